@@ -1,1 +1,39 @@
-fn main(){}
+//! The `ferry` command line. One module per verb; this file only dispatches.
+
+mod serve;
+mod units;
+
+use clap::{Parser, Subcommand};
+
+/// ferry: fast, trustworthy movement of data in and out of object storage.
+#[derive(Parser)]
+#[command(name = "ferry", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run an S3-compatible server (memory, disk or synthetic data) that can behave like
+    /// S3, GCS or Azure.
+    Serve(serve::ServeArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("FERRY_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve::run(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ferry: error: {e:#}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}

@@ -1,1 +1,19 @@
-pub fn _x(){}
+//! ferry-proto: S3 wire formats shared by ferry's server and client.
+//!
+//! No sockets live here; every module is a pure transformation over bytes,
+//! strings and `http` types, so both sides of the wire share one
+//! implementation and one set of tests:
+//!
+//! - [`encoding`]: SigV4 URI encoding, query strings, timestamps;
+//! - [`checksum`]: flexible checksum algorithms, ETags, composite checksums;
+//! - [`sigv4`]: request signing and verification;
+//! - [`chunked`]: HTTP/1.1 chunked and S3 aws-chunked body decoders;
+//! - [`range`]: `Range` / `Content-Range` with S3 semantics;
+//! - [`xml`]: S3 XML bodies, writers and parsers.
+
+pub mod checksum;
+pub mod chunked;
+pub mod encoding;
+pub mod range;
+pub mod sigv4;
+pub mod xml;

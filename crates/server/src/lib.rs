@@ -1,1 +1,202 @@
-pub fn _x(){}
+//! `ferry serve`: an S3-compatible server that behaves like the clouds.
+//!
+//! It is the embedded default that every ferry test, demo and benchmark runs against, and
+//! a real data server. Data flows:
+//!
+//! ```text
+//! TCP accept ─► (TLS, ALPN) ─► protocol detection ─┬─► h1.rs (pipelining, our parser)
+//!                                                  └─► h2.rs (hyper)
+//!                     both ─► app.rs: auth, emulation, routing ─► s3/ handlers ─► ferry-backend
+//! ```
+//!
+//! Cleartext connections that open with the HTTP/2 preface are served as h2c (prior
+//! knowledge); everything else is HTTP/1.1. The emulation profile can switch h2 off, as
+//! S3 and Azure do.
+
+pub mod app;
+pub mod config;
+pub mod emulate;
+mod h1;
+mod h2;
+pub mod metrics;
+mod s3;
+mod tls;
+pub mod types;
+
+pub use config::{Emulation, Faults, Limits, Profile, ServeConfig, Storage, TlsConfig};
+
+use anyhow::{Context, Result};
+use app::App;
+use bytes::BytesMut;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+/// The HTTP/2 connection preface (RFC 9113 section 3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// A bound server, not yet accepting.
+pub struct Server {
+    listener: TcpListener,
+    app: Arc<App>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl Server {
+    /// Opens the backend and binds the listening socket.
+    pub async fn bind(config: ServeConfig) -> Result<Server> {
+        let tls = match &config.tls {
+            Some(t) => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(t, config.emulation.h2)?)),
+            None => None,
+        };
+        let listener = TcpListener::bind(config.addr).await.with_context(|| format!("binding {}", config.addr))?;
+        let app = App::new(config).await?;
+        Ok(Server { listener, app: Arc::new(app), tls })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().expect("bound socket has an address")
+    }
+
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// Accepts connections until `shutdown` completes.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<()> {
+        let permits = Arc::new(Semaphore::new(self.app.limits.max_connections));
+        tokio::pin!(shutdown);
+        loop {
+            let (stream, _peer) = tokio::select! {
+                _ = &mut shutdown => return Ok(()),
+                accepted = self.listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // EMFILE and friends: back off briefly instead of spinning.
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let _ = stream.set_nodelay(true);
+            let app = self.app.clone();
+            let tls = self.tls.clone();
+            let permit = permits.clone().try_acquire_owned();
+            tokio::spawn(async move {
+                let Ok(_permit) = permit else {
+                    app.metrics.connections_refused.fetch_add(1, Relaxed);
+                    refuse(stream, &app).await;
+                    return;
+                };
+                app.metrics.connections_open.fetch_add(1, Relaxed);
+                serve_connection(stream, tls, app.clone()).await;
+                app.metrics.connections_open.fetch_sub(1, Relaxed);
+            });
+        }
+    }
+}
+
+/// Answers a connection over the cap with 503 and closes it.
+async fn refuse(stream: TcpStream, app: &App) {
+    use tokio::io::AsyncWriteExt;
+    let body = app.error_xml("SlowDown", "Too many connections.", None);
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let mut stream = stream;
+    let _ = stream.write_all(head.as_bytes()).await;
+    let _ = stream.write_all(body.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
+async fn serve_connection(stream: TcpStream, tls: Option<tokio_rustls::TlsAcceptor>, app: Arc<App>) {
+    let fd = stream.as_raw_fd();
+    match tls {
+        Some(acceptor) => {
+            let handshake = tokio::time::timeout(app.limits.request_timeout, acceptor.accept(stream)).await;
+            let tls_stream = match handshake {
+                Ok(Ok(s)) => s,
+                _ => {
+                    app.metrics.tls_handshake_failures.fetch_add(1, Relaxed);
+                    return;
+                }
+            };
+            let is_h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2");
+            if is_h2 {
+                app.metrics.h2_connections_opened.fetch_add(1, Relaxed);
+                h2::serve(tls_stream, app).await;
+            } else {
+                app.metrics.h1_connections_opened.fetch_add(1, Relaxed);
+                h1::serve(tls_stream, BytesMut::new(), app, Some(fd)).await;
+            }
+        }
+        None => {
+            let mut stream = stream;
+            let mut initial = BytesMut::with_capacity(64 * 1024);
+            // Read until the bytes either match the h2 preface or cannot.
+            let h2 = loop {
+                if !app.emulator.emulation().h2 || initial.len() >= H2_PREFACE.len() {
+                    break app.emulator.emulation().h2 && initial.starts_with(H2_PREFACE);
+                }
+                if !H2_PREFACE.starts_with(&initial) {
+                    break false;
+                }
+                match tokio::time::timeout(app.limits.idle_timeout, stream.read_buf(&mut initial)).await {
+                    Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return,
+                    Ok(Ok(_)) => {}
+                }
+            };
+            if h2 {
+                app.metrics.h2_connections_opened.fetch_add(1, Relaxed);
+                h2::serve(Prefixed { prefix: initial, io: stream }, app).await;
+            } else {
+                app.metrics.h1_connections_opened.fetch_add(1, Relaxed);
+                h1::serve(stream, initial, app, Some(fd)).await;
+            }
+        }
+    }
+}
+
+/// A stream that first yields bytes already read from it.
+struct Prefixed<IO> {
+    prefix: BytesMut,
+    io: IO,
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Prefixed<IO> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        if !self.prefix.is_empty() {
+            let n = self.prefix.len().min(buf.remaining());
+            buf.put_slice(&self.prefix.split_to(n));
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Prefixed<IO> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+}

@@ -1,0 +1,238 @@
+//! `ferry serve`: flags, start-up banner and signal handling around `ferry_server`.
+//!
+//! The first line on stdout is `listening on http://ADDR` (or https), printed once the
+//! socket accepts connections, so scripts can start the server with port 0 and read the
+//! port back. The credentials and every emulation value in force follow.
+
+use crate::units::{parse_bytes, parse_duration};
+use anyhow::{bail, Result};
+use clap::Args;
+use ferry_server::{Profile, ServeConfig, Server, Storage, TlsConfig};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args)]
+#[command(after_help = "Examples:\n  ferry serve --memory\n  ferry serve --data /srv/ferry --profile s3\n  ferry serve --addr 127.0.0.1:0 --anonymous --tls\n  ferry serve --profile s3 --fault-503-rate 0.01 --seed 7\n\nThe synthetic bucket serves deterministic bytes sized by the key: GET /synthetic/1GiB/x\nMetrics (Prometheus text): GET /_ferry/metrics")]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port (printed on the first line).
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    addr: SocketAddr,
+    /// Keep objects in memory (the default).
+    #[arg(long, conflicts_with = "data")]
+    memory: bool,
+    /// Keep objects on disk under DIR; they survive restarts.
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// Emulation profile: lan (no delay), s3, gcs or azure. Flags below override its values.
+    #[arg(long, default_value = "lan", value_parser = parse_profile)]
+    profile: Profile,
+    /// Serve HTTPS with a self-signed certificate for localhost (CA file path is printed).
+    #[arg(long)]
+    tls: bool,
+    /// PEM certificate chain for --tls, instead of a self-signed one.
+    #[arg(long, requires = "key")]
+    cert: Option<PathBuf>,
+    /// PEM private key for --cert.
+    #[arg(long, requires = "cert")]
+    key: Option<PathBuf>,
+    /// Where --tls writes the self-signed CA certificate [default: a file in the temp dir].
+    #[arg(long, value_name = "FILE")]
+    ca_file: Option<PathBuf>,
+    /// Accept unsigned requests (no SigV4 check).
+    #[arg(long)]
+    anonymous: bool,
+    /// Access key [default: $AWS_ACCESS_KEY_ID, else "ferry"].
+    #[arg(long, env = "AWS_ACCESS_KEY_ID", hide_env_values = true)]
+    access_key: Option<String>,
+    /// Secret key [default: $AWS_SECRET_ACCESS_KEY, else "ferry-secret"].
+    #[arg(long, env = "AWS_SECRET_ACCESS_KEY", hide_env_values = true)]
+    secret_key: Option<String>,
+    /// Region reported by the server.
+    #[arg(long, default_value = "us-east-1")]
+    region: String,
+    /// Name of the read-only synthetic bucket ("" to disable).
+    #[arg(long, default_value = "synthetic")]
+    synthetic_bucket: String,
+    /// HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS.
+    #[arg(long, default_value_t = 100)]
+    h2_max_streams: u32,
+    /// Offer HTTP/2 (h2c and ALPN h2): on|off [default: the profile's].
+    #[arg(long, value_parser = parse_on_off)]
+    h2: Option<bool>,
+    /// Median first-byte delay of object requests, e.g. 30ms [default: the profile's].
+    #[arg(long, value_parser = parse_duration)]
+    ttfb_p50: Option<Duration>,
+    /// 99th percentile first-byte delay [default: the profile's, or 5x p50].
+    #[arg(long, value_parser = parse_duration)]
+    ttfb_p99: Option<Duration>,
+    /// Median first-byte delay of LIST requests.
+    #[arg(long, value_parser = parse_duration)]
+    list_p50: Option<Duration>,
+    /// 99th percentile first-byte delay of LIST requests.
+    #[arg(long, value_parser = parse_duration)]
+    list_p99: Option<Duration>,
+    /// Bytes per second per HTTP/1.1 connection or HTTP/2 stream, e.g. 90MB; 0 = unlimited.
+    #[arg(long, value_parser = parse_bytes, value_name = "BYTES_PER_SEC")]
+    rate_per_conn: Option<u64>,
+    /// GET/HEAD requests per second per prefix before 503 SlowDown; 0 = unlimited.
+    #[arg(long)]
+    get_rate_limit: Option<u32>,
+    /// PUT/COPY/DELETE requests per second per prefix before 503 SlowDown; 0 = unlimited.
+    #[arg(long)]
+    put_rate_limit: Option<u32>,
+    /// Fraction of requests answered 500 InternalError.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
+    fault_500_rate: f64,
+    /// Fraction of requests answered 503 SlowDown.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
+    fault_503_rate: f64,
+    /// Fraction of GET bodies cut by a connection (h1) or stream (h2) reset.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
+    fault_reset_rate: f64,
+    /// Fraction of GET bodies that stall part-way for --fault-stall.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
+    fault_stall_rate: f64,
+    /// How long a stalled body pauses.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    fault_stall: Duration,
+    /// Seed of every random draw (delays, faults), for reproducible runs.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Close keep-alive connections idle this long.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    idle_timeout: Duration,
+    /// Answer 400 RequestTimeout when a request head or body stalls this long.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    request_timeout: Duration,
+    /// Connections served at once; more are answered 503 and closed.
+    #[arg(long, default_value_t = 4096)]
+    max_connections: usize,
+}
+
+fn parse_profile(s: &str) -> Result<Profile, String> {
+    Profile::parse(s).ok_or_else(|| format!("unknown profile '{s}' (use lan, s3, gcs or azure)"))
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "true" | "yes" => Ok(true),
+        "off" | "false" | "no" => Ok(false),
+        _ => Err(format!("'{s}': use on or off")),
+    }
+}
+
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!("'{s}' is not a fraction between 0 and 1")),
+    }
+}
+
+fn config(args: ServeArgs) -> Result<ServeConfig> {
+    let mut c = ServeConfig::new(args.addr);
+    if let Some(dir) = args.data {
+        c.storage = Storage::Disk(dir);
+    }
+    c.profile = args.profile;
+    let e = &mut c.emulation;
+    *e = args.profile.emulation();
+    if let Some(v) = args.h2 {
+        e.h2 = v;
+    }
+    if let Some(p50) = args.ttfb_p50 {
+        e.ttfb_p50 = p50;
+        e.ttfb_p99 = args.ttfb_p99.unwrap_or(p50 * 5);
+    } else if let Some(p99) = args.ttfb_p99 {
+        e.ttfb_p99 = p99;
+    }
+    if let Some(p50) = args.list_p50 {
+        e.list_p50 = p50;
+        e.list_p99 = args.list_p99.unwrap_or(p50 * 4);
+    } else if let Some(p99) = args.list_p99 {
+        e.list_p99 = p99;
+    }
+    if let Some(r) = args.rate_per_conn {
+        e.rate_per_conn = Some(r).filter(|r| *r > 0);
+    }
+    if let Some(r) = args.get_rate_limit {
+        e.get_rate_limit = Some(r).filter(|r| *r > 0);
+    }
+    if let Some(r) = args.put_rate_limit {
+        e.put_rate_limit = Some(r).filter(|r| *r > 0);
+    }
+    let f = &mut c.faults;
+    f.error_500_rate = args.fault_500_rate;
+    f.error_503_rate = args.fault_503_rate;
+    f.reset_rate = args.fault_reset_rate;
+    f.stall_rate = args.fault_stall_rate;
+    f.stall = args.fault_stall;
+    f.seed = args.seed;
+    if f.error_500_rate + f.error_503_rate > 1.0 {
+        bail!("--fault-500-rate and --fault-503-rate add up to more than 1");
+    }
+    c.limits.h2_max_streams = args.h2_max_streams;
+    c.limits.idle_timeout = args.idle_timeout;
+    c.limits.request_timeout = args.request_timeout;
+    c.limits.max_connections = args.max_connections;
+    c.region = args.region;
+    c.synthetic_bucket = Some(args.synthetic_bucket).filter(|s| !s.is_empty());
+    c.credentials = if args.anonymous {
+        None
+    } else {
+        Some((args.access_key.unwrap_or_else(|| "ferry".into()), args.secret_key.unwrap_or_else(|| "ferry-secret".into())))
+    };
+    c.tls = match (args.tls, args.cert, args.key) {
+        (_, Some(cert), Some(key)) => Some(TlsConfig::Files { cert, key }),
+        (true, _, _) => Some(TlsConfig::SelfSigned {
+            ca_file: args.ca_file.unwrap_or_else(|| std::env::temp_dir().join(format!("ferry-ca-{}.pem", std::process::id()))),
+        }),
+        _ => None,
+    };
+    Ok(c)
+}
+
+pub fn run(args: ServeArgs) -> Result<()> {
+    let config = config(args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let describe = config.describe();
+        let credentials = config.credentials.clone();
+        let ca_file = match &config.tls {
+            Some(TlsConfig::SelfSigned { ca_file }) => Some(ca_file.clone()),
+            _ => None,
+        };
+        let server = Server::bind(config).await?;
+        let scheme = if server.is_tls() { "https" } else { "http" };
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening on {scheme}://{}", server.local_addr())?;
+        match &credentials {
+            Some((a, s)) => {
+                writeln!(out, "access key: {a}")?;
+                writeln!(out, "secret key: {s}")?;
+            }
+            None => writeln!(out, "auth: anonymous (unsigned requests accepted)")?,
+        }
+        if let Some(ca) = ca_file {
+            writeln!(out, "ca file: {}", ca.display())?;
+        }
+        for line in describe {
+            writeln!(out, "{line}")?;
+        }
+        out.flush()?;
+        drop(out);
+        server.run(shutdown_signal()).await?;
+        eprintln!("ferry serve: stopped");
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,184 @@
+//! The request pipeline shared by both transports: metrics endpoint, addressing, SigV4,
+//! injected faults, throttling, first-byte delay, then the S3 operation.
+//!
+//! ```text
+//! Request ─► /_ferry/metrics? ─► route (bucket, key, operation) ─► authenticate
+//!         ─► injected 500/503 ─► per-prefix rate limit (SlowDown) ─► s3 operation
+//!         ─► hold until arrival + first-byte delay ─► Response (+ request id, metrics)
+//! ```
+//!
+//! The first-byte delay is measured from the request's arrival, not from when its handler
+//! ran, so the time a pipelined request waits behind others counts toward it, as it does
+//! on a real service whose frontend works on requests as they come in.
+
+use crate::config::{ServeConfig, Storage};
+use crate::emulate::{DelayClass, Emulator, InjectedError, RateClass};
+use crate::metrics::{Metrics, METRICS_PATH};
+use crate::s3::{self, Op, Route, S3Error};
+use crate::types::{Request, Response};
+use anyhow::{Context, Result};
+use ferry_backend::Backend;
+use ferry_proto::sigv4::{self, SigningContext};
+use ferry_proto::xml::ErrorBody;
+use http::Method;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, SystemTime};
+
+/// Largest clock difference accepted on a signed request (S3: 15 minutes).
+const MAX_SKEW: Duration = Duration::from_secs(15 * 60);
+
+pub struct App {
+    pub backend: Backend,
+    pub emulator: Emulator,
+    pub metrics: Metrics,
+    pub limits: crate::config::Limits,
+    pub region: String,
+    credentials: Option<(String, String)>,
+    next_request_id: AtomicU64,
+}
+
+impl App {
+    pub async fn new(config: ServeConfig) -> Result<App> {
+        let mut backend = match &config.storage {
+            Storage::Memory => Backend::memory(),
+            Storage::Disk(dir) => Backend::open_disk(dir).await.with_context(|| format!("opening data directory {}", dir.display()))?,
+        };
+        if let Some(name) = &config.synthetic_bucket {
+            backend = backend.with_synthetic_bucket(name);
+        }
+        let seed = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+        Ok(App {
+            backend,
+            emulator: Emulator::new(config.emulation.clone(), config.faults.clone()),
+            metrics: Metrics::default(),
+            limits: config.limits.clone(),
+            region: config.region.clone(),
+            credentials: config.credentials.clone(),
+            // Request ids differ across restarts: start from the clock.
+            next_request_id: AtomicU64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+        })
+    }
+
+    fn request_id(&self) -> String {
+        format!("{:016X}", self.next_request_id.fetch_add(1, Relaxed))
+    }
+
+    pub fn error_xml(&self, code: &str, message: &str, resource: Option<&str>) -> String {
+        self.error_xml_with(code, message, resource, &self.request_id(), Vec::new())
+    }
+
+    fn error_xml_with(&self, code: &str, message: &str, resource: Option<&str>, request_id: &str, extra: Vec<(String, String)>) -> String {
+        ErrorBody {
+            code: code.to_string(),
+            message: message.to_string(),
+            resource: resource.map(str::to_string),
+            request_id: request_id.to_string(),
+            extra,
+        }
+        .to_xml()
+    }
+
+    /// An S3 error response outside any operation (malformed HTTP, refused connection).
+    pub fn error_response(&self, status: u16, code: &str, message: &str, resource: Option<&str>) -> Response {
+        let id = self.request_id();
+        let body = self.error_xml_with(code, message, resource, &id, Vec::new());
+        self.metrics.request("Invalid", status);
+        Response::with_body(status, "application/xml", body).header("x-amz-request-id", &id)
+    }
+
+    fn s3_error_response(&self, err: S3Error, request_id: &str, resource: &str) -> Response {
+        let body = self.error_xml_with(err.code, &err.message, Some(err.resource.as_deref().unwrap_or(resource)), request_id, err.extra);
+        let mut resp = Response::with_body(err.status, "application/xml", body);
+        for (name, value) in err.headers {
+            resp = resp.header(name, &value);
+        }
+        resp
+    }
+
+    /// Handles one request from either transport.
+    pub async fn handle(&self, mut req: Request) -> Response {
+        if req.raw_path == METRICS_PATH && req.method == Method::GET {
+            return Response::with_body(200, "text/plain; version=0.0.4", self.metrics.render());
+        }
+        let request_id = self.request_id();
+        let resource = req.raw_path.clone();
+        let (op, mut resp) = match s3::route(&req) {
+            Err(e) => ("Invalid", self.s3_error_response(e, &request_id, &resource)),
+            Ok(route) => {
+                let op = route.op;
+                let resp = match self.run(&mut req, &route).await {
+                    Ok(resp) => resp,
+                    Err(e) => self.s3_error_response(e, &request_id, &resource),
+                };
+                // Hold the answer until the emulated first byte is due.
+                let delay = self.emulator.delay(delay_class(op));
+                if !delay.is_zero() {
+                    tokio::time::sleep_until((req.arrived + delay).into()).await;
+                }
+                (op.name(), resp)
+            }
+        };
+        resp = resp.header("x-amz-request-id", &request_id).header("x-amz-id-2", &request_id);
+        self.metrics.request(op, resp.status);
+        resp
+    }
+
+    async fn run(&self, req: &mut Request, route: &Route) -> Result<Response, S3Error> {
+        let signing = self.authenticate(req)?;
+        match self.emulator.injected_error() {
+            Some(InjectedError::Internal) => return Err(S3Error::new(500, "InternalError", "We encountered an internal error. Please try again. (injected fault)")),
+            Some(InjectedError::SlowDown) => return Err(S3Error::slow_down()),
+            None => {}
+        }
+        if let Some(class) = rate_class(route.op) {
+            let prefix = throttle_prefix(route);
+            if self.emulator.throttled(&prefix, class, req.arrived) {
+                return Err(S3Error::slow_down());
+            }
+        }
+        s3::dispatch(self, req, route, signing.as_ref()).await
+    }
+
+    /// Verifies SigV4 unless the server is anonymous. Returns the signing context that an
+    /// aws-chunked body's chunk signatures chain from.
+    fn authenticate(&self, req: &Request) -> Result<Option<SigningContext>, S3Error> {
+        let Some((access, secret)) = &self.credentials else { return Ok(None) };
+        let signable = sigv4::SignableRequest {
+            method: req.method.as_str(),
+            raw_path: &req.raw_path,
+            raw_query: &req.raw_query,
+            headers: &req.headers,
+        };
+        let lookup = |key: &str| if key == access { Some(secret.clone()) } else { None };
+        match sigv4::verify(&signable, &lookup, SystemTime::now(), MAX_SKEW) {
+            Ok(ctx) => Ok(Some(ctx)),
+            Err(e) => Err(S3Error::new(e.status(), e.code(), &e.message)),
+        }
+    }
+}
+
+fn delay_class(op: Op) -> DelayClass {
+    match op {
+        Op::ListObjectsV1 | Op::ListObjectsV2 | Op::ListMultipartUploads | Op::ListParts | Op::ListBuckets => DelayClass::List,
+        _ => DelayClass::Object,
+    }
+}
+
+fn rate_class(op: Op) -> Option<RateClass> {
+    match op {
+        Op::GetObject | Op::HeadObject => Some(RateClass::Read),
+        Op::PutObject | Op::CopyObject | Op::UploadPart | Op::UploadPartCopy | Op::DeleteObject | Op::DeleteObjects | Op::CompleteMultipartUpload => {
+            Some(RateClass::Write)
+        }
+        _ => None,
+    }
+}
+
+/// The "prefix" a request-rate limit applies to: the bucket plus the key up to its last
+/// '/'. S3 partitions by key prefix and publishes limits per prefix; a directory-like
+/// prefix is the partition users reason about.
+fn throttle_prefix(route: &Route) -> String {
+    let key = route.key.as_deref().unwrap_or("");
+    let dir = key.rfind('/').map(|i| &key[..i]).unwrap_or("");
+    format!("{}/{}", route.bucket.as_deref().unwrap_or(""), dir)
+}

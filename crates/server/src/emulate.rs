@@ -1,0 +1,277 @@
+//! Emulation of a cloud object store's behaviour: first-byte delay, per-connection rate,
+//! request-rate throttling per prefix, and injected faults.
+//!
+//! All randomness comes from one seeded generator, so a run with the same seed and the
+//! same request order draws the same delays and faults. Delays are lognormal: the
+//! distribution object-store latency is usually modelled by, fitted so that its median
+//! and 99th percentile match the profile (sigma = ln(p99/p50) / z99, z99 = 2.326).
+//!
+//! The rate pacer is a virtual clock: each chunk is released no earlier than the time the
+//! bytes before it would have taken at the configured rate. Idle time earns no credit
+//! beyond one burst, so a connection that pauses cannot then exceed the rate.
+
+use crate::config::{Emulation, Faults};
+use crate::types::BodyFault;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, LogNormal};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// z-score of the 99th percentile of a standard normal distribution.
+const Z99: f64 = 2.326_347_874;
+
+/// Which delay distribution a request draws from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DelayClass {
+    Object,
+    List,
+    None,
+}
+
+/// What a request is, for throttling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RateClass {
+    Read,
+    Write,
+}
+
+/// The decision for one request's injected error, if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InjectedError {
+    Internal,
+    SlowDown,
+}
+
+pub struct Emulator {
+    emulation: Emulation,
+    faults: Faults,
+    rng: Mutex<SmallRng>,
+    object_delay: Option<(LogNormal<f64>, f64)>,
+    list_delay: Option<(LogNormal<f64>, f64)>,
+    buckets: Mutex<HashMap<(String, RateClass), TokenBucket>>,
+}
+
+/// The fitted distribution and its median in seconds.
+fn fit(p50: Duration, p99: Duration) -> Option<(LogNormal<f64>, f64)> {
+    if p50.is_zero() {
+        return None;
+    }
+    let mu = p50.as_secs_f64().ln();
+    let sigma = if p99 > p50 { (p99.as_secs_f64() / p50.as_secs_f64()).ln() / Z99 } else { 0.0 };
+    LogNormal::new(mu, sigma).ok().map(|d| (d, p50.as_secs_f64()))
+}
+
+/// Distinct prefixes tracked for throttling before the table is cleared; bounds memory
+/// under a workload that touches millions of prefixes.
+const MAX_TRACKED_PREFIXES: usize = 100_000;
+
+impl Emulator {
+    pub fn new(emulation: Emulation, faults: Faults) -> Emulator {
+        let object_delay = fit(emulation.ttfb_p50, emulation.ttfb_p99);
+        let list_delay = fit(emulation.list_p50, emulation.list_p99);
+        Emulator {
+            rng: Mutex::new(SmallRng::seed_from_u64(faults.seed)),
+            emulation,
+            faults,
+            object_delay,
+            list_delay,
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn emulation(&self) -> &Emulation {
+        &self.emulation
+    }
+
+    /// A first-byte delay for a request of this class.
+    pub fn delay(&self, class: DelayClass) -> Duration {
+        let dist = match class {
+            DelayClass::Object => self.object_delay.as_ref(),
+            DelayClass::List => self.list_delay.as_ref(),
+            DelayClass::None => None,
+        };
+        match dist {
+            None => Duration::ZERO,
+            Some((d, median)) => {
+                let secs = d.sample(&mut *self.rng.lock().unwrap());
+                // Cap the tail at 20x the median: a lognormal's far tail would otherwise
+                // produce rare multi-second stalls that no real service shows.
+                Duration::from_secs_f64(secs.min(20.0 * median))
+            }
+        }
+    }
+
+    /// Whether a request on `prefix` exceeds the request-rate limit (503 SlowDown).
+    pub fn throttled(&self, prefix: &str, class: RateClass, now: Instant) -> bool {
+        let limit = match class {
+            RateClass::Read => self.emulation.get_rate_limit,
+            RateClass::Write => self.emulation.put_rate_limit,
+        };
+        let Some(limit) = limit else { return false };
+        let mut buckets = self.buckets.lock().unwrap();
+        if buckets.len() >= MAX_TRACKED_PREFIXES {
+            buckets.clear();
+        }
+        let bucket = buckets
+            .entry((prefix.to_string(), class))
+            .or_insert_with(|| TokenBucket::new(limit as f64, now));
+        !bucket.take(now)
+    }
+
+    /// An injected error for this request, if the dice say so.
+    pub fn injected_error(&self) -> Option<InjectedError> {
+        let f = &self.faults;
+        if f.error_500_rate <= 0.0 && f.error_503_rate <= 0.0 {
+            return None;
+        }
+        let x: f64 = self.rng.lock().unwrap().gen();
+        if x < f.error_500_rate {
+            Some(InjectedError::Internal)
+        } else if x < f.error_500_rate + f.error_503_rate {
+            Some(InjectedError::SlowDown)
+        } else {
+            None
+        }
+    }
+
+    /// A fault for a response body of `len` bytes, if the dice say so. The cut point is
+    /// drawn uniformly inside the body so that resumption logic sees arbitrary offsets.
+    pub fn body_fault(&self, len: u64) -> Option<BodyFault> {
+        let f = &self.faults;
+        if len == 0 || (f.reset_rate <= 0.0 && f.stall_rate <= 0.0) {
+            return None;
+        }
+        let mut rng = self.rng.lock().unwrap();
+        let x: f64 = rng.gen();
+        let at = rng.gen_range(0..len);
+        if x < f.reset_rate {
+            Some(BodyFault::Reset { after_bytes: at })
+        } else if x < f.reset_rate + f.stall_rate {
+            Some(BodyFault::Stall { after_bytes: at, pause: f.stall })
+        } else {
+            None
+        }
+    }
+}
+
+/// A token bucket refilled at `rate` tokens per second, holding at most one second's worth.
+struct TokenBucket {
+    rate: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl TokenBucket {
+    fn new(rate: f64, now: Instant) -> TokenBucket {
+        TokenBucket { rate, tokens: rate, last: now }
+    }
+
+    fn take(&mut self, now: Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = now;
+        self.tokens = (self.tokens + elapsed * self.rate).min(self.rate);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Paces bytes to a rate: call [`Pacer::wait`] before sending each chunk.
+pub struct Pacer {
+    bytes_per_sec: f64,
+    /// The virtual time at which everything sent so far would have finished.
+    next_free: Instant,
+}
+
+/// Credit a paced stream may bank while idle: one 64 KiB burst, about one TCP window's
+/// worth of segments at start, so pacing stays smooth without stalling small responses.
+const PACER_BURST_BYTES: f64 = 64.0 * 1024.0;
+
+impl Pacer {
+    pub fn new(bytes_per_sec: u64) -> Pacer {
+        Pacer { bytes_per_sec: bytes_per_sec as f64, next_free: Instant::now() }
+    }
+
+    /// Sleeps until `len` more bytes may be sent.
+    pub async fn wait(&mut self, len: usize) {
+        let now = Instant::now();
+        let burst = Duration::from_secs_f64(PACER_BURST_BYTES / self.bytes_per_sec);
+        if self.next_free + burst < now {
+            self.next_free = now - burst;
+        }
+        let start = self.next_free;
+        self.next_free = start + Duration::from_secs_f64(len as f64 / self.bytes_per_sec);
+        if start > now {
+            tokio::time::sleep_until(start.into()).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lognormal_fit_matches_p50_and_p99() {
+        let e = Emulation {
+            ttfb_p50: Duration::from_millis(30),
+            ttfb_p99: Duration::from_millis(150),
+            ..Emulation::default()
+        };
+        let em = Emulator::new(e, Faults { seed: 7, ..Faults::default() });
+        let mut v: Vec<f64> = (0..20_000).map(|_| em.delay(DelayClass::Object).as_secs_f64()).collect();
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let p50 = v[v.len() / 2];
+        let p99 = v[v.len() * 99 / 100];
+        assert!((p50 - 0.030).abs() < 0.003, "p50 {p50}");
+        assert!((p99 - 0.150).abs() < 0.025, "p99 {p99}");
+        assert_eq!(em.delay(DelayClass::List), Duration::ZERO);
+    }
+
+    #[test]
+    fn same_seed_same_draws() {
+        let e = crate::config::Profile::S3.emulation();
+        let a = Emulator::new(e.clone(), Faults { seed: 42, reset_rate: 0.5, ..Faults::default() });
+        let b = Emulator::new(e, Faults { seed: 42, reset_rate: 0.5, ..Faults::default() });
+        for _ in 0..100 {
+            assert_eq!(a.delay(DelayClass::Object), b.delay(DelayClass::Object));
+            assert_eq!(a.body_fault(1000), b.body_fault(1000));
+        }
+    }
+
+    #[test]
+    fn token_bucket_throttles_above_rate() {
+        let mut e = Emulation::default();
+        e.get_rate_limit = Some(100);
+        let em = Emulator::new(e, Faults::default());
+        let t0 = Instant::now();
+        let allowed = (0..150).filter(|_| !em.throttled("b/p", RateClass::Read, t0)).count();
+        assert_eq!(allowed, 100);
+        // Another prefix has its own budget; writes are unlimited here.
+        assert!(!em.throttled("b/q", RateClass::Read, t0));
+        assert!(!em.throttled("b/p", RateClass::Write, t0));
+        // Half a second later, 50 more are allowed.
+        let t1 = t0 + Duration::from_millis(500);
+        let allowed = (0..100).filter(|_| !em.throttled("b/p", RateClass::Read, t1)).count();
+        assert_eq!(allowed, 50);
+    }
+
+    #[test]
+    fn fault_rates_are_respected() {
+        let em = Emulator::new(Emulation::default(), Faults { error_503_rate: 1.0, ..Faults::default() });
+        assert_eq!(em.injected_error(), Some(InjectedError::SlowDown));
+        let em = Emulator::new(Emulation::default(), Faults { reset_rate: 1.0, ..Faults::default() });
+        match em.body_fault(10) {
+            Some(BodyFault::Reset { after_bytes }) => assert!(after_bytes < 10),
+            other => panic!("{other:?}"),
+        }
+        let em = Emulator::new(Emulation::default(), Faults::default());
+        assert_eq!(em.injected_error(), None);
+        assert_eq!(em.body_fault(10), None);
+    }
+}

@@ -1,0 +1,562 @@
+//! HTTP/1.1 server connections, written on `httparse` so that pipelining behaves like a
+//! real object store.
+//!
+//! Why not hyper's server: hyper reads the next pipelined request only after the previous
+//! response is written, so a pipelined request's emulated first-byte delay would start
+//! late and pipelining could never win. LAB.md requires the opposite (think time starts
+//! when the request arrives), which needs a reader that runs ahead of the writer.
+//!
+//! Each connection is two halves joined by an in-order queue of response slots:
+//!
+//! ```text
+//!   socket ──► reader ──parse head──► spawn handler ──► oneshot ─┐
+//!                │   └─ body bytes ──► bounded channel ─► handler │
+//!                └──── slot (in request order) ──► queue ──► writer ──► socket
+//! ```
+//!
+//! The reader parses a request head, spawns its handler at once, forwards the body through
+//! a small bounded channel (so a slow handler slows the socket: backpressure, never an
+//! unbounded buffer), pushes the handler's response slot on the queue and goes on to the
+//! next request. The writer takes slots in order, waits for each response, and writes it,
+//! pacing bytes to the emulated per-connection rate. The queue holds at most
+//! `max_pipeline_depth` slots, which bounds the work one connection can have in flight.
+//!
+//! Slot states: `Queued -> Answered -> Written`; a `Continue` slot writes an interim
+//! `100 Continue` before its request's final response. A connection ends when the client
+//! closes, a request says `Connection: close`, the head or body is malformed (answered
+//! with an S3 error, then closed), a time-out passes, or a fault resets it.
+
+use crate::app::App;
+use crate::emulate::Pacer;
+use crate::types::{Body, BodyFault, Protocol, RespBody, Request, Response};
+use bytes::{Buf, Bytes, BytesMut};
+use ferry_proto::chunked::ChunkedDecoder;
+use futures_util::StreamExt;
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter, ReadHalf, WriteHalf};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::timeout;
+
+/// Most headers accepted in one request.
+const MAX_HEADERS: usize = 128;
+/// Socket read size.
+const READ_CHUNK: usize = 64 * 1024;
+/// Body bytes the reader discards after a handler stopped reading before it gives up on
+/// the connection (a rejected 5 GiB PUT is not worth reading to the end).
+const MAX_DISCARD: u64 = 1024 * 1024;
+/// Writer buffer: small pipelined responses are coalesced into one write of this size.
+const WRITE_BUFFER: usize = 64 * 1024;
+
+enum Slot {
+    Continue,
+    Answer { rx: oneshot::Receiver<Response>, head_only: bool, keep_alive: bool },
+    Immediate(Response),
+}
+
+/// Serves one HTTP/1.1 connection until it ends. `initial` holds bytes already read
+/// while detecting the protocol; `fd` is the raw socket, used to reset the connection
+/// when a fault says so.
+pub async fn serve<IO>(io: IO, initial: BytesMut, app: Arc<App>, fd: Option<RawFd>)
+where
+    IO: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (rd, wr) = tokio::io::split(io);
+    let (tx, rx) = mpsc::channel(app.limits.max_pipeline_depth.max(1));
+    let reader = read_loop(rd, initial, app.clone(), tx);
+    let writer = write_loop(wr, rx, app.clone(), fd);
+    tokio::pin!(reader);
+    tokio::pin!(writer);
+    // The writer decides when the connection is over: it drains every queued slot after
+    // the reader stops, and if it fails (client gone, fault reset) the reader is dropped.
+    tokio::select! {
+        _ = &mut writer => {}
+        _ = &mut reader => { writer.await; }
+    }
+}
+
+struct Head {
+    method: Method,
+    raw_path: String,
+    raw_query: String,
+    headers: HeaderMap,
+    keep_alive: bool,
+    framing: Framing,
+    expect_continue: bool,
+}
+
+enum Framing {
+    Length(u64),
+    Chunked,
+}
+
+enum HeadError {
+    /// The client closed or went idle between requests: end quietly.
+    Closed,
+    /// Answer with this S3 error and close.
+    Reject(u16, &'static str, String),
+}
+
+async fn read_loop<R: AsyncRead>(rd: ReadHalf<R>, mut buf: BytesMut, app: Arc<App>, queue: mpsc::Sender<Slot>) {
+    let mut rd = rd;
+    loop {
+        let head = match read_head(&mut rd, &mut buf, &app).await {
+            Ok(head) => head,
+            Err(HeadError::Closed) => return,
+            Err(HeadError::Reject(status, code, message)) => {
+                let mut resp = app.error_response(status, code, &message, None);
+                resp.close = true;
+                let _ = queue.send(Slot::Immediate(resp)).await;
+                return;
+            }
+        };
+        let arrived = Instant::now();
+        let keep_alive = head.keep_alive;
+        let head_only = head.method == Method::HEAD;
+        let content_length = match head.framing {
+            Framing::Length(n) => Some(n),
+            Framing::Chunked => None,
+        };
+        if content_length.is_some_and(|n| n > app.limits.max_object_bytes) {
+            let mut resp = app.error_response(413, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed object size.", None);
+            resp.close = true;
+            let _ = queue.send(Slot::Immediate(resp)).await;
+            return;
+        }
+        if head.expect_continue && content_length != Some(0) && queue.send(Slot::Continue).await.is_err() {
+            return;
+        }
+        let has_body = !matches!(head.framing, Framing::Length(0));
+        let (body_tx, body) = if has_body {
+            let (btx, brx) = mpsc::channel(4);
+            (Some(btx), Body::channel(brx, content_length))
+        } else {
+            (None, Body::empty())
+        };
+        let req = Request {
+            method: head.method,
+            raw_path: head.raw_path,
+            raw_query: head.raw_query,
+            headers: head.headers,
+            body,
+            protocol: Protocol::Http1,
+            arrived,
+        };
+        let (otx, orx) = oneshot::channel();
+        let handler_app = app.clone();
+        tokio::spawn(async move {
+            let resp = handler_app.handle(req).await;
+            let _ = otx.send(resp);
+        });
+        if queue.send(Slot::Answer { rx: orx, head_only, keep_alive }).await.is_err() {
+            return;
+        }
+        if let Some(btx) = body_tx {
+            match forward_body(&mut rd, &mut buf, &app, head.framing, btx).await {
+                BodyEnd::Complete => {}
+                BodyEnd::Abandon => return,
+            }
+        }
+        if !keep_alive {
+            return;
+        }
+    }
+}
+
+async fn read_more<R: AsyncRead>(rd: &mut ReadHalf<R>, buf: &mut BytesMut) -> io::Result<usize> {
+    buf.reserve(READ_CHUNK);
+    rd.read_buf(buf).await
+}
+
+async fn read_head<R: AsyncRead>(rd: &mut ReadHalf<R>, buf: &mut BytesMut, app: &App) -> Result<Head, HeadError> {
+    let limits = &app.limits;
+    let started = Instant::now();
+    loop {
+        // Tolerate stray CRLFs between requests (RFC 9112 section 2.2).
+        while buf.starts_with(b"\r\n") {
+            buf.advance(2);
+        }
+        if !buf.is_empty() {
+            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut req = httparse::Request::new(&mut headers);
+            match req.parse(buf) {
+                Ok(httparse::Status::Complete(len)) => {
+                    let head = build_head(&req)?;
+                    buf.advance(len);
+                    return Ok(head);
+                }
+                Ok(httparse::Status::Partial) => {
+                    if buf.len() > limits.max_header_bytes {
+                        return Err(HeadError::Reject(431, "RequestHeaderSectionTooLarge", "Your request header section is too large.".into()));
+                    }
+                }
+                Err(httparse::Error::TooManyHeaders) => {
+                    return Err(HeadError::Reject(431, "RequestHeaderSectionTooLarge", "Your request has too many headers.".into()));
+                }
+                Err(e) => {
+                    return Err(HeadError::Reject(400, "BadRequest", format!("Malformed HTTP request: {e}.")));
+                }
+            }
+        }
+        // Between requests the idle time-out applies; inside a head, the request time-out.
+        let (limit, idle) = if buf.is_empty() {
+            (limits.idle_timeout, true)
+        } else {
+            (limits.request_timeout.saturating_sub(started.elapsed()), false)
+        };
+        match timeout(limit, read_more(rd, buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return Err(HeadError::Closed),
+            Ok(Ok(_)) => {}
+            Err(_) if idle => return Err(HeadError::Closed),
+            Err(_) => {
+                return Err(HeadError::Reject(400, "RequestTimeout", "Your socket connection to the server was not read from or written to within the timeout period.".into()))
+            }
+        }
+    }
+}
+
+fn build_head(req: &httparse::Request) -> Result<Head, HeadError> {
+    let bad = |msg: &str| HeadError::Reject(400, "BadRequest", msg.to_string());
+    let method_str = req.method.ok_or_else(|| bad("Missing method."))?;
+    let target = req.path.ok_or_else(|| bad("Missing request target."))?;
+    let version = req.version.unwrap_or(1);
+    if method_str == "PRI" {
+        return Err(HeadError::Reject(505, "HttpVersionNotSupported", "HTTP/2 is not offered on this endpoint.".into()));
+    }
+    let method = match method_str {
+        "GET" => Method::GET,
+        "HEAD" => Method::HEAD,
+        "PUT" => Method::PUT,
+        "POST" => Method::POST,
+        "DELETE" => Method::DELETE,
+        "OPTIONS" => Method::OPTIONS,
+        _ => return Err(HeadError::Reject(501, "NotImplemented", format!("Method {method_str} is not implemented."))),
+    };
+    // Absolute-form targets (proxies) are accepted by taking their path.
+    let target = match target.find("://") {
+        Some(i) => &target[target[i + 3..].find('/').map(|j| i + 3 + j).unwrap_or(target.len())..],
+        None => target,
+    };
+    if !target.starts_with('/') {
+        return Err(bad("The request target must start with '/'."));
+    }
+    let (raw_path, raw_query) = match target.split_once('?') {
+        Some((p, q)) => (p.to_string(), q.to_string()),
+        None => (target.to_string(), String::new()),
+    };
+    let mut headers = HeaderMap::with_capacity(req.headers.len());
+    for h in req.headers.iter() {
+        let name = HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| bad("Invalid header name."))?;
+        let value = HeaderValue::from_bytes(h.value).map_err(|_| bad("Invalid header value."))?;
+        headers.append(name, value);
+    }
+    let connection = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().to_ascii_lowercase())
+        .collect::<Vec<_>>();
+    let keep_alive = if version == 0 {
+        connection.iter().any(|t| t == "keep-alive")
+    } else {
+        !connection.iter().any(|t| t == "close")
+    };
+    let te = headers.get(http::header::TRANSFER_ENCODING);
+    let cl: Vec<_> = headers.get_all(http::header::CONTENT_LENGTH).iter().collect();
+    let framing = if let Some(te) = te {
+        // RFC 9112 section 6.1: chunked must be last; with Content-Length too, reject
+        // (request smuggling guard).
+        if !cl.is_empty() {
+            return Err(bad("Both Transfer-Encoding and Content-Length were sent."));
+        }
+        let te = te.to_str().unwrap_or("").to_ascii_lowercase();
+        if te.trim() != "chunked" {
+            return Err(HeadError::Reject(501, "NotImplemented", format!("Transfer-Encoding {te} is not implemented.")));
+        }
+        Framing::Chunked
+    } else if cl.is_empty() {
+        Framing::Length(0)
+    } else {
+        let first = cl[0].to_str().ok().and_then(|s| s.trim().parse::<u64>().ok());
+        let all_same = cl.iter().all(|v| v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()) == first);
+        match (first, all_same) {
+            (Some(n), true) => Framing::Length(n),
+            _ => return Err(HeadError::Reject(400, "BadRequest", "Invalid Content-Length.".into())),
+        }
+    };
+    let expect_continue = headers
+        .get(http::header::EXPECT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"));
+    Ok(Head { method, raw_path, raw_query, headers, keep_alive, framing, expect_continue })
+}
+
+enum BodyEnd {
+    /// The body was read to its end; the next request may follow.
+    Complete,
+    /// The connection cannot continue (error, time-out, or too much to discard).
+    Abandon,
+}
+
+/// Reads one request body from the socket and hands it to the handler.
+async fn forward_body<R: AsyncRead>(
+    rd: &mut ReadHalf<R>,
+    buf: &mut BytesMut,
+    app: &App,
+    framing: Framing,
+    tx: mpsc::Sender<io::Result<Bytes>>,
+) -> BodyEnd {
+    let mut tx = Some(tx);
+    let mut discarded = 0u64;
+    // Sends a piece to the handler; once the handler has stopped listening, counts it as
+    // discarded instead. Returns false when too much has been discarded.
+    async fn deliver(tx: &mut Option<mpsc::Sender<io::Result<Bytes>>>, discarded: &mut u64, piece: Bytes, app: &App) -> bool {
+        app.metrics.bytes_in.fetch_add(piece.len() as u64, Relaxed);
+        if let Some(sender) = tx {
+            let len = piece.len() as u64;
+            if sender.send(Ok(piece)).await.is_err() {
+                *tx = None;
+                *discarded += len;
+            }
+        } else {
+            *discarded += piece.len() as u64;
+        }
+        *discarded <= MAX_DISCARD
+    }
+    let fail = |tx: Option<mpsc::Sender<io::Result<Bytes>>>, e: io::Error| {
+        if let Some(tx) = tx {
+            let _ = tx.try_send(Err(e));
+        }
+        BodyEnd::Abandon
+    };
+    let request_timeout = app.limits.request_timeout;
+    match framing {
+        Framing::Length(mut remaining) => {
+            while remaining > 0 {
+                if buf.is_empty() {
+                    match timeout(request_timeout, read_more(rd, buf)).await {
+                        Ok(Ok(0)) => return fail(tx, io::Error::new(io::ErrorKind::UnexpectedEof, "the client closed the connection before the body ended")),
+                        Ok(Err(e)) => return fail(tx, e),
+                        Err(_) => return fail(tx, io::Error::new(io::ErrorKind::TimedOut, "the request body stalled")),
+                        Ok(Ok(_)) => {}
+                    }
+                }
+                let take = (buf.len() as u64).min(remaining) as usize;
+                let piece = buf.split_to(take).freeze();
+                remaining -= take as u64;
+                if !deliver(&mut tx, &mut discarded, piece, app).await {
+                    return BodyEnd::Abandon;
+                }
+            }
+        }
+        Framing::Chunked => {
+            let mut decoder = ChunkedDecoder::new();
+            let mut out = Vec::new();
+            loop {
+                if let Err(e) = decoder.decode(buf, &mut out) {
+                    return fail(tx, io::Error::new(io::ErrorKind::InvalidData, e.to_string()));
+                }
+                for piece in out.drain(..) {
+                    if !deliver(&mut tx, &mut discarded, piece, app).await {
+                        return BodyEnd::Abandon;
+                    }
+                }
+                if decoder.is_done() {
+                    break;
+                }
+                match timeout(request_timeout, read_more(rd, buf)).await {
+                    Ok(Ok(0)) => return fail(tx, io::Error::new(io::ErrorKind::UnexpectedEof, "the client closed the connection before the body ended")),
+                    Ok(Err(e)) => return fail(tx, e),
+                    Err(_) => return fail(tx, io::Error::new(io::ErrorKind::TimedOut, "the request body stalled")),
+                    Ok(Ok(_)) => {}
+                }
+            }
+        }
+    }
+    BodyEnd::Complete
+}
+
+async fn write_loop<W: AsyncWrite>(wr: WriteHalf<W>, mut queue: mpsc::Receiver<Slot>, app: Arc<App>, fd: Option<RawFd>) {
+    let mut out = BufWriter::with_capacity(WRITE_BUFFER, wr);
+    let mut pacer = app.emulator.emulation().rate_per_conn.map(Pacer::new);
+    let mut date = DateCache::default();
+    loop {
+        // Flush what is buffered before waiting on anything.
+        let slot = match queue.try_recv() {
+            Ok(slot) => slot,
+            Err(_) => {
+                if out.flush().await.is_err() {
+                    return;
+                }
+                match queue.recv().await {
+                    Some(slot) => slot,
+                    None => break,
+                }
+            }
+        };
+        let (resp, head_only, keep_alive) = match slot {
+            Slot::Continue => {
+                if out.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err() || out.flush().await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            Slot::Immediate(resp) => (resp, false, false),
+            Slot::Answer { mut rx, head_only, keep_alive } => {
+                let resp = match rx.try_recv() {
+                    Ok(resp) => Ok(resp),
+                    Err(oneshot::error::TryRecvError::Empty) => {
+                        if out.flush().await.is_err() {
+                            return;
+                        }
+                        rx.await.map_err(|_| ())
+                    }
+                    Err(oneshot::error::TryRecvError::Closed) => Err(()),
+                };
+                let resp = resp.unwrap_or_else(|_| app.error_response(500, "InternalError", "The handler failed.", None));
+                (resp, head_only, keep_alive)
+            }
+        };
+        let close = resp.close || !keep_alive;
+        match write_response(&mut out, resp, head_only, close, &mut pacer, &app, &mut date).await {
+            Ok(WriteEnd::Done) if !close => {}
+            Ok(WriteEnd::Done) => break,
+            Ok(WriteEnd::Reset) => {
+                let _ = out.flush().await;
+                if let Some(fd) = fd {
+                    reset_on_close(fd);
+                }
+                return;
+            }
+            Err(_) => return,
+        }
+    }
+    let _ = out.flush().await;
+    let _ = out.shutdown().await;
+}
+
+enum WriteEnd {
+    Done,
+    Reset,
+}
+
+async fn write_response<W: AsyncWrite + Unpin>(
+    out: &mut W,
+    resp: Response,
+    head_only: bool,
+    close: bool,
+    pacer: &mut Option<Pacer>,
+    app: &App,
+    date: &mut DateCache,
+) -> io::Result<WriteEnd> {
+    let mut head = Vec::with_capacity(512);
+    let reason = http::StatusCode::from_u16(resp.status).ok().and_then(|s| s.canonical_reason()).unwrap_or("");
+    head.extend_from_slice(format!("HTTP/1.1 {} {}\r\n", resp.status, reason).as_bytes());
+    for (name, value) in resp.headers.iter() {
+        if name == http::header::CONTENT_LENGTH || name == http::header::CONNECTION {
+            continue;
+        }
+        head.extend_from_slice(name.as_str().as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(value.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    let no_body_status = resp.status == 304 || resp.status == 204 || resp.status < 200;
+    if !no_body_status {
+        head.extend_from_slice(format!("Content-Length: {}\r\n", resp.announced_length()).as_bytes());
+    }
+    head.extend_from_slice(b"Date: ");
+    head.extend_from_slice(date.get().as_bytes());
+    head.extend_from_slice(b"\r\nServer: ferry\r\n");
+    if close {
+        head.extend_from_slice(b"Connection: close\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    out.write_all(&head).await?;
+    if head_only || no_body_status {
+        return Ok(WriteEnd::Done);
+    }
+    let mut sent = 0u64;
+    let mut fault = resp.fault;
+    let mut stream = match resp.body {
+        RespBody::Empty => return Ok(WriteEnd::Done),
+        RespBody::Full(bytes) => futures_util::stream::once(async move { Ok(bytes) }).boxed(),
+        RespBody::Stream { stream, .. } => stream,
+    };
+    while let Some(chunk) = stream.next().await {
+        let mut chunk = chunk?;
+        while !chunk.is_empty() {
+            // Split the chunk at a fault point, if one falls inside it.
+            let cut = match fault {
+                Some(BodyFault::Reset { after_bytes }) | Some(BodyFault::Stall { after_bytes, .. }) if after_bytes < sent + chunk.len() as u64 => {
+                    Some((after_bytes - sent) as usize)
+                }
+                _ => None,
+            };
+            let piece = match cut {
+                Some(n) => chunk.split_to(n),
+                None => std::mem::take(&mut chunk),
+            };
+            if !piece.is_empty() {
+                if let Some(p) = pacer.as_mut() {
+                    p.wait(piece.len()).await;
+                }
+                out.write_all(&piece).await?;
+                sent += piece.len() as u64;
+                app.metrics.bytes_out.fetch_add(piece.len() as u64, Relaxed);
+            }
+            if cut.is_some() {
+                match fault.take() {
+                    Some(BodyFault::Reset { .. }) => return Ok(WriteEnd::Reset),
+                    Some(BodyFault::Stall { pause, .. }) => {
+                        out.flush().await?;
+                        tokio::time::sleep(pause).await;
+                    }
+                    None => {}
+                }
+            }
+        }
+    }
+    Ok(WriteEnd::Done)
+}
+
+/// Makes the next close of `fd` send a TCP RST instead of a FIN (SO_LINGER with a zero
+/// time-out), so a fault looks to the client like a connection reset.
+fn reset_on_close(fd: RawFd) {
+    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+    // SAFETY: fd is the connection's socket, still open (its stream is alive until this
+    // task returns); setsockopt reads `linger` for the given length only.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &linger as *const libc::linger as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
+/// The Date header value, formatted once per second.
+#[derive(Default)]
+struct DateCache {
+    second: u64,
+    text: String,
+}
+
+impl DateCache {
+    fn get(&mut self) -> &str {
+        let now = SystemTime::now();
+        let second = now.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        if second != self.second || self.text.is_empty() {
+            self.second = second;
+            self.text = httpdate::fmt_http_date(now);
+        }
+        &self.text
+    }
+}

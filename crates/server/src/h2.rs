@@ -1,0 +1,172 @@
+//! HTTP/2 server connections, served by hyper's HTTP/2 implementation.
+//!
+//! Unlike HTTP/1.1 (see `h1.rs`), HTTP/2 streams are independent, so hyper's server
+//! already starts each request when it arrives. This module converts between hyper's
+//! types and ours, and applies per-stream rate pacing and body faults on the way out: a
+//! reset fault ends the body with an error, which hyper turns into RST_STREAM.
+//!
+//! Flow-control windows are sized for uploads over long links: a 64 KiB default stream
+//! window caps one upload stream at 64 KiB per round trip. hyper's adaptive window
+//! (BDP estimation from PING round trips) grows them; the initial values below only set
+//! where it starts.
+
+use crate::app::App;
+use crate::emulate::Pacer;
+use crate::types::{Body, BodyFault, Protocol, RespBody, Request, Response};
+use bytes::Bytes;
+use futures_util::{stream, StreamExt};
+use http_body_util::{combinators::UnsyncBoxBody, BodyExt, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::convert::Infallible;
+use std::io;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// Initial stream window: 4 MiB, enough for ~350 Mbit/s per stream at 100 ms RTT before
+/// the adaptive window takes over.
+const INITIAL_STREAM_WINDOW: u32 = 4 * 1024 * 1024;
+/// Initial connection window: room for many streams at once.
+const INITIAL_CONNECTION_WINDOW: u32 = 32 * 1024 * 1024;
+
+pub async fn serve<IO>(io: IO, app: Arc<App>)
+where
+    IO: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let svc_app = app.clone();
+    let service = service_fn(move |req: hyper::Request<Incoming>| {
+        let app = svc_app.clone();
+        async move { Ok::<_, Infallible>(handle(app, req).await) }
+    });
+    let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    builder
+        .max_concurrent_streams(app.limits.h2_max_streams)
+        .initial_stream_window_size(INITIAL_STREAM_WINDOW)
+        .initial_connection_window_size(INITIAL_CONNECTION_WINDOW)
+        .adaptive_window(true)
+        .max_header_list_size(app.limits.max_header_bytes as u32)
+        .max_send_buf_size(1024 * 1024);
+    let _ = builder.serve_connection(TokioIo::new(io), service).await;
+}
+
+type H2Body = UnsyncBoxBody<Bytes, io::Error>;
+
+async fn handle(app: Arc<App>, req: hyper::Request<Incoming>) -> hyper::Response<H2Body> {
+    app.metrics.h2_streams.fetch_add(1, Relaxed);
+    let arrived = Instant::now();
+    let (parts, incoming) = req.into_parts();
+    let mut headers = parts.headers;
+    // SigV4 signs the Host header; HTTP/2 carries it as :authority.
+    if !headers.contains_key(http::header::HOST) {
+        if let Some(auth) = parts.uri.authority() {
+            if let Ok(v) = http::HeaderValue::from_str(auth.as_str()) {
+                headers.insert(http::header::HOST, v);
+            }
+        }
+    }
+    let content_length = headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let head_only = parts.method == http::Method::HEAD;
+    let request = Request {
+        method: parts.method,
+        raw_path: parts.uri.path().to_string(),
+        raw_query: parts.uri.query().unwrap_or("").to_string(),
+        headers,
+        body: Body::h2(incoming, content_length),
+        protocol: Protocol::Http2,
+        arrived,
+    };
+    let resp = app.handle(request).await;
+    to_hyper(resp, head_only, &app)
+}
+
+fn to_hyper(resp: Response, head_only: bool, app: &Arc<App>) -> hyper::Response<H2Body> {
+    let mut builder = hyper::Response::builder().status(resp.status);
+    let len = resp.announced_length();
+    let no_body = head_only || resp.status == 304 || resp.status == 204;
+    if let Some(h) = builder.headers_mut() {
+        *h = resp.headers;
+        h.remove(http::header::CONNECTION);
+        if !(resp.status == 304 || resp.status == 204) {
+            h.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(len));
+        }
+        h.insert(http::header::SERVER, http::HeaderValue::from_static("ferry"));
+    }
+    let body: H2Body = if no_body {
+        http_body_util::Empty::new().map_err(|never| match never {}).boxed_unsync()
+    } else {
+        let inner = match resp.body {
+            RespBody::Empty => stream::empty().boxed(),
+            RespBody::Full(b) => stream::once(async move { Ok(b) }).boxed(),
+            RespBody::Stream { stream, .. } => stream,
+        };
+        let pacer = app.emulator.emulation().rate_per_conn.map(Pacer::new);
+        let state = OutState { inner, pacer, fault: resp.fault, sent: 0, app: app.clone(), pending: None };
+        let frames = stream::unfold(state, next_frame);
+        BodyExt::boxed_unsync(StreamBody::new(frames))
+    };
+    builder.body(body).unwrap_or_else(|_| hyper::Response::new(http_body_util::Empty::new().map_err(|never| match never {}).boxed_unsync()))
+}
+
+struct OutState {
+    inner: futures_util::stream::BoxStream<'static, io::Result<Bytes>>,
+    pacer: Option<Pacer>,
+    fault: Option<BodyFault>,
+    sent: u64,
+    app: Arc<App>,
+    /// The rest of a chunk split at a fault point.
+    pending: Option<Bytes>,
+}
+
+/// Largest DATA piece handed to hyper at once, so pacing stays smooth.
+const PACE_PIECE: usize = 64 * 1024;
+
+async fn next_frame(mut st: OutState) -> Option<(io::Result<Frame<Bytes>>, OutState)> {
+    let mut chunk = match st.pending.take() {
+        Some(c) => c,
+        None => match st.inner.next().await? {
+            Ok(c) => c,
+            Err(e) => return Some((Err(e), st)),
+        },
+    };
+    let mut limit = chunk.len().min(if st.pacer.is_some() { PACE_PIECE } else { usize::MAX });
+    let mut at_fault = None;
+    if let Some(f) = st.fault {
+        let after = match f {
+            BodyFault::Reset { after_bytes } | BodyFault::Stall { after_bytes, .. } => after_bytes,
+        };
+        if after <= st.sent + limit as u64 {
+            limit = (after - st.sent) as usize;
+            at_fault = Some(f);
+        }
+    }
+    if limit == 0 {
+        if let Some(f) = at_fault {
+            st.fault = None;
+            match f {
+                BodyFault::Reset { .. } => {
+                    return Some((Err(io::Error::new(io::ErrorKind::ConnectionReset, "injected fault: stream reset")), st));
+                }
+                BodyFault::Stall { pause, .. } => {
+                    tokio::time::sleep(pause).await;
+                    limit = chunk.len().min(if st.pacer.is_some() { PACE_PIECE } else { usize::MAX });
+                }
+            }
+        }
+    }
+    let piece = chunk.split_to(limit);
+    if !chunk.is_empty() {
+        st.pending = Some(chunk);
+    }
+    if let Some(p) = st.pacer.as_mut() {
+        p.wait(piece.len()).await;
+    }
+    st.sent += piece.len() as u64;
+    st.app.metrics.bytes_out.fetch_add(piece.len() as u64, Relaxed);
+    Some((Ok(Frame::data(piece)), st))
+}
