@@ -112,17 +112,31 @@ impl Drop for StagedFile {
 }
 
 pub(crate) enum Staging {
-    Memory { rope: Rope, small: BytesMut },
-    Disk { temp: StagedFile, file: Option<File>, pending: Vec<Bytes>, pending_bytes: usize },
+    Memory {
+        rope: Rope,
+        small: BytesMut,
+    },
+    Disk {
+        temp: StagedFile,
+        file: Option<File>,
+        pending: Vec<Bytes>,
+        pending_bytes: usize,
+    },
 }
 
 impl Staging {
     pub(crate) fn memory() -> Staging {
-        Staging::Memory { rope: Rope::default(), small: BytesMut::new() }
+        Staging::Memory {
+            rope: Rope::default(),
+            small: BytesMut::new(),
+        }
     }
     pub(crate) fn disk(path: PathBuf, file: File) -> Staging {
         Staging::Disk {
-            temp: StagedFile { path, committed: false },
+            temp: StagedFile {
+                path,
+                committed: false,
+            },
             file: Some(file),
             pending: Vec::new(),
             pending_bytes: 0,
@@ -138,13 +152,18 @@ pub struct BodyWriter {
 
 impl std::fmt::Debug for BodyWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BodyWriter").field("written", &self.written).finish_non_exhaustive()
+        f.debug_struct("BodyWriter")
+            .field("written", &self.written)
+            .finish_non_exhaustive()
     }
 }
 
 impl BodyWriter {
     pub(crate) fn new(staging: Staging) -> BodyWriter {
-        BodyWriter { staging, written: 0 }
+        BodyWriter {
+            staging,
+            written: 0,
+        }
     }
 
     /// Appends `chunk` to the body.
@@ -171,7 +190,11 @@ impl BodyWriter {
                 }
                 Ok(())
             }
-            Staging::Disk { pending, pending_bytes, .. } => {
+            Staging::Disk {
+                pending,
+                pending_bytes,
+                ..
+            } => {
                 *pending_bytes += chunk.len();
                 pending.push(chunk);
                 if *pending_bytes >= DISK_FLUSH_BYTES {
@@ -189,11 +212,19 @@ impl BodyWriter {
 
     /// Writes pending chunks (and `tail`, when given: the trailer, followed by fsync).
     async fn flush_disk(&mut self, tail: Option<Vec<u8>>) -> Result<()> {
-        let Staging::Disk { file, pending, pending_bytes, .. } = &mut self.staging else {
+        let Staging::Disk {
+            file,
+            pending,
+            pending_bytes,
+            ..
+        } = &mut self.staging
+        else {
             return Ok(());
         };
         let Some(mut f) = file.take() else {
-            return Err(BackendError::Io(io::Error::other("an earlier write to this body failed")));
+            return Err(BackendError::Io(io::Error::other(
+                "an earlier write to this body failed",
+            )));
         };
         let chunks = std::mem::take(pending);
         *pending_bytes = 0;
@@ -216,7 +247,10 @@ impl BodyWriter {
     /// Memory mode: the finished rope.
     pub(crate) fn into_rope(self) -> Result<Rope> {
         match self.staging {
-            Staging::Memory { mut rope, mut small } => {
+            Staging::Memory {
+                mut rope,
+                mut small,
+            } => {
                 if !small.is_empty() {
                     rope.push(small.split().freeze());
                 }
@@ -245,9 +279,14 @@ impl BodyWriter {
             )));
         }
         self.flush_disk(Some(trailer)).await?;
-        let Staging::Disk { temp, file, .. } = &mut self.staging else { unreachable!() };
+        let Staging::Disk { temp, file, .. } = &mut self.staging else {
+            unreachable!()
+        };
         drop(file.take());
-        let staged = StagedFile { path: temp.path.clone(), committed: false };
+        let staged = StagedFile {
+            path: temp.path.clone(),
+            committed: false,
+        };
         temp.committed = true; // ownership of the temp file moves to `staged`
         Ok(staged)
     }
@@ -261,21 +300,36 @@ pub struct ObjectStream {
 }
 
 enum Source {
-    Rope { rope: Arc<Rope>, seg: usize, offset: usize },
-    File { file: Option<File>, reading: Option<JoinHandle<(File, io::Result<Bytes>)>> },
-    Synthetic { key_hash: u64, pos: u64 },
+    Rope {
+        rope: Arc<Rope>,
+        seg: usize,
+        offset: usize,
+    },
+    File {
+        file: Option<File>,
+        reading: Option<JoinHandle<(File, io::Result<Bytes>)>>,
+    },
+    Synthetic {
+        key_hash: u64,
+        pos: u64,
+    },
 }
 
 impl std::fmt::Debug for ObjectStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ObjectStream").field("remaining", &self.remaining).finish_non_exhaustive()
+        f.debug_struct("ObjectStream")
+            .field("remaining", &self.remaining)
+            .finish_non_exhaustive()
     }
 }
 
 impl ObjectStream {
     pub(crate) fn rope(rope: Arc<Rope>, start: u64, len: u64) -> ObjectStream {
         let (seg, offset) = if len == 0 { (0, 0) } else { rope.locate(start) };
-        ObjectStream { remaining: len, source: Source::Rope { rope, seg, offset } }
+        ObjectStream {
+            remaining: len,
+            source: Source::Rope { rope, seg, offset },
+        }
     }
 
     pub(crate) async fn file(mut file: File, start: u64, len: u64) -> Result<ObjectStream> {
@@ -287,13 +341,22 @@ impl ObjectStream {
             .await
             .map_err(|e| BackendError::Io(io::Error::other(e)))??;
         }
-        Ok(ObjectStream { remaining: len, source: Source::File { file: Some(file), reading: None } })
+        Ok(ObjectStream {
+            remaining: len,
+            source: Source::File {
+                file: Some(file),
+                reading: None,
+            },
+        })
     }
 
     pub(crate) fn synthetic(key: &str, start: u64, len: u64) -> ObjectStream {
         ObjectStream {
             remaining: len,
-            source: Source::Synthetic { key_hash: crate::synthetic::key_hash(key), pos: start },
+            source: Source::Synthetic {
+                key_hash: crate::synthetic::key_hash(key),
+                pos: start,
+            },
         }
     }
 
@@ -333,7 +396,9 @@ impl Stream for ObjectStream {
                     return Poll::Ready(None);
                 }
                 let s = &rope.segments[*seg];
-                let n = (s.len() - *offset).min(MAX_CHUNK_BYTES).min(this.remaining as usize);
+                let n = (s.len() - *offset)
+                    .min(MAX_CHUNK_BYTES)
+                    .min(this.remaining as usize);
                 let out = s.slice(*offset..*offset + n);
                 *offset += n;
                 if *offset == s.len() {

@@ -21,6 +21,10 @@
 //! pacing bytes to the emulated per-connection rate. The queue holds at most
 //! `max_pipeline_depth` slots, which bounds the work one connection can have in flight.
 //!
+//! Safe requests (GET, HEAD) run in parallel; a PUT, POST or DELETE waits for the
+//! requests before it and holds back the ones after it, so pipelined writes and reads of
+//! one key take effect in wire order.
+//!
 //! Slot states: `Queued -> Answered -> Written`; a `Continue` slot writes an interim
 //! `100 Continue` before its request's final response. A connection ends when the client
 //! closes, a request says `Connection: close`, the head or body is malformed (answered
@@ -39,7 +43,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter, ReadHalf, WriteHalf};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 use tokio::time::timeout;
 
 /// Most headers accepted in one request.
@@ -101,8 +105,16 @@ enum HeadError {
     Reject(u16, &'static str, String),
 }
 
+/// A handler's hold on its connection's order lock, released when its response is ready.
+#[allow(dead_code)]
+enum Order {
+    Shared(OwnedRwLockReadGuard<()>),
+    Exclusive(OwnedRwLockWriteGuard<()>),
+}
+
 async fn read_loop<R: AsyncRead>(rd: ReadHalf<R>, mut buf: BytesMut, app: Arc<App>, queue: mpsc::Sender<Slot>) {
     let mut rd = rd;
+    let order = Arc::new(RwLock::new(()));
     loop {
         let head = match read_head(&mut rd, &mut buf, &app).await {
             Ok(head) => head,
@@ -146,10 +158,20 @@ async fn read_loop<R: AsyncRead>(rd: ReadHalf<R>, mut buf: BytesMut, app: Arc<Ap
             protocol: Protocol::Http1,
             arrived,
         };
+        // RFC 9112 section 9.3.2: only safe requests may be processed in parallel. A
+        // safe request shares the connection's order lock; an unsafe one takes it alone,
+        // so it runs after every earlier request and before every later one. The reader
+        // takes the lock in request order, so the order on the wire is the order of effect.
+        let guard = if req.method == Method::GET || req.method == Method::HEAD {
+            Order::Shared(order.clone().read_owned().await)
+        } else {
+            Order::Exclusive(order.clone().write_owned().await)
+        };
         let (otx, orx) = oneshot::channel();
         let handler_app = app.clone();
         tokio::spawn(async move {
             let resp = handler_app.handle(req).await;
+            drop(guard);
             let _ = otx.send(resp);
         });
         if queue.send(Slot::Answer { rx: orx, head_only, keep_alive }).await.is_err() {
@@ -185,6 +207,9 @@ async fn read_head<R: AsyncRead>(rd: &mut ReadHalf<R>, buf: &mut BytesMut, app: 
             let mut req = httparse::Request::new(&mut headers);
             match req.parse(buf) {
                 Ok(httparse::Status::Complete(len)) => {
+                    if len > limits.max_header_bytes {
+                        return Err(HeadError::Reject(431, "RequestHeaderSectionTooLarge", "Your request header section is too large.".into()));
+                    }
                     let head = build_head(&req)?;
                     buf.advance(len);
                     return Ok(head);

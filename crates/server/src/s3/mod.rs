@@ -148,6 +148,7 @@ impl From<BackendError> for S3Error {
             BackendError::BucketNotEmpty => S3Error::new(409, "BucketNotEmpty", "The bucket you tried to delete is not empty."),
             BackendError::InvalidBucketName(m) => S3Error::new(400, "InvalidBucketName", &format!("The specified bucket is not valid: {m}")),
             BackendError::InvalidKey(m) => S3Error::new(400, "KeyTooLongError", &format!("Invalid key: {m}")),
+            BackendError::InvalidPart(n) => S3Error::new(400, "InvalidPart", "One or more of the specified parts could not be found.").with_extra("PartNumber", n),
             BackendError::ReadOnly => S3Error::new(403, "AccessDenied", "The synthetic bucket is read-only."),
             BackendError::SizeMismatch { expected, written } => {
                 S3Error::new(400, "IncompleteBody", &format!("You did not provide the number of bytes specified by the Content-Length HTTP header ({written} of {expected})."))

@@ -1,0 +1,290 @@
+//! Byte-level tests of the HTTP/1.1 server: pipelining, framing and malformed input,
+//! driven over a real TCP socket against a server started in-process.
+
+use ferry_server::{Faults, ServeConfig, Server};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+struct Running {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn start(configure: impl FnOnce(&mut ServeConfig)) -> Running {
+    let mut config = ServeConfig::new("127.0.0.1:0".parse().unwrap());
+    config.credentials = None;
+    configure(&mut config);
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async move {
+            let server = Server::bind(config).await.unwrap();
+            addr_tx.send(server.local_addr()).unwrap();
+            server
+                .run(async move {
+                    let _ = stop_rx.await;
+                })
+                .await
+                .unwrap();
+        });
+    });
+    let addr = addr_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    Running { addr, stop: Some(stop_tx), thread: Some(thread) }
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// One parsed response.
+#[derive(Debug)]
+struct Resp {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Resp {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Reads one response from `buf` + the socket; `head_only` for HEAD requests.
+fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>, head_only: bool) -> Option<Resp> {
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut r = httparse::Response::new(&mut headers);
+        if let Ok(httparse::Status::Complete(n)) = r.parse(buf) {
+            let status = r.code.unwrap();
+            let hs: Vec<(String, String)> =
+                r.headers.iter().map(|h| (h.name.to_string(), String::from_utf8_lossy(h.value).into_owned())).collect();
+            let len: usize = if head_only || status == 100 || status == 304 {
+                0
+            } else {
+                hs.iter().find(|(n, _)| n.eq_ignore_ascii_case("content-length")).map(|(_, v)| v.parse().unwrap()).unwrap_or(0)
+            };
+            while buf.len() < n + len {
+                let mut tmp = [0u8; 65536];
+                let k = s.read(&mut tmp).ok()?;
+                if k == 0 {
+                    return None;
+                }
+                buf.extend_from_slice(&tmp[..k]);
+            }
+            let body = buf[n..n + len].to_vec();
+            buf.drain(..n + len);
+            return Some(Resp { status, headers: hs, body });
+        }
+        let mut tmp = [0u8; 65536];
+        let k = s.read(&mut tmp).ok()?;
+        if k == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&tmp[..k]);
+    }
+}
+
+fn request(s: &mut TcpStream, raw: &str) -> Resp {
+    s.write_all(raw.as_bytes()).unwrap();
+    read_response(s, &mut Vec::new(), raw.starts_with("HEAD")).expect("a response")
+}
+
+fn put(addr: SocketAddr, path: &str, body: &[u8]) {
+    let mut s = connect(addr);
+    s.write_all(format!("PUT {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n", body.len()).as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let r = read_response(&mut s, &mut Vec::new(), false).unwrap();
+    assert_eq!(r.status, 200, "PUT {path}: {}", String::from_utf8_lossy(&r.body));
+}
+
+fn object(i: usize) -> Vec<u8> {
+    (0..(i * 997) % 5000).map(|j| (i * 31 + j) as u8).collect()
+}
+
+fn closed(s: &mut TcpStream) -> bool {
+    let mut tmp = [0u8; 16];
+    matches!(s.read(&mut tmp), Ok(0) | Err(_))
+}
+
+#[test]
+fn thirty_two_pipelined_requests_in_one_write_come_back_in_order() {
+    let srv = start(|_| {});
+    put(srv.addr, "/pipe", b"");
+    for i in 0..32 {
+        put(srv.addr, &format!("/pipe/k{i}"), &object(i));
+    }
+    let mut s = connect(srv.addr);
+    let mut all = String::new();
+    for i in 0..32 {
+        let method = if i == 5 { "HEAD" } else { "GET" };
+        all.push_str(&format!("{method} /pipe/k{i} HTTP/1.1\r\nHost: x\r\n\r\n"));
+    }
+    s.write_all(all.as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    for i in 0..32 {
+        let r = read_response(&mut s, &mut buf, i == 5).unwrap();
+        assert_eq!(r.status, 200);
+        if i == 5 {
+            assert_eq!(r.header("content-length").unwrap(), object(i).len().to_string());
+            assert!(r.body.is_empty());
+        } else {
+            assert_eq!(r.body, object(i), "response {i} out of order or wrong");
+        }
+    }
+}
+
+#[test]
+fn a_request_delivered_one_byte_at_a_time_is_parsed() {
+    let srv = start(|_| {});
+    put(srv.addr, "/slow", b"");
+    let mut s = connect(srv.addr);
+    s.set_nodelay(true).unwrap();
+    let req = b"PUT /slow/k HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhelloGET /slow/k HTTP/1.1\r\nHost: x\r\n\r\n";
+    for b in req.iter() {
+        s.write_all(&[*b]).unwrap();
+    }
+    let mut buf = Vec::new();
+    assert_eq!(read_response(&mut s, &mut buf, false).unwrap().status, 200);
+    let r = read_response(&mut s, &mut buf, false).unwrap();
+    assert_eq!(r.body, b"hello");
+}
+
+#[test]
+fn chunked_request_body_and_expect_continue() {
+    let srv = start(|_| {});
+    put(srv.addr, "/chunk", b"");
+    let mut s = connect(srv.addr);
+    s.write_all(b"PUT /chunk/k HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n").unwrap();
+    let mut buf = Vec::new();
+    let interim = read_response(&mut s, &mut buf, false).unwrap();
+    assert_eq!(interim.status, 100);
+    s.write_all(b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut s, &mut buf, false).unwrap().status, 200);
+    let r = request(&mut s, "GET /chunk/k HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(r.body, b"hello, world");
+}
+
+#[test]
+fn connection_close_on_request_k_ends_after_response_k() {
+    let srv = start(|_| {});
+    put(srv.addr, "/cls", b"");
+    put(srv.addr, "/cls/a", b"A");
+    let mut s = connect(srv.addr);
+    s.write_all(
+        b"GET /cls/a HTTP/1.1\r\nHost: x\r\n\r\nGET /cls/a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /cls/a HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    assert_eq!(read_response(&mut s, &mut buf, false).unwrap().body, b"A");
+    let second = read_response(&mut s, &mut buf, false).unwrap();
+    assert_eq!(second.header("connection"), Some("close"));
+    assert!(read_response(&mut s, &mut buf, false).is_none(), "no third response after Connection: close");
+}
+
+#[test]
+fn http10_without_keep_alive_closes() {
+    let srv = start(|_| {});
+    let mut s = connect(srv.addr);
+    let r = request(&mut s, "GET / HTTP/1.0\r\n\r\n");
+    assert_eq!(r.status, 200);
+    assert!(closed(&mut s));
+}
+
+#[test]
+fn malformed_requests_get_s3_errors_and_the_server_keeps_serving() {
+    let srv = start(|_| {});
+    let cases: Vec<(Vec<u8>, u16)> = vec![
+        (b"\x00\x01garbage\r\n\r\n".to_vec(), 400),
+        (b"BREW /pot HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), 501),
+        (b"PUT /a/b HTTP/1.1\r\nHost: x\r\nContent-Length: ten\r\n\r\n".to_vec(), 400),
+        (b"PUT /a/b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec(), 400),
+        (format!("GET / HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "a".repeat(70 * 1024)).into_bytes(), 431),
+    ];
+    for (raw, status) in cases {
+        let mut s = connect(srv.addr);
+        s.write_all(&raw).unwrap();
+        let r = read_response(&mut s, &mut Vec::new(), false).unwrap_or_else(|| panic!("no response to {:?}", String::from_utf8_lossy(&raw[..20])));
+        assert_eq!(r.status, status, "{}", String::from_utf8_lossy(&r.body));
+        let body = String::from_utf8_lossy(&r.body);
+        assert!(body.contains("<Error>") && body.contains("<Code>"), "S3 error body expected: {body}");
+        assert!(closed(&mut s), "connection closed after a malformed request");
+    }
+    let mut s = connect(srv.addr);
+    assert_eq!(request(&mut s, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").status, 200);
+}
+
+#[test]
+fn a_truncated_upload_leaves_nothing_behind() {
+    let srv = start(|_| {});
+    put(srv.addr, "/trunc", b"");
+    {
+        let mut s = connect(srv.addr);
+        s.write_all(b"PUT /trunc/k HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n").unwrap();
+        s.write_all(&[7u8; 5000]).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let mut s = connect(srv.addr);
+    let r = request(&mut s, "GET /trunc/k HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(r.status, 404);
+    assert!(String::from_utf8_lossy(&r.body).contains("NoSuchKey"));
+}
+
+#[test]
+fn pipelined_first_byte_delays_overlap() {
+    // Constant 200 ms first-byte delay (p99 = p50). Ten pipelined GETs served one after
+    // another would take 2 s; think time that starts on arrival makes them overlap.
+    let srv = start(|c| {
+        c.emulation.ttfb_p50 = Duration::from_millis(200);
+        c.emulation.ttfb_p99 = Duration::from_millis(200);
+    });
+    put(srv.addr, "/ttfb", b"");
+    put(srv.addr, "/ttfb/k", b"x");
+    let mut s = connect(srv.addr);
+    let all: String = (0..10).map(|_| "GET /ttfb/k HTTP/1.1\r\nHost: x\r\n\r\n").collect();
+    let t0 = Instant::now();
+    s.write_all(all.as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    for _ in 0..10 {
+        assert_eq!(read_response(&mut s, &mut buf, false).unwrap().body, b"x");
+    }
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(200), "the delay applies: {took:?}");
+    assert!(took < Duration::from_millis(1000), "delays overlap instead of adding up: {took:?}");
+}
+
+#[test]
+fn reset_fault_cuts_the_body_short() {
+    let srv = start(|c| c.faults = Faults { reset_rate: 1.0, seed: 3, ..Faults::default() });
+    put(srv.addr, "/rst", b"");
+    put(srv.addr, "/rst/k", &vec![1u8; 1 << 20]);
+    let mut s = connect(srv.addr);
+    s.write_all(b"GET /rst/k HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let mut tmp = [0u8; 65536];
+    loop {
+        match s.read(&mut tmp) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&tmp[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&got[..200.min(got.len())]);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(got.len() < (1 << 20), "the body was cut short ({} bytes read)", got.len());
+}
