@@ -412,12 +412,11 @@ impl Stream for ObjectStream {
                 if this.remaining == 0 {
                     return Poll::Ready(None);
                 }
-                let n = (this.remaining.min(MAX_CHUNK_BYTES as u64)) as usize;
-                let mut buf = vec![0u8; n];
-                crate::synthetic::fill(*key_hash, *pos, &mut buf);
-                *pos += n as u64;
-                this.remaining -= n as u64;
-                Poll::Ready(Some(Ok(Bytes::from(buf))))
+                let max = (this.remaining.min(MAX_CHUNK_BYTES as u64)) as usize;
+                let out = crate::synthetic::slice(*key_hash, *pos, max);
+                *pos += out.len() as u64;
+                this.remaining -= out.len() as u64;
+                Poll::Ready(Some(Ok(out)))
             }
             Source::File { file, reading } => {
                 if reading.is_none() {
