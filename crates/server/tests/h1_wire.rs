@@ -288,3 +288,73 @@ fn reset_fault_cuts_the_body_short() {
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(got.len() < (1 << 20), "the body was cut short ({} bytes read)", got.len());
 }
+
+#[test]
+fn a_stalled_request_head_times_out_with_request_timeout() {
+    let srv = start(|c| c.limits.request_timeout = Duration::from_millis(300));
+    let mut s = connect(srv.addr);
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let r = read_response(&mut s, &mut Vec::new(), false).expect("a 400 after the time-out");
+    assert_eq!(r.status, 400);
+    assert!(String::from_utf8_lossy(&r.body).contains("RequestTimeout"));
+    assert!(closed(&mut s));
+}
+
+#[test]
+fn an_idle_keep_alive_connection_is_closed() {
+    let srv = start(|c| c.limits.idle_timeout = Duration::from_millis(300));
+    let mut s = connect(srv.addr);
+    assert_eq!(request(&mut s, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").status, 200);
+    let t0 = Instant::now();
+    assert!(closed(&mut s));
+    assert!(t0.elapsed() >= Duration::from_millis(250));
+}
+
+#[test]
+fn connections_over_the_cap_get_503() {
+    let srv = start(|c| c.limits.max_connections = 1);
+    let mut first = connect(srv.addr);
+    assert_eq!(request(&mut first, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").status, 200);
+    let mut second = connect(srv.addr);
+    let r = read_response(&mut second, &mut Vec::new(), false).expect("a 503 on the second connection");
+    assert_eq!(r.status, 503);
+    assert!(String::from_utf8_lossy(&r.body).contains("SlowDown"));
+    // The first connection still works.
+    assert_eq!(request(&mut first, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").status, 200);
+}
+
+#[test]
+fn a_pipelined_put_then_get_of_one_key_takes_effect_in_order() {
+    let srv = start(|_| {});
+    put(srv.addr, "/ord", b"");
+    put(srv.addr, "/ord/k", b"old");
+    let mut s = connect(srv.addr);
+    s.write_all(
+        b"GET /ord/k HTTP/1.1\r\nHost: x\r\n\r\nPUT /ord/k HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nnewGET /ord/k HTTP/1.1\r\nHost: x\r\n\r\nDELETE /ord/k HTTP/1.1\r\nHost: x\r\n\r\nGET /ord/k HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    assert_eq!(read_response(&mut s, &mut buf, false).unwrap().body, b"old");
+    assert_eq!(read_response(&mut s, &mut buf, false).unwrap().status, 200);
+    assert_eq!(read_response(&mut s, &mut buf, false).unwrap().body, b"new");
+    assert_eq!(read_response(&mut s, &mut buf, false).unwrap().status, 204);
+    assert_eq!(read_response(&mut s, &mut buf, false).unwrap().status, 404);
+}
+
+#[test]
+fn requests_above_the_per_prefix_rate_get_slow_down() {
+    let srv = start(|c| c.emulation.get_rate_limit = Some(10));
+    put(srv.addr, "/thr", b"");
+    put(srv.addr, "/thr/a/k", b"x");
+    put(srv.addr, "/thr/b/k", b"y");
+    let mut s = connect(srv.addr);
+    let all: String = (0..30).map(|_| "GET /thr/a/k HTTP/1.1\r\nHost: x\r\n\r\n").collect();
+    s.write_all(all.as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    let statuses: Vec<u16> = (0..30).map(|_| read_response(&mut s, &mut buf, false).unwrap().status).collect();
+    let throttled = statuses.iter().filter(|&&c| c == 503).count();
+    assert!(throttled >= 15, "most of 30 back-to-back GETs exceed 10/s: {statuses:?}");
+    assert!(statuses.iter().all(|&c| c == 200 || c == 503));
+    // Another prefix has its own budget.
+    assert_eq!(request(&mut s, "GET /thr/b/k HTTP/1.1\r\nHost: x\r\n\r\n").status, 200);
+}
