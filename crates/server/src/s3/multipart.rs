@@ -5,8 +5,11 @@
 //! (https://docs.aws.amazon.com/AmazonS3/latest/API/API_CompleteMultipartUpload.html):
 //! parts listed in ascending order (InvalidPartOrder), each uploaded with the ETag given
 //! (InvalidPart), every part but the last at least 5 MiB (EntityTooSmall). The ETag is the
-//! MD5 of the parts' MD5s followed by `-N`; with a checksum algorithm, the object's
-//! checksum is the COMPOSITE form, a checksum of the parts' checksums followed by `-N`.
+//! MD5 of the parts' MD5s followed by `-N`. Every part carries a checksum (the upload's
+//! algorithm, CRC64NVME when none was named, as S3 does), and the object's checksum is
+//! either COMPOSITE (a checksum of the parts' checksums, `-N`) or, for the CRCs,
+//! FULL_OBJECT: the CRC of the whole object, combined from the parts' CRCs and sizes
+//! without reading them again (`ferry_proto::checksum::crc_combine`).
 
 use super::object::{copy_source, copy_stream, meta_from_headers};
 use super::upload::{self};
@@ -15,7 +18,7 @@ use crate::app::App;
 use crate::types::{Request, Response};
 use base64::Engine;
 use ferry_backend::PartMeta;
-use ferry_proto::checksum::{composite_checksum, md5_etag, multipart_etag, ChecksumAlgorithm};
+use ferry_proto::checksum::{composite_checksum, crc_combine, md5_etag, multipart_etag, ChecksumAlgorithm};
 use ferry_proto::range::parse_range_header;
 use ferry_proto::sigv4::SigningContext;
 use ferry_proto::xml;
@@ -45,6 +48,11 @@ fn upload_algorithm(template: &ferry_backend::ObjectMeta) -> Option<ChecksumAlgo
     template.checksums.first().and_then(|(a, _)| ChecksumAlgorithm::parse(a))
 }
 
+/// Whether the upload's object checksum is FULL_OBJECT (else COMPOSITE).
+fn full_object(template: &ferry_backend::ObjectMeta) -> bool {
+    template.headers.iter().any(|(n, v)| n == CHECKSUM_TYPE && v == "FULL_OBJECT")
+}
+
 pub async fn create(app: &App, req: &mut Request, route: &Route) -> Result<Response, S3Error> {
     app.backend.head_bucket(route.bucket()).await?;
     let mut template = meta_from_headers(req, route.key());
@@ -52,20 +60,26 @@ pub async fn create(app: &App, req: &mut Request, route: &Route) -> Result<Respo
         Some(v) => Some(ChecksumAlgorithm::parse(v).ok_or_else(|| S3Error::invalid_argument("Invalid checksum algorithm."))?),
         None => None,
     };
-    let checksum_type = req.headers.get(CHECKSUM_TYPE).and_then(|v| v.to_str().ok()).map(|s| s.to_ascii_uppercase());
-    if checksum_type.as_deref() == Some("FULL_OBJECT") {
-        return Err(S3Error::new(501, "NotImplemented", "The FULL_OBJECT checksum type is not implemented; use COMPOSITE."));
+    let checksum_type = match req.headers.get(CHECKSUM_TYPE).and_then(|v| v.to_str().ok()).map(|s| s.to_ascii_uppercase()) {
+        Some(t) if t == "FULL_OBJECT" || t == "COMPOSITE" => t,
+        Some(t) => return Err(S3Error::invalid_argument(&format!("Invalid checksum type {t}."))),
+        // S3's defaults: COMPOSITE for a named algorithm, else CRC64NVME over the whole object.
+        None if algo.is_some() => "COMPOSITE".to_string(),
+        None => "FULL_OBJECT".to_string(),
+    };
+    let algo = algo.unwrap_or(ChecksumAlgorithm::Crc64Nvme);
+    let crc = matches!(algo, ChecksumAlgorithm::Crc32 | ChecksumAlgorithm::Crc32c | ChecksumAlgorithm::Crc64Nvme);
+    if checksum_type == "FULL_OBJECT" && !crc {
+        return Err(S3Error::new(400, "InvalidRequest", "The FULL_OBJECT checksum type requires a CRC algorithm."));
     }
-    if let Some(a) = algo {
-        template.checksums = vec![(a.as_str().to_string(), String::new())];
+    if checksum_type == "COMPOSITE" && algo == ChecksumAlgorithm::Crc64Nvme {
+        return Err(S3Error::new(400, "InvalidRequest", "CRC64NVME supports only the FULL_OBJECT checksum type."));
     }
+    template.checksums = vec![(algo.as_str().to_string(), String::new())];
+    template.headers.push((CHECKSUM_TYPE.to_string(), checksum_type.clone()));
     let id = app.backend.create_multipart(route.bucket(), template).await?;
     let body = xml::InitiateMultipartUploadResult { bucket: route.bucket().to_string(), key: route.key().to_string(), upload_id: id }.to_xml();
-    let mut resp = xml_response(body);
-    if let Some(a) = algo {
-        resp = resp.header("x-amz-checksum-algorithm", a.as_str()).header(CHECKSUM_TYPE, "COMPOSITE");
-    }
-    Ok(resp)
+    Ok(xml_response(body).header("x-amz-checksum-algorithm", algo.as_str()).header(CHECKSUM_TYPE, &checksum_type))
 }
 
 pub async fn upload_part(app: &App, req: &mut Request, route: &Route, signing: Option<&SigningContext>) -> Result<Response, S3Error> {
@@ -74,7 +88,7 @@ pub async fn upload_part(app: &App, req: &mut Request, route: &Route, signing: O
     let number = part_number(route)?;
     let info = app.backend.upload_info(bucket, key, id).await?;
     let (asked, declared) = upload::requested_checksum(req)?;
-    let algo = asked.or_else(|| upload_algorithm(&info.meta));
+    let algo = asked.or_else(|| upload_algorithm(&info.meta)).or(Some(ChecksumAlgorithm::Crc64Nvme));
     let writer = app.backend.body_writer(bucket).await?;
     let received = upload::receive(app, req, signing, writer, algo, declared).await?;
     let part = PartMeta {
@@ -167,6 +181,7 @@ pub async fn complete(app: &App, req: &mut Request, route: &Route) -> Result<Res
     }
     let md5s: Vec<[u8; 16]> = chosen.iter().map(|p| p.md5).collect();
     let mut meta = info.meta.clone();
+    meta.headers.retain(|(n, _)| n != CHECKSUM_TYPE);
     meta.key = key.to_string();
     meta.size = chosen.iter().map(|p| p.size).sum();
     meta.etag = multipart_etag(&md5s);
@@ -184,8 +199,24 @@ pub async fn complete(app: &App, req: &mut Request, route: &Route) -> Result<Res
                     .and_then(|(_, v)| base64::engine::general_purpose::STANDARD.decode(v).ok())
             })
             .collect();
-        if let Some(raw) = raw {
-            let value = composite_checksum(algo, &raw);
+        let value = match raw {
+            Some(raw) if full_object(&info.meta) => {
+                let mut whole = raw[0].clone();
+                for (part, crc) in chosen.iter().zip(&raw).skip(1) {
+                    whole = crc_combine(algo, &whole, crc, part.size).ok_or_else(|| S3Error::new(500, "InternalError", "A part checksum could not be combined."))?;
+                }
+                Some(base64::engine::general_purpose::STANDARD.encode(whole))
+            }
+            Some(raw) => Some(composite_checksum(algo, &raw)),
+            None => None,
+        };
+        if let Some(value) = value {
+            // The client may state the whole object's checksum on Complete; hold it to it.
+            if let Some(stated) = req.headers.get(algo.header_name()).and_then(|v| v.to_str().ok()) {
+                if stated.trim() != value {
+                    return Err(S3Error::new(400, "BadDigest", &format!("The {} you specified did not match the calculated checksum.", algo.as_str())));
+                }
+            }
             meta.checksums.push((algo.as_str().to_string(), value.clone()));
             checksums.push((algo, value));
         }
