@@ -1,0 +1,107 @@
+//! Request and response bodies.
+//!
+//! A request body is empty, a buffer (replayable: it can be re-sent after a failure), or
+//! a stream of known length (sent once). A response body is a stream of chunks pulled by
+//! the caller: nothing is read from the socket faster than the caller reads, which is
+//! the backpressure the transport contract promises.
+
+use crate::error::WireError;
+use bytes::Bytes;
+use futures_util::stream::{BoxStream, Stream, StreamExt};
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+pub enum RequestBody {
+    Empty,
+    Full(Bytes),
+    /// Exactly `len` bytes from `stream`.
+    Stream { len: u64, stream: BoxStream<'static, io::Result<Bytes>> },
+}
+
+impl RequestBody {
+    pub fn len(&self) -> u64 {
+        match self {
+            RequestBody::Empty => 0,
+            RequestBody::Full(b) => b.len() as u64,
+            RequestBody::Stream { len, .. } => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A copy for re-sending, when the body can be replayed.
+    pub fn try_clone(&self) -> Option<RequestBody> {
+        match self {
+            RequestBody::Empty => Some(RequestBody::Empty),
+            RequestBody::Full(b) => Some(RequestBody::Full(b.clone())),
+            RequestBody::Stream { .. } => None,
+        }
+    }
+}
+
+impl From<Bytes> for RequestBody {
+    fn from(b: Bytes) -> Self {
+        if b.is_empty() {
+            RequestBody::Empty
+        } else {
+            RequestBody::Full(b)
+        }
+    }
+}
+
+/// A response body: a stream of chunks, read at the caller's pace.
+pub struct ResponseBody {
+    inner: BoxStream<'static, Result<Bytes, WireError>>,
+    content_length: Option<u64>,
+}
+
+impl ResponseBody {
+    pub fn new(inner: BoxStream<'static, Result<Bytes, WireError>>, content_length: Option<u64>) -> ResponseBody {
+        ResponseBody { inner, content_length }
+    }
+
+    pub fn empty() -> ResponseBody {
+        ResponseBody { inner: futures_util::stream::empty().boxed(), content_length: Some(0) }
+    }
+
+    pub fn from_bytes(b: Bytes) -> ResponseBody {
+        let len = b.len() as u64;
+        ResponseBody { inner: futures_util::stream::once(async move { Ok(b) }).boxed(), content_length: Some(len) }
+    }
+
+    /// The length the response announced, if any.
+    pub fn content_length(&self) -> Option<u64> {
+        self.content_length
+    }
+
+    /// The next chunk, `None` at the end.
+    pub async fn chunk(&mut self) -> Option<Result<Bytes, WireError>> {
+        self.inner.next().await
+    }
+
+    /// Reads the whole body; fails past `limit` bytes (for XML and error bodies).
+    pub async fn collect(mut self, limit: usize) -> Result<Bytes, WireError> {
+        if self.content_length.is_some_and(|n| n > limit as u64) {
+            return Err(WireError::protocol(format!("response body of {} bytes exceeds the {limit}-byte limit", self.content_length.unwrap_or(0))));
+        }
+        let mut out = Vec::new();
+        while let Some(c) = self.chunk().await {
+            let c = c?;
+            if out.len() + c.len() > limit {
+                return Err(WireError::protocol(format!("response body exceeds the {limit}-byte limit")));
+            }
+            out.extend_from_slice(&c);
+        }
+        Ok(Bytes::from(out))
+    }
+}
+
+impl Stream for ResponseBody {
+    type Item = Result<Bytes, WireError>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.poll_next_unpin(cx)
+    }
+}

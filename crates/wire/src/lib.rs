@@ -1,0 +1,229 @@
+//! ferry's HTTP transports, behind one seam: [`Transport::send`] takes a [`Request`] and
+//! returns a [`Response`] whose body is a stream with backpressure.
+//!
+//! ```text
+//!             ┌─ pool.rs      HTTP/1.1 keep-alive pool with a maximum size (hyper)
+//! Transport ──┼─ pipeline.rs  HTTP/1.1 pipelining, N connections x D in flight (ours)
+//!             ├─ h2.rs        HTTP/2 over several connections, large adaptive windows (hyper)
+//!             └─ auto.rs      chooses among them per endpoint and per request
+//!                   all use conn.rs: DNS resolved once, addresses spread, TCP, rustls
+//! ```
+//!
+//! Every transport can carry every request, so the store and engine layers, and every
+//! test, run unchanged over each. What differs is how requests share connections: that
+//! is the whole point of ferry (LAB.md section 1).
+
+pub mod body;
+pub mod conn;
+pub mod error;
+
+pub use body::{RequestBody, ResponseBody};
+pub use error::{ErrorKind, RetrySafety, WireError};
+
+use futures_util::future::BoxFuture;
+use http::{HeaderMap, Method, StatusCode};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `http` or `https`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+/// Where requests go: scheme, host and port, from a URL like `https://s3.amazonaws.com`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    pub scheme: Scheme,
+    pub host: String,
+    pub port: u16,
+}
+
+impl Endpoint {
+    /// Parses `http://host[:port]` or `https://host[:port]` (a trailing path is ignored).
+    pub fn parse(url: &str) -> Result<Endpoint, WireError> {
+        let bad = || WireError::config(format!("'{url}' is not an endpoint URL like http://127.0.0.1:9000 or https://s3.amazonaws.com"));
+        let (scheme, rest) = if let Some(r) = url.strip_prefix("http://") {
+            (Scheme::Http, r)
+        } else if let Some(r) = url.strip_prefix("https://") {
+            (Scheme::Https, r)
+        } else {
+            return Err(bad());
+        };
+        let authority = rest.split('/').next().unwrap_or("");
+        if authority.is_empty() || authority.contains('@') {
+            return Err(bad());
+        }
+        let default_port = if scheme == Scheme::Http { 80 } else { 443 };
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let (h, after) = v6.split_once(']').ok_or_else(bad)?;
+            let port = match after.strip_prefix(':') {
+                Some(p) => p.parse().map_err(|_| bad())?,
+                None if after.is_empty() => default_port,
+                None => return Err(bad()),
+            };
+            (h.to_string(), port)
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (h.to_string(), p.parse().map_err(|_| bad())?),
+                None => (authority.to_string(), default_port),
+            }
+        };
+        if host.is_empty() {
+            return Err(bad());
+        }
+        Ok(Endpoint { scheme, host, port })
+    }
+
+    /// `host[:port]` as it goes in the Host header (the port only when not the default).
+    pub fn authority(&self) -> String {
+        let default_port = if self.scheme == Scheme::Http { 80 } else { 443 };
+        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
+        if self.port == default_port {
+            host
+        } else {
+            format!("{host}:{}", self.port)
+        }
+    }
+}
+
+/// One HTTP request. The transport adds Host (from the endpoint) and framing headers
+/// (Content-Length) when absent.
+pub struct Request {
+    pub method: Method,
+    /// Already percent-encoded path and query, starting with '/'.
+    pub path_and_query: String,
+    pub headers: HeaderMap,
+    pub body: RequestBody,
+}
+
+impl Request {
+    pub fn new(method: Method, path_and_query: impl Into<String>) -> Request {
+        Request { method, path_and_query: path_and_query.into(), headers: HeaderMap::new(), body: RequestBody::Empty }
+    }
+
+    /// RFC 9110 section 9.2.2: a request that may be repeated with the same effect.
+    pub fn is_idempotent(&self) -> bool {
+        matches!(self.method, Method::GET | Method::HEAD | Method::PUT | Method::DELETE | Method::OPTIONS)
+    }
+
+    /// Whether the pipeline may carry it: safe methods without a body, which can be
+    /// re-sent on a fresh connection if the one they were written on dies.
+    pub fn is_pipelineable(&self) -> bool {
+        matches!(self.method, Method::GET | Method::HEAD) && self.body.is_empty()
+    }
+}
+
+/// Which protocol answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Http1,
+    Http2,
+}
+
+/// How a response came back, for statistics and tests.
+#[derive(Clone, Debug)]
+pub struct ResponseMeta {
+    pub protocol: Protocol,
+    /// Identifies the connection within its transport (1, 2, ... in opening order).
+    pub connection_id: u64,
+    /// Whether the connection had carried a request before this one.
+    pub reused_connection: bool,
+    /// From the call to `send` to the response head.
+    pub time_to_head: Duration,
+}
+
+/// One HTTP response; the body streams.
+pub struct Response {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: ResponseBody,
+    pub meta: ResponseMeta,
+}
+
+/// Counters of a transport, cumulative since it was made.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TransportStats {
+    pub connections_opened: u64,
+    pub connections_open: u64,
+    pub requests_sent: u64,
+    /// Requests written again on a fresh connection after theirs closed unanswered.
+    pub requests_resent: u64,
+}
+
+/// The transport seam. Implementations: `pool`, `pipeline`, `h2`, `auto`.
+///
+/// # Contract
+/// - `send` resolves when the response head has arrived; the body then streams from the
+///   connection, with backpressure: a body that is not read holds its connection (h1) or
+///   its stream window (h2), never an unbounded buffer.
+/// - A response body that ends before its Content-Length is an error of kind
+///   [`ErrorKind::BodyTruncated`], never a short success.
+/// - Errors say whether a retry is safe ([`WireError::retry_safe`]); a transport never
+///   sends a non-idempotent request twice on its own.
+/// - Dropping a response body before its end is allowed; the connection is then closed
+///   (h1) or the stream reset (h2), not reused with unread bytes on it.
+pub trait Transport: Send + Sync + 'static {
+    fn send(&self, req: Request) -> BoxFuture<'static, Result<Response, WireError>>;
+    fn stats(&self) -> TransportStats;
+    /// A short name for reports: "h1-pool", "h1-pipeline", "h2", "auto".
+    fn name(&self) -> &'static str;
+}
+
+/// Which transport to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// ALPN and the endpoint's behaviour decide (the default).
+    Auto,
+    H1Pool,
+    H1Pipeline,
+    H2,
+}
+
+impl Mode {
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "auto" => Some(Mode::Auto),
+            "h1-pool" | "pool" => Some(Mode::H1Pool),
+            "h1-pipeline" | "pipeline" => Some(Mode::H1Pipeline),
+            "h2" => Some(Mode::H2),
+            _ => None,
+        }
+    }
+}
+
+/// Settings common to all transports. The defaults need no tuning; they are caps.
+#[derive(Clone, Debug)]
+pub struct TransportConfig {
+    pub endpoint: Endpoint,
+    pub mode: Mode,
+    /// Most connections open at once to the endpoint.
+    pub max_connections: usize,
+    /// Most requests in flight on one pipelined HTTP/1.1 connection (gg's client used 32).
+    pub pipeline_depth: usize,
+    /// Extra CA certificates (PEM) trusted besides the system roots.
+    pub ca_file: Option<PathBuf>,
+    pub connect_timeout: Duration,
+    /// A response head not received this long after the request was written fails with
+    /// a time-out (retry-safe for idempotent requests).
+    pub response_timeout: Duration,
+    /// An idle pooled connection is closed after this long.
+    pub idle_timeout: Duration,
+}
+
+impl TransportConfig {
+    pub fn new(endpoint: Endpoint) -> TransportConfig {
+        TransportConfig {
+            endpoint,
+            mode: Mode::Auto,
+            // AWS SDKs default to 50 (LAB.md section 1); the lab's pool baseline uses it.
+            max_connections: 50,
+            pipeline_depth: 32,
+            ca_file: None,
+            connect_timeout: Duration::from_secs(10),
+            response_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(30),
+        }
+    }
+}
