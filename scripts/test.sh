@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Set up (scripts/setup.sh), then run every test: the Rust workspace tests and the pytest
+# suite in tests/ that drives the real `ferry serve` with real clients (boto3, AWS CLI,
+# s5cmd, rclone, curl, h2load, raw sockets). Exits non-zero if anything fails.
+#
+# Extra arguments go to pytest, e.g. `scripts/test.sh -k boto3 -x`.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+bash scripts/setup.sh || exit 1
+
+status=0
+SECONDS=0
+echo "== cargo test --workspace --release"
+# --release shares the build with target/release/ferry that setup.sh just made.
+cargo test --workspace --release || status=1
+echo "== cargo test: $([[ $status -eq 0 ]] && echo ok || echo FAILED) (${SECONDS}s)"
+
+SECONDS=0
+echo "== pytest tests"
+# Per-test timeout: a hung server or client fails its own test, not the whole run.
+.venv/bin/pytest tests -q --timeout="${FERRY_TEST_TIMEOUT:-180}" "$@"
+rc=$?
+echo "== pytest: $([[ $rc -eq 0 ]] && echo ok || echo "FAILED (exit $rc)") (${SECONDS}s)"
+# Exit 5 means no test ran: that is a failure too.
+[[ $rc -eq 0 ]] || status=1
+
+exit $status
