@@ -284,6 +284,35 @@ def test_multipart_entity_too_small(s3, bucket):
     s3.abort_multipart_upload(Bucket=bucket, Key="ts", UploadId=uid)
 
 
+def test_multipart_full_object_crc32(s3, bucket):
+    """FULL_OBJECT: the server combines the parts' CRCs into the whole object's CRC, checks
+    the one the client states on Complete, and returns it on GET/HEAD."""
+    parts = [payload(5 * MiB, 21), payload(5 * MiB, 22), payload(1234, 23)]
+    whole = b"".join(parts)
+    want = b64(zlib.crc32(whole).to_bytes(4, "big"))
+    up = s3.create_multipart_upload(Bucket=bucket, Key="full", ChecksumAlgorithm="CRC32", ChecksumType="FULL_OBJECT")
+    done = []
+    for i, p in enumerate(parts, 1):
+        r = s3.upload_part(Bucket=bucket, Key="full", UploadId=up["UploadId"], PartNumber=i, Body=p, ChecksumAlgorithm="CRC32")
+        done.append({"PartNumber": i, "ETag": r["ETag"], "ChecksumCRC32": r["ChecksumCRC32"]})
+    r = s3.complete_multipart_upload(Bucket=bucket, Key="full", UploadId=up["UploadId"], MultipartUpload={"Parts": done},
+                                     ChecksumCRC32=want, ChecksumType="FULL_OBJECT")
+    assert r["ChecksumCRC32"] == want
+    head = s3.head_object(Bucket=bucket, Key="full", ChecksumMode="ENABLED")
+    assert head["ChecksumCRC32"] == want and head["ChecksumType"] == "FULL_OBJECT"
+    assert get_bytes(s3, bucket, "full") == whole
+
+
+def test_multipart_full_object_wrong_crc_rejected(s3, bucket):
+    up = s3.create_multipart_upload(Bucket=bucket, Key="fullbad", ChecksumAlgorithm="CRC32", ChecksumType="FULL_OBJECT")
+    r = s3.upload_part(Bucket=bucket, Key="fullbad", UploadId=up["UploadId"], PartNumber=1, Body=b"abc", ChecksumAlgorithm="CRC32")
+    parts = {"Parts": [{"PartNumber": 1, "ETag": r["ETag"], "ChecksumCRC32": r["ChecksumCRC32"]}]}
+    expect_error(400, "BadDigest", s3.complete_multipart_upload, Bucket=bucket, Key="fullbad", UploadId=up["UploadId"],
+                 MultipartUpload=parts, ChecksumCRC32="AAAAAA==", ChecksumType="FULL_OBJECT")
+    expect_error(404, "NoSuchKey", s3.get_object, Bucket=bucket, Key="fullbad")
+    s3.abort_multipart_upload(Bucket=bucket, Key="fullbad", UploadId=up["UploadId"])
+
+
 # -- copy, metadata, presign, conditionals ----------------------------------------------------------
 def test_copy_object(s3, bucket):
     data = payload(70_000, 9)
