@@ -358,3 +358,24 @@ fn requests_above_the_per_prefix_rate_get_slow_down() {
     // Another prefix has its own budget.
     assert_eq!(request(&mut s, "GET /thr/b/k HTTP/1.1\r\nHost: x\r\n\r\n").status, 200);
 }
+
+#[test]
+fn large_bodies_arrive_byte_exact_through_gathered_writes() {
+    let srv = start(|_| {});
+    // Synthetic content is served as many 64 KiB slices of a shared pool.
+    let mut s = connect(srv.addr);
+    let size = 5 * 1024 * 1024 + 123;
+    let r = request(&mut s, &format!("GET /synthetic/size={size}/k HTTP/1.1\r\nHost: x\r\n\r\n"));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, ferry_backend::synthetic_bytes(&format!("size={size}/k"), 0, size));
+    // A range starting mid-block.
+    let r = request(&mut s, "GET /synthetic/1MiB/k HTTP/1.1\r\nHost: x\r\nRange: bytes=70000-300000\r\n\r\n");
+    assert_eq!(r.status, 206);
+    assert_eq!(r.body, ferry_backend::synthetic_bytes("1MiB/k", 70000, 230001));
+    // A stored object uploaded in many small writes.
+    put(srv.addr, "/big", b"");
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    put(srv.addr, "/big/k", &data);
+    let r = request(&mut s, "GET /big/k HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(r.body, data);
+}
