@@ -12,6 +12,7 @@
 //! - [`xml`]: S3 XML bodies, writers and parsers.
 
 pub mod checksum;
+pub mod client_xml;
 pub mod chunked;
 pub mod encoding;
 pub mod range;

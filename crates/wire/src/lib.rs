@@ -16,6 +16,10 @@
 pub mod body;
 pub mod conn;
 pub mod error;
+pub mod pipeline;
+pub mod pool;
+pub mod h2;
+pub mod auto;
 
 pub use body::{RequestBody, ResponseBody};
 pub use error::{ErrorKind, RetrySafety, WireError};
@@ -226,4 +230,14 @@ impl TransportConfig {
             idle_timeout: Duration::from_secs(30),
         }
     }
+}
+
+/// The transport `config.mode` names, ready to send.
+pub fn transport(config: TransportConfig) -> Result<std::sync::Arc<dyn Transport>, WireError> {
+    Ok(match config.mode {
+        Mode::Auto => std::sync::Arc::new(auto::AutoTransport::new(config)?),
+        Mode::H1Pool => std::sync::Arc::new(pool::PoolTransport::new(config)?),
+        Mode::H1Pipeline => std::sync::Arc::new(pipeline::PipelineTransport::new(config)?),
+        Mode::H2 => std::sync::Arc::new(h2::H2Transport::new(config)?),
+    })
 }

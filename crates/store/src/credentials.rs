@@ -1,0 +1,350 @@
+//! Credentials, found the way the AWS SDKs find them.
+//!
+//! [`CredentialsSource::Default`] walks the chain once, when the client is built:
+//!
+//! ```text
+//! AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN)
+//!   └─ else shared files, profile AWS_PROFILE or "default":
+//!        credentials file (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials), section [name]
+//!        config file      (AWS_CONFIG_FILE or ~/.aws/config), section [profile name] ([default])
+//!          └─ else anonymous (unsigned requests)
+//! ```
+//!
+//! Key for key, the credentials file wins over the config file, as in the SDKs
+//! (<https://docs.aws.amazon.com/sdkref/latest/guide/file-format.html>). The source that
+//! supplied the keys is logged with `tracing::debug!` (never the secret).
+//!
+//! Not covered: instance metadata (IMDS), SSO, `credential_process`, `role_arn`
+//! assumption, and refreshing expiring keys; a profile that only has those resolves to
+//! no keys and the chain goes on.
+
+use crate::error::Error;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// An access key pair, with the session token of temporary credentials.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    /// Sent as `x-amz-security-token` (and signed).
+    pub session_token: Option<String>,
+}
+
+impl Credentials {
+    pub fn new(access_key_id: impl Into<String>, secret_access_key: impl Into<String>) -> Credentials {
+        Credentials { access_key_id: access_key_id.into(), secret_access_key: secret_access_key.into(), session_token: None }
+    }
+
+    pub(crate) fn to_proto(&self) -> ferry_proto::sigv4::Credentials {
+        ferry_proto::sigv4::Credentials { access_key: self.access_key_id.clone(), secret_key: self.secret_access_key.clone() }
+    }
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("access_key_id", &self.access_key_id)
+            .field("secret_access_key", &"<redacted>")
+            .field("session_token", &self.session_token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// Where the client takes its credentials from.
+#[derive(Clone, Debug, Default)]
+pub enum CredentialsSource {
+    /// Environment, then shared files, then anonymous (the module note).
+    #[default]
+    Default,
+    Explicit(Credentials),
+    /// Only the `AWS_*` environment variables.
+    Environment,
+    /// Only the shared files, with this profile (`None`: AWS_PROFILE or "default").
+    Profile(Option<String>),
+    /// Unsigned requests.
+    Anonymous,
+}
+
+/// The variables the resolver reads, injectable for tests.
+pub(crate) trait Env {
+    fn var(&self, name: &str) -> Option<String>;
+}
+
+pub(crate) struct ProcessEnv;
+
+impl Env for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+}
+
+impl<S: std::hash::BuildHasher> Env for HashMap<String, String, S> {
+    fn var(&self, name: &str) -> Option<String> {
+        self.get(name).cloned().filter(|v| !v.is_empty())
+    }
+}
+
+impl CredentialsSource {
+    /// Finds the credentials; `None` means anonymous.
+    pub fn resolve(&self) -> Result<Option<Credentials>, Error> {
+        resolve_with(self, &ProcessEnv)
+    }
+}
+
+pub(crate) fn resolve_with(source: &CredentialsSource, env: &dyn Env) -> Result<Option<Credentials>, Error> {
+    match source {
+        CredentialsSource::Explicit(c) => {
+            tracing::debug!(access_key_id = %c.access_key_id, "credentials: explicit");
+            Ok(Some(c.clone()))
+        }
+        CredentialsSource::Anonymous => {
+            tracing::debug!("credentials: anonymous (requests are not signed)");
+            Ok(None)
+        }
+        CredentialsSource::Environment => match from_env(env) {
+            Some(c) => Ok(Some(c)),
+            None => Err(Error::Config("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not both set".into())),
+        },
+        CredentialsSource::Profile(name) => {
+            let profile = profile_name(name.as_deref(), env);
+            match from_files(&profile, env)? {
+                Some(c) => Ok(Some(c)),
+                None => Err(Error::Config(format!("profile '{profile}' has no aws_access_key_id/aws_secret_access_key in the shared files"))),
+            }
+        }
+        CredentialsSource::Default => {
+            if let Some(c) = from_env(env) {
+                return Ok(Some(c));
+            }
+            let profile = profile_name(None, env);
+            if let Some(c) = from_files(&profile, env)? {
+                return Ok(Some(c));
+            }
+            tracing::debug!("credentials: none found in the environment or the shared files; anonymous (requests are not signed)");
+            Ok(None)
+        }
+    }
+}
+
+fn profile_name(explicit: Option<&str>, env: &dyn Env) -> String {
+    explicit.map(str::to_owned).or_else(|| env.var("AWS_PROFILE")).unwrap_or_else(|| "default".to_owned())
+}
+
+fn from_env(env: &dyn Env) -> Option<Credentials> {
+    let id = env.var("AWS_ACCESS_KEY_ID")?;
+    let secret = env.var("AWS_SECRET_ACCESS_KEY")?;
+    tracing::debug!(access_key_id = %id, "credentials: environment (AWS_ACCESS_KEY_ID)");
+    Some(Credentials { access_key_id: id, secret_access_key: secret, session_token: env.var("AWS_SESSION_TOKEN") })
+}
+
+fn home(env: &dyn Env) -> Option<PathBuf> {
+    env.var("HOME").or_else(|| env.var("USERPROFILE")).map(PathBuf::from)
+}
+
+/// `(credentials file, config file)` paths.
+pub(crate) fn shared_file_paths(env: &dyn Env) -> (Option<PathBuf>, Option<PathBuf>) {
+    let creds = env.var("AWS_SHARED_CREDENTIALS_FILE").map(PathBuf::from).or_else(|| home(env).map(|h| h.join(".aws/credentials")));
+    let config = env.var("AWS_CONFIG_FILE").map(PathBuf::from).or_else(|| home(env).map(|h| h.join(".aws/config")));
+    (creds, config)
+}
+
+fn read_optional(path: &Path) -> Result<Option<String>, Error> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::Io { path: path.display().to_string(), source: e }),
+    }
+}
+
+/// One profile's keys, merged from both files.
+pub(crate) fn profile_settings(profile: &str, env: &dyn Env) -> Result<HashMap<String, String>, Error> {
+    let (creds_path, config_path) = shared_file_paths(env);
+    let mut merged = HashMap::new();
+    if let Some(text) = config_path.as_deref().map(read_optional).transpose()?.flatten() {
+        merged.extend(parse_ini(&text, profile, true));
+    }
+    if let Some(text) = creds_path.as_deref().map(read_optional).transpose()?.flatten() {
+        merged.extend(parse_ini(&text, profile, false));
+    }
+    Ok(merged)
+}
+
+fn from_files(profile: &str, env: &dyn Env) -> Result<Option<Credentials>, Error> {
+    let s = profile_settings(profile, env)?;
+    match (s.get("aws_access_key_id"), s.get("aws_secret_access_key")) {
+        (Some(id), Some(secret)) => {
+            tracing::debug!(access_key_id = %id, profile, "credentials: shared files");
+            Ok(Some(Credentials {
+                access_key_id: id.clone(),
+                secret_access_key: secret.clone(),
+                session_token: s.get("aws_session_token").cloned(),
+            }))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The region named by AWS_REGION, AWS_DEFAULT_REGION, or the profile's `region`.
+pub(crate) fn region_from_env(env: &dyn Env) -> Option<String> {
+    env.var("AWS_REGION").or_else(|| env.var("AWS_DEFAULT_REGION")).or_else(|| {
+        let profile = profile_name(None, env);
+        profile_settings(&profile, env).ok().and_then(|s| s.get("region").cloned())
+    })
+}
+
+/// The keys of one section. In the config file a named profile is `[profile name]`
+/// (`[default]` and `[profile default]` both name the default); in the credentials file
+/// it is `[name]`. Comments start with `#` or `;`; keys are case-insensitive; nested
+/// (indented) sub-settings such as `s3 =` blocks are skipped.
+pub(crate) fn parse_ini(text: &str, profile: &str, config_file: bool) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    let mut in_section = false;
+    for line in text.lines() {
+        let indented = line.starts_with([' ', '\t']);
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(header) = line.strip_prefix('[') {
+            let name = header.split(']').next().unwrap_or("").trim();
+            let name = if config_file {
+                match name.strip_prefix("profile") {
+                    Some(rest) if rest.starts_with([' ', '\t']) => rest.trim(),
+                    _ if name == "default" => "default",
+                    // `[sso-session x]`, `[services x]` and bare names are not profiles there.
+                    _ => {
+                        in_section = false;
+                        continue;
+                    }
+                }
+            } else {
+                name
+            };
+            in_section = name == profile;
+            continue;
+        }
+        if !in_section || indented {
+            continue;
+        }
+        if let Some((k, v)) = line.split_once('=') {
+            let v = v.trim();
+            // Inline comments need whitespace before them (` # note`).
+            let v = v.split(" #").next().unwrap_or(v).split(" ;").next().unwrap_or(v).trim();
+            out.insert(k.trim().to_ascii_lowercase(), v.to_owned());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    const CREDS: &str = "\
+# comment
+[default]
+aws_access_key_id = AKDEFAULT
+aws_secret_access_key = secretdefault
+
+[work]
+aws_access_key_id=AKWORK
+aws_secret_access_key=secretwork ; trailing comment
+aws_session_token = tokenwork
+";
+
+    const CONFIG: &str = "\
+[default]
+region = eu-west-1
+
+[profile dev]
+region = us-west-2
+aws_access_key_id = AKDEV
+aws_secret_access_key = secretdev
+s3 =
+  addressing_style = path
+
+[dev]
+aws_access_key_id = NOT_A_PROFILE_IN_CONFIG
+";
+
+    fn files() -> (tempfile::TempDir, HashMap<String, String>) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("credentials"), CREDS).unwrap();
+        std::fs::write(dir.path().join("config"), CONFIG).unwrap();
+        let e = env(&[
+            ("AWS_SHARED_CREDENTIALS_FILE", dir.path().join("credentials").to_str().unwrap()),
+            ("AWS_CONFIG_FILE", dir.path().join("config").to_str().unwrap()),
+        ]);
+        (dir, e)
+    }
+
+    #[test]
+    fn ini_sections_and_profiles() {
+        let d = parse_ini(CREDS, "default", false);
+        assert_eq!(d["aws_access_key_id"], "AKDEFAULT");
+        let w = parse_ini(CREDS, "work", false);
+        assert_eq!(w["aws_secret_access_key"], "secretwork");
+        assert_eq!(w["aws_session_token"], "tokenwork");
+        let dev = parse_ini(CONFIG, "dev", true);
+        assert_eq!(dev["aws_access_key_id"], "AKDEV");
+        assert_eq!(dev["region"], "us-west-2");
+        assert!(!dev.contains_key("addressing_style"));
+        assert_eq!(parse_ini(CONFIG, "default", true)["region"], "eu-west-1");
+        // In the credentials file, [dev] is a plain profile name.
+        assert!(parse_ini(CREDS, "dev", false).is_empty());
+    }
+
+    #[test]
+    fn chain_order() {
+        let (_dir, mut e) = files();
+        // Shared files, default profile.
+        let c = resolve_with(&CredentialsSource::Default, &e).unwrap().unwrap();
+        assert_eq!(c.access_key_id, "AKDEFAULT");
+        assert_eq!(c.session_token, None);
+        // AWS_PROFILE picks a profile; [profile dev] in the config file.
+        e.insert("AWS_PROFILE".into(), "dev".into());
+        assert_eq!(resolve_with(&CredentialsSource::Default, &e).unwrap().unwrap().access_key_id, "AKDEV");
+        assert_eq!(region_from_env(&e).as_deref(), Some("us-west-2"));
+        let c = resolve_with(&CredentialsSource::Profile(Some("work".into())), &e).unwrap().unwrap();
+        assert_eq!(c.session_token.as_deref(), Some("tokenwork"));
+        // The environment wins over the files.
+        e.insert("AWS_ACCESS_KEY_ID".into(), "AKENV".into());
+        e.insert("AWS_SECRET_ACCESS_KEY".into(), "secretenv".into());
+        e.insert("AWS_SESSION_TOKEN".into(), "tok".into());
+        let c = resolve_with(&CredentialsSource::Default, &e).unwrap().unwrap();
+        assert_eq!((c.access_key_id.as_str(), c.session_token.as_deref()), ("AKENV", Some("tok")));
+        // Nothing anywhere: anonymous for the default chain, an error when asked for.
+        let none = env(&[("HOME", "/nonexistent-ferry-home")]);
+        assert_eq!(resolve_with(&CredentialsSource::Default, &none).unwrap(), None);
+        assert!(resolve_with(&CredentialsSource::Environment, &none).is_err());
+        assert!(resolve_with(&CredentialsSource::Profile(Some("nope".into())), &e).is_err());
+        assert_eq!(resolve_with(&CredentialsSource::Anonymous, &e).unwrap(), None);
+    }
+
+    #[test]
+    fn credentials_file_wins_over_config() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("credentials"), "[p]\naws_access_key_id = FROMCREDS\n").unwrap();
+        std::fs::write(dir.path().join("config"), "[profile p]\naws_access_key_id = FROMCONFIG\naws_secret_access_key = s\n").unwrap();
+        let e = env(&[
+            ("AWS_SHARED_CREDENTIALS_FILE", dir.path().join("credentials").to_str().unwrap()),
+            ("AWS_CONFIG_FILE", dir.path().join("config").to_str().unwrap()),
+            ("AWS_PROFILE", "p"),
+        ]);
+        let c = resolve_with(&CredentialsSource::Default, &e).unwrap().unwrap();
+        assert_eq!((c.access_key_id.as_str(), c.secret_access_key.as_str()), ("FROMCREDS", "s"));
+    }
+
+    #[test]
+    fn debug_redacts_secrets() {
+        let mut c = Credentials::new("AK", "very-secret");
+        c.session_token = Some("tok-secret".into());
+        let s = format!("{c:?}");
+        assert!(!s.contains("very-secret") && !s.contains("tok-secret"));
+    }
+}

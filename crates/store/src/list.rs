@@ -1,0 +1,110 @@
+//! ListObjectsV2 as a stream of pages.
+//!
+//! Each page is one request; the next is sent only when the caller asks for it
+//! (backpressure, and a caller that stops early sends no more requests). Continuation
+//! tokens are followed until `IsTruncated` is false. `encoding-type=url` is always
+//! requested, so keys that XML 1.0 cannot carry (control characters) arrive intact, and
+//! `ferry_proto::xml::parse_list_objects_v2` decodes them.
+//! Spec: <https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html>.
+
+use crate::client::{Op, S3Client};
+use crate::error::Error;
+use crate::object::read_xml;
+use futures_util::stream::{BoxStream, StreamExt};
+use http::Method;
+
+pub use ferry_proto::xml::ObjectEntry;
+
+/// ListObjectsV2 parameters.
+#[derive(Clone, Debug, Default)]
+pub struct ListParams {
+    pub prefix: Option<String>,
+    pub delimiter: Option<String>,
+    pub start_after: Option<String>,
+    /// Keys per page (S3 caps it at 1,000, its default).
+    pub max_keys: Option<u32>,
+}
+
+/// One page of a listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListPage {
+    pub objects: Vec<ObjectEntry>,
+    /// With a delimiter: the "directories" on this page.
+    pub common_prefixes: Vec<String>,
+    /// The token for the next page, `None` on the last.
+    pub next_continuation_token: Option<String>,
+}
+
+struct ListState {
+    client: S3Client,
+    bucket: String,
+    params: ListParams,
+    token: Option<String>,
+    done: bool,
+}
+
+impl S3Client {
+    /// ListObjectsV2, one page per item, following continuation tokens.
+    pub fn list_objects_v2(&self, bucket: &str, params: ListParams) -> BoxStream<'static, Result<ListPage, Error>> {
+        let state = ListState { client: self.clone(), bucket: bucket.to_owned(), params, token: None, done: false };
+        futures_util::stream::unfold(state, |mut st| async move {
+            if st.done {
+                return None;
+            }
+            let page = st.client.list_page(&st.bucket, &st.params, st.token.as_deref()).await;
+            match page {
+                Ok(p) => {
+                    st.token = p.next_continuation_token.clone();
+                    st.done = st.token.is_none();
+                    Some((Ok(p), st))
+                }
+                Err(e) => {
+                    st.done = true;
+                    Some((Err(e), st))
+                }
+            }
+        })
+        .boxed()
+    }
+
+    /// Every object under `params`, all pages collected (convenience for small listings).
+    pub async fn list_all(&self, bucket: &str, params: ListParams) -> Result<(Vec<ObjectEntry>, Vec<String>), Error> {
+        let mut pages = self.list_objects_v2(bucket, params);
+        let (mut objects, mut prefixes) = (Vec::new(), Vec::new());
+        while let Some(p) = pages.next().await {
+            let p = p?;
+            objects.extend(p.objects);
+            prefixes.extend(p.common_prefixes);
+        }
+        Ok((objects, prefixes))
+    }
+
+    async fn list_page(&self, bucket: &str, params: &ListParams, token: Option<&str>) -> Result<ListPage, Error> {
+        let mut op = Op::new("ListObjectsV2", Method::GET, bucket, None).query("list-type", "2").query("encoding-type", "url");
+        if let Some(t) = token {
+            op = op.query("continuation-token", t);
+        }
+        if let Some(p) = &params.prefix {
+            op = op.query("prefix", p);
+        }
+        if let Some(d) = &params.delimiter {
+            op = op.query("delimiter", d);
+        }
+        if let Some(s) = &params.start_after {
+            op = op.query("start-after", s);
+        }
+        if let Some(m) = params.max_keys {
+            op = op.query("max-keys", m.to_string());
+        }
+        let r = self.execute(&mut op, |r| async move { read_xml(r, ferry_proto::xml::parse_list_objects_v2).await }).await?;
+        let next = if r.is_truncated {
+            match r.next_continuation_token {
+                Some(t) if !t.is_empty() => Some(t),
+                _ => return Err(Error::protocol("a truncated listing without NextContinuationToken", None)),
+            }
+        } else {
+            None
+        };
+        Ok(ListPage { objects: r.contents, common_prefixes: r.common_prefixes, next_continuation_token: next })
+    }
+}

@@ -1,0 +1,307 @@
+//! Multipart upload: the five calls, and [`S3Client::upload_multipart`] that runs them.
+//!
+//! ```text
+//! source (file or stream) ─► cut into parts of part_size (in order, one at a time)
+//!    └─► up to `concurrency` UploadPart in flight (each part a Bytes: retried as is)
+//!          └─ all done ─► CompleteMultipartUpload (parts in order, whole-object CRC)
+//!          └─ any error ─► AbortMultipartUpload (best effort), the error returned
+//! ```
+//!
+//! Memory is bounded by `(concurrency + 1) * part_size`: parts are read only as upload
+//! slots free up. With a CRC algorithm the upload is created FULL_OBJECT: each part
+//! carries its CRC, and Complete states the whole object's CRC, combined from the parts'
+//! with `crc_combine` (no second read), which S3 checks against what it stored. SHA
+//! algorithms cannot be combined and use COMPOSITE (checksum of the part checksums).
+//! Limits (<https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html>): parts
+//! of 5 MiB to 5 GiB, the last may be smaller, at most 10,000 parts.
+
+use crate::client::{Op, OpBody, ObjectRef, S3Client};
+use crate::error::{request_id, Error};
+use crate::object::{read_xml, PutParams};
+use bytes::{Bytes, BytesMut};
+use ferry_proto::checksum::{base64_decode, base64_encode, crc_combine, ChecksumAlgorithm};
+use ferry_proto::xml::{CompletedPart, PartEntry};
+use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
+use http::Method;
+use std::path::PathBuf;
+
+/// S3's smallest part (all but the last).
+pub const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
+/// S3's most parts per upload.
+pub const MAX_PARTS: u64 = 10_000;
+
+/// An upload in progress.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MultipartUpload {
+    pub object: ObjectRef,
+    pub upload_id: String,
+    /// The algorithm each part is checksummed with.
+    pub checksum: Option<ChecksumAlgorithm>,
+    /// FULL_OBJECT (CRCs) or COMPOSITE.
+    pub full_object_checksum: bool,
+}
+
+/// CompleteMultipartUpload result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompleteMultipartOutput {
+    pub etag: String,
+    pub checksum: Option<(ChecksumAlgorithm, String)>,
+}
+
+/// Where an upload's bytes come from.
+pub enum UploadSource {
+    File(PathBuf),
+    Stream(BoxStream<'static, std::io::Result<Bytes>>),
+}
+
+/// Parameters of [`S3Client::upload_multipart`].
+#[derive(Clone, Debug)]
+pub struct MultipartParams {
+    /// Part size; raised if needed to fit 10,000 parts (files only).
+    pub part_size: u64,
+    /// Parts in flight at once.
+    pub concurrency: usize,
+    /// Content type, metadata and checksum of the object.
+    pub put: PutParams,
+}
+
+impl Default for MultipartParams {
+    /// 8 MiB parts: the low end of the cost-optimal request size on S3 (LAB.md section
+    /// 1, AnyBlob); 8 in flight, within one client's share of the default 50 connections.
+    fn default() -> Self {
+        MultipartParams { part_size: 8 * 1024 * 1024, concurrency: 8, put: PutParams::default() }
+    }
+}
+
+impl S3Client {
+    /// CreateMultipartUpload. A CRC checksum makes the upload FULL_OBJECT, a SHA one
+    /// COMPOSITE.
+    pub async fn create_multipart(&self, object: &ObjectRef, params: &PutParams) -> Result<MultipartUpload, Error> {
+        let mut op = Op::new("CreateMultipartUpload", Method::POST, &object.bucket, Some(&object.key))
+            .query("uploads", "")
+            .header_opt("content-type", params.content_type.as_deref())?;
+        // Not idempotent: a repeat would create (and leak) a second upload.
+        op.idempotent = false;
+        for (k, v) in &params.metadata {
+            op = op.header(&format!("x-amz-meta-{}", k.to_ascii_lowercase()), v)?;
+        }
+        let full_object = params.checksum.is_some_and(|a| matches!(a, ChecksumAlgorithm::Crc32 | ChecksumAlgorithm::Crc32c | ChecksumAlgorithm::Crc64Nvme));
+        if let Some(algo) = params.checksum {
+            op = op
+                .header("x-amz-checksum-algorithm", algo.as_str())?
+                .header("x-amz-checksum-type", if full_object { "FULL_OBJECT" } else { "COMPOSITE" })?;
+        }
+        let r = self.execute(&mut op, |r| async move { read_xml(r, ferry_proto::client_xml::parse_initiate_multipart).await }).await?;
+        Ok(MultipartUpload { object: object.clone(), upload_id: r.upload_id, checksum: params.checksum, full_object_checksum: full_object })
+    }
+
+    /// UploadPart from memory (retried as needed). The returned part carries its ETag
+    /// and checksum for Complete.
+    pub async fn upload_part(&self, upload: &MultipartUpload, part_number: u32, body: Bytes) -> Result<CompletedPart, Error> {
+        let sum = upload.checksum.map(|a| (a, base64_encode(&a.digest(&body))));
+        let mut op = Op::new("UploadPart", Method::PUT, &upload.object.bucket, Some(&upload.object.key))
+            .query("partNumber", part_number.to_string())
+            .query("uploadId", &upload.upload_id)
+            .body(OpBody::Bytes(body));
+        if let Some((a, v)) = &sum {
+            op = op.header(a.header_name(), v)?;
+        }
+        self.execute(&mut op, |r| {
+            let sum = sum.clone();
+            async move {
+                let rid = request_id(&r.headers);
+                let etag = r.headers.get("etag").and_then(|v| v.to_str().ok()).map(str::to_owned).ok_or_else(|| Error::protocol("UploadPart answer without ETag", rid.clone()))?;
+                if let Some((a, ours)) = &sum {
+                    if let Some(theirs) = r.headers.get(a.header_name()).and_then(|v| v.to_str().ok()) {
+                        if theirs.trim() != ours {
+                            return Err(Error::integrity(format!("part {part_number}: the server stored {a} {theirs}, we sent {ours}"), rid));
+                        }
+                    }
+                }
+                Ok(CompletedPart { part_number, etag, checksums: sum.into_iter().collect() })
+            }
+        })
+        .await
+    }
+
+    /// CompleteMultipartUpload. `parts` in any order; they are sent sorted. When the
+    /// upload is FULL_OBJECT and `sizes` are known, the whole-object CRC is stated and
+    /// checked by the server. Retried (idempotent by upload id, retry.rs).
+    pub async fn complete_multipart(&self, upload: &MultipartUpload, parts: &[CompletedPart]) -> Result<CompleteMultipartOutput, Error> {
+        self.complete_inner(upload, parts, None).await
+    }
+
+    async fn complete_inner(&self, upload: &MultipartUpload, parts: &[CompletedPart], whole: Option<String>) -> Result<CompleteMultipartOutput, Error> {
+        let mut parts = parts.to_vec();
+        parts.sort_by_key(|p| p.part_number);
+        let xml = ferry_proto::xml::complete_multipart_to_xml(&parts);
+        let mut op = Op::new("CompleteMultipartUpload", Method::POST, &upload.object.bucket, Some(&upload.object.key))
+            .query("uploadId", &upload.upload_id)
+            .header("content-type", "application/xml")?
+            .body(OpBody::Bytes(Bytes::from(xml)));
+        op.idempotent = true;
+        if let (Some(algo), Some(v)) = (upload.checksum, &whole) {
+            op = op.header(algo.header_name(), v)?;
+        }
+        let r = self.execute(&mut op, |r| async move { read_xml(r, ferry_proto::client_xml::parse_complete_multipart_result).await }).await?;
+        if let (Some(ours), Some((_, theirs))) = (&whole, r.checksums.first()) {
+            if ours != theirs {
+                return Err(Error::integrity(format!("the completed object's checksum is {theirs}, the parts combine to {ours}"), None));
+            }
+        }
+        Ok(CompleteMultipartOutput { etag: r.etag, checksum: r.checksums.into_iter().next() })
+    }
+
+    /// AbortMultipartUpload.
+    pub async fn abort_multipart(&self, upload: &MultipartUpload) -> Result<(), Error> {
+        let mut op = Op::new("AbortMultipartUpload", Method::DELETE, &upload.object.bucket, Some(&upload.object.key)).query("uploadId", &upload.upload_id);
+        self.execute(&mut op, |_| async { Ok(()) }).await
+    }
+
+    /// ListParts, all pages.
+    pub async fn list_parts(&self, upload: &MultipartUpload) -> Result<Vec<PartEntry>, Error> {
+        let mut out = Vec::new();
+        let mut marker: Option<u32> = None;
+        loop {
+            let mut op = Op::new("ListParts", Method::GET, &upload.object.bucket, Some(&upload.object.key)).query("uploadId", &upload.upload_id);
+            if let Some(m) = marker {
+                op = op.query("part-number-marker", m.to_string());
+            }
+            let r = self.execute(&mut op, |r| async move { read_xml(r, ferry_proto::client_xml::parse_list_parts).await }).await?;
+            out.extend(r.parts);
+            if !r.is_truncated {
+                return Ok(out);
+            }
+            if Some(r.next_part_number_marker) == marker || r.next_part_number_marker == 0 {
+                return Err(Error::protocol("ListParts is truncated but its marker does not advance", None));
+            }
+            marker = Some(r.next_part_number_marker);
+        }
+    }
+
+    /// Uploads a file or stream in parts, in parallel; aborts the upload on any failure
+    /// so nothing is left half-written.
+    pub async fn upload_multipart(&self, object: &ObjectRef, source: UploadSource, params: MultipartParams) -> Result<CompleteMultipartOutput, Error> {
+        let (stream, part_size) = match source {
+            UploadSource::File(path) => {
+                let len = tokio::fs::metadata(&path).await.map_err(|e| Error::Io { path: path.display().to_string(), source: e })?.len();
+                let fit = len.div_ceil(MAX_PARTS).max(MIN_PART_SIZE);
+                (crate::client::file_stream(path, 0, len).await?, params.part_size.max(fit))
+            }
+            UploadSource::Stream(s) => (s, params.part_size),
+        };
+        if part_size < MIN_PART_SIZE {
+            return Err(Error::Config(format!("part size {part_size} is below S3's minimum of {MIN_PART_SIZE} bytes")));
+        }
+        let upload = self.create_multipart(object, &params.put).await?;
+        let result = self.upload_parts(&upload, stream, part_size as usize, params.concurrency.max(1)).await;
+        match result {
+            Ok(out) => Ok(out),
+            Err(e) => {
+                if let Err(abort) = self.abort_multipart(&upload).await {
+                    tracing::warn!(object = %object, upload_id = %upload.upload_id, error = %abort, "could not abort the failed multipart upload");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn upload_parts(
+        &self,
+        upload: &MultipartUpload,
+        stream: BoxStream<'static, std::io::Result<Bytes>>,
+        part_size: usize,
+        concurrency: usize,
+    ) -> Result<CompleteMultipartOutput, Error> {
+        let parts = cut_parts(stream, part_size);
+        let mut done: Vec<(CompletedPart, u64)> = parts
+            .map_ok(|(n, body)| {
+                let len = body.len() as u64;
+                async move { self.upload_part(upload, n, body).await.map(|p| (p, len)) }
+            })
+            .try_buffer_unordered(concurrency)
+            .try_collect()
+            .await?;
+        if done.is_empty() {
+            // S3 needs at least one part; an empty source uploads one empty part.
+            let p = self.upload_part(upload, 1, Bytes::new()).await?;
+            done.push((p, 0));
+        }
+        done.sort_by_key(|(p, _)| p.part_number);
+        let whole = match upload.checksum {
+            Some(algo) if upload.full_object_checksum => combine(algo, &done),
+            _ => None,
+        };
+        let parts: Vec<CompletedPart> = done.into_iter().map(|(p, _)| p).collect();
+        self.complete_inner(upload, &parts, whole).await
+    }
+}
+
+/// The whole object's CRC from the parts' CRCs and sizes.
+fn combine(algo: ChecksumAlgorithm, parts: &[(CompletedPart, u64)]) -> Option<String> {
+    let mut whole: Option<Vec<u8>> = None;
+    for (p, len) in parts {
+        let raw = base64_decode(&p.checksums.iter().find(|(a, _)| *a == algo)?.1)?;
+        whole = Some(match whole {
+            None => raw,
+            Some(w) => crc_combine(algo, &w, &raw, *len)?,
+        });
+    }
+    whole.map(|w| base64_encode(&w))
+}
+
+/// Cuts a byte stream into numbered parts of `part_size` (the last may be smaller).
+fn cut_parts(stream: BoxStream<'static, std::io::Result<Bytes>>, part_size: usize) -> BoxStream<'static, Result<(u32, Bytes), Error>> {
+    struct St {
+        input: BoxStream<'static, std::io::Result<Bytes>>,
+        buf: BytesMut,
+        next: u32,
+        ended: bool,
+    }
+    let st = St { input: stream, buf: BytesMut::new(), next: 1, ended: false };
+    futures_util::stream::try_unfold(st, move |mut st| async move {
+        while !st.ended && st.buf.len() < part_size {
+            match st.input.next().await {
+                Some(Ok(b)) => st.buf.extend_from_slice(&b),
+                Some(Err(e)) => return Err(Error::Io { path: "upload source".into(), source: e }),
+                None => st.ended = true,
+            }
+        }
+        if st.buf.is_empty() {
+            return Ok(None);
+        }
+        if st.next as u64 > MAX_PARTS {
+            return Err(Error::Config(format!("the source needs more than {MAX_PARTS} parts of {part_size} bytes")));
+        }
+        let n = st.buf.len().min(part_size);
+        let part = st.buf.split_to(n).freeze();
+        let number = st.next;
+        st.next += 1;
+        Ok(Some(((number, part), st)))
+    })
+    .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn parts_cover_the_source_exactly() {
+        let data: Vec<u8> = (0..(2 * 1024 * 1024 + 7)).map(|i| (i % 253) as u8).collect();
+        let pieces: Vec<std::io::Result<Bytes>> = data.chunks(100_000).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
+        let parts: Vec<(u32, Bytes)> = cut_parts(futures_util::stream::iter(pieces).boxed(), 1024 * 1024).try_collect().await.unwrap();
+        assert_eq!(parts.iter().map(|(n, b)| (*n, b.len())).collect::<Vec<_>>(), vec![(1, 1 << 20), (2, 1 << 20), (3, 7)]);
+        assert_eq!(parts.iter().flat_map(|(_, b)| b.to_vec()).collect::<Vec<_>>(), data);
+    }
+
+    #[test]
+    fn combined_crc_equals_the_whole() {
+        let a = b"hello ".to_vec();
+        let b = b"world".to_vec();
+        let algo = ChecksumAlgorithm::Crc64Nvme;
+        let part = |n, d: &[u8]| (CompletedPart { part_number: n, etag: String::new(), checksums: vec![(algo, base64_encode(&algo.digest(d)))] }, d.len() as u64);
+        let whole = combine(algo, &[part(1, &a), part(2, &b)]).unwrap();
+        assert_eq!(whole, base64_encode(&algo.digest(b"hello world")));
+    }
+}

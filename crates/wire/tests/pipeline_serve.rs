@@ -1,0 +1,163 @@
+//! The pipelining transport against a real `ferry serve` started in-process: many small
+//! GETs in the right callers' hands, and reset faults that cut bodies part-way.
+
+use bytes::Bytes;
+use ferry_server::{Faults, ServeConfig, Server};
+use ferry_wire::pipeline::PipelineTransport;
+use ferry_wire::{Endpoint, ErrorKind, Request, RequestBody, Transport, TransportConfig};
+use futures_util::StreamExt;
+use http::Method;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+struct Running {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Starts `ferry serve` (anonymous, in memory) on its own runtime thread.
+fn start(configure: impl FnOnce(&mut ServeConfig)) -> Running {
+    let mut config = ServeConfig::new("127.0.0.1:0".parse().unwrap());
+    config.credentials = None;
+    configure(&mut config);
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async move {
+            let server = Server::bind(config).await.unwrap();
+            addr_tx.send(server.local_addr()).unwrap();
+            server
+                .run(async move {
+                    let _ = stop_rx.await;
+                })
+                .await
+                .unwrap();
+        });
+    });
+    let addr = addr_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    Running { addr, stop: Some(stop_tx), thread: Some(thread) }
+}
+
+fn transport(addr: SocketAddr, conns: usize, depth: usize) -> Arc<PipelineTransport> {
+    let mut c = TransportConfig::new(Endpoint::parse(&format!("http://{addr}")).unwrap());
+    c.max_connections = conns;
+    c.pipeline_depth = depth;
+    c.response_timeout = Duration::from_secs(20);
+    Arc::new(PipelineTransport::new(c).unwrap())
+}
+
+/// Object `i`: 1-8 KiB of bytes that name it, so a body in the wrong hands is caught.
+fn object(i: usize) -> Bytes {
+    let len = 1024 + (i * 7919) % (7 * 1024);
+    let tag = format!("object {i};");
+    Bytes::from(tag.bytes().cycle().take(len).collect::<Vec<u8>>())
+}
+
+/// Creates the bucket and uploads `n` objects through the transport (PUTs travel alone).
+async fn upload(t: &Arc<PipelineTransport>, bucket: &str, n: usize) {
+    let r = t.send(Request::new(Method::PUT, format!("/{bucket}"))).await.unwrap();
+    assert_eq!(r.status, 200, "create bucket");
+    r.body.collect(1 << 20).await.unwrap();
+    futures_util::stream::iter(0..n)
+        .map(|i| {
+            let t = t.clone();
+            let path = format!("/{bucket}/k{i}");
+            async move {
+                let mut req = Request::new(Method::PUT, path.as_str());
+                req.body = RequestBody::Full(object(i));
+                let r = t.send(req).await.unwrap();
+                assert_eq!(r.status, 200, "PUT {path}");
+                r.body.collect(1 << 20).await.unwrap();
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_thousand_small_gets_over_four_connections_32_deep() {
+    let srv = start(|_| {});
+    let t = transport(srv.addr, 4, 32);
+    let n = 2000;
+    tokio::time::timeout(Duration::from_secs(120), upload(&t, "small", n)).await.expect("uploads finish");
+    let before = t.stats();
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let t = t.clone();
+            tokio::spawn(async move {
+                let r = t.send(Request::new(Method::GET, format!("/small/k{i}"))).await.unwrap();
+                assert_eq!(r.status, 200, "GET k{i}");
+                let body = r.body.collect(1 << 20).await.unwrap();
+                assert!(body == object(i), "caller {i} got the wrong bytes ({} bytes starting {:?})", body.len(), String::from_utf8_lossy(&body[..body.len().min(16)]));
+            })
+        })
+        .collect();
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(120), task).await.expect("GETs finish").unwrap();
+    }
+    let st = t.stats();
+    assert!(st.connections_opened <= 4, "{st:?}");
+    assert_eq!(st.requests_sent - before.requests_sent, n as u64, "{st:?}");
+    assert_eq!(st.requests_resent, 0, "{st:?}");
+    assert!(t.verified(), "ferry serve answers pipelined requests correctly");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_resets_mid_body_every_caller_gets_its_bytes_or_body_truncated() {
+    let srv = start(|c| {
+        c.emulation.ttfb_p50 = Duration::from_millis(50);
+        c.emulation.ttfb_p99 = Duration::from_millis(50);
+        c.faults = Faults { reset_rate: 0.2, seed: 7, ..Faults::default() };
+    });
+    let t = transport(srv.addr, 4, 32);
+    let n = 500;
+    tokio::time::timeout(Duration::from_secs(120), upload(&t, "faulty", n)).await.expect("uploads finish");
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let t = t.clone();
+            tokio::spawn(async move {
+                let r = match t.send(Request::new(Method::GET, format!("/faulty/k{i}"))).await {
+                    Ok(r) => r,
+                    Err(e) => return Err(e.kind()),
+                };
+                assert_eq!(r.status, 200, "GET k{i}");
+                match r.body.collect(1 << 20).await {
+                    Ok(body) => {
+                        assert!(body == object(i), "caller {i} got wrong bytes ({} bytes starting {:?})", body.len(), String::from_utf8_lossy(&body[..body.len().min(16)]));
+                        Ok(())
+                    }
+                    Err(e) => Err(e.kind()),
+                }
+            })
+        })
+        .collect();
+    let (mut good, mut truncated) = (0, 0);
+    for task in tasks {
+        match tokio::time::timeout(Duration::from_secs(120), task).await.expect("GETs finish").unwrap() {
+            Ok(()) => good += 1,
+            Err(ErrorKind::BodyTruncated) => truncated += 1,
+            Err(other) => panic!("a caller got {other:?}, not its bytes or BodyTruncated"),
+        }
+    }
+    let st = t.stats();
+    eprintln!("good {good}, truncated {truncated}, {st:?}");
+    assert!(truncated > 0, "the faults cut some bodies");
+    assert!(good > n / 2, "most bodies arrive: {good} of {n}");
+    assert!(st.requests_resent > 0, "requests behind a reset are re-sent: {st:?}");
+    assert!(t.verified());
+}
