@@ -22,6 +22,10 @@ SECONDS=0
 echo "== cargo test --workspace --release"
 # --release shares the build with target/release/ferry that setup.sh just made.
 cargo test --workspace --release || status=1
+if [[ -n "${FERRY_MINIO:-}" ]]; then
+    echo "== conformance suite against MinIO (cargo test -p ferry-store --test conformance -- --ignored)"
+    cargo test --release -p ferry-store --test conformance -- --ignored || status=1
+fi
 echo "== cargo test: $([[ $status -eq 0 ]] && echo ok || echo FAILED) (${SECONDS}s)"
 
 SECONDS=0

@@ -6,9 +6,9 @@
 //! reset fault ends the body with an error, which hyper turns into RST_STREAM.
 //!
 //! Flow-control windows are sized for uploads over long links: a 64 KiB default stream
-//! window caps one upload stream at 64 KiB per round trip. hyper's adaptive window
-//! (BDP estimation from PING round trips) grows them; the initial values below only set
-//! where it starts.
+//! window caps one upload stream at 64 KiB per round trip. They are fixed and large:
+//! hyper 1.x's adaptive window resets both windows to 64 KiB when enabled and caps its
+//! estimate at 16 MiB per connection, too little for the lab's transatlantic link.
 
 use crate::app::App;
 use crate::emulate::Pacer;
@@ -26,11 +26,11 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-/// Initial stream window: 4 MiB, enough for ~350 Mbit/s per stream at 100 ms RTT before
-/// the adaptive window takes over.
-const INITIAL_STREAM_WINDOW: u32 = 4 * 1024 * 1024;
-/// Initial connection window: room for many streams at once.
-const INITIAL_CONNECTION_WINDOW: u32 = 32 * 1024 * 1024;
+/// Stream window: 16 MiB, ~1.2 Gbit/s per upload stream at 110 ms RTT (LAB.md's
+/// transatlantic preset), the same size the client's h2 transport uses.
+const INITIAL_STREAM_WINDOW: u32 = 16 * 1024 * 1024;
+/// Connection window: 64 MiB, room for several such streams at once.
+const INITIAL_CONNECTION_WINDOW: u32 = 64 * 1024 * 1024;
 
 pub async fn serve<IO>(io: IO, app: Arc<App>)
 where
@@ -46,7 +46,6 @@ where
         .max_concurrent_streams(app.limits.h2_max_streams)
         .initial_stream_window_size(INITIAL_STREAM_WINDOW)
         .initial_connection_window_size(INITIAL_CONNECTION_WINDOW)
-        .adaptive_window(true)
         .max_header_list_size(app.limits.max_header_bytes as u32)
         .max_send_buf_size(1024 * 1024);
     let _ = builder.serve_connection(TokioIo::new(io), service).await;

@@ -167,6 +167,11 @@ pub struct DeleteObjectsOutput {
     pub errors: Vec<ferry_proto::xml::DeleteError>,
 }
 
+/// Whether XML 1.0 can carry `c` (https://www.w3.org/TR/xml/#charsets).
+fn xml_char(c: char) -> bool {
+    matches!(c, '\u{9}' | '\u{A}' | '\u{D}' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
+}
+
 /// Keys per DeleteObjects request: S3's limit.
 pub const DELETE_OBJECTS_MAX_KEYS: usize = 1000;
 
@@ -347,7 +352,21 @@ impl S3Client {
     /// is reported in `errors`, not as a failure of the call.
     pub async fn delete_objects(&self, bucket: &str, keys: &[String]) -> Result<DeleteObjectsOutput, Error> {
         let mut out = DeleteObjectsOutput::default();
-        for chunk in keys.chunks(DELETE_OBJECTS_MAX_KEYS) {
+        // XML 1.0 cannot carry most control characters, even as character references,
+        // so S3 (and MinIO) reject a Delete body naming such a key with MalformedXML.
+        // Those keys are deleted one by one with DeleteObject instead.
+        let (batchable, single): (Vec<String>, Vec<String>) = keys.iter().cloned().partition(|k| k.chars().all(xml_char));
+        for key in single {
+            match self.delete_object(&ObjectRef::new(bucket, key.as_str())).await {
+                Ok(()) => out.deleted.push(key),
+                Err(e) => out.errors.push(ferry_proto::xml::DeleteError {
+                    key,
+                    code: e.code().unwrap_or("DeleteObjectFailed").to_string(),
+                    message: e.to_string(),
+                }),
+            }
+        }
+        for chunk in batchable.chunks(DELETE_OBJECTS_MAX_KEYS) {
             let xml = ferry_proto::xml::DeleteRequest { quiet: false, keys: chunk.to_vec() }.to_xml();
             let md5 = base64_encode(&Md5::digest(xml.as_bytes()));
             let mut op = Op::new("DeleteObjects", Method::POST, bucket, None)

@@ -166,8 +166,10 @@ pub struct TransportStats {
 ///   [`ErrorKind::BodyTruncated`], never a short success.
 /// - Errors say whether a retry is safe ([`WireError::retry_safe`]); a transport never
 ///   sends a non-idempotent request twice on its own.
-/// - Dropping a response body before its end is allowed; the connection is then closed
-///   (h1) or the stream reset (h2), not reused with unread bytes on it.
+/// - Dropping a response body before its end is allowed; the connection is never reused
+///   with unread bytes on it: h1-pool closes it, h1-pipeline discards the rest of a small
+///   body (up to 1 MiB) to keep the requests behind it and otherwise closes and re-sends
+///   them, h2 resets the stream.
 pub trait Transport: Send + Sync + 'static {
     fn send(&self, req: Request) -> BoxFuture<'static, Result<Response, WireError>>;
     fn stats(&self) -> TransportStats;

@@ -1,0 +1,482 @@
+//! The client conformance suite: written once, run for every storage target x transport.
+//!
+//! Targets: `ferry serve` in-process with memory and with disk storage, and MinIO, a
+//! third-party S3 server that checks SigV4 strictly (built by `scripts/setup.sh`; the
+//! MinIO tests are `#[ignore]`d in a plain `cargo test` and run by `scripts/test.sh` with
+//! `--ignored` when `FERRY_MINIO` names the binary, so a machine without it reports them
+//! as ignored instead of passing them silently). Transports: h1-pool, h1-pipeline, h2 and
+//! auto; MinIO is served over plain http here, where it speaks only HTTP/1.1, so its h2
+//! row is absent. A new case added to `suite!` reaches every cell of the matrix.
+
+use bytes::Bytes;
+use ferry_server::{ServeConfig, Server, Storage};
+use ferry_store::{
+    ChecksumAlgorithm, CopyParams, Credentials, CredentialsSource, Error, GetParams, ListParams, Mode, MultipartParams, ObjectRef, PutParams,
+    RangeSpec, RetryConfig, S3Client, UploadSource,
+};
+use futures_util::{StreamExt, TryStreamExt};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// A server the suite runs against.
+struct Target {
+    addr: SocketAddr,
+    access_key: &'static str,
+    secret_key: &'static str,
+    /// Keeps an in-process server alive (None for the shared MinIO process).
+    _ferry: Option<Ferry>,
+}
+
+impl Target {
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn client(&self, mode: Mode) -> S3Client {
+        S3Client::builder(self.url())
+            .region("us-east-1")
+            .credentials(CredentialsSource::Explicit(Credentials::new(self.access_key, self.secret_key)))
+            .mode(mode)
+            .retry(RetryConfig::default())
+            .build()
+            .unwrap()
+    }
+
+    /// A bucket name unique to this test, so tests sharing one server never collide.
+    fn bucket(&self, base: &str, mode: Mode) -> String {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let m = match mode {
+            Mode::H1Pool => "pool",
+            Mode::H1Pipeline => "pipe",
+            Mode::H2 => "h2",
+            _ => "auto",
+        };
+        format!("{base}-{m}-{}-{}", std::process::id() % 10_000, N.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn ferry(disk: bool) -> Target {
+        let f = Ferry::start(disk);
+        Target { addr: f.addr, access_key: "ferry", secret_key: "ferry-secret", _ferry: Some(f) }
+    }
+
+    fn minio() -> Target {
+        Target { addr: minio_addr(), access_key: MINIO_USER, secret_key: MINIO_PASSWORD, _ferry: None }
+    }
+}
+
+struct Ferry {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Ferry {
+    fn start(disk: bool) -> Ferry {
+        let mut config = ServeConfig::new("127.0.0.1:0".parse().unwrap());
+        let dir = disk.then(|| tempfile::tempdir().unwrap());
+        if let Some(d) = &dir {
+            config.storage = Storage::Disk(d.path().to_path_buf());
+        }
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            rt.block_on(async move {
+                let server = Server::bind(config).await.unwrap();
+                addr_tx.send(server.local_addr()).unwrap();
+                server
+                    .run(async move {
+                        let _ = stop_rx.await;
+                    })
+                    .await
+                    .unwrap();
+            });
+        });
+        let addr = addr_rx.recv_timeout(Duration::from_secs(20)).unwrap();
+        Ferry { addr, stop: Some(stop_tx), thread: Some(thread), _dir: dir }
+    }
+}
+
+impl Drop for Ferry {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+const MINIO_USER: &str = "ferryconformance";
+const MINIO_PASSWORD: &str = "ferry-conformance-secret";
+
+/// One MinIO process for the whole test binary, started on first use, with a
+/// parent-death signal tied to a thread that lives as long as the test process, so it
+/// never outlives the tests. Its log goes to a file beside its data, never to the test's
+/// own stdout/stderr (an inherited pipe would keep a caller's pipeline open).
+fn minio_addr() -> SocketAddr {
+    static ADDR: OnceLock<SocketAddr> = OnceLock::new();
+    *ADDR.get_or_init(|| {
+        let bin = std::env::var("FERRY_MINIO").unwrap_or_else(|_| {
+            panic!("FERRY_MINIO is not set: these tests need MinIO (scripts/setup.sh builds it; scripts/test.sh sets FERRY_MINIO)")
+        });
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let data = std::env::temp_dir().join(format!("ferry-minio-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&data);
+        std::fs::create_dir_all(&data).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::os::unix::process::CommandExt;
+            let log = std::fs::File::create(data.with_extension("log")).unwrap();
+            let mut cmd = std::process::Command::new(&bin);
+            cmd.args(["server", data.to_str().unwrap(), "--address", &addr.to_string(), "--quiet"])
+                .env("MINIO_ROOT_USER", MINIO_USER)
+                .env("MINIO_ROOT_PASSWORD", MINIO_PASSWORD)
+                .env("MINIO_BROWSER", "off")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(log);
+            // SAFETY: prctl only sets this process's parent-death signal; it allocates
+            // nothing and is async-signal-safe, as pre_exec requires.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    Ok(())
+                });
+            }
+            let child = cmd.spawn().expect("starting MinIO");
+            tx.send(()).unwrap();
+            let _keep = child;
+            // This thread must outlive every test: the death signal is tied to it.
+            loop {
+                std::thread::park();
+            }
+        });
+        rx.recv().unwrap();
+        // Wait until MinIO answers its health endpoint.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(mut s) = std::net::TcpStream::connect(addr) {
+                use std::io::{Read, Write};
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let _ = write!(s, "GET /minio/health/ready HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+                let mut buf = [0u8; 12];
+                if s.read_exact(&mut buf).is_ok() && &buf[9..12] == b"200" {
+                    break;
+                }
+            }
+            assert!(std::time::Instant::now() < deadline, "MinIO did not become ready at {addr}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        addr
+    })
+}
+
+fn data(n: usize, seed: u8) -> Bytes {
+    Bytes::from((0..n).map(|i| ((i * 31 + seed as usize) % 251) as u8).collect::<Vec<u8>>())
+}
+
+/// Generates one test per (case, target, transport).
+macro_rules! suite {
+    ($($case:ident),* $(,)?) => {
+        mod ferry_memory { use super::*; suite!(@all Target::ferry(false); $($case),*); }
+        mod ferry_disk { use super::*; suite!(@all Target::ferry(true); $($case),*); }
+        mod minio { use super::*; suite!(@minio Target::minio(); $($case),*); }
+    };
+    (@all $target:expr; $($case:ident),*) => {
+        $( mod $case {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn h1_pool() { super::$case(&$target, Mode::H1Pool).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn h1_pipeline() { super::$case(&$target, Mode::H1Pipeline).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn h2() { super::$case(&$target, Mode::H2).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn auto() { super::$case(&$target, Mode::Auto).await }
+        } )*
+    };
+    (@minio $target:expr; $($case:ident),*) => {
+        $( mod $case {
+            use super::*;
+            #[ignore = "needs MinIO: run by scripts/test.sh with FERRY_MINIO set"]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn h1_pool() { super::$case(&$target, Mode::H1Pool).await }
+            #[ignore = "needs MinIO: run by scripts/test.sh with FERRY_MINIO set"]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn h1_pipeline() { super::$case(&$target, Mode::H1Pipeline).await }
+            #[ignore = "needs MinIO: run by scripts/test.sh with FERRY_MINIO set"]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn auto() { super::$case(&$target, Mode::Auto).await }
+        } )*
+    };
+}
+
+suite!(round_trip, listing, multipart, presigned, wrong_credentials);
+
+async fn round_trip(t: &Target, mode: Mode) {
+    let c = t.client(mode);
+    let b = t.bucket("rtb", mode);
+    c.create_bucket(b.as_str()).await.unwrap();
+    let o = ObjectRef::new(b.as_str(), "dir/hello world+ü.txt");
+
+    // PUT bytes, with metadata and Content-MD5, then HEAD and GET.
+    let body = data(300_000, 1);
+    let params = PutParams {
+        content_type: Some("text/plain".into()),
+        metadata: vec![("Owner".into(), "ferry".into())],
+        content_md5: true,
+        ..PutParams::default()
+    };
+    let put = c.put_object(&o, body.clone(), params).await.unwrap();
+    assert!(put.etag.is_some());
+    let info = c.head_object(&o).await.unwrap();
+    assert_eq!(info.size, 300_000);
+    assert_eq!(info.content_type.as_deref(), Some("text/plain"));
+    assert_eq!(info.metadata.get("owner").map(String::as_str), Some("ferry"));
+    assert_eq!(info.etag, put.etag);
+    assert!(info.checksums.iter().any(|(a, _)| *a == ChecksumAlgorithm::Crc64Nvme), "{info:?}");
+    let got = c.get_object(&o, GetParams::default()).await.unwrap();
+    assert_eq!(got.meta.size, 300_000);
+    assert_eq!(got.body.collect().await.unwrap(), body);
+
+    // Ranged GET.
+    let r = c.get_object(&o, GetParams::range(RangeSpec::FromTo(1000, 1999))).await.unwrap();
+    assert_eq!((r.range, r.meta.size), (Some((1000, 1999)), 300_000));
+    assert_eq!(r.body.collect().await.unwrap(), body.slice(1000..2000));
+    let r = c.get_object(&o, GetParams::range(RangeSpec::Suffix(10))).await.unwrap();
+    assert_eq!(r.body.collect().await.unwrap(), body.slice(299_990..));
+
+    // Conditions.
+    let etag = info.etag.clone().unwrap();
+    let e = c.get_object(&o, GetParams { if_none_match: Some(etag.clone()), ..GetParams::default() }).await.unwrap_err();
+    assert!(matches!(e, Error::Precondition { status: 304, .. }), "{e:?}");
+    let e = c.get_object(&o, GetParams { if_match: Some("\"nope\"".into()), ..GetParams::default() }).await.unwrap_err();
+    assert!(matches!(e, Error::Precondition { status: 412, .. }), "{e:?}");
+    let e = c.put_object(&o, Bytes::from_static(b"x"), PutParams { if_none_match_star: true, ..PutParams::default() }).await.unwrap_err();
+    assert!(matches!(e, Error::Precondition { .. }), "{e:?}");
+
+    // Not found, with a request id.
+    let e = c.get_object(&ObjectRef::new(b.as_str(), "missing"), GetParams::default()).await.unwrap_err();
+    assert!(e.is_not_found() && e.request_id().is_some(), "{e:?}");
+    let e = c.head_object(&ObjectRef::new(b.as_str(), "missing")).await.unwrap_err();
+    assert!(e.is_not_found(), "{e:?}");
+    let e = c.head_object(&ObjectRef::new("no-such-bucket", "k")).await.unwrap_err();
+    assert!(e.is_not_found(), "{e:?}");
+
+    // PUT from a file (two passes) and from a stream (aws-chunked trailer), each algorithm.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.bin");
+    let fbody = data(1_234_567, 2);
+    std::fs::write(&path, &fbody).unwrap();
+    for algo in [ChecksumAlgorithm::Crc64Nvme, ChecksumAlgorithm::Crc32c, ChecksumAlgorithm::Crc32, ChecksumAlgorithm::Sha256] {
+        let f = ObjectRef::new(b.as_str(), format!("file-{algo}"));
+        let out = c.put_object_file(&f, &path, PutParams { checksum: Some(algo), content_md5: true, ..PutParams::default() }).await.unwrap();
+        assert_eq!(out.checksum.as_ref().map(|(a, _)| *a), Some(algo));
+        assert_eq!(c.get_object(&f, GetParams::default()).await.unwrap().body.collect().await.unwrap(), fbody);
+        let s = ObjectRef::new(b.as_str(), format!("stream-{algo}"));
+        let chunks: Vec<std::io::Result<Bytes>> = fbody.chunks(100_003).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
+        let out = c.put_object_stream(&s, fbody.len() as u64, futures_util::stream::iter(chunks), PutParams { checksum: Some(algo), ..PutParams::default() }).await.unwrap();
+        let head = c.head_object(&s).await.unwrap();
+        assert!(head.checksums.contains(out.checksum.as_ref().unwrap()), "{head:?} vs {out:?}");
+        assert_eq!(c.get_object(&s, GetParams::default()).await.unwrap().body.collect().await.unwrap(), fbody);
+    }
+    let s = ObjectRef::new(b.as_str(), "stream-plain");
+    let chunks = vec![Ok(Bytes::from_static(b"plain "))];
+    c.put_object_stream(&s, 6, futures_util::stream::iter(chunks), PutParams { checksum: None, ..PutParams::default() }).await.unwrap();
+    assert_eq!(c.get_object(&s, GetParams::default()).await.unwrap().body.collect().await.unwrap(), Bytes::from_static(b"plain "));
+    // A stream shorter than declared fails and leaves nothing behind.
+    let short = ObjectRef::new(b.as_str(), "short");
+    let chunks = vec![Ok(Bytes::from_static(b"abc"))];
+    assert!(c.put_object_stream(&short, 10, futures_util::stream::iter(chunks), PutParams::default()).await.is_err());
+    assert!(c.head_object(&short).await.unwrap_err().is_not_found());
+
+    // Empty object.
+    let empty = ObjectRef::new(b.as_str(), "empty");
+    c.put_object(&empty, Bytes::new(), PutParams::default()).await.unwrap();
+    assert_eq!(c.get_object(&empty, GetParams::default()).await.unwrap().body.collect().await.unwrap().len(), 0);
+
+    // Copy, keeping and replacing metadata.
+    let copy = ObjectRef::new(b.as_str(), "copy");
+    let out = c.copy_object(&o, &copy, CopyParams::default()).await.unwrap();
+    assert_eq!(Some(out.etag), info.etag);
+    assert_eq!(c.head_object(&copy).await.unwrap().metadata.get("owner").map(String::as_str), Some("ferry"));
+    let copy2 = ObjectRef::new(b.as_str(), "copy2");
+    c.copy_object(&o, &copy2, CopyParams { metadata: Some(vec![("k".into(), "v".into())]), ..CopyParams::default() }).await.unwrap();
+    let h = c.head_object(&copy2).await.unwrap();
+    assert_eq!(h.metadata.get("k").map(String::as_str), Some("v"));
+    assert!(!h.metadata.contains_key("owner"));
+    assert_eq!(c.get_object(&copy2, GetParams::default()).await.unwrap().body.collect().await.unwrap(), body);
+    let e = c.copy_object(&ObjectRef::new(b.as_str(), "missing"), &copy, CopyParams::default()).await.unwrap_err();
+    assert!(e.is_not_found(), "{e:?}");
+
+    // Delete, DeleteObjects.
+    c.delete_object(&copy).await.unwrap();
+    assert!(c.head_object(&copy).await.unwrap_err().is_not_found());
+    c.delete_object(&copy).await.unwrap();
+    let (objects, _) = c.list_all(b.as_str(), ListParams::default()).await.unwrap();
+    let keys: Vec<String> = objects.iter().map(|o| o.key.clone()).collect();
+    assert!(keys.contains(&o.key), "{keys:?}");
+    let out = c.delete_objects(b.as_str(), &keys).await.unwrap();
+    assert!(out.errors.is_empty(), "{:?}", out.errors);
+    assert_eq!(out.deleted.len(), keys.len());
+    assert!(c.list_all(b.as_str(), ListParams::default()).await.unwrap().0.is_empty());
+    c.delete_bucket(b.as_str()).await.unwrap();
+}
+
+async fn listing(t: &Target, mode: Mode) {
+    let c = t.client(mode);
+    let b = t.bucket("list", mode);
+    c.create_bucket(b.as_str()).await.unwrap();
+    // 2,500 keys: 5 directories x 500, plus awkward names.
+    let mut keys: Vec<String> = (0..2500).map(|i| format!("d{}/k{:05}", i % 5, i)).collect();
+    keys.extend(["top level".to_string(), "weird/\u{1}ctl&<>\"'+%20".to_string(), "ü/ä".to_string()]);
+    futures_util::stream::iter(keys.clone())
+        .map(|k| {
+            let c = c.clone();
+            let b = b.clone();
+            async move { c.put_object(&ObjectRef::new(b.as_str(), k), Bytes::from_static(b"x"), PutParams::default()).await }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+    keys.sort();
+
+    // Flat, pages of 1,000 (the server's default) and of 333.
+    for max_keys in [None, Some(333)] {
+        let pages: Vec<_> = c.list_objects_v2(b.as_str(), ListParams { max_keys, ..ListParams::default() }).try_collect().await.unwrap();
+        let expected_pages = keys.len().div_ceil(max_keys.unwrap_or(1000) as usize);
+        assert_eq!(pages.len(), expected_pages);
+        let listed: Vec<String> = pages.iter().flat_map(|p| p.objects.iter().map(|o| o.key.clone())).collect();
+        assert_eq!(listed, keys);
+        assert!(pages.last().unwrap().next_continuation_token.is_none());
+    }
+    // Delimiter at the top: the directories, plus the top-level key.
+    let (objects, prefixes) = c.list_all(b.as_str(), ListParams { delimiter: Some("/".into()), ..ListParams::default() }).await.unwrap();
+    assert_eq!(objects.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(), vec!["top level"]);
+    assert_eq!(prefixes, vec!["d0/", "d1/", "d2/", "d3/", "d4/", "weird/", "ü/"]);
+    // Prefix + delimiter, paginated.
+    let pages: Vec<_> = c
+        .list_objects_v2(b.as_str(), ListParams { prefix: Some("d3/".into()), delimiter: Some("/".into()), max_keys: Some(200), ..ListParams::default() })
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(pages.len(), 3);
+    let n: usize = pages.iter().map(|p| p.objects.len()).sum();
+    assert_eq!(n, 500);
+    // start-after.
+    let (objects, _) = c.list_all(b.as_str(), ListParams { start_after: Some("d4/k02494".into()), ..ListParams::default() }).await.unwrap();
+    let expected: Vec<&str> = keys.iter().map(String::as_str).filter(|k| *k > "d4/k02494").collect();
+    assert_eq!(expected.len(), 4);
+    assert_eq!(objects.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(), expected);
+    // A listing stream that is dropped early sends no more requests (nothing to assert
+    // on the server here); a missing bucket is NotFound.
+    let e = c.list_objects_v2("nope", ListParams::default()).next().await.unwrap().unwrap_err();
+    assert!(e.is_not_found(), "{e:?}");
+    // Clean up with DeleteObjects in batches of 1,000.
+    let out = c.delete_objects(b.as_str(), &keys).await.unwrap();
+    assert_eq!(out.deleted.len(), keys.len());
+}
+
+async fn multipart(t: &Target, mode: Mode) {
+    let c = t.client(mode);
+    let b = t.bucket("mpb", mode);
+    c.create_bucket(b.as_str()).await.unwrap();
+    let body = data(23 * 1024 * 1024, 3);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.bin");
+    std::fs::write(&path, &body).unwrap();
+    let params = MultipartParams { part_size: 5 * 1024 * 1024, concurrency: 4, ..MultipartParams::default() };
+
+    // From a file, CRC64NVME FULL_OBJECT: verifiable on GET.
+    let o = ObjectRef::new(b.as_str(), "from-file");
+    let out = c.upload_multipart(&o, UploadSource::File(path.clone()), params.clone()).await.unwrap();
+    assert!(out.etag.ends_with("-5\""), "{}", out.etag);
+    let (algo, value) = out.checksum.clone().unwrap();
+    assert_eq!(algo, ChecksumAlgorithm::Crc64Nvme);
+    assert_eq!(value, ferry_proto::checksum::base64_encode(&algo.digest(&body)));
+    let got = c.get_object(&o, GetParams::default()).await.unwrap();
+    assert_eq!(got.meta.size, body.len() as u64);
+    assert_eq!(got.body.collect().await.unwrap(), body);
+
+    // From a stream, SHA-256 COMPOSITE.
+    let o2 = ObjectRef::new(b.as_str(), "from-stream");
+    let chunks: Vec<std::io::Result<Bytes>> = body.chunks(1_000_000).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
+    let p2 = MultipartParams { put: PutParams { checksum: Some(ChecksumAlgorithm::Sha256), ..PutParams::default() }, ..params.clone() };
+    let out = c.upload_multipart(&o2, UploadSource::Stream(futures_util::stream::iter(chunks).boxed()), p2).await.unwrap();
+    assert!(out.checksum.unwrap().1.ends_with("-5"));
+    assert_eq!(c.get_object(&o2, GetParams::default()).await.unwrap().body.collect().await.unwrap(), body);
+
+    // The five calls by hand: create, parts out of order, list, complete; and abort.
+    let o3 = ObjectRef::new(b.as_str(), "by-hand");
+    let up = c.create_multipart(&o3, &PutParams::default()).await.unwrap();
+    let p2 = c.upload_part(&up, 2, body.slice(5 << 20..6 << 20)).await.unwrap();
+    let p1 = c.upload_part(&up, 1, body.slice(..5 << 20)).await.unwrap();
+    let listed = c.list_parts(&up).await.unwrap();
+    assert_eq!(listed.iter().map(|p| (p.part_number, p.size)).collect::<Vec<_>>(), vec![(1, 5 << 20), (2, 1 << 20)]);
+    c.complete_multipart(&up, &[p2, p1]).await.unwrap();
+    assert_eq!(c.get_object(&o3, GetParams::default()).await.unwrap().body.collect().await.unwrap(), body.slice(..6 << 20));
+    let up = c.create_multipart(&ObjectRef::new(b.as_str(), "aborted"), &PutParams::default()).await.unwrap();
+    c.upload_part(&up, 1, Bytes::from_static(b"x")).await.unwrap();
+    c.abort_multipart(&up).await.unwrap();
+    assert!(c.list_parts(&up).await.unwrap_err().is_not_found());
+    assert!(c.head_object(&ObjectRef::new(b.as_str(), "aborted")).await.unwrap_err().is_not_found());
+
+    // A failing source aborts: nothing is left half-written.
+    let o4 = ObjectRef::new(b.as_str(), "failing");
+    let mut chunks: Vec<std::io::Result<Bytes>> = body.chunks(1 << 20).take(12).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
+    chunks.push(Err(std::io::Error::other("source broke")));
+    let e = c.upload_multipart(&o4, UploadSource::Stream(futures_util::stream::iter(chunks).boxed()), params.clone()).await.unwrap_err();
+    assert!(matches!(e, Error::Io { .. }), "{e:?}");
+    assert!(c.head_object(&o4).await.unwrap_err().is_not_found());
+}
+
+async fn presigned(t: &Target, mode: Mode) {
+    let c = t.client(mode);
+    let b = t.bucket("pre", mode);
+    c.create_bucket(b.as_str()).await.unwrap();
+    let o = ObjectRef::new(b.as_str(), "a dir/file +.txt");
+    c.put_object(&o, Bytes::from_static(b"presigned body"), PutParams::default()).await.unwrap();
+    let url = c.presign_get(&o, Duration::from_secs(300)).unwrap();
+    let addr = t.addr;
+    let (status, body) = tokio::task::spawn_blocking(move || plain_get(addr, &url)).await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(body, b"presigned body");
+    // Tampering with the URL breaks the signature.
+    let url = c.presign_get(&o, Duration::from_secs(300)).unwrap().replace("X-Amz-Expires=300", "X-Amz-Expires=301");
+    let (status, _) = tokio::task::spawn_blocking(move || plain_get(addr, &url)).await.unwrap();
+    assert_eq!(status, 403);
+}
+
+/// One HTTP/1.1 GET over a plain socket, `Connection: close`, read to the end.
+fn plain_get(addr: SocketAddr, url: &str) -> (u16, Vec<u8>) {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_at(rest.find('/').unwrap());
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).unwrap();
+    let split = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&buf[..split]).into_owned();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, buf[split + 4..].to_vec())
+}
+
+async fn wrong_credentials(t: &Target, mode: Mode) {
+    let c = S3Client::builder(t.url())
+        .credentials(CredentialsSource::Explicit(Credentials::new(t.access_key, "wrong-secret")))
+        .mode(mode)
+        .build()
+        .unwrap();
+    let e = c.create_bucket("wrong-credentials").await.unwrap_err();
+    assert!(matches!(&e, Error::Auth { code, .. } if code == "SignatureDoesNotMatch"), "{e:?}");
+    let c = S3Client::builder(t.url())
+        .credentials(CredentialsSource::Explicit(Credentials::new("nobody", "x")))
+        .mode(mode)
+        .build()
+        .unwrap();
+    let e = c.head_object(&ObjectRef::new("wrong-credentials", "y")).await.unwrap_err();
+    assert!(matches!(e, Error::Auth { .. }), "{e:?}");
+}
+
