@@ -104,6 +104,69 @@ impl Server {
     }
 }
 
+/// A server running on a thread and runtime of its own, stopped (and joined) when
+/// dropped: the embedded server that tests, benchmarks and demos start in-process.
+pub struct BackgroundServer {
+    addr: SocketAddr,
+    tls: bool,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl BackgroundServer {
+    /// Binds and starts serving; returns once the socket accepts connections.
+    pub fn start(config: ServeConfig) -> Result<BackgroundServer> {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new().name("ferry-serve".into()).spawn(move || {
+            let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(anyhow::Error::from(e)));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let server = match Server::bind(config).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok((server.local_addr(), server.is_tls())));
+                let _ = server
+                    .run(async move {
+                        let _ = stop_rx.await;
+                    })
+                    .await;
+            });
+        })?;
+        let (addr, tls) = ready_rx.recv().map_err(|_| anyhow::anyhow!("the server thread ended before it was ready"))??;
+        Ok(BackgroundServer { addr, tls, stop: Some(stop_tx), thread: Some(thread) })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT` (or https).
+    pub fn url(&self) -> String {
+        format!("{}://{}", if self.tls { "https" } else { "http" }, self.addr)
+    }
+}
+
+impl Drop for BackgroundServer {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// Answers a connection over the cap with 503 and closes it.
 async fn refuse(stream: TcpStream, app: &App) {
     use tokio::io::AsyncWriteExt;

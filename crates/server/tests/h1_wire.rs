@@ -1,49 +1,22 @@
 //! Byte-level tests of the HTTP/1.1 server: pipelining, framing and malformed input,
 //! driven over a real TCP socket against a server started in-process.
 
-use ferry_server::{Faults, ServeConfig, Server};
+use ferry_server::{BackgroundServer, Faults, ServeConfig};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 struct Running {
     addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+    _server: BackgroundServer,
 }
 
 fn start(configure: impl FnOnce(&mut ServeConfig)) -> Running {
     let mut config = ServeConfig::new("127.0.0.1:0".parse().unwrap());
     config.credentials = None;
     configure(&mut config);
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        rt.block_on(async move {
-            let server = Server::bind(config).await.unwrap();
-            addr_tx.send(server.local_addr()).unwrap();
-            server
-                .run(async move {
-                    let _ = stop_rx.await;
-                })
-                .await
-                .unwrap();
-        });
-    });
-    let addr = addr_rx.recv_timeout(Duration::from_secs(10)).unwrap();
-    Running { addr, stop: Some(stop_tx), thread: Some(thread) }
+    let server = BackgroundServer::start(config).unwrap();
+    Running { addr: server.addr(), _server: server }
 }
 
 fn connect(addr: SocketAddr) -> TcpStream {

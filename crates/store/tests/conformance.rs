@@ -9,7 +9,7 @@
 //! row is absent. A new case added to `suite!` reaches every cell of the matrix.
 
 use bytes::Bytes;
-use ferry_server::{ServeConfig, Server, Storage};
+use ferry_server::{BackgroundServer, ServeConfig, Storage};
 use ferry_store::{
     ChecksumAlgorithm, CopyParams, Credentials, CredentialsSource, Error, GetParams, ListParams, Mode, MultipartParams, ObjectRef, PutParams,
     RangeSpec, RetryConfig, S3Client, UploadSource,
@@ -68,8 +68,7 @@ impl Target {
 
 struct Ferry {
     addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _server: BackgroundServer,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -80,34 +79,8 @@ impl Ferry {
         if let Some(d) = &dir {
             config.storage = Storage::Disk(d.path().to_path_buf());
         }
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-            rt.block_on(async move {
-                let server = Server::bind(config).await.unwrap();
-                addr_tx.send(server.local_addr()).unwrap();
-                server
-                    .run(async move {
-                        let _ = stop_rx.await;
-                    })
-                    .await
-                    .unwrap();
-            });
-        });
-        let addr = addr_rx.recv_timeout(Duration::from_secs(20)).unwrap();
-        Ferry { addr, stop: Some(stop_tx), thread: Some(thread), _dir: dir }
-    }
-}
-
-impl Drop for Ferry {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let server = BackgroundServer::start(config).unwrap();
+        Ferry { addr: server.addr(), _server: server, _dir: dir }
     }
 }
 

@@ -4,57 +4,25 @@
 //! produced by the server; that case is covered by the scripted unit tests.
 
 use bytes::Bytes;
-use ferry_server::{ServeConfig, Server, Storage};
+use ferry_server::{BackgroundServer, ServeConfig};
 use ferry_store::{
-    ChecksumAlgorithm, CopyParams, Credentials, CredentialsSource, Error, GetParams, ListParams, Mode, MultipartParams, ObjectRef, PutParams,
-    RangeSpec, RetryConfig, S3Client, UploadSource,
+    CopyParams, Credentials, CredentialsSource, Error, GetParams, ListParams, Mode, MultipartParams, ObjectRef, PutParams, RangeSpec,
+    RetryConfig, S3Client, UploadSource,
 };
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::StreamExt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 struct Running {
     addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    _dir: Option<tempfile::TempDir>,
+    _server: BackgroundServer,
 }
 
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn start(disk: bool, configure: impl FnOnce(&mut ServeConfig)) -> Running {
+fn start(configure: impl FnOnce(&mut ServeConfig)) -> Running {
     let mut config = ServeConfig::new("127.0.0.1:0".parse().unwrap());
-    let dir = disk.then(|| tempfile::tempdir().unwrap());
-    if let Some(d) = &dir {
-        config.storage = Storage::Disk(d.path().to_path_buf());
-    }
     configure(&mut config);
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        rt.block_on(async move {
-            let server = Server::bind(config).await.unwrap();
-            addr_tx.send(server.local_addr()).unwrap();
-            server
-                .run(async move {
-                    let _ = stop_rx.await;
-                })
-                .await
-                .unwrap();
-        });
-    });
-    let addr = addr_rx.recv_timeout(Duration::from_secs(20)).unwrap();
-    Running { addr, stop: Some(stop_tx), thread: Some(thread), _dir: dir }
+    let server = BackgroundServer::start(config).unwrap();
+    Running { addr: server.addr(), _server: server }
 }
 
 fn retry(max_attempts: u32) -> RetryConfig {
@@ -80,7 +48,7 @@ fn data(n: usize, seed: u8) -> Bytes {
 /// attempts (0.3^12, about 5e-7) does not make the test flaky.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_503_are_retried() {
-    let server = start(false, |c| {
+    let server = start(|c| {
         c.faults.error_503_rate = 0.3;
         c.faults.seed = 7;
     });
@@ -120,7 +88,7 @@ async fn faults_503_are_retried() {
 /// attempt (0.5^12, about 2e-4) out of the way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_reset_mid_body_are_resumed() {
-    let server = start(false, |c| {
+    let server = start(|c| {
         c.faults.reset_rate = 0.5;
         c.faults.seed = 11;
     });
@@ -149,7 +117,7 @@ async fn faults_reset_mid_body_are_resumed() {
 /// An object replaced while its GET is being resumed is not mixed: If-Match fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replaced_object_is_never_mixed_into_a_resumed_get() {
-    let server = start(false, |c| {
+    let server = start(|c| {
         c.faults.reset_rate = 1.0;
         c.faults.seed = 3;
     });

@@ -2,7 +2,7 @@
 //! GETs in the right callers' hands, and reset faults that cut bodies part-way.
 
 use bytes::Bytes;
-use ferry_server::{Faults, ServeConfig, Server};
+use ferry_server::{BackgroundServer, Faults, ServeConfig};
 use ferry_wire::pipeline::PipelineTransport;
 use ferry_wire::{Endpoint, ErrorKind, Request, RequestBody, Transport, TransportConfig};
 use futures_util::StreamExt;
@@ -13,19 +13,7 @@ use std::time::Duration;
 
 struct Running {
     addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+    _server: BackgroundServer,
 }
 
 /// Starts `ferry serve` (anonymous, in memory) on its own runtime thread.
@@ -33,23 +21,8 @@ fn start(configure: impl FnOnce(&mut ServeConfig)) -> Running {
     let mut config = ServeConfig::new("127.0.0.1:0".parse().unwrap());
     config.credentials = None;
     configure(&mut config);
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        rt.block_on(async move {
-            let server = Server::bind(config).await.unwrap();
-            addr_tx.send(server.local_addr()).unwrap();
-            server
-                .run(async move {
-                    let _ = stop_rx.await;
-                })
-                .await
-                .unwrap();
-        });
-    });
-    let addr = addr_rx.recv_timeout(Duration::from_secs(10)).unwrap();
-    Running { addr, stop: Some(stop_tx), thread: Some(thread) }
+    let server = BackgroundServer::start(config).unwrap();
+    Running { addr: server.addr(), _server: server }
 }
 
 fn transport(addr: SocketAddr, conns: usize, depth: usize) -> Arc<PipelineTransport> {

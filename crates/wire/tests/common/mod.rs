@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use bytes::Bytes;
-use ferry_server::{ServeConfig, Server, TlsConfig};
+use ferry_server::{BackgroundServer, ServeConfig, TlsConfig};
 use ferry_wire::{Endpoint, Mode, Request, RequestBody, Response, Transport, TransportConfig, WireError};
 use futures_util::StreamExt;
 use http::{Method, StatusCode};
@@ -19,20 +19,8 @@ pub struct Running {
     pub addr: SocketAddr,
     /// The CA file to trust when the server speaks TLS.
     pub ca_file: Option<PathBuf>,
+    _server: BackgroundServer,
     _dir: tempfile::TempDir,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }
 
 impl Running {
@@ -62,23 +50,8 @@ pub fn start(tls: bool, configure: impl FnOnce(&mut ServeConfig)) -> Running {
         config.tls = Some(TlsConfig::SelfSigned { ca_file: ca.clone() });
     }
     configure(&mut config);
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        rt.block_on(async move {
-            let server = Server::bind(config).await.unwrap();
-            addr_tx.send(server.local_addr()).unwrap();
-            server
-                .run(async move {
-                    let _ = stop_rx.await;
-                })
-                .await
-                .unwrap();
-        });
-    });
-    let addr = addr_rx.recv_timeout(Duration::from_secs(10)).unwrap();
-    Running { addr, ca_file, _dir: dir, stop: Some(stop_tx), thread: Some(thread) }
+    let server = BackgroundServer::start(config).unwrap();
+    Running { addr: server.addr(), ca_file, _server: server, _dir: dir }
 }
 
 /// Deterministic test bytes.
