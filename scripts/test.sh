@@ -23,8 +23,9 @@ echo "== cargo test --workspace --release"
 # --release shares the build with target/release/ferry that setup.sh just made.
 cargo test --workspace --release || status=1
 if [[ -n "${FERRY_MINIO:-}" ]]; then
-    echo "== conformance suite against MinIO (cargo test -p ferry-store --test conformance -- --ignored)"
-    cargo test --release -p ferry-store --test conformance -- --ignored || status=1
+    echo "== conformance suite against MinIO (cargo test --workspace --test conformance -- --ignored)"
+    # --workspace keeps the feature set of the run above, so nothing is rebuilt.
+    cargo test --release --workspace --test conformance -- --ignored || status=1
 fi
 echo "== cargo test: $([[ $status -eq 0 ]] && echo ok || echo FAILED) (${SECONDS}s)"
 

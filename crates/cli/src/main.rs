@@ -1,5 +1,6 @@
 //! The `ferry` command line. One module per verb; this file only dispatches.
 
+mod bench;
 mod serve;
 mod units;
 
@@ -24,6 +25,8 @@ enum Command {
     /// Run an S3-compatible server (memory, disk or synthetic data) that can behave like
     /// S3, GCS or Azure.
     Serve(serve::ServeArgs),
+    /// Run the lab's workloads against `ferry serve` subprocesses and report side by side.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -34,6 +37,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

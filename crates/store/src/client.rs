@@ -122,6 +122,9 @@ pub struct S3ClientBuilder {
     pub ca_file: Option<PathBuf>,
     /// `None`: the transport's default cap.
     pub max_connections: Option<usize>,
+    /// `None`: the transport's default (32). Requests in flight per pipelined HTTP/1.1
+    /// connection (h1-pipeline, and auto when it pipelines).
+    pub pipeline_depth: Option<usize>,
     pub retry: RetryConfig,
 }
 
@@ -135,6 +138,7 @@ impl S3ClientBuilder {
             mode: Mode::Auto,
             ca_file: None,
             max_connections: None,
+            pipeline_depth: None,
             retry: RetryConfig::default(),
         }
     }
@@ -169,6 +173,12 @@ impl S3ClientBuilder {
         self
     }
 
+    /// Requests in flight per pipelined connection (at least 1).
+    pub fn pipeline_depth(mut self, depth: usize) -> Self {
+        self.pipeline_depth = Some(depth.max(1));
+        self
+    }
+
     pub fn retry(mut self, retry: RetryConfig) -> Self {
         self.retry = retry;
         self
@@ -187,6 +197,9 @@ impl S3ClientBuilder {
         tc.ca_file = self.ca_file;
         if let Some(n) = self.max_connections {
             tc.max_connections = n;
+        }
+        if let Some(d) = self.pipeline_depth {
+            tc.pipeline_depth = d;
         }
         let transport = ferry_wire::transport(tc)?;
         let config = ClientConfig {

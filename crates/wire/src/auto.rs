@@ -31,6 +31,10 @@
 //! probe. (A pipeline call that queues several requests at once would make the batch
 //! certain; `PipelineTransport` does not offer one yet.)
 //!
+//! On HTTP/1.1 the connection cap is split: half for the pool, the rest for the pipeline
+//! and its probe, so auto never opens more than the cap (the bench showed 65 of 32
+//! before the split).
+//!
 //! Connection ids in [`crate::ResponseMeta`] are per sub-transport: the pool and h2 share
 //! auto's connector, the pipelines number their own.
 
@@ -133,9 +137,13 @@ impl AutoTransport {
 
 impl H1 {
     fn new(config: &TransportConfig, connector: Connector) -> Result<H1, WireError> {
+        // The connection cap is shared: half for the pool, half for pipelining, where the
+        // probe's one connection is taken from the pipeline's half. A static split keeps
+        // the cap a cap; sharing it by demand is the scheduler's job (issue 5).
+        let (pool_conns, pipe_conns) = split_connections(config.max_connections);
         Ok(H1 {
-            pool: PoolTransport::with_connector(config.clone(), connector),
-            pipeline: PipelineTransport::new(config.clone())?,
+            pool: PoolTransport::with_connector(TransportConfig { max_connections: pool_conns, ..config.clone() }, connector),
+            pipeline: PipelineTransport::new(TransportConfig { max_connections: pipe_conns, ..config.clone() })?,
             probe: Arc::new(Mutex::new(Probe::default())),
             small_seen: AtomicU64::new(0),
         })
@@ -189,6 +197,14 @@ impl H1 {
         }
         s
     }
+}
+
+/// Connections for (pool, pipeline) under a cap of `max`, leaving one for the probe:
+/// their sum plus the probe's connection never exceeds `max` (when `max` >= 3).
+fn split_connections(max: usize) -> (usize, usize) {
+    let pool = (max / 2).max(1);
+    let pipe = max.saturating_sub(pool + 1).max(1);
+    (pool, pipe)
 }
 
 /// Sends `req` and a copy of it back to back on `t` (one connection), so that they are
@@ -334,5 +350,20 @@ mod tests {
         assert!(!is_small(&get(None)), "unknown size");
         assert!(!is_small(&Request::new(Method::PUT, "/b/k")));
         assert!(!is_small(&Request::new(Method::DELETE, "/b/k")));
+    }
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::split_connections;
+
+    #[test]
+    fn the_split_stays_within_the_cap() {
+        for max in 3..200 {
+            let (pool, pipe) = split_connections(max);
+            assert!(pool >= 1 && pipe >= 1);
+            assert!(pool + pipe + 1 <= max, "{max}: {pool} + {pipe} + probe");
+        }
+        assert_eq!(split_connections(50), (25, 24));
     }
 }

@@ -1,0 +1,226 @@
+//! The JSON line written for every run (one variant, one repeat).
+//!
+//! ```json
+//! {"schema":1, "bench":"small-objects", "workload":"small-objects", "size":"quick",
+//!  "mode":"h1-pipeline", "variant":"h1-pipeline", "repeat":2, "repeats":3,
+//!  "run_id":"1718000000-4242", "time_unix":1718000012.5, "status":"ok",
+//!  "git_sha":"1b46c13...", "git_dirty":false, "machine":{"nproc":2,"kernel":"6.1.0"},
+//!  "profile":"s3", "server":{"label":"s3","args":[...],"banner":[...]},
+//!  "client":{"mode":"h1-pipeline","max_connections":32,"pipeline_depth":32},
+//!  "params":{...every workload parameter...}, "figures":{...every figure, numbers...},
+//!  "error_samples":["..."], "note":null}
+//! ```
+//!
+//! `bench` is the command that ran (`ferry bench <bench>`); `workload` the workload the
+//! record measures (bulk-get also writes `rss-check` records). `mode` is the client's
+//! transport mode ("iperf3" for the ceiling). `repeat` counts from 1. Figures are all
+//! numbers; a figure that does not apply is absent, never null. Unknown keys may be added;
+//! keys are never renamed without bumping `schema`.
+
+use crate::sys::Machine;
+use serde_json::{json, Map, Value};
+
+pub const SCHEMA_VERSION: u64 = 1;
+
+/// The keys every record carries, with the JSON type of each.
+pub const REQUIRED_KEYS: &[(&str, &str)] = &[
+    ("schema", "number"),
+    ("bench", "string"),
+    ("workload", "string"),
+    ("size", "string"),
+    ("mode", "string"),
+    ("variant", "string"),
+    ("repeat", "number"),
+    ("repeats", "number"),
+    ("run_id", "string"),
+    ("time_unix", "number"),
+    ("status", "string"),
+    ("git_sha", "string|null"),
+    ("git_dirty", "bool|null"),
+    ("machine", "object"),
+    ("profile", "string|null"),
+    ("server", "object|null"),
+    ("client", "object|null"),
+    ("params", "object"),
+    ("figures", "object"),
+    ("error_samples", "array"),
+    ("note", "string|null"),
+];
+
+/// What stays the same for every record of one invocation.
+#[derive(Clone, Debug)]
+pub struct RunContext {
+    pub bench: String,
+    pub run_id: String,
+    pub git_sha: Option<String>,
+    pub git_dirty: Option<bool>,
+    pub machine: Machine,
+}
+
+impl RunContext {
+    pub fn detect(bench: &str) -> RunContext {
+        let (git_sha, git_dirty) = crate::sys::git_revision();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        RunContext {
+            bench: bench.to_owned(),
+            run_id: format!("{}-{}", now.as_secs(), std::process::id()),
+            git_sha,
+            git_dirty,
+            machine: Machine::detect(),
+        }
+    }
+}
+
+/// The per-run part of a record.
+#[derive(Clone, Debug, Default)]
+pub struct RunRecord {
+    pub workload: String,
+    pub size: String,
+    pub mode: String,
+    pub variant: String,
+    pub repeat: usize,
+    pub repeats: usize,
+    /// "ok", "errors" (some requests failed), "timeout", "absent" (a tool not installed),
+    /// "failed" (the run could not start).
+    pub status: String,
+    pub profile: Option<String>,
+    pub server: Option<Value>,
+    pub client: Option<Value>,
+    pub params: Map<String, Value>,
+    pub figures: Map<String, Value>,
+    pub error_samples: Vec<String>,
+    pub note: Option<String>,
+}
+
+impl RunRecord {
+    /// A figure as a number, if present.
+    pub fn figure(&self, name: &str) -> Option<f64> {
+        self.figures.get(name).and_then(Value::as_f64)
+    }
+
+    pub fn set(&mut self, name: &str, value: impl Into<f64>) {
+        let v: f64 = value.into();
+        if v.is_finite() {
+            self.figures.insert(name.to_owned(), json!(v));
+        }
+    }
+
+    pub fn to_json(&self, ctx: &RunContext) -> Value {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        json!({
+            "schema": SCHEMA_VERSION,
+            "bench": ctx.bench,
+            "workload": self.workload,
+            "size": self.size,
+            "mode": self.mode,
+            "variant": self.variant,
+            "repeat": self.repeat,
+            "repeats": self.repeats,
+            "run_id": ctx.run_id,
+            "time_unix": now.as_secs_f64(),
+            "status": self.status,
+            "git_sha": ctx.git_sha,
+            "git_dirty": ctx.git_dirty,
+            "machine": {"nproc": ctx.machine.nproc, "kernel": ctx.machine.kernel},
+            "profile": self.profile,
+            "server": self.server,
+            "client": self.client,
+            "params": self.params,
+            "figures": self.figures,
+            "error_samples": self.error_samples,
+            "note": self.note,
+        })
+    }
+}
+
+/// Checks a record against [`REQUIRED_KEYS`]; the first problem found.
+pub fn check_schema(v: &Value) -> Result<(), String> {
+    let obj = v.as_object().ok_or("a record is a JSON object")?;
+    for (key, types) in REQUIRED_KEYS {
+        let val = obj.get(*key).ok_or_else(|| format!("missing key {key}"))?;
+        let ok = types.split('|').any(|t| match t {
+            "number" => val.is_number(),
+            "string" => val.is_string(),
+            "bool" => val.is_boolean(),
+            "object" => val.is_object(),
+            "array" => val.is_array(),
+            "null" => val.is_null(),
+            _ => false,
+        });
+        if !ok {
+            return Err(format!("key {key} is {val}, expected {types}"));
+        }
+    }
+    let machine = obj["machine"].as_object().ok_or("machine")?;
+    if !machine.get("nproc").is_some_and(Value::is_u64) || !machine.get("kernel").is_some_and(Value::is_string) {
+        return Err("machine needs nproc (integer) and kernel (string)".into());
+    }
+    if let Some((k, v)) = obj["figures"].as_object().unwrap().iter().find(|(_, v)| !v.is_number()) {
+        return Err(format!("figure {k} is {v}, not a number"));
+    }
+    if obj["repeat"].as_u64().unwrap_or(0) < 1 {
+        return Err("repeat counts from 1".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> RunContext {
+        RunContext {
+            bench: "small-objects".into(),
+            run_id: "1-2".into(),
+            git_sha: Some("abc".into()),
+            git_dirty: Some(false),
+            machine: Machine { nproc: 2, kernel: "6.1".into() },
+        }
+    }
+
+    #[test]
+    fn record_has_every_key_with_its_type() {
+        let mut r = RunRecord {
+            workload: "small-objects".into(),
+            size: "quick".into(),
+            mode: "h1-pool".into(),
+            variant: "h1-pool".into(),
+            repeat: 1,
+            repeats: 3,
+            status: "ok".into(),
+            profile: Some("s3".into()),
+            server: Some(json!({"label": "s3", "args": ["--profile", "s3"]})),
+            client: Some(json!({"mode": "h1-pool", "max_connections": 32, "pipeline_depth": 32})),
+            params: json!({"objects": 2000}).as_object().unwrap().clone(),
+            ..RunRecord::default()
+        };
+        r.set("objects_per_s", 1234.5);
+        r.set("errors", 0u32);
+        r.set("not_a_number", f64::NAN); // dropped, never written as null
+        let v = r.to_json(&ctx());
+        check_schema(&v).unwrap();
+        assert_eq!(v["figures"]["objects_per_s"], 1234.5);
+        assert!(v["figures"].get("not_a_number").is_none());
+        assert_eq!(v["machine"]["nproc"], 2);
+        assert_eq!(v["params"]["objects"], 2000);
+        // One line of JSON, parseable back.
+        let line = serde_json::to_string(&v).unwrap();
+        assert!(!line.contains('\n'));
+        check_schema(&serde_json::from_str(&line).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn schema_check_catches_problems() {
+        let v = RunRecord { repeat: 1, ..RunRecord::default() }.to_json(&ctx());
+        check_schema(&v).unwrap();
+        let mut missing = v.clone();
+        missing.as_object_mut().unwrap().remove("git_sha");
+        assert!(check_schema(&missing).unwrap_err().contains("git_sha"));
+        let mut wrong = v.clone();
+        wrong["figures"] = json!({"objects_per_s": "fast"});
+        assert!(check_schema(&wrong).is_err());
+        let mut zero = v;
+        zero["repeat"] = json!(0);
+        assert!(check_schema(&zero).is_err());
+    }
+}

@@ -1,0 +1,199 @@
+//! The Markdown report of one workload: per variant, the median of each figure over the
+//! repeats with its min-max spread, then each claim (published vs measured), then notes.
+//! Ratios are computed per repeat (A and B ran back to back in the same repeat) and the
+//! median of those ratios is quoted, with their range.
+
+use crate::record::{RunContext, RunRecord};
+use crate::stats::Spread;
+use crate::workload::{Claim, Shape, Workload};
+use std::fmt::Write;
+
+/// `median (min-max)` with `digits` decimals, or `-` when no run has the figure.
+fn cell(records: &[&RunRecord], figure: &str, scale: f64, digits: usize) -> String {
+    let vals: Vec<f64> = records.iter().filter_map(|r| r.figure(figure)).map(|v| v * scale).collect();
+    match Spread::of(&vals) {
+        None => "-".into(),
+        Some(s) if s.n == 1 || s.min == s.max => format!("{:.*}", digits, s.median),
+        Some(s) => format!("{:.*} ({:.*}-{:.*})", digits, s.median, digits, s.min, digits, s.max),
+    }
+}
+
+fn rows_of<'a>(records: &'a [RunRecord], label: &str) -> Vec<&'a RunRecord> {
+    records.iter().filter(|r| r.variant == label && r.status != "absent").collect()
+}
+
+/// Per-repeat ratios of `figure` between two variants.
+fn ratios(records: &[RunRecord], num: &str, den: &str, figure: &str) -> Vec<f64> {
+    let mut out = Vec::new();
+    for a in records.iter().filter(|r| r.variant == num) {
+        if let Some(b) = records.iter().find(|r| r.variant == den && r.repeat == a.repeat) {
+            if let (Some(x), Some(y)) = (a.figure(figure), b.figure(figure)) {
+                if y > 0.0 {
+                    out.push(x / y);
+                }
+            }
+        }
+    }
+    out
+}
+
+pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "## ferry bench {} ({}, {} repeat{}, interleaved)\n\ngit {}{} · {} cores · kernel {} · run {}\n",
+        w.name,
+        w.size.name(),
+        w.repeats,
+        if w.repeats == 1 { "" } else { "s" },
+        ctx.git_sha.as_deref().map(|s| &s[..s.len().min(12)]).unwrap_or("unknown"),
+        if ctx.git_dirty == Some(true) { " (uncommitted changes)" } else { "" },
+        ctx.machine.nproc,
+        ctx.machine.kernel,
+        ctx.run_id,
+    );
+    let labels: Vec<&str> = {
+        let mut v: Vec<&str> = Vec::new();
+        for r in records {
+            if !v.contains(&r.variant.as_str()) {
+                v.push(&r.variant);
+            }
+        }
+        v
+    };
+    match w.shape {
+        Shape::Requests => {
+            let _ = writeln!(s, "| mode | objects/s | p50 ms | p90 ms | p99 ms | TCP conns opened | requests resent | client CPU s | CPU s / 1k req | errors |");
+            let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
+            for l in &labels {
+                let rs = rows_of(records, l);
+                let _ = writeln!(
+                    s,
+                    "| {l} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    cell(&rs, "objects_per_s", 1.0, 0),
+                    cell(&rs, "latency_p50_ms", 1.0, 1),
+                    cell(&rs, "latency_p90_ms", 1.0, 1),
+                    cell(&rs, "latency_p99_ms", 1.0, 1),
+                    cell(&rs, "connections_opened", 1.0, 0),
+                    cell(&rs, "requests_resent", 1.0, 0),
+                    cell(&rs, "client_cpu_s", 1.0, 2),
+                    cell(&rs, "client_cpu_s_per_1000_requests", 1.0, 3),
+                    cell(&rs, "errors", 1.0, 0),
+                );
+            }
+        }
+        Shape::Bytes => {
+            let ceiling = w.claims.iter().find_map(|c| match c {
+                Claim::ShareOfCeiling { ceiling, .. } => Some(ceiling.as_str()),
+                _ => None,
+            });
+            let _ = writeln!(s, "| mode | GB/s | % of iperf3 (same repeat) | client CPU s | CPU s / GiB | first byte ms | peak RSS MiB | RSS during run MiB | errors |");
+            let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
+            for l in &labels {
+                let rs = rows_of(records, l);
+                if rs.is_empty() {
+                    let _ = writeln!(s, "| {l} | absent | | | | | | | |");
+                    continue;
+                }
+                let once = w.variants.iter().any(|v| v.label == *l && v.once);
+                let share = match ceiling {
+                    Some(c) if c != *l && once => {
+                        // Ran once, after the repeats: held against the ceiling's median.
+                        let med = Spread::of(&records.iter().filter(|r| r.variant == c).filter_map(|r| r.figure("bytes_per_s")).collect::<Vec<_>>());
+                        match (med, rs[0].figure("bytes_per_s")) {
+                            (Some(m), Some(x)) if m.median > 0.0 => format!("{:.0}% (of the median; not paired)", x / m.median * 100.0),
+                            _ => "-".into(),
+                        }
+                    }
+                    Some(c) if c != *l => {
+                        let r: Vec<f64> = ratios(records, l, c, "bytes_per_s").iter().map(|x| x * 100.0).collect();
+                        match Spread::of(&r) {
+                            Some(sp) if sp.n > 1 => format!("{:.0}% ({:.0}-{:.0})", sp.median, sp.min, sp.max),
+                            Some(sp) => format!("{:.0}%", sp.median),
+                            None => "-".into(),
+                        }
+                    }
+                    _ => "100%".into(),
+                };
+                let _ = writeln!(
+                    s,
+                    "| {l} | {} | {share} | {} | {} | {} | {} | {} | {} |",
+                    cell(&rs, "bytes_per_s", 1e-9, 2),
+                    cell(&rs, "client_cpu_s", 1.0, 2),
+                    cell(&rs, "client_cpu_s_per_gib", 1.0, 3),
+                    cell(&rs, "first_byte_ms", 1.0, 1),
+                    cell(&rs, "peak_rss_bytes", 1.0 / 1048576.0, 0),
+                    cell(&rs, "rss_sampled_max_bytes", 1.0 / 1048576.0, 0),
+                    cell(&rs, "errors", 1.0, 0),
+                );
+            }
+        }
+    }
+    s.push('\n');
+    for c in &w.claims {
+        match c {
+            Claim::Speedup { numerator, denominator, published } => {
+                let r = ratios(records, numerator, denominator, "objects_per_s");
+                match Spread::of(&r) {
+                    Some(sp) => {
+                        let _ = writeln!(
+                            s,
+                            "- {numerator} / {denominator}: published: {published} / measured: {:+.0}% (per-repeat range {:+.0}% to {:+.0}%, {} repeats)",
+                            (sp.median - 1.0) * 100.0,
+                            (sp.min - 1.0) * 100.0,
+                            (sp.max - 1.0) * 100.0,
+                            sp.n
+                        );
+                    }
+                    None => {
+                        let _ = writeln!(s, "- {numerator} / {denominator}: published: {published} / measured: no paired runs");
+                    }
+                }
+            }
+            Claim::ShareOfCeiling { ceiling, goal } => {
+                if records.iter().any(|r| r.variant == *ceiling && r.status == "absent") {
+                    let _ = writeln!(s, "- iperf3: absent (scripts/setup.sh installs it); goal {goal} not checked");
+                    continue;
+                }
+                let once = |l: &str| w.variants.iter().any(|v| v.label == l && v.once);
+                for l in labels.iter().filter(|l| **l != ceiling.as_str() && !once(l)) {
+                    let r = ratios(records, l, ceiling, "bytes_per_s");
+                    if let Some(sp) = Spread::of(&r) {
+                        let _ = writeln!(s, "- {l}: goal {goal} / measured: {:.0}% of iperf3 (range {:.0}-{:.0}%)", sp.median * 100.0, sp.min * 100.0, sp.max * 100.0);
+                    }
+                }
+            }
+        }
+    }
+    for r in records.iter().filter(|r| r.workload == "rss-check") {
+        let mib = |f: &str| r.figure(f).map(|v| format!("{:.0} MiB", v / 1048576.0)).unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            s,
+            "- rss-check: {} GiB via h1-pool in {:.1} s ({:.2} GB/s), status {}; client peak RSS (ru_maxrss, whole process life) {}; max RSS sampled during this download {}; RSS before it {}",
+            r.figure("bytes").unwrap_or(0.0) / (1u64 << 30) as f64,
+            r.figure("wall_s").unwrap_or(0.0),
+            r.figure("bytes_per_s").unwrap_or(0.0) / 1e9,
+            r.status,
+            mib("peak_rss_bytes"),
+            mib("rss_sampled_max_bytes"),
+            mib("rss_before_bytes"),
+        );
+    }
+    let mut notes: Vec<String> = w.notes.clone();
+    for v in &w.variants {
+        if let Some(n) = &v.note {
+            notes.push(format!("{}: {n}", v.label));
+        }
+    }
+    for n in notes {
+        let _ = writeln!(s, "- {n}");
+    }
+    let bad: Vec<&RunRecord> = records.iter().filter(|r| r.status != "ok" && r.status != "absent").collect();
+    if !bad.is_empty() {
+        let _ = writeln!(s, "\nRuns that were not clean:");
+        for r in bad {
+            let _ = writeln!(s, "- {} repeat {}: {} {}", r.variant, r.repeat, r.status, r.error_samples.first().map(String::as_str).unwrap_or(""));
+        }
+    }
+    s
+}

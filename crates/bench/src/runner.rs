@@ -1,0 +1,615 @@
+//! The one runner: takes a [`Workload`] (data) and runs it.
+//!
+//! ```text
+//! start the workload's servers (ferry serve subprocesses, main thread, guarded)
+//!   └─ setup: PUT the objects into every server (one h1-pool client)
+//!   └─ warm: HEAD objects whose first access costs the server work
+//!   └─ repeat k = 1..n: variant A, B, C, ... (interleaved, fresh client each run)
+//!   └─ once-variants (rss-check)
+//!   each run ─► RunRecord ─► one JSON line appended to --out (flushed at once)
+//! records ─► report.rs: Markdown table of medians (min-max) and the claims
+//! ```
+//!
+//! Every run builds a fresh client, so "connections opened" counts what one run needed,
+//! and measures client CPU as the difference of getrusage(RUSAGE_SELF) around it (the
+//! runtime's threads are idle between runs; the servers are other processes).
+
+use crate::process::{ChildGuard, ServerCommand, ServerProcess};
+use crate::record::{RunContext, RunRecord};
+use crate::stats::percentiles;
+use crate::sys;
+use crate::workload::{ClientSpec, Task, Variant, Workload};
+use anyhow::{bail, Context, Result};
+use bytes::Bytes;
+use ferry_store::{Credentials, CredentialsSource, GetParams, ObjectRef, PutParams, RangeSpec, S3Client};
+use serde_json::{json, Value};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+/// How a workload is run (not what it measures).
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub server: ServerCommand,
+    /// JSON lines are appended here; `None` writes none.
+    pub out: Option<PathBuf>,
+    /// Where the servers' stderr logs go.
+    pub log_dir: PathBuf,
+    /// Live progress on stderr.
+    pub progress: bool,
+    /// One run (one variant, one repeat) is cut off after this long and recorded as
+    /// "timeout".
+    pub run_timeout: Duration,
+    /// Servers are killed after this long whatever happens.
+    pub server_lifetime: Duration,
+}
+
+impl RunOptions {
+    pub fn new(server: ServerCommand) -> RunOptions {
+        RunOptions {
+            server,
+            out: None,
+            log_dir: std::env::temp_dir(),
+            progress: true,
+            run_timeout: Duration::from_secs(300),
+            server_lifetime: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// What a workload produced.
+pub struct Outcome {
+    pub records: Vec<RunRecord>,
+    /// The Markdown report (table, claims, notes).
+    pub report: String,
+    pub wall: Duration,
+}
+
+struct Server {
+    proc: ServerProcess,
+    credentials: CredentialsSource,
+}
+
+impl Server {
+    fn start(spec: &crate::workload::ServerSpec, opts: &RunOptions) -> Result<Server> {
+        let proc = ServerProcess::start(&opts.server, &spec.args(), opts.server_lifetime, &opts.log_dir)
+            .with_context(|| format!("starting the {} server", spec.label))?;
+        let credentials = if spec.signed {
+            let access = proc.banner_value("access key").unwrap_or("ferry").to_owned();
+            let secret = proc.banner_value("secret key").unwrap_or("ferry-secret").to_owned();
+            CredentialsSource::Explicit(Credentials::new(access, secret))
+        } else {
+            CredentialsSource::Anonymous
+        };
+        Ok(Server { proc, credentials })
+    }
+
+    fn client(&self, c: &ClientSpec) -> Result<S3Client> {
+        Ok(S3Client::builder(self.proc.url.clone())
+            .region("us-east-1")
+            .credentials(self.credentials.clone())
+            .mode(c.mode)
+            .max_connections(c.max_connections)
+            .pipeline_depth(c.pipeline_depth)
+            .build()?)
+    }
+}
+
+/// Runs `w` and returns its records and report.
+pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
+    let started = Instant::now();
+    let ctx = RunContext::detect(w.name);
+    let progress = Progress::new(opts.progress);
+    let mut out = match &opts.out {
+        Some(p) => Some(
+            std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("opening {}", p.display()))?,
+        ),
+        None => None,
+    };
+
+    // Servers start from this (the main) thread: PR_SET_PDEATHSIG follows the thread.
+    let mut servers = Vec::new();
+    for (i, spec) in w.servers.iter().enumerate() {
+        progress.line(&format!("{}: starting ferry serve --profile {} ({})", w.name, spec.profile, spec.label));
+        let used = w.variants.iter().any(|v| v.server == Some(i));
+        servers.push(if used { Some(Server::start(spec, opts)?) } else { None });
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+
+    if let Some(setup) = &w.setup {
+        for (i, s) in servers.iter().enumerate() {
+            let Some(s) = s else { continue };
+            progress.line(&format!("{}: putting {} objects into the {} server", w.name, setup.keys.len(), w.servers[i].label));
+            let client = s.client(&ClientSpec { mode: ferry_store::Mode::H1Pool, max_connections: setup.concurrency, pipeline_depth: 1 })?;
+            rt.block_on(put_all(&client, setup))?;
+        }
+    }
+    for (i, bucket, key) in &w.warm {
+        if let Some(s) = servers.get(*i).and_then(Option::as_ref) {
+            progress.line(&format!("{}: warming {bucket}/{key}", w.name));
+            let client = s.client(&ClientSpec { mode: ferry_store::Mode::H1Pool, max_connections: 1, pipeline_depth: 1 })?;
+            rt.block_on(client.head_object(&ObjectRef::new(bucket.clone(), key.clone()))).with_context(|| format!("HEAD {bucket}/{key}"))?;
+        }
+    }
+
+    let mut records = Vec::new();
+    let mut schedule: Vec<(usize, &Variant)> = Vec::new();
+    for k in 1..=w.repeats {
+        schedule.extend(w.variants.iter().filter(|v| !v.once).map(|v| (k, v)));
+    }
+    schedule.extend(w.variants.iter().filter(|v| v.once).map(|v| (1, v)));
+    for (k, v) in schedule {
+        let repeats = if v.once { 1 } else { w.repeats };
+        let what = format!("{} · {} · repeat {k} of {repeats}", v.workload, v.label);
+        progress.line(&what);
+        let mut rec = RunRecord {
+            workload: v.workload.to_owned(),
+            size: w.size.name().to_owned(),
+            mode: v.client.map(|c| c.mode_name().to_owned()).unwrap_or_else(|| "iperf3".into()),
+            variant: v.label.clone(),
+            repeat: k,
+            repeats,
+            status: "ok".into(),
+            params: w.params.clone(),
+            note: v.note.clone(),
+            ..RunRecord::default()
+        };
+        if let Some(i) = v.server {
+            let spec = &w.servers[i];
+            let s = servers[i].as_mut().expect("servers used by a variant are started");
+            rec.profile = Some(spec.profile.to_owned());
+            rec.server = Some(json!({"label": spec.label, "args": spec.args(), "banner": s.proc.banner}));
+            if !s.proc.alive() {
+                bail!("the {} server died (log: {})", spec.label, s.proc.log.display());
+            }
+        }
+        if let Some(c) = v.client {
+            rec.client = Some(json!({"mode": c.mode_name(), "max_connections": c.max_connections, "pipeline_depth": c.pipeline_depth}));
+        }
+        let result = match &v.task {
+            Task::GetAll { in_flight, ranged } => {
+                let setup = w.setup.as_ref().context("GetAll needs a PUT setup")?;
+                let s = servers[v.server.unwrap()].as_ref().unwrap();
+                let client = s.client(&v.client.unwrap())?;
+                let keys = Arc::new(setup.keys.clone());
+                let ticker = progress.ticker(&rt, &what, keys.len() as u64);
+                let r = rt.block_on(get_all(&client, &setup.bucket, keys, setup.object_size as u64, *in_flight, *ranged, opts.run_timeout, ticker.clone()));
+                ticker.stop();
+                r.map(|r| r.record_into(&mut rec))
+            }
+            Task::GetOne { bucket, key, bytes, sample_rss, verify } => {
+                let s = servers[v.server.unwrap()].as_ref().unwrap();
+                let client = s.client(&v.client.unwrap())?;
+                let ticker = progress.ticker(&rt, &what, *bytes);
+                let r = rt.block_on(get_one(&client, bucket, key, *bytes, *sample_rss, *verify, opts.run_timeout, ticker.clone()));
+                ticker.stop();
+                r.map(|r| r.record_into(&mut rec))
+            }
+            Task::Iperf3 { seconds } => iperf3(*seconds, opts).map(|r| r.record_into(&mut rec)),
+        };
+        if let Err(e) = result {
+            rec.status = "failed".into();
+            rec.error_samples.push(format!("{e:#}"));
+        }
+        if let Some(f) = out.as_mut() {
+            writeln!(f, "{}", serde_json::to_string(&rec.to_json(&ctx))?)?;
+            f.flush()?;
+        }
+        records.push(rec);
+    }
+    progress.done();
+    drop(rt);
+    drop(servers);
+    let report = crate::report::render(w, &records, &ctx);
+    Ok(Outcome { records, report, wall: started.elapsed() })
+}
+
+async fn put_all(client: &S3Client, setup: &crate::workload::PutSetup) -> Result<()> {
+    client.create_bucket(&setup.bucket).await.with_context(|| format!("creating bucket {}", setup.bucket))?;
+    // Distinct bytes per object are not needed (the server stores what it is sent); one
+    // buffer, cloned by reference count.
+    let body = Bytes::from((0..setup.object_size).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
+    let sem = Arc::new(Semaphore::new(setup.concurrency.max(1)));
+    let mut set = JoinSet::new();
+    for key in &setup.keys {
+        let permit = sem.clone().acquire_owned().await?;
+        let (c, obj, body) = (client.clone(), ObjectRef::new(setup.bucket.clone(), key.clone()), body.clone());
+        set.spawn(async move {
+            let r = c.put_object(&obj, body, PutParams::default()).await;
+            drop(permit);
+            r.with_context(|| format!("PUT {obj}"))
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        r??;
+    }
+    Ok(())
+}
+
+/// GETs one object and drops its body chunk by chunk; the bytes received.
+async fn get_drain(client: &S3Client, obj: &ObjectRef, params: GetParams, first_byte: Option<&mut Duration>, t0: Instant, ticker: &Ticker) -> Result<u64> {
+    let mut out = client.get_object(obj, params).await?;
+    if let Some(fb) = first_byte {
+        *fb = t0.elapsed();
+    }
+    let mut n = 0u64;
+    while let Some(chunk) = out.body.chunk().await {
+        let len = chunk?.len() as u64;
+        n += len;
+        ticker.add_bytes(len);
+    }
+    Ok(n)
+}
+
+struct GetAllResult {
+    ok: u64,
+    errors: u64,
+    wall: Duration,
+    cpu: Duration,
+    latencies_ms: Vec<f64>,
+    bytes: u64,
+    stats: ferry_wire_stats::Stats,
+    samples: Vec<String>,
+    timed_out: bool,
+}
+
+/// The transport counters, re-exported through the store's `transport()`.
+mod ferry_wire_stats {
+    #[derive(Clone, Debug, Default)]
+    pub struct Stats {
+        pub connections_opened: u64,
+        pub requests_sent: u64,
+        pub requests_resent: u64,
+    }
+    pub fn of(c: &ferry_store::S3Client) -> Stats {
+        let s = c.transport().stats();
+        Stats { connections_opened: s.connections_opened, requests_sent: s.requests_sent, requests_resent: s.requests_resent }
+    }
+}
+
+const ERROR_SAMPLES: usize = 5;
+
+#[allow(clippy::too_many_arguments)]
+async fn get_all(
+    client: &S3Client,
+    bucket: &str,
+    keys: Arc<Vec<String>>,
+    object_size: u64,
+    in_flight: usize,
+    ranged: bool,
+    timeout: Duration,
+    ticker: Ticker,
+) -> Result<GetAllResult> {
+    let sem = Arc::new(Semaphore::new(in_flight.max(1)));
+    let mut set = JoinSet::new();
+    let cpu0 = sys::cpu_time();
+    let t0 = Instant::now();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut timed_out = false;
+    let mut results: Vec<(Duration, Result<u64>)> = Vec::with_capacity(keys.len());
+    for key in keys.iter() {
+        let permit = match tokio::time::timeout_at(deadline, sem.clone().acquire_owned()).await {
+            Ok(p) => p?,
+            Err(_) => {
+                timed_out = true;
+                break;
+            }
+        };
+        let (c, obj, tk) = (client.clone(), ObjectRef::new(bucket.to_owned(), key.clone()), ticker.clone());
+        let params = if ranged && object_size > 0 { GetParams::range(RangeSpec::FromTo(0, object_size - 1)) } else { GetParams::default() };
+        set.spawn(async move {
+            let s = Instant::now();
+            let r = get_drain(&c, &obj, params, None, s, &tk).await;
+            let r = match r {
+                Ok(n) if n != object_size => Err(anyhow::anyhow!("GET {obj}: {n} bytes, expected {object_size}")),
+                Ok(n) => Ok(n),
+                Err(e) => Err(e.context(format!("GET {obj}"))),
+            };
+            tk.add_item();
+            drop(permit);
+            (s.elapsed(), r)
+        });
+        // Reap finished tasks as we go (keeps the set small).
+        while let Some(done) = set.try_join_next() {
+            results.push(done?);
+        }
+    }
+    while !timed_out {
+        match tokio::time::timeout_at(deadline, set.join_next()).await {
+            Ok(Some(r)) => results.push(r?),
+            Ok(None) => break,
+            Err(_) => timed_out = true,
+        }
+    }
+    let wall = t0.elapsed();
+    let cpu = sys::cpu_time().saturating_sub(cpu0);
+    set.abort_all();
+    let mut out = GetAllResult {
+        ok: 0,
+        errors: 0,
+        wall,
+        cpu,
+        latencies_ms: Vec::with_capacity(results.len()),
+        bytes: 0,
+        stats: ferry_wire_stats::of(client),
+        samples: Vec::new(),
+        timed_out,
+    };
+    for (lat, r) in results {
+        match r {
+            Ok(n) => {
+                out.ok += 1;
+                out.bytes += n;
+                out.latencies_ms.push(lat.as_secs_f64() * 1e3);
+            }
+            Err(e) => {
+                out.errors += 1;
+                if out.samples.len() < ERROR_SAMPLES {
+                    out.samples.push(format!("{e:#}"));
+                }
+            }
+        }
+    }
+    let unfinished = keys.len() as u64 - out.ok - out.errors;
+    if unfinished > 0 {
+        out.errors += unfinished;
+        out.samples.push(format!("{unfinished} GETs unfinished after the {timeout:?} run time-out"));
+    }
+    Ok(out)
+}
+
+impl GetAllResult {
+    fn record_into(mut self, rec: &mut RunRecord) {
+        let secs = self.wall.as_secs_f64();
+        let n = self.latencies_ms.len();
+        let ps = percentiles(&mut self.latencies_ms, &[50.0, 90.0, 99.0, 100.0]);
+        rec.set("objects", self.ok as f64);
+        rec.set("errors", self.errors as f64);
+        rec.set("wall_s", secs);
+        rec.set("objects_per_s", self.ok as f64 / secs);
+        rec.set("bytes", self.bytes as f64);
+        rec.set("bytes_per_s", self.bytes as f64 / secs);
+        for (name, p) in ["latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_max_ms"].iter().zip(ps) {
+            if let Some(v) = p.filter(|_| n > 0) {
+                rec.set(name, v);
+            }
+        }
+        rec.set("connections_opened", self.stats.connections_opened as f64);
+        rec.set("requests_sent", self.stats.requests_sent as f64);
+        rec.set("requests_resent", self.stats.requests_resent as f64);
+        rec.set("client_cpu_s", self.cpu.as_secs_f64());
+        if self.stats.requests_sent > 0 {
+            rec.set("client_cpu_s_per_1000_requests", self.cpu.as_secs_f64() * 1000.0 / self.stats.requests_sent as f64);
+        }
+        rec.status = if self.timed_out {
+            "timeout".into()
+        } else if self.errors > 0 {
+            "errors".into()
+        } else {
+            "ok".into()
+        };
+        rec.error_samples = self.samples;
+    }
+}
+
+struct GetOneResult {
+    bytes: u64,
+    expected: u64,
+    first_byte: Duration,
+    wall: Duration,
+    cpu: Duration,
+    stats: ferry_wire_stats::Stats,
+    rss_before: u64,
+    rss_sampled_max: Option<u64>,
+    error: Option<String>,
+    timed_out: bool,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn get_one(client: &S3Client, bucket: &str, key: &str, expected: u64, sample_rss: bool, verify: bool, timeout: Duration, ticker: Ticker) -> Result<GetOneResult> {
+    let obj = ObjectRef::new(bucket.to_owned(), key.to_owned());
+    let rss_before = sys::current_rss_bytes();
+    // RSS sampled on a plain thread every 20 ms while the GET runs.
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = sample_rss.then(|| {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut max = sys::current_rss_bytes();
+            while !stop.load(Relaxed) {
+                max = max.max(sys::current_rss_bytes());
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            max.max(sys::current_rss_bytes())
+        })
+    });
+    let cpu0 = sys::cpu_time();
+    let t0 = Instant::now();
+    let mut first_byte = Duration::ZERO;
+    let r = tokio::time::timeout(timeout, get_drain(client, &obj, GetParams { checksum_mode: verify, ..GetParams::default() }, Some(&mut first_byte), t0, &ticker)).await;
+    let wall = t0.elapsed();
+    let cpu = sys::cpu_time().saturating_sub(cpu0);
+    stop.store(true, Relaxed);
+    let rss_sampled_max = sampler.and_then(|h| h.join().ok());
+    let (bytes, error, timed_out) = match r {
+        Ok(Ok(n)) if n == expected => (n, None, false),
+        Ok(Ok(n)) => (n, Some(format!("GET {obj}: {n} bytes, expected {expected}")), false),
+        Ok(Err(e)) => (0, Some(format!("GET {obj}: {e:#}")), false),
+        Err(_) => (ticker.bytes(), Some(format!("GET {obj} unfinished after the {timeout:?} run time-out")), true),
+    };
+    Ok(GetOneResult { bytes, expected, first_byte, wall, cpu, stats: ferry_wire_stats::of(client), rss_before, rss_sampled_max, error, timed_out })
+}
+
+impl GetOneResult {
+    fn record_into(self, rec: &mut RunRecord) {
+        let secs = self.wall.as_secs_f64();
+        rec.set("bytes", self.bytes as f64);
+        rec.set("bytes_expected", self.expected as f64);
+        rec.set("wall_s", secs);
+        rec.set("bytes_per_s", self.bytes as f64 / secs);
+        rec.set("first_byte_ms", self.first_byte.as_secs_f64() * 1e3);
+        rec.set("client_cpu_s", self.cpu.as_secs_f64());
+        if self.bytes > 0 {
+            rec.set("client_cpu_s_per_gib", self.cpu.as_secs_f64() / (self.bytes as f64 / (1u64 << 30) as f64));
+        }
+        rec.set("connections_opened", self.stats.connections_opened as f64);
+        rec.set("requests_sent", self.stats.requests_sent as f64);
+        rec.set("requests_resent", self.stats.requests_resent as f64);
+        rec.set("errors", if self.error.is_some() { 1.0 } else { 0.0 });
+        rec.set("rss_before_bytes", self.rss_before as f64);
+        if let Some(m) = self.rss_sampled_max {
+            rec.set("rss_sampled_max_bytes", m as f64);
+        }
+        rec.set("peak_rss_bytes", sys::peak_rss_bytes() as f64);
+        rec.status = if self.timed_out {
+            "timeout".into()
+        } else if self.error.is_some() {
+            "errors".into()
+        } else {
+            "ok".into()
+        };
+        rec.error_samples.extend(self.error);
+    }
+}
+
+struct Iperf3Result {
+    absent: bool,
+    bits_per_second: f64,
+    cpu_host_pct: Option<f64>,
+    cpu_remote_pct: Option<f64>,
+    seconds: u32,
+}
+
+/// `iperf3 -s -1 -p PORT` and `iperf3 -c 127.0.0.1 -p PORT -t SECONDS -J`; the
+/// receiver's bits per second (end.sum_received).
+fn iperf3(seconds: u32, opts: &RunOptions) -> Result<Iperf3Result> {
+    use std::process::{Command, Stdio};
+    if Command::new("iperf3").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+        return Ok(Iperf3Result { absent: true, bits_per_second: 0.0, cpu_host_pct: None, cpu_remote_pct: None, seconds });
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let mut s = Command::new("iperf3");
+    s.args(["-s", "-1", "-B", "127.0.0.1", "-p", &port.to_string()]).stdout(Stdio::null()).stderr(Stdio::null());
+    let bound = Duration::from_secs(seconds as u64 + 60).min(opts.server_lifetime);
+    let _server = ChildGuard::spawn(s, "iperf3 -s", bound)?;
+    // The server is ready when it listens; a probe connection would use up its one test,
+    // so the client retries instead.
+    let mut last = String::new();
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(100));
+        let mut c = Command::new("iperf3");
+        c.args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t", &seconds.to_string(), "-J"]).stdout(Stdio::piped()).stderr(Stdio::null());
+        let mut guard = ChildGuard::spawn(c, "iperf3 -c", bound)?;
+        let mut stdout = guard.child_mut().stdout.take().expect("piped");
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut text)?;
+        let _ = guard.child_mut().wait();
+        let v: Value = serde_json::from_str(&text).context("iperf3 -J output is not JSON")?;
+        if let Some(e) = v.get("error").and_then(Value::as_str) {
+            last = e.to_owned();
+            if e.contains("connect") {
+                continue;
+            }
+            bail!("iperf3: {e}");
+        }
+        let bps = v["end"]["sum_received"]["bits_per_second"].as_f64().context("iperf3 JSON has no end.sum_received.bits_per_second")?;
+        let cpu = &v["end"]["cpu_utilization_percent"];
+        return Ok(Iperf3Result { absent: false, bits_per_second: bps, cpu_host_pct: cpu["host_total"].as_f64(), cpu_remote_pct: cpu["remote_total"].as_f64(), seconds });
+    }
+    bail!("iperf3 client could not connect: {last}")
+}
+
+impl Iperf3Result {
+    fn record_into(self, rec: &mut RunRecord) {
+        if self.absent {
+            rec.status = "absent".into();
+            rec.note = Some("iperf3: absent (scripts/setup.sh installs it)".into());
+            return;
+        }
+        rec.set("seconds", self.seconds);
+        rec.set("bits_per_second", self.bits_per_second);
+        rec.set("bytes_per_s", self.bits_per_second / 8.0);
+        if let Some(v) = self.cpu_host_pct {
+            rec.set("iperf3_cpu_host_pct", v);
+        }
+        if let Some(v) = self.cpu_remote_pct {
+            rec.set("iperf3_cpu_remote_pct", v);
+        }
+        rec.set("errors", 0u32);
+    }
+}
+
+/// The live progress line on stderr: rewritten in place on a terminal, one line per run
+/// otherwise.
+struct Progress {
+    enabled: bool,
+    tty: bool,
+}
+
+impl Progress {
+    fn new(enabled: bool) -> Progress {
+        Progress { enabled, tty: std::io::stderr().is_terminal() }
+    }
+
+    fn line(&self, s: &str) {
+        if !self.enabled {
+            return;
+        }
+        if self.tty {
+            eprint!("\r\x1b[2K{s}");
+        } else {
+            eprintln!("{s}");
+        }
+    }
+
+    fn done(&self) {
+        if self.enabled && self.tty {
+            eprint!("\r\x1b[2K");
+        }
+    }
+
+    /// Counts items and bytes of one run; on a terminal, redraws the line 5 times a second.
+    fn ticker(&self, rt: &tokio::runtime::Runtime, what: &str, total: u64) -> Ticker {
+        let t = Ticker(Arc::new(TickerState { items: AtomicU64::new(0), bytes: AtomicU64::new(0), stop: AtomicBool::new(false) }));
+        if self.enabled && self.tty {
+            let (t2, what) = (t.clone(), what.to_owned());
+            rt.spawn(async move {
+                let mut iv = tokio::time::interval(Duration::from_millis(200));
+                while !t2.0.stop.load(Relaxed) {
+                    iv.tick().await;
+                    let (i, b) = (t2.0.items.load(Relaxed), t2.0.bytes.load(Relaxed));
+                    let done = if i > 0 { format!("{i}/{total} objects") } else { format!("{:.0}/{:.0} MiB", b as f64 / 1048576.0, total as f64 / 1048576.0) };
+                    eprint!("\r\x1b[2K{what} · {done}");
+                }
+            });
+        }
+        t
+    }
+}
+
+struct TickerState {
+    items: AtomicU64,
+    bytes: AtomicU64,
+    stop: AtomicBool,
+}
+
+#[derive(Clone)]
+struct Ticker(Arc<TickerState>);
+
+impl Ticker {
+    fn add_item(&self) {
+        self.0.items.fetch_add(1, Relaxed);
+    }
+    fn add_bytes(&self, n: u64) {
+        self.0.bytes.fetch_add(n, Relaxed);
+    }
+    fn bytes(&self) -> u64 {
+        self.0.bytes.load(Relaxed)
+    }
+    fn stop(&self) {
+        self.0.stop.store(true, Relaxed);
+    }
+}

@@ -1,0 +1,421 @@
+//! Workloads as data: what servers to start, what to put in them first, which client
+//! variants to run, how many times, and which published claim the result is held against.
+//! The runner (runner.rs) knows how to execute each [`Task`]; a workload only declares.
+//!
+//! Adding a workload of LAB.md section 4 means writing one constructor here (and, when it
+//! needs a new kind of step, one [`Task`] arm in the runner).
+
+use ferry_store::Mode;
+use serde_json::{json, Map, Value};
+
+/// The published size or the `--quick` one (under a minute).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Size {
+    Quick,
+    Full,
+}
+
+impl Size {
+    pub fn name(self) -> &'static str {
+        match self {
+            Size::Quick => "quick",
+            Size::Full => "full",
+        }
+    }
+}
+
+/// One `ferry serve` subprocess: its emulation profile and extra flags (the runner adds
+/// `--addr 127.0.0.1:0 --memory`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerSpec {
+    /// Short name in reports: "s3", "s3+h2", "lan".
+    pub label: &'static str,
+    pub profile: &'static str,
+    pub extra_args: Vec<String>,
+    /// Whether requests are signed (false: the server runs with `--anonymous`).
+    pub signed: bool,
+}
+
+impl ServerSpec {
+    /// The flags after `ferry serve`.
+    pub fn args(&self) -> Vec<String> {
+        let mut a: Vec<String> = ["--addr", "127.0.0.1:0", "--memory", "--profile", self.profile].iter().map(|s| s.to_string()).collect();
+        if !self.signed {
+            a.push("--anonymous".into());
+        }
+        a.extend(self.extra_args.iter().cloned());
+        a
+    }
+}
+
+/// How a ferry client is built for one variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientSpec {
+    pub mode: Mode,
+    pub max_connections: usize,
+    pub pipeline_depth: usize,
+}
+
+impl ClientSpec {
+    pub fn mode_name(&self) -> &'static str {
+        match self.mode {
+            Mode::Auto => "auto",
+            Mode::H1Pool => "h1-pool",
+            Mode::H1Pipeline => "h1-pipeline",
+            Mode::H2 => "h2",
+        }
+    }
+}
+
+/// Objects written before the timed runs, into every server of the workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PutSetup {
+    pub bucket: String,
+    pub keys: Vec<String>,
+    pub object_size: usize,
+    /// PUTs in flight (one h1-pool client with this many connections).
+    pub concurrency: usize,
+}
+
+/// What one variant does in one repeat.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Task {
+    /// GET every object of the [`PutSetup`], at most `in_flight` at once (a semaphore
+    /// bounds the spawned tasks). `ranged`: each GET carries `Range: bytes=0-(size-1)`,
+    /// which is what lets auto send it down the pipeline (auto.rs module note).
+    GetAll { in_flight: usize, ranged: bool },
+    /// One GET, body read chunk by chunk and dropped (like writing to /dev/null).
+    /// `sample_rss`: sample the process's RSS while it runs.
+    /// `verify`: default GetParams (checksum mode on, the body checked on the fly);
+    /// false asks for no checksum, so only the length is checked.
+    GetOne { bucket: String, key: String, bytes: u64, sample_rss: bool, verify: bool },
+    /// iperf3 on loopback for `seconds`: the bytes ceiling.
+    Iperf3 { seconds: u32 },
+}
+
+/// One row of the report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Variant {
+    /// Row label, unique within the workload ("h1-pool", "h2 (s3+h2 server)").
+    pub label: String,
+    /// The record's `workload` (usually the workload's name; "rss-check" for that run).
+    pub workload: &'static str,
+    /// Index into [`Workload::servers`]; `None` for iperf3.
+    pub server: Option<usize>,
+    pub client: Option<ClientSpec>,
+    pub task: Task,
+    /// Shown under the table and kept in the record.
+    pub note: Option<String>,
+    /// Run once after all repeats instead of in every repeat.
+    pub once: bool,
+}
+
+/// How results are summed up under the table.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Claim {
+    /// `numerator`'s objects/s over `denominator`'s, against a published range in percent.
+    Speedup { numerator: String, denominator: String, published: &'static str },
+    /// Each row's bytes/s as a share of the iperf3 row's, against a goal.
+    ShareOfCeiling { ceiling: String, goal: &'static str },
+}
+
+/// Which table shape the report uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    Requests,
+    Bytes,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workload {
+    pub name: &'static str,
+    pub size: Size,
+    pub servers: Vec<ServerSpec>,
+    pub setup: Option<PutSetup>,
+    /// Objects to HEAD once per server before timing (warms server-side caches such as
+    /// the synthetic bucket's CRC; not timed).
+    pub warm: Vec<(usize, String, String)>,
+    pub variants: Vec<Variant>,
+    pub repeats: usize,
+    /// Every parameter, written into every record.
+    pub params: Map<String, Value>,
+    pub shape: Shape,
+    pub claims: Vec<Claim>,
+    /// Lines printed under the table.
+    pub notes: Vec<String>,
+}
+
+/// Parameters of `small-objects` (LAB.md section 4: gg/llama's pipelining result).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SmallObjectsParams {
+    pub objects: usize,
+    pub object_size: usize,
+    pub connections: usize,
+    pub pipeline_depth: usize,
+    pub repeats: usize,
+    /// Keys are spread over this many prefixes, so the `s3` profile's per-prefix
+    /// request-rate limit (5,500 GET/s, then 503 SlowDown) is not what is measured.
+    pub prefixes: usize,
+    pub put_concurrency: usize,
+    /// Also run auto with ranged GETs (an extra row).
+    pub auto_ranged: bool,
+}
+
+impl SmallObjectsParams {
+    pub fn new(size: Size) -> SmallObjectsParams {
+        SmallObjectsParams {
+            objects: match size {
+                Size::Quick => 2_000,
+                Size::Full => 10_000,
+            },
+            object_size: 16 * 1024,
+            connections: 32,
+            pipeline_depth: 32,
+            repeats: 3,
+            prefixes: 16,
+            put_concurrency: 64,
+            auto_ranged: true,
+        }
+    }
+
+    /// Requests in flight at most: every connection's pipeline full.
+    pub fn in_flight(&self) -> usize {
+        self.connections * self.pipeline_depth
+    }
+}
+
+/// `small-objects/pNN/obj-NNNNNN`: object `i` in prefix `i % prefixes`, zero-padded so
+/// keys sort in creation order within a prefix.
+pub fn small_object_keys(objects: usize, prefixes: usize) -> Vec<String> {
+    let prefixes = prefixes.max(1);
+    (0..objects).map(|i| format!("small-objects/p{:02}/obj-{:06}", i % prefixes, i)).collect()
+}
+
+pub fn small_objects(size: Size, p: &SmallObjectsParams) -> Workload {
+    let s3 = ServerSpec { label: "s3", profile: "s3", extra_args: vec![], signed: true };
+    let s3_h2 = ServerSpec { label: "s3+h2", profile: "s3", extra_args: vec!["--h2".into(), "on".into()], signed: true };
+    let client = |mode| ClientSpec { mode, max_connections: p.connections, pipeline_depth: p.pipeline_depth };
+    let get = |ranged| Task::GetAll { in_flight: p.in_flight(), ranged };
+    let v = |label: &str, server, mode, ranged, note: Option<&str>| Variant {
+        label: label.into(),
+        workload: "small-objects",
+        server: Some(server),
+        client: Some(client(mode)),
+        task: get(ranged),
+        note: note.map(str::to_owned),
+        once: false,
+    };
+    let mut variants = vec![
+        v("h1-pool", 0, Mode::H1Pool, false, None),
+        v("h1-pipeline", 0, Mode::H1Pipeline, false, None),
+        v("auto", 0, Mode::Auto, false, Some("plain GETs: auto sends GETs without a Range to the pool (auto.rs)")),
+    ];
+    if p.auto_ranged {
+        variants.push(v(
+            "auto, ranged GETs [extra]",
+            0,
+            Mode::Auto,
+            true,
+            Some("extra row: every GET carries Range: bytes=0-(size-1), which auto may pipeline; 206 bodies are not checksum-verified"),
+        ));
+    }
+    variants.push(v(
+        "h2 [extra: s3 --h2 on]",
+        1,
+        Mode::H2,
+        false,
+        Some("extra row: the s3 profile is HTTP/1.1 only, like AWS S3; this row ran against a second server, --profile s3 --h2 on"),
+    ));
+    let params = json!({
+        "objects": p.objects,
+        "object_size": p.object_size,
+        "connections": p.connections,
+        "pipeline_depth": p.pipeline_depth,
+        "in_flight": p.in_flight(),
+        "prefixes": p.prefixes,
+        "put_concurrency": p.put_concurrency,
+        "key_layout": "small-objects/pNN/obj-NNNNNN",
+        "latency": "submit to end of body, including time queued in the client",
+    });
+    Workload {
+        name: "small-objects",
+        size,
+        servers: vec![s3, s3_h2],
+        setup: Some(PutSetup {
+            bucket: "bench".into(),
+            keys: small_object_keys(p.objects, p.prefixes),
+            object_size: p.object_size,
+            concurrency: p.put_concurrency,
+        }),
+        warm: vec![],
+        variants,
+        repeats: p.repeats.max(1),
+        params: params.as_object().cloned().unwrap_or_default(),
+        shape: Shape::Requests,
+        claims: vec![
+            Claim::Speedup { numerator: "h1-pipeline".into(), denominator: "h1-pool".into(), published: "pipelining +30-40% (gg/llama, real S3)" },
+            Claim::Speedup { numerator: "auto".into(), denominator: "h1-pool".into(), published: "none (auto should match the better of pool and pipeline)" },
+        ],
+        notes: vec![
+            "h2: not offered by the s3 profile (AWS S3 speaks HTTP/1.1 only); the h2 row is an extra, against --profile s3 --h2 on.".into(),
+            format!(
+                "latency: from submitting a GET to the end of its body, {} in flight at most, so it includes time queued in the client.",
+                p.in_flight()
+            ),
+        ],
+    }
+}
+
+/// Parameters of `bulk-get` (the client issue's bytes claim and its memory claim).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BulkGetParams {
+    /// Synthetic object size as written in the key ("1GiB").
+    pub size_label: String,
+    pub bytes: u64,
+    pub repeats: usize,
+    pub iperf3_seconds: u32,
+    /// `Some((label, bytes))`: also download synthetic/<label>/x once with h1-pool and
+    /// report the peak RSS.
+    pub rss_check: Option<(String, u64)>,
+}
+
+impl BulkGetParams {
+    pub fn new(_size: Size) -> BulkGetParams {
+        BulkGetParams { size_label: "1GiB".into(), bytes: 1 << 30, repeats: 3, iperf3_seconds: 3, rss_check: None }
+    }
+}
+
+pub fn synthetic_key(size_label: &str) -> String {
+    format!("{size_label}/x")
+}
+
+pub fn bulk_get(size: Size, p: &BulkGetParams) -> Workload {
+    let lan = ServerSpec { label: "lan", profile: "lan", extra_args: vec![], signed: false };
+    let key = synthetic_key(&p.size_label);
+    let get = |label: &str, mode, verify, note: Option<&str>| Variant {
+        label: label.into(),
+        workload: "bulk-get",
+        server: Some(0),
+        client: Some(ClientSpec { mode, max_connections: 1, pipeline_depth: 1 }),
+        task: Task::GetOne { bucket: "synthetic".into(), key: key.clone(), bytes: p.bytes, sample_rss: true, verify },
+        note: note.map(str::to_owned),
+        once: false,
+    };
+    let mut variants = vec![
+        get("h1-pool (1 connection)", Mode::H1Pool, true, None),
+        get("h2 (1 connection)", Mode::H2, true, Some("h2c (prior knowledge) on the lan profile")),
+        get(
+            "h1-pool, no checksum [extra]",
+            Mode::H1Pool,
+            false,
+            Some("extra row: checksum mode off, so the body's CRC is not computed; the gap to h1-pool is the cost of verifying"),
+        ),
+        Variant {
+            label: "iperf3 (loopback)".into(),
+            workload: "bulk-get",
+            server: None,
+            client: None,
+            task: Task::Iperf3 { seconds: p.iperf3_seconds },
+            note: None,
+            once: false,
+        },
+    ];
+    let mut warm = vec![(0, "synthetic".to_string(), key.clone())];
+    if let Some((label, bytes)) = &p.rss_check {
+        let k = synthetic_key(label);
+        warm.push((0, "synthetic".into(), k.clone()));
+        variants.push(Variant {
+            label: format!("rss-check {label} (h1-pool)"),
+            workload: "rss-check",
+            server: Some(0),
+            client: Some(ClientSpec { mode: Mode::H1Pool, max_connections: 1, pipeline_depth: 1 }),
+            task: Task::GetOne { bucket: "synthetic".into(), key: k, bytes: *bytes, sample_rss: true, verify: true },
+            note: Some("client memory must stay bounded: ru_maxrss is the process's lifetime peak; rss_sampled_max the peak seen during this download".into()),
+            once: true,
+        });
+    }
+    let params = json!({
+        "object": format!("synthetic/{key}"),
+        "bytes": p.bytes,
+        "iperf3_seconds": p.iperf3_seconds,
+        "rss_check_bytes": p.rss_check.as_ref().map(|(_, b)| *b),
+        "sink": "chunks read and dropped",
+        "verify": "default GetParams (checksum mode on), except the no-checksum row",
+        "synthetic_crc_limit": "the server sends a CRC32C only for synthetic objects up to 4 GiB, so larger downloads are not checksum-verified",
+    });
+    Workload {
+        name: "bulk-get",
+        size,
+        servers: vec![lan],
+        setup: None,
+        warm,
+        variants,
+        repeats: p.repeats.max(1),
+        params: params.as_object().cloned().unwrap_or_default(),
+        shape: Shape::Bytes,
+        claims: vec![Claim::ShareOfCeiling { ceiling: "iperf3 (loopback)".into(), goal: ">= 90% of iperf3 (client issue)" }],
+        notes: vec!["client CPU: getrusage(RUSAGE_SELF) of the bench process; the server is another process.".into()],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_object_sizes_and_keys() {
+        let quick = SmallObjectsParams::new(Size::Quick);
+        assert_eq!((quick.objects, quick.object_size, quick.connections, quick.pipeline_depth), (2_000, 16 * 1024, 32, 32));
+        assert_eq!(quick.in_flight(), 1024);
+        assert_eq!(SmallObjectsParams::new(Size::Full).objects, 10_000);
+
+        let w = small_objects(Size::Quick, &quick);
+        let setup = w.setup.as_ref().unwrap();
+        assert_eq!(setup.keys.len(), 2_000);
+        assert_eq!(setup.object_size, 16 * 1024);
+        assert_eq!(setup.keys[0], "small-objects/p00/obj-000000");
+        assert_eq!(setup.keys[17], "small-objects/p01/obj-000017");
+        assert_eq!(setup.keys[1999], "small-objects/p15/obj-001999");
+        let unique: std::collections::HashSet<_> = setup.keys.iter().collect();
+        assert_eq!(unique.len(), setup.keys.len(), "keys are unique");
+        // Every prefix holds objects/prefixes keys: far below the 5,500 GET/s limit each.
+        for p in 0..16 {
+            let n = setup.keys.iter().filter(|k| k.starts_with(&format!("small-objects/p{p:02}/"))).count();
+            assert_eq!(n, 125);
+        }
+        assert!(w.repeats >= 3);
+        assert_eq!(w.params["objects"], 2_000);
+    }
+
+    #[test]
+    fn small_object_variants() {
+        let w = small_objects(Size::Quick, &SmallObjectsParams::new(Size::Quick));
+        let labels: Vec<&str> = w.variants.iter().map(|v| v.label.as_str()).collect();
+        assert_eq!(&labels[..3], ["h1-pool", "h1-pipeline", "auto"]);
+        for v in &w.variants {
+            let c = v.client.unwrap();
+            assert_eq!(c.max_connections, 32);
+            assert_eq!(v.task, Task::GetAll { in_flight: 1024, ranged: v.label.contains("ranged") });
+        }
+        let h2 = w.variants.iter().find(|v| v.client.unwrap().mode == Mode::H2).unwrap();
+        let server = &w.servers[h2.server.unwrap()];
+        assert_eq!(server.profile, "s3");
+        assert!(server.args().windows(2).any(|a| a == ["--h2", "on"]));
+        assert!(w.servers[0].args().contains(&"--memory".to_string()));
+        assert!(!w.servers[0].args().contains(&"--anonymous".to_string()));
+    }
+
+    #[test]
+    fn bulk_get_layout() {
+        let mut p = BulkGetParams::new(Size::Quick);
+        p.rss_check = Some(("10GiB".into(), 10 << 30));
+        let w = bulk_get(Size::Quick, &p);
+        assert!(w.servers[0].args().contains(&"--anonymous".to_string()));
+        assert_eq!(w.servers[0].profile, "lan");
+        let once: Vec<_> = w.variants.iter().filter(|v| v.once).collect();
+        assert_eq!(once.len(), 1);
+        assert_eq!(once[0].task, Task::GetOne { bucket: "synthetic".into(), key: "10GiB/x".into(), bytes: 10 << 30, sample_rss: true, verify: true });
+        assert!(w.variants.iter().any(|v| matches!(v.task, Task::Iperf3 { seconds: 3 })));
+        assert!(w.variants.iter().any(|v| v.client.map(|c| c.mode) == Some(Mode::H2)));
+    }
+}

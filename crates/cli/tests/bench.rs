@@ -1,0 +1,88 @@
+//! End-to-end runs of `ferry bench` workloads at a tiny size, against real `ferry serve`
+//! subprocesses of the binary under test (CARGO_BIN_EXE_ferry).
+//!
+//! They live here, not in crates/bench, because the measured configuration is a server in
+//! another process (so getrusage(RUSAGE_SELF) is the client's CPU alone): running the
+//! server in-process would test a different path (no spawn, no banner parsing, no kill
+//! guard). Only the shape of the results is checked: every mode produced a row with
+//! objects > 0 and no errors. No speed is asserted.
+
+use ferry_bench::record::check_schema;
+use ferry_bench::workload::{self, BulkGetParams, Size, SmallObjectsParams};
+use ferry_bench::{RunOptions, ServerCommand};
+use std::time::Duration;
+
+fn options(out: &std::path::Path) -> RunOptions {
+    let mut o = RunOptions::new(ServerCommand::ferry(env!("CARGO_BIN_EXE_ferry")));
+    o.out = Some(out.to_path_buf());
+    o.progress = false;
+    o.run_timeout = Duration::from_secs(60);
+    o.server_lifetime = Duration::from_secs(300);
+    o
+}
+
+fn lines(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn small_objects_tiny_every_mode_has_a_clean_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let mut p = SmallObjectsParams::new(Size::Quick);
+    p.objects = 50;
+    p.repeats = 1;
+    p.connections = 4;
+    p.pipeline_depth = 4;
+    let w = workload::small_objects(Size::Quick, &p);
+    let outcome = ferry_bench::run(&w, &options(&out)).unwrap();
+    assert_eq!(outcome.records.len(), w.variants.len());
+    for v in &w.variants {
+        let r = outcome.records.iter().find(|r| r.variant == v.label).unwrap_or_else(|| panic!("no row for {}", v.label));
+        assert_eq!(r.status, "ok", "{}: {:?}", v.label, r.error_samples);
+        assert_eq!(r.figure("objects"), Some(50.0), "{}", v.label);
+        assert_eq!(r.figure("errors"), Some(0.0), "{}", v.label);
+        assert!(r.figure("connections_opened").unwrap() >= 1.0);
+        assert!(r.figure("latency_p50_ms").is_some() && r.figure("client_cpu_s").is_some());
+    }
+    let recs = lines(&out);
+    assert_eq!(recs.len(), w.variants.len());
+    for r in &recs {
+        check_schema(r).unwrap();
+        assert_eq!(r["bench"], "small-objects");
+        assert_eq!(r["profile"], "s3");
+        assert_eq!(r["params"]["objects"], 50);
+    }
+    assert!(outcome.report.contains("| h1-pipeline |"), "{}", outcome.report);
+    assert!(outcome.report.contains("published: pipelining +30-40%"), "{}", outcome.report);
+}
+
+#[test]
+fn bulk_get_tiny_has_rows_and_rss_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let mut p = BulkGetParams::new(Size::Quick);
+    p.size_label = "8MiB".into();
+    p.bytes = 8 << 20;
+    p.repeats = 1;
+    p.iperf3_seconds = 1;
+    p.rss_check = Some(("16MiB".into(), 16 << 20));
+    let w = workload::bulk_get(Size::Quick, &p);
+    let outcome = ferry_bench::run(&w, &options(&out)).unwrap();
+    for v in &w.variants {
+        let r = outcome.records.iter().find(|r| r.variant == v.label).unwrap_or_else(|| panic!("no row for {}", v.label));
+        if r.mode == "iperf3" && r.status == "absent" {
+            continue; // iperf3 not installed: reported, not a failure
+        }
+        assert_eq!(r.status, "ok", "{}: {:?}", v.label, r.error_samples);
+        assert!(r.figure("bytes_per_s").unwrap() > 0.0);
+        if r.mode != "iperf3" {
+            assert_eq!(r.figure("bytes"), r.figure("bytes_expected"));
+            assert!(r.figure("peak_rss_bytes").unwrap() > 0.0);
+        }
+    }
+    assert!(outcome.records.iter().any(|r| r.workload == "rss-check"));
+    for r in &lines(&out) {
+        check_schema(r).unwrap();
+    }
+}
