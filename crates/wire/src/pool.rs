@@ -72,6 +72,11 @@ const MAX_ATTEMPTS: usize = 4;
 type Sender = http1::SendRequest<WireBody>;
 
 /// HTTP/1.1 keep-alive pool with at most `config.max_connections` connections.
+/// Largest read buffer hyper may grow to on one connection: 1 MiB instead of its
+/// ~400 KiB default, so a bulk body arrives in fewer, larger reads (bench: `ferry bench
+/// bulk-get`). Memory per connection stays bounded by it.
+const READ_BUFFER_MAX: usize = 1024 * 1024;
+
 pub struct PoolTransport {
     pool: Arc<Pool>,
 }
@@ -265,6 +270,7 @@ impl Pool {
         }
         let id = conn.id;
         let (sender, connection) = http1::Builder::new()
+            .max_buf_size(READ_BUFFER_MAX)
             .handshake::<_, WireBody>(TokioIo::new(conn.io))
             .await
             .map_err(|e| WireError::protocol("HTTP/1.1 handshake").with_source(e))?;
