@@ -105,12 +105,9 @@ enum HeadError {
     Reject(u16, &'static str, String),
 }
 
-/// A handler's hold on its connection's order lock, released when its response is ready.
-#[allow(dead_code)]
-enum Order {
-    Shared(OwnedRwLockReadGuard<()>),
-    Exclusive(OwnedRwLockWriteGuard<()>),
-}
+/// A handler's hold on its connection's order lock (shared or exclusive), released when
+/// its response is ready.
+type OrderGuard = (Option<OwnedRwLockReadGuard<()>>, Option<OwnedRwLockWriteGuard<()>>);
 
 async fn read_loop<R: AsyncRead>(rd: ReadHalf<R>, mut buf: BytesMut, app: Arc<App>, queue: mpsc::Sender<Slot>) {
     let mut rd = rd;
@@ -162,10 +159,10 @@ async fn read_loop<R: AsyncRead>(rd: ReadHalf<R>, mut buf: BytesMut, app: Arc<Ap
         // safe request shares the connection's order lock; an unsafe one takes it alone,
         // so it runs after every earlier request and before every later one. The reader
         // takes the lock in request order, so the order on the wire is the order of effect.
-        let guard = if req.method == Method::GET || req.method == Method::HEAD {
-            Order::Shared(order.clone().read_owned().await)
+        let guard: OrderGuard = if req.method == Method::GET || req.method == Method::HEAD {
+            (Some(order.clone().read_owned().await), None)
         } else {
-            Order::Exclusive(order.clone().write_owned().await)
+            (None, Some(order.clone().write_owned().await))
         };
         let (otx, orx) = oneshot::channel();
         let handler_app = app.clone();
