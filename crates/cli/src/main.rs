@@ -24,7 +24,7 @@ struct Cli {
 enum Command {
     /// Run an S3-compatible server (memory, disk or synthetic data) that can behave like
     /// S3, GCS or Azure.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Run the lab's workloads against `ferry serve` subprocesses and report side by side.
     Bench(bench::BenchArgs),
 }
@@ -36,7 +36,7 @@ fn main() -> std::process::ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Bench(args) => bench::run(args),
     };
     match result {

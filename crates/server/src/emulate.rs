@@ -246,8 +246,7 @@ mod tests {
 
     #[test]
     fn token_bucket_throttles_above_rate() {
-        let mut e = Emulation::default();
-        e.get_rate_limit = Some(100);
+        let e = Emulation { get_rate_limit: Some(100), ..Emulation::default() };
         let em = Emulator::new(e, Faults::default());
         let t0 = Instant::now();
         let allowed = (0..150).filter(|_| !em.throttled("b/p", RateClass::Read, t0)).count();
