@@ -16,6 +16,7 @@
 //! alone. This first slice carries `small-objects` and `bulk-get` (plus its rss-check);
 //! the other workloads of LAB.md section 4 are new constructors in workload.rs.
 
+pub mod listing;
 pub mod process;
 pub mod record;
 pub mod report;
