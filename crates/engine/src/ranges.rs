@@ -1,0 +1,1 @@
+//! (issue 5, being written: see lib.rs)

@@ -1,0 +1,1 @@
+//! (issue 6, being written: see lib.rs)
