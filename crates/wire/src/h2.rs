@@ -1,30 +1,39 @@
-//! h2: HTTP/2 over several connections, with flow-control windows large enough that one
-//! connection is not throttled by them.
+//! h2: HTTP/2 over several connections, with receive windows sized from the measured
+//! bandwidth-delay product and grown while they are the bottleneck.
 //!
 //! Why windows matter: an HTTP/2 receiver grants the sender at most one window of
 //! unacknowledged bytes per stream and per connection, so a connection moves at most
-//! `connection window / RTT`. With hyper's client defaults (2 MiB stream, 5 MiB
-//! connection) one client topped out at 250 MB/s where fresh connections reached
-//! 794 MB/s (arrow-rs issue 5194, LAB.md section 1); rclone and arrow-rs users turned
-//! HTTP/2 off for this. The constants below are sized for LAB.md's `transatlantic` link.
+//! `window / RTT`. With hyper's client defaults (2 MiB stream, 5 MiB connection) one
+//! client topped out at 250 MB/s where fresh connections reached 794 MB/s (arrow-rs issue
+//! 5194, LAB.md section 1); rclone and arrow-rs users turned HTTP/2 off for this.
 //!
-//! hyper's `adaptive_window(true)` (BDP estimation from PING round trips) cannot be
-//! combined with large initial windows: enabling it resets both windows to the RFC's
-//! 64 KiB, and setting a window turns it off (hyper 1.x `client::conn::http2::Builder`).
-//! Its estimate is also capped at 16 MiB for the whole connection, which at 110 ms RTT
-//! is ~150 MB/s. So ferry sets fixed large windows instead, and grows the number of
-//! connections when a connection's throughput stops growing (below). The windows bound
-//! memory too: a body nobody reads holds at most one stream window, and all bodies of a
-//! connection together at most one connection window.
+//! Why the `h2` crate directly and not hyper's client: the window must follow the path.
+//! hyper 1.x either fixes both windows at build time or runs its own BDP estimator, which
+//! resets them to the RFC's 64 KiB and caps them at 16 MiB per connection (~150 MB/s at
+//! the 110 ms RTT of LAB.md's `transatlantic` link, a tenth of its 10 Gbit/s). `h2` lets
+//! the connection's owner change both windows at any time
+//! (`Connection::set_target_window_size`, `set_initial_window_size`) and send PINGs.
+//!
+//! The window rule ([`Bdp`]): every connection starts at [`INITIAL_WINDOW`] for the
+//! connection and for each stream. While response bytes flow, a PING measures one round
+//! trip and counts the body bytes handed to callers during it: that count is the
+//! bandwidth-delay product the current window allowed. When it reaches 2/3 of the window,
+//! the window is the bottleneck, and both windows become twice the larger of the two
+//! (like TCP's receive autotuning, doubling per round trip), up to [`MAX_WINDOW`]. Bytes
+//! are counted when the caller takes them, not when they arrive, so a slow reader never
+//! grows the windows: memory stays bounded by the window a connection actually uses,
+//! and a body nobody reads holds at most one window. When a sample does not grow the
+//! window, the next waits [`SAMPLE_PAUSE`], so a steady transfer costs a PING every
+//! 100 ms, and the window can still follow a transfer that speeds up later.
 //!
 //! Connections and streams:
 //!
 //! - A new stream goes to the open connection with the fewest streams in flight among
 //!   those below their stream limit and not saturated (see below).
-//! - The stream limit is the server's SETTINGS_MAX_CONCURRENT_STREAMS, read from the
-//!   first SETTINGS frame the server sends ([`SettingsTap`]; hyper does not expose it);
-//!   until it arrives, the limit another connection to the same endpoint learned, else
-//!   (and when the server sets none) [`DEFAULT_STREAM_LIMIT`].
+//! - The stream limit is the server's SETTINGS_MAX_CONCURRENT_STREAMS as `h2` last
+//!   acknowledged it; until the server's SETTINGS arrive, the limit another connection to
+//!   the same endpoint learned, else (and when the server sets none)
+//!   [`DEFAULT_STREAM_LIMIT`].
 //! - Another connection is opened, up to `max_connections`, when every connection is at
 //!   its limit, or when every connection is saturated. A connection is *saturated* when,
 //!   over its last measurement window ([`METER_WINDOW`]), it carried more streams than in
@@ -35,9 +44,9 @@
 //!   traffic waits on first bytes, not on bandwidth). After opening a connection for this
 //!   reason, the next one waits two windows so the first can ramp up.
 //! - When every connection is at its limit and the cap is reached, the stream goes to
-//!   the least loaded connection and waits in hyper/h2 for a free stream.
+//!   the least loaded connection and waits in `h2` for a free stream.
 //! - A connection that closes is dropped from the set. A request refused by the server
-//!   (REFUSED_STREAM, RFC 9113 section 8.7) or that hyper returns unwritten is re-sent on
+//!   (REFUSED_STREAM, RFC 9113 section 8.7) or that could not be opened is re-sent on
 //!   another connection whatever its method; an idempotent request whose connection
 //!   went away (GOAWAY, close) before any response is re-sent when its body can be
 //!   replayed. Connections idle longer than `idle_timeout` are closed (checked when a
@@ -47,33 +56,37 @@
 //! choose h2 fails the connection with a protocol error).
 
 use crate::body::RequestBody;
-use crate::conn::{Connector, Io};
+use crate::conn::Connector;
 use crate::error::{ErrorKind, RetrySafety, WireError};
-use crate::pool::{await_head, build_request, into_response, set_content_length, timeout_error, BodyGuard, Progress, WireBody};
-use crate::{Protocol, Request, Response, ResponseMeta, Scheme, Transport, TransportConfig, TransportStats};
+use crate::pool::{await_head, set_content_length, timeout_error, BodyGuard, Progress};
+use crate::{Protocol, Request, Response, ResponseBody, ResponseMeta, Scheme, Transport, TransportConfig, TransportStats};
+use ::h2::client::{Connection as H2Connection, SendRequest};
+use ::h2::{Ping, PingPong, Reason, RecvStream, SendStream};
+use bytes::Bytes;
 use futures_util::future::{BoxFuture, FutureExt, Shared};
-use http::header::HOST;
-use hyper::client::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use std::io;
+use futures_util::stream::{Stream, StreamExt};
+use futures_util::task::AtomicWaker;
+use http::header::{CONTENT_LENGTH, HOST};
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Notify;
 
-/// Stream window (SETTINGS_INITIAL_WINDOW_SIZE): 16 MiB lets one stream carry ~150 MB/s
-/// at the 110 ms RTT of LAB.md's `transatlantic` preset, above the per-stream rates the
-/// lab's profiles serve (S3 90 MB/s, GCS 180 MB/s is within 10%), and 8x hyper's 2 MiB
-/// default, the window behind arrow-rs issue 5194's 250 MB/s ceiling.
-pub const STREAM_WINDOW: u32 = 16 * 1024 * 1024;
+/// Both windows (connection, and SETTINGS_INITIAL_WINDOW_SIZE for each stream) when a
+/// connection opens: 8 MiB, 4x hyper's 2 MiB stream default. It already carries ~8 GB/s
+/// at LAB.md's `region` RTT (1 ms); on the 110 ms `transatlantic` link it reaches
+/// [`MAX_WINDOW`] after five doublings, about as long as TCP's own slow start.
+pub const INITIAL_WINDOW: u32 = 8 * 1024 * 1024;
 
-/// Connection window: 64 MiB, ~600 MB/s per connection at 110 ms RTT (12x hyper's
-/// 5 MiB default); the 10 Gbit/s x 110 ms link (137 MB in flight) is then filled by
-/// ~two connections, which the saturation rule opens. Also the most a connection buffers
-/// for bodies that are not being read.
-pub const CONNECTION_WINDOW: u32 = 64 * 1024 * 1024;
+/// Largest window: 256 MiB, twice the 137 MB in flight on a 10 Gbit/s x 110 ms path
+/// (LAB.md's `transatlantic` preset), the same ceiling LAB.md sets for TCP's buffers there.
+pub const MAX_WINDOW: u32 = 256 * 1024 * 1024;
+
+/// Wait after a PING round that did not grow the window.
+pub const SAMPLE_PAUSE: Duration = Duration::from_millis(100);
 
 /// Largest DATA frame we accept: 1 MiB instead of 16 KiB cuts frame headers and wake-ups
 /// per byte 64-fold; at 10 Gbit/s one frame holds its connection for under 1 ms, small
@@ -102,7 +115,7 @@ pub const MIN_METERED_RATE: f64 = 1_000_000.0;
 /// Most attempts at one request (re-sends after refusal or a lost connection).
 const MAX_ATTEMPTS: usize = 4;
 
-type Sender = http2::SendRequest<WireBody>;
+type Sender = SendRequest<Bytes>;
 
 /// Why a connection could not be opened, shared by every request waiting on it.
 #[derive(Clone)]
@@ -150,6 +163,7 @@ struct Conn {
     requests: AtomicU64,
     meter: Mutex<Meter>,
     last_used: Mutex<Instant>,
+    flow: Arc<Flow>,
 }
 
 impl Conn {
@@ -170,6 +184,253 @@ impl Conn {
     }
 }
 
+/// The window rule of the module note, as a pure function of PING rounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bdp {
+    window: u32,
+}
+
+impl Default for Bdp {
+    fn default() -> Self {
+        Bdp { window: INITIAL_WINDOW }
+    }
+}
+
+impl Bdp {
+    pub fn window(&self) -> u32 {
+        self.window
+    }
+
+    /// One PING round trip during which callers took `delivered` body bytes. Returns the
+    /// new window when the window was the bottleneck (`delivered` >= 2/3 of it).
+    pub fn sample(&mut self, delivered: u64) -> Option<u32> {
+        let w = self.window as u64;
+        if self.window >= MAX_WINDOW || delivered * 3 < w * 2 {
+            return None;
+        }
+        self.window = (2 * delivered.max(w)).min(MAX_WINDOW as u64) as u32;
+        Some(self.window)
+    }
+}
+
+/// One connection's receive side, shared by its driver task, its PING task and its
+/// response bodies.
+struct Flow {
+    /// Body bytes handed to callers.
+    delivered: AtomicU64,
+    /// The window the PING task wants; the driver applies it.
+    want: AtomicU32,
+    /// The window in force (applied by the driver).
+    window: AtomicU32,
+    /// A PING round is running or about to.
+    sampling: AtomicBool,
+    /// No round starts before this many ms after `base`.
+    next_sample_ms: AtomicU64,
+    base: Instant,
+    /// Smallest PING round trip seen, in microseconds (0: none yet).
+    min_rtt_us: AtomicU64,
+    kick: Notify,
+    driver: AtomicWaker,
+    ended: AtomicBool,
+}
+
+impl Flow {
+    fn new() -> Flow {
+        Flow {
+            delivered: AtomicU64::new(0),
+            want: AtomicU32::new(INITIAL_WINDOW),
+            window: AtomicU32::new(INITIAL_WINDOW),
+            sampling: AtomicBool::new(false),
+            next_sample_ms: AtomicU64::new(0),
+            base: Instant::now(),
+            min_rtt_us: AtomicU64::new(0),
+            kick: Notify::new(),
+            driver: AtomicWaker::new(),
+            ended: AtomicBool::new(false),
+        }
+    }
+
+    /// Body bytes reached a caller: count them, and start a PING round if none runs.
+    fn delivered(&self, n: usize) {
+        self.delivered.fetch_add(n as u64, Relaxed);
+        if self.sampling.load(Relaxed) || (self.base.elapsed().as_millis() as u64) < self.next_sample_ms.load(Relaxed) {
+            return;
+        }
+        if !self.sampling.swap(true, Relaxed) {
+            self.kick.notify_one();
+        }
+    }
+
+    fn end(&self) {
+        self.ended.store(true, Relaxed);
+        self.kick.notify_one();
+    }
+}
+
+/// The PING task of one connection: rounds while bytes flow, windows grown by [`Bdp`].
+async fn estimate(flow: Arc<Flow>, mut pings: PingPong) {
+    let mut bdp = Bdp::default();
+    loop {
+        flow.kick.notified().await;
+        if flow.ended.load(Relaxed) {
+            return;
+        }
+        let (b0, t0) = (flow.delivered.load(Relaxed), Instant::now());
+        if pings.ping(Ping::opaque()).await.is_err() {
+            return;
+        }
+        let rtt = t0.elapsed();
+        let delivered = flow.delivered.load(Relaxed) - b0;
+        let us = (rtt.as_micros() as u64).max(1);
+        let min = flow.min_rtt_us.load(Relaxed);
+        if min == 0 || us < min {
+            flow.min_rtt_us.store(us, Relaxed);
+        }
+        let pause = match bdp.sample(delivered) {
+            Some(w) => {
+                tracing::debug!(window = w, delivered, rtt_us = us, "h2: growing the receive windows");
+                flow.want.store(w, Relaxed);
+                flow.driver.wake();
+                Duration::ZERO
+            }
+            None => SAMPLE_PAUSE,
+        };
+        flow.next_sample_ms.store((flow.base.elapsed() + pause).as_millis() as u64, Relaxed);
+        flow.sampling.store(false, Relaxed);
+    }
+}
+
+/// Runs one connection: polls `h2`'s connection future, applies the windows the PING task
+/// asks for, and publishes the server's stream limit.
+async fn drive<T>(mut conn: H2Connection<T, Bytes>, flow: Arc<Flow>, limit: Arc<AtomicU32>, learned: Arc<AtomicU32>) -> Result<(), ::h2::Error>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let mut applied = INITIAL_WINDOW;
+    std::future::poll_fn(|cx| {
+        flow.driver.register(cx.waker());
+        let want = flow.want.load(Relaxed);
+        if want > applied {
+            conn.set_target_window_size(want);
+            // Fails while an earlier SETTINGS awaits its ACK; the ACK wakes this poll.
+            if conn.set_initial_window_size(want).is_ok() {
+                applied = want;
+                flow.window.store(want, Relaxed);
+            }
+        }
+        let r = Pin::new(&mut conn).poll(cx);
+        // usize::MAX until the server's SETTINGS arrive (or when it sets no limit).
+        let n = conn.max_concurrent_send_streams();
+        if n < u32::MAX as usize {
+            let n = (n as u32).max(1);
+            if limit.swap(n, Relaxed) != n {
+                learned.store(n, Relaxed);
+            }
+        }
+        r
+    })
+    .await
+}
+
+impl H2Transport {
+    pub fn new(config: TransportConfig) -> Result<H2Transport, WireError> {
+        let connector = Connector::new(&config, &[b"h2"])?;
+        Ok(H2Transport::with_connector(config, connector))
+    }
+
+    /// A transport that opens its connections with `connector` (used by `auto`).
+    pub fn with_connector(config: TransportConfig, connector: Connector) -> H2Transport {
+        let max = config.max_connections.max(1);
+        H2Transport {
+            inner: Arc::new(Inner {
+                config: TransportConfig { max_connections: max, ..config },
+                connector,
+                state: Mutex::new(State { conns: Vec::new(), last_throughput_open: None }),
+                opened: AtomicU64::new(0),
+                open: Arc::new(AtomicU64::new(0)),
+                sent: AtomicU64::new(0),
+                resent: AtomicU64::new(0),
+                learned_limit: Arc::new(AtomicU32::new(0)),
+            }),
+        }
+    }
+
+    /// Takes an already open connection on which ALPN chose h2 (auto's probe) into the set.
+    pub(crate) fn adopt(&self, conn: crate::conn::Connection) {
+        let c = self.inner.new_conn(Some(conn));
+        self.inner.state.lock().unwrap().conns.push(c);
+    }
+
+    /// Open connections and the streams in flight on each, in opening order.
+    pub fn streams_in_flight(&self) -> Vec<usize> {
+        self.inner.state.lock().unwrap().conns.iter().map(|c| c.in_flight.load(Relaxed)).collect()
+    }
+
+    /// Open connections' receive windows (bytes), in opening order.
+    pub fn receive_windows(&self) -> Vec<u32> {
+        self.inner.state.lock().unwrap().conns.iter().map(|c| c.flow.window.load(Relaxed)).collect()
+    }
+
+    /// The smallest PING round trip any open connection measured.
+    pub fn min_rtt(&self) -> Option<Duration> {
+        let st = self.inner.state.lock().unwrap();
+        st.conns.iter().map(|c| c.flow.min_rtt_us.load(Relaxed)).filter(|&us| us > 0).min().map(Duration::from_micros)
+    }
+}
+
+impl Transport for H2Transport {
+    fn send(&self, req: Request) -> BoxFuture<'static, Result<Response, WireError>> {
+        let inner = self.inner.clone();
+        Box::pin(async move { inner.send(req).await })
+    }
+
+    fn stats(&self) -> TransportStats {
+        let i = &self.inner;
+        TransportStats {
+            connections_opened: i.opened.load(Relaxed),
+            connections_open: i.open.load(Relaxed),
+            requests_sent: i.sent.load(Relaxed),
+            requests_resent: i.resent.load(Relaxed),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        "h2"
+    }
+}
+
+/// A stream's claim on its connection; dropping it ends the stream's count.
+struct StreamSlot {
+    conn: Arc<Conn>,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.conn.in_flight.fetch_sub(1, Relaxed);
+        *self.conn.last_used.lock().unwrap() = Instant::now();
+    }
+}
+
+impl BodyGuard for StreamSlot {
+    fn data(&mut self, n: usize) {
+        self.conn.bytes.fetch_add(n as u64, Relaxed);
+        self.conn.flow.delivered(n);
+    }
+
+    fn finished(self: Box<Self>) {}
+}
+
+/// How an attempt failed.
+enum Failure {
+    /// Never reached the server (the connection was gone or refused a new stream before
+    /// it was sent): safe to send again whatever the method, with the body untouched.
+    Unsent(RequestBody, WireError),
+    /// REFUSED_STREAM: the server did not process it (RFC 9113 section 8.7).
+    Refused(WireError),
+    /// GOAWAY or the connection closed before a response.
+    ConnectionGone(WireError),
+    Other(WireError),
+}
 /// One connection's throughput over consecutive windows.
 #[derive(Clone, Debug)]
 pub struct Meter {
@@ -219,81 +480,6 @@ pub fn saturated(prev: Window, cur: Window) -> bool {
     cur.streams > prev.streams && prev.rate >= MIN_METERED_RATE && cur.rate < prev.rate * GROWTH_FACTOR
 }
 
-impl H2Transport {
-    pub fn new(config: TransportConfig) -> Result<H2Transport, WireError> {
-        let connector = Connector::new(&config, &[b"h2"])?;
-        Ok(H2Transport::with_connector(config, connector))
-    }
-
-    /// A transport that opens its connections with `connector` (used by `auto`).
-    pub fn with_connector(config: TransportConfig, connector: Connector) -> H2Transport {
-        let max = config.max_connections.max(1);
-        H2Transport {
-            inner: Arc::new(Inner {
-                config: TransportConfig { max_connections: max, ..config },
-                connector,
-                state: Mutex::new(State { conns: Vec::new(), last_throughput_open: None }),
-                opened: AtomicU64::new(0),
-                open: Arc::new(AtomicU64::new(0)),
-                sent: AtomicU64::new(0),
-                resent: AtomicU64::new(0),
-                learned_limit: Arc::new(AtomicU32::new(0)),
-            }),
-        }
-    }
-
-    /// Takes an already open connection on which ALPN chose h2 (auto's probe) into the set.
-    pub(crate) fn adopt(&self, conn: crate::conn::Connection) {
-        let c = self.inner.new_conn(Some(conn));
-        self.inner.state.lock().unwrap().conns.push(c);
-    }
-
-    /// Open connections and the streams in flight on each, in opening order.
-    pub fn streams_in_flight(&self) -> Vec<usize> {
-        self.inner.state.lock().unwrap().conns.iter().map(|c| c.in_flight.load(Relaxed)).collect()
-    }
-}
-
-impl Transport for H2Transport {
-    fn send(&self, req: Request) -> BoxFuture<'static, Result<Response, WireError>> {
-        let inner = self.inner.clone();
-        Box::pin(async move { inner.send(req).await })
-    }
-
-    fn stats(&self) -> TransportStats {
-        let i = &self.inner;
-        TransportStats {
-            connections_opened: i.opened.load(Relaxed),
-            connections_open: i.open.load(Relaxed),
-            requests_sent: i.sent.load(Relaxed),
-            requests_resent: i.resent.load(Relaxed),
-        }
-    }
-
-    fn name(&self) -> &'static str {
-        "h2"
-    }
-}
-
-/// A stream's claim on its connection; dropping it ends the stream's count.
-struct StreamSlot {
-    conn: Arc<Conn>,
-}
-
-impl Drop for StreamSlot {
-    fn drop(&mut self) {
-        self.conn.in_flight.fetch_sub(1, Relaxed);
-        *self.conn.last_used.lock().unwrap() = Instant::now();
-    }
-}
-
-impl BodyGuard for StreamSlot {
-    fn data(&mut self, n: usize) {
-        self.conn.bytes.fetch_add(n as u64, Relaxed);
-    }
-
-    fn finished(self: Box<Self>) {}
-}
 
 impl Inner {
     /// A connection entry whose opening runs in its own task; `existing` is a connection
@@ -305,14 +491,15 @@ impl Inner {
         };
         let stream_limit = Arc::new(AtomicU32::new(assumed));
         let closed = Arc::new(AtomicBool::new(false));
-        let (inner, limit2, closed2) = (self.clone(), stream_limit.clone(), closed.clone());
+        let flow = Arc::new(Flow::new());
+        let (inner, limit2, closed2, flow2) = (self.clone(), stream_limit.clone(), closed.clone(), flow.clone());
         let task = tokio::spawn(async move {
             let opened = match existing {
                 Some(c) => Ok(c),
                 None => inner.connector.connect().await.map_err(|e| OpenError { kind: e.kind(), retry: e.retry(), message: e.to_string() }),
             };
             let r = match opened {
-                Ok(c) => inner.handshake(c, limit2, closed2.clone()).await,
+                Ok(c) => inner.handshake(c, limit2, closed2.clone(), flow2).await,
                 Err(e) => Err(e),
             };
             if r.is_err() {
@@ -334,10 +521,11 @@ impl Inner {
             requests: AtomicU64::new(0),
             meter: Mutex::new(Meter::new(Instant::now())),
             last_used: Mutex::new(Instant::now()),
+            flow,
         })
     }
 
-    async fn handshake(self: Arc<Self>, conn: crate::conn::Connection, limit: Arc<AtomicU32>, closed: Arc<AtomicBool>) -> Result<(Sender, u64), OpenError> {
+    async fn handshake(self: Arc<Self>, conn: crate::conn::Connection, limit: Arc<AtomicU32>, closed: Arc<AtomicBool>, flow: Arc<Flow>) -> Result<(Sender, u64), OpenError> {
         if self.config.endpoint.scheme == Scheme::Https && !conn.alpn_h2 {
             return Err(OpenError {
                 kind: ErrorKind::Protocol,
@@ -345,22 +533,25 @@ impl Inner {
                 message: format!("{} did not choose h2 in TLS ALPN", self.config.endpoint.authority()),
             });
         }
-        let io = SettingsTap::new(conn.io, limit, Some(self.learned_limit.clone()));
-        let (sender, connection) = http2::Builder::new(TokioExecutor::new())
-            .initial_stream_window_size(STREAM_WINDOW)
-            .initial_connection_window_size(CONNECTION_WINDOW)
+        let (sender, mut connection) = ::h2::client::Builder::new()
+            .initial_window_size(INITIAL_WINDOW)
+            .initial_connection_window_size(INITIAL_WINDOW)
             .max_frame_size(MAX_FRAME_SIZE)
-            .max_send_buf_size(MAX_SEND_BUF)
-            .handshake::<_, WireBody>(TokioIo::new(io))
+            .max_send_buffer_size(MAX_SEND_BUF)
+            .handshake::<_, Bytes>(conn.io)
             .await
             .map_err(|e| OpenError { kind: ErrorKind::Protocol, retry: RetrySafety::Never, message: format!("HTTP/2 handshake: {e}") })?;
         self.opened.fetch_add(1, Relaxed);
         self.open.fetch_add(1, Relaxed);
-        let open = self.open.clone();
+        if let Some(pings) = connection.ping_pong() {
+            tokio::spawn(estimate(flow.clone(), pings));
+        }
+        let (open, learned) = (self.open.clone(), self.learned_limit.clone());
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
+            if let Err(e) = drive(connection, flow.clone(), limit, learned).await {
                 tracing::debug!("h2 connection ended: {e}");
             }
+            flow.end();
             closed.store(true, Relaxed);
             open.fetch_sub(1, Relaxed);
         });
@@ -424,14 +615,17 @@ impl Inner {
             Scheme::Http => "http",
             Scheme::Https => "https",
         };
-        let uri = format!("{scheme}://{}{path_and_query}", self.config.endpoint.authority());
-        let mut body: Option<RequestBody> = Some(body);
+        let uri: http::Uri = format!("{scheme}://{}{path_and_query}", self.config.endpoint.authority())
+            .parse()
+            .map_err(|e| WireError::config(format!("'{path_and_query}' is not a valid request target")).with_source(e))?;
+        let head_request = method == http::Method::HEAD;
+        let mut body = body;
         let mut attempts = 0;
         loop {
             attempts += 1;
             let slot = self.place();
             let conn = slot.conn.clone();
-            let (mut sender, id) = match conn.ready.clone().await {
+            let (sender, id) = match conn.ready.clone().await {
                 Ok(s) => s,
                 Err(e) => {
                     self.forget(&conn);
@@ -439,174 +633,254 @@ impl Inner {
                 }
             };
             let reused = conn.requests.fetch_add(1, Relaxed) > 0;
-            let this_body = body.take().expect("a body for each attempt");
-            let replay = this_body.try_clone();
-            let progress = Progress::new();
-            let hreq = build_request(&method, &uri, &headers, WireBody::new(this_body, Some(conn.bytes.clone()), Some(progress.clone())))?;
+            let replay = body.try_clone();
+            let mut head = http::Request::new(());
+            *head.method_mut() = method.clone();
+            *head.uri_mut() = uri.clone();
+            *head.headers_mut() = headers.clone();
             self.sent.fetch_add(1, Relaxed);
-            match await_head(sender.try_send_request(hreq), self.config.response_timeout, &progress).await {
-                // Dropping the request future resets the stream.
-                None => return Err(timeout_error(self.config.response_timeout)),
-                Some(Ok(resp)) => {
+            let failure = match self.attempt(sender, head, body, &conn).await {
+                Ok((resp, recv)) => {
                     let meta = ResponseMeta { protocol: Protocol::Http2, connection_id: id, reused_connection: reused, time_to_head: started.elapsed() };
-                    return Ok(into_response(resp, method == http::Method::HEAD, Box::new(slot), meta));
+                    return Ok(into_response(resp, recv, head_request, slot, meta));
                 }
-                Some(Err(mut e)) => {
-                    drop(slot);
-                    if let Some(unsent) = e.take_message() {
-                        self.sent.fetch_sub(1, Relaxed);
-                        self.forget(&conn);
-                        body = Some(unsent.into_body().into_request_body());
-                        if attempts < MAX_ATTEMPTS {
-                            continue;
-                        }
-                        return Err(WireError::new(ErrorKind::Reset, "HTTP/2 connections kept closing before the request could be sent").with_source(e.into_error()));
-                    }
-                    let e = e.into_error();
-                    let class = classify(&e);
-                    if matches!(class, Failure::ConnectionGone) || sender.is_closed() {
-                        self.forget(&conn);
-                    }
-                    let again = match class {
-                        Failure::Refused => true,
-                        Failure::ConnectionGone => idempotent,
-                        Failure::Other => false,
-                    };
-                    if again && attempts < MAX_ATTEMPTS {
-                        if let Some(replay) = replay {
-                            tracing::debug!("h2: re-sending {method} {path_and_query} on another connection: {e}");
-                            self.resent.fetch_add(1, Relaxed);
-                            body = Some(replay);
-                            continue;
-                        }
-                    }
-                    return Err(match class {
-                        Failure::Refused => WireError::new(ErrorKind::Reset, "the server refused the stream").with_retry(RetrySafety::Always).with_source(e),
-                        _ => crate::pool::map_head_error(e, reused),
-                    });
+                Err(f) => f,
+            };
+            drop(slot);
+            let (again, next_body, err) = match failure {
+                Failure::Unsent(unsent, e) => {
+                    self.sent.fetch_sub(1, Relaxed);
+                    self.forget(&conn);
+                    (true, Some(unsent), e)
                 }
+                Failure::Refused(e) => (true, replay, e),
+                Failure::ConnectionGone(e) => {
+                    self.forget(&conn);
+                    (idempotent, replay, e)
+                }
+                Failure::Other(e) => (false, None, e),
+            };
+            match next_body {
+                Some(b) if again && attempts < MAX_ATTEMPTS => {
+                    tracing::debug!("h2: re-sending {method} {path_and_query} on another connection: {err}");
+                    self.resent.fetch_add(1, Relaxed);
+                    body = b;
+                }
+                _ => return Err(err),
             }
+        }
+    }
+
+    /// One try on one connection: open a stream, send the head and body, wait for the
+    /// response head (time-out counted from the body's last progress).
+    async fn attempt(&self, sender: Sender, head: http::Request<()>, body: RequestBody, conn: &Arc<Conn>) -> Result<(http::response::Parts, RecvStream), Failure> {
+        let limit = self.config.response_timeout;
+        // Waits while the connection is at the server's stream limit.
+        let mut sender = match sender.ready().await {
+            Ok(s) => s,
+            Err(e) => return Err(Failure::Unsent(body, WireError::new(ErrorKind::Reset, "the HTTP/2 connection closed before the stream opened").with_source(e))),
+        };
+        let end = body.is_empty();
+        let (response, tx) = match sender.send_request(head, end) {
+            Ok(x) => x,
+            Err(e) => return Err(Failure::Unsent(body, WireError::new(ErrorKind::Reset, "the HTTP/2 connection would not open a stream").with_source(e))),
+        };
+        let progress = Progress::new();
+        progress.touch();
+        let mut pump = (!end).then(|| Box::pin(pump(tx, body, conn.bytes.clone(), progress.clone())));
+        tokio::pin!(response);
+        let head = loop {
+            tokio::select! {
+                r = async { pump.as_mut().expect("only polled while Some").await }, if pump.is_some() => {
+                    pump = None;
+                    if let Err(e) = r {
+                        return Err(Failure::Other(e));
+                    }
+                }
+                r = await_head(&mut response, limit, &progress) => match r {
+                    None => return Err(Failure::Other(timeout_error(limit))),
+                    Some(r) => break r,
+                },
+            }
+        };
+        // The server may answer before the body is all sent; the rest still goes out.
+        if let Some(p) = pump {
+            tokio::spawn(p);
+        }
+        match head {
+            Ok(resp) => Ok(resp.into_parts()),
+            Err(e) => Err(classify(e)),
         }
     }
 }
 
-enum Failure {
-    /// REFUSED_STREAM: the server did not process it (RFC 9113 section 8.7).
-    Refused,
-    /// GOAWAY or the connection closed before a response.
-    ConnectionGone,
-    Other,
+/// Sends a request body within the stream's flow-control capacity; a failure resets the
+/// stream (CANCEL) so the server does not take a short body as complete.
+async fn pump(mut tx: SendStream<Bytes>, body: RequestBody, counter: Arc<AtomicU64>, progress: Progress) -> Result<(), WireError> {
+    let r = match body {
+        RequestBody::Empty => tx.send_data(Bytes::new(), true).map_err(|e| body_error("the request could not be ended", e)),
+        RequestBody::Full(b) => send_all(&mut tx, b, true, &counter, &progress).await,
+        RequestBody::Stream { len, mut stream } => {
+            let mut sent = 0u64;
+            let mut r = Ok(());
+            while let Some(chunk) = stream.next().await {
+                match chunk {
+                    Ok(c) if sent + c.len() as u64 > len => {
+                        r = Err(WireError::new(ErrorKind::Config, format!("the request body stream is longer than its declared {len} bytes")));
+                        break;
+                    }
+                    Ok(c) => {
+                        sent += c.len() as u64;
+                        if let Err(e) = send_all(&mut tx, c, false, &counter, &progress).await {
+                            r = Err(e);
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        r = Err(WireError::new(ErrorKind::Reset, "the request body failed while being sent").with_source(e));
+                        break;
+                    }
+                }
+            }
+            if r.is_ok() && sent != len {
+                r = Err(WireError::new(ErrorKind::Config, format!("the request body stream ended after {sent} of its declared {len} bytes")));
+            }
+            match r {
+                Ok(()) => tx.send_data(Bytes::new(), true).map_err(|e| body_error("the request could not be ended", e)),
+                Err(e) => Err(e),
+            }
+        }
+    };
+    if r.is_err() {
+        tx.send_reset(Reason::CANCEL);
+    }
+    r
 }
 
-fn classify(e: &hyper::Error) -> Failure {
-    let mut src: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(s) = src {
-        if let Some(h2e) = s.downcast_ref::<::h2::Error>() {
-            if h2e.reason() == Some(::h2::Reason::REFUSED_STREAM) {
-                return Failure::Refused;
-            }
-            if h2e.is_go_away() || h2e.is_io() {
-                return Failure::ConnectionGone;
-            }
-            return Failure::Other;
+async fn send_all(tx: &mut SendStream<Bytes>, mut data: Bytes, end: bool, counter: &AtomicU64, progress: &Progress) -> Result<(), WireError> {
+    while !data.is_empty() {
+        tx.reserve_capacity(data.len().min(MAX_SEND_BUF));
+        let cap = match std::future::poll_fn(|cx| tx.poll_capacity(cx)).await {
+            Some(Ok(n)) => n,
+            Some(Err(e)) => return Err(body_error("the stream closed while its body was being sent", e)),
+            None => return Err(WireError::new(ErrorKind::Reset, "the stream closed while its body was being sent")),
+        };
+        if cap == 0 {
+            continue;
         }
-        if s.downcast_ref::<io::Error>().is_some() {
-            return Failure::ConnectionGone;
-        }
-        src = s.source();
+        let piece = data.split_to(cap.min(data.len()));
+        let n = piece.len();
+        tx.send_data(piece, end && data.is_empty()).map_err(|e| body_error("the stream closed while its body was being sent", e))?;
+        counter.fetch_add(n as u64, Relaxed);
+        progress.touch();
     }
-    if e.is_canceled() || e.is_closed() || e.is_incomplete_message() {
-        Failure::ConnectionGone
+    Ok(())
+}
+
+fn body_error(what: &str, e: ::h2::Error) -> WireError {
+    WireError::new(ErrorKind::Reset, what.to_string()).with_source(e)
+}
+
+fn classify(e: ::h2::Error) -> Failure {
+    if e.reason() == Some(Reason::REFUSED_STREAM) {
+        return Failure::Refused(WireError::new(ErrorKind::Reset, "the server refused the stream").with_retry(RetrySafety::Always).with_source(e));
+    }
+    if e.is_go_away() || e.is_io() {
+        return Failure::ConnectionGone(WireError::new(ErrorKind::Reset, "the HTTP/2 connection closed before the response head").with_source(e));
+    }
+    Failure::Other(WireError::new(ErrorKind::Reset, "the server reset the stream before the response head").with_source(e))
+}
+
+/// Our response from `h2`'s; `head_request` because a response to HEAD, like a 204 or
+/// 304, has no body whatever its Content-Length says (RFC 9110 section 6.4.1).
+fn into_response(parts: http::response::Parts, recv: RecvStream, head_request: bool, slot: StreamSlot, meta: ResponseMeta) -> Response {
+    let bodiless = head_request || parts.status == http::StatusCode::NO_CONTENT || parts.status == http::StatusCode::NOT_MODIFIED;
+    let expected = if bodiless {
+        Some(0)
     } else {
-        Failure::Other
+        parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok())
+    };
+    let mut body = H2Body { recv, guard: Some(Box::new(slot)), received: 0, expected, done: false };
+    if bodiless || body.recv.is_end_stream() {
+        body.done = true;
+        body.finish();
     }
+    Response { status: parts.status, headers: parts.headers, body: ResponseBody::new(body.boxed(), expected), meta }
 }
 
-/// Reads the server's first SETTINGS frame on its way to hyper and records
-/// SETTINGS_MAX_CONCURRENT_STREAMS (RFC 9113 sections 3.4 and 6.5.2) into `limit`, which
-/// keeps [`DEFAULT_STREAM_LIMIT`] when the server sets none or its first frame is not
-/// SETTINGS. Later SETTINGS changes are not followed (h2 itself still honours them, so a
-/// lowered limit only makes streams wait). Once done it only passes bytes through.
-pub(crate) struct SettingsTap<T> {
-    io: T,
-    seen: Vec<u8>,
+/// A response body pulled at the caller's pace: flow-control capacity is released only
+/// as chunks are taken, so the server can never send more than the window ahead.
+struct H2Body {
+    recv: RecvStream,
+    guard: Option<Box<dyn BodyGuard>>,
+    received: u64,
+    expected: Option<u64>,
     done: bool,
-    limit: Arc<AtomicU32>,
-    also: Option<Arc<AtomicU32>>,
 }
 
-/// SETTINGS frame type and the MAX_CONCURRENT_STREAMS identifier (RFC 9113 sections
-/// 6.5 and 6.5.2).
-const FRAME_SETTINGS: u8 = 0x4;
-const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
-
-impl<T> SettingsTap<T> {
-    /// Records into `limit`, and into `also` when given (the transport's memory).
-    pub(crate) fn new(io: T, limit: Arc<AtomicU32>, also: Option<Arc<AtomicU32>>) -> SettingsTap<T> {
-        SettingsTap { io, seen: Vec::new(), done: false, limit, also }
+impl H2Body {
+    fn finish(&mut self) {
+        if let Some(g) = self.guard.take() {
+            g.finished();
+        }
     }
 
-    fn observe(&mut self, bytes: &[u8]) {
-        self.seen.extend_from_slice(bytes);
-        if self.seen.len() < 9 {
-            return;
+    fn truncated(&mut self, source: Option<::h2::Error>) -> WireError {
+        self.done = true;
+        self.guard = None;
+        let want = self.expected.map(|n| format!(" of {n}")).unwrap_or_default();
+        let e = WireError::new(ErrorKind::BodyTruncated, format!("response body ended after {}{want} bytes", self.received));
+        match source {
+            Some(s) => e.with_source(s),
+            None => e,
         }
-        let len = u32::from_be_bytes([0, self.seen[0], self.seen[1], self.seen[2]]) as usize;
-        let (kind, flags) = (self.seen[3], self.seen[4]);
-        if kind != FRAME_SETTINGS || flags & 0x1 != 0 || !len.is_multiple_of(6) || len > 6 * 64 {
-            self.done = true;
-            self.seen = Vec::new();
-            return;
+    }
+}
+
+impl Stream for H2Body {
+    type Item = Result<Bytes, WireError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if this.done {
+            return Poll::Ready(None);
         }
-        if self.seen.len() < 9 + len {
-            return;
-        }
-        let mut limit = DEFAULT_STREAM_LIMIT;
-        for p in self.seen[9..9 + len].chunks_exact(6) {
-            if u16::from_be_bytes([p[0], p[1]]) == SETTINGS_MAX_CONCURRENT_STREAMS {
-                limit = u32::from_be_bytes([p[2], p[3], p[4], p[5]]).max(1);
+        loop {
+            match this.recv.poll_data(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Ok(data))) => {
+                    if data.is_empty() {
+                        continue;
+                    }
+                    let n = data.len();
+                    let _ = this.recv.flow_control().release_capacity(n);
+                    this.received += n as u64;
+                    if let Some(g) = this.guard.as_mut() {
+                        g.data(n);
+                    }
+                    if this.expected.is_some_and(|e| this.received > e) {
+                        this.done = true;
+                        this.guard = None;
+                        return Poll::Ready(Some(Err(WireError::protocol("response body longer than its Content-Length"))));
+                    }
+                    // Hand the stream slot back as soon as the last byte is in.
+                    if this.recv.is_end_stream() && this.expected.is_none_or(|e| this.received == e) {
+                        this.done = true;
+                        this.finish();
+                    }
+                    return Poll::Ready(Some(Ok(data)));
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(this.truncated(Some(e))))),
+                Poll::Ready(None) => {
+                    if this.expected.is_some_and(|e| this.received < e) {
+                        return Poll::Ready(Some(Err(this.truncated(None))));
+                    }
+                    this.done = true;
+                    this.finish();
+                    return Poll::Ready(None);
+                }
             }
         }
-        self.limit.store(limit, Relaxed);
-        if let Some(also) = &self.also {
-            also.store(limit, Relaxed);
-        }
-        self.done = true;
-        self.seen = Vec::new();
-    }
-}
-
-impl<T: Io> AsyncRead for SettingsTap<T> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let r = Pin::new(&mut self.io).poll_read(cx, buf);
-        if !self.done && matches!(r, Poll::Ready(Ok(()))) {
-            let new = buf.filled()[before..].to_vec();
-            self.observe(&new);
-        }
-        r
-    }
-}
-
-impl<T: Io> AsyncWrite for SettingsTap<T> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 
@@ -637,25 +911,28 @@ mod tests {
     }
 
     #[test]
-    fn settings_tap_reads_max_concurrent_streams_across_reads() {
-        let limit = Arc::new(AtomicU32::new(DEFAULT_STREAM_LIMIT));
-        let mut tap = SettingsTap::new((), limit.clone(), None);
-        // SETTINGS with HEADER_TABLE_SIZE=4096 and MAX_CONCURRENT_STREAMS=250.
-        let mut frame = vec![0, 0, 12, FRAME_SETTINGS, 0, 0, 0, 0, 0];
-        frame.extend_from_slice(&[0, 1, 0, 0, 16, 0]);
-        frame.extend_from_slice(&[0, 3, 0, 0, 0, 250]);
-        tap.observe(&frame[..5]);
-        assert_eq!(limit.load(Relaxed), DEFAULT_STREAM_LIMIT);
-        tap.observe(&frame[5..]);
-        assert_eq!(limit.load(Relaxed), 250);
-        assert!(tap.done);
+    fn windows_grow_only_while_they_are_the_bottleneck() {
+        let mut b = Bdp::default();
+        let w0 = INITIAL_WINDOW as u64;
+        assert_eq!(b.sample(w0 / 2), None, "half the window in a round trip: the path, not the window, limits");
+        assert_eq!(b.sample(w0.div_ceil(3) * 2), Some(INITIAL_WINDOW * 2));
+        assert_eq!(b.window(), INITIAL_WINDOW * 2);
+        // Doubling per round trip up to the cap, never past it.
+        let mut rounds = 0;
+        while let Some(w) = b.sample(b.window() as u64) {
+            assert!(w <= MAX_WINDOW);
+            rounds += 1;
+        }
+        assert_eq!(b.window(), MAX_WINDOW);
+        assert_eq!(rounds, (MAX_WINDOW / (INITIAL_WINDOW * 2)).ilog2() as usize);
+        assert_eq!(b.sample(u64::MAX / 4), None);
     }
 
     #[test]
-    fn settings_tap_without_a_limit_keeps_the_default() {
-        let limit = Arc::new(AtomicU32::new(7));
-        let mut tap = SettingsTap::new((), limit.clone(), None);
-        tap.observe(&[0, 0, 0, FRAME_SETTINGS, 0, 0, 0, 0, 0]);
-        assert_eq!(limit.load(Relaxed), DEFAULT_STREAM_LIMIT);
+    fn a_window_grows_to_twice_what_one_round_trip_delivered() {
+        let mut b = Bdp::default();
+        // More than the window arrived within one PING (the server had bytes in flight
+        // from before): size from the measurement, not only by doubling.
+        assert_eq!(b.sample(INITIAL_WINDOW as u64 * 3), Some(INITIAL_WINDOW * 6));
     }
 }

@@ -448,11 +448,11 @@ impl Progress {
         Progress { base: Instant::now(), last_ms: Arc::new(AtomicU64::new(0)) }
     }
 
-    fn touch(&self) {
+    pub(crate) fn touch(&self) {
         self.last_ms.store(self.base.elapsed().as_millis() as u64, Relaxed);
     }
 
-    fn last(&self) -> Instant {
+    pub(crate) fn last(&self) -> Instant {
         self.base + Duration::from_millis(self.last_ms.load(Relaxed))
     }
 }
