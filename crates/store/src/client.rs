@@ -266,6 +266,8 @@ pub(crate) struct Op {
     pub(crate) idempotent: bool,
     /// `x-amz-content-sha256` override (aws-chunked bodies).
     pub(crate) content_sha256: Option<&'static str>,
+    /// Response body size when known (wire's `Request::size_hint`).
+    pub(crate) size_hint: Option<u64>,
 }
 
 impl Op {
@@ -281,6 +283,7 @@ impl Op {
             body: OpBody::Empty,
             idempotent,
             content_sha256: None,
+            size_hint: None,
         }
     }
 
@@ -399,7 +402,7 @@ impl S3Client {
             headers.insert("x-amz-content-sha256", HeaderValue::from_static(p));
         }
         let path_and_query = if raw_query.is_empty() { path } else { format!("{path}?{raw_query}") };
-        Ok(Some(Request { method: op.method.clone(), path_and_query, headers, body }))
+        Ok(Some(Request { method: op.method.clone(), path_and_query, headers, body, size_hint: op.size_hint }))
     }
 
     /// Runs `op` with retries; `handle` turns a successful (2xx) response into the result

@@ -92,11 +92,14 @@ pub struct GetParams {
     /// Ask for the object's checksum (`x-amz-checksum-mode: ENABLED`) to verify a full
     /// GET against it. On by default.
     pub checksum_mode: bool,
+    /// The object's size when known (from a listing or a HEAD): with the `auto`
+    /// transport a small object's GET then goes down the pipeline (wire's auto.rs).
+    pub size_hint: Option<u64>,
 }
 
 impl Default for GetParams {
     fn default() -> Self {
-        GetParams { range: None, if_match: None, if_none_match: None, if_modified_since: None, if_unmodified_since: None, checksum_mode: true }
+        GetParams { range: None, if_match: None, if_none_match: None, if_modified_since: None, if_unmodified_since: None, checksum_mode: true, size_hint: None }
     }
 }
 
@@ -224,6 +227,7 @@ impl S3Client {
         if params.checksum_mode {
             op = op.header("x-amz-checksum-mode", "ENABLED")?;
         }
+        op.size_hint = params.size_hint;
         let resp = self.execute(&mut op, |r| async move { Ok(r) }).await?;
         let rid = request_id(&resp.headers);
         let meta = ObjectInfo::from_headers(&resp.headers);

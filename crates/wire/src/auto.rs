@@ -12,8 +12,9 @@
 //! ```
 //!
 //! *Small* means [`Request::is_pipelineable`] (GET or HEAD without a body) and: a HEAD,
-//! or a GET whose Range asks for at most [`SMALL_GET_BYTES`]. A GET without a Range, or
-//! with a Range we cannot size, counts as large: its object may be any size, and a large
+//! or a GET whose Range asks for at most [`SMALL_GET_BYTES`], or a GET without a Range
+//! whose caller knows the object is that small ([`Request::size_hint`], from a listing
+//! or a HEAD). Any other GET counts as large: its object may be any size, and a large
 //! body holds up every response pipelined behind it.
 //!
 //! *Verified* is [`PipelineTransport::verified`]: a batch of two or more requests written
@@ -126,6 +127,14 @@ impl AutoTransport {
             Chosen::H2(_) => "h2",
             Chosen::H1(_) => "h1",
         })
+    }
+
+    /// Requests the pipeline has carried (the probe's included).
+    pub fn pipelined_requests(&self) -> u64 {
+        match self.inner.chosen.get() {
+            Some(Chosen::H1(h1)) => h1.pipeline.stats().requests_sent,
+            _ => 0,
+        }
     }
 
     /// Whether small requests now go down the pipeline.
@@ -257,13 +266,19 @@ fn add(a: TransportStats, b: TransportStats) -> TransportStats {
     }
 }
 
-/// The rule of the module note: a HEAD, or a GET with a Range of at most
-/// [`SMALL_GET_BYTES`], without a body.
+/// The rule of the module note: a HEAD, or a GET of at most [`SMALL_GET_BYTES`] (by its
+/// Range, else by the caller's [`Request::size_hint`]), without a body.
 pub fn is_small(req: &Request) -> bool {
     if !req.is_pipelineable() {
         return false;
     }
-    req.method == Method::HEAD || range_len(&req.headers).is_some_and(|n| n <= SMALL_GET_BYTES)
+    if req.method == Method::HEAD {
+        return true;
+    }
+    match range_len(&req.headers) {
+        Some(n) => n <= SMALL_GET_BYTES,
+        None => !req.headers.contains_key(RANGE) && req.size_hint.is_some_and(|n| n <= SMALL_GET_BYTES),
+    }
 }
 
 /// Bytes asked for by a single `Range: bytes=a-b` or `bytes=-n` (RFC 9110 section
@@ -351,6 +366,14 @@ mod tests {
         assert!(!is_small(&get(Some("bytes=100-"))), "open-ended");
         assert!(!is_small(&get(Some("bytes=0-1,5-9"))), "multiple ranges");
         assert!(!is_small(&get(None)), "unknown size");
+        let hinted = |n: u64, range: Option<&str>| {
+            let mut r = get(range);
+            r.size_hint = Some(n);
+            r
+        };
+        assert!(is_small(&hinted(16 * 1024, None)), "known small from a listing");
+        assert!(!is_small(&hinted(SMALL_GET_BYTES + 1, None)), "known large");
+        assert!(!is_small(&hinted(16 * 1024, Some("bytes=100-"))), "an open range is not bounded by the hint's rule");
         assert!(!is_small(&Request::new(Method::PUT, "/b/k")));
         assert!(!is_small(&Request::new(Method::DELETE, "/b/k")));
     }

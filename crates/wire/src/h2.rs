@@ -607,7 +607,7 @@ impl Inner {
     async fn send(self: Arc<Self>, req: Request) -> Result<Response, WireError> {
         let started = Instant::now();
         let idempotent = req.is_idempotent();
-        let Request { method, path_and_query, mut headers, body } = req;
+        let Request { method, path_and_query, mut headers, body, .. } = req;
         // HTTP/2 carries the authority in :authority (RFC 9113 section 8.3.1).
         headers.remove(HOST);
         set_content_length(&method, &mut headers, &body);

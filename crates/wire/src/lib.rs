@@ -100,11 +100,15 @@ pub struct Request {
     pub path_and_query: String,
     pub headers: HeaderMap,
     pub body: RequestBody,
+    /// Bytes the response body will carry, when the caller knows (from a listing or a
+    /// HEAD). `auto` sends a GET known to be small down the pipeline (auto.rs module
+    /// note); an unknown size counts as large.
+    pub size_hint: Option<u64>,
 }
 
 impl Request {
     pub fn new(method: Method, path_and_query: impl Into<String>) -> Request {
-        Request { method, path_and_query: path_and_query.into(), headers: HeaderMap::new(), body: RequestBody::Empty }
+        Request { method, path_and_query: path_and_query.into(), headers: HeaderMap::new(), body: RequestBody::Empty, size_hint: None }
     }
 
     /// RFC 9110 section 9.2.2: a request that may be repeated with the same effect.

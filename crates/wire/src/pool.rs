@@ -304,7 +304,7 @@ impl Pool {
         let started = Instant::now();
         self.start_reaper();
         let idempotent = req.is_idempotent();
-        let Request { method, path_and_query, mut headers, body } = req;
+        let Request { method, path_and_query, mut headers, body, .. } = req;
         if !headers.contains_key(HOST) {
             let host = HeaderValue::from_str(&self.config.endpoint.authority())
                 .map_err(|e| WireError::config("endpoint host is not a valid Host header").with_source(e))?;

@@ -450,6 +450,16 @@ async fn auto_pipelines_small_requests_after_the_probe() {
     for task in tasks {
         task.await.unwrap();
     }
+    // A plain GET goes down the pipeline only when the caller knows it is small.
+    put(&t, "/bkt/small", RequestBody::from(pattern(16 * 1024))).await;
+    let before = auto.pipelined_requests();
+    for hint in [Some(16 * 1024), None, Some(16 * 1024)] {
+        let mut r = ferry_wire::Request::new(Method::GET, "/bkt/small");
+        r.size_hint = hint;
+        let r = t.send(r).await.unwrap();
+        assert_eq!(r.body.collect(MIB).await.unwrap(), pattern(16 * 1024));
+    }
+    assert_eq!(auto.pipelined_requests() - before, 2, "the two size-hinted GETs, not the plain one");
 }
 
 /// A reused connection that the server closed while idle (its idle time-out) is not an
