@@ -281,6 +281,26 @@ pub fn is_small(req: &Request) -> bool {
     }
 }
 
+/// A request's lane (issue 5: small requests never queue behind a large transfer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// Moves at most [`SMALL_GET_BYTES`] either way, as far as the request shows.
+    Small,
+    /// Moves more, or an unknown amount ("unknown counts as large until proven small").
+    Bulk,
+}
+
+/// The lane of a request: [`is_small`] GETs and HEADs; requests with a body of at most
+/// [`SMALL_GET_BYTES`] other than GET (PUT, POST, DELETE: S3 answers them with a short
+/// XML or an empty body); everything else is bulk.
+pub fn lane(req: &Request) -> Lane {
+    if is_small(req) || (req.method != Method::GET && req.body.len() <= SMALL_GET_BYTES) {
+        Lane::Small
+    } else {
+        Lane::Bulk
+    }
+}
+
 /// Bytes asked for by a single `Range: bytes=a-b` or `bytes=-n` (RFC 9110 section
 /// 14.1.2); `None` for open-ended, multiple or unparseable ranges.
 pub fn range_len(headers: &HeaderMap) -> Option<u64> {
@@ -375,6 +395,12 @@ mod tests {
         assert!(!is_small(&hinted(SMALL_GET_BYTES + 1, None)), "known large");
         assert!(!is_small(&hinted(16 * 1024, Some("bytes=100-"))), "an open range is not bounded by the hint's rule");
         assert!(!is_small(&Request::new(Method::PUT, "/b/k")));
+        assert_eq!(lane(&Request::new(Method::PUT, "/b/k")), Lane::Small, "an empty PUT (CopyObject, CreateBucket)");
+        let mut part = Request::new(Method::PUT, "/b/k?partNumber=1");
+        part.body = crate::RequestBody::Full(bytes::Bytes::from(vec![0u8; 8 << 20]));
+        assert_eq!(lane(&part), Lane::Bulk, "an 8 MiB part");
+        assert_eq!(lane(&get(None)), Lane::Bulk, "unknown size");
+        assert_eq!(lane(&get(Some("bytes=0-4095"))), Lane::Small);
         assert!(!is_small(&Request::new(Method::DELETE, "/b/k")));
     }
 }

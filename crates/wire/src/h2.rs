@@ -28,8 +28,14 @@
 //!
 //! Connections and streams:
 //!
-//! - A new stream goes to the open connection with the fewest streams in flight among
-//!   those below their stream limit and not saturated (see below).
+//! - Lanes (issue 5): a request is small or bulk (`auto::lane`: known to move at most
+//!   1 MiB, or not). A small stream goes to a connection that carries no bulk stream, so
+//!   it never shares a connection window or a TCP send queue with a large transfer; a
+//!   bulk stream goes to a connection that already carries bulk streams or nothing. When
+//!   no connection fits its lane, another is opened (up to `max_connections`); at the
+//!   cap, lanes are shared rather than waited for.
+//! - Within its lane, a new stream goes to the open connection with the fewest streams
+//!   in flight among those below their stream limit and not saturated (see below).
 //! - The stream limit is the server's SETTINGS_MAX_CONCURRENT_STREAMS as `h2` last
 //!   acknowledged it; until the server's SETTINGS arrive, the limit another connection to
 //!   the same endpoint learned, else (and when the server sets none)
@@ -55,6 +61,7 @@
 //! Prior knowledge (h2c) on http://; ALPN "h2" on https:// (a server that does not
 //! choose h2 fails the connection with a protocol error).
 
+use crate::auto::Lane;
 use crate::body::RequestBody;
 use crate::conn::Connector;
 use crate::error::{ErrorKind, RetrySafety, WireError};
@@ -155,6 +162,8 @@ struct Conn {
     ready: Opening,
     /// Streams placed on it and not finished.
     in_flight: AtomicUsize,
+    /// Of those, the bulk ones.
+    bulk_in_flight: AtomicUsize,
     /// The server's SETTINGS_MAX_CONCURRENT_STREAMS once seen.
     stream_limit: Arc<AtomicU32>,
     closed: Arc<AtomicBool>,
@@ -402,11 +411,15 @@ impl Transport for H2Transport {
 /// A stream's claim on its connection; dropping it ends the stream's count.
 struct StreamSlot {
     conn: Arc<Conn>,
+    lane: Lane,
 }
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
         self.conn.in_flight.fetch_sub(1, Relaxed);
+        if self.lane == Lane::Bulk {
+            self.conn.bulk_in_flight.fetch_sub(1, Relaxed);
+        }
         *self.conn.last_used.lock().unwrap() = Instant::now();
     }
 }
@@ -515,6 +528,7 @@ impl Inner {
         Arc::new(Conn {
             ready,
             in_flight: AtomicUsize::new(0),
+            bulk_in_flight: AtomicUsize::new(0),
             stream_limit,
             closed,
             bytes: Arc::new(AtomicU64::new(0)),
@@ -558,9 +572,9 @@ impl Inner {
         Ok((sender, conn.id))
     }
 
-    /// Chooses the connection for a new stream (opening one when the rules say so) and
-    /// counts the stream on it.
-    fn place(self: &Arc<Self>) -> StreamSlot {
+    /// Chooses the connection for a new stream of `lane` (opening one when the rules say
+    /// so) and counts the stream on it.
+    fn place(self: &Arc<Self>, lane: Lane) -> StreamSlot {
         let now = Instant::now();
         let mut st = self.state.lock().unwrap();
         let idle_timeout = self.config.idle_timeout;
@@ -570,7 +584,16 @@ impl Inner {
         }
         let open_ok = st.conns.len() < self.config.max_connections;
         let below_limit = |c: &&Arc<Conn>| c.in_flight.load(Relaxed) < c.limit();
-        let best = st.conns.iter().filter(below_limit).min_by_key(|c| (c.saturated(), c.in_flight.load(Relaxed))).cloned();
+        let in_lane = |c: &&Arc<Conn>| {
+            let bulk = c.bulk_in_flight.load(Relaxed);
+            match lane {
+                Lane::Small => bulk == 0,
+                Lane::Bulk => bulk > 0 || c.in_flight.load(Relaxed) == 0,
+            }
+        };
+        let pick = |lane_only: bool| st.conns.iter().filter(below_limit).filter(|c| !lane_only || in_lane(c)).min_by_key(|c| (c.saturated(), c.in_flight.load(Relaxed))).cloned();
+        // At the cap, a stream shares another lane's connection rather than wait.
+        let best = pick(true).or_else(|| if open_ok { None } else { pick(false) });
         let open_new = match &best {
             None => open_ok,
             Some(c) => {
@@ -596,7 +619,10 @@ impl Inner {
             }
         };
         conn.in_flight.fetch_add(1, Relaxed);
-        StreamSlot { conn }
+        if lane == Lane::Bulk {
+            conn.bulk_in_flight.fetch_add(1, Relaxed);
+        }
+        StreamSlot { conn, lane }
     }
 
     fn forget(&self, conn: &Arc<Conn>) {
@@ -607,6 +633,7 @@ impl Inner {
     async fn send(self: Arc<Self>, req: Request) -> Result<Response, WireError> {
         let started = Instant::now();
         let idempotent = req.is_idempotent();
+        let lane = crate::auto::lane(&req);
         let Request { method, path_and_query, mut headers, body, .. } = req;
         // HTTP/2 carries the authority in :authority (RFC 9113 section 8.3.1).
         headers.remove(HOST);
@@ -623,7 +650,7 @@ impl Inner {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let slot = self.place();
+            let slot = self.place(lane);
             let conn = slot.conn.clone();
             let (sender, id) = match conn.ready.clone().await {
                 Ok(s) => s,
