@@ -1,6 +1,6 @@
 //! Client-side parsers for the S3 XML answers that [`crate::xml`] only writes:
 //! InitiateMultipartUploadResult, CompleteMultipartUploadResult, CopyObjectResult,
-//! DeleteResult and ListPartsResult.
+//! DeleteResult, ListPartsResult, ListAllMyBucketsResult and ListMultipartUploadsResult.
 //!
 //! Design note: each parser walks the generic [`crate::xml::parse_document`] tree and
 //! returns the same types the server writes, so a round trip through the writer and the
@@ -14,7 +14,7 @@ use crate::checksum::ChecksumAlgorithm;
 use crate::encoding::parse_iso8601;
 use crate::xml::{
     parse_document, CompleteMultipartUploadResult, CopyObjectResult, DeleteError, DeleteResult, Element,
-    InitiateMultipartUploadResult, ListPartsResult, PartEntry, XmlError,
+    InitiateMultipartUploadResult, ListAllMyBucketsResult, ListMultipartUploadsResult, ListPartsResult, PartEntry, UploadEntry, XmlError,
 };
 
 fn xerr(message: impl Into<String>) -> XmlError {
@@ -113,6 +113,53 @@ pub fn parse_delete_result(body: &[u8]) -> Result<DeleteResult, XmlError> {
     Ok(DeleteResult { deleted, errors })
 }
 
+/// `<ListAllMyBucketsResult>` (ListBuckets).
+pub fn parse_list_buckets(body: &[u8]) -> Result<ListAllMyBucketsResult, XmlError> {
+    let r = root(body, "ListAllMyBucketsResult")?;
+    let owner = r.child("Owner");
+    let buckets = match r.child("Buckets") {
+        None => Vec::new(),
+        Some(b) => b
+            .children_named("Bucket")
+            .map(|b| Ok((required(b, "Name")?.to_owned(), time(b, "CreationDate")?.unwrap_or(SystemTime::UNIX_EPOCH))))
+            .collect::<Result<_, XmlError>>()?,
+    };
+    Ok(ListAllMyBucketsResult {
+        owner_id: owner.and_then(|o| o.child_text("ID")).unwrap_or_default().to_owned(),
+        owner_name: owner.and_then(|o| o.child_text("DisplayName")).unwrap_or_default().to_owned(),
+        buckets,
+    })
+}
+
+/// `<ListMultipartUploadsResult>`
+pub fn parse_list_multipart_uploads(body: &[u8]) -> Result<ListMultipartUploadsResult, XmlError> {
+    let r = root(body, "ListMultipartUploadsResult")?;
+    let text = |name: &str| r.child_text(name).unwrap_or_default().to_owned();
+    let uploads = r
+        .children_named("Upload")
+        .map(|u| {
+            Ok(UploadEntry {
+                key: required(u, "Key")?.to_owned(),
+                upload_id: required(u, "UploadId")?.to_owned(),
+                initiated: time(u, "Initiated")?.unwrap_or(SystemTime::UNIX_EPOCH),
+            })
+        })
+        .collect::<Result<_, XmlError>>()?;
+    Ok(ListMultipartUploadsResult {
+        bucket: text("Bucket"),
+        key_marker: text("KeyMarker"),
+        upload_id_marker: text("UploadIdMarker"),
+        next_key_marker: text("NextKeyMarker"),
+        next_upload_id_marker: text("NextUploadIdMarker"),
+        prefix: text("Prefix"),
+        delimiter: r.child_text("Delimiter").map(str::to_owned),
+        max_uploads: number(&r, "MaxUploads")?.unwrap_or(1000),
+        is_truncated: boolean(&r, "IsTruncated"),
+        uploads,
+        common_prefixes: r.children_named("CommonPrefixes").filter_map(|c| c.child_text("Prefix").map(str::to_owned)).collect(),
+    })
+}
+
 /// `<ListPartsResult>`
 pub fn parse_list_parts(body: &[u8]) -> Result<ListPartsResult, XmlError> {
     let r = root(body, "ListPartsResult")?;
@@ -147,6 +194,29 @@ mod tests {
 
     fn t() -> SystemTime {
         UNIX_EPOCH + Duration::from_millis(1_369_353_600_123)
+    }
+
+    #[test]
+    fn bucket_and_upload_listings_round_trip_through_the_writers() {
+        let b = ListAllMyBucketsResult { owner_id: "o".into(), owner_name: "n".into(), buckets: vec![("a".into(), t()), ("b-2".into(), t())] };
+        assert_eq!(parse_list_buckets(b.to_xml().as_bytes()).unwrap(), b);
+        let empty = ListAllMyBucketsResult { owner_id: "o".into(), owner_name: "n".into(), buckets: vec![] };
+        assert_eq!(parse_list_buckets(empty.to_xml().as_bytes()).unwrap(), empty);
+        let u = ListMultipartUploadsResult {
+            bucket: "b".into(),
+            key_marker: String::new(),
+            upload_id_marker: String::new(),
+            next_key_marker: "k&2".into(),
+            next_upload_id_marker: "u2".into(),
+            prefix: "k".into(),
+            delimiter: None,
+            max_uploads: 2,
+            is_truncated: true,
+            uploads: vec![UploadEntry { key: "k&1".into(), upload_id: "u1".into(), initiated: t() }, UploadEntry { key: "k&2".into(), upload_id: "u2".into(), initiated: t() }],
+            common_prefixes: vec![],
+        };
+        assert_eq!(parse_list_multipart_uploads(u.to_xml().as_bytes()).unwrap(), u);
+        assert!(parse_list_multipart_uploads(b"<ListPartsResult/>").is_err());
     }
 
     #[test]

@@ -14,10 +14,12 @@
 //!
 //! Modules: [`credentials`] (the AWS SDK lookup chain), [`retry`], [`object`] (GET,
 //! HEAD, PUT, DELETE, DeleteObjects, CopyObject), [`list`] (ListObjectsV2 pages),
+//! [`buckets`] (ListBuckets, ListMultipartUploads),
 //! [`multipart`], [`body`]. One params struct per operation; an [`ObjectRef`] names an
 //! object.
 
 pub mod body;
+pub mod buckets;
 pub mod client;
 pub mod credentials;
 pub mod error;
@@ -31,6 +33,7 @@ mod scripted;
 mod tests;
 
 pub use body::ObjectBody;
+pub use buckets::{BucketEntry, UploadEntry};
 pub use client::{Addressing, ClientConfig, ObjectRef, S3Client, S3ClientBuilder};
 pub use credentials::{Credentials, CredentialsSource};
 pub use error::Error;

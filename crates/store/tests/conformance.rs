@@ -183,7 +183,31 @@ macro_rules! suite {
     };
 }
 
-suite!(round_trip, listing, multipart, presigned, wrong_credentials);
+suite!(round_trip, listing, multipart, presigned, wrong_credentials, bucket_and_upload_listings);
+
+/// ListBuckets sees a new bucket; ListMultipartUploads finds the uploads in progress of a
+/// key (what a resumed upload looks for), and none once they are aborted or completed.
+async fn bucket_and_upload_listings(t: &Target, mode: Mode) {
+    let c = t.client(mode);
+    let b = t.bucket("lsb", mode);
+    c.create_bucket(b.as_str()).await.unwrap();
+    let buckets = c.list_buckets().await.unwrap();
+    assert!(buckets.iter().any(|e| e.name == b), "{b} not in {buckets:?}");
+    assert!(c.list_multipart_uploads(b.as_str(), "").await.unwrap().is_empty());
+    let (a1, a2) = (ObjectRef::new(b.as_str(), "big/a"), ObjectRef::new(b.as_str(), "big/b"));
+    let u1 = c.create_multipart(&a1, &PutParams::default()).await.unwrap();
+    let u2 = c.create_multipart(&a1, &PutParams::default()).await.unwrap();
+    let u3 = c.create_multipart(&a2, &PutParams::default()).await.unwrap();
+    let mut of_a: Vec<String> = c.list_multipart_uploads(b.as_str(), "big/a").await.unwrap().into_iter().filter(|u| u.key == "big/a").map(|u| u.upload_id).collect();
+    of_a.sort();
+    let mut want = vec![u1.upload_id.clone(), u2.upload_id.clone()];
+    want.sort();
+    assert_eq!(of_a, want);
+    for u in [&u1, &u2, &u3] {
+        c.abort_multipart(u).await.unwrap();
+    }
+    assert!(c.list_multipart_uploads(b.as_str(), "big/a").await.unwrap().iter().all(|u| u.key != "big/a"));
+}
 
 async fn round_trip(t: &Target, mode: Mode) {
     let c = t.client(mode);
