@@ -31,9 +31,9 @@ enum Workload {
     /// 8 large + 2,000 small GETs submitted at once, s3 profile: small-GET latency loaded vs
     /// unloaded per client (Onehouse: 15x with SDK pools). Quick: 64 MiB larges, not 256.
     MixedHol(SuiteArgs),
-    /// First-byte percentiles (1,000 sequential GETs; quick 40) and per-request throughput of
-    /// GET and PUT at 16 KiB-32 MiB (100 each; quick 10), per profile s3, gcs, azure
-    /// (PerfKitBenchmarker).
+    /// First-byte percentiles (1,000 sequential GETs; quick 30) and per-request throughput of
+    /// GET and PUT at 16 KiB-32 MiB (100 each, 2 in flight; quick 6, 2 repeats), per profile
+    /// s3, gcs, azure (PerfKitBenchmarker).
     TtfbThroughput(SuiteArgs),
     /// One consumer reads 640 KiB objects in order, s3 profile (80,000; quick 300): on-demand
     /// opening; open-ahead is not in the engine yet (Qubole: 30%).
@@ -62,9 +62,10 @@ struct Common {
     /// The quick size (under a minute) instead of the published one.
     #[arg(long)]
     quick: bool,
-    /// Repeats, interleaved across modes (A B C, A B C, ...).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
-    repeats: u64,
+    /// Repeats, interleaved across modes (A B C, A B C, ...) [default: 3; 2 for
+    /// ttfb-throughput --quick].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    repeats: Option<u64>,
     /// JSON lines are appended to this file.
     #[arg(long, default_value = "bench-results.jsonl")]
     out: PathBuf,
@@ -140,7 +141,7 @@ fn run_listing(a: &ListingArgs) -> Result<()> {
         bail!("--dirs, --dir-concurrency and --put-concurrency must be at least 1");
     }
     p.put_concurrency = a.put_concurrency;
-    p.repeats = a.common.repeats as usize;
+    p.repeats = a.common.repeats.map_or(p.repeats, |r| r as usize);
     let outcome = ferry_bench::listing::run(sz, &p, &options(&a.common)?)?;
     println!("{}", outcome.report);
     println!("{} runs in {:.1} s; JSON lines appended to {}", outcome.records.len(), outcome.wall.as_secs_f64(), a.common.out.display());
@@ -163,9 +164,9 @@ fn size(c: &Common) -> Size {
     }
 }
 
-/// Repeats given on the command line (clap's default is 3, which every workload also uses).
+/// Repeats given on the command line, else the workload's own default.
 fn repeats(c: &Common) -> Option<usize> {
-    Some(c.repeats as usize)
+    c.repeats.map(|r| r as usize)
 }
 
 /// One workload of the suite by name, its report on stdout.
@@ -231,7 +232,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             p.object_size = a.object_size as usize;
             p.connections = a.connections;
             p.pipeline_depth = a.pipeline_depth;
-            p.repeats = a.common.repeats as usize;
+            p.repeats = a.common.repeats.map_or(p.repeats, |r| r as usize);
             p.auto_ranged = !a.no_auto_ranged;
             (workload::small_objects(size(&a.common), &p), &a.common)
         }
@@ -240,7 +241,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             let bytes = parse_bytes(&a.size).map_err(anyhow::Error::msg)?;
             p.size_label = a.size.clone();
             p.bytes = bytes;
-            p.repeats = a.common.repeats as usize;
+            p.repeats = a.common.repeats.map_or(p.repeats, |r| r as usize);
             p.iperf3_seconds = a.iperf3_seconds;
             if let Some(s) = &a.rss_check {
                 p.rss_check = Some((s.clone(), parse_bytes(s).map_err(anyhow::Error::msg)?));
