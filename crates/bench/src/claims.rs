@@ -125,7 +125,7 @@ pub fn headline(workload: &str, records: &[RunRecord]) -> Headline {
                     let ok = judge_ratio(t.median, 3.0, 3.0) == "yes" && judge_ratio(a.median, 2.0, 2.0) == "yes" && judge_ratio(b.median, 4.0, 4.0) == "yes";
                     let any_wrong = t.median < 1.1 || a.median < 1.1 || b.median < 1.1;
                     let verdict = if ok {
-                        "yes (by construction: the profiles carry these figures)"
+                        "yes (the profiles were set from these figures)"
                     } else if any_wrong {
                         "no"
                     } else {

@@ -2,7 +2,7 @@
 //! share an SDK's connection pool with large ones).
 //!
 //! One run submits, all at once (async, nothing bounds them but the client itself), 8
-//! large GETs (256 MiB; quick 64 MiB) and 2,000 small GETs whose sizes are drawn
+//! large GETs (256 MiB; quick 64 MiB) and 2,000 (quick 1,000) small GETs whose sizes are drawn
 //! log-uniformly from 4 KiB-1 MiB with a fixed seed, against `ferry serve --profile s3`
 //! (30 ms first byte, 90 MB/s per connection). The larges come from the server's synthetic
 //! bucket (`synthetic/mixed-hol/size=N/large-K`: nothing to PUT, their CRC warmed by a HEAD
@@ -65,7 +65,12 @@ impl MixedHolParams {
                 Size::Quick => 64 << 20,
                 Size::Full => 256 << 20,
             },
-            smalls: 2_000,
+            // Quick: 1,000 smalls. With 2,000 a run takes ~2.5 s here and the 24 runs of
+            // three repeats came to 61 s (`ferry bench mixed-hol --quick`), over the minute.
+            smalls: match size {
+                Size::Quick => 1_000,
+                Size::Full => 2_000,
+            },
             small_min: 4 << 10,
             small_max: 1 << 20,
             seed: 7,
@@ -328,13 +333,13 @@ mod tests {
     fn layout_and_sizes() {
         let q = MixedHolParams::new(Size::Quick);
         let f = MixedHolParams::new(Size::Full);
-        assert_eq!((q.larges, q.large_bytes, q.smalls, q.connections), (8, 64 << 20, 2_000, 50));
+        assert_eq!((q.larges, q.large_bytes, q.smalls, q.connections), (8, 64 << 20, 1_000, 50));
         assert_eq!((f.larges, f.large_bytes, f.smalls), (8, 256 << 20, 2_000));
         let w = mixed_hol(Size::Quick, &q);
         assert_eq!(w.variants.len(), CLIENTS.len() * 2);
         let Task::Scenario(Scenario::MixedHol(r)) = &w.variants[1].task else { panic!("not mixed-hol") };
         assert_eq!(r.phase, Phase::Loaded);
-        assert_eq!(r.smalls.len(), 2_000);
+        assert_eq!(r.smalls.len(), 1_000);
         assert!(r.smalls.iter().all(|(_, s)| (4096..=1 << 20).contains(s)));
         assert_eq!(r.smalls[17].0, "mixed-hol/p01/small-000017");
         assert_eq!(r.larges[0], format!("mixed-hol/size={}/large-0", 64 << 20));

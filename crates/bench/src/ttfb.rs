@@ -52,9 +52,9 @@ pub struct TtfbParams {
 impl TtfbParams {
     pub fn new(size: Size) -> TtfbParams {
         match size {
-            // Quick: ~25 s a repeat here (the gcs first-byte probes alone are 30 x ~100 ms),
-            // so 2 repeats keep the workload under a minute.
-            Size::Quick => TtfbParams { probes: 30, transfers: 6, in_flight: 2, repeats: 2 },
+            // Quick: 30 probes and 6 transfers were ~25 s a repeat here (the gcs probes
+            // alone are 30 x ~100 ms); 20 and 4 keep three repeats under a minute.
+            Size::Quick => TtfbParams { probes: 20, transfers: 4, in_flight: 2, repeats: 3 },
             Size::Full => TtfbParams { probes: 1_000, transfers: 100, in_flight: 2, repeats: 3 },
         }
     }

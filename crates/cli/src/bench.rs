@@ -29,11 +29,11 @@ enum Workload {
     /// flat LIST + merge join (Qubole: 17,520 calls -> 106, 8x faster).
     Listing(ListingArgs),
     /// 8 large + 2,000 small GETs submitted at once, s3 profile: small-GET latency loaded vs
-    /// unloaded per client (Onehouse: 15x with SDK pools). Quick: 64 MiB larges, not 256.
+    /// unloaded per client (Onehouse: 15x with SDK pools). Quick: 64 MiB larges, 1,000 smalls.
     MixedHol(SuiteArgs),
-    /// First-byte percentiles (1,000 sequential GETs; quick 30) and per-request throughput of
-    /// GET and PUT at 16 KiB-32 MiB (100 each, 2 in flight; quick 6, 2 repeats), per profile
-    /// s3, gcs, azure (PerfKitBenchmarker).
+    /// First-byte percentiles (1,000 sequential GETs; quick 20) and per-request throughput of
+    /// GET and PUT at 16 KiB-32 MiB (100 each, 2 in flight; quick 4), per profile s3, gcs,
+    /// azure (PerfKitBenchmarker).
     TtfbThroughput(SuiteArgs),
     /// One consumer reads 640 KiB objects in order, s3 profile (80,000; quick 300): on-demand
     /// opening; open-ahead is not in the engine yet (Qubole: 30%).
@@ -62,8 +62,7 @@ struct Common {
     /// The quick size (under a minute) instead of the published one.
     #[arg(long)]
     quick: bool,
-    /// Repeats, interleaved across modes (A B C, A B C, ...) [default: 3; 2 for
-    /// ttfb-throughput --quick].
+    /// Repeats, interleaved across modes (A B C, A B C, ...) [default: 3].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     repeats: Option<u64>,
     /// JSON lines are appended to this file.
