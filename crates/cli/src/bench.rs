@@ -36,7 +36,8 @@ enum Workload {
     /// azure (PerfKitBenchmarker).
     TtfbThroughput(SuiteArgs),
     /// One consumer reads 640 KiB objects in order, s3 profile (80,000; quick 300): on-demand
-    /// opening; open-ahead is not in the engine yet (Qubole: 30%).
+    /// opening; open-ahead is not in the engine yet (Qubole: 30%). The full size takes ~50
+    /// minutes a run at ~38 ms an object: give it --run-timeout 4000s.
     OpenAhead(SuiteArgs),
     /// Hudi commit + cleaner: 500 x (GET 4 MiB, modify, PUT), then DeleteObjects of 5,000
     /// keys in batches one after another (quick: 100 files, 2,000 keys).
