@@ -13,16 +13,27 @@
 //! ```
 //!
 //! The servers are other processes, so `getrusage(RUSAGE_SELF)` is the client's CPU
-//! alone. This first slice carries `small-objects` and `bulk-get` (plus its rss-check);
-//! the other workloads of LAB.md section 4 are new constructors in workload.rs.
+//! alone. `small-objects` and `bulk-get` (plus its rss-check) use the runner's generic
+//! tasks; `mixed-hol`, `vectored`, `commit`, `ttfb-throughput` and `open-ahead` each live in
+//! their own file as a constructor plus a scenario step (scenario.rs) that the same runner
+//! executes; `listing` keeps its own small runner (listing.rs). suite.rs lists the workloads
+//! of `ferry bench all`, claims.rs holds each one's published headline and verdict rule.
 
+pub mod claims;
+pub mod commit;
 pub mod listing;
+pub mod mixed_hol;
+pub mod open_ahead;
 pub mod process;
 pub mod record;
 pub mod report;
 pub mod runner;
+pub mod scenario;
 pub mod stats;
+pub mod suite;
 pub mod sys;
+pub mod ttfb;
+pub mod vectored;
 pub mod workload;
 
 pub use process::{ServerCommand, ServerProcess};

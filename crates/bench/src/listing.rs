@@ -1,7 +1,7 @@
 //! `listing` (LAB.md section 4; Qubole: 17,520 LIST calls -> 106, 8x faster).
 //!
 //! Layout: D directories x 6 files, `listing/part=NNNNN/file-K.parquet`, a tiny body each
-//! (full: 17,520 dirs = 105,120 keys; quick: 1,752 dirs = 10,512 keys), PUT once with
+//! (full: 17,520 dirs = 105,120 keys; quick: 175 dirs = 1,050 keys), PUT once with
 //! bounded concurrency into one `ferry serve --profile s3 --memory` subprocess (LIST
 //! latency p50 60 ms: the cost that the strategies trade against each other).
 //!
@@ -66,7 +66,9 @@ pub struct ListingParams {
 impl ListingParams {
     pub fn new(size: Size) -> ListingParams {
         let (dirs, per_dir_concurrency) = match size {
-            Size::Quick => (1_752, 1),
+            // Quick: 175 serial LIST calls at ~70 ms are ~12 s a repeat (1,752 took ~7
+            // minutes for the three repeats and the PUTs).
+            Size::Quick => (175, 1),
             Size::Full => (17_520, 16),
         };
         ListingParams {
@@ -542,7 +544,7 @@ mod tests {
         assert_eq!((full.dirs, full.files_per_dir, full.keys()), (17_520, 6, 105_120));
         assert_eq!(full.per_dir_concurrency, 16);
         let quick = ListingParams::new(Size::Quick);
-        assert_eq!((quick.dirs, quick.files_per_dir, quick.keys()), (1_752, 6, 10_512));
+        assert_eq!((quick.dirs, quick.files_per_dir, quick.keys()), (175, 6, 1_050));
         assert_eq!(quick.per_dir_concurrency, 1);
         assert_eq!(quick.page_size, 1_000);
 
@@ -557,10 +559,10 @@ mod tests {
         // Generated in listing (byte-wise) order, so the merge join sees both sides sorted.
         assert!(keys.windows(2).all(|w| w[0] < w[1]));
         let dirs = listing_dirs(quick.dirs);
-        assert_eq!(dirs.len(), 1_752);
-        assert_eq!(dirs[1_751], "listing/part=01751/");
+        assert_eq!(dirs.len(), 175);
+        assert_eq!(dirs[174], "listing/part=00174/");
         assert!(dirs.windows(2).all(|w| w[0] < w[1]));
-        assert_eq!(listing_keys(quick.dirs, quick.files_per_dir).len(), 10_512);
+        assert_eq!(listing_keys(quick.dirs, quick.files_per_dir).len(), 1_050);
         // 1,000 keys per page: the published 106 calls for 105,120 keys.
         assert_eq!(keys.len().div_ceil(1_000), 106);
     }

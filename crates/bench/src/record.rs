@@ -8,7 +8,8 @@
 //!  "profile":"s3", "server":{"label":"s3","args":[...],"banner":[...]},
 //!  "client":{"mode":"h1-pipeline","max_connections":32,"pipeline_depth":32},
 //!  "params":{...every workload parameter...}, "figures":{...every figure, numbers...},
-//!  "error_samples":["..."], "note":null}
+//!  "error_samples":["..."], "note":null,
+//!  "series":{"ttfb_s":[[0.1,0.021],[0.2,0.024],...]}}
 //! ```
 //!
 //! `bench` is the command that ran (`ferry bench <bench>`); `workload` the workload the
@@ -16,6 +17,18 @@
 //! transport mode ("iperf3" for the ceiling). `repeat` counts from 1. Figures are all
 //! numbers; a figure that does not apply is absent, never null. Unknown keys may be added;
 //! keys are never renamed without bumping `schema`.
+//!
+//! `series` (optional, absent when a run has none) holds whole curves, each a name and a
+//! list of `[x, y]` number pairs in ascending x:
+//!
+//! | workload | series | x | y | which curve (record fields) |
+//! |---|---|---|---|---|
+//! | ttfb-throughput | `ttfb_s` | percentile 0-100 | first-byte time, s | `profile` |
+//! | ttfb-throughput | `throughput_Bps` | percentile 0-100 | bytes/s of one request | `profile`, `params.op` ("get"/"put"), `params.object_size` (bytes) |
+//! | mixed-hol | `small_latency_s` | latency of a small GET, s | cumulative fraction 0-1 | `mode`/`variant` (the client), `params.phase` ("loaded"/"unloaded") |
+//!
+//! A percentile curve has one point per sample (nearest rank: x = 100 * i / n for the
+//! i-th smallest of n); a CDF has one point per sample (y = i / n).
 
 use crate::sys::Machine;
 use serde_json::{json, Map, Value};
@@ -90,6 +103,8 @@ pub struct RunRecord {
     pub figures: Map<String, Value>,
     pub error_samples: Vec<String>,
     pub note: Option<String>,
+    /// Curves (see the module doc); written only when not empty.
+    pub series: std::collections::BTreeMap<String, Vec<[f64; 2]>>,
 }
 
 impl RunRecord {
@@ -105,9 +120,15 @@ impl RunRecord {
         }
     }
 
+    /// A curve, its points with a non-finite coordinate dropped.
+    pub fn set_series(&mut self, name: &str, points: Vec<[f64; 2]>) {
+        let pts: Vec<[f64; 2]> = points.into_iter().filter(|p| p[0].is_finite() && p[1].is_finite()).collect();
+        self.series.insert(name.to_owned(), pts);
+    }
+
     pub fn to_json(&self, ctx: &RunContext) -> Value {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        json!({
+        let mut v = json!({
             "schema": SCHEMA_VERSION,
             "bench": ctx.bench,
             "workload": self.workload,
@@ -129,7 +150,11 @@ impl RunRecord {
             "figures": self.figures,
             "error_samples": self.error_samples,
             "note": self.note,
-        })
+        });
+        if !self.series.is_empty() {
+            v["series"] = json!(self.series);
+        }
+        v
     }
 }
 
@@ -160,6 +185,22 @@ pub fn check_schema(v: &Value) -> Result<(), String> {
     }
     if obj["repeat"].as_u64().unwrap_or(0) < 1 {
         return Err("repeat counts from 1".into());
+    }
+    if let Some(series) = obj.get("series") {
+        let series = series.as_object().ok_or("series is an object of curves")?;
+        for (name, pts) in series {
+            let pts = pts.as_array().ok_or_else(|| format!("series {name} is not an array"))?;
+            let mut last = f64::NEG_INFINITY;
+            for p in pts {
+                let pair = p.as_array().filter(|a| a.len() == 2 && a.iter().all(Value::is_number));
+                let Some(pair) = pair else { return Err(format!("series {name}: point {p} is not [x, y]")) };
+                let x = pair[0].as_f64().unwrap_or(f64::NAN);
+                if x < last {
+                    return Err(format!("series {name}: x goes down at {p}"));
+                }
+                last = x;
+            }
+        }
     }
     Ok(())
 }

@@ -19,7 +19,7 @@ fn cell(records: &[&RunRecord], figure: &str, scale: f64, digits: usize) -> Stri
 }
 
 fn rows_of<'a>(records: &'a [RunRecord], label: &str) -> Vec<&'a RunRecord> {
-    records.iter().filter(|r| r.variant == label && r.status != "absent").collect()
+    records.iter().filter(|r| r.variant == label && r.status != "absent" && r.status != "not-implemented").collect()
 }
 
 /// Per-repeat ratios of `figure` between two variants.
@@ -81,6 +81,22 @@ pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
                     cell(&rs, "errors", 1.0, 0),
                 );
             }
+        }
+        Shape::Columns(cols) => {
+            let _ = writeln!(s, "| row | {} |", cols.iter().map(|c| c.header).collect::<Vec<_>>().join(" | "));
+            let _ = writeln!(s, "|---|{}", "---|".repeat(cols.len()));
+            for l in &labels {
+                let rs = rows_of(records, l);
+                if let Some(gap) = records.iter().find(|r| r.variant == *l && r.status == "not-implemented") {
+                    let _ = writeln!(s, "| {l} | {} |{}", gap.note.as_deref().unwrap_or("not yet"), " |".repeat(cols.len().saturating_sub(1)));
+                    continue;
+                }
+                let cells: Vec<String> = cols.iter().map(|c| cell(&rs, c.figure, c.scale, c.digits)).collect();
+                let _ = writeln!(s, "| {l} | {} |", cells.join(" | "));
+            }
+            s.push('\n');
+            let h = crate::claims::headline(w.name, records);
+            let _ = writeln!(s, "- published: {} / measured: {} / reproduced: {}", h.published, h.measured, h.verdict);
         }
         Shape::Bytes => {
             let ceiling = w.claims.iter().find_map(|c| match c {
@@ -188,7 +204,7 @@ pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
     for n in notes {
         let _ = writeln!(s, "- {n}");
     }
-    let bad: Vec<&RunRecord> = records.iter().filter(|r| r.status != "ok" && r.status != "absent").collect();
+    let bad: Vec<&RunRecord> = records.iter().filter(|r| !matches!(r.status.as_str(), "ok" | "absent" | "not-implemented")).collect();
     if !bad.is_empty() {
         let _ = writeln!(s, "\nRuns that were not clean:");
         for r in bad {

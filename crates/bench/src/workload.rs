@@ -91,6 +91,13 @@ pub enum Task {
     GetOne { bucket: String, key: String, bytes: u64, sample_rss: bool, verify: bool },
     /// iperf3 on loopback for `seconds`: the bytes ceiling.
     Iperf3 { seconds: u32 },
+    /// A workload's own step (scenario.rs: mixed-hol, vectored, commit, ttfb-throughput,
+    /// open-ahead): its setup runs once per server, its run fills the record.
+    Scenario(crate::scenario::Scenario),
+    /// A strategy the engine does not have yet (scheduler issue 5): one record with status
+    /// "not-implemented", the reason as its note, and no figures, so the gap shows. When
+    /// the engine has it, the variant's task becomes a [`Task::Scenario`] calling it.
+    NotYet { reason: String },
 }
 
 /// One row of the report.
@@ -120,10 +127,27 @@ pub enum Claim {
 }
 
 /// Which table shape the report uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Shape {
     Requests,
     Bytes,
+    /// One row per variant, these columns (the newer workloads declare their own).
+    Columns(&'static [Column]),
+}
+
+/// One column of a [`Shape::Columns`] table: the median (min-max) of `figure` x `scale`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Column {
+    pub header: &'static str,
+    pub figure: &'static str,
+    pub scale: f64,
+    pub digits: usize,
+}
+
+impl Column {
+    pub const fn new(header: &'static str, figure: &'static str, scale: f64, digits: usize) -> Column {
+        Column { header, figure, scale, digits }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Args)]
-#[command(after_help = "Examples:\n  ferry bench small-objects --quick\n  ferry bench bulk-get --quick --rss-check 10GiB\n  ferry bench listing --quick\n\nEach run appends one JSON line to --out; see crates/bench/src/record.rs for the schema.")]
+#[command(after_help = "Examples:\n  ferry bench all --quick\n  ferry bench small-objects --quick\n  ferry bench mixed-hol --quick\n  ferry bench bulk-get --quick --rss-check 10GiB\n  ferry bench listing --quick\n\nEach run appends one JSON line to --out; see crates/bench/src/record.rs for the schema.")]
 pub struct BenchArgs {
     #[command(subcommand)]
     workload: Workload,
@@ -28,6 +28,34 @@ enum Workload {
     /// LIST a Hive-style layout (dirs x 6 files, s3 profile): one LIST per directory vs one
     /// flat LIST + merge join (Qubole: 17,520 calls -> 106, 8x faster).
     Listing(ListingArgs),
+    /// 8 large + 2,000 small GETs submitted at once, s3 profile: small-GET latency loaded vs
+    /// unloaded per client (Onehouse: 15x with SDK pools). Quick: 64 MiB larges, 1,000 smalls.
+    MixedHol(SuiteArgs),
+    /// First-byte percentiles (1,000 sequential GETs; quick 20) and per-request throughput of
+    /// GET and PUT at 16 KiB-32 MiB (100 each, 2 in flight; quick 4), per profile s3, gcs,
+    /// azure (PerfKitBenchmarker).
+    TtfbThroughput(SuiteArgs),
+    /// One consumer reads 640 KiB objects in order, s3 profile (80,000; quick 300): on-demand
+    /// opening; open-ahead is not in the engine yet (Qubole: 30%). The full size takes ~50
+    /// minutes a run at ~38 ms an object: give it --run-timeout 4000s.
+    OpenAhead(SuiteArgs),
+    /// Hudi commit + cleaner: 500 x (GET 4 MiB, modify, PUT), then DeleteObjects of 5,000
+    /// keys in batches one after another (quick: 100 files, 2,000 keys).
+    Commit(SuiteArgs),
+    /// HFile metadata reads: 2,000 ranges of 4-64 KiB in one 256 MiB object, one GET per
+    /// range (quick = full); coalescing is not in the engine yet.
+    Vectored(SuiteArgs),
+    /// Every workload of the suite in turn (small-objects, mixed-hol, ttfb-throughput,
+    /// listing, open-ahead, commit, vectored), each workload's table, then one claims
+    /// table: published headline | measured | reproduced? With --quick each workload takes
+    /// under a minute on a 2-core machine and the whole suite under ~10 minutes.
+    All(SuiteArgs),
+}
+
+#[derive(Args)]
+struct SuiteArgs {
+    #[command(flatten)]
+    common: Common,
 }
 
 #[derive(Args)]
@@ -35,9 +63,9 @@ struct Common {
     /// The quick size (under a minute) instead of the published one.
     #[arg(long)]
     quick: bool,
-    /// Repeats, interleaved across modes (A B C, A B C, ...).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
-    repeats: u64,
+    /// Repeats, interleaved across modes (A B C, A B C, ...) [default: 3].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    repeats: Option<u64>,
     /// JSON lines are appended to this file.
     #[arg(long, default_value = "bench-results.jsonl")]
     out: PathBuf,
@@ -89,7 +117,7 @@ struct BulkGetArgs {
 struct ListingArgs {
     #[command(flatten)]
     common: Common,
-    /// Directories of 6 files each [default: 17520; 1752 with --quick].
+    /// Directories of 6 files each [default: 17520; 175 with --quick].
     #[arg(long)]
     dirs: Option<usize>,
     /// LIST calls in flight for the per-directory strategy [default: 16; 1 with --quick].
@@ -113,7 +141,7 @@ fn run_listing(a: &ListingArgs) -> Result<()> {
         bail!("--dirs, --dir-concurrency and --put-concurrency must be at least 1");
     }
     p.put_concurrency = a.put_concurrency;
-    p.repeats = a.common.repeats as usize;
+    p.repeats = a.common.repeats.map_or(p.repeats, |r| r as usize);
     let outcome = ferry_bench::listing::run(sz, &p, &options(&a.common)?)?;
     println!("{}", outcome.report);
     println!("{} runs in {:.1} s; JSON lines appended to {}", outcome.records.len(), outcome.wall.as_secs_f64(), a.common.out.display());
@@ -136,12 +164,63 @@ fn size(c: &Common) -> Size {
     }
 }
 
+/// Repeats given on the command line, else the workload's own default.
+fn repeats(c: &Common) -> Option<usize> {
+    c.repeats.map(|r| r as usize)
+}
+
+/// One workload of the suite by name, its report on stdout.
+fn run_one(name: &str, a: &SuiteArgs) -> Result<ferry_bench::Outcome> {
+    let (_, f) = ferry_bench::suite::SUITE.iter().find(|(n, _)| *n == name).ok_or_else(|| anyhow::anyhow!("no workload {name} in the suite"))?;
+    let outcome = f(size(&a.common), repeats(&a.common), &options(&a.common)?)?;
+    println!("{}", outcome.report);
+    println!("{} runs in {:.1} s; JSON lines appended to {}\n", outcome.records.len(), outcome.wall.as_secs_f64(), a.common.out.display());
+    Ok(outcome)
+}
+
+/// `ferry bench all`: every workload of the suite, then the claims table. A workload that
+/// fails is reported in the table and the suite goes on.
+fn run_all(a: &SuiteArgs) -> Result<()> {
+    let started = std::time::Instant::now();
+    let mut rows = Vec::new();
+    for (name, _) in ferry_bench::suite::SUITE {
+        if !a.common.no_progress {
+            eprintln!("ferry bench all: {name} ({:.0} s so far)", started.elapsed().as_secs_f64());
+        }
+        match run_one(name, a) {
+            Ok(o) => rows.push(ferry_bench::claims::headline(name, &o.records)),
+            Err(e) => rows.push(ferry_bench::claims::Headline {
+                workload: name.to_string(),
+                published: "-".into(),
+                measured: format!("failed: {e:#}"),
+                verdict: "-".into(),
+            }),
+        }
+    }
+    println!("## ferry bench all ({}): claims\n", if a.common.quick { "quick" } else { "full" });
+    println!("{}", ferry_bench::claims::table(&rows));
+    println!("suite took {:.0} s; JSON lines appended to {}", started.elapsed().as_secs_f64(), a.common.out.display());
+    Ok(())
+}
+
 pub fn run(args: BenchArgs) -> Result<()> {
-    if let Workload::Listing(a) = &args.workload {
-        return run_listing(a);
+    let suite = match &args.workload {
+        Workload::Listing(a) => return run_listing(a),
+        Workload::All(a) => return run_all(a),
+        Workload::MixedHol(a) => Some(("mixed-hol", a)),
+        Workload::TtfbThroughput(a) => Some(("ttfb-throughput", a)),
+        Workload::OpenAhead(a) => Some(("open-ahead", a)),
+        Workload::Commit(a) => Some(("commit", a)),
+        Workload::Vectored(a) => Some(("vectored", a)),
+        _ => None,
+    };
+    if let Some((name, a)) = suite {
+        return run_one(name, a).map(|_| ());
     }
     let (w, c) = match &args.workload {
-        Workload::Listing(_) => unreachable!("handled above"),
+        Workload::Listing(_) | Workload::All(_) | Workload::MixedHol(_) | Workload::TtfbThroughput(_) | Workload::OpenAhead(_) | Workload::Commit(_) | Workload::Vectored(_) => {
+            unreachable!("handled above")
+        }
         Workload::SmallObjects(a) => {
             let mut p = SmallObjectsParams::new(size(&a.common));
             if let Some(n) = a.objects {
@@ -153,7 +232,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             p.object_size = a.object_size as usize;
             p.connections = a.connections;
             p.pipeline_depth = a.pipeline_depth;
-            p.repeats = a.common.repeats as usize;
+            p.repeats = a.common.repeats.map_or(p.repeats, |r| r as usize);
             p.auto_ranged = !a.no_auto_ranged;
             (workload::small_objects(size(&a.common), &p), &a.common)
         }
@@ -162,7 +241,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             let bytes = parse_bytes(&a.size).map_err(anyhow::Error::msg)?;
             p.size_label = a.size.clone();
             p.bytes = bytes;
-            p.repeats = a.common.repeats as usize;
+            p.repeats = a.common.repeats.map_or(p.repeats, |r| r as usize);
             p.iperf3_seconds = a.iperf3_seconds;
             if let Some(s) = &a.rss_check {
                 p.rss_check = Some((s.clone(), parse_bytes(s).map_err(anyhow::Error::msg)?));

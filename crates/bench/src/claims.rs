@@ -1,0 +1,248 @@
+//! The claims table of `ferry bench all`: per workload, the published headline, what this
+//! run measured, and whether it reproduces the headline in direction and size.
+//!
+//! Measured effects are medians of per-repeat ratios (A and B ran back to back in the same
+//! repeat, on the same server), as in report.rs. The verdict rule, printed under the
+//! table ([`RULE`]):
+//!
+//! - "yes": the effect points the published way and its size is within a factor of 2 of
+//!   the published figure (range);
+//! - "direction only": it points the published way but its size is further off;
+//! - "no": it does not point the published way (or is too small to tell, under 10%);
+//! - "not measured" / "baseline only": the strategy the headline is about is not in the
+//!   engine yet (scheduler issue 5); the naive row is measured and quoted.
+//!
+//! A workload added to the suite adds one arm to [`headline`].
+
+use crate::record::RunRecord;
+use crate::stats::Spread;
+
+pub const RULE: &str = "reproduced: \"yes\" = published direction and size within 2x of the published figure; \"direction only\" = right direction, size further off; \"no\" = wrong direction or under 10%; \"not measured\"/\"baseline only\" = the strategy is not in the engine yet (scheduler issue 5)";
+
+/// One row of the claims table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Headline {
+    pub workload: String,
+    pub published: String,
+    pub measured: String,
+    pub verdict: String,
+}
+
+/// Per-repeat `num.figure / den.figure` over clean runs of both, as a spread.
+pub fn paired_ratio(records: &[RunRecord], num: &str, den: &str, figure: &str) -> Option<Spread> {
+    let mut out = Vec::new();
+    for a in records.iter().filter(|r| r.variant == num && r.status == "ok") {
+        if let Some(b) = records.iter().find(|r| r.variant == den && r.repeat == a.repeat && r.status == "ok") {
+            if let (Some(x), Some(y)) = (a.figure(figure), b.figure(figure)) {
+                if y > 0.0 {
+                    out.push(x / y);
+                }
+            }
+        }
+    }
+    Spread::of(&out)
+}
+
+fn median(records: &[RunRecord], variant: &str, figure: &str) -> Option<f64> {
+    Spread::of(&records.iter().filter(|r| r.variant == variant && r.status == "ok").filter_map(|r| r.figure(figure)).collect::<Vec<_>>()).map(|s| s.median)
+}
+
+/// The verdict for a multiplicative effect `ratio` (> 1 is the published direction)
+/// against a published range `lo..=hi` of that ratio.
+pub fn judge_ratio(ratio: f64, lo: f64, hi: f64) -> &'static str {
+    if ratio < 1.1 {
+        "no"
+    } else if ratio >= lo / 2.0 && ratio <= hi * 2.0 {
+        "yes"
+    } else {
+        "direction only"
+    }
+}
+
+/// The verdict for a gain in percent (> 0 is the published direction) against a
+/// published range in percent.
+pub fn judge_percent(gain: f64, lo: f64, hi: f64) -> &'static str {
+    if gain < 10.0 {
+        "no"
+    } else if gain >= lo / 2.0 && gain <= hi * 2.0 {
+        "yes"
+    } else {
+        "direction only"
+    }
+}
+
+fn x(s: &Spread) -> String {
+    if s.n > 1 {
+        format!("{:.1}x ({:.1}-{:.1})", s.median, s.min, s.max)
+    } else {
+        format!("{:.1}x", s.median)
+    }
+}
+
+pub fn headline(workload: &str, records: &[RunRecord]) -> Headline {
+    let h = |published: &str, measured: String, verdict: &str| Headline { workload: workload.into(), published: published.into(), measured, verdict: verdict.into() };
+    let none = || "no paired clean runs".to_string();
+    match workload {
+        "small-objects" => {
+            let published = "pipelining +30-40% objects/s over a pool (gg/llama, real S3)";
+            match paired_ratio(records, "h1-pipeline", "h1-pool", "objects_per_s") {
+                Some(s) => {
+                    let g = (s.median - 1.0) * 100.0;
+                    h(published, format!("h1-pipeline / h1-pool: {g:+.0}% (range {:+.0}% to {:+.0}%)", (s.min - 1.0) * 100.0, (s.max - 1.0) * 100.0), judge_percent(g, 30.0, 40.0))
+                }
+                None => h(published, none(), "no"),
+            }
+        }
+        "mixed-hol" => {
+            use crate::mixed_hol::{row_label, Phase};
+            let published = "15x small-GET latency beside large GETs in an SDK pool (Onehouse)";
+            let r = |c: &str, f: &str| paired_ratio(records, &row_label(c, Phase::Loaded), &row_label(c, Phase::Unloaded), f);
+            match r("h1-pool", "small_latency_p50_ms") {
+                Some(p50) => {
+                    let p99 = r("h1-pool", "small_latency_p99_ms").map(|s| format!("{:.1}x", s.median)).unwrap_or_else(|| "-".into());
+                    let others: Vec<String> = ["h1-pipeline", "auto", "h2 [s3 --h2 on]"]
+                        .iter()
+                        .filter_map(|c| r(c, "small_latency_p50_ms").map(|s| format!("{c} {:.1}x", s.median)))
+                        .collect();
+                    h(
+                        published,
+                        format!("h1-pool (50 conns) small p50 loaded/unloaded {}, p99 {p99}; p50 {}", x(&p50), others.join(", ")),
+                        judge_ratio(p50.median, 15.0, 15.0),
+                    )
+                }
+                None => h(published, none(), "no"),
+            }
+        }
+        "ttfb-throughput" => {
+            use crate::ttfb::{probe_row, transfer_row, Op};
+            let published = "GCS first byte >3x S3; GCS throughput ~2x S3, ~4x Azure (PerfKitBenchmarker)";
+            let ttfb = paired_ratio(records, &probe_row("gcs"), &probe_row("s3"), "ttfb_p50_ms");
+            let big = |p: &str| transfer_row(p, Op::Get, "32MiB");
+            let gs = paired_ratio(records, &big("gcs"), &big("s3"), "throughput_p50_Bps");
+            let ga = paired_ratio(records, &big("gcs"), &big("azure"), "throughput_p50_Bps");
+            match (ttfb, gs, ga) {
+                (Some(t), Some(a), Some(b)) => {
+                    let ok = judge_ratio(t.median, 3.0, 3.0) == "yes" && judge_ratio(a.median, 2.0, 2.0) == "yes" && judge_ratio(b.median, 4.0, 4.0) == "yes";
+                    let any_wrong = t.median < 1.1 || a.median < 1.1 || b.median < 1.1;
+                    let verdict = if ok {
+                        "yes (the profiles were set from these figures)"
+                    } else if any_wrong {
+                        "no"
+                    } else {
+                        "direction only"
+                    };
+                    h(published, format!("first byte p50 gcs/s3 {}; GET 32 MiB per-request MB/s p50 gcs/s3 {}, gcs/azure {}", x(&t), x(&a), x(&b)), verdict)
+                }
+                _ => h(published, none(), "no"),
+            }
+        }
+        "listing" => {
+            let published = crate::listing::PUBLISHED;
+            let find = |p: &str| records.iter().find(|r| r.variant.starts_with(p)).map(|r| r.variant.clone());
+            match (find("per-directory"), find("flat")) {
+                (Some(pd), Some(fl)) => match (paired_ratio(records, &pd, &fl, "list_calls"), paired_ratio(records, &pd, &fl, "wall_s")) {
+                    (Some(_), Some(w)) => {
+                        let (a, b) = (median(records, &pd, "list_calls").unwrap_or(0.0), median(records, &fl, "list_calls").unwrap_or(0.0));
+                        h(published, format!("{a:.0} calls -> {b:.0}, {} faster (the call ratio scales with dirs: quick has fewer)", x(&w)), judge_ratio(w.median, 8.0, 8.0))
+                    }
+                    _ => h(published, none(), "no"),
+                },
+                _ => h(published, none(), "no"),
+            }
+        }
+        "open-ahead" => {
+            use crate::open_ahead::{NAIVE_ROW, PUBLISHED};
+            match (median(records, NAIVE_ROW, "wall_s"), median(records, NAIVE_ROW, "open_share"), median(records, NAIVE_ROW, "objects")) {
+                (Some(w), Some(s), Some(n)) => h(
+                    PUBLISHED,
+                    format!("on demand: {n:.0} objects in {w:.1} s, {:.0}% of it waiting for first bytes (the most opening ahead could save); open-ahead not yet in the engine", s * 100.0),
+                    "not measured",
+                ),
+                _ => h(PUBLISHED, none(), "not measured"),
+            }
+        }
+        "commit" => {
+            use crate::commit::{NAIVE_ROW, PUBLISHED};
+            let m = |f: &str| median(records, NAIVE_ROW, f);
+            match (m("wall_s"), m("commit_s"), m("clean_s"), m("requests_get"), m("requests_put"), m("requests_delete_objects")) {
+                (Some(w), Some(c), Some(d), Some(g), Some(p), Some(del)) => h(
+                    PUBLISHED,
+                    format!("naive: {w:.2} s (commit {c:.2} s, clean {d:.2} s); {g:.0} GET, {p:.0} PUT, {del:.0} DeleteObjects; parallel delete not yet in the engine"),
+                    "baseline only",
+                ),
+                _ => h(PUBLISHED, none(), "baseline only"),
+            }
+        }
+        "vectored" => {
+            use crate::vectored::{NAIVE_ROW, PUBLISHED};
+            let m = |f: &str| median(records, NAIVE_ROW, f);
+            match (m("gets_issued"), m("bytes_over_read"), m("wall_s")) {
+                (Some(g), Some(o), Some(w)) => h(
+                    PUBLISHED,
+                    format!("naive: {g:.0} GETs, {:.1} MiB over-read, {w:.2} s; coalescing not yet in the engine", o / 1048576.0),
+                    "baseline only",
+                ),
+                _ => h(PUBLISHED, none(), "baseline only"),
+            }
+        }
+        "bulk-get" => {
+            let published = ">= 90% of iperf3 on loopback (client issue)";
+            match paired_ratio(records, "h1-pool (1 connection)", "iperf3 (loopback)", "bytes_per_s") {
+                Some(s) => h(published, format!("h1-pool {:.0}% of iperf3", s.median * 100.0), if s.median >= 0.9 { "yes" } else { "no" }),
+                None => h(published, none(), "no"),
+            }
+        }
+        _ => h("-", "no headline registered (claims.rs)".into(), "-"),
+    }
+}
+
+/// The Markdown claims table.
+pub fn table(rows: &[Headline]) -> String {
+    let mut s = String::from("| workload | published headline | measured | reproduced in direction and size? |\n|---|---|---|---|\n");
+    for r in rows {
+        s.push_str(&format!("| {} | {} | {} | {} |\n", r.workload, r.published, r.measured.replace('|', "/"), r.verdict));
+    }
+    s.push_str(&format!("\n{RULE}\n"));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(variant: &str, repeat: usize, figure: &str, v: f64) -> RunRecord {
+        let mut r = RunRecord { variant: variant.into(), repeat, status: "ok".into(), ..RunRecord::default() };
+        r.set(figure, v);
+        r
+    }
+
+    #[test]
+    fn verdicts() {
+        assert_eq!(judge_percent(35.0, 30.0, 40.0), "yes");
+        assert_eq!(judge_percent(16.0, 30.0, 40.0), "yes");
+        assert_eq!(judge_percent(12.0, 30.0, 40.0), "direction only");
+        assert_eq!(judge_percent(200.0, 30.0, 40.0), "direction only");
+        assert_eq!(judge_percent(-5.0, 30.0, 40.0), "no");
+        assert_eq!(judge_ratio(15.0, 15.0, 15.0), "yes");
+        assert_eq!(judge_ratio(2.0, 15.0, 15.0), "direction only");
+        assert_eq!(judge_ratio(1.05, 15.0, 15.0), "no");
+    }
+
+    #[test]
+    fn paired_by_repeat() {
+        let rs = vec![
+            rec("a", 1, "f", 10.0),
+            rec("b", 1, "f", 5.0),
+            rec("a", 2, "f", 9.0),
+            rec("b", 2, "f", 3.0),
+            rec("a", 3, "f", 8.0), // no b in repeat 3: unpaired
+        ];
+        let s = paired_ratio(&rs, "a", "b", "f").unwrap();
+        assert_eq!((s.n, s.min, s.max, s.median), (2, 2.0, 3.0, 2.5));
+        let h = headline("small-objects", &[rec("h1-pipeline", 1, "objects_per_s", 135.0), rec("h1-pool", 1, "objects_per_s", 100.0)]);
+        assert_eq!(h.verdict, "yes");
+        assert!(h.measured.contains("+35%"), "{}", h.measured);
+        assert_eq!(headline("small-objects", &[]).verdict, "no");
+        assert!(table(&[h]).contains("| small-objects |"));
+    }
+}

@@ -1,0 +1,285 @@
+//! `commit` (LAB.md section 4; Apache Hudi's commit and cleaner on object storage).
+//!
+//! A Hudi commit rewrites the file groups it touches (read a base file, merge, write a
+//! new version); the cleaner then deletes old file versions in bulk. One run:
+//!
+//! 1. commit: `files` x (GET 4 MiB, modify, PUT 4 MiB), at most `concurrency` files in
+//!    flight. The modification flips a run of bytes in the copy, so every PUT sends new
+//!    content (and a new checksum);
+//! 2. clean: delete `deletes` objects with DeleteObjects. Naive: batches of 1,000 keys,
+//!    one after another (what `S3Client::delete_objects` does).
+//!
+//! The 4 MiB files are PUT once per server (setup); the small objects to delete are PUT
+//! again before every run, untimed, since each run deletes them. Requests are counted by
+//! type in the bench (GET, PUT, DeleteObjects) and cross-checked with the transport's
+//! total. Parallel batch delete (scheduler issue 5) is not in the engine yet: a
+//! not-implemented row, to become one more [`Strategy`] calling the engine.
+
+use crate::record::RunRecord;
+use crate::scenario::{body, Errors, Meter, Scenario};
+use crate::workload::{ClientSpec, Column, ServerSpec, Shape, Size, Task, Variant, Workload};
+use anyhow::{Context, Result};
+use bytes::BytesMut;
+use ferry_store::{GetParams, Mode, ObjectRef, PutParams, S3Client};
+use serde_json::{json, Map, Value};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+pub const NAME: &str = "commit";
+pub const PUBLISHED: &str = "none published (Hudi commit + cleaner); batch delete in parallel should cut the clean";
+pub const BUCKET: &str = "bench";
+pub const PARALLEL_DELETE_GAP: &str = "parallel batch delete: not yet in the engine (scheduler issue 5)";
+pub const NAIVE_ROW: &str = "naive (DeleteObjects batches one after another)";
+pub const PARALLEL_ROW: &str = "parallel batch delete";
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CommitParams {
+    pub files: usize,
+    pub file_bytes: usize,
+    pub deletes: usize,
+    pub delete_object_bytes: usize,
+    /// Files in flight during the commit.
+    pub concurrency: usize,
+    pub connections: usize,
+    /// Prefixes the objects to delete are spread over (the s3 profile limits PUTs per prefix).
+    pub prefixes: usize,
+    pub put_concurrency: usize,
+    pub repeats: usize,
+}
+
+impl CommitParams {
+    pub fn new(size: Size) -> CommitParams {
+        let (files, deletes) = match size {
+            Size::Quick => (100, 2_000),
+            Size::Full => (500, 5_000),
+        };
+        CommitParams { files, file_bytes: 4 << 20, deletes, delete_object_bytes: 1024, concurrency: 16, connections: 50, prefixes: 16, put_concurrency: 64, repeats: 3 }
+    }
+}
+
+/// `commit/table/fg-NNNNN.parquet`: the file groups a commit rewrites.
+pub fn file_keys(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("commit/table/fg-{i:05}.parquet")).collect()
+}
+
+/// `commit/old/pNN/v-NNNNNN.parquet`: old versions the cleaner deletes.
+pub fn delete_keys(n: usize, prefixes: usize) -> Vec<String> {
+    let prefixes = prefixes.max(1);
+    (0..n).map(|i| format!("commit/old/p{:02}/v-{:06}.parquet", i % prefixes, i)).collect()
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// DeleteObjects batches of 1,000, one after another.
+    Naive,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CommitRun {
+    pub strategy: Strategy,
+    pub files: Arc<Vec<String>>,
+    pub file_bytes: usize,
+    pub deletes: Arc<Vec<String>>,
+    pub delete_object_bytes: usize,
+    pub concurrency: usize,
+    pub put_concurrency: usize,
+}
+
+async fn put_many(c: &S3Client, keys: &[String], b: bytes::Bytes, concurrency: usize) -> Result<()> {
+    let sem = Arc::new(Semaphore::new(concurrency.max(1)));
+    let mut set = JoinSet::new();
+    for key in keys {
+        let permit = sem.clone().acquire_owned().await?;
+        let (c, obj, b) = (c.clone(), ObjectRef::new(BUCKET, key.as_str()), b.clone());
+        set.spawn(async move {
+            let r = c.put_object(&obj, b, PutParams::default()).await.with_context(|| format!("PUT {obj}"));
+            drop(permit);
+            r
+        });
+        while let Some(done) = set.try_join_next() {
+            done??;
+        }
+    }
+    while let Some(r) = set.join_next().await {
+        r??;
+    }
+    Ok(())
+}
+
+impl CommitRun {
+    pub fn setup_key(&self) -> String {
+        format!("{} files of {} MiB", self.files.len(), self.file_bytes >> 20)
+    }
+
+    pub async fn setup(&self, c: &S3Client) -> Result<()> {
+        c.create_bucket(BUCKET).await.with_context(|| format!("creating bucket {BUCKET}"))?;
+        put_many(c, &self.files, body(self.file_bytes, 0), self.put_concurrency).await
+    }
+
+    pub fn params(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("delete_strategy".into(), json!("DeleteObjects batches of 1,000, one after another"));
+        m
+    }
+
+    pub async fn run(&self, c: &S3Client, rec: &mut RunRecord) -> Result<()> {
+        let Strategy::Naive = self.strategy;
+        // Untimed: the objects this run's cleaner deletes (the previous run deleted them).
+        // Same client, so its pool is warm when timing starts; the counters are read as
+        // differences from here on.
+        let t_prep = Instant::now();
+        put_many(c, &self.deletes, body(self.delete_object_bytes, 1), self.put_concurrency).await.context("re-creating the objects to delete")?;
+        rec.set("setup_put_s", t_prep.elapsed().as_secs_f64());
+
+        let meter = Meter::start(c);
+        let (gets, puts) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let sem = Arc::new(Semaphore::new(self.concurrency.max(1)));
+        let mut set = JoinSet::new();
+        let mut errors = Errors::default();
+        for (i, key) in self.files.iter().enumerate() {
+            let permit = sem.clone().acquire_owned().await?;
+            let (c, obj, gets, puts, size) = (c.clone(), ObjectRef::new(BUCKET, key.as_str()), gets.clone(), puts.clone(), self.file_bytes);
+            set.spawn(async move {
+                let r = async {
+                    gets.fetch_add(1, Relaxed);
+                    let data = c.get_object(&obj, GetParams::default()).await?.body.collect().await?;
+                    if data.len() != size {
+                        anyhow::bail!("GET {obj}: {} bytes, expected {size}", data.len());
+                    }
+                    // The merge: a new version differs from the old in a run of bytes.
+                    let mut next = BytesMut::from(&data[..]);
+                    let at = (i * 4096) % size.max(1);
+                    for b in next[at..(at + 4096).min(size)].iter_mut() {
+                        *b = b.wrapping_add(1);
+                    }
+                    puts.fetch_add(1, Relaxed);
+                    c.put_object(&obj, next.freeze(), PutParams::default()).await?;
+                    Ok(())
+                }
+                .await;
+                drop(permit);
+                r.map_err(|e| format!("{obj}: {e:#}"))
+            });
+        }
+        while let Some(done) = set.join_next().await {
+            if let Err(e) = done? {
+                errors.add(e);
+            }
+        }
+        let commit_s = meter.elapsed().as_secs_f64();
+        let t_clean = Instant::now();
+        let batches = self.deletes.len().div_ceil(1000) as u64;
+        let (deleted, delete_errors) = match c.delete_objects(BUCKET, &self.deletes).await {
+            Ok(out) => {
+                for e in out.errors.iter().take(3) {
+                    errors.add(format!("DeleteObjects {}: {} {}", e.key, e.code, e.message));
+                }
+                (out.deleted.len() as u64, out.errors.len() as u64)
+            }
+            Err(e) => {
+                errors.add(format!("DeleteObjects: {e:#}"));
+                (0, self.deletes.len() as u64)
+            }
+        };
+        let clean_s = t_clean.elapsed().as_secs_f64();
+        meter.record(c, rec, "");
+        rec.set("commit_s", commit_s);
+        rec.set("clean_s", clean_s);
+        rec.set("files", self.files.len() as f64);
+        rec.set("requests_get", gets.load(Relaxed) as f64);
+        rec.set("requests_put", puts.load(Relaxed) as f64);
+        rec.set("requests_delete_objects", batches as f64);
+        rec.set("objects_deleted", deleted as f64);
+        rec.set("delete_errors", delete_errors as f64);
+        errors.record(rec);
+        Ok(())
+    }
+}
+
+pub const COLUMNS: &[Column] = &[
+    Column::new("wall s", "wall_s", 1.0, 2),
+    Column::new("commit s", "commit_s", 1.0, 2),
+    Column::new("clean s", "clean_s", 1.0, 2),
+    Column::new("GET", "requests_get", 1.0, 0),
+    Column::new("PUT", "requests_put", 1.0, 0),
+    Column::new("DeleteObjects", "requests_delete_objects", 1.0, 0),
+    Column::new("requests sent (transport)", "requests_sent", 1.0, 0),
+    Column::new("deleted", "objects_deleted", 1.0, 0),
+    Column::new("TCP conns opened", "connections_opened", 1.0, 0),
+    Column::new("client CPU s", "client_cpu_s", 1.0, 2),
+    Column::new("errors", "errors", 1.0, 0),
+];
+
+pub fn commit(size: Size, p: &CommitParams) -> Workload {
+    let s3 = ServerSpec { label: "s3", profile: "s3", extra_args: vec![], signed: true };
+    let client = ClientSpec { mode: Mode::H1Pool, max_connections: p.connections, pipeline_depth: 1 };
+    let run = CommitRun {
+        strategy: Strategy::Naive,
+        files: Arc::new(file_keys(p.files)),
+        file_bytes: p.file_bytes,
+        deletes: Arc::new(delete_keys(p.deletes, p.prefixes)),
+        delete_object_bytes: p.delete_object_bytes,
+        concurrency: p.concurrency,
+        put_concurrency: p.put_concurrency,
+    };
+    let variants = vec![
+        Variant { label: NAIVE_ROW.into(), workload: NAME, server: Some(0), client: Some(client), task: Task::Scenario(Scenario::Commit(run)), note: None, once: false },
+        Variant { label: PARALLEL_ROW.into(), workload: NAME, server: Some(0), client: Some(client), task: Task::NotYet { reason: PARALLEL_DELETE_GAP.into() }, note: None, once: true },
+    ];
+    let params = json!({
+        "files": p.files,
+        "file_bytes": p.file_bytes,
+        "deletes": p.deletes,
+        "delete_object_bytes": p.delete_object_bytes,
+        "delete_batch": 1000,
+        "concurrency": p.concurrency,
+        "connections": p.connections,
+        "prefixes": p.prefixes,
+        "file_keys": "bench/commit/table/fg-NNNNN.parquet",
+        "delete_keys": "bench/commit/old/pNN/v-NNNNNN.parquet",
+    });
+    Workload {
+        name: NAME,
+        size,
+        servers: vec![s3],
+        setup: None,
+        warm: vec![],
+        variants,
+        repeats: p.repeats.max(1),
+        params: params.as_object().cloned().unwrap_or_default(),
+        shape: Shape::Columns(COLUMNS),
+        claims: vec![],
+        notes: vec![format!(
+            "{} x (GET {} MiB, modify, PUT) with {} in flight, then DeleteObjects of {} keys in batches of 1,000 one after another; h1-pool of {} connections, s3 profile. The objects to delete are re-created before each run, untimed (setup_put_s in the JSON), with the same client, so its pool is warm.",
+            p.files,
+            p.file_bytes >> 20,
+            p.concurrency,
+            p.deletes,
+            p.connections
+        )],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_keys() {
+        let f = CommitParams::new(Size::Full);
+        assert_eq!((f.files, f.file_bytes, f.deletes), (500, 4 << 20, 5_000));
+        let q = CommitParams::new(Size::Quick);
+        assert!(q.files < f.files && q.deletes > 1_000, "quick still has more than one delete batch");
+        let d = delete_keys(5_000, 16);
+        assert_eq!(d.len(), 5_000);
+        assert_eq!(d[17], "commit/old/p01/v-000017.parquet");
+        assert_eq!(d.iter().collect::<std::collections::HashSet<_>>().len(), 5_000);
+        assert_eq!(file_keys(500)[499], "commit/table/fg-00499.parquet");
+        let w = commit(Size::Full, &f);
+        assert!(matches!(&w.variants[1].task, Task::NotYet { reason } if reason.contains("not yet in the engine")));
+        assert_eq!(w.params["deletes"], 5_000);
+    }
+}

@@ -1,0 +1,297 @@
+//! `ttfb-throughput` (LAB.md section 4; PerfKitBenchmarker's object_storage_service
+//! benchmark and its write-up's Figure 1: GCS first byte >3x S3's; GCS throughput ~2x S3's
+//! and ~4x Azure's).
+//!
+//! Per emulation profile (`s3`, `gcs`, `azure`: one `ferry serve` each), in rows:
+//! - first byte: `probes` sequential GETs of a 1 KiB synthetic object; the time from
+//!   sending the request to the response head (the transport resolves `send` when the head
+//!   has arrived, with the first body bytes in the same segment for an object this small);
+//! - GET and PUT at 16 KiB, 256 KiB, 1 MiB, 8 MiB, 32 MiB: `transfers` requests each, at
+//!   most `in_flight` at once over an h1-pool of as many connections, each request's
+//!   throughput = size / (request start to end of body, or to the PUT's response).
+//!   GETs read synthetic objects (`synthetic/ttfb/size=N/obj`); PUTs write
+//!   `bench/ttfb/put/size=N/obj-K`, K cycling over `in_flight` keys so server memory stays
+//!   bounded.
+//!
+//! Every row writes its whole percentile curve into the record's `series` (`ttfb_s`, or
+//! `throughput_Bps` with `params.op` and `params.object_size`), which bench/plot.py draws
+//! on a log axis like the write-up's figure.
+//!
+//! The profiles are emulations whose first-byte and rate figures were set from the same
+//! published numbers (crates/server config.rs), so this workload checks that the lab's
+//! model shows them end to end through a real client, not that the clouds behave so.
+
+use crate::record::RunRecord;
+use crate::scenario::{body, get_drain, percentile_curve, set_percentiles, Errors, Meter, Scenario};
+use crate::stats::percentiles;
+use crate::workload::{ClientSpec, Column, ServerSpec, Shape, Size, Task, Variant, Workload};
+use anyhow::{Context, Result};
+use ferry_store::{GetParams, Mode, ObjectRef, PutParams, S3Client};
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+pub const NAME: &str = "ttfb-throughput";
+pub const PUBLISHED: &str = "GCS first byte >3x S3; GCS throughput ~2x S3, ~4x Azure (PerfKitBenchmarker)";
+pub const SYNTHETIC: &str = "synthetic";
+pub const BUCKET: &str = "bench";
+pub const PROFILES: &[&str] = &["s3", "gcs", "azure"];
+pub const SIZES: &[(&str, u64)] = &[("16KiB", 16 << 10), ("256KiB", 256 << 10), ("1MiB", 1 << 20), ("8MiB", 8 << 20), ("32MiB", 32 << 20)];
+pub const PROBE_BYTES: u64 = 1024;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TtfbParams {
+    pub probes: usize,
+    pub transfers: usize,
+    pub in_flight: usize,
+    pub repeats: usize,
+}
+
+impl TtfbParams {
+    pub fn new(size: Size) -> TtfbParams {
+        match size {
+            // Quick: 30 probes and 6 transfers were ~25 s a repeat here (the gcs probes
+            // alone are 30 x ~100 ms); 20 and 4 keep three repeats under a minute.
+            Size::Quick => TtfbParams { probes: 20, transfers: 4, in_flight: 2, repeats: 3 },
+            Size::Full => TtfbParams { probes: 1_000, transfers: 100, in_flight: 2, repeats: 3 },
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Get,
+    Put,
+}
+
+impl Op {
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Get => "get",
+            Op::Put => "put",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum TtfbRun {
+    /// `count` sequential first-byte GETs.
+    Probe { count: usize },
+    /// `count` requests of `op` at `size` bytes, `in_flight` at once.
+    Transfer { op: Op, size: u64, count: usize, in_flight: usize },
+}
+
+pub fn probe_key() -> String {
+    format!("ttfb/size={PROBE_BYTES}/probe")
+}
+
+pub fn get_key(size: u64) -> String {
+    format!("ttfb/size={size}/obj")
+}
+
+pub fn put_key(size: u64, k: usize) -> String {
+    format!("ttfb/put/size={size}/obj-{k}")
+}
+
+impl TtfbRun {
+    pub fn setup_key(&self) -> String {
+        "bucket and synthetic CRCs".into()
+    }
+
+    pub async fn setup(&self, c: &S3Client) -> Result<()> {
+        c.create_bucket(BUCKET).await.with_context(|| format!("creating bucket {BUCKET}"))?;
+        let keys = std::iter::once(probe_key()).chain(SIZES.iter().map(|(_, s)| get_key(*s)));
+        for k in keys {
+            c.head_object(&ObjectRef::new(SYNTHETIC, k.as_str())).await.with_context(|| format!("HEAD {SYNTHETIC}/{k}"))?;
+        }
+        Ok(())
+    }
+
+    pub fn params(&self) -> Map<String, Value> {
+        let v = match self {
+            TtfbRun::Probe { count } => json!({"op": "first-byte", "object_size": PROBE_BYTES, "requests": count, "in_flight": 1}),
+            TtfbRun::Transfer { op, size, count, in_flight } => json!({"op": op.name(), "object_size": size, "requests": count, "in_flight": in_flight}),
+        };
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    pub async fn run(&self, c: &S3Client, rec: &mut RunRecord) -> Result<()> {
+        match self {
+            TtfbRun::Probe { count } => probe(c, *count, rec).await,
+            TtfbRun::Transfer { op, size, count, in_flight } => transfer(c, *op, *size, *count, *in_flight, rec).await,
+        }
+    }
+}
+
+async fn probe(c: &S3Client, count: usize, rec: &mut RunRecord) -> Result<()> {
+    let meter = Meter::start(c);
+    let obj = ObjectRef::new(SYNTHETIC, probe_key());
+    let mut firsts = Vec::with_capacity(count);
+    let mut errors = Errors::default();
+    for _ in 0..count {
+        match get_drain(c, &obj, GetParams::default()).await {
+            Ok((n, head)) if n == PROBE_BYTES => firsts.push(head.as_secs_f64()),
+            Ok((n, _)) => errors.add(format!("GET {obj}: {n} bytes, expected {PROBE_BYTES}")),
+            Err(e) => errors.add(format!("GET {obj}: {e:#}")),
+        }
+    }
+    meter.record(c, rec, "");
+    rec.set("requests", firsts.len() as f64);
+    set_percentiles(rec, "ttfb", "ms", &mut firsts, 1e3);
+    rec.set_series("ttfb_s", percentile_curve(&firsts));
+    errors.record(rec);
+    Ok(())
+}
+
+async fn transfer(c: &S3Client, op: Op, size: u64, count: usize, in_flight: usize, rec: &mut RunRecord) -> Result<()> {
+    let payload = body(if op == Op::Put { size as usize } else { 0 }, 3);
+    let meter = Meter::start(c);
+    let sem = Arc::new(Semaphore::new(in_flight.max(1)));
+    let mut set = JoinSet::new();
+    for i in 0..count {
+        let permit = sem.clone().acquire_owned().await?;
+        let (c, payload) = (c.clone(), payload.clone());
+        set.spawn(async move {
+            let t = Instant::now();
+            let r = match op {
+                Op::Get => {
+                    let obj = ObjectRef::new(SYNTHETIC, get_key(size));
+                    match get_drain(&c, &obj, GetParams::default()).await {
+                        Ok((n, _)) if n == size => Ok(()),
+                        Ok((n, _)) => Err(format!("GET {obj}: {n} bytes, expected {size}")),
+                        Err(e) => Err(format!("GET {obj}: {e:#}")),
+                    }
+                }
+                Op::Put => {
+                    let obj = ObjectRef::new(BUCKET, put_key(size, i % in_flight.max(1)));
+                    c.put_object(&obj, payload, PutParams::default()).await.map(|_| ()).map_err(|e| format!("PUT {obj}: {e:#}"))
+                }
+            };
+            drop(permit);
+            (t.elapsed(), r)
+        });
+    }
+    let mut lat = Vec::with_capacity(count);
+    let mut tput = Vec::with_capacity(count);
+    let mut errors = Errors::default();
+    while let Some(done) = set.join_next().await {
+        match done? {
+            (t, Ok(())) => {
+                lat.push(t.as_secs_f64());
+                tput.push(size as f64 / t.as_secs_f64().max(1e-9));
+            }
+            (_, Err(e)) => errors.add(e),
+        }
+    }
+    let wall = meter.record(c, rec, "");
+    rec.set("requests", lat.len() as f64);
+    rec.set("bytes", (lat.len() as u64 * size) as f64);
+    rec.set("bytes_per_s", (lat.len() as u64 * size) as f64 / wall.as_secs_f64().max(1e-9));
+    set_percentiles(rec, "latency", "ms", &mut lat, 1e3);
+    let ps = percentiles(&mut tput, &[10.0, 50.0, 90.0]);
+    for (name, p) in ["throughput_p10_Bps", "throughput_p50_Bps", "throughput_p90_Bps"].iter().zip(ps) {
+        if let Some(v) = p {
+            rec.set(name, v);
+        }
+    }
+    rec.set_series("throughput_Bps", percentile_curve(&tput));
+    errors.record(rec);
+    Ok(())
+}
+
+pub const COLUMNS: &[Column] = &[
+    Column::new("first byte p50 ms", "ttfb_p50_ms", 1.0, 1),
+    Column::new("first byte p90 ms", "ttfb_p90_ms", 1.0, 1),
+    Column::new("first byte p99 ms", "ttfb_p99_ms", 1.0, 1),
+    Column::new("MB/s per request p10", "throughput_p10_Bps", 1e-6, 1),
+    Column::new("p50", "throughput_p50_Bps", 1e-6, 1),
+    Column::new("p90", "throughput_p90_Bps", 1e-6, 1),
+    Column::new("latency p50 ms", "latency_p50_ms", 1.0, 1),
+    Column::new("client CPU s", "client_cpu_s", 1.0, 2),
+    Column::new("errors", "errors", 1.0, 0),
+];
+
+pub fn probe_row(profile: &str) -> String {
+    format!("{profile} · first byte")
+}
+
+pub fn transfer_row(profile: &str, op: Op, size_label: &str) -> String {
+    format!("{profile} · {} {size_label}", op.name().to_uppercase())
+}
+
+pub fn ttfb_throughput(size: Size, p: &TtfbParams) -> Workload {
+    let servers: Vec<ServerSpec> = PROFILES.iter().map(|pr| ServerSpec { label: pr, profile: pr, extra_args: vec![], signed: true }).collect();
+    let mut variants = Vec::new();
+    for (i, profile) in PROFILES.iter().enumerate() {
+        let v = |label: String, task: TtfbRun, conns: usize| Variant {
+            label,
+            workload: NAME,
+            server: Some(i),
+            client: Some(ClientSpec { mode: Mode::H1Pool, max_connections: conns, pipeline_depth: 1 }),
+            task: Task::Scenario(Scenario::Ttfb(task)),
+            note: None,
+            once: false,
+        };
+        variants.push(v(probe_row(profile), TtfbRun::Probe { count: p.probes }, 1));
+        for op in [Op::Get, Op::Put] {
+            for (label, bytes) in SIZES {
+                variants.push(v(transfer_row(profile, op, label), TtfbRun::Transfer { op, size: *bytes, count: p.transfers, in_flight: p.in_flight }, p.in_flight));
+            }
+        }
+    }
+    let params = json!({
+        "profiles": PROFILES,
+        "probes": p.probes,
+        "probe_bytes": PROBE_BYTES,
+        "transfers": p.transfers,
+        "sizes": SIZES.iter().map(|s| s.1).collect::<Vec<_>>(),
+        "in_flight": p.in_flight,
+        "client": "h1-pool, one connection per request in flight",
+        "first_byte": "request sent to response head",
+        "throughput": "object size / (request start to end of body or PUT response)",
+    });
+    Workload {
+        name: NAME,
+        size,
+        servers,
+        setup: None,
+        warm: vec![],
+        variants,
+        repeats: p.repeats.max(1),
+        params: params.as_object().cloned().unwrap_or_default(),
+        shape: Shape::Columns(COLUMNS),
+        claims: vec![],
+        notes: vec![
+            format!(
+                "first byte: {} sequential GETs of a 1 KiB object; GET/PUT: {} requests per size, {} in flight over {} connections; one ferry serve per profile.",
+                p.probes, p.transfers, p.in_flight, p.in_flight
+            ),
+            "the profiles' first-byte and rate figures were set from the published numbers (LAB.md section 2), so agreement shows the lab's model end to end, not the clouds.".into(),
+            "full percentile curves are in the JSON (series ttfb_s, throughput_Bps); bench/plot.py draws them.".into(),
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_per_profile_and_size() {
+        let f = TtfbParams::new(Size::Full);
+        assert_eq!((f.probes, f.transfers), (1_000, 100));
+        let w = ttfb_throughput(Size::Full, &f);
+        assert_eq!(w.servers.iter().map(|s| s.profile).collect::<Vec<_>>(), ["s3", "gcs", "azure"]);
+        assert_eq!(w.variants.len(), 3 * (1 + 2 * 5));
+        assert_eq!(SIZES.iter().map(|s| s.1).collect::<Vec<_>>(), [16384, 262144, 1 << 20, 8 << 20, 32 << 20]);
+        let put = w.variants.iter().find(|v| v.label == "gcs · PUT 8MiB").unwrap();
+        assert_eq!(put.server, Some(1));
+        let Task::Scenario(s) = &put.task else { panic!() };
+        assert_eq!(s.params()["op"], "put");
+        assert_eq!(s.params()["object_size"], 8 << 20);
+        assert_eq!(put_key(5, 3), "ttfb/put/size=5/obj-3");
+        assert!(TtfbParams::new(Size::Quick).probes < f.probes);
+    }
+}

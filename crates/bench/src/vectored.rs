@@ -1,0 +1,249 @@
+//! `vectored` (LAB.md section 4; HBase HFile metadata reads: many small ranges of one
+//! large file).
+//!
+//! 2,000 ranges of 4-64 KiB inside one 256 MiB object of the synthetic bucket
+//! (`synthetic/vectored/size=268435456/table.hfile`, nothing to PUT), `s3` profile. The
+//! ranges are seeded: the object is cut into as many equal slots as there are ranges and
+//! each slot holds one range at a random offset with a uniform random length, so ranges
+//! are sorted, never overlap, and leave gaps like an HFile's index and bloom blocks do.
+//!
+//! Strategies (rows):
+//! - naive: one ranged GET per range, at most `in_flight` at once; no byte is read twice
+//!   and none outside a range (bytes over-read = received - requested = 0 when all is
+//!   well; the figure is measured, not assumed);
+//! - coalesced (`get_ranges` in the engine, scheduler issue 5): not yet in the engine, a
+//!   not-implemented row. When it lands it becomes one more [`Strategy`] here that calls
+//!   the engine, and its over-read (gap bytes fetched to save requests) shows in the same
+//!   column.
+
+use crate::record::RunRecord;
+use crate::scenario::{get_drain, set_percentiles, Errors, Meter, Scenario};
+use crate::workload::{ClientSpec, Column, ServerSpec, Shape, Size, Task, Variant, Workload};
+use anyhow::{Context, Result};
+use ferry_store::{GetParams, Mode, ObjectRef, RangeSpec, S3Client};
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+pub const NAME: &str = "vectored";
+pub const PUBLISHED: &str = "none published (HFile metadata reads); coalescing should cut GETs";
+pub const SYNTHETIC: &str = "synthetic";
+pub const COALESCED_GAP: &str = "coalescing: not yet in the engine (get_ranges, scheduler issue 5)";
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct VectoredParams {
+    pub ranges: usize,
+    pub range_min: u64,
+    pub range_max: u64,
+    pub object_bytes: u64,
+    pub seed: u64,
+    pub in_flight: usize,
+    pub connections: usize,
+    pub repeats: usize,
+}
+
+impl VectoredParams {
+    /// The published size is already quick (2,000 ranges at 30 ms first byte, 32 in
+    /// flight: ~2 s a run), so quick and full are the same.
+    pub fn new(_size: Size) -> VectoredParams {
+        VectoredParams { ranges: 2_000, range_min: 4 << 10, range_max: 64 << 10, object_bytes: 256 << 20, seed: 11, in_flight: 32, connections: 50, repeats: 3 }
+    }
+
+    pub fn key(&self) -> String {
+        format!("vectored/size={}/table.hfile", self.object_bytes)
+    }
+}
+
+/// `(offset, length)` of each range: sorted, disjoint, inside `[0, object_bytes)`.
+pub fn ranges(n: usize, min: u64, max: u64, object_bytes: u64, seed: u64) -> Vec<(u64, u64)> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let slot = object_bytes / n as u64;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    (0..n as u64)
+        .map(|i| {
+            let len = rng.gen_range(min..=max).min(slot.max(1));
+            let off = i * slot + rng.gen_range(0..=slot - len);
+            (off, len)
+        })
+        .collect()
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// One GET per range.
+    Naive,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct VectoredRun {
+    pub strategy: Strategy,
+    pub key: String,
+    pub ranges: Arc<Vec<(u64, u64)>>,
+    pub in_flight: usize,
+}
+
+impl VectoredRun {
+    pub fn setup_key(&self) -> String {
+        format!("{SYNTHETIC}/{} (HEAD)", self.key)
+    }
+
+    pub async fn setup(&self, c: &S3Client) -> Result<()> {
+        c.head_object(&ObjectRef::new(SYNTHETIC, self.key.as_str())).await.with_context(|| format!("HEAD {SYNTHETIC}/{}", self.key))?;
+        Ok(())
+    }
+
+    pub fn params(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("strategy".into(), json!("naive: one GET per range"));
+        m
+    }
+
+    pub async fn run(&self, c: &S3Client, rec: &mut RunRecord) -> Result<()> {
+        let Strategy::Naive = self.strategy;
+        let meter = Meter::start(c);
+        let sem = Arc::new(Semaphore::new(self.in_flight.max(1)));
+        let mut set = JoinSet::new();
+        let mut issued = 0u64;
+        for (off, len) in self.ranges.iter().copied() {
+            let permit = sem.clone().acquire_owned().await?;
+            let (c, obj) = (c.clone(), ObjectRef::new(SYNTHETIC, self.key.as_str()));
+            issued += 1;
+            set.spawn(async move {
+                let t = Instant::now();
+                let r = get_drain(&c, &obj, GetParams::range(RangeSpec::FromTo(off, off + len - 1))).await;
+                drop(permit);
+                (t.elapsed(), len, r.map(|(n, _)| n).map_err(|e| format!("GET {obj} bytes {off}-{}: {e:#}", off + len - 1)))
+            });
+        }
+        let (mut requested, mut received) = (0u64, 0u64);
+        let mut lat = Vec::with_capacity(self.ranges.len());
+        let mut errors = Errors::default();
+        while let Some(done) = set.join_next().await {
+            let (t, len, r) = done?;
+            requested += len;
+            match r {
+                Ok(n) => {
+                    received += n;
+                    lat.push(t.as_secs_f64());
+                    if n != len {
+                        errors.add(format!("a range of {len} bytes returned {n}"));
+                    }
+                }
+                Err(e) => errors.add(e),
+            }
+        }
+        meter.record(c, rec, "");
+        rec.set("ranges", self.ranges.len() as f64);
+        rec.set("gets_issued", issued as f64);
+        rec.set("bytes_requested", requested as f64);
+        rec.set("bytes_received", received as f64);
+        rec.set("bytes_over_read", received.saturating_sub(requested) as f64);
+        set_percentiles(rec, "latency", "ms", &mut lat, 1e3);
+        errors.record(rec);
+        Ok(())
+    }
+}
+
+pub const COLUMNS: &[Column] = &[
+    Column::new("GETs issued", "gets_issued", 1.0, 0),
+    Column::new("MiB requested", "bytes_requested", 1.0 / 1048576.0, 1),
+    Column::new("MiB over-read", "bytes_over_read", 1.0 / 1048576.0, 1),
+    Column::new("wall s", "wall_s", 1.0, 2),
+    Column::new("p50 ms", "latency_p50_ms", 1.0, 1),
+    Column::new("p99 ms", "latency_p99_ms", 1.0, 1),
+    Column::new("TCP conns opened", "connections_opened", 1.0, 0),
+    Column::new("client CPU s", "client_cpu_s", 1.0, 2),
+    Column::new("errors", "errors", 1.0, 0),
+];
+
+pub const NAIVE_ROW: &str = "naive (one GET per range)";
+pub const COALESCED_ROW: &str = "coalesced (get_ranges)";
+
+pub fn vectored(size: Size, p: &VectoredParams) -> Workload {
+    let rs = Arc::new(ranges(p.ranges, p.range_min, p.range_max, p.object_bytes, p.seed));
+    let s3 = ServerSpec { label: "s3", profile: "s3", extra_args: vec![], signed: true };
+    let client = ClientSpec { mode: Mode::H1Pool, max_connections: p.connections, pipeline_depth: 1 };
+    let variants = vec![
+        Variant {
+            label: NAIVE_ROW.into(),
+            workload: NAME,
+            server: Some(0),
+            client: Some(client),
+            task: Task::Scenario(Scenario::Vectored(VectoredRun { strategy: Strategy::Naive, key: p.key(), ranges: rs.clone(), in_flight: p.in_flight })),
+            note: None,
+            once: false,
+        },
+        Variant { label: COALESCED_ROW.into(), workload: NAME, server: Some(0), client: Some(client), task: Task::NotYet { reason: COALESCED_GAP.into() }, note: None, once: true },
+    ];
+    let requested: u64 = rs.iter().map(|r| r.1).sum();
+    let params = json!({
+        "ranges": p.ranges,
+        "range_min": p.range_min,
+        "range_max": p.range_max,
+        "object_bytes": p.object_bytes,
+        "object": format!("{SYNTHETIC}/{}", p.key()),
+        "bytes_requested": requested,
+        "seed": p.seed,
+        "range_layout": "one range per equal slot, random offset, uniform length; sorted, disjoint",
+        "in_flight": p.in_flight,
+        "connections": p.connections,
+    });
+    Workload {
+        name: NAME,
+        size,
+        servers: vec![s3],
+        setup: None,
+        warm: vec![],
+        variants,
+        repeats: p.repeats.max(1),
+        params: params.as_object().cloned().unwrap_or_default(),
+        shape: Shape::Columns(COLUMNS),
+        claims: vec![],
+        notes: vec![format!(
+            "{} ranges of {}-{} KiB ({:.1} MiB in all) in one {} MiB synthetic object, s3 profile; naive: {} GETs in flight over an h1-pool of {} connections.",
+            p.ranges,
+            p.range_min >> 10,
+            p.range_max >> 10,
+            requested as f64 / 1048576.0,
+            p.object_bytes >> 20,
+            p.in_flight,
+            p.connections
+        )],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_are_sorted_disjoint_and_bounded() {
+        let p = VectoredParams::new(Size::Quick);
+        let r = ranges(p.ranges, p.range_min, p.range_max, p.object_bytes, p.seed);
+        assert_eq!(r.len(), 2_000);
+        assert_eq!(r, ranges(p.ranges, p.range_min, p.range_max, p.object_bytes, p.seed), "seeded");
+        assert!(r.iter().all(|(_, l)| (4096..=65536).contains(l)));
+        assert!(r.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0), "sorted and disjoint");
+        let (o, l) = r[r.len() - 1];
+        assert!(o + l <= 256 << 20);
+        // Lengths are spread over the whole 4-64 KiB band.
+        assert!(r.iter().any(|(_, l)| *l < 8 << 10) && r.iter().any(|(_, l)| *l > 60 << 10));
+        // Tiny object: lengths clamp to the slot.
+        assert!(ranges(4, 10, 100, 40, 1).iter().all(|(o, l)| *l <= 10 && o + l <= 40));
+        assert!(ranges(0, 1, 2, 10, 1).is_empty());
+    }
+
+    #[test]
+    fn workload_rows() {
+        let w = vectored(Size::Quick, &VectoredParams::new(Size::Quick));
+        assert_eq!(w.variants.len(), 2);
+        assert!(matches!(&w.variants[1].task, Task::NotYet { reason } if reason.contains("not yet in the engine")));
+        assert_eq!(w.servers[0].profile, "s3");
+        assert_eq!(w.params["object"], "synthetic/vectored/size=268435456/table.hfile");
+    }
+}

@@ -1,0 +1,138 @@
+//! End-to-end tiny runs of the newer `ferry bench` workloads (mixed-hol, vectored, commit,
+//! ttfb-throughput, open-ahead) through the one runner, against real `ferry serve`
+//! subprocesses of the binary under test (CARGO_BIN_EXE_ferry), as tests/bench.rs does for
+//! small-objects and bulk-get. Only the shape of the results is checked (every row ran
+//! cleanly, counts add up, curves are present, records pass the schema); no speed is
+//! asserted.
+
+use ferry_bench::record::check_schema;
+use ferry_bench::workload::Size;
+use ferry_bench::{commit, mixed_hol, open_ahead, ttfb, vectored, Outcome, RunOptions, ServerCommand};
+use std::path::Path;
+use std::time::Duration;
+
+fn options(out: &Path) -> RunOptions {
+    let mut o = RunOptions::new(ServerCommand::ferry(env!("CARGO_BIN_EXE_ferry")));
+    o.out = Some(out.to_path_buf());
+    o.progress = false;
+    o.run_timeout = Duration::from_secs(60);
+    o.server_lifetime = Duration::from_secs(300);
+    o
+}
+
+fn lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// Every record is clean or a not-yet row, and every JSON line passes the schema.
+fn check_clean(outcome: &Outcome, out: &Path) -> Vec<serde_json::Value> {
+    for r in &outcome.records {
+        assert!(r.status == "ok" || r.status == "not-implemented", "{}: {} {:?}", r.variant, r.status, r.error_samples);
+        if r.status == "ok" {
+            assert_eq!(r.figure("errors"), Some(0.0), "{}", r.variant);
+        }
+    }
+    let recs = lines(out);
+    assert_eq!(recs.len(), outcome.records.len());
+    for r in &recs {
+        check_schema(r).unwrap();
+    }
+    recs
+}
+
+#[test]
+fn mixed_hol_tiny_loaded_and_unloaded_per_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let mut p = mixed_hol::MixedHolParams::new(Size::Quick);
+    p.larges = 2;
+    p.large_bytes = 2 << 20;
+    p.smalls = 40;
+    p.small_max = 64 << 10;
+    p.connections = 4;
+    p.pipeline_depth = 4;
+    p.repeats = 1;
+    let w = mixed_hol::mixed_hol(Size::Quick, &p);
+    let outcome = ferry_bench::run(&w, &options(&out)).unwrap();
+    let recs = check_clean(&outcome, &out);
+    assert_eq!(outcome.records.len(), mixed_hol::CLIENTS.len() * 2);
+    for r in &outcome.records {
+        assert_eq!(r.figure("smalls"), Some(40.0), "{}", r.variant);
+        assert!(r.figure("small_latency_p99_ms").is_some() && r.figure("connections_opened").unwrap() >= 1.0);
+        let loaded = r.params["phase"] == "loaded";
+        assert_eq!(r.variant.ends_with("loaded") && !r.variant.ends_with("unloaded"), loaded);
+        assert_eq!(r.figure("larges"), loaded.then_some(2.0), "{}", r.variant);
+        assert_eq!(r.figure("large_done_s").is_some(), loaded);
+        let cdf = &r.series["small_latency_s"];
+        assert_eq!(cdf.len(), 40);
+        assert_eq!(cdf.last().unwrap()[1], 1.0);
+    }
+    assert!(recs.iter().all(|r| r["series"]["small_latency_s"].as_array().unwrap().len() == 40));
+    assert!(outcome.report.contains("| h1-pool · loaded |"), "{}", outcome.report);
+    assert!(outcome.report.contains("published: 15x"), "{}", outcome.report);
+}
+
+#[test]
+fn vectored_commit_open_ahead_tiny() {
+    let dir = tempfile::tempdir().unwrap();
+
+    let out = dir.path().join("v.jsonl");
+    let mut v = vectored::VectoredParams::new(Size::Quick);
+    v.ranges = 30;
+    v.object_bytes = 8 << 20;
+    v.repeats = 1;
+    let o = ferry_bench::run(&vectored::vectored(Size::Quick, &v), &options(&out)).unwrap();
+    check_clean(&o, &out);
+    let naive = o.records.iter().find(|r| r.variant == vectored::NAIVE_ROW).unwrap();
+    assert_eq!(naive.figure("gets_issued"), Some(30.0));
+    assert_eq!(naive.figure("bytes_received"), naive.figure("bytes_requested"));
+    assert_eq!(naive.figure("bytes_over_read"), Some(0.0));
+    let gap = o.records.iter().find(|r| r.variant == vectored::COALESCED_ROW).unwrap();
+    assert_eq!((gap.status.as_str(), gap.figures.len()), ("not-implemented", 0));
+
+    let out = dir.path().join("c.jsonl");
+    let mut c = commit::CommitParams::new(Size::Quick);
+    c.files = 6;
+    c.file_bytes = 256 << 10;
+    c.deletes = 1_200;
+    c.repeats = 2; // the second run re-creates what the first deleted
+    let o = ferry_bench::run(&commit::commit(Size::Quick, &c), &options(&out)).unwrap();
+    check_clean(&o, &out);
+    for r in o.records.iter().filter(|r| r.variant == commit::NAIVE_ROW) {
+        assert_eq!((r.figure("requests_get"), r.figure("requests_put")), (Some(6.0), Some(6.0)));
+        assert_eq!(r.figure("requests_delete_objects"), Some(2.0), "1,200 keys are two batches");
+        assert_eq!(r.figure("objects_deleted"), Some(1_200.0));
+        assert_eq!(r.figure("requests_sent"), Some(6.0 + 6.0 + 2.0), "the transport saw exactly those requests");
+    }
+
+    let out = dir.path().join("o.jsonl");
+    let mut p = open_ahead::OpenAheadParams::new(Size::Quick);
+    p.objects = 5;
+    p.repeats = 1;
+    let o = ferry_bench::run(&open_ahead::open_ahead(Size::Quick, &p), &options(&out)).unwrap();
+    check_clean(&o, &out);
+    let r = o.records.iter().find(|r| r.variant == open_ahead::NAIVE_ROW).unwrap();
+    assert_eq!((r.figure("objects"), r.figure("bytes")), (Some(5.0), Some(5.0 * 655_360.0)));
+    assert!(o.report.contains("open-ahead: not yet in the engine"), "{}", o.report);
+}
+
+#[test]
+fn ttfb_throughput_tiny_writes_curves() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.jsonl");
+    let p = ttfb::TtfbParams { probes: 3, transfers: 2, in_flight: 2, repeats: 1 };
+    let o = ferry_bench::run(&ttfb::ttfb_throughput(Size::Quick, &p), &options(&out)).unwrap();
+    let recs = check_clean(&o, &out);
+    assert_eq!(recs.len(), 3 * 11);
+    for r in &recs {
+        let series = r["series"].as_object().unwrap();
+        if r["params"]["op"] == "first-byte" {
+            assert_eq!(series["ttfb_s"].as_array().unwrap().len(), 3 + 1);
+        } else {
+            assert!(r["params"]["op"] == "get" || r["params"]["op"] == "put");
+            assert!(r["params"]["object_size"].as_u64().unwrap() >= 16 << 10);
+            assert_eq!(series["throughput_Bps"].as_array().unwrap().len(), 2 + 1);
+        }
+    }
+    assert_eq!(recs.iter().filter(|r| r["profile"] == "gcs").count(), 11);
+}
