@@ -17,9 +17,17 @@
 //!
 //! Both threads poll with a 100 ms timeout so they notice the stop flag and the
 //! deadline (the link's maximum lifetime) without a packet arriving.
+//!
+//! Costs: each packet is copied twice (out of the kernel, back in) and nothing else:
+//! buffers go back from the writer to the reader for reuse. Both threads ask for
+//! `SCHED_FIFO` (root has it): on two cores shared by client, server and anything else,
+//! a reader that is descheduled lets the TUN ring fill (tail drops at the device) and
+//! then sees a burst all stamped "now", which the queue model would also drop; a real
+//! link is never starved. They block in poll/recv/sleep, so they take only the CPU the
+//! traffic needs, and the kernel's RT throttling bounds them anyway.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc;
@@ -27,9 +35,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Largest packet read from a TUN: a 64 KiB GSO super-packet plus its vnet header, with
-/// room to spare (a read into a smaller buffer would silently truncate).
-const READ_BUF: usize = 128 * 1024;
+/// Largest packet read from a TUN: an IPv4/IPv6 packet is at most 64 KiB (65,535 bytes
+/// of payload length, no BIG TCP on a TUN) plus its vnet header; with room to spare, as a
+/// read into a smaller buffer would silently truncate.
+const READ_BUF: usize = 64 * 1024 + 1024;
+/// SCHED_FIFO priority of the delay line's threads: above every normal thread, low among
+/// real-time ones.
+const RT_PRIORITY: libc::c_int = 10;
 /// Whatever the rate, never hold more than this in one direction.
 const HARD_CAP_BYTES: u64 = 1 << 30;
 const POLL: Duration = Duration::from_millis(100);
@@ -93,14 +105,24 @@ pub fn spawn(
     stats: Arc<DirStats>,
 ) -> std::io::Result<Vec<JoinHandle<()>>> {
     let (tx, rx) = mpsc::channel::<Packet>();
+    let (back_tx, back_rx) = mpsc::channel::<Vec<u8>>();
     let (s1, st1) = (stop.clone(), stats.clone());
-    let reader = std::thread::Builder::new()
-        .name(format!("link-rd-{name}"))
-        .spawn(move || read_loop(&from, shape, &s1, deadline, &st1, tx))?;
-    let writer = std::thread::Builder::new()
-        .name(format!("link-wr-{name}"))
-        .spawn(move || write_loop(&to, &stop, &stats, rx))?;
+    let reader = std::thread::Builder::new().name(format!("link-rd-{name}")).spawn(move || {
+        realtime();
+        read_loop(&from, shape, &s1, deadline, &st1, tx, back_rx)
+    })?;
+    let writer = std::thread::Builder::new().name(format!("link-wr-{name}")).spawn(move || {
+        realtime();
+        write_loop(&to, &stop, &stats, rx, back_tx)
+    })?;
     Ok(vec![reader, writer])
+}
+
+/// SCHED_FIFO for the calling thread, if allowed (else it stays a normal thread).
+fn realtime() {
+    let p = libc::sched_param { sched_priority: RT_PRIORITY };
+    // SAFETY: sets the calling thread's own policy from a valid sched_param.
+    unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &p) };
 }
 
 fn serialization(len: usize, rate_bits_per_s: u64) -> Duration {
@@ -110,32 +132,39 @@ fn serialization(len: usize, rate_bits_per_s: u64) -> Duration {
     Duration::from_nanos((len as u128 * 8 * 1_000_000_000 / rate_bits_per_s as u128) as u64)
 }
 
-fn read_loop(from: &File, shape: Shape, stop: &AtomicBool, deadline: Instant, stats: &DirStats, tx: mpsc::Sender<Packet>) {
-    let mut buf = vec![0u8; READ_BUF];
+fn read_loop(from: &File, shape: Shape, stop: &AtomicBool, deadline: Instant, stats: &DirStats, tx: mpsc::Sender<Packet>, back: mpsc::Receiver<Vec<u8>>) {
     let mut free = Instant::now();
     let queue_limit = serialization(shape.queue_limit_bytes as usize, shape.rate_bits_per_s);
-    let mut pfd = libc::pollfd { fd: from.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    let mut reader = from;
+    let fd = from.as_raw_fd();
+    // Non-blocking reads: poll only when the device is empty, not once per packet.
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe { libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK) };
+    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_BUF);
     while !stop.load(Relaxed) {
         if Instant::now() >= deadline {
             eprintln!("ferry-link: the link reached its maximum lifetime; the delay line stops forwarding");
             stop.store(true, Relaxed);
             break;
         }
-        // SAFETY: poll(2) on one pollfd we own.
-        let r = unsafe { libc::poll(&mut pfd, 1, POLL.as_millis() as libc::c_int) };
-        if r <= 0 || pfd.revents & libc::POLLIN == 0 {
-            if pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
-                break;
+        // SAFETY: read(2) into the buffer's spare capacity (READ_BUF bytes, at most that
+        // many written); the length is set to what the kernel wrote.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.capacity()) };
+        if n <= 0 {
+            let e = std::io::Error::last_os_error();
+            if n == 0 || matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) {
+                // SAFETY: poll(2) on one pollfd we own.
+                unsafe { libc::poll(&mut pfd, 1, POLL.as_millis() as libc::c_int) };
+                if pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                    break;
+                }
+                continue;
             }
-            continue;
+            break;
         }
-        let n = match reader.read(&mut buf) {
-            Ok(n) if n > 0 => n,
-            Ok(_) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted || e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(_) => break,
-        };
+        let n = n as usize;
+        // SAFETY: the kernel initialised the first n bytes.
+        unsafe { buf.set_len(n) };
         let now = Instant::now();
         let start = free.max(now);
         if start - now > queue_limit || stats.in_flight.load(Relaxed) + n as u64 > HARD_CAP_BYTES {
@@ -145,13 +174,17 @@ fn read_loop(from: &File, shape: Shape, stop: &AtomicBool, deadline: Instant, st
         free = start + serialization(n.saturating_sub(crate::tun::VNET_HDR_LEN), shape.rate_bits_per_s);
         stats.in_flight.fetch_add(n as u64, Relaxed);
         stats.max_packet.fetch_max(n as u64, Relaxed);
-        if tx.send(Packet { due: free + shape.delay, data: buf[..n].to_vec() }).is_err() {
+        // Send the buffer itself; read the next packet into a recycled one.
+        let mut next = back.try_recv().unwrap_or_else(|_| Vec::with_capacity(READ_BUF));
+        next.clear();
+        let data = std::mem::replace(&mut buf, next);
+        if tx.send(Packet { due: free + shape.delay, data }).is_err() {
             break;
         }
     }
 }
 
-fn write_loop(to: &File, stop: &AtomicBool, stats: &DirStats, rx: mpsc::Receiver<Packet>) {
+fn write_loop(to: &File, stop: &AtomicBool, stats: &DirStats, rx: mpsc::Receiver<Packet>, back: mpsc::Sender<Vec<u8>>) {
     let mut writer = to;
     loop {
         let p = match rx.recv_timeout(POLL) {
@@ -168,15 +201,17 @@ fn write_loop(to: &File, stop: &AtomicBool, stats: &DirStats, rx: mpsc::Receiver
         }
         let len = p.data.len() as u64;
         stats.in_flight.fetch_sub(len, Relaxed);
+        // A TUN write takes the whole packet or fails; a short count would be a kernel bug.
         match writer.write(&p.data) {
-            Ok(_) => {
+            Ok(n) if n == p.data.len() => {
                 stats.packets.fetch_add(1, Relaxed);
                 stats.bytes.fetch_add(len, Relaxed);
             }
-            Err(_) => {
+            Ok(_) | Err(_) => {
                 stats.write_errors.fetch_add(1, Relaxed);
             }
         }
+        let _ = back.send(p.data);
     }
 }
 
