@@ -15,7 +15,12 @@
 //! The servers are other processes, so `getrusage(RUSAGE_SELF)` is the client's CPU
 //! alone. This first slice carries `small-objects` and `bulk-get` (plus its rss-check);
 //! the other workloads of LAB.md section 4 are new constructors in workload.rs.
+//!
+//! `--link region|transatlantic` (ferry-link, LAB.md section 3): [`RunOptions::link`]
+//! puts the servers in the link's server namespace (process.rs) and the client in its
+//! client namespace (runner.rs), and every record carries `params.link`.
 
+pub mod bulk_wan;
 pub mod listing;
 pub mod process;
 pub mod record;

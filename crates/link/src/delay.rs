@@ -108,14 +108,65 @@ pub fn spawn(
     let (back_tx, back_rx) = mpsc::channel::<Vec<u8>>();
     let (s1, st1) = (stop.clone(), stats.clone());
     let reader = std::thread::Builder::new().name(format!("link-rd-{name}")).spawn(move || {
+        let _cpu = CpuAccount::register();
         realtime();
         read_loop(&from, shape, &s1, deadline, &st1, tx, back_rx)
     })?;
     let writer = std::thread::Builder::new().name(format!("link-wr-{name}")).spawn(move || {
+        let _cpu = CpuAccount::register();
         realtime();
         write_loop(&to, &stop, &stats, rx, back_tx)
     })?;
     Ok(vec![reader, writer])
+}
+
+/// CPU time of the delay line threads of this process, live and ended: the bench's
+/// client runs in the same process, and its `getrusage(RUSAGE_SELF)` must not count the
+/// link's work as the client's.
+pub fn cpu_time() -> Duration {
+    let live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+    let mut ns = ENDED_NS.load(Relaxed);
+    for &t in live.iter() {
+        let mut clock: libc::clockid_t = 0;
+        // SAFETY: `t` is a live thread (it removes itself under this lock before it ends).
+        if unsafe { libc::pthread_getcpuclockid(t, &mut clock) } == 0 {
+            ns += clock_ns(clock);
+        }
+    }
+    Duration::from_nanos(ns)
+}
+
+static LIVE: std::sync::Mutex<Vec<libc::pthread_t>> = std::sync::Mutex::new(Vec::new());
+static ENDED_NS: AtomicU64 = AtomicU64::new(0);
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Registers the calling thread in [`cpu_time`]'s list; on drop moves its CPU time to
+/// the ended total.
+struct CpuAccount(libc::pthread_t);
+
+impl CpuAccount {
+    fn register() -> CpuAccount {
+        // SAFETY: pthread_self has no preconditions.
+        let me = unsafe { libc::pthread_self() };
+        LIVE.lock().unwrap_or_else(|p| p.into_inner()).push(me);
+        CpuAccount(me)
+    }
+}
+
+impl Drop for CpuAccount {
+    fn drop(&mut self) {
+        let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+        ENDED_NS.fetch_add(clock_ns(libc::CLOCK_THREAD_CPUTIME_ID), Relaxed);
+        live.retain(|&t| t != self.0);
+    }
 }
 
 /// SCHED_FIFO for the calling thread, if allowed (else it stays a normal thread).

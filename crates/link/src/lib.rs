@@ -37,7 +37,7 @@ pub mod netns;
 pub mod ping;
 pub mod tun;
 
-pub use delay::DirCounts;
+pub use delay::{cpu_time as delay_line_cpu_time, DirCounts};
 pub use netns::{cleanup_stale, NsGuard};
 
 use std::net::Ipv4Addr;
