@@ -197,15 +197,14 @@ fn run_bulk_wan(a: &BulkWanArgs) -> Result<()> {
     let opts = options_with_link(&a.common, Some(Preset::TRANSATLANTIC))?;
     let outcome = ferry_bench::bulk_wan::run(sz, &p, &opts)?;
     println!("{}", outcome.report);
-    println!("{} runs in {:.1} s; JSON lines appended to {}", outcome.records.len(), outcome.wall.as_secs_f64(), a.common.out.display());
+    println!("{} runs in {:.1} s (link: {}); JSON lines appended to {}", outcome.records.len(), outcome.wall.as_secs_f64(), opts.link_name(), a.common.out.display());
     Ok(())
 }
 
 fn run_link_check(a: &LinkCheckArgs) -> Result<()> {
-    let Some(link) = bring_up_link(Some(&a.link), None)? else {
-        bail!("link-check measures the emulated link, which needs root");
-    };
-    let preset = link.preset();
+    let preset = Preset::by_name(&a.link).ok_or_else(|| anyhow::anyhow!("unknown link preset {}", a.link))?;
+    // No fallback here: without the link there is nothing to check.
+    let link = Link::up(preset).map_err(|e| anyhow::Error::new(e).context(format!("link-check: bringing up the {} link", a.link)))?;
     // iperf3's client is spawned from this thread: it must be in the client namespace.
     let _ns = link.enter_client()?;
     eprintln!("link-check: {} ICMP echo requests", a.pings);
@@ -274,7 +273,7 @@ fn run_listing(a: &ListingArgs) -> Result<()> {
     let _client_ns = opts.link.as_ref().map(|l| l.enter_client()).transpose()?;
     let outcome = ferry_bench::listing::run(sz, &p, &opts)?;
     println!("{}", outcome.report);
-    println!("{} runs in {:.1} s; JSON lines appended to {}", outcome.records.len(), outcome.wall.as_secs_f64(), a.common.out.display());
+    println!("{} runs in {:.1} s (link: {}); JSON lines appended to {}", outcome.records.len(), outcome.wall.as_secs_f64(), opts.link_name(), a.common.out.display());
     Ok(())
 }
 
@@ -341,9 +340,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let outcome = ferry_bench::run(&w, &opts)?;
     println!("{}", outcome.report);
     println!(
-        "{} runs in {:.1} s; JSON lines appended to {}",
+        "{} runs in {:.1} s (link: {}); JSON lines appended to {}",
         outcome.records.len(),
         outcome.wall.as_secs_f64(),
+        opts.link_name(),
         c.out.display()
     );
     Ok(())

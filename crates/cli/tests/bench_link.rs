@@ -127,3 +127,39 @@ fn small_objects_across_the_region_link() {
     // The options (and with them the link) are gone: so are its namespaces.
     assert!(!ferry_link::netns::exists(&c_ns) && !ferry_link::netns::exists(&s_ns));
 }
+
+/// The binary as an unprivileged user: as root, run it as nobody (uid 65534); otherwise
+/// it already is unprivileged.
+fn unprivileged(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"));
+    cmd.args(args).current_dir(dir).env("TMPDIR", dir);
+    if ferry_link::check_root().is_ok() {
+        cmd.uid(65534).gid(65534);
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn without_root_bulk_wan_falls_back_to_no_link_loudly_and_link_check_refuses() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = dir.path().join("r.jsonl");
+    let o = unprivileged(
+        dir.path(),
+        &["bench", "bulk-wan", "--quick", "--concurrency", "1", "--seconds", "1", "--mean-size", "1MiB", "--link", "transatlantic", "--no-progress", "--out", out.to_str().unwrap()],
+    );
+    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "bulk-wan without root still runs: {stderr}");
+    assert!(stderr.contains("needs root") && stderr.contains("FALLING BACK TO --link none"), "a loud fallback: {stderr}");
+    assert!(stdout.contains("link: none (loopback)"), "{stdout}");
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(!records.is_empty());
+    assert!(records.iter().all(|r| r["params"]["link"] == "none"));
+
+    let o = unprivileged(dir.path(), &["bench", "link-check", "--link", "region"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "link-check cannot run without root");
+    assert!(stderr.contains("needs root"), "{stderr}");
+}
