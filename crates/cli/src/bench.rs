@@ -212,6 +212,7 @@ fn run_link_check(a: &LinkCheckArgs) -> Result<()> {
     let mut ms: Vec<f64> = rtts.iter().map(|d| d.as_secs_f64() * 1e3).collect();
     let ps = ferry_bench::stats::percentiles(&mut ms, &[0.0, 50.0, 100.0]);
     let lifetime = Duration::from_secs(a.seconds as u64 + 120);
+    let (cpu0, t0) = (ferry_link::delay_line_cpu_time(), std::time::Instant::now());
     let mut rows = Vec::new();
     for streams in [1usize, 8] {
         eprintln!("link-check: iperf3 -P {streams} for {} s", a.seconds);
@@ -251,6 +252,14 @@ fn run_link_check(a: &LinkCheckArgs) -> Result<()> {
         );
     }
     println!("- bandwidth-delay product: {:.0} MiB; tcp_rmem/tcp_wmem max in both namespaces: 256 MiB", preset.bdp_bytes() as f64 / 1048576.0);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "- delay line CPU during the iperf3 runs: {:.1} s in {:.1} s wall; load average {} on {} cores (the link, iperf3 and everything else share them)",
+        ferry_link::delay_line_cpu_time().saturating_sub(cpu0).as_secs_f64(),
+        t0.elapsed().as_secs_f64(),
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    );
     Ok(())
 }
 
