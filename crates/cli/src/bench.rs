@@ -1,6 +1,11 @@
 //! `ferry bench`: the lab's workloads (crates/bench), each against `ferry serve`
 //! subprocesses started from this same executable. The Markdown report goes to stdout,
 //! JSON lines are appended to --out, a progress line goes to stderr.
+//!
+//! `--link` brings an emulated link up (ferry-link) for the whole command and hands it to
+//! the runner in [`RunOptions`]; the link is torn down when the options are dropped.
+//! Without root a requested link falls back to none with a loud message (so `bench all`
+//! still runs as a user); `link-check` alone refuses, since the link is what it measures.
 
 use crate::units::{parse_bytes, parse_duration};
 use anyhow::{bail, Result};
