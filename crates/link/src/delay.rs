@@ -244,9 +244,11 @@ fn read_loop(from: &File, shape: Shape, stop: &AtomicBool, deadline: Instant, st
         // SAFETY: the kernel initialised the first n bytes.
         unsafe { buf.set_len(n) };
         let now = Instant::now();
-        let due = match port.admit(now, n.saturating_sub(crate::tun::VNET_HDR_LEN)) {
-            Some(due) if stats.in_flight.load(Relaxed) + n as u64 <= HARD_CAP_BYTES => due,
-            _ => {
+        // The hard cap first: a packet it refuses must not occupy the serializer.
+        let room = stats.in_flight.load(Relaxed) + n as u64 <= HARD_CAP_BYTES;
+        let due = match room.then(|| port.admit(now, n.saturating_sub(crate::tun::VNET_HDR_LEN))).flatten() {
+            Some(due) => due,
+            None => {
                 stats.dropped.fetch_add(1, Relaxed);
                 continue;
             }
