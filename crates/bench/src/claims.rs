@@ -185,6 +185,24 @@ pub fn headline(workload: &str, records: &[RunRecord]) -> Headline {
                 _ => h(PUBLISHED, none(), "baseline only"),
             }
         }
+        "bulk-wan" => {
+            // Each client's bytes/s as a share of iperf3 -P N at the same concurrency, at the
+            // largest concurrency both ran (medians over repeats).
+            let published = crate::bulk_wan::PUBLISHED;
+            let conc = |r: &RunRecord| r.params.get("concurrency").and_then(serde_json::Value::as_u64);
+            let at = |mode: &str, c: u64| {
+                Spread::of(&records.iter().filter(|r| r.mode == mode && r.status == "ok" && conc(r) == Some(c)).filter_map(|r| r.figure("bytes_per_s")).collect::<Vec<_>>()).map(|s| s.median)
+            };
+            let top = records.iter().filter(|r| r.mode == "iperf3" && r.status == "ok").filter_map(conc).max();
+            match top.and_then(|c| at("iperf3", c).map(|i| (c, i))) {
+                Some((c, ceiling)) if ceiling > 0.0 => {
+                    let shares: Vec<String> = ["h1-pool", "h2", "auto"].iter().filter_map(|m| at(m, c).map(|b| format!("{m} {:.0}%", b / ceiling * 100.0))).collect();
+                    let link = records.iter().find_map(|r| r.params.get("link").and_then(serde_json::Value::as_str).map(str::to_owned)).unwrap_or_else(|| "none".into());
+                    h(published, format!("at {c} streams, share of iperf3 -P {c} ({:.0} MB/s, link {link}): {}", ceiling / 1e6, shares.join(", ")), "baseline only")
+                }
+                _ => h(published, none(), "baseline only"),
+            }
+        }
         "bulk-get" => {
             let published = ">= 90% of iperf3 on loopback (client issue)";
             match paired_ratio(records, "h1-pool (1 connection)", "iperf3 (loopback)", "bytes_per_s") {

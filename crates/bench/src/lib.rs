@@ -18,7 +18,13 @@
 //! their own file as a constructor plus a scenario step (scenario.rs) that the same runner
 //! executes; `listing` keeps its own small runner (listing.rs). suite.rs lists the workloads
 //! of `ferry bench all`, claims.rs holds each one's published headline and verdict rule.
+//!
+//! `--link region|transatlantic` (ferry-link, LAB.md section 3): [`RunOptions::link`]
+//! puts the servers in the link's server namespace (process.rs) and the client in its
+//! client namespace (runner.rs), and every record carries `params.link`. `bulk-wan`
+//! (bulk_wan.rs) has its own runner across the link.
 
+pub mod bulk_wan;
 pub mod claims;
 pub mod commit;
 pub mod listing;

@@ -291,6 +291,9 @@ pub fn params_json(p: &ListingParams) -> Map<String, Value> {
 /// Runs the listing workload: one s3 server, the layout PUT once, then per-directory and
 /// flat interleaved over the repeats, then the key-range gap row.
 pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> {
+    // This runner builds its client runtime itself: its threads start in the link's
+    // client namespace when there is a link.
+    let _client_ns = opts.link.as_ref().map(|l| l.enter_client()).transpose()?;
     let started = Instant::now();
     let ctx = RunContext::detect("listing");
     let say = |s: &str| {

@@ -7,13 +7,21 @@
 //!   unwinding (killed, aborted). The signal follows the *thread* that spawned the child,
 //!   so children are spawned from the runner's main thread, never from a worker;
 //! - a watchdog thread kills it after a lifetime bound, whatever happens.
+//!
+//! With an emulated link (ferry-link), a [`ServerCommand`] carries it: servers start
+//! inside the link's server namespace (setns between fork and exec) and listen on its
+//! address instead of 127.0.0.1, so every workload that starts its servers here runs
+//! across the link without knowing it. [`iperf3`] measures the same path.
 
 use anyhow::{bail, Context, Result};
+use ferry_link::Link;
+use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A running child, killed when dropped.
@@ -81,12 +89,30 @@ impl Drop for ChildGuard {
 pub struct ServerCommand {
     pub program: PathBuf,
     pub pre_args: Vec<String>,
+    /// Start inside this link's server namespace, on its address (`--addr 127.0.0.1:P`
+    /// becomes `--addr SERVER_IP:P`).
+    pub link: Option<Arc<Link>>,
 }
 
 impl ServerCommand {
     /// `<program> serve ...`.
     pub fn ferry(program: impl Into<PathBuf>) -> ServerCommand {
-        ServerCommand { program: program.into(), pre_args: vec!["serve".into()] }
+        ServerCommand { program: program.into(), pre_args: vec!["serve".into()], link: None }
+    }
+
+    /// `args` with every `127.0.0.1` host of an `--addr` moved to the link's server
+    /// address (unchanged without a link).
+    pub fn server_args(&self, args: &[String]) -> Vec<String> {
+        let Some(link) = &self.link else { return args.to_vec() };
+        let mut out = args.to_vec();
+        for i in 1..out.len() {
+            if out[i - 1] == "--addr" {
+                if let Some(port) = out[i].strip_prefix("127.0.0.1:") {
+                    out[i] = format!("{}:{port}", link.server_ip());
+                }
+            }
+        }
+        out
     }
 
     /// The running executable (`std::env::current_exe`), as `ferry serve`.
@@ -118,8 +144,12 @@ impl ServerProcess {
         let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let log = log_dir.join(format!("ferry-bench-serve-{}-{n}.log", std::process::id()));
         let log_file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let args = cmd.server_args(args);
         let mut c = Command::new(&cmd.program);
-        c.args(&cmd.pre_args).args(args).stdout(Stdio::piped()).stderr(log_file);
+        c.args(&cmd.pre_args).args(&args).stdout(Stdio::piped()).stderr(log_file);
+        if let Some(link) = &cmd.link {
+            link.server_command(&mut c);
+        }
         let mut guard = ChildGuard::spawn(c, "ferry serve", lifetime)?;
         let stdout = guard.child_mut().stdout.take().expect("stdout is piped");
         // Read the banner on a thread (a blocking read cannot time out); the thread keeps
@@ -156,7 +186,7 @@ impl ServerProcess {
         while let Ok(Some(line)) = wait(&rx, quiet) {
             banner.push(line);
         }
-        Ok(ServerProcess { url, banner, log, args: args.to_vec(), guard })
+        Ok(ServerProcess { url, banner, log, args, guard })
     }
 
     pub fn pid(&self) -> u32 {
@@ -174,12 +204,88 @@ impl ServerProcess {
     }
 }
 
+/// What one iperf3 run measured.
+#[derive(Clone, Debug, Default)]
+pub struct Iperf3Result {
+    /// iperf3 is not installed.
+    pub absent: bool,
+    pub streams: usize,
+    pub seconds: u32,
+    /// The receiver's total (`end.sum_received.bits_per_second`).
+    pub bits_per_second: f64,
+    pub retransmits: Option<f64>,
+    pub cpu_host_pct: Option<f64>,
+    pub cpu_remote_pct: Option<f64>,
+}
+
+/// The most parallel streams iperf3 3.x accepts (`-P`).
+pub const IPERF3_MAX_STREAMS: usize = 128;
+
+/// `iperf3 -s -1` and `iperf3 -c HOST -P streams -t seconds -J`, each guarded like a
+/// server. Without a link both ends use 127.0.0.1. With one, the server starts in the
+/// link's server namespace on its address, and the client is spawned from the calling
+/// thread, which must be in the client namespace ([`Link::enter_client`]).
+pub fn iperf3(link: Option<&Link>, streams: usize, seconds: u32, lifetime: Duration) -> Result<Iperf3Result> {
+    let streams = streams.clamp(1, IPERF3_MAX_STREAMS);
+    if Command::new("iperf3").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+        return Ok(Iperf3Result { absent: true, streams, seconds, ..Iperf3Result::default() });
+    }
+    let host = link.map(|l| l.server_ip().to_string()).unwrap_or_else(|| "127.0.0.1".into());
+    // A free port on the server's side; the listener is closed before iperf3 binds it.
+    let port = match link {
+        Some(l) => l.in_server(|| std::net::TcpListener::bind((l.server_ip(), 0)).and_then(|s| s.local_addr()))??.port(),
+        None => std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port(),
+    };
+    let mut s = Command::new("iperf3");
+    s.args(["-s", "-1", "-B", &host, "-p", &port.to_string()]).stdout(Stdio::null()).stderr(Stdio::null());
+    if let Some(l) = link {
+        l.server_command(&mut s);
+    }
+    let bound = Duration::from_secs(seconds as u64 + 60).min(lifetime);
+    let _server = ChildGuard::spawn(s, "iperf3 -s", bound)?;
+    // The server is ready when it listens; a probe connection would use up its one test,
+    // so the client retries instead.
+    let mut last = String::new();
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(100));
+        let mut c = Command::new("iperf3");
+        c.args(["-c", &host, "-p", &port.to_string(), "-P", &streams.to_string(), "-t", &seconds.to_string(), "-J"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut guard = ChildGuard::spawn(c, "iperf3 -c", bound)?;
+        let mut stdout = guard.child_mut().stdout.take().expect("piped");
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut text)?;
+        let _ = guard.child_mut().wait();
+        let v: Value = serde_json::from_str(&text).context("iperf3 -J output is not JSON")?;
+        if let Some(e) = v.get("error").and_then(Value::as_str) {
+            last = e.to_owned();
+            if e.contains("connect") {
+                continue;
+            }
+            bail!("iperf3: {e}");
+        }
+        let bps = v["end"]["sum_received"]["bits_per_second"].as_f64().context("iperf3 JSON has no end.sum_received.bits_per_second")?;
+        let cpu = &v["end"]["cpu_utilization_percent"];
+        return Ok(Iperf3Result {
+            absent: false,
+            streams,
+            seconds,
+            bits_per_second: bps,
+            retransmits: v["end"]["sum_sent"]["retransmits"].as_f64(),
+            cpu_host_pct: cpu["host_total"].as_f64(),
+            cpu_remote_pct: cpu["remote_total"].as_f64(),
+        });
+    }
+    bail!("iperf3 client could not connect: {last}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn sh(script: &str) -> ServerCommand {
-        ServerCommand { program: "/bin/sh".into(), pre_args: vec!["-c".into(), script.into(), "sh".into()] }
+        ServerCommand { program: "/bin/sh".into(), pre_args: vec!["-c".into(), script.into(), "sh".into()], link: None }
     }
 
     fn pid_alive(pid: u32) -> bool {

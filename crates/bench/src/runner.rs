@@ -14,7 +14,7 @@
 //! and measures client CPU as the difference of getrusage(RUSAGE_SELF) around it (the
 //! runtime's threads are idle between runs; the servers are other processes).
 
-use crate::process::{ChildGuard, ServerCommand, ServerProcess};
+use crate::process::{Iperf3Result, ServerCommand, ServerProcess};
 use crate::record::{RunContext, RunRecord};
 use crate::stats::percentiles;
 use crate::sys;
@@ -22,7 +22,7 @@ use crate::workload::{ClientSpec, Task, Variant, Workload};
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use ferry_store::{Credentials, CredentialsSource, GetParams, ObjectRef, PutParams, RangeSpec, S3Client};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -46,6 +46,10 @@ pub struct RunOptions {
     pub run_timeout: Duration,
     /// Servers are killed after this long whatever happens.
     pub server_lifetime: Duration,
+    /// The emulated link (ferry-link): servers in its server namespace, the client in its
+    /// client namespace, `params.link` in every record. Set it with [`RunOptions::set_link`],
+    /// which also hands it to `server`.
+    pub link: Option<Arc<ferry_link::Link>>,
 }
 
 impl RunOptions {
@@ -57,7 +61,18 @@ impl RunOptions {
             progress: true,
             run_timeout: Duration::from_secs(300),
             server_lifetime: Duration::from_secs(3600),
+            link: None,
         }
+    }
+
+    pub fn set_link(&mut self, link: Option<Arc<ferry_link::Link>>) {
+        self.server.link = link.clone();
+        self.link = link;
+    }
+
+    /// The link preset's name, or "none": `params.link` of every record.
+    pub fn link_name(&self) -> &'static str {
+        self.link.as_ref().map(|l| l.preset().name).unwrap_or("none")
     }
 }
 
@@ -118,6 +133,9 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
         let used = w.variants.iter().any(|v| v.server == Some(i));
         servers.push(if used { Some(Server::start(spec, opts)?) } else { None });
     }
+    // The client side of the link: the runtime's threads (and iperf3's client) are
+    // created after this, so they start in the client namespace.
+    let _client_ns = opts.link.as_ref().map(|l| l.enter_client()).transpose()?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
 
     if let Some(setup) = &w.setup {
@@ -175,11 +193,12 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
             note: v.note.clone(),
             ..RunRecord::default()
         };
+        rec.params.insert("link".into(), json!(opts.link_name()));
         if let Some(i) = v.server {
             let spec = &w.servers[i];
             let s = servers[i].as_mut().expect("servers used by a variant are started");
             rec.profile = Some(spec.profile.to_owned());
-            rec.server = Some(json!({"label": spec.label, "args": spec.args(), "banner": s.proc.banner}));
+            rec.server = Some(json!({"label": spec.label, "args": s.proc.args, "banner": s.proc.banner}));
             if !s.proc.alive() {
                 bail!("the {} server died (log: {})", spec.label, s.proc.log.display());
             }
@@ -510,51 +529,10 @@ impl GetOneResult {
     }
 }
 
-struct Iperf3Result {
-    absent: bool,
-    bits_per_second: f64,
-    cpu_host_pct: Option<f64>,
-    cpu_remote_pct: Option<f64>,
-    seconds: u32,
-}
-
-/// `iperf3 -s -1 -p PORT` and `iperf3 -c 127.0.0.1 -p PORT -t SECONDS -J`; the
-/// receiver's bits per second (end.sum_received).
+/// iperf3 on the path the workload's servers use: loopback, or across `opts.link`
+/// (this thread is then in the client namespace; see [`run`]).
 fn iperf3(seconds: u32, opts: &RunOptions) -> Result<Iperf3Result> {
-    use std::process::{Command, Stdio};
-    if Command::new("iperf3").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
-        return Ok(Iperf3Result { absent: true, bits_per_second: 0.0, cpu_host_pct: None, cpu_remote_pct: None, seconds });
-    }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let mut s = Command::new("iperf3");
-    s.args(["-s", "-1", "-B", "127.0.0.1", "-p", &port.to_string()]).stdout(Stdio::null()).stderr(Stdio::null());
-    let bound = Duration::from_secs(seconds as u64 + 60).min(opts.server_lifetime);
-    let _server = ChildGuard::spawn(s, "iperf3 -s", bound)?;
-    // The server is ready when it listens; a probe connection would use up its one test,
-    // so the client retries instead.
-    let mut last = String::new();
-    for _ in 0..50 {
-        std::thread::sleep(Duration::from_millis(100));
-        let mut c = Command::new("iperf3");
-        c.args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t", &seconds.to_string(), "-J"]).stdout(Stdio::piped()).stderr(Stdio::null());
-        let mut guard = ChildGuard::spawn(c, "iperf3 -c", bound)?;
-        let mut stdout = guard.child_mut().stdout.take().expect("piped");
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut stdout, &mut text)?;
-        let _ = guard.child_mut().wait();
-        let v: Value = serde_json::from_str(&text).context("iperf3 -J output is not JSON")?;
-        if let Some(e) = v.get("error").and_then(Value::as_str) {
-            last = e.to_owned();
-            if e.contains("connect") {
-                continue;
-            }
-            bail!("iperf3: {e}");
-        }
-        let bps = v["end"]["sum_received"]["bits_per_second"].as_f64().context("iperf3 JSON has no end.sum_received.bits_per_second")?;
-        let cpu = &v["end"]["cpu_utilization_percent"];
-        return Ok(Iperf3Result { absent: false, bits_per_second: bps, cpu_host_pct: cpu["host_total"].as_f64(), cpu_remote_pct: cpu["remote_total"].as_f64(), seconds });
-    }
-    bail!("iperf3 client could not connect: {last}")
+    crate::process::iperf3(opts.link.as_deref(), 1, seconds, opts.server_lifetime)
 }
 
 impl Iperf3Result {

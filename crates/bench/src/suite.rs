@@ -1,6 +1,5 @@
 //! `ferry bench all`: the workloads of the suite, in the order they run, one line each.
-//! Adding a workload (bulk-wan after the link lands) is one line in [`SUITE`] and one arm
-//! in claims.rs.
+//! Adding a workload is one line in [`SUITE`] and one arm in claims.rs.
 
 use crate::runner::{Outcome, RunOptions};
 use crate::workload::Size;
@@ -17,7 +16,16 @@ pub const SUITE: &[(&str, RunFn)] = &[
     ("open-ahead", open_ahead),
     ("commit", commit),
     ("vectored", vectored),
+    ("bulk-wan", bulk_wan),
 ];
+
+/// Across the emulated link when the options carry one (`ferry bench all` brings up the
+/// transatlantic link for it as root), else on loopback.
+fn bulk_wan(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome> {
+    let mut p = crate::bulk_wan::BulkWanParams::new(s);
+    p.repeats = repeats.unwrap_or(p.repeats);
+    crate::bulk_wan::run(s, &p, o)
+}
 
 fn small_objects(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome> {
     let mut p = crate::workload::SmallObjectsParams::new(s);

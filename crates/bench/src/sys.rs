@@ -5,11 +5,12 @@
 use std::process::Command;
 use std::time::Duration;
 
-/// User + system CPU time of this process so far (`getrusage(RUSAGE_SELF)`).
+/// User + system CPU time of this process so far (`getrusage(RUSAGE_SELF)`), less the
+/// emulated link's delay line threads (ferry-link), which run in this process too.
 pub fn cpu_time() -> Duration {
     let ru = rusage();
     let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+    (tv(ru.ru_utime) + tv(ru.ru_stime)).saturating_sub(ferry_link::delay_line_cpu_time())
 }
 
 /// Peak resident set size of this process so far, in bytes (`ru_maxrss`, KiB on Linux).

@@ -1,17 +1,24 @@
 //! `ferry bench`: the lab's workloads (crates/bench), each against `ferry serve`
 //! subprocesses started from this same executable. The Markdown report goes to stdout,
 //! JSON lines are appended to --out, a progress line goes to stderr.
+//!
+//! `--link` brings an emulated link up (ferry-link) for the whole command and hands it to
+//! the runner in [`RunOptions`]; the link is torn down when the options are dropped.
+//! Without root a requested link falls back to none with a loud message (so `bench all`
+//! still runs as a user); `link-check` alone refuses, since the link is what it measures.
 
 use crate::units::{parse_bytes, parse_duration};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use ferry_bench::workload::{self, BulkGetParams, Size, SmallObjectsParams};
 use ferry_bench::{RunOptions, ServerCommand};
+use ferry_link::{Link, LinkError, Preset};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Args)]
-#[command(after_help = "Examples:\n  ferry bench all --quick\n  ferry bench small-objects --quick\n  ferry bench mixed-hol --quick\n  ferry bench bulk-get --quick --rss-check 10GiB\n  ferry bench listing --quick\n\nEach run appends one JSON line to --out; see crates/bench/src/record.rs for the schema.")]
+#[command(after_help = "Examples:\n  ferry bench all --quick\n  ferry bench small-objects --quick\n  ferry bench mixed-hol --quick\n  ferry bench bulk-get --quick --rss-check 10GiB\n  ferry bench listing --quick\n  ferry bench link-check --link transatlantic\n  ferry bench bulk-wan --quick\n\nEach run appends one JSON line to --out; see crates/bench/src/record.rs for the schema.")]
 pub struct BenchArgs {
     #[command(subcommand)]
     workload: Workload,
@@ -50,6 +57,12 @@ enum Workload {
     /// table: published headline | measured | reproduced? With --quick each workload takes
     /// under a minute on a 2-core machine and the whole suite under ~10 minutes.
     All(SuiteArgs),
+    /// HTTPS bulk pull across the emulated link (IN2P3): ferry h1-pool, h2 and auto vs
+    /// iperf3 -P N over a concurrency sweep [default link: transatlantic as root].
+    BulkWan(BulkWanArgs),
+    /// Bring the emulated link up and measure it: ICMP RTT and iperf3 -P 1 / -P 8 beside
+    /// the preset's figures.
+    LinkCheck(LinkCheckArgs),
 }
 
 #[derive(Args)]
@@ -75,6 +88,11 @@ struct Common {
     /// No progress line on stderr.
     #[arg(long)]
     no_progress: bool,
+    /// Emulated link between client and server (needs root; LAB.md section 3):
+    /// region (1 ms RTT), transatlantic (110 ms RTT, 10 Gbit/s) or none (loopback)
+    /// [default: none; bulk-wan: transatlantic].
+    #[arg(long, value_parser = ["region", "transatlantic", "none"])]
+    link: Option<String>,
 }
 
 #[derive(Args)]
@@ -128,6 +146,156 @@ struct ListingArgs {
     put_concurrency: usize,
 }
 
+#[derive(Args)]
+struct BulkWanArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Concurrency points, comma-separated [default: 1,2,4,...,256; 1,16,64 with --quick].
+    #[arg(long, value_delimiter = ',')]
+    concurrency: Option<Vec<usize>>,
+    /// Mean object size (sizes ~ Normal(mean, 20% sd)) [default: 128MiB; 32MiB with --quick].
+    #[arg(long, value_parser = parse_bytes)]
+    mean_size: Option<u64>,
+    /// Seconds of each run (each client, each point) [default: 10; 3 with --quick].
+    #[arg(long)]
+    seconds: Option<u32>,
+    /// Seed of the object sizes.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(Args)]
+struct LinkCheckArgs {
+    /// The link preset to measure.
+    #[arg(long, default_value = "transatlantic", value_parser = ["region", "transatlantic"])]
+    link: String,
+    /// Seconds of each iperf3 run.
+    #[arg(long, default_value_t = 5)]
+    seconds: u32,
+    /// ICMP echo requests.
+    #[arg(long, default_value_t = 10)]
+    pings: usize,
+}
+
+/// Brings up the link asked for (`None`: `default`). Without root it says so loudly and
+/// runs without a link; any other failure is an error.
+fn bring_up_link(choice: Option<&str>, default: Option<Preset>) -> Result<Option<Arc<Link>>> {
+    let preset = match choice {
+        Some("none") => return Ok(None),
+        Some(name) => Preset::by_name(name).ok_or_else(|| anyhow::anyhow!("unknown link preset {name}"))?,
+        None => match default {
+            Some(p) => p,
+            None => return Ok(None),
+        },
+    };
+    match Link::up(preset) {
+        Ok(l) => {
+            eprintln!("ferry bench: link {preset} up: client namespace {}, server namespace {} ({})", l.client_namespace(), l.server_namespace(), l.server_ip());
+            Ok(Some(Arc::new(l)))
+        }
+        Err(e @ LinkError::NotRoot { .. }) => {
+            eprintln!("\n*** ferry bench: --link {}: {e}.\n*** FALLING BACK TO --link none: client and server talk over loopback, with no delay and no rate cap.\n", preset.name);
+            Ok(None)
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!("bringing up the {} link", preset.name))),
+    }
+}
+
+fn run_bulk_wan(a: &BulkWanArgs) -> Result<()> {
+    let sz = size(&a.common);
+    let mut p = ferry_bench::bulk_wan::BulkWanParams::new(sz);
+    if let Some(c) = &a.concurrency {
+        if c.is_empty() || c.contains(&0) {
+            bail!("--concurrency takes numbers of at least 1");
+        }
+        p.concurrency = c.clone();
+    }
+    if let Some(m) = a.mean_size {
+        if m == 0 {
+            bail!("--mean-size must be at least 1 byte");
+        }
+        p.mean_bytes = m;
+    }
+    if let Some(s) = a.seconds {
+        if s == 0 {
+            bail!("--seconds must be at least 1");
+        }
+        p.run_seconds = s;
+    }
+    p.seed = a.seed;
+    // --quick runs the sweep once (a minute); --repeats wins.
+    if let Some(r) = a.common.repeats {
+        p.repeats = r as usize;
+    }
+    let opts = options_with_link(&a.common, Some(Preset::TRANSATLANTIC))?;
+    let outcome = ferry_bench::bulk_wan::run(sz, &p, &opts)?;
+    println!("{}", outcome.report);
+    println!("{} runs in {:.1} s (link: {}); JSON lines appended to {}", outcome.records.len(), outcome.wall.as_secs_f64(), opts.link_name(), a.common.out.display());
+    Ok(())
+}
+
+fn run_link_check(a: &LinkCheckArgs) -> Result<()> {
+    let preset = Preset::by_name(&a.link).ok_or_else(|| anyhow::anyhow!("unknown link preset {}", a.link))?;
+    // No fallback here: without the link there is nothing to check.
+    let link = Link::up(preset).map_err(|e| anyhow::Error::new(e).context(format!("link-check: bringing up the {} link", a.link)))?;
+    // iperf3's client is spawned from this thread: it must be in the client namespace.
+    let _ns = link.enter_client()?;
+    eprintln!("link-check: {} ICMP echo requests", a.pings);
+    let rtts = link.ping(a.pings, Duration::from_millis(200))?;
+    let mut ms: Vec<f64> = rtts.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+    let ps = ferry_bench::stats::percentiles(&mut ms, &[0.0, 50.0, 100.0]);
+    let lifetime = Duration::from_secs(a.seconds as u64 + 120);
+    let (cpu0, t0) = (ferry_link::delay_line_cpu_time(), std::time::Instant::now());
+    let mut rows = Vec::new();
+    for streams in [1usize, 8] {
+        eprintln!("link-check: iperf3 -P {streams} for {} s", a.seconds);
+        rows.push((streams, ferry_bench::process::iperf3(Some(&link), streams, a.seconds, lifetime)?));
+    }
+    println!("## ferry bench link-check: {preset}\n");
+    println!("client {} ({}) -> server {} ({})\n", link.client_ip(), link.client_namespace(), link.server_ip(), link.server_namespace());
+    println!("| measure | preset | measured |");
+    println!("|---|---|---|");
+    let f = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into());
+    println!(
+        "| RTT, ICMP echo ({} of {} answered) | {:.1} ms | min {} / median {} / max {} ms |",
+        rtts.len(),
+        a.pings,
+        preset.rtt.as_secs_f64() * 1e3,
+        f(ps[0]),
+        f(ps[1]),
+        f(ps[2])
+    );
+    for (streams, r) in &rows {
+        let measured = if r.absent {
+            "absent (scripts/setup.sh installs iperf3)".to_string()
+        } else {
+            format!("{:.2} Gbit/s ({} retransmits)", r.bits_per_second / 1e9, r.retransmits.map(|v| v.to_string()).unwrap_or_else(|| "-".into()))
+        };
+        println!("| iperf3 -P {streams}, {} s | {:.1} Gbit/s | {measured} |", r.seconds, preset.rate_bits_per_s as f64 / 1e9);
+    }
+    let st = link.stats();
+    for (dir, c) in [("client -> server", st.client_to_server), ("server -> client", st.server_to_client)] {
+        println!(
+            "\n- delay line {dir}: {} packets, {:.2} GB, largest {} bytes (GSO super-packets when > 1510), {} dropped at the queue, {} write errors",
+            c.packets,
+            c.bytes as f64 / 1e9,
+            c.max_packet,
+            c.dropped,
+            c.write_errors
+        );
+    }
+    println!("- bandwidth-delay product: {:.0} MiB; tcp_rmem/tcp_wmem max in both namespaces: 256 MiB", preset.bdp_bytes() as f64 / 1048576.0);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "- delay line CPU during the iperf3 runs: {:.1} s in {:.1} s wall; load average {} on {} cores (the link, iperf3 and everything else share them)",
+        ferry_link::delay_line_cpu_time().saturating_sub(cpu0).as_secs_f64(),
+        t0.elapsed().as_secs_f64(),
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    );
+    Ok(())
+}
+
 fn run_listing(a: &ListingArgs) -> Result<()> {
     let sz = size(&a.common);
     let mut p = ferry_bench::listing::ListingParams::new(sz);
@@ -142,17 +310,24 @@ fn run_listing(a: &ListingArgs) -> Result<()> {
     }
     p.put_concurrency = a.put_concurrency;
     p.repeats = a.common.repeats.map_or(p.repeats, |r| r as usize);
-    let outcome = ferry_bench::listing::run(sz, &p, &options(&a.common)?)?;
+    let opts = options(&a.common)?;
+    let outcome = ferry_bench::listing::run(sz, &p, &opts)?;
     println!("{}", outcome.report);
-    println!("{} runs in {:.1} s; JSON lines appended to {}", outcome.records.len(), outcome.wall.as_secs_f64(), a.common.out.display());
+    println!("{} runs in {:.1} s (link: {}); JSON lines appended to {}", outcome.records.len(), outcome.wall.as_secs_f64(), opts.link_name(), a.common.out.display());
     Ok(())
 }
 
 fn options(c: &Common) -> Result<RunOptions> {
+    options_with_link(c, None)
+}
+
+/// The run options, with the link of `--link` (else `default_link`) up.
+fn options_with_link(c: &Common, default_link: Option<Preset>) -> Result<RunOptions> {
     let mut o = RunOptions::new(ServerCommand::current_exe()?);
     o.out = Some(c.out.clone());
     o.progress = !c.no_progress;
     o.run_timeout = c.run_timeout;
+    o.set_link(bring_up_link(c.link.as_deref(), default_link)?);
     Ok(o)
 }
 
@@ -172,7 +347,10 @@ fn repeats(c: &Common) -> Option<usize> {
 /// One workload of the suite by name, its report on stdout.
 fn run_one(name: &str, a: &SuiteArgs) -> Result<ferry_bench::Outcome> {
     let (_, f) = ferry_bench::suite::SUITE.iter().find(|(n, _)| *n == name).ok_or_else(|| anyhow::anyhow!("no workload {name} in the suite"))?;
-    let outcome = f(size(&a.common), repeats(&a.common), &options(&a.common)?)?;
+    // bulk-wan is the long-link workload: across the transatlantic link unless --link says.
+    let default_link = (name == "bulk-wan").then_some(Preset::TRANSATLANTIC);
+    let opts = options_with_link(&a.common, default_link)?;
+    let outcome = f(size(&a.common), repeats(&a.common), &opts)?;
     println!("{}", outcome.report);
     println!("{} runs in {:.1} s; JSON lines appended to {}\n", outcome.records.len(), outcome.wall.as_secs_f64(), a.common.out.display());
     Ok(outcome)
@@ -206,6 +384,8 @@ fn run_all(a: &SuiteArgs) -> Result<()> {
 pub fn run(args: BenchArgs) -> Result<()> {
     let suite = match &args.workload {
         Workload::Listing(a) => return run_listing(a),
+        Workload::BulkWan(a) => return run_bulk_wan(a),
+        Workload::LinkCheck(a) => return run_link_check(a),
         Workload::All(a) => return run_all(a),
         Workload::MixedHol(a) => Some(("mixed-hol", a)),
         Workload::TtfbThroughput(a) => Some(("ttfb-throughput", a)),
@@ -218,9 +398,15 @@ pub fn run(args: BenchArgs) -> Result<()> {
         return run_one(name, a).map(|_| ());
     }
     let (w, c) = match &args.workload {
-        Workload::Listing(_) | Workload::All(_) | Workload::MixedHol(_) | Workload::TtfbThroughput(_) | Workload::OpenAhead(_) | Workload::Commit(_) | Workload::Vectored(_) => {
-            unreachable!("handled above")
-        }
+        Workload::Listing(_)
+        | Workload::BulkWan(_)
+        | Workload::LinkCheck(_)
+        | Workload::All(_)
+        | Workload::MixedHol(_)
+        | Workload::TtfbThroughput(_)
+        | Workload::OpenAhead(_)
+        | Workload::Commit(_)
+        | Workload::Vectored(_) => unreachable!("handled above"),
         Workload::SmallObjects(a) => {
             let mut p = SmallObjectsParams::new(size(&a.common));
             if let Some(n) = a.objects {
@@ -253,9 +439,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let outcome = ferry_bench::run(&w, &opts)?;
     println!("{}", outcome.report);
     println!(
-        "{} runs in {:.1} s; JSON lines appended to {}",
+        "{} runs in {:.1} s (link: {}); JSON lines appended to {}",
         outcome.records.len(),
         outcome.wall.as_secs_f64(),
+        opts.link_name(),
         c.out.display()
     );
     Ok(())

@@ -1,0 +1,587 @@
+//! `bulk-wan` (LAB.md section 4; IN2P3: HTTPS bulk pull across the Atlantic, HTTP/1.1 vs
+//! HTTP/2 vs iperf3).
+//!
+//! One `ferry serve --tls --profile lan --memory --anonymous` subprocess serves the
+//! synthetic bucket: object `i` is `synthetic/bulk-wan/size=<n_i>/obj-<i>`, its size drawn
+//! from Normal(mean, 20% sd), seeded ([`object_sizes`]), so no byte is stored and every
+//! run asks for the same objects. With a link (default `transatlantic` as root) the server
+//! runs in the link's server namespace and this process's client in the client
+//! namespace; the certificate is generated here (rcgen) for the address the client dials,
+//! since `ferry serve --tls` alone certifies only localhost.
+//!
+//! Before timing, every object is HEADed once: the server computes each synthetic key's
+//! CRC on first access and caches it, a cost that would otherwise fall on the first row.
+//!
+//! A run is one point of the concurrency sweep for one client: `concurrency` workers
+//! each GET objects back to back (the next key from a shared counter) for a fixed time,
+//! then stop; bytes received inside the window count, whether or not their object
+//! finished, as iperf3 counts bytes for `-t` seconds. TLS handshakes and TCP slow start
+//! are inside the window for every row alike, as they are in a real pull. Rows:
+//!
+//! - ferry h1-pool, h2 and auto, each with a connection cap equal to the concurrency
+//!   (h2 opens connections as its own rules say: `connections_opened` shows how many);
+//! - `iperf3 -P N` (N = concurrency, at most 128) on the same link, the ceiling, plain
+//!   TCP without TLS.
+//!
+//! Per-connection throughput is the aggregate over `connections_opened` (iperf3: over N).
+//! Concurrency points run one after another; within a point the rows are interleaved,
+//! and repeats go round the whole sweep again.
+//!
+//! Records: `params.concurrency`, `params.link`, `figures.bytes_per_s` and
+//! `figures.bytes_per_s_per_connection`; iperf3 records have mode "iperf3" (the plot of
+//! throughput vs concurrency reads these). Like listing.rs, this workload has its own
+//! small runner (time-bounded workers, a concurrency axis), reusing the server guard,
+//! record schema, spread math and rusage of the generic one.
+
+use crate::process::{self, ServerProcess};
+use crate::record::{RunContext, RunRecord};
+use crate::runner::{Outcome, RunOptions};
+use crate::stats::Spread;
+use crate::sys;
+use crate::workload::Size;
+use anyhow::{Context, Result};
+use ferry_store::{CredentialsSource, GetParams, Mode, ObjectRef, S3Client};
+use rand::SeedableRng;
+use rand_distr::{Distribution, Normal};
+use serde_json::{json, Map, Value};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub const PUBLISHED: &str = "IN2P3-NCSA bulk pull over HTTPS: HTTP/1.1 vs HTTP/2 vs iperf3 on a 10 Gbit/s, 110 ms RTT path";
+pub const BUCKET: &str = "synthetic";
+/// HEADs in flight while warming.
+const WARM_CONNECTIONS: usize = 64;
+
+/// Parameters of `bulk-wan`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BulkWanParams {
+    pub mean_bytes: u64,
+    /// Standard deviation as a fraction of the mean (LAB.md: 20%).
+    pub sd_fraction: f64,
+    pub seed: u64,
+    /// Distinct objects (keys are reused round-robin when a run needs more).
+    pub objects: usize,
+    pub concurrency: Vec<usize>,
+    /// Length of each timed run.
+    pub run_seconds: u32,
+    pub repeats: usize,
+    pub modes: Vec<Mode>,
+    pub iperf3: bool,
+}
+
+impl BulkWanParams {
+    pub fn new(size: Size) -> BulkWanParams {
+        match size {
+            // 3 points x (3 clients + iperf3) x 3 s, one repeat: ~45 s with start-up.
+            Size::Quick => BulkWanParams {
+                mean_bytes: 32 << 20,
+                sd_fraction: 0.2,
+                seed: 1,
+                objects: 1024,
+                concurrency: vec![1, 16, 64],
+                run_seconds: 3,
+                repeats: 1,
+                modes: vec![Mode::H1Pool, Mode::H2, Mode::Auto],
+                iperf3: true,
+            },
+            // 9 points x 4 rows x 10 s x 3 repeats: ~20 minutes.
+            Size::Full => BulkWanParams {
+                mean_bytes: 128 << 20,
+                sd_fraction: 0.2,
+                seed: 1,
+                // Under the server's CRC cache of 4,096 keys (backend synthetic.rs).
+                objects: 2048,
+                concurrency: vec![1, 2, 4, 8, 16, 32, 64, 128, 256],
+                run_seconds: 10,
+                repeats: 3,
+                modes: vec![Mode::H1Pool, Mode::H2, Mode::Auto],
+                iperf3: true,
+            },
+        }
+    }
+}
+
+/// `n` object sizes ~ Normal(mean, sd_fraction x mean), from `seed`; at least 1 byte each
+/// (with a 20% sd, a draw at or below zero is a 5-sigma event).
+pub fn object_sizes(n: usize, mean: u64, sd_fraction: f64, seed: u64) -> Vec<u64> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let normal = Normal::new(mean as f64, mean as f64 * sd_fraction).expect("a finite, non-negative sd");
+    (0..n).map(|_| normal.sample(&mut rng).round().max(1.0) as u64).collect()
+}
+
+/// `bulk-wan/size=<bytes>/obj-<i>` in the synthetic bucket.
+pub fn object_keys(sizes: &[u64]) -> Vec<String> {
+    sizes.iter().enumerate().map(|(i, n)| format!("bulk-wan/size={n}/obj-{i:05}")).collect()
+}
+
+pub fn mode_name(m: Mode) -> &'static str {
+    match m {
+        Mode::Auto => "auto",
+        Mode::H1Pool => "h1-pool",
+        Mode::H1Pipeline => "h1-pipeline",
+        Mode::H2 => "h2",
+    }
+}
+
+fn iperf3_label(c: usize) -> String {
+    format!("iperf3 -P {}", c.min(process::IPERF3_MAX_STREAMS))
+}
+
+/// What one timed run of a ferry client produced.
+struct PullResult {
+    bytes: u64,
+    objects: u64,
+    errors: u64,
+    samples: Vec<String>,
+    wall: Duration,
+    /// This process less the delay line's threads (sys::cpu_time).
+    cpu: Duration,
+    /// The delay line's threads (ferry-link), apart.
+    link_cpu: Duration,
+    connections_opened: u64,
+    requests_sent: u64,
+    first_byte_ms: Vec<f64>,
+}
+
+/// `concurrency` workers GET keys round-robin until `window` ends; bytes inside it count.
+async fn pull(client: &S3Client, keys: Arc<Vec<(String, u64)>>, concurrency: usize, window: Duration) -> PullResult {
+    let next = Arc::new(AtomicUsize::new(0));
+    let bytes = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let cpu0 = sys::cpu_time();
+    let link0 = ferry_link::delay_line_cpu_time();
+    let t0 = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..concurrency.max(1) {
+        let (c, keys, next, bytes, stop) = (client.clone(), keys.clone(), next.clone(), bytes.clone(), stop.clone());
+        set.spawn(async move {
+            let (mut objects, mut errors, mut samples, mut fb) = (0u64, 0u64, Vec::new(), Vec::new());
+            while !stop.load(Relaxed) {
+                let (key, size) = &keys[next.fetch_add(1, Relaxed) % keys.len()];
+                let obj = ObjectRef::new(BUCKET, key.clone());
+                let s = Instant::now();
+                let r: Result<u64> = async {
+                    let mut out = c.get_object(&obj, GetParams::default()).await?;
+                    fb.push(s.elapsed().as_secs_f64() * 1e3);
+                    let mut n = 0u64;
+                    while let Some(chunk) = out.body.chunk().await {
+                        let len = chunk?.len() as u64;
+                        if stop.load(Relaxed) {
+                            return Ok(n); // the window closed mid-body: not an error
+                        }
+                        n += len;
+                        bytes.fetch_add(len, Relaxed);
+                    }
+                    Ok(n)
+                }
+                .await;
+                match r {
+                    Ok(n) if n == *size => objects += 1,
+                    Ok(_) if stop.load(Relaxed) => {}
+                    Ok(n) => {
+                        errors += 1;
+                        samples.push(format!("GET {obj}: {n} bytes, expected {size}"));
+                    }
+                    Err(e) if !stop.load(Relaxed) => {
+                        errors += 1;
+                        samples.push(format!("GET {obj}: {e:#}"));
+                    }
+                    Err(_) => {}
+                }
+            }
+            (objects, errors, samples, fb)
+        });
+    }
+    tokio::time::sleep(window).await;
+    // Bytes are read at the window's end; what arrives after does not count.
+    stop.store(true, Relaxed);
+    let got = bytes.load(Relaxed);
+    let wall = t0.elapsed();
+    let cpu = sys::cpu_time().saturating_sub(cpu0);
+    let link_cpu = ferry_link::delay_line_cpu_time().saturating_sub(link0);
+    // Workers notice `stop` at their next chunk; one blocked on a first byte is aborted.
+    let grace = tokio::time::sleep(Duration::from_secs(2));
+    tokio::pin!(grace);
+    let mut out = PullResult { bytes: got, objects: 0, errors: 0, samples: Vec::new(), wall, cpu, link_cpu, connections_opened: 0, requests_sent: 0, first_byte_ms: Vec::new() };
+    loop {
+        tokio::select! {
+            r = set.join_next() => match r {
+                Some(Ok((o, e, s, fb))) => {
+                    out.objects += o;
+                    out.errors += e;
+                    out.samples.extend(s.into_iter().take(5usize.saturating_sub(out.samples.len())));
+                    out.first_byte_ms.extend(fb);
+                }
+                Some(Err(_)) => {}
+                None => break,
+            },
+            _ = &mut grace => {
+                set.abort_all();
+                while set.join_next().await.is_some() {}
+                break;
+            }
+        }
+    }
+    let st = client.transport().stats();
+    out.connections_opened = st.connections_opened;
+    out.requests_sent = st.requests_sent;
+    out
+}
+
+/// A certificate for `ip` (PEM files in `dir`): the server's `--cert/--key`, the client's
+/// CA file (a self-signed leaf is its own trust anchor).
+fn certificate(ip: &str, dir: &std::path::Path) -> Result<(PathBuf, PathBuf)> {
+    let cert = rcgen::generate_simple_self_signed(vec![ip.to_owned()]).context("generating a certificate")?;
+    let id = std::process::id();
+    let (c, k) = (dir.join(format!("ferry-bulk-wan-{id}.crt")), dir.join(format!("ferry-bulk-wan-{id}.key")));
+    std::fs::write(&c, cert.cert.pem()).with_context(|| format!("writing {}", c.display()))?;
+    std::fs::write(&k, cert.key_pair.serialize_pem()).with_context(|| format!("writing {}", k.display()))?;
+    Ok((c, k))
+}
+
+pub fn params_json(p: &BulkWanParams, sizes: &[u64], link: &str) -> Map<String, Value> {
+    let sp = Spread::of(&sizes.iter().map(|&s| s as f64).collect::<Vec<_>>());
+    json!({
+        "link": link,
+        "mean_bytes": p.mean_bytes,
+        "sd_fraction": p.sd_fraction,
+        "seed": p.seed,
+        "objects": p.objects,
+        "sizes_median_bytes": sp.map(|s| s.median),
+        "sizes_min_bytes": sp.map(|s| s.min),
+        "sizes_max_bytes": sp.map(|s| s.max),
+        "concurrency_points": p.concurrency,
+        "run_seconds": p.run_seconds,
+        "tls": true,
+        "verify": "default GetParams (checksum mode on)",
+        "key_layout": "synthetic/bulk-wan/size=N/obj-NNNNN",
+        "window": "bytes received within run_seconds, ramp-up included",
+    })
+    .as_object()
+    .cloned()
+    .unwrap_or_default()
+}
+
+/// Runs the sweep: one TLS server, then for each repeat and each concurrency point the
+/// ferry clients and iperf3, interleaved.
+pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> {
+    let started = Instant::now();
+    let ctx = RunContext::detect("bulk-wan");
+    let say = |s: &str| {
+        if opts.progress {
+            eprintln!("{s}");
+        }
+    };
+    let mut out = match &opts.out {
+        Some(path) => Some(std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?),
+        None => None,
+    };
+    let link = opts.link.as_deref();
+    let host = link.map(|l| l.server_ip().to_string()).unwrap_or_else(|| "127.0.0.1".into());
+    let (cert, key) = certificate(&host, &opts.log_dir)?;
+    let args: Vec<String> = ["--addr", "127.0.0.1:0", "--memory", "--anonymous", "--profile", "lan", "--h2", "on", "--tls", "--cert"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([cert.display().to_string(), "--key".into(), key.display().to_string()])
+        .collect();
+    say(&format!("bulk-wan: starting ferry serve --tls on link {}", opts.link_name()));
+    // Started from this (the main) thread: PR_SET_PDEATHSIG follows the thread.
+    let mut server = ServerProcess::start(&opts.server, &args, opts.server_lifetime, &opts.log_dir).context("starting the TLS server")?;
+    let _ = std::fs::remove_file(&key);
+    // Threads and child processes from here on start in the client namespace.
+    let _client_ns = link.map(|l| l.enter_client()).transpose()?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+
+    let sizes = object_sizes(p.objects.max(1), p.mean_bytes, p.sd_fraction, p.seed);
+    let keys: Arc<Vec<(String, u64)>> = Arc::new(object_keys(&sizes).into_iter().zip(sizes.iter().copied()).collect());
+    // Warm: one HEAD per object, so the server's per-key CRC (computed on first access,
+    // cached) is ready for every row alike rather than charged to whichever row comes first.
+    say(&format!("bulk-wan: warming {} objects (HEAD each)", keys.len()));
+    let warm = S3Client::builder(server.url.clone())
+        .region("us-east-1")
+        .credentials(CredentialsSource::Anonymous)
+        .ca_file(&cert)
+        .mode(Mode::H1Pool)
+        .max_connections(WARM_CONNECTIONS)
+        .build()?;
+    rt.block_on(async {
+        let stream = futures_util::stream::iter(keys.iter().map(|(k, _)| {
+            let (c, obj) = (warm.clone(), ObjectRef::new(BUCKET, k.clone()));
+            async move { c.head_object(&obj).await.with_context(|| format!("HEAD {obj}")) }
+        }));
+        let results: Vec<Result<_>> = futures_util::StreamExt::collect(futures_util::StreamExt::buffer_unordered(stream, WARM_CONNECTIONS)).await;
+        results.into_iter().try_for_each(|r| r.map(|_| ()))
+    })?;
+    drop(warm);
+    let params = params_json(p, &sizes, opts.link_name());
+    let server_json = json!({"label": "lan+tls", "args": server.args, "banner": server.banner});
+    let repeats = p.repeats.max(1);
+    let mut records: Vec<RunRecord> = Vec::new();
+    let window = Duration::from_secs(p.run_seconds.max(1) as u64);
+    for k in 1..=repeats {
+        for &c in &p.concurrency {
+            let mut rows: Vec<Option<Mode>> = p.modes.iter().copied().map(Some).collect();
+            if p.iperf3 {
+                rows.push(None);
+            }
+            for row in rows {
+                let label = row.map(|m| mode_name(m).to_owned()).unwrap_or_else(|| iperf3_label(c));
+                say(&format!("bulk-wan · concurrency {c} · {label} · repeat {k} of {repeats}"));
+                let mut rec = RunRecord {
+                    workload: "bulk-wan".into(),
+                    size: size.name().into(),
+                    mode: row.map(mode_name).unwrap_or("iperf3").into(),
+                    variant: label.clone(),
+                    repeat: k,
+                    repeats,
+                    status: "ok".into(),
+                    profile: Some("lan".into()),
+                    params: params.clone(),
+                    ..RunRecord::default()
+                };
+                rec.params.insert("concurrency".into(), json!(c));
+                let drops = || link.map(|l| l.stats()).map(|s| s.client_to_server.dropped + s.server_to_client.dropped);
+                let drops0 = drops();
+                match row {
+                    Some(mode) => {
+                        rec.server = Some(server_json.clone());
+                        rec.client = Some(json!({"mode": mode_name(mode), "max_connections": c, "tls": true}));
+                        if !server.alive() {
+                            anyhow::bail!("the TLS server died (log: {})", server.log.display());
+                        }
+                        let client = S3Client::builder(server.url.clone())
+                            .region("us-east-1")
+                            .credentials(CredentialsSource::Anonymous)
+                            .ca_file(&cert)
+                            .mode(mode)
+                            .max_connections(c.max(1))
+                            .build()?;
+                        let r = rt.block_on(pull(&client, keys.clone(), c, window));
+                        drop(client);
+                        let secs = r.wall.as_secs_f64();
+                        rec.set("bytes", r.bytes as f64);
+                        rec.set("wall_s", secs);
+                        rec.set("bytes_per_s", r.bytes as f64 / secs);
+                        rec.set("bits_per_second", r.bytes as f64 * 8.0 / secs);
+                        if r.connections_opened > 0 {
+                            rec.set("bytes_per_s_per_connection", r.bytes as f64 / secs / r.connections_opened as f64);
+                        }
+                        rec.set("objects_completed", r.objects as f64);
+                        rec.set("errors", r.errors as f64);
+                        rec.set("connections_opened", r.connections_opened as f64);
+                        rec.set("requests_sent", r.requests_sent as f64);
+                        rec.set("client_cpu_s", r.cpu.as_secs_f64());
+                        if link.is_some() {
+                            rec.set("link_cpu_s", r.link_cpu.as_secs_f64());
+                        }
+                        if r.bytes > 0 {
+                            rec.set("client_cpu_s_per_gib", r.cpu.as_secs_f64() / (r.bytes as f64 / (1u64 << 30) as f64));
+                        }
+                        let mut fb = r.first_byte_ms;
+                        let ps = crate::stats::percentiles(&mut fb, &[50.0, 99.0]);
+                        if let Some(v) = ps[0] {
+                            rec.set("first_byte_p50_ms", v);
+                        }
+                        if let Some(v) = ps[1] {
+                            rec.set("first_byte_p99_ms", v);
+                        }
+                        rec.error_samples = r.samples;
+                        if r.errors > 0 {
+                            rec.status = "errors".into();
+                        }
+                    }
+                    None => {
+                        rec.client = Some(json!({"tool": "iperf3", "streams": c.min(process::IPERF3_MAX_STREAMS)}));
+                        if c > process::IPERF3_MAX_STREAMS {
+                            rec.note = Some(format!("iperf3 allows at most -P {}", process::IPERF3_MAX_STREAMS));
+                        }
+                        match process::iperf3(link, c, p.run_seconds.max(1), opts.server_lifetime) {
+                            Ok(r) if r.absent => {
+                                rec.status = "absent".into();
+                                rec.note = Some("iperf3: absent (scripts/setup.sh installs it)".into());
+                            }
+                            Ok(r) => {
+                                rec.set("seconds", r.seconds);
+                                rec.set("bits_per_second", r.bits_per_second);
+                                rec.set("bytes_per_s", r.bits_per_second / 8.0);
+                                rec.set("bytes_per_s_per_connection", r.bits_per_second / 8.0 / r.streams as f64);
+                                rec.set("connections_opened", r.streams as f64);
+                                if let Some(v) = r.retransmits {
+                                    rec.set("retransmits", v);
+                                }
+                                if let Some(v) = r.cpu_host_pct {
+                                    rec.set("iperf3_cpu_host_pct", v);
+                                }
+                                if let Some(v) = r.cpu_remote_pct {
+                                    rec.set("iperf3_cpu_remote_pct", v);
+                                }
+                                rec.set("errors", 0u32);
+                            }
+                            Err(e) => {
+                                rec.status = "failed".into();
+                                rec.error_samples.push(format!("{e:#}"));
+                            }
+                        }
+                    }
+                }
+                if let (Some(a), Some(b)) = (drops0, drops()) {
+                    // Packets the link's queue dropped during this run (both directions).
+                    rec.set("link_drops", (b - a) as f64);
+                }
+                if let Some(f) = out.as_mut() {
+                    writeln!(f, "{}", serde_json::to_string(&rec.to_json(&ctx))?)?;
+                    f.flush()?;
+                }
+                records.push(rec);
+            }
+        }
+    }
+    drop(rt);
+    drop(server);
+    let _ = std::fs::remove_file(&cert);
+    let report = render(size, p, opts, &records, &ctx);
+    Ok(Outcome { records, report, wall: started.elapsed() })
+}
+
+fn cell(rs: &[&RunRecord], figure: &str, scale: f64, digits: usize) -> String {
+    let vals: Vec<f64> = rs.iter().filter_map(|r| r.figure(figure)).map(|v| v * scale).collect();
+    match Spread::of(&vals) {
+        None => "-".into(),
+        Some(s) if s.n == 1 || s.min == s.max => format!("{:.*}", digits, s.median),
+        Some(s) => format!("{:.*} ({:.*}-{:.*})", digits, s.median, digits, s.min, digits, s.max),
+    }
+}
+
+/// The Markdown report: one row per (concurrency, client), medians over repeats, each
+/// ferry row as a share of the iperf3 row of the same point and repeat.
+pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRecord], ctx: &RunContext) -> String {
+    let mut s = String::new();
+    let repeats = p.repeats.max(1);
+    let link = match &opts.link {
+        Some(l) => l.preset().to_string(),
+        None => "none (loopback)".into(),
+    };
+    let _ = writeln!(
+        s,
+        "## ferry bench bulk-wan ({}, {} repeat{}, interleaved)\n\ngit {}{} · {} cores · kernel {} · run {}\n\nlink: {link} · objects ~ Normal({} MiB, {:.0}% sd), seed {} · HTTPS (ferry serve --tls, lan profile) · {} s per run\n",
+        size.name(),
+        repeats,
+        if repeats == 1 { "" } else { "s" },
+        ctx.git_sha.as_deref().map(|s| &s[..s.len().min(12)]).unwrap_or("unknown"),
+        if ctx.git_dirty == Some(true) { " (uncommitted changes)" } else { "" },
+        ctx.machine.nproc,
+        ctx.machine.kernel,
+        ctx.run_id,
+        p.mean_bytes >> 20,
+        p.sd_fraction * 100.0,
+        p.seed,
+        p.run_seconds,
+    );
+    let _ = writeln!(s, "| concurrency | client | MB/s | per connection MB/s | % of iperf3 (same point) | connections | objects done | first byte p50 ms | client CPU s | link drops | errors |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
+    for &c in &p.concurrency {
+        let at: Vec<&RunRecord> = records.iter().filter(|r| r.params.get("concurrency").and_then(Value::as_u64) == Some(c as u64)).collect();
+        let mut labels: Vec<&str> = Vec::new();
+        for r in &at {
+            if !labels.contains(&r.variant.as_str()) {
+                labels.push(&r.variant);
+            }
+        }
+        let ceiling = iperf3_label(c);
+        for l in labels {
+            let rs: Vec<&RunRecord> = at.iter().copied().filter(|r| r.variant == l && r.status != "absent").collect();
+            if rs.is_empty() {
+                let _ = writeln!(s, "| {c} | {l} | absent | | | | | | | | |");
+                continue;
+            }
+            let share = if l == ceiling {
+                "100%".to_string()
+            } else {
+                let r: Vec<f64> = rs
+                    .iter()
+                    .filter_map(|a| {
+                        let b = at.iter().find(|b| b.variant == ceiling && b.repeat == a.repeat)?;
+                        Some(a.figure("bytes_per_s")? / b.figure("bytes_per_s").filter(|v| *v > 0.0)? * 100.0)
+                    })
+                    .collect();
+                match Spread::of(&r) {
+                    Some(sp) if sp.n > 1 => format!("{:.0}% ({:.0}-{:.0})", sp.median, sp.min, sp.max),
+                    Some(sp) => format!("{:.0}%", sp.median),
+                    None => "-".into(),
+                }
+            };
+            let _ = writeln!(
+                s,
+                "| {c} | {l} | {} | {} | {share} | {} | {} | {} | {} | {} | {} |",
+                cell(&rs, "bytes_per_s", 1e-6, 0),
+                cell(&rs, "bytes_per_s_per_connection", 1e-6, 1),
+                cell(&rs, "connections_opened", 1.0, 0),
+                cell(&rs, "objects_completed", 1.0, 0),
+                cell(&rs, "first_byte_p50_ms", 1.0, 0),
+                cell(&rs, "client_cpu_s", 1.0, 2),
+                cell(&rs, "link_drops", 1.0, 0),
+                cell(&rs, "errors", 1.0, 0),
+            );
+        }
+    }
+    let _ = writeln!(s, "\n- published: {PUBLISHED}");
+    let _ = writeln!(s, "- MB/s: bytes received within each {} s window / window, TLS handshakes and slow start included; iperf3 is plain TCP on the same link.", p.run_seconds);
+    let _ = writeln!(s, "- client CPU: this process less the delay line's threads; link drops: packets (up to 64 KiB each) the link's queue dropped during the run.");
+    let _ = writeln!(s, "- per connection: the aggregate over TCP connections opened (h2 decides its own count up to the concurrency; iperf3: its -P streams).");
+    if opts.link.is_none() {
+        let _ = writeln!(s, "- link none: loopback, no delay; this is not the transatlantic result.");
+    }
+    let bad: Vec<&RunRecord> = records.iter().filter(|r| r.status != "ok" && r.status != "absent").collect();
+    if !bad.is_empty() {
+        let _ = writeln!(s, "\nRuns that were not clean:");
+        for r in bad {
+            let _ = writeln!(s, "- concurrency {} {} repeat {}: {} {}", r.params.get("concurrency").unwrap_or(&Value::Null), r.variant, r.repeat, r.status, r.error_samples.first().map(String::as_str).unwrap_or(""));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_seeded_normal_with_the_asked_mean_and_sd() {
+        let mean = 64u64 << 20;
+        let a = object_sizes(10_000, mean, 0.2, 7);
+        assert_eq!(a, object_sizes(10_000, mean, 0.2, 7), "same seed, same sizes");
+        assert_ne!(a, object_sizes(10_000, mean, 0.2, 8), "another seed, other sizes");
+        let n = a.len() as f64;
+        let m = a.iter().map(|&x| x as f64).sum::<f64>() / n;
+        let sd = (a.iter().map(|&x| (x as f64 - m).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        // The sample mean's sd is 0.2 x mean / 100 here: 1% is 5 of them.
+        assert!((m / mean as f64 - 1.0).abs() < 0.01, "sample mean {m} vs {mean}");
+        assert!((sd / mean as f64 - 0.2).abs() < 0.01, "sample sd {sd} vs 20% of {mean}");
+        assert!(a.iter().all(|&x| x >= 1));
+        assert!(a.iter().any(|&x| x > mean) && a.iter().any(|&x| x < mean), "sizes spread on both sides");
+    }
+
+    #[test]
+    fn keys_carry_their_size() {
+        let k = object_keys(&[10, 2048]);
+        assert_eq!(k, vec!["bulk-wan/size=10/obj-00000".to_string(), "bulk-wan/size=2048/obj-00001".to_string()]);
+    }
+
+    #[test]
+    fn quick_is_a_few_points_and_full_sweeps_1_to_256() {
+        let q = BulkWanParams::new(Size::Quick);
+        assert!(q.concurrency.len() <= 4);
+        // rows x points x seconds stays well under a minute
+        let rows = q.modes.len() + usize::from(q.iperf3);
+        assert!(rows * q.concurrency.len() * q.run_seconds as usize * q.repeats <= 45);
+        let f = BulkWanParams::new(Size::Full);
+        assert_eq!(f.concurrency.first(), Some(&1));
+        assert_eq!(f.concurrency.last(), Some(&256));
+        assert!(f.concurrency.windows(2).all(|w| w[1] == 2 * w[0]), "powers of two");
+        assert!(f.repeats >= 3);
+    }
+}

@@ -1,0 +1,165 @@
+//! End-to-end runs across the emulated link and of `bulk-wan`, tiny, against real
+//! `ferry serve` subprocesses of the binary under test (CARGO_BIN_EXE_ferry):
+//!
+//! - bulk-wan on loopback (any user): every client row pulled bytes over HTTPS without
+//!   errors, the iperf3 row is there, records carry params.concurrency / params.link;
+//! - bulk-wan across the `region` link and small-objects across it (root only, else
+//!   skipped with the reason on stderr): the servers ran in the link's server namespace
+//!   (their URL is the link's address) and the client reached them from the client's.
+//!
+//! Only the shape of the results is checked, never a speed.
+
+use ferry_bench::bulk_wan::{self, BulkWanParams};
+use ferry_bench::record::check_schema;
+use ferry_bench::workload::{self, Size, SmallObjectsParams};
+use ferry_bench::{RunOptions, ServerCommand};
+use ferry_link::{Link, Preset};
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn options(out: &std::path::Path, link: Option<Arc<Link>>) -> RunOptions {
+    let mut o = RunOptions::new(ServerCommand::ferry(env!("CARGO_BIN_EXE_ferry")));
+    o.out = Some(out.to_path_buf());
+    o.progress = false;
+    o.run_timeout = Duration::from_secs(60);
+    o.server_lifetime = Duration::from_secs(300);
+    o.log_dir = out.parent().unwrap().to_path_buf();
+    o.set_link(link);
+    o
+}
+
+fn region_link(test: &str) -> Option<Arc<Link>> {
+    match Link::up(Preset::REGION) {
+        Ok(l) => Some(Arc::new(l)),
+        Err(e @ ferry_link::LinkError::NotRoot { .. }) => {
+            // Straight to the stream: libtest captures only the print macros.
+            let _ = writeln!(std::io::stderr(), "\n*** SKIPPED {test}: {e} ***\n");
+            None
+        }
+        Err(e) => panic!("bringing the region link up: {e}"),
+    }
+}
+
+fn tiny() -> BulkWanParams {
+    let mut p = BulkWanParams::new(Size::Quick);
+    p.mean_bytes = 1 << 20;
+    p.objects = 8;
+    p.concurrency = vec![2];
+    p.run_seconds = 1;
+    p.repeats = 1;
+    p
+}
+
+fn check_bulk_wan(outcome: &ferry_bench::Outcome, p: &BulkWanParams, out: &std::path::Path, link: &str) {
+    assert_eq!(outcome.records.len(), p.modes.len() + 1, "three ferry rows and iperf3");
+    for r in &outcome.records {
+        assert_eq!(r.params["concurrency"], 2);
+        assert_eq!(r.params["link"], link);
+        if r.mode == "iperf3" && r.status == "absent" {
+            continue; // iperf3 not installed: reported, not a failure
+        }
+        assert_eq!(r.status, "ok", "{}: {:?}", r.variant, r.error_samples);
+        assert!(r.figure("bytes_per_s").unwrap() > 0.0, "{}", r.variant);
+        assert!(r.figure("bytes_per_s_per_connection").unwrap() > 0.0, "{}", r.variant);
+        assert_eq!(r.figure("errors"), Some(0.0), "{}", r.variant);
+    }
+    let iperf = outcome.records.iter().find(|r| r.mode == "iperf3").expect("an iperf3 record");
+    assert_eq!(iperf.variant, "iperf3 -P 2");
+    for m in ["h1-pool", "h2", "auto"] {
+        let r = outcome.records.iter().find(|r| r.mode == m).unwrap_or_else(|| panic!("no {m} row"));
+        assert!(r.figure("connections_opened").unwrap() >= 1.0);
+        assert!(r.server.as_ref().unwrap()["args"].to_string().contains("--tls"), "HTTPS");
+    }
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), outcome.records.len());
+    for v in &lines {
+        check_schema(v).unwrap();
+        assert_eq!(v["bench"], "bulk-wan");
+        assert!(v["figures"]["bytes_per_s"].is_number() || v["status"] == "absent");
+    }
+    assert!(outcome.report.contains("| 2 | h2 |"), "{}", outcome.report);
+}
+
+#[test]
+fn bulk_wan_tiny_on_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let p = tiny();
+    let outcome = bulk_wan::run(Size::Quick, &p, &options(&out, None)).unwrap();
+    check_bulk_wan(&outcome, &p, &out, "none");
+}
+
+#[test]
+fn bulk_wan_tiny_across_the_region_link() {
+    let Some(link) = region_link("bulk_wan_tiny_across_the_region_link") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let p = tiny();
+    let ip = link.server_ip().to_string();
+    let outcome = bulk_wan::run(Size::Quick, &p, &options(&out, Some(link))).unwrap();
+    check_bulk_wan(&outcome, &p, &out, "region");
+    let args = outcome.records.iter().find(|r| r.mode == "h2").unwrap().server.as_ref().unwrap()["args"].to_string();
+    assert!(args.contains(&format!("{ip}:0")), "the server listened on the link's address: {args}");
+}
+
+#[test]
+fn small_objects_across_the_region_link() {
+    let Some(link) = region_link("small_objects_across_the_region_link") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let mut p = SmallObjectsParams::new(Size::Quick);
+    p.objects = 40;
+    p.repeats = 1;
+    p.connections = 4;
+    p.pipeline_depth = 4;
+    p.auto_ranged = false;
+    let w = workload::small_objects(Size::Quick, &p);
+    let (c_ns, s_ns) = (link.client_namespace().to_owned(), link.server_namespace().to_owned());
+    let outcome = ferry_bench::run(&w, &options(&out, Some(link))).unwrap();
+    for r in &outcome.records {
+        assert_eq!(r.status, "ok", "{}: {:?}", r.variant, r.error_samples);
+        assert_eq!(r.figure("objects"), Some(40.0), "{}", r.variant);
+        assert_eq!(r.params["link"], "region");
+        let args = r.server.as_ref().unwrap()["args"].to_string();
+        assert!(args.contains("10.77.0.2:0"), "server bound to the link's address: {args}");
+    }
+    // The options (and with them the link) are gone: so are its namespaces.
+    assert!(!ferry_link::netns::exists(&c_ns) && !ferry_link::netns::exists(&s_ns));
+}
+
+/// The binary as an unprivileged user: as root, run it as nobody (uid 65534); otherwise
+/// it already is unprivileged.
+fn unprivileged(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"));
+    cmd.args(args).current_dir(dir).env("TMPDIR", dir);
+    if ferry_link::check_root().is_ok() {
+        cmd.uid(65534).gid(65534);
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn without_root_bulk_wan_falls_back_to_no_link_loudly_and_link_check_refuses() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = dir.path().join("r.jsonl");
+    let o = unprivileged(
+        dir.path(),
+        &["bench", "bulk-wan", "--quick", "--concurrency", "1", "--seconds", "1", "--mean-size", "1MiB", "--link", "transatlantic", "--no-progress", "--out", out.to_str().unwrap()],
+    );
+    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "bulk-wan without root still runs: {stderr}");
+    assert!(stderr.contains("needs root") && stderr.contains("FALLING BACK TO --link none"), "a loud fallback: {stderr}");
+    assert!(stdout.contains("link: none (loopback)"), "{stdout}");
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(!records.is_empty());
+    assert!(records.iter().all(|r| r["params"]["link"] == "none"));
+
+    let o = unprivileged(dir.path(), &["bench", "link-check", "--link", "region"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "link-check cannot run without root");
+    assert!(stderr.contains("needs root"), "{stderr}");
+}

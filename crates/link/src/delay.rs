@@ -1,0 +1,355 @@
+//! The delay line: one direction of the link, as two threads.
+//!
+//! ```text
+//!  TUN A ──read──► reader ──(due, packet)──► channel ──► writer ──sleep until due──► TUN B
+//!                    │
+//!                    └─ serializer: starts = max(now, free); free = start + len / rate
+//!                       queue = free - now > limit ⇒ drop (tail drop, like a router)
+//!                       due = free + one-way delay
+//! ```
+//!
+//! The model is a router port: a FIFO queue in front of a serializer of the preset's rate,
+//! then propagation delay. It needs no timers per packet: the departure time of each
+//! packet follows from the previous one, and since the delay is constant the due times
+//! are in arrival order, so a plain FIFO channel is the whole delay line and the writer
+//! only ever sleeps until the head is due. Memory is bounded by the rate: at most
+//! `rate x delay` bytes in flight plus the queue limit, with a hard cap behind it.
+//!
+//! Both threads poll with a 100 ms timeout so they notice the stop flag and the
+//! deadline (the link's maximum lifetime) without a packet arriving.
+//!
+//! Costs: each packet is copied twice (out of the kernel, back in) and nothing else:
+//! buffers go back from the writer to the reader for reuse. Both threads ask for
+//! `SCHED_FIFO` (root has it): on two cores shared by client, server and anything else,
+//! a reader that is descheduled lets the TUN ring fill (tail drops at the device) and
+//! then sees a burst all stamped "now", which the queue model would also drop; a real
+//! link is never starved. They block in poll/recv/sleep, so they take only the CPU the
+//! traffic needs, and the kernel's RT throttling bounds them anyway.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Largest packet read from a TUN: an IPv4/IPv6 packet is at most 64 KiB (65,535 bytes
+/// of payload length, no BIG TCP on a TUN) plus its vnet header; with room to spare, as a
+/// read into a smaller buffer would silently truncate.
+const READ_BUF: usize = 64 * 1024 + 1024;
+/// SCHED_FIFO priority of the delay line's threads: above every normal thread, low among
+/// real-time ones.
+const RT_PRIORITY: libc::c_int = 10;
+/// Whatever the rate, never hold more than this in one direction.
+const HARD_CAP_BYTES: u64 = 1 << 30;
+const POLL: Duration = Duration::from_millis(100);
+
+/// One direction's settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub delay: Duration,
+    pub rate_bits_per_s: u64,
+    pub queue_limit_bytes: u64,
+}
+
+/// Counters of one direction.
+#[derive(Debug, Default)]
+pub struct DirStats {
+    pub packets: AtomicU64,
+    pub bytes: AtomicU64,
+    /// Dropped because the queue was full (or the hard cap reached).
+    pub dropped: AtomicU64,
+    /// Largest packet seen (shows whether GSO super-packets pass).
+    pub max_packet: AtomicU64,
+    pub write_errors: AtomicU64,
+    in_flight: AtomicU64,
+}
+
+/// A snapshot of [`DirStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DirCounts {
+    pub packets: u64,
+    pub bytes: u64,
+    pub dropped: u64,
+    pub max_packet: u64,
+    pub write_errors: u64,
+}
+
+impl DirStats {
+    pub fn snapshot(&self) -> DirCounts {
+        DirCounts {
+            packets: self.packets.load(Relaxed),
+            bytes: self.bytes.load(Relaxed),
+            dropped: self.dropped.load(Relaxed),
+            max_packet: self.max_packet.load(Relaxed),
+            write_errors: self.write_errors.load(Relaxed),
+        }
+    }
+}
+
+struct Packet {
+    due: Instant,
+    data: Vec<u8>,
+}
+
+/// Starts the reader and writer threads of the direction `from` -> `to`.
+pub fn spawn(
+    name: &str,
+    from: Arc<File>,
+    to: Arc<File>,
+    shape: Shape,
+    stop: Arc<AtomicBool>,
+    deadline: Instant,
+    stats: Arc<DirStats>,
+) -> std::io::Result<Vec<JoinHandle<()>>> {
+    let (tx, rx) = mpsc::channel::<Packet>();
+    let (back_tx, back_rx) = mpsc::channel::<Vec<u8>>();
+    let (s1, st1) = (stop.clone(), stats.clone());
+    let reader = std::thread::Builder::new().name(format!("link-rd-{name}")).spawn(move || {
+        let _cpu = CpuAccount::register();
+        realtime();
+        read_loop(&from, shape, &s1, deadline, &st1, tx, back_rx)
+    })?;
+    let writer = std::thread::Builder::new().name(format!("link-wr-{name}")).spawn(move || {
+        let _cpu = CpuAccount::register();
+        realtime();
+        write_loop(&to, &stop, &stats, rx, back_tx)
+    })?;
+    Ok(vec![reader, writer])
+}
+
+/// CPU time of the delay line threads of this process, live and ended: the bench's
+/// client runs in the same process, and its `getrusage(RUSAGE_SELF)` must not count the
+/// link's work as the client's.
+pub fn cpu_time() -> Duration {
+    let live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+    let mut ns = ENDED_NS.load(Relaxed);
+    for &t in live.iter() {
+        let mut clock: libc::clockid_t = 0;
+        // SAFETY: `t` is a live thread (it removes itself under this lock before it ends).
+        if unsafe { libc::pthread_getcpuclockid(t, &mut clock) } == 0 {
+            ns += clock_ns(clock);
+        }
+    }
+    Duration::from_nanos(ns)
+}
+
+static LIVE: std::sync::Mutex<Vec<libc::pthread_t>> = std::sync::Mutex::new(Vec::new());
+static ENDED_NS: AtomicU64 = AtomicU64::new(0);
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Registers the calling thread in [`cpu_time`]'s list; on drop moves its CPU time to
+/// the ended total.
+struct CpuAccount(libc::pthread_t);
+
+impl CpuAccount {
+    fn register() -> CpuAccount {
+        // SAFETY: pthread_self has no preconditions.
+        let me = unsafe { libc::pthread_self() };
+        LIVE.lock().unwrap_or_else(|p| p.into_inner()).push(me);
+        CpuAccount(me)
+    }
+}
+
+impl Drop for CpuAccount {
+    fn drop(&mut self) {
+        let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+        ENDED_NS.fetch_add(clock_ns(libc::CLOCK_THREAD_CPUTIME_ID), Relaxed);
+        live.retain(|&t| t != self.0);
+    }
+}
+
+/// SCHED_FIFO for the calling thread, if allowed (else it stays a normal thread).
+fn realtime() {
+    let p = libc::sched_param { sched_priority: RT_PRIORITY };
+    // SAFETY: sets the calling thread's own policy from a valid sched_param.
+    unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &p) };
+}
+
+/// The router port model: a FIFO queue of bounded depth in front of a serializer, then
+/// propagation delay. Pure arithmetic on arrival times, so it is tested without devices.
+#[derive(Clone, Copy, Debug)]
+pub struct Port {
+    shape: Shape,
+    /// When the serializer finishes what it has been given so far.
+    free: Instant,
+    queue_limit: Duration,
+}
+
+impl Port {
+    pub fn new(shape: Shape, now: Instant) -> Port {
+        Port { shape, free: now, queue_limit: serialization(shape.queue_limit_bytes as usize, shape.rate_bits_per_s) }
+    }
+
+    /// A packet of `len` bytes arrives at `now`: when it is due at the far end, or `None`
+    /// when the queue ahead of it is already over the limit (tail drop; the port's state
+    /// is unchanged).
+    pub fn admit(&mut self, now: Instant, len: usize) -> Option<Instant> {
+        let start = self.free.max(now);
+        if start - now > self.queue_limit {
+            return None;
+        }
+        self.free = start + serialization(len, self.shape.rate_bits_per_s);
+        Some(self.free + self.shape.delay)
+    }
+}
+
+fn serialization(len: usize, rate_bits_per_s: u64) -> Duration {
+    if rate_bits_per_s == 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_nanos((len as u128 * 8 * 1_000_000_000 / rate_bits_per_s as u128) as u64)
+}
+
+fn read_loop(from: &File, shape: Shape, stop: &AtomicBool, deadline: Instant, stats: &DirStats, tx: mpsc::Sender<Packet>, back: mpsc::Receiver<Vec<u8>>) {
+    let mut port = Port::new(shape, Instant::now());
+    let fd = from.as_raw_fd();
+    // Non-blocking reads: poll only when the device is empty, not once per packet.
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe { libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK) };
+    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_BUF);
+    while !stop.load(Relaxed) {
+        if Instant::now() >= deadline {
+            eprintln!("ferry-link: the link reached its maximum lifetime; the delay line stops forwarding");
+            stop.store(true, Relaxed);
+            break;
+        }
+        // SAFETY: read(2) into the buffer's spare capacity (READ_BUF bytes, at most that
+        // many written); the length is set to what the kernel wrote.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.capacity()) };
+        if n <= 0 {
+            let e = std::io::Error::last_os_error();
+            if n == 0 || matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) {
+                // SAFETY: poll(2) on one pollfd we own.
+                unsafe { libc::poll(&mut pfd, 1, POLL.as_millis() as libc::c_int) };
+                if pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                    break;
+                }
+                continue;
+            }
+            break;
+        }
+        let n = n as usize;
+        // SAFETY: the kernel initialised the first n bytes.
+        unsafe { buf.set_len(n) };
+        let now = Instant::now();
+        // The hard cap first: a packet it refuses must not occupy the serializer.
+        let room = stats.in_flight.load(Relaxed) + n as u64 <= HARD_CAP_BYTES;
+        let due = match room.then(|| port.admit(now, n.saturating_sub(crate::tun::VNET_HDR_LEN))).flatten() {
+            Some(due) => due,
+            None => {
+                stats.dropped.fetch_add(1, Relaxed);
+                continue;
+            }
+        };
+        stats.in_flight.fetch_add(n as u64, Relaxed);
+        stats.max_packet.fetch_max(n as u64, Relaxed);
+        // Send the buffer itself; read the next packet into a recycled one.
+        let mut next = back.try_recv().unwrap_or_else(|_| Vec::with_capacity(READ_BUF));
+        next.clear();
+        let data = std::mem::replace(&mut buf, next);
+        if tx.send(Packet { due, data }).is_err() {
+            break;
+        }
+    }
+}
+
+fn write_loop(to: &File, stop: &AtomicBool, stats: &DirStats, rx: mpsc::Receiver<Packet>, back: mpsc::Sender<Vec<u8>>) {
+    let mut writer = to;
+    loop {
+        let p = match rx.recv_timeout(POLL) {
+            Ok(p) => p,
+            Err(mpsc::RecvTimeoutError::Timeout) if !stop.load(Relaxed) => continue,
+            Err(_) => break,
+        };
+        let now = Instant::now();
+        if p.due > now {
+            std::thread::sleep(p.due - now);
+        }
+        if stop.load(Relaxed) {
+            break;
+        }
+        let len = p.data.len() as u64;
+        stats.in_flight.fetch_sub(len, Relaxed);
+        // A TUN write takes the whole packet or fails; a short count would be a kernel bug.
+        match writer.write(&p.data) {
+            Ok(n) if n == p.data.len() => {
+                stats.packets.fetch_add(1, Relaxed);
+                stats.bytes.fetch_add(len, Relaxed);
+            }
+            Ok(_) | Err(_) => {
+                stats.write_errors.fetch_add(1, Relaxed);
+            }
+        }
+        let _ = back.send(p.data);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn port(delay: Duration, rate_bits_per_s: u64, queue_limit_bytes: u64) -> (Port, Instant) {
+        let t0 = Instant::now();
+        (Port::new(Shape { delay, rate_bits_per_s, queue_limit_bytes }, t0), t0)
+    }
+
+    #[test]
+    fn an_idle_port_adds_the_delay_and_the_serialization() {
+        // 8 Mbit/s: 1,000 bytes take 1 ms on the wire.
+        let (mut p, t0) = port(50 * MS, 8_000_000, 1_000_000);
+        assert_eq!(p.admit(t0, 1_000), Some(t0 + 51 * MS));
+        // Long after, the port is idle again: same cost from the new arrival.
+        let later = t0 + 1_000 * MS;
+        assert_eq!(p.admit(later, 1_000), Some(later + 51 * MS));
+    }
+
+    #[test]
+    fn back_to_back_packets_leave_at_the_rate_in_order() {
+        let (mut p, t0) = port(10 * MS, 8_000_000, 1_000_000);
+        let dues: Vec<Instant> = (0..5).map(|_| p.admit(t0, 1_000).unwrap()).collect();
+        for (i, d) in dues.iter().enumerate() {
+            assert_eq!(*d, t0 + 10 * MS + (i as u32 + 1) * MS, "packet {i}");
+        }
+        // Due times never go backwards whatever the sizes.
+        let mut last = *dues.last().unwrap();
+        for len in [1, 1_500, 64_000, 10, 9_000] {
+            let d = p.admit(t0 + 2 * MS, len).unwrap();
+            assert!(d >= last);
+            last = d;
+        }
+    }
+
+    #[test]
+    fn a_full_queue_drops_until_it_drains() {
+        // 3,000 bytes of queue at 8 Mbit/s: 3 ms of backlog at most.
+        let (mut p, t0) = port(MS, 8_000_000, 3_000);
+        let admitted = (0..10).filter(|_| p.admit(t0, 1_000).is_some()).count();
+        // The 1st goes straight to the wire; 3 more wait behind it (the last of them finds
+        // exactly the 3 ms limit ahead and still fits); the other 6 are dropped.
+        assert_eq!(admitted, 4);
+        assert!(p.admit(t0, 1_000).is_none(), "still full");
+        // After 2 ms, 2 packets have left: room again.
+        assert!(p.admit(t0 + 2 * MS, 1_000).is_some());
+    }
+
+    #[test]
+    fn serialization_time_is_bits_over_rate() {
+        assert_eq!(serialization(1_250_000, 10_000_000_000), Duration::from_millis(1));
+        assert_eq!(serialization(65_536, 0), Duration::ZERO);
+        assert_eq!(serialization(1500, 12_000), Duration::from_secs(1));
+    }
+}

@@ -1,0 +1,301 @@
+//! ferry-link: the lab's emulated network link (LAB.md section 3).
+//!
+//! The kernels here have no `netem`, so delay is made in user space:
+//!
+//! ```text
+//!   client namespace                this process                 server namespace
+//!  ┌───────────────────┐      ┌───────────────────────┐      ┌───────────────────┐
+//!  │ bench client      │      │ delay line c→s         │      │ ferry serve       │
+//!  │ 10.77.0.1 ferry0 ─┼─TUN─►│ (queue, rate, delay)  ├─TUN─►│─ ferry0 10.77.0.2 │
+//!  │ (TUN)            ◄┼──────┤ delay line s→c        ◄┼──────┼─ (TUN)            │
+//!  └───────────────────┘      └───────────────────────┘      └───────────────────┘
+//! ```
+//!
+//! [`Link::up`] creates two named network namespaces (`ferrylink-<pid>-<seq>-c|s`), a
+//! TUN device `ferry0` in each (64 KiB GSO segments, MTU 1500; tun.rs), the addresses,
+//! the per-namespace TCP buffer sysctls (`tcp_rmem`/`tcp_wmem` max 256 MiB: the 4 MiB
+//! default caps one stream at ~0.25 Gbit/s at 110 ms RTT; `net.core.*mem_max` is global
+//! and left alone), and the delay line (delay.rs: four threads of this process, a router
+//! port model with a rate cap and a bounded queue). Kernel TCP on both sides then sees a
+//! real path: slow start, windows, queueing, loss.
+//!
+//! Lifetime: [`Drop`] stops the threads, closes the TUN devices (which removes them) and
+//! deletes the namespaces; a maximum lifetime stops the delay line whatever happens; a run
+//! that was killed leaves namespaces behind, which the next [`Link::up`] deletes
+//! ([`netns::cleanup_stale`]). Processes started in the server namespace must be ended by
+//! their owner before the link is dropped (the bench's child guards do).
+//!
+//! Using it: start servers with [`Link::server_command`] (a `pre_exec` setns, like
+//! `ip netns exec` without the extra process), bind them to [`Link::server_ip`], and put
+//! the client thread into the client namespace with [`Link::enter_client`] *before*
+//! creating its tokio runtime: threads and child processes inherit the namespace of the
+//! thread that creates them. Everything needs root; without it [`Link::up`] returns
+//! [`LinkError::NotRoot`].
+
+pub mod delay;
+pub mod netns;
+pub mod ping;
+pub mod tun;
+
+pub use delay::{cpu_time as delay_line_cpu_time, DirCounts};
+pub use netns::{cleanup_stale, NsGuard};
+
+use std::net::Ipv4Addr;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What can go wrong bringing a link up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LinkError {
+    #[error("the emulated link needs root (network namespaces, TUN devices, per-namespace sysctls); this process runs as uid {uid}")]
+    NotRoot { uid: u32 },
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+    #[error("`{command}` failed: {detail}")]
+    Command { command: String, detail: String },
+    #[error("{0}")]
+    Setup(String),
+}
+
+impl LinkError {
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> LinkError {
+        LinkError::Io { what: what.into(), source }
+    }
+}
+
+/// Runs a setup command (`ip`, `sysctl`); its stderr on failure.
+pub(crate) fn command(program: &str, args: &[&str]) -> Result<(), LinkError> {
+    let line = format!("{program} {}", args.join(" "));
+    let out = Command::new(program).args(args).output().map_err(|e| LinkError::Command { command: line.clone(), detail: e.to_string() })?;
+    if !out.status.success() {
+        return Err(LinkError::Command { command: line, detail: format!("{} {}", out.status, String::from_utf8_lossy(&out.stderr).trim()) });
+    }
+    Ok(())
+}
+
+/// A link's shape: one-way delay each way, rate cap, queue bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Preset {
+    pub name: &'static str,
+    /// Round-trip time added by the delay line (half each way).
+    pub rtt: Duration,
+    /// The serializer's rate, each direction.
+    pub rate_bits_per_s: u64,
+    /// Bytes queued in front of the serializer before packets are dropped, each direction.
+    pub queue_limit_bytes: u64,
+}
+
+/// 10 Gbit/s: the IN2P3-NCSA path of LAB.md; `region` keeps the same cap so the two
+/// presets differ in delay only.
+const TEN_GBIT: u64 = 10_000_000_000;
+/// 16 MiB of queue, ~13 ms at 10 Gbit/s: a deep-buffered router port; deep enough that a
+/// single CUBIC flow is not starved by its own bursts in slow start, shallow enough that
+/// a standing queue cannot add more than a tenth of the transatlantic RTT.
+const QUEUE_LIMIT: u64 = 16 << 20;
+
+impl Preset {
+    /// 1 ms RTT, 10 Gbit/s: a function in a cloud region talking to its object store.
+    pub const REGION: Preset = Preset { name: "region", rtt: Duration::from_millis(1), rate_bits_per_s: TEN_GBIT, queue_limit_bytes: QUEUE_LIMIT };
+    /// 110 ms RTT, 10 Gbit/s: the IN2P3 (Lyon) - NCSA (Illinois) link.
+    pub const TRANSATLANTIC: Preset =
+        Preset { name: "transatlantic", rtt: Duration::from_millis(110), rate_bits_per_s: TEN_GBIT, queue_limit_bytes: QUEUE_LIMIT };
+
+    pub const ALL: [Preset; 2] = [Preset::REGION, Preset::TRANSATLANTIC];
+
+    pub fn by_name(name: &str) -> Option<Preset> {
+        Preset::ALL.into_iter().find(|p| p.name == name)
+    }
+
+    pub fn one_way(&self) -> Duration {
+        self.rtt / 2
+    }
+
+    /// Bandwidth-delay product in bytes.
+    pub fn bdp_bytes(&self) -> u64 {
+        (self.rate_bits_per_s as u128 * self.rtt.as_nanos() / 8 / 1_000_000_000) as u64
+    }
+}
+
+impl std::fmt::Display for Preset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({} ms RTT, {} Gbit/s, {} MiB queue)", self.name, self.rtt.as_secs_f64() * 1e3, self.rate_bits_per_s as f64 / 1e9, self.queue_limit_bytes >> 20)
+    }
+}
+
+/// The device name in both namespaces (names are per namespace, so one name serves both).
+pub const DEVICE: &str = "ferry0";
+pub const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+/// TCP buffer sysctls in both namespaces: min, default, max (256 MiB, LAB.md section 3).
+pub const TCP_RMEM: &str = "4096 131072 268435456";
+pub const TCP_WMEM: &str = "4096 16384 268435456";
+/// Default bound on a link's life.
+pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(3 * 3600);
+
+/// Counters of both directions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    pub client_to_server: DirCounts,
+    pub server_to_client: DirCounts,
+}
+
+/// An emulated link that is up; dropping it tears it down.
+pub struct Link {
+    preset: Preset,
+    // Field order is drop order: threads are stopped in Drop, then TUN files close (the
+    // devices vanish), then the namespaces are deleted.
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    tuns: Vec<Arc<std::fs::File>>,
+    stats: [Arc<delay::DirStats>; 2],
+    client: netns::Namespace,
+    server: netns::Namespace,
+    deadline: Instant,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link").field("preset", &self.preset).field("client", &self.client.name()).field("server", &self.server.name()).finish()
+    }
+}
+
+/// Whether this process can bring a link up (root); the reason if not.
+pub fn check_root() -> Result<(), LinkError> {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    if uid != 0 {
+        return Err(LinkError::NotRoot { uid });
+    }
+    Ok(())
+}
+
+impl Link {
+    /// Brings up `preset` with the default maximum lifetime.
+    pub fn up(preset: Preset) -> Result<Link, LinkError> {
+        Link::up_for(preset, DEFAULT_LIFETIME)
+    }
+
+    /// Brings up `preset`; the delay line stops forwarding after `lifetime`.
+    pub fn up_for(preset: Preset, lifetime: Duration) -> Result<Link, LinkError> {
+        check_root()?;
+        if !std::path::Path::new("/dev/net/tun").exists() {
+            return Err(LinkError::Setup("/dev/net/tun is missing (no TUN support)".into()));
+        }
+        for name in cleanup_stale() {
+            eprintln!("ferry-link: deleted stale network namespace {name} (its process is gone)");
+        }
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let base = format!("{}{}-{}", netns::PREFIX, std::process::id(), SEQ.fetch_add(1, Relaxed));
+        // Each namespace is deleted by its own drop if a later step fails.
+        let client = netns::Namespace::create(&format!("{base}-c"))?;
+        let server = netns::Namespace::create(&format!("{base}-s"))?;
+        let mut tuns = Vec::new();
+        for (ns, ip) in [(&client, CLIENT_IP), (&server, SERVER_IP)] {
+            tuns.push(Arc::new(ns.run(|| tun::open(DEVICE))??));
+            let n = ns.name();
+            let addr = format!("{ip}/24");
+            command("ip", &["-n", n, "link", "set", "lo", "up"])?;
+            command("ip", &["-n", n, "addr", "add", &addr, "dev", DEVICE])?;
+            // txqueuelen: packets the kernel holds when the reader thread falls behind
+            // (tun's default is 500); 64 KiB each, so ~64 MiB at most.
+            command("ip", &["-n", n, "link", "set", DEVICE, "mtu", "1500", "txqueuelen", "1000", "up"])?;
+            command("ip", &["netns", "exec", n, "sysctl", "-q", "-w", &format!("net.ipv4.tcp_rmem={TCP_RMEM}")])?;
+            command("ip", &["netns", "exec", n, "sysctl", "-q", "-w", &format!("net.ipv4.tcp_wmem={TCP_WMEM}")])?;
+            // ICMP datagram sockets for root (ping.rs).
+            command("ip", &["netns", "exec", n, "sysctl", "-q", "-w", "net.ipv4.ping_group_range=0 2147483647"])?;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let deadline = Instant::now() + lifetime;
+        let shape = delay::Shape { delay: preset.one_way(), rate_bits_per_s: preset.rate_bits_per_s, queue_limit_bytes: preset.queue_limit_bytes };
+        let stats = [Arc::new(delay::DirStats::default()), Arc::new(delay::DirStats::default())];
+        let mut link = Link { preset, stop: stop.clone(), threads: Vec::new(), tuns, stats, client, server, deadline };
+        for (name, from, to, st) in [("c2s", 0, 1, 0), ("s2c", 1, 0, 1)] {
+            let t = delay::spawn(name, link.tuns[from].clone(), link.tuns[to].clone(), shape, stop.clone(), deadline, link.stats[st].clone())
+                .map_err(|e| LinkError::io("starting the delay line", e))?;
+            link.threads.extend(t);
+        }
+        Ok(link)
+    }
+
+    pub fn preset(&self) -> Preset {
+        self.preset
+    }
+
+    pub fn server_ip(&self) -> Ipv4Addr {
+        SERVER_IP
+    }
+
+    pub fn client_ip(&self) -> Ipv4Addr {
+        CLIENT_IP
+    }
+
+    pub fn client_namespace(&self) -> &str {
+        self.client.name()
+    }
+
+    pub fn server_namespace(&self) -> &str {
+        self.server.name()
+    }
+
+    /// Whether the delay line still forwards (not stopped, lifetime not reached).
+    pub fn forwarding(&self) -> bool {
+        !self.stop.load(Relaxed) && Instant::now() < self.deadline
+    }
+
+    /// Makes `cmd` start inside the server namespace (setns between fork and exec).
+    pub fn server_command<'a>(&self, cmd: &'a mut Command) -> &'a mut Command {
+        let ns = self.server.file().clone();
+        // SAFETY: setns(2) is async-signal-safe and the closure allocates nothing; the
+        // namespace file is kept open by the Arc the closure owns.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        }
+    }
+
+    /// Moves the calling thread into the client namespace until the guard drops; create
+    /// the client's runtime (threads) and child processes after this.
+    pub fn enter_client(&self) -> Result<NsGuard, LinkError> {
+        self.client.enter()
+    }
+
+    /// Runs `f` on a thread inside the server namespace (e.g. to bind a listener there).
+    pub fn in_server<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, LinkError> {
+        self.server.run(f)
+    }
+
+    /// Runs `f` on a thread inside the client namespace.
+    pub fn in_client<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, LinkError> {
+        self.client.run(f)
+    }
+
+    /// ICMP echo from the client namespace to the server: the RTTs of the replies.
+    pub fn ping(&self, count: usize, interval: Duration) -> Result<Vec<Duration>, LinkError> {
+        let timeout = self.preset.rtt * 4 + Duration::from_millis(500);
+        self.in_client(|| ping::ping(SERVER_IP, count, interval, timeout))?.map_err(|e| LinkError::io("ICMP echo across the link", e))
+    }
+
+    pub fn stats(&self) -> LinkStats {
+        LinkStats { client_to_server: self.stats[0].snapshot(), server_to_client: self.stats[1].snapshot() }
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        // tuns, then the namespaces (their own Drop), in field order.
+    }
+}
