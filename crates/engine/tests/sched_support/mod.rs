@@ -24,7 +24,7 @@ pub fn server(configure: impl FnOnce(&mut ServeConfig)) -> BackgroundServer {
 
 /// Short backoffs so fault tests run quickly.
 pub fn fast_retry(max_attempts: u32) -> RetryConfig {
-    RetryConfig { max_attempts, base_delay: Duration::from_millis(2), throttled_base_delay: Duration::from_millis(5), ..RetryConfig::default() }
+    RetryConfig { max_attempts, base_delay: Duration::from_millis(2), throttled_base_delay: Duration::from_millis(5), max_delay: Duration::from_millis(20), ..RetryConfig::default() }
 }
 
 /// Counts what goes through a transport.
@@ -133,4 +133,62 @@ pub fn data(n: usize, seed: u64) -> bytes::Bytes {
         })
         .collect();
     bytes::Bytes::from(v)
+}
+
+/// Per-key failures in DeleteObjects answers, which `ferry serve` cannot inject (its
+/// faults fail whole requests). This wrapper lets the real request through, then
+/// reports the first `remaining` keys the server deleted as `InternalError` instead.
+/// This is the only synthetic part of those tests, and it says so.
+pub struct PerKeyDeleteFaults {
+    pub inner: Arc<dyn Transport>,
+    pub remaining: Arc<AtomicU64>,
+}
+
+impl Transport for PerKeyDeleteFaults {
+    fn send(&self, req: Request) -> BoxFuture<'static, Result<Response, WireError>> {
+        let is_delete = op_name(&req) == "DELETE batch";
+        let remaining = self.remaining.clone();
+        let fut = self.inner.send(req);
+        Box::pin(async move {
+            let mut resp = fut.await?;
+            if !is_delete || resp.status != 200 || remaining.load(SeqCst) == 0 {
+                return Ok(resp);
+            }
+            let body = std::mem::replace(&mut resp.body, ResponseBody::empty()).collect(1 << 24).await?;
+            let mut result = ferry_proto::client_xml::parse_delete_result(&body).expect("a DeleteResult");
+            let mut kept = Vec::new();
+            for key in result.deleted.drain(..) {
+                let take = remaining.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)).is_ok();
+                if take {
+                    result.errors.push(ferry_proto::xml::DeleteError { key, code: "InternalError".into(), message: "injected per-key fault".into() });
+                } else {
+                    kept.push(key);
+                }
+            }
+            result.deleted = kept;
+            let xml = bytes::Bytes::from(result.to_xml());
+            resp.headers.insert(http::header::CONTENT_LENGTH, xml.len().into());
+            resp.body = ResponseBody::from_bytes(xml);
+            Ok(resp)
+        })
+    }
+
+    fn stats(&self) -> TransportStats {
+        self.inner.stats()
+    }
+
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+}
+
+/// A client whose DeleteObjects answers report the first `faults` deleted keys as
+/// InternalError (see [`PerKeyDeleteFaults`]), with request counts.
+pub fn client_with_per_key_faults(server: &BackgroundServer, faults: u64) -> (S3Client, Arc<Counts>) {
+    let config = ClientConfig::new(&server.url()).unwrap().with_credentials(Credentials::new("ferry", "ferry-secret"));
+    let tc = TransportConfig::new(config.endpoint.clone());
+    let counts = Arc::new(Counts::default());
+    let counting: Arc<dyn Transport> = Arc::new(Counting { inner: ferry_wire::transport(tc).unwrap(), counts: counts.clone() });
+    let transport = Arc::new(PerKeyDeleteFaults { inner: counting, remaining: Arc::new(AtomicU64::new(faults)) });
+    (S3Client::with_transport(transport, config), counts)
 }
