@@ -441,7 +441,7 @@ fn boundaries(prefix: &str, page: &[ObjectEntry], first: &str, last: &str, hi: O
     let push = |out: &mut Vec<String>, q: usize, c: char| {
         let mut s: String = last_c[..q].iter().collect();
         s.push(c);
-        if s.as_str() > last && hi.map_or(true, |h| s.as_str() < h) && out.len() < max {
+        if s.as_str() > last && !matches!(hi, Some(h) if s.as_str() >= h) && out.len() < max {
             out.push(s);
         }
     };

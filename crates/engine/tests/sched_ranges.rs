@@ -2,6 +2,9 @@
 //! object, in the order asked, and the GETs counted on the wire equal the spans the
 //! coalescer planned.
 
+// `&[0..10]` here is a list of one byte range, which is what the lint suspects is a typo.
+#![allow(clippy::single_range_in_vec_init)]
+
 mod sched_support;
 
 use ferry_engine::ranges::{coalesce, get_ranges, CoalescePolicy, RangesOptions};
