@@ -4,7 +4,8 @@
 //! objects.
 //!
 //! ```text
-//! objects (list or stream) ─► up to max_open slots ahead of the consumer, each a task:
+//! objects (list or stream) ─► feeder task: one slot per object, at most max_open
+//!                              ahead of the consumer, each slot a task:
 //!
 //!   slot: GET ─► head ─► read ahead while buffered < quota ──► body ended ─► Done
 //!                                 │                          └─► consumer takes it ─► Live
@@ -43,7 +44,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -152,9 +153,11 @@ impl std::fmt::Debug for OpenedObject {
 /// ```
 pub struct OpenAhead {
     client: S3Client,
-    input: BoxStream<'static, ObjectRef>,
-    input_done: bool,
-    slots: VecDeque<Slot>,
+    /// The objects, until the feeder takes them.
+    input: Option<BoxStream<'static, ObjectRef>>,
+    /// Slots opened by the feeder, in order.
+    slots: Option<mpsc::UnboundedReceiver<Slot>>,
+    feeder: Option<JoinHandle<()>>,
     opts: OpenAheadOptions,
     counters: Arc<Counters>,
 }
@@ -163,6 +166,9 @@ struct Slot {
     object: ObjectRef,
     take: Option<oneshot::Sender<()>>,
     task: JoinHandle<Result<Prefetched, Error>>,
+    /// One of the `max_open` places ahead of the consumer, freed when the consumer
+    /// takes the object.
+    room: Option<OwnedSemaphorePermit>,
 }
 
 impl Drop for Slot {
@@ -191,12 +197,17 @@ enum Tail {
 }
 
 impl OpenAhead {
-    /// Reads `objects` in order.
+    /// Reads `objects` in order. Inside a Tokio runtime the first objects are opened at
+    /// once; otherwise on the first [`OpenAhead::next`].
     pub fn new<S>(client: &S3Client, objects: S, opts: OpenAheadOptions) -> OpenAhead
     where
         S: Stream<Item = ObjectRef> + Send + 'static,
     {
-        OpenAhead { client: client.clone(), input: objects.boxed(), input_done: false, slots: VecDeque::new(), opts, counters: Arc::default() }
+        let mut me = OpenAhead { client: client.clone(), input: Some(objects.boxed()), slots: None, feeder: None, opts, counters: Arc::default() };
+        if tokio::runtime::Handle::try_current().is_ok() {
+            me.start();
+        }
+        me
     }
 
     pub fn from_list(client: &S3Client, objects: Vec<ObjectRef>, opts: OpenAheadOptions) -> OpenAhead {
@@ -218,11 +229,11 @@ impl OpenAhead {
 
     /// The next object, `None` after the last.
     pub async fn next(&mut self) -> Option<Result<OpenedObject, Error>> {
-        self.fill().await;
-        let mut slot = self.slots.pop_front()?;
+        self.start();
+        let mut slot = self.slots.as_mut()?.recv().await?;
         self.counters.open.fetch_sub(1, Relaxed);
-        // Open the next one before waiting for this one.
-        self.fill().await;
+        // Free its place ahead: the feeder opens the next object while this one is read.
+        drop(slot.room.take());
         if let Some(take) = slot.take.take() {
             let _ = take.send(());
         }
@@ -240,20 +251,31 @@ impl OpenAhead {
         stream::unfold(self, |mut me| async move { me.next().await.map(|item| (item, me)) }).boxed()
     }
 
-    async fn fill(&mut self) {
-        while !self.input_done && self.slots.len() < self.opts.max_open.max(1) {
-            let Some(object) = self.input.next().await else {
-                self.input_done = true;
-                break;
-            };
-            let (tx, rx) = oneshot::channel();
-            let quota = self.opts.max_buffered / (self.opts.max_open.max(1) as u64 + 1);
-            let task = tokio::spawn(prefetch(self.client.clone(), object.clone(), quota, self.opts.idle_limit, rx, self.counters.clone()));
-            self.counters.opened.fetch_add(1, Relaxed);
-            let open = self.counters.open.fetch_add(1, Relaxed) + 1;
-            self.counters.peak_open.fetch_max(open, Relaxed);
-            self.slots.push_back(Slot { object, take: Some(tx), task });
-        }
+    /// Starts the feeder: it takes objects from the input as places ahead free up, and
+    /// opens each in a slot of its own, independently of the consumer's pace (a slow
+    /// input, such as a listing, never delays a handover).
+    fn start(&mut self) {
+        let Some(mut input) = self.input.take() else { return };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let max_open = self.opts.max_open.max(1);
+        let room = Arc::new(Semaphore::new(max_open));
+        let quota = self.opts.max_buffered / (max_open as u64 + 1);
+        let (client, idle_limit, counters) = (self.client.clone(), self.opts.idle_limit, self.counters.clone());
+        self.feeder = Some(tokio::spawn(async move {
+            loop {
+                let Ok(permit) = room.clone().acquire_owned().await else { return };
+                let Some(object) = input.next().await else { return };
+                let (take_tx, take_rx) = oneshot::channel();
+                let task = tokio::spawn(prefetch(client.clone(), object.clone(), quota, idle_limit, take_rx, counters.clone()));
+                counters.opened.fetch_add(1, Relaxed);
+                let open = counters.open.fetch_add(1, Relaxed) + 1;
+                counters.peak_open.fetch_max(open, Relaxed);
+                if tx.send(Slot { object, take: Some(take_tx), task, room: Some(permit) }).is_err() {
+                    return; // the reader is gone
+                }
+            }
+        }));
+        self.slots = Some(rx);
     }
 
     fn hand_over(&self, object: ObjectRef, pre: Prefetched) -> OpenedObject {
@@ -283,8 +305,10 @@ impl OpenAhead {
 
 impl Drop for OpenAhead {
     fn drop(&mut self) {
-        let dropped: u64 = self.slots.len() as u64;
-        self.counters.open.fetch_sub(dropped, Relaxed);
+        // Slots still queued abort their tasks as the channel drops them.
+        if let Some(f) = self.feeder.take() {
+            f.abort();
+        }
     }
 }
 

@@ -131,5 +131,22 @@ async fn reads_from_a_stream_of_objects() {
         .into_iter()
         .map(Result::unwrap)
         .collect();
-    assert_eq!(got, objects.into_iter().map(|(_, b)| b).collect::<Vec<_>>());
+    assert_eq!(got, objects.iter().map(|(_, b)| b.clone()).collect::<Vec<_>>());
+
+    // A slow input (say, a listing) is read ahead by the reader itself: objects are
+    // opened before the consumer asks, up to max_open.
+    let refs = objects.iter().map(|(o, _)| o.clone()).collect::<Vec<_>>();
+    let slow = futures_util::stream::iter(refs).then(|o| async move {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        o
+    });
+    let mut reader = OpenAhead::new(&c, slow, OpenAheadOptions { max_open: 3, ..OpenAheadOptions::default() });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(reader.stats().opened, 3, "{:?}", reader.stats());
+    let mut n = 0;
+    while let Some(o) = reader.next().await {
+        assert_eq!(o.unwrap().collect().await.unwrap(), objects[n].1);
+        n += 1;
+    }
+    assert_eq!(n, objects.len());
 }
