@@ -181,10 +181,15 @@ pub fn list_per_directory(client: &S3Client, bucket: &str, dirs: impl IntoIterat
     counters.ranges.store(1, Relaxed);
     let (client, bucket, page_size) = (client.clone(), bucket.to_owned(), opts.page_size);
     let c = counters.clone();
+    // `concurrency` LISTs in flight, over a window 4x wider so that one slow directory
+    // does not stall the others while its results are awaited in order.
+    let concurrency = opts.concurrency.max(1);
+    let permits = Arc::new(Semaphore::new(concurrency));
     let per_dir = stream::iter(normalise_dirs(dirs))
         .map(move |dir| {
-            let (client, bucket, c) = (client.clone(), bucket.clone(), c.clone());
+            let (client, bucket, c, permits) = (client.clone(), bucket.clone(), c.clone(), permits.clone());
             async move {
+                let _permit = permits.acquire_owned().await.map_err(|e| Error::Config(e.to_string()))?;
                 let params = ListParams { prefix: Some(dir), delimiter: Some("/".into()), max_keys: Some(page_size), ..ListParams::default() };
                 let mut pages = client.list_objects_v2(&bucket, params);
                 let mut entries = Vec::new();
@@ -197,7 +202,7 @@ pub fn list_per_directory(client: &S3Client, bucket: &str, dirs: impl IntoIterat
                 Ok::<_, Error>(entries)
             }
         })
-        .buffered(opts.concurrency.max(1))
+        .buffered(4 * concurrency)
         .flat_map(|r: Result<Vec<ObjectEntry>, Error>| match r {
             Ok(v) => stream::iter(v.into_iter().map(Ok).collect::<Vec<_>>()).boxed(),
             Err(e) => stream::iter(vec![Err(e)]).boxed(),

@@ -340,15 +340,17 @@ pub async fn get_ranges(client: &S3Client, object: &ObjectRef, ranges: &[Range<u
             return Err(Error::Protocol { message: format!("GET {object} answered without an ETag: the spans cannot be tied to one version"), request_id: None });
         }
     }
-    let fetched: Vec<Bytes> = stream::iter(spans[rest..].iter())
-        .map(|s| {
+    // Unordered: a slow span must not hold back the start of the ones after it.
+    let mut fetched: Vec<(usize, Bytes)> = stream::iter(spans[rest..].iter().enumerate())
+        .map(|(i, s)| {
             let etag = etag.clone();
-            async move { fetch_span(client, object, &s.range, etag, &opts.estimator).await.map(|(b, _)| b) }
+            async move { fetch_span(client, object, &s.range, etag, &opts.estimator).await.map(|(b, _)| (i, b)) }
         })
-        .buffered(opts.concurrency.max(1))
+        .buffer_unordered(opts.concurrency.max(1))
         .try_collect()
         .await?;
-    data.extend(fetched);
+    fetched.sort_unstable_by_key(|(i, _)| *i);
+    data.extend(fetched.into_iter().map(|(_, b)| b));
     stats.requests = spans.len() as u64;
     stats.bytes_fetched = data.iter().map(|d| d.len() as u64).sum();
     let wanted: u64 = union_len(ranges);
