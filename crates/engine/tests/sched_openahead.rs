@@ -70,9 +70,11 @@ async fn every_byte_in_order_within_the_bounds() {
 async fn idle_streams_are_closed_and_reopened() {
     let srv = server(|_| {});
     let (c, counts) = client(&srv, Mode::H1Pool, RetryConfig::default());
-    let sizes = vec![1 << 20; 6];
+    // 4 MiB: more than one transport chunk (the pool reads at most 1 MiB at a time),
+    // so no slot can hold a whole object.
+    let sizes = vec![4 << 20; 6];
     let objects = put_objects(&c, "idle", &sizes).await;
-    // Each slot may buffer 64 KiB of its 1 MiB object, then sits idle.
+    // Each slot may buffer 48 KiB of its object (plus one chunk), then sits idle.
     let opts = OpenAheadOptions { max_open: 3, max_buffered: 3 * 64 * 1024, idle_limit: Duration::from_millis(50) };
     let gets_before = counts.get("GET object");
     let mut reader = OpenAhead::from_list(&c, objects.iter().map(|(o, _)| o.clone()).collect(), opts);
