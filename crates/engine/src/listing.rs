@@ -244,13 +244,11 @@ pub fn list_flat_pruned(
     let params = ListParams { prefix: Some(parent), start_after, max_keys: Some(opts.page_size), ..ListParams::default() };
     struct St {
         pages: Option<BoxStream<'static, Result<ferry_store::ListPage, Error>>>,
-        dirs: Vec<String>,
-        /// Directories before this index can match no later key.
-        next_dir: usize,
+        pruner: Pruner,
         counters: Arc<Counters>,
     }
     let pages = (!dirs.is_empty()).then(|| client.list_objects_v2(bucket, params));
-    let st = St { pages, dirs, next_dir: 0, counters: counters.clone() };
+    let st = St { pages, pruner: Pruner::new(dirs), counters: counters.clone() };
     let s = stream::unfold(st, |mut st| async move {
         let pages = st.pages.as_mut()?;
         let page = match pages.next().await? {
@@ -264,23 +262,61 @@ pub fn list_flat_pruned(
         st.counters.keys_seen.fetch_add(page.objects.len() as u64, Relaxed);
         let mut keep = Vec::new();
         for o in page.objects {
-            let d = &st.dirs;
-            // A directory below the key that is not a prefix of it is below every later key.
-            while st.next_dir < d.len() && d[st.next_dir].as_str() < o.key.as_str() && !o.key.starts_with(d[st.next_dir].as_str()) {
-                st.next_dir += 1;
-            }
-            if st.next_dir == d.len() {
-                st.pages = None; // every directory is behind us: stop listing
-                break;
-            }
-            if d[st.next_dir..].binary_search_by(|x| x.as_str().cmp(dir_of(&o.key))).is_ok() {
-                keep.push(Ok(o));
+            match st.pruner.judge(&o.key) {
+                Verdict::Keep => keep.push(Ok(o)),
+                Verdict::Skip => {}
+                Verdict::Done => {
+                    st.pages = None; // every directory is behind us: stop listing
+                    break;
+                }
             }
         }
         Some((keep, st))
     })
     .flat_map(stream::iter);
     Listing::new(s.boxed(), counters)
+}
+
+/// The merge join of [`list_flat_pruned`]: keys in ascending order against sorted
+/// directories.
+struct Pruner {
+    dirs: Vec<String>,
+    /// Directories before this index can match no later key.
+    next: usize,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Keep,
+    Skip,
+    /// No later key can match.
+    Done,
+}
+
+impl Pruner {
+    fn new(dirs: Vec<String>) -> Pruner {
+        Pruner { dirs, next: 0 }
+    }
+
+    /// Whether `key` (greater than every key judged before) lies directly in one of
+    /// the directories.
+    fn judge(&mut self, key: &str) -> Verdict {
+        let d = &self.dirs;
+        // A directory below the key that is not a prefix of it is below every later
+        // key too: keys with a given prefix form one contiguous run in key order.
+        while self.next < d.len() && d[self.next].as_str() < key && !key.starts_with(d[self.next].as_str()) {
+            self.next += 1;
+        }
+        if self.next == d.len() {
+            return Verdict::Done;
+        }
+        // The key's own directory is a prefix of it, so it is at or after `next`.
+        if d[self.next..].binary_search_by(|x| x.as_str().cmp(dir_of(key))).is_ok() {
+            Verdict::Keep
+        } else {
+            Verdict::Skip
+        }
+    }
 }
 
 /// Lists every key under `prefix` with key ranges listed concurrently (module note);
@@ -506,6 +542,7 @@ fn next_char(c: char) -> Option<char> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use std::time::SystemTime;
 
     fn entry(k: &str) -> ObjectEntry {
@@ -526,6 +563,62 @@ mod tests {
         let b = boundaries("listing/", &page, first, last, Some("listing/part=01"), 3);
         assert_eq!(b.len(), 3);
         assert!(b.iter().all(|s| s.as_str() < "listing/part=01"), "{b:?}");
+    }
+
+    proptest! {
+        /// The merge join keeps exactly the keys a brute-force filter keeps, and stops
+        /// only when no later key could be kept.
+        #[test]
+        fn pruning_equals_brute_force(
+            keys in prop::collection::btree_set("[ab/é]{0,6}", 0..60),
+            dirs in prop::collection::vec("[ab/é]{0,4}", 0..8),
+        ) {
+            let dirs = normalise_dirs(dirs);
+            let mut pruner = Pruner::new(dirs.clone());
+            let mut kept = Vec::new();
+            let mut stopped_at = None;
+            for (i, k) in keys.iter().enumerate() {
+                match pruner.judge(k) {
+                    Verdict::Keep => kept.push(k.clone()),
+                    Verdict::Skip => {}
+                    Verdict::Done => {
+                        stopped_at = Some(i);
+                        break;
+                    }
+                }
+            }
+            let brute: Vec<String> = keys.iter().filter(|k| dirs.iter().any(|d| d == dir_of(k))).cloned().collect();
+            prop_assert_eq!(&kept, &brute);
+            if let Some(i) = stopped_at {
+                prop_assert!(keys.iter().skip(i).all(|k| !dirs.iter().any(|d| d == dir_of(k))));
+            }
+        }
+
+        /// Split points are sorted, unique, strictly between the page's last key and
+        /// the range's upper bound, and under the prefix: the child ranges partition
+        /// the rest of the range exactly.
+        #[test]
+        fn boundaries_partition_the_rest(
+            mut page in prop::collection::btree_set("p/[a-c0-9é/]{1,6}", 1..30).prop_map(|s| s.into_iter().collect::<Vec<_>>()),
+            hi in prop::option::of("p/[a-c0-9é/~]{1,6}"),
+            max in 1usize..40,
+        ) {
+            if let Some(h) = &hi {
+                page.retain(|k| k.as_str() <= h.as_str());
+            }
+            prop_assume!(!page.is_empty());
+            let entries: Vec<ObjectEntry> = page.iter().map(|k| entry(k)).collect();
+            let (first, last) = (&page[0], &page[page.len() - 1]);
+            let b = boundaries("p/", &entries, first, last, hi.as_deref(), max);
+            prop_assert!(b.len() <= max);
+            prop_assert!(b.windows(2).all(|w| w[0] < w[1]));
+            for s in &b {
+                prop_assert!(s.as_str() > last.as_str() && s.starts_with("p/"));
+                if let Some(h) = &hi {
+                    prop_assert!(s.as_str() < h.as_str());
+                }
+            }
+        }
     }
 
     #[test]
