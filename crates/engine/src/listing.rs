@@ -398,8 +398,13 @@ struct Shared {
 
 /// Starts listing the keys in `(lo, hi]` (`None`: unbounded).
 fn spawn_range(shared: &Arc<Shared>, lo: Option<String>, hi: Option<String>) -> mpsc::Receiver<Msg> {
-    let (tx, rx) = mpsc::channel(shared.buffer_pages);
     shared.live.fetch_add(1, Relaxed);
+    spawn_claimed(shared, lo, hi)
+}
+
+/// [`spawn_range`] for a range whose place in `live` is already counted.
+fn spawn_claimed(shared: &Arc<Shared>, lo: Option<String>, hi: Option<String>) -> mpsc::Receiver<Msg> {
+    let (tx, rx) = mpsc::channel(shared.buffer_pages);
     shared.counters.ranges.fetch_add(1, Relaxed);
     tokio::spawn(list_range(shared.clone(), lo, hi, tx));
     rx
@@ -432,32 +437,37 @@ async fn list_range(shared: Arc<Shared>, lo: Option<String>, hi: Option<String>,
             }
         }
         let first_last = objects.first().zip(objects.last()).map(|(f, l)| (f.key.clone(), l.key.clone()));
+        // Claim all the room left for children at once (so that ranges splitting at the
+        // same time cannot overshoot max_ranges together), then give back what is unused.
+        let mut claimed = 0;
         let bounds = match (&first_last, more) {
             (Some((first, last)), true) => {
-                let room = shared.max_ranges.saturating_sub(shared.live.load(Relaxed));
-                if room >= 2 {
-                    boundaries(&shared.prefix, &objects, first, last, hi.as_deref(), room - 1)
-                } else {
-                    Vec::new()
-                }
+                let max = shared.max_ranges;
+                claimed = shared.live.fetch_update(Relaxed, Relaxed, |l| (l + 2 <= max).then_some(max)).map_or(0, |l| max - l);
+                let bounds = if claimed >= 2 { boundaries(&shared.prefix, &objects, first, last, hi.as_deref(), claimed - 1) } else { Vec::new() };
+                let used = if bounds.is_empty() { 0 } else { bounds.len() + 1 };
+                shared.live.fetch_sub(claimed - used, Relaxed);
+                claimed = used;
+                bounds
             }
             _ => Vec::new(),
         };
         if !objects.is_empty() && tx.send(Msg::Page(objects)).await.is_err() {
+            shared.live.fetch_sub(claimed, Relaxed);
             return; // the consumer is gone
         }
         if !more {
             return;
         }
         if let (false, Some((_, last))) = (bounds.is_empty(), first_last) {
-            // Hand the rest of (last, hi] to children and end this range.
+            // Hand the rest of (last, hi] to children (their room is claimed) and end.
             let mut lo = last;
             let mut children = Vec::with_capacity(bounds.len() + 1);
             for b in bounds {
-                children.push(spawn_range(&shared, Some(lo), Some(b.clone())));
+                children.push(spawn_claimed(&shared, Some(lo), Some(b.clone())));
                 lo = b;
             }
-            children.push(spawn_range(&shared, Some(lo), hi.clone()));
+            children.push(spawn_claimed(&shared, Some(lo), hi.clone()));
             for rx in children {
                 if tx.send(Msg::Child(rx)).await.is_err() {
                     return;
