@@ -52,7 +52,7 @@
 use ferry_store::{Error, ListParams, ObjectEntry, S3Client};
 use futures_util::stream::{self, BoxStream, Stream, StreamExt};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::sync::{mpsc, Semaphore};
@@ -350,24 +350,25 @@ pub fn list_parallel(client: &S3Client, bucket: &str, prefix: &str, opts: &ListO
     struct St {
         shared: Arc<Shared>,
         /// Channels being read, the current one last; `None` before the first poll.
-        stack: Option<Vec<mpsc::Receiver<Msg>>>,
+        stack: Option<Vec<(mpsc::Receiver<Msg>, Place)>>,
     }
     let st = St { shared, stack: None };
     let s = stream::unfold(st, |mut st| async move {
         // Started on the first poll, so that tasks are spawned inside the caller's runtime.
         let stack = st.stack.get_or_insert_with(|| vec![spawn_range(&st.shared, None, None)]);
         loop {
-            let top = stack.last_mut()?;
+            let (top, _) = stack.last_mut()?;
             match top.recv().await {
                 Some(Msg::Page(entries)) => return Some((entries.into_iter().map(Ok).collect::<Vec<_>>(), st)),
-                Some(Msg::Child(rx)) => stack.push(rx),
+                Some(Msg::Child(rx, place)) => stack.push((rx, place)),
                 Some(Msg::Failed(e)) => {
                     stack.clear();
                     return Some((vec![Err(e)], st));
                 }
                 None => {
-                    stack.pop();
-                    st.shared.live.fetch_sub(1, Relaxed);
+                    if let Some((_, place)) = stack.pop() {
+                        place.release(&st.shared.live);
+                    }
                 }
             }
         }
@@ -379,7 +380,7 @@ pub fn list_parallel(client: &S3Client, bucket: &str, prefix: &str, opts: &ListO
 enum Msg {
     Page(Vec<ObjectEntry>),
     /// Read this range to its end before the next message.
-    Child(mpsc::Receiver<Msg>),
+    Child(mpsc::Receiver<Msg>, Place),
     Failed(Error),
 }
 
@@ -397,32 +398,56 @@ struct Shared {
 }
 
 /// Starts listing the keys in `(lo, hi]` (`None`: unbounded).
-fn spawn_range(shared: &Arc<Shared>, lo: Option<String>, hi: Option<String>) -> mpsc::Receiver<Msg> {
+fn spawn_range(shared: &Arc<Shared>, lo: Option<String>, hi: Option<String>) -> (mpsc::Receiver<Msg>, Place) {
     shared.live.fetch_add(1, Relaxed);
     spawn_claimed(shared, lo, hi)
 }
 
 /// [`spawn_range`] for a range whose place in `live` is already counted.
-fn spawn_claimed(shared: &Arc<Shared>, lo: Option<String>, hi: Option<String>) -> mpsc::Receiver<Msg> {
+fn spawn_claimed(shared: &Arc<Shared>, lo: Option<String>, hi: Option<String>) -> (mpsc::Receiver<Msg>, Place) {
     let (tx, rx) = mpsc::channel(shared.buffer_pages);
     shared.counters.ranges.fetch_add(1, Relaxed);
-    tokio::spawn(list_range(shared.clone(), lo, hi, tx));
-    rx
+    let place = Place(Arc::new(AtomicBool::new(true)));
+    let (shared, task_place) = (shared.clone(), place.clone());
+    tokio::spawn(async move {
+        // A range that ends without sending a page holds nothing: its place is free at
+        // once, not only when the consumer reaches it (guessed boundaries make empty
+        // ranges, often at the end of the key order).
+        if !list_range(&shared, lo, hi, tx).await {
+            task_place.release(&shared.live);
+        }
+    });
+    (rx, place)
 }
 
-async fn list_range(shared: Arc<Shared>, lo: Option<String>, hi: Option<String>, tx: mpsc::Sender<Msg>) {
+/// A range's place among the `max_ranges`, given back once: when the consumer has
+/// drained the range, or when the range ends without sending a page.
+#[derive(Clone)]
+struct Place(Arc<AtomicBool>);
+
+impl Place {
+    fn release(&self, live: &AtomicUsize) {
+        if self.0.swap(false, Relaxed) {
+            live.fetch_sub(1, Relaxed);
+        }
+    }
+}
+
+/// Lists `(lo, hi]`; returns whether it sent any page.
+async fn list_range(shared: &Arc<Shared>, lo: Option<String>, hi: Option<String>, tx: mpsc::Sender<Msg>) -> bool {
     let params = ListParams { prefix: Some(shared.prefix.clone()), start_after: lo, max_keys: Some(shared.page_size), ..ListParams::default() };
     let mut pages = shared.client.list_objects_v2(&shared.bucket, params);
+    let mut sent = false;
     loop {
         let page = {
-            let Ok(_permit) = shared.requests.acquire().await else { return };
+            let Ok(_permit) = shared.requests.acquire().await else { return sent };
             pages.next().await
         };
         let page = match page {
-            None => return,
+            None => return sent,
             Some(Err(e)) => {
                 let _ = tx.send(Msg::Failed(e)).await;
-                return;
+                return true;
             }
             Some(Ok(p)) => p,
         };
@@ -452,28 +477,31 @@ async fn list_range(shared: Arc<Shared>, lo: Option<String>, hi: Option<String>,
             }
             _ => Vec::new(),
         };
-        if !objects.is_empty() && tx.send(Msg::Page(objects)).await.is_err() {
-            shared.live.fetch_sub(claimed, Relaxed);
-            return; // the consumer is gone
+        if !objects.is_empty() {
+            if tx.send(Msg::Page(objects)).await.is_err() {
+                shared.live.fetch_sub(claimed, Relaxed);
+                return true; // the consumer is gone
+            }
+            sent = true;
         }
         if !more {
-            return;
+            return sent;
         }
         if let (false, Some((_, last))) = (bounds.is_empty(), first_last) {
             // Hand the rest of (last, hi] to children (their room is claimed) and end.
             let mut lo = last;
             let mut children = Vec::with_capacity(bounds.len() + 1);
             for b in bounds {
-                children.push(spawn_claimed(&shared, Some(lo), Some(b.clone())));
+                children.push(spawn_claimed(shared, Some(lo), Some(b.clone())));
                 lo = b;
             }
-            children.push(spawn_claimed(&shared, Some(lo), hi.clone()));
-            for rx in children {
-                if tx.send(Msg::Child(rx)).await.is_err() {
-                    return;
+            children.push(spawn_claimed(shared, Some(lo), hi.clone()));
+            for (rx, place) in children {
+                if tx.send(Msg::Child(rx, place)).await.is_err() {
+                    return true;
                 }
             }
-            return;
+            return true;
         }
     }
 }
