@@ -44,10 +44,16 @@
 //!
 //! Order and memory: each range writes into its own channel of `buffer_pages` pages; the
 //! consumer reads channels depth-first (a Child marker means "read that range to its end
-//! first"), so entries come out in key order. A range may split only while fewer than
-//! `max_ranges` channels are undrained, so at most `max_ranges x (buffer_pages + 1)`
-//! pages are held at once, for any number of keys. LIST calls in flight are capped by
-//! `concurrency`.
+//! first"), so entries come out in key order. Every range holds one of `max_ranges`
+//! places until the consumer has drained it (or at once if it ended without a key: the
+//! guessed boundaries make empty ranges, often at the end of the key order); a range
+//! splits only into places it claims atomically, so at most
+//! `max_ranges x (buffer_pages + 1)` pages are held at once, for any number of keys.
+//! LIST calls in flight are capped by `concurrency`.
+//!
+//! Measured (`cargo run --release -p ferry-engine --example sched_figures --
+//! listing-full`, `s3` profile, 17,520 x 6 keys, this 2-core machine): flat listing 106
+//! calls in 9.5-9.7 s, key-range parallel ~185 calls in 3.3-4.9 s.
 
 use ferry_store::{Error, ListParams, ObjectEntry, S3Client};
 use futures_util::stream::{self, BoxStream, Stream, StreamExt};
