@@ -36,6 +36,10 @@
 //!
 //! Errors come in order: the n-th item is the n-th object's, a failed open does not stop
 //! the objects after it.
+//!
+//! Measured (`cargo run --release -p ferry-engine --example sched_figures -- open-ahead`,
+//! `s3` profile, 400 x 640 KB read in order): opening each on demand 19.8-20.8 s,
+//! open-ahead with the defaults 3.8-4.0 s.
 
 use bytes::Bytes;
 use ferry_store::{Error, GetParams, ObjectBody, ObjectInfo, ObjectRef, RangeSpec, S3Client};
