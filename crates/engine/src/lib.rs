@@ -20,3 +20,11 @@ pub mod listing;
 pub mod openahead;
 pub mod ranges;
 pub mod upload;
+
+// sched exports
+pub mod controller;
+pub use controller::{Controller, ControllerOptions, ControllerStats, Permit};
+pub use delete::{delete_many, DeleteFailure, DeleteOptions, DeleteReport};
+pub use listing::{list_flat_pruned, list_parallel, list_per_directory, ListOptions, ListStats, Listing};
+pub use openahead::{OpenAhead, OpenAheadOptions, OpenAheadStats, OpenedObject};
+pub use ranges::{get_ranges, CoalescePolicy, GapEstimator, RangesOptions, RangesOutput, RangesStats, Span};
