@@ -17,6 +17,7 @@
 //! the other workloads of LAB.md section 4 are new constructors in workload.rs.
 
 pub mod listing;
+pub mod peers;
 pub mod process;
 pub mod record;
 pub mod report;

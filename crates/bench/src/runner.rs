@@ -190,6 +190,13 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
                 r.map(|r| r.record_into(&mut rec))
             }
             Task::Iperf3 { seconds } => iperf3(*seconds, opts).map(|r| r.record_into(&mut rec)),
+            Task::Peer { peer, op } => {
+                let i = v.server.context("a peer row needs a server")?;
+                let s = servers[i].as_ref().unwrap();
+                let endpoint = crate::peers::Endpoint::of_server(&s.proc, w.servers[i].signed);
+                crate::peers::run(*peer, &endpoint, op, opts.run_timeout).record_into(&mut rec);
+                Ok(())
+            }
         };
         if let Err(e) = result {
             rec.status = "failed".into();

@@ -5,6 +5,7 @@
 use crate::units::{parse_bytes, parse_duration};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
+use ferry_bench::peers::{Peer, PeerSelection};
 use ferry_bench::workload::{self, BulkGetParams, Size, SmallObjectsParams};
 use ferry_bench::{RunOptions, ServerCommand};
 use std::path::PathBuf;
@@ -47,6 +48,10 @@ struct Common {
     /// No progress line on stderr.
     #[arg(long)]
     no_progress: bool,
+    /// Peers to run beside ferry: all, none, or a list (boto3,boto3-tuned,awscrt,obstore,s5cmd,rclone,s3fs).
+    /// scripts/bench-setup.sh installs them; one that is not installed shows as an absent row.
+    #[arg(long, default_value = "all", value_parser = clap::value_parser!(PeerSelection))]
+    peers: PeerSelection,
 }
 
 #[derive(Args)]
@@ -155,6 +160,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             p.pipeline_depth = a.pipeline_depth;
             p.repeats = a.common.repeats as usize;
             p.auto_ranged = !a.no_auto_ranged;
+            p.peers = a.common.peers.resolve(&Peer::DEFAULT);
             (workload::small_objects(size(&a.common), &p), &a.common)
         }
         Workload::BulkGet(a) => {
@@ -167,6 +173,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             if let Some(s) = &a.rss_check {
                 p.rss_check = Some((s.clone(), parse_bytes(s).map_err(anyhow::Error::msg)?));
             }
+            p.peers = a.common.peers.resolve(&Peer::DEFAULT);
             (workload::bulk_get(size(&a.common), &p), &a.common)
         }
     };
