@@ -74,16 +74,24 @@ impl Peer {
         }
     }
 
-    /// How the driver runs it with `concurrency` operations in flight (a report note).
-    pub fn how(self, concurrency: usize) -> String {
-        match self {
-            Peer::Boto3 => format!("{concurrency} threads (ThreadPoolExecutor) sharing botocore's default pool of 10 connections"),
-            Peer::Boto3Tuned => format!("{concurrency} threads, max_pool_connections={concurrency}"),
-            Peer::Awscrt => format!("awscrt S3Client, {concurrency} meta requests submitted at once, max_active_connections_override={concurrency}"),
-            Peer::Obstore => format!("async, asyncio.gather with a Semaphore({concurrency})"),
-            Peer::S5cmd => format!("s5cmd --numworkers {concurrency} run FILE (one cp per object, to a temp dir)"),
-            Peer::Rclone => format!("rclone copy --files-from-raw --no-traverse --transfers {concurrency} --checkers {concurrency} (to a temp dir)"),
-            Peer::S3fs => format!("s3fs asynchronous=True, asyncio.gather with a Semaphore({concurrency})"),
+    /// How the driver runs `op` with this peer (a report note; driver.py's doc has more).
+    pub fn how(self, op: &PeerOp) -> String {
+        let n = op.concurrency();
+        let single = matches!(op, PeerOp::GetOne { .. });
+        match (self, single) {
+            (Peer::Boto3, false) => format!("{n} threads (ThreadPoolExecutor) sharing botocore's default pool of 10 connections"),
+            (Peer::Boto3Tuned, false) => format!("{n} threads, max_pool_connections={n}"),
+            (Peer::Boto3 | Peer::Boto3Tuned, true) => "get_object, StreamingBody read in 1 MiB chunks (one GET: the pool size does not matter)".into(),
+            (Peer::Awscrt, false) => format!("S3Client, {n} meta requests in flight, max_active_connections_override={n}"),
+            (Peer::Awscrt, true) => "S3Client GET_OBJECT meta request: the CRT splits it into ranged parts over its own connections".into(),
+            (Peer::Obstore, false) => format!("async, asyncio.gather with a Semaphore({n}), bodies streamed"),
+            (Peer::Obstore, true) => "get_async, body streamed".into(),
+            (Peer::S5cmd, false) => format!("s5cmd --numworkers {n} run FILE (one cp per object, to a temp dir)"),
+            (Peer::S5cmd, true) => "s5cmd cp to a temp dir (its concurrent ranged download)".into(),
+            (Peer::Rclone, false) => format!("rclone copy --files-from-raw --no-traverse --transfers {n} --checkers {n} (to a temp dir)"),
+            (Peer::Rclone, true) => "rclone copyto to a temp dir (multi-thread download above its 250 MiB cutoff)".into(),
+            (Peer::S3fs, false) => format!("asynchronous=True, asyncio.gather with a Semaphore({n})"),
+            (Peer::S3fs, true) => "open_async, 8 MiB reads".into(),
         }
     }
 }
@@ -480,7 +488,7 @@ fn rows(workload: &'static str, peers: &[Peer], server: usize, op: PeerOp) -> Ve
             server: Some(server),
             client: None,
             note: Some(match available(peer) {
-                Ok(i) => format!("{} {}: {}", peer.name(), i.version, peer.how(op.concurrency())),
+                Ok(i) => format!("{} {}: {}", peer.name(), i.version, peer.how(&op)),
                 Err(reason) => format!("absent: {reason}"),
             }),
             task: Task::Peer { peer, op: op.clone() },
