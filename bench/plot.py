@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from collections import defaultdict
@@ -166,9 +167,23 @@ class Plotter:
             return self.skip(name, "no ttfb-throughput record with a series 'throughput_Bps'")
         ops = sorted(by_op)
         fig, axes = plt.subplots(1, len(ops), figsize=(7 * len(ops), 5), squeeze=False)
+        cmap = plt.get_cmap("tab10")
+        styles = ["-", "--", ":", "-."]
+
+        def size_key(s):
+            try:
+                return float(s)
+            except (TypeError, ValueError):
+                return math.inf
+
         for ax, op in zip(axes[0], ops):
-            items = sorted(by_op[op], key=lambda i: (float(i[0][0]) if isinstance(i[0][0], (int, float)) else 0, i[0][1]))
-            self._curves(ax, items, None)
+            # Colour per object size, line style per client.
+            sizes = sorted({i[0][0] for i in by_op[op]}, key=size_key)
+            clients = sorted({i[0][1] for i in by_op[op]})
+            for (size, client), lab, pts in sorted(by_op[op], key=lambda i: (size_key(i[0][0]), i[0][1])):
+                xs, ys = zip(*sorted(pts))
+                ax.plot(xs, ys, color=cmap(sizes.index(size) % 10), linestyle=styles[clients.index(client) % len(styles)],
+                        label=lab, linewidth=1.4)
             ax.set_yscale("log")
             ax.set_xlim(0, 100)
             ax.set_xlabel("percentile")
@@ -230,6 +245,9 @@ class Plotter:
         else:
             print(f"plot: {name}: no iperf3 record, drawn without the ceiling line")
         ax.set_xscale("log", base=2)
+        ticks = sorted({x for pts in clients.values() for x in pts})
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([f"{x:g}" for x in ticks])
         ax.set_xlabel("concurrent transfers")
         ax.set_ylabel("aggregate throughput (Gbit/s)")
         ax.set_ylim(bottom=0)

