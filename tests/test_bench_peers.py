@@ -278,6 +278,9 @@ def test_ferry_bench_small_objects_with_boto3(tmp_path, peers_doc):
     assert r["figures"]["objects"] == 50 and r["figures"]["errors"] == 0
     assert r["figures"]["bytes"] == 50 * 16 * 1024
     assert r["client"]["peer"] == "boto3" and r["client"]["concurrency"] == 32
+    # What the server counted during the peer's run.
+    assert r["figures"]["requests_GetObject"] == 50 and r["figures"]["requests_sent"] >= 50
+    assert 1 <= r["figures"]["connections_opened"] <= 50
     assert {"h1-pool", "h1-pipeline"} <= {x["mode"] for x in recs}, "ferry's rows ran beside the peer"
     assert "| boto3 |" in stdout
 

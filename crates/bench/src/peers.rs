@@ -305,6 +305,9 @@ pub struct PeerResult {
     pub first_byte_s: Option<f64>,
     pub cpu_s: Option<f64>,
     pub peak_rss_bytes: Option<f64>,
+    /// What the server saw during the run ([`ServerCounters`]; `None` when the endpoint
+    /// is not a ferry server or its metrics could not be read).
+    pub server: Option<ServerCounters>,
 }
 
 /// Runs `op` with `peer` against `endpoint`, bounded by `timeout` (plus [`KILL_GRACE`]).
@@ -315,10 +318,75 @@ pub fn run(peer: Peer, endpoint: &Endpoint, op: &PeerOp, timeout: Duration) -> P
         Ok(i) => i,
         Err(reason) => return PeerResult { status: "absent".into(), reason: Some(reason), ..base },
     };
-    run_installed(&install, endpoint, op, timeout, base)
+    let before = ServerCounters::scrape(&endpoint.url);
+    let mut r = run_installed(&install, endpoint, op, timeout, KILL_GRACE, base);
+    if let (Some(b), Some(a)) = (before, ServerCounters::scrape(&endpoint.url)) {
+        r.server = Some(a.since(&b));
+    }
+    r
 }
 
-fn run_installed(install: &PeerInstall, endpoint: &Endpoint, op: &PeerOp, timeout: Duration, base: PeerResult) -> PeerResult {
+/// Counters of a ferry server's `/_ferry/metrics` (Prometheus text): the connections it
+/// accepted and the S3 requests by operation. The bench runs one thing at a time, so the
+/// difference around a peer's run is that peer's: the connections and requests it needed
+/// (rclone's HEADs, boto3's pool) where the driver cannot see them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServerCounters {
+    pub connections_opened: f64,
+    /// S3 operation ("GetObject", "HeadObject", ...) -> requests.
+    pub requests: std::collections::BTreeMap<String, f64>,
+}
+
+impl ServerCounters {
+    /// Reads the metrics of the server at `url` (plain http only); `None` if it cannot.
+    pub fn scrape(url: &str) -> Option<ServerCounters> {
+        use std::io::Read;
+        let authority = url.strip_prefix("http://")?.split('/').next()?;
+        let addr = std::net::ToSocketAddrs::to_socket_addrs(authority).ok()?.next()?;
+        let mut sock = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+        sock.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(sock, "GET /_ferry/metrics HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n").ok()?;
+        let mut text = String::new();
+        sock.read_to_string(&mut text).ok()?;
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        if !head.starts_with("HTTP/1.1 200") {
+            return None;
+        }
+        Some(ServerCounters::parse(body))
+    }
+
+    /// The counters in a Prometheus text body (chunked framing, if any, is ignored: its
+    /// size lines never start with a metric name).
+    pub fn parse(body: &str) -> ServerCounters {
+        let mut c = ServerCounters::default();
+        for line in body.lines() {
+            let Some((name, value)) = line.rsplit_once(' ') else { continue };
+            let Ok(v) = value.trim().parse::<f64>() else { continue };
+            if name.starts_with("ferry_connections_opened_total") {
+                c.connections_opened += v;
+            } else if let Some(labels) = name.strip_prefix("ferry_requests_total{") {
+                if let Some(op) = labels.split(',').find_map(|l| l.strip_prefix("op=\"")).and_then(|o| o.split('"').next()) {
+                    *c.requests.entry(op.to_owned()).or_default() += v;
+                }
+            }
+        }
+        c
+    }
+
+    /// `self - earlier`, less the connection of the later scrape itself.
+    pub fn since(&self, earlier: &ServerCounters) -> ServerCounters {
+        let mut requests = std::collections::BTreeMap::new();
+        for (op, v) in &self.requests {
+            let d = v - earlier.requests.get(op).copied().unwrap_or(0.0);
+            if d > 0.0 {
+                requests.insert(op.clone(), d);
+            }
+        }
+        ServerCounters { connections_opened: (self.connections_opened - earlier.connections_opened - 1.0).max(0.0), requests }
+    }
+}
+
+fn run_installed(install: &PeerInstall, endpoint: &Endpoint, op: &PeerOp, timeout: Duration, grace: Duration, base: PeerResult) -> PeerResult {
     let failed = |reason: String, base: PeerResult| PeerResult { status: "failed".into(), reason: Some(reason), version: Some(install.version.clone()), ..base };
     let mut spec = endpoint.spec();
     for (k, v) in op.spec().as_object().into_iter().flatten() {
@@ -327,7 +395,9 @@ fn run_installed(install: &PeerInstall, endpoint: &Endpoint, op: &PeerOp, timeou
     spec["op"] = op.name().into();
     spec["timeout_s"] = timeout.as_secs_f64().into();
 
-    let stderr_log = std::env::temp_dir().join(format!("ferry-bench-peer-{}-{}.log", install.peer.name(), std::process::id()));
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let stderr_log = std::env::temp_dir().join(format!("ferry-bench-peer-{}-{}-{n}.log", install.peer.name(), std::process::id()));
     let stderr = match std::fs::File::create(&stderr_log) {
         Ok(f) => f,
         Err(e) => return failed(format!("creating {}: {e}", stderr_log.display()), base),
@@ -351,7 +421,7 @@ fn run_installed(install: &PeerInstall, endpoint: &Endpoint, op: &PeerOp, timeou
         let r = std::io::Read::read_to_string(&mut std::io::BufReader::new(stdout), &mut s).map(|_| s);
         let _ = tx.send(r);
     });
-    let out = rx.recv_timeout(timeout + KILL_GRACE);
+    let out = rx.recv_timeout(timeout + grace);
     let stderr_tail = || {
         let t = std::fs::read_to_string(&stderr_log).unwrap_or_default();
         let t = t.trim();
@@ -451,10 +521,12 @@ impl PeerResult {
         if let Some(fb) = self.first_byte_s {
             rec.set("first_byte_ms", fb * 1e3);
         }
+        // Requests as the server counted them (rclone HEADs before each GET), else one per op.
+        let requests = self.server.as_ref().map(|s| s.requests.values().sum::<f64>()).filter(|n| *n > 0.0).unwrap_or(self.ops as f64);
         if let Some(cpu) = self.cpu_s {
             rec.set("client_cpu_s", cpu);
-            if self.ops > 0 {
-                rec.set("client_cpu_s_per_1000_requests", cpu * 1000.0 / self.ops as f64);
+            if requests > 0.0 {
+                rec.set("client_cpu_s_per_1000_requests", cpu * 1000.0 / requests);
             }
             if self.bytes > 0 {
                 rec.set("client_cpu_s_per_gib", cpu / (self.bytes as f64 / (1u64 << 30) as f64));
@@ -462,6 +534,13 @@ impl PeerResult {
         }
         if let Some(rss) = self.peak_rss_bytes {
             rec.set("peak_rss_bytes", rss);
+        }
+        if let Some(server) = self.server {
+            rec.set("connections_opened", server.connections_opened);
+            rec.set("requests_sent", server.requests.values().sum::<f64>());
+            for (op, n) in &server.requests {
+                rec.set(&format!("requests_{op}"), *n);
+            }
         }
         rec.error_samples.extend(self.error_samples);
     }
@@ -601,6 +680,89 @@ mod tests {
         assert_eq!(rec.status, "absent");
         assert_eq!(rec.note.as_deref(), Some("absent: not installed"));
         assert!(rec.figures.is_empty());
+    }
+
+    #[test]
+    fn server_counters_from_metrics() {
+        let before = ServerCounters::parse(
+            "# TYPE x counter\nferry_requests_total{op=\"GetObject\",status=\"200\"} 5\nferry_connections_opened_total{protocol=\"http1\"} 3\nferry_connections_opened_total{protocol=\"h2\"} 1\n",
+        );
+        assert_eq!(before.connections_opened, 4.0);
+        assert_eq!(before.requests["GetObject"], 5.0);
+        let after = ServerCounters::parse(
+            "ferry_requests_total{op=\"GetObject\",status=\"200\"} 25\nferry_requests_total{op=\"GetObject\",status=\"404\"} 2\nferry_requests_total{op=\"HeadObject\",status=\"200\"} 20\nferry_connections_opened_total{protocol=\"http1\"} 14\nferry_connections_opened_total{protocol=\"h2\"} 1\n",
+        );
+        let d = after.since(&before);
+        // 11 more connections, one of them the second scrape's own.
+        assert_eq!(d.connections_opened, 10.0);
+        assert_eq!(d.requests.get("GetObject"), Some(&22.0));
+        assert_eq!(d.requests.get("HeadObject"), Some(&20.0));
+        assert!(ServerCounters::scrape("https://127.0.0.1:1").is_none());
+    }
+
+    /// A stand-in driver: `/bin/sh` runs `script` in place of driver.py, so the spawning,
+    /// stdin, parsing and time-out paths are tested without Python.
+    fn fake(name: &str, script: &str) -> (PeerInstall, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("ferry-fake-driver-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let driver = dir.join("driver.sh");
+        std::fs::write(&driver, script.replace("$DIR", &dir.display().to_string())).unwrap();
+        let install = PeerInstall { peer: Peer::Boto3, version: "9.9".into(), path: "/x".into(), python: "/bin/sh".into(), driver };
+        (install, dir)
+    }
+
+    fn fake_run(install: &PeerInstall, timeout: Duration, grace: Duration) -> PeerResult {
+        let ep = Endpoint { url: "http://127.0.0.1:9".into(), region: "us-east-1".into(), credentials: Some(("ak".into(), "sk".into())), ca_bundle: None };
+        let op = PeerOp::GetMany { bucket: "b".into(), keys: vec!["k1".into(), "k2".into()], object_size: Some(10), concurrency: 2 };
+        run_installed(install, &ep, &op, timeout, grace, PeerResult { peer: "boto3".into(), ..PeerResult::default() })
+    }
+
+    #[test]
+    fn driver_result_and_spec() {
+        let (install, dir) = fake(
+            "ok",
+            "cat > $DIR/spec.json\necho 'noise on stdout first'\necho '{\"version\": \"9.9\", \"wall_s\": 0.5, \"ops\": 2, \"bytes\": 20, \"errors\": 0, \"error_samples\": [], \"latencies_s\": [0.1, 0.2], \"cpu_s\": 0.25, \"peak_rss_bytes\": 1000, \"timed_out\": false}'\n",
+        );
+        let r = fake_run(&install, Duration::from_secs(20), Duration::from_secs(5));
+        assert_eq!((r.status.as_str(), r.ops, r.bytes, r.cpu_s), ("ok", 2, 20, Some(0.25)), "{r:?}");
+        assert_eq!(r.latencies_s, Some(vec![0.1, 0.2]));
+        let spec: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("spec.json")).unwrap()).unwrap();
+        assert_eq!(spec["op"], "get_many");
+        assert_eq!(spec["keys"], json!(["k1", "k2"]));
+        assert_eq!((spec["access_key"].as_str(), spec["concurrency"].as_u64(), spec["timeout_s"].as_f64()), (Some("ak"), Some(2), Some(20.0)));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn short_bytes_are_errors() {
+        let (install, dir) = fake("short", "cat > /dev/null\necho '{\"wall_s\": 0.5, \"ops\": 2, \"bytes\": 19, \"errors\": 0}'\n");
+        let r = fake_run(&install, Duration::from_secs(20), Duration::from_secs(5));
+        assert_eq!((r.status.as_str(), r.errors), ("errors", 1), "{r:?}");
+        assert!(r.error_samples[0].contains("moved 19 bytes, expected 20"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn driver_failures_are_statuses() {
+        let (install, dir) = fake("failed", "cat > /dev/null\necho 'Traceback: boom' >&2\necho '{\"failed\": \"ValueError: bad spec\"}'\nexit 1\n");
+        let r = fake_run(&install, Duration::from_secs(20), Duration::from_secs(5));
+        assert_eq!(r.status, "failed");
+        assert!(r.reason.as_deref().unwrap().contains("ValueError: bad spec"), "{r:?}");
+        std::fs::remove_dir_all(dir).unwrap();
+
+        let (install, dir) = fake("silent", "cat > /dev/null\necho 'crashed hard' >&2\nexit 3\n");
+        let r = fake_run(&install, Duration::from_secs(20), Duration::from_secs(5));
+        assert_eq!(r.status, "failed");
+        assert!(r.reason.as_deref().unwrap().contains("crashed hard"), "the driver's stderr is shown: {r:?}");
+        std::fs::remove_dir_all(dir).unwrap();
+
+        // A driver that overruns its time-out is killed, and says so.
+        let (install, dir) = fake("hang", "cat > /dev/null\nexec sleep 60\n");
+        let t = std::time::Instant::now();
+        let r = fake_run(&install, Duration::from_millis(200), Duration::from_millis(300));
+        assert_eq!(r.status, "timeout", "{r:?}");
+        assert!(t.elapsed() < Duration::from_secs(10));
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
