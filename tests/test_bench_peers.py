@@ -123,6 +123,10 @@ def test_driver_put_get_list_delete(peer, peers_doc, mem_server, bucket):
     rc, r, err = drive(entry, peer, {**base, "op": "list", "prefix": f"{peer}/"})
     assert rc == 0, err
     assert (r["ops"], r["errors"]) == (20, 0), r
+    s3.put_object(Bucket=bucket, Key=f"{peer}-other/x", Body=b"x")  # beside the prefix, not under it
+    rc, r, err = drive(entry, peer, {**base, "op": "list", "prefix": ""})
+    assert rc == 0, err
+    assert (r["ops"], r["errors"]) == (21, 0), r
 
     rc, r, err = drive(entry, peer, {**base, "op": "delete_many", "keys": keys})
     assert rc == 0, err
@@ -168,6 +172,8 @@ def test_driver_rejects_a_bad_spec(peers_doc):
     entry = installed(peers_doc, "boto3")
     rc, r, err = drive(entry, "boto3", {"op": "get_many", "endpoint": "http://127.0.0.1:9"})
     assert rc == 1 and "needs bucket, keys" in r["failed"], (r, err)
+    rc, r, err = drive(entry, "boto3", {"op": "list", "endpoint": "http://127.0.0.1:9", "bucket": "b", "prefix": "half"})
+    assert rc == 1 and "must be empty or end with '/'" in r["failed"], (r, err)
     p = subprocess.run([entry["python"], str(DRIVER), "--peer", "boto3"], input="not json", capture_output=True, text=True)
     assert p.returncode == 2 and "not JSON" in p.stderr
 

@@ -10,7 +10,7 @@ The spec (JSON on stdin):
      "ca_bundle": "/path/ca.pem",                      # optional, for https endpoints
      "bucket": "b", "keys": ["k1", ...],               # get_many, put_many, delete_many
      "key": "k",                                       # get_one
-     "prefix": "p/",                                   # list (flat: every key under it)
+     "prefix": "p/",                                   # list: "" or ending in "/"; flat, every key under it
      "object_size": 16384,                             # put_many
      "concurrency": 32,                                # operations in flight
      "timeout_s": 300}
@@ -57,8 +57,9 @@ How each peer is driven, as its users drive it:
   `_cat_file`/`_pipe_file` with a semaphore, `_find` to list, `_rm` (bulk delete), a large
   GET read from `open_async` in 8 MiB reads. It runs from its own venv.
 
-Bodies are read and dropped chunk by chunk; the binaries write to a temporary directory
-that is removed before the driver exits. The environment the peers see has every AWS_*
+Bodies are read and dropped chunk by chunk (s3fs's `_cat_file` hands each small body over
+whole; it is dropped at once); the binaries write to a temporary directory that is removed
+before the driver exits. The environment the peers see has every AWS_*
 and RCLONE_* variable removed and only the spec's endpoint and credentials added.
 """
 
@@ -804,11 +805,8 @@ class RclonePeer:
     def run(self, op, spec, tally, t0, tmp: Path):
         b = spec["bucket"]
         if op == "list":
-            prefix = spec.get("prefix", "")
-            d, _, rest = prefix.rpartition("/")
-            cmd = [*self.base, "lsf", "-R", "--files-only", "--fast-list", f"peer:{b}/{d}" if d else f"peer:{b}"]
-            if rest:
-                cmd += ["--include", f"/{rest}*" if not d else f"/{rest}*"]
+            prefix = spec.get("prefix", "").rstrip("/")
+            cmd = [*self.base, "lsf", "-R", "--files-only", "--fast-list", f"peer:{b}/{prefix}" if prefix else f"peer:{b}"]
             rc, out, err = _run_binary(cmd, self.env, spec, t0, tally)
             if rc == 0:
                 tally.ok(0, n=sum(1 for ln in out.splitlines() if ln.strip()))
@@ -903,6 +901,10 @@ def run(peer: str, spec: dict) -> dict:
     missing = [k for k in ["endpoint", *NEEDS[op]] if k not in spec]
     if missing:
         raise ValueError(f"op {op} needs {', '.join(missing)} in the spec")
+    if op == "list" and spec.get("prefix") and not spec["prefix"].endswith("/"):
+        # object_store (obstore) and rclone take a prefix as a directory path; holding every
+        # peer to that keeps the op the same for all.
+        raise ValueError(f"list: the prefix must be empty or end with '/' (got {spec['prefix']!r})")
     tmp = Path(tempfile.mkdtemp(prefix=f"ferry-peer-{peer}-"))
     try:
         if peer in ("boto3", "boto3-tuned"):

@@ -153,7 +153,8 @@ pub enum PeerOp {
     /// One GET, read to the end and dropped; `bytes`: its expected length.
     GetOne { bucket: String, key: String, bytes: Option<u64> },
     PutMany { bucket: String, keys: Vec<String>, object_size: u64, concurrency: usize },
-    /// Every key under `prefix` (flat, no delimiter).
+    /// Every key under `prefix` (flat, no delimiter); `prefix` is "" or ends in '/'
+    /// (obstore and rclone read it as a directory, so every peer is held to that).
     List { bucket: String, prefix: String },
     DeleteMany { bucket: String, keys: Vec<String>, concurrency: usize },
 }
