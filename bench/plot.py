@@ -111,19 +111,16 @@ class Plotter:
         self.written.append(path)
         print(f"plot: wrote {path}")
 
-    def _curves(self, ax, items, colors_by):
+    def _curves(self, ax, items):
         """items: (key for colour, label, points); the first curve of a key gets the label."""
         cmap = plt.get_cmap("tab10")
         keys: list = []
         for key, lab, pts in items:
+            legend = None if key in keys else lab
             if key not in keys:
                 keys.append(key)
-                legend = lab
-            else:
-                legend = None
             xs, ys = zip(*sorted(pts))
             ax.plot(xs, ys, color=cmap(keys.index(key) % 10), label=legend, linewidth=1.4)
-        return keys
 
     def ttfb(self):
         name = "ttfb-percentiles.png"
@@ -138,7 +135,7 @@ class Plotter:
         if not items:
             return self.skip(name, "no ttfb-throughput record with a series 'ttfb_s'")
         fig, ax = plt.subplots(figsize=(8, 5))
-        self._curves(ax, items, None)
+        self._curves(ax, items)
         ax.set_yscale("log")
         ax.set_xlabel("percentile")
         ax.set_ylabel("time to first byte (s, log scale)")
@@ -205,7 +202,7 @@ class Plotter:
         if not items:
             return self.skip(name, "no mixed-hol record with a series 'small_latency_s'")
         fig, ax = plt.subplots(figsize=(8, 5))
-        self._curves(ax, items, None)
+        self._curves(ax, items)
         ax.set_xscale("log")
         ax.set_ylim(0, 1.0)
         ax.set_xlabel("small-object latency (s, log scale)")

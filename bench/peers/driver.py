@@ -304,9 +304,7 @@ class AwscrtPeer:
         return HttpRequest(method, path, headers, BytesIO(body) if body is not None else None)
 
     def _submit(self, rtype, req, tally, what, on_ok, sem, operation_name=None):
-        """One meta request; `on_ok(nbytes, body)` on a 2xx. Returns its finished future."""
-        from awscrt.s3 import S3RequestType  # noqa: F401 - (type passed in)
-
+        """One meta request; `on_ok(nbytes, body, latency)` on success. Returns its finished future."""
         s = time.monotonic()
         state = {"n": 0, "chunks": [], "status": None}
         keep = operation_name is not None  # LIST/DELETE bodies are small and parsed
