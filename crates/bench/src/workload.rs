@@ -98,6 +98,8 @@ pub enum Task {
     /// "not-implemented", the reason as its note, and no figures, so the gap shows. When
     /// the engine has it, the variant's task becomes a [`Task::Scenario`] calling it.
     NotYet { reason: String },
+    /// A peer (boto3, s5cmd, ...) run through bench/peers/driver.py (peers.rs).
+    Peer { peer: crate::peers::Peer, op: crate::peers::PeerOp },
 }
 
 /// One row of the report.
@@ -183,6 +185,9 @@ pub struct SmallObjectsParams {
     pub put_concurrency: usize,
     /// Also run auto with ranged GETs (an extra row).
     pub auto_ranged: bool,
+    /// Peer rows after ferry's, with `connections` GETs in flight (none by default; the
+    /// CLI's `--peers` fills it).
+    pub peers: Vec<crate::peers::Peer>,
 }
 
 impl SmallObjectsParams {
@@ -199,6 +204,7 @@ impl SmallObjectsParams {
             prefixes: 16,
             put_concurrency: 64,
             auto_ranged: true,
+            peers: Vec::new(),
         }
     }
 
@@ -250,6 +256,8 @@ pub fn small_objects(size: Size, p: &SmallObjectsParams) -> Workload {
         false,
         Some("extra row: the s3 profile is HTTP/1.1 only, like AWS S3; this row ran against a second server, --profile s3 --h2 on"),
     ));
+    let setup = PutSetup { bucket: "bench".into(), keys: small_object_keys(p.objects, p.prefixes), object_size: p.object_size, concurrency: p.put_concurrency };
+    variants.extend(crate::peers::get_many_rows("small-objects", &p.peers, 0, &setup, p.connections));
     let params = json!({
         "objects": p.objects,
         "object_size": p.object_size,
@@ -265,12 +273,7 @@ pub fn small_objects(size: Size, p: &SmallObjectsParams) -> Workload {
         name: "small-objects",
         size,
         servers: vec![s3, s3_h2],
-        setup: Some(PutSetup {
-            bucket: "bench".into(),
-            keys: small_object_keys(p.objects, p.prefixes),
-            object_size: p.object_size,
-            concurrency: p.put_concurrency,
-        }),
+        setup: Some(setup),
         warm: vec![],
         variants,
         repeats: p.repeats.max(1),
@@ -301,11 +304,13 @@ pub struct BulkGetParams {
     /// `Some((label, bytes))`: also download synthetic/<label>/x once with h1-pool and
     /// report the peak RSS.
     pub rss_check: Option<(String, u64)>,
+    /// Peer rows (one GET each; none by default, the CLI's `--peers` fills it).
+    pub peers: Vec<crate::peers::Peer>,
 }
 
 impl BulkGetParams {
     pub fn new(_size: Size) -> BulkGetParams {
-        BulkGetParams { size_label: "1GiB".into(), bytes: 1 << 30, repeats: 3, iperf3_seconds: 3, rss_check: None }
+        BulkGetParams { size_label: "1GiB".into(), bytes: 1 << 30, repeats: 3, iperf3_seconds: 3, rss_check: None, peers: Vec::new() }
     }
 }
 
@@ -344,6 +349,7 @@ pub fn bulk_get(size: Size, p: &BulkGetParams) -> Workload {
             once: false,
         },
     ];
+    variants.extend(crate::peers::get_one_rows("bulk-get", &p.peers, 0, "synthetic", &key, p.bytes));
     let mut warm = vec![(0, "synthetic".to_string(), key.clone())];
     if let Some((label, bytes)) = &p.rss_check {
         let k = synthetic_key(label);

@@ -10,6 +10,7 @@
 use crate::units::{parse_bytes, parse_duration};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
+use ferry_bench::peers::{Peer, PeerSelection};
 use ferry_bench::workload::{self, BulkGetParams, Size, SmallObjectsParams};
 use ferry_bench::{RunOptions, ServerCommand};
 use ferry_link::{Link, LinkError, Preset};
@@ -93,6 +94,11 @@ struct Common {
     /// [default: none; bulk-wan: transatlantic].
     #[arg(long, value_parser = ["region", "transatlantic", "none"])]
     link: Option<String>,
+    /// Peers to run beside ferry (small-objects, bulk-get): all, none, or a list of
+    /// boto3,boto3-tuned,awscrt,obstore,s5cmd,rclone,s3fs. scripts/bench-setup.sh installs
+    /// them; one that is not installed shows as an absent row. "all" leaves out s3fs.
+    #[arg(long, default_value = "all", value_parser = clap::value_parser!(PeerSelection))]
+    peers: PeerSelection,
 }
 
 #[derive(Args)]
@@ -327,6 +333,7 @@ fn options_with_link(c: &Common, default_link: Option<Preset>) -> Result<RunOpti
     o.out = Some(c.out.clone());
     o.progress = !c.no_progress;
     o.run_timeout = c.run_timeout;
+    o.peers = c.peers.resolve(&Peer::DEFAULT);
     o.set_link(bring_up_link(c.link.as_deref(), default_link)?);
     Ok(o)
 }
@@ -420,6 +427,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             p.pipeline_depth = a.pipeline_depth;
             p.repeats = a.common.repeats.map_or(p.repeats, |r| r as usize);
             p.auto_ranged = !a.no_auto_ranged;
+            p.peers = a.common.peers.resolve(&Peer::DEFAULT);
             (workload::small_objects(size(&a.common), &p), &a.common)
         }
         Workload::BulkGet(a) => {
@@ -432,6 +440,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             if let Some(s) = &a.rss_check {
                 p.rss_check = Some((s.clone(), parse_bytes(s).map_err(anyhow::Error::msg)?));
             }
+            p.peers = a.common.peers.resolve(&Peer::DEFAULT);
             (workload::bulk_get(size(&a.common), &p), &a.common)
         }
     };

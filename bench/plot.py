@@ -1,0 +1,309 @@
+"""PNG plots from `ferry bench` JSON lines (crates/bench/src/record.rs has the schema).
+
+    .ferry-run/bench-venv/bin/python bench/plot.py bench-results.jsonl [--out DIR] [--all-runs]
+
+One figure per question, each from the records of one workload:
+
+    ttfb-percentiles.png        ttfb-throughput: first-byte time percentile curves (series
+                                "ttfb_s": x = percentile 0-100, y = seconds), log y axis,
+                                one curve per client and profile, like PerfKitBenchmarker's
+                                object_storage_service figure
+    throughput-percentiles.png  ttfb-throughput: throughput percentile curves (series
+                                "throughput_Bps", x = percentile, y = bytes/s), one panel per
+                                op (params.op), one curve per object size (params.object_size)
+                                and client, log y axis
+    mixed-hol-cdf.png           mixed-hol: small-object latency CDF per client (series
+                                "small_latency_s": x = seconds, y = cumulative fraction), log x
+    bulk-wan-throughput.png     bulk-wan: aggregate bytes/s vs params.concurrency per client
+                                (median over repeats), iperf3 (mode "iperf3") as a dashed line
+    small-objects-ops.png       small-objects: objects/s per row, median bar with min-max
+
+Only the latest run (run_id) of each workload in the file is plotted: figures from
+different runs are never drawn side by side (--all-runs overrides). Records that are not
+"ok" or "errors" (absent peers, failed runs) are left out. A plot whose data is missing
+is skipped with a message on stdout; the script fails only on unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402 - after the backend is chosen
+
+USABLE = {"ok", "errors"}
+
+
+def load(path: Path) -> list[dict]:
+    out = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError as e:
+                print(f"plot: {path}:{n}: not JSON ({e}); line ignored")
+                continue
+            if isinstance(rec, dict) and "workload" in rec:
+                out.append(rec)
+            else:
+                print(f"plot: {path}:{n}: not a bench record; line ignored")
+    return out
+
+
+def latest_run(records: list[dict], workload: str, all_runs: bool) -> list[dict]:
+    rs = [r for r in records if r.get("workload") == workload and r.get("status") in USABLE]
+    if all_runs or not rs:
+        return rs
+    last = max(rs, key=lambda r: r.get("time_unix", 0)).get("run_id")
+    return [r for r in rs if r.get("run_id") == last]
+
+
+def label(r: dict) -> str:
+    return r.get("variant") or r.get("mode") or "?"
+
+
+def series(r: dict, name: str):
+    s = (r.get("series") or {}).get(name)
+    if not s:
+        return None
+    pts = [(float(x), float(y)) for x, y in s if y is not None]
+    return pts or None
+
+
+def human_bytes(n) -> str:
+    try:
+        n = float(n)
+    except (TypeError, ValueError):
+        return str(n)
+    for unit in ["B", "KiB", "MiB", "GiB"]:
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if n == int(n) else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+class Plotter:
+    def __init__(self, records: list[dict], out: Path, all_runs: bool):
+        self.records, self.out, self.all_runs = records, out, all_runs
+        self.written: list[Path] = []
+        self.skipped: list[str] = []
+
+    def skip(self, name: str, why: str):
+        self.skipped.append(name)
+        print(f"plot: skipped {name}: {why}")
+
+    def save(self, fig, name: str):
+        path = self.out / name
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        self.written.append(path)
+        print(f"plot: wrote {path}")
+
+    def _curves(self, ax, items):
+        """items: (key for colour, label, points); the first curve of a key gets the label."""
+        cmap = plt.get_cmap("tab10")
+        keys: list = []
+        for key, lab, pts in items:
+            legend = None if key in keys else lab
+            if key not in keys:
+                keys.append(key)
+            xs, ys = zip(*sorted(pts))
+            ax.plot(xs, ys, color=cmap(keys.index(key) % 10), label=legend, linewidth=1.4)
+
+    def ttfb(self):
+        name = "ttfb-percentiles.png"
+        rs = latest_run(self.records, "ttfb-throughput", self.all_runs)
+        items = []
+        for r in rs:
+            pts = series(r, "ttfb_s")
+            if pts:
+                k = f"{label(r)} ({r.get('profile') or '-'})"
+                items.append((k, k, [(x, y) for x, y in pts if y > 0]))
+        items = [i for i in items if i[2]]
+        if not items:
+            return self.skip(name, "no ttfb-throughput record with a series 'ttfb_s'")
+        fig, ax = plt.subplots(figsize=(8, 5))
+        self._curves(ax, items)
+        ax.set_yscale("log")
+        ax.set_xlabel("percentile")
+        ax.set_ylabel("time to first byte (s, log scale)")
+        ax.set_xlim(0, 100)
+        ax.set_title("ttfb-throughput: first-byte time percentiles")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        self.save(fig, name)
+
+    def throughput(self):
+        name = "throughput-percentiles.png"
+        rs = latest_run(self.records, "ttfb-throughput", self.all_runs)
+        by_op: dict[str, list] = defaultdict(list)
+        for r in rs:
+            pts = series(r, "throughput_Bps")
+            if not pts:
+                continue
+            p = r.get("params") or {}
+            op = str(p.get("op", "?"))
+            size = p.get("object_size", p.get("size"))
+            k = f"{label(r)} ({r.get('profile') or '-'}), {human_bytes(size)}"
+            by_op[op].append(((size, label(r)), k, [(x, y) for x, y in pts if y > 0]))
+        by_op = {op: [i for i in items if i[2]] for op, items in by_op.items()}
+        by_op = {op: items for op, items in by_op.items() if items}
+        if not by_op:
+            return self.skip(name, "no ttfb-throughput record with a series 'throughput_Bps'")
+        ops = sorted(by_op)
+        fig, axes = plt.subplots(1, len(ops), figsize=(7 * len(ops), 5), squeeze=False)
+        cmap = plt.get_cmap("tab10")
+        styles = ["-", "--", ":", "-."]
+
+        def size_key(s):
+            try:
+                return float(s)
+            except (TypeError, ValueError):
+                return math.inf
+
+        for ax, op in zip(axes[0], ops):
+            # Colour per object size, line style per client.
+            sizes = sorted({i[0][0] for i in by_op[op]}, key=size_key)
+            clients = sorted({i[0][1] for i in by_op[op]})
+            for (size, client), lab, pts in sorted(by_op[op], key=lambda i: (size_key(i[0][0]), i[0][1])):
+                xs, ys = zip(*sorted(pts))
+                ax.plot(xs, ys, color=cmap(sizes.index(size) % 10), linestyle=styles[clients.index(client) % len(styles)],
+                        label=lab, linewidth=1.4)
+            ax.set_yscale("log")
+            ax.set_xlim(0, 100)
+            ax.set_xlabel("percentile")
+            ax.set_ylabel("throughput (bytes/s, log scale)")
+            ax.set_title(f"ttfb-throughput: {op} throughput percentiles per object size")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=7)
+        self.save(fig, name)
+
+    def mixed_hol(self):
+        name = "mixed-hol-cdf.png"
+        rs = latest_run(self.records, "mixed-hol", self.all_runs)
+        items = []
+        for r in rs:
+            pts = series(r, "small_latency_s")
+            if pts:
+                items.append((label(r), label(r), [(x, y) for x, y in pts if x > 0]))
+        items = [i for i in items if i[2]]
+        if not items:
+            return self.skip(name, "no mixed-hol record with a series 'small_latency_s'")
+        fig, ax = plt.subplots(figsize=(8, 5))
+        self._curves(ax, items)
+        ax.set_xscale("log")
+        ax.set_ylim(0, 1.0)
+        ax.set_xlabel("small-object latency (s, log scale)")
+        ax.set_ylabel("fraction of small objects")
+        ax.set_title("mixed-hol: small-object latency CDF, large transfers running")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        self.save(fig, name)
+
+    def bulk_wan(self):
+        name = "bulk-wan-throughput.png"
+        rs = latest_run(self.records, "bulk-wan", self.all_runs)
+        clients: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+        ceiling: dict[float, list[float]] = defaultdict(list)
+        ceiling_flat: list[float] = []
+        for r in rs:
+            bps = (r.get("figures") or {}).get("bytes_per_s")
+            if bps is None:
+                continue
+            conc = (r.get("params") or {}).get("concurrency")
+            if r.get("mode") == "iperf3":
+                (ceiling[float(conc)] if conc is not None else ceiling_flat).append(float(bps))
+            elif conc is not None:
+                clients[label(r)][float(conc)].append(float(bps))
+        if not clients:
+            return self.skip(name, "no bulk-wan record with params.concurrency and figures.bytes_per_s")
+        fig, ax = plt.subplots(figsize=(8, 5))
+        cmap = plt.get_cmap("tab10")
+        for i, (lab, pts) in enumerate(sorted(clients.items())):
+            xs = sorted(pts)
+            ax.plot(xs, [statistics.median(pts[x]) * 8 / 1e9 for x in xs], marker="o", color=cmap(i % 10), label=lab)
+        if ceiling:
+            xs = sorted(ceiling)
+            ax.plot(xs, [statistics.median(ceiling[x]) * 8 / 1e9 for x in xs], "k--", marker="x", label="iperf3 -P N")
+        elif ceiling_flat:
+            ax.axhline(statistics.median(ceiling_flat) * 8 / 1e9, color="k", linestyle="--", label="iperf3")
+        else:
+            print(f"plot: {name}: no iperf3 record, drawn without the ceiling line")
+        ax.set_xscale("log", base=2)
+        ticks = sorted({x for pts in clients.values() for x in pts})
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([f"{x:g}" for x in ticks])
+        ax.set_xlabel("concurrent transfers")
+        ax.set_ylabel("aggregate throughput (Gbit/s)")
+        ax.set_ylim(bottom=0)
+        ax.set_title("bulk-wan: throughput vs concurrency (median of repeats)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        self.save(fig, name)
+
+    def small_objects(self):
+        name = "small-objects-ops.png"
+        rs = latest_run(self.records, "small-objects", self.all_runs)
+        rows: dict[str, list[float]] = {}
+        for r in rs:
+            v = (r.get("figures") or {}).get("objects_per_s")
+            if v is not None:
+                rows.setdefault(label(r), []).append(float(v))
+        if not rows:
+            return self.skip(name, "no small-objects record with figures.objects_per_s")
+        labels = list(rows)
+        med = [statistics.median(rows[k]) for k in labels]
+        lo = [m - min(rows[k]) for m, k in zip(med, labels)]
+        hi = [max(rows[k]) - m for m, k in zip(med, labels)]
+        fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(labels) + 2), 5))
+        ferry = [not (rs_mode_is_peer(self.records, k)) for k in labels]
+        colors = ["tab:blue" if f else "tab:gray" for f in ferry]
+        ax.bar(range(len(labels)), med, yerr=[lo, hi], capsize=4, color=colors)
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("objects/s (median, min-max over repeats)")
+        ax.set_title("small-objects: GETs per second (blue: ferry, grey: peers)")
+        ax.grid(True, axis="y", alpha=0.3)
+        self.save(fig, name)
+
+    def all(self):
+        for f in (self.ttfb, self.throughput, self.mixed_hol, self.bulk_wan, self.small_objects):
+            f()
+
+
+def rs_mode_is_peer(records: list[dict], variant: str) -> bool:
+    """A row is a peer's when its client block names a peer (peers.rs writes client.peer)."""
+    return any(label(r) == variant and isinstance(r.get("client"), dict) and "peer" in r["client"] for r in records)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="PNG plots from ferry bench JSON lines.")
+    ap.add_argument("results", type=Path, help="a JSON-lines file written by ferry bench --out")
+    ap.add_argument("--out", type=Path, default=None, help="directory for the PNGs (default: beside the results, <name>-plots/)")
+    ap.add_argument("--all-runs", action="store_true", help="plot every run in the file, not only the latest of each workload")
+    a = ap.parse_args(argv)
+    if not a.results.is_file():
+        print(f"plot: {a.results}: no such file", file=sys.stderr)
+        return 2
+    out = a.out or a.results.with_name(a.results.stem + "-plots")
+    out.mkdir(parents=True, exist_ok=True)
+    p = Plotter(load(a.results), out, a.all_runs)
+    p.all()
+    print(f"plot: {len(p.written)} plot(s) written to {out}, {len(p.skipped)} skipped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

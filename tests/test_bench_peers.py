@@ -1,0 +1,303 @@
+"""The lab's peers and plots: scripts/bench-setup.sh's peers.json, bench/peers/driver.py
+against a real `ferry serve` for every installed peer, bench/plot.py on synthetic records,
+and one `ferry bench small-objects` run with a peer row.
+
+scripts/test.sh runs scripts/bench-setup.sh first. A peer that setup could not install is
+reported absent in peers.json; its tests say so and are skipped (loudly, with the reason).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+
+import pytest
+
+from helpers import ROOT, clean_env, ferry_binary, s3_client
+
+RUN = ROOT / ".ferry-run"
+PEERS_JSON = RUN / "peers.json"
+DRIVER = ROOT / "bench" / "peers" / "driver.py"
+PLOT = ROOT / "bench" / "plot.py"
+PEERS = ["boto3", "boto3-tuned", "awscrt", "obstore", "s5cmd", "rclone", "s3fs"]
+LIBRARY_PEERS = {"boto3", "boto3-tuned", "awscrt", "obstore", "s3fs"}  # per-op latencies
+
+
+@pytest.fixture(scope="module")
+def peers_doc() -> dict:
+    if not PEERS_JSON.is_file():
+        pytest.fail(f"{PEERS_JSON} is missing: run scripts/bench-setup.sh (scripts/test.sh does)")
+    return json.loads(PEERS_JSON.read_text())
+
+
+def installed(peers_doc, peer) -> dict:
+    entry = peers_doc["peers"][peer]
+    if entry["status"] != "ok":
+        pytest.skip(f"peer {peer} is absent: {entry['reason']}")
+    return entry
+
+
+def drive(entry: dict, peer: str, spec: dict, timeout: float = 120) -> tuple[int, dict, str]:
+    p = subprocess.run([entry["python"], str(DRIVER), "--peer", peer], input=json.dumps(spec), capture_output=True,
+                       text=True, timeout=timeout, env=clean_env())
+    out = json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else {}
+    return p.returncode, out, p.stderr
+
+
+def endpoint(server) -> dict:
+    return {"endpoint": server.url, "region": "us-east-1", "access_key": server.access_key, "secret_key": server.secret_key}
+
+
+# --- peers.json ----------------------------------------------------------------------------
+def test_peers_json_lists_every_peer_with_version_or_reason(peers_doc):
+    assert peers_doc["schema"] == 1
+    assert set(peers_doc["peers"]) == set(PEERS), "every peer is listed, installed or not"
+    assert os.path.samefile(peers_doc["driver"], DRIVER)
+    assert peers_doc["tools"]["matplotlib"]["status"] in ("ok", "absent")
+    for name, e in peers_doc["peers"].items():
+        if e["status"] == "ok":
+            assert e["version"] and e["version"] != "unknown", name
+            assert os.path.exists(e["path"]), (name, e["path"])
+            assert os.access(e["python"], os.X_OK), (name, e["python"])
+        else:
+            assert e["status"] == "absent" and e["reason"].strip(), (name, e)
+
+
+def test_peers_json_versions_match_what_is_installed(peers_doc):
+    checked = 0
+    for name, module in [("boto3", "boto3"), ("awscrt", "awscrt"), ("obstore", "obstore"), ("s3fs", "s3fs")]:
+        e = peers_doc["peers"][name]
+        if e["status"] != "ok":
+            continue
+        v = subprocess.run([e["python"], "-c", f"import importlib.metadata as m; print(m.version({module!r}))"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+        assert v == e["version"], name
+        checked += 1
+    for name, args in [("s5cmd", ["version"]), ("rclone", ["version"])]:
+        e = peers_doc["peers"][name]
+        if e["status"] != "ok":
+            continue
+        out = subprocess.run([e["path"], *args], capture_output=True, text=True, check=True, env=clean_env()).stdout
+        assert e["version"] in out, (name, out[:200])
+        checked += 1
+    if checked == 0:
+        pytest.skip("no peer is installed: nothing to cross-check")
+
+
+def test_bench_setup_is_idempotent_and_quiet():
+    p = subprocess.run(["bash", str(ROOT / "scripts" / "bench-setup.sh")], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    # Quiet on success: at most the lines naming absent peers.
+    noisy = [ln for ln in p.stdout.splitlines() if "is absent" not in ln]
+    assert noisy == [], p.stdout
+    assert json.loads(PEERS_JSON.read_text())["schema"] == 1
+
+
+# --- the driver against ferry serve --------------------------------------------------------
+@pytest.mark.parametrize("peer", PEERS)
+def test_driver_put_get_list_delete(peer, peers_doc, mem_server, bucket):
+    entry = installed(peers_doc, peer)
+    s3 = s3_client(mem_server)
+    # Keys with a space, a star and non-ASCII: no peer may treat them as globs or mangle them.
+    keys = [f"{peer}/d/k{i:03d}" for i in range(17)] + [f"{peer}/d/with space", f"{peer}/d/star*x", f"{peer}/d/été"]
+    base = {**endpoint(mem_server), "bucket": bucket, "concurrency": 4, "timeout_s": 60}
+
+    rc, r, err = drive(entry, peer, {**base, "op": "put_many", "keys": keys, "object_size": 1000})
+    assert rc == 0, err
+    assert (r["ops"], r["bytes"], r["errors"]) == (20, 20_000, 0), r
+    assert (r["peer"], r["version"]) == (peer, entry["version"])
+    stored = {o["Key"]: o["Size"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=f"{peer}/")["Contents"]}
+    assert stored == {k: 1000 for k in keys}, "the peer really wrote every object"
+
+    rc, r, err = drive(entry, peer, {**base, "op": "get_many", "keys": keys})
+    assert rc == 0, err
+    assert (r["ops"], r["bytes"], r["errors"], r["error_samples"]) == (20, 20_000, 0, []), r
+    assert r["wall_s"] > 0 and r["cpu_s"] > 0 and r["peak_rss_bytes"] > 0
+    if peer in LIBRARY_PEERS:
+        assert len(r["latencies_s"]) == 20 and all(0 < x <= r["wall_s"] for x in r["latencies_s"])
+    else:
+        assert "latencies_s" not in r, "binaries do not expose per-object latency: absent, not invented"
+
+    rc, r, err = drive(entry, peer, {**base, "op": "list", "prefix": f"{peer}/"})
+    assert rc == 0, err
+    assert (r["ops"], r["errors"]) == (20, 0), r
+    s3.put_object(Bucket=bucket, Key=f"{peer}-other/x", Body=b"x")  # beside the prefix, not under it
+    rc, r, err = drive(entry, peer, {**base, "op": "list", "prefix": ""})
+    assert rc == 0, err
+    assert (r["ops"], r["errors"]) == (21, 0), r
+
+    rc, r, err = drive(entry, peer, {**base, "op": "delete_many", "keys": keys})
+    assert rc == 0, err
+    assert (r["ops"], r["errors"]) == (20, 0), r
+    assert s3.list_objects_v2(Bucket=bucket, Prefix=f"{peer}/").get("KeyCount") == 0
+
+
+@pytest.mark.parametrize("peer", PEERS)
+def test_driver_reports_errors_for_a_missing_bucket(peer, peers_doc, mem_server):
+    entry = installed(peers_doc, peer)
+    spec = {**endpoint(mem_server), "op": "get_many", "bucket": "no-such-bucket-here", "keys": ["a", "b", "c"],
+            "concurrency": 2, "timeout_s": 60}
+    rc, r, err = drive(entry, peer, spec)
+    assert rc == 0, err
+    assert r["ops"] == 0 and r["bytes"] == 0
+    assert r["errors"] == 3, r
+    assert r["error_samples"], "a failure comes with its message"
+
+
+@pytest.mark.parametrize("peer", PEERS)
+def test_driver_get_one_unsigned(peer, peers_doc, anon_server):
+    entry = installed(peers_doc, peer)
+    spec = {"endpoint": anon_server.url, "op": "get_one", "bucket": "synthetic", "key": "8MiB/x", "timeout_s": 60}
+    rc, r, err = drive(entry, peer, spec)
+    assert rc == 0, err
+    assert (r["ops"], r["bytes"], r["errors"]) == (1, 8 << 20, 0), r
+
+
+@pytest.mark.parametrize("peer", PEERS)
+def test_driver_stops_at_its_time_out(peer, peers_doc, ferry):
+    entry = installed(peers_doc, peer)
+    slow = ferry("--memory", "--anonymous", "--synthetic-bucket", "synthetic", "--ttfb-p50", "3s", creds=False)
+    spec = {"endpoint": slow.url, "op": "get_many", "bucket": "synthetic", "keys": ["1KiB/a", "1KiB/b", "1KiB/c"],
+            "concurrency": 1, "timeout_s": 1.0}
+    rc, r, err = drive(entry, peer, spec, timeout=60)
+    assert rc == 0, err
+    assert r["timed_out"] is True, r
+    assert r["ops"] + r["errors"] == 3 and r["errors"] >= 1, r
+    assert r["wall_s"] < 10, "the driver gave up near its time-out, not after the server answered everything"
+
+
+def test_driver_rejects_a_bad_spec(peers_doc):
+    entry = installed(peers_doc, "boto3")
+    rc, r, err = drive(entry, "boto3", {"op": "get_many", "endpoint": "http://127.0.0.1:9"})
+    assert rc == 1 and "needs bucket, keys" in r["failed"], (r, err)
+    rc, r, err = drive(entry, "boto3", {"op": "list", "endpoint": "http://127.0.0.1:9", "bucket": "b", "prefix": "half"})
+    assert rc == 1 and "must be empty or end with '/'" in r["failed"], (r, err)
+    p = subprocess.run([entry["python"], str(DRIVER), "--peer", "boto3"], input="not json", capture_output=True, text=True)
+    assert p.returncode == 2 and "not JSON" in p.stderr
+
+
+# --- plot.py on synthetic records -------------------------------------------------------------
+def _record(workload, variant, mode, figures=None, params=None, series=None, repeat=1, run_id="r1", status="ok", client=None):
+    r = {"schema": 1, "bench": workload, "workload": workload, "size": "quick", "mode": mode, "variant": variant,
+         "repeat": repeat, "repeats": 2, "run_id": run_id, "time_unix": 1000.0 + repeat, "status": status,
+         "git_sha": None, "git_dirty": None, "machine": {"nproc": 2, "kernel": "x"}, "profile": "s3", "server": None,
+         "client": client, "params": params or {}, "figures": figures or {}, "error_samples": [], "note": None}
+    if series:
+        r["series"] = series
+    return r
+
+
+def synthetic_records() -> list[dict]:
+    recs = []
+    pct = [0, 10, 25, 50, 75, 90, 99, 100]
+    for k, client in enumerate(["h1-pool", "boto3"]):
+        recs.append(_record("ttfb-throughput", client, client, series={"ttfb_s": [[p, 0.02 * (1 + k) * math.exp(p / 40)] for p in pct]}))
+        for op in ["GET", "PUT"]:
+            for size in [16 << 10, 1 << 20, 32 << 20]:
+                recs.append(_record("ttfb-throughput", client, client, params={"op": op, "object_size": size},
+                                    series={"throughput_Bps": [[p, size / (0.03 * (1 + k) + p / 1000)] for p in pct]}))
+    for k, client in enumerate(["h1-pool", "h2", "boto3"]):
+        lat = [0.001 * 2 ** i * (1 + k) for i in range(12)]
+        recs.append(_record("mixed-hol", client, client, series={"small_latency_s": [[x, (i + 1) / 12] for i, x in enumerate(lat)]}))
+    for rep in (1, 2):
+        for conc in [1, 4, 16, 64]:
+            recs.append(_record("bulk-wan", "h1-pool", "h1-pool", {"bytes_per_s": 1e8 * conc ** 0.7 + rep}, {"concurrency": conc}, repeat=rep))
+            recs.append(_record("bulk-wan", "h2", "h2", {"bytes_per_s": 2e8 * conc ** 0.5 + rep}, {"concurrency": conc}, repeat=rep))
+            recs.append(_record("bulk-wan", "iperf3", "iperf3", {"bytes_per_s": 1.2e9}, {"concurrency": conc}, repeat=rep))
+        for v, ops in [("h1-pool", 500), ("h1-pipeline", 650), ("boto3", 300)]:
+            recs.append(_record("small-objects", v, v, {"objects_per_s": ops + 10 * rep}, repeat=rep,
+                                client={"peer": "boto3"} if v == "boto3" else None))
+    # An older run and an absent peer: neither may show up.
+    recs.append(_record("small-objects", "stale", "h1-pool", {"objects_per_s": 9999}, run_id="r0"))
+    recs[-1]["time_unix"] = 1.0
+    recs.append(_record("small-objects", "rclone", "rclone", status="absent"))
+    return recs
+
+
+def run_plot(results, out, *extra):
+    py = RUN / "bench-venv" / "bin" / "python"
+    if not py.exists():
+        pytest.fail("the bench venv is missing: run scripts/bench-setup.sh")
+    return subprocess.run([str(py), str(PLOT), str(results), "--out", str(out), *extra], capture_output=True, text=True, timeout=120)
+
+
+PNGS = ["ttfb-percentiles.png", "throughput-percentiles.png", "mixed-hol-cdf.png", "bulk-wan-throughput.png", "small-objects-ops.png"]
+
+
+def test_plot_writes_every_png_from_fixtures(tmp_path, peers_doc):
+    if peers_doc["tools"]["matplotlib"]["status"] != "ok":
+        pytest.skip(f"matplotlib is absent: {peers_doc['tools']['matplotlib']['reason']}")
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in synthetic_records()))
+    p = run_plot(results, tmp_path / "plots")
+    assert p.returncode == 0, p.stdout + p.stderr
+    for name in PNGS:
+        f = tmp_path / "plots" / name
+        assert f.is_file(), (name, p.stdout)
+        assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    assert "5 plot(s) written" in p.stdout and "0 skipped" in p.stdout
+
+
+def test_plot_skips_missing_data_without_crashing(tmp_path, peers_doc):
+    if peers_doc["tools"]["matplotlib"]["status"] != "ok":
+        pytest.skip(f"matplotlib is absent: {peers_doc['tools']['matplotlib']['reason']}")
+    only_small = [r for r in synthetic_records() if r["workload"] == "small-objects"]
+    # A ttfb record without its series, a bulk-wan record without a concurrency, a bad line.
+    only_small.append(_record("ttfb-throughput", "h1-pool", "h1-pool", {"first_byte_ms": 30}))
+    only_small.append(_record("bulk-wan", "h2", "h2", {"bytes_per_s": 1e9}))
+    results = tmp_path / "partial.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in only_small) + "{truncated\n")
+    p = run_plot(results, tmp_path / "plots")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (tmp_path / "plots" / "small-objects-ops.png").is_file()
+    for name in PNGS[:4]:
+        assert not (tmp_path / "plots" / name).exists()
+        assert f"skipped {name}" in p.stdout, p.stdout
+    assert "not JSON" in p.stdout
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    p = run_plot(empty, tmp_path / "none")
+    assert p.returncode == 0 and "0 plot(s) written" in p.stdout, p.stdout + p.stderr
+
+
+# --- ferry bench with a peer row ---------------------------------------------------------------
+def _bench(tmp_path, *args, env=None):
+    out = tmp_path / "results.jsonl"
+    p = subprocess.run([str(ferry_binary()), "bench", "small-objects", "--quick", "--objects", "50", "--repeats", "1",
+                        "--no-progress", "--no-auto-ranged", "--out", str(out), *args],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT, env=env or clean_env())
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return p.stdout, [json.loads(line) for line in out.read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_ferry_bench_small_objects_with_boto3(tmp_path, peers_doc):
+    installed(peers_doc, "boto3")
+    stdout, recs = _bench(tmp_path, "--peers", "boto3")
+    peer = [r for r in recs if r["mode"] == "boto3"]
+    assert len(peer) == 1, [r["mode"] for r in recs]
+    r = peer[0]
+    assert r["status"] == "ok", r
+    assert r["variant"] == "boto3" and r["workload"] == "small-objects"
+    assert r["figures"]["objects"] == 50 and r["figures"]["errors"] == 0
+    assert r["figures"]["bytes"] == 50 * 16 * 1024
+    assert r["client"]["peer"] == "boto3" and r["client"]["concurrency"] == 32
+    # What the server counted during the peer's run.
+    assert r["figures"]["requests_GetObject"] == 50 and r["figures"]["requests_sent"] >= 50
+    assert 1 <= r["figures"]["connections_opened"] <= 50
+    assert {"h1-pool", "h1-pipeline"} <= {x["mode"] for x in recs}, "ferry's rows ran beside the peer"
+    assert "| boto3 |" in stdout
+
+
+@pytest.mark.slow
+def test_ferry_bench_reports_an_absent_peer(tmp_path):
+    fake = tmp_path / "peers.json"
+    fake.write_text(json.dumps({"schema": 1, "driver": str(DRIVER),
+                                "peers": {"rclone": {"status": "absent", "reason": "rclone not found on PATH (test)"}}}))
+    stdout, recs = _bench(tmp_path, "--peers", "rclone", env=clean_env(FERRY_PEERS_JSON=str(fake)))
+    r = [r for r in recs if r["variant"] == "rclone"]
+    assert len(r) == 1 and r[0]["status"] == "absent", recs
+    assert "rclone not found on PATH (test)" in r[0]["note"]
+    assert "absent: rclone not found on PATH (test)" in stdout, "the absent peer is named in the report, not dropped"
