@@ -22,7 +22,7 @@ fi
 SECONDS=0
 echo "== cargo test --workspace --release"
 # --release shares the build with target/release/ferry that setup.sh just made.
-cargo test --workspace --release || status=1
+cargo test --workspace --release --no-fail-fast || status=1
 if [[ -n "${FERRY_MINIO:-}" ]]; then
     echo "== conformance suite against MinIO (cargo test --workspace --test conformance -- --ignored)"
     # --workspace keeps the feature set of the run above, so nothing is rebuilt.
