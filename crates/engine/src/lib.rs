@@ -20,3 +20,7 @@ pub mod listing;
 pub mod openahead;
 pub mod ranges;
 pub mod upload;
+
+// transfer exports
+pub use download::{download_file, download_with_info, DownloadOutput, DownloadParams, ProgressFn, Verified};
+pub use upload::{list_buckets, upload_file, upload_stream, UploadOutput, UploadParams};
