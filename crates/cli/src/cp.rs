@@ -74,6 +74,17 @@ pub enum Job {
     /// `size`/`etag` from a listing when known (a small object then needs no HEAD).
     Download { obj: ObjectRef, path: PathBuf, size: Option<u64>, etag: Option<String>, mtime: Option<SystemTime> },
     Copy { src: ObjectRef, dst: ObjectRef, size: Option<u64> },
+    /// A listed object that cannot be written where its name says (reported as failed).
+    Refuse { src: ObjectRef, reason: String },
+}
+
+/// A key's path below a destination directory, refused if it could leave it (`..`
+/// segments, an absolute path): keys come from the server and are not trusted.
+pub fn local_below(dir: &std::path::Path, rel: &str, src: &ObjectRef) -> Result<PathBuf, Job> {
+    if rel.is_empty() || rel.starts_with('/') || rel.split('/').any(|c| c == ".." || c == ".") {
+        return Err(Job::Refuse { src: src.clone(), reason: format!("the key's path {rel:?} would leave the destination directory") });
+    }
+    Ok(dir.join(rel))
 }
 
 impl Job {
@@ -81,7 +92,7 @@ impl Job {
         match self {
             Job::Upload { path, .. } => path.display().to_string(),
             Job::Download { obj, .. } => obj.to_string(),
-            Job::Copy { src, .. } => src.to_string(),
+            Job::Copy { src, .. } | Job::Refuse { src, .. } => src.to_string(),
         }
     }
     pub fn dest(&self) -> String {
@@ -89,12 +100,14 @@ impl Job {
             Job::Upload { obj, .. } => obj.to_string(),
             Job::Download { path, .. } => path.display().to_string(),
             Job::Copy { dst, .. } => dst.to_string(),
+            Job::Refuse { .. } => String::new(),
         }
     }
     fn size(&self) -> Option<u64> {
         match self {
             Job::Upload { size, .. } => Some(*size),
             Job::Download { size, .. } | Job::Copy { size, .. } => *size,
+            Job::Refuse { .. } => Some(0),
         }
     }
 }
@@ -186,6 +199,7 @@ impl Runner {
                 }
                 Ok((r.info.size, r.resumed_bytes))
             }
+            Job::Refuse { reason, .. } => Err(anyhow::anyhow!("{reason}")),
             Job::Copy { src, dst, size } => {
                 self.client.copy_object(src, dst, CopyParams::default()).await?;
                 let n = size.unwrap_or(0);
@@ -243,10 +257,11 @@ pub fn jobs_for(client: &S3Client, src: &Location, dest: &Location, recursive: b
             } else if is_dir {
                 Err(usage(format!("{} is a directory: use --recursive", path.display())))
             } else {
-                let md = std::fs::metadata(path).with_context(|| format!("{}", path.display())).map_err(|e| usage(format!("{e:#}")))?;
+                // A missing file fails as its own job (reported, the other sources go on).
+                let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
                 let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                 let k = if key.is_empty() || key.ends_with('/') || many { format!("{}{name}", as_dir(key)) } else { key.clone() };
-                let job = Job::Upload { path: path.clone(), obj: ObjectRef::new(bucket.clone(), k), size: md.len() };
+                let job = Job::Upload { path: path.clone(), obj: ObjectRef::new(bucket.clone(), k), size };
                 Ok(futures_util::stream::once(async move { Ok(job) }).boxed())
             }
         }
@@ -261,12 +276,9 @@ pub fn jobs_for(client: &S3Client, src: &Location, dest: &Location, recursive: b
                         let rel = p2.relative(&o.key).to_owned();
                         let obj = ObjectRef::new(bucket.clone(), o.key.clone());
                         match &dest {
-                            Location::Local(dir) => Job::Download {
-                                obj,
-                                path: dir.join(&rel),
-                                size: Some(o.size),
-                                etag: Some(o.etag.clone()),
-                                mtime: Some(o.last_modified),
+                            Location::Local(dir) => match local_below(dir, &rel, &obj) {
+                                Ok(path) => Job::Download { obj, path, size: Some(o.size), etag: Some(o.etag.clone()), mtime: Some(o.last_modified) },
+                                Err(refused) => refused,
                             },
                             Location::S3 { bucket: db, key: dk } => {
                                 Job::Copy { src: obj, dst: ObjectRef::new(db.clone(), format!("{}{rel}", as_dir(dk))), size: Some(o.size) }
@@ -365,5 +377,15 @@ mod tests {
         assert_eq!(as_dir("a/"), "a/");
         assert_eq!(base_name("a/b/c.txt"), "c.txt");
         assert_eq!(base_name("c.txt"), "c.txt");
+    }
+
+    #[test]
+    fn keys_cannot_leave_the_destination() {
+        let o = ObjectRef::new("b", "k");
+        let d = std::path::Path::new("/dst");
+        assert_eq!(local_below(d, "a/b.txt", &o).unwrap(), PathBuf::from("/dst/a/b.txt"));
+        for bad in ["../x", "a/../../x", "/etc/passwd", "a/./b", ""] {
+            assert!(local_below(d, bad, &o).is_err(), "{bad}");
+        }
     }
 }

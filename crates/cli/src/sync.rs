@@ -320,13 +320,13 @@ pub async fn run(args: SyncArgs, g: &Global) -> Result<()> {
 fn make_job(src: &Side, dst: &Side, rel: &str, meta: &Meta) -> Job {
     match (src, dst) {
         (Side::Local(root), Side::S3 { .. }) => Job::Upload { path: root.join(rel), obj: dst.object(rel).expect("s3 side"), size: meta.size },
-        (Side::S3 { .. }, Side::Local(root)) => Job::Download {
-            obj: src.object(rel).expect("s3 side"),
-            path: root.join(rel),
-            size: Some(meta.size),
-            etag: meta.etag.clone(),
-            mtime: Some(meta.mtime),
-        },
+        (Side::S3 { .. }, Side::Local(root)) => {
+            let obj = src.object(rel).expect("s3 side");
+            match crate::cp::local_below(root, rel, &obj) {
+                Ok(path) => Job::Download { obj, path, size: Some(meta.size), etag: meta.etag.clone(), mtime: Some(meta.mtime) },
+                Err(refused) => refused,
+            }
+        }
         _ => Job::Copy { src: src.object(rel).expect("s3 side"), dst: dst.object(rel).expect("s3 side"), size: Some(meta.size) },
     }
 }
