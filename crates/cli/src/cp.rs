@@ -80,9 +80,9 @@ pub enum Job {
 
 /// A key's path below a destination directory, refused if it could leave it (`..`
 /// segments, an absolute path): keys come from the server and are not trusted.
-pub fn local_below(dir: &std::path::Path, rel: &str, src: &ObjectRef) -> Result<PathBuf, Job> {
+pub fn local_below(dir: &std::path::Path, rel: &str, src: &ObjectRef) -> Result<PathBuf, Box<Job>> {
     if rel.is_empty() || rel.starts_with('/') || rel.split('/').any(|c| c == ".." || c == ".") {
-        return Err(Job::Refuse { src: src.clone(), reason: format!("the key's path {rel:?} would leave the destination directory") });
+        return Err(Box::new(Job::Refuse { src: src.clone(), reason: format!("the key's path {rel:?} would leave the destination directory") }));
     }
     Ok(dir.join(rel))
 }
@@ -278,7 +278,7 @@ pub fn jobs_for(client: &S3Client, src: &Location, dest: &Location, recursive: b
                         match &dest {
                             Location::Local(dir) => match local_below(dir, &rel, &obj) {
                                 Ok(path) => Job::Download { obj, path, size: Some(o.size), etag: Some(o.etag.clone()), mtime: Some(o.last_modified) },
-                                Err(refused) => refused,
+                                Err(refused) => *refused,
                             },
                             Location::S3 { bucket: db, key: dk } => {
                                 Job::Copy { src: obj, dst: ObjectRef::new(db.clone(), format!("{}{rel}", as_dir(dk))), size: Some(o.size) }

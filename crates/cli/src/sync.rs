@@ -324,7 +324,7 @@ fn make_job(src: &Side, dst: &Side, rel: &str, meta: &Meta) -> Job {
             let obj = src.object(rel).expect("s3 side");
             match crate::cp::local_below(root, rel, &obj) {
                 Ok(path) => Job::Download { obj, path, size: Some(meta.size), etag: meta.etag.clone(), mtime: Some(meta.mtime) },
-                Err(refused) => refused,
+                Err(refused) => *refused,
             }
         }
         _ => Job::Copy { src: src.object(rel).expect("s3 side"), dst: dst.object(rel).expect("s3 side"), size: Some(meta.size) },

@@ -123,6 +123,13 @@ pub fn discard_partial(dest: &Path) {
     let _ = std::fs::remove_file(state);
 }
 
+/// File system work off the async worker threads: with many small downloads in flight,
+/// an fsync on a worker would stall every transfer on it, while the blocking pool lets
+/// the file system commit many at once.
+async fn blocking<T: Send + 'static>(path: &Path, f: impl FnOnce() -> std::io::Result<T> + Send + 'static) -> Result<T, Error> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| io(path, std::io::Error::other(e)))?.map_err(|e| io(path, e))
+}
+
 fn sync_dir(dir: &Path) {
     // Best effort: the rename is durable once the directory is synced.
     if let Ok(d) = std::fs::File::open(if dir.as_os_str().is_empty() { Path::new(".") } else { dir }) {
@@ -160,9 +167,14 @@ pub async fn download_with_info(
     };
     match result {
         Ok((verified, resumed_bytes, fetched_bytes)) => {
-            std::fs::rename(&tmp, dest).map_err(|e| io(dest, e))?;
-            sync_dir(dest.parent().unwrap_or(Path::new(".")));
-            let _ = std::fs::remove_file(&state_path);
+            let dest = dest.to_path_buf();
+            blocking(&dest.clone(), move || {
+                std::fs::rename(&tmp, &dest)?;
+                sync_dir(dest.parent().unwrap_or(Path::new(".")));
+                let _ = std::fs::remove_file(&state_path);
+                Ok(())
+            })
+            .await?;
             Ok(DownloadOutput { info, verified, resumed_bytes, fetched_bytes })
         }
         Err(e) => {
@@ -191,21 +203,24 @@ async fn single(client: &S3Client, object: &ObjectRef, info: &ObjectInfo, tmp: &
         }
         None => Verified::LengthAndEtag,
     };
-    let mut file = std::fs::File::create(tmp).map_err(|e| io(tmp, e))?;
+    let t = tmp.to_path_buf();
+    let file = Arc::new(blocking(tmp, move || std::fs::File::create(&t)).await?);
     let mut body = out.body;
     let mut n = 0u64;
     while let Some(chunk) = body.chunk().await {
         let chunk = chunk?;
-        file.write_all(&chunk).map_err(|e| io(tmp, e))?;
-        n += chunk.len() as u64;
+        let f = file.clone();
+        let len = chunk.len() as u64;
+        blocking(tmp, move || (&*f).write_all(&chunk)).await?;
+        n += len;
         if let Some(p) = &progress {
-            p(chunk.len() as u64);
+            p(len);
         }
     }
     if n != info.size {
         return Err(Error::Integrity { message: format!("{object}: got {n} bytes, HEAD said {}", info.size), request_id: None });
     }
-    file.sync_all().map_err(|e| io(tmp, e))?;
+    blocking(tmp, move || file.sync_all()).await?;
     Ok((verified, 0, n))
 }
 
