@@ -472,3 +472,14 @@ def test_same_tree_by_ferry_and_s5cmd_is_byte_identical(fy, bucket, tmp_path, me
         a = s3.get_object(Bucket=bucket, Key=f"ferry/{k}")["Body"].read()
         b = s3.get_object(Bucket=bucket, Key=f"s5/{k}")["Body"].read()
         assert a == b, k
+
+
+def test_no_sign_request_reads_public_data(anon_server, tmp_path):
+    env = cli_env(anon_server, tmp_path)
+    del env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]
+    fy = Ferry(env, tmp_path)
+    out = fy("--no-sign-request", "cat", "s3://synthetic/size=100000/x").stdout
+    assert len(out) == 100_000
+    fy("cp", "--no-sign-request", "s3://synthetic/size=20000000/y", tmp_path / "y")
+    assert (tmp_path / "y").stat().st_size == 20_000_000
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".y.")]

@@ -295,8 +295,9 @@ impl Global {
         if let Some(ca) = self.ca_bundle.clone().or_else(|| env("AWS_CA_BUNDLE").map(PathBuf::from)) {
             b = b.ca_file(ca);
         }
-        // Enough connections for the objects or parts in flight (the transport caps them).
-        b = b.max_connections(self.concurrency().max(self.part_concurrency() * crate::cp::LARGE_AT_ONCE).clamp(8, 256));
+        // Enough connections for the objects in flight, or the parts of four large
+        // downloads (the transport caps them).
+        b = b.max_connections(self.concurrency().max(self.part_concurrency() * 4).clamp(8, 256));
         b.build().map_err(|e| match e {
             ferry_store::Error::Config(m) => usage(format!("endpoint {endpoint:?}: {m}")),
             e => anyhow::Error::new(e),

@@ -80,7 +80,17 @@ async fn cancelled_download_never_shows_the_final_name_and_resumes() {
     assert!(!dest.exists(), "a cancelled download left a file under the final name");
     let (tmp, state) = ferry_engine::download::temp_paths(&dest);
     assert!(tmp.exists() && state.exists());
+    // Damage one finished part in the temp file: the resume must notice and fetch it again.
+    let st: serde_json::Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    let done: Vec<u64> = st["done"].as_object().unwrap().keys().map(|k| k.parse().unwrap()).collect();
+    assert!(done.len() >= 2, "{st}");
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&tmp).unwrap();
+        f.write_all_at(&[0xAA; 4096], done[0] * 1024 * 1024 + 100).unwrap();
+    }
     let dl = download_file(&c, &obj, &dest, &params, None).await.unwrap();
+    assert_eq!(dl.resumed_bytes, (done.len() as u64 - 1) * 1024 * 1024, "every kept part but the damaged one");
     assert!(dl.resumed_bytes > 0 && dl.fetched_bytes < bytes.len() as u64, "{dl:?}");
     assert_eq!(dl.resumed_bytes + dl.fetched_bytes, bytes.len() as u64);
     assert_eq!(std::fs::read(&dest).unwrap(), bytes);
