@@ -25,8 +25,11 @@
 //! for s5cmd, which never syncs), while the read-back costs only on resume and also
 //! catches a temp file damaged between runs. The one fsync left is before the rename.
 //!
-//! Parts are written in pieces of up to [`WRITE_BATCH`] on the blocking pool
-//! (`pwrite` at the part's offset), so file I/O never stalls the async workers.
+//! Parts are written in batches of up to [`WRITE_BATCH`] on the blocking pool (`pwrite`
+//! at the part's offset, the received chunks as they are, no copy), so file I/O never
+//! stalls the async workers. After each part, `sync_file_range(SYNC_FILE_RANGE_WRITE)`
+//! starts its writeback without waiting, so the final fsync overlaps the transfer
+//! instead of following it (about 1 s for 4 GiB here, measured after s5cmd's download).
 //!
 //! 8 MiB parts: the low end of the cost-optimal request size on S3 (LAB.md section 1,
 //! AnyBlob), and the same part size uploads use.
@@ -36,7 +39,7 @@ use ferry_store::{Error, GetParams, ObjectInfo, ObjectRef, RangeSpec, S3Client};
 use futures_util::stream::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use bytes::BytesMut;
+use bytes::Bytes;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -141,6 +144,25 @@ pub fn discard_partial(dest: &Path) {
 /// the file system commit many at once.
 async fn blocking<T: Send + 'static>(path: &Path, f: impl FnOnce() -> std::io::Result<T> + Send + 'static) -> Result<T, Error> {
     tokio::task::spawn_blocking(f).await.map_err(|e| io(path, std::io::Error::other(e)))?.map_err(|e| io(path, e))
+}
+
+/// `sync_file_range(SYNC_FILE_RANGE_WRITE)`: asks the kernel to start writing a range
+/// back to disk and returns at once. Linux only; elsewhere the final fsync does it all.
+#[cfg(target_os = "linux")]
+fn start_writeback(f: &std::fs::File, offset: u64, len: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain syscall on a file descriptor we own; no memory is passed.
+    let r = unsafe { libc::sync_file_range(f.as_raw_fd(), offset as libc::off64_t, len as libc::off64_t, libc::SYNC_FILE_RANGE_WRITE) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn start_writeback(_f: &std::fs::File, _offset: u64, _len: u64) -> std::io::Result<()> {
+    Ok(())
 }
 
 fn sync_dir(dir: &Path) {
@@ -309,34 +331,50 @@ async fn ranged(
                 let mut body = out.body;
                 let mut hasher = Checksummer::new(algo);
                 let mut off = start;
-                let mut pending = BytesMut::new();
+                // Chunks as they came (no copy), written together once WRITE_BATCH is reached.
+                let mut pending: Vec<Bytes> = Vec::new();
+                let mut pending_len = 0usize;
                 let mut ended = false;
                 while !ended {
                     match body.chunk().await {
                         Some(chunk) => {
                             let chunk = chunk?;
-                            if off + (pending.len() + chunk.len()) as u64 > start + len {
+                            if off + (pending_len + chunk.len()) as u64 > start + len {
                                 return Err(Error::Integrity { message: format!("{object}: part {i} is longer than {len} bytes"), request_id: None });
                             }
                             hasher.update(&chunk);
-                            pending.extend_from_slice(&chunk);
                             if let Some(p) = &progress {
                                 p(chunk.len() as u64);
                             }
+                            pending_len += chunk.len();
+                            pending.push(chunk);
                         }
                         None => ended = true,
                     }
-                    if !pending.is_empty() && (ended || pending.len() >= WRITE_BATCH) {
+                    if pending_len > 0 && (ended || pending_len >= WRITE_BATCH) {
                         let f = file.clone();
                         let at = off;
-                        let data = pending.split().freeze();
-                        off += data.len() as u64;
-                        blocking(tmp, move || f.write_all_at(&data, at)).await?;
+                        let data = std::mem::take(&mut pending);
+                        off += pending_len as u64;
+                        pending_len = 0;
+                        blocking(tmp, move || {
+                            let mut at = at;
+                            for d in data {
+                                f.write_all_at(&d, at)?;
+                                at += d.len() as u64;
+                            }
+                            Ok(())
+                        })
+                        .await?;
                     }
                 }
                 if off != start + len {
                     return Err(Error::Integrity { message: format!("{object}: part {i} ended after {} of {len} bytes", off - start), request_id: None });
                 }
+                // Start writing the part back now, without waiting, so the fsync before
+                // the rename finds little left to do (module note).
+                let f = file.clone();
+                blocking(tmp, move || start_writeback(&f, start, len)).await?;
                 let sum = base64_encode(&hasher.finish());
                 let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
                 st.done.insert(i, sum);
