@@ -79,7 +79,9 @@ pub(crate) enum Command {
 
 /// Runs a data verb on a fresh runtime.
 fn data_verb(command: Command, g: common::Global) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // File work (writes, fsync, rename) runs on the blocking pool; 16 threads keep many
+    // fsyncs in flight without a thread (and its allocator heap) per file in flight.
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().max_blocking_threads(16).build()?;
     rt.block_on(dispatch(command, g))
 }
 
