@@ -1,8 +1,20 @@
 //! The `ferry` command line. One module per verb; this file only dispatches.
+//! Exit codes: 0 success, 1 an operation failed, 2 a usage error (common.rs).
 
 mod bench;
+mod bucket;
+mod cat;
+mod common;
+mod cp;
+mod ls;
+mod presign;
+mod rm;
+mod run;
 mod serve;
+mod stat;
+mod sync;
 mod units;
+mod wildcard;
 
 use clap::{Parser, Subcommand};
 
@@ -14,19 +26,118 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// ferry: fast, trustworthy movement of data in and out of object storage.
 #[derive(Parser)]
-#[command(name = "ferry", version, about, long_about = None)]
-struct Cli {
+#[command(name = "ferry", version, about, long_about = None, after_help = AFTER_HELP)]
+pub(crate) struct Cli {
     #[command(subcommand)]
-    command: Command,
+    pub(crate) command: Command,
+    #[command(flatten)]
+    pub(crate) global: common::Global,
 }
 
+const AFTER_HELP: &str = "Examples:
+  export AWS_ENDPOINT_URL=http://127.0.0.1:9000 AWS_ACCESS_KEY_ID=ferry AWS_SECRET_ACCESS_KEY=ferry-secret
+  ferry mb s3://bucket
+  ferry cp --recursive ./data s3://bucket/data/
+  ferry ls s3://bucket/data/
+  ferry sync --delete s3://bucket/data/ ./copy/
+  ferry cat s3://bucket/data/readme.txt
+  ferry rm 's3://bucket/data/**.tmp'
+
+Settings are found as the AWS CLI finds them: --endpoint-url / AWS_ENDPOINT_URL,
+--region / AWS_REGION, --profile / AWS_PROFILE, ~/.aws/credentials and ~/.aws/config.
+Exit codes: 0 success, 1 an operation failed (each failure is named on stderr), 2 usage.";
+
 #[derive(Subcommand)]
-enum Command {
+pub(crate) enum Command {
     /// Run an S3-compatible server (memory, disk or synthetic data) that can behave like
     /// S3, GCS or Azure.
     Serve(Box<serve::ServeArgs>),
     /// Run the lab's workloads against `ferry serve` subprocesses and report side by side.
     Bench(bench::BenchArgs),
+    /// List buckets, a prefix (one level, or --recursive), or the keys a wildcard names.
+    Ls(ls::LsArgs),
+    /// Copy objects and files: local <-> S3, S3 -> S3, stdin/stdout with '-'.
+    Cp(cp::CpArgs),
+    /// Make a destination like a source: copy what differs (size and mtime, or
+    /// --checksum), optionally --delete what the source lacks.
+    Sync(sync::SyncArgs),
+    /// Remove objects: one key, a wildcard, or --recursive under a prefix.
+    Rm(rm::RmArgs),
+    /// Write an object to stdout.
+    Cat(cat::CatArgs),
+    /// Show an object's size, ETag, dates, checksums and metadata.
+    Stat(stat::StatArgs),
+    /// Make a bucket.
+    Mb(bucket::MbArgs),
+    /// Remove an (empty) bucket.
+    Rb(bucket::RbArgs),
+    /// Print a presigned GET URL for an object.
+    Presign(presign::PresignArgs),
+    /// Run ferry commands from a file or stdin, one per line, in parallel.
+    Run(run::RunArgs),
+}
+
+/// Runs a data verb on a fresh runtime.
+fn data_verb(command: Command, g: common::Global) -> anyhow::Result<()> {
+    // File work (writes, fsync, rename) runs on the blocking pool; 16 threads keep many
+    // fsyncs in flight without a thread (and its allocator heap) per file in flight.
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().max_blocking_threads(16).build()?;
+    rt.block_on(dispatch(command, g))
+}
+
+pub(crate) async fn dispatch(command: Command, g: common::Global) -> anyhow::Result<()> {
+    match command {
+        Command::Ls(a) => {
+            let g = g.merged(&a.g);
+            ls::run(a, &g).await
+        }
+        Command::Cp(a) => {
+            let g = g.merged(&a.g);
+            cp::run(a, &g).await
+        }
+        Command::Sync(a) => {
+            let g = g.merged(&a.g);
+            sync::run(a, &g).await
+        }
+        Command::Rm(a) => {
+            let g = g.merged(&a.g);
+            rm::run(a, &g).await
+        }
+        Command::Cat(a) => {
+            let g = g.merged(&a.g);
+            cat::run(a, &g).await
+        }
+        Command::Stat(a) => {
+            let g = g.merged(&a.g);
+            stat::run(a, &g).await
+        }
+        Command::Mb(a) => {
+            let g = g.merged(&a.g);
+            bucket::mb(a, &g).await
+        }
+        Command::Rb(a) => {
+            let g = g.merged(&a.g);
+            bucket::rb(a, &g).await
+        }
+        Command::Presign(a) => {
+            let g = g.merged(&a.g);
+            presign::run(a, &g).await
+        }
+        Command::Run(a) => {
+            let g = g.merged(&a.g);
+            run::run(a, &g).await
+        }
+        Command::Serve(_) | Command::Bench(_) => anyhow::bail!("serve and bench are not data verbs"),
+    }
+}
+
+/// The exit code for an error: 2 for usage errors, 1 for the rest.
+fn exit_code(e: &anyhow::Error) -> u8 {
+    if e.downcast_ref::<common::UsageError>().is_some() {
+        2
+    } else {
+        1
+    }
 }
 
 fn main() -> std::process::ExitCode {
@@ -38,12 +149,19 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve::run(*args),
         Command::Bench(args) => bench::run(args),
+        other => data_verb(other, cli.global),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("ferry: error: {e:#}");
+        // Each failed operation was already reported where it happened.
+        Err(e) if e.downcast_ref::<common::PartialFailure>().is_some() => {
+            eprintln!("ferry: {e}");
             std::process::ExitCode::from(1)
+        }
+        Err(e) => {
+            let code = exit_code(&e);
+            eprintln!("ferry: error: {e:#}");
+            std::process::ExitCode::from(code)
         }
     }
 }

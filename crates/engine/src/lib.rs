@@ -13,6 +13,8 @@
 //! - [`delete`]: batch delete through DeleteObjects, in parallel, per-key retries.
 //! - [`download`]: ranged parallel GET into a file, atomic and resumable.
 //! - [`upload`]: a file or stream to an object in parallel parts, resumable.
+//! - [`controller`]: AIMD concurrency per endpoint: grows while goodput grows and latency
+//!   holds, halves on SlowDown/503, hard cap (not yet wired into the transports).
 
 pub mod delete;
 pub mod download;
@@ -28,3 +30,6 @@ pub use delete::{delete_many, DeleteFailure, DeleteOptions, DeleteReport};
 pub use listing::{list_flat_pruned, list_parallel, list_per_directory, ListOptions, ListStats, Listing};
 pub use openahead::{OpenAhead, OpenAheadOptions, OpenAheadStats, OpenedObject};
 pub use ranges::{get_ranges, CoalescePolicy, GapEstimator, RangesOptions, RangesOutput, RangesStats, Span};
+// transfer exports
+pub use download::{download_file, download_with_info, DownloadOutput, DownloadParams, ProgressFn, Verified};
+pub use upload::{upload_file, upload_stream, UploadOutput, UploadParams};

@@ -1,0 +1,46 @@
+//! `ferry cat`: an object's bytes to stdout, streamed (the body is verified as it
+//! passes; a mismatch at the end is an error and exit code 1).
+
+use crate::common::{parse_s3, usage, Global};
+use anyhow::{Context, Result};
+use clap::Args;
+use ferry_store::{GetParams, ObjectRef};
+use std::io::Write;
+
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "Examples:\n  ferry cat s3://bucket/notes.txt\n  ferry cat s3://bucket/data.csv.gz | gunzip | head")]
+pub struct CatArgs {
+    #[command(flatten)]
+    pub g: crate::common::Global,
+    /// s3://bucket/key
+    pub url: String,
+}
+
+pub async fn run(args: CatArgs, g: &Global) -> Result<()> {
+    let (bucket, key) = parse_s3(&args.url)?;
+    if key.is_empty() || crate::wildcard::has_wildcard(&key) {
+        return Err(usage(format!("cat takes one object, not {:?}", args.url)));
+    }
+    let client = g.client()?;
+    to_stdout(&client, &ObjectRef::new(bucket, key)).await
+}
+
+/// Streams one object to stdout (shared with `cp s3://... -`).
+pub async fn to_stdout(client: &ferry_store::S3Client, obj: &ObjectRef) -> Result<()> {
+    let out = client.get_object(obj, GetParams::default()).await.with_context(|| obj.to_string())?;
+    let mut body = out.body;
+    let mut stdout = std::io::stdout().lock();
+    while let Some(chunk) = body.chunk().await {
+        let chunk = chunk.with_context(|| obj.to_string())?;
+        match stdout.write_all(&chunk) {
+            Ok(()) => {}
+            // The reader went away (`| head`): not an error of ours.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(anyhow::Error::new(e).context("writing to stdout")),
+        }
+    }
+    match stdout.flush() {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}

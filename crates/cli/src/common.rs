@@ -1,0 +1,443 @@
+//! What every data verb shares: global options, locations (`s3://bucket/key`, local
+//! paths, `-`), building the S3 client the way the AWS CLI finds its settings, output
+//! (human lines or `--json` lines), the progress display, and exit codes.
+//!
+//! Settings, first found wins (as the AWS CLI):
+//!
+//! ```text
+//! endpoint    --endpoint-url ─ AWS_ENDPOINT_URL_S3 ─ AWS_ENDPOINT_URL ─ profile endpoint_url ─ https://s3.REGION.amazonaws.com
+//! region      --region ─ AWS_REGION ─ AWS_DEFAULT_REGION ─ profile region ─ us-east-1
+//! profile     --profile ─ AWS_PROFILE ─ default
+//! credentials --no-sign-request (none) ─ --profile (that profile's keys only)
+//!             ─ AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY ─ the profile in ~/.aws/credentials, ~/.aws/config
+//! ```
+//!
+//! Exit codes: 0 success; 1 an operation failed (some objects may have been done: each
+//! failure is reported with its object and cause); 2 a usage error (bad flags, bad URL,
+//! no credentials), detected before anything is sent.
+
+use anyhow::Result;
+use clap::Args;
+use ferry_store::{CredentialsSource, Mode, S3Client};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Options every data verb takes, before the verb (`ferry --json ls`) or after it
+/// (`ferry ls --json`); after wins. Not clap-global: `serve --profile` means something else.
+#[derive(Args, Clone, Debug, Default)]
+pub struct Global {
+    /// The S3 endpoint, e.g. http://127.0.0.1:9000 (else AWS_ENDPOINT_URL, the profile's
+    /// endpoint_url, or AWS S3 in the region).
+    #[arg(long, value_name = "URL")]
+    pub endpoint_url: Option<String>,
+    /// The region requests are signed for (else AWS_REGION, the profile's, us-east-1).
+    #[arg(long)]
+    pub region: Option<String>,
+    /// A profile of ~/.aws/credentials and ~/.aws/config (else AWS_PROFILE, "default").
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Send unsigned requests (public buckets); no credentials are looked up.
+    #[arg(long)]
+    pub no_sign_request: bool,
+    /// A PEM file of CA certificates to trust as well (else AWS_CA_BUNDLE).
+    #[arg(long, value_name = "PEM")]
+    pub ca_bundle: Option<PathBuf>,
+    /// HTTP transport: auto, h1-pool, h1-pipeline or h2.
+    #[arg(long, value_parser = parse_mode)]
+    pub transport: Option<ModeArg>,
+    /// One JSON object per line on stdout, for scripts (no progress display).
+    #[arg(long)]
+    pub json: bool,
+    /// No progress display, even on a terminal.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// Objects transferred at once.
+    #[arg(long, short = 'c', value_name = "N")]
+    pub concurrency: Option<usize>,
+    /// Parts of one large object transferred at once.
+    #[arg(long, value_name = "N")]
+    pub part_concurrency: Option<usize>,
+    /// Part size for multipart uploads and ranged downloads (bytes, or 8MiB, 16MB ...).
+    #[arg(long, value_parser = crate::units::parse_bytes)]
+    pub part_size: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct ModeArg(pub Mode);
+
+impl Default for ModeArg {
+    fn default() -> Self {
+        ModeArg(Mode::Auto)
+    }
+}
+
+fn parse_mode(s: &str) -> Result<ModeArg, String> {
+    Mode::parse(s).map(ModeArg).ok_or_else(|| format!("unknown transport {s:?} (auto, h1-pool, h1-pipeline, h2)"))
+}
+
+/// A usage error: exit code 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+pub fn usage(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(UsageError(msg.into()))
+}
+
+/// Some operations of a verb failed (each was reported): exit code 1.
+#[derive(Debug)]
+pub struct PartialFailure {
+    pub failed: u64,
+    pub total: u64,
+}
+
+impl std::fmt::Display for PartialFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} of {} operations failed", self.failed, self.total)
+    }
+}
+
+impl std::error::Error for PartialFailure {}
+
+/// Where data is: an object (or a key pattern), a local path, or stdin/stdout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    S3 { bucket: String, key: String },
+    Local(PathBuf),
+    Stdio,
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::S3 { bucket, key } => write!(f, "s3://{bucket}/{key}"),
+            Location::Local(p) => write!(f, "{}", p.display()),
+            Location::Stdio => f.write_str("-"),
+        }
+    }
+}
+
+/// Parses `s3://bucket[/key]`, `-`, or a local path. Other URL schemes are refused.
+pub fn parse_location(s: &str) -> Result<Location, UsageError> {
+    if s == "-" {
+        return Ok(Location::Stdio);
+    }
+    if s.is_empty() {
+        return Err(UsageError("an empty path or URL".into()));
+    }
+    let lower = s.to_ascii_lowercase();
+    if let Some(rest) = lower.strip_prefix("s3://").map(|_| &s[5..]) {
+        let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(UsageError(format!("{s:?} names no bucket: expected s3://bucket/key")));
+        }
+        if bucket.len() > 255 || !bucket.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_')) {
+            return Err(UsageError(format!("{bucket:?} is not a valid bucket name (letters, digits, '.', '-', '_')")));
+        }
+        if bucket.contains(['*', '?']) {
+            return Err(UsageError(format!("{s:?}: wildcards are not allowed in bucket names")));
+        }
+        return Ok(Location::S3 { bucket: bucket.to_owned(), key: key.to_owned() });
+    }
+    if let Some((scheme, _)) = s.split_once("://") {
+        if !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+') {
+            return Err(UsageError(format!("{s:?}: unsupported URL scheme {scheme:?} (use s3://bucket/key or a local path)")));
+        }
+    }
+    Ok(Location::Local(PathBuf::from(s)))
+}
+
+/// `s3://bucket/key` only.
+pub fn parse_s3(s: &str) -> Result<(String, String), UsageError> {
+    match parse_location(s)? {
+        Location::S3 { bucket, key } => Ok((bucket, key)),
+        _ => Err(UsageError(format!("{s:?} is not an s3://bucket/key URL"))),
+    }
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// One key of the profile's section in the config file (`[default]`, `[profile NAME]`).
+fn config_value(profile: &str, key: &str) -> Option<String> {
+    let path = env("AWS_CONFIG_FILE").map(PathBuf::from).or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".aws/config")))?;
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut inside = false;
+    for line in text.lines() {
+        let indented = line.starts_with([' ', '\t']);
+        let line = line.trim();
+        if let Some(h) = line.strip_prefix('[') {
+            let name = h.trim_end_matches(']').trim();
+            let name = name.strip_prefix("profile ").map(str::trim).unwrap_or(name);
+            inside = name == profile;
+            continue;
+        }
+        if inside && !indented {
+            if let Some((k, v)) = line.split_once('=') {
+                if k.trim().eq_ignore_ascii_case(key) {
+                    return Some(v.trim().to_owned());
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Objects in flight by default: enough to hide per-request latency for small objects
+/// (LAB.md: ~30 ms first byte on S3), within the transport's connection cap.
+const DEFAULT_CONCURRENCY: usize = 64;
+/// Parts of one object in flight, as ferry-store's multipart default.
+const DEFAULT_PART_CONCURRENCY: usize = 8;
+/// 8 MiB: the low end of S3's cost-optimal request size (LAB.md section 1, AnyBlob).
+const DEFAULT_PART_SIZE: u64 = 8 * 1024 * 1024;
+
+impl Global {
+    /// `self` (before the verb) overridden by `over` (after it).
+    pub fn merged(&self, over: &Global) -> Global {
+        Global {
+            endpoint_url: over.endpoint_url.clone().or_else(|| self.endpoint_url.clone()),
+            region: over.region.clone().or_else(|| self.region.clone()),
+            profile: over.profile.clone().or_else(|| self.profile.clone()),
+            no_sign_request: over.no_sign_request || self.no_sign_request,
+            ca_bundle: over.ca_bundle.clone().or_else(|| self.ca_bundle.clone()),
+            transport: over.transport.or(self.transport),
+            json: over.json || self.json,
+            quiet: over.quiet || self.quiet,
+            concurrency: over.concurrency.or(self.concurrency),
+            part_concurrency: over.part_concurrency.or(self.part_concurrency),
+            part_size: over.part_size.or(self.part_size),
+        }
+    }
+
+    pub fn concurrency(&self) -> usize {
+        self.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1)
+    }
+
+    pub fn part_concurrency(&self) -> usize {
+        self.part_concurrency.unwrap_or(DEFAULT_PART_CONCURRENCY).max(1)
+    }
+
+    pub fn part_size(&self) -> u64 {
+        self.part_size.unwrap_or(DEFAULT_PART_SIZE).max(1024 * 1024)
+    }
+
+    fn profile_name(&self) -> String {
+        self.profile.clone().or_else(|| env("AWS_PROFILE")).unwrap_or_else(|| "default".into())
+    }
+
+    pub fn region_name(&self) -> String {
+        self.region
+            .clone()
+            .or_else(|| env("AWS_REGION"))
+            .or_else(|| env("AWS_DEFAULT_REGION"))
+            .or_else(|| config_value(&self.profile_name(), "region"))
+            .unwrap_or_else(|| "us-east-1".into())
+    }
+
+    pub fn endpoint(&self) -> String {
+        self.endpoint_url
+            .clone()
+            .or_else(|| env("AWS_ENDPOINT_URL_S3"))
+            .or_else(|| env("AWS_ENDPOINT_URL"))
+            .or_else(|| config_value(&self.profile_name(), "endpoint_url"))
+            .unwrap_or_else(|| format!("https://s3.{}.amazonaws.com", self.region_name()))
+    }
+
+    /// The client for these settings: built once per process and shared (so the lines
+    /// of `ferry run` share connections). Missing credentials (without
+    /// --no-sign-request) is a usage error, as in the AWS CLI.
+    pub fn client(&self) -> Result<S3Client> {
+        static CLIENTS: Mutex<Vec<(String, S3Client)>> = Mutex::new(Vec::new());
+        let key = format!(
+            "{:?}|{:?}|{:?}|{}|{:?}|{:?}|{}|{}",
+            self.endpoint_url, self.region, self.profile, self.no_sign_request, self.ca_bundle, self.transport, self.concurrency(), self.part_concurrency()
+        );
+        let mut cache = CLIENTS.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, c)) = cache.iter().find(|(k, _)| *k == key) {
+            return Ok(c.clone());
+        }
+        let c = self.build_client()?;
+        cache.push((key, c.clone()));
+        Ok(c)
+    }
+
+    fn build_client(&self) -> Result<S3Client> {
+        let source = if self.no_sign_request {
+            CredentialsSource::Anonymous
+        } else if let Some(p) = &self.profile {
+            CredentialsSource::Profile(Some(p.clone()))
+        } else {
+            CredentialsSource::Default
+        };
+        match source.resolve() {
+            Ok(None) if !self.no_sign_request => {
+                return Err(usage(
+                    "no credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile in ~/.aws/credentials \
+                     (--profile / AWS_PROFILE); for public buckets pass --no-sign-request",
+                ))
+            }
+            Err(e) => return Err(usage(format!("credentials: {e}"))),
+            _ => {}
+        }
+        let endpoint = self.endpoint();
+        let mut b = S3Client::builder(endpoint.clone()).region(self.region_name()).credentials(source).mode(self.transport.unwrap_or_default().0);
+        if let Some(ca) = self.ca_bundle.clone().or_else(|| env("AWS_CA_BUNDLE").map(PathBuf::from)) {
+            b = b.ca_file(ca);
+        }
+        // Enough connections for the objects in flight, or the parts of four large
+        // downloads (the transport caps them).
+        b = b.max_connections(self.concurrency().max(self.part_concurrency() * 4).clamp(8, 256));
+        b.build().map_err(|e| match e {
+            ferry_store::Error::Config(m) => usage(format!("endpoint {endpoint:?}: {m}")),
+            e => anyhow::Error::new(e),
+        })
+    }
+
+    pub fn download_params(&self) -> ferry_engine::DownloadParams {
+        ferry_engine::DownloadParams { part_size: self.part_size(), concurrency: self.part_concurrency(), resume: true }
+    }
+
+    pub fn upload_params(&self) -> ferry_engine::UploadParams {
+        ferry_engine::UploadParams { part_size: self.part_size(), concurrency: self.part_concurrency(), ..Default::default() }
+    }
+}
+
+/// Where results go: human lines or JSON lines on stdout, errors on stderr (and as JSON
+/// lines with `--json`), and the progress display on a terminal.
+#[derive(Clone)]
+pub struct Output {
+    pub json: bool,
+    lock: Arc<Mutex<()>>,
+    pub progress: Progress,
+    failed: Arc<AtomicU64>,
+    total: Arc<AtomicU64>,
+}
+
+impl Output {
+    pub fn new(g: &Global) -> Output {
+        let show = !g.json && !g.quiet && std::io::stderr().is_terminal();
+        Output { json: g.json, lock: Arc::default(), progress: Progress::new(show), failed: Arc::default(), total: Arc::default() }
+    }
+
+    /// A result line: `text` for people, `value` with `--json`.
+    pub fn emit(&self, text: impl FnOnce() -> String, value: impl FnOnce() -> serde_json::Value) {
+        let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let line = if self.json { value().to_string() } else { text() };
+        self.progress.bar.suspend(|| {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+        });
+    }
+
+    /// One operation done (counts toward the summary).
+    pub fn ok(&self) {
+        self.total.fetch_add(1, Ordering::Relaxed);
+        self.progress.object_done();
+    }
+
+    /// One operation failed: said on stderr (and as a JSON line), counted for exit code 1.
+    pub fn fail(&self, op: &str, what: &str, err: &dyn std::fmt::Display) {
+        self.total.fetch_add(1, Ordering::Relaxed);
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.progress.bar.suspend(|| {
+            eprintln!("ferry: error: {op} {what}: {err}");
+            if self.json {
+                let v = serde_json::json!({"op": op, "object": what, "error": err.to_string()});
+                let _ = writeln!(std::io::stdout().lock(), "{v}");
+            }
+        });
+    }
+
+    /// Ends the display; `Err(PartialFailure)` if anything failed.
+    pub fn finish(&self) -> Result<()> {
+        self.progress.bar.finish_and_clear();
+        let failed = self.failed.load(Ordering::Relaxed);
+        if failed > 0 {
+            return Err(anyhow::Error::new(PartialFailure { failed, total: self.total.load(Ordering::Relaxed) }));
+        }
+        Ok(())
+    }
+}
+
+/// The progress display: bytes, rate, ETA and objects, on stderr, drawn only on a
+/// terminal (hidden otherwise: indicatif's hidden target costs nothing).
+#[derive(Clone)]
+pub struct Progress {
+    pub bar: ProgressBar,
+    objects: Arc<AtomicU64>,
+}
+
+impl Progress {
+    fn new(show: bool) -> Progress {
+        let bar = if show { ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr()) } else { ProgressBar::hidden() };
+        if let Ok(style) = ProgressStyle::with_template("{bytes:>10}/{total_bytes:<10} {binary_bytes_per_sec:>12}  eta {eta:<4} {msg}") {
+            bar.set_style(style);
+        }
+        Progress { bar, objects: Arc::default() }
+    }
+
+    /// More work found (listings stream, so the total grows as they go).
+    pub fn add_total(&self, bytes: u64) {
+        self.bar.inc_length(bytes);
+    }
+
+    pub fn bytes_fn(&self) -> ferry_engine::ProgressFn {
+        let bar = self.bar.clone();
+        Arc::new(move |n| bar.inc(n))
+    }
+
+    fn object_done(&self) {
+        let n = self.objects.fetch_add(1, Ordering::Relaxed) + 1;
+        if !self.bar.is_hidden() {
+            self.bar.set_message(format!("{n} objects"));
+        }
+    }
+}
+
+/// RFC 3339 for JSON and listings.
+pub fn rfc3339(t: std::time::SystemTime) -> String {
+    let t = time::OffsetDateTime::from(t);
+    t.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
+}
+
+/// `2024-01-02 03:04:05` (UTC) for listings, as s5cmd prints.
+pub fn short_time(t: std::time::SystemTime) -> String {
+    let t = time::OffsetDateTime::from(t);
+    let f = time::macros::format_description!("[year]/[month]/[day] [hour]:[minute]:[second]");
+    t.format(&f).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations() {
+        assert_eq!(parse_location("s3://b/k/x").unwrap(), Location::S3 { bucket: "b".into(), key: "k/x".into() });
+        assert_eq!(parse_location("S3://b").unwrap(), Location::S3 { bucket: "b".into(), key: "".into() });
+        assert_eq!(parse_location("s3://b/").unwrap(), Location::S3 { bucket: "b".into(), key: "".into() });
+        assert_eq!(parse_location("s3://b/a b/*.txt").unwrap(), Location::S3 { bucket: "b".into(), key: "a b/*.txt".into() });
+        assert_eq!(parse_location("-").unwrap(), Location::Stdio);
+        assert_eq!(parse_location("dir/file").unwrap(), Location::Local("dir/file".into()));
+        assert_eq!(parse_location("./s3:/x").unwrap(), Location::Local("./s3:/x".into()));
+        assert!(parse_location("s3://").is_err());
+        assert!(parse_location("s3:///key").is_err());
+        assert!(parse_location("s3://bad bucket/k").is_err());
+        assert!(parse_location("s3://b*/k").is_err());
+        assert!(parse_location("gs://b/k").unwrap_err().0.contains("unsupported URL scheme"));
+        assert!(parse_location("").is_err());
+        assert!(parse_s3("local").is_err());
+    }
+}

@@ -1,0 +1,394 @@
+//! `ferry cp`: local -> S3, S3 -> local, S3 -> S3 (server-side CopyObject), stdin -> S3
+//! and S3 -> stdout; one object, a directory tree (`--recursive`) or a wildcard.
+//!
+//! ```text
+//! sources ─► jobs, streamed (listing pages / directory walk) ─► up to --concurrency jobs
+//!   upload   ferry_engine::upload_file   (one PUT, or parallel parts; resumes an upload)
+//!   download ferry_engine::download_*    (ranged parallel GETs into .NAME.ferry-part,
+//!                                         verified, renamed; resumes from its state)
+//!   copy     CopyObject                  (server side, up to 5 GiB)
+//! each job ─► one result line (or JSON line); a failure names its object and cause,
+//!             the others go on; any failure makes the exit code 1
+//! ```
+//!
+//! Memory: jobs are made as the listing streams, and large uploads (above one part)
+//! take a slot of [`LARGE_UPLOADS_AT_ONCE`], so at most `2 * part_concurrency` parts
+//! are buffered (128 MiB with the defaults) however many files there are: a part is
+//! read into memory to be checksummed and sent (ferry-store's UploadPart takes bytes).
+//! Downloads buffer no more than a write batch per part in flight, so they need no slot.
+//!
+//! Names follow the AWS CLI: a destination ending in `/` (or an existing directory)
+//! receives the source's base name; `--recursive` copies what is under the source
+//! directory or prefix (not the directory itself); a wildcard's matches keep their path
+//! below the pattern's directory. Downloaded files get the object's Last-Modified as
+//! their mtime, so `sync` can compare them later.
+
+use crate::common::{parse_location, usage, Global, Location, Output};
+use crate::wildcard::{has_wildcard, list_matching, local_matching, Pattern};
+use anyhow::{Context, Result};
+use bytes::{Bytes, BytesMut};
+use clap::Args;
+use ferry_store::{CopyParams, ObjectInfo, ObjectRef, S3Client};
+use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::SystemTime;
+use tokio::sync::Semaphore;
+
+/// Large uploads (more than one part) at once: bounds the parts buffered (module note).
+/// Two files of 8 parts keep 16 parts (128 MiB) in flight; with four, a 4 x 1 GiB
+/// upload to `ferry serve` peaked at 303 MiB RSS (s5cmd: 27 MiB) at the same speed.
+pub const LARGE_UPLOADS_AT_ONCE: usize = 2;
+
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "Examples:
+  ferry cp file.bin s3://bucket/dir/            # -> s3://bucket/dir/file.bin
+  ferry cp s3://bucket/dir/file.bin .           # -> ./file.bin (atomic; resumes if re-run)
+  ferry cp --recursive ./photos s3://bucket/photos/
+  ferry cp 's3://bucket/logs/**.gz' ./logs/     # '*' within a segment, '**' across
+  ferry cp s3://bucket/a s3://bucket/b          # server-side copy
+  tar c dir | ferry cp - s3://bucket/dir.tar    # stdin, multipart as it streams
+  ferry cp s3://bucket/dir.tar - | tar x        # to stdout
+
+An interrupted cp of a large file, run again, continues: downloads keep the finished
+ranges in .NAME.ferry-part/.ferry-state beside the target; uploads reuse the parts of the
+multipart upload left in progress (checked by CRC64NVME).")]
+pub struct CpArgs {
+    #[command(flatten)]
+    pub g: crate::common::Global,
+    /// Sources, then the destination (s3://bucket/key, a local path, or -).
+    #[arg(required = true, num_args = 2.., value_name = "SOURCE... DEST")]
+    pub paths: Vec<String>,
+    /// Copy what is under a local directory or an S3 prefix.
+    #[arg(long, short = 'r')]
+    pub recursive: bool,
+    /// Content-Type of uploaded objects.
+    #[arg(long)]
+    pub content_type: Option<String>,
+    /// Start over instead of continuing an interrupted transfer.
+    #[arg(long)]
+    pub no_resume: bool,
+}
+
+/// One transfer.
+#[derive(Clone, Debug)]
+pub enum Job {
+    Upload { path: PathBuf, obj: ObjectRef, size: u64 },
+    /// `size`/`etag` from a listing when known (a small object then needs no HEAD).
+    Download { obj: ObjectRef, path: PathBuf, size: Option<u64>, etag: Option<String>, mtime: Option<SystemTime> },
+    Copy { src: ObjectRef, dst: ObjectRef, size: Option<u64> },
+    /// A listed object that cannot be written where its name says (reported as failed).
+    Refuse { src: ObjectRef, reason: String },
+}
+
+/// A key's path below a destination directory, refused if it could leave it (`..`
+/// segments, an absolute path): keys come from the server and are not trusted.
+pub fn local_below(dir: &std::path::Path, rel: &str, src: &ObjectRef) -> Result<PathBuf, Box<Job>> {
+    if rel.is_empty() || rel.starts_with('/') || rel.split('/').any(|c| c == ".." || c == ".") {
+        return Err(Box::new(Job::Refuse { src: src.clone(), reason: format!("the key's path {rel:?} would leave the destination directory") }));
+    }
+    Ok(dir.join(rel))
+}
+
+impl Job {
+    pub fn source(&self) -> String {
+        match self {
+            Job::Upload { path, .. } => path.display().to_string(),
+            Job::Download { obj, .. } => obj.to_string(),
+            Job::Copy { src, .. } | Job::Refuse { src, .. } => src.to_string(),
+        }
+    }
+    pub fn dest(&self) -> String {
+        match self {
+            Job::Upload { obj, .. } => obj.to_string(),
+            Job::Download { path, .. } => path.display().to_string(),
+            Job::Copy { dst, .. } => dst.to_string(),
+            Job::Refuse { .. } => String::new(),
+        }
+    }
+    fn size(&self) -> Option<u64> {
+        match self {
+            Job::Upload { size, .. } => Some(*size),
+            Job::Download { size, .. } | Job::Copy { size, .. } => *size,
+            Job::Refuse { .. } => Some(0),
+        }
+    }
+}
+
+/// What runs jobs: the client, the settings, the output, the large-object slots.
+#[derive(Clone)]
+pub struct Runner {
+    pub client: S3Client,
+    pub g: Global,
+    pub out: Output,
+    large: Arc<Semaphore>,
+    pub resume: bool,
+    pub content_type: Option<String>,
+}
+
+impl Runner {
+    pub fn new(client: S3Client, g: &Global, out: Output) -> Runner {
+        Runner { client, g: g.clone(), out, large: Arc::new(Semaphore::new(LARGE_UPLOADS_AT_ONCE)), resume: true, content_type: None }
+    }
+
+    /// Runs a stream of jobs, `--concurrency` at once; failures are reported and counted.
+    pub async fn run_all(&self, jobs: BoxStream<'_, Result<Job>>) -> Result<()> {
+        let results = jobs
+            .map_ok(|job| {
+                if let Some(n) = job.size() {
+                    self.out.progress.add_total(n);
+                }
+                async move {
+                    self.run_one(&job).await;
+                    Ok::<(), anyhow::Error>(())
+                }
+            })
+            .try_buffer_unordered(self.g.concurrency());
+        futures_util::pin_mut!(results);
+        while let Some(r) = results.next().await {
+            r?;
+        }
+        Ok(())
+    }
+
+    /// One job, its result reported.
+    pub async fn run_one(&self, job: &Job) {
+        match self.execute(job).await {
+            Ok((size, resumed)) => {
+                self.out.ok();
+                self.out.emit(
+                    || format!("cp {} {}", job.source(), job.dest()),
+                    || serde_json::json!({"op": "cp", "source": job.source(), "dest": job.dest(), "size": size, "resumed_bytes": resumed}),
+                );
+            }
+            Err(e) => self.out.fail("cp", &job.source(), &format!("{e:#}")),
+        }
+    }
+
+    /// Runs a job: `(bytes, bytes reused from an earlier run)`.
+    pub async fn execute(&self, job: &Job) -> Result<(u64, u64)> {
+        let large = matches!(job, Job::Upload { size, .. } if *size > self.g.part_size());
+        let _slot = if large { Some(self.large.acquire().await?) } else { None };
+        let progress = Some(self.out.progress.bytes_fn());
+        match job {
+            Job::Upload { path, obj, .. } => {
+                let mut p = self.g.upload_params();
+                p.resume = self.resume;
+                p.put.content_type = self.content_type.clone();
+                let r = ferry_engine::upload_file(&self.client, path, obj, &p, progress).await?;
+                Ok((r.size, r.resumed_bytes))
+            }
+            Job::Download { obj, path, size, etag, mtime } => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+                }
+                let mut p = self.g.download_params();
+                p.resume = self.resume;
+                if !self.resume {
+                    ferry_engine::download::discard_partial(path);
+                }
+                let r = match (size, etag) {
+                    // Small and listed: one verified GET, no HEAD.
+                    (Some(n), Some(e)) if *n <= p.part_size => {
+                        let info = ObjectInfo { size: *n, etag: Some(e.clone()), last_modified: *mtime, ..Default::default() };
+                        ferry_engine::download_with_info(&self.client, obj, info, path, &p, progress).await?
+                    }
+                    _ => ferry_engine::download_file(&self.client, obj, path, &p, progress).await?,
+                };
+                if let Some(t) = mtime.or(r.info.last_modified) {
+                    if let Ok(f) = std::fs::File::options().write(true).open(path) {
+                        let _ = f.set_modified(t);
+                    }
+                }
+                Ok((r.info.size, r.resumed_bytes))
+            }
+            Job::Refuse { reason, .. } => Err(anyhow::anyhow!("{reason}")),
+            Job::Copy { src, dst, size } => {
+                self.client.copy_object(src, dst, CopyParams::default()).await?;
+                let n = size.unwrap_or(0);
+                self.out.progress.bar.inc(n);
+                Ok((n, 0))
+            }
+        }
+    }
+}
+
+fn base_name(key: &str) -> &str {
+    key.rsplit('/').next().unwrap_or(key)
+}
+
+/// `prefix` as a directory: "" stays "", "a" becomes "a/".
+pub fn as_dir(prefix: &str) -> String {
+    if prefix.is_empty() || prefix.ends_with('/') {
+        prefix.to_owned()
+    } else {
+        format!("{prefix}/")
+    }
+}
+
+/// A stream of stdin's bytes in chunks of up to 1 MiB.
+fn stdin_stream() -> BoxStream<'static, std::io::Result<Bytes>> {
+    use tokio::io::AsyncReadExt;
+    futures_util::stream::unfold(tokio::io::stdin(), |mut s| async move {
+        let mut buf = BytesMut::with_capacity(1 << 20);
+        match s.read_buf(&mut buf).await {
+            Ok(0) => None,
+            Ok(_) => Some((Ok(buf.freeze()), s)),
+            Err(e) => Some((Err(e), s)),
+        }
+    })
+    .boxed()
+}
+
+/// The jobs one source makes toward `dest`.
+pub fn jobs_for(client: &S3Client, src: &Location, dest: &Location, recursive: bool, many: bool) -> Result<BoxStream<'static, Result<Job>>> {
+    match (src, dest) {
+        (Location::Local(_), Location::Local(_)) => Err(usage("both source and destination are local: use cp(1)")),
+        (_, Location::Stdio) | (Location::Stdio, _) => Err(usage("'-' is a whole object: cp - s3://bucket/key, or cp s3://bucket/key -")),
+        (Location::Local(path), Location::S3 { bucket, key }) => {
+            let s = path.to_string_lossy().into_owned();
+            let is_dir = path.is_dir();
+            if has_wildcard(&s) || (is_dir && recursive) {
+                let prefix = as_dir(key);
+                let bucket = bucket.clone();
+                let files = local_matching(path, recursive)?;
+                Ok(futures_util::stream::iter(files.map(move |f| {
+                    let f = f?;
+                    Ok(Job::Upload { obj: ObjectRef::new(bucket.clone(), format!("{prefix}{}", f.rel)), path: f.path, size: f.size })
+                }))
+                .boxed())
+            } else if is_dir {
+                Err(usage(format!("{} is a directory: use --recursive", path.display())))
+            } else {
+                // A missing file fails as its own job (reported, the other sources go on).
+                let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+                let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let k = if key.is_empty() || key.ends_with('/') || many { format!("{}{name}", as_dir(key)) } else { key.clone() };
+                let job = Job::Upload { path: path.clone(), obj: ObjectRef::new(bucket.clone(), k), size };
+                Ok(futures_util::stream::once(async move { Ok(job) }).boxed())
+            }
+        }
+        (Location::S3 { bucket, key }, dest) => {
+            if has_wildcard(key) || recursive {
+                let pattern = Pattern::new(key, true)?;
+                let p2 = pattern.clone();
+                let bucket = bucket.clone();
+                let dest = dest.clone();
+                Ok(list_matching(client, &bucket, pattern, false)
+                    .map_ok(move |o| {
+                        let rel = p2.relative(&o.key).to_owned();
+                        let obj = ObjectRef::new(bucket.clone(), o.key.clone());
+                        match &dest {
+                            Location::Local(dir) => match local_below(dir, &rel, &obj) {
+                                Ok(path) => Job::Download { obj, path, size: Some(o.size), etag: Some(o.etag.clone()), mtime: Some(o.last_modified) },
+                                Err(refused) => *refused,
+                            },
+                            Location::S3 { bucket: db, key: dk } => {
+                                Job::Copy { src: obj, dst: ObjectRef::new(db.clone(), format!("{}{rel}", as_dir(dk))), size: Some(o.size) }
+                            }
+                            Location::Stdio => unreachable!("refused above"),
+                        }
+                    })
+                    .boxed())
+            } else {
+                if key.is_empty() {
+                    return Err(usage(format!("s3://{bucket} is a bucket: use --recursive, or name a key")));
+                }
+                let obj = ObjectRef::new(bucket.clone(), key.clone());
+                let job = match dest {
+                    Location::Local(p) => {
+                        let into_dir = p.is_dir() || p.to_string_lossy().ends_with('/') || many;
+                        let path = if into_dir { p.join(base_name(key)) } else { p.clone() };
+                        Job::Download { obj, path, size: None, etag: None, mtime: None }
+                    }
+                    Location::S3 { bucket: db, key: dk } => {
+                        let k = if dk.is_empty() || dk.ends_with('/') || many { format!("{}{}", as_dir(dk), base_name(key)) } else { dk.clone() };
+                        Job::Copy { src: obj, dst: ObjectRef::new(db.clone(), k), size: None }
+                    }
+                    Location::Stdio => unreachable!("refused above"),
+                };
+                Ok(futures_util::stream::once(async move { Ok(job) }).boxed())
+            }
+        }
+    }
+}
+
+pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
+    let mut locs = Vec::new();
+    for p in &args.paths {
+        locs.push(parse_location(p)?);
+    }
+    let dest = locs.pop().expect("clap requires two paths");
+    let many = locs.len() > 1;
+    if many && dest == Location::Stdio {
+        return Err(usage("several sources cannot go to '-'"));
+    }
+    let client = g.client()?;
+    // Whole objects through stdin/stdout.
+    if let [src] = &locs[..] {
+        match (src, &dest) {
+            (Location::Stdio, Location::S3 { bucket, key }) => {
+                if key.is_empty() || key.ends_with('/') || has_wildcard(key) {
+                    return Err(usage("stdin needs a full object name: cp - s3://bucket/key"));
+                }
+                let out = Output::new(g);
+                let obj = ObjectRef::new(bucket.clone(), key.clone());
+                let mut p = g.upload_params();
+                p.put.content_type = args.content_type.clone();
+                match ferry_engine::upload_stream(&client, stdin_stream(), &obj, &p, Some(out.progress.bytes_fn())).await {
+                    Ok(r) => {
+                        out.ok();
+                        out.emit(|| format!("cp - {obj}"), || serde_json::json!({"op": "cp", "source": "-", "dest": obj.to_string(), "size": r.size}));
+                    }
+                    Err(e) => out.fail("cp", "-", &e),
+                }
+                return out.finish();
+            }
+            (Location::S3 { bucket, key }, Location::Stdio) => {
+                if key.is_empty() || has_wildcard(key) {
+                    return Err(usage("stdout takes one object: cp s3://bucket/key -"));
+                }
+                return crate::cat::to_stdout(&client, &ObjectRef::new(bucket.clone(), key.clone())).await;
+            }
+            _ => {}
+        }
+    }
+    let out = Output::new(g);
+    let mut runner = Runner::new(client.clone(), g, out.clone());
+    runner.resume = !args.no_resume;
+    runner.content_type = args.content_type.clone();
+    if many {
+        if let Location::Local(d) = &dest {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+        }
+    }
+    for src in &locs {
+        let jobs = jobs_for(&client, src, &dest, args.recursive, many)?;
+        runner.run_all(jobs).await?;
+    }
+    out.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(as_dir(""), "");
+        assert_eq!(as_dir("a"), "a/");
+        assert_eq!(as_dir("a/"), "a/");
+        assert_eq!(base_name("a/b/c.txt"), "c.txt");
+        assert_eq!(base_name("c.txt"), "c.txt");
+    }
+
+    #[test]
+    fn keys_cannot_leave_the_destination() {
+        let o = ObjectRef::new("b", "k");
+        let d = std::path::Path::new("/dst");
+        assert_eq!(local_below(d, "a/b.txt", &o).unwrap(), PathBuf::from("/dst/a/b.txt"));
+        for bad in ["../x", "a/../../x", "/etc/passwd", "a/./b", ""] {
+            assert!(local_below(d, bad, &o).is_err(), "{bad}");
+        }
+    }
+}

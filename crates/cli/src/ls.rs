@@ -1,0 +1,80 @@
+//! `ferry ls`: buckets; one level of a prefix (with `/` as delimiter, folders as `DIR`);
+//! everything under it with `--recursive`; or the keys a wildcard names. Pages are
+//! printed as they arrive, so memory holds one page whatever the listing's size.
+
+use crate::common::{parse_location, short_time, usage, Global, Location, Output};
+use crate::wildcard::{has_wildcard, list_matching, Pattern};
+use anyhow::Result;
+use clap::Args;
+use ferry_store::{ListParams, ObjectEntry};
+use futures_util::stream::StreamExt;
+
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "Examples:\n  ferry ls                                   # buckets\n  ferry ls s3://bucket/logs/                 # one level: objects and DIR prefixes\n  ferry ls --recursive s3://bucket/logs/     # every key under logs/\n  ferry ls 's3://bucket/logs/*.gz'           # '*' stays within one '/' segment\n  ferry ls 's3://bucket/logs/**.gz'          # '**' crosses segments\n  ferry --json ls s3://bucket/               # one JSON object per line")]
+pub struct LsArgs {
+    #[command(flatten)]
+    pub g: crate::common::Global,
+    /// s3://bucket[/prefix-or-pattern]; none lists the buckets.
+    pub url: Option<String>,
+    /// Every key under the prefix, not one level.
+    #[arg(long, short = 'r')]
+    pub recursive: bool,
+}
+
+fn object_line(o: &ObjectEntry) -> String {
+    format!("{}  {:>12}  {}", short_time(o.last_modified), o.size, o.key)
+}
+
+fn object_json(bucket: &str, o: &ObjectEntry) -> serde_json::Value {
+    serde_json::json!({"type": "object", "bucket": bucket, "key": o.key, "size": o.size,
+        "last_modified": crate::common::rfc3339(o.last_modified), "etag": o.etag.trim_matches('"'), "storage_class": o.storage_class})
+}
+
+pub async fn run(args: LsArgs, g: &Global) -> Result<()> {
+    let target = match args.url.as_deref() {
+        None | Some("s3://") | Some("s3:") => None,
+        Some(u) => match parse_location(u)? {
+            Location::S3 { bucket, key } => Some((bucket, key)),
+            _ => return Err(usage(format!("ls takes an s3:// URL, not {u:?}"))),
+        },
+    };
+    let client = g.client()?;
+    let out = Output::new(g);
+    let Some((bucket, key)) = target else {
+        for ferry_store::BucketEntry { name, creation_date } in client.list_buckets().await? {
+            let created = Some(creation_date).filter(|t| *t != std::time::UNIX_EPOCH);
+            let when = created.map(short_time).unwrap_or_default();
+            out.emit(|| format!("{when:19}  s3://{name}"), || serde_json::json!({"type": "bucket", "name": name, "created": created.map(crate::common::rfc3339)}));
+        }
+        return out.finish();
+    };
+    if args.recursive || has_wildcard(&key) {
+        // `ls -r s3://b/some-prefix` lists by the literal prefix, as the AWS CLI does.
+        let pattern = if has_wildcard(&key) { Pattern::new(&key, false)? } else { prefix_pattern(&key) };
+        let mut s = list_matching(&client, &bucket, pattern, true);
+        while let Some(o) = s.next().await {
+            let o = o?;
+            out.emit(|| object_line(&o), || object_json(&bucket, &o));
+        }
+        return out.finish();
+    }
+    let params = ListParams { prefix: (!key.is_empty()).then(|| key.clone()), delimiter: Some("/".into()), ..Default::default() };
+    let mut pages = client.list_objects_v2(&bucket, params);
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| anyhow::Error::new(e).context(format!("listing s3://{bucket}/{key}")))?;
+        for p in &page.common_prefixes {
+            out.emit(|| format!("{:>19}  {:>12}  {p}", "", "DIR"), || serde_json::json!({"type": "prefix", "bucket": bucket, "prefix": p}));
+        }
+        for o in &page.objects {
+            out.emit(|| object_line(o), || object_json(&bucket, o));
+        }
+    }
+    out.finish()
+}
+
+/// Everything whose key starts with `key` (a plain prefix, not a directory).
+fn prefix_pattern(key: &str) -> Pattern {
+    let mut p = Pattern::new("", true).expect("an empty prefix is a valid pattern");
+    p.prefix = key.to_owned();
+    p
+}

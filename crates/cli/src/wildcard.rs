@@ -1,0 +1,242 @@
+//! Wildcards and recursion: which objects or files a source names, as a stream.
+//!
+//! `*` matches within one path segment, `**` across segments, `?` one character
+//! (globset with `literal_separator`, as in shells). s5cmd's `*` also crosses `/`; ferry
+//! keeps the shell's meaning so `dir/*.txt` does not reach into subdirectories, and `**`
+//! says so when that is wanted (`dir/**.txt`, `dir/**/*.txt`). globset only gives `**`
+//! its meaning as a whole segment, so a segment like `**.txt` is rewritten first to
+//! `{*.txt,**/*.txt}` ([`rewrite_double_star`]).
+//!
+//! An S3 pattern is listed from its literal prefix (the text before the first wildcard),
+//! without a delimiter, and each key is matched as the pages arrive: memory holds one
+//! page (1,000 keys), whatever the number of keys. The name an item gets at the
+//! destination is its key relative to the last `/` of that literal prefix (the pattern's
+//! directory), so `s3://b/logs/2024-*` copies `2024-01/...` into the target, as s5cmd
+//! and the AWS CLI do. A local tree is walked depth first, directory by directory.
+
+use anyhow::{Context, Result};
+use ferry_store::{ListParams, ObjectEntry, S3Client};
+use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
+use globset::{GlobBuilder, GlobMatcher};
+use std::path::{Path, PathBuf};
+
+pub fn has_wildcard(s: &str) -> bool {
+    s.contains(['*', '?'])
+}
+
+/// Gives `**` inside a segment (`a**b`) the meaning "`a`, anything across `/`, `b`":
+/// the segment becomes `{a*b,a*/**/*b}`, which globset understands.
+pub fn rewrite_double_star(pattern: &str) -> String {
+    pattern
+        .split('/')
+        .map(|seg| match seg.find("**") {
+            Some(i) if seg != "**" => {
+                let (l, r) = (&seg[..i], &seg[i + 2..]);
+                format!("{{{l}*{r},{l}*/**/*{r}}}")
+            }
+            _ => seg.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Which keys (or relative paths) a source names.
+#[derive(Clone, Debug)]
+pub struct Pattern {
+    /// Listing prefix: everything before the first wildcard (or the whole directory).
+    pub prefix: String,
+    /// Destination names are relative to this (a prefix of `prefix`).
+    pub base: String,
+    matcher: Option<GlobMatcher>,
+}
+
+impl Pattern {
+    /// A pattern with wildcards, or (recursive) everything under `key` taken as a
+    /// directory.
+    pub fn new(key: &str, recursive: bool) -> Result<Pattern> {
+        if has_wildcard(key) {
+            let first = key.find(['*', '?']).unwrap_or(key.len());
+            let prefix = key[..first].to_owned();
+            let base = match prefix.rfind('/') {
+                Some(i) => prefix[..=i].to_owned(),
+                None => String::new(),
+            };
+            let glob = GlobBuilder::new(&rewrite_double_star(key))
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .map_err(|e| crate::common::usage(format!("bad wildcard {key:?}: {e}")))?;
+            Ok(Pattern { prefix, base, matcher: Some(glob.compile_matcher()) })
+        } else {
+            debug_assert!(recursive);
+            let dir = if key.is_empty() || key.ends_with('/') { key.to_owned() } else { format!("{key}/") };
+            Ok(Pattern { prefix: dir.clone(), base: dir, matcher: None })
+        }
+    }
+
+    pub fn matches(&self, key: &str) -> bool {
+        key.starts_with(&self.prefix) && self.matcher.as_ref().is_none_or(|m| m.is_match(key))
+    }
+
+    /// The name under the destination.
+    pub fn relative<'a>(&self, key: &'a str) -> &'a str {
+        key.strip_prefix(self.base.as_str()).unwrap_or(key)
+    }
+}
+
+/// Objects of `bucket` that `pattern` names, streamed page by page. Keys ending in `/`
+/// (folder markers) are left out unless `markers`.
+pub fn list_matching(client: &S3Client, bucket: &str, pattern: Pattern, markers: bool) -> BoxStream<'static, Result<ObjectEntry>> {
+    let params = ListParams { prefix: (!pattern.prefix.is_empty()).then(|| pattern.prefix.clone()), ..Default::default() };
+    let b = bucket.to_owned();
+    client
+        .list_objects_v2(bucket, params)
+        .map_err(move |e| anyhow::Error::new(e).context(format!("listing s3://{b}/")))
+        .map_ok(move |page| {
+            let pattern = pattern.clone();
+            futures_util::stream::iter(
+                page.objects.into_iter().filter(move |o| pattern.matches(&o.key) && (markers || !o.key.ends_with('/'))).map(Ok),
+            )
+        })
+        .try_flatten()
+        .boxed()
+}
+
+/// A local file found by [`walk`]: its path and its name relative to the pattern's base.
+#[derive(Clone, Debug)]
+pub struct LocalFile {
+    pub path: PathBuf,
+    pub rel: String,
+    pub size: u64,
+    pub mtime: std::time::SystemTime,
+}
+
+/// Files under `root` (recursively) whose path relative to `root` `keep` accepts.
+/// Directories are read one at a time (sorted), so memory holds the pending directories.
+pub fn walk(root: &Path, keep: impl Fn(&str) -> bool + Send + 'static) -> impl Iterator<Item = Result<LocalFile>> + Send {
+    let mut stack: Vec<(PathBuf, String)> = vec![(root.to_path_buf(), String::new())];
+    let mut pending: std::collections::VecDeque<Result<LocalFile>> = Default::default();
+    std::iter::from_fn(move || loop {
+        if let Some(x) = pending.pop_front() {
+            return Some(x);
+        }
+        let (dir, rel) = stack.pop()?;
+        let rd = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd,
+            Err(e) => return Some(Err(anyhow::Error::new(e).context(format!("reading directory {}", dir.display())))),
+        };
+        let mut entries: Vec<_> = rd.filter_map(|e| e.ok()).collect();
+        entries.sort_by_key(|e| e.file_name());
+        let mut subdirs = Vec::new();
+        for e in entries {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let r = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+            let path = e.path();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                subdirs.push((path, r));
+            } else if let Ok(md) = std::fs::metadata(&path) {
+                // Symlinks to files are followed; symlinked directories are not (loops).
+                if md.is_file() && keep(&r) && !is_partial(&r) {
+                    pending.push_back(Ok(LocalFile { path, rel: r, size: md.len(), mtime: md.modified().unwrap_or(std::time::UNIX_EPOCH) }));
+                }
+            }
+        }
+        stack.extend(subdirs.into_iter().rev());
+    })
+}
+
+/// Temp and state files of ferry's own interrupted downloads are never sources.
+fn is_partial(rel: &str) -> bool {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    name.starts_with('.') && (name.ends_with(".ferry-part") || name.ends_with(".ferry-state") || name.ends_with(".ferry-state-new"))
+}
+
+/// Local files a source names: a directory (recursive), or a path with wildcards.
+pub fn local_matching(src: &Path, recursive: bool) -> Result<Box<dyn Iterator<Item = Result<LocalFile>> + Send>> {
+    let s = src.to_string_lossy().into_owned();
+    if has_wildcard(&s) {
+        let first = s.find(['*', '?']).unwrap_or(s.len());
+        let (root, pat) = match s[..first].rfind('/') {
+            Some(i) => (s[..=i].to_owned(), s[i + 1..].to_owned()),
+            None => ("./".to_owned(), s.clone()),
+        };
+        let glob = GlobBuilder::new(&rewrite_double_star(&pat))
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| crate::common::usage(format!("bad wildcard {s:?}: {e}")))?
+            .compile_matcher();
+        Ok(Box::new(walk(Path::new(&root), move |rel| glob.is_match(rel))))
+    } else {
+        let md = std::fs::metadata(src).with_context(|| format!("{}", src.display()))?;
+        if !md.is_dir() {
+            anyhow::bail!("{} is not a directory", src.display());
+        }
+        let _ = recursive;
+        Ok(Box::new(walk(src, |_| true)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn star_stays_in_its_segment_double_star_crosses() {
+        let p = Pattern::new("up/*.txt", false).unwrap();
+        assert_eq!((p.prefix.as_str(), p.base.as_str()), ("up/", "up/"));
+        assert!(p.matches("up/one.txt"));
+        assert!(!p.matches("up/nested/four.txt"));
+        assert!(!p.matches("other/one.txt"));
+        let p = Pattern::new("up/**.txt", false).unwrap();
+        assert!(p.matches("up/one.txt") && p.matches("up/nested/four.txt"));
+        assert!(!p.matches("up/three.bin"));
+        let p = Pattern::new("up/a**z", false).unwrap();
+        assert!(p.matches("up/az") && p.matches("up/a/b/z") && p.matches("up/abcz") && !p.matches("up/b/z"));
+        let p = Pattern::new("up/**/*.txt", false).unwrap();
+        assert!(p.matches("up/nested/deeper/four.txt"));
+        let p = Pattern::new("up/*", false).unwrap();
+        assert!(p.matches("up/one.txt") && !p.matches("up/a/b"));
+        let p = Pattern::new("up/**", false).unwrap();
+        assert!(p.matches("up/a/b"));
+        assert_eq!(p.relative("up/a/b"), "a/b");
+    }
+
+    #[test]
+    fn names_are_relative_to_the_pattern_directory() {
+        let p = Pattern::new("logs/2024-*/x?.gz", false).unwrap();
+        assert_eq!(p.prefix, "logs/2024-");
+        assert_eq!(p.base, "logs/");
+        assert!(p.matches("logs/2024-01/x1.gz"));
+        assert!(!p.matches("logs/2024-01/x10.gz"));
+        assert_eq!(p.relative("logs/2024-01/x1.gz"), "2024-01/x1.gz");
+        let p = Pattern::new("*.gz", false).unwrap();
+        assert_eq!((p.prefix.as_str(), p.base.as_str()), ("", ""));
+        assert!(p.matches("a.gz") && !p.matches("d/a.gz"));
+    }
+
+    #[test]
+    fn recursive_takes_the_key_as_a_directory() {
+        let p = Pattern::new("data", true).unwrap();
+        assert_eq!(p.prefix, "data/");
+        assert!(p.matches("data/a/b") && !p.matches("database"));
+        assert_eq!(p.relative("data/a/b"), "a/b");
+        let p = Pattern::new("", true).unwrap();
+        assert!(p.matches("anything/at/all"));
+    }
+
+    #[test]
+    fn walk_is_sorted_and_skips_partials() {
+        let d = tempfile::tempdir().unwrap();
+        for f in ["b.txt", "a/z.txt", "a/y.bin", ".x.ferry-part", "c/.k.ferry-state"] {
+            let p = d.path().join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, b"x").unwrap();
+        }
+        let got: Vec<String> = walk(d.path(), |_| true).map(|f| f.unwrap().rel).collect();
+        assert_eq!(got, vec!["b.txt", "a/y.bin", "a/z.txt"]);
+        let txt: Vec<String> = walk(d.path(), |r| r.ends_with(".txt")).map(|f| f.unwrap().rel).collect();
+        assert_eq!(txt, vec!["b.txt", "a/z.txt"]);
+    }
+}
