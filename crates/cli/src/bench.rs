@@ -54,9 +54,10 @@ enum Workload {
     /// range (quick = full); coalescing is not in the engine yet.
     Vectored(SuiteArgs),
     /// Every workload of the suite in turn (small-objects, mixed-hol, ttfb-throughput,
-    /// listing, open-ahead, commit, vectored), each workload's table, then one claims
-    /// table: published headline | measured | reproduced? With --quick each workload takes
-    /// under a minute on a 2-core machine and the whole suite under ~10 minutes.
+    /// listing, open-ahead, commit, vectored, bulk-wan), each workload's table, then one
+    /// claims table: published headline | measured | reproduced? With --quick each workload
+    /// takes under a minute on a 2-core machine and the whole suite under ~10 minutes.
+    /// bulk-wan crosses the emulated transatlantic link when run as root.
     All(SuiteArgs),
     /// HTTPS bulk pull across the emulated link (IN2P3): ferry h1-pool, h2 and auto vs
     /// iperf3 -P N over a concurrency sweep [default link: transatlantic as root].
