@@ -10,13 +10,16 @@
 //! - per-directory: one ListObjectsV2 per directory (prefix `dir/`, delimiter `/`), at most
 //!   `per_dir_concurrency` in flight (1 as Hive/Presto did; the full size defaults to 16,
 //!   since 17,520 serial calls at 60 ms take ~17-20 minutes);
-//! - flat: one recursive listing of the parent prefix (no delimiter, 1,000 keys per page),
-//!   merge-joined against the sorted set of directories of interest (all of them here);
-//! - key-range parallel: not implemented in the engine yet (scheduler issue 5): one record
-//!   with status "not-implemented" and no figures, so the gap shows.
+//! - flat + merge join: `ferry_engine::list_flat_pruned`, one recursive listing of the
+//!   parent prefix (no delimiter, 1,000 keys per page) merge-joined against the sorted set
+//!   of directories of interest (all of them here), on one connection;
+//! - key-range parallel: `ferry_engine::list_parallel` over the parent prefix with the
+//!   engine's defaults (16 LISTs in flight, up to 64 key ranges), on 16 connections, then
+//!   the same directory filter in the bench (the engine lists everything under a prefix).
 //!
-//! LIST calls are counted in the bench (one per page received) and cross-checked against
-//! the transport's `requests_sent`. After timing, the keys seen are checked against the
+//! LIST calls: the per-directory row counts pages received in the bench; the engine rows
+//! report their own `ListStats::requests`; both are cross-checked against the transport's
+//! `requests_sent`. After timing, the keys seen are checked against the
 //! layout: every key exactly once (`keys_missing`, `keys_duplicated`).
 //!
 //! This workload has its own small runner (it needs LIST tasks and a calls/wall table,
@@ -45,8 +48,7 @@ use tokio::task::JoinSet;
 pub const PARENT: &str = "listing/";
 pub const FILES_PER_DIR: usize = 6;
 pub const PUBLISHED: &str = "17,520 calls -> 106, 8x faster (Qubole)";
-pub const KEY_RANGE_ROW: &str = "key-range parallel";
-pub const KEY_RANGE_GAP: &str = "not yet (scheduler issue 5)";
+pub const KEY_RANGE_ROW: &str = "key-range parallel (list_parallel)";
 
 /// Parameters of `listing`.
 #[derive(Clone, Debug, PartialEq)]
@@ -93,6 +95,11 @@ impl ListingParams {
 
     pub fn flat_label(&self) -> String {
         format!("flat + merge join ({} keys/page)", self.page_size)
+    }
+
+    /// LIST calls in flight for the key-range parallel row (the engine's default).
+    pub fn key_range_concurrency(&self) -> usize {
+        ferry_engine::ListOptions::default().concurrency
     }
 }
 
@@ -182,39 +189,41 @@ pub async fn list_per_directory(client: &S3Client, bucket: &str, dirs: &[String]
     Ok(out)
 }
 
-/// One recursive listing of `parent` (no delimiter, `page_size` keys per page), merge-joined
-/// against `dirs` (sorted): a key is kept when its directory (up to its last '/') is one
-/// of them. Both sides are in byte-wise order, so one pass suffices.
+/// `ferry_engine::list_flat_pruned`: one recursive listing of `parent` (`page_size` keys
+/// per page) merge-joined against `dirs`.
 pub async fn list_flat(client: &S3Client, bucket: &str, parent: &str, dirs: &[String], page_size: u32) -> Result<ListResult> {
-    let params = ListParams { prefix: Some(parent.to_owned()), delimiter: None, max_keys: Some(page_size), ..ListParams::default() };
-    let mut pages = client.list_objects_v2(bucket, params);
+    let opts = ferry_engine::ListOptions { page_size, ..ferry_engine::ListOptions::default() };
+    let listing = ferry_engine::list_flat_pruned(client, bucket, parent, dirs.iter().cloned(), &opts);
+    Ok(engine_result(listing, None, &format!("LIST {bucket}/{parent} (flat)")).await)
+}
+
+/// `ferry_engine::list_parallel` over `parent`, then the directory filter (`dirs` sorted).
+pub async fn list_key_range(client: &S3Client, bucket: &str, parent: &str, dirs: &[String]) -> Result<ListResult> {
+    let listing = ferry_engine::list_parallel(client, bucket, parent, &ferry_engine::ListOptions::default());
+    Ok(engine_result(listing, Some(dirs), &format!("LIST {bucket}/{parent} (key ranges)")).await)
+}
+
+/// Drains an engine listing; keeps the keys whose directory is in `dirs` (all when `None`).
+async fn engine_result(mut listing: ferry_engine::Listing, dirs: Option<&[String]>, what: &str) -> ListResult {
     let mut out = ListResult::default();
-    let mut i = 0usize;
-    while let Some(p) = pages.next().await {
-        out.calls += 1;
-        let p = match p {
-            Ok(p) => p,
+    while let Some(e) = listing.next().await {
+        match e {
+            Ok(o) => {
+                if dirs.is_none_or(|d| d.binary_search_by(|x| x.as_str().cmp(ferry_engine::listing::dir_of(&o.key))).is_ok()) {
+                    out.keys.push(o.key);
+                }
+            }
             Err(e) => {
                 out.errors += 1;
-                out.samples.push(format!("LIST {bucket}/{parent}: {e:#}"));
+                out.samples.push(format!("{what}: {e:#}"));
                 break;
-            }
-        };
-        for o in p.objects {
-            out.keys_seen += 1;
-            let dir = match o.key.rfind('/') {
-                Some(j) => &o.key[..=j],
-                None => "",
-            };
-            while i < dirs.len() && dirs[i].as_str() < dir {
-                i += 1;
-            }
-            if i < dirs.len() && dirs[i] == dir {
-                out.keys.push(o.key);
             }
         }
     }
-    Ok(out)
+    let st = listing.stats();
+    out.calls = st.requests;
+    out.keys_seen = st.keys_seen;
+    out
 }
 
 /// Keys of `expected` missing from `seen`, and keys seen more than once.
@@ -236,6 +245,7 @@ pub fn check_keys(expected: &[String], seen: &[String]) -> (u64, u64) {
 enum Strategy {
     PerDirectory,
     Flat,
+    KeyRange,
 }
 
 fn client(url: &str, creds: &CredentialsSource, conns: usize) -> Result<S3Client> {
@@ -288,8 +298,8 @@ pub fn params_json(p: &ListingParams) -> Map<String, Value> {
     .unwrap_or_default()
 }
 
-/// Runs the listing workload: one s3 server, the layout PUT once, then per-directory and
-/// flat interleaved over the repeats, then the key-range gap row.
+/// Runs the listing workload: one s3 server, the layout PUT once, then per-directory,
+/// flat and key-range parallel interleaved over the repeats.
 pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> {
     // This runner builds its client runtime itself: its threads start in the link's
     // client namespace when there is a link.
@@ -336,7 +346,7 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
         Ok(())
     };
     for k in 1..=repeats {
-        for strategy in [Strategy::PerDirectory, Strategy::Flat] {
+        for strategy in [Strategy::PerDirectory, Strategy::Flat, Strategy::KeyRange] {
             let (label, conns, note) = match strategy {
                 Strategy::PerDirectory => (
                     p.per_dir_label(),
@@ -351,6 +361,7 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
                     }),
                 ),
                 Strategy::Flat => (p.flat_label(), 1, None),
+                Strategy::KeyRange => (KEY_RANGE_ROW.to_string(), p.key_range_concurrency(), None),
             };
             say(&format!("listing · {label} · repeat {k} of {repeats}"));
             let mut rec = RunRecord {
@@ -378,6 +389,7 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
                 match strategy {
                     Strategy::PerDirectory => list_per_directory(&c, &p.bucket, &dirs, p.per_dir_concurrency).await,
                     Strategy::Flat => list_flat(&c, &p.bucket, PARENT, &dirs, p.page_size).await,
+                    Strategy::KeyRange => list_key_range(&c, &p.bucket, PARENT, &dirs).await,
                 }
             };
             let r = rt.block_on(async { tokio::time::timeout(opts.run_timeout, fut).await });
@@ -422,21 +434,6 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
             write(&rec, &mut records)?;
         }
     }
-    let gap = RunRecord {
-        workload: "listing".into(),
-        size: size.name().into(),
-        mode: "h1-pool".into(),
-        variant: KEY_RANGE_ROW.into(),
-        repeat: 1,
-        repeats: 1,
-        status: "not-implemented".into(),
-        profile: Some("s3".into()),
-        server: Some(server_json.clone()),
-        params: params.clone(),
-        note: Some(KEY_RANGE_GAP.into()),
-        ..RunRecord::default()
-    };
-    write(&gap, &mut records)?;
     drop(rt);
     drop(server);
     let report = render(size, p, &records, &ctx);
@@ -488,7 +485,7 @@ pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunCon
     let _ = writeln!(s, "| strategy | LIST calls | keys seen | wall s | client CPU s | TCP conns opened | missing / dup keys | errors |");
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
     let (per_dir, flat) = (p.per_dir_label(), p.flat_label());
-    for l in [per_dir.as_str(), flat.as_str()] {
+    for l in [per_dir.as_str(), flat.as_str(), KEY_RANGE_ROW] {
         let rs: Vec<&RunRecord> = records.iter().filter(|r| r.variant == l).collect();
         let _ = writeln!(
             s,
@@ -503,7 +500,7 @@ pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunCon
             cell(&rs, "errors", 0),
         );
     }
-    let _ = writeln!(s, "| {KEY_RANGE_ROW} | {KEY_RANGE_GAP} | | | | | | |\n");
+    let _ = writeln!(s);
     let calls = Spread::of(&ratios(records, &per_dir, &flat, "list_calls"));
     let wall = Spread::of(&ratios(records, &per_dir, &flat, "wall_s"));
     let med = |f: &str, l: &str| Spread::of(&records.iter().filter(|r| r.variant == l).filter_map(|r| r.figure(f)).collect::<Vec<_>>()).map(|s| s.median);
@@ -515,6 +512,19 @@ pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunCon
         _ => "no paired clean runs".into(),
     };
     let _ = writeln!(s, "- per-directory / flat: published: {PUBLISHED} / measured: {measured}");
+    let kr = Spread::of(&ratios(records, &flat, KEY_RANGE_ROW, "wall_s"));
+    let kr_calls = med("list_calls", KEY_RANGE_ROW);
+    let _ = match (kr, kr_calls) {
+        (Some(w), Some(c)) => writeln!(
+            s,
+            "- key-range parallel (list_parallel, {} LISTs in flight): {c:.0} calls, {:.1}x faster than flat (per-repeat range {:.1}-{:.1}x)",
+            p.key_range_concurrency(),
+            w.median,
+            w.min,
+            w.max
+        ),
+        _ => writeln!(s, "- key-range parallel: no paired clean runs"),
+    };
     if p.per_dir_concurrency != 1 {
         let _ = writeln!(
             s,
@@ -524,8 +534,7 @@ pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunCon
             p.dirs as f64 * 0.072 / 60.0
         );
     }
-    let _ = writeln!(s, "- {KEY_RANGE_ROW}: {KEY_RANGE_GAP}; recorded with status not-implemented and no figures.");
-    let _ = writeln!(s, "- LIST calls are counted in the bench (pages received); requests_sent in the JSON is the transport's count. Every key is checked exactly once after timing (missing / dup).");
+    let _ = writeln!(s, "- LIST calls: pages received (per-directory, counted in the bench) or the engine's ListStats::requests; requests_sent in the JSON is the transport's count. Every key is checked exactly once after timing (missing / dup).");
     let _ = writeln!(s, "- client CPU: getrusage(RUSAGE_SELF) of the bench process around each run; the server is another process.");
     let bad: Vec<&RunRecord> = records.iter().filter(|r| r.status != "ok" && r.status != "not-implemented").collect();
     if !bad.is_empty() {
