@@ -210,13 +210,13 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
             rec.client = Some(json!({"mode": c.mode_name(), "max_connections": c.max_connections, "pipeline_depth": c.pipeline_depth}));
         }
         let result = match &v.task {
-            Task::GetAll { in_flight, ranged } => {
+            Task::GetAll { in_flight, ranged, size_hint } => {
                 let setup = w.setup.as_ref().context("GetAll needs a PUT setup")?;
                 let s = servers[v.server.unwrap()].as_ref().unwrap();
                 let client = s.client(&v.client.unwrap())?;
                 let keys = Arc::new(setup.keys.clone());
                 let ticker = progress.ticker(&rt, &what, keys.len() as u64);
-                let r = rt.block_on(get_all(&client, &setup.bucket, keys, setup.object_size as u64, *in_flight, *ranged, opts.run_timeout, ticker.clone()));
+                let r = rt.block_on(get_all(&client, &setup.bucket, keys, setup.object_size as u64, *in_flight, *ranged, *size_hint, opts.run_timeout, ticker.clone()));
                 ticker.stop();
                 r.map(|r| r.record_into(&mut rec))
             }
@@ -345,6 +345,7 @@ async fn get_all(
     object_size: u64,
     in_flight: usize,
     ranged: bool,
+    size_hint: bool,
     timeout: Duration,
     ticker: Ticker,
 ) -> Result<GetAllResult> {
@@ -364,7 +365,10 @@ async fn get_all(
             }
         };
         let (c, obj, tk) = (client.clone(), ObjectRef::new(bucket.to_owned(), key.clone()), ticker.clone());
-        let params = if ranged && object_size > 0 { GetParams::range(RangeSpec::FromTo(0, object_size - 1)) } else { GetParams::default() };
+        let mut params = if ranged && object_size > 0 { GetParams::range(RangeSpec::FromTo(0, object_size - 1)) } else { GetParams::default() };
+        if size_hint {
+            params.size_hint = Some(object_size);
+        }
         set.spawn(async move {
             let s = Instant::now();
             let r = get_drain(&c, &obj, params, None, s, &tk).await;
