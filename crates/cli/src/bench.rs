@@ -33,25 +33,28 @@ enum Workload {
     /// One large GET from the lan profile per mode, beside iperf3 on loopback; optionally
     /// a large download to check that client memory stays bounded.
     BulkGet(BulkGetArgs),
-    /// LIST a Hive-style layout (dirs x 6 files, s3 profile): one LIST per directory vs one
-    /// flat LIST + merge join (Qubole: 17,520 calls -> 106, 8x faster).
+    /// LIST a Hive-style layout (dirs x 6 files, s3 profile): one LIST per directory vs the
+    /// engine's flat LIST + merge join and key-range parallel LIST (Qubole: 17,520 calls ->
+    /// 106, 8x faster).
     Listing(ListingArgs),
-    /// 8 large + 2,000 small GETs submitted at once, s3 profile: small-GET latency loaded vs
-    /// unloaded per client (Onehouse: 15x with SDK pools). Quick: 64 MiB larges, 1,000 smalls.
+    /// Small GETs arriving at 100/s beside 100 ranged 8 MiB reads held in flight, s3
+    /// profile: small-GET latency loaded vs unloaded per client (Onehouse: 15x with SDK
+    /// pools). 2,000 smalls (quick: 150).
     MixedHol(SuiteArgs),
     /// First-byte percentiles (1,000 sequential GETs; quick 20) and per-request throughput of
     /// GET and PUT at 16 KiB-32 MiB (100 each, 2 in flight; quick 4), per profile s3, gcs,
     /// azure (PerfKitBenchmarker).
     TtfbThroughput(SuiteArgs),
     /// One consumer reads 640 KiB objects in order, s3 profile (80,000; quick 300): on-demand
-    /// opening; open-ahead is not in the engine yet (Qubole: 30%). The full size takes ~50
-    /// minutes a run at ~38 ms an object: give it --run-timeout 4000s.
+    /// opening vs the engine's OpenAhead (Qubole: 30%). The full size takes ~50 minutes a
+    /// run on demand at ~38 ms an object: give it --run-timeout 4000s.
     OpenAhead(SuiteArgs),
     /// Hudi commit + cleaner: 500 x (GET 4 MiB, modify, PUT), then DeleteObjects of 5,000
-    /// keys in batches one after another (quick: 100 files, 2,000 keys).
+    /// keys in batches one after another vs the engine's delete_many (quick: 100 files,
+    /// 2,000 keys).
     Commit(SuiteArgs),
     /// HFile metadata reads: 2,000 ranges of 4-64 KiB in one 256 MiB object, one GET per
-    /// range (quick = full); coalescing is not in the engine yet.
+    /// range vs the engine's coalescing get_ranges (quick = full).
     Vectored(SuiteArgs),
     /// Every workload of the suite in turn (small-objects, mixed-hol, ttfb-throughput,
     /// listing, open-ahead, commit, vectored), each workload's table, then one claims
