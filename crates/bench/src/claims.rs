@@ -144,7 +144,13 @@ pub fn headline(workload: &str, records: &[RunRecord]) -> Headline {
                 (Some(pd), Some(fl)) => match (paired_ratio(records, &pd, &fl, "list_calls"), paired_ratio(records, &pd, &fl, "wall_s")) {
                     (Some(_), Some(w)) => {
                         let (a, b) = (median(records, &pd, "list_calls").unwrap_or(0.0), median(records, &fl, "list_calls").unwrap_or(0.0));
-                        let kr = paired_ratio(records, &fl, crate::listing::KEY_RANGE_ROW, "wall_s").map(|k| format!("; key-range parallel {} faster than flat", x(&k))).unwrap_or_default();
+                        let mut kr = paired_ratio(records, &fl, crate::listing::KEY_RANGE_ROW, "wall_s").map(|k| format!("; key-range parallel {} faster than flat", x(&k))).unwrap_or_default();
+                        for p in crate::listing::PEERS {
+                            let l = crate::listing::peer_label(p);
+                            if let (Some(w), Some(c)) = (median(records, &l, "wall_s"), median(records, &l, "list_calls")) {
+                                kr.push_str(&format!("; {l} {c:.0} calls in {w:.2} s"));
+                            }
+                        }
                         h(published, format!("{a:.0} calls -> {b:.0}, flat {} faster{kr} (the call ratio scales with dirs: quick has fewer)", x(&w)), judge_ratio(w.median, 8.0, 8.0))
                     }
                     _ => h(published, none(), "no"),
@@ -181,16 +187,24 @@ pub fn headline(workload: &str, records: &[RunRecord]) -> Headline {
                         )
                     };
                     let verdict = if clean.median >= 1.1 { "none published: the engine's clean is faster" } else { "none published: the engine's clean is not faster" };
+                    let peers: Vec<String> = crate::commit::PEERS
+                        .iter()
+                        .filter_map(|p| {
+                            let label = format!("{} {}", p.name(), crate::commit::PEER_SUFFIX);
+                            m(&label, "wall_s").map(|w| format!("{} clean {w:.2} s ({:.0} requests)", p.name(), m(&label, "requests_sent").unwrap_or(0.0)))
+                        })
+                        .collect();
+                    let peers = if peers.is_empty() { String::new() } else { format!("; peers: {}", peers.join(", ")) };
                     h(
                         PUBLISHED,
                         format!(
-                            "clean {:.2} s -> {:.2} s ({} faster), whole run {} faster; naive {}, engine {}",
+                            "clean {:.2} s -> {:.2} s ({} faster), whole run {} faster; naive {}, engine {}{peers}",
                             m(NAIVE_ROW, "clean_s").unwrap_or(0.0),
                             m(PARALLEL_ROW, "clean_s").unwrap_or(0.0),
                             x(&clean),
                             x(&wall),
                             req(NAIVE_ROW),
-                            req(PARALLEL_ROW)
+                            req(PARALLEL_ROW),
                         ),
                         verdict,
                     )

@@ -18,6 +18,14 @@
 //! the engine has no read-modify-write entry point to choose a concurrency itself, so
 //! the bench does. The difference between the rows is therefore the clean.
 //!
+//! Peers (boto3, s5cmd; `--peers`): the clean phase only, through peers.rs's
+//! `delete_many` op on the same keys, which ferry PUTs again before each peer run
+//! (untimed). Their `wall s` is the clean alone, to set beside the rows' `clean s`;
+//! requests are the server's count. The commit phase has no clean peer mapping: the
+//! driver's ops are `get_many` and `put_many` as separate passes that write to and read
+//! from temp files, not a per-object GET, modify, PUT, so a read-modify-write op
+//! (`rewrite_many`, say) would be needed in driver.py first.
+//!
 //! The 4 MiB files are PUT once per server (setup); the small objects to delete are PUT
 //! again before every run, untimed, since each run deletes them. Requests are counted by
 //! type in the bench (GET, PUT, DeleteObjects) and cross-checked with the transport's
@@ -41,6 +49,8 @@ pub const PUBLISHED: &str = "none published (Hudi commit + cleaner); batch delet
 pub const BUCKET: &str = "bench";
 pub const NAIVE_ROW: &str = "naive (DeleteObjects batches one after another)";
 pub const PARALLEL_ROW: &str = "engine (delete_many, parallel batches)";
+/// After a peer's name in its row label.
+pub const PEER_SUFFIX: &str = "· clean only (delete_many)";
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct CommitParams {
@@ -55,7 +65,12 @@ pub struct CommitParams {
     pub prefixes: usize,
     pub put_concurrency: usize,
     pub repeats: usize,
+    /// Peer rows for the clean phase (filtered to [`PEERS`]; the CLI's `--peers` fills it).
+    pub peers: Vec<crate::peers::Peer>,
 }
+
+/// The peers the issue sets beside commit.
+pub const PEERS: [crate::peers::Peer; 2] = [crate::peers::Peer::Boto3, crate::peers::Peer::S5cmd];
 
 impl CommitParams {
     pub fn new(size: Size) -> CommitParams {
@@ -63,7 +78,7 @@ impl CommitParams {
             Size::Quick => (100, 2_000),
             Size::Full => (500, 5_000),
         };
-        CommitParams { files, file_bytes: 4 << 20, deletes, delete_object_bytes: 1024, concurrency: 16, connections: 50, prefixes: 16, put_concurrency: 64, repeats: 3 }
+        CommitParams { files, file_bytes: 4 << 20, deletes, delete_object_bytes: 1024, concurrency: 16, connections: 50, prefixes: 16, put_concurrency: 64, repeats: 3, peers: Vec::new() }
     }
 }
 
@@ -251,7 +266,11 @@ pub fn commit(size: Size, p: &CommitParams) -> Workload {
     };
     let parallel = CommitRun { strategy: Strategy::Parallel, ..run.clone() };
     let row = |label: &str, run: CommitRun| Variant { label: label.into(), workload: NAME, server: Some(0), client: Some(client), task: Task::Scenario(Scenario::Commit(run)), note: None, once: false };
-    let variants = vec![row(NAIVE_ROW, run), row(PARALLEL_ROW, parallel)];
+    let mut variants = vec![row(NAIVE_ROW, run), row(PARALLEL_ROW, parallel)];
+    let peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).collect();
+    let before = crate::workload::PutSetup { bucket: BUCKET.into(), keys: delete_keys(p.deletes, p.prefixes), object_size: p.delete_object_bytes, concurrency: p.put_concurrency };
+    // The engine's delete_many has 8 batches in flight: the peers get the same.
+    variants.extend(crate::peers::delete_many_rows(NAME, &peers, 0, &before, ferry_engine::DeleteOptions::default().concurrency, PEER_SUFFIX));
     let params = json!({
         "files": p.files,
         "file_bytes": p.file_bytes,
@@ -305,5 +324,12 @@ mod tests {
         assert!(matches!(&w.variants[1].task, Task::Scenario(Scenario::Commit(r)) if r.strategy == Strategy::Parallel));
         assert!(w.variants.iter().all(|v| !matches!(v.task, Task::NotYet { .. })));
         assert_eq!(w.params["deletes"], 5_000);
+        // Peers: only the ones the issue sets beside commit, each a clean-only row.
+        let mut f = f.clone();
+        f.peers = vec![crate::peers::Peer::Boto3, crate::peers::Peer::Rclone, crate::peers::Peer::S5cmd];
+        let w = commit(Size::Full, &f);
+        let labels: Vec<&str> = w.variants.iter().skip(2).map(|v| v.label.as_str()).collect();
+        assert_eq!(labels, [format!("boto3 {PEER_SUFFIX}"), format!("s5cmd {PEER_SUFFIX}")]);
+        assert!(w.variants[2..].iter().all(|v| matches!(&v.task, Task::Peer { before: Some(b), .. } if b.keys.len() == 5_000)));
     }
 }

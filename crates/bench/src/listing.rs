@@ -17,6 +17,11 @@
 //!   engine's defaults (16 LISTs in flight, up to 64 key ranges), on 16 connections, then
 //!   the same directory filter in the bench (the engine lists everything under a prefix).
 //!
+//! Peers (s5cmd `ls`, rclone `lsf`; `--peers`): peers.rs's `list` op, every key under the
+//! parent prefix flat, the same work as the flat row minus the merge join (every directory
+//! is of interest here, so the keys are the same). Their LIST calls are the server's count
+//! of ListObjects requests, their keys the ones they printed.
+//!
 //! LIST calls: the per-directory row counts pages received in the bench; the engine rows
 //! report their own `ListStats::requests`; both are cross-checked against the transport's
 //! `requests_sent`. After timing, the keys seen are checked against the
@@ -63,6 +68,21 @@ pub struct ListingParams {
     pub page_size: u32,
     pub put_concurrency: usize,
     pub bucket: String,
+    /// Peer rows (filtered to [`PEERS`]; the CLI's `--peers` fills it).
+    pub peers: Vec<crate::peers::Peer>,
+}
+
+/// The peers the issue sets beside listing.
+pub const PEERS: [crate::peers::Peer; 2] = [crate::peers::Peer::S5cmd, crate::peers::Peer::Rclone];
+
+/// A peer's row label.
+pub fn peer_label(peer: crate::peers::Peer) -> String {
+    let how = match peer {
+        crate::peers::Peer::S5cmd => "ls",
+        crate::peers::Peer::Rclone => "lsf",
+        _ => "list",
+    };
+    format!("{} {how} (flat)", peer.name())
 }
 
 impl ListingParams {
@@ -82,6 +102,7 @@ impl ListingParams {
             page_size: 1_000,
             put_concurrency: 64,
             bucket: "bench".into(),
+            peers: Vec::new(),
         }
     }
 
@@ -433,6 +454,41 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
             }
             write(&rec, &mut records)?;
         }
+        for peer in p.peers.iter().copied().filter(|x| PEERS.contains(x)) {
+            let label = peer_label(peer);
+            say(&format!("listing · {label} · repeat {k} of {repeats}"));
+            let mut rec = RunRecord {
+                workload: "listing".into(),
+                size: size.name().into(),
+                mode: peer.name().into(),
+                variant: label,
+                repeat: k,
+                repeats,
+                status: "ok".into(),
+                profile: Some("s3".into()),
+                server: Some(server_json.clone()),
+                params: params.clone(),
+                ..RunRecord::default()
+            };
+            let op = crate::peers::PeerOp::List { bucket: p.bucket.clone(), prefix: PARENT.into() };
+            let endpoint = crate::peers::Endpoint::of_server(&server, spec.signed);
+            crate::peers::run(peer, &endpoint, &op, opts.run_timeout).record_into(&mut rec);
+            if rec.status == "ok" {
+                // ListObjectsV2, or V1 (rclone 1.60 lists with V1: "ListObjects").
+                let calls: f64 = ["requests_ListObjectsV2", "requests_ListObjectsV1", "requests_ListObjects"].iter().filter_map(|f| rec.figure(f)).sum();
+                if calls > 0.0 {
+                    rec.set("list_calls", calls);
+                }
+                if let Some(n) = rec.figure("objects") {
+                    rec.set("keys_seen", n);
+                    if n as usize != keys.len() {
+                        rec.status = "errors".into();
+                        rec.error_samples.push(format!("{n} keys listed, {} expected", keys.len()));
+                    }
+                }
+            }
+            write(&rec, &mut records)?;
+        }
     }
     drop(rt);
     drop(server);
@@ -485,7 +541,8 @@ pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunCon
     let _ = writeln!(s, "| strategy | LIST calls | keys seen | wall s | client CPU s | TCP conns opened | missing / dup keys | errors |");
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
     let (per_dir, flat) = (p.per_dir_label(), p.flat_label());
-    for l in [per_dir.as_str(), flat.as_str(), KEY_RANGE_ROW] {
+    let peer_rows: Vec<String> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).map(peer_label).collect();
+    for l in [per_dir.as_str(), flat.as_str(), KEY_RANGE_ROW].into_iter().chain(peer_rows.iter().map(String::as_str)) {
         let rs: Vec<&RunRecord> = records.iter().filter(|r| r.variant == l).collect();
         let _ = writeln!(
             s,
@@ -536,7 +593,15 @@ pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunCon
     }
     let _ = writeln!(s, "- LIST calls: pages received (per-directory, counted in the bench) or the engine's ListStats::requests; requests_sent in the JSON is the transport's count. Every key is checked exactly once after timing (missing / dup).");
     let _ = writeln!(s, "- client CPU: getrusage(RUSAGE_SELF) of the bench process around each run; the server is another process.");
-    let bad: Vec<&RunRecord> = records.iter().filter(|r| r.status != "ok" && r.status != "not-implemented").collect();
+    for l in &peer_rows {
+        if let Some(r) = records.iter().find(|r| r.variant == *l) {
+            let _ = match r.status.as_str() {
+                "absent" => writeln!(s, "- {l}: {}", r.note.as_deref().unwrap_or("absent")),
+                _ => writeln!(s, "- {l}: {}", r.client.as_ref().and_then(|c| c["how"].as_str()).unwrap_or("peers.rs list op")),
+            };
+        }
+    }
+    let bad: Vec<&RunRecord> = records.iter().filter(|r| !matches!(r.status.as_str(), "ok" | "not-implemented" | "absent")).collect();
     if !bad.is_empty() {
         let _ = writeln!(s, "\nRuns that were not clean:");
         for r in bad {
@@ -577,6 +642,12 @@ mod tests {
         assert_eq!(listing_keys(quick.dirs, quick.files_per_dir).len(), 1_050);
         // 1,000 keys per page: the published 106 calls for 105,120 keys.
         assert_eq!(keys.len().div_ceil(1_000), 106);
+    }
+
+    #[test]
+    fn peer_labels_name_the_command() {
+        assert_eq!(peer_label(crate::peers::Peer::S5cmd), "s5cmd ls (flat)");
+        assert_eq!(peer_label(crate::peers::Peer::Rclone), "rclone lsf (flat)");
     }
 
     #[test]

@@ -19,6 +19,7 @@ use crate::record::{RunContext, RunRecord};
 use crate::stats::percentiles;
 use crate::sys;
 use crate::workload::{ClientSpec, Task, Variant, Workload};
+use ferry_store::Mode;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use ferry_store::{Credentials, CredentialsSource, GetParams, ObjectRef, PutParams, RangeSpec, S3Client};
@@ -247,9 +248,16 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
                 rec.note = Some(reason.clone());
                 Ok(())
             }
-            Task::Peer { peer, op } => {
+            Task::Peer { peer, op, before } => {
                 let i = v.server.context("a peer row needs a server")?;
                 let s = servers[i].as_ref().unwrap();
+                if let Some(setup) = before {
+                    // Untimed: what the peer's run consumes (a delete), PUT again by ferry.
+                    let t = Instant::now();
+                    let c = s.client(&ClientSpec { mode: Mode::H1Pool, max_connections: setup.concurrency.max(1), pipeline_depth: 1 })?;
+                    rt.block_on(put_objects(&c, setup)).context("re-creating the objects the peer consumes")?;
+                    rec.set("setup_put_s", t.elapsed().as_secs_f64());
+                }
                 let endpoint = crate::peers::Endpoint::of_server(&s.proc, w.servers[i].signed);
                 crate::peers::run(*peer, &endpoint, op, opts.run_timeout).record_into(&mut rec);
                 Ok(())
@@ -274,6 +282,11 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
 
 async fn put_all(client: &S3Client, setup: &crate::workload::PutSetup) -> Result<()> {
     client.create_bucket(&setup.bucket).await.with_context(|| format!("creating bucket {}", setup.bucket))?;
+    put_objects(client, setup).await
+}
+
+/// PUTs every object of `setup` into its bucket, which exists.
+async fn put_objects(client: &S3Client, setup: &crate::workload::PutSetup) -> Result<()> {
     // Distinct bytes per object are not needed (the server stores what it is sent); one
     // buffer, cloned by reference count.
     let body = Bytes::from((0..setup.object_size).map(|i| (i % 251) as u8).collect::<Vec<u8>>());

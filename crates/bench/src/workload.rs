@@ -102,7 +102,8 @@ pub enum Task {
     /// the engine has it, the variant's task becomes a [`Task::Scenario`] calling it.
     NotYet { reason: String },
     /// A peer (boto3, s5cmd, ...) run through bench/peers/driver.py (peers.rs).
-    Peer { peer: crate::peers::Peer, op: crate::peers::PeerOp },
+    /// `before`: objects PUT by ferry, untimed, before each run (what a delete consumes).
+    Peer { peer: crate::peers::Peer, op: crate::peers::PeerOp, before: Option<PutSetup> },
 }
 
 /// One row of the report.

@@ -97,7 +97,8 @@ struct Common {
     /// [default: none; bulk-wan: transatlantic].
     #[arg(long, value_parser = ["region", "transatlantic", "none"])]
     link: Option<String>,
-    /// Peers to run beside ferry (small-objects, bulk-get): all, none, or a list of
+    /// Peers to run beside ferry (small-objects, bulk-get; commit's clean: boto3, s5cmd;
+    /// listing: s5cmd, rclone): all, none, or a list of
     /// boto3,boto3-tuned,awscrt,obstore,s5cmd,rclone,s3fs. scripts/bench-setup.sh installs
     /// them; one that is not installed shows as an absent row. "all" leaves out s3fs.
     #[arg(long, default_value = "all", value_parser = clap::value_parser!(PeerSelection))]
@@ -320,6 +321,7 @@ fn run_listing(a: &ListingArgs) -> Result<()> {
     p.put_concurrency = a.put_concurrency;
     p.repeats = a.common.repeats.map_or(p.repeats, |r| r as usize);
     let opts = options(&a.common)?;
+    p.peers = opts.peers.clone();
     let outcome = ferry_bench::listing::run(sz, &p, &opts)?;
     println!("{}", outcome.report);
     println!("{} runs in {:.1} s (link: {}); JSON lines appended to {}", outcome.records.len(), outcome.wall.as_secs_f64(), opts.link_name(), a.common.out.display());

@@ -147,3 +147,45 @@ fn ttfb_throughput_tiny_writes_curves() {
     }
     assert_eq!(recs.iter().filter(|r| r["profile"] == "gcs").count(), 11);
 }
+
+/// The peer rows of commit (clean only) and listing, when scripts/bench-setup.sh has
+/// installed the peers (its .ferry-run/peers.json, or FERRY_PEERS_JSON); skipped loudly
+/// otherwise. Only the shape is checked: each peer row ran cleanly and did the work.
+#[test]
+fn commit_and_listing_peer_rows_when_installed() {
+    use ferry_bench::peers::{available, peers_json_path, Peer};
+    if peers_json_path().is_none() || [Peer::Boto3, Peer::S5cmd, Peer::Rclone].iter().any(|p| available(*p).is_err()) {
+        eprintln!("SKIPPED: peers not installed (no peers.json with boto3, s5cmd and rclone; run scripts/bench-setup.sh or set FERRY_PEERS_JSON)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("c.jsonl");
+    let mut c = commit::CommitParams::new(Size::Quick);
+    c.files = 2;
+    c.file_bytes = 64 << 10;
+    c.deletes = 30;
+    c.repeats = 1;
+    c.peers = vec![Peer::Boto3, Peer::S5cmd];
+    let o = ferry_bench::run(&commit::commit(Size::Quick, &c), &options(&out)).unwrap();
+    assert_eq!(o.records.len(), 4);
+    for p in ["boto3", "s5cmd"] {
+        let r = o.records.iter().find(|r| r.variant == format!("{p} {}", commit::PEER_SUFFIX)).unwrap();
+        assert_eq!(r.status, "ok", "{p}: {:?}", r.error_samples);
+        assert_eq!(r.figure("objects"), Some(30.0), "{p} deleted every key");
+        assert!(r.figure("setup_put_s").is_some(), "{p}: the keys were put back first");
+    }
+
+    let out = dir.path().join("l.jsonl");
+    let mut p = ferry_bench::listing::ListingParams::new(Size::Quick);
+    p.dirs = 5;
+    p.repeats = 1;
+    p.peers = vec![Peer::S5cmd, Peer::Rclone];
+    let o = ferry_bench::listing::run(Size::Quick, &p, &options(&out)).unwrap();
+    assert_eq!(o.records.len(), 5);
+    for peer in [Peer::S5cmd, Peer::Rclone] {
+        let r = o.records.iter().find(|r| r.variant == ferry_bench::listing::peer_label(peer)).unwrap();
+        assert_eq!(r.status, "ok", "{}: {:?}", r.variant, r.error_samples);
+        assert_eq!(r.figure("keys_seen"), Some(30.0), "{}", r.variant);
+        assert!(r.figure("list_calls").unwrap() >= 1.0, "{}", r.variant);
+    }
+}
