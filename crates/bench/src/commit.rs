@@ -6,14 +6,30 @@
 //! 1. commit: `files` x (GET 4 MiB, modify, PUT 4 MiB), at most `concurrency` files in
 //!    flight. The modification flips a run of bytes in the copy, so every PUT sends new
 //!    content (and a new checksum);
-//! 2. clean: delete `deletes` objects with DeleteObjects. Naive: batches of 1,000 keys,
-//!    one after another (what `S3Client::delete_objects` does).
+//! 2. clean: delete `deletes` objects with DeleteObjects, 1,000 keys a batch. Naive: the
+//!    batches one after another (what `S3Client::delete_objects` does); engine:
+//!    `ferry_engine::delete_many` with its defaults (8 batches in flight, per-key
+//!    retries, failures reported).
+//!
+//! The commit phase is the same in both rows: 16 files in flight, each holding one
+//! connection of the 50-connection pool for its GET and then its PUT, and at most
+//! 16 x (4 MiB read + 4 MiB modified) in memory. 16 keeps each 4 MiB transfer near the
+//! s3 profile's 90 MB/s per connection on this 2-core machine (the server shares it);
+//! the engine has no read-modify-write entry point to choose a concurrency itself, so
+//! the bench does. The difference between the rows is therefore the clean.
+//!
+//! Peers (boto3, s5cmd; `--peers`): the clean phase only, through peers.rs's
+//! `delete_many` op on the same keys, which ferry PUTs again before each peer run
+//! (untimed). Their `wall s` is the clean alone, to set beside the rows' `clean s`;
+//! requests are the server's count. The commit phase has no clean peer mapping: the
+//! driver's ops are `get_many` and `put_many` as separate passes that write to and read
+//! from temp files, not a per-object GET, modify, PUT, so a read-modify-write op
+//! (`rewrite_many`, say) would be needed in driver.py first.
 //!
 //! The 4 MiB files are PUT once per server (setup); the small objects to delete are PUT
 //! again before every run, untimed, since each run deletes them. Requests are counted by
 //! type in the bench (GET, PUT, DeleteObjects) and cross-checked with the transport's
-//! total. Parallel batch delete (scheduler issue 5) is not in the engine yet: a
-//! not-implemented row, to become one more [`Strategy`] calling the engine.
+//! total.
 
 use crate::record::RunRecord;
 use crate::scenario::{body, Errors, Meter, Scenario};
@@ -31,9 +47,10 @@ use tokio::task::JoinSet;
 pub const NAME: &str = "commit";
 pub const PUBLISHED: &str = "none published (Hudi commit + cleaner); batch delete in parallel should cut the clean";
 pub const BUCKET: &str = "bench";
-pub const PARALLEL_DELETE_GAP: &str = "parallel batch delete: not yet in the engine (scheduler issue 5)";
 pub const NAIVE_ROW: &str = "naive (DeleteObjects batches one after another)";
-pub const PARALLEL_ROW: &str = "parallel batch delete";
+pub const PARALLEL_ROW: &str = "engine (delete_many, parallel batches)";
+/// After a peer's name in its row label.
+pub const PEER_SUFFIX: &str = "· clean only (delete_many)";
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct CommitParams {
@@ -48,7 +65,12 @@ pub struct CommitParams {
     pub prefixes: usize,
     pub put_concurrency: usize,
     pub repeats: usize,
+    /// Peer rows for the clean phase (filtered to [`PEERS`]; the CLI's `--peers` fills it).
+    pub peers: Vec<crate::peers::Peer>,
 }
+
+/// The peers the issue sets beside commit.
+pub const PEERS: [crate::peers::Peer; 2] = [crate::peers::Peer::Boto3, crate::peers::Peer::S5cmd];
 
 impl CommitParams {
     pub fn new(size: Size) -> CommitParams {
@@ -56,7 +78,7 @@ impl CommitParams {
             Size::Quick => (100, 2_000),
             Size::Full => (500, 5_000),
         };
-        CommitParams { files, file_bytes: 4 << 20, deletes, delete_object_bytes: 1024, concurrency: 16, connections: 50, prefixes: 16, put_concurrency: 64, repeats: 3 }
+        CommitParams { files, file_bytes: 4 << 20, deletes, delete_object_bytes: 1024, concurrency: 16, connections: 50, prefixes: 16, put_concurrency: 64, repeats: 3, peers: Vec::new() }
     }
 }
 
@@ -75,6 +97,8 @@ pub fn delete_keys(n: usize, prefixes: usize) -> Vec<String> {
 pub enum Strategy {
     /// DeleteObjects batches of 1,000, one after another.
     Naive,
+    /// `ferry_engine::delete_many` with its default options.
+    Parallel,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -121,12 +145,15 @@ impl CommitRun {
 
     pub fn params(&self) -> Map<String, Value> {
         let mut m = Map::new();
-        m.insert("delete_strategy".into(), json!("DeleteObjects batches of 1,000, one after another"));
+        let s = match self.strategy {
+            Strategy::Naive => "DeleteObjects batches of 1,000, one after another",
+            Strategy::Parallel => "ferry_engine::delete_many, default options (1,000 keys a batch, 8 batches in flight, per-key retries)",
+        };
+        m.insert("delete_strategy".into(), json!(s));
         m
     }
 
     pub async fn run(&self, c: &S3Client, rec: &mut RunRecord) -> Result<()> {
-        let Strategy::Naive = self.strategy;
         // Untimed: the objects this run's cleaner deletes (the previous run deleted them).
         // Same client, so its pool is warm when timing starts; the counters are read as
         // differences from here on.
@@ -171,17 +198,29 @@ impl CommitRun {
         }
         let commit_s = meter.elapsed().as_secs_f64();
         let t_clean = Instant::now();
-        let batches = self.deletes.len().div_ceil(1000) as u64;
-        let (deleted, delete_errors) = match c.delete_objects(BUCKET, &self.deletes).await {
-            Ok(out) => {
-                for e in out.errors.iter().take(3) {
-                    errors.add(format!("DeleteObjects {}: {} {}", e.key, e.code, e.message));
+        let (batches, deleted, delete_errors) = match self.strategy {
+            Strategy::Naive => {
+                let batches = self.deletes.len().div_ceil(1000) as u64;
+                match c.delete_objects(BUCKET, &self.deletes).await {
+                    Ok(out) => {
+                        for e in out.errors.iter().take(3) {
+                            errors.add(format!("DeleteObjects {}: {} {}", e.key, e.code, e.message));
+                        }
+                        (batches, out.deleted.len() as u64, out.errors.len() as u64)
+                    }
+                    Err(e) => {
+                        errors.add(format!("DeleteObjects: {e:#}"));
+                        (batches, 0, self.deletes.len() as u64)
+                    }
                 }
-                (out.deleted.len() as u64, out.errors.len() as u64)
             }
-            Err(e) => {
-                errors.add(format!("DeleteObjects: {e:#}"));
-                (0, self.deletes.len() as u64)
+            Strategy::Parallel => {
+                let keys = futures_util::stream::iter(self.deletes.iter().cloned());
+                let report = ferry_engine::delete_many(c, BUCKET, keys, &ferry_engine::DeleteOptions::default()).await;
+                for f in report.failed.iter().take(3) {
+                    errors.add(format!("delete_many {}: {} {}", f.key, f.code, f.message));
+                }
+                (report.requests, report.deleted, report.failed.len() as u64)
             }
         };
         let clean_s = t_clean.elapsed().as_secs_f64();
@@ -225,10 +264,13 @@ pub fn commit(size: Size, p: &CommitParams) -> Workload {
         concurrency: p.concurrency,
         put_concurrency: p.put_concurrency,
     };
-    let variants = vec![
-        Variant { label: NAIVE_ROW.into(), workload: NAME, server: Some(0), client: Some(client), task: Task::Scenario(Scenario::Commit(run)), note: None, once: false },
-        Variant { label: PARALLEL_ROW.into(), workload: NAME, server: Some(0), client: Some(client), task: Task::NotYet { reason: PARALLEL_DELETE_GAP.into() }, note: None, once: true },
-    ];
+    let parallel = CommitRun { strategy: Strategy::Parallel, ..run.clone() };
+    let row = |label: &str, run: CommitRun| Variant { label: label.into(), workload: NAME, server: Some(0), client: Some(client), task: Task::Scenario(Scenario::Commit(run)), note: None, once: false };
+    let mut variants = vec![row(NAIVE_ROW, run), row(PARALLEL_ROW, parallel)];
+    let peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).collect();
+    let before = crate::workload::PutSetup { bucket: BUCKET.into(), keys: delete_keys(p.deletes, p.prefixes), object_size: p.delete_object_bytes, concurrency: p.put_concurrency };
+    // The engine's delete_many has 8 batches in flight: the peers get the same.
+    variants.extend(crate::peers::delete_many_rows(NAME, &peers, 0, &before, ferry_engine::DeleteOptions::default().concurrency, PEER_SUFFIX));
     let params = json!({
         "files": p.files,
         "file_bytes": p.file_bytes,
@@ -253,7 +295,7 @@ pub fn commit(size: Size, p: &CommitParams) -> Workload {
         shape: Shape::Columns(COLUMNS),
         claims: vec![],
         notes: vec![format!(
-            "{} x (GET {} MiB, modify, PUT) with {} in flight, then DeleteObjects of {} keys in batches of 1,000 one after another; h1-pool of {} connections, s3 profile. The objects to delete are re-created before each run, untimed (setup_put_s in the JSON), with the same client, so its pool is warm.",
+            "{} x (GET {} MiB, modify, PUT) with {} in flight, then DeleteObjects of {} keys in batches of 1,000: one after another (naive) or through delete_many (engine: 8 in flight); h1-pool of {} connections, s3 profile. The objects to delete are re-created before each run, untimed (setup_put_s in the JSON), with the same client, so its pool is warm.",
             p.files,
             p.file_bytes >> 20,
             p.concurrency,
@@ -279,7 +321,15 @@ mod tests {
         assert_eq!(d.iter().collect::<std::collections::HashSet<_>>().len(), 5_000);
         assert_eq!(file_keys(500)[499], "commit/table/fg-00499.parquet");
         let w = commit(Size::Full, &f);
-        assert!(matches!(&w.variants[1].task, Task::NotYet { reason } if reason.contains("not yet in the engine")));
+        assert!(matches!(&w.variants[1].task, Task::Scenario(Scenario::Commit(r)) if r.strategy == Strategy::Parallel));
+        assert!(w.variants.iter().all(|v| !matches!(v.task, Task::NotYet { .. })));
         assert_eq!(w.params["deletes"], 5_000);
+        // Peers: only the ones the issue sets beside commit, each a clean-only row.
+        let mut f = f.clone();
+        f.peers = vec![crate::peers::Peer::Boto3, crate::peers::Peer::Rclone, crate::peers::Peer::S5cmd];
+        let w = commit(Size::Full, &f);
+        let labels: Vec<&str> = w.variants.iter().skip(2).map(|v| v.label.as_str()).collect();
+        assert_eq!(labels, [format!("boto3 {PEER_SUFFIX}"), format!("s5cmd {PEER_SUFFIX}")]);
+        assert!(w.variants[2..].iter().all(|v| matches!(&v.task, Task::Peer { before: Some(b), .. } if b.keys.len() == 5_000)));
     }
 }

@@ -10,13 +10,21 @@
 //! - per-directory: one ListObjectsV2 per directory (prefix `dir/`, delimiter `/`), at most
 //!   `per_dir_concurrency` in flight (1 as Hive/Presto did; the full size defaults to 16,
 //!   since 17,520 serial calls at 60 ms take ~17-20 minutes);
-//! - flat: one recursive listing of the parent prefix (no delimiter, 1,000 keys per page),
-//!   merge-joined against the sorted set of directories of interest (all of them here);
-//! - key-range parallel: not implemented in the engine yet (scheduler issue 5): one record
-//!   with status "not-implemented" and no figures, so the gap shows.
+//! - flat + merge join: `ferry_engine::list_flat_pruned`, one recursive listing of the
+//!   parent prefix (no delimiter, 1,000 keys per page) merge-joined against the sorted set
+//!   of directories of interest (all of them here), on one connection;
+//! - key-range parallel: `ferry_engine::list_parallel` over the parent prefix with the
+//!   engine's defaults (16 LISTs in flight, up to 64 key ranges), on 16 connections, then
+//!   the same directory filter in the bench (the engine lists everything under a prefix).
 //!
-//! LIST calls are counted in the bench (one per page received) and cross-checked against
-//! the transport's `requests_sent`. After timing, the keys seen are checked against the
+//! Peers (s5cmd `ls`, rclone `lsf`; `--peers`): peers.rs's `list` op, every key under the
+//! parent prefix flat, the same work as the flat row minus the merge join (every directory
+//! is of interest here, so the keys are the same). Their LIST calls are the server's count
+//! of ListObjects requests, their keys the ones they printed.
+//!
+//! LIST calls: the per-directory row counts pages received in the bench; the engine rows
+//! report their own `ListStats::requests`; both are cross-checked against the transport's
+//! `requests_sent`. After timing, the keys seen are checked against the
 //! layout: every key exactly once (`keys_missing`, `keys_duplicated`).
 //!
 //! This workload has its own small runner (it needs LIST tasks and a calls/wall table,
@@ -45,8 +53,7 @@ use tokio::task::JoinSet;
 pub const PARENT: &str = "listing/";
 pub const FILES_PER_DIR: usize = 6;
 pub const PUBLISHED: &str = "17,520 calls -> 106, 8x faster (Qubole)";
-pub const KEY_RANGE_ROW: &str = "key-range parallel";
-pub const KEY_RANGE_GAP: &str = "not yet (scheduler issue 5)";
+pub const KEY_RANGE_ROW: &str = "key-range parallel (list_parallel)";
 
 /// Parameters of `listing`.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,6 +68,21 @@ pub struct ListingParams {
     pub page_size: u32,
     pub put_concurrency: usize,
     pub bucket: String,
+    /// Peer rows (filtered to [`PEERS`]; the CLI's `--peers` fills it).
+    pub peers: Vec<crate::peers::Peer>,
+}
+
+/// The peers the issue sets beside listing.
+pub const PEERS: [crate::peers::Peer; 2] = [crate::peers::Peer::S5cmd, crate::peers::Peer::Rclone];
+
+/// A peer's row label.
+pub fn peer_label(peer: crate::peers::Peer) -> String {
+    let how = match peer {
+        crate::peers::Peer::S5cmd => "ls",
+        crate::peers::Peer::Rclone => "lsf",
+        _ => "list",
+    };
+    format!("{} {how} (flat)", peer.name())
 }
 
 impl ListingParams {
@@ -80,6 +102,7 @@ impl ListingParams {
             page_size: 1_000,
             put_concurrency: 64,
             bucket: "bench".into(),
+            peers: Vec::new(),
         }
     }
 
@@ -93,6 +116,11 @@ impl ListingParams {
 
     pub fn flat_label(&self) -> String {
         format!("flat + merge join ({} keys/page)", self.page_size)
+    }
+
+    /// LIST calls in flight for the key-range parallel row (the engine's default).
+    pub fn key_range_concurrency(&self) -> usize {
+        ferry_engine::ListOptions::default().concurrency
     }
 }
 
@@ -182,39 +210,41 @@ pub async fn list_per_directory(client: &S3Client, bucket: &str, dirs: &[String]
     Ok(out)
 }
 
-/// One recursive listing of `parent` (no delimiter, `page_size` keys per page), merge-joined
-/// against `dirs` (sorted): a key is kept when its directory (up to its last '/') is one
-/// of them. Both sides are in byte-wise order, so one pass suffices.
+/// `ferry_engine::list_flat_pruned`: one recursive listing of `parent` (`page_size` keys
+/// per page) merge-joined against `dirs`.
 pub async fn list_flat(client: &S3Client, bucket: &str, parent: &str, dirs: &[String], page_size: u32) -> Result<ListResult> {
-    let params = ListParams { prefix: Some(parent.to_owned()), delimiter: None, max_keys: Some(page_size), ..ListParams::default() };
-    let mut pages = client.list_objects_v2(bucket, params);
+    let opts = ferry_engine::ListOptions { page_size, ..ferry_engine::ListOptions::default() };
+    let listing = ferry_engine::list_flat_pruned(client, bucket, parent, dirs.iter().cloned(), &opts);
+    Ok(engine_result(listing, None, &format!("LIST {bucket}/{parent} (flat)")).await)
+}
+
+/// `ferry_engine::list_parallel` over `parent`, then the directory filter (`dirs` sorted).
+pub async fn list_key_range(client: &S3Client, bucket: &str, parent: &str, dirs: &[String]) -> Result<ListResult> {
+    let listing = ferry_engine::list_parallel(client, bucket, parent, &ferry_engine::ListOptions::default());
+    Ok(engine_result(listing, Some(dirs), &format!("LIST {bucket}/{parent} (key ranges)")).await)
+}
+
+/// Drains an engine listing; keeps the keys whose directory is in `dirs` (all when `None`).
+async fn engine_result(mut listing: ferry_engine::Listing, dirs: Option<&[String]>, what: &str) -> ListResult {
     let mut out = ListResult::default();
-    let mut i = 0usize;
-    while let Some(p) = pages.next().await {
-        out.calls += 1;
-        let p = match p {
-            Ok(p) => p,
+    while let Some(e) = listing.next().await {
+        match e {
+            Ok(o) => {
+                if dirs.is_none_or(|d| d.binary_search_by(|x| x.as_str().cmp(ferry_engine::listing::dir_of(&o.key))).is_ok()) {
+                    out.keys.push(o.key);
+                }
+            }
             Err(e) => {
                 out.errors += 1;
-                out.samples.push(format!("LIST {bucket}/{parent}: {e:#}"));
+                out.samples.push(format!("{what}: {e:#}"));
                 break;
-            }
-        };
-        for o in p.objects {
-            out.keys_seen += 1;
-            let dir = match o.key.rfind('/') {
-                Some(j) => &o.key[..=j],
-                None => "",
-            };
-            while i < dirs.len() && dirs[i].as_str() < dir {
-                i += 1;
-            }
-            if i < dirs.len() && dirs[i] == dir {
-                out.keys.push(o.key);
             }
         }
     }
-    Ok(out)
+    let st = listing.stats();
+    out.calls = st.requests;
+    out.keys_seen = st.keys_seen;
+    out
 }
 
 /// Keys of `expected` missing from `seen`, and keys seen more than once.
@@ -236,6 +266,7 @@ pub fn check_keys(expected: &[String], seen: &[String]) -> (u64, u64) {
 enum Strategy {
     PerDirectory,
     Flat,
+    KeyRange,
 }
 
 fn client(url: &str, creds: &CredentialsSource, conns: usize) -> Result<S3Client> {
@@ -288,8 +319,8 @@ pub fn params_json(p: &ListingParams) -> Map<String, Value> {
     .unwrap_or_default()
 }
 
-/// Runs the listing workload: one s3 server, the layout PUT once, then per-directory and
-/// flat interleaved over the repeats, then the key-range gap row.
+/// Runs the listing workload: one s3 server, the layout PUT once, then per-directory,
+/// flat and key-range parallel interleaved over the repeats.
 pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> {
     // This runner builds its client runtime itself: its threads start in the link's
     // client namespace when there is a link.
@@ -336,7 +367,7 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
         Ok(())
     };
     for k in 1..=repeats {
-        for strategy in [Strategy::PerDirectory, Strategy::Flat] {
+        for strategy in [Strategy::PerDirectory, Strategy::Flat, Strategy::KeyRange] {
             let (label, conns, note) = match strategy {
                 Strategy::PerDirectory => (
                     p.per_dir_label(),
@@ -351,6 +382,7 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
                     }),
                 ),
                 Strategy::Flat => (p.flat_label(), 1, None),
+                Strategy::KeyRange => (KEY_RANGE_ROW.to_string(), p.key_range_concurrency(), None),
             };
             say(&format!("listing · {label} · repeat {k} of {repeats}"));
             let mut rec = RunRecord {
@@ -378,6 +410,7 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
                 match strategy {
                     Strategy::PerDirectory => list_per_directory(&c, &p.bucket, &dirs, p.per_dir_concurrency).await,
                     Strategy::Flat => list_flat(&c, &p.bucket, PARENT, &dirs, p.page_size).await,
+                    Strategy::KeyRange => list_key_range(&c, &p.bucket, PARENT, &dirs).await,
                 }
             };
             let r = rt.block_on(async { tokio::time::timeout(opts.run_timeout, fut).await });
@@ -421,22 +454,42 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
             }
             write(&rec, &mut records)?;
         }
+        for peer in p.peers.iter().copied().filter(|x| PEERS.contains(x)) {
+            let label = peer_label(peer);
+            say(&format!("listing · {label} · repeat {k} of {repeats}"));
+            let mut rec = RunRecord {
+                workload: "listing".into(),
+                size: size.name().into(),
+                mode: peer.name().into(),
+                variant: label,
+                repeat: k,
+                repeats,
+                status: "ok".into(),
+                profile: Some("s3".into()),
+                server: Some(server_json.clone()),
+                params: params.clone(),
+                ..RunRecord::default()
+            };
+            let op = crate::peers::PeerOp::List { bucket: p.bucket.clone(), prefix: PARENT.into() };
+            let endpoint = crate::peers::Endpoint::of_server(&server, spec.signed);
+            crate::peers::run(peer, &endpoint, &op, opts.run_timeout).record_into(&mut rec);
+            if rec.status == "ok" {
+                // ListObjectsV2, or V1 (rclone 1.60 lists with V1: "ListObjects").
+                let calls: f64 = ["requests_ListObjectsV2", "requests_ListObjectsV1", "requests_ListObjects"].iter().filter_map(|f| rec.figure(f)).sum();
+                if calls > 0.0 {
+                    rec.set("list_calls", calls);
+                }
+                if let Some(n) = rec.figure("objects") {
+                    rec.set("keys_seen", n);
+                    if n as usize != keys.len() {
+                        rec.status = "errors".into();
+                        rec.error_samples.push(format!("{n} keys listed, {} expected", keys.len()));
+                    }
+                }
+            }
+            write(&rec, &mut records)?;
+        }
     }
-    let gap = RunRecord {
-        workload: "listing".into(),
-        size: size.name().into(),
-        mode: "h1-pool".into(),
-        variant: KEY_RANGE_ROW.into(),
-        repeat: 1,
-        repeats: 1,
-        status: "not-implemented".into(),
-        profile: Some("s3".into()),
-        server: Some(server_json.clone()),
-        params: params.clone(),
-        note: Some(KEY_RANGE_GAP.into()),
-        ..RunRecord::default()
-    };
-    write(&gap, &mut records)?;
     drop(rt);
     drop(server);
     let report = render(size, p, &records, &ctx);
@@ -488,7 +541,8 @@ pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunCon
     let _ = writeln!(s, "| strategy | LIST calls | keys seen | wall s | client CPU s | TCP conns opened | missing / dup keys | errors |");
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
     let (per_dir, flat) = (p.per_dir_label(), p.flat_label());
-    for l in [per_dir.as_str(), flat.as_str()] {
+    let peer_rows: Vec<String> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).map(peer_label).collect();
+    for l in [per_dir.as_str(), flat.as_str(), KEY_RANGE_ROW].into_iter().chain(peer_rows.iter().map(String::as_str)) {
         let rs: Vec<&RunRecord> = records.iter().filter(|r| r.variant == l).collect();
         let _ = writeln!(
             s,
@@ -503,7 +557,7 @@ pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunCon
             cell(&rs, "errors", 0),
         );
     }
-    let _ = writeln!(s, "| {KEY_RANGE_ROW} | {KEY_RANGE_GAP} | | | | | | |\n");
+    let _ = writeln!(s);
     let calls = Spread::of(&ratios(records, &per_dir, &flat, "list_calls"));
     let wall = Spread::of(&ratios(records, &per_dir, &flat, "wall_s"));
     let med = |f: &str, l: &str| Spread::of(&records.iter().filter(|r| r.variant == l).filter_map(|r| r.figure(f)).collect::<Vec<_>>()).map(|s| s.median);
@@ -515,6 +569,19 @@ pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunCon
         _ => "no paired clean runs".into(),
     };
     let _ = writeln!(s, "- per-directory / flat: published: {PUBLISHED} / measured: {measured}");
+    let kr = Spread::of(&ratios(records, &flat, KEY_RANGE_ROW, "wall_s"));
+    let kr_calls = med("list_calls", KEY_RANGE_ROW);
+    let _ = match (kr, kr_calls) {
+        (Some(w), Some(c)) => writeln!(
+            s,
+            "- key-range parallel (list_parallel, {} LISTs in flight): {c:.0} calls, {:.1}x faster than flat (per-repeat range {:.1}-{:.1}x)",
+            p.key_range_concurrency(),
+            w.median,
+            w.min,
+            w.max
+        ),
+        _ => writeln!(s, "- key-range parallel: no paired clean runs"),
+    };
     if p.per_dir_concurrency != 1 {
         let _ = writeln!(
             s,
@@ -524,10 +591,17 @@ pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunCon
             p.dirs as f64 * 0.072 / 60.0
         );
     }
-    let _ = writeln!(s, "- {KEY_RANGE_ROW}: {KEY_RANGE_GAP}; recorded with status not-implemented and no figures.");
-    let _ = writeln!(s, "- LIST calls are counted in the bench (pages received); requests_sent in the JSON is the transport's count. Every key is checked exactly once after timing (missing / dup).");
+    let _ = writeln!(s, "- LIST calls: pages received (per-directory, counted in the bench) or the engine's ListStats::requests; requests_sent in the JSON is the transport's count. Every key is checked exactly once after timing (missing / dup).");
     let _ = writeln!(s, "- client CPU: getrusage(RUSAGE_SELF) of the bench process around each run; the server is another process.");
-    let bad: Vec<&RunRecord> = records.iter().filter(|r| r.status != "ok" && r.status != "not-implemented").collect();
+    for l in &peer_rows {
+        if let Some(r) = records.iter().find(|r| r.variant == *l) {
+            let _ = match r.status.as_str() {
+                "absent" => writeln!(s, "- {l}: {}", r.note.as_deref().unwrap_or("absent")),
+                _ => writeln!(s, "- {l}: {}", r.client.as_ref().and_then(|c| c["how"].as_str()).unwrap_or("peers.rs list op")),
+            };
+        }
+    }
+    let bad: Vec<&RunRecord> = records.iter().filter(|r| !matches!(r.status.as_str(), "ok" | "not-implemented" | "absent")).collect();
     if !bad.is_empty() {
         let _ = writeln!(s, "\nRuns that were not clean:");
         for r in bad {
@@ -568,6 +642,12 @@ mod tests {
         assert_eq!(listing_keys(quick.dirs, quick.files_per_dir).len(), 1_050);
         // 1,000 keys per page: the published 106 calls for 105,120 keys.
         assert_eq!(keys.len().div_ceil(1_000), 106);
+    }
+
+    #[test]
+    fn peer_labels_name_the_command() {
+        assert_eq!(peer_label(crate::peers::Peer::S5cmd), "s5cmd ls (flat)");
+        assert_eq!(peer_label(crate::peers::Peer::Rclone), "rclone lsf (flat)");
     }
 
     #[test]

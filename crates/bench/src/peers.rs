@@ -78,6 +78,14 @@ impl Peer {
     pub fn how(self, op: &PeerOp) -> String {
         let n = op.concurrency();
         let single = matches!(op, PeerOp::GetOne { .. });
+        match (self, op) {
+            (Peer::S5cmd, PeerOp::DeleteMany { .. }) => return format!("s5cmd --numworkers {n} run FILE (one rm per key: one DeleteObject each)"),
+            (Peer::S5cmd, PeerOp::List { .. }) => return "s5cmd ls s3://bucket/prefix/* (flat)".into(),
+            (Peer::Rclone, PeerOp::List { .. }) => return "rclone lsf -R (flat)".into(),
+            (Peer::Boto3 | Peer::Boto3Tuned, PeerOp::DeleteMany { .. }) => return format!("delete_objects in batches of 1,000, {n} threads"),
+            (Peer::Boto3 | Peer::Boto3Tuned, PeerOp::List { .. }) => return "list_objects_v2 paginator".into(),
+            _ => {}
+        }
         match (self, single) {
             (Peer::Boto3, false) => format!("{n} threads (ThreadPoolExecutor) sharing botocore's default pool of 10 connections"),
             (Peer::Boto3Tuned, false) => format!("{n} threads, max_pool_connections={n}"),
@@ -559,6 +567,20 @@ pub fn get_one_rows(workload: &'static str, peers: &[Peer], server: usize, bucke
     rows(workload, peers, server, PeerOp::GetOne { bucket: bucket.into(), key: key.into(), bytes: Some(bytes) })
 }
 
+/// One variant per peer: delete `before`'s keys, `concurrency` in flight, after ferry has
+/// PUT them again (untimed) before each run.
+pub fn delete_many_rows(workload: &'static str, peers: &[Peer], server: usize, before: &PutSetup, concurrency: usize, label: &str) -> Vec<Variant> {
+    let op = PeerOp::DeleteMany { bucket: before.bucket.clone(), keys: before.keys.clone(), concurrency };
+    let mut rows = rows(workload, peers, server, op);
+    for v in &mut rows {
+        v.label = format!("{} {label}", v.label);
+        if let Task::Peer { before: b, .. } = &mut v.task {
+            *b = Some(before.clone());
+        }
+    }
+    rows
+}
+
 fn rows(workload: &'static str, peers: &[Peer], server: usize, op: PeerOp) -> Vec<Variant> {
     peers
         .iter()
@@ -571,7 +593,7 @@ fn rows(workload: &'static str, peers: &[Peer], server: usize, op: PeerOp) -> Ve
                 Ok(i) => format!("{} {}: {}", peer.name(), i.version, peer.how(&op)),
                 Err(reason) => format!("absent: {reason}"),
             }),
-            task: Task::Peer { peer, op: op.clone() },
+            task: Task::Peer { peer, op: op.clone(), before: None },
             once: false,
         })
         .collect()
@@ -764,6 +786,22 @@ mod tests {
         assert_eq!(r.status, "timeout", "{r:?}");
         assert!(t.elapsed() < Duration::from_secs(10));
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn delete_rows_carry_what_to_put_back() {
+        let setup = PutSetup { bucket: "bench".into(), keys: vec!["a".into(), "b".into()], object_size: 16, concurrency: 4 };
+        let rows = delete_many_rows("commit", &[Peer::Boto3, Peer::S5cmd], 0, &setup, 8, "· clean");
+        assert_eq!(rows.iter().map(|v| v.label.as_str()).collect::<Vec<_>>(), ["boto3 · clean", "s5cmd · clean"]);
+        for v in &rows {
+            match &v.task {
+                Task::Peer { op: PeerOp::DeleteMany { keys, concurrency, .. }, before: Some(b), .. } => {
+                    assert_eq!((keys, *concurrency), (&setup.keys, 8));
+                    assert_eq!(b, &setup);
+                }
+                t => panic!("unexpected task {t:?}"),
+            }
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@ use crate::record::{RunContext, RunRecord};
 use crate::stats::percentiles;
 use crate::sys;
 use crate::workload::{ClientSpec, Task, Variant, Workload};
+use ferry_store::Mode;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use ferry_store::{Credentials, CredentialsSource, GetParams, ObjectRef, PutParams, RangeSpec, S3Client};
@@ -210,13 +211,13 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
             rec.client = Some(json!({"mode": c.mode_name(), "max_connections": c.max_connections, "pipeline_depth": c.pipeline_depth}));
         }
         let result = match &v.task {
-            Task::GetAll { in_flight, ranged } => {
+            Task::GetAll { in_flight, ranged, size_hint } => {
                 let setup = w.setup.as_ref().context("GetAll needs a PUT setup")?;
                 let s = servers[v.server.unwrap()].as_ref().unwrap();
                 let client = s.client(&v.client.unwrap())?;
                 let keys = Arc::new(setup.keys.clone());
                 let ticker = progress.ticker(&rt, &what, keys.len() as u64);
-                let r = rt.block_on(get_all(&client, &setup.bucket, keys, setup.object_size as u64, *in_flight, *ranged, opts.run_timeout, ticker.clone()));
+                let r = rt.block_on(get_all(&client, &setup.bucket, keys, setup.object_size as u64, *in_flight, *ranged, *size_hint, opts.run_timeout, ticker.clone()));
                 ticker.stop();
                 r.map(|r| r.record_into(&mut rec))
             }
@@ -247,9 +248,16 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
                 rec.note = Some(reason.clone());
                 Ok(())
             }
-            Task::Peer { peer, op } => {
+            Task::Peer { peer, op, before } => {
                 let i = v.server.context("a peer row needs a server")?;
                 let s = servers[i].as_ref().unwrap();
+                if let Some(setup) = before {
+                    // Untimed: what the peer's run consumes (a delete), PUT again by ferry.
+                    let t = Instant::now();
+                    let c = s.client(&ClientSpec { mode: Mode::H1Pool, max_connections: setup.concurrency.max(1), pipeline_depth: 1 })?;
+                    rt.block_on(put_objects(&c, setup)).context("re-creating the objects the peer consumes")?;
+                    rec.set("setup_put_s", t.elapsed().as_secs_f64());
+                }
                 let endpoint = crate::peers::Endpoint::of_server(&s.proc, w.servers[i].signed);
                 crate::peers::run(*peer, &endpoint, op, opts.run_timeout).record_into(&mut rec);
                 Ok(())
@@ -274,6 +282,11 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
 
 async fn put_all(client: &S3Client, setup: &crate::workload::PutSetup) -> Result<()> {
     client.create_bucket(&setup.bucket).await.with_context(|| format!("creating bucket {}", setup.bucket))?;
+    put_objects(client, setup).await
+}
+
+/// PUTs every object of `setup` into its bucket, which exists.
+async fn put_objects(client: &S3Client, setup: &crate::workload::PutSetup) -> Result<()> {
     // Distinct bytes per object are not needed (the server stores what it is sent); one
     // buffer, cloned by reference count.
     let body = Bytes::from((0..setup.object_size).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
@@ -345,6 +358,7 @@ async fn get_all(
     object_size: u64,
     in_flight: usize,
     ranged: bool,
+    size_hint: bool,
     timeout: Duration,
     ticker: Ticker,
 ) -> Result<GetAllResult> {
@@ -364,7 +378,10 @@ async fn get_all(
             }
         };
         let (c, obj, tk) = (client.clone(), ObjectRef::new(bucket.to_owned(), key.clone()), ticker.clone());
-        let params = if ranged && object_size > 0 { GetParams::range(RangeSpec::FromTo(0, object_size - 1)) } else { GetParams::default() };
+        let mut params = if ranged && object_size > 0 { GetParams::range(RangeSpec::FromTo(0, object_size - 1)) } else { GetParams::default() };
+        if size_hint {
+            params.size_hint = Some(object_size);
+        }
         set.spawn(async move {
             let s = Instant::now();
             let r = get_drain(&c, &obj, params, None, s, &tk).await;

@@ -14,10 +14,10 @@
 //! ```
 //!
 //! The runner owns repeats, interleaving, time-outs, records and the report; a scenario
-//! owns only what one run does. A strategy the engine lacks is not a scenario but a
-//! [`crate::workload::Task::NotYet`] row beside it; when the engine grows it (coalescing
-//! `get_ranges`, `OpenAhead`, parallel batch delete) the row becomes one more variant of the
-//! scenario's strategy enum calling the engine.
+//! owns only what one run does. Each scenario's strategy enum holds the naive way and the
+//! engine's (`get_ranges`, `OpenAhead`, `delete_many`), so both run side by side on the
+//! same server; a strategy the engine lacks would be a [`crate::workload::Task::NotYet`]
+//! row beside them (none is left today).
 
 use crate::record::RunRecord;
 use crate::stats::percentiles;

@@ -49,6 +49,7 @@ fn ttfb_throughput(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Ou
 fn listing(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome> {
     let mut p = crate::listing::ListingParams::new(s);
     p.repeats = repeats.unwrap_or(p.repeats);
+    p.peers = o.peers.clone();
     crate::listing::run(s, &p, o)
 }
 
@@ -61,6 +62,7 @@ fn open_ahead(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome
 fn commit(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome> {
     let mut p = crate::commit::CommitParams::new(s);
     p.repeats = repeats.unwrap_or(p.repeats);
+    p.peers = o.peers.clone();
     crate::run(&crate::commit::commit(s, &p), o)
 }
 

@@ -83,7 +83,10 @@ pub enum Task {
     /// GET every object of the [`PutSetup`], at most `in_flight` at once (a semaphore
     /// bounds the spawned tasks). `ranged`: each GET carries `Range: bytes=0-(size-1)`,
     /// which is what lets auto send it down the pipeline (auto.rs module note).
-    GetAll { in_flight: usize, ranged: bool },
+    /// `size_hint`: each GET carries `GetParams::size_hint` = the object's size, as a
+    /// caller that listed first knows it; auto sends such GETs (<= 1 MiB) down its small
+    /// lane, the other modes ignore it.
+    GetAll { in_flight: usize, ranged: bool, size_hint: bool },
     /// One GET, body read chunk by chunk and dropped (like writing to /dev/null).
     /// `sample_rss`: sample the process's RSS while it runs.
     /// `verify`: default GetParams (checksum mode on, the body checked on the fly);
@@ -99,7 +102,8 @@ pub enum Task {
     /// the engine has it, the variant's task becomes a [`Task::Scenario`] calling it.
     NotYet { reason: String },
     /// A peer (boto3, s5cmd, ...) run through bench/peers/driver.py (peers.rs).
-    Peer { peer: crate::peers::Peer, op: crate::peers::PeerOp },
+    /// `before`: objects PUT by ferry, untimed, before each run (what a delete consumes).
+    Peer { peer: crate::peers::Peer, op: crate::peers::PeerOp, before: Option<PutSetup> },
 }
 
 /// One row of the report.
@@ -225,20 +229,22 @@ pub fn small_objects(size: Size, p: &SmallObjectsParams) -> Workload {
     let s3 = ServerSpec { label: "s3", profile: "s3", extra_args: vec![], signed: true };
     let s3_h2 = ServerSpec { label: "s3+h2", profile: "s3", extra_args: vec!["--h2".into(), "on".into()], signed: true };
     let client = |mode| ClientSpec { mode, max_connections: p.connections, pipeline_depth: p.pipeline_depth };
-    let get = |ranged| Task::GetAll { in_flight: p.in_flight(), ranged };
+    // auto's rows pass the size (as a caller that listed first would); the other modes
+    // ignore the hint, so their rows go without it.
+    let get = |ranged, size_hint| Task::GetAll { in_flight: p.in_flight(), ranged, size_hint };
     let v = |label: &str, server, mode, ranged, note: Option<&str>| Variant {
         label: label.into(),
         workload: "small-objects",
         server: Some(server),
         client: Some(client(mode)),
-        task: get(ranged),
+        task: get(ranged, mode == Mode::Auto && !ranged),
         note: note.map(str::to_owned),
         once: false,
     };
     let mut variants = vec![
         v("h1-pool", 0, Mode::H1Pool, false, None),
         v("h1-pipeline", 0, Mode::H1Pipeline, false, None),
-        v("auto", 0, Mode::Auto, false, Some("plain GETs: auto sends GETs without a Range to the pool (auto.rs)")),
+        v("auto", 0, Mode::Auto, false, Some("GETs carry size_hint (the object's size, as after a listing): auto sends GETs of <= 1 MiB down its pipeline lane (auto.rs)")),
     ];
     if p.auto_ranged {
         variants.push(v(
@@ -425,7 +431,8 @@ mod tests {
         for v in &w.variants {
             let c = v.client.unwrap();
             assert_eq!(c.max_connections, 32);
-            assert_eq!(v.task, Task::GetAll { in_flight: 1024, ranged: v.label.contains("ranged") });
+            let ranged = v.label.contains("ranged");
+            assert_eq!(v.task, Task::GetAll { in_flight: 1024, ranged, size_hint: c.mode == Mode::Auto && !ranged });
         }
         let h2 = w.variants.iter().find(|v| v.client.unwrap().mode == Mode::H2).unwrap();
         let server = &w.servers[h2.server.unwrap()];

@@ -33,25 +33,28 @@ enum Workload {
     /// One large GET from the lan profile per mode, beside iperf3 on loopback; optionally
     /// a large download to check that client memory stays bounded.
     BulkGet(BulkGetArgs),
-    /// LIST a Hive-style layout (dirs x 6 files, s3 profile): one LIST per directory vs one
-    /// flat LIST + merge join (Qubole: 17,520 calls -> 106, 8x faster).
+    /// LIST a Hive-style layout (dirs x 6 files, s3 profile): one LIST per directory vs the
+    /// engine's flat LIST + merge join and key-range parallel LIST (Qubole: 17,520 calls ->
+    /// 106, 8x faster).
     Listing(ListingArgs),
-    /// 8 large + 2,000 small GETs submitted at once, s3 profile: small-GET latency loaded vs
-    /// unloaded per client (Onehouse: 15x with SDK pools). Quick: 64 MiB larges, 1,000 smalls.
+    /// Small GETs arriving at 100/s beside 100 ranged 8 MiB reads held in flight, s3
+    /// profile: small-GET latency loaded vs unloaded per client (Onehouse: 15x with SDK
+    /// pools). 2,000 smalls (quick: 150).
     MixedHol(SuiteArgs),
     /// First-byte percentiles (1,000 sequential GETs; quick 20) and per-request throughput of
     /// GET and PUT at 16 KiB-32 MiB (100 each, 2 in flight; quick 4), per profile s3, gcs,
     /// azure (PerfKitBenchmarker).
     TtfbThroughput(SuiteArgs),
     /// One consumer reads 640 KiB objects in order, s3 profile (80,000; quick 300): on-demand
-    /// opening; open-ahead is not in the engine yet (Qubole: 30%). The full size takes ~50
-    /// minutes a run at ~38 ms an object: give it --run-timeout 4000s.
+    /// opening vs the engine's OpenAhead (Qubole: 30%). The full size takes ~50 minutes a
+    /// run on demand at ~38 ms an object: give it --run-timeout 4000s.
     OpenAhead(SuiteArgs),
     /// Hudi commit + cleaner: 500 x (GET 4 MiB, modify, PUT), then DeleteObjects of 5,000
-    /// keys in batches one after another (quick: 100 files, 2,000 keys).
+    /// keys in batches one after another vs the engine's delete_many (quick: 100 files,
+    /// 2,000 keys).
     Commit(SuiteArgs),
     /// HFile metadata reads: 2,000 ranges of 4-64 KiB in one 256 MiB object, one GET per
-    /// range (quick = full); coalescing is not in the engine yet.
+    /// range vs the engine's coalescing get_ranges (quick = full).
     Vectored(SuiteArgs),
     /// Every workload of the suite in turn (small-objects, mixed-hol, ttfb-throughput,
     /// listing, open-ahead, commit, vectored, bulk-wan), each workload's table, then one
@@ -95,7 +98,8 @@ struct Common {
     /// [default: none; bulk-wan: transatlantic].
     #[arg(long, value_parser = ["region", "transatlantic", "none"])]
     link: Option<String>,
-    /// Peers to run beside ferry (small-objects, bulk-get): all, none, or a list of
+    /// Peers to run beside ferry (small-objects, bulk-get; commit's clean: boto3, s5cmd;
+    /// listing: s5cmd, rclone): all, none, or a list of
     /// boto3,boto3-tuned,awscrt,obstore,s5cmd,rclone,s3fs. scripts/bench-setup.sh installs
     /// them; one that is not installed shows as an absent row. "all" leaves out s3fs.
     #[arg(long, default_value = "all", value_parser = clap::value_parser!(PeerSelection))]
@@ -318,6 +322,7 @@ fn run_listing(a: &ListingArgs) -> Result<()> {
     p.put_concurrency = a.put_concurrency;
     p.repeats = a.common.repeats.map_or(p.repeats, |r| r as usize);
     let opts = options(&a.common)?;
+    p.peers = opts.peers.clone();
     let outcome = ferry_bench::listing::run(sz, &p, &opts)?;
     println!("{}", outcome.report);
     println!("{} runs in {:.1} s (link: {}); JSON lines appended to {}", outcome.records.len(), outcome.wall.as_secs_f64(), opts.link_name(), a.common.out.display());
