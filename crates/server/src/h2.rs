@@ -20,12 +20,12 @@ use crate::app::App;
 use crate::emulate::Pacer;
 use crate::types::{Body, BodyFault, Protocol, RespBody, Request, Response};
 use bytes::{Buf, Bytes};
-use std::collections::VecDeque;
 use futures_util::{stream, StreamExt};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::io;
 use std::sync::atomic::Ordering::Relaxed;
@@ -141,8 +141,9 @@ const PACE_PIECE: usize = 64 * 1024;
 /// frame(s) and never merges two, so 64 KiB chunks (the synthetic bucket's block) made
 /// 16,384 frames per GiB, each a wake-up and a lock on both sides. Gathering the chunks
 /// that are ready into one [`Piece`] costs no copy: `h2` writes the frame with one
-/// `writev`. `ferry bench bulk-get --quick --peers none` (same run): the client's CPU
-/// over h2 went from 0.62 to 0.39 s/GiB, level with h1-pool.
+/// `writev`. `ferry bench bulk-get --quick --repeats 3 --peers none`, before and after
+/// side by side (two sessions): h2's client CPU went from 0.53-0.66 to 0.30-0.32 s/GiB
+/// (h1-pool: 0.36-0.49) and its rate from 56-67% to 105-147% of iperf3.
 const GATHER_BYTES: usize = 1024 * 1024;
 
 async fn next_frame(mut st: OutState) -> Option<(io::Result<Frame<Piece>>, OutState)> {
