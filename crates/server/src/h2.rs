@@ -9,16 +9,23 @@
 //! window caps one upload stream at 64 KiB per round trip. They are fixed and large:
 //! hyper 1.x's adaptive window resets both windows to 64 KiB when enabled and caps its
 //! estimate at 16 MiB per connection, too little for the lab's transatlantic link.
+//!
+//! DATA framing: `h2` sends each body piece it is given as its own frame(s), never two
+//! pieces in one frame. So an unshaped body is handed over in [`Piece`]s that gather the
+//! chunks storage has ready (up to 1 MiB, the client's largest frame): one frame and one
+//! `writev` per MiB instead of one per 64 KiB synthetic block, without copying. Paced or
+//! faulted bodies keep their own piece sizes.
 
 use crate::app::App;
 use crate::emulate::Pacer;
 use crate::types::{Body, BodyFault, Protocol, RespBody, Request, Response};
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use futures_util::{stream, StreamExt};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::io;
 use std::sync::atomic::Ordering::Relaxed;
@@ -51,7 +58,7 @@ where
     let _ = builder.serve_connection(TokioIo::new(io), service).await;
 }
 
-type H2Body = UnsyncBoxBody<Bytes, io::Error>;
+type H2Body = UnsyncBoxBody<Piece, io::Error>;
 
 async fn handle(app: Arc<App>, req: hyper::Request<Incoming>) -> hyper::Response<H2Body> {
     app.metrics.h2_streams.fetch_add(1, Relaxed);
@@ -105,7 +112,7 @@ fn to_hyper(resp: Response, head_only: bool, app: &Arc<App>) -> hyper::Response<
             RespBody::Stream { stream, .. } => stream,
         };
         let pacer = app.emulator.emulation().rate_per_conn.map(Pacer::new);
-        let state = OutState { inner, pacer, fault: resp.fault, sent: 0, app: app.clone(), pending: None };
+        let state = OutState { inner, pacer, fault: resp.fault, sent: 0, app: app.clone(), pending: None, ended: false, deferred: None };
         let frames = stream::unfold(state, next_frame);
         BodyExt::boxed_unsync(StreamBody::new(frames))
     };
@@ -118,14 +125,34 @@ struct OutState {
     fault: Option<BodyFault>,
     sent: u64,
     app: Arc<App>,
-    /// The rest of a chunk split at a fault point.
+    /// The rest of a chunk split at a fault point, or a chunk left out of a full piece.
     pending: Option<Bytes>,
+    /// The inner stream ended while chunks were being gathered.
+    ended: bool,
+    /// An error met while gathering, reported after the bytes gathered before it.
+    deferred: Option<io::Error>,
 }
 
 /// Largest DATA piece handed to hyper at once, so pacing stays smooth.
 const PACE_PIECE: usize = 64 * 1024;
 
-async fn next_frame(mut st: OutState) -> Option<(io::Result<Frame<Bytes>>, OutState)> {
+/// Unshaped bodies are handed to hyper in pieces of up to 1 MiB, the largest DATA frame
+/// ferry's client accepts (its `MAX_FRAME_SIZE`): `h2` sends every piece as its own
+/// frame(s) and never merges two, so 64 KiB chunks (the synthetic bucket's block) made
+/// 16,384 frames per GiB, each a wake-up and a lock on both sides. Gathering the chunks
+/// that are ready into one [`Piece`] costs no copy: `h2` writes the frame with one
+/// `writev`. `ferry bench bulk-get --quick --repeats 3 --peers none`, before and after
+/// side by side (two sessions): h2's client CPU went from 0.53-0.66 to 0.30-0.32 s/GiB
+/// (h1-pool: 0.36-0.49) and its rate from 56-67% to 105-147% of iperf3.
+const GATHER_BYTES: usize = 1024 * 1024;
+
+async fn next_frame(mut st: OutState) -> Option<(io::Result<Frame<Piece>>, OutState)> {
+    if let Some(e) = st.deferred.take() {
+        return Some((Err(e), st));
+    }
+    if st.ended {
+        return None;
+    }
     let mut chunk = match st.pending.take() {
         Some(c) => c,
         None => match st.inner.next().await? {
@@ -133,6 +160,12 @@ async fn next_frame(mut st: OutState) -> Option<(io::Result<Frame<Bytes>>, OutSt
             Err(e) => return Some((Err(e), st)),
         },
     };
+    if st.pacer.is_none() && st.fault.is_none() {
+        let piece = gather(chunk, &mut st);
+        st.sent += piece.remaining as u64;
+        st.app.metrics.bytes_out.fetch_add(piece.remaining as u64, Relaxed);
+        return Some((Ok(Frame::data(piece)), st));
+    }
     let mut limit = chunk.len().min(if st.pacer.is_some() { PACE_PIECE } else { usize::MAX });
     let mut at_fault = None;
     if let Some(f) = st.fault {
@@ -167,5 +200,119 @@ async fn next_frame(mut st: OutState) -> Option<(io::Result<Frame<Bytes>>, OutSt
     }
     st.sent += piece.len() as u64;
     st.app.metrics.bytes_out.fetch_add(piece.len() as u64, Relaxed);
-    Some((Ok(Frame::data(piece)), st))
+    Some((Ok(Frame::data(Piece::from(piece))), st))
+}
+
+/// `first` plus the chunks the inner stream has ready without waiting, up to
+/// [`GATHER_BYTES`] and [`GATHER_CHUNKS`]; a chunk that would overflow waits in `pending`.
+fn gather(first: Bytes, st: &mut OutState) -> Piece {
+    use futures_util::FutureExt;
+    let mut piece = Piece::from(first);
+    while piece.remaining < GATHER_BYTES && piece.parts.len() < GATHER_CHUNKS {
+        let next = match st.inner.next().now_or_never() {
+            None => break,
+            Some(None) => {
+                st.ended = true;
+                break;
+            }
+            Some(Some(Err(e))) => {
+                st.deferred = Some(e);
+                break;
+            }
+            Some(Some(Ok(c))) => c,
+        };
+        if piece.remaining + next.len() > GATHER_BYTES {
+            st.pending = Some(next);
+            break;
+        }
+        piece.push(next);
+    }
+    piece
+}
+
+/// Most chunks in one [`Piece`]: `h2` writes a DATA frame as its header plus the
+/// piece's chunks in one vectored write of at most 64 slices (tokio-util's
+/// `poll_write_buf`), so a piece of up to 32 chunks goes out whole in one `writev`.
+const GATHER_CHUNKS: usize = 32;
+
+/// The payload of one DATA frame: body chunks kept apart (no copy) and written together
+/// by `h2` through `Buf::chunks_vectored`.
+pub(crate) struct Piece {
+    parts: VecDeque<Bytes>,
+    remaining: usize,
+}
+
+impl Piece {
+    fn push(&mut self, b: Bytes) {
+        if !b.is_empty() {
+            self.remaining += b.len();
+            self.parts.push_back(b);
+        }
+    }
+}
+
+impl From<Bytes> for Piece {
+    fn from(b: Bytes) -> Piece {
+        let mut p = Piece { parts: VecDeque::with_capacity(1), remaining: 0 };
+        p.push(b);
+        p
+    }
+}
+
+impl Buf for Piece {
+    fn remaining(&self) -> usize {
+        self.remaining
+    }
+
+    fn chunk(&self) -> &[u8] {
+        self.parts.front().map(|b| &b[..]).unwrap_or(&[])
+    }
+
+    fn advance(&mut self, mut cnt: usize) {
+        assert!(cnt <= self.remaining, "advance past the end of a DATA piece");
+        self.remaining -= cnt;
+        while cnt > 0 {
+            let front = self.parts.front_mut().expect("bytes remain, so a part does");
+            if cnt < front.len() {
+                front.advance(cnt);
+                return;
+            }
+            cnt -= front.len();
+            self.parts.pop_front();
+        }
+    }
+
+    fn chunks_vectored<'a>(&'a self, dst: &mut [io::IoSlice<'a>]) -> usize {
+        let mut n = 0;
+        for (slot, part) in dst.iter_mut().zip(self.parts.iter()) {
+            *slot = io::IoSlice::new(part);
+            n += 1;
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_piece_reads_as_its_chunks_in_order_across_partial_advances() {
+        let mut p = Piece::from(Bytes::from_static(b"abc"));
+        p.push(Bytes::new());
+        p.push(Bytes::from_static(b"defg"));
+        p.push(Bytes::from_static(b"h"));
+        assert_eq!(p.remaining(), 8);
+        let mut slices = [io::IoSlice::new(&[]); 2];
+        assert_eq!(p.chunks_vectored(&mut slices), 2, "as many slices as there is room for");
+        assert_eq!(&*slices[1], b"defg");
+        p.advance(2);
+        assert_eq!(p.chunk(), b"c");
+        p.advance(2);
+        assert_eq!(p.chunk(), b"efg");
+        assert_eq!(p.remaining(), 4);
+        assert_eq!(p.copy_to_bytes(4), Bytes::from_static(b"efgh"));
+        assert_eq!(p.remaining(), 0);
+        assert_eq!(p.chunk(), b"");
+    }
 }
