@@ -65,7 +65,7 @@ use crate::auto::Lane;
 use crate::body::RequestBody;
 use crate::conn::Connector;
 use crate::error::{ErrorKind, RetrySafety, WireError};
-use crate::pool::{await_head, set_content_length, timeout_error, BodyGuard, Progress};
+use crate::pool::{await_head, set_content_length, timeout_error, BodyGuard, BodyTally, Progress};
 use crate::{Protocol, Request, Response, ResponseBody, ResponseMeta, Scheme, Transport, TransportConfig, TransportStats};
 use ::h2::client::{Connection as H2Connection, SendRequest};
 use ::h2::{Ping, PingPong, Reason, RecvStream, SendStream};
@@ -832,10 +832,9 @@ fn into_response(parts: http::response::Parts, recv: RecvStream, head_request: b
     } else {
         parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok())
     };
-    let mut body = H2Body { recv, guard: Some(Box::new(slot)), received: 0, expected, done: false };
+    let mut body = H2Body { recv, tally: BodyTally::new(Box::new(slot), expected) };
     if bodiless || body.recv.is_end_stream() {
-        body.done = true;
-        body.finish();
+        body.tally.finish();
     }
     Response { status: parts.status, headers: parts.headers, body: ResponseBody::new(body.boxed(), expected), meta }
 }
@@ -844,29 +843,7 @@ fn into_response(parts: http::response::Parts, recv: RecvStream, head_request: b
 /// as chunks are taken, so the server can never send more than the window ahead.
 struct H2Body {
     recv: RecvStream,
-    guard: Option<Box<dyn BodyGuard>>,
-    received: u64,
-    expected: Option<u64>,
-    done: bool,
-}
-
-impl H2Body {
-    fn finish(&mut self) {
-        if let Some(g) = self.guard.take() {
-            g.finished();
-        }
-    }
-
-    fn truncated(&mut self, source: Option<::h2::Error>) -> WireError {
-        self.done = true;
-        self.guard = None;
-        let want = self.expected.map(|n| format!(" of {n}")).unwrap_or_default();
-        let e = WireError::new(ErrorKind::BodyTruncated, format!("response body ended after {}{want} bytes", self.received));
-        match source {
-            Some(s) => e.with_source(s),
-            None => e,
-        }
-    }
+    tally: BodyTally,
 }
 
 impl Stream for H2Body {
@@ -874,44 +851,23 @@ impl Stream for H2Body {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
-        if this.done {
+        if this.tally.is_done() {
             return Poll::Ready(None);
         }
         loop {
-            match this.recv.poll_data(cx) {
-                Poll::Pending => return Poll::Pending,
+            return match this.recv.poll_data(cx) {
+                Poll::Pending => Poll::Pending,
                 Poll::Ready(Some(Ok(data))) => {
                     if data.is_empty() {
                         continue;
                     }
-                    let n = data.len();
-                    let _ = this.recv.flow_control().release_capacity(n);
-                    this.received += n as u64;
-                    if let Some(g) = this.guard.as_mut() {
-                        g.data(n);
-                    }
-                    if this.expected.is_some_and(|e| this.received > e) {
-                        this.done = true;
-                        this.guard = None;
-                        return Poll::Ready(Some(Err(WireError::protocol("response body longer than its Content-Length"))));
-                    }
-                    // Hand the stream slot back as soon as the last byte is in.
-                    if this.recv.is_end_stream() && this.expected.is_none_or(|e| this.received == e) {
-                        this.done = true;
-                        this.finish();
-                    }
-                    return Poll::Ready(Some(Ok(data)));
+                    let _ = this.recv.flow_control().release_capacity(data.len());
+                    let end = this.recv.is_end_stream();
+                    Poll::Ready(Some(this.tally.data(data, end)))
                 }
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(this.truncated(Some(e))))),
-                Poll::Ready(None) => {
-                    if this.expected.is_some_and(|e| this.received < e) {
-                        return Poll::Ready(Some(Err(this.truncated(None))));
-                    }
-                    this.done = true;
-                    this.finish();
-                    return Poll::Ready(None);
-                }
-            }
+                Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(this.tally.failed(e)))),
+                Poll::Ready(None) => Poll::Ready(this.tally.ended().map(Err)),
+            };
         }
     }
 }

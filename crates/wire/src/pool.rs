@@ -586,33 +586,83 @@ pub(crate) trait BodyGuard: Send + 'static {
     fn finished(self: Box<Self>);
 }
 
-/// hyper's response body as a stream of chunks, pulled at the caller's pace: hyper reads
-/// the socket (h1) or releases flow-control window (h2) only as chunks are polled.
-pub(crate) struct IncomingStream {
-    body: Incoming,
+/// What the HTTP/1.1 and HTTP/2 response bodies share: data bytes counted against the
+/// announced length, the guard told once the last byte is in, and the errors for a body
+/// that ends short, fails, or runs long. Each error ends the body (the guard is dropped
+/// untold, so its connection or stream is not reused).
+pub(crate) struct BodyTally {
     guard: Option<Box<dyn BodyGuard>>,
     received: u64,
     expected: Option<u64>,
     done: bool,
 }
 
-impl IncomingStream {
-    fn finish(&mut self) {
+impl BodyTally {
+    pub(crate) fn new(guard: Box<dyn BodyGuard>, expected: Option<u64>) -> BodyTally {
+        BodyTally { guard: Some(guard), received: 0, expected, done: false }
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The body is complete: tell the guard.
+    pub(crate) fn finish(&mut self) {
+        self.done = true;
         if let Some(g) = self.guard.take() {
             g.finished();
         }
     }
 
-    fn truncated(&mut self, source: Option<hyper::Error>) -> WireError {
+    /// A chunk of data; `end_stream`: the source says nothing follows it. The connection
+    /// is handed back as soon as the last byte is in: a caller that stops after
+    /// Content-Length bytes must not cost a connection.
+    pub(crate) fn data(&mut self, data: Bytes, end_stream: bool) -> Result<Bytes, WireError> {
+        self.received += data.len() as u64;
+        if let Some(g) = self.guard.as_mut() {
+            g.data(data.len());
+        }
+        if self.expected.is_some_and(|n| self.received > n) {
+            self.end_failed();
+            return Err(WireError::protocol("response body longer than its Content-Length"));
+        }
+        if end_stream && self.expected.is_none_or(|n| self.received == n) {
+            self.finish();
+        }
+        Ok(data)
+    }
+
+    /// The source failed mid-body.
+    pub(crate) fn failed(&mut self, source: impl std::error::Error + Send + Sync + 'static) -> WireError {
+        self.truncated().with_source(source)
+    }
+
+    /// The source ended: `None` when the body is complete, else the truncation error.
+    pub(crate) fn ended(&mut self) -> Option<WireError> {
+        if self.expected.is_some_and(|n| self.received < n) {
+            return Some(self.truncated());
+        }
+        self.finish();
+        None
+    }
+
+    fn end_failed(&mut self) {
         self.done = true;
         self.guard = None;
-        let want = self.expected.map(|n| format!(" of {n}")).unwrap_or_default();
-        let e = WireError::new(ErrorKind::BodyTruncated, format!("response body ended after {}{want} bytes", self.received));
-        match source {
-            Some(s) => e.with_source(s),
-            None => e,
-        }
     }
+
+    fn truncated(&mut self) -> WireError {
+        self.end_failed();
+        let want = self.expected.map(|n| format!(" of {n}")).unwrap_or_default();
+        WireError::new(ErrorKind::BodyTruncated, format!("response body ended after {}{want} bytes", self.received))
+    }
+}
+
+/// hyper's response body as a stream of chunks, pulled at the caller's pace: hyper reads
+/// the socket (h1) or releases flow-control window (h2) only as chunks are polled.
+pub(crate) struct IncomingStream {
+    body: Incoming,
+    tally: BodyTally,
 }
 
 impl Stream for IncomingStream {
@@ -620,42 +670,23 @@ impl Stream for IncomingStream {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
-        if this.done {
+        if this.tally.is_done() {
             return Poll::Ready(None);
         }
         loop {
-            match Pin::new(&mut this.body).poll_frame(cx) {
-                Poll::Pending => return Poll::Pending,
+            return match Pin::new(&mut this.body).poll_frame(cx) {
+                Poll::Pending => Poll::Pending,
                 Poll::Ready(Some(Ok(frame))) => {
                     let Ok(data) = frame.into_data() else { continue };
                     if data.is_empty() {
                         continue;
                     }
-                    this.received += data.len() as u64;
-                    if let Some(g) = this.guard.as_mut() {
-                        g.data(data.len());
-                    }
-                    if this.expected.is_some_and(|n| this.received > n) {
-                        return Poll::Ready(Some(Err(WireError::protocol("response body longer than its Content-Length"))));
-                    }
-                    // Hand the connection back as soon as the last byte is in: a caller
-                    // that stops after Content-Length bytes must not cost a connection.
-                    if this.body.is_end_stream() && this.expected.is_none_or(|n| this.received == n) {
-                        this.done = true;
-                        this.finish();
-                    }
-                    return Poll::Ready(Some(Ok(data)));
+                    let end = this.body.is_end_stream();
+                    Poll::Ready(Some(this.tally.data(data, end)))
                 }
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(this.truncated(Some(e))))),
-                Poll::Ready(None) => {
-                    if this.expected.is_some_and(|n| this.received < n) {
-                        return Poll::Ready(Some(Err(this.truncated(None))));
-                    }
-                    this.done = true;
-                    this.finish();
-                    return Poll::Ready(None);
-                }
-            }
+                Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(this.tally.failed(e)))),
+                Poll::Ready(None) => Poll::Ready(this.tally.ended().map(Err)),
+            };
         }
     }
 }
@@ -668,10 +699,9 @@ pub(crate) fn into_response(resp: http::Response<Incoming>, head_request: bool, 
     let (parts, body) = resp.into_parts();
     let bodiless = head_request || parts.status == http::StatusCode::NO_CONTENT || parts.status == http::StatusCode::NOT_MODIFIED;
     let expected = if bodiless { Some(0) } else { body.size_hint().exact() };
-    let mut stream = IncomingStream { body, guard: Some(guard), received: 0, expected, done: false };
+    let mut stream = IncomingStream { body, tally: BodyTally::new(guard, expected) };
     if stream.body.is_end_stream() {
-        stream.done = true;
-        stream.finish();
+        stream.tally.finish();
     }
     Response { status: parts.status, headers: parts.headers, body: ResponseBody::new(stream.boxed(), expected), meta }
 }
