@@ -88,8 +88,16 @@ where
     S: Stream<Item = String>,
 {
     let batch = opts.batch_size.clamp(1, ferry_store::object::DELETE_OBJECTS_MAX_KEYS);
+    // `concurrency` is a cap; below it, the endpoint's controller decides (controller.rs).
+    let controller = client.controller();
     keys.chunks(batch)
-        .map(|keys| delete_batch(client, bucket, keys, opts))
+        .map(|keys| {
+            let controller = controller.clone();
+            async move {
+                let _room = controller.acquire().await;
+                delete_batch(client, bucket, keys, opts).await
+            }
+        })
         .buffer_unordered(opts.concurrency.max(1))
         .fold(DeleteReport::default(), |mut acc, r| async move {
             acc.deleted += r.deleted;

@@ -317,13 +317,18 @@ async fn ranged(
     let file = Arc::new(std::fs::OpenOptions::new().write(true).open(tmp).map_err(|e| io(tmp, e))?);
     let todo: Vec<u64> = (0..parts).filter(|i| !state.done.contains_key(i)).collect();
     let state = Arc::new(Mutex::new(state));
+    // `params.concurrency` caps parts in flight (and so memory); below it, the endpoint's
+    // controller decides (controller.rs).
+    let controller = client.controller();
     futures_util::stream::iter(todo.into_iter().map(Ok::<u64, Error>))
         .map_ok(|i| {
+            let controller = controller.clone();
             let file = file.clone();
             let state = state.clone();
             let progress = progress.clone();
             let etag = etag.clone();
             async move {
+                let _room = controller.acquire().await;
                 let start = i * part_size;
                 let len = part_len(i, part_size, info.size);
                 let params = GetParams { if_match: Some(etag), ..GetParams::range(RangeSpec::FromTo(start, start + len - 1)) };

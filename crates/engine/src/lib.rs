@@ -13,8 +13,8 @@
 //! - [`delete`]: batch delete through DeleteObjects, in parallel, per-key retries.
 //! - [`download`]: ranged parallel GET into a file, atomic and resumable.
 //! - [`upload`]: a file or stream to an object in parallel parts, resumable.
-//! - [`controller`]: AIMD concurrency per endpoint: grows while goodput grows and latency
-//!   holds, halves on SlowDown/503, hard cap (not yet wired into the transports).
+//! - [`controller`]: AIMD concurrency per endpoint (the transport's, ferry-wire): the
+//!   fan-outs above wait for room under its limit; their `concurrency` options are caps.
 
 pub mod delete;
 pub mod download;
@@ -25,7 +25,7 @@ pub mod upload;
 
 // sched exports
 pub mod controller;
-pub use controller::{Controller, ControllerOptions, ControllerStats, Permit};
+pub use controller::{endpoint_controller, Controller, ControllerOptions, ControllerStats, Permit, PermitExt};
 pub use delete::{delete_many, DeleteFailure, DeleteOptions, DeleteReport};
 pub use listing::{list_flat_pruned, list_parallel, list_per_directory, ListOptions, ListStats, Listing};
 pub use openahead::{OpenAhead, OpenAheadOptions, OpenAheadStats, OpenedObject};

@@ -350,6 +350,7 @@ pub fn list_parallel(client: &S3Client, bucket: &str, prefix: &str, opts: &ListO
         max_ranges: opts.max_ranges.max(1),
         buffer_pages: opts.buffer_pages.max(1),
         requests: Semaphore::new(opts.concurrency.max(1)),
+        controller: client.controller(),
         live: AtomicUsize::new(0),
         counters: counters.clone(),
     });
@@ -397,7 +398,9 @@ struct Shared {
     page_size: u32,
     max_ranges: usize,
     buffer_pages: usize,
+    /// `ListOptions::concurrency`: a cap; the endpoint's controller decides below it.
     requests: Semaphore,
+    controller: Arc<crate::controller::Controller>,
     /// Channels not yet drained by the consumer.
     live: AtomicUsize,
     counters: Arc<Counters>,
@@ -447,6 +450,8 @@ async fn list_range(shared: &Arc<Shared>, lo: Option<String>, hi: Option<String>
     loop {
         let page = {
             let Ok(_permit) = shared.requests.acquire().await else { return sent };
+            // And room under the endpoint's adaptive limit (controller.rs).
+            let _room = shared.controller.acquire().await;
             pages.next().await
         };
         let page = match page {

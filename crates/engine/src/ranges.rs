@@ -347,10 +347,15 @@ pub async fn get_ranges(client: &S3Client, object: &ObjectRef, ranges: &[Range<u
         }
     }
     // Unordered: a slow span must not hold back the start of the ones after it.
+    // `opts.concurrency` is a cap; below it, the endpoint's controller decides.
+    let controller = client.controller();
     let mut fetched: Vec<(usize, Bytes)> = stream::iter(spans[rest..].iter().enumerate())
         .map(|(i, s)| {
-            let etag = etag.clone();
-            async move { fetch_span(client, object, &s.range, etag, &opts.estimator).await.map(|(b, _)| (i, b)) }
+            let (etag, controller) = (etag.clone(), controller.clone());
+            async move {
+                let _room = controller.acquire().await;
+                fetch_span(client, object, &s.range, etag, &opts.estimator).await.map(|(b, _)| (i, b))
+            }
         })
         .buffer_unordered(opts.concurrency.max(1))
         .try_collect()

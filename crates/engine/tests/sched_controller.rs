@@ -11,7 +11,7 @@
 mod sched_support;
 
 use bytes::Bytes;
-use ferry_engine::controller::{Controller, ControllerOptions};
+use ferry_engine::controller::{Controller, ControllerOptions, PermitExt};
 use ferry_server::Profile;
 use ferry_store::{Mode, ObjectRef, PutParams, RetryConfig, S3Client};
 use futures_util::StreamExt;

@@ -31,6 +31,7 @@ use crate::retry::{RetryBudget, RetryConfig};
 use bytes::Bytes;
 use ferry_proto::encoding::uri_encode;
 use ferry_proto::sigv4;
+use ferry_wire::controller::{Controller, ControllerOptions};
 use ferry_wire::{Endpoint, Mode, Request, RequestBody, Response, Transport, TransportConfig};
 use futures_util::stream::BoxStream;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
@@ -213,6 +214,11 @@ impl S3ClientBuilder {
     }
 }
 
+/// Hard cap of a client's own controller (a transport that keeps none): the controller's
+/// default, above the AWS SDKs' 50-connection pool (LAB.md section 1); each fan-out of the
+/// engine also has a cap of its own.
+const OWN_CONTROLLER_MAX: usize = 64;
+
 /// An S3 client. Cheap to clone: clones share the transport and the retry budget.
 #[derive(Clone)]
 pub struct S3Client {
@@ -224,6 +230,10 @@ pub(crate) struct Inner {
     pub(crate) config: ClientConfig,
     pub(crate) signing_creds: Option<sigv4::Credentials>,
     pub(crate) budget: RetryBudget,
+    /// The endpoint's concurrency controller: the transport's, or this client's own when
+    /// the transport keeps none (then `execute` reports every response to it).
+    pub(crate) controller: Arc<Controller>,
+    pub(crate) feeds_controller: bool,
 }
 
 impl std::fmt::Debug for S3Client {
@@ -330,7 +340,19 @@ impl S3Client {
     pub fn with_transport(transport: Arc<dyn Transport>, config: ClientConfig) -> S3Client {
         let signing_creds = config.credentials.as_ref().map(Credentials::to_proto);
         let budget = RetryBudget::new(config.retry.budget_tokens);
-        S3Client { inner: Arc::new(Inner { transport, config, signing_creds, budget }) }
+        let (controller, feeds_controller) = match transport.controller() {
+            Some(c) => (c, false),
+            None => (Controller::new(ControllerOptions { max: OWN_CONTROLLER_MAX, ..ControllerOptions::default() }), true),
+        };
+        S3Client { inner: Arc::new(Inner { transport, config, signing_creds, budget, controller, feeds_controller }) }
+    }
+
+    /// The endpoint's adaptive concurrency controller (`ferry_wire::controller`): the
+    /// engine's fan-outs wait for room under its limit. With `auto` it is the transport's
+    /// own, which also sizes its connections; with a forced transport it is this client's
+    /// (shared by its clones), fed with every response this client receives.
+    pub fn controller(&self) -> Arc<Controller> {
+        self.inner.controller.clone()
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -422,7 +444,16 @@ impl S3Client {
                 // A body that can be sent only once was sent: the last error stands.
                 return Err(last.unwrap_or_else(|| Error::Config("request body already consumed".into())));
             };
-            let result = match self.inner.transport.send(req).await {
+            let observed = self.inner.feeds_controller.then(|| self.inner.controller.observe());
+            let sent = self.inner.transport.send(req).await;
+            if let (Some(permit), Ok(resp)) = (observed, &sent) {
+                match resp.status.as_u16() {
+                    503 | 429 => permit.throttled(),
+                    _ if resp.status.is_success() => permit.success_with_latency(resp.meta.time_to_head),
+                    _ => drop(permit),
+                }
+            }
+            let result = match sent {
                 Ok(resp) if resp.status.is_success() => handle(resp).await,
                 Ok(resp) => Err(error::from_response(resp, is_head).await),
                 Err(e) => Err(Error::Transport(e)),

@@ -32,11 +32,42 @@
 //! probe. (A pipeline call that queues several requests at once would make the batch
 //! certain; `PipelineTransport` does not offer one yet.)
 //!
-//! On HTTP/1.1 the connection cap is split: an eighth for the pipeline, one for its probe,
-//! the rest for the pool, so auto never opens more than the cap (`ferry bench
-//! small-objects` showed 65 connections under a cap of 32 before the split). Splitting
-//! in halves instead cost plain GETs half their connections (-48% objects/s in the
-//! same bench).
+//! While a probe is out, small requests wait for its verdict (one first-byte time)
+//! rather than join the pool's queue: `ferry bench small-objects` submits 1,024 GETs at
+//! once, and those that went to the pool while the probe ran held it for seconds.
+//!
+//! # One controller, one cap, two lanes that share it by demand
+//!
+//! auto keeps the endpoint's adaptive controller (controller.rs) and reports every
+//! response to it: 503 and 429 are throttling, any other answer a success. Successes go
+//! in without their latency: the time to the response head that `ResponseMeta` carries
+//! runs from the call to `send`, so it includes time spent waiting for a pool connection
+//! or behind earlier pipelined responses, which auto itself decides; fed as latency, it
+//! would read auto's own queueing as congestion and shrink the limit in a spiral (100
+//! bulk reads on 49 connections double it). The latency signal needs the time from the
+//! request's last byte written to its head, which the transports do not report yet. On
+//! h2 the head time is fed as latency (streams do not queue in the client below the
+//! server's stream limit). On HTTP/1.1 the controller's limit is the number of connections
+//! auto may hold: it starts at 4, grows by slow start, halves on SlowDown, and never
+//! exceeds `max_connections` (the hard cap). One place is kept for the probe; the rest
+//! is shared by the two lanes through [`Lanes`], a [`ConnectionGate`] that the pool and
+//! the pipeline ask before they open a connection:
+//!
+//! ```text
+//!   T = limit - 1           small_want = most small requests in flight lately (1 s)
+//!   bulk share  = min(bulk requests in flight, T - min(small_want, T/2))
+//!   small share = T - bulk share
+//! ```
+//!
+//! So with only small requests the pipeline may use all of T (`ferry bench small-objects`:
+//! the fixed eighth it had before left auto at a quarter of the pipeline's objects/s);
+//! when bulk requests arrive they get connections back, except those the small requests
+//! are using, up to half of T (each small request then has a connection of its own when
+//! it can: a small GET pipelined behind a 1 MiB body waits ~12 ms at S3's 90 MB/s). A
+//! lane over its share gives connections back as they come free: the pool closes a
+//! connection instead of keeping it idle, the pipeline stops placing requests on its
+//! emptiest connections and closes them once answered. Connections of both lanes are
+//! counted under one lock, so the total never exceeds T, whatever the timing.
 //!
 //! Connection ids in [`crate::ResponseMeta`] are per sub-transport: the pool and h2 share
 //! auto's connector, the pipelines number their own.
@@ -50,10 +81,14 @@ use crate::{Request, Response, Scheme, Transport, TransportConfig, TransportStat
 use futures_util::future::{BoxFuture, FutureExt};
 use http::header::RANGE;
 use http::{HeaderMap, Method};
+use crate::controller::{Controller, ControllerOptions};
+use crate::ResponseBody;
+use futures_util::StreamExt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::task::Poll;
-use tokio::sync::OnceCell;
+use std::time::{Duration, Instant};
+use tokio::sync::{watch, OnceCell};
 
 /// Largest ranged GET sent down the pipeline: 1 MiB takes ~12 ms at S3's 90 MB/s per
 /// connection (LAB.md section 1), less than the ~30 ms first-byte p50 that pipelining
@@ -82,6 +117,7 @@ struct Inner {
     config: TransportConfig,
     connector: Connector,
     chosen: OnceCell<Chosen>,
+    controller: Arc<Controller>,
 }
 
 enum Chosen {
@@ -90,9 +126,12 @@ enum Chosen {
 }
 
 struct H1 {
-    pool: PoolTransport,
-    pipeline: PipelineTransport,
+    pool: Arc<PoolTransport>,
+    pipeline: Arc<PipelineTransport>,
+    lanes: Arc<Lanes>,
     probe: Arc<Mutex<Probe>>,
+    /// Bumped when a probe ends: small requests that waited for its verdict go on.
+    probe_done: watch::Sender<u64>,
     small_seen: AtomicU64,
 }
 
@@ -115,10 +154,23 @@ impl AutoTransport {
     pub fn new(config: TransportConfig) -> Result<AutoTransport, WireError> {
         let connector = Connector::new(&config, &[b"h2", b"http/1.1"])?;
         let chosen = OnceCell::new();
+        let controller = Controller::new(ControllerOptions { max: config.max_connections.max(1), ..ControllerOptions::default() });
         if config.endpoint.scheme == Scheme::Http {
-            let _ = chosen.set(Chosen::H1(H1::new(&config, connector.clone())?));
+            let _ = chosen.set(Chosen::H1(H1::new(&config, connector.clone(), controller.clone())?));
         }
-        Ok(AutoTransport { inner: Arc::new(Inner { config, connector, chosen }) })
+        Ok(AutoTransport { inner: Arc::new(Inner { config, connector, chosen, controller }) })
+    }
+
+    /// Connections the lanes hold now: (pool, pipeline), the probe's not included; 0s
+    /// before HTTP/1.1 was chosen or on h2.
+    pub fn lane_connections(&self) -> (usize, usize) {
+        match self.inner.chosen.get() {
+            Some(Chosen::H1(h1)) => {
+                let st = h1.lanes.lock();
+                (st.open[BULK], st.open[SMALL])
+            }
+            _ => (0, 0),
+        }
     }
 
     /// "h2" or "h1" once chosen (at construction for http, at the first request for https).
@@ -147,16 +199,20 @@ impl AutoTransport {
 }
 
 impl H1 {
-    fn new(config: &TransportConfig, connector: Connector) -> Result<H1, WireError> {
-        // The connection cap is shared: an eighth for pipelining (each pipelined
-        // connection carries `pipeline_depth` requests, so few are needed), one for the
-        // probe, the rest for the pool. A static split keeps the cap a cap; sharing it by
-        // demand is the scheduler's job (issue 5).
-        let (pool_conns, pipe_conns) = split_connections(config.max_connections);
+    fn new(config: &TransportConfig, connector: Connector, controller: Arc<Controller>) -> Result<H1, WireError> {
+        // Each lane may use the whole cap; the gates share it by demand (module note).
+        let lanes = Arc::new(Lanes::new(controller));
+        let gate = |lane| -> Arc<dyn ConnectionGate> { Arc::new(LaneGate { lanes: lanes.clone(), lane }) };
+        let pool = Arc::new(PoolTransport::with_gate(config.clone(), connector, Some(gate(BULK))));
+        let pipeline = Arc::new(PipelineTransport::with_gate(config.clone(), Some(gate(SMALL)))?);
+        let _ = lanes.pool.set(Arc::downgrade(&pool));
+        let _ = lanes.pipeline.set(Arc::downgrade(&pipeline));
         Ok(H1 {
-            pool: PoolTransport::with_connector(TransportConfig { max_connections: pool_conns, ..config.clone() }, connector),
-            pipeline: PipelineTransport::new(TransportConfig { max_connections: pipe_conns, ..config.clone() })?,
+            pool,
+            pipeline,
+            lanes,
             probe: Arc::new(Mutex::new(Probe::default())),
+            probe_done: watch::channel(0).0,
             small_seen: AtomicU64::new(0),
         })
     }
@@ -165,12 +221,42 @@ impl H1 {
         self.pipeline.verified() || self.probe.lock().unwrap().transports.iter().any(|p| p.verified())
     }
 
-    fn send(&self, config: &TransportConfig, req: Request) -> BoxFuture<'static, Result<Response, WireError>> {
-        if !is_small(&req) {
-            return self.pool.send(req);
+    async fn send(&self, config: &TransportConfig, req: Request) -> Result<Response, WireError> {
+        let lane = if is_small(&req) { SMALL } else { BULK };
+        let demand = Demand::new(self.lanes.clone(), lane);
+        let fut = if lane == BULK {
+            self.pool.send(req)
+        } else {
+            self.send_small(config, req).await
+        };
+        let observation = self.lanes.controller.observe();
+        let result = fut.await;
+        match &result {
+            Ok(r) if matches!(r.status.as_u16(), 503 | 429) => observation.throttled(),
+            Ok(_) => observation.success_unmeasured(),
+            Err(_) => drop(observation),
         }
-        if self.verified() {
-            return self.pipeline.send(req);
+        // The limit may have moved either way: both lanes look again.
+        self.lanes.nudge();
+        result.map(|r| demand.until_body_end(r))
+    }
+
+    /// Routes a small request: the pipeline once verified; while a probe is out, after
+    /// its verdict; else the pool (with a probe first when one is due).
+    async fn send_small(&self, config: &TransportConfig, req: Request) -> BoxFuture<'static, Result<Response, WireError>> {
+        let mut done = self.probe_done.subscribe();
+        loop {
+            if self.verified() {
+                return self.pipeline.send(req);
+            }
+            let running = self.probe.lock().unwrap().running;
+            if !running {
+                break;
+            }
+            // A probe is out: its verdict is one first-byte time away.
+            if done.changed().await.is_err() {
+                break;
+            }
         }
         let seen = self.small_seen.fetch_add(1, Relaxed);
         let probe = {
@@ -197,7 +283,7 @@ impl H1 {
             }
         };
         match probe {
-            Some(t) => probe_with(t, self.probe.clone(), req),
+            Some(t) => probe_with(t, self.probe.clone(), self.probe_done.clone(), req),
             None => self.pool.send(req),
         }
     }
@@ -211,18 +297,195 @@ impl H1 {
     }
 }
 
-/// Connections for (pool, pipeline) under a cap of `max`, leaving one for the probe:
-/// their sum plus the probe's connection never exceeds `max` (when `max` >= 3).
-fn split_connections(max: usize) -> (usize, usize) {
-    let pipe = (max / 8).max(1);
-    let pool = max.saturating_sub(pipe + 1).max(1);
-    (pool, pipe)
+const BULK: usize = 0;
+const SMALL: usize = 1;
+
+/// How long a burst of small requests keeps its claim on connections after it ebbs, so
+/// that shares do not flap with every arrival (connections closed and reopened). A
+/// second is ~30 first-byte times at S3's p50 (LAB.md section 1).
+const SMALL_WANT_HOLD: Duration = Duration::from_secs(1);
+
+/// The hook through which a lane (pool.rs, pipeline.rs) asks for connections of a cap it
+/// shares with another lane. Calls come with the lane's own lock held: implementations
+/// take no lock of a lane, and wake lanes only from spawned tasks.
+pub(crate) trait ConnectionGate: Send + Sync {
+    /// Takes a place for one more connection of this lane, if its share and the total allow.
+    fn try_open(&self) -> bool;
+    /// A connection of this lane closed (or could not open): its place goes back.
+    fn closed(&self);
+    /// Connections this lane holds above its share now (it gives them back as they free).
+    fn excess(&self) -> usize;
+}
+
+/// The two HTTP/1.1 lanes' connections and demand, under one lock (module note).
+struct Lanes {
+    controller: Arc<Controller>,
+    state: Mutex<LaneState>,
+    pool: OnceLock<Weak<PoolTransport>>,
+    pipeline: OnceLock<Weak<PipelineTransport>>,
+}
+
+struct LaneState {
+    /// Connections open or opening, per lane.
+    open: [usize; 2],
+    /// Requests from `send` to the end of their body, per lane.
+    active: [usize; 2],
+    /// Most small requests active at once since `small_peak_at` (decays after
+    /// [`SMALL_WANT_HOLD`]).
+    small_peak: usize,
+    small_peak_at: Instant,
+}
+
+impl Lanes {
+    fn new(controller: Arc<Controller>) -> Lanes {
+        Lanes {
+            controller,
+            state: Mutex::new(LaneState { open: [0; 2], active: [0; 2], small_peak: 0, small_peak_at: Instant::now() }),
+            pool: OnceLock::new(),
+            pipeline: OnceLock::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LaneState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Connections for both lanes together: the controller's limit, less the probe's.
+    fn total(&self) -> usize {
+        self.controller.limit().saturating_sub(1).max(1)
+    }
+
+    /// Each lane's share of [`Lanes::total`] (the formula of the module note).
+    fn shares(&self, st: &mut LaneState) -> [usize; 2] {
+        let t = self.total();
+        if st.small_peak_at.elapsed() > SMALL_WANT_HOLD {
+            st.small_peak = st.active[SMALL];
+            st.small_peak_at = Instant::now();
+        }
+        let small_want = st.small_peak.max(st.active[SMALL]);
+        let small_kept = small_want.min((t / 2).max(1));
+        let bulk = st.active[BULK].min(t.saturating_sub(small_kept));
+        // A bulk request never waits for ever: one connection at least while any is active.
+        let bulk = if st.active[BULK] > 0 { bulk.max(1) } else { bulk };
+        [bulk, t - bulk.min(t)]
+    }
+
+    fn demand(&self, lane: usize, delta: isize) {
+        let mut st = self.lock();
+        st.active[lane] = st.active[lane].saturating_add_signed(delta);
+        if lane == SMALL && st.active[SMALL] > st.small_peak {
+            st.small_peak = st.active[SMALL];
+            st.small_peak_at = Instant::now();
+        }
+        let excess = st.open[SMALL].saturating_sub(self.shares(&mut st)[SMALL]);
+        drop(st);
+        if lane == BULK && delta > 0 && excess > 0 {
+            // Bulk wants connections the pipeline holds: it starts giving them back.
+            if let Some(p) = self.pipeline.get().and_then(Weak::upgrade) {
+                p.nudge();
+            }
+        }
+    }
+
+    /// Wakes both lanes (they take their own locks, so never call this under one).
+    fn nudge(&self) {
+        if let Some(p) = self.pipeline.get().and_then(Weak::upgrade) {
+            p.nudge();
+        }
+        if let Some(p) = self.pool.get().and_then(Weak::upgrade) {
+            p.nudge();
+        }
+    }
+}
+
+/// One lane's view of [`Lanes`].
+struct LaneGate {
+    lanes: Arc<Lanes>,
+    lane: usize,
+}
+
+impl ConnectionGate for LaneGate {
+    fn try_open(&self) -> bool {
+        let mut st = self.lanes.lock();
+        let share = self.lanes.shares(&mut st)[self.lane];
+        let total = self.lanes.total();
+        if st.open[BULK] + st.open[SMALL] < total && st.open[self.lane] < share {
+            st.open[self.lane] += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn closed(&self) {
+        let mut st = self.lanes.lock();
+        st.open[self.lane] = st.open[self.lane].saturating_sub(1);
+        drop(st);
+        // The other lane may be waiting for this place; called under this lane's lock,
+        // so it is woken from a task of its own.
+        let other = if self.lane == BULK { SMALL } else { BULK };
+        let lanes = Arc::downgrade(&self.lanes);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let Some(lanes) = lanes.upgrade() else { return };
+                if other == BULK {
+                    if let Some(p) = lanes.pool.get().and_then(Weak::upgrade) {
+                        p.nudge();
+                    }
+                } else if let Some(p) = lanes.pipeline.get().and_then(Weak::upgrade) {
+                    p.nudge();
+                }
+            });
+        }
+    }
+
+    fn excess(&self) -> usize {
+        let mut st = self.lanes.lock();
+        let share = self.lanes.shares(&mut st)[self.lane];
+        st.open[self.lane].saturating_sub(share)
+    }
+}
+
+/// A request counted in its lane's demand until its response body ends (or the request
+/// fails, or its body is dropped).
+struct Demand {
+    lanes: Arc<Lanes>,
+    lane: usize,
+}
+
+impl Demand {
+    fn new(lanes: Arc<Lanes>, lane: usize) -> Demand {
+        lanes.demand(lane, 1);
+        Demand { lanes, lane }
+    }
+
+    fn until_body_end(self, mut r: Response) -> Response {
+        let len = r.body.content_length();
+        let body = std::mem::replace(&mut r.body, ResponseBody::empty());
+        let mut held = Some(self);
+        let stream = body.map(move |item| {
+            if !matches!(item, Ok(ref b) if !b.is_empty()) {
+                held.take();
+            }
+            item
+        });
+        // The stream (and the demand with it) also ends when the body is dropped; its
+        // last chunk does not come back as an empty one, so the count ends at the drop.
+        r.body = ResponseBody::new(stream.boxed(), len);
+        r
+    }
+}
+
+impl Drop for Demand {
+    fn drop(&mut self) {
+        self.lanes.demand(self.lane, -1);
+    }
 }
 
 /// Sends `req` and a copy of it back to back on `t` (one connection), so that they are
 /// written in one batch; returns the first response and discards the copy's. The probe
 /// ends when the copy's response has been read.
-fn probe_with(t: Arc<PipelineTransport>, state: Arc<Mutex<Probe>>, req: Request) -> BoxFuture<'static, Result<Response, WireError>> {
+fn probe_with(t: Arc<PipelineTransport>, state: Arc<Mutex<Probe>>, done: watch::Sender<u64>, req: Request) -> BoxFuture<'static, Result<Response, WireError>> {
     let mut copy = Request::new(req.method.clone(), req.path_and_query.clone());
     copy.headers = req.headers.clone();
     let mut first = t.send(req);
@@ -249,6 +512,8 @@ fn probe_with(t: Arc<PipelineTransport>, state: Arc<Mutex<Probe>>, req: Request)
                 p.attempts -= 1;
                 p.inconclusive += 1;
             }
+            drop(p);
+            done.send_modify(|n| *n += 1);
         });
         match p1 {
             Poll::Ready(r) => r,
@@ -330,7 +595,7 @@ impl Inner {
                     Ok(Chosen::H2(h2))
                 } else {
                     tracing::debug!("auto: {} chose HTTP/1.1 in ALPN", self.config.endpoint.authority());
-                    let h1 = H1::new(&self.config, self.connector.clone())?;
+                    let h1 = H1::new(&self.config, self.connector.clone(), self.controller.clone())?;
                     h1.pool.adopt(conn).await?;
                     Ok(Chosen::H1(h1))
                 }
@@ -343,12 +608,24 @@ impl Transport for AutoTransport {
     fn send(&self, req: Request) -> BoxFuture<'static, Result<Response, WireError>> {
         let inner = self.inner.clone();
         Box::pin(async move {
-            let fut = match inner.choose().await? {
-                Chosen::H2(h2) => h2.send(req),
-                Chosen::H1(h1) => h1.send(&inner.config, req),
-            };
-            fut.await
+            match inner.choose().await? {
+                Chosen::H2(h2) => {
+                    let observation = inner.controller.observe();
+                    let result = h2.send(req).await;
+                    match &result {
+                        Ok(r) if matches!(r.status.as_u16(), 503 | 429) => observation.throttled(),
+                        Ok(r) => observation.success_with_latency(r.meta.time_to_head),
+                        Err(_) => drop(observation),
+                    }
+                    result
+                }
+                Chosen::H1(h1) => h1.send(&inner.config, req).await,
+            }
         })
+    }
+
+    fn controller(&self) -> Option<Arc<Controller>> {
+        Some(self.inner.controller.clone())
     }
 
     fn stats(&self) -> TransportStats {
@@ -402,20 +679,5 @@ mod tests {
         assert_eq!(lane(&get(None)), Lane::Bulk, "unknown size");
         assert_eq!(lane(&get(Some("bytes=0-4095"))), Lane::Small);
         assert!(!is_small(&Request::new(Method::DELETE, "/b/k")));
-    }
-}
-
-#[cfg(test)]
-mod split_tests {
-    use super::split_connections;
-
-    #[test]
-    fn the_split_stays_within_the_cap() {
-        for max in 3..200 {
-            let (pool, pipe) = split_connections(max);
-            assert!(pool >= 1 && pipe >= 1);
-            assert!(pool + pipe < max, "{max}: {pool} + {pipe} + probe");
-        }
-        assert_eq!(split_connections(32), (27, 4));
     }
 }

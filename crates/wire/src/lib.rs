@@ -15,6 +15,7 @@
 
 pub mod body;
 pub mod conn;
+pub mod controller;
 pub mod error;
 pub mod pipeline;
 pub mod pool;
@@ -179,6 +180,12 @@ pub trait Transport: Send + Sync + 'static {
     fn stats(&self) -> TransportStats;
     /// A short name for reports: "h1-pool", "h1-pipeline", "h2", "auto".
     fn name(&self) -> &'static str;
+    /// The endpoint's adaptive concurrency controller, when the transport keeps one and
+    /// feeds it every response (`auto` does; controller.rs). Callers above the transport
+    /// take their concurrency from it.
+    fn controller(&self) -> Option<std::sync::Arc<controller::Controller>> {
+        None
+    }
 }
 
 /// Which transport to use.

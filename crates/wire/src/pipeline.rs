@@ -90,6 +90,7 @@
 //! that choke on pipelining answer to the second request), and no stray bytes followed.
 //! A peer that drops or reorders pipelined requests fails these checks in practice.
 
+use crate::auto::ConnectionGate;
 use crate::body::{RequestBody, ResponseBody};
 use crate::conn::{Connector, Io};
 use crate::error::{ErrorKind, WireError};
@@ -138,6 +139,8 @@ struct Shared {
     response_timeout: std::time::Duration,
     idle_timeout: std::time::Duration,
     state: Mutex<State>,
+    /// Set by `auto`: this lane's share of a connection cap it shares with the pool.
+    gate: Option<Arc<dyn ConnectionGate>>,
     verified: AtomicBool,
     shutdown: AtomicBool,
     opened: AtomicU64,
@@ -220,6 +223,14 @@ enum BodyMsg {
 
 impl PipelineTransport {
     pub fn new(config: TransportConfig) -> Result<PipelineTransport, WireError> {
+        Self::with_gate(config, None)
+    }
+
+    /// A pipeline whose connections also need a place from `gate` (auto's shared cap):
+    /// it opens one only when the gate allows, and when the gate says the lane holds
+    /// more than its share it retires connections (no new requests; closed once their
+    /// requests are answered), emptiest first.
+    pub(crate) fn with_gate(config: TransportConfig, gate: Option<Arc<dyn ConnectionGate>>) -> Result<PipelineTransport, WireError> {
         let connector = Connector::new(&config, &[b"http/1.1"])?;
         Ok(PipelineTransport {
             shared: Arc::new(Shared {
@@ -230,6 +241,7 @@ impl PipelineTransport {
                 response_timeout: config.response_timeout,
                 idle_timeout: config.idle_timeout,
                 state: Mutex::new(State::default()),
+                gate,
                 verified: AtomicBool::new(false),
                 shutdown: AtomicBool::new(false),
                 opened: AtomicU64::new(0),
@@ -244,6 +256,12 @@ impl PipelineTransport {
     /// correctly (see the module note for what is checked). `auto` pipelines only then.
     pub fn verified(&self) -> bool {
         self.shared.verified.load(Relaxed)
+    }
+}
+
+impl PipelineTransport {
+    pub(crate) fn nudge(&self) {
+        self.shared.nudge();
     }
 }
 
@@ -354,7 +372,9 @@ impl Shared {
     /// Assigns a request to a connection: an idle one, else a new one while fewer than N
     /// are open, else the one with the fewest in flight below the depth.
     fn place(self: &Arc<Self>, st: &mut State, job: Job) -> Result<(), Job> {
-        let can_open = st.conns.len() < self.max_connections;
+        let room = st.conns.len() < self.max_connections;
+        // Asked only when a connection would be opened: a yes takes a place.
+        let can_open = || room && self.gate.as_ref().is_none_or(|g| g.try_open());
         let idx = if job.pipelineable {
             let best = st
                 .conns
@@ -365,14 +385,14 @@ impl Shared {
                 .map(|(i, s)| (i, s.in_flight));
             match best {
                 Some((i, 0)) => Some(i),
-                _ if can_open => None,
+                _ if can_open() => None,
                 Some((i, _)) => Some(i),
                 None => return Err(job),
             }
         } else {
             match st.conns.iter().position(|s| s.accepting && s.in_flight == 0) {
                 Some(i) => Some(i),
-                None if can_open => None,
+                None if can_open() => None,
                 None => return Err(job),
             }
         };
@@ -417,6 +437,41 @@ impl Shared {
                 slot.exclusive = false;
             }
         }
+        self.retire_excess(&mut st);
+        self.pump(&mut st);
+    }
+
+    fn gate_closed(&self) {
+        if let Some(g) = &self.gate {
+            g.closed();
+        }
+    }
+
+    /// With a gate: while the lane holds more connections than its share, stops placing
+    /// requests on the emptiest ones; their unwritten requests go back to `pending`, and
+    /// each closes once its written requests are answered (`Reader::next_job`).
+    fn retire_excess(self: &Arc<Self>, st: &mut State) {
+        let Some(g) = &self.gate else { return };
+        let excess = g.excess();
+        let mut retiring = st.conns.iter().filter(|s| !s.accepting).count();
+        while retiring < excess {
+            let Some(slot) = st.conns.iter_mut().filter(|s| s.accepting).min_by_key(|s| s.in_flight) else { break };
+            slot.accepting = false;
+            let queued = std::mem::take(&mut slot.queued);
+            slot.in_flight -= queued.len();
+            slot.signals.reader.notify_one();
+            for job in queued.into_iter().rev() {
+                st.pending.push_front(job);
+            }
+            retiring += 1;
+        }
+    }
+
+    /// The gate may have changed its mind (auto: the limit grew, the pool closed a
+    /// connection, or bulk requests want connections back).
+    fn nudge(self: &Arc<Self>) {
+        let mut st = self.lock();
+        self.retire_excess(&mut st);
         self.pump(&mut st);
     }
 
@@ -444,6 +499,7 @@ impl Shared {
         let mut requeue = Vec::new();
         if let Some(i) = st.conns.iter().position(|s| s.key == key) {
             let slot = st.conns.remove(i);
+            self.gate_closed();
             if slot.connected {
                 self.open.fetch_sub(1, Relaxed);
             }
@@ -487,6 +543,7 @@ impl Shared {
         let mut st = self.lock();
         let Some(i) = st.conns.iter().position(|s| s.key == key) else { return };
         let slot = st.conns.remove(i);
+        self.gate_closed();
         let mut requeue = Vec::new();
         for mut job in slot.queued {
             job.attempts += 1;
@@ -669,6 +726,12 @@ impl Reader {
                 let slot = st.conns.iter_mut().find(|s| s.key == self.key)?;
                 if let Some(job) = slot.written.pop_front() {
                     return Some(job);
+                }
+                if slot.in_flight == 0 && !slot.accepting {
+                    // Retired (or told to close) and nothing left to answer.
+                    drop(st);
+                    self.shared.close(self.key, None, false);
+                    return None;
                 }
                 slot.in_flight == 0
             };

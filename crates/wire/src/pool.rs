@@ -35,6 +35,7 @@
 //! tells its owner when it ended), [`await_head`] (the response time-out, counted from
 //! the last request byte handed to hyper) and the error mapping.
 
+use crate::auto::ConnectionGate;
 use crate::body::{RequestBody, ResponseBody};
 use crate::conn::Connector;
 use crate::error::{ErrorKind, WireError};
@@ -86,6 +87,8 @@ struct Pool {
     connector: Connector,
     state: Mutex<PoolState>,
     reaper_started: AtomicBool,
+    /// Set by `auto`: the pool's share of a connection cap it shares (see "Shared cap").
+    gate: Option<Arc<dyn ConnectionGate>>,
     opened: AtomicU64,
     open: Arc<AtomicU64>,
     sent: AtomicU64,
@@ -143,6 +146,11 @@ impl PoolTransport {
     /// one connector between its transports). Connections on which TLS ALPN chose h2 are
     /// refused.
     pub fn with_connector(config: TransportConfig, connector: Connector) -> PoolTransport {
+        Self::with_gate(config, connector, None)
+    }
+
+    /// A pool whose connections also need a place from `gate` (auto's shared cap).
+    pub(crate) fn with_gate(config: TransportConfig, connector: Connector, gate: Option<Arc<dyn ConnectionGate>>) -> PoolTransport {
         let max = config.max_connections.max(1);
         PoolTransport {
             pool: Arc::new(Pool {
@@ -150,6 +158,7 @@ impl PoolTransport {
                 connector,
                 state: Mutex::new(PoolState { idle: VecDeque::new(), slots: 0, waiters: VecDeque::new() }),
                 reaper_started: AtomicBool::new(false),
+                gate,
                 opened: AtomicU64::new(0),
                 open: Arc::new(AtomicU64::new(0)),
                 sent: AtomicU64::new(0),
@@ -163,7 +172,7 @@ impl PoolTransport {
     pub(crate) async fn adopt(&self, conn: crate::conn::Connection) -> Result<(), WireError> {
         let (sender, id) = self.pool.handshake(conn).await?;
         let mut st = self.pool.state.lock().unwrap();
-        if st.slots < self.pool.config.max_connections && st.waiters.is_empty() {
+        if st.slots < self.pool.config.max_connections && st.waiters.is_empty() && self.pool.gate_open() {
             st.slots += 1;
             st.idle.push_back(Idle { sender, id, since: Instant::now() });
         }
@@ -200,6 +209,12 @@ impl Transport for PoolTransport {
 impl Pool {
     fn release_slot(self: &Arc<Self>) {
         let mut st = self.state.lock().unwrap();
+        if self.gate.is_some() {
+            st.slots -= 1;
+            self.gate_closed(1);
+            self.grant_waiters(&mut st);
+            return;
+        }
         while let Some(w) = st.waiters.pop_front() {
             // The slot passes to the waiter; no count changes.
             match w.send(Grant::Open(Slot { pool: Some(self.clone()) })) {
@@ -212,6 +227,13 @@ impl Pool {
 
     /// A connection whose response was read to its end comes back.
     fn put_back(self: &Arc<Self>, idle: Idle, slot: Slot) {
+        if self.gate.as_ref().is_some_and(|g| g.excess() > 0) {
+            // Over its share of a shared cap: the connection closes and its place goes
+            // to the other lane (dropping the slot releases it).
+            drop(idle);
+            drop(slot);
+            return;
+        }
         let mut st = self.state.lock().unwrap();
         let mut grant = Grant::Reuse(idle, slot);
         while let Some(w) = st.waiters.pop_front() {
@@ -232,7 +254,12 @@ impl Pool {
         let limit = self.config.idle_timeout;
         let before = st.idle.len();
         st.idle.retain(|c| c.since.elapsed() < limit && !c.sender.is_closed());
+        if let Some(g) = &self.gate {
+            let excess = g.excess().min(st.idle.len());
+            st.idle.drain(..excess);
+        }
         st.slots -= before - st.idle.len();
+        self.gate_closed(before - st.idle.len());
     }
 
     async fn acquire(self: &Arc<Self>, fresh: bool) -> Result<Grant, WireError> {
@@ -248,7 +275,7 @@ impl Pool {
             } else if let Some(idle) = st.idle.pop_back() {
                 return Ok(Grant::Reuse(idle, Slot { pool: Some(self.clone()) }));
             }
-            if st.slots < self.config.max_connections {
+            if st.slots < self.config.max_connections && self.gate_open() {
                 st.slots += 1;
                 return Ok(Grant::Open(Slot { pool: Some(self.clone()) }));
             }
@@ -395,6 +422,57 @@ impl BodyGuard for PooledConn {
             return;
         }
         pool.put_back(Idle { sender, id, since: Instant::now() }, slot);
+    }
+}
+
+// ---- Shared cap: the hook auto.rs uses to share one connection cap between lanes ----
+//
+// Without a gate (a plain h1-pool) none of this runs. With one, opening a connection also
+// needs a place from the gate, a closed connection gives its place back to the gate (not
+// to a waiter of this pool: the other lane may be owed it), and a connection that comes
+// back while the pool holds more than its share is closed instead of kept idle.
+
+impl Pool {
+    fn gate_open(&self) -> bool {
+        self.gate.as_ref().is_none_or(|g| g.try_open())
+    }
+
+    fn gate_closed(&self, n: usize) {
+        if let Some(g) = &self.gate {
+            for _ in 0..n {
+                g.closed();
+            }
+        }
+    }
+
+    /// Gives waiters new connections while the cap and the gate allow.
+    fn grant_waiters(self: &Arc<Self>, st: &mut PoolState) {
+        while !st.waiters.is_empty() && st.slots < self.config.max_connections && self.gate_open() {
+            st.slots += 1;
+            let mut granted = false;
+            while let Some(w) = st.waiters.pop_front() {
+                match w.send(Grant::Open(Slot { pool: Some(self.clone()) })) {
+                    Ok(()) => {
+                        granted = true;
+                        break;
+                    }
+                    Err(Grant::Open(s) | Grant::Reuse(_, s)) => s.disarm(),
+                }
+            }
+            if !granted {
+                st.slots -= 1;
+                self.gate_closed(1);
+            }
+        }
+    }
+}
+
+impl PoolTransport {
+    /// The gate may have room now (the other lane closed a connection, the limit grew).
+    pub(crate) fn nudge(&self) {
+        let mut st = self.pool.state.lock().unwrap();
+        self.pool.purge(&mut st);
+        self.pool.grant_waiters(&mut st);
     }
 }
 

@@ -1,0 +1,380 @@
+//! Adaptive concurrency per endpoint: how many connections (and requests) to have in
+//! flight, found from what the endpoint answers, so the user sets nothing (issue 5: "no
+//! knobs"); an expert sets only the hard cap.
+//!
+//! It lives in the wire layer because the signals are seen here: every response's status
+//! (503 SlowDown, 429) and its time to the response head. `auto` owns one controller per
+//! endpoint (its transport is per endpoint): it reports every response through an
+//! observation [`Permit`] from [`Controller::observe`] (which does not count against the
+//! limit: the transport never waits on its own controller), and it sizes its HTTP/1.1
+//! connections from [`Controller::limit`]. Callers above the transport (the engine's
+//! fan-outs) share the same controller through `Transport::controller` and wait for
+//! room with [`Controller::acquire`]; their permits carry no signal of their own (the
+//! transport already reported the response), so dropping them is enough.
+//!
+//! The controller is AIMD with a slow start, in the manner of TCP congestion control,
+//! driven by three signals from completed requests:
+//!
+//! ```text
+//!            every success, before the first decrease (slow start): limit += 1
+//!            (doubles per round of `limit` completions)
+//!   ┌──────────────────────────────────────────────────────────────────────┐
+//!   │ after it: one round of `limit` successes with latency holding         │
+//!   │           (short-term latency <= tolerance x long-term)  limit += 1   │
+//!   │ throttled (503 SlowDown, 429)                limit *= 0.5 (once/round)│
+//!   │ latency rising (short-term > tolerance x long-term) limit *= 0.9      │
+//!   └──────────────────────────────────────────────────────────────────────┘
+//!            always min <= limit <= max (the hard cap)
+//! ```
+//!
+//! Why latency stands for goodput: by Little's law, completions per second are requests
+//! in flight divided by latency. While a step up in concurrency leaves latency where it
+//! was, goodput grows in proportion; once the endpoint (or the link) saturates, extra
+//! requests only queue and latency rises with them, so rising latency is where goodput
+//! stops growing. Latency is compared short-term against long-term (two moving
+//! averages, as Netflix's Gradient2 limiter does) rather than against a minimum, because
+//! object stores' first-byte times are noisy (lognormal, p99 ~5x p50 on S3) and a
+//! minimum would call ordinary noise congestion.
+//!
+//! One decrease per round: a request's permit remembers the controller's epoch when it
+//! was taken; a throttle reported by a request sent before the last decrease is not
+//! counted again (the same burst of SlowDowns would otherwise collapse the limit to 1).
+//!
+//! Constants: start at 4 (a fresh endpoint is probed quickly by slow start); the cap
+//! defaults to 64, above the AWS SDKs' 50-connection pool (LAB.md section 1); halving
+//! on throttling is TCP's and the AWS SDKs' adaptive mode's reaction; the latency
+//! tolerance of 2x sits above the emulated S3's p50-to-p90 spread so that noise alone
+//! does not trigger it.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// Options of a [`Controller`].
+#[derive(Clone, Debug)]
+pub struct ControllerOptions {
+    pub initial: usize,
+    pub min: usize,
+    /// The hard cap on requests in flight.
+    pub max: usize,
+    /// Short-term latency above this multiple of the long-term average is congestion.
+    pub latency_tolerance: f64,
+    /// Factor applied on throttling.
+    pub throttle_backoff: f64,
+    /// Factor applied when latency rises.
+    pub latency_backoff: f64,
+}
+
+impl Default for ControllerOptions {
+    fn default() -> Self {
+        ControllerOptions { initial: 4, min: 1, max: 64, latency_tolerance: 2.0, throttle_backoff: 0.5, latency_backoff: 0.9 }
+    }
+}
+
+/// Counters of a [`Controller`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ControllerStats {
+    pub limit: usize,
+    pub in_flight: usize,
+    pub successes: u64,
+    pub throttles: u64,
+    pub increases: u64,
+    pub decreases: u64,
+    /// Short- and long-term latency averages.
+    pub latency_short: Duration,
+    pub latency_long: Duration,
+}
+
+#[derive(Debug)]
+struct State {
+    limit: f64,
+    in_flight: usize,
+    /// No decrease yet: grow by one per success.
+    slow_start: bool,
+    epoch: u64,
+    /// Successes in the current round.
+    round: usize,
+    short: Option<f64>,
+    long: Option<f64>,
+    stats: ControllerStats,
+}
+
+/// Limits requests in flight to one endpoint (module note). Share it (`Arc`) among all
+/// tasks that talk to the endpoint.
+///
+/// ```
+/// # async fn example() {
+/// use ferry_wire::controller::{Controller, ControllerOptions};
+/// use std::time::Duration;
+/// let ctl = Controller::new(ControllerOptions::default());
+/// let permit = ctl.acquire().await; // waits for room under the limit
+/// // ... send the request ...
+/// permit.success_with_latency(Duration::from_millis(30)); // or .throttled() on a 503
+/// assert_eq!(ctl.limit(), 5, "slow start: one more per success");
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Controller {
+    state: Mutex<State>,
+    notify: Notify,
+    opts: ControllerOptions,
+}
+
+impl Controller {
+    pub fn new(opts: ControllerOptions) -> Arc<Controller> {
+        let max = opts.max.max(1);
+        let min = opts.min.clamp(1, max);
+        let opts = ControllerOptions { min, max, ..opts };
+        let limit = opts.initial.clamp(min, max) as f64;
+        Arc::new(Controller {
+            state: Mutex::new(State {
+                limit,
+                in_flight: 0,
+                slow_start: true,
+                epoch: 0,
+                round: 0,
+                short: None,
+                long: None,
+                stats: ControllerStats::default(),
+            }),
+            notify: Notify::new(),
+            opts,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The current limit on requests in flight.
+    pub fn limit(&self) -> usize {
+        self.lock().limit as usize
+    }
+
+    pub fn stats(&self) -> ControllerStats {
+        let s = self.lock();
+        ControllerStats {
+            limit: s.limit as usize,
+            in_flight: s.in_flight,
+            latency_short: Duration::from_secs_f64(s.short.unwrap_or(0.0)),
+            latency_long: Duration::from_secs_f64(s.long.unwrap_or(0.0)),
+            ..s.stats
+        }
+    }
+
+    /// Waits for room under the limit. Report the request's outcome on the permit;
+    /// dropping it unreported frees the slot and teaches nothing.
+    pub async fn acquire(self: &Arc<Self>) -> Permit {
+        loop {
+            let notified = self.notify.notified();
+            {
+                let mut s = self.lock();
+                if s.in_flight < s.limit as usize {
+                    s.in_flight += 1;
+                    s.stats.in_flight = s.in_flight;
+                    return Permit { ctl: self.clone(), epoch: s.epoch, started: Instant::now(), done: false, counted: true };
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// A permit that reports one request's outcome without counting against the limit:
+    /// for the transport, which reports what it sees and sizes its connections from
+    /// [`Controller::limit`] rather than waiting here.
+    pub fn observe(self: &Arc<Self>) -> Permit {
+        let epoch = self.lock().epoch;
+        Permit { ctl: self.clone(), epoch, started: Instant::now(), done: false, counted: false }
+    }
+
+    /// The hard cap.
+    pub fn max(&self) -> usize {
+        self.opts.max
+    }
+
+    fn release(&self, epoch: u64, counted: bool, outcome: Outcome) {
+        let mut s = self.lock();
+        if counted {
+            s.in_flight -= 1;
+            s.stats.in_flight = s.in_flight;
+        }
+        let (min, max) = (self.opts.min as f64, self.opts.max as f64);
+        let before = s.limit;
+        match outcome {
+            Outcome::Neutral => {}
+            Outcome::Success(latency) => {
+                s.stats.successes += 1;
+                if let Some(latency) = latency {
+                    let l = latency.as_secs_f64();
+                    // Short-term: about one round of samples; long-term: ~20 rounds.
+                    let n = s.limit.max(1.0);
+                    let (ws, wl) = (2.0 / (n + 1.0), 2.0 / (20.0 * n + 1.0));
+                    s.short = Some(s.short.map_or(l, |v| v + ws * (l - v)));
+                    s.long = Some(s.long.map_or(l, |v| v + wl * (l - v)));
+                }
+                let congested = matches!((s.short, s.long), (Some(st), Some(lt)) if st > self.opts.latency_tolerance * lt);
+                s.round += 1;
+                if s.slow_start && !congested {
+                    s.limit = (s.limit + 1.0).min(max);
+                } else if s.round as f64 >= s.limit {
+                    s.round = 0;
+                    if congested {
+                        s.limit = (s.limit * self.opts.latency_backoff).max(min);
+                        s.slow_start = false;
+                        s.epoch += 1;
+                    } else {
+                        s.limit = (s.limit + 1.0).min(max);
+                    }
+                }
+            }
+            Outcome::Throttled => {
+                s.stats.throttles += 1;
+                if epoch == s.epoch {
+                    s.limit = (s.limit * self.opts.throttle_backoff).max(min);
+                    s.slow_start = false;
+                    s.epoch += 1;
+                    s.round = 0;
+                }
+            }
+        }
+        if s.limit as usize > before as usize {
+            s.stats.increases += 1;
+        } else if (s.limit as usize) < before as usize {
+            s.stats.decreases += 1;
+        }
+        s.stats.limit = s.limit as usize;
+        drop(s);
+        self.notify.notify_waiters();
+    }
+}
+
+enum Outcome {
+    /// With its latency, when it measures the endpoint.
+    Success(Option<Duration>),
+    Throttled,
+    Neutral,
+}
+
+/// A slot under the limit, held for one request.
+#[derive(Debug)]
+pub struct Permit {
+    ctl: Arc<Controller>,
+    epoch: u64,
+    started: Instant,
+    done: bool,
+    /// Taken by `acquire` (holds a place under the limit) rather than `observe`.
+    counted: bool,
+}
+
+impl Permit {
+    /// The request succeeded; its latency is the time since the permit was taken.
+    pub fn success(self) {
+        let latency = self.started.elapsed();
+        self.success_with_latency(latency);
+    }
+
+    /// The request succeeded with a latency the caller measured (time to first byte,
+    /// say, when the body's transfer time should not count).
+    pub fn success_with_latency(mut self, latency: Duration) {
+        self.finish(Outcome::Success(Some(latency)));
+    }
+
+    /// The request succeeded, but its latency would not measure the endpoint (it includes
+    /// time queued in the client): it counts towards growth and leaves the latency
+    /// averages alone.
+    pub fn success_unmeasured(mut self) {
+        self.finish(Outcome::Success(None));
+    }
+
+    /// The endpoint throttled the request (503 SlowDown, 429).
+    pub fn throttled(mut self) {
+        self.finish(Outcome::Throttled);
+    }
+
+    /// When the permit was taken.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    fn finish(&mut self, outcome: Outcome) {
+        if !self.done {
+            self.done = true;
+            self.ctl.release(self.epoch, self.counted, outcome);
+        }
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.finish(Outcome::Neutral);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn slow_start_then_halving_once_per_round_within_bounds() {
+        let ctl = Controller::new(ControllerOptions { initial: 2, max: 16, ..ControllerOptions::default() });
+        let ms = Duration::from_millis(30);
+        for _ in 0..40 {
+            ctl.acquire().await.success_with_latency(ms);
+        }
+        assert_eq!(ctl.limit(), 16, "slow start reaches the cap and stops there");
+        // A burst of throttles from requests sent in the same round: one halving.
+        let permits: Vec<Permit> = futures_util::future::join_all((0..16).map(|_| ctl.acquire())).await;
+        for p in permits {
+            p.throttled();
+        }
+        assert_eq!(ctl.limit(), 8);
+        // Recovery is additive now: one step per round of `limit` successes.
+        for _ in 0..8 {
+            ctl.acquire().await.success_with_latency(ms);
+        }
+        assert_eq!(ctl.limit(), 9);
+        // Latency rising well above its long-term average: a gentle decrease per round.
+        for _ in 0..9 {
+            ctl.acquire().await.success_with_latency(ms * 10);
+        }
+        assert_eq!(ctl.limit(), 8);
+        // Throttles never push it below the minimum.
+        for _ in 0..20 {
+            ctl.acquire().await.throttled();
+        }
+        assert_eq!(ctl.limit(), 1);
+        let s = ctl.stats();
+        assert_eq!((s.in_flight, s.throttles), (0, 36));
+    }
+
+    #[tokio::test]
+    async fn observation_permits_teach_without_taking_room() {
+        let ctl = Controller::new(ControllerOptions { initial: 1, max: 8, ..ControllerOptions::default() });
+        let held = ctl.acquire().await;
+        // The one place is taken, yet the transport can still report what it sees.
+        let seen: Vec<Permit> = (0..3).map(|_| ctl.observe()).collect();
+        assert_eq!(ctl.stats().in_flight, 1);
+        for p in seen {
+            p.success_with_latency(Duration::from_millis(30));
+        }
+        assert_eq!(ctl.limit(), 4, "slow start from observed successes");
+        ctl.observe().throttled();
+        assert_eq!(ctl.limit(), 2);
+        drop(held);
+        assert_eq!(ctl.stats().in_flight, 0);
+    }
+
+    #[tokio::test]
+    async fn acquire_waits_for_room() {
+        let ctl = Controller::new(ControllerOptions { initial: 1, max: 1, ..ControllerOptions::default() });
+        let p = ctl.acquire().await;
+        let waiting = tokio::spawn({
+            let ctl = ctl.clone();
+            async move { ctl.acquire().await.success() }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished());
+        drop(p);
+        tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap();
+    }
+}

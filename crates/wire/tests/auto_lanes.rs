@@ -1,0 +1,173 @@
+//! auto's adaptive controller and its two HTTP/1.1 lanes, against a real `ferry serve`
+//! (in-process, `BackgroundServer`): the controller backs off under SlowDown and recovers
+//! after; the pipeline and the pool share one connection cap by demand, and auto never
+//! holds more connections than the cap, whatever the lanes do. No test asserts a speed.
+
+mod common;
+
+use common::{create_bucket, put, start};
+use ferry_wire::auto::AutoTransport;
+use ferry_wire::{Endpoint, Mode, Request, RequestBody, Transport, TransportConfig};
+use futures_util::future::join_all;
+use http::Method;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn auto(srv: &common::Running, max_connections: usize) -> Arc<AutoTransport> {
+    let mut config = TransportConfig::new(Endpoint::parse(&srv.url()).unwrap());
+    config.mode = Mode::Auto;
+    config.max_connections = max_connections;
+    config.response_timeout = Duration::from_secs(20);
+    Arc::new(AutoTransport::new(config).unwrap())
+}
+
+/// A GET whose caller knows the object's size (auto's small lane when `hint` is small).
+fn get(path: &str, hint: Option<u64>) -> Request {
+    let mut r = Request::new(Method::GET, path);
+    r.size_hint = hint;
+    r
+}
+
+/// Samples the connections auto holds every millisecond until `stop`; returns the most
+/// seen: (open per TransportStats, pool lane, pipeline lane, both lanes at once).
+fn watch_connections(t: Arc<AutoTransport>, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<(u64, usize, usize, usize)> {
+    tokio::spawn(async move {
+        let (mut open, mut pool, mut pipe, mut both) = (0, 0, 0, 0);
+        while !stop.load(SeqCst) {
+            open = open.max(t.stats().connections_open);
+            let (b, s) = t.lane_connections();
+            pool = pool.max(b);
+            pipe = pipe.max(s);
+            both = both.max(b + s);
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        (open, pool, pipe, both)
+    })
+}
+
+/// GETs `n` paths with `hint`, all at once; every one must succeed with `len` bytes (a
+/// 503 counts, and is returned: the controller saw it).
+async fn get_many(t: &Arc<AutoTransport>, paths: &[String], hint: Option<u64>, len: usize) -> u64 {
+    let throttled = AtomicU64::new(0);
+    join_all(paths.iter().map(|p| {
+        let throttled = &throttled;
+        async move {
+            let r = t.send(get(p, hint)).await.unwrap_or_else(|e| panic!("GET {p}: {e}"));
+            let status = r.status;
+            let body = r.body.collect(8 << 20).await.unwrap();
+            if status.as_u16() == 503 {
+                throttled.fetch_add(1, SeqCst);
+            } else {
+                assert!(status.is_success(), "GET {p}: {status}");
+                assert_eq!(body.len(), len, "GET {p}");
+            }
+        }
+    }))
+    .await;
+    throttled.load(SeqCst)
+}
+
+/// The s3 profile's per-prefix request limit, lowered to 100 GET/s (the mechanism is the
+/// profile's; two shared cores cannot produce 5,500/s): hammering one prefix draws
+/// SlowDown and the limit falls; spreading the same load over many prefixes stops it and
+/// the limit grows again. The cap holds throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_backs_off_under_slowdown_and_recovers() {
+    let srv = start(false, |c| {
+        c.emulation.get_rate_limit = Some(100);
+        c.emulation.ttfb_p50 = Duration::from_millis(5);
+        c.emulation.ttfb_p99 = Duration::from_millis(20);
+    });
+    let cap = 16;
+    let t = auto(&srv, cap);
+    let plain: Arc<dyn Transport> = srv.client(Mode::H1Pool, |_| {});
+    create_bucket(&plain, "ctl").await;
+    put(&plain, "/ctl/hot/object", RequestBody::from(bytes::Bytes::from_static(b"hot"))).await;
+    let spread: Vec<String> = (0..300).map(|i| format!("/ctl/p{i}/object")).collect();
+    for p in &spread {
+        put(&plain, p, RequestBody::from(bytes::Bytes::from_static(b"spread"))).await;
+    }
+    let ctl = t.controller().expect("auto keeps a controller");
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = watch_connections(t.clone(), stop.clone());
+
+    // Phase 1: one prefix, waves of 64 GETs.
+    let hot: Vec<String> = vec!["/ctl/hot/object".to_string(); 64];
+    let mut throttled = 0;
+    for _ in 0..6 {
+        throttled += get_many(&t, &hot, Some(3), 3).await;
+    }
+    let after_hot = ctl.stats();
+    assert!(throttled > 0 && after_hot.throttles > 0, "the prefix was never throttled: {after_hot:?}");
+    assert!(after_hot.decreases > 0, "no back-off: {after_hot:?}");
+    assert!(after_hot.limit < cap, "still at the cap under SlowDown: {after_hot:?}");
+
+    // Phase 2: the same load over 300 prefixes, under the per-prefix limit.
+    for _ in 0..4 {
+        get_many(&t, &spread, Some(6), 6).await;
+    }
+    let after_spread = ctl.stats();
+    assert!(after_spread.increases > after_hot.increases, "no recovery: {after_hot:?} -> {after_spread:?}");
+    assert!(after_spread.limit > after_hot.limit, "no recovery: {after_hot:?} -> {after_spread:?}");
+
+    stop.store(true, SeqCst);
+    let (open, pool, pipe, both) = watcher.await.unwrap();
+    assert!(open <= cap as u64, "{open} connections open under a cap of {cap}");
+    assert!(both < cap, "the lanes held {both} connections at once; the cap is {cap}, one kept for the probe");
+    eprintln!("after the hot prefix: {after_hot:?}\nafter spreading: {after_spread:?}\npeak connections {open} (pool {pool}, pipeline {pipe})");
+}
+
+/// With only small requests in flight the pipeline takes (nearly) the whole cap; bulk
+/// requests arriving meanwhile get connections back and finish; the total never exceeds
+/// the cap (TransportStats, sampled every millisecond).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lanes_share_the_cap_by_demand() {
+    let srv = start(false, |c| {
+        c.emulation.ttfb_p50 = Duration::from_millis(10);
+        c.emulation.ttfb_p99 = Duration::from_millis(40);
+    });
+    let cap = 8;
+    let t = auto(&srv, cap);
+    let plain: Arc<dyn Transport> = srv.client(Mode::H1Pool, |_| {});
+    create_bucket(&plain, "lanes").await;
+    let small = common::pattern(4096);
+    let large = common::pattern(2 << 20);
+    for i in 0..40 {
+        put(&plain, &format!("/lanes/small-{i}"), RequestBody::from(small.clone())).await;
+    }
+    for i in 0..4 {
+        put(&plain, &format!("/lanes/large-{i}"), RequestBody::from(large.clone())).await;
+    }
+    let smalls: Vec<String> = (0..400).map(|i| format!("/lanes/small-{}", i % 40)).collect();
+    let larges: Vec<String> = (0..4).map(|i| format!("/lanes/large-{i}")).collect();
+    // Verify pipelining first (auto's probe), so the smalls below take the pipeline.
+    get_many(&t, &smalls[..8], Some(4096), 4096).await;
+    assert!(t.pipelining(), "the probe did not verify pipelining against ferry serve");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = watch_connections(t.clone(), stop.clone());
+    // Small requests only: the pipeline lane grows past the eighth it had before.
+    for _ in 0..3 {
+        get_many(&t, &smalls, Some(4096), 4096).await;
+    }
+    let (_, _, pipe_alone, _) = {
+        stop.store(true, SeqCst);
+        let peak = watcher.await.unwrap();
+        stop.store(false, SeqCst);
+        peak
+    };
+    assert!(pipe_alone >= cap / 2, "smalls alone used {pipe_alone} of {cap} connections");
+
+    // Both at once: the bulk GETs (no size known) get pool connections and complete.
+    let watcher = watch_connections(t.clone(), stop.clone());
+    let (_, _) = tokio::join!(get_many(&t, &smalls, Some(4096), 4096), get_many(&t, &larges, None, large.len()));
+    stop.store(true, SeqCst);
+    let (open, pool, pipe, both) = watcher.await.unwrap();
+    assert!(pool >= 1, "bulk GETs never held a pool connection");
+    assert!(open <= cap as u64, "{open} connections open under a cap of {cap}");
+    assert!(both < cap, "the lanes held {both} connections at once; the cap is {cap}, one kept for the probe");
+    let (b, s) = t.lane_connections();
+    assert!(b + s < cap, "the probe's place is kept: {b} + {s}");
+    eprintln!("smalls alone: pipeline {pipe_alone}; mixed: peak open {open}, pool {pool}, pipeline {pipe}");
+}
