@@ -54,7 +54,7 @@
 //! the pipeline ask before they open a connection:
 //!
 //! ```text
-//!   T = limit - 1           small_want = most small requests in flight lately (1 s)
+//!   T = limit - 1           small_want = most small requests in flight lately (ebbs by one per second)
 //!   bulk share  = min(bulk requests in flight, T - min(small_want, T/2))
 //!   small share = T - bulk share
 //! ```
@@ -67,7 +67,9 @@
 //! lane over its share gives connections back as they come free: the pool closes a
 //! connection instead of keeping it idle, the pipeline stops placing requests on its
 //! emptiest connections and closes them once answered. Connections of both lanes are
-//! counted under one lock, so the total never exceeds T, whatever the timing.
+//! counted under one lock, so the total never exceeds T, whatever the timing. The
+//! pipeline's depth follows the limit too (at most `pipeline_depth`), so requests in
+//! flight grow and shrink with it.
 //!
 //! Connection ids in [`crate::ResponseMeta`] are per sub-transport: the pool and h2 share
 //! auto's connector, the pipelines number their own.
@@ -146,8 +148,12 @@ struct Probe {
     inconclusive: u32,
     /// `small_seen` when the last probe started.
     last_at: u64,
-    /// Kept for its statistics once done.
+    /// The running probe's transport, and the one that verified (kept: it answers
+    /// `verified` and its connection is counted until it closes idle).
     transports: Vec<Arc<PipelineTransport>>,
+    /// Counters of probes that did not verify, whose transports were dropped so that
+    /// their connections close (one probe connection at a time under the cap).
+    past: TransportStats,
 }
 
 impl AutoTransport {
@@ -290,20 +296,24 @@ impl H1 {
 
     fn stats(&self) -> TransportStats {
         let mut s = add(self.pool.stats(), self.pipeline.stats());
-        for t in &self.probe.lock().unwrap().transports {
+        let p = self.probe.lock().unwrap();
+        for t in &p.transports {
             s = add(s, t.stats());
         }
-        s
+        add(s, p.past.clone())
     }
 }
 
 const BULK: usize = 0;
 const SMALL: usize = 1;
 
-/// How long a burst of small requests keeps its claim on connections after it ebbs, so
-/// that shares do not flap with every arrival (connections closed and reopened). A
-/// second is ~30 first-byte times at S3's p50 (LAB.md section 1).
-const SMALL_WANT_HOLD: Duration = Duration::from_secs(1);
+/// How fast the small lane's claim on connections ebbs after a burst: one connection per
+/// step, so that shares do not flap with every arrival (a connection closed by one lane
+/// and reopened by the other). `ferry bench mixed-hol --quick` (cap 50, smalls at 100/s
+/// beside 100 bulk reads), TCP connections opened by auto's loaded run: 84 with a 1 s
+/// hold then a drop to the current count, 73 with one step per 250 ms; a step of 1 s
+/// (~30 first-byte times at S3's p50, LAB.md section 1) lets a claim ebb within seconds.
+const SMALL_WANT_STEP: Duration = Duration::from_secs(1);
 
 /// The hook through which a lane (pool.rs, pipeline.rs) asks for connections of a cap it
 /// shares with another lane. Calls come with the lane's own lock held: implementations
@@ -315,6 +325,10 @@ pub(crate) trait ConnectionGate: Send + Sync {
     fn closed(&self);
     /// Connections this lane holds above its share now (it gives them back as they free).
     fn excess(&self) -> usize;
+    /// Requests in flight per pipelined connection now, at most the configured depth.
+    fn depth(&self) -> usize {
+        usize::MAX
+    }
 }
 
 /// The two HTTP/1.1 lanes' connections and demand, under one lock (module note).
@@ -330,8 +344,8 @@ struct LaneState {
     open: [usize; 2],
     /// Requests from `send` to the end of their body, per lane.
     active: [usize; 2],
-    /// Most small requests active at once since `small_peak_at` (decays after
-    /// [`SMALL_WANT_HOLD`]).
+    /// Most small requests active at once lately: follows a rise at once, ebbs by one
+    /// per [`SMALL_WANT_STEP`] since `small_peak_at`.
     small_peak: usize,
     small_peak_at: Instant,
 }
@@ -358,8 +372,9 @@ impl Lanes {
     /// Each lane's share of [`Lanes::total`] (the formula of the module note).
     fn shares(&self, st: &mut LaneState) -> [usize; 2] {
         let t = self.total();
-        if st.small_peak_at.elapsed() > SMALL_WANT_HOLD {
-            st.small_peak = st.active[SMALL];
+        let steps = (st.small_peak_at.elapsed().as_millis() / SMALL_WANT_STEP.as_millis()) as usize;
+        if steps > 0 {
+            st.small_peak = st.small_peak.saturating_sub(steps).max(st.active[SMALL]);
             st.small_peak_at = Instant::now();
         }
         let small_want = st.small_peak.max(st.active[SMALL]);
@@ -444,6 +459,13 @@ impl ConnectionGate for LaneGate {
         let share = self.lanes.shares(&mut st)[self.lane];
         st.open[self.lane].saturating_sub(share)
     }
+
+    /// The controller's limit: depth grows with it, so that in slow start requests are
+    /// spread over the connections it opens rather than stacked 32 deep on the first few
+    /// (and a SlowDown halves the requests in flight, not only the connections).
+    fn depth(&self) -> usize {
+        self.lanes.controller.limit()
+    }
 }
 
 /// A request counted in its lane's demand until its response body ends (or the request
@@ -511,6 +533,11 @@ fn probe_with(t: Arc<PipelineTransport>, state: Arc<Mutex<Probe>>, done: watch::
             if !verified && answered_well {
                 p.attempts -= 1;
                 p.inconclusive += 1;
+            }
+            if !verified {
+                p.transports.retain(|x| !Arc::ptr_eq(x, &t));
+                let gone = TransportStats { connections_open: 0, ..t.stats() };
+                p.past = add(p.past.clone(), gone);
             }
             drop(p);
             done.send_modify(|n| *n += 1);

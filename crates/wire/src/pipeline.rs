@@ -50,6 +50,11 @@
 //! charged with the failure: requests behind it had no chance to be answered. Each
 //! failure either answers at least one request or charges one, so the loop ends.
 //!
+//! Under `auto` a [`ConnectionGate`] decides, besides the cap, whether a connection may
+//! be opened, how deep connections are filled, and when the lane holds more connections
+//! than its share: it then retires its emptiest connections (no new requests; closed
+//! once their written requests are answered) so that the pool gets them back.
+//!
 //! Requests that are not [`Request::is_pipelineable`] (anything with a body, PUT, POST,
 //! DELETE) travel alone: they wait for a connection with nothing in flight, nothing is
 //! written behind them until they are answered, and once written they are never re-sent
@@ -373,6 +378,7 @@ impl Shared {
     /// are open, else the one with the fewest in flight below the depth.
     fn place(self: &Arc<Self>, st: &mut State, job: Job) -> Result<(), Job> {
         let room = st.conns.len() < self.max_connections;
+        let depth = self.gate.as_ref().map_or(self.depth, |g| g.depth().clamp(1, self.depth));
         // Asked only when a connection would be opened: a yes takes a place.
         let can_open = || room && self.gate.as_ref().is_none_or(|g| g.try_open());
         let idx = if job.pipelineable {
@@ -380,7 +386,7 @@ impl Shared {
                 .conns
                 .iter()
                 .enumerate()
-                .filter(|(_, s)| s.accepting && !s.exclusive && s.in_flight < self.depth)
+                .filter(|(_, s)| s.accepting && !s.exclusive && s.in_flight < depth)
                 .min_by_key(|(_, s)| s.in_flight)
                 .map(|(i, s)| (i, s.in_flight));
             match best {

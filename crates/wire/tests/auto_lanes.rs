@@ -35,8 +35,11 @@ fn watch_connections(t: Arc<AutoTransport>, stop: Arc<AtomicBool>) -> tokio::tas
     tokio::spawn(async move {
         let (mut open, mut pool, mut pipe, mut both) = (0, 0, 0, 0);
         while !stop.load(SeqCst) {
-            open = open.max(t.stats().connections_open);
-            let (b, s) = t.lane_connections();
+            let (st, (b, s)) = (t.stats(), t.lane_connections());
+            if std::env::var_os("AUTO_LANES_DEBUG").is_some() && st.connections_open > open {
+                eprintln!("open {} (pool lane {b}, pipeline lane {s}, pipelined requests {})", st.connections_open, t.pipelined_requests());
+            }
+            open = open.max(st.connections_open);
             pool = pool.max(b);
             pipe = pipe.max(s);
             both = both.max(b + s);
