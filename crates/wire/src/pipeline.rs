@@ -50,7 +50,7 @@
 //! charged with the failure: requests behind it had no chance to be answered. Each
 //! failure either answers at least one request or charges one, so the loop ends.
 //!
-//! Under `auto` a [`ConnectionGate`] decides, besides the cap, whether a connection may
+//! Under `auto` a `ConnectionGate` decides, besides the cap, whether a connection may
 //! be opened, how deep connections are filled, and when the lane holds more connections
 //! than its share: it then retires its emptiest connections (no new requests; closed
 //! once their written requests are answered) so that the pool gets them back.

@@ -36,9 +36,6 @@ fn watch_connections(t: Arc<AutoTransport>, stop: Arc<AtomicBool>) -> tokio::tas
         let (mut open, mut pool, mut pipe, mut both) = (0, 0, 0, 0);
         while !stop.load(SeqCst) {
             let (st, (b, s)) = (t.stats(), t.lane_connections());
-            if std::env::var_os("AUTO_LANES_DEBUG").is_some() && st.connections_open > open {
-                eprintln!("open {} (pool lane {b}, pipeline lane {s}, pipelined requests {})", st.connections_open, t.pipelined_requests());
-            }
             open = open.max(st.connections_open);
             pool = pool.max(b);
             pipe = pipe.max(s);
