@@ -129,7 +129,7 @@ impl Transport for ScriptedTransport {
                         status: StatusCode::from_u16(status).unwrap(),
                         headers: map,
                         body: ResponseBody::new(futures_util::stream::iter(items).boxed(), content_length),
-                        meta: ResponseMeta { protocol: Protocol::Http1, connection_id: 1, reused_connection: false, time_to_head: Duration::ZERO },
+                        meta: ResponseMeta { protocol: Protocol::Http1, connection_id: 1, reused_connection: false, time_to_head: Duration::ZERO, head_latency: None },
                     })
                 }
             }

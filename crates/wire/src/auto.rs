@@ -39,16 +39,17 @@
 //! # One controller, one cap, two lanes that share it by demand
 //!
 //! auto keeps the endpoint's adaptive controller (controller.rs) and reports every
-//! response to it: 503 and 429 are throttling, any other answer a success. Successes go
-//! in without their latency: the time to the response head that `ResponseMeta` carries
-//! runs from the call to `send`, so it includes time spent waiting for a pool connection
-//! or behind earlier pipelined responses, which auto itself decides; fed as latency, it
-//! would read auto's own queueing as congestion and shrink the limit in a spiral (100
-//! bulk reads on 49 connections double it). The latency signal needs the time from the
-//! request's last byte written to its head, which the transports do not report yet. On
-//! h2 the head time is fed as latency (streams do not queue in the client below the
-//! server's stream limit). On HTTP/1.1 the controller's limit is the number of connections
-//! auto may hold: it starts at 4, grows by slow start, halves on SlowDown, and never
+//! response to it: 503 and 429 are throttling, any other answer a success, with its
+//! latency when the transport measured one (`ResponseMeta::head_latency`: from the
+//! request's first byte on the wire to its head, with no other response owed ahead of
+//! it on its connection). Not `time_to_head`, which runs from the call to `send` and so
+//! includes waiting for a pool connection or behind earlier pipelined responses: that is
+//! auto's own queueing, and fed as latency it would shrink the limit in a spiral (100
+//! bulk reads on 49 connections double it). The pool and h2 measure every request; the
+//! pipeline only the first of a batch written onto a connection that owes nothing, and
+//! the rest go in as successes without latency. With latency, the controller backs off
+//! when the endpoint's first-byte times rise (controller.rs). On HTTP/1.1 the
+//! controller's limit is the number of connections auto may hold: it starts at 4, grows by slow start, halves on SlowDown, and never
 //! exceeds `max_connections` (the hard cap). One place is kept for the probe; the rest
 //! is shared by the two lanes through `Lanes`, a `ConnectionGate` that the pool and
 //! the pipeline ask before they open a connection:
@@ -243,7 +244,10 @@ impl H1 {
         let result = fut.await;
         match &result {
             Ok(r) if matches!(r.status.as_u16(), 503 | 429) => observation.throttled(),
-            Ok(_) => observation.success_unmeasured(),
+            Ok(r) => match r.meta.head_latency {
+                Some(latency) => observation.success_with_latency(latency),
+                None => observation.success_unmeasured(),
+            },
             Err(_) => drop(observation),
         }
         // The limit may have moved either way: both lanes look again.
@@ -645,7 +649,10 @@ impl Transport for AutoTransport {
                     let result = h2.send(req).await;
                     match &result {
                         Ok(r) if matches!(r.status.as_u16(), 503 | 429) => observation.throttled(),
-                        Ok(r) => observation.success_with_latency(r.meta.time_to_head),
+                        Ok(r) => match r.meta.head_latency {
+                            Some(latency) => observation.success_with_latency(latency),
+                            None => observation.success_unmeasured(),
+                        },
                         Err(_) => drop(observation),
                     }
                     result

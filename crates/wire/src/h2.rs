@@ -671,9 +671,10 @@ impl Inner {
             *head.uri_mut() = uri.clone();
             *head.headers_mut() = headers.clone();
             self.sent.fetch_add(1, Relaxed);
+            let on_wire = Instant::now();
             let failure = match self.attempt(sender, head, body, &conn).await {
                 Ok((resp, recv)) => {
-                    let meta = ResponseMeta { protocol: Protocol::Http2, connection_id: id, reused_connection: reused, time_to_head: started.elapsed() };
+                    let meta = ResponseMeta { protocol: Protocol::Http2, connection_id: id, reused_connection: reused, time_to_head: started.elapsed(), head_latency: Some(on_wire.elapsed()) };
                     return Ok(into_response(resp, recv, head_request, slot, meta));
                 }
                 Err(f) => f,

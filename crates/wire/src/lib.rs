@@ -141,6 +141,14 @@ pub struct ResponseMeta {
     pub reused_connection: bool,
     /// From the call to `send` to the response head.
     pub time_to_head: Duration,
+    /// From the request's first byte on the wire to the response head, when nothing
+    /// delayed it inside the client: no other response ahead of it on its connection.
+    /// `None` when it queued behind another response (a pipelined request behind an
+    /// unfinished one), because that wait measures the client, not the endpoint. This is
+    /// the latency the adaptive controller ([`controller`]) judges congestion by:
+    /// `time_to_head` would also count waiting for a free connection, so a controller
+    /// fed with it would read the client's own queue as the endpoint slowing down.
+    pub head_latency: Option<Duration>,
 }
 
 /// One HTTP response; the body streams.

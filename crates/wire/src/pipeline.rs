@@ -207,6 +207,8 @@ struct Job {
     pipelineable: bool,
     attempts: u32,
     started: Instant,
+    /// When it was written with no response owed ahead of it (see `head_latency`).
+    on_wire: Option<Instant>,
     reused: bool,
     batch: Option<Arc<Batch>>,
     reply: oneshot::Sender<Result<Response, WireError>>,
@@ -294,6 +296,7 @@ impl Transport for PipelineTransport {
                 pipelineable,
                 attempts: 0,
                 started: Instant::now(),
+                on_wire: None,
                 reused: false,
                 batch: None,
                 reply: tx,
@@ -597,12 +600,17 @@ async fn run_writer(shared: Arc<Shared>, key: u64, signals: Arc<Signals>, mut io
             let mut st = shared.lock();
             let Some(slot) = st.conns.iter_mut().find(|s| s.key == key) else { return };
             let mut batch = Vec::new();
+            // Responses owed ahead of this batch on this connection: when there are none,
+            // its first request's head time is the endpoint's alone (head_latency).
+            let unobstructed = slot.in_flight == slot.queued.len();
             while let Some(job) = slot.queued.front() {
                 if !job.pipelineable && !batch.is_empty() {
                     break;
                 }
                 let mut job = slot.queued.pop_front().expect("front exists");
                 job.reused = slot.requests_written > 0;
+                // (Set on every write: a re-sent request's earlier write does not count.)
+                job.on_wire = (unobstructed && batch.is_empty()).then(Instant::now);
                 slot.requests_written += 1;
                 out.put_slice(&job.head);
                 let alone = !job.pipelineable;
@@ -868,8 +876,14 @@ impl Reader {
         if !keep_alive {
             self.shared.stop_accepting(self.key);
         }
-        let Job { reply, batch, reused, started, .. } = job;
-        let meta = ResponseMeta { protocol: Protocol::Http1, connection_id: self.connection_id, reused_connection: reused, time_to_head: started.elapsed() };
+        let Job { reply, batch, reused, started, on_wire, .. } = job;
+        let meta = ResponseMeta {
+            protocol: Protocol::Http1,
+            connection_id: self.connection_id,
+            reused_connection: reused,
+            time_to_head: started.elapsed(),
+            head_latency: on_wire.map(|t| t.elapsed()),
+        };
         let good_status = !matches!(head.status.as_u16(), 400 | 505);
         let complete = match framing {
             Framing::Empty => {

@@ -366,6 +366,9 @@ impl Pool {
             let progress = Progress::new();
             let hreq = build_request(&method, &path_and_query, &headers, WireBody::new(this_body, None, Some(progress.clone())))?;
             self.sent.fetch_add(1, Relaxed);
+            // One request per connection at a time: from here on, only the endpoint (and
+            // the upload of this request's own body) stands between it and its head.
+            let on_wire = Instant::now();
             let outcome = await_head(sender.try_send_request(hreq), self.config.response_timeout, &progress).await;
             match outcome {
                 None => {
@@ -374,7 +377,7 @@ impl Pool {
                 }
                 Some(Ok(resp)) => {
                     let guard = PooledConn { pool: self.clone(), sender, id, slot };
-                    let meta = ResponseMeta { protocol: Protocol::Http1, connection_id: id, reused_connection: reused, time_to_head: started.elapsed() };
+                    let meta = ResponseMeta { protocol: Protocol::Http1, connection_id: id, reused_connection: reused, time_to_head: started.elapsed(), head_latency: Some(on_wire.elapsed()) };
                     return Ok(into_response(resp, method == Method::HEAD, Box::new(guard), meta));
                 }
                 Some(Err(mut e)) => {
