@@ -143,8 +143,11 @@ pub const METER_WINDOW_RTTS: u32 = 4;
 /// because no stream ends (and so no stream is placed) for seconds on a long link.
 /// `ferry bench bulk-wan --quick --peers none` (transatlantic link) saw 16 and 64
 /// streams on a single connection; with 4 per unproven connection a burst of 64 opens 16
-/// connections (as many as h1-pool would, at a quarter of its count per stream), which
-/// then take more streams only while their measured rate grows.
+/// connections (a quarter of h1-pool's one per stream), which then take more streams
+/// only while their measured rate grows. Two runs of each binary, back to back: the h2
+/// row at 16 workers went from 38 and 82 MB/s (1 connection) to 142 and 147 (4), at 64
+/// from 114 and 36 (1) to 155 and 119 (16); the link's delay line was CPU-starved by
+/// other builds (iperf3 -P N: 104-318 MB/s), so only the side-by-side counts.
 pub const UNPROVEN_BULK_STREAMS: usize = 4;
 
 /// The measurement window for a connection whose smallest PING round trip is `rtt`.

@@ -411,6 +411,9 @@ impl BodyGuard for PooledConn {
     }
 }
 
+/// hyper's HTTP/1.1 connection future, boxed.
+type ConnFuture = Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>>;
+
 /// The hyper connection future of one socket. Its own task polls it, except while a
 /// response body is being read: then the body polls it too, before it asks hyper's body
 /// channel for the next chunk, so the socket is read on the task (and usually the CPU)
@@ -420,9 +423,11 @@ impl BodyGuard for PooledConn {
 /// through a one-chunk channel. With that task on one tokio worker and the reader on
 /// another (a `block_on` caller, or another worker), every chunk costs two cross-thread
 /// wake-ups, and the reader's checksum then pulls the just-received megabyte from the
-/// other core's cache. Reading in the consumer's poll removes the hop: the h1-pool row of
-/// `ferry bench bulk-get --quick --peers none` went from 0.49 and 0.54 client CPU-s per
-/// GiB to 0.40 and 0.43 (two runs of each binary, alternated, on a loaded 2-core machine).
+/// other core's cache. Reading in the consumer's poll removes the hop. `ferry bench
+/// bulk-get --quick --repeats 3 --peers none`, four runs of each binary alternated (12
+/// repeats each, a 2-core machine under other builds): the h1-pool row's client CPU per
+/// GiB, median, 0.434 -> 0.370 s; its share of iperf3 in the same repeat, median,
+/// 78% -> 96% (the no-checksum row 90% -> 154%).
 ///
 /// Sharing one future between two tasks is sound because each poll registers the polling
 /// task's wakers: while the body drives, socket readiness wakes the body's task; when the
@@ -431,7 +436,7 @@ impl BodyGuard for PooledConn {
 /// when the task is polling at that moment the body just waits on hyper's channel as
 /// before, which the task fills.
 pub(crate) struct Driver {
-    conn: Mutex<Option<Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>>>>,
+    conn: Mutex<Option<ConnFuture>>,
     task: AtomicWaker,
 }
 
