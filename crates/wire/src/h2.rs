@@ -42,13 +42,22 @@
 //!   [`DEFAULT_STREAM_LIMIT`].
 //! - Another connection is opened, up to `max_connections`, when every connection is at
 //!   its limit, or when every connection is saturated. A connection is *saturated* when,
-//!   over its last measurement window ([`METER_WINDOW`]), it carried more streams than in
-//!   the window before but its bytes/s (both directions) grew by less than
-//!   [`GROWTH_FACTOR`]: more streams did not bring more bytes, so the connection (its
-//!   windows or its TCP path) is the bottleneck. Windows are sampled when a stream is
-//!   placed; rates under [`MIN_METERED_RATE`] are never called saturated (small-object
-//!   traffic waits on first bytes, not on bandwidth). After opening a connection for this
-//!   reason, the next one waits two windows so the first can ramp up.
+//!   over its last measurement window, it carried more streams than in the window before
+//!   but its bytes/s (both directions) grew by less than [`GROWTH_FACTOR`]: more streams
+//!   did not bring more bytes, so the connection (its windows or its TCP path) is the
+//!   bottleneck. The window is [`METER_WINDOW_RTTS`] of the connection's PING-measured
+//!   round trips ([`meter_window`]: 20 ms on loopback, 440 ms across the Atlantic;
+//!   [`METER_WINDOW`] until a PING has returned), so growth is judged per round trip, as
+//!   TCP and the window rule grow, and not per fixed interval. Windows are sampled when a
+//!   stream is placed; rates under [`MIN_METERED_RATE`] are never called saturated
+//!   (small-object traffic waits on first bytes, not on bandwidth). After opening a
+//!   connection for this reason, the next one waits two of its windows so the first can
+//!   ramp up.
+//! - A burst of bulk streams comes before any measurement: until its meter has closed a
+//!   window, a connection takes at most [`UNPROVEN_BULK_STREAMS`] bulk streams, and the
+//!   next bulk stream opens another connection (under the cap). Without this a burst of
+//!   64 workers shared one connection for as long as none of them finished, since the
+//!   saturation rule only runs when a stream is placed.
 //! - When every connection is at its limit and the cap is reached, the stream goes to
 //!   the least loaded connection and waits in `h2` for a free stream.
 //! - A connection that closes is dropped from the set. A request refused by the server
@@ -113,9 +122,41 @@ const MAX_SEND_BUF: usize = 1024 * 1024;
 /// (LAB.md section 1).
 pub const DEFAULT_STREAM_LIMIT: u32 = 100;
 
-/// Throughput measurement window: a few round trips on the 110 ms link, so that TCP and
-/// window growth show within it.
+/// Throughput measurement window while a connection's round trip is unknown, and the
+/// longest one: a few round trips on the 110 ms link, so that TCP and window growth show
+/// within it.
 pub const METER_WINDOW: Duration = Duration::from_millis(500);
+
+/// Shortest measurement window, for round trips under 5 ms: 20 ms, long enough to hold
+/// dozens of 1 MiB DATA frames at 10 Gbit/s, so a rate is more than a few frames' noise.
+pub const MIN_METER_WINDOW: Duration = Duration::from_millis(20);
+
+/// Round trips per measurement window once the PING task has measured one: four, since
+/// TCP slow start and the window rule ([`Bdp`]) each double once per round trip, so four
+/// show whether the streams added brought more bytes.
+pub const METER_WINDOW_RTTS: u32 = 4;
+
+/// Bulk streams a connection takes before its meter has closed a window: 4. A burst of
+/// bulk streams (a sweep's workers starting together, the parts of a ranged download)
+/// is placed in one instant, before any throughput was measured; piled onto one
+/// connection they share one TCP slow start and one receive window for the whole run,
+/// because no stream ends (and so no stream is placed) for seconds on a long link.
+/// `ferry bench bulk-wan --quick --peers none` (transatlantic link) saw 16 and 64
+/// streams on a single connection; with 4 per unproven connection a burst of 64 opens 16
+/// connections (a quarter of h1-pool's one per stream), which then take more streams
+/// only while their measured rate grows. Two runs of each binary, back to back: the h2
+/// row at 16 workers went from 38 and 82 MB/s (1 connection) to 142 and 147 (4), at 64
+/// from 114 and 36 (1) to 155 and 119 (16); the link's delay line was CPU-starved by
+/// other builds (iperf3 -P N: 104-318 MB/s), so only the side-by-side counts.
+pub const UNPROVEN_BULK_STREAMS: usize = 4;
+
+/// The measurement window for a connection whose smallest PING round trip is `rtt`.
+pub fn meter_window(rtt: Option<Duration>) -> Duration {
+    match rtt {
+        Some(r) => (r * METER_WINDOW_RTTS).clamp(MIN_METER_WINDOW, METER_WINDOW),
+        None => METER_WINDOW,
+    }
+}
 
 /// Growth that counts as "more streams brought more bytes": 10%, above the jitter of a
 /// steady transfer over half-second windows.
@@ -193,8 +234,19 @@ impl Conn {
         self.meter.lock().unwrap().saturated
     }
 
+    /// Whether another bulk stream may join: once measured, always (saturation decides);
+    /// before that, up to [`UNPROVEN_BULK_STREAMS`].
+    fn takes_bulk(&self) -> bool {
+        self.meter.lock().unwrap().is_measured() || self.bulk_in_flight.load(Relaxed) < UNPROVEN_BULK_STREAMS
+    }
+
+    fn window(&self) -> Duration {
+        meter_window(self.flow.min_rtt())
+    }
+
     fn sample(&self, now: Instant) {
-        self.meter.lock().unwrap().sample(now, self.bytes.load(Relaxed), self.in_flight.load(Relaxed));
+        let window = self.window();
+        self.meter.lock().unwrap().sample(now, window, self.bytes.load(Relaxed), self.in_flight.load(Relaxed));
     }
 }
 
@@ -278,6 +330,13 @@ impl Flow {
     fn end(&self) {
         self.ended.store(true, Relaxed);
         self.kick.notify_one();
+    }
+
+    fn min_rtt(&self) -> Option<Duration> {
+        match self.min_rtt_us.load(Relaxed) {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
+        }
     }
 }
 
@@ -472,10 +531,10 @@ impl Meter {
         Meter { start: now, start_bytes: 0, last: None, saturated: false }
     }
 
-    /// Closes the current window if it is at least [`METER_WINDOW`] long.
-    pub fn sample(&mut self, now: Instant, bytes: u64, streams: usize) {
+    /// Closes the current window if it is at least `window` long ([`meter_window`]).
+    pub fn sample(&mut self, now: Instant, window: Duration, bytes: u64, streams: usize) {
         let dt = now.saturating_duration_since(self.start);
-        if dt < METER_WINDOW {
+        if dt < window {
             return;
         }
         let cur = Window { rate: (bytes - self.start_bytes) as f64 / dt.as_secs_f64(), streams };
@@ -489,6 +548,11 @@ impl Meter {
 
     pub fn is_saturated(&self) -> bool {
         self.saturated
+    }
+
+    /// At least one window closed: the connection's rate is known.
+    pub fn is_measured(&self) -> bool {
+        self.last.is_some()
     }
 }
 
@@ -596,13 +660,15 @@ impl Inner {
                 Lane::Bulk => bulk > 0 || c.in_flight.load(Relaxed) == 0,
             }
         };
-        let pick = |lane_only: bool| st.conns.iter().filter(below_limit).filter(|c| !lane_only || in_lane(c)).min_by_key(|c| (c.saturated(), c.in_flight.load(Relaxed))).cloned();
+        // A bulk stream also needs a connection that takes one more (`takes_bulk`).
+        let fits = |c: &&Arc<Conn>| in_lane(c) && (lane == Lane::Small || c.takes_bulk());
+        let pick = |lane_only: bool| st.conns.iter().filter(below_limit).filter(|c| !lane_only || fits(c)).min_by_key(|c| (c.saturated(), c.in_flight.load(Relaxed))).cloned();
         // At the cap, a stream shares another lane's connection rather than wait.
         let best = pick(true).or_else(|| if open_ok { None } else { pick(false) });
         let open_new = match &best {
             None => open_ok,
             Some(c) => {
-                let cool = st.last_throughput_open.is_none_or(|t| now.saturating_duration_since(t) >= METER_WINDOW * 2);
+                let cool = st.last_throughput_open.is_none_or(|t| now.saturating_duration_since(t) >= c.window() * 2);
                 if open_ok && c.saturated() && cool {
                     st.last_throughput_open = Some(now);
                     tracing::debug!("h2: every connection saturated, opening another");
@@ -890,13 +956,31 @@ mod tests {
     fn meter_closes_windows_of_at_least_the_window_length() {
         let t0 = Instant::now();
         let mut m = Meter::new(t0);
-        m.sample(t0 + METER_WINDOW / 2, 1, 1);
-        assert!(m.last.is_none());
-        m.sample(t0 + METER_WINDOW, 50_000_000, 2);
-        m.sample(t0 + METER_WINDOW * 2, 100_000_000, 6);
+        let w = METER_WINDOW;
+        m.sample(t0 + w / 2, w, 1, 1);
+        assert!(!m.is_measured());
+        m.sample(t0 + w, w, 50_000_000, 2);
+        assert!(m.is_measured());
+        m.sample(t0 + w * 2, w, 100_000_000, 6);
         assert!(m.is_saturated());
-        m.sample(t0 + METER_WINDOW * 3, 200_000_000, 6);
+        m.sample(t0 + w * 3, w, 200_000_000, 6);
         assert!(!m.is_saturated());
+    }
+
+    #[test]
+    fn the_meter_window_is_four_round_trips_within_its_bounds() {
+        assert_eq!(meter_window(None), METER_WINDOW, "round trip unknown");
+        assert_eq!(meter_window(Some(Duration::from_millis(20))), Duration::from_millis(80));
+        assert_eq!(meter_window(Some(Duration::from_micros(50))), MIN_METER_WINDOW, "loopback");
+        assert_eq!(meter_window(Some(Duration::from_millis(110))), Duration::from_millis(440), "transatlantic");
+        assert_eq!(meter_window(Some(Duration::from_millis(300))), METER_WINDOW, "capped");
+        // A 1 ms link (LAB.md's region) judges growth 25 times as often as before.
+        let t0 = Instant::now();
+        let mut m = Meter::new(t0);
+        let w = meter_window(Some(Duration::from_millis(1)));
+        m.sample(t0 + w, w, 10_000_000, 4);
+        m.sample(t0 + w * 2, w, 20_000_000, 8);
+        assert!(m.is_saturated(), "more streams, the same rate, within {:?}", w * 2);
     }
 
     #[test]

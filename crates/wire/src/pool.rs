@@ -30,6 +30,12 @@
 //! (counted in `requests_resent`), as SDK pools do; a request hyper reports as never
 //! written is re-sent on another connection whatever its method.
 //!
+//! Reading a body: the response body polls its connection's hyper future itself before
+//! each chunk ([`Driver`]), so a bulk GET is read from the socket on the task that
+//! consumes (and checksums) it, with no cross-thread hand-off per chunk; the connection's
+//! own task takes over again when the body ends. Backpressure is unchanged: hyper reads
+//! only when its one-chunk body channel is empty.
+//!
 //! This module also holds the hyper glue shared with `h2.rs`: [`WireBody`] (request
 //! bodies with exact length), [`IncomingStream`] (hyper's body as a [`ResponseBody`] that
 //! tells its owner when it ended), [`await_head`] (the response time-out, counted from
@@ -57,6 +63,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+use futures_util::task::AtomicWaker;
 use tokio::sync::oneshot;
 
 /// How long a reused connection may take to become ready after its previous response
@@ -109,6 +116,7 @@ struct Idle {
     sender: Sender,
     id: u64,
     since: Instant,
+    driver: Arc<Driver>,
 }
 
 /// What a waiting or acquiring request receives.
@@ -170,11 +178,11 @@ impl PoolTransport {
     /// Takes an already open HTTP/1.1 connection (auto's ALPN probe) into the idle list,
     /// if under the cap.
     pub(crate) async fn adopt(&self, conn: crate::conn::Connection) -> Result<(), WireError> {
-        let (sender, id) = self.pool.handshake(conn).await?;
+        let (sender, id, driver) = self.pool.handshake(conn).await?;
         let mut st = self.pool.state.lock().unwrap();
         if st.slots < self.pool.config.max_connections && st.waiters.is_empty() && self.pool.gate_open() {
             st.slots += 1;
-            st.idle.push_back(Idle { sender, id, since: Instant::now() });
+            st.idle.push_back(Idle { sender, id, since: Instant::now(), driver });
         }
         Ok(())
     }
@@ -286,12 +294,12 @@ impl Pool {
         rx.await.map_err(|_| WireError::new(ErrorKind::Reset, "the connection pool was shut down"))
     }
 
-    async fn open(&self) -> Result<(Sender, u64), WireError> {
+    async fn open(&self) -> Result<(Sender, u64, Arc<Driver>), WireError> {
         let conn = self.connector.connect().await?;
         self.handshake(conn).await
     }
 
-    async fn handshake(&self, conn: crate::conn::Connection) -> Result<(Sender, u64), WireError> {
+    async fn handshake(&self, conn: crate::conn::Connection) -> Result<(Sender, u64, Arc<Driver>), WireError> {
         if conn.alpn_h2 {
             return Err(WireError::protocol("TLS ALPN chose h2 on a connection opened for HTTP/1.1"));
         }
@@ -304,11 +312,13 @@ impl Pool {
         self.opened.fetch_add(1, Relaxed);
         self.open.fetch_add(1, Relaxed);
         let open = self.open.clone();
+        let driver = Arc::new(Driver { conn: Mutex::new(Some(Box::pin(connection))), task: AtomicWaker::new() });
+        let task_driver = driver.clone();
         tokio::spawn(async move {
-            let _ = connection.await;
+            std::future::poll_fn(|cx| task_driver.poll_task(cx)).await;
             open.fetch_sub(1, Relaxed);
         });
-        Ok((sender, id))
+        Ok((sender, id, driver))
     }
 
     fn start_reaper(self: &Arc<Self>) {
@@ -343,11 +353,11 @@ impl Pool {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let (mut sender, id, reused, slot) = match self.acquire(fresh).await? {
+            let (mut sender, id, reused, slot, driver) = match self.acquire(fresh).await? {
                 Grant::Reuse(idle, slot) => {
                     let mut sender = idle.sender;
                     match tokio::time::timeout(READY_WAIT, sender.ready()).await {
-                        Ok(Ok(())) => (sender, idle.id, true, slot),
+                        Ok(Ok(())) => (sender, idle.id, true, slot, idle.driver),
                         // Closed while idle: drop it (freeing its slot) and look again;
                         // nothing was written, so this is no attempt.
                         _ => {
@@ -357,8 +367,8 @@ impl Pool {
                     }
                 }
                 Grant::Open(slot) => {
-                    let (sender, id) = self.open().await?;
-                    (sender, id, false, slot)
+                    let (sender, id, driver) = self.open().await?;
+                    (sender, id, false, slot, driver)
                 }
             };
             let this_body = body.take().expect("a body for each attempt");
@@ -376,9 +386,9 @@ impl Pool {
                     return Err(timeout_error(self.config.response_timeout));
                 }
                 Some(Ok(resp)) => {
-                    let guard = PooledConn { pool: self.clone(), sender, id, slot };
+                    let guard = PooledConn { pool: self.clone(), sender, id, slot, driver: HandBack(driver.clone()) };
                     let meta = ResponseMeta { protocol: Protocol::Http1, connection_id: id, reused_connection: reused, time_to_head: started.elapsed(), head_latency: Some(on_wire.elapsed()) };
-                    return Ok(into_response(resp, method == Method::HEAD, Box::new(guard), meta));
+                    return Ok(into_response(resp, method == Method::HEAD, Box::new(guard), meta, Some(driver)));
                 }
                 Some(Err(mut e)) => {
                     drop(sender);
@@ -416,15 +426,90 @@ struct PooledConn {
     sender: Sender,
     id: u64,
     slot: Slot,
+    /// Dropped (so the connection's task takes over again) when the body ends, fails or
+    /// is dropped, after the body's last poll of the connection.
+    driver: HandBack,
 }
 
 impl BodyGuard for PooledConn {
     fn finished(self: Box<Self>) {
-        let PooledConn { pool, sender, id, slot } = *self;
+        let PooledConn { pool, sender, id, slot, driver } = *self;
         if sender.is_closed() {
             return;
         }
-        pool.put_back(Idle { sender, id, since: Instant::now() }, slot);
+        pool.put_back(Idle { sender, id, since: Instant::now(), driver: driver.0.clone() }, slot);
+    }
+}
+
+/// hyper's HTTP/1.1 connection future, boxed.
+type ConnFuture = Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>>;
+
+/// The hyper connection future of one socket. Its own task polls it, except while a
+/// response body is being read: then the body polls it too, before it asks hyper's body
+/// channel for the next chunk, so the socket is read on the task (and usually the CPU)
+/// that consumes the bytes.
+///
+/// Why: hyper's HTTP/1.1 client hands body chunks from its connection task to the body
+/// through a one-chunk channel. With that task on one tokio worker and the reader on
+/// another (a `block_on` caller, or another worker), every chunk costs two cross-thread
+/// wake-ups, and the reader's checksum then pulls the just-received megabyte from the
+/// other core's cache. Reading in the consumer's poll removes the hop. `ferry bench
+/// bulk-get --quick --repeats 3 --peers none`, four runs of each binary alternated (12
+/// repeats each, a 2-core machine under other builds): the h1-pool row's client CPU per
+/// GiB, median, 0.434 -> 0.370 s; its share of iperf3 in the same repeat, median,
+/// 78% -> 96% (the no-checksum row 90% -> 154%).
+///
+/// Sharing one future between two tasks is sound because each poll registers the polling
+/// task's wakers: while the body drives, socket readiness wakes the body's task; when the
+/// body ends or is dropped ([`HandBack`]) the connection's task is woken and re-registers
+/// its own (for the next request and for a close while idle). The body only `try_lock`s:
+/// when the task is polling at that moment the body just waits on hyper's channel as
+/// before, which the task fills.
+pub(crate) struct Driver {
+    conn: Mutex<Option<ConnFuture>>,
+    task: AtomicWaker,
+}
+
+impl Driver {
+    /// The connection's own task: ready once the connection has ended.
+    fn poll_task(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.task.register(cx.waker());
+        let mut conn = self.conn.lock().unwrap();
+        let Some(fut) = conn.as_mut() else { return Poll::Ready(()) };
+        match fut.as_mut().poll(cx) {
+            Poll::Ready(r) => {
+                if let Err(e) = r {
+                    tracing::debug!("HTTP/1.1 connection ended: {e}");
+                }
+                *conn = None;
+                Poll::Ready(())
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// One poll of the connection from a response body's task, unless its own task is
+    /// polling it right now.
+    fn drive(&self, cx: &mut Context<'_>) {
+        let Ok(mut conn) = self.conn.try_lock() else { return };
+        let Some(fut) = conn.as_mut() else { return };
+        if let Poll::Ready(r) = fut.as_mut().poll(cx) {
+            if let Err(e) = r {
+                tracing::debug!("HTTP/1.1 connection ended: {e}");
+            }
+            *conn = None;
+            drop(conn);
+            self.task.wake();
+        }
+    }
+}
+
+/// Wakes the connection's own task when dropped: the body no longer polls the connection.
+struct HandBack(Arc<Driver>);
+
+impl Drop for HandBack {
+    fn drop(&mut self) {
+        self.0.task.wake();
     }
 }
 
@@ -744,6 +829,8 @@ impl BodyTally {
 pub(crate) struct IncomingStream {
     body: Incoming,
     tally: BodyTally,
+    /// The connection, polled here before each chunk is asked for ([`Driver`]).
+    driver: Option<Arc<Driver>>,
 }
 
 impl Stream for IncomingStream {
@@ -755,6 +842,9 @@ impl Stream for IncomingStream {
             return Poll::Ready(None);
         }
         loop {
+            if let Some(d) = &this.driver {
+                d.drive(cx);
+            }
             return match Pin::new(&mut this.body).poll_frame(cx) {
                 Poll::Pending => Poll::Pending,
                 Poll::Ready(Some(Ok(frame))) => {
@@ -776,11 +866,11 @@ impl Stream for IncomingStream {
 /// `head_request` because a response to HEAD, like a 204 or 304, has no body whatever
 /// its Content-Length says (RFC 9110 section 6.4.1); hyper's h2 body still reports the
 /// header's length for them.
-pub(crate) fn into_response(resp: http::Response<Incoming>, head_request: bool, guard: Box<dyn BodyGuard>, meta: ResponseMeta) -> Response {
+pub(crate) fn into_response(resp: http::Response<Incoming>, head_request: bool, guard: Box<dyn BodyGuard>, meta: ResponseMeta, driver: Option<Arc<Driver>>) -> Response {
     let (parts, body) = resp.into_parts();
     let bodiless = head_request || parts.status == http::StatusCode::NO_CONTENT || parts.status == http::StatusCode::NOT_MODIFIED;
     let expected = if bodiless { Some(0) } else { body.size_hint().exact() };
-    let mut stream = IncomingStream { body, tally: BodyTally::new(guard, expected) };
+    let mut stream = IncomingStream { body, tally: BodyTally::new(guard, expected), driver };
     if stream.body.is_end_stream() {
         stream.tally.finish();
     }
