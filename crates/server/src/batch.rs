@@ -37,7 +37,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// Most bytes held for one write: 256 KiB, sixteen 16 KiB responses (the rate bench's
 /// object). Writes that would pass it go out at once, together with what is held.
-/// `scripts/bench-serve.sh --only rate` measures its effect; larger buys nothing there.
+/// `scripts/bench-serve.sh --only rate` measures its effect. The buffer keeps its
+/// capacity between bursts (freeing it per burst would cost an allocation and fresh pages
+/// per ten responses), so an h2 connection that was once busy holds up to this much.
 const HELD_LIMIT: usize = 256 * 1024;
 
 /// Most slices passed to one `writev`: the held bytes plus the caller's (tokio-util's
