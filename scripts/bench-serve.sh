@@ -17,11 +17,14 @@
 # by `timeout` and killed at exit.
 #
 # Usage: scripts/bench-serve.sh [--quick] [--out FILE] [--only rate|bytes|rss[,..]]
-#                               [--rss-size SIZE] [--repeats N] [--bin PATH] [--build]
+#                               [--rss-size SIZE] [--repeats N] [--bin PATH] [--bin-b PATH] [--build]
 #   --quick        shorter runs (h2load -n 50000, wrk -d 3s, iperf3 -t 2, rss 256M)
 #   --rss-size     object size for the rss section, e.g. 256M, 1G (default 1G; quick 256M)
 #   --repeats N    interleaved repeats for rate and bytes (default 3)
 #   --bin PATH     ferry binary (default target/release/ferry; built if missing)
+#   --bin-b PATH   a second ferry binary (e.g. a build of main) for the rate section:
+#                  served beside the first and measured in the same interleaved rounds
+#                  (A B C D E: ferry, nghttpd, wrk ferry, ferry-b, wrk ferry-b)
 #   --build        run `cargo build --release` first
 set -uo pipefail
 
@@ -33,6 +36,7 @@ ONLY="rate,bytes,rss"
 RSS_SIZE=""
 REPEATS=3
 BUILD=0
+BIN_B=""
 
 log() { printf '[bench-serve %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
@@ -46,6 +50,7 @@ while (($#)); do
         --rss-size) RSS_SIZE="${2:?--rss-size needs a size}"; shift ;;
         --repeats) REPEATS="${2:?--repeats needs a number}"; shift ;;
         --bin) BIN="${2:?--bin needs a path}"; shift ;;
+        --bin-b) BIN_B="${2:?--bin-b needs a path}"; shift ;;
         --build) BUILD=1 ;;
         -h|--help) usage 0 ;;
         *) log "unknown argument: $1"; usage 2 ;;
@@ -134,6 +139,7 @@ if ((BUILD)) || [[ ! -x "$BIN" ]]; then
     (cd "$ROOT" && cargo build --release >&2) || die "cargo build --release failed"
 fi
 [[ -x "$BIN" ]] || die "no ferry binary at $BIN"
+[[ -z "$BIN_B" || -x "$BIN_B" ]] || die "no ferry binary at $BIN_B (--bin-b)"
 
 # ---------------------------------------------------------------------------------
 # Run state, cleanup.
@@ -231,7 +237,7 @@ wait_port() { # port seconds pid
 # and FERRY_TPID (its timeout wrapper).
 start_ferry() {
     local name="$1" limit="$2" line="" i; shift 2
-    timeout -k 5 "$limit" "$BIN" serve --addr 127.0.0.1:0 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+    timeout -k 5 "$limit" "${START_BIN:-$BIN}" serve --addr 127.0.0.1:0 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
     FERRY_TPID=$!
     PIDS+=("$FERRY_TPID")
     for i in $(seq 100); do
@@ -275,6 +281,14 @@ section_rate() {
     curl_ok 200 curl -X PUT "$furl/bench" || die "create bucket failed"
     curl_ok 200 curl -T "$obj" "$furl/bench/obj16k" || die "PUT obj16k failed"
     curl -s --max-time 10 "$furl/bench/obj16k" | cmp -s - "$obj" || die "GET obj16k does not return the bytes PUT"
+    local burl="" bpid="" btpid=""
+    if [[ -n "$BIN_B" ]]; then
+        START_BIN="$BIN_B" start_ferry ferry-rate-b 900 --memory --anonymous
+        burl="$FERRY_URL" bpid="$FERRY_PID" btpid="$FERRY_TPID"
+        curl_ok 200 curl -X PUT "$burl/bench" || die "create bucket failed (--bin-b)"
+        curl_ok 200 curl -T "$obj" "$burl/bench/obj16k" || die "PUT obj16k failed (--bin-b)"
+        curl -s --max-time 10 "$burl/bench/obj16k" | cmp -s - "$obj" || die "GET obj16k (--bin-b) does not return the bytes PUT"
+    fi
 
     local nport; nport="$(free_port)" || die "no free port for nghttpd"
     timeout -k 5 900 nghttpd --no-tls -d "$ndir" "$nport" >"$WORK/nghttpd.out" 2>"$WORK/nghttpd.err" &
@@ -296,7 +310,10 @@ section_rate() {
            "rate, wrk ferry: \`${wrkf[*]}\`")
 
     local -a hf=() hn=() wf=() hf_cpu=() hn_cpu=() wf_cpu=() hf_cl=() hn_cl=() wf_cl=()
-    local -a hf_fail=() hn_fail=() wf_err=()
+    local -a hf_fail=() hn_fail=() wf_err=() hb=() hb_cpu=() wb=() wb_cpu=()
+    local h2b=(h2load -n "$H2_N" -c "$H2_C" -m "$H2_M" -t 1 "$burl/bench/obj16k")
+    local wrkb=(wrk -t 1 -c "$WRK_C" -d "$WRK_D" --latency "$burl/bench/obj16k")
+    [[ -n "$BIN_B" ]] && CMDS+=("rate, ferry-b: \`$BIN_B serve --addr 127.0.0.1:0 --memory --anonymous\`, same h2load and wrk commands against $burl")
     local i c0 v st fails
     for i in $(seq "$REPEATS"); do
         # A: h2load -> ferry
@@ -330,9 +347,27 @@ section_rate() {
         wf_err+=("$((${non2xx:-0}))")
         log "wrk ferry      #$i: ${v:-?} req/s  non-2xx=${non2xx:-0} ${serr:-no socket errors} rc=$RC"
         [[ "$RC" == 0 && -z "$non2xx" && -z "$serr" ]] || note "wrk -> ferry run $i: rc=$RC non-2xx=${non2xx:-0} ${serr}; stderr: $(head -c 300 "$WORK/wrkf-$i.err" | tr '\n' ' '); reproduce: ${wrkf[*]}"
+        [[ -n "$BIN_B" ]] || continue
+        # D: h2load -> ferry-b
+        c0="$(cpu_s "$bpid")"
+        timed "h2b-$i" timeout -k 5 300 "${h2b[@]}"
+        v="$(awk '/^finished in/ {gsub(",",""); print $4}' "$WORK/h2b-$i.out")"
+        st="$(grep -m1 '^requests:' "$WORK/h2b-$i.out")"
+        fails="$(awk '/^requests:/ {gsub(",",""); print $3-$9}' "$WORK/h2b-$i.out")"
+        hb+=("${v:-nan}"); hb_cpu+=("$(sub "$(cpu_s "$bpid")" "$c0")")
+        log "h2load ferry-b #$i: ${v:-?} req/s  ($st) rc=$RC"
+        [[ "$RC" == 0 && "${fails:-x}" == 0 ]] || note "h2load -> ferry-b run $i: rc=$RC, $st; reproduce: ${h2b[*]}"
+        # E: wrk -> ferry-b
+        c0="$(cpu_s "$bpid")"
+        timed "wrkb-$i" timeout -k 5 120 "${wrkb[@]}"
+        v="$(awk '/^Requests\/sec:/ {print $2}' "$WORK/wrkb-$i.out")"
+        wb+=("${v:-nan}"); wb_cpu+=("$(sub "$(cpu_s "$bpid")" "$c0")")
+        log "wrk ferry-b    #$i: ${v:-?} req/s rc=$RC"
+        [[ "$RC" == 0 ]] || note "wrk -> ferry-b run $i: rc=$RC; reproduce: ${wrkb[*]}"
     done
     kill -0 "$fpid" 2>/dev/null || note "ferry (rate) died during the run; stderr tail: $(tail -n 5 "$WORK/ferry-rate.err" | tr '\n' ' ')"
     stop_pid "$ntpid"; stop_pid "$ftpid"
+    [[ -n "$btpid" ]] && stop_pid "$btpid"
 
     local mhf mhn mwf r
     mhf="$(median "${hf[@]}")"; mhn="$(median "${hn[@]}")"; mwf="$(median "${wf[@]}")"
@@ -353,6 +388,17 @@ section_rate() {
     row "**ratio ferry / nghttpd (h2load)**" "$(fmt "$(awk -v r="$r" 'BEGIN{print r*100}')" 1)" "%" "" "goal >= 60%"
     row "wrk (h1) -> ferry, 16 KiB GET" "$(fmt "$mwf" 0)" "req/s" "$(spread 0 "${wf[@]}"); server CPU s $(printf '%s ' "${wf_cpu[@]}")" "-t 1 -c $WRK_C -d $WRK_D"
     row "wrk (h1) -> nghttpd" "n/a" "" "" "not possible: nghttpd speaks h2 only"
+    [[ -n "$BIN_B" ]] || return 0
+    local mhb mwb rb
+    mhb="$(median "${hb[@]}")"; mwb="$(median "${wb[@]}")"; rb="$(ratio "$mhb" "$mhn")"
+    emit rate "h2load_ferry_b_req_s" "$mhb" "req/s" "${h2b[*]}" \
+        "$(jq -cn --argjson s "$(json_nums "${hb[@]}")" --argjson scpu "$(json_nums "${hb_cpu[@]}")" --arg b "$BIN_B" '{samples:$s, server_cpu_s:$scpu, protocol:"h2c", ferry_b_bin:$b}')"
+    emit rate "wrk_ferry_b_req_s" "$mwb" "req/s" "${wrkb[*]}" \
+        "$(jq -cn --argjson s "$(json_nums "${wb[@]}")" --argjson scpu "$(json_nums "${wb_cpu[@]}")" --arg b "$BIN_B" '{samples:$s, server_cpu_s:$scpu, protocol:"http/1.1", ferry_b_bin:$b}')"
+    emit rate "h2load_ratio_ferry_b_over_nghttpd" "$rb" "ratio" "median(h2load ferry-b) / median(h2load nghttpd)" '{}'
+    row "h2load (h2c) -> ferry-b ($BIN_B)" "$(fmt "$mhb" 0)" "req/s" "$(spread 0 "${hb[@]}"); server CPU s $(printf '%s ' "${hb_cpu[@]}")" "same command, same rounds"
+    row "ratio ferry-b / nghttpd (h2load)" "$(fmt "$(awk -v r="$rb" 'BEGIN{print r*100}')" 1)" "%" "" ""
+    row "wrk (h1) -> ferry-b" "$(fmt "$mwb" 0)" "req/s" "$(spread 0 "${wb[@]}"); server CPU s $(printf '%s ' "${wb_cpu[@]}")" "same command, same rounds"
 }
 
 # ---------------------------------------------------------------------------------

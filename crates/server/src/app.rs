@@ -24,6 +24,9 @@ use http::Method;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, SystemTime};
 
+const X_AMZ_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-amz-request-id");
+const X_AMZ_ID_2: http::HeaderName = http::HeaderName::from_static("x-amz-id-2");
+
 /// Largest clock difference accepted on a signed request (S3: 15 minutes).
 const MAX_SKEW: Duration = Duration::from_secs(15 * 60);
 
@@ -59,8 +62,11 @@ impl App {
         })
     }
 
+    /// 16 upper-case hex digits (written by hand: `format!` showed in per-request profiles).
     fn request_id(&self) -> String {
-        format!("{:016X}", self.next_request_id.fetch_add(1, Relaxed))
+        const HEX: &[u8; 16] = b"0123456789ABCDEF";
+        let n = self.next_request_id.fetch_add(1, Relaxed);
+        (0..16).rev().map(|i| HEX[((n >> (i * 4)) & 0xF) as usize] as char).collect()
     }
 
     pub fn error_xml(&self, code: &str, message: &str, resource: Option<&str>) -> String {
@@ -118,7 +124,13 @@ impl App {
                 (op.name(), resp)
             }
         };
-        resp = resp.header("x-amz-request-id", &request_id).header("x-amz-id-2", &request_id);
+        if let Ok(mut id) = http::HeaderValue::from_str(&request_id) {
+            // Unique per response: HPACK must not index it (RFC 7541 section 6.2.3), or
+            // each response would evict table entries that later responses reuse.
+            id.set_sensitive(true);
+            resp.headers.append(X_AMZ_REQUEST_ID, id.clone());
+            resp.headers.append(X_AMZ_ID_2, id);
+        }
         self.metrics.request(op, resp.status);
         resp
     }
@@ -130,7 +142,7 @@ impl App {
             Some(InjectedError::SlowDown) => return Err(S3Error::slow_down()),
             None => {}
         }
-        if let Some(class) = rate_class(route.op) {
+        if let Some(class) = rate_class(route.op).filter(|c| self.emulator.rate_limited(*c)) {
             let prefix = throttle_prefix(route);
             if self.emulator.throttled(&prefix, class, req.arrived) {
                 return Err(S3Error::slow_down());

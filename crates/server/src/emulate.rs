@@ -103,6 +103,15 @@ impl Emulator {
         }
     }
 
+    /// Whether requests of this class have a rate limit at all (the lan profile has none),
+    /// so the request path can skip building the prefix.
+    pub fn rate_limited(&self, class: RateClass) -> bool {
+        match class {
+            RateClass::Read => self.emulation.get_rate_limit.is_some(),
+            RateClass::Write => self.emulation.put_rate_limit.is_some(),
+        }
+    }
+
     /// Whether a request on `prefix` exceeds the request-rate limit (503 SlowDown).
     pub fn throttled(&self, prefix: &str, class: RateClass, now: Instant) -> bool {
         let limit = match class {

@@ -14,6 +14,7 @@
 //! S3 and Azure do.
 
 pub mod app;
+mod batch;
 pub mod config;
 pub mod emulate;
 mod h1;

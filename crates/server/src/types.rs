@@ -164,7 +164,9 @@ impl Response {
         r
     }
 
-    pub fn header(mut self, name: &'static str, value: &str) -> Response {
+    /// Appends a header; `name` is a `HeaderName` constant on hot paths (a `&'static str`
+    /// is parsed on every call).
+    pub fn header(mut self, name: impl http::header::IntoHeaderName, value: &str) -> Response {
         if let Ok(v) = HeaderValue::from_str(value) {
             self.headers.append(name, v);
         }
