@@ -77,8 +77,8 @@ The ops beyond the five, each driven as the peer's users drive it:
   end before the next: boto3 get_object, obstore get_async, s3fs open_async + read().
 - get_ranges (boto3, obstore, s3fs): many byte ranges of one object. boto3 has no
   vectored read: one ranged get_object per range on `concurrency` threads; obstore's
-  get_ranges_async coalesces ranges under 1 MiB apart; s3fs's _cat_ranges merges
-  nearby ranges too.
+  get_ranges_async coalesces ranges under 1 MiB apart; s3fs's _cat_ranges fetches them
+  concurrently and merges them only when given max_gap (not by default).
 - rewrite_many (boto3, obstore): Hudi's commit step per file: GET, modify the bytes,
   PUT them back under the same key; `concurrency` files at once.
 - mixed_hol (boto3, awscrt, obstore): ranged GETs of large parts kept
@@ -1041,8 +1041,8 @@ class S3fsPeer:
                 tally.error(f"GET {b}/{key}: {e!r}")
 
     async def _get_ranges(self, fs, spec, tally, t0):
-        """One _cat_ranges call (fsspec's vectored read: it merges nearby ranges, then
-        fetches the merged ones concurrently)."""
+        """One _cat_ranges call (fsspec's vectored read, as its users call it: the ranges
+        fetched concurrently; merged only when the caller passes max_gap)."""
         b, k, spans = spec["bucket"], spec["key"], spec["ranges"]
         s = time.monotonic()
         try:

@@ -104,7 +104,7 @@ impl Peer {
             (Peer::S3fs, PeerOp::ReadInOrder { .. }) => return "open_async + read() of each file in order".into(),
             (Peer::Boto3 | Peer::Boto3Tuned, PeerOp::GetRanges { .. }) => return format!("one ranged get_object per range, {n} threads (boto3 has no vectored read)"),
             (Peer::Obstore, PeerOp::GetRanges { .. }) => return "one get_ranges_async call (coalesces ranges < 1 MiB apart, up to 10 fetches at once)".into(),
-            (Peer::S3fs, PeerOp::GetRanges { .. }) => return "one _cat_ranges call (fsspec merges nearby ranges, fetches concurrently)".into(),
+            (Peer::S3fs, PeerOp::GetRanges { .. }) => return "one _cat_ranges call (fsspec fetches the ranges concurrently; it merges them only when given max_gap, which it is not by default)".into(),
             (Peer::Boto3 | Peer::Boto3Tuned, PeerOp::RewriteMany { .. }) => return format!("{n} threads: get_object, read, modify, put_object"),
             (Peer::Obstore, PeerOp::RewriteMany { .. }) => return format!("asyncio.gather, Semaphore({n}): get_async + bytes_async, modify, put_async"),
             (Peer::S5cmd, PeerOp::List { .. }) => return "s5cmd ls s3://bucket/prefix/* (flat)".into(),

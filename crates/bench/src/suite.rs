@@ -24,6 +24,7 @@ pub const SUITE: &[(&str, RunFn)] = &[
 fn bulk_wan(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome> {
     let mut p = crate::bulk_wan::BulkWanParams::new(s);
     p.repeats = repeats.unwrap_or(p.repeats);
+    p.peers = o.peers.clone();
     crate::bulk_wan::run(s, &p, o)
 }
 

@@ -242,6 +242,7 @@ fn run_bulk_wan(a: &BulkWanArgs) -> Result<()> {
         p.repeats = r as usize;
     }
     let opts = options_with_link(&a.common, Some(Preset::TRANSATLANTIC))?;
+    p.peers = opts.peers.clone();
     let outcome = ferry_bench::bulk_wan::run(sz, &p, &opts)?;
     println!("{}", outcome.report);
     println!("{} runs in {:.1} s (link: {}); JSON lines appended to {}", outcome.records.len(), outcome.wall.as_secs_f64(), opts.link_name(), a.common.out.display());
