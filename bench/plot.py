@@ -113,14 +113,16 @@ class Plotter:
 
     def _curves(self, ax, items):
         """items: (key for colour, label, points); the first curve of a key gets the label."""
-        cmap = plt.get_cmap("tab10")
+        n = len({i[0] for i in items})
+        # More keys than tab10's colours (the peers' rows): tab20, so none repeats up to 20.
+        cmap, ncol = (plt.get_cmap("tab10"), 10) if n <= 10 else (plt.get_cmap("tab20"), 20)
         keys: list = []
         for key, lab, pts in items:
             legend = None if key in keys else lab
             if key not in keys:
                 keys.append(key)
             xs, ys = zip(*sorted(pts))
-            ax.plot(xs, ys, color=cmap(keys.index(key) % 10), label=legend, linewidth=1.4)
+            ax.plot(xs, ys, color=cmap(keys.index(key) % ncol), label=legend, linewidth=1.4)
 
     def ttfb(self):
         name = "ttfb-percentiles.png"
@@ -203,6 +205,10 @@ class Plotter:
             return self.skip(name, "no mixed-hol record with a series 'small_latency_s'")
         fig, ax = plt.subplots(figsize=(8, 5))
         self._curves(ax, items)
+        # Unloaded rows dashed, so the loaded ones stand out.
+        for line in ax.get_lines():
+            if line.get_label().endswith("unloaded"):
+                line.set_linestyle("--")
         ax.set_xscale("log")
         ax.set_ylim(0, 1.0)
         ax.set_xlabel("small-object latency (s, log scale)")

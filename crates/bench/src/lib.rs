@@ -25,6 +25,7 @@
 //! (bulk_wan.rs) has its own runner across the link.
 
 pub mod bulk_wan;
+pub mod ceilings;
 pub mod claims;
 pub mod commit;
 pub mod listing;

@@ -354,7 +354,9 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
     rt.block_on(put_layout(&client(&server.url, &creds, p.put_concurrency)?, p, &keys))?;
     let put_s = t_put.elapsed().as_secs_f64();
 
-    let params = params_json(p);
+    let mut params = params_json(p);
+    // Like the generic runner's records: which link the LISTs crossed.
+    params.insert("link".into(), json!(opts.link_name()));
     let server_json = json!({"label": spec.label, "args": spec.args(), "banner": server.banner});
     let repeats = p.repeats.max(1);
     let mut records = Vec::new();

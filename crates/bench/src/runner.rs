@@ -248,6 +248,10 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
                 rec.note = Some(reason.clone());
                 Ok(())
             }
+            Task::RateCeiling(rc) => {
+                let s = servers[v.server.context("a ceiling row needs a server")?].as_ref().unwrap();
+                rc.run(&s.proc.url, opts.run_timeout, &mut rec)
+            }
             Task::Peer { peer, op, before } => {
                 let i = v.server.context("a peer row needs a server")?;
                 let s = servers[i].as_ref().unwrap();

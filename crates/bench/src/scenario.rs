@@ -40,6 +40,8 @@ pub enum Scenario {
     Commit(CommitRun),
     Ttfb(TtfbRun),
     OpenAhead(OpenAheadRun),
+    /// The C/L bound row (ceilings.rs).
+    LatencyBound(crate::ceilings::LatencyBoundRun),
 }
 
 impl Scenario {
@@ -50,6 +52,7 @@ impl Scenario {
             Scenario::Commit(s) => s.setup_key(),
             Scenario::Ttfb(s) => s.setup_key(),
             Scenario::OpenAhead(s) => s.setup_key(),
+            Scenario::LatencyBound(s) => s.setup_key(),
         }
     }
 
@@ -60,6 +63,7 @@ impl Scenario {
             Scenario::Commit(s) => s.setup(c).await,
             Scenario::Ttfb(s) => s.setup(c).await,
             Scenario::OpenAhead(s) => s.setup(c).await,
+            Scenario::LatencyBound(_) => Ok(()),
         }
     }
 
@@ -70,6 +74,7 @@ impl Scenario {
             Scenario::Commit(s) => s.params(),
             Scenario::Ttfb(s) => s.params(),
             Scenario::OpenAhead(s) => s.params(),
+            Scenario::LatencyBound(s) => s.params(),
         }
     }
 
@@ -80,6 +85,7 @@ impl Scenario {
             Scenario::Commit(s) => s.run(c, rec).await,
             Scenario::Ttfb(s) => s.run(c, rec).await,
             Scenario::OpenAhead(s) => s.run(c, rec).await,
+            Scenario::LatencyBound(s) => s.run(c, rec).await,
         }
     }
 }

@@ -47,15 +47,23 @@ pub struct TtfbParams {
     pub transfers: usize,
     pub in_flight: usize,
     pub repeats: usize,
+    /// Peer rows on the s3 profile (filtered to [`PEERS`]; the CLI's `--peers` fills it).
+    pub peers: Vec<crate::peers::Peer>,
 }
+
+/// The peers beside ttfb-throughput (on the s3 profile): the SDK-like clients whose
+/// response head is visible, so first byte is measured as for ferry.
+pub const PEERS: [crate::peers::Peer; 3] = [crate::peers::Peer::Boto3, crate::peers::Peer::Awscrt, crate::peers::Peer::Obstore];
+/// The profile the peer rows run against.
+pub const PEER_PROFILE: &str = "s3";
 
 impl TtfbParams {
     pub fn new(size: Size) -> TtfbParams {
         match size {
             // Quick: 30 probes and 6 transfers were ~25 s a repeat here (the gcs probes
             // alone are 30 x ~100 ms); 20 and 4 keep three repeats under a minute.
-            Size::Quick => TtfbParams { probes: 20, transfers: 4, in_flight: 2, repeats: 3 },
-            Size::Full => TtfbParams { probes: 1_000, transfers: 100, in_flight: 2, repeats: 3 },
+            Size::Quick => TtfbParams { probes: 20, transfers: 4, in_flight: 2, repeats: 3, peers: Vec::new() },
+            Size::Full => TtfbParams { probes: 1_000, transfers: 100, in_flight: 2, repeats: 3, peers: Vec::new() },
         }
     }
 }
@@ -241,6 +249,25 @@ pub fn ttfb_throughput(size: Size, p: &TtfbParams) -> Workload {
             }
         }
     }
+    let peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).collect();
+    let server = PROFILES.iter().position(|pr| *pr == PEER_PROFILE).unwrap_or(0);
+    let mut peer_rows = |row: String, op: crate::peers::PeerOp| {
+        for mut v in crate::peers::op_rows(NAME, &peers, server, op, "") {
+            v.label = format!("{row} · {}", v.label);
+            // Quick: once (11 rows per peer, each a Python start-up).
+            v.once = size == Size::Quick;
+            variants.push(v);
+        }
+    };
+    peer_rows(probe_row(PEER_PROFILE), crate::peers::PeerOp::FirstByte { bucket: SYNTHETIC.into(), key: probe_key(), count: p.probes, bytes: PROBE_BYTES });
+    for (label, bytes) in SIZES {
+        let keys = vec![get_key(*bytes); p.transfers];
+        peer_rows(transfer_row(PEER_PROFILE, Op::Get, label), crate::peers::PeerOp::GetMany { bucket: SYNTHETIC.into(), keys, object_size: Some(*bytes), concurrency: p.in_flight });
+    }
+    for (label, bytes) in SIZES {
+        let keys = (0..p.transfers).map(|i| put_key(*bytes, i % p.in_flight.max(1))).collect();
+        peer_rows(transfer_row(PEER_PROFILE, Op::Put, label), crate::peers::PeerOp::PutMany { bucket: BUCKET.into(), keys, object_size: *bytes, concurrency: p.in_flight });
+    }
     let params = json!({
         "profiles": PROFILES,
         "probes": p.probes,
@@ -270,6 +297,7 @@ pub fn ttfb_throughput(size: Size, p: &TtfbParams) -> Workload {
             ),
             "the profiles' first-byte and rate figures were set from the published numbers (LAB.md section 2), so agreement shows the lab's model end to end, not the clouds.".into(),
             "full percentile curves are in the JSON (series ttfb_s, throughput_Bps); bench/plot.py draws them.".into(),
+            format!("peer rows (the {PEER_PROFILE} profile): first byte is when the peer hands over the response head (boto3 get_object returns, the CRT's on_headers, obstore's get_async returns); GET/PUT throughput per request = size / its latency, as for ferry. With --quick each peer row runs once."),
         ],
     }
 }
@@ -293,5 +321,13 @@ mod tests {
         assert_eq!(s.params()["object_size"], 8 << 20);
         assert_eq!(put_key(5, 3), "ttfb/put/size=5/obj-3");
         assert!(TtfbParams::new(Size::Quick).probes < f.probes);
+        let mut q = TtfbParams::new(Size::Quick);
+        q.peers = vec![crate::peers::Peer::Obstore, crate::peers::Peer::S5cmd];
+        let w = ttfb_throughput(Size::Quick, &q);
+        let peer_rows: Vec<&Variant> = w.variants.iter().filter(|v| matches!(v.task, Task::Peer { .. })).collect();
+        assert_eq!(peer_rows.len(), 1 + 2 * SIZES.len(), "obstore only: s5cmd is not a ttfb peer");
+        assert_eq!(peer_rows[0].label, "s3 · first byte · obstore");
+        assert!(matches!(&peer_rows[0].task, Task::Peer { op: crate::peers::PeerOp::FirstByte { count: 20, .. }, .. }));
+        assert!(peer_rows.iter().all(|v| v.server == Some(0) && v.once));
     }
 }

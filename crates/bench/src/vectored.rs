@@ -44,13 +44,20 @@ pub struct VectoredParams {
     pub in_flight: usize,
     pub connections: usize,
     pub repeats: usize,
+    /// Peer rows (filtered to [`PEERS`]; the CLI's `--peers` fills it).
+    pub peers: Vec<crate::peers::Peer>,
 }
+
+/// The peers beside vectored: boto3 (one GET per range: it has no vectored read),
+/// obstore (get_ranges, which coalesces) and s3fs (cat_ranges, which merges ranges only
+/// when its caller passes max_gap; by default one GET per range).
+pub const PEERS: [crate::peers::Peer; 3] = [crate::peers::Peer::Boto3, crate::peers::Peer::Obstore, crate::peers::Peer::S3fs];
 
 impl VectoredParams {
     /// The published size is already quick (2,000 ranges at 30 ms first byte, 32 in
     /// flight: ~2 s a run), so quick and full are the same.
     pub fn new(_size: Size) -> VectoredParams {
-        VectoredParams { ranges: 2_000, range_min: 4 << 10, range_max: 64 << 10, object_bytes: 256 << 20, seed: 11, in_flight: 32, connections: 50, repeats: 3 }
+        VectoredParams { ranges: 2_000, range_min: 4 << 10, range_max: 64 << 10, object_bytes: 256 << 20, seed: 11, in_flight: 32, connections: 50, repeats: 3, peers: Vec::new() }
     }
 
     pub fn key(&self) -> String {
@@ -208,7 +215,7 @@ pub fn vectored(size: Size, p: &VectoredParams) -> Workload {
     let rs = Arc::new(ranges(p.ranges, p.range_min, p.range_max, p.object_bytes, p.seed));
     let s3 = ServerSpec { label: "s3", profile: "s3", extra_args: vec![], signed: true };
     let client = ClientSpec { mode: Mode::H1Pool, max_connections: p.connections, pipeline_depth: 1 };
-    let variants = vec![
+    let mut variants = vec![
         Variant {
             label: NAIVE_ROW.into(),
             workload: NAME,
@@ -228,6 +235,15 @@ pub fn vectored(size: Size, p: &VectoredParams) -> Workload {
             once: false,
         },
     ];
+    let peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).collect();
+    let spans: Vec<(u64, u64)> = rs.iter().map(|(off, len)| (*off, off + len - 1)).collect();
+    // boto3's threads: as many GETs in flight as the naive row.
+    let op = crate::peers::PeerOp::GetRanges { bucket: SYNTHETIC.into(), key: p.key(), ranges: Arc::new(spans), concurrency: p.in_flight };
+    for mut v in crate::peers::op_rows(NAME, &peers, 0, op, "") {
+        // Quick: once (s3fs's 2,000 GETs take ~30 s a run on this machine).
+        v.once = size == Size::Quick;
+        variants.push(v);
+    }
     let requested: u64 = rs.iter().map(|r| r.1).sum();
     let params = json!({
         "ranges": p.ranges,
@@ -261,7 +277,7 @@ pub fn vectored(size: Size, p: &VectoredParams) -> Workload {
             p.object_bytes >> 20,
             p.in_flight,
             p.connections
-        )],
+        ), "peer rows (driver.py's get_ranges): GETs issued and MiB over-read are the server's counts (its response body bytes less the bytes asked for); latency is per GET for boto3, the whole call for obstore and s3fs. With --quick each peer row runs once.".into()],
     }
 }
 

@@ -104,6 +104,8 @@ pub enum Task {
     /// A peer (boto3, s5cmd, ...) run through bench/peers/driver.py (peers.rs).
     /// `before`: objects PUT by ferry, untimed, before each run (what a delete consumes).
     Peer { peer: crate::peers::Peer, op: crate::peers::PeerOp, before: Option<PutSetup> },
+    /// A request-rate tool (h2load, wrk) against the variant's server (ceilings.rs).
+    RateCeiling(crate::ceilings::RateCeiling),
 }
 
 /// One row of the report.
@@ -192,6 +194,9 @@ pub struct SmallObjectsParams {
     /// Peer rows after ferry's, with `connections` GETs in flight (none by default; the
     /// CLI's `--peers` fills it).
     pub peers: Vec<crate::peers::Peer>,
+    /// Ceiling rows (ceilings.rs): h2load and wrk against an anonymous twin of the s3
+    /// server, and the C/L bound with C = `connections`.
+    pub ceilings: bool,
 }
 
 impl SmallObjectsParams {
@@ -209,6 +214,7 @@ impl SmallObjectsParams {
             put_concurrency: 64,
             auto_ranged: true,
             peers: Vec::new(),
+            ceilings: true,
         }
     }
 
@@ -264,6 +270,12 @@ pub fn small_objects(size: Size, p: &SmallObjectsParams) -> Workload {
     ));
     let setup = PutSetup { bucket: "bench".into(), keys: small_object_keys(p.objects, p.prefixes), object_size: p.object_size, concurrency: p.put_concurrency };
     variants.extend(crate::peers::get_many_rows("small-objects", &p.peers, 0, &setup, p.connections));
+    let mut servers = vec![s3, s3_h2];
+    if p.ceilings {
+        variants.extend(small_objects_ceilings(size, p, &setup));
+        // h2load and wrk do not sign: the same profile, --anonymous, h2 on for h2load.
+        servers.push(ServerSpec { label: "s3+h2 anonymous", profile: "s3", extra_args: vec!["--h2".into(), "on".into()], signed: false });
+    }
     let params = json!({
         "objects": p.objects,
         "object_size": p.object_size,
@@ -278,7 +290,7 @@ pub fn small_objects(size: Size, p: &SmallObjectsParams) -> Workload {
     Workload {
         name: "small-objects",
         size,
-        servers: vec![s3, s3_h2],
+        servers,
         setup: Some(setup),
         warm: vec![],
         variants,
@@ -297,6 +309,64 @@ pub fn small_objects(size: Size, p: &SmallObjectsParams) -> Workload {
             ),
         ],
     }
+}
+
+/// Label of small-objects' C/L row.
+pub const SMALL_OBJECTS_BOUND_ROW: &str = "bound: C/L (C = connections, L = first byte p50)";
+
+/// small-objects' ceiling rows (ceilings.rs): h2load (h2c, `connections` x
+/// `pipeline_depth` streams, the same number of GETs, one key per prefix round-robin) and
+/// wrk (h1, `connections`, one key) against server 2 (the anonymous twin), and the C/L
+/// bound from first-byte probes against server 0.
+fn small_objects_ceilings(size: Size, p: &SmallObjectsParams, setup: &PutSetup) -> Vec<Variant> {
+    let prefixes = p.prefixes.max(1).min(setup.keys.len());
+    let paths: Vec<String> = setup.keys.iter().take(prefixes).map(|k| format!("/{}/{k}", setup.bucket)).collect();
+    let rate = |tool| crate::ceilings::RateCeiling {
+        tool,
+        paths: paths.clone(),
+        connections: p.connections,
+        streams: p.pipeline_depth,
+        requests: p.objects,
+        seconds: match size {
+            Size::Quick => 3,
+            Size::Full => 10,
+        },
+        object_size: p.object_size as u64,
+    };
+    let row = |label: &str, server, client, task, note: &str| Variant { label: label.into(), workload: "small-objects", server: Some(server), client, task, note: Some(note.into()), once: false };
+    let probes = match size {
+        Size::Quick => 20,
+        Size::Full => 100,
+    };
+    vec![
+        row(
+            "ceiling: h2load (h2c) [s3 --h2 on, anonymous]",
+            2,
+            None,
+            Task::RateCeiling(rate(crate::ceilings::RateTool::H2load)),
+            "request-rate ceiling: nghttp2's h2load, the same GETs in flight as the pipeline rows, against an anonymous twin of the s3 server",
+        ),
+        row(
+            "ceiling: wrk (h1) [s3, anonymous]",
+            2,
+            None,
+            Task::RateCeiling(rate(crate::ceilings::RateTool::Wrk)),
+            "request-rate ceiling for h1 without pipelining: wrk, the same connections as h1-pool, one key, against an anonymous twin of the s3 server",
+        ),
+        row(
+            SMALL_OBJECTS_BOUND_ROW,
+            0,
+            Some(ClientSpec { mode: Mode::H1Pool, max_connections: 1, pipeline_depth: 1 }),
+            Task::Scenario(crate::scenario::Scenario::LatencyBound(crate::ceilings::LatencyBoundRun {
+                bucket: setup.bucket.clone(),
+                key: setup.keys.first().cloned().unwrap_or_default(),
+                object_size: p.object_size as u64,
+                probes,
+                concurrency: p.connections,
+            })),
+            "latency bound of a client with C requests in flight, no pipelining: C / L, L = median first byte of sequential GETs in this run (p50 column: L)",
+        ),
+    ]
 }
 
 /// Parameters of `bulk-get` (the client issue's bytes claim and its memory claim).
@@ -428,18 +498,31 @@ mod tests {
         let w = small_objects(Size::Quick, &SmallObjectsParams::new(Size::Quick));
         let labels: Vec<&str> = w.variants.iter().map(|v| v.label.as_str()).collect();
         assert_eq!(&labels[..3], ["h1-pool", "h1-pipeline", "auto"]);
-        for v in &w.variants {
+        for v in w.variants.iter().filter(|v| matches!(v.task, Task::GetAll { .. })) {
             let c = v.client.unwrap();
             assert_eq!(c.max_connections, 32);
             let ranged = v.label.contains("ranged");
             assert_eq!(v.task, Task::GetAll { in_flight: 1024, ranged, size_hint: c.mode == Mode::Auto && !ranged });
         }
-        let h2 = w.variants.iter().find(|v| v.client.unwrap().mode == Mode::H2).unwrap();
+        let h2 = w.variants.iter().find(|v| v.client.map(|c| c.mode) == Some(Mode::H2)).unwrap();
         let server = &w.servers[h2.server.unwrap()];
         assert_eq!(server.profile, "s3");
         assert!(server.args().windows(2).any(|a| a == ["--h2", "on"]));
         assert!(w.servers[0].args().contains(&"--memory".to_string()));
         assert!(!w.servers[0].args().contains(&"--anonymous".to_string()));
+        // The ceilings: rate tools against the anonymous twin, one key per prefix for
+        // h2load; the bound against the s3 server itself.
+        let twin = &w.servers[2];
+        assert!(twin.args().contains(&"--anonymous".to_string()) && twin.profile == "s3");
+        let rates: Vec<&crate::ceilings::RateCeiling> = w.variants.iter().filter_map(|v| match &v.task {
+            Task::RateCeiling(r) => Some(r),
+            _ => None,
+        }).collect();
+        assert_eq!(rates.len(), 2);
+        assert!(rates.iter().all(|r| r.connections == 32 && r.object_size == 16 * 1024 && r.paths.len() == 16 && r.requests == 2_000));
+        let bound = w.variants.iter().find(|v| v.label == SMALL_OBJECTS_BOUND_ROW).unwrap();
+        assert_eq!(bound.server, Some(0));
+        assert!(matches!(&bound.task, Task::Scenario(crate::scenario::Scenario::LatencyBound(b)) if b.concurrency == 32 && b.key == "small-objects/p00/obj-000000"));
     }
 
     #[test]

@@ -98,10 +98,13 @@ struct Common {
     /// [default: none; bulk-wan: transatlantic].
     #[arg(long, value_parser = ["region", "transatlantic", "none"])]
     link: Option<String>,
-    /// Peers to run beside ferry (small-objects, bulk-get; commit's clean: boto3, s5cmd;
-    /// listing: s5cmd, rclone): all, none, or a list of
-    /// boto3,boto3-tuned,awscrt,obstore,s5cmd,rclone,s3fs. scripts/bench-setup.sh installs
-    /// them; one that is not installed shows as an absent row. "all" leaves out s3fs.
+    /// Peers to run beside ferry, each where it fits: small-objects, bulk-get (all but s3fs);
+    /// mixed-hol (boto3, boto3-tuned, awscrt, obstore); ttfb-throughput (boto3, awscrt,
+    /// obstore); open-ahead and vectored (boto3, obstore, s3fs); commit (clean: boto3,
+    /// s5cmd; commit: boto3, obstore); listing (s5cmd, rclone); bulk-wan (boto3, awscrt,
+    /// s5cmd, rclone): all, none, or a list of boto3,boto3-tuned,awscrt,obstore,s5cmd,
+    /// rclone,s3fs. scripts/bench-setup.sh installs them; one that is not installed shows
+    /// as an absent row.
     #[arg(long, default_value = "all", value_parser = clap::value_parser!(PeerSelection))]
     peers: PeerSelection,
 }
@@ -239,6 +242,7 @@ fn run_bulk_wan(a: &BulkWanArgs) -> Result<()> {
         p.repeats = r as usize;
     }
     let opts = options_with_link(&a.common, Some(Preset::TRANSATLANTIC))?;
+    p.peers = opts.peers.clone();
     let outcome = ferry_bench::bulk_wan::run(sz, &p, &opts)?;
     println!("{}", outcome.report);
     println!("{} runs in {:.1} s (link: {}); JSON lines appended to {}", outcome.records.len(), outcome.wall.as_secs_f64(), opts.link_name(), a.common.out.display());
@@ -339,7 +343,9 @@ fn options_with_link(c: &Common, default_link: Option<Preset>) -> Result<RunOpti
     o.out = Some(c.out.clone());
     o.progress = !c.no_progress;
     o.run_timeout = c.run_timeout;
-    o.peers = c.peers.resolve(&Peer::DEFAULT);
+    // Every peer: each workload keeps those it sets beside itself (small-objects and
+    // bulk-get leave s3fs out; open-ahead and vectored take it).
+    o.peers = c.peers.resolve(&Peer::ALL);
     o.set_link(bring_up_link(c.link.as_deref(), default_link)?);
     Ok(o)
 }

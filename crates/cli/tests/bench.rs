@@ -34,6 +34,7 @@ fn small_objects_tiny_every_mode_has_a_clean_row() {
     p.repeats = 1;
     p.connections = 4;
     p.pipeline_depth = 4;
+    p.ceilings = false;
     let w = workload::small_objects(Size::Quick, &p);
     let outcome = ferry_bench::run(&w, &options(&out)).unwrap();
     assert_eq!(outcome.records.len(), w.variants.len());
@@ -55,6 +56,39 @@ fn small_objects_tiny_every_mode_has_a_clean_row() {
     }
     assert!(outcome.report.contains("| h1-pipeline |"), "{}", outcome.report);
     assert!(outcome.report.contains("published: pipelining +30-40%"), "{}", outcome.report);
+}
+
+/// The ceiling rows beside small-objects: h2load and wrk against the anonymous twin
+/// server (absent rows, said so, where a tool is not installed), and the C/L bound from
+/// this run's first-byte probes.
+#[test]
+fn small_objects_tiny_ceilings() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let mut p = SmallObjectsParams::new(Size::Quick);
+    p.objects = 40;
+    p.repeats = 1;
+    p.connections = 4;
+    p.pipeline_depth = 4;
+    p.auto_ranged = false;
+    let w = workload::small_objects(Size::Quick, &p);
+    let outcome = ferry_bench::run(&w, &options(&out)).unwrap();
+    for tool in ["h2load", "wrk"] {
+        let r = outcome.records.iter().find(|r| r.mode == tool).unwrap_or_else(|| panic!("no {tool} row"));
+        if r.status == "absent" {
+            eprintln!("SKIPPED: {tool} is not installed: {:?}", r.note);
+            continue;
+        }
+        assert_eq!(r.status, "ok", "{tool}: {:?} {:?}", r.error_samples, r.note);
+        assert!(r.figure("objects_per_s").unwrap() > 0.0, "{tool}");
+        assert_eq!(r.figure("errors"), Some(0.0), "{tool}");
+        assert!(r.note.as_deref().unwrap().contains(&format!("`{tool} ")), "the command is in the note");
+    }
+    let b = outcome.records.iter().find(|r| r.variant == workload::SMALL_OBJECTS_BOUND_ROW).unwrap();
+    assert_eq!(b.status, "ok", "{:?}", b.error_samples);
+    let l = b.figure("ttfb_p50_ms").unwrap() / 1e3;
+    assert!((b.figure("objects_per_s").unwrap() - 4.0 / l).abs() < 1e-6 * (4.0 / l), "C/L with C = 4 connections");
+    assert_eq!(b.params["bound_concurrency"], 4);
 }
 
 #[test]

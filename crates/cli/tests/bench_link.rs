@@ -114,6 +114,7 @@ fn small_objects_across_the_region_link() {
     p.connections = 4;
     p.pipeline_depth = 4;
     p.auto_ranged = false;
+    p.ceilings = false;
     let w = workload::small_objects(Size::Quick, &p);
     let (c_ns, s_ns) = (link.client_namespace().to_owned(), link.server_namespace().to_owned());
     let outcome = ferry_bench::run(&w, &options(&out, Some(link))).unwrap();

@@ -51,6 +51,7 @@ fn listing_tiny_every_strategy_lists_every_key_once() {
         assert_eq!(r["bench"], "listing");
         assert_eq!(r["profile"], "s3");
         assert_eq!(r["params"]["dirs"], 20);
+        assert_eq!(r["params"]["link"], "none");
     }
     assert!(outcome.report.contains(&format!("| {KEY_RANGE_ROW} |")), "{}", outcome.report);
     assert!(outcome.report.contains("published: 17,520 calls -> 106, 8x faster (Qubole)"), "{}", outcome.report);

@@ -25,6 +25,14 @@
 //! then sees a burst all stamped "now", which the queue model would also drop; a real
 //! link is never starved. They block in poll/recv/sleep, so they take only the CPU the
 //! traffic needs, and the kernel's RT throttling bounds them anyway.
+//!
+//! Open question (issue 4): under the bench's load the link carried ~2.6 Gbit/s, where
+//! LAB.md saw ~10 with iperf3 alone. Reads and writes are already whole GSO segments (up
+//! to 64 KiB, tun.rs), so per-packet syscalls are not the first suspect; the two cores
+//! are shared by the TLS server, the client and both directions' threads. Not yet tried:
+//! `IFF_MULTI_QUEUE` with a reader/writer pair per queue, and checking in `DirStats`'s
+//! largest packet whether the segments under load are still 64 KiB (if not, GRO on the
+//! far TUN is not merging and every 1,500-byte packet costs two syscalls).
 
 use std::fs::File;
 use std::io::Write;
