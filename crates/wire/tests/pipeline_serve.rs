@@ -134,3 +134,55 @@ async fn with_resets_mid_body_every_caller_gets_its_bytes_or_body_truncated() {
     assert!(st.requests_resent > 0, "requests behind a reset are re-sent: {st:?}");
     assert!(t.verified());
 }
+
+/// `head_latency` is the endpoint's time alone: the pool measures every request; the
+/// pipeline only a request written with no response owed ahead of it on its connection,
+/// never one that waited behind another (the controller would read that as congestion).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn head_latency_is_measured_only_for_requests_nothing_held_up() {
+    let delay = Duration::from_millis(40);
+    let srv = start(|c| {
+        c.emulation.ttfb_p50 = delay;
+        c.emulation.ttfb_p99 = delay;
+    });
+    let t = transport(srv.addr, 1, 16);
+    tokio::time::timeout(Duration::from_secs(60), upload(&t, "lat", 8)).await.expect("uploads finish");
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let t = t.clone();
+            tokio::spawn(async move {
+                let r = t.send(Request::new(Method::GET, format!("/lat/k{i}"))).await.unwrap();
+                assert_eq!(r.status, 200);
+                let meta = r.meta.clone();
+                r.body.collect(1 << 20).await.unwrap();
+                meta
+            })
+        })
+        .collect();
+    let mut metas = Vec::new();
+    for task in tasks {
+        metas.push(tokio::time::timeout(Duration::from_secs(60), task).await.expect("GETs finish").unwrap());
+    }
+    assert!(metas.iter().all(|m| m.connection_id == metas[0].connection_id), "one connection: {metas:?}");
+    let measured: Vec<_> = metas.iter().filter_map(|m| m.head_latency.map(|l| (l, m.time_to_head))).collect();
+    assert!(!measured.is_empty(), "the first request written on the idle connection is measured: {metas:?}");
+    assert!(measured.len() < metas.len(), "requests pipelined behind an unanswered one are not: {metas:?}");
+    for (latency, to_head) in &measured {
+        assert!(*latency >= delay.mul_f64(0.9), "a measured latency covers the server's first-byte delay: {latency:?}");
+        assert!(latency <= to_head, "on the wire no earlier than send was called: {latency:?} > {to_head:?}");
+    }
+    // Alone again on the same (now idle) connection: measured.
+    let r = t.send(Request::new(Method::GET, "/lat/k0")).await.unwrap();
+    assert!(r.meta.head_latency.is_some_and(|l| l >= delay.mul_f64(0.9)), "{:?}", r.meta);
+    r.body.collect(1 << 20).await.unwrap();
+
+    // The pool: one request per connection, so every request is measured.
+    let mut c = TransportConfig::new(Endpoint::parse(&format!("http://{}", srv.addr)).unwrap());
+    c.max_connections = 2;
+    let pool = ferry_wire::pool::PoolTransport::new(c).unwrap();
+    for i in 0..4 {
+        let r = pool.send(Request::new(Method::GET, format!("/lat/k{i}"))).await.unwrap();
+        assert!(r.meta.head_latency.is_some_and(|l| l >= delay.mul_f64(0.9) && l <= r.meta.time_to_head), "{:?}", r.meta);
+        r.body.collect(1 << 20).await.unwrap();
+    }
+}
