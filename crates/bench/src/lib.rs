@@ -26,6 +26,7 @@
 
 pub mod bulk_wan;
 pub mod claims;
+pub mod cli_transfer;
 pub mod commit;
 pub mod listing;
 pub mod mixed_hol;
