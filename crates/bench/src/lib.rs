@@ -27,6 +27,7 @@
 pub mod bulk_wan;
 pub mod ceilings;
 pub mod claims;
+pub mod cli_transfer;
 pub mod commit;
 pub mod listing;
 pub mod mixed_hol;

@@ -56,6 +56,11 @@ enum Workload {
     /// HFile metadata reads: 2,000 ranges of 4-64 KiB in one 256 MiB object, one GET per
     /// range vs the engine's coalescing get_ranges (quick = full).
     Vectored(SuiteArgs),
+    /// The command line beside s5cmd and rclone (issue 6): `ferry cp --recursive`, `s5cmd
+    /// cp`, `rclone copy` as child processes, up and down, 10,000 x 16 KiB and 4 x 1 GiB
+    /// files (quick: 1,000 and 4 x 256 MiB), lan profile; objects/s, bytes/s, the child's
+    /// CPU and peak RSS; every copy checked by CRC64NVME. --peers: s5cmd, rclone.
+    CliTransfer(SuiteArgs),
     /// Every workload of the suite in turn (small-objects, mixed-hol, ttfb-throughput,
     /// listing, open-ahead, commit, vectored, bulk-wan), each workload's table, then one
     /// claims table: published headline | measured | reproduced? With --quick each workload
@@ -333,6 +338,18 @@ fn run_listing(a: &ListingArgs) -> Result<()> {
     Ok(())
 }
 
+fn run_cli_transfer(a: &SuiteArgs) -> Result<()> {
+    let sz = size(&a.common);
+    let mut p = ferry_bench::cli_transfer::CliTransferParams::new(sz);
+    p.repeats = a.common.repeats.map_or(p.repeats, |r| r as usize);
+    p.peers = a.common.peers.resolve(&[Peer::S5cmd, Peer::Rclone]);
+    let opts = options(&a.common)?;
+    let outcome = ferry_bench::cli_transfer::run(sz, &p, &opts)?;
+    println!("{}", outcome.report);
+    println!("{} runs in {:.1} s; JSON lines appended to {}", outcome.records.len(), outcome.wall.as_secs_f64(), a.common.out.display());
+    Ok(())
+}
+
 fn options(c: &Common) -> Result<RunOptions> {
     options_with_link(c, None)
 }
@@ -406,6 +423,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Workload::BulkWan(a) => return run_bulk_wan(a),
         Workload::LinkCheck(a) => return run_link_check(a),
         Workload::All(a) => return run_all(a),
+        Workload::CliTransfer(a) => return run_cli_transfer(a),
         Workload::MixedHol(a) => Some(("mixed-hol", a)),
         Workload::TtfbThroughput(a) => Some(("ttfb-throughput", a)),
         Workload::OpenAhead(a) => Some(("open-ahead", a)),
@@ -421,6 +439,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         | Workload::BulkWan(_)
         | Workload::LinkCheck(_)
         | Workload::All(_)
+        | Workload::CliTransfer(_)
         | Workload::MixedHol(_)
         | Workload::TtfbThroughput(_)
         | Workload::OpenAhead(_)

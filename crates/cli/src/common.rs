@@ -63,6 +63,11 @@ pub struct Global {
     /// Part size for multipart uploads and ranged downloads (bytes, or 8MiB, 16MB ...).
     #[arg(long, value_parser = crate::units::parse_bytes)]
     pub part_size: Option<u64>,
+    /// Downloads: fsync each file before renaming it into place, so it survives a power
+    /// loss or kernel crash too (a killed ferry never leaves a partial file either way).
+    /// Costs the disk's write speed: see ferry-engine's download.rs.
+    #[arg(long)]
+    pub fsync: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -217,6 +222,7 @@ impl Global {
             concurrency: over.concurrency.or(self.concurrency),
             part_concurrency: over.part_concurrency.or(self.part_concurrency),
             part_size: over.part_size.or(self.part_size),
+            fsync: over.fsync || self.fsync,
         }
     }
 
@@ -305,7 +311,7 @@ impl Global {
     }
 
     pub fn download_params(&self) -> ferry_engine::DownloadParams {
-        ferry_engine::DownloadParams { part_size: self.part_size(), concurrency: self.part_concurrency(), resume: true }
+        ferry_engine::DownloadParams { part_size: self.part_size(), concurrency: self.part_concurrency(), resume: true, durable: self.fsync }
     }
 
     pub fn upload_params(&self) -> ferry_engine::UploadParams {

@@ -1,18 +1,36 @@
 //! `ferry rm`: one key, the keys a wildcard names, or everything under a prefix
-//! (`--recursive`). Matching keys stream from the listing in batches of 1,000 (S3's
-//! DeleteObjects limit), with a few batches in flight; each key that could not be
-//! deleted is reported with its cause.
+//! (`--recursive`).
+//!
+//! ```text
+//! listing (streamed) ─► groups of GROUP_KEYS keys, GROUPS_IN_FLIGHT at once
+//!   group ─► ferry_engine::delete_many: DeleteObjects of 1,000 keys, 8 in flight,
+//!            per-key <Error>s and failed requests retried (its module note)
+//!         ─► one "rm" line per key deleted; each key left failed is reported with
+//!            its code and message (exit code 1)
+//! ```
+//!
+//! Groups rather than one delete_many over the whole listing: the engine counts deleted
+//! keys without naming them, while `rm` prints every key it removed (as s5cmd and the
+//! AWS CLI do), so the keys of a group are held until its report says which failed.
+//! That bounds memory at `GROUP_KEYS * (GROUPS_IN_FLIGHT + 1)` keys for any listing.
 
 use crate::common::{parse_s3, usage, Global, Output};
 use crate::wildcard::{has_wildcard, list_matching, Pattern};
 use anyhow::Result;
 use clap::Args;
+use ferry_engine::DeleteOptions;
 use ferry_store::ObjectRef;
+use std::collections::HashMap;
 use futures_util::stream::{StreamExt, TryStreamExt};
 
-/// DeleteObjects requests in flight: each removes up to 1,000 keys, so a few already
-/// reach S3's per-prefix rate (3,500 writes/s, LAB.md section 1).
-const BATCHES_IN_FLIGHT: usize = 4;
+/// Keys per delete_many call: the engine's batches (1,000 keys) times its requests in
+/// flight (8), so one group keeps every request slot busy.
+const GROUP_KEYS: usize = 8_000;
+
+/// Groups at once: a second group's requests start while the first's slowest batch (or
+/// its retries) finishes. More would exceed S3's 3,500 writes/s per prefix by more
+/// (LAB.md section 1) and buy SlowDown.
+const GROUPS_IN_FLIGHT: usize = 2;
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "Examples:\n  ferry rm s3://bucket/old.log\n  ferry rm 's3://bucket/logs/*.tmp'\n  ferry rm --recursive s3://bucket/scratch/\n  ferry rm --dry-run --recursive s3://bucket/scratch/")]
@@ -58,40 +76,36 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
             continue;
         }
         let pattern = Pattern::new(&key, !has_wildcard(&key))?;
-        let keys = list_matching(&client, &bucket, pattern, true).map_ok(|o| o.key).try_chunks(ferry_store::object::DELETE_OBJECTS_MAX_KEYS).map_err(|e| e.1);
+        let groups = list_matching(&client, &bucket, pattern, true).map_ok(|o| o.key).try_chunks(GROUP_KEYS).map_err(|e| e.1);
         let dry = args.dry_run;
-        let results = keys
-            .map_ok(|chunk| {
+        let results = groups
+            .map_ok(|keys| {
                 let client = client.clone();
                 let bucket = bucket.clone();
                 let out = out.clone();
                 async move {
+                    let name = |k: &str| format!("s3://{bucket}/{k}");
                     if dry {
-                        for k in &chunk {
-                            out.emit(|| format!("(dry run) rm s3://{bucket}/{k}"), || serde_json::json!({"op": "rm", "object": format!("s3://{bucket}/{k}"), "dry_run": true}));
+                        for k in &keys {
+                            out.emit(|| format!("(dry run) rm {}", name(k)), || serde_json::json!({"op": "rm", "object": name(k), "dry_run": true}));
                         }
                         return Ok(());
                     }
-                    match client.delete_objects(&bucket, &chunk).await {
-                        Ok(r) => {
-                            for k in r.deleted {
+                    let report = ferry_engine::delete_many(&client, &bucket, futures_util::stream::iter(keys.clone()), &DeleteOptions::default()).await;
+                    let failed: HashMap<&str, &ferry_engine::DeleteFailure> = report.failed.iter().map(|f| (f.key.as_str(), f)).collect();
+                    for k in &keys {
+                        match failed.get(k.as_str()) {
+                            Some(f) => out.fail("rm", &name(k), &format!("{} {}", f.code, f.message)),
+                            None => {
                                 out.ok();
-                                out.emit(|| format!("rm s3://{bucket}/{k}"), || serde_json::json!({"op": "rm", "object": format!("s3://{bucket}/{k}")}));
-                            }
-                            for e in r.errors {
-                                out.fail("rm", &format!("s3://{bucket}/{}", e.key), &format!("{} {}", e.code, e.message));
-                            }
-                        }
-                        Err(e) => {
-                            for k in &chunk {
-                                out.fail("rm", &format!("s3://{bucket}/{k}"), &e);
+                                out.emit(|| format!("rm {}", name(k)), || serde_json::json!({"op": "rm", "object": name(k)}));
                             }
                         }
                     }
                     Ok::<(), anyhow::Error>(())
                 }
             })
-            .try_buffer_unordered(BATCHES_IN_FLIGHT);
+            .try_buffer_unordered(GROUPS_IN_FLIGHT);
         futures_util::pin_mut!(results);
         while let Some(r) = results.next().await {
             r?;

@@ -39,18 +39,23 @@
 //! # One controller, one cap, two lanes that share it by demand
 //!
 //! auto keeps the endpoint's adaptive controller (controller.rs) and reports every
-//! response to it: 503 and 429 are throttling, any other answer a success, with its
-//! latency when the transport measured one (`ResponseMeta::head_latency`: from the
-//! request's first byte on the wire to its head, with no other response owed ahead of
-//! it on its connection). Not `time_to_head`, which runs from the call to `send` and so
-//! includes waiting for a pool connection or behind earlier pipelined responses: that is
-//! auto's own queueing, and fed as latency it would shrink the limit in a spiral (100
-//! bulk reads on 49 connections double it). The pool and h2 measure every request; the
-//! pipeline only the first of a batch written onto a connection that owes nothing, and
-//! the rest go in as successes without latency. With latency, the controller backs off
-//! when the endpoint's first-byte times rise (controller.rs). On HTTP/1.1 the
-//! controller's limit is the number of connections auto may hold: it starts at 4, grows by slow start, halves on SlowDown, and never
-//! exceeds `max_connections` (the hard cap). One place is kept for the probe; the rest
+//! response to it: 503 and 429 are throttling, any other answer a success. On h2 a
+//! success carries its latency (`ResponseMeta::head_latency`: from the request's first
+//! byte on the wire to its head), and the controller also backs off when first-byte
+//! times rise. On HTTP/1.1 successes go in without latency, for now. Not `time_to_head`,
+//! which runs from the call to `send` and so includes waiting for a pool connection or
+//! behind earlier pipelined responses: that is auto's own queueing, and fed as latency
+//! it shrinks the limit in a spiral (100 bulk reads on 49 connections double it). The
+//! transports now report `head_latency` without that queueing (the pool for every
+//! request, the pipeline for a request written with no response owed ahead of it), but
+//! fed to the controller it still cut the limit under mixed-hol's bulk load, where the
+//! 2-core loopback's CPU contention raises first-byte times: in one of six repeats
+//! (`ferry bench mixed-hol --quick --peers none`, two runs beside the build without it)
+//! auto held 22 connections and its large reads stalled (74 MB/s beside ~450). Telling
+//! the client's own CPU contention from the endpoint's congestion needs more than one
+//! latency; until then HTTP/1.1 relies on throttling signals alone. On HTTP/1.1 the
+//! controller's limit is the number of connections auto may hold: it starts at 4, grows
+//! by slow start, halves on SlowDown, and never exceeds `max_connections` (the hard cap). One place is kept for the probe; the rest
 //! is shared by the two lanes through `Lanes`, a `ConnectionGate` that the pool and
 //! the pipeline ask before they open a connection:
 //!
@@ -244,10 +249,8 @@ impl H1 {
         let result = fut.await;
         match &result {
             Ok(r) if matches!(r.status.as_u16(), 503 | 429) => observation.throttled(),
-            Ok(r) => match r.meta.head_latency {
-                Some(latency) => observation.success_with_latency(latency),
-                None => observation.success_unmeasured(),
-            },
+            // Without latency on HTTP/1.1: see "One controller" in the module note.
+            Ok(_) => observation.success_unmeasured(),
             Err(_) => drop(observation),
         }
         // The limit may have moved either way: both lanes look again.

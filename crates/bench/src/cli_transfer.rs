@@ -1,0 +1,777 @@
+//! `cli-transfer` (issue 6, Speed): the `ferry` command line beside s5cmd and rclone, each
+//! run as the child process its users run, on the same `ferry serve` and profile.
+//!
+//! ```text
+//! setup (untimed): a local tree of N small files (10,000 x 16 KiB; quick 1,000) and
+//!   M large ones (4 x 1 GiB; quick 4 x 256 MiB), deterministic bytes per file, their
+//!   CRC64NVME computed as written; the same tree PUT by ferry-engine under data/
+//! repeat k = 1..n, per set (small, large), per direction (upload, download), per tool:
+//!   upload    ferry cp --recursive SRC/ s3://bench/up/T-k/SET/   s5cmd cp 'SRC/*' ...   rclone copy SRC peer:...
+//!   download  ferry cp --recursive s3://bench/data/SET/ DST/     s5cmd cp 's3://.../*' DST/   rclone copy peer:... DST
+//!   the child is reaped with wait4(2): its wall time, CPU (user + system) and peak RSS
+//!   (ru_maxrss) are its own, not the bench's
+//!   verify (untimed): every file/object present, none extra, sizes and CRC64NVME equal to
+//!   the source's (uploads: the server's stored full-object CRC64NVME, else a GET hashed);
+//!   then the copy is removed (keys deleted with delete_many, the directory removed)
+//! ```
+//!
+//! Each tool runs with its own defaults, as a user would type it, except rclone's
+//! `--transfers`/`--checkers` (default 4 and 8), raised to ferry's default object
+//! concurrency (64): with 4 at once rclone measures its default, not its speed, on 10,000
+//! files. s5cmd's defaults (256 workers, 5 parts of 50 MB per file) and ferry's (64
+//! objects, 8 parts of 8 MiB per file) are left as they are.
+//!
+//! Downloads land on the disk the bench's temp directory is on (not tmpfs), so a tool
+//! that fsyncs (ferry does, before its rename: download.rs) pays for it here.
+//!
+//! The runner is its own (like listing.rs): the generic runner's tasks hold an S3Client,
+//! while these runs are processes. It reuses the server guard (process.rs), peers.json
+//! (peers.rs), the record schema (record.rs) and the spread math (stats.rs).
+
+use crate::peers::Peer;
+use crate::process::ServerProcess;
+use crate::record::{RunContext, RunRecord};
+use crate::runner::{Outcome, RunOptions};
+use crate::stats::Spread;
+use crate::workload::{ServerSpec, Size};
+use anyhow::{bail, Context, Result};
+use ferry_proto::checksum::Checksummer;
+use ferry_store::{ChecksumAlgorithm, Credentials, CredentialsSource, ListParams, Mode, ObjectRef, S3Client};
+use futures_util::StreamExt;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const NAME: &str = "cli-transfer";
+pub const BUCKET: &str = "bench";
+/// rclone's `--transfers` and `--checkers`: ferry's default `--concurrency` (module note).
+pub const RCLONE_TRANSFERS: usize = 64;
+const ALGO: ChecksumAlgorithm = ChecksumAlgorithm::Crc64Nvme;
+
+/// The command-line tools compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tool {
+    Ferry,
+    S5cmd,
+    Rclone,
+}
+
+impl Tool {
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Ferry => "ferry",
+            Tool::S5cmd => "s5cmd",
+            Tool::Rclone => "rclone",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Upload,
+    Download,
+}
+
+impl Direction {
+    fn name(self) -> &'static str {
+        match self {
+            Direction::Upload => "upload",
+            Direction::Download => "download",
+        }
+    }
+}
+
+/// One set of files: `files` x `bytes`, under `src/NAME/` locally and `data/NAME/` remotely.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FileSet {
+    pub name: &'static str,
+    pub files: usize,
+    pub bytes: u64,
+}
+
+impl FileSet {
+    pub fn label(&self) -> String {
+        format!("{} x {}", self.files, human(self.bytes))
+    }
+
+    /// File names, sorted: `f-NNNNNN.bin`.
+    pub fn names(&self) -> Vec<String> {
+        (0..self.files).map(|i| format!("f-{i:06}.bin")).collect()
+    }
+}
+
+fn human(n: u64) -> String {
+    if n >= 1 << 30 && n.is_multiple_of(1 << 30) {
+        format!("{} GiB", n >> 30)
+    } else if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} B")
+    }
+}
+
+/// Parameters of `cli-transfer`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CliTransferParams {
+    pub sets: Vec<FileSet>,
+    pub repeats: usize,
+    pub profile: &'static str,
+    /// Tools beside ferry (s5cmd and rclone by default; `--peers` narrows it).
+    pub peers: Vec<Peer>,
+    /// Where the trees are written (a disk, not tmpfs: downloads' fsync is part of the cost).
+    pub work_dir: PathBuf,
+}
+
+impl CliTransferParams {
+    pub fn new(size: Size) -> CliTransferParams {
+        let (small, large) = match size {
+            Size::Quick => (1_000, 256u64 << 20),
+            Size::Full => (10_000, 1u64 << 30),
+        };
+        CliTransferParams {
+            sets: vec![FileSet { name: "small", files: small, bytes: 16 << 10 }, FileSet { name: "large", files: 4, bytes: large }],
+            repeats: 3,
+            profile: "lan",
+            peers: vec![Peer::S5cmd, Peer::Rclone],
+            work_dir: std::env::temp_dir(),
+        }
+    }
+}
+
+/// The row label of one (direction, set, tool).
+pub fn row_label(dir: Direction, set: &FileSet, tool: Tool) -> String {
+    format!("{} {} · {}", dir.name(), set.label(), tool.name())
+}
+
+/// A tool that can run: its executable.
+#[derive(Clone, Debug)]
+struct Installed {
+    tool: Tool,
+    exe: PathBuf,
+    version: String,
+}
+
+/// The temporary tree, removed when dropped.
+struct WorkDir(PathBuf);
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Deterministic bytes of file `seed`: xorshift64*, so every file differs and a copy that
+/// swapped two files would be caught.
+fn fill(buf: &mut [u8], state: &mut u64) {
+    for chunk in buf.chunks_mut(8) {
+        let mut x = *state;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        *state = x;
+        let v = x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
+        chunk.copy_from_slice(&v[..chunk.len()]);
+    }
+}
+
+/// Writes `set` under `dir`; the CRC64NVME (base64) of each file by name.
+fn write_set(dir: &Path, set: &FileSet, set_index: u64) -> Result<BTreeMap<String, String>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut sums = BTreeMap::new();
+    let mut buf = vec![0u8; (8u64 << 20).min(set.bytes.max(1)) as usize];
+    for (i, name) in set.names().into_iter().enumerate() {
+        let path = dir.join(&name);
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?);
+        let mut state = (set_index << 40) ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut h = Checksummer::new(ALGO);
+        let mut left = set.bytes;
+        while left > 0 {
+            let n = left.min(buf.len() as u64) as usize;
+            fill(&mut buf[..n], &mut state);
+            h.update(&buf[..n]);
+            f.write_all(&buf[..n])?;
+            left -= n as u64;
+        }
+        f.flush()?;
+        sums.insert(name, h.finish_base64());
+    }
+    Ok(sums)
+}
+
+/// CRC64NVME (base64) of a local file.
+fn file_crc(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Checksummer::new(ALGO);
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finish_base64())
+}
+
+/// What a child process cost, from wait4(2).
+#[derive(Debug, Default)]
+struct ChildRun {
+    wall: Duration,
+    cpu: Duration,
+    peak_rss_bytes: u64,
+    exit: Option<i32>,
+    timed_out: bool,
+    stderr_tail: String,
+}
+
+/// Runs `cmd` to its end (or `timeout`), reaping it with wait4 for its own rusage. The
+/// child gets PR_SET_PDEATHSIG, so it dies with the bench; stdout is discarded (every
+/// tool prints a line per file), stderr kept in `log` for the error message.
+fn run_child(mut cmd: Command, log: &Path, timeout: Duration) -> Result<ChildRun> {
+    let err = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(err);
+    // SAFETY: prctl is async-signal-safe; the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let t0 = Instant::now();
+    // std's Child neither kills nor waits when dropped: the pid is ours to reap here.
+    let child = cmd.spawn().with_context(|| format!("starting {:?}", cmd.get_program()))?;
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: zeroed rusage is a valid value; wait4 writes into memory we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut timed_out = false;
+    loop {
+        // SAFETY: our own child's pid; status and ru are valid for writes.
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+        if r == pid {
+            break;
+        }
+        if r < 0 {
+            bail!("wait4: {}", std::io::Error::last_os_error());
+        }
+        if t0.elapsed() > timeout && !timed_out {
+            timed_out = true;
+            // SAFETY: kill(2) on our unreaped child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let wall = t0.elapsed();
+    let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+    let exit = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let tail: String = text.trim().lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" / ");
+    Ok(ChildRun { wall, cpu: tv(ru.ru_utime) + tv(ru.ru_stime), peak_rss_bytes: ru.ru_maxrss.max(0) as u64 * 1024, exit, timed_out, stderr_tail: tail })
+}
+
+/// The endpoint every tool is pointed at.
+struct Target {
+    url: String,
+    access: String,
+    secret: String,
+    /// Empty files standing in for ~/.aws/config and credentials, so a developer's own
+    /// settings cannot leak into ferry's or s5cmd's run.
+    aws_config: PathBuf,
+}
+
+impl Target {
+    /// A command with no inherited AWS_*/RCLONE_* settings.
+    fn command(&self, exe: &Path) -> Command {
+        let mut c = Command::new(exe);
+        for (k, _) in std::env::vars_os() {
+            let k = k.to_string_lossy().into_owned();
+            if k.starts_with("AWS_") || k.starts_with("RCLONE_") || k.starts_with("FERRY_") {
+                c.env_remove(k);
+            }
+        }
+        c
+    }
+
+    fn aws_env(&self, c: &mut Command) {
+        c.env("AWS_ACCESS_KEY_ID", &self.access)
+            .env("AWS_SECRET_ACCESS_KEY", &self.secret)
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_CONFIG_FILE", &self.aws_config)
+            .env("AWS_SHARED_CREDENTIALS_FILE", &self.aws_config);
+    }
+
+    fn rclone_env(&self, c: &mut Command) {
+        c.env("RCLONE_CONFIG", &self.aws_config)
+            .env("RCLONE_CONFIG_PEER_TYPE", "s3")
+            .env("RCLONE_CONFIG_PEER_PROVIDER", "Other")
+            .env("RCLONE_CONFIG_PEER_ENDPOINT", &self.url)
+            .env("RCLONE_CONFIG_PEER_REGION", "us-east-1")
+            .env("RCLONE_CONFIG_PEER_FORCE_PATH_STYLE", "true")
+            .env("RCLONE_CONFIG_PEER_ACCESS_KEY_ID", &self.access)
+            .env("RCLONE_CONFIG_PEER_SECRET_ACCESS_KEY", &self.secret);
+    }
+}
+
+/// The command line of one run: `src`/`dst` are a local directory and a prefix (ending
+/// in '/') of [`BUCKET`], in the direction's order.
+fn tool_command(t: &Installed, target: &Target, dir: Direction, local: &Path, prefix: &str) -> Command {
+    let local_s = local.display().to_string();
+    let remote = format!("s3://{BUCKET}/{prefix}");
+    let mut c = target.command(&t.exe);
+    match t.tool {
+        Tool::Ferry => {
+            target.aws_env(&mut c);
+            c.env("AWS_ENDPOINT_URL", &target.url);
+            c.args(["cp", "--recursive"]);
+            match dir {
+                Direction::Upload => c.args([format!("{local_s}/"), remote]),
+                Direction::Download => c.args([remote, format!("{local_s}/")]),
+            };
+        }
+        Tool::S5cmd => {
+            target.aws_env(&mut c);
+            c.args(["--endpoint-url", &target.url, "cp"]);
+            match dir {
+                Direction::Upload => c.args([format!("{local_s}/*"), remote]),
+                Direction::Download => c.args([format!("{remote}*"), format!("{local_s}/")]),
+            };
+        }
+        Tool::Rclone => {
+            target.rclone_env(&mut c);
+            let n = RCLONE_TRANSFERS.to_string();
+            let remote = format!("peer:{BUCKET}/{}", prefix.trim_end_matches('/'));
+            c.args(["copy", "--transfers", &n, "--checkers", &n]);
+            match dir {
+                Direction::Upload => c.args([local_s, remote]),
+                Direction::Download => c.args([remote, local_s]),
+            };
+        }
+    }
+    c
+}
+
+fn command_line(c: &Command) -> String {
+    std::iter::once(c.get_program()).chain(c.get_args()).map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
+}
+
+/// Checks a downloaded directory against the source's sums: every file present with its
+/// size and CRC, nothing else (no temp files left behind). The problems found.
+fn verify_local(dir: &Path, set: &FileSet, sums: &BTreeMap<String, String>) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut seen = 0usize;
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => return vec![format!("{}: {e}", dir.display())],
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(want) = sums.get(&name) else {
+            problems.push(format!("unexpected file {name}"));
+            continue;
+        };
+        seen += 1;
+        let path = e.path();
+        match std::fs::metadata(&path).map(|m| m.len()) {
+            Ok(n) if n != set.bytes => problems.push(format!("{name}: {n} bytes, expected {}", set.bytes)),
+            Ok(_) => match file_crc(&path) {
+                Ok(got) if &got != want => problems.push(format!("{name}: CRC64NVME {got}, expected {want}")),
+                Ok(_) => {}
+                Err(e) => problems.push(format!("{name}: {e}")),
+            },
+            Err(e) => problems.push(format!("{name}: {e}")),
+        }
+    }
+    if seen < sums.len() {
+        problems.push(format!("{} of {} files missing", sums.len() - seen, sums.len()));
+    }
+    problems
+}
+
+/// Checks the objects under `prefix` against the source's sums (the stored full-object
+/// CRC64NVME when the server has one, else the GET body hashed), then deletes them.
+async fn verify_remote(c: &S3Client, prefix: &str, set: &FileSet, sums: &BTreeMap<String, String>) -> Result<Vec<String>> {
+    let (objects, _) = c.list_all(BUCKET, ListParams { prefix: Some(prefix.to_owned()), ..ListParams::default() }).await?;
+    let mut problems = Vec::new();
+    let listed: BTreeMap<String, u64> = objects.iter().map(|o| (o.key[prefix.len()..].to_owned(), o.size)).collect();
+    for name in listed.keys().filter(|k| !sums.contains_key(*k)) {
+        problems.push(format!("unexpected object {prefix}{name}"));
+    }
+    let missing = sums.keys().filter(|k| !listed.contains_key(*k)).count();
+    if missing > 0 {
+        problems.push(format!("{missing} of {} objects missing", sums.len()));
+    }
+    let checks = futures_util::stream::iter(sums.iter().filter(|(k, _)| listed.contains_key(*k)))
+        .map(|(name, want)| async move {
+            let obj = ObjectRef::new(BUCKET, format!("{prefix}{name}"));
+            let info = c.head_object(&obj).await.map_err(|e| format!("HEAD {obj}: {e}"))?;
+            if info.size != set.bytes {
+                return Err(format!("{obj}: {} bytes, expected {}", info.size, set.bytes));
+            }
+            let stored = info.checksums.iter().find(|(a, v)| *a == ALGO && !v.contains('-')).map(|(_, v)| v.clone());
+            let got = match stored {
+                Some(v) => v,
+                None => {
+                    let mut out = c.get_object(&obj, Default::default()).await.map_err(|e| format!("GET {obj}: {e}"))?;
+                    let mut h = Checksummer::new(ALGO);
+                    while let Some(chunk) = out.body.chunk().await {
+                        h.update(&chunk.map_err(|e| format!("GET {obj}: {e}"))?);
+                    }
+                    h.finish_base64()
+                }
+            };
+            if &got != want {
+                return Err(format!("{obj}: CRC64NVME {got}, expected {want}"));
+            }
+            Ok(())
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    problems.extend(checks.into_iter().filter_map(|r| r.err()));
+    let keys: Vec<String> = objects.into_iter().map(|o| o.key).collect();
+    let report = ferry_engine::delete_many(c, BUCKET, futures_util::stream::iter(keys), &Default::default()).await;
+    if !report.failed.is_empty() {
+        bail!("deleting {prefix}: {} keys failed, first {}: {}", report.failed.len(), report.failed[0].key, report.failed[0].message);
+    }
+    Ok(problems)
+}
+
+fn installed(peers: &[Peer], ferry: &Path) -> (Vec<Installed>, Vec<(Tool, String)>) {
+    let mut ok = vec![Installed { tool: Tool::Ferry, exe: ferry.to_path_buf(), version: env!("CARGO_PKG_VERSION").into() }];
+    let mut absent = Vec::new();
+    for (peer, tool) in [(Peer::S5cmd, Tool::S5cmd), (Peer::Rclone, Tool::Rclone)] {
+        if !peers.contains(&peer) {
+            continue;
+        }
+        match crate::peers::available(peer) {
+            Ok(p) => ok.push(Installed { tool, exe: p.path, version: p.version }),
+            Err(why) => absent.push((tool, why)),
+        }
+    }
+    (ok, absent)
+}
+
+/// Runs `cli-transfer` and returns its records and report.
+pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outcome> {
+    let started = Instant::now();
+    let ctx = RunContext::detect(NAME);
+    let say = |s: &str| {
+        if opts.progress {
+            eprintln!("{s}");
+        }
+    };
+    let mut out = match &opts.out {
+        Some(path) => Some(std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?),
+        None => None,
+    };
+    let (tools, absent) = installed(&p.peers, &opts.server.program);
+    let work = WorkDir(p.work_dir.join(format!("ferry-cli-transfer-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&work.0);
+    let aws_config = work.0.join("empty-aws-config");
+    std::fs::create_dir_all(&work.0).with_context(|| format!("creating {}", work.0.display()))?;
+    std::fs::write(&aws_config, "")?;
+
+    let mut sums = Vec::new();
+    for (i, set) in p.sets.iter().enumerate() {
+        say(&format!("{NAME}: writing {} files of {} under {}", set.files, human(set.bytes), work.0.display()));
+        sums.push(write_set(&work.0.join("src").join(set.name), set, i as u64)?);
+    }
+
+    let spec = ServerSpec { label: p.profile, profile: p.profile, extra_args: vec![], signed: true };
+    say(&format!("{NAME}: starting ferry serve --profile {} --memory", p.profile));
+    // Started from this (the main) thread: PR_SET_PDEATHSIG follows the thread.
+    let mut server = ServerProcess::start(&opts.server, &spec.args(), opts.server_lifetime, &opts.log_dir).context("starting the server")?;
+    let target = Target {
+        url: server.url.clone(),
+        access: server.banner_value("access key").unwrap_or("ferry").to_owned(),
+        secret: server.banner_value("secret key").unwrap_or("ferry-secret").to_owned(),
+        aws_config,
+    };
+    // The tools and the runtime start in the link's client namespace, if there is a link.
+    let _client_ns = opts.link.as_ref().map(|l| l.enter_client()).transpose()?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let client = S3Client::builder(target.url.clone())
+        .region("us-east-1")
+        .credentials(CredentialsSource::Explicit(Credentials::new(target.access.clone(), target.secret.clone())))
+        .mode(Mode::H1Pool)
+        .max_connections(64)
+        .build()?;
+    rt.block_on(client.create_bucket(BUCKET)).context("creating the bench bucket")?;
+    for set in &p.sets {
+        say(&format!("{NAME}: putting {} ({}) under data/{}/ with ferry-engine", set.label(), set.name, set.name));
+        let dir = work.0.join("src").join(set.name);
+        let names = set.names();
+        let put = futures_util::stream::iter(names.iter())
+            .map(|name| {
+                let (client, path, obj) = (&client, dir.join(name), ObjectRef::new(BUCKET, format!("data/{}/{name}", set.name)));
+                async move { ferry_engine::upload_file(client, &path, &obj, &Default::default(), None).await.with_context(|| format!("PUT {obj}")) }
+            })
+            .buffer_unordered(if set.bytes > 64 << 20 { 2 } else { 64 })
+            .collect::<Vec<_>>();
+        for r in rt.block_on(put) {
+            r?;
+        }
+    }
+
+    let mut params: Map<String, Value> = Map::new();
+    params.insert("sets".into(), json!(p.sets.iter().map(|s| json!({"name": s.name, "files": s.files, "bytes": s.bytes})).collect::<Vec<_>>()));
+    params.insert("rclone_transfers".into(), json!(RCLONE_TRANSFERS));
+    params.insert("link".into(), json!(opts.link_name()));
+    params.insert("download_disk".into(), json!(work.0.display().to_string()));
+    params.insert("versions".into(), json!(tools.iter().map(|t| (t.tool.name().to_owned(), json!(t.version))).collect::<Map<_, _>>()));
+    let server_json = json!({"label": spec.label, "args": spec.args(), "banner": server.banner});
+    let repeats = p.repeats.max(1);
+    let mut records: Vec<RunRecord> = Vec::new();
+    let mut commands: BTreeMap<String, String> = BTreeMap::new();
+    let mut write = |rec: RunRecord, records: &mut Vec<RunRecord>| -> Result<()> {
+        if let Some(f) = out.as_mut() {
+            writeln!(f, "{}", serde_json::to_string(&rec.to_json(&ctx))?)?;
+            f.flush()?;
+        }
+        records.push(rec);
+        Ok(())
+    };
+    for k in 1..=repeats {
+        for (si, set) in p.sets.iter().enumerate() {
+            for dir in [Direction::Upload, Direction::Download] {
+                for t in &tools {
+                    let label = row_label(dir, set, t.tool);
+                    say(&format!("{NAME} · {label} · repeat {k} of {repeats}"));
+                    let mut rec = RunRecord {
+                        workload: NAME.into(),
+                        size: size.name().into(),
+                        mode: t.tool.name().into(),
+                        variant: label.clone(),
+                        repeat: k,
+                        repeats,
+                        status: "ok".into(),
+                        profile: Some(p.profile.into()),
+                        server: Some(server_json.clone()),
+                        params: params.clone(),
+                        ..RunRecord::default()
+                    };
+                    if !server.alive() {
+                        bail!("the server died (log: {})", server.log.display());
+                    }
+                    let (local, prefix) = match dir {
+                        Direction::Upload => (work.0.join("src").join(set.name), format!("up/{}-{k}/{}/", t.tool.name(), set.name)),
+                        Direction::Download => (work.0.join("dst").join(format!("{}-{k}-{}", t.tool.name(), set.name)), format!("data/{}/", set.name)),
+                    };
+                    if dir == Direction::Download {
+                        std::fs::create_dir_all(&local)?;
+                    }
+                    let cmd = tool_command(t, &target, dir, &local, &prefix);
+                    let line = command_line(&cmd);
+                    rec.client = Some(json!({"tool": t.tool.name(), "version": t.version, "command": line}));
+                    commands.entry(label.clone()).or_insert(line);
+                    let log = work.0.join(format!("{}.stderr", t.tool.name()));
+                    let bytes = set.files as u64 * set.bytes;
+                    match run_child(cmd, &log, opts.run_timeout) {
+                        Err(e) => {
+                            rec.status = "failed".into();
+                            rec.error_samples.push(format!("{e:#}"));
+                        }
+                        Ok(r) => {
+                            let secs = r.wall.as_secs_f64();
+                            rec.set("objects", set.files as f64);
+                            rec.set("bytes", bytes as f64);
+                            rec.set("wall_s", secs);
+                            rec.set("objects_per_s", set.files as f64 / secs);
+                            rec.set("bytes_per_s", bytes as f64 / secs);
+                            rec.set("client_cpu_s", r.cpu.as_secs_f64());
+                            rec.set("client_cpu_s_per_gib", r.cpu.as_secs_f64() / (bytes as f64 / (1u64 << 30) as f64));
+                            rec.set("peak_rss_bytes", r.peak_rss_bytes as f64);
+                            if let Some(code) = r.exit {
+                                rec.set("exit_code", code);
+                            }
+                            let mut problems = Vec::new();
+                            if r.timed_out {
+                                rec.status = "timeout".into();
+                                problems.push(format!("killed after the {:?} run time-out", opts.run_timeout));
+                            } else if r.exit != Some(0) {
+                                problems.push(format!("exited {:?}: {}", r.exit, r.stderr_tail));
+                            }
+                            problems.extend(match dir {
+                                Direction::Download => verify_local(&local, set, &sums[si]),
+                                Direction::Upload => rt.block_on(verify_remote(&client, &prefix, set, &sums[si]))?,
+                            });
+                            rec.set("errors", problems.len() as f64);
+                            rec.set("verified_files", if problems.is_empty() { set.files as f64 } else { 0.0 });
+                            if !problems.is_empty() && rec.status == "ok" {
+                                rec.status = "errors".into();
+                            }
+                            rec.error_samples.extend(problems.into_iter().take(5));
+                        }
+                    }
+                    if dir == Direction::Download {
+                        let _ = std::fs::remove_dir_all(&local);
+                    }
+                    write(rec, &mut records)?;
+                }
+            }
+        }
+    }
+    for (tool, why) in &absent {
+        for set in &p.sets {
+            for dir in [Direction::Upload, Direction::Download] {
+                let rec = RunRecord {
+                    workload: NAME.into(),
+                    size: size.name().into(),
+                    mode: tool.name().into(),
+                    variant: row_label(dir, set, *tool),
+                    repeat: 1,
+                    repeats: 1,
+                    status: "absent".into(),
+                    note: Some(why.clone()),
+                    params: params.clone(),
+                    ..RunRecord::default()
+                };
+                write(rec, &mut records)?;
+            }
+        }
+    }
+    drop(rt);
+    drop(server);
+    let report = render(size, p, &records, &ctx, &commands);
+    Ok(Outcome { records, report, wall: started.elapsed() })
+}
+
+fn cell(rs: &[&RunRecord], figure: &str, scale: f64, digits: usize) -> String {
+    let vals: Vec<f64> = rs.iter().filter_map(|r| r.figure(figure)).map(|v| v * scale).collect();
+    match Spread::of(&vals) {
+        None => "-".into(),
+        Some(s) if s.n == 1 || s.min == s.max => format!("{:.*}", digits, s.median),
+        Some(s) => format!("{:.*} ({:.*}-{:.*})", digits, s.median, digits, s.min, digits, s.max),
+    }
+}
+
+/// The Markdown report: one table (medians and min-max over the repeats), then ferry's
+/// bytes/s over each peer's, paired by repeat, then how each tool was run.
+pub fn render(size: Size, p: &CliTransferParams, records: &[RunRecord], ctx: &RunContext, commands: &BTreeMap<String, String>) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "## ferry bench {NAME} ({}, {} repeats, interleaved; profile {})\n\ngit {}{} · {} cores · kernel {} · run {}\n",
+        size.name(),
+        p.repeats,
+        p.profile,
+        ctx.git_sha.as_deref().map(|s| &s[..s.len().min(12)]).unwrap_or("unknown"),
+        if ctx.git_dirty == Some(true) { " (uncommitted changes)" } else { "" },
+        ctx.machine.nproc,
+        ctx.machine.kernel,
+        ctx.run_id,
+    );
+    let _ = writeln!(s, "| row | objects/s | MB/s | wall s | child CPU s | child peak RSS MiB | errors |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    let mut labels: Vec<&str> = Vec::new();
+    for r in records {
+        if !labels.contains(&r.variant.as_str()) {
+            labels.push(&r.variant);
+        }
+    }
+    for l in &labels {
+        let rs: Vec<&RunRecord> = records.iter().filter(|r| r.variant == *l && r.status != "absent").collect();
+        if rs.is_empty() {
+            let why = records.iter().find(|r| r.variant == *l).and_then(|r| r.note.clone()).unwrap_or_default();
+            let _ = writeln!(s, "| {l} | absent: {why} | | | | | |");
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "| {l} | {} | {} | {} | {} | {} | {} |",
+            cell(&rs, "objects_per_s", 1.0, if l.contains("KiB") { 0 } else { 2 }),
+            cell(&rs, "bytes_per_s", 1e-6, 0),
+            cell(&rs, "wall_s", 1.0, 2),
+            cell(&rs, "client_cpu_s", 1.0, 2),
+            cell(&rs, "peak_rss_bytes", 1.0 / 1048576.0, 0),
+            cell(&rs, "errors", 1.0, 0),
+        );
+    }
+    s.push('\n');
+    for set in &p.sets {
+        for dir in [Direction::Upload, Direction::Download] {
+            let ours = row_label(dir, set, Tool::Ferry);
+            for tool in [Tool::S5cmd, Tool::Rclone] {
+                let theirs = row_label(dir, set, tool);
+                if let Some(r) = crate::claims::paired_ratio(records, &ours, &theirs, "bytes_per_s") {
+                    let _ = writeln!(s, "- {} {}: ferry / {} = {:.2}x ({:.2}-{:.2}, {} repeats)", dir.name(), set.label(), tool.name(), r.median, r.min, r.max, r.n);
+                }
+            }
+        }
+    }
+    let _ = writeln!(s, "- goal (issue 6): ferry ahead of both peers on every row; the copies are checked file by file (size and CRC64NVME) after each run, untimed");
+    let _ = writeln!(s, "- CPU and peak RSS are the child's own (wait4 rusage); wall time includes the tool's start-up");
+    for (l, c) in commands {
+        let _ = writeln!(s, "- {l}: `{c}`");
+    }
+    let bad: Vec<&RunRecord> = records.iter().filter(|r| !matches!(r.status.as_str(), "ok" | "absent")).collect();
+    if !bad.is_empty() {
+        let _ = writeln!(s, "\nRuns that were not clean:");
+        for r in bad {
+            let _ = writeln!(s, "- {} repeat {}: {} {}", r.variant, r.repeat, r.status, r.error_samples.first().map(String::as_str).unwrap_or(""));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_labels() {
+        let q = CliTransferParams::new(Size::Quick);
+        assert_eq!(q.sets[0].label(), "1000 x 16 KiB");
+        assert_eq!(q.sets[1].label(), "4 x 256 MiB");
+        let f = CliTransferParams::new(Size::Full);
+        assert_eq!(f.sets[0].files, 10_000);
+        assert_eq!(f.sets[1].bytes, 1 << 30);
+        assert_eq!(row_label(Direction::Download, &f.sets[1], Tool::S5cmd), "download 4 x 1 GiB · s5cmd");
+    }
+
+    #[test]
+    fn files_differ_and_verify() {
+        let dir = std::env::temp_dir().join(format!("ferry-cli-transfer-test-{}", std::process::id()));
+        let _guard = WorkDir(dir.clone());
+        let set = FileSet { name: "t", files: 3, bytes: 1000 };
+        let sums = write_set(&dir, &set, 0).unwrap();
+        assert_eq!(sums.len(), 3);
+        let distinct: std::collections::BTreeSet<&String> = sums.values().collect();
+        assert_eq!(distinct.len(), 3, "every file has its own bytes");
+        assert!(verify_local(&dir, &set, &sums).is_empty());
+        // A changed byte, a missing file and a stray temp file are each caught.
+        let mut b = std::fs::read(dir.join("f-000001.bin")).unwrap();
+        b[10] ^= 1;
+        std::fs::write(dir.join("f-000001.bin"), b).unwrap();
+        std::fs::remove_file(dir.join("f-000002.bin")).unwrap();
+        std::fs::write(dir.join(".f-000002.bin.ferry-part"), b"x").unwrap();
+        let problems = verify_local(&dir, &set, &sums);
+        assert_eq!(problems.len(), 3, "{problems:?}");
+    }
+
+    #[test]
+    fn child_rusage_is_its_own() {
+        let log = std::env::temp_dir().join(format!("ferry-cli-transfer-child-{}.log", std::process::id()));
+        let mut c = Command::new("/bin/sh");
+        c.args(["-c", "head -c 67108864 /dev/zero | tr '\\0' a > /dev/null; echo done >&2; exit 3"]);
+        let r = run_child(c, &log, Duration::from_secs(60)).unwrap();
+        assert_eq!(r.exit, Some(3));
+        assert_eq!(r.stderr_tail, "done");
+        assert!(!r.timed_out && r.peak_rss_bytes > 0);
+        let mut c = Command::new("/bin/sleep");
+        c.arg("30");
+        let r = run_child(c, &log, Duration::from_millis(200)).unwrap();
+        assert!(r.timed_out && r.exit.is_none() && r.wall < Duration::from_secs(10));
+        let _ = std::fs::remove_file(log);
+    }
+}
