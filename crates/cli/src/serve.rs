@@ -58,6 +58,9 @@ pub struct ServeArgs {
     /// HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS.
     #[arg(long, default_value_t = 100)]
     h2_max_streams: u32,
+    /// Connection threads; each keeps the connections it is given (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
     /// Offer HTTP/2 (h2c and ALPN h2): on|off [default: the profile's].
     #[arg(long, value_parser = parse_on_off)]
     h2: Option<bool>,
@@ -173,6 +176,7 @@ fn config(args: ServeArgs) -> Result<ServeConfig> {
         bail!("--fault-500-rate and --fault-503-rate add up to more than 1");
     }
     c.limits.h2_max_streams = args.h2_max_streams;
+    c.threads = args.threads;
     c.limits.idle_timeout = args.idle_timeout;
     c.limits.request_timeout = args.request_timeout;
     c.limits.max_connections = args.max_connections;

@@ -202,6 +202,9 @@ pub struct ServeConfig {
     pub credentials: Option<(String, String)>,
     pub region: String,
     pub synthetic_bucket: Option<String>,
+    /// Connection threads, each with a runtime of its own that keeps every connection
+    /// it is given (see "Threads" in lib.rs); 0 means one per core.
+    pub threads: usize,
 }
 
 impl ServeConfig {
@@ -217,6 +220,7 @@ impl ServeConfig {
             credentials: Some(("ferry".into(), "ferry-secret".into())),
             region: "us-east-1".into(),
             synthetic_bucket: Some("synthetic".into()),
+            threads: 0,
         }
     }
 

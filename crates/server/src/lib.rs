@@ -12,6 +12,20 @@
 //! Cleartext connections that open with the HTTP/2 preface are served as h2c (prior
 //! knowledge); everything else is HTTP/1.1. The emulation profile can switch h2 off, as
 //! S3 and Azure do.
+//!
+//! # Threads
+//!
+//! One thread accepts; each connection is handed to one of N connection threads (one per
+//! core unless `ServeConfig::threads` says otherwise), round robin, and lives there to
+//! the end: each connection thread runs a current-thread tokio runtime, so a
+//! connection's socket, its h2 streams, its emulation timers and the handlers they run
+//! are all woken and polled on one thread. This is how nghttpd and most fast servers are
+//! built. On a work-stealing runtime, the same connection's wake-ups crossed between
+//! worker threads: with `h2load -c 16 -m 32` on 16 KiB GETs (scripts/bench-serve.sh), one
+//! tokio worker served ~1.9x the requests/s of two, because of those hand-offs. The cost:
+//! a connection cannot move off a busy thread, so N connections of very unequal weight
+//! can leave a core idle; uploads that hash (MD5 and the checksums are sequential per
+//! object) still spawn tasks of their own, but on their connection's thread.
 
 pub mod app;
 mod batch;
@@ -48,6 +62,7 @@ pub struct Server {
     listener: TcpListener,
     app: Arc<App>,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    threads: usize,
 }
 
 impl Server {
@@ -58,8 +73,9 @@ impl Server {
             None => None,
         };
         let listener = TcpListener::bind(config.addr).await.with_context(|| format!("binding {}", config.addr))?;
+        let threads = config.threads;
         let app = App::new(config).await?;
-        Ok(Server { listener, app: Arc::new(app), tls })
+        Ok(Server { listener, app: Arc::new(app), tls, threads })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -70,8 +86,14 @@ impl Server {
         self.tls.is_some()
     }
 
-    /// Accepts connections until `shutdown` completes.
+    /// Accepts connections until `shutdown` completes, handing each to a connection
+    /// thread (see "Threads" above), round robin.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<()> {
+        let threads = match self.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        let workers = Workers::start(threads)?;
         let permits = Arc::new(Semaphore::new(self.app.limits.max_connections));
         tokio::pin!(shutdown);
         loop {
@@ -88,10 +110,25 @@ impl Server {
                 },
             };
             let _ = stream.set_nodelay(true);
+            // Off this runtime's reactor, onto the worker's (registered again there).
+            let stream = match stream.into_std() {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!("handing over an accepted connection failed: {e}");
+                    continue;
+                }
+            };
             let app = self.app.clone();
             let tls = self.tls.clone();
             let permit = permits.clone().try_acquire_owned();
-            tokio::spawn(async move {
+            workers.next().spawn(async move {
+                let stream = match TcpStream::from_std(stream) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!("registering a connection failed: {e}");
+                        return;
+                    }
+                };
                 let Ok(_permit) = permit else {
                     app.metrics.connections_refused.fetch_add(1, Relaxed);
                     refuse(stream, &app).await;
@@ -101,6 +138,49 @@ impl Server {
                 serve_connection(stream, tls, app.clone()).await;
                 app.metrics.connections_open.fetch_sub(1, Relaxed);
             });
+        }
+    }
+}
+
+/// The connection threads: each runs a current-thread runtime until the server stops;
+/// dropping this stops them (their connections are dropped, as on the accepting
+/// runtime before) and joins them.
+struct Workers {
+    handles: Vec<tokio::runtime::Handle>,
+    next: std::sync::atomic::AtomicUsize,
+    stops: Vec<tokio::sync::oneshot::Sender<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Workers {
+    fn start(n: usize) -> Result<Workers> {
+        let mut workers = Workers { handles: Vec::new(), next: Default::default(), stops: Vec::new(), threads: Vec::new() };
+        for i in 0..n.max(1) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            workers.handles.push(rt.handle().clone());
+            workers.stops.push(stop);
+            workers.threads.push(std::thread::Builder::new().name(format!("ferry-conn-{i}")).spawn(move || {
+                rt.block_on(async move {
+                    let _ = stopped.await;
+                });
+            })?);
+        }
+        Ok(workers)
+    }
+
+    fn next(&self) -> &tokio::runtime::Handle {
+        &self.handles[self.next.fetch_add(1, Relaxed) % self.handles.len()]
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for stop in self.stops.drain(..) {
+            let _ = stop.send(());
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
         }
     }
 }
