@@ -199,7 +199,9 @@ fn config(args: ServeArgs) -> Result<ServeConfig> {
 
 pub fn run(args: ServeArgs) -> Result<()> {
     let config = config(args)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // This runtime only accepts: connections are served on the server's own connection
+    // threads (ferry_server, "Threads"), so one thread is all it needs.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async move {
         let describe = config.describe();
         let credentials = config.credentials.clone();
