@@ -335,6 +335,13 @@ pub const COLUMNS: &[Column] = &[
 /// `size_hint`; the other modes ignore it.
 pub const CLIENTS: &[(&str, Mode, usize)] = &[("h1-pool", Mode::H1Pool, 0), ("auto", Mode::Auto, 0), ("h2 [s3 --h2 on]", Mode::H2, 1), ("h1-pipeline", Mode::H1Pipeline, 0)];
 
+/// An extra row beside [`CLIENTS`], not part of the published comparison: the pool
+/// sized like boto3's default (10 connections) under the same load, so that nearly all
+/// of its connections carry large reads and each small GET queues behind ~90 of them,
+/// the situation Onehouse measured (an SDK pool full of large GETs). Its connections
+/// differ from the other rows' on purpose; the label says so.
+pub const SMALL_POOL: (&str, Mode, usize, usize) = ("h1-pool [10 conns, boto3's default pool]", Mode::H1Pool, 0, 10);
+
 pub fn row_label(client: &str, phase: Phase) -> String {
     format!("{client} · {}", phase.name())
 }
@@ -347,14 +354,15 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
     let s3 = ServerSpec { label: "s3", profile: "s3", extra_args: vec![], signed: true };
     let s3_h2 = ServerSpec { label: "s3+h2", profile: "s3", extra_args: vec!["--h2".into(), "on".into()], signed: true };
     let mut variants = Vec::new();
-    for (label, mode, server) in CLIENTS {
+    let rows = CLIENTS.iter().map(|&(l, m, s)| (l, m, s, p.connections)).chain(std::iter::once(SMALL_POOL));
+    for (label, mode, server, connections) in rows {
         for phase in [Phase::Unloaded, Phase::Loaded] {
-            let hint = *mode == Mode::Auto;
+            let hint = mode == Mode::Auto;
             variants.push(Variant {
                 label: row_label(label, phase),
                 workload: NAME,
-                server: Some(*server),
-                client: Some(ClientSpec { mode: *mode, max_connections: p.connections, pipeline_depth: p.pipeline_depth }),
+                server: Some(server),
+                client: Some(ClientSpec { mode, max_connections: connections, pipeline_depth: p.pipeline_depth }),
                 task: Task::Scenario(Scenario::MixedHol(MixedHolRun {
                     phase,
                     smalls: smalls.clone(),
@@ -441,6 +449,7 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
                 p.load_warmup.as_millis()
             ),
             "small latency: from the scheduled arrival to the end of the body. On this machine the load is CPU-bound (loopback, 2 shared cores), which slows every client's smalls somewhat; compare clients within a run.".into(),
+            format!("extra row \"{}\": the h1-pool with 10 connections (boto3's default pool) under the same load, so its connections are all but full of large reads, the situation of the published case; the other rows have {} connections.", SMALL_POOL.0, p.connections),
             "unloaded and loaded rows are separate runs with fresh clients of the same settings; the h2 rows ran against a second server, --profile s3 --h2 on (the s3 profile is HTTP/1.1 only, like AWS S3).".into(),
             "peer rows (bench/peers/driver.py's mixed_hol op): the same smalls, parts and arrival schedule, driven as each peer's users would (the row's note says how); with --quick each peer row runs once.".into(),
         ],
@@ -460,7 +469,7 @@ mod tests {
         assert!(q.large_in_flight > q.connections, "the load oversubscribes the pool");
         assert!(q.arrival_window() < Duration::from_secs(3));
         let w = mixed_hol(Size::Quick, &q);
-        assert_eq!(w.variants.len(), CLIENTS.len() * 2);
+        assert_eq!(w.variants.len(), (CLIENTS.len() + 1) * 2, "the clients and the small-pool row");
         let Task::Scenario(Scenario::MixedHol(r)) = &w.variants[1].task else { panic!("not mixed-hol") };
         assert_eq!(r.phase, Phase::Loaded);
         assert_eq!(r.smalls.len(), 150);
@@ -478,7 +487,7 @@ mod tests {
         assert_eq!(mixed_hol(Size::Quick, &q), w);
         let h2 = w.variants.iter().find(|v| v.client.unwrap().mode == Mode::H2).unwrap();
         assert!(w.servers[h2.server.unwrap()].args().windows(2).any(|a| a == ["--h2", "on"]));
-        assert!(w.variants.iter().all(|v| v.client.unwrap().max_connections == 50));
+        assert!(w.variants.iter().all(|v| v.client.unwrap().max_connections == if v.label.starts_with(SMALL_POOL.0) { 10 } else { 50 }));
         // Peer rows: the mixed-hol peers only, unloaded and loaded, on the s3 server.
         let mut q = q.clone();
         q.peers = vec![crate::peers::Peer::Boto3, crate::peers::Peer::S5cmd, crate::peers::Peer::Obstore];

@@ -75,6 +75,14 @@ use std::sync::{Arc, Mutex};
 /// syscall a small cost next to the copy, and bounds the buffer per part in flight.
 pub const WRITE_BATCH: usize = 1024 * 1024;
 
+/// Bytes a part of `len` may hold in memory while it is fetched, taken from the client's
+/// memory budget (`S3Client::memory_budget`, shared by the engine's fan-outs) around
+/// each part: the write batch being gathered plus one received batch behind it while the
+/// other is written (the transport's chunks are smaller than a batch).
+pub fn part_bytes_in_memory(len: u64) -> u64 {
+    len.min(2 * WRITE_BATCH as u64)
+}
+
 /// Called with each batch of bytes as it lands (for progress displays).
 pub type ProgressFn = Arc<dyn Fn(u64) + Send + Sync>;
 
@@ -354,15 +362,18 @@ async fn ranged(
     // `params.concurrency` caps parts in flight (and so memory); below it, the endpoint's
     // controller decides (controller.rs).
     let controller = client.controller();
+    // Memory budget hook (scheduler): see `part_bytes_in_memory`.
+    let budget = client.memory_budget();
     let durable = params.durable;
     futures_util::stream::iter(todo.into_iter().map(Ok::<u64, Error>))
         .map_ok(|i| {
-            let controller = controller.clone();
+            let (controller, budget) = (controller.clone(), budget.clone());
             let file = file.clone();
             let state = state.clone();
             let progress = progress.clone();
             let etag = etag.clone();
             async move {
+                let _bytes = budget.acquire(part_bytes_in_memory(part_len(i, part_size, info.size))).await;
                 let _room = controller.acquire().await;
                 let start = i * part_size;
                 let len = part_len(i, part_size, info.size);

@@ -22,7 +22,11 @@
 //! consumer's object keeps what its slot had buffered until it is read); a slot stops
 //! reading as soon as its part is full, so the bytes held never exceed `max_buffered`
 //! plus one transport chunk per part (chunks are whatever the transport delivers, up to
-//! its read buffer). The transport's backpressure holds the rest on the server.
+//! its read buffer). The transport's backpressure holds the rest on the server. Each
+//! slot's part is also taken from the client's memory budget
+//! (`S3Client::memory_budget`, shared by all the engine's fan-outs) before its GET and
+//! given back when the consumer has read what the slot buffered, so open-ahead beside
+//! other transfers of the same client stays within one bound.
 //!
 //! Idle streams: a server closes a response that is not read for a while (S3 answers
 //! RequestTimeout after ~20 s of no progress; `ferry serve`'s `request_timeout` is also
@@ -42,6 +46,7 @@
 //! open-ahead with the defaults 3.8-4.0 s.
 
 use bytes::Bytes;
+use ferry_store::client::BudgetPermit;
 use ferry_store::{Error, GetParams, ObjectBody, ObjectInfo, ObjectRef, RangeSpec, S3Client};
 use futures_util::stream::{self, BoxStream, Stream, StreamExt};
 use std::collections::VecDeque;
@@ -188,6 +193,10 @@ struct Prefetched {
     /// Bytes in `chunks`.
     buffered: u64,
     tail: Tail,
+    /// The slot's quota taken from the client's memory budget; given back once the
+    /// consumer has read `chunks`. `None` when the consumer took the slot before the
+    /// budget had room (it then reads the stream live, nothing buffered).
+    bytes: Option<BudgetPermit>,
 }
 
 enum Tail {
@@ -285,7 +294,11 @@ impl OpenAhead {
     fn hand_over(&self, object: ObjectRef, pre: Prefetched) -> OpenedObject {
         let counters = self.counters.clone();
         let buffered = pre.buffered;
+        // The budget permit goes with the buffered chunks: `chain` drops the head stream
+        // (and this closure) once it is read out, which frees the bytes.
+        let permit = pre.bytes;
         let head = stream::iter(pre.chunks).map(move |c| {
+            let _held = &permit;
             counters.buffered.fetch_sub(c.len() as u64, Relaxed);
             Ok(c)
         });
@@ -343,7 +356,25 @@ async fn prefetch(
     counters: Arc<Counters>,
 ) -> Result<Prefetched, Error> {
     let out = client.get_object(&object, GetParams::default()).await?;
-    let mut pre = Prefetched { meta: out.meta, chunks: VecDeque::new(), buffered: 0, tail: Tail::Done };
+    // The read-ahead is bytes in flight of the client's budget (`S3Client::memory_budget`),
+    // shared with every other fan-out: the slot takes what it may buffer (its quota, or
+    // the object if smaller) before reading. Waiting for room, it keeps the stream
+    // unread like a full slot: taken meanwhile, the consumer reads it live (so the
+    // front object never waits for bytes that later slots hold); idle too long, closed.
+    let budget = client.memory_budget();
+    let permit = tokio::select! {
+        biased;
+        p = budget.acquire(quota.min(out.meta.size)) => Some(p),
+        _ = &mut take => None,
+        _ = tokio::time::sleep(idle_limit) => {
+            counters.idle_closes.fetch_add(1, Relaxed);
+            return Ok(Prefetched { meta: out.meta, chunks: VecDeque::new(), buffered: 0, tail: Tail::Reopen, bytes: None });
+        }
+    };
+    let Some(permit) = permit else {
+        return Ok(Prefetched { meta: out.meta, chunks: VecDeque::new(), buffered: 0, tail: Tail::Live(out.body), bytes: None });
+    };
+    let mut pre = Prefetched { meta: out.meta, chunks: VecDeque::new(), buffered: 0, tail: Tail::Done, bytes: Some(permit) };
     let mut body = out.body;
     let mut last_read = Instant::now();
     loop {

@@ -8,7 +8,8 @@
 //!   ranges (any order, duplicates, overlaps)
 //!     └─ coalesce(ranges, policy) ─► Spans: disjoint, sorted, each <= max_span, holes < max_gap
 //!          └─ first span: GET Range ─► its ETag
-//!               └─ other spans: GET Range + If-Match: ETag, at most `concurrency` in flight
+//!               └─ other spans: GET Range + If-Match: ETag, at most `concurrency` in flight,
+//!                  each holding its length from the client's memory budget while fetched
 //!                    └─ each requested range sliced (or stitched) out of its span(s),
 //!                       returned in the order asked
 //!   every completed GET feeds the GapEstimator (first byte time, bandwidth)
@@ -338,6 +339,7 @@ pub async fn get_ranges(client: &S3Client, object: &ObjectRef, ranges: &[Range<u
     let mut etag = opts.if_match.clone();
     let mut rest = 0;
     if etag.is_none() {
+        let _bytes = client.memory_budget().acquire(spans[0].range.end - spans[0].range.start).await;
         let (bytes, tag) = fetch_span(client, object, &spans[0].range, None, &opts.estimator).await?;
         data.push(bytes);
         etag = tag;
@@ -348,11 +350,14 @@ pub async fn get_ranges(client: &S3Client, object: &ObjectRef, ranges: &[Range<u
     }
     // Unordered: a slow span must not hold back the start of the ones after it.
     // `opts.concurrency` is a cap; below it, the endpoint's controller decides.
-    let controller = client.controller();
+    // Each span's bytes are taken from the client's memory budget while it is fetched
+    // (shared with the other fan-outs); the bytes handed back are the caller's.
+    let (controller, budget) = (client.controller(), client.memory_budget());
     let mut fetched: Vec<(usize, Bytes)> = stream::iter(spans[rest..].iter().enumerate())
         .map(|(i, s)| {
-            let (etag, controller) = (etag.clone(), controller.clone());
+            let (etag, controller, budget) = (etag.clone(), controller.clone(), budget.clone());
             async move {
+                let _bytes = budget.acquire(s.range.end - s.range.start).await;
                 let _room = controller.acquire().await;
                 fetch_span(client, object, &s.range, etag, &opts.estimator).await.map(|(b, _)| (i, b))
             }

@@ -145,7 +145,11 @@ pub async fn upload_file(client: &S3Client, path: &Path, object: &ObjectRef, par
             let upload = &upload;
             let progress = progress.clone();
             let read = read_part(n);
+            let budget = client.memory_budget();
             async move {
+                // Memory budget hook (scheduler): the part is read whole into memory and
+                // held until sent; its bytes come from the client's budget.
+                let _bytes = budget.acquire((len - (n - 1) * part_size).min(part_size)).await;
                 let data = read.await?;
                 let size = data.len() as u64;
                 let part = client.upload_part(upload, n as u32, data).await?;

@@ -53,7 +53,11 @@
 //! (`ferry bench mixed-hol --quick --peers none`, two runs beside the build without it)
 //! auto held 22 connections and its large reads stalled (74 MB/s beside ~450). Telling
 //! the client's own CPU contention from the endpoint's congestion needs more than one
-//! latency; until then HTTP/1.1 relies on throttling signals alone. On HTTP/1.1 the
+//! latency; until then HTTP/1.1 relies on throttling signals, and on goodput: every
+//! response body's bytes go to `Controller::delivered`, and the limit stops growing
+//! once more connections stop adding bytes per second (controller.rs, "Growth follows
+//! goodput"), so auto does not open the whole cap for a load two cores cannot carry
+//! faster. On HTTP/1.1 the
 //! controller's limit is the number of connections auto may hold: it starts at 4, grows
 //! by slow start, halves on SlowDown, and never exceeds `max_connections` (the hard cap). One place is kept for the probe; the rest
 //! is shared by the two lanes through `Lanes`, a `ConnectionGate` that the pool and
@@ -77,7 +81,13 @@
 //! lane over its share gives connections back as they come free: the pool closes a
 //! connection instead of keeping it idle, the pipeline stops placing requests on its
 //! emptiest connections and closes them once answered. Connections of both lanes are
-//! counted under one lock, so the total never exceeds T, whatever the timing. The
+//! counted under one lock, so the total never exceeds T, whatever the timing. Openings
+//! over a run can: a connection one lane closes for the other is opened again by the
+//! other ([`AutoTransport::handovers`] counts them). On mixed-hol that was auto's excess
+//! (61-74 TCP connections opened beside the 50-connection pool's 50): the pool fills T
+//! during the bulk-only warm-up, then gives places to the pipeline as the smalls
+//! arrive. Fewer places in all (growth held by goodput) is what brings auto's openings
+//! under the pool's; the handovers remain. The
 //! pipeline's depth follows the limit too (at most `pipeline_depth`), so requests in
 //! flight grow and shrink with it.
 //!
@@ -184,6 +194,33 @@ impl AutoTransport {
             Some(Chosen::H1(h1)) => {
                 let st = h1.lanes.lock();
                 (st.open[BULK], st.open[SMALL])
+            }
+            _ => (0, 0),
+        }
+    }
+
+    /// Connections opened so far, per lane: (pool, pipeline, probes); 0s before
+    /// HTTP/1.1 was chosen or on h2.
+    pub fn lane_openings(&self) -> (u64, u64, u64) {
+        match self.inner.chosen.get() {
+            Some(Chosen::H1(h1)) => {
+                let p = h1.probe.lock().unwrap();
+                let probes = p.transports.iter().map(|t| t.stats().connections_opened).sum::<u64>() + p.past.connections_opened;
+                (h1.pool.stats().connections_opened, h1.pipeline.stats().connections_opened, probes)
+            }
+            _ => (0, 0, 0),
+        }
+    }
+
+    /// Connections closed by a lane to give their places to the other lane: (pool,
+    /// pipeline). Each is a connection the other lane may then open anew, so openings
+    /// over a run can exceed the cap by these while the connections open at once never
+    /// do.
+    pub fn handovers(&self) -> (u64, u64) {
+        match self.inner.chosen.get() {
+            Some(Chosen::H1(h1)) => {
+                let st = h1.lanes.lock();
+                (st.handed_over[BULK], st.handed_over[SMALL])
             }
             _ => (0, 0),
         }
@@ -340,6 +377,9 @@ pub(crate) trait ConnectionGate: Send + Sync {
     fn depth(&self) -> usize {
         usize::MAX
     }
+    /// This lane is closing `n` connections because it holds more than its share: their
+    /// places go to the other lane (counted, see [`AutoTransport::handovers`]).
+    fn handed_over(&self, _n: usize) {}
 }
 
 /// The two HTTP/1.1 lanes' connections and demand, under one lock (module note).
@@ -359,13 +399,15 @@ struct LaneState {
     /// per [`SMALL_WANT_STEP`] since `small_peak_at`.
     small_peak: usize,
     small_peak_at: Instant,
+    /// Connections each lane closed to give its place to the other.
+    handed_over: [u64; 2],
 }
 
 impl Lanes {
     fn new(controller: Arc<Controller>) -> Lanes {
         Lanes {
             controller,
-            state: Mutex::new(LaneState { open: [0; 2], active: [0; 2], small_peak: 0, small_peak_at: Instant::now() }),
+            state: Mutex::new(LaneState { open: [0; 2], active: [0; 2], small_peak: 0, small_peak_at: Instant::now(), handed_over: [0; 2] }),
             pool: OnceLock::new(),
             pipeline: OnceLock::new(),
         }
@@ -471,6 +513,10 @@ impl ConnectionGate for LaneGate {
         st.open[self.lane].saturating_sub(share)
     }
 
+    fn handed_over(&self, n: usize) {
+        self.lanes.lock().handed_over[self.lane] += n as u64;
+    }
+
     /// The controller's limit: depth grows with it, so that in slow start requests are
     /// spread over the connections it opens rather than stacked 32 deep on the first few
     /// (and a SlowDown halves the requests in flight, not only the connections).
@@ -495,10 +541,15 @@ impl Demand {
     fn until_body_end(self, mut r: Response) -> Response {
         let len = r.body.content_length();
         let body = std::mem::replace(&mut r.body, ResponseBody::empty());
+        let controller = self.lanes.controller.clone();
         let mut held = Some(self);
         let stream = body.map(move |item| {
-            if !matches!(item, Ok(ref b) if !b.is_empty()) {
-                held.take();
+            match item {
+                // Goodput for the controller's growth (controller.rs).
+                Ok(ref b) if !b.is_empty() => controller.delivered(b.len() as u64),
+                _ => {
+                    held.take();
+                }
             }
             item
         });

@@ -36,6 +36,29 @@
 //! object stores' first-byte times are noisy (lognormal, p99 ~5x p50 on S3) and a
 //! minimum would call ordinary noise congestion.
 //!
+//! # Growth follows goodput
+//!
+//! Latency alone cannot say when more connections stop paying: on HTTP/1.1 auto feeds
+//! none (auto.rs, "One controller"), and a pool of 8 MiB reads grew to the cap here
+//! although two cores moved no more bytes with 50 connections than with 15. So the
+//! transport also reports the response bytes it receives ([`Controller::delivered`]),
+//! and the controller measures goodput per round (a round: `limit` successes and at
+//! least [`MIN_ROUND`]), the way BBR's start-up finds a full pipe:
+//!
+//! ```text
+//!   round's rate >= 1.25 x best of the last 10 rounds (slow start) / > best (after)
+//!        yes ─► growth as above        no ─► growth held until a round grows again
+//!   3 rounds in a row without growth in slow start ─► slow start ends (no decrease)
+//!   slow start grows at most 2x per round while bytes are reported
+//! ```
+//!
+//! Holding never decreases the limit (only throttling and latency do), so a bulk
+//! transfer keeps the connections it has; a decrease clears the window so growth can
+//! resume after it. A transport that reports no bytes (h2, a forced transport through
+//! the client's own controller) keeps the plain AIMD. Why a window of 10 rounds: a best
+//! from before the load changed (another transfer ended) expires within a second or
+//! two. Why 1.25 and 3 rounds: BBR's figures, which tolerate a round of noise.
+//!
 //! One decrease per round: a request's permit remembers the controller's epoch when it
 //! was taken; a throttle reported by a request sent before the last decrease is not
 //! counted again (the same burst of SlowDowns would otherwise collapse the limit to 1).
@@ -46,6 +69,8 @@
 //! tolerance of 2x sits above the emulated S3's p50-to-p90 spread so that noise alone
 //! does not trigger it.
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -83,6 +108,12 @@ pub struct ControllerStats {
     /// Short- and long-term latency averages.
     pub latency_short: Duration,
     pub latency_long: Duration,
+    /// Goodput rounds measured (bytes were reported through [`Controller::delivered`]),
+    /// and the best round's rate in bytes per second (of the recent window).
+    pub goodput_rounds: u64,
+    pub goodput_best: f64,
+    /// Whether growth is held because the last round's goodput did not grow.
+    pub growth_held: bool,
 }
 
 #[derive(Debug)]
@@ -96,8 +127,56 @@ struct State {
     round: usize,
     short: Option<f64>,
     long: Option<f64>,
+    gp: Goodput,
     stats: ControllerStats,
 }
+
+/// Goodput rounds (module note, "Growth follows goodput").
+#[derive(Debug)]
+struct Goodput {
+    started: Instant,
+    /// The limit when the round started: the round ends after as many successes.
+    limit: f64,
+    done: usize,
+    /// `Controller::bytes` when the round started.
+    base: u64,
+    /// Rates of the last rounds, bytes per second, newest last.
+    history: VecDeque<f64>,
+    /// Consecutive rounds whose goodput did not grow.
+    stalled: u32,
+    /// Whether any round measured bytes (else growth is not held: a transport that
+    /// reports no bytes keeps the plain AIMD).
+    measured: bool,
+}
+
+impl Goodput {
+    fn new(limit: f64) -> Goodput {
+        Goodput { started: Instant::now(), limit, done: 0, base: 0, history: VecDeque::new(), stalled: 0, measured: false }
+    }
+
+    fn best(&self) -> f64 {
+        self.history.iter().copied().fold(0.0, f64::max)
+    }
+
+    fn holds_growth(&self) -> bool {
+        self.measured && self.stalled > 0
+    }
+}
+
+/// Rounds of goodput kept to find the best recent rate: ~10 rounds (a second or more at
+/// S3's first-byte times), so that a best from before the load changed expires.
+const GOODPUT_WINDOW: usize = 10;
+
+/// A round lasts at least this long, so that a round of fast small requests still spans
+/// a few first-byte times (S3 p50 ~30 ms, LAB.md section 1) and its rate is not noise.
+const MIN_ROUND: Duration = Duration::from_millis(100);
+
+/// Slow start goes on while each round's goodput beats the best before it by this
+/// factor (BBR's start-up: 25% per round while the pipe is not full).
+const SLOW_START_GROWTH: f64 = 1.25;
+
+/// Rounds without growth that end slow start (BBR's "full pipe": three).
+const FULL_PIPE_ROUNDS: u32 = 3;
 
 /// Limits requests in flight to one endpoint (module note). Share it (`Arc`) among all
 /// tasks that talk to the endpoint.
@@ -118,6 +197,8 @@ pub struct Controller {
     state: Mutex<State>,
     notify: Notify,
     opts: ControllerOptions,
+    /// Response body bytes reported through [`Controller::delivered`].
+    bytes: AtomicU64,
 }
 
 impl Controller {
@@ -135,10 +216,12 @@ impl Controller {
                 round: 0,
                 short: None,
                 long: None,
+                gp: Goodput::new(limit),
                 stats: ControllerStats::default(),
             }),
             notify: Notify::new(),
             opts,
+            bytes: AtomicU64::new(0),
         })
     }
 
@@ -158,6 +241,9 @@ impl Controller {
             in_flight: s.in_flight,
             latency_short: Duration::from_secs_f64(s.short.unwrap_or(0.0)),
             latency_long: Duration::from_secs_f64(s.long.unwrap_or(0.0)),
+            goodput_rounds: s.stats.goodput_rounds,
+            goodput_best: s.gp.best(),
+            growth_held: s.gp.holds_growth(),
             ..s.stats
         }
     }
@@ -187,6 +273,12 @@ impl Controller {
         Permit { ctl: self.clone(), epoch, started: Instant::now(), done: false, counted: false }
     }
 
+    /// Response body bytes received from the endpoint (the transport reports them as
+    /// they arrive): the goodput that growth follows (module note). Lock-free.
+    pub fn delivered(&self, bytes: u64) {
+        self.bytes.fetch_add(bytes, Relaxed);
+    }
+
     /// The hard cap.
     pub fn max(&self) -> usize {
         self.opts.max
@@ -213,16 +305,23 @@ impl Controller {
                     s.long = Some(s.long.map_or(l, |v| v + wl * (l - v)));
                 }
                 let congested = matches!((s.short, s.long), (Some(st), Some(lt)) if st > self.opts.latency_tolerance * lt);
+                self.goodput_round(&mut s);
+                let held = s.gp.holds_growth();
                 s.round += 1;
                 if s.slow_start && !congested {
-                    s.limit = (s.limit + 1.0).min(max);
+                    // At most a doubling per round, and only while goodput grows.
+                    let doubled = self.bytes.load(Relaxed) > 0 && s.limit >= 2.0 * s.gp.limit;
+                    if !held && !doubled {
+                        s.limit = (s.limit + 1.0).min(max);
+                    }
                 } else if s.round as f64 >= s.limit {
                     s.round = 0;
                     if congested {
                         s.limit = (s.limit * self.opts.latency_backoff).max(min);
                         s.slow_start = false;
                         s.epoch += 1;
-                    } else {
+                        s.gp.history.clear();
+                    } else if !held {
                         s.limit = (s.limit + 1.0).min(max);
                     }
                 }
@@ -234,6 +333,9 @@ impl Controller {
                     s.slow_start = false;
                     s.epoch += 1;
                     s.round = 0;
+                    // The rates before the decrease are no bar to growing back.
+                    s.gp.history.clear();
+                    s.gp.stalled = 0;
                 }
             }
         }
@@ -245,6 +347,47 @@ impl Controller {
         s.stats.limit = s.limit as usize;
         drop(s);
         self.notify.notify_waiters();
+    }
+}
+
+impl Controller {
+    /// Ends the goodput round when it is due: `limit` successes and [`MIN_ROUND`] since
+    /// it started. A round that moved no bytes (nothing reported them) measures nothing.
+    fn goodput_round(&self, s: &mut State) {
+        s.gp.done += 1;
+        let elapsed = s.gp.started.elapsed();
+        if (s.gp.done as f64) < s.gp.limit || elapsed < MIN_ROUND {
+            return;
+        }
+        let total = self.bytes.load(Relaxed);
+        let bytes = total.saturating_sub(s.gp.base);
+        if bytes > 0 {
+            let rate = bytes as f64 / elapsed.as_secs_f64();
+            let best = s.gp.best();
+            // Slow start: growth by a quarter, the signature of a pipe not yet full. After
+            // it: any new best of the window (one more connection adds ~1/limit).
+            let need = if s.slow_start { SLOW_START_GROWTH } else { 1.0 };
+            if best == 0.0 || rate >= need * best {
+                s.gp.stalled = 0;
+            } else {
+                s.gp.stalled += 1;
+            }
+            if s.slow_start && s.gp.stalled >= FULL_PIPE_ROUNDS {
+                // The pipe is full: additive increase from here, while goodput grows.
+                s.slow_start = false;
+                s.round = 0;
+            }
+            s.gp.history.push_back(rate);
+            if s.gp.history.len() > GOODPUT_WINDOW {
+                s.gp.history.pop_front();
+            }
+            s.gp.measured = true;
+            s.stats.goodput_rounds += 1;
+        }
+        s.gp.started = Instant::now();
+        s.gp.limit = s.limit;
+        s.gp.done = 0;
+        s.gp.base = total;
     }
 }
 
@@ -362,6 +505,46 @@ mod tests {
         assert_eq!(ctl.limit(), 2);
         drop(held);
         assert_eq!(ctl.stats().in_flight, 0);
+    }
+
+    /// One goodput round: [`MIN_ROUND`] passes, `bytes` arrive, then `limit` successes.
+    async fn round(ctl: &Arc<Controller>, bytes: u64) {
+        tokio::time::sleep(MIN_ROUND + Duration::from_millis(5)).await;
+        ctl.delivered(bytes);
+        for _ in 0..ctl.limit() {
+            ctl.observe().success_unmeasured();
+        }
+    }
+
+    #[tokio::test]
+    async fn growth_follows_goodput() {
+        let ctl = Controller::new(ControllerOptions { initial: 4, max: 64, ..ControllerOptions::default() });
+        // Goodput that stops growing (falling a fifth per round, so that timing jitter
+        // cannot pass for growth): slow start stops within two rounds, well under the cap.
+        let mut bytes = 10_000_000.0;
+        for _ in 0..3 {
+            round(&ctl, bytes as u64).await;
+            bytes *= 0.8;
+        }
+        let held = ctl.stats();
+        assert!(held.growth_held && held.goodput_rounds >= 2, "{held:?}");
+        assert!(held.limit < 32, "grew on without goodput: {held:?}");
+        for _ in 0..4 {
+            round(&ctl, bytes as u64).await;
+            bytes *= 0.8;
+        }
+        assert_eq!(ctl.limit(), held.limit, "no growth while goodput does not grow: {:?}", ctl.stats());
+        // Goodput growing again (another transfer ended, the link has room): growth resumes.
+        for _ in 0..4 {
+            bytes *= 2.0;
+            round(&ctl, bytes as u64).await;
+        }
+        assert!(ctl.limit() > held.limit, "no growth while goodput doubles: {:?}", ctl.stats());
+        // A throttle halves the limit and clears the bar: growth is not held after it.
+        let before = ctl.limit();
+        ctl.observe().throttled();
+        assert_eq!(ctl.limit(), before / 2);
+        assert!(!ctl.stats().growth_held);
     }
 
     #[tokio::test]

@@ -466,6 +466,7 @@ impl Shared {
         while retiring < excess {
             let Some(slot) = st.conns.iter_mut().filter(|s| s.accepting).min_by_key(|s| s.in_flight) else { break };
             slot.accepting = false;
+            g.handed_over(1);
             let queued = std::mem::take(&mut slot.queued);
             slot.in_flight -= queued.len();
             slot.signals.reader.notify_one();

@@ -235,9 +235,10 @@ impl Pool {
 
     /// A connection whose response was read to its end comes back.
     fn put_back(self: &Arc<Self>, idle: Idle, slot: Slot) {
-        if self.gate.as_ref().is_some_and(|g| g.excess() > 0) {
+        if let Some(g) = self.gate.as_ref().filter(|g| g.excess() > 0) {
             // Over its share of a shared cap: the connection closes and its place goes
             // to the other lane (dropping the slot releases it).
+            g.handed_over(1);
             drop(idle);
             drop(slot);
             return;
@@ -265,6 +266,7 @@ impl Pool {
         if let Some(g) = &self.gate {
             let excess = g.excess().min(st.idle.len());
             st.idle.drain(..excess);
+            g.handed_over(excess);
         }
         st.slots -= before - st.idle.len();
         self.gate_closed(before - st.idle.len());
