@@ -210,9 +210,16 @@ pub struct Iperf3Result {
     /// iperf3 is not installed.
     pub absent: bool,
     pub streams: usize,
+    /// The counted window (`-t`).
     pub seconds: u32,
-    /// The receiver's total (`end.sum_received.bits_per_second`).
+    /// The warm-up before it (`-O`), not in [`Iperf3Result::bits_per_second`].
+    pub omit_seconds: u32,
+    /// The receiver's total over the counted window (`end.sum_received.bits_per_second`:
+    /// iperf3 leaves the omitted seconds out of its end sums).
     pub bits_per_second: f64,
+    /// Over warm-up and window together, from the per-second intervals (omitted ones
+    /// included): the figure to hold against a run that counts its ramp-up.
+    pub bits_per_second_with_ramp: Option<f64>,
     pub retransmits: Option<f64>,
     pub cpu_host_pct: Option<f64>,
     pub cpu_remote_pct: Option<f64>,
@@ -221,14 +228,47 @@ pub struct Iperf3Result {
 /// The most parallel streams iperf3 3.x accepts (`-P`).
 pub const IPERF3_MAX_STREAMS: usize = 128;
 
-/// `iperf3 -s -1` and `iperf3 -c HOST -P streams -t seconds -J`, each guarded like a
-/// server. Without a link both ends use 127.0.0.1. With one, the server starts in the
-/// link's server namespace on its address, and the client is spawned from the calling
-/// thread, which must be in the client namespace ([`Link::enter_client`]).
+/// One iperf3 measurement: `-P streams -O omit -t seconds [-R]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Iperf3Run {
+    pub streams: usize,
+    pub seconds: u32,
+    /// `-O`: seconds at the start left out of the result (slow start).
+    pub omit: u32,
+    /// `-R`: the server sends and the client receives, the direction of a GET's body
+    /// (server namespace to client namespace on a link).
+    pub reverse: bool,
+}
+
+impl Iperf3Run {
+    /// The client's arguments after `-c HOST -p PORT`.
+    pub fn args(&self) -> Vec<String> {
+        let mut a = vec!["-P".to_string(), self.streams.clamp(1, IPERF3_MAX_STREAMS).to_string(), "-t".into(), self.seconds.max(1).to_string()];
+        if self.omit > 0 {
+            a.extend(["-O".to_string(), self.omit.to_string()]);
+        }
+        if self.reverse {
+            a.push("-R".into());
+        }
+        a.push("-J".into());
+        a
+    }
+}
+
+/// `iperf3 -P streams -t seconds`, client to server, nothing omitted (see [`iperf3_run`]).
 pub fn iperf3(link: Option<&Link>, streams: usize, seconds: u32, lifetime: Duration) -> Result<Iperf3Result> {
-    let streams = streams.clamp(1, IPERF3_MAX_STREAMS);
+    iperf3_run(link, &Iperf3Run { streams, seconds, omit: 0, reverse: false }, lifetime)
+}
+
+/// `iperf3 -s -1` and `iperf3 -c HOST <run.args()>`, each guarded like a server. Without
+/// a link both ends use 127.0.0.1. With one, the server starts in the link's server
+/// namespace on its address, and the client is spawned from the calling thread, which
+/// must be in the client namespace ([`Link::enter_client`]).
+pub fn iperf3_run(link: Option<&Link>, run: &Iperf3Run, lifetime: Duration) -> Result<Iperf3Result> {
+    let streams = run.streams.clamp(1, IPERF3_MAX_STREAMS);
+    let seconds = run.seconds.max(1);
     if Command::new("iperf3").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
-        return Ok(Iperf3Result { absent: true, streams, seconds, ..Iperf3Result::default() });
+        return Ok(Iperf3Result { absent: true, streams, seconds, omit_seconds: run.omit, ..Iperf3Result::default() });
     }
     let host = link.map(|l| l.server_ip().to_string()).unwrap_or_else(|| "127.0.0.1".into());
     // A free port on the server's side; the listener is closed before iperf3 binds it.
@@ -241,7 +281,7 @@ pub fn iperf3(link: Option<&Link>, streams: usize, seconds: u32, lifetime: Durat
     if let Some(l) = link {
         l.server_command(&mut s);
     }
-    let bound = Duration::from_secs(seconds as u64 + 60).min(lifetime);
+    let bound = Duration::from_secs((seconds + run.omit) as u64 + 60).min(lifetime);
     let _server = ChildGuard::spawn(s, "iperf3 -s", bound)?;
     // The server is ready when it listens; a probe connection would use up its one test,
     // so the client retries instead.
@@ -249,9 +289,7 @@ pub fn iperf3(link: Option<&Link>, streams: usize, seconds: u32, lifetime: Durat
     for _ in 0..50 {
         std::thread::sleep(Duration::from_millis(100));
         let mut c = Command::new("iperf3");
-        c.args(["-c", &host, "-p", &port.to_string(), "-P", &streams.to_string(), "-t", &seconds.to_string(), "-J"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+        c.args(["-c", &host, "-p", &port.to_string()]).args(run.args()).stdout(Stdio::piped()).stderr(Stdio::null());
         let mut guard = ChildGuard::spawn(c, "iperf3 -c", bound)?;
         let mut stdout = guard.child_mut().stdout.take().expect("piped");
         let mut text = String::new();
@@ -265,19 +303,33 @@ pub fn iperf3(link: Option<&Link>, streams: usize, seconds: u32, lifetime: Durat
             }
             bail!("iperf3: {e}");
         }
-        let bps = v["end"]["sum_received"]["bits_per_second"].as_f64().context("iperf3 JSON has no end.sum_received.bits_per_second")?;
-        let cpu = &v["end"]["cpu_utilization_percent"];
-        return Ok(Iperf3Result {
-            absent: false,
-            streams,
-            seconds,
-            bits_per_second: bps,
-            retransmits: v["end"]["sum_sent"]["retransmits"].as_f64(),
-            cpu_host_pct: cpu["host_total"].as_f64(),
-            cpu_remote_pct: cpu["remote_total"].as_f64(),
-        });
+        let mut r = parse_iperf3_json(&v)?;
+        (r.streams, r.seconds, r.omit_seconds) = (streams, seconds, run.omit);
+        return Ok(r);
     }
     bail!("iperf3 client could not connect: {last}")
+}
+
+/// The figures of an `iperf3 -J` report (streams and durations are the caller's).
+pub fn parse_iperf3_json(v: &Value) -> Result<Iperf3Result> {
+    let bps = v["end"]["sum_received"]["bits_per_second"].as_f64().context("iperf3 JSON has no end.sum_received.bits_per_second")?;
+    // Every interval, omitted or not: bytes and seconds of the whole run.
+    let (mut bytes, mut secs) = (0.0, 0.0);
+    for i in v["intervals"].as_array().into_iter().flatten() {
+        if let (Some(b), Some(s)) = (i["sum"]["bytes"].as_f64(), i["sum"]["seconds"].as_f64()) {
+            bytes += b;
+            secs += s;
+        }
+    }
+    let cpu = &v["end"]["cpu_utilization_percent"];
+    Ok(Iperf3Result {
+        bits_per_second: bps,
+        bits_per_second_with_ramp: (secs > 0.0).then(|| bytes * 8.0 / secs),
+        retransmits: v["end"]["sum_sent"]["retransmits"].as_f64(),
+        cpu_host_pct: cpu["host_total"].as_f64(),
+        cpu_remote_pct: cpu["remote_total"].as_f64(),
+        ..Iperf3Result::default()
+    })
 }
 
 #[cfg(test)]
@@ -323,5 +375,23 @@ mod tests {
         assert!(err.to_string().contains("instead of 'listening on URL'"), "{err}");
         let err = ServerProcess::start(&sh("echo oops >&2; exit 3"), &[], Duration::from_secs(60), &dir).err().unwrap();
         assert!(err.to_string().contains("exited before listening"), "{err}");
+    }
+
+    #[test]
+    fn iperf3_arguments_and_report() {
+        let r = Iperf3Run { streams: 500, seconds: 3, omit: 2, reverse: true };
+        assert_eq!(r.args().join(" "), "-P 128 -t 3 -O 2 -R -J");
+        assert_eq!(Iperf3Run { streams: 0, seconds: 0, omit: 0, reverse: false }.args().join(" "), "-P 1 -t 1 -J");
+        // Trimmed from an `iperf3 -R -O 1 -t 2 -J` report: one omitted interval, two counted.
+        let v: Value = serde_json::from_str(
+            r#"{"intervals":[{"sum":{"seconds":1.0,"bytes":1000,"omitted":true}},{"sum":{"seconds":1.0,"bytes":3000,"omitted":false}},{"sum":{"seconds":1.0,"bytes":5000,"omitted":false}}],
+               "end":{"sum_received":{"seconds":2.0,"bytes":8000,"bits_per_second":32000.0},"sum_sent":{"retransmits":7},"cpu_utilization_percent":{"host_total":25.5,"remote_total":31.0}}}"#,
+        )
+        .unwrap();
+        let p = parse_iperf3_json(&v).unwrap();
+        assert_eq!(p.bits_per_second, 32000.0, "the counted window only");
+        assert_eq!(p.bits_per_second_with_ramp, Some(9000.0 * 8.0 / 3.0), "all intervals");
+        assert_eq!((p.retransmits, p.cpu_host_pct, p.cpu_remote_pct), (Some(7.0), Some(25.5), Some(31.0)));
+        assert!(parse_iperf3_json(&serde_json::json!({"error": "x"})).is_err());
     }
 }

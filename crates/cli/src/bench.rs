@@ -175,7 +175,7 @@ struct BulkWanArgs {
     /// Mean object size (sizes ~ Normal(mean, 20% sd)) [default: 128MiB; 32MiB with --quick].
     #[arg(long, value_parser = parse_bytes)]
     mean_size: Option<u64>,
-    /// Seconds of each run (each client, each point) [default: 10; 3 with --quick].
+    /// Seconds counted of each run (each client, each point), after a warm-up [default: 10 after 3; 2 after 2 with --quick].
     #[arg(long)]
     seconds: Option<u32>,
     /// Seed of the object sizes.

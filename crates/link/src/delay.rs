@@ -15,24 +15,52 @@
 //! only ever sleeps until the head is due. Memory is bounded by the rate: at most
 //! `rate x delay` bytes in flight plus the queue limit, with a hard cap behind it.
 //!
-//! Both threads poll with a 100 ms timeout so they notice the stop flag and the
+//! Both threads wait at most 100 ms at a time so they notice the stop flag and the
 //! deadline (the link's maximum lifetime) without a packet arriving.
 //!
-//! Costs: each packet is copied twice (out of the kernel, back in) and nothing else:
-//! buffers go back from the writer to the reader for reuse. Both threads ask for
-//! `SCHED_FIFO` (root has it): on two cores shared by client, server and anything else,
-//! a reader that is descheduled lets the TUN ring fill (tail drops at the device) and
-//! then sees a burst all stamped "now", which the queue model would also drop; a real
-//! link is never starved. They block in poll/recv/sleep, so they take only the CPU the
-//! traffic needs, and the kernel's RT throttling bounds them anyway.
+//! Wake-ups are coalesced ([`coalescing`], up to 200 us on `transatlantic`): the reader,
+//! having read packets, sleeps that long before reading again instead of polling for the
+//! next one (a NIC's interrupt moderation), and the writer sleeps until the head packet
+//! is due plus that long, then writes every packet due by then. Packets are late by at
+//! most twice that, never early, and keep their order; the rate holds over any such
+//! interval, within which they leave together.
 //!
-//! Open question (issue 4): under the bench's load the link carried ~2.6 Gbit/s, where
-//! LAB.md saw ~10 with iperf3 alone. Reads and writes are already whole GSO segments (up
-//! to 64 KiB, tun.rs), so per-packet syscalls are not the first suspect; the two cores
-//! are shared by the TLS server, the client and both directions' threads. Not yet tried:
-//! `IFF_MULTI_QUEUE` with a reader/writer pair per queue, and checking in `DirStats`'s
-//! largest packet whether the segments under load are still 64 KiB (if not, GRO on the
-//! far TUN is not merging and every 1,500-byte packet costs two syscalls).
+//! Costs: each packet is copied twice (out of the kernel, back in) and nothing else:
+//! buffers go back from the writer to the reader for reuse. The writer's TUN write also
+//! runs the receiving kernel's IP and TCP input (and the ACK it sends), as a NIC's
+//! softirq would. Both threads ask for `SCHED_FIFO` (root has it): on two cores shared
+//! by client, server and anything else, a reader that is descheduled lets the TUN ring
+//! fill (tail drops at the device, counted in its `tx_dropped`) and then sees a burst
+//! all stamped "now", which the queue model would also drop; a real link is never
+//! starved. They block in poll/recv/sleep, so they take only the CPU the traffic needs,
+//! and the kernel's RT throttling bounds them anyway.
+//!
+//! What it measured (issue 4; 2 vCPUs, load average 9-10 from other builds, CPU pressure
+//! "some" at 99%; `examples/hold.rs` holds a link up, iperf3 `-R -O 2` across it):
+//!
+//! - iperf3 alone, before coalescing: -P 1 4.9-6.6 Gbit/s, -P 8 3.6-4.4 Gbit/s; the
+//!   delay line took 1.35-1.90 CPU-s per GB carried. `perf`: 35% in the two copies
+//!   (`_copy_to_iter` reading, `_copy_from_iter` writing), 22% switching tasks (a
+//!   nanosleep per packet in the writer, a poll per packet in the reader). With
+//!   coalescing, side by side: 1.17-1.34 CPU-s per GB (-25%), throughput within noise.
+//! - Where it loses is not the delay line's threads: at -P 8 they took 45% (writer s2c),
+//!   35% (reader s2c), 13% and 8% of a core, none saturated, while the sending socket
+//!   was `app_limited` with ~1 KB not yet sent (`ss -ti`) and each iperf3 got ~20% of a
+//!   core. The machine's CPU is the limit: at ~1.2 CPU-s per GB the link alone needs ~1.5 of the 2 cores
+//!   for 10 Gbit/s, before the sender, the receiver (and TLS in the bench) get any.
+//!   LAB.md's ~10 Gbit/s was measured on an idle machine.
+//! - Segment sizes: 41-45 KiB on average with 1-8 streams, but 3-6 KiB at 64 streams
+//!   (bulk-wan, and iperf3 -P 64): TCP sizes TSO bursts to ~1 ms at each flow's pacing
+//!   rate, so many slow flows send small segments and the per-packet costs (two
+//!   syscalls, wake-ups, the ACKs back) multiply; a 1,000-packet TUN ring then
+//!   overflowed (1,305 and 4,646 drops in one bulk-wan --quick run), hence 4,096 now
+//!   (lib.rs). Raising `tcp_min_tso_segs` to 16 in the namespaces gave nothing
+//!   measurable within the noise, and changes the senders' behaviour: left at 2.
+//! - Not tried: `IFF_MULTI_QUEUE` (no thread is saturated, and more threads would
+//!   compete for the same 2 cores) and `IFF_NAPI` (its GRO has nothing to merge in
+//!   64 KiB segments). What would cut the copies is keeping packets in the kernel
+//!   (a `tc` BPF program stamping departure times on a veth, held by the `fq` qdisc),
+//!   a different design.
 
 use std::fs::File;
 use std::io::Write;
@@ -53,6 +81,17 @@ const RT_PRIORITY: libc::c_int = 10;
 /// Whatever the rate, never hold more than this in one direction.
 const HARD_CAP_BYTES: u64 = 1 << 30;
 const POLL: Duration = Duration::from_millis(100);
+/// Upper bound of [`coalescing`]'s wait.
+const MAX_COALESCE: Duration = Duration::from_micros(200);
+
+/// How long a thread of the delay line may wait to handle packets together rather than
+/// wake once per packet: a fortieth of the one-way delay, at most 200 us (55 ms one way:
+/// 200 us, ~4 segments of 64 KiB at 10 Gbit/s per wake-up; `region`'s 0.5 ms: 12 us).
+/// Each wait only ever adds delay, so a packet is late by at most twice this (reader and
+/// writer), never early.
+pub fn coalescing(delay: Duration) -> Duration {
+    (delay / 40).min(MAX_COALESCE)
+}
 
 /// One direction's settings.
 #[derive(Clone, Copy, Debug)]
@@ -123,7 +162,7 @@ pub fn spawn(
     let writer = std::thread::Builder::new().name(format!("link-wr-{name}")).spawn(move || {
         let _cpu = CpuAccount::register();
         realtime();
-        write_loop(&to, &stop, &stats, rx, back_tx)
+        write_loop(&to, shape, &stop, &stats, rx, back_tx)
     })?;
     Ok(vec![reader, writer])
 }
@@ -227,6 +266,10 @@ fn read_loop(from: &File, shape: Shape, stop: &AtomicBool, deadline: Instant, st
     unsafe { libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK) };
     let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
     let mut buf: Vec<u8> = Vec::with_capacity(READ_BUF);
+    let coalesce = coalescing(shape.delay);
+    // Whether a packet came since the last wait: then the next wait is a short sleep
+    // (more are likely on their way: one wake-up for several), else a poll.
+    let mut busy = false;
     while !stop.load(Relaxed) {
         if Instant::now() >= deadline {
             eprintln!("ferry-link: the link reached its maximum lifetime; the delay line stops forwarding");
@@ -239,6 +282,10 @@ fn read_loop(from: &File, shape: Shape, stop: &AtomicBool, deadline: Instant, st
         if n <= 0 {
             let e = std::io::Error::last_os_error();
             if n == 0 || matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) {
+                if std::mem::take(&mut busy) && !coalesce.is_zero() {
+                    std::thread::sleep(coalesce);
+                    continue;
+                }
                 // SAFETY: poll(2) on one pollfd we own.
                 unsafe { libc::poll(&mut pfd, 1, POLL.as_millis() as libc::c_int) };
                 if pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
@@ -248,6 +295,7 @@ fn read_loop(from: &File, shape: Shape, stop: &AtomicBool, deadline: Instant, st
             }
             break;
         }
+        busy = true;
         let n = n as usize;
         // SAFETY: the kernel initialised the first n bytes.
         unsafe { buf.set_len(n) };
@@ -273,35 +321,54 @@ fn read_loop(from: &File, shape: Shape, stop: &AtomicBool, deadline: Instant, st
     }
 }
 
-fn write_loop(to: &File, stop: &AtomicBool, stats: &DirStats, rx: mpsc::Receiver<Packet>, back: mpsc::Sender<Vec<u8>>) {
+fn write_loop(to: &File, shape: Shape, stop: &AtomicBool, stats: &DirStats, rx: mpsc::Receiver<Packet>, back: mpsc::Sender<Vec<u8>>) {
     let mut writer = to;
+    let coalesce = coalescing(shape.delay);
+    // The packet taken from the channel that was not due yet.
+    let mut head: Option<Packet> = None;
     loop {
-        let p = match rx.recv_timeout(POLL) {
-            Ok(p) => p,
-            Err(mpsc::RecvTimeoutError::Timeout) if !stop.load(Relaxed) => continue,
-            Err(_) => break,
+        let p = match head.take() {
+            Some(p) => p,
+            None => match rx.recv_timeout(POLL) {
+                Ok(p) => p,
+                Err(mpsc::RecvTimeoutError::Timeout) if !stop.load(Relaxed) => continue,
+                Err(_) => break,
+            },
         };
         let now = Instant::now();
         if p.due > now {
-            std::thread::sleep(p.due - now);
+            std::thread::sleep(p.due - now + coalesce);
         }
         if stop.load(Relaxed) {
             break;
         }
-        let len = p.data.len() as u64;
-        stats.in_flight.fetch_sub(len, Relaxed);
-        // A TUN write takes the whole packet or fails; a short count would be a kernel bug.
-        match writer.write(&p.data) {
-            Ok(n) if n == p.data.len() => {
-                stats.packets.fetch_add(1, Relaxed);
-                stats.bytes.fetch_add(len, Relaxed);
+        write_one(&mut writer, stats, &back, p);
+        // Everything else that is due by now goes out in this wake-up.
+        let now = Instant::now();
+        while let Ok(q) = rx.try_recv() {
+            if q.due > now {
+                head = Some(q);
+                break;
             }
-            Ok(_) | Err(_) => {
-                stats.write_errors.fetch_add(1, Relaxed);
-            }
+            write_one(&mut writer, stats, &back, q);
         }
-        let _ = back.send(p.data);
     }
+}
+
+fn write_one(writer: &mut &File, stats: &DirStats, back: &mpsc::Sender<Vec<u8>>, p: Packet) {
+    let len = p.data.len() as u64;
+    stats.in_flight.fetch_sub(len, Relaxed);
+    // A TUN write takes the whole packet or fails; a short count would be a kernel bug.
+    match writer.write(&p.data) {
+        Ok(n) if n == p.data.len() => {
+            stats.packets.fetch_add(1, Relaxed);
+            stats.bytes.fetch_add(len, Relaxed);
+        }
+        Ok(_) | Err(_) => {
+            stats.write_errors.fetch_add(1, Relaxed);
+        }
+    }
+    let _ = back.send(p.data);
 }
 
 #[cfg(test)]
@@ -352,6 +419,13 @@ mod tests {
         assert!(p.admit(t0, 1_000).is_none(), "still full");
         // After 2 ms, 2 packets have left: room again.
         assert!(p.admit(t0 + 2 * MS, 1_000).is_some());
+    }
+
+    #[test]
+    fn coalescing_is_a_small_share_of_the_delay() {
+        assert_eq!(coalescing(Duration::from_millis(55)), Duration::from_micros(200), "capped");
+        assert_eq!(coalescing(Duration::from_micros(500)), Duration::from_nanos(12_500));
+        assert_eq!(coalescing(Duration::ZERO), Duration::ZERO, "no delay, no waiting");
     }
 
     #[test]

@@ -135,14 +135,50 @@ pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
 /// TCP buffer sysctls in both namespaces: min, default, max (256 MiB, LAB.md section 3).
 pub const TCP_RMEM: &str = "4096 131072 268435456";
 pub const TCP_WMEM: &str = "4096 16384 268435456";
+/// The TUN devices' txqueuelen (see [`Link::up_for`]).
+pub const TUN_RING_PACKETS: u32 = 4096;
 /// Default bound on a link's life.
 pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(3 * 3600);
 
-/// Counters of both directions.
+/// Counters of both directions, and of the two TUN devices as their kernels count them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LinkStats {
     pub client_to_server: DirCounts,
     pub server_to_client: DirCounts,
+    pub client_device: DeviceCounts,
+    pub server_device: DeviceCounts,
+}
+
+/// A TUN device's kernel counters (`/proc/net/dev` of its namespace). `tx_dropped`
+/// counts packets the kernel dropped because the device's ring (txqueuelen packets) was
+/// full: the delay line's reader did not keep up, a drop no router model decided.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceCounts {
+    pub tx_packets: u64,
+    pub tx_dropped: u64,
+    pub rx_packets: u64,
+    pub rx_dropped: u64,
+}
+
+impl DeviceCounts {
+    /// The `DEVICE` line of a `/proc/net/dev` text (receive: bytes packets errs drop ...;
+    /// transmit: bytes packets errs drop ... from the ninth number on).
+    pub fn parse(dev: &str) -> Option<DeviceCounts> {
+        let line = dev.lines().find_map(|l| l.trim_start().strip_prefix(DEVICE)?.strip_prefix(':'))?;
+        let v: Vec<u64> = line.split_whitespace().map(|x| x.parse().ok()).collect::<Option<_>>()?;
+        (v.len() >= 16).then(|| DeviceCounts { rx_packets: v[1], rx_dropped: v[3], tx_packets: v[9], tx_dropped: v[11] })
+    }
+}
+
+/// `/proc/net/dev` as seen from the namespace it was opened in (a procfs net file keeps
+/// the namespace of its opener), re-read from the start each time.
+fn read_dev(f: &std::fs::File) -> Option<DeviceCounts> {
+    use std::io::{Read, Seek};
+    let mut f = f;
+    f.seek(std::io::SeekFrom::Start(0)).ok()?;
+    let mut s = String::new();
+    f.read_to_string(&mut s).ok()?;
+    DeviceCounts::parse(&s)
 }
 
 /// An emulated link that is up; dropping it tears it down.
@@ -154,6 +190,8 @@ pub struct Link {
     threads: Vec<JoinHandle<()>>,
     tuns: Vec<Arc<std::fs::File>>,
     stats: [Arc<delay::DirStats>; 2],
+    /// `/proc/thread-self/net/dev` opened inside the client and server namespaces.
+    dev: Vec<std::fs::File>,
     client: netns::Namespace,
     server: netns::Namespace,
     deadline: Instant,
@@ -195,16 +233,22 @@ impl Link {
         // Each namespace is deleted by its own drop if a later step fails.
         let client = netns::Namespace::create(&format!("{base}-c"))?;
         let server = netns::Namespace::create(&format!("{base}-s"))?;
-        let mut tuns = Vec::new();
+        let (mut tuns, mut dev) = (Vec::new(), Vec::new());
         for (ns, ip) in [(&client, CLIENT_IP), (&server, SERVER_IP)] {
             tuns.push(Arc::new(ns.run(|| tun::open(DEVICE))??));
+            dev.push(ns.run(|| std::fs::File::open("/proc/thread-self/net/dev"))?.map_err(|e| LinkError::io("opening /proc/thread-self/net/dev", e))?);
             let n = ns.name();
             let addr = format!("{ip}/24");
             command("ip", &["-n", n, "link", "set", "lo", "up"])?;
             command("ip", &["-n", n, "addr", "add", &addr, "dev", DEVICE])?;
-            // txqueuelen: packets the kernel holds when the reader thread falls behind
-            // (tun's default is 500); 64 KiB each, so ~64 MiB at most.
-            command("ip", &["-n", n, "link", "set", DEVICE, "mtu", "1500", "txqueuelen", "1000", "up"])?;
+            // txqueuelen: the TUN ring, packets the kernel holds while the reader thread
+            // is not draining it; a full ring drops (the device's tx_dropped), a loss no
+            // router model decided. With 64 connections TCP's segments shrink to a few KiB
+            // (TSO sizes them to ~1 ms at each flow's pacing rate) and a 1,000-packet ring
+            // overflowed under the bench (bulk-wan --quick: 1,305 and 4,646 drops at
+            // concurrency 64); 4,096 holds the model's 16 MiB queue in 4 KiB packets, and
+            // at most 256 MiB if all were 64 KiB.
+            command("ip", &["-n", n, "link", "set", DEVICE, "mtu", "1500", "txqueuelen", &TUN_RING_PACKETS.to_string(), "up"])?;
             command("ip", &["netns", "exec", n, "sysctl", "-q", "-w", &format!("net.ipv4.tcp_rmem={TCP_RMEM}")])?;
             command("ip", &["netns", "exec", n, "sysctl", "-q", "-w", &format!("net.ipv4.tcp_wmem={TCP_WMEM}")])?;
             // ICMP datagram sockets for root (ping.rs).
@@ -214,7 +258,7 @@ impl Link {
         let deadline = Instant::now() + lifetime;
         let shape = delay::Shape { delay: preset.one_way(), rate_bits_per_s: preset.rate_bits_per_s, queue_limit_bytes: preset.queue_limit_bytes };
         let stats = [Arc::new(delay::DirStats::default()), Arc::new(delay::DirStats::default())];
-        let mut link = Link { preset, stop: stop.clone(), threads: Vec::new(), tuns, stats, client, server, deadline };
+        let mut link = Link { preset, stop: stop.clone(), threads: Vec::new(), tuns, stats, dev, client, server, deadline };
         for (name, from, to, st) in [("c2s", 0, 1, 0), ("s2c", 1, 0, 1)] {
             let t = delay::spawn(name, link.tuns[from].clone(), link.tuns[to].clone(), shape, stop.clone(), deadline, link.stats[st].clone())
                 .map_err(|e| LinkError::io("starting the delay line", e))?;
@@ -286,7 +330,12 @@ impl Link {
     }
 
     pub fn stats(&self) -> LinkStats {
-        LinkStats { client_to_server: self.stats[0].snapshot(), server_to_client: self.stats[1].snapshot() }
+        LinkStats {
+            client_to_server: self.stats[0].snapshot(),
+            server_to_client: self.stats[1].snapshot(),
+            client_device: read_dev(&self.dev[0]).unwrap_or_default(),
+            server_device: read_dev(&self.dev[1]).unwrap_or_default(),
+        }
     }
 }
 
@@ -297,5 +346,18 @@ impl Drop for Link {
             let _ = t.join();
         }
         // tuns, then the namespaces (their own Drop), in field order.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_counters_from_proc_net_dev() {
+        let text = "Inter-|   Receive                                                |  Transmit\n face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0\nferry0: 1942305   37514    0    2    0     0          0         0 8395697728  158746    0    7    0     0       0          0\n";
+        assert_eq!(DeviceCounts::parse(text), Some(DeviceCounts { rx_packets: 37514, rx_dropped: 2, tx_packets: 158746, tx_dropped: 7 }));
+        assert_eq!(DeviceCounts::parse("    lo: 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"), None, "no ferry0 line");
+        assert_eq!(DeviceCounts::parse("ferry0: 1 2 3\n"), None, "a truncated line");
     }
 }

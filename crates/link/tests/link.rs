@@ -118,6 +118,10 @@ fn tcp_crosses_the_link_and_sees_at_least_the_preset_rtt() {
     let st = link.stats();
     assert!(st.client_to_server.packets > 0 && st.server_to_client.packets > 0, "{st:?}");
     assert!(st.client_to_server.bytes >= payload.len() as u64, "{st:?}");
+    // The kernels' own counters of the two devices are read (what the delay line wrote
+    // into the server's device, the server's kernel received).
+    assert!(st.server_device.rx_packets >= st.client_to_server.packets, "{st:?}");
+    assert!(st.client_device.tx_packets > 0, "{st:?}");
     // TSO segments larger than one MTU went through the delay line as one packet each.
     assert!(st.client_to_server.max_packet > 1500 + ferry_link::tun::VNET_HDR_LEN as u64, "no GSO super-packets: {st:?}");
 }
