@@ -191,7 +191,7 @@ def test_driver_newer_ops(peer, peers_doc, mem_server, bucket):
         "rewrite_many": {"keys": keys},
         "mixed_hol": {"smalls": [[k, 5000] for k in keys], "small_rate": 50, "large_bucket": "synthetic",
                       "larges": ["8MiB/x"], "parts": [[0, 0, (4 << 20) - 1], [0, 4 << 20, (8 << 20) - 1]],
-                      "large_in_flight": 2, "loaded": True, "load_warmup_s": 0.05},
+                      "large_in_flight": 2, "loaded": True, "load_warmup_s": 0.5},
     }
     for op, extra in specs.items():
         rc, r, err = drive(entry, peer, {**base, "op": op, **extra})

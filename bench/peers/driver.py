@@ -351,22 +351,11 @@ class Boto3Peer:
 
         self._pool_run(spec, tally, spec["keys"], one, t0)
 
-    def first_byte(self, spec, tally, t0):
-        b, k = spec["bucket"], spec["key"]
-        for _ in range(int(spec["count"])):
-            if time.monotonic() - t0 > float(spec.get("timeout_s", 300)):
-                tally.timed_out = True
-                break
-            try:
-                n, fb, lat = self._get(b, k)
-                tally.ok(n, lat, first_byte=fb)
-            except Exception as e:  # noqa: BLE001
-                tally.error(f"GET {b}/{k}: {e}")
-
-    def read_in_order(self, spec, tally, t0):
-        """get_object for each key in turn, the body read to its end before the next."""
+    def _in_turn(self, spec, tally, t0, keys):
+        """get_object for each key in turn, the body read to its end before the next,
+        until the spec's time-out."""
         b = spec["bucket"]
-        for key in spec["keys"]:
+        for key in keys:
             if time.monotonic() - t0 > float(spec.get("timeout_s", 300)):
                 tally.timed_out = True
                 break
@@ -375,6 +364,12 @@ class Boto3Peer:
                 tally.ok(n, lat, first_byte=fb)
             except Exception as e:  # noqa: BLE001
                 tally.error(f"GET {b}/{key}: {e}")
+
+    def first_byte(self, spec, tally, t0):
+        self._in_turn(spec, tally, t0, [spec["key"]] * int(spec["count"]))
+
+    def read_in_order(self, spec, tally, t0):
+        self._in_turn(spec, tally, t0, spec["keys"])
 
     def get_ranges(self, spec, tally, t0):
         """One ranged get_object per range, `concurrency` threads (boto3 has no vectored read)."""

@@ -90,6 +90,13 @@ impl Scenario {
     }
 }
 
+/// A scenario's params of one entry: `{name: value}` (the strategy a row runs).
+pub fn one_param(name: &str, value: impl Into<Value>) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(name.to_owned(), value.into());
+    m
+}
+
 /// `n` sizes drawn log-uniformly from `[min, max]` (the log of the size is uniform, so
 /// each doubling is equally likely), with a seeded generator: the same seed gives the
 /// same sizes on every machine running this build.
@@ -167,6 +174,30 @@ impl Meter {
         rec.set(&format!("{prefix}requests_resent"), s.requests_resent.saturating_sub(self.resent) as f64);
         wall
     }
+}
+
+/// PUTs every `(key, body)` into `bucket` (which exists), at most `concurrency` at once;
+/// the first failure ends it. The setup step of every workload that writes objects.
+pub async fn put_all(c: &S3Client, bucket: &str, objects: impl IntoIterator<Item = (String, bytes::Bytes)>, concurrency: usize) -> Result<()> {
+    use anyhow::Context;
+    let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
+    let mut set = tokio::task::JoinSet::new();
+    for (key, body) in objects {
+        let permit = sem.clone().acquire_owned().await?;
+        let (c, obj) = (c.clone(), ObjectRef::new(bucket, key));
+        set.spawn(async move {
+            let r = c.put_object(&obj, body, ferry_store::PutParams::default()).await.with_context(|| format!("PUT {obj}"));
+            drop(permit);
+            r
+        });
+        while let Some(done) = set.try_join_next() {
+            done??;
+        }
+    }
+    while let Some(r) = set.join_next().await {
+        r??;
+    }
+    Ok(())
 }
 
 /// GETs an object, dropping its body chunk by chunk: (bytes, time to the response head).
