@@ -14,7 +14,9 @@
 //! ```
 //!
 //! The runner owns repeats, interleaving, time-outs, records and the report; a scenario
-//! owns only what one run does. Each scenario's strategy enum holds the naive way and the
+//! owns only what one run does. What several scenarios do alike lives here once:
+//! [`put_all`] (every setup that writes objects, the runner's too), [`get_drain`],
+//! [`Meter`], [`Errors`], [`set_percentiles`], [`one_param`]. Each scenario's strategy enum holds the naive way and the
 //! engine's (`get_ranges`, `OpenAhead`, `delete_many`), so both run side by side on the
 //! same server; a strategy the engine lacks would be a [`crate::workload::Task::NotYet`]
 //! row beside them (none is left today).

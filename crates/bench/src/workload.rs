@@ -3,7 +3,10 @@
 //! The runner (runner.rs) knows how to execute each [`Task`]; a workload only declares.
 //!
 //! Adding a workload of LAB.md section 4 means writing one constructor here (and, when it
-//! needs a new kind of step, one [`Task`] arm in the runner).
+//! needs a new kind of step, one [`Task`] arm in the runner). A workload of scenario rows
+//! (scenario.rs) starts from [`Workload::scenario`] and its servers from
+//! [`ServerSpec::profile`] / [`ServerSpec::s3_h2`]; its table ends with the shared
+//! [`Column::CONNECTIONS_OPENED`], [`Column::CLIENT_CPU`] and [`Column::ERRORS`].
 
 use ferry_store::Mode;
 use serde_json::{json, Map, Value};
