@@ -111,6 +111,16 @@ class Plotter:
         self.written.append(path)
         print(f"plot: wrote {path}")
 
+    @staticmethod
+    def _finish(ax, xlabel: str, ylabel: str, title: str, legend_size: int = 8):
+        """The end of every line plot: axis labels, title, a grid on major and minor ticks
+        (log axes need the minor ones), the legend."""
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=legend_size)
+
     def _curves(self, ax, items):
         """items: (key for colour, label, points); the first curve of a key gets the label."""
         n = len({i[0] for i in items})
@@ -124,27 +134,32 @@ class Plotter:
             xs, ys = zip(*sorted(pts))
             ax.plot(xs, ys, color=cmap(keys.index(key) % ncol), label=legend, linewidth=1.4)
 
-    def ttfb(self):
-        name = "ttfb-percentiles.png"
-        rs = latest_run(self.records, "ttfb-throughput", self.all_runs)
+    def _curve_plot(self, name: str, workload: str, series_name: str, key, positive: int):
+        """A figure with one curve per record of `workload`'s latest run that has series
+        `series_name`, named and coloured by `key(record)`; points whose coordinate
+        `positive` (0: x, 1: y) is not above 0 are dropped (log axis). (fig, ax), or None
+        after saying why it is skipped."""
         items = []
-        for r in rs:
-            pts = series(r, "ttfb_s")
+        for r in latest_run(self.records, workload, self.all_runs):
+            pts = [(x, y) for x, y in (series(r, series_name) or []) if (x, y)[positive] > 0]
             if pts:
-                k = f"{label(r)} ({r.get('profile') or '-'})"
-                items.append((k, k, [(x, y) for x, y in pts if y > 0]))
-        items = [i for i in items if i[2]]
+                items.append((key(r), key(r), pts))
         if not items:
-            return self.skip(name, "no ttfb-throughput record with a series 'ttfb_s'")
+            self.skip(name, f"no {workload} record with a series '{series_name}'")
+            return None
         fig, ax = plt.subplots(figsize=(8, 5))
         self._curves(ax, items)
+        return fig, ax
+
+    def ttfb(self):
+        name = "ttfb-percentiles.png"
+        drawn = self._curve_plot(name, "ttfb-throughput", "ttfb_s", lambda r: f"{label(r)} ({r.get('profile') or '-'})", 1)
+        if drawn is None:
+            return
+        fig, ax = drawn
         ax.set_yscale("log")
-        ax.set_xlabel("percentile")
-        ax.set_ylabel("time to first byte (s, log scale)")
         ax.set_xlim(0, 100)
-        ax.set_title("ttfb-throughput: first-byte time percentiles")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        self._finish(ax, "percentile", "time to first byte (s, log scale)", "ttfb-throughput: first-byte time percentiles")
         self.save(fig, name)
 
     def throughput(self):
@@ -185,37 +200,22 @@ class Plotter:
                         label=lab, linewidth=1.4)
             ax.set_yscale("log")
             ax.set_xlim(0, 100)
-            ax.set_xlabel("percentile")
-            ax.set_ylabel("throughput (bytes/s, log scale)")
-            ax.set_title(f"ttfb-throughput: {op} throughput percentiles per object size")
-            ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=7)
+            self._finish(ax, "percentile", "throughput (bytes/s, log scale)", f"ttfb-throughput: {op} throughput percentiles per object size", 7)
         self.save(fig, name)
 
     def mixed_hol(self):
         name = "mixed-hol-cdf.png"
-        rs = latest_run(self.records, "mixed-hol", self.all_runs)
-        items = []
-        for r in rs:
-            pts = series(r, "small_latency_s")
-            if pts:
-                items.append((label(r), label(r), [(x, y) for x, y in pts if x > 0]))
-        items = [i for i in items if i[2]]
-        if not items:
-            return self.skip(name, "no mixed-hol record with a series 'small_latency_s'")
-        fig, ax = plt.subplots(figsize=(8, 5))
-        self._curves(ax, items)
+        drawn = self._curve_plot(name, "mixed-hol", "small_latency_s", label, 0)
+        if drawn is None:
+            return
+        fig, ax = drawn
         # Unloaded rows dashed, so the loaded ones stand out.
         for line in ax.get_lines():
             if line.get_label().endswith("unloaded"):
                 line.set_linestyle("--")
         ax.set_xscale("log")
         ax.set_ylim(0, 1.0)
-        ax.set_xlabel("small-object latency (s, log scale)")
-        ax.set_ylabel("fraction of small objects")
-        ax.set_title("mixed-hol: small-object latency CDF, large transfers running")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        self._finish(ax, "small-object latency (s, log scale)", "fraction of small objects", "mixed-hol: small-object latency CDF, large transfers running")
         self.save(fig, name)
 
     def bulk_wan(self):
@@ -251,12 +251,8 @@ class Plotter:
         ticks = sorted({x for pts in clients.values() for x in pts})
         ax.set_xticks(ticks)
         ax.set_xticklabels([f"{x:g}" for x in ticks])
-        ax.set_xlabel("concurrent transfers")
-        ax.set_ylabel("aggregate throughput (Gbit/s)")
         ax.set_ylim(bottom=0)
-        ax.set_title("bulk-wan: throughput vs concurrency (median of repeats)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        self._finish(ax, "concurrent transfers", "aggregate throughput (Gbit/s)", "bulk-wan: throughput vs concurrency (median of repeats)")
         self.save(fig, name)
 
     def small_objects(self):

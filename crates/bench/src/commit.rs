@@ -37,7 +37,7 @@
 
 use crate::record::RunRecord;
 use crate::scenario::{body, Errors, Meter, Scenario};
-use crate::workload::{ClientSpec, Column, ServerSpec, Shape, Size, Task, Variant, Workload};
+use crate::workload::{ClientSpec, Column, ServerSpec, Size, Task, Variant, Workload};
 use anyhow::{Context, Result};
 use bytes::BytesMut;
 use ferry_store::{GetParams, Mode, ObjectRef, PutParams, S3Client};
@@ -122,25 +122,9 @@ pub struct CommitRun {
     pub put_concurrency: usize,
 }
 
+/// `keys`, each with body `b`, into [`BUCKET`].
 async fn put_many(c: &S3Client, keys: &[String], b: bytes::Bytes, concurrency: usize) -> Result<()> {
-    let sem = Arc::new(Semaphore::new(concurrency.max(1)));
-    let mut set = JoinSet::new();
-    for key in keys {
-        let permit = sem.clone().acquire_owned().await?;
-        let (c, obj, b) = (c.clone(), ObjectRef::new(BUCKET, key.as_str()), b.clone());
-        set.spawn(async move {
-            let r = c.put_object(&obj, b, PutParams::default()).await.with_context(|| format!("PUT {obj}"));
-            drop(permit);
-            r
-        });
-        while let Some(done) = set.try_join_next() {
-            done??;
-        }
-    }
-    while let Some(r) = set.join_next().await {
-        r??;
-    }
-    Ok(())
+    crate::scenario::put_all(c, BUCKET, keys.iter().map(|k| (k.clone(), b.clone())), concurrency).await
 }
 
 impl CommitRun {
@@ -154,13 +138,13 @@ impl CommitRun {
     }
 
     pub fn params(&self) -> Map<String, Value> {
-        let mut m = Map::new();
-        let s = match self.strategy {
-            Strategy::Naive => "DeleteObjects batches of 1,000, one after another",
-            Strategy::Parallel => "ferry_engine::delete_many, default options (1,000 keys a batch, 8 batches in flight, per-key retries)",
-        };
-        m.insert("delete_strategy".into(), json!(s));
-        m
+        crate::scenario::one_param(
+            "delete_strategy",
+            match self.strategy {
+                Strategy::Naive => "DeleteObjects batches of 1,000, one after another",
+                Strategy::Parallel => "ferry_engine::delete_many, default options (1,000 keys a batch, 8 batches in flight, per-key retries)",
+            },
+        )
     }
 
     pub async fn run(&self, c: &S3Client, rec: &mut RunRecord) -> Result<()> {
@@ -257,13 +241,13 @@ pub const COLUMNS: &[Column] = &[
     Column::new("DeleteObjects", "requests_delete_objects", 1.0, 0),
     Column::new("requests sent (transport)", "requests_sent", 1.0, 0),
     Column::new("deleted", "objects_deleted", 1.0, 0),
-    Column::new("TCP conns opened", "connections_opened", 1.0, 0),
-    Column::new("client CPU s", "client_cpu_s", 1.0, 2),
-    Column::new("errors", "errors", 1.0, 0),
+    Column::CONNECTIONS_OPENED,
+    Column::CLIENT_CPU,
+    Column::ERRORS,
 ];
 
 pub fn commit(size: Size, p: &CommitParams) -> Workload {
-    let s3 = ServerSpec { label: "s3", profile: "s3", extra_args: vec![], signed: true };
+    let s3 = ServerSpec::profile("s3");
     let client = ClientSpec { mode: Mode::H1Pool, max_connections: p.connections, pipeline_depth: 1 };
     let run = CommitRun {
         strategy: Strategy::Naive,
@@ -298,16 +282,6 @@ pub fn commit(size: Size, p: &CommitParams) -> Workload {
         "delete_keys": "bench/commit/old/pNN/v-NNNNNN.parquet",
     });
     Workload {
-        name: NAME,
-        size,
-        servers: vec![s3],
-        setup: None,
-        warm: vec![],
-        variants,
-        repeats: p.repeats.max(1),
-        params: params.as_object().cloned().unwrap_or_default(),
-        shape: Shape::Columns(COLUMNS),
-        claims: vec![],
         notes: vec![format!(
             "{} x (GET {} MiB, modify, PUT) with {} in flight, then DeleteObjects of {} keys in batches of 1,000: one after another (naive) or through delete_many (engine: 8 in flight); h1-pool of {} connections, s3 profile. The objects to delete are re-created before each run, untimed (setup_put_s in the JSON), with the same client, so its pool is warm.",
             p.files,
@@ -316,6 +290,7 @@ pub fn commit(size: Size, p: &CommitParams) -> Workload {
             p.deletes,
             p.connections
         )],
+        ..Workload::scenario(NAME, size, vec![s3], variants, p.repeats, params, COLUMNS)
     }
 }
 

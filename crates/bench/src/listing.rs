@@ -39,7 +39,7 @@ use crate::sys;
 use crate::workload::{ServerSpec, Size};
 use anyhow::{Context, Result};
 use bytes::Bytes;
-use ferry_store::{Credentials, CredentialsSource, ListParams, Mode, ObjectRef, PutParams, S3Client};
+use ferry_store::{Credentials, CredentialsSource, ListParams, Mode, S3Client};
 use futures_util::StreamExt;
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
@@ -282,24 +282,7 @@ fn client(url: &str, creds: &CredentialsSource, conns: usize) -> Result<S3Client
 async fn put_layout(client: &S3Client, p: &ListingParams, keys: &[String]) -> Result<()> {
     client.create_bucket(&p.bucket).await.with_context(|| format!("creating bucket {}", p.bucket))?;
     let body = Bytes::from(vec![b'x'; p.body_size]);
-    let sem = Arc::new(Semaphore::new(p.put_concurrency.max(1)));
-    let mut set = JoinSet::new();
-    for key in keys {
-        let permit = sem.clone().acquire_owned().await?;
-        let (c, obj, body) = (client.clone(), ObjectRef::new(p.bucket.clone(), key.clone()), body.clone());
-        set.spawn(async move {
-            let r = c.put_object(&obj, body, PutParams::default()).await;
-            drop(permit);
-            r.with_context(|| format!("PUT {obj}"))
-        });
-        while let Some(done) = set.try_join_next() {
-            done??;
-        }
-    }
-    while let Some(r) = set.join_next().await {
-        r??;
-    }
-    Ok(())
+    crate::scenario::put_all(client, &p.bucket, keys.iter().map(|k| (k.clone(), body.clone())), p.put_concurrency).await
 }
 
 pub fn params_json(p: &ListingParams) -> Map<String, Value> {
@@ -338,7 +321,7 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
         ),
         None => None,
     };
-    let spec = ServerSpec { label: "s3", profile: "s3", extra_args: vec![], signed: true };
+    let spec = ServerSpec::profile("s3");
     say("listing: starting ferry serve --profile s3 --memory");
     // Started from this (the main) thread: PR_SET_PDEATHSIG follows the thread.
     let mut server = ServerProcess::start(&opts.server, &spec.args(), opts.server_lifetime, &opts.log_dir).context("starting the s3 server")?;
@@ -499,27 +482,12 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
 }
 
 fn cell(rs: &[&RunRecord], figure: &str, digits: usize) -> String {
-    let vals: Vec<f64> = rs.iter().filter_map(|r| r.figure(figure)).collect();
-    match Spread::of(&vals) {
-        None => "-".into(),
-        Some(s) if s.n == 1 || s.min == s.max => format!("{:.*}", digits, s.median),
-        Some(s) => format!("{:.*} ({:.*}-{:.*})", digits, s.median, digits, s.min, digits, s.max),
-    }
+    crate::report::cell(rs, figure, 1.0, digits)
 }
 
 /// Per-repeat `den.figure / num.figure` (how many times fewer / faster the flat row is).
 fn ratios(records: &[RunRecord], num: &str, den: &str, figure: &str) -> Vec<f64> {
-    let mut out = Vec::new();
-    for a in records.iter().filter(|r| r.variant == num && r.status == "ok") {
-        if let Some(b) = records.iter().find(|r| r.variant == den && r.repeat == a.repeat && r.status == "ok") {
-            if let (Some(x), Some(y)) = (a.figure(figure), b.figure(figure)) {
-                if y > 0.0 {
-                    out.push(x / y);
-                }
-            }
-        }
-    }
-    out
+    crate::record::per_repeat_ratios(records, num, den, figure, |r| r.status == "ok")
 }
 
 pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunContext) -> String {
@@ -603,13 +571,7 @@ pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunCon
             };
         }
     }
-    let bad: Vec<&RunRecord> = records.iter().filter(|r| !matches!(r.status.as_str(), "ok" | "not-implemented" | "absent")).collect();
-    if !bad.is_empty() {
-        let _ = writeln!(s, "\nRuns that were not clean:");
-        for r in bad {
-            let _ = writeln!(s, "- {} repeat {}: {} {}", r.variant, r.repeat, r.status, r.error_samples.first().map(String::as_str).unwrap_or(""));
-        }
-    }
+    crate::report::not_clean(&mut s, records);
     s
 }
 

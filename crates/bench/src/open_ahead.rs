@@ -24,7 +24,7 @@
 
 use crate::record::RunRecord;
 use crate::scenario::{get_drain, set_percentiles, Errors, Meter, Scenario};
-use crate::workload::{ClientSpec, Column, ServerSpec, Shape, Size, Task, Variant, Workload};
+use crate::workload::{ClientSpec, Column, ServerSpec, Size, Task, Variant, Workload};
 use anyhow::Result;
 use ferry_store::{GetParams, Mode, ObjectRef, S3Client};
 use serde_json::{json, Map, Value};
@@ -95,13 +95,13 @@ impl OpenAheadRun {
     }
 
     pub fn params(&self) -> Map<String, Value> {
-        let mut m = Map::new();
-        let s = match self.strategy {
-            Strategy::OnDemand => "on demand: the next GET is sent when the current object has been read",
-            Strategy::OpenAhead => "open-ahead: ferry_engine::OpenAhead, default options (8 opened ahead, 64 MiB read ahead)",
-        };
-        m.insert("strategy".into(), json!(s));
-        m
+        crate::scenario::one_param(
+            "strategy",
+            match self.strategy {
+                Strategy::OnDemand => "on demand: the next GET is sent when the current object has been read",
+                Strategy::OpenAhead => "open-ahead: ferry_engine::OpenAhead, default options (8 opened ahead, 64 MiB read ahead)",
+            },
+        )
     }
 
     pub async fn run(&self, c: &S3Client, rec: &mut RunRecord) -> Result<()> {
@@ -195,13 +195,13 @@ pub const COLUMNS: &[Column] = &[
     Column::new("open p99 ms", "open_p99_ms", 1.0, 1),
     Column::new("per object p50 ms", "object_p50_ms", 1.0, 1),
     Column::new("share of time opening", "open_share", 100.0, 0),
-    Column::new("TCP conns opened", "connections_opened", 1.0, 0),
-    Column::new("client CPU s", "client_cpu_s", 1.0, 2),
-    Column::new("errors", "errors", 1.0, 0),
+    Column::CONNECTIONS_OPENED,
+    Column::CLIENT_CPU,
+    Column::ERRORS,
 ];
 
 pub fn open_ahead(size: Size, p: &OpenAheadParams) -> Workload {
-    let s3 = ServerSpec { label: "s3", profile: "s3", extra_args: vec![], signed: true };
+    let s3 = ServerSpec::profile("s3");
     let client = ClientSpec { mode: Mode::H1Pool, max_connections: 16, pipeline_depth: 1 };
     let keys = Arc::new(keys(p.objects, p.object_bytes));
     let row = |label: &str, strategy, note: Option<&str>| Variant {
@@ -232,21 +232,12 @@ pub fn open_ahead(size: Size, p: &OpenAheadParams) -> Workload {
         "connections": 16,
     });
     Workload {
-        name: NAME,
-        size,
-        servers: vec![s3],
-        setup: None,
-        warm: vec![],
-        variants,
-        repeats: p.repeats.max(1),
-        params: params.as_object().cloned().unwrap_or_default(),
-        shape: Shape::Columns(COLUMNS),
-        claims: vec![],
         notes: vec![
             format!("{} objects of {} KiB read in order by one consumer, s3 profile (30 ms first byte, 90 MB/s per connection); h1-pool of 16 connections for both rows.", p.objects, p.object_bytes >> 10),
             "share of time opening: the sum of the consumer's waits for each response head over the wall time (on demand: it bounds what opening ahead can save; open-ahead: what it did not hide).".into(),
             "peer rows (driver.py's read_in_order): none of them opens ahead, so they sit beside the on-demand row; s3fs's open returns before any GET, so it has no open figures. With --quick each peer row runs once.".into(),
         ],
+        ..Workload::scenario(NAME, size, vec![s3], variants, p.repeats, params, COLUMNS)
     }
 }
 

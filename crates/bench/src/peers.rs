@@ -94,7 +94,7 @@ impl Peer {
                 return format!("one S3Client (max_active_connections_override={n}): ranged GET_OBJECT meta requests refilled {large_in_flight} deep, smalls submitted at their arrival")
             }
             (Peer::Obstore, PeerOp::MixedHol { large_in_flight, .. }) => {
-                return format!("asyncio: {large_in_flight} tasks looping get_range_async, each small a task created at its arrival (get_async, body streamed); reqwest's pool, no connection cap")
+                return format!("asyncio: {large_in_flight} tasks looping ranged get_async (body streamed), each small a task created at its arrival (get_async, body streamed); reqwest's pool, no connection cap")
             }
             (Peer::Boto3 | Peer::Boto3Tuned, PeerOp::FirstByte { .. }) => return "get_object one after another; first byte: get_object returns (response head)".into(),
             (Peer::Awscrt, PeerOp::FirstByte { .. }) => return "GET_OBJECT meta requests one after another; first byte: on_headers".into(),
@@ -436,9 +436,9 @@ pub fn run(peer: Peer, endpoint: &Endpoint, op: &PeerOp, timeout: Duration) -> P
         Ok(i) => i,
         Err(reason) => return PeerResult { status: "absent".into(), reason: Some(reason), ..base },
     };
-    let before = ServerCounters::scrape(&endpoint.url);
+    let before = ServerCounters::scrape(&endpoint.url, endpoint.ca_bundle.as_deref());
     let mut r = run_installed(&install, endpoint, op, timeout, KILL_GRACE, base);
-    if let (Some(b), Some(a)) = (before, ServerCounters::scrape(&endpoint.url)) {
+    if let (Some(b), Some(a)) = (before, ServerCounters::scrape(&endpoint.url, endpoint.ca_bundle.as_deref())) {
         r.server = Some(a.since(&b));
     }
     r
@@ -447,7 +447,9 @@ pub fn run(peer: Peer, endpoint: &Endpoint, op: &PeerOp, timeout: Duration) -> P
 /// Counters of a ferry server's `/_ferry/metrics` (Prometheus text): the connections it
 /// accepted and the S3 requests by operation. The bench runs one thing at a time, so the
 /// difference around a peer's run is that peer's: the connections and requests it needed
-/// (rclone's HEADs, boto3's pool) where the driver cannot see them.
+/// (rclone's HEADs, boto3's pool) where the driver cannot see them. Over http and over
+/// https alike (bulk-wan's peers pull over TLS): the scrape speaks TLS itself, trusting the
+/// endpoint's CA, so every peer row on a ferry server has its connections counted.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ServerCounters {
     pub connections_opened: f64,
@@ -458,16 +460,36 @@ pub struct ServerCounters {
 }
 
 impl ServerCounters {
-    /// Reads the metrics of the server at `url` (plain http only); `None` if it cannot.
-    pub fn scrape(url: &str) -> Option<ServerCounters> {
+    /// Reads the metrics of the server at `url` (http, or https trusting the system's roots
+    /// and `ca_file`); `None` if it cannot.
+    pub fn scrape(url: &str, ca_file: Option<&Path>) -> Option<ServerCounters> {
         use std::io::Read;
-        let authority = url.strip_prefix("http://")?.split('/').next()?;
+        let (tls, rest) = match url.split_once("://")? {
+            ("http", rest) => (false, rest),
+            ("https", rest) => (true, rest),
+            _ => return None,
+        };
+        let authority = rest.split('/').next()?;
         let addr = std::net::ToSocketAddrs::to_socket_addrs(authority).ok()?.next()?;
-        let mut sock = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+        let sock = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
         sock.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        write!(sock, "GET /_ferry/metrics HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n").ok()?;
-        let mut text = String::new();
-        sock.read_to_string(&mut text).ok()?;
+        let request = format!("GET /_ferry/metrics HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+        let mut raw = Vec::new();
+        if tls {
+            let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h).trim_start_matches('[').trim_end_matches(']');
+            let name = rustls::pki_types::ServerName::try_from(host.to_owned()).ok()?;
+            let config = ferry_wire::conn::client_config(ca_file).ok()?;
+            let conn = rustls::ClientConnection::new(Arc::new(config), name).ok()?;
+            let mut stream = rustls::StreamOwned::new(conn, sock);
+            stream.write_all(request.as_bytes()).ok()?;
+            // The server may close without close_notify once the body is sent: keep what came.
+            let _ = stream.read_to_end(&mut raw);
+        } else {
+            let mut sock = sock;
+            sock.write_all(request.as_bytes()).ok()?;
+            sock.read_to_end(&mut raw).ok()?;
+        }
+        let text = String::from_utf8_lossy(&raw);
         let (head, body) = text.split_once("\r\n\r\n")?;
         if !head.starts_with("HTTP/1.1 200") {
             return None;
@@ -941,7 +963,8 @@ mod tests {
         assert_eq!(d.connections_opened, 10.0);
         assert_eq!(d.requests.get("GetObject"), Some(&22.0));
         assert_eq!(d.requests.get("HeadObject"), Some(&20.0));
-        assert!(ServerCounters::scrape("https://127.0.0.1:1").is_none());
+        assert!(ServerCounters::scrape("https://127.0.0.1:1", None).is_none());
+        assert!(ServerCounters::scrape("ftp://127.0.0.1:1", None).is_none());
     }
 
     /// A stand-in driver: `/bin/sh` runs `script` in place of driver.py, so the spawning,

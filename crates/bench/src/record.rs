@@ -158,6 +158,24 @@ impl RunRecord {
     }
 }
 
+/// Per-repeat `num.figure / den.figure`: each run of variant `num` paired with the run of
+/// `den` in the same repeat (they ran back to back on the same server), both kept by
+/// `keep`; a pair missing the figure or with a zero denominator is skipped. The report's,
+/// the claims' and listing's ratios all come from here.
+pub fn per_repeat_ratios(records: &[RunRecord], num: &str, den: &str, figure: &str, keep: impl Fn(&RunRecord) -> bool) -> Vec<f64> {
+    let mut out = Vec::new();
+    for a in records.iter().filter(|r| r.variant == num && keep(r)) {
+        if let Some(b) = records.iter().find(|r| r.variant == den && r.repeat == a.repeat && keep(r)) {
+            if let (Some(x), Some(y)) = (a.figure(figure), b.figure(figure)) {
+                if y > 0.0 {
+                    out.push(x / y);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Checks a record against [`REQUIRED_KEYS`]; the first problem found.
 pub fn check_schema(v: &Value) -> Result<(), String> {
     let obj = v.as_object().ok_or("a record is a JSON object")?;

@@ -3,18 +3,36 @@
 //! Ratios are computed per repeat (A and B ran back to back in the same repeat) and the
 //! median of those ratios is quoted, with their range.
 
-use crate::record::{RunContext, RunRecord};
+use crate::record::{per_repeat_ratios, RunContext, RunRecord};
 use crate::stats::Spread;
 use crate::workload::{Claim, Shape, Workload};
 use std::fmt::Write;
 
-/// `median (min-max)` with `digits` decimals, or `-` when no run has the figure.
-fn cell(records: &[&RunRecord], figure: &str, scale: f64, digits: usize) -> String {
-    let vals: Vec<f64> = records.iter().filter_map(|r| r.figure(figure)).map(|v| v * scale).collect();
-    match Spread::of(&vals) {
+/// `median (min-max)` of `vals` with `digits` decimals, `unit` after the median ("x" for
+/// ratios); just the median when they agree; `-` when there are none.
+pub fn spread_text(vals: &[f64], digits: usize, unit: &str) -> String {
+    match Spread::of(vals) {
         None => "-".into(),
-        Some(s) if s.n == 1 || s.min == s.max => format!("{:.*}", digits, s.median),
-        Some(s) => format!("{:.*} ({:.*}-{:.*})", digits, s.median, digits, s.min, digits, s.max),
+        Some(s) if s.n == 1 || s.min == s.max => format!("{:.*}{unit}", digits, s.median),
+        Some(s) => format!("{:.*}{unit} ({:.*}-{:.*})", digits, s.median, digits, s.min, digits, s.max),
+    }
+}
+
+/// `median (min-max)` of `figure` x `scale` over `records`, or `-` when no run has it.
+pub fn cell(records: &[&RunRecord], figure: &str, scale: f64, digits: usize) -> String {
+    let vals: Vec<f64> = records.iter().filter_map(|r| r.figure(figure)).map(|v| v * scale).collect();
+    spread_text(&vals, digits, "")
+}
+
+/// The "Runs that were not clean" list under a table (status other than ok, absent,
+/// not-implemented), with each run's first error; nothing when all were clean.
+pub fn not_clean(s: &mut String, records: &[RunRecord]) {
+    let bad: Vec<&RunRecord> = records.iter().filter(|r| !matches!(r.status.as_str(), "ok" | "absent" | "not-implemented")).collect();
+    if !bad.is_empty() {
+        let _ = writeln!(s, "\nRuns that were not clean:");
+        for r in bad {
+            let _ = writeln!(s, "- {} repeat {}: {} {}", r.variant, r.repeat, r.status, r.error_samples.first().map(String::as_str).unwrap_or(""));
+        }
     }
 }
 
@@ -22,19 +40,19 @@ fn rows_of<'a>(records: &'a [RunRecord], label: &str) -> Vec<&'a RunRecord> {
     records.iter().filter(|r| r.variant == label && r.status != "absent" && r.status != "not-implemented").collect()
 }
 
+/// A [`Column::ratio`] cell: the median (min-max) of row `label`'s per-repeat ratios to
+/// `reference`, as `N.Nx`; `-` for rows the column is not about or with no pair.
+fn ratio_cell(records: &[RunRecord], label: &str, figure: &str, (suffix, reference): (&str, &str), digits: usize) -> String {
+    if !label.ends_with(suffix) {
+        return "-".into();
+    }
+    let r = per_repeat_ratios(records, label, reference, figure, |r| r.status != "absent" && r.status != "not-implemented");
+    spread_text(&r, digits, "x")
+}
+
 /// Per-repeat ratios of `figure` between two variants.
 fn ratios(records: &[RunRecord], num: &str, den: &str, figure: &str) -> Vec<f64> {
-    let mut out = Vec::new();
-    for a in records.iter().filter(|r| r.variant == num) {
-        if let Some(b) = records.iter().find(|r| r.variant == den && r.repeat == a.repeat) {
-            if let (Some(x), Some(y)) = (a.figure(figure), b.figure(figure)) {
-                if y > 0.0 {
-                    out.push(x / y);
-                }
-            }
-        }
-    }
-    out
+    per_repeat_ratios(records, num, den, figure, |_| true)
 }
 
 pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
@@ -91,7 +109,13 @@ pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
                     let _ = writeln!(s, "| {l} | {} |{}", gap.note.as_deref().unwrap_or("not yet"), " |".repeat(cols.len().saturating_sub(1)));
                     continue;
                 }
-                let cells: Vec<String> = cols.iter().map(|c| cell(&rs, c.figure, c.scale, c.digits)).collect();
+                let cells: Vec<String> = cols
+                    .iter()
+                    .map(|c| match c.ratio_to {
+                        Some(to) => ratio_cell(records, l, c.figure, to, c.digits),
+                        None => cell(&rs, c.figure, c.scale, c.digits),
+                    })
+                    .collect();
                 let _ = writeln!(s, "| {l} | {} |", cells.join(" | "));
             }
             s.push('\n');
@@ -204,12 +228,48 @@ pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
     for n in notes {
         let _ = writeln!(s, "- {n}");
     }
-    let bad: Vec<&RunRecord> = records.iter().filter(|r| !matches!(r.status.as_str(), "ok" | "absent" | "not-implemented")).collect();
-    if !bad.is_empty() {
-        let _ = writeln!(s, "\nRuns that were not clean:");
-        for r in bad {
-            let _ = writeln!(s, "- {} repeat {}: {} {}", r.variant, r.repeat, r.status, r.error_samples.first().map(String::as_str).unwrap_or(""));
-        }
-    }
+    not_clean(&mut s, records);
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mixed_hol::{mixed_hol, MixedHolParams};
+    use crate::sys::Machine;
+    use crate::workload::Size;
+
+    fn rec(variant: &str, repeat: usize, p50: f64, p99: f64) -> RunRecord {
+        let mut r = RunRecord { variant: variant.into(), repeat, status: "ok".into(), ..RunRecord::default() };
+        r.set("small_latency_p50_ms", p50);
+        r.set("small_latency_p99_ms", p99);
+        r
+    }
+
+    #[test]
+    fn mixed_hol_rows_carry_their_ratio_to_the_loaded_pool_per_repeat() {
+        let w = mixed_hol(Size::Quick, &MixedHolParams::new(Size::Quick));
+        let ctx = RunContext { bench: "mixed-hol".into(), run_id: "1-2".into(), git_sha: None, git_dirty: None, machine: Machine { nproc: 2, kernel: "6.1".into() } };
+        // Paired by repeat: auto is 1/10 then 1/5 of the pool (median 0.15), its p99 1/20
+        // both times; a repeat without the pool's row pairs with nothing.
+        let records = vec![
+            rec("h1-pool · unloaded", 1, 5.0, 9.0),
+            rec("h1-pool · loaded", 1, 100.0, 400.0),
+            rec("auto · loaded", 1, 10.0, 20.0),
+            rec("h1-pool · loaded", 2, 50.0, 200.0),
+            rec("auto · loaded", 2, 10.0, 10.0),
+            rec("auto · loaded", 3, 1.0, 1.0),
+        ];
+        let table = render(&w, &records, &ctx);
+        let row = |label: &str| table.lines().find(|l| l.starts_with(&format!("| {label} |"))).unwrap_or_else(|| panic!("no row {label} in\n{table}")).to_owned();
+        let cells = |label: &str| row(label).split(" | ").map(str::to_owned).collect::<Vec<_>>();
+        let header: Vec<String> = table.lines().find(|l| l.starts_with("| row |")).unwrap().split(" | ").map(str::to_owned).collect();
+        let col = |name: &str| header.iter().position(|h| h.starts_with(name)).unwrap_or_else(|| panic!("no column {name}"));
+        let (p50, p99) = (col("p50 / h1-pool's"), col("p99 / h1-pool's"));
+        assert_eq!(cells("auto · loaded")[p50], "0.15x (0.10-0.20)");
+        assert_eq!(cells("auto · loaded")[p99], "0.05x");
+        assert_eq!(cells("h1-pool · loaded")[p50], "1.00x");
+        // Unloaded rows are not held against the loaded pool.
+        assert_eq!(cells("h1-pool · unloaded")[p50], "-");
+    }
 }

@@ -21,8 +21,7 @@ use crate::sys;
 use crate::workload::{ClientSpec, Task, Variant, Workload};
 use ferry_store::Mode;
 use anyhow::{bail, Context, Result};
-use bytes::Bytes;
-use ferry_store::{Credentials, CredentialsSource, GetParams, ObjectRef, PutParams, RangeSpec, S3Client};
+use ferry_store::{Credentials, CredentialsSource, GetParams, ObjectRef, RangeSpec, S3Client};
 use serde_json::json;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -293,22 +292,8 @@ async fn put_all(client: &S3Client, setup: &crate::workload::PutSetup) -> Result
 async fn put_objects(client: &S3Client, setup: &crate::workload::PutSetup) -> Result<()> {
     // Distinct bytes per object are not needed (the server stores what it is sent); one
     // buffer, cloned by reference count.
-    let body = Bytes::from((0..setup.object_size).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
-    let sem = Arc::new(Semaphore::new(setup.concurrency.max(1)));
-    let mut set = JoinSet::new();
-    for key in &setup.keys {
-        let permit = sem.clone().acquire_owned().await?;
-        let (c, obj, body) = (client.clone(), ObjectRef::new(setup.bucket.clone(), key.clone()), body.clone());
-        set.spawn(async move {
-            let r = c.put_object(&obj, body, PutParams::default()).await;
-            drop(permit);
-            r.with_context(|| format!("PUT {obj}"))
-        });
-    }
-    while let Some(r) = set.join_next().await {
-        r??;
-    }
-    Ok(())
+    let body = crate::scenario::body(setup.object_size, 0);
+    crate::scenario::put_all(client, &setup.bucket, setup.keys.iter().map(|k| (k.clone(), body.clone())), setup.concurrency).await
 }
 
 /// GETs one object and drops its body chunk by chunk; the bytes received.

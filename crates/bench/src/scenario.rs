@@ -14,7 +14,9 @@
 //! ```
 //!
 //! The runner owns repeats, interleaving, time-outs, records and the report; a scenario
-//! owns only what one run does. Each scenario's strategy enum holds the naive way and the
+//! owns only what one run does. What several scenarios do alike lives here once:
+//! [`put_all`] (every setup that writes objects, the runner's too), [`get_drain`],
+//! [`Meter`], [`Errors`], [`set_percentiles`], [`one_param`]. Each scenario's strategy enum holds the naive way and the
 //! engine's (`get_ranges`, `OpenAhead`, `delete_many`), so both run side by side on the
 //! same server; a strategy the engine lacks would be a [`crate::workload::Task::NotYet`]
 //! row beside them (none is left today).
@@ -88,6 +90,13 @@ impl Scenario {
             Scenario::LatencyBound(s) => s.run(c, rec).await,
         }
     }
+}
+
+/// A scenario's params of one entry: `{name: value}` (the strategy a row runs).
+pub fn one_param(name: &str, value: impl Into<Value>) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(name.to_owned(), value.into());
+    m
 }
 
 /// `n` sizes drawn log-uniformly from `[min, max]` (the log of the size is uniform, so
@@ -167,6 +176,30 @@ impl Meter {
         rec.set(&format!("{prefix}requests_resent"), s.requests_resent.saturating_sub(self.resent) as f64);
         wall
     }
+}
+
+/// PUTs every `(key, body)` into `bucket` (which exists), at most `concurrency` at once;
+/// the first failure ends it. The setup step of every workload that writes objects.
+pub async fn put_all(c: &S3Client, bucket: &str, objects: impl IntoIterator<Item = (String, bytes::Bytes)>, concurrency: usize) -> Result<()> {
+    use anyhow::Context;
+    let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
+    let mut set = tokio::task::JoinSet::new();
+    for (key, body) in objects {
+        let permit = sem.clone().acquire_owned().await?;
+        let (c, obj) = (c.clone(), ObjectRef::new(bucket, key));
+        set.spawn(async move {
+            let r = c.put_object(&obj, body, ferry_store::PutParams::default()).await.with_context(|| format!("PUT {obj}"));
+            drop(permit);
+            r
+        });
+        while let Some(done) = set.try_join_next() {
+            done??;
+        }
+    }
+    while let Some(r) = set.join_next().await {
+        r??;
+    }
+    Ok(())
 }
 
 /// GETs an object, dropping its body chunk by chunk: (bytes, time to the response head).

@@ -24,7 +24,7 @@
 use crate::record::RunRecord;
 use crate::scenario::{body, get_drain, percentile_curve, set_percentiles, Errors, Meter, Scenario};
 use crate::stats::percentiles;
-use crate::workload::{ClientSpec, Column, ServerSpec, Shape, Size, Task, Variant, Workload};
+use crate::workload::{ClientSpec, Column, ServerSpec, Size, Task, Variant, Workload};
 use anyhow::{Context, Result};
 use ferry_store::{GetParams, Mode, ObjectRef, PutParams, S3Client};
 use serde_json::{json, Map, Value};
@@ -230,7 +230,7 @@ pub fn transfer_row(profile: &str, op: Op, size_label: &str) -> String {
 }
 
 pub fn ttfb_throughput(size: Size, p: &TtfbParams) -> Workload {
-    let servers: Vec<ServerSpec> = PROFILES.iter().map(|pr| ServerSpec { label: pr, profile: pr, extra_args: vec![], signed: true }).collect();
+    let servers: Vec<ServerSpec> = PROFILES.iter().copied().map(ServerSpec::profile).collect();
     let mut variants = Vec::new();
     for (i, profile) in PROFILES.iter().enumerate() {
         let v = |label: String, task: TtfbRun, conns: usize| Variant {
@@ -280,16 +280,6 @@ pub fn ttfb_throughput(size: Size, p: &TtfbParams) -> Workload {
         "throughput": "object size / (request start to end of body or PUT response)",
     });
     Workload {
-        name: NAME,
-        size,
-        servers,
-        setup: None,
-        warm: vec![],
-        variants,
-        repeats: p.repeats.max(1),
-        params: params.as_object().cloned().unwrap_or_default(),
-        shape: Shape::Columns(COLUMNS),
-        claims: vec![],
         notes: vec![
             format!(
                 "first byte: {} sequential GETs of a 1 KiB object; GET/PUT: {} requests per size, {} in flight over {} connections; one ferry serve per profile.",
@@ -299,6 +289,7 @@ pub fn ttfb_throughput(size: Size, p: &TtfbParams) -> Workload {
             "full percentile curves are in the JSON (series ttfb_s, throughput_Bps); bench/plot.py draws them.".into(),
             format!("peer rows (the {PEER_PROFILE} profile): first byte is when the peer hands over the response head (boto3 get_object returns, the CRT's on_headers, obstore's get_async returns); GET/PUT throughput per request = size / its latency, as for ferry. With --quick each peer row runs once."),
         ],
+        ..Workload::scenario(NAME, size, servers, variants, p.repeats, params, COLUMNS)
     }
 }
 

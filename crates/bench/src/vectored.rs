@@ -20,7 +20,7 @@
 
 use crate::record::RunRecord;
 use crate::scenario::{get_drain, set_percentiles, Errors, Meter, Scenario};
-use crate::workload::{ClientSpec, Column, ServerSpec, Shape, Size, Task, Variant, Workload};
+use crate::workload::{ClientSpec, Column, ServerSpec, Size, Task, Variant, Workload};
 use anyhow::{Context, Result};
 use ferry_store::{GetParams, Mode, ObjectRef, RangeSpec, S3Client};
 use rand::{Rng, SeedableRng};
@@ -108,13 +108,13 @@ impl VectoredRun {
     }
 
     pub fn params(&self) -> Map<String, Value> {
-        let mut m = Map::new();
-        let s = match self.strategy {
-            Strategy::Naive => "naive: one GET per range",
-            Strategy::Coalesced => "coalesced: ferry_engine::get_ranges, default options (measured gap, 8 MiB spans, 16 in flight)",
-        };
-        m.insert("strategy".into(), json!(s));
-        m
+        crate::scenario::one_param(
+            "strategy",
+            match self.strategy {
+                Strategy::Naive => "naive: one GET per range",
+                Strategy::Coalesced => "coalesced: ferry_engine::get_ranges, default options (measured gap, 8 MiB spans, 16 in flight)",
+            },
+        )
     }
 
     pub async fn run(&self, c: &S3Client, rec: &mut RunRecord) -> Result<()> {
@@ -203,9 +203,9 @@ pub const COLUMNS: &[Column] = &[
     Column::new("wall s", "wall_s", 1.0, 2),
     Column::new("p50 ms", "latency_p50_ms", 1.0, 1),
     Column::new("p99 ms", "latency_p99_ms", 1.0, 1),
-    Column::new("TCP conns opened", "connections_opened", 1.0, 0),
-    Column::new("client CPU s", "client_cpu_s", 1.0, 2),
-    Column::new("errors", "errors", 1.0, 0),
+    Column::CONNECTIONS_OPENED,
+    Column::CLIENT_CPU,
+    Column::ERRORS,
 ];
 
 pub const NAIVE_ROW: &str = "naive (one GET per range)";
@@ -213,7 +213,7 @@ pub const COALESCED_ROW: &str = "coalesced (get_ranges)";
 
 pub fn vectored(size: Size, p: &VectoredParams) -> Workload {
     let rs = Arc::new(ranges(p.ranges, p.range_min, p.range_max, p.object_bytes, p.seed));
-    let s3 = ServerSpec { label: "s3", profile: "s3", extra_args: vec![], signed: true };
+    let s3 = ServerSpec::profile("s3");
     let client = ClientSpec { mode: Mode::H1Pool, max_connections: p.connections, pipeline_depth: 1 };
     let mut variants = vec![
         Variant {
@@ -258,16 +258,6 @@ pub fn vectored(size: Size, p: &VectoredParams) -> Workload {
         "connections": p.connections,
     });
     Workload {
-        name: NAME,
-        size,
-        servers: vec![s3],
-        setup: None,
-        warm: vec![],
-        variants,
-        repeats: p.repeats.max(1),
-        params: params.as_object().cloned().unwrap_or_default(),
-        shape: Shape::Columns(COLUMNS),
-        claims: vec![],
         notes: vec![format!(
             "{} ranges of {}-{} KiB ({:.1} MiB in all) in one {} MiB synthetic object, s3 profile; naive: {} GETs in flight over an h1-pool of {} connections; coalesced: get_ranges with the engine's defaults on the same client settings.",
             p.ranges,
@@ -278,6 +268,7 @@ pub fn vectored(size: Size, p: &VectoredParams) -> Workload {
             p.in_flight,
             p.connections
         ), "peer rows (driver.py's get_ranges): GETs issued and MiB over-read are the server's counts (its response body bytes less the bytes asked for); latency is per GET for boto3, the whole call for obstore and s3fs. With --quick each peer row runs once.".into()],
+        ..Workload::scenario(NAME, size, vec![s3], variants, p.repeats, params, COLUMNS)
     }
 }
 

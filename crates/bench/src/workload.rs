@@ -3,7 +3,10 @@
 //! The runner (runner.rs) knows how to execute each [`Task`]; a workload only declares.
 //!
 //! Adding a workload of LAB.md section 4 means writing one constructor here (and, when it
-//! needs a new kind of step, one [`Task`] arm in the runner).
+//! needs a new kind of step, one [`Task`] arm in the runner). A workload of scenario rows
+//! (scenario.rs) starts from [`Workload::scenario`] and its servers from
+//! [`ServerSpec::profile`] / [`ServerSpec::s3_h2`]; its table ends with the shared
+//! [`Column::CONNECTIONS_OPENED`], [`Column::CLIENT_CPU`] and [`Column::ERRORS`].
 
 use ferry_store::Mode;
 use serde_json::{json, Map, Value};
@@ -37,6 +40,17 @@ pub struct ServerSpec {
 }
 
 impl ServerSpec {
+    /// A signing server of `profile`, labelled by it ("s3", "gcs", ...).
+    pub fn profile(profile: &'static str) -> ServerSpec {
+        ServerSpec { label: profile, profile, extra_args: vec![], signed: true }
+    }
+
+    /// The s3 profile with HTTP/2 on (`--h2 on`), labelled "s3+h2": the s3 profile alone
+    /// speaks HTTP/1.1 only, like AWS S3.
+    pub fn s3_h2() -> ServerSpec {
+        ServerSpec { label: "s3+h2", profile: "s3", extra_args: vec!["--h2".into(), "on".into()], signed: true }
+    }
+
     /// The flags after `ferry serve`.
     pub fn args(&self) -> Vec<String> {
         let mut a: Vec<String> = ["--addr", "127.0.0.1:0", "--memory", "--profile", self.profile].iter().map(|s| s.to_string()).collect();
@@ -143,18 +157,34 @@ pub enum Shape {
     Columns(&'static [Column]),
 }
 
-/// One column of a [`Shape::Columns`] table: the median (min-max) of `figure` x `scale`.
+/// One column of a [`Shape::Columns`] table: the median (min-max) of `figure` x `scale`,
+/// or, for a [`Column::ratio`], of the row's `figure` over a reference row's in the same
+/// repeat.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Column {
     pub header: &'static str,
     pub figure: &'static str,
     pub scale: f64,
     pub digits: usize,
+    /// `(suffix, reference)`: rows whose label ends with `suffix` show their per-repeat
+    /// ratio to row `reference` (as `N.Nx`); other rows show `-`.
+    pub ratio_to: Option<(&'static str, &'static str)>,
 }
 
 impl Column {
+    /// The columns every scenario table ends with.
+    pub const CONNECTIONS_OPENED: Column = Column::new("TCP conns opened", "connections_opened", 1.0, 0);
+    pub const CLIENT_CPU: Column = Column::new("client CPU s", "client_cpu_s", 1.0, 2);
+    pub const ERRORS: Column = Column::new("errors", "errors", 1.0, 0);
+
     pub const fn new(header: &'static str, figure: &'static str, scale: f64, digits: usize) -> Column {
-        Column { header, figure, scale, digits }
+        Column { header, figure, scale, digits, ratio_to: None }
+    }
+
+    /// A column of per-repeat ratios: `figure` of each row ending with `suffix` over
+    /// `figure` of row `reference` in the same repeat; the median (min-max) of those.
+    pub const fn ratio(header: &'static str, figure: &'static str, suffix: &'static str, reference: &'static str, digits: usize) -> Column {
+        Column { header, figure, scale: 1.0, digits, ratio_to: Some((suffix, reference)) }
     }
 }
 
@@ -175,6 +205,28 @@ pub struct Workload {
     pub claims: Vec<Claim>,
     /// Lines printed under the table.
     pub notes: Vec<String>,
+}
+
+impl Workload {
+    /// A workload of scenario rows (scenario.rs) reported in `columns`: no shared setup
+    /// (each scenario sets itself up), nothing to warm, no generic claim (claims.rs holds
+    /// its headline), `params` (a JSON object) written into every record. Notes follow
+    /// with struct-update syntax.
+    pub fn scenario(name: &'static str, size: Size, servers: Vec<ServerSpec>, variants: Vec<Variant>, repeats: usize, params: Value, columns: &'static [Column]) -> Workload {
+        Workload {
+            name,
+            size,
+            servers,
+            setup: None,
+            warm: vec![],
+            variants,
+            repeats: repeats.max(1),
+            params: params.as_object().cloned().unwrap_or_default(),
+            shape: Shape::Columns(columns),
+            claims: vec![],
+            notes: vec![],
+        }
+    }
 }
 
 /// Parameters of `small-objects` (LAB.md section 4: gg/llama's pipelining result).
@@ -232,8 +284,7 @@ pub fn small_object_keys(objects: usize, prefixes: usize) -> Vec<String> {
 }
 
 pub fn small_objects(size: Size, p: &SmallObjectsParams) -> Workload {
-    let s3 = ServerSpec { label: "s3", profile: "s3", extra_args: vec![], signed: true };
-    let s3_h2 = ServerSpec { label: "s3+h2", profile: "s3", extra_args: vec!["--h2".into(), "on".into()], signed: true };
+    let (s3, s3_h2) = (ServerSpec::profile("s3"), ServerSpec::s3_h2());
     let client = |mode| ClientSpec { mode, max_connections: p.connections, pipeline_depth: p.pipeline_depth };
     // auto's rows pass the size (as a caller that listed first would); the other modes
     // ignore the hint, so their rows go without it.
