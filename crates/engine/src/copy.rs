@@ -67,7 +67,7 @@ const ABORT_TRIES: usize = 3;
 
 /// The part size for an object of `len` bytes (module note).
 pub fn part_size_for(len: u64, part_size: u64) -> u64 {
-    part_size.max(len.div_ceil(MAX_PARTS)).max(MIN_PART_SIZE).min(MAX_PART_SIZE)
+    part_size.max(len.div_ceil(MAX_PARTS)).clamp(MIN_PART_SIZE, MAX_PART_SIZE)
 }
 
 /// The inclusive byte ranges of the parts of an object of `len` bytes.
