@@ -12,6 +12,8 @@
 //!          ─► CompleteMultipartUpload stating the source's CRC when it has one, else
 //!             the parts' CRCs combined: the server checks the assembled copy against it
 //!          ─► any failure ─► AbortMultipartUpload (tried again a few times), error out
+//!          ─► the first part refused as InvalidArgument (MinIO will not copy into a
+//!             checksummed upload) ─► abort, once more without a checksum
 //! ```
 //!
 //! The threshold follows the AWS CLI, which copies in parts above its
@@ -31,6 +33,8 @@ use ferry_proto::checksum::{base64_decode, base64_encode, crc_combine, ChecksumA
 use ferry_store::multipart::{CopySource, MultipartUpload, MAX_PARTS, MAX_PART_SIZE, MIN_PART_SIZE};
 use ferry_store::{CompletedPart, CopyParams as CopyObjectParams, Error, ObjectInfo, ObjectRef, PutParams, S3Client};
 use futures_util::stream::{StreamExt, TryStreamExt};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// How [`copy_object`] copies.
 #[derive(Clone, Debug)]
@@ -108,19 +112,47 @@ pub async fn copy_object(client: &S3Client, src: &ObjectRef, dst: &ObjectRef, si
 async fn copy_in_parts(client: &S3Client, src: &ObjectRef, dst: &ObjectRef, info: &ObjectInfo, params: &CopyParams, progress: Option<ProgressFn>) -> Result<CopyOutput, Error> {
     let source_crc = stored_crc(info);
     let algo = source_crc.as_ref().map(|(a, _)| *a).unwrap_or(ChecksumAlgorithm::Crc64Nvme);
+    let checked = attempt(client, src, dst, info, Some((algo, source_crc.map(|(_, v)| v))), params, progress.clone()).await;
+    match checked {
+        Err((e, 0)) if refuses_checksummed_copy(&e) => {
+            tracing::info!(object = %dst, error = %e, "the server refused a part copy into a checksummed upload: copying without a checksum");
+            attempt(client, src, dst, info, None, params, progress).await.map_err(|(e, _)| e)
+        }
+        r => r.map_err(|(e, _)| e),
+    }
+}
+
+/// MinIO answers 400 InvalidArgument ("checksum missing") to every UploadPartCopy into an
+/// upload created with a checksum algorithm (AWS computes the part's checksum itself).
+fn refuses_checksummed_copy(e: &Error) -> bool {
+    matches!(e, Error::Service { status: 400, code, .. } if code == "InvalidArgument")
+}
+
+/// One multipart copy: `checksum` is the upload's algorithm and the whole object's value
+/// when known. On failure the upload is aborted; the error comes with the parts done.
+async fn attempt(
+    client: &S3Client,
+    src: &ObjectRef,
+    dst: &ObjectRef,
+    info: &ObjectInfo,
+    checksum: Option<(ChecksumAlgorithm, Option<String>)>,
+    params: &CopyParams,
+    progress: Option<ProgressFn>,
+) -> Result<CopyOutput, (Error, u64)> {
     let put = PutParams {
         content_type: info.content_type.clone(),
         metadata: info.metadata.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-        checksum: Some(algo),
+        checksum: checksum.as_ref().map(|(a, _)| *a),
         ..Default::default()
     };
-    let upload = client.create_multipart(dst, &put).await?;
-    let result = copy_parts(client, &upload, src, info, source_crc, params, progress).await;
+    let upload = client.create_multipart(dst, &put).await.map_err(|e| (e, 0))?;
+    let done = Arc::new(AtomicU64::new(0));
+    let result = copy_parts(client, &upload, src, info, checksum.and_then(|(_, v)| v), params, progress, done.clone()).await;
     match result {
         Ok(out) => Ok(out),
         Err(e) => {
             abort(client, &upload).await;
-            Err(e)
+            Err((e, done.load(Ordering::Relaxed)))
         }
     }
 }
@@ -130,18 +162,20 @@ async fn copy_parts(
     upload: &MultipartUpload,
     src: &ObjectRef,
     info: &ObjectInfo,
-    source_crc: Option<(ChecksumAlgorithm, String)>,
+    source_crc: Option<String>,
     params: &CopyParams,
     progress: Option<ProgressFn>,
+    done_parts: Arc<AtomicU64>,
 ) -> Result<CopyOutput, Error> {
     let part_size = part_size_for(info.size, params.part_size);
     let ranges = part_ranges(info.size, part_size);
     let mut done: Vec<(CompletedPart, u64)> = futures_util::stream::iter(ranges.into_iter().enumerate())
         .map(|(i, (first, last))| {
             let source = CopySource { object: src.clone(), range: Some((first, last)), if_match: info.etag.clone() };
-            let progress = progress.clone();
+            let (progress, done_parts) = (progress.clone(), done_parts.clone());
             async move {
                 let part = client.upload_part_copy(upload, i as u32 + 1, &source).await?;
+                done_parts.fetch_add(1, Ordering::Relaxed);
                 let len = last - first + 1;
                 if let Some(p) = &progress {
                     p(len);
@@ -154,7 +188,7 @@ async fn copy_parts(
         .await?;
     done.sort_by_key(|(p, _)| p.part_number);
     let stated = match source_crc {
-        Some((_, v)) => Some(v),
+        Some(v) => Some(v),
         None => upload.checksum.and_then(|a| combine(a, &done)),
     };
     let parts: Vec<CompletedPart> = done.into_iter().map(|(p, _)| p).collect();
