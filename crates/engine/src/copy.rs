@@ -129,7 +129,7 @@ fn refuses_checksummed_copy(e: &Error) -> bool {
 }
 
 /// One multipart copy: `checksum` is the upload's algorithm and the whole object's value
-/// when known. On failure the upload is aborted; the error comes with the parts done.
+/// when known. On failure the upload is aborted; the error comes with the bytes of the parts done.
 async fn attempt(
     client: &S3Client,
     src: &ObjectRef,
@@ -146,8 +146,16 @@ async fn attempt(
         ..Default::default()
     };
     let upload = client.create_multipart(dst, &put).await.map_err(|e| (e, 0))?;
+    // Bytes of the parts copied, whoever else watches the progress.
     let done = Arc::new(AtomicU64::new(0));
-    let result = copy_parts(client, &upload, src, info, checksum.and_then(|(_, v)| v), params, progress, done.clone()).await;
+    let d2 = done.clone();
+    let counted: ProgressFn = Arc::new(move |n| {
+        d2.fetch_add(n, Ordering::Relaxed);
+        if let Some(p) = &progress {
+            p(n);
+        }
+    });
+    let result = copy_parts(client, &upload, src, info, checksum.and_then(|(_, v)| v), params, Some(counted)).await;
     match result {
         Ok(out) => Ok(out),
         Err(e) => {
@@ -165,17 +173,15 @@ async fn copy_parts(
     source_crc: Option<String>,
     params: &CopyParams,
     progress: Option<ProgressFn>,
-    done_parts: Arc<AtomicU64>,
 ) -> Result<CopyOutput, Error> {
     let part_size = part_size_for(info.size, params.part_size);
     let ranges = part_ranges(info.size, part_size);
     let mut done: Vec<(CompletedPart, u64)> = futures_util::stream::iter(ranges.into_iter().enumerate())
         .map(|(i, (first, last))| {
             let source = CopySource { object: src.clone(), range: Some((first, last)), if_match: info.etag.clone() };
-            let (progress, done_parts) = (progress.clone(), done_parts.clone());
+            let progress = progress.clone();
             async move {
                 let part = client.upload_part_copy(upload, i as u32 + 1, &source).await?;
-                done_parts.fetch_add(1, Ordering::Relaxed);
                 let len = last - first + 1;
                 if let Some(p) = &progress {
                     p(len);
