@@ -1,4 +1,4 @@
-//! `ferry cp`: local -> S3, S3 -> local, S3 -> S3 (server-side CopyObject), stdin -> S3
+//! `ferry cp`: local -> S3, S3 -> local, S3 -> S3 (server side), stdin -> S3
 //! and S3 -> stdout; one object, a directory tree (`--recursive`) or a wildcard.
 //!
 //! ```text
@@ -6,7 +6,8 @@
 //!   upload   ferry_engine::upload_file   (one PUT, or parallel parts; resumes an upload)
 //!   download ferry_engine::download_*    (ranged parallel GETs into .NAME.ferry-part,
 //!                                         verified, renamed; resumes from its state)
-//!   copy     CopyObject                  (server side, up to 5 GiB)
+//!   copy     ferry_engine::copy          (server side: CopyObject, or parallel
+//!                                         UploadPartCopy above --part-size, any size)
 //! each job ─► one result line (or JSON line); a failure names its object and cause,
 //!             the others go on; any failure makes the exit code 1
 //! ```
@@ -22,13 +23,17 @@
 //! directory or prefix (not the directory itself); a wildcard's matches keep their path
 //! below the pattern's directory. Downloaded files get the object's Last-Modified as
 //! their mtime, so `sync` can compare them later.
+//!
+//! Resume needs the source again: `cp -` reads stdin once, so an interrupted one cannot
+//! continue and a re-run sends everything again (a failed one aborts its upload; a killed
+//! one leaves it in progress, never reused).
 
 use crate::common::{parse_location, usage, Global, Location, Output};
 use crate::wildcard::{has_wildcard, list_matching, local_matching, Pattern};
 use anyhow::{Context, Result};
 use bytes::{Bytes, BytesMut};
 use clap::Args;
-use ferry_store::{CopyParams, ObjectInfo, ObjectRef, S3Client};
+use ferry_store::{ObjectInfo, ObjectRef, S3Client};
 use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -52,7 +57,8 @@ pub const LARGE_UPLOADS_AT_ONCE: usize = 2;
 
 An interrupted cp of a large file, run again, continues: downloads keep the finished
 ranges in .NAME.ferry-part/.ferry-state beside the target; uploads reuse the parts of the
-multipart upload left in progress (checked by CRC64NVME).")]
+multipart upload left in progress (checked by CRC64NVME). A copy from stdin (cp -)
+cannot resume: the bytes already read are gone, so a re-run starts over.")]
 pub struct CpArgs {
     #[command(flatten)]
     pub g: crate::common::Global,
@@ -204,10 +210,10 @@ impl Runner {
             }
             Job::Refuse { reason, .. } => Err(anyhow::anyhow!("{reason}")),
             Job::Copy { src, dst, size } => {
-                self.client.copy_object(src, dst, CopyParams::default()).await?;
-                let n = size.unwrap_or(0);
-                self.out.progress.bar.inc(n);
-                Ok((n, 0))
+                // Server side: CopyObject, or parallel UploadPartCopy above the part size.
+                let p = ferry_engine::copy::CopyParams { multipart_threshold: self.g.part_size(), part_size: self.g.part_size(), concurrency: self.g.part_concurrency() };
+                let r = ferry_engine::copy::copy_object(&self.client, src, dst, *size, &p, progress).await?;
+                Ok((r.size, 0))
             }
         }
     }

@@ -2,14 +2,17 @@
 //! (local -> S3, S3 -> local, S3 -> S3).
 //!
 //! ```text
-//! destination listing ─► index {relative name -> size, mtime}   (held in memory)
-//! source listing (streamed) ─► for each item: decide(source, index.take(name), mode)
+//! source listing ─┐  both in S3 key order (UTF-8 bytes of the relative name): S3
+//! dest listing ───┤  listings are; the local walk is made so (wildcard.rs `walk`)
+//!                 ▼
+//! merge join, one name at a time (an out-of-order listing is an error, never a guess)
+//!   source only / both ─► decide(source, dest, mode)
 //!     Copy(reason) ─► a cp job (cp.rs Runner: same atomic, resumable transfers)
 //!     Compare      ─► --checksum with equal sizes: HEAD the S3 side(s), hash the local
 //!                     file with the stored algorithm (CRC64NVME, CRC32C, CRC32) ─► Copy | Skip
 //!     Skip
-//! --delete ─► what is left in the index had no source: removed (S3 in DeleteObjects
-//!             batches of 1,000)
+//!   dest only ─► --delete: removed as the join goes (S3 in DeleteObjects batches of
+//!                1,000), else left alone
 //! --dry-run ─► the same decisions, printed as "(dry run) cp|rm ..." and nothing done
 //! ```
 //!
@@ -22,9 +25,28 @@
 //! upload) against the same CRC of the local bytes, which no common tool does today;
 //! where no full-object checksum is stored it falls back to the default rule.
 //!
-//! Memory: the destination's index is held (about 100 bytes per item), the source is
-//! streamed. A merge join of two sorted listings would bound both, but local directory
-//! walks are not in S3's byte order; left for later.
+//! Memory is bounded whatever the number of items: each listing holds one page (1,000
+//! keys) or, locally, one sorted entry list per directory on the walk's current path;
+//! the join holds one item per side; then `--concurrency` decisions and jobs in flight
+//! and up to 1,000 names waiting for a DeleteObjects. The first version indexed the
+//! whole destination in a HashMap (~100 bytes per item). Peak RSS of a sync with nothing
+//! to do, 100,000 one-byte keys in 1,000 directories, `ferry serve --memory`,
+//! `/usr/bin/time -v`, old and new binaries interleaved, 3 to 6 runs each: S3 -> local
+//! 39-49 MB before, 25-42 MB after; local -> S3 41-62 MB before, 29-45 MB after; 10,000
+//! keys 24-36 MB after, 100 keys 17-20 MB (the process's floor). The join also needs no
+//! listing to finish before the first copy starts.
+//!
+//! The join trusts the order: S3 returns keys sorted (ListObjectsV2's contract) and the
+//! walk sorts. A listing found out of order stops the sync with an error, but only when
+//! the misplaced name arrives; a destination name passed before it may already have
+//! been taken for an extra (and removed with --delete). The in-memory index had no
+//! such exposure; a server that breaks the contract is the price.
+//!
+//! Copies and removals run while the join goes on. That is safe because they only touch
+//! names the join has passed on both sides: a download creates a file in a directory
+//! whose place in the walk is before the file's own name, so the walk never reads it
+//! (it has read that directory already, or it did not exist), and S3 listings continue
+//! from their token after the last key returned.
 
 use crate::common::{parse_location, usage, Global, Location, Output};
 use crate::cp::{as_dir, Job, Runner};
@@ -34,9 +56,7 @@ use clap::Args;
 use ferry_proto::checksum::{ChecksumAlgorithm, Checksummer};
 use ferry_store::{ObjectInfo, ObjectRef, S3Client};
 use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 #[derive(Args, Debug, Clone)]
@@ -85,7 +105,7 @@ pub enum Mode {
     Checksum,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Reason {
     Missing,
     Size,
@@ -104,7 +124,7 @@ impl Reason {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Decision {
     Copy(Reason),
     /// Sizes are equal; contents must be compared by checksum.
@@ -259,62 +279,168 @@ pub async fn run(args: SyncArgs, g: &Global) -> Result<()> {
     let out = Output::new(g);
     let runner = Runner::new(client.clone(), g, out.clone());
 
-    let mut index: HashMap<String, Meta> = HashMap::new();
-    let mut listing = dst.list(&client);
-    while let Some(item) = listing.next().await {
-        let (rel, meta) = item?;
-        index.insert(rel, meta);
-    }
-    let index = Arc::new(Mutex::new(index));
-
-    let decisions = src
-        .list(&client)
-        .map_ok(|(rel, meta)| {
-            let theirs = index.lock().unwrap_or_else(|p| p.into_inner()).remove(&rel);
+    let planned = plan(in_order(src.list(&client), "source"), in_order(dst.list(&client), "destination"), mode);
+    let dry = args.dry_run;
+    let (gone_tx, gone_rx) = tokio::sync::mpsc::channel::<String>(2 * ferry_store::object::DELETE_OBJECTS_MAX_KEYS);
+    let deleter = {
+        let (client, dst, out) = (client.clone(), dst.clone(), out.clone());
+        tokio::spawn(async move { delete_as_they_come(&client, &dst, gone_rx, dry, &out).await })
+    };
+    let actions = planned
+        .map_ok(|p| {
             let (client, src, dst) = (client.clone(), src.clone(), dst.clone());
             async move {
-                let d = match decide(&meta, theirs.as_ref(), mode) {
-                    Decision::Compare => match contents_differ(&client, &src, &dst, &rel).await? {
-                        Some(true) => Decision::Copy(Reason::Checksum),
-                        Some(false) => Decision::Skip,
-                        None => decide(&meta, theirs.as_ref(), Mode::SizeAndTime),
-                    },
-                    d => d,
+                let (rel, meta, d) = match p {
+                    Planned::Extra { rel } => return Ok::<_, anyhow::Error>(Action::Remove(rel)),
+                    Planned::Decide { rel, src: meta, dst: theirs, decision } => {
+                        let d = match decision {
+                            Decision::Compare => match contents_differ(&client, &src, &dst, &rel).await? {
+                                Some(true) => Decision::Copy(Reason::Checksum),
+                                Some(false) => Decision::Skip,
+                                None => decide(&meta, theirs.as_ref(), Mode::SizeAndTime),
+                            },
+                            d => d,
+                        };
+                        (rel, meta, d)
+                    }
                 };
-                Ok::<_, anyhow::Error>((rel, meta, d))
+                Ok(match d {
+                    Decision::Copy(reason) => Action::Copy(make_job(&src, &dst, &rel, &meta), reason),
+                    _ => Action::Nothing,
+                })
             }
         })
         .try_buffer_unordered(g.concurrency());
-    let dry = args.dry_run;
-    let out2 = out.clone();
-    let jobs = decisions
-        .try_filter_map(|(rel, meta, d)| {
-            let job = match d {
-                Decision::Copy(reason) => {
-                    let job = make_job(&src, &dst, &rel, &meta);
-                    if dry {
+    let (out2, delete) = (out.clone(), args.delete);
+    let jobs = actions
+        .try_filter_map(|a| {
+            let tx = gone_tx.clone();
+            let out2 = out2.clone();
+            async move {
+                Ok(match a {
+                    Action::Copy(job, reason) if dry => {
                         out2.emit(
                             || format!("(dry run) cp {} {}  ({})", job.source(), job.dest(), reason.as_str()),
                             || serde_json::json!({"op": "cp", "source": job.source(), "dest": job.dest(), "reason": reason.as_str(), "dry_run": true}),
                         );
                         None
-                    } else {
-                        Some(job)
                     }
-                }
-                _ => None,
-            };
-            async move { Ok(job) }
+                    Action::Copy(job, _) => Some(job),
+                    Action::Remove(rel) if delete => {
+                        // The deleter ended only if it panicked; its join says so below.
+                        let _ = tx.send(rel).await;
+                        None
+                    }
+                    Action::Remove(_) | Action::Nothing => None,
+                })
+            }
         })
         .boxed();
-    runner.run_all(jobs).await?;
-
-    if args.delete {
-        let mut gone: Vec<String> = index.lock().unwrap_or_else(|p| p.into_inner()).drain().map(|(k, _)| k).collect();
-        gone.sort();
-        delete(&client, &dst, &gone, dry, &out).await;
-    }
+    let copied = runner.run_all(jobs).await;
+    drop(gone_tx);
+    deleter.await.context("the delete task failed")?;
+    copied?;
     out.finish()
+}
+
+/// What the merge join says about one relative name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Planned {
+    /// The source has it (the destination maybe): the rule's decision.
+    Decide { rel: String, src: Meta, dst: Option<Meta>, decision: Decision },
+    /// Only the destination has it: removed with --delete.
+    Extra { rel: String },
+}
+
+enum Action {
+    Copy(Job, Reason),
+    Remove(String),
+    Nothing,
+}
+
+type Listing = BoxStream<'static, Result<(String, Meta)>>;
+
+/// Fails a listing that is not strictly increasing: the join would otherwise take an
+/// item for missing (and --delete remove it).
+fn in_order(list: Listing, side: &'static str) -> Listing {
+    list.scan(None::<String>, move |last, item| {
+        let item = item.and_then(|(rel, meta)| match last.as_deref() {
+            Some(l) if l >= rel.as_str() => {
+                Err(anyhow::anyhow!("the {side} listing is not in key order ({l:?} came before {rel:?}): sync stopped there"))
+            }
+            _ => {
+                *last = Some(rel.clone());
+                Ok((rel, meta))
+            }
+        });
+        futures_util::future::ready(Some(item))
+    })
+    .boxed()
+}
+
+/// The merge join of two listings in key order (module note): each name once, with its
+/// decision by the pure rule (`Compare` still to be resolved).
+pub fn plan(src: Listing, dst: Listing, mode: Mode) -> BoxStream<'static, Result<Planned>> {
+    use std::cmp::Ordering;
+    enum Take {
+        Src,
+        Dst,
+        Both,
+    }
+    let state = (src.peekable(), dst.peekable());
+    futures_util::stream::unfold(state, move |(mut a, mut b)| async move {
+        let take = {
+            let x = std::pin::Pin::new(&mut a).peek().await;
+            let y = std::pin::Pin::new(&mut b).peek().await;
+            match (x, y) {
+                (None, None) => return None,
+                (Some(Err(_)), _) | (Some(_), None) => Take::Src,
+                (_, Some(Err(_))) | (None, Some(_)) => Take::Dst,
+                (Some(Ok((ka, _))), Some(Ok((kb, _)))) => match ka.as_bytes().cmp(kb.as_bytes()) {
+                    Ordering::Less => Take::Src,
+                    Ordering::Greater => Take::Dst,
+                    Ordering::Equal => Take::Both,
+                },
+            }
+        };
+        let item = match take {
+            Take::Src => match a.next().await {
+                Some(Ok((rel, m))) => Ok(Planned::Decide { decision: decide(&m, None, mode), rel, src: m, dst: None }),
+                Some(Err(e)) => Err(e),
+                None => unreachable!("peeked"),
+            },
+            Take::Dst => match b.next().await {
+                Some(Ok((rel, _))) => Ok(Planned::Extra { rel }),
+                Some(Err(e)) => Err(e),
+                None => unreachable!("peeked"),
+            },
+            Take::Both => match (a.next().await, b.next().await) {
+                (Some(Ok((rel, m))), Some(Ok((_, theirs)))) => Ok(Planned::Decide { decision: decide(&m, Some(&theirs), mode), rel, src: m, dst: Some(theirs) }),
+                _ => unreachable!("both peeked Ok"),
+            },
+        };
+        Some((item, (a, b)))
+    })
+    .boxed()
+}
+
+/// Removes what the join found only at the destination, as the names arrive: each at
+/// once locally (or when printing a dry run), on S3 in DeleteObjects batches of 1,000.
+async fn delete_as_they_come(client: &S3Client, dst: &Side, mut rx: tokio::sync::mpsc::Receiver<String>, dry: bool, out: &Output) {
+    let batch = ferry_store::object::DELETE_OBJECTS_MAX_KEYS;
+    let mut names = Vec::with_capacity(batch);
+    loop {
+        let room = batch - names.len();
+        let n = rx.recv_many(&mut names, room).await;
+        let full = names.len() >= batch || dry || matches!(dst, Side::Local(_));
+        if (n == 0 || full) && !names.is_empty() {
+            delete(client, dst, &names, dry, out).await;
+            names.clear();
+        }
+        if n == 0 {
+            return;
+        }
+    }
 }
 
 fn make_job(src: &Side, dst: &Side, rel: &str, meta: &Meta) -> Job {
@@ -402,5 +528,140 @@ mod tests {
     fn checksum_mode_compares_equal_sizes() {
         assert_eq!(decide(&m(5, 10_000), Some(&m(5, 5_000)), Mode::Checksum), Decision::Compare);
         assert_eq!(decide(&m(5, 0), Some(&m(5, 5_000)), Mode::Checksum), Decision::Compare);
+    }
+
+    /// The first version's rule: the destination indexed in a HashMap, the source looked
+    /// up in it, what is left removed.
+    fn old_rule(src: Vec<(String, Meta)>, dst: Vec<(String, Meta)>, mode: Mode) -> (Vec<(String, Decision)>, Vec<String>) {
+        let mut index: std::collections::HashMap<String, Meta> = dst.into_iter().collect();
+        let mut decided: Vec<(String, Decision)> = src.into_iter().map(|(rel, m)| {
+            let d = decide(&m, index.remove(&rel).as_ref(), mode);
+            (rel, d)
+        }).collect();
+        decided.sort();
+        let mut gone: Vec<String> = index.into_keys().collect();
+        gone.sort();
+        (decided, gone)
+    }
+
+    async fn merged(src: &Side, dst: &Side, client: &S3Client, mode: Mode) -> (Vec<(String, Decision)>, Vec<String>) {
+        let planned: Vec<Planned> = plan(in_order(src.list(client), "source"), in_order(dst.list(client), "destination"), mode).try_collect().await.unwrap();
+        let (mut decided, mut gone) = (Vec::new(), Vec::new());
+        for p in planned {
+            match p {
+                Planned::Decide { rel, decision, .. } => decided.push((rel, decision)),
+                Planned::Extra { rel } => gone.push(rel),
+            }
+        }
+        // Already in key order: the join's output is sorted, and nothing is repeated.
+        assert!(decided.windows(2).all(|w| w[0].0 < w[1].0) && gone.windows(2).all(|w| w[0] < w[1]));
+        (decided, gone)
+    }
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+    }
+
+    /// Random relative names around '/' in byte order, and non-ASCII; no name is both a
+    /// file and a directory (a local tree cannot hold that).
+    fn random_names(rng: &mut Rng, n: usize) -> Vec<String> {
+        const SEGS: [&str; 10] = ["a", "a.b", "a-", "a0", "b b", "é", "z", "_", "aa", "Z"];
+        let mut out: Vec<String> = Vec::new();
+        for _ in 0..n {
+            let depth = 1 + rng.next(3);
+            let name = (0..depth).map(|_| SEGS[rng.next(SEGS.len())]).collect::<Vec<_>>().join("/");
+            if !out.iter().any(|m| *m == name || name.starts_with(&format!("{m}/")) || m.starts_with(&format!("{name}/"))) {
+                out.push(name);
+            }
+        }
+        out
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn merge_join_decides_as_the_in_memory_rule_did() {
+        let srv = ferry_server::BackgroundServer::start(ferry_server::config::ServeConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+        let client = S3Client::builder(srv.url())
+            .credentials(ferry_store::CredentialsSource::Explicit(ferry_store::Credentials::new("ferry", "ferry-secret")))
+            .build()
+            .unwrap();
+        client.create_bucket("sync").await.unwrap();
+        for seed in 1..=4u64 {
+            let mut rng = Rng(seed * 0x9e37_79b9_7f4a_7c15);
+            let dir = tempfile::tempdir().unwrap();
+            let (up, mirror) = (dir.path().join("up"), dir.path().join("mirror"));
+            let write = |root: &Path, rel: &str, len: usize, age_s: u64| {
+                let f = root.join(rel);
+                std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+                std::fs::write(&f, vec![b'x'; len]).unwrap();
+                let t = SystemTime::now() - Duration::from_secs(age_s);
+                std::fs::File::options().write(true).open(&f).unwrap().set_modified(t).unwrap();
+            };
+            // A local tree, part of it on S3 (some changed, some extra), and a local
+            // mirror that overlaps the S3 prefix.
+            let names = random_names(&mut rng, 40);
+            std::fs::create_dir_all(&up).unwrap();
+            std::fs::create_dir_all(&mirror).unwrap();
+            for rel in &names {
+                match rng.next(4) {
+                    0 => write(&up, rel, rng.next(3), 0),
+                    1 => write(&mirror, rel, rng.next(3), [0, 3600][rng.next(2)]),
+                    _ => {
+                        write(&up, rel, rng.next(3), [0, 3600, 7200][rng.next(3)]);
+                        write(&mirror, rel, rng.next(3), [0, 3600, 7200][rng.next(3)]);
+                    }
+                }
+            }
+            let s3 = Side::S3 { bucket: "sync".into(), prefix: format!("t{seed}/") };
+            let s3b = Side::S3 { bucket: "sync".into(), prefix: format!("u{seed}/") };
+            for (rel, m) in Side::Local(mirror.clone()).list(&client).try_collect::<Vec<_>>().await.unwrap() {
+                client.put_object(&s3.object(&rel).unwrap(), bytes::Bytes::from(vec![b'y'; m.size as usize]), Default::default()).await.unwrap();
+            }
+            for (rel, m) in Side::Local(up.clone()).list(&client).try_collect::<Vec<_>>().await.unwrap() {
+                if rng.next(2) == 0 {
+                    client.put_object(&s3b.object(&rel).unwrap(), bytes::Bytes::from(vec![b'z'; m.size as usize]), Default::default()).await.unwrap();
+                }
+            }
+            let pairs = [
+                (Side::Local(up.clone()), s3.clone()),
+                (s3.clone(), Side::Local(mirror.clone())),
+                (s3.clone(), Side::Local(up.clone())),
+                (s3.clone(), s3b.clone()),
+                (s3b.clone(), s3.clone()),
+            ];
+            let mut copies = 0;
+            for (src, dst) in &pairs {
+                for mode in [Mode::SizeAndTime, Mode::SizeOnly, Mode::Checksum] {
+                    let a: Vec<(String, Meta)> = src.list(&client).try_collect().await.unwrap();
+                    let b: Vec<(String, Meta)> = dst.list(&client).try_collect().await.unwrap();
+                    let old = old_rule(a, b, mode);
+                    let new = merged(src, dst, &client, mode).await;
+                    assert_eq!(new, old, "seed {seed}, {src:?} -> {dst:?}, {mode:?}");
+                    copies += new.0.iter().filter(|(_, d)| matches!(d, Decision::Copy(_))).count();
+                }
+            }
+            assert!(copies > 0, "seed {seed}: the trees differ, so something is copied");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unsorted_listing_stops_the_join() {
+        let item = |k: &str| Ok((k.to_owned(), m(1, 0)));
+        let src: Listing = futures_util::stream::iter(vec![item("a"), item("c"), item("b")]).boxed();
+        let dst: Listing = futures_util::stream::iter(vec![item("b")]).boxed();
+        let got: Vec<Result<Planned>> = plan(in_order(src, "source"), in_order(dst, "destination"), Mode::SizeOnly).collect().await;
+        // The join cannot know "b" is coming until it comes: it is taken for an extra
+        // first, and the error stops everything after it.
+        assert!(matches!(&got[0], Ok(Planned::Decide { rel, .. }) if rel == "a"));
+        assert!(matches!(&got[1], Ok(Planned::Extra { rel }) if rel == "b"));
+        assert!(matches!(&got[2], Ok(Planned::Decide { rel, .. }) if rel == "c"));
+        let err = got[3].as_ref().expect_err("the out-of-order name is an error");
+        assert!(err.to_string().contains("not in key order"), "{err}");
+        assert_eq!(got.len(), 4);
     }
 }

@@ -12,7 +12,8 @@
 //! page (1,000 keys), whatever the number of keys. The name an item gets at the
 //! destination is its key relative to the last `/` of that literal prefix (the pattern's
 //! directory), so `s3://b/logs/2024-*` copies `2024-01/...` into the target, as s5cmd
-//! and the AWS CLI do. A local tree is walked depth first, directory by directory.
+//! and the AWS CLI do. A local tree is walked depth first in S3 key order ([`walk`]),
+//! so both kinds of source come out sorted the same way.
 
 use anyhow::{Context, Result};
 use ferry_store::{ListParams, ObjectEntry, S3Client};
@@ -111,39 +112,75 @@ pub struct LocalFile {
     pub mtime: std::time::SystemTime,
 }
 
-/// Files under `root` (recursively) whose path relative to `root` `keep` accepts.
-/// Directories are read one at a time (sorted), so memory holds the pending directories.
+/// Files under `root` (recursively) whose path relative to `root` `keep` accepts, in
+/// S3 key order: the UTF-8 byte order of the relative names, as ListObjectsV2 returns
+/// keys, so `sync` can merge-join a directory with a listing.
+///
+/// Each directory's entries are sorted with a subdirectory compared as `name + "/"`,
+/// and the walk descends into it at that place, depth first. Every key below `d/`
+/// starts with `d/`, so the keys of a subtree are contiguous in byte order and sit
+/// exactly where `d/` sorts among its siblings (`a-` < `a/...` < `a0`, since
+/// `-` < `/` < `0`); by induction the whole walk is sorted. Memory holds one sorted
+/// entry list per directory on the current path: depth x directory width.
 pub fn walk(root: &Path, keep: impl Fn(&str) -> bool + Send + 'static) -> impl Iterator<Item = Result<LocalFile>> + Send {
-    let mut stack: Vec<(PathBuf, String)> = vec![(root.to_path_buf(), String::new())];
-    let mut pending: std::collections::VecDeque<Result<LocalFile>> = Default::default();
+    struct Frame {
+        rel: String,
+        entries: std::vec::IntoIter<Entry>,
+    }
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut root = Some(root.to_path_buf());
+    let opened = |dir: &Path, rel: String| match read_sorted(dir) {
+        Ok(entries) => Ok(Frame { rel, entries: entries.into_iter() }),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("reading directory {}", dir.display()))),
+    };
     std::iter::from_fn(move || loop {
-        if let Some(x) = pending.pop_front() {
-            return Some(x);
-        }
-        let (dir, rel) = stack.pop()?;
-        let rd = match std::fs::read_dir(&dir) {
-            Ok(rd) => rd,
-            Err(e) => return Some(Err(anyhow::Error::new(e).context(format!("reading directory {}", dir.display())))),
-        };
-        let mut entries: Vec<_> = rd.filter_map(|e| e.ok()).collect();
-        entries.sort_by_key(|e| e.file_name());
-        let mut subdirs = Vec::new();
-        for e in entries {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let r = if rel.is_empty() { name } else { format!("{rel}/{name}") };
-            let path = e.path();
-            let Ok(ft) = e.file_type() else { continue };
-            if ft.is_dir() {
-                subdirs.push((path, r));
-            } else if let Ok(md) = std::fs::metadata(&path) {
-                // Symlinks to files are followed; symlinked directories are not (loops).
-                if md.is_file() && keep(&r) && !is_partial(&r) {
-                    pending.push_back(Ok(LocalFile { path, rel: r, size: md.len(), mtime: md.modified().unwrap_or(std::time::UNIX_EPOCH) }));
-                }
+        if let Some(r) = root.take() {
+            match opened(&r, String::new()) {
+                Ok(f) => stack.push(f),
+                Err(e) => return Some(Err(e)),
             }
         }
-        stack.extend(subdirs.into_iter().rev());
+        let frame = stack.last_mut()?;
+        let Some(e) = frame.entries.next() else {
+            stack.pop();
+            continue;
+        };
+        let r = if frame.rel.is_empty() { e.name } else { format!("{}/{}", frame.rel, e.name) };
+        if e.dir {
+            match opened(&e.path, r) {
+                Ok(f) => stack.push(f),
+                Err(e) => return Some(Err(e)),
+            }
+            continue;
+        }
+        if let Ok(md) = std::fs::metadata(&e.path) {
+            // Symlinks to files are followed; symlinked directories are not (loops).
+            if md.is_file() && keep(&r) && !is_partial(&r) {
+                return Some(Ok(LocalFile { path: e.path, rel: r, size: md.len(), mtime: md.modified().unwrap_or(std::time::UNIX_EPOCH) }));
+            }
+        }
     })
+}
+
+/// One directory entry of [`walk`]: its name as a key segment (lossy UTF-8).
+struct Entry {
+    name: String,
+    path: PathBuf,
+    dir: bool,
+}
+
+/// A directory's entries in the order their keys sort: a subdirectory as `name + "/"`.
+fn read_sorted(dir: &Path) -> std::io::Result<Vec<Entry>> {
+    let mut v: Vec<Entry> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let dir = e.file_type().ok()?.is_dir();
+            Some(Entry { name: e.file_name().to_string_lossy().into_owned(), path: e.path(), dir })
+        })
+        .collect();
+    let key = |e: &Entry| e.name.as_bytes().iter().copied().chain(e.dir.then_some(b'/')).collect::<Vec<u8>>();
+    v.sort_by_cached_key(key);
+    Ok(v)
 }
 
 /// Temp and state files of ferry's own interrupted downloads are never sources.
@@ -235,8 +272,54 @@ mod tests {
             std::fs::write(p, b"x").unwrap();
         }
         let got: Vec<String> = walk(d.path(), |_| true).map(|f| f.unwrap().rel).collect();
-        assert_eq!(got, vec!["b.txt", "a/y.bin", "a/z.txt"]);
+        assert_eq!(got, vec!["a/y.bin", "a/z.txt", "b.txt"]);
         let txt: Vec<String> = walk(d.path(), |r| r.ends_with(".txt")).map(|f| f.unwrap().rel).collect();
-        assert_eq!(txt, vec!["b.txt", "a/z.txt"]);
+        assert_eq!(txt, vec!["a/z.txt", "b.txt"]);
+    }
+
+    /// Creates `paths` (skipping any that a file already blocks) and returns the files.
+    fn make_tree(root: &Path, paths: &[String]) -> Vec<String> {
+        let mut made: Vec<String> = Vec::new();
+        for p in paths {
+            let blocked = made.iter().any(|m| p == m || p.starts_with(&format!("{m}/")) || m.starts_with(&format!("{p}/")));
+            if blocked {
+                continue;
+            }
+            let f = root.join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(&f, p.as_bytes()).unwrap();
+            made.push(p.clone());
+        }
+        made
+    }
+
+    #[test]
+    fn walk_is_in_s3_key_order_at_the_tricky_names() {
+        let d = tempfile::tempdir().unwrap();
+        let names: Vec<String> = ["a.b", "a/x", "a/y/z", "a-", "a0", "a", "ab", "é/1", "z", "A", "a b/c"].iter().map(|s| s.to_string()).collect();
+        let mut want = make_tree(d.path(), &names);
+        want.sort();
+        let got: Vec<String> = walk(d.path(), |_| true).map(|f| f.unwrap().rel).collect();
+        assert_eq!(got, want);
+        assert_eq!(got, vec!["A", "a b/c", "a-", "a.b", "a/x", "a/y/z", "a0", "ab", "z", "é/1"]);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// The walk equals a brute-force listing sorted by bytes, for trees of names
+        /// around '/' in byte order ('-' and '.' below it, '0' above) and non-ASCII.
+        #[test]
+        fn walk_equals_the_sorted_listing(paths in proptest::collection::vec(
+            proptest::collection::vec(proptest::sample::select(vec!["a", "a.b", "a-", "a0", "a b", "b", "é", "ä", "z", "Z", "~", "aa", "_", "a~"]), 1..5),
+            0..40,
+        )) {
+            let d = tempfile::tempdir().unwrap();
+            let paths: Vec<String> = paths.iter().map(|segs| segs.join("/")).collect();
+            let mut want = make_tree(d.path(), &paths);
+            want.sort();
+            want.dedup();
+            let got: Vec<String> = walk(d.path(), |_| true).map(|f| f.unwrap().rel).collect();
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 }

@@ -13,9 +13,11 @@
 //! - [`delete`]: batch delete through DeleteObjects, in parallel, per-key retries.
 //! - [`download`]: ranged parallel GET into a file, atomic and resumable.
 //! - [`upload`]: a file or stream to an object in parallel parts, resumable.
+//! - [`copy`]: server-side copy of any size (CopyObject, or parallel UploadPartCopy).
 //! - [`controller`]: AIMD concurrency per endpoint (the transport's, ferry-wire): the
 //!   fan-outs above wait for room under its limit; their `concurrency` options are caps.
 
+pub mod copy;
 pub mod delete;
 pub mod download;
 pub mod listing;

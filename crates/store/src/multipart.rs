@@ -1,4 +1,5 @@
-//! Multipart upload: the five calls, and [`S3Client::upload_multipart`] that runs them.
+//! Multipart upload: the six calls (UploadPartCopy included), and
+//! [`S3Client::upload_multipart`] that runs them for a file or stream.
 //!
 //! ```text
 //! source (file or stream) ─► cut into parts of part_size (in order, one at a time)
@@ -14,10 +15,16 @@
 //! algorithms cannot be combined and use COMPOSITE (checksum of the part checksums).
 //! Limits (<https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html>): parts
 //! of 5 MiB to 5 GiB, the last may be smaller, at most 10,000 parts.
+//!
+//! [`S3Client::upload_part_copy`] fills a part from a byte range of an existing object,
+//! server side (`x-amz-copy-source-range`); ferry-engine's `copy` module runs it in
+//! parallel for objects above CopyObject's 5 GiB limit.
+//! Spec: <https://docs.aws.amazon.com/AmazonS3/latest/API/API_UploadPartCopy.html>.
 
 use crate::client::{Op, OpBody, ObjectRef, S3Client};
 use crate::error::{request_id, Error};
 use crate::object::{read_xml, PutParams};
+use ferry_proto::encoding::uri_encode;
 use bytes::{Bytes, BytesMut};
 use ferry_proto::checksum::{base64_decode, base64_encode, crc_combine, ChecksumAlgorithm};
 use ferry_proto::xml::{CompletedPart, PartEntry};
@@ -29,6 +36,30 @@ use std::path::PathBuf;
 pub const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
 /// S3's most parts per upload.
 pub const MAX_PARTS: u64 = 10_000;
+/// S3's largest part (and largest CopyObject source).
+pub const MAX_PART_SIZE: u64 = 5 * 1024 * 1024 * 1024;
+
+/// Where an UploadPartCopy takes its bytes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CopySource {
+    pub object: ObjectRef,
+    /// `(first, last)` byte, inclusive; `None` copies the whole object.
+    pub range: Option<(u64, u64)>,
+    /// `x-amz-copy-source-if-match`: the part fails (412) if the source changed.
+    pub if_match: Option<String>,
+}
+
+/// `<CopyPartResult>`: the part's ETag and, where the server computed them, checksums.
+fn parse_copy_part_result(body: &[u8]) -> Result<CompletedPart, ferry_proto::xml::XmlError> {
+    let root = ferry_proto::xml::parse_document(body)?;
+    let bad = |m: &str| ferry_proto::xml::XmlError { message: m.to_owned() };
+    if root.name != "CopyPartResult" {
+        return Err(bad(&format!("expected root element <CopyPartResult>, found <{}>", root.name)));
+    }
+    let etag = root.child_text("ETag").map(str::trim).filter(|e| !e.is_empty()).ok_or_else(|| bad("<CopyPartResult> without <ETag>"))?;
+    let checksums = root.children.iter().filter_map(|c| ChecksumAlgorithm::from_xml_tag(&c.name).map(|a| (a, c.text.trim().to_owned()))).collect();
+    Ok(CompletedPart { part_number: 0, etag: etag.to_owned(), checksums })
+}
 
 /// An upload in progress.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -124,11 +155,39 @@ impl S3Client {
         .await
     }
 
+    /// UploadPartCopy: part `part_number` of `upload` becomes the bytes `source` names,
+    /// copied by the server (no bytes travel through the client). Idempotent (the same
+    /// part is written again), so retried like UploadPart. The part carries the
+    /// checksums the server reported, for Complete.
+    pub async fn upload_part_copy(&self, upload: &MultipartUpload, part_number: u32, source: &CopySource) -> Result<CompletedPart, Error> {
+        let src = format!("/{}/{}", source.object.bucket, uri_encode(&source.object.key, false));
+        let mut op = Op::new("UploadPartCopy", Method::PUT, &upload.object.bucket, Some(&upload.object.key))
+            .query("partNumber", part_number.to_string())
+            .query("uploadId", &upload.upload_id)
+            .header("x-amz-copy-source", &src)?
+            .header_opt("x-amz-copy-source-if-match", source.if_match.as_deref())?;
+        if let Some((first, last)) = source.range {
+            op = op.header("x-amz-copy-source-range", &format!("bytes={first}-{last}"))?;
+        }
+        let mut part = self.execute(&mut op, |r| async move { read_xml(r, parse_copy_part_result).await }).await?;
+        part.part_number = part_number;
+        // Only the upload's own algorithm goes into Complete.
+        part.checksums.retain(|(a, _)| Some(*a) == upload.checksum);
+        Ok(part)
+    }
+
     /// CompleteMultipartUpload. `parts` in any order; they are sent sorted. When the
     /// upload is FULL_OBJECT and `sizes` are known, the whole-object CRC is stated and
     /// checked by the server. Retried (idempotent by upload id, retry.rs).
     pub async fn complete_multipart(&self, upload: &MultipartUpload, parts: &[CompletedPart]) -> Result<CompleteMultipartOutput, Error> {
         self.complete_inner(upload, parts, None).await
+    }
+
+    /// CompleteMultipartUpload stating the whole object's checksum (base64, in the
+    /// upload's algorithm; FULL_OBJECT uploads): the server refuses to complete if what
+    /// it assembled differs, and so do we if its answer differs.
+    pub async fn complete_multipart_checked(&self, upload: &MultipartUpload, parts: &[CompletedPart], whole: String) -> Result<CompleteMultipartOutput, Error> {
+        self.complete_inner(upload, parts, Some(whole)).await
     }
 
     async fn complete_inner(&self, upload: &MultipartUpload, parts: &[CompletedPart], whole: Option<String>) -> Result<CompleteMultipartOutput, Error> {
@@ -293,6 +352,16 @@ mod tests {
         let parts: Vec<(u32, Bytes)> = cut_parts(futures_util::stream::iter(pieces).boxed(), 1024 * 1024).try_collect().await.unwrap();
         assert_eq!(parts.iter().map(|(n, b)| (*n, b.len())).collect::<Vec<_>>(), vec![(1, 1 << 20), (2, 1 << 20), (3, 7)]);
         assert_eq!(parts.iter().flat_map(|(_, b)| b.to_vec()).collect::<Vec<_>>(), data);
+    }
+
+    #[test]
+    fn copy_part_result_parses() {
+        let xml = b"<?xml version=\"1.0\"?><CopyPartResult><LastModified>2024-01-01T00:00:00.000Z</LastModified><ETag>\"abc\"</ETag><ChecksumCRC64NVME>AAAAAAAAAAA=</ChecksumCRC64NVME></CopyPartResult>";
+        let p = parse_copy_part_result(xml).unwrap();
+        assert_eq!(p.etag, "\"abc\"");
+        assert_eq!(p.checksums, vec![(ChecksumAlgorithm::Crc64Nvme, "AAAAAAAAAAA=".to_owned())]);
+        assert!(parse_copy_part_result(b"<CopyObjectResult><ETag>x</ETag></CopyObjectResult>").is_err());
+        assert!(parse_copy_part_result(b"<CopyPartResult></CopyPartResult>").is_err());
     }
 
     #[test]
