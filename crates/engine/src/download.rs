@@ -76,10 +76,15 @@
 //!   transport against 16 with `--transport h1-pool` (auto's bulk lane closes a
 //!   connection whenever bulk requests in flight dip between two parts: wire's
 //!   auto.rs), s5cmd 21.
-//! - the budget of 16 (global) instead of 8 per file: peak RSS 57-61 MiB instead of
-//!   70-102, CPU unchanged (budget 8 and 32 were within the noise).
+//! - the budget of 16 (global) instead of 8 per file, alone: peak RSS 57-61 MiB instead
+//!   of 70-102, CPU unchanged (budget 8 and 32 were within the noise).
 //! - one writer per file: wall 18.1 / 14.3 / 18.4 s beside 25.5 / 24.6 / 24.0 for the
-//!   build before, s5cmd 9.6 / 7.0 / 9.7 (a `cargo test` build running beside all three).
+//!   build before, s5cmd 9.6 / 7.0 / 9.7 (a `cargo test` build running beside all three);
+//!   at load 6-8, wall 5.4 / 8.7 / 5.8 beside 8.9 / 9.6 / 8.8, s5cmd 4.5 / 6.3 / 4.2,
+//!   client CPU 4.6-6.5 s beside 6.6-7.3 (s5cmd 3.8-5.2). But parts waiting for their
+//!   file's turn hold their batch: peak RSS went back up to 72-97 MiB (before: 73-86).
+//!   What holds it is left to find (hyper's read buffers of up to 1 MiB per connection,
+//!   times the connections auto opens, are the next suspect).
 //! - tried and dropped: writing each chunk at once on the async worker (no blocking-pool
 //!   hop, the chunk still in cache): the same CPU, but wall 14-19 s beside 8.7-14 s for
 //!   the build before, as both workers then stall in `pwrite` and stop reading sockets.
@@ -102,9 +107,11 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// Bytes gathered before one `pwrite`: 1 MiB makes the blocking-pool hop and the
-/// syscall a small cost next to the copy, and bounds the buffer per part in flight.
-pub const WRITE_BATCH: usize = 1024 * 1024;
+/// Bytes gathered before one `pwrite`: large enough that the blocking-pool hop and the
+/// syscall are a small cost next to the copy. 256 KiB rather than 1 MiB since each file
+/// has one writer at a time: 4 x 1 GiB down, wall 5.8 / 6.6 / 6.3 s beside 6.6 / 7.7 /
+/// 7.6 with 1 MiB batches (s5cmd 4.6 / 4.9 / 4.2), peak RSS the same (79-91 MiB).
+pub const WRITE_BATCH: usize = 256 * 1024;
 
 /// How often at most the state file is rewritten while parts finish: a killed run loses
 /// at most the parts of the last 100 ms (they are fetched again), and a 4 x 1 GiB
