@@ -22,7 +22,8 @@
 //! objects, 8 parts of 8 MiB per file) are left as they are.
 //!
 //! Downloads land on the disk the bench's temp directory is on (not tmpfs), so a tool
-//! that fsyncs (ferry does, before its rename: download.rs) pays for it here.
+//! that fsyncs pays for it here (ferry only with `--fsync`, which this bench does not
+//! pass: engine's download.rs).
 //!
 //! The runner is its own (like listing.rs): the generic runner's tasks hold an S3Client,
 //! while these runs are processes. It reuses the server guard (process.rs), peers.json

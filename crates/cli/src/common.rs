@@ -311,7 +311,7 @@ impl Global {
     }
 
     pub fn download_params(&self) -> ferry_engine::DownloadParams {
-        ferry_engine::DownloadParams { part_size: self.part_size(), concurrency: self.part_concurrency(), resume: true, durable: self.fsync }
+        ferry_engine::DownloadParams { part_size: self.part_size(), concurrency: self.part_concurrency(), resume: true, durable: self.fsync, ..Default::default() }
     }
 
     pub fn upload_params(&self) -> ferry_engine::UploadParams {

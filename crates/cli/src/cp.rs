@@ -16,7 +16,10 @@
 //! take a slot of [`LARGE_UPLOADS_AT_ONCE`], so at most `2 * part_concurrency` parts
 //! are buffered (128 MiB with the defaults) however many files there are: a part is
 //! read into memory to be checksummed and sent (ferry-store's UploadPart takes bytes).
-//! Downloads buffer no more than a write batch per part in flight, so they need no slot.
+//! Downloads buffer no more than a write batch per part in flight, and all downloads of
+//! one command share a budget of [`DOWNLOAD_PARTS_AT_ONCE`] parts in flight (engine's
+//! download.rs has the measurements: on 4 x 1 GiB the budget alone took peak RSS from
+//! 70-102 MiB to 57-61; with one writer per file it is 72-97 again, s5cmd's 22).
 //!
 //! Names follow the AWS CLI: a destination ending in `/` (or an existing directory)
 //! receives the source's base name; `--recursive` copies what is under the source
@@ -44,6 +47,10 @@ use tokio::sync::Semaphore;
 /// Two files of 8 parts keep 16 parts (128 MiB) in flight; with four, a 4 x 1 GiB
 /// upload to `ferry serve` peaked at 303 MiB RSS (s5cmd: 27 MiB) at the same speed.
 pub const LARGE_UPLOADS_AT_ONCE: usize = 2;
+
+/// Ranged GETs in flight across all the downloads of one command (module note): two
+/// files' worth of 8 parts; 8 and 32 gave the same CPU on 4 x 1 GiB, 16 the lower RSS.
+pub const DOWNLOAD_PARTS_AT_ONCE: usize = 16;
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "Examples:
@@ -128,13 +135,16 @@ pub struct Runner {
     pub g: Global,
     pub out: Output,
     large: Arc<Semaphore>,
+    /// The parts budget shared by all downloads (module note).
+    parts: ferry_engine::download::PartBudget,
     pub resume: bool,
     pub content_type: Option<String>,
 }
 
 impl Runner {
     pub fn new(client: S3Client, g: &Global, out: Output) -> Runner {
-        Runner { client, g: g.clone(), out, large: Arc::new(Semaphore::new(LARGE_UPLOADS_AT_ONCE)), resume: true, content_type: None }
+        let parts = Arc::new(Semaphore::new(DOWNLOAD_PARTS_AT_ONCE));
+        Runner { client, g: g.clone(), out, large: Arc::new(Semaphore::new(LARGE_UPLOADS_AT_ONCE)), parts, resume: true, content_type: None }
     }
 
     /// Runs a stream of jobs, `--concurrency` at once; failures are reported and counted.
@@ -190,6 +200,7 @@ impl Runner {
                 }
                 let mut p = self.g.download_params();
                 p.resume = self.resume;
+                p.budget = Some(self.parts.clone());
                 if !self.resume {
                     ferry_engine::download::discard_partial(path);
                 }

@@ -39,7 +39,8 @@
 //! Write batches of 128 KiB instead of 1 MiB, 4 parts per file instead of 8, and 16 or
 //! 64 MiB parts gave no difference that stood out of this machine's noise.
 //!
-//! Resume: the state file (JSON, rewritten by write-then-rename after each part) holds
+//! Resume: the state file (JSON, rewritten by write-then-rename as parts finish, at
+//! most every `STATE_EVERY`, and once more when the download fails) holds
 //! the ETag, size, part size and each finished part's CRC (the object's stored CRC
 //! algorithm, else CRC64NVME). A re-run with the same ETag and size re-reads each kept
 //! part from the temp file and keeps it only if its CRC still matches, then fetches the
@@ -51,11 +52,46 @@
 //! rename.
 //!
 //! Parts are written in batches of up to [`WRITE_BATCH`] on the blocking pool (`pwrite`
-//! at the part's offset, the received chunks as they are, no copy), so file I/O never
-//! stalls the async workers. In durable mode, after each part,
+//! at the part's offset, the received chunks as they are, no copy), one batch per file
+//! at a time (a per-file turn), so file I/O never stalls the async workers and parts of
+//! one file never contend for its inode lock. In durable mode, after each part,
 //! `sync_file_range(SYNC_FILE_RANGE_WRITE)` starts its writeback without waiting, so the
 //! final fsync overlaps the transfer instead of following it (the fsyncs then took 1-10
 //! ms each, `strace -T`, but the transfer itself ran at the disk's speed).
+//!
+//! Parts in flight: `concurrency` per file, and a [`PartBudget`] shared by every
+//! download of one command (`ferry cp`: 16), instead of 8 per file x 4 files.
+//!
+//! Measured for this design (4 x 1 GiB, `ferry cp --recursive` down from one `ferry
+//! serve --memory`, interleaved with s5cmd 2.3.0 and the build before it, on the 2
+//! shared cores at load 10-17; wall s, client CPU s (user + sys), peak RSS):
+//! - `perf record -g`: 32% copy into the page cache, 12% copy out of the socket, 10%
+//!   softirq (loopback), 7.5% CRC64NVME (crc-fast's AVX-512 VPCLMULQDQ path, once per
+//!   byte: ranged parts are not verified again by ferry-store), 2.3% `crc_combine` of the
+//!   512 part CRCs (now `combine_parts`, one precomputed shift), 1.6-3% zeroing fresh
+//!   pages for receive buffers (`MIMALLOC_PURGE_DELAY=-1` cut wall 10-20% in 3 pairs: an
+//!   allocator setting, left to main.rs's owner).
+//! - `strace -c -f`: 520 state-file renames (one per part; now at most every
+//!   `STATE_EVERY`); 324 connections opened for 512 GETs with the default `auto`
+//!   transport against 16 with `--transport h1-pool` (auto's bulk lane closes a
+//!   connection whenever bulk requests in flight dip between two parts: wire's
+//!   auto.rs), s5cmd 21.
+//! - the budget of 16 (global) instead of 8 per file, alone: peak RSS 57-61 MiB instead
+//!   of 70-102, CPU unchanged (budget 8 and 32 were within the noise).
+//! - one writer per file: wall 18.1 / 14.3 / 18.4 s beside 25.5 / 24.6 / 24.0 for the
+//!   build before, s5cmd 9.6 / 7.0 / 9.7 (a `cargo test` build running beside all three);
+//!   at load 6-8, wall 5.4 / 8.7 / 5.8 beside 8.9 / 9.6 / 8.8, s5cmd 4.5 / 6.3 / 4.2,
+//!   client CPU 4.6-6.5 s beside 6.6-7.3 (s5cmd 3.8-5.2). But parts waiting for their
+//!   file's turn hold their batch: peak RSS went back up to 72-97 MiB (before: 73-86).
+//!   What holds it is left to find (hyper's read buffers of up to 1 MiB per connection,
+//!   times the connections auto opens, are the next suspect).
+//! - tried and dropped: writing each chunk at once on the async worker (no blocking-pool
+//!   hop, the chunk still in cache): the same CPU, but wall 14-19 s beside 8.7-14 s for
+//!   the build before, as both workers then stall in `pwrite` and stop reading sockets.
+//! - still behind s5cmd on a loaded machine: ferry's client CPU is ~1.1-1.4 s/GiB beside
+//!   s5cmd's ~0.9-1.2 (the CRC is ~0.12 s/GiB of it), and its wall time grows more under
+//!   contention: a part is a chain of hand-offs (socket task, blocking write, task), each
+//!   waiting for a core, where s5cmd's goroutine reads and writes 32 KiB at a time itself.
 //!
 //! 8 MiB parts: the low end of the cost-optimal request size on S3 (LAB.md section 1,
 //! AnyBlob), and the same part size uploads use.
@@ -71,9 +107,17 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// Bytes gathered before one `pwrite`: 1 MiB makes the blocking-pool hop and the
-/// syscall a small cost next to the copy, and bounds the buffer per part in flight.
-pub const WRITE_BATCH: usize = 1024 * 1024;
+/// Bytes gathered before one `pwrite`: large enough that the blocking-pool hop and the
+/// syscall are a small cost next to the copy. 256 KiB rather than 1 MiB since each file
+/// has one writer at a time: 4 x 1 GiB down, wall 5.8 / 6.6 / 6.3 s beside 6.6 / 7.7 /
+/// 7.6 with 1 MiB batches (s5cmd 4.6 / 4.9 / 4.2), peak RSS the same (79-91 MiB).
+pub const WRITE_BATCH: usize = 256 * 1024;
+
+/// How often at most the state file is rewritten while parts finish: a killed run loses
+/// at most the parts of the last 100 ms (they are fetched again), and a 4 x 1 GiB
+/// download no longer writes and renames a state file per part (512 renames before,
+/// `strace -c -f`).
+const STATE_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Bytes a part of `len` may hold in memory while it is fetched, taken from the client's
 /// memory budget (`S3Client::memory_budget`, shared by the engine's fan-outs) around
@@ -98,12 +142,19 @@ pub struct DownloadParams {
     /// fsync the temp file (and its directory after the rename), so the final name holds
     /// the whole object even after a power loss or kernel crash (module note).
     pub durable: bool,
+    /// Parts in flight across all the downloads that share it (module note); `None`:
+    /// only `concurrency` per file.
+    pub budget: Option<PartBudget>,
 }
+
+/// A budget of ranged GETs in flight shared by several downloads: each part holds one
+/// permit from its request to its last byte written.
+pub type PartBudget = Arc<tokio::sync::Semaphore>;
 
 impl Default for DownloadParams {
     /// 8 MiB parts (module note), 8 in flight (the same share as uploads).
     fn default() -> Self {
-        DownloadParams { part_size: 8 * 1024 * 1024, concurrency: 8, resume: true, durable: false }
+        DownloadParams { part_size: 8 * 1024 * 1024, concurrency: 8, resume: true, durable: false, budget: None }
     }
 }
 
@@ -359,20 +410,31 @@ async fn ranged(
     let file = Arc::new(std::fs::OpenOptions::new().write(true).open(tmp).map_err(|e| io(tmp, e))?);
     let todo: Vec<u64> = (0..parts).filter(|i| !state.done.contains_key(i)).collect();
     let state = Arc::new(Mutex::new(state));
+    let last_state = Mutex::new(std::time::Instant::now());
+    // One writer per file at a time (module note).
+    let writer = Arc::new(tokio::sync::Mutex::new(()));
     // `params.concurrency` caps parts in flight (and so memory); below it, the endpoint's
     // controller decides (controller.rs).
     let controller = client.controller();
     // Memory budget hook (scheduler): see `part_bytes_in_memory`.
     let budget = client.memory_budget();
     let durable = params.durable;
-    futures_util::stream::iter(todo.into_iter().map(Ok::<u64, Error>))
+    let fetched = futures_util::stream::iter(todo.into_iter().map(Ok::<u64, Error>))
         .map_ok(|i| {
             let (controller, budget) = (controller.clone(), budget.clone());
             let file = file.clone();
             let state = state.clone();
             let progress = progress.clone();
             let etag = etag.clone();
+            let shared = params.budget.clone();
+            let writer = writer.clone();
             async move {
+                // Parts in flight across the files of one command (module note), then
+                // the client's memory budget.
+                let _share = match &shared {
+                    Some(b) => Some(b.clone().acquire_owned().await.map_err(|e| io(tmp, std::io::Error::other(e)))?),
+                    None => None,
+                };
                 let _bytes = budget.acquire(part_bytes_in_memory(part_len(i, part_size, info.size))).await;
                 let _room = controller.acquire().await;
                 let start = i * part_size;
@@ -408,6 +470,7 @@ async fn ranged(
                         let data = std::mem::take(&mut pending);
                         off += pending_len as u64;
                         pending_len = 0;
+                        let _turn = writer.lock().await;
                         blocking(tmp, move || {
                             let mut at = at;
                             for d in data {
@@ -436,7 +499,11 @@ async fn ranged(
         })
         .try_buffer_unordered(params.concurrency.max(1))
         .map_ok(|()| {
-            if params.resume {
+            // The state is rewritten at most every STATE_EVERY while parts finish, and
+            // once more if the download fails (module note).
+            let mut last = last_state.lock().unwrap_or_else(|p| p.into_inner());
+            if params.resume && last.elapsed() >= STATE_EVERY {
+                *last = std::time::Instant::now();
                 let st = state.lock().unwrap_or_else(|p| p.into_inner());
                 write_state(state_path, &st)
             } else {
@@ -444,7 +511,14 @@ async fn ranged(
             }
         })
         .try_for_each(|r| async move { r })
-        .await?;
+        .await;
+    if let Err(e) = fetched {
+        if params.resume {
+            let st = state.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = write_state(state_path, &st);
+        }
+        return Err(e);
+    }
     let fetched = info.size - resumed;
     if params.durable {
         let f = file.clone();
@@ -453,18 +527,16 @@ async fn ranged(
     let st = state.lock().unwrap_or_else(|p| p.into_inner());
     let verified = match crc {
         Some((algo, want)) => {
-            let mut whole: Option<Vec<u8>> = None;
+            let mut sums = Vec::with_capacity(parts as usize);
             for i in 0..parts {
                 let raw = st.done.get(&i).and_then(|s| base64_decode(s)).ok_or_else(|| Error::Integrity {
                     message: format!("{object}: no checksum recorded for part {i}"),
                     request_id: None,
                 })?;
-                whole = Some(match whole {
-                    None => raw,
-                    Some(w) => crc_combine(algo, &w, &raw, part_len(i, part_size, info.size)).unwrap_or_default(),
-                });
+                sums.push(raw);
             }
-            let got = base64_encode(&whole.unwrap_or_default());
+            let whole = combine_parts(algo, &sums, part_size, info.size);
+            let got = whole.map(|w| base64_encode(&w)).unwrap_or_default();
             if got != want {
                 drop(st);
                 // The bytes on disk are not the object: never keep them for a resume.
@@ -476,6 +548,56 @@ async fn ranged(
         None => Verified::LengthAndEtag,
     };
     Ok((verified, resumed, fetched))
+}
+
+/// The whole object's CRC from its parts' CRCs (`sums[i]` of part `i`), `None` if one
+/// does not fit the algorithm. `crc_combine` costs O(W^2 log n) per call (a GF(2) matrix
+/// squared per doubling of the length), which over 4 x 128 parts was 2.3% of a 4 x 1 GiB
+/// download's CPU (`perf`); but appending `len` zero bytes is one linear map, the same
+/// for every full part, so it is built once per (algorithm, part size) from `crc_combine`
+/// of the W unit vectors, and each part then costs one W x W product.
+fn combine_parts(algo: ChecksumAlgorithm, sums: &[Vec<u8>], part_size: u64, size: u64) -> Option<Vec<u8>> {
+    static SHIFTS: Mutex<Vec<(ChecksumAlgorithm, u64, Arc<Vec<u64>>)>> = Mutex::new(Vec::new());
+    let width = sums.first()?.len();
+    if width == 0 || width > 8 || sums.iter().any(|s| s.len() != width) {
+        return None;
+    }
+    let read = |b: &[u8]| b.iter().fold(0u64, |acc, x| (acc << 8) | *x as u64);
+    let write = |v: u64| v.to_be_bytes()[8 - width..].to_vec();
+    let shift = {
+        let mut cache = SHIFTS.lock().unwrap_or_else(|p| p.into_inner());
+        match cache.iter().find(|(a, n, _)| *a == algo && *n == part_size) {
+            Some((_, _, m)) => m.clone(),
+            None => {
+                let zero = vec![0u8; width];
+                let mut cols = Vec::with_capacity(width * 8);
+                for bit in 0..width * 8 {
+                    cols.push(read(&crc_combine(algo, &write(1u64 << bit), &zero, part_size)?));
+                }
+                let m = Arc::new(cols);
+                cache.push((algo, part_size, m.clone()));
+                m
+            }
+        }
+    };
+    let apply = |mut v: u64| {
+        let mut out = 0u64;
+        let mut bit = 0;
+        while v != 0 {
+            if v & 1 == 1 {
+                out ^= shift[bit];
+            }
+            v >>= 1;
+            bit += 1;
+        }
+        out
+    };
+    let mut whole = read(&sums[0]);
+    for (i, s) in sums.iter().enumerate().skip(1) {
+        let len = part_len(i as u64, part_size, size);
+        whole = if len == part_size { apply(whole) ^ read(s) } else { read(&crc_combine(algo, &write(whole), s, len)?) };
+    }
+    Some(write(whole))
 }
 
 fn part_len(i: u64, part_size: u64, size: u64) -> u64 {
@@ -491,6 +613,25 @@ mod tests {
         for (size, ps) in [(1u64, 8u64), (8, 8), (9, 8), (100, 7)] {
             let n = size.div_ceil(ps);
             assert_eq!((0..n).map(|i| part_len(i, ps, size)).sum::<u64>(), size);
+        }
+    }
+
+    #[test]
+    fn combined_parts_are_the_crc_of_the_whole() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let data: Vec<u8> = (0..10_000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        for algo in [ChecksumAlgorithm::Crc64Nvme, ChecksumAlgorithm::Crc32c, ChecksumAlgorithm::Crc32] {
+            for (size, ps) in [(10_000u64, 1000u64), (10_000, 999), (10_000, 10_000), (7, 3), (1, 1)] {
+                let sums: Vec<Vec<u8>> = (0..size.div_ceil(ps)).map(|i| algo.digest(&data[(i * ps) as usize..(i * ps + part_len(i, ps, size)) as usize])).collect();
+                assert_eq!(combine_parts(algo, &sums, ps, size), Some(algo.digest(&data[..size as usize])), "{algo} {size} {ps}");
+            }
         }
     }
 

@@ -74,7 +74,7 @@ async fn cancelled_download_never_shows_the_final_name_and_resumes() {
     c.put_object(&obj, Bytes::from(bytes.clone()), PutParams::default()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("obj");
-    let params = DownloadParams { part_size: 1024 * 1024, concurrency: 2, resume: true, durable: true };
+    let params = DownloadParams { part_size: 1024 * 1024, concurrency: 2, resume: true, durable: true, ..Default::default() };
     let cut = tokio::time::timeout(Duration::from_millis(400), download_file(&c, &obj, &dest, &params, None)).await;
     assert!(cut.is_err(), "the download finished before it could be cancelled");
     assert!(!dest.exists(), "a cancelled download left a file under the final name");
