@@ -57,7 +57,8 @@ fn mixed_hol_tiny_loaded_and_unloaded_per_client() {
     let w = mixed_hol::mixed_hol(Size::Quick, &p);
     let outcome = ferry_bench::run(&w, &options(&out)).unwrap();
     let recs = check_clean(&outcome, &out);
-    assert_eq!(outcome.records.len(), mixed_hol::CLIENTS.len() * 2);
+    // The clients and the extra small-pool row (mixed_hol::SMALL_POOL), each loaded and unloaded.
+    assert_eq!(outcome.records.len(), (mixed_hol::CLIENTS.len() + 1) * 2);
     for r in &outcome.records {
         assert_eq!(r.figure("smalls"), Some(40.0), "{}", r.variant);
         assert!(r.figure("small_latency_p99_ms").is_some() && r.figure("connections_opened").unwrap() >= 1.0);

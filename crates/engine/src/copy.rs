@@ -29,7 +29,7 @@
 //! S3 lifecycle rules (AbortIncompleteMultipartUpload) or `ferry` re-runs clean those.
 
 use crate::download::ProgressFn;
-use ferry_proto::checksum::{base64_decode, base64_encode, crc_combine, ChecksumAlgorithm};
+use ferry_proto::checksum::ChecksumAlgorithm;
 use ferry_store::multipart::{CopySource, MultipartUpload, MAX_PARTS, MAX_PART_SIZE, MIN_PART_SIZE};
 use ferry_store::{CompletedPart, CopyParams as CopyObjectParams, Error, ObjectInfo, ObjectRef, PutParams, S3Client};
 use futures_util::stream::{StreamExt, TryStreamExt};
@@ -195,7 +195,7 @@ async fn copy_parts(
     done.sort_by_key(|(p, _)| p.part_number);
     let stated = match source_crc {
         Some(v) => Some(v),
-        None => upload.checksum.and_then(|a| combine(a, &done)),
+        None => upload.checksum.and_then(|a| ferry_store::multipart::combine_part_crcs(a, &done)),
     };
     let parts: Vec<CompletedPart> = done.into_iter().map(|(p, _)| p).collect();
     let n = parts.len() as u32;
@@ -214,19 +214,6 @@ async fn copy_parts(
         }
         Err(e) => Err(e),
     }
-}
-
-/// The whole object's CRC from the parts' CRCs, when every part has one.
-fn combine(algo: ChecksumAlgorithm, parts: &[(CompletedPart, u64)]) -> Option<String> {
-    let mut whole: Option<Vec<u8>> = None;
-    for (p, len) in parts {
-        let raw = base64_decode(&p.checksums.iter().find(|(a, _)| *a == algo)?.1)?;
-        whole = Some(match whole {
-            None => raw,
-            Some(w) => crc_combine(algo, &w, &raw, *len)?,
-        });
-    }
-    whole.map(|w| base64_encode(&w))
 }
 
 /// Aborts a failed copy's upload; an upload already gone counts as aborted.

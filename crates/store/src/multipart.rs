@@ -288,7 +288,7 @@ impl S3Client {
         }
         done.sort_by_key(|(p, _)| p.part_number);
         let whole = match upload.checksum {
-            Some(algo) if upload.full_object_checksum => combine(algo, &done),
+            Some(algo) if upload.full_object_checksum => combine_part_crcs(algo, &done),
             _ => None,
         };
         let parts: Vec<CompletedPart> = done.into_iter().map(|(p, _)| p).collect();
@@ -296,8 +296,8 @@ impl S3Client {
     }
 }
 
-/// The whole object's CRC from the parts' CRCs and sizes.
-fn combine(algo: ChecksumAlgorithm, parts: &[(CompletedPart, u64)]) -> Option<String> {
+/// The whole object's CRC from the parts' CRCs and sizes (None when a part has none).
+pub fn combine_part_crcs(algo: ChecksumAlgorithm, parts: &[(CompletedPart, u64)]) -> Option<String> {
     let mut whole: Option<Vec<u8>> = None;
     for (p, len) in parts {
         let raw = base64_decode(&p.checksums.iter().find(|(a, _)| *a == algo)?.1)?;
@@ -370,7 +370,7 @@ mod tests {
         let b = b"world".to_vec();
         let algo = ChecksumAlgorithm::Crc64Nvme;
         let part = |n, d: &[u8]| (CompletedPart { part_number: n, etag: String::new(), checksums: vec![(algo, base64_encode(&algo.digest(d)))] }, d.len() as u64);
-        let whole = combine(algo, &[part(1, &a), part(2, &b)]).unwrap();
+        let whole = combine_part_crcs(algo, &[part(1, &a), part(2, &b)]).unwrap();
         assert_eq!(whole, base64_encode(&algo.digest(b"hello world")));
     }
 }
