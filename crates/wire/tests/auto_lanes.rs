@@ -265,3 +265,46 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
     assert!(pool_opened + pipe_opened <= (cap as u64 - 1) + pool_gave + pipe_gave, "{opened} opened: more than the cap and the handovers explain");
     assert!(pool_gave + pipe_gave <= 2 * cap as u64, "lanes traded {} connections in a 2.5 s run: shares flap", pool_gave + pipe_gave);
 }
+
+/// A ranged download as the engine runs one: a few workers, each sending its next part
+/// as soon as the last one's body ends. Between one part's end and the next part's send
+/// the bulk lane's demand dips by one; a lane that closed its connection there (it was
+/// over its share for that moment, though nobody else wanted the place) opened a new TCP
+/// connection for most parts. Connections must be reused: at most one per worker, and
+/// no place handed over, since no small request asks for one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ranged_parts_back_to_back_reuse_their_connections() {
+    let srv = start(false, |_| {});
+    let t = auto(&srv, 16);
+    let workers = 6u64;
+    let part: u64 = 2 << 20;
+    let parts = 96u64;
+    let next = Arc::new(AtomicU64::new(0));
+    let jobs: Vec<_> = (0..workers)
+        .map(|_| {
+            let (t, next) = (t.clone(), next.clone());
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, SeqCst);
+                    if i >= parts {
+                        break;
+                    }
+                    let mut r = Request::new(Method::GET, "/synthetic/dl/size=201326592/large");
+                    r.headers.insert(http::header::RANGE, format!("bytes={}-{}", i * part, (i + 1) * part - 1).parse().unwrap());
+                    let resp = t.send(r).await.expect("part GET");
+                    assert!(resp.status.is_success(), "part GET: {}", resp.status);
+                    assert_eq!(resp.body.collect(4 << 20).await.unwrap().len() as u64, part);
+                }
+            })
+        })
+        .collect();
+    for j in join_all(jobs).await {
+        j.unwrap();
+    }
+    let opened = t.stats().connections_opened;
+    let (pool_gave, pipe_gave) = t.handovers();
+    eprintln!("{parts} parts on {workers} workers: {opened} connections opened, handed over {pool_gave}/{pipe_gave}; lanes {:?}", t.lane_openings());
+    assert_eq!(t.stats().requests_sent, parts, "every part is one request");
+    assert!(opened <= workers, "{opened} connections opened for {parts} parts on {workers} workers: parts do not reuse connections");
+    assert_eq!((pool_gave, pipe_gave), (0, 0), "places handed over with no small request to take them");
+}
