@@ -29,7 +29,9 @@
 //!
 //! Resume needs the source again: `cp -` reads stdin once, so an interrupted one cannot
 //! continue and a re-run sends everything again (a failed one aborts its upload; a killed
-//! one leaves it in progress, never reused).
+//! one leaves it in progress, never reused: `ferry ls/rm --incomplete` show and clear
+//! such uploads). Its part size is fixed before the first byte, so a stream above
+//! 10,000 parts of --part-size needs `--expected-size` (engine's upload.rs).
 
 use crate::common::{parse_location, usage, Global, Location, Output};
 use crate::wildcard::{has_wildcard, list_matching, local_matching, Pattern};
@@ -65,7 +67,10 @@ pub const DOWNLOAD_PARTS_AT_ONCE: usize = 16;
 An interrupted cp of a large file, run again, continues: downloads keep the finished
 ranges in .NAME.ferry-part/.ferry-state beside the target; uploads reuse the parts of the
 multipart upload left in progress (checked by CRC64NVME). A copy from stdin (cp -)
-cannot resume: the bytes already read are gone, so a re-run starts over.")]
+cannot resume: the bytes already read are gone, so a re-run starts over; a killed one
+leaves its upload in progress: see `ferry ls --incomplete` and `ferry rm --incomplete`.
+A stream above 78 GiB (10,000 parts of 8 MiB) needs --expected-size:
+  pg_dump db | ferry cp --expected-size 200GiB - s3://bucket/db.dump")]
 pub struct CpArgs {
     #[command(flatten)]
     pub g: crate::common::Global,
@@ -81,6 +86,11 @@ pub struct CpArgs {
     /// Start over instead of continuing an interrupted transfer.
     #[arg(long)]
     pub no_resume: bool,
+    /// With `cp - s3://...`: the most bytes stdin will give (90GB, 200GiB, 12345). Parts
+    /// are made large enough for S3's 10,000 (without it, 10,000 parts of --part-size:
+    /// 78 GiB with 8 MiB), and a stream longer than this fails (the upload aborted).
+    #[arg(long, value_name = "BYTES", value_parser = crate::units::parse_bytes)]
+    pub expected_size: Option<u64>,
 }
 
 /// One transfer.
@@ -340,6 +350,9 @@ pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
     if many && dest == Location::Stdio {
         return Err(usage("several sources cannot go to '-'"));
     }
+    if args.expected_size.is_some() && !matches!(&locs[..], [Location::Stdio]) {
+        return Err(usage("--expected-size is for a copy from stdin: cp --expected-size BYTES - s3://bucket/key"));
+    }
     let client = g.client()?;
     // Whole objects through stdin/stdout.
     if let [src] = &locs[..] {
@@ -352,6 +365,7 @@ pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
                 let obj = ObjectRef::new(bucket.clone(), key.clone());
                 let mut p = g.upload_params();
                 p.put.content_type = args.content_type.clone();
+                p.expected_size = args.expected_size;
                 match ferry_engine::upload_stream(&client, stdin_stream(), &obj, &p, Some(out.progress.bytes_fn())).await {
                     Ok(r) => {
                         out.ok();

@@ -1,16 +1,23 @@
 //! `ferry ls`: buckets; one level of a prefix (with `/` as delimiter, folders as `DIR`);
 //! everything under it with `--recursive`; or the keys a wildcard names. Pages are
 //! printed as they arrive, so memory holds one page whatever the listing's size.
+//!
+//! `--incomplete` lists the multipart uploads in progress under a prefix instead
+//! (ListMultipartUploads): what an interrupted `cp -`, a killed multipart copy or an
+//! upload never resumed left behind, whose parts are billed as storage until
+//! completed or aborted (`ferry rm --incomplete`). One line per upload: the time it was
+//! started, its upload id and its key. The store reads all pages of that listing
+//! before it returns (bounded by its page limit), as uploads in progress are few.
 
 use crate::common::{parse_location, short_time, usage, Global, Location, Output};
 use crate::wildcard::{has_wildcard, list_matching, Pattern};
 use anyhow::Result;
 use clap::Args;
-use ferry_store::{ListParams, ObjectEntry};
+use ferry_store::{ListParams, ObjectEntry, UploadEntry};
 use futures_util::stream::StreamExt;
 
 #[derive(Args, Debug, Clone)]
-#[command(after_help = "Examples:\n  ferry ls                                   # buckets\n  ferry ls s3://bucket/logs/                 # one level: objects and DIR prefixes\n  ferry ls --recursive s3://bucket/logs/     # every key under logs/\n  ferry ls 's3://bucket/logs/*.gz'           # '*' stays within one '/' segment\n  ferry ls 's3://bucket/logs/**.gz'          # '**' crosses segments\n  ferry --json ls s3://bucket/               # one JSON object per line")]
+#[command(after_help = "Examples:\n  ferry ls                                   # buckets\n  ferry ls s3://bucket/logs/                 # one level: objects and DIR prefixes\n  ferry ls --recursive s3://bucket/logs/     # every key under logs/\n  ferry ls 's3://bucket/logs/*.gz'           # '*' stays within one '/' segment\n  ferry ls 's3://bucket/logs/**.gz'          # '**' crosses segments\n  ferry --json ls s3://bucket/               # one JSON object per line\n  ferry ls --incomplete s3://bucket/backups/ # multipart uploads in progress (see rm --incomplete)")]
 pub struct LsArgs {
     #[command(flatten)]
     pub g: crate::common::Global,
@@ -19,6 +26,10 @@ pub struct LsArgs {
     /// Every key under the prefix, not one level.
     #[arg(long, short = 'r')]
     pub recursive: bool,
+    /// List the multipart uploads in progress whose key starts with the prefix (left by
+    /// interrupted uploads; they cost storage until `ferry rm --incomplete` aborts them).
+    #[arg(long, conflicts_with = "recursive")]
+    pub incomplete: bool,
 }
 
 fn object_line(o: &ObjectEntry) -> String {
@@ -38,6 +49,9 @@ pub async fn run(args: LsArgs, g: &Global) -> Result<()> {
             _ => return Err(usage(format!("ls takes an s3:// URL, not {u:?}"))),
         },
     };
+    if args.incomplete && target.is_none() {
+        return Err(usage("--incomplete lists the uploads of one bucket: ferry ls --incomplete s3://bucket[/prefix]"));
+    }
     let client = g.client()?;
     let out = Output::new(g);
     let Some((bucket, key)) = target else {
@@ -48,6 +62,16 @@ pub async fn run(args: LsArgs, g: &Global) -> Result<()> {
         }
         return out.finish();
     };
+    if args.incomplete {
+        if has_wildcard(&key) {
+            return Err(usage("--incomplete takes a prefix, not a pattern"));
+        }
+        let uploads = client.list_multipart_uploads(&bucket, &key).await.map_err(|e| anyhow::Error::new(e).context(format!("listing the uploads in progress under s3://{bucket}/{key}")))?;
+        for u in &uploads {
+            out.emit(|| upload_line(&bucket, u), || upload_json(&bucket, u));
+        }
+        return out.finish();
+    }
     if args.recursive || has_wildcard(&key) {
         // `ls -r s3://b/some-prefix` lists by the literal prefix, as the AWS CLI does.
         let pattern = if has_wildcard(&key) { Pattern::new(&key, false)? } else { prefix_pattern(&key) };
@@ -70,6 +94,14 @@ pub async fn run(args: LsArgs, g: &Global) -> Result<()> {
         }
     }
     out.finish()
+}
+
+fn upload_line(bucket: &str, u: &UploadEntry) -> String {
+    format!("{}  {}  s3://{bucket}/{}", short_time(u.initiated), u.upload_id, u.key)
+}
+
+fn upload_json(bucket: &str, u: &UploadEntry) -> serde_json::Value {
+    serde_json::json!({"type": "upload", "bucket": bucket, "key": u.key, "upload_id": u.upload_id, "initiated": crate::common::rfc3339(u.initiated)})
 }
 
 /// Everything whose key starts with `key` (a plain prefix, not a directory).

@@ -13,6 +13,12 @@
 //! keys without naming them, while `rm` prints every key it removed (as s5cmd and the
 //! AWS CLI do), so the keys of a group are held until its report says which failed.
 //! That bounds memory at `GROUP_KEYS * (GROUPS_IN_FLIGHT + 1)` keys for any listing.
+//!
+//! `--incomplete` aborts the multipart uploads in progress under a prefix instead
+//! (ListMultipartUploads, then AbortMultipartUpload, [`ABORTS_IN_FLIGHT`] at once):
+//! their parts are billed as storage until then, and nothing else removes them short
+//! of a bucket lifecycle rule. Objects are never touched. An upload already gone when
+//! its abort arrives (completed or aborted meanwhile: NoSuchUpload) counts as removed.
 
 use crate::common::{parse_s3, usage, Global, Output};
 use crate::wildcard::{has_wildcard, list_matching, Pattern};
@@ -32,8 +38,11 @@ const GROUP_KEYS: usize = 8_000;
 /// (LAB.md section 1) and buy SlowDown.
 const GROUPS_IN_FLIGHT: usize = 2;
 
+/// AbortMultipartUpload requests in flight for `rm --incomplete`.
+const ABORTS_IN_FLIGHT: usize = 8;
+
 #[derive(Args, Debug, Clone)]
-#[command(after_help = "Examples:\n  ferry rm s3://bucket/old.log\n  ferry rm 's3://bucket/logs/*.tmp'\n  ferry rm --recursive s3://bucket/scratch/\n  ferry rm --dry-run --recursive s3://bucket/scratch/")]
+#[command(after_help = "Examples:\n  ferry rm s3://bucket/old.log\n  ferry rm 's3://bucket/logs/*.tmp'\n  ferry rm --recursive s3://bucket/scratch/\n  ferry rm --dry-run --recursive s3://bucket/scratch/\n  ferry rm --incomplete s3://bucket/backups/  # abort uploads in progress (ls --incomplete shows them)")]
 pub struct RmArgs {
     #[command(flatten)]
     pub g: crate::common::Global,
@@ -46,19 +55,32 @@ pub struct RmArgs {
     /// Print what would be removed; remove nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Abort the multipart uploads in progress whose key starts with the prefix (left
+    /// by interrupted uploads, billed until aborted); objects are not touched.
+    #[arg(long, conflicts_with = "recursive")]
+    pub incomplete: bool,
 }
 
 pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
     let mut targets = Vec::new();
     for u in &args.urls {
         let (bucket, key) = parse_s3(u)?;
-        if key.is_empty() && !args.recursive {
+        if args.incomplete && has_wildcard(&key) {
+            return Err(usage("--incomplete takes a prefix, not a pattern"));
+        }
+        if key.is_empty() && !args.recursive && !args.incomplete {
             return Err(usage(format!("{u:?} names a bucket: use --recursive to remove every object in it (or rb to remove the bucket)")));
         }
         targets.push((bucket, key));
     }
     let client = g.client()?;
     let out = Output::new(g);
+    if args.incomplete {
+        for (bucket, prefix) in targets {
+            abort_incomplete(&client, &out, &bucket, &prefix, args.dry_run).await?;
+        }
+        return out.finish();
+    }
     for (bucket, key) in targets {
         if !args.recursive && !has_wildcard(&key) {
             let obj = ObjectRef::new(bucket.clone(), key.clone());
@@ -112,4 +134,39 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
         }
     }
     out.finish()
+}
+
+/// `rm --incomplete`: aborts every upload in progress under `prefix` (module note).
+async fn abort_incomplete(client: &ferry_store::S3Client, out: &Output, bucket: &str, prefix: &str, dry: bool) -> Result<()> {
+    let uploads = client
+        .list_multipart_uploads(bucket, prefix)
+        .await
+        .map_err(|e| anyhow::Error::new(e).context(format!("listing the uploads in progress under s3://{bucket}/{prefix}")))?;
+    let name = |u: &ferry_store::UploadEntry| format!("s3://{bucket}/{}", u.key);
+    let json = |u: &ferry_store::UploadEntry, dry: bool| serde_json::json!({"op": "rm", "object": name(u), "upload_id": u.upload_id, "incomplete": true, "dry_run": dry});
+    if dry {
+        for u in &uploads {
+            out.emit(|| format!("(dry run) rm --incomplete {} {}", name(u), u.upload_id), || json(u, true));
+        }
+        return Ok(());
+    }
+    let mut aborts = futures_util::stream::iter(uploads.iter().map(|u| async move {
+        let upload = ferry_store::MultipartUpload { object: ObjectRef::new(bucket, u.key.clone()), upload_id: u.upload_id.clone(), checksum: None, full_object_checksum: false };
+        let r = match client.abort_multipart(&upload).await {
+            Err(e) if e.is_not_found() => Ok(()),
+            r => r,
+        };
+        (u, r)
+    }))
+    .buffer_unordered(ABORTS_IN_FLIGHT);
+    while let Some((u, r)) = aborts.next().await {
+        match r {
+            Ok(()) => {
+                out.ok();
+                out.emit(|| format!("rm --incomplete {} {}", name(u), u.upload_id), || json(u, false));
+            }
+            Err(e) => out.fail("rm --incomplete", &format!("{} {}", name(u), u.upload_id), &e),
+        }
+    }
+    Ok(())
 }

@@ -93,6 +93,24 @@
 //!   contention: a part is a chain of hand-offs (socket task, blocking write, task), each
 //!   waiting for a core, where s5cmd's goroutine reads and writes 32 KiB at a time itself.
 //!
+//! - after main's d25abd4 (auto keeps a lane's connections between ranged parts), 4 x 1
+//!   GiB with ~20 connections opened per run (client ports seen by `ss`, TIME_WAIT
+//!   included; s5cmd 20-21, rclone 16) instead of 324. 3 runs interleaved at load
+//!   10-14, wall s / user s / sys s / peak RSS: ferry 9.6-25.9 / 0.8-1.1 / 8.4-9.3 /
+//!   66-71 MiB, s5cmd 7.2-10.8 / 0.4-0.6 / 4.7-11.3 / 21 MiB, rclone (64 transfers)
+//!   5.5-9.7 / 0.35-0.41 / 3.9-4.8 / 47 MiB. Wall time on this machine follows its load
+//!   more than the tool; system time is where ferry is behind.
+//! - the allocator's purge (mimalloc handing freed pages back with `madvise`, so the
+//!   next buffer faults in zeroed pages): 701 `madvise` calls per 4 x 1 GiB (`strace
+//!   -c -f`), 11 with `purge_delay` -1, now set by main.rs for the data verbs; system
+//!   time 6.1-10.3 s beside 7.7-16.3 in 6/6 pairs at load 10 (an earlier session: wall
+//!   10-20% lower in 3/3), peak RSS unchanged (67-73 MiB): what is kept is reused.
+//! - peak RSS, what holds it (16 parts in flight): 16 x (a 256 KiB batch gathered + one
+//!   being written) is 8 MiB; the rest is per connection and per thread: hyper's read
+//!   buffer grows toward its 1 MiB cap (wire's pool.rs) on a fast body, x 16-20
+//!   connections, the blocking pool's threads (up to 16, each with an allocator heap)
+//!   and the 2 async workers. s5cmd's 21 MiB is 32 KiB per read into a file buffer. Not yet cut.
+//!
 //! 8 MiB parts: the low end of the cost-optimal request size on S3 (LAB.md section 1,
 //! AnyBlob), and the same part size uploads use.
 

@@ -14,6 +14,14 @@
 //!                   stream, parts cut as they arrive (length unknown up front)
 //! ```
 //!
+//! A stream's length is unknown, so its part size is chosen before the first byte:
+//! `part_size` (8 MiB) fits 10,000 parts into 78 GiB, and a longer stream would fail at
+//! part 10,001 after sending them all. `expected_size` (`ferry cp --expected-size`, as
+//! the AWS CLI's) raises the part size to fit that many bytes into 10,000 parts; the
+//! stream is then held to it: one byte more and the upload fails with an error naming
+//! the size, and is aborted (nothing half-written, no upload left in progress). Without
+//! it, the limit is 10,000 parts of `part_size`, and the error says to give the size.
+//!
 //! An interrupted upload is left in progress (not aborted) when `resume` is on, so the
 //! next run can find it; with `resume` off a failure aborts it. Kept parts are compared
 //! by CRC, so a file that changed since is caught part by part, and the final combined
@@ -40,12 +48,16 @@ pub struct UploadParams {
     pub put: PutParams,
     /// Reuse an in-progress upload of the same key; keep it on failure.
     pub resume: bool,
+    /// Streams only: the most bytes the stream will give (`ferry cp --expected-size`).
+    /// Parts are made large enough that this fits S3's 10,000 parts, and a stream that
+    /// gives more fails (its upload aborted) instead of being cut short (module note).
+    pub expected_size: Option<u64>,
 }
 
 impl Default for UploadParams {
     /// 8 MiB parts and 8 in flight, as ferry-store's multipart defaults.
     fn default() -> Self {
-        UploadParams { part_size: 8 * 1024 * 1024, concurrency: 8, put: PutParams::default(), resume: true }
+        UploadParams { part_size: 8 * 1024 * 1024, concurrency: 8, put: PutParams::default(), resume: true, expected_size: None }
     }
 }
 
@@ -207,12 +219,13 @@ async fn finish(client: &S3Client, upload: &MultipartUpload, mut parts: Vec<(Com
 /// bytes of a stream cannot be read again.
 pub async fn upload_stream(
     client: &S3Client,
-    mut stream: BoxStream<'static, std::io::Result<Bytes>>,
+    stream: BoxStream<'static, std::io::Result<Bytes>>,
     object: &ObjectRef,
     params: &UploadParams,
     progress: Option<ProgressFn>,
 ) -> Result<UploadOutput, Error> {
-    let part_size = params.part_size.max(ferry_store::multipart::MIN_PART_SIZE) as usize;
+    let part_size = stream_part_size(params.part_size, params.expected_size)? as usize;
+    let mut stream = held_to(stream, stream_limit(part_size as u64, params.expected_size));
     let mut first = BytesMut::new();
     let mut ended = false;
     while first.len() < part_size {
@@ -249,7 +262,60 @@ pub async fn upload_stream(
     });
     let mp = MultipartParams { part_size: part_size as u64, concurrency: params.concurrency.max(1), put };
     let out = client.upload_multipart(object, UploadSource::Stream(all.boxed()), mp).await?;
-    Ok(UploadOutput { size: counted.load(std::sync::atomic::Ordering::Relaxed), etag: Some(out.etag), resumed_bytes: 0, parts: 0 })
+    let size = counted.load(std::sync::atomic::Ordering::Relaxed);
+    Ok(UploadOutput { size, etag: Some(out.etag), resumed_bytes: 0, parts: size.div_ceil(part_size as u64) as u32 })
+}
+
+/// S3's largest object (5 TiB).
+const MAX_OBJECT_SIZE: u64 = 5 * 1024 * 1024 * 1024 * 1024;
+
+/// The part size for a stream: `part_size` (at least S3's 5 MiB), raised so that
+/// `expected` bytes fit 10,000 parts (module note).
+fn stream_part_size(part_size: u64, expected: Option<u64>) -> Result<u64, Error> {
+    use ferry_store::multipart::{MAX_PARTS, MIN_PART_SIZE};
+    if let Some(n) = expected.filter(|n| *n > MAX_OBJECT_SIZE) {
+        return Err(Error::Config(format!("--expected-size {n} is more than S3's largest object ({MAX_OBJECT_SIZE} bytes, 5 TiB)")));
+    }
+    Ok(part_size.max(MIN_PART_SIZE).max(expected.unwrap_or(0).div_ceil(MAX_PARTS)))
+}
+
+/// What a stream may give: the stated size, else what 10,000 parts hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StreamLimit {
+    Expected(u64),
+    Parts { part_size: u64 },
+}
+
+fn stream_limit(part_size: u64, expected: Option<u64>) -> StreamLimit {
+    match expected {
+        Some(n) => StreamLimit::Expected(n),
+        None => StreamLimit::Parts { part_size },
+    }
+}
+
+/// `stream`, failing with an error that names the limit as soon as it gives more.
+fn held_to(stream: BoxStream<'static, std::io::Result<Bytes>>, limit: StreamLimit) -> BoxStream<'static, std::io::Result<Bytes>> {
+    let max = match limit {
+        StreamLimit::Expected(n) => n,
+        StreamLimit::Parts { part_size } => part_size.saturating_mul(ferry_store::multipart::MAX_PARTS),
+    };
+    let mut seen = 0u64;
+    stream
+        .map(move |r| {
+            let b = r?;
+            seen += b.len() as u64;
+            if seen > max {
+                let msg = match limit {
+                    StreamLimit::Expected(n) => format!("the stream is longer than --expected-size ({n} bytes); the upload was aborted"),
+                    StreamLimit::Parts { part_size } => format!(
+                        "the stream is longer than {max} bytes, the most 10,000 parts of {part_size} bytes hold; give --expected-size BYTES for larger parts"
+                    ),
+                };
+                return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, msg));
+            }
+            Ok(b)
+        })
+        .boxed()
 }
 
 /// The id of the most recently started multipart upload of exactly this key.
@@ -268,5 +334,33 @@ mod tests {
         let huge = 200u64 << 30;
         assert!(huge.div_ceil(part_size_for(huge, 8 << 20)) <= 10_000);
         assert_eq!(part_size_for(1, 1), ferry_store::multipart::MIN_PART_SIZE);
+    }
+
+    #[test]
+    fn stream_parts_fit_the_expected_size() {
+        let mib = 1u64 << 20;
+        assert_eq!(stream_part_size(8 * mib, None).unwrap(), 8 * mib);
+        assert_eq!(stream_part_size(mib, None).unwrap(), 5 * mib);
+        assert_eq!(stream_part_size(8 * mib, Some(10 * mib)).unwrap(), 8 * mib);
+        for expected in [80u64 << 30, 81 << 30, 1 << 40, 5 << 40, (5 << 40) - 1] {
+            let ps = stream_part_size(8 * mib, Some(expected)).unwrap();
+            assert!(expected.div_ceil(ps) <= 10_000, "{expected}: {ps}");
+            assert!(ps >= 8 * mib);
+        }
+        assert!(stream_part_size(8 * mib, Some((5 << 40) + 1)).is_err());
+    }
+
+    fn pieces(n: usize, each: usize) -> BoxStream<'static, std::io::Result<Bytes>> {
+        futures_util::stream::iter((0..n).map(move |_| Ok(Bytes::from(vec![7u8; each])))).boxed()
+    }
+
+    #[tokio::test]
+    async fn a_stream_is_held_to_its_limit() {
+        let all: Vec<Bytes> = held_to(pieces(4, 10), StreamLimit::Expected(40)).try_collect().await.unwrap();
+        assert_eq!(all.iter().map(Bytes::len).sum::<usize>(), 40);
+        let err = held_to(pieces(4, 10), StreamLimit::Expected(39)).try_collect::<Vec<Bytes>>().await.unwrap_err();
+        assert!(err.to_string().contains("--expected-size (39 bytes)"), "{err}");
+        let err = held_to(pieces(3, 6 << 20), StreamLimit::Parts { part_size: 1 }).try_collect::<Vec<Bytes>>().await.unwrap_err();
+        assert!(err.to_string().contains("give --expected-size"), "{err}");
     }
 }
