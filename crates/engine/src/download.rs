@@ -112,9 +112,8 @@
 //!   and the 2 async workers (suspects from reading the code, not yet measured one by
 //!   one; nothing cut yet).
 //! - `ferry bench cli-transfer --quick` after d25abd4 and the purge setting (3 repeats,
-//!   load ~10), download
-//!   4 x 256 MiB: ferry 813 MB/s (548-959), 1.13 CPU s, 70 MiB; s5cmd 589 (589-1123),
-//!   1.43 s, 48 MiB; rclone 597 (588-1088), 1.43 s, 48 MiB.
+//!   load ~10), download 4 x 256 MiB: ferry 813 MB/s (548-959), 1.13 CPU s, 70 MiB;
+//!   s5cmd 589 (589-1123), 1.43 s, 48 MiB; rclone 597 (588-1088), 1.43 s, 48 MiB.
 //!
 //! 8 MiB parts: the low end of the cost-optimal request size on S3 (LAB.md section 1,
 //! AnyBlob), and the same part size uploads use.
