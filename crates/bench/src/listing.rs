@@ -493,21 +493,8 @@ fn ratios(records: &[RunRecord], num: &str, den: &str, figure: &str) -> Vec<f64>
 pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunContext) -> String {
     let mut s = String::new();
     let repeats = p.repeats.max(1);
-    let _ = writeln!(
-        s,
-        "## ferry bench listing ({}, {} repeat{}, interleaved)\n\ngit {}{} · {} cores · kernel {} · run {}\n\n{} dirs x {} files = {} keys, s3 profile (LIST p50 60 ms)\n",
-        size.name(),
-        repeats,
-        if repeats == 1 { "" } else { "s" },
-        ctx.git_sha.as_deref().map(|s| &s[..s.len().min(12)]).unwrap_or("unknown"),
-        if ctx.git_dirty == Some(true) { " (uncommitted changes)" } else { "" },
-        ctx.machine.nproc,
-        ctx.machine.kernel,
-        ctx.run_id,
-        p.dirs,
-        p.files_per_dir,
-        p.keys(),
-    );
+    crate::report::heading(&mut s, "listing", size, repeats, "", ctx);
+    let _ = writeln!(s, "{} dirs x {} files = {} keys, s3 profile (LIST p50 60 ms)\n", p.dirs, p.files_per_dir, p.keys());
     let _ = writeln!(s, "| strategy | LIST calls | keys seen | wall s | client CPU s | TCP conns opened | missing / dup keys | errors |");
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
     let (per_dir, flat) = (p.per_dir_label(), p.flat_label());
