@@ -119,6 +119,15 @@ impl BulkWanParams {
             // 3 points x (3 clients + iperf3) x (2 s warm-up + 2 s counted), one repeat:
             // ~80 s with start-up, TLS server and HEAD warming (measured: 3 s counted took
             // 89 s in all, and 69 s with 3 s from the start before the warm-up existed).
+            //
+            // --quick does not fit the suite's minute, and runs one repeat where the others
+            // run 3: with the four peers it took 261 s in `ferry bench all --quick` (load
+            // average ~10 from other builds on the 2 cores), the peers ~2/3 of it, since a
+            // peer has no time window and pulls `concurrency` whole objects (64 x 32 MiB at
+            // the last point) through a CPU-bound link. A shorter window or warm-up would
+            // measure slow start rather than the link (see above), fewer points would lose
+            // the 1-vs-many shape the published result is about, and 3 repeats would triple
+            // it; `--repeats 3` runs them when the time is there.
             Size::Quick => BulkWanParams {
                 mean_bytes: 32 << 20,
                 sd_fraction: 0.2,
