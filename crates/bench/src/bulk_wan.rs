@@ -71,7 +71,6 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
@@ -340,10 +339,7 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
             eprintln!("{s}");
         }
     };
-    let mut out = match &opts.out {
-        Some(path) => Some(std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?),
-        None => None,
-    };
+    let mut out = crate::record::JsonLines::open(opts.out.as_deref())?;
     let link = opts.link.as_deref();
     let host = link.map(|l| l.server_ip().to_string()).unwrap_or_else(|| "127.0.0.1".into());
     let (cert, key) = certificate(&host, &opts.log_dir)?;
@@ -512,10 +508,7 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                 if let (Some(a), Some(l)) = (link0, link) {
                     link_figures(&mut rec, &a, &l.stats());
                 }
-                if let Some(f) = out.as_mut() {
-                    writeln!(f, "{}", serde_json::to_string(&rec.to_json(&ctx))?)?;
-                    f.flush()?;
-                }
+                out.write(&rec, &ctx)?;
                 records.push(rec);
             }
             // The peers at this point: whole objects, `c` of them with `c` in flight (they
@@ -566,10 +559,7 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                     rec.status = "errors".into();
                     rec.error_samples.push(format!("{} moved {:?} bytes, expected {want}", peer.name(), rec.figure("bytes")));
                 }
-                if let Some(f) = out.as_mut() {
-                    writeln!(f, "{}", serde_json::to_string(&rec.to_json(&ctx))?)?;
-                    f.flush()?;
-                }
+                out.write(&rec, &ctx)?;
                 records.push(rec);
             }
         }

@@ -462,10 +462,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
             eprintln!("{s}");
         }
     };
-    let mut out = match &opts.out {
-        Some(path) => Some(std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?),
-        None => None,
-    };
+    let mut out = crate::record::JsonLines::open(opts.out.as_deref())?;
     let (tools, absent) = installed(&p.peers, &opts.server.program);
     let work = WorkDir(p.work_dir.join(format!("ferry-cli-transfer-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&work.0);
@@ -526,10 +523,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     let mut records: Vec<RunRecord> = Vec::new();
     let mut commands: BTreeMap<String, String> = BTreeMap::new();
     let mut write = |rec: RunRecord, records: &mut Vec<RunRecord>| -> Result<()> {
-        if let Some(f) = out.as_mut() {
-            writeln!(f, "{}", serde_json::to_string(&rec.to_json(&ctx))?)?;
-            f.flush()?;
-        }
+        out.write(&rec, &ctx)?;
         records.push(rec);
         Ok(())
     };

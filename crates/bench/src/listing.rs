@@ -43,7 +43,6 @@ use ferry_store::{Credentials, CredentialsSource, ListParams, Mode, S3Client};
 use futures_util::StreamExt;
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
@@ -315,12 +314,7 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
             eprintln!("{s}");
         }
     };
-    let mut out = match &opts.out {
-        Some(path) => Some(
-            std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?,
-        ),
-        None => None,
-    };
+    let mut out = crate::record::JsonLines::open(opts.out.as_deref())?;
     let spec = ServerSpec::profile("s3");
     say("listing: starting ferry serve --profile s3 --memory");
     // Started from this (the main) thread: PR_SET_PDEATHSIG follows the thread.
@@ -344,10 +338,7 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
     let repeats = p.repeats.max(1);
     let mut records = Vec::new();
     let mut write = |rec: &RunRecord, records: &mut Vec<RunRecord>| -> Result<()> {
-        if let Some(f) = out.as_mut() {
-            writeln!(f, "{}", serde_json::to_string(&rec.to_json(&ctx))?)?;
-            f.flush()?;
-        }
+        out.write(&rec, &ctx)?;
         records.push(rec.clone());
         Ok(())
     };
