@@ -5,7 +5,9 @@
 # awscrt, obstore, s5cmd, rclone) and the ceilings (iperf3), then the claims table
 # (published headline | measured | reproduced?) and PNG plots.
 #
-#   scripts/bench.sh                     the quick suite (under ~10 minutes on 2 cores)
+#   scripts/bench.sh                     the quick suite (~10 minutes on 2 cores when they are
+#                                        idle; 19 minutes measured beside other builds, load ~10;
+#                                        the table after the claims gives each workload's time)
 #   scripts/bench.sh --repeats 1         extra flags go to `ferry bench all`
 #   FERRY_BENCH_FULL=1 scripts/bench.sh  the published sizes (hours)
 #

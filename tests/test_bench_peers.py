@@ -244,6 +244,10 @@ def test_driver_mixed_hol_counts_parts_that_straddle_the_window(peer, peers_doc,
     assert window_bytes > 0, f"no large bytes counted in the window: {f}"
     # Never more than the parts done plus those still in flight at the window's end.
     assert window_bytes <= (f["large_parts_done"] + spec["large_in_flight"]) * part, f
+    if peer.startswith("boto3"):
+        # Where a late start goes: the threads' start, then the warm-up sleep, then the window.
+        assert f["load_warmup_slept_s"] >= spec["load_warmup_s"], f
+        assert f["smalls_window_opened_s"] >= f["load_threads_started_s"] + f["load_warmup_slept_s"], f
 
 
 def test_driver_s5cmd_deletes_a_prefix_by_wildcard(peers_doc, mem_server, bucket):

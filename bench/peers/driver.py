@@ -33,7 +33,8 @@ The result (one JSON object on stdout; the process exits 0 whenever it could mea
      child's for the binaries), "timed_out", "how",
      "first_bytes_s" (per GET, request to response head, where the peer exposes the head),
      "figures" (op-specific: mixed_hol's smalls_done_s, large_parts_done, large_bytes,
-     large_bytes_per_s)}
+     large_bytes_per_s; boto3's load_threads_started_s, load_warmup_slept_s,
+     smalls_window_opened_s: where a late start of the smalls goes)}
 
 `ops` counts finished operations: objects fetched/written/deleted, or keys listed. A
 failed operation counts in `errors` (first few messages in `error_samples`), never in
@@ -423,7 +424,13 @@ class Boto3Peer:
         if spec.get("loaded"):
             for _ in range(int(spec["large_in_flight"])):
                 threading.Thread(target=worker, daemon=True).start()
+            # Where a late start of the smalls goes (issue 4): starting the load's threads,
+            # or the warm-up's sleep overrunning because this thread waits for the GIL
+            # that the load's threads hold while they sign requests and copy bodies.
+            tally.figures["load_threads_started_s"] = time.monotonic() - t0
+            s = time.monotonic()
             time.sleep(float(spec.get("load_warmup_s", 0)))
+            tally.figures["load_warmup_slept_s"] = time.monotonic() - s
         ex = ThreadPoolExecutor(max_workers=SMALL_THREADS)
 
         def small(key, size, arrival):
@@ -436,6 +443,8 @@ class Boto3Peer:
                 tally.error(f"GET {spec['bucket']}/{key}: {e}")
 
         futs = [ex.submit(small, key, size, arrival) for key, size, arrival in _arrivals(spec, load)]
+        if load.window_start is not None:
+            tally.figures["smalls_window_opened_s"] = load.window_start - t0
         _, not_done = wait(futs, timeout=deadline_left(spec, t0))
         load.finish(tally, len(not_done))
         ex.shutdown(wait=False, cancel_futures=True)

@@ -46,7 +46,9 @@
 //! streams its segments averaged 14 KiB instead of ~55 KiB for one stream. No drops at the
 //! TUN rings; 49 at the queue model for the one BBR stream's startup overshoot.
 //!
-//! Per-connection throughput is the aggregate over `connections_opened` (iperf3: over N).
+//! Per-connection throughput is the aggregate over `connections_opened` (iperf3: over N;
+//! a peer: over the connections the server counted during its run, from its whole-run
+//! figure, since a peer has no counted window).
 //! Concurrency points run one after another; within a point the rows are interleaved,
 //! and repeats go round the whole sweep again.
 //!
@@ -58,6 +60,7 @@
 
 use crate::process::{self, ServerProcess};
 use crate::record::{RunContext, RunRecord};
+use crate::report::cell;
 use crate::runner::{Outcome, RunOptions};
 use crate::stats::Spread;
 use crate::sys;
@@ -68,7 +71,6 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
@@ -116,6 +118,15 @@ impl BulkWanParams {
             // 3 points x (3 clients + iperf3) x (2 s warm-up + 2 s counted), one repeat:
             // ~80 s with start-up, TLS server and HEAD warming (measured: 3 s counted took
             // 89 s in all, and 69 s with 3 s from the start before the warm-up existed).
+            //
+            // --quick does not fit the suite's minute, and runs one repeat where the others
+            // run 3: with the four peers it took 261 s in `ferry bench all --quick` (load
+            // average ~10 from other builds on the 2 cores), the peers ~2/3 of it, since a
+            // peer has no time window and pulls `concurrency` whole objects (64 x 32 MiB at
+            // the last point) through a CPU-bound link. A shorter window or warm-up would
+            // measure slow start rather than the link (see above), fewer points would lose
+            // the 1-vs-many shape the published result is about, and 3 repeats would triple
+            // it; `--repeats 3` runs them when the time is there.
             Size::Quick => BulkWanParams {
                 mean_bytes: 32 << 20,
                 sd_fraction: 0.2,
@@ -328,10 +339,7 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
             eprintln!("{s}");
         }
     };
-    let mut out = match &opts.out {
-        Some(path) => Some(std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?),
-        None => None,
-    };
+    let mut out = crate::record::JsonLines::open(opts.out.as_deref())?;
     let link = opts.link.as_deref();
     let host = link.map(|l| l.server_ip().to_string()).unwrap_or_else(|| "127.0.0.1".into());
     let (cert, key) = certificate(&host, &opts.log_dir)?;
@@ -425,6 +433,7 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                         rec.set("bytes_per_s_with_ramp", r.bytes_with_ramp as f64 / r.wall_with_ramp.as_secs_f64());
                         if r.connections_opened > 0 {
                             rec.set("bytes_per_s_per_connection", r.bytes as f64 / secs / r.connections_opened as f64);
+                            rec.set("bytes_per_s_per_connection_with_ramp", r.bytes_with_ramp as f64 / r.wall_with_ramp.as_secs_f64() / r.connections_opened as f64);
                         }
                         rec.set("objects_completed", r.objects as f64);
                         rec.set("errors", r.errors as f64);
@@ -474,6 +483,7 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                                 rec.set("bytes_per_s", r.bits_per_second / 8.0);
                                 if let Some(v) = r.bits_per_second_with_ramp {
                                     rec.set("bytes_per_s_with_ramp", v / 8.0);
+                                    rec.set("bytes_per_s_per_connection_with_ramp", v / 8.0 / r.streams as f64);
                                 }
                                 rec.set("bytes_per_s_per_connection", r.bits_per_second / 8.0 / r.streams as f64);
                                 rec.set("connections_opened", r.streams as f64);
@@ -498,10 +508,7 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                 if let (Some(a), Some(l)) = (link0, link) {
                     link_figures(&mut rec, &a, &l.stats());
                 }
-                if let Some(f) = out.as_mut() {
-                    writeln!(f, "{}", serde_json::to_string(&rec.to_json(&ctx))?)?;
-                    f.flush()?;
-                }
+                out.write(&rec, &ctx)?;
                 records.push(rec);
             }
             // The peers at this point: whole objects, `c` of them with `c` in flight (they
@@ -540,17 +547,19 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                     rec.set("objects_completed", o);
                 }
                 // A peer's whole run is its ramp-up and its transfer: no counted window.
+                // Its connections are the server's count around the run (peers.rs scrapes
+                // /_ferry/metrics over TLS), so its per-connection figure is with ramp too.
                 if let Some(v) = rec.figure("bytes_per_s") {
                     rec.set("bytes_per_s_with_ramp", v);
+                    if let Some(n) = rec.figure("connections_opened").filter(|n| *n > 0.0) {
+                        rec.set("bytes_per_s_per_connection_with_ramp", v / n);
+                    }
                 }
                 if rec.status == "ok" && rec.figure("bytes") != Some(want as f64) {
                     rec.status = "errors".into();
                     rec.error_samples.push(format!("{} moved {:?} bytes, expected {want}", peer.name(), rec.figure("bytes")));
                 }
-                if let Some(f) = out.as_mut() {
-                    writeln!(f, "{}", serde_json::to_string(&rec.to_json(&ctx))?)?;
-                    f.flush()?;
-                }
+                out.write(&rec, &ctx)?;
                 records.push(rec);
             }
         }
@@ -560,15 +569,6 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
     let _ = std::fs::remove_file(&cert);
     let report = render(size, p, opts, &records, &ctx);
     Ok(Outcome { records, report, wall: started.elapsed() })
-}
-
-fn cell(rs: &[&RunRecord], figure: &str, scale: f64, digits: usize) -> String {
-    let vals: Vec<f64> = rs.iter().filter_map(|r| r.figure(figure)).map(|v| v * scale).collect();
-    match Spread::of(&vals) {
-        None => "-".into(),
-        Some(s) if s.n == 1 || s.min == s.max => format!("{:.*}", digits, s.median),
-        Some(s) => format!("{:.*} ({:.*}-{:.*})", digits, s.median, digits, s.min, digits, s.max),
-    }
 }
 
 /// What the link did during one run: drops at its queue (both directions), and the
@@ -597,17 +597,10 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
         Some(l) => l.preset().to_string(),
         None => "none (loopback)".into(),
     };
+    crate::report::heading(&mut s, "bulk-wan", size, repeats, "", ctx);
     let _ = writeln!(
         s,
-        "## ferry bench bulk-wan ({}, {} repeat{}, interleaved)\n\ngit {}{} · {} cores · kernel {} · run {}\n\nlink: {link} · objects ~ Normal({} MiB, {:.0}% sd), seed {} · HTTPS (ferry serve --tls, lan profile) · {} s warm-up + {} s counted per run\n",
-        size.name(),
-        repeats,
-        if repeats == 1 { "" } else { "s" },
-        ctx.git_sha.as_deref().map(|s| &s[..s.len().min(12)]).unwrap_or("unknown"),
-        if ctx.git_dirty == Some(true) { " (uncommitted changes)" } else { "" },
-        ctx.machine.nproc,
-        ctx.machine.kernel,
-        ctx.run_id,
+        "link: {link} · objects ~ Normal({} MiB, {:.0}% sd), seed {} · HTTPS (ferry serve --tls, lan profile) · {} s warm-up + {} s counted per run\n",
         p.mean_bytes >> 20,
         p.sd_fraction * 100.0,
         p.seed,
@@ -651,11 +644,18 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
             };
             // A peer has no counted window: its figures are whole runs, ramp included.
             let (mbs, steady_share) = if peer { ("-".to_string(), "-".to_string()) } else { (cell(&rs, "bytes_per_s", 1e-6, 0), share("bytes_per_s")) };
+            let per_conn = if peer {
+                match cell(&rs, "bytes_per_s_per_connection_with_ramp", 1e-6, 1) {
+                    c if c == "-" => c,
+                    c => format!("{c} (with ramp)"),
+                }
+            } else {
+                cell(&rs, "bytes_per_s_per_connection", 1e-6, 1)
+            };
             let drops = format!("{} / {}", cell(&rs, "link_drops", 1.0, 0), cell(&rs, "link_device_drops", 1.0, 0));
             let _ = writeln!(
                 s,
-                "| {c} | {l} | {mbs} | {} | {steady_share} | {} | {} | {} | {} | {} | {} | {} | {drops} | {} | {} |",
-                cell(&rs, "bytes_per_s_per_connection", 1e-6, 1),
+                "| {c} | {l} | {mbs} | {per_conn} | {steady_share} | {} | {} | {} | {} | {} | {} | {} | {drops} | {} | {} |",
                 cell(&rs, "bytes_per_s_with_ramp", 1e-6, 0),
                 share("bytes_per_s_with_ramp"),
                 cell(&rs, "connections_opened", 1.0, 0),
@@ -675,12 +675,12 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
         p.run_seconds, p.omit_seconds, p.omit_seconds, p.run_seconds
     );
     let _ = writeln!(s, "- client CPU: this process less the delay line's threads, warm-up included; link CPU: the delay line's threads (copies, and the receiving kernel's TCP work done in their writes); link drops: packets (up to 64 KiB each) the link's queue model dropped during the run / the kernel dropped at a full TUN ring (the delay line's reader fell behind); s2c mean packet: what the delay line read per packet in the data's direction.");
-    let _ = writeln!(s, "- per connection: the aggregate over TCP connections opened (h2 decides its own count up to the concurrency; iperf3: its -P streams).");
+    let _ = writeln!(s, "- per connection: the aggregate over TCP connections opened (h2 decides its own count up to the concurrency; iperf3: its -P streams; peers: the server's count, their whole-run MB/s, marked \"with ramp\"); `bytes_per_s_per_connection_with_ramp` in every record is the same from the first byte.");
     if opts.link.is_none() {
         let _ = writeln!(s, "- link none: loopback, no delay; this is not the transatlantic result.");
     }
     if p.peers.iter().any(|x| PEERS.contains(x)) {
-        let _ = writeln!(s, "- peer rows (boto3, awscrt, s5cmd, rclone): at each point `concurrency` whole objects with as many in flight, MB/s = bytes / the peer's wall time (process start, TLS handshakes and slow start inside), so only its \"with ramp\" figure exists, held against iperf3's over warm-up and window; connections are not counted over TLS.");
+        let _ = writeln!(s, "- peer rows (boto3, awscrt, s5cmd, rclone): at each point `concurrency` whole objects with as many in flight, MB/s = bytes / the peer's wall time (process start, TLS handshakes and slow start inside), so only its \"with ramp\" figure exists, held against iperf3's over warm-up and window; its connections are the server's counters (/_ferry/metrics, read over TLS) before and after the run.");
     }
     let bad: Vec<&RunRecord> = records.iter().filter(|r| r.status != "ok" && r.status != "absent").collect();
     if !bad.is_empty() {

@@ -9,7 +9,9 @@
 //!   upload    ferry cp --recursive SRC/ s3://bench/up/T-k/SET/   s5cmd cp 'SRC/*' ...   rclone copy SRC peer:...
 //!   download  ferry cp --recursive s3://bench/data/SET/ DST/     s5cmd cp 's3://.../*' DST/   rclone copy peer:... DST
 //!   the child is reaped with wait4(2): its wall time, CPU (user + system) and peak RSS
-//!   (ru_maxrss) are its own, not the bench's
+//!   (ru_maxrss) are its own, not the bench's; the server's counters (/_ferry/metrics,
+//!   peers.rs's ServerCounters) read before and after it give its TCP connections and
+//!   requests by S3 operation
 //!   verify (untimed): every file/object present, none extra, sizes and CRC64NVME equal to
 //!   the source's (uploads: the server's stored full-object CRC64NVME, else a GET hashed);
 //!   then the copy is removed (keys deleted with delete_many, the directory removed)
@@ -29,11 +31,11 @@
 //! while these runs are processes. It reuses the server guard (process.rs), peers.json
 //! (peers.rs), the record schema (record.rs) and the spread math (stats.rs).
 
-use crate::peers::Peer;
+use crate::peers::{Peer, ServerCounters};
 use crate::process::ServerProcess;
 use crate::record::{RunContext, RunRecord};
+use crate::report::cell;
 use crate::runner::{Outcome, RunOptions};
-use crate::stats::Spread;
 use crate::workload::{ServerSpec, Size};
 use anyhow::{bail, Context, Result};
 use ferry_proto::checksum::Checksummer;
@@ -208,18 +210,7 @@ fn write_set(dir: &Path, set: &FileSet, set_index: u64) -> Result<BTreeMap<Strin
 
 /// CRC64NVME (base64) of a local file.
 fn file_crc(path: &Path) -> std::io::Result<String> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path)?;
-    let mut h = Checksummer::new(ALGO);
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(h.finish_base64())
+    Checksummer::of_reader(ALGO, std::fs::File::open(path)?)
 }
 
 /// What a child process cost, from wait4(2).
@@ -471,10 +462,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
             eprintln!("{s}");
         }
     };
-    let mut out = match &opts.out {
-        Some(path) => Some(std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?),
-        None => None,
-    };
+    let mut out = crate::record::JsonLines::open(opts.out.as_deref())?;
     let (tools, absent) = installed(&p.peers, &opts.server.program);
     let work = WorkDir(p.work_dir.join(format!("ferry-cli-transfer-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&work.0);
@@ -535,10 +523,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     let mut records: Vec<RunRecord> = Vec::new();
     let mut commands: BTreeMap<String, String> = BTreeMap::new();
     let mut write = |rec: RunRecord, records: &mut Vec<RunRecord>| -> Result<()> {
-        if let Some(f) = out.as_mut() {
-            writeln!(f, "{}", serde_json::to_string(&rec.to_json(&ctx))?)?;
-            f.flush()?;
-        }
+        out.write(&rec, &ctx)?;
         records.push(rec);
         Ok(())
     };
@@ -577,7 +562,19 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                     commands.entry(label.clone()).or_insert(line);
                     let log = work.0.join(format!("{}.stderr", t.tool.name()));
                     let bytes = set.files as u64 * set.bytes;
-                    match run_child(cmd, &log, opts.run_timeout) {
+                    // The server's counters around the child: the TCP connections and
+                    // requests it needed (none of the tools reports them itself).
+                    let before = ServerCounters::scrape(&target.url, None);
+                    let child = run_child(cmd, &log, opts.run_timeout);
+                    if let (Some(b), Some(a)) = (before, ServerCounters::scrape(&target.url, None)) {
+                        let d = a.since(&b);
+                        rec.set("connections_opened", d.connections_opened);
+                        rec.set("requests_sent", d.requests.values().sum::<f64>());
+                        for (op, n) in &d.requests {
+                            rec.set(&format!("requests_{op}"), *n);
+                        }
+                    }
+                    match child {
                         Err(e) => {
                             rec.status = "failed".into();
                             rec.error_samples.push(format!("{e:#}"));
@@ -647,33 +644,13 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     Ok(Outcome { records, report, wall: started.elapsed() })
 }
 
-fn cell(rs: &[&RunRecord], figure: &str, scale: f64, digits: usize) -> String {
-    let vals: Vec<f64> = rs.iter().filter_map(|r| r.figure(figure)).map(|v| v * scale).collect();
-    match Spread::of(&vals) {
-        None => "-".into(),
-        Some(s) if s.n == 1 || s.min == s.max => format!("{:.*}", digits, s.median),
-        Some(s) => format!("{:.*} ({:.*}-{:.*})", digits, s.median, digits, s.min, digits, s.max),
-    }
-}
-
 /// The Markdown report: one table (medians and min-max over the repeats), then ferry's
 /// bytes/s over each peer's, paired by repeat, then how each tool was run.
 pub fn render(size: Size, p: &CliTransferParams, records: &[RunRecord], ctx: &RunContext, commands: &BTreeMap<String, String>) -> String {
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "## ferry bench {NAME} ({}, {} repeats, interleaved; profile {})\n\ngit {}{} · {} cores · kernel {} · run {}\n",
-        size.name(),
-        p.repeats,
-        p.profile,
-        ctx.git_sha.as_deref().map(|s| &s[..s.len().min(12)]).unwrap_or("unknown"),
-        if ctx.git_dirty == Some(true) { " (uncommitted changes)" } else { "" },
-        ctx.machine.nproc,
-        ctx.machine.kernel,
-        ctx.run_id,
-    );
-    let _ = writeln!(s, "| row | objects/s | MB/s | wall s | child CPU s | child peak RSS MiB | errors |");
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    crate::report::heading(&mut s, NAME, size, p.repeats, &format!("; profile {}", p.profile), ctx);
+    let _ = writeln!(s, "| row | objects/s | MB/s | wall s | TCP conns opened | requests | child CPU s | child peak RSS MiB | errors |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
     let mut labels: Vec<&str> = Vec::new();
     for r in records {
         if !labels.contains(&r.variant.as_str()) {
@@ -684,15 +661,17 @@ pub fn render(size: Size, p: &CliTransferParams, records: &[RunRecord], ctx: &Ru
         let rs: Vec<&RunRecord> = records.iter().filter(|r| r.variant == *l && r.status != "absent").collect();
         if rs.is_empty() {
             let why = records.iter().find(|r| r.variant == *l).and_then(|r| r.note.clone()).unwrap_or_default();
-            let _ = writeln!(s, "| {l} | absent: {why} | | | | | |");
+            let _ = writeln!(s, "| {l} | absent: {why} | | | | | | | |");
             continue;
         }
         let _ = writeln!(
             s,
-            "| {l} | {} | {} | {} | {} | {} | {} |",
+            "| {l} | {} | {} | {} | {} | {} | {} | {} | {} |",
             cell(&rs, "objects_per_s", 1.0, if l.contains("KiB") { 0 } else { 2 }),
             cell(&rs, "bytes_per_s", 1e-6, 0),
             cell(&rs, "wall_s", 1.0, 2),
+            cell(&rs, "connections_opened", 1.0, 0),
+            cell(&rs, "requests_sent", 1.0, 0),
             cell(&rs, "client_cpu_s", 1.0, 2),
             cell(&rs, "peak_rss_bytes", 1.0 / 1048576.0, 0),
             cell(&rs, "errors", 1.0, 0),
@@ -712,16 +691,11 @@ pub fn render(size: Size, p: &CliTransferParams, records: &[RunRecord], ctx: &Ru
     }
     let _ = writeln!(s, "- goal (issue 6): ferry ahead of both peers on every row; the copies are checked file by file (size and CRC64NVME) after each run, untimed");
     let _ = writeln!(s, "- CPU and peak RSS are the child's own (wait4 rusage); wall time includes the tool's start-up");
+    let _ = writeln!(s, "- TCP conns opened and requests: the server's counters (/_ferry/metrics) read before and after each child, so they are the tool's own (records: requests_<Operation> per S3 operation)");
     for (l, c) in commands {
         let _ = writeln!(s, "- {l}: `{c}`");
     }
-    let bad: Vec<&RunRecord> = records.iter().filter(|r| !matches!(r.status.as_str(), "ok" | "absent")).collect();
-    if !bad.is_empty() {
-        let _ = writeln!(s, "\nRuns that were not clean:");
-        for r in bad {
-            let _ = writeln!(s, "- {} repeat {}: {} {}", r.variant, r.repeat, r.status, r.error_samples.first().map(String::as_str).unwrap_or(""));
-        }
-    }
+    crate::report::not_clean(&mut s, records);
     s
 }
 

@@ -43,7 +43,6 @@ use ferry_store::{Credentials, CredentialsSource, ListParams, Mode, S3Client};
 use futures_util::StreamExt;
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
@@ -315,12 +314,7 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
             eprintln!("{s}");
         }
     };
-    let mut out = match &opts.out {
-        Some(path) => Some(
-            std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?,
-        ),
-        None => None,
-    };
+    let mut out = crate::record::JsonLines::open(opts.out.as_deref())?;
     let spec = ServerSpec::profile("s3");
     say("listing: starting ferry serve --profile s3 --memory");
     // Started from this (the main) thread: PR_SET_PDEATHSIG follows the thread.
@@ -344,10 +338,7 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
     let repeats = p.repeats.max(1);
     let mut records = Vec::new();
     let mut write = |rec: &RunRecord, records: &mut Vec<RunRecord>| -> Result<()> {
-        if let Some(f) = out.as_mut() {
-            writeln!(f, "{}", serde_json::to_string(&rec.to_json(&ctx))?)?;
-            f.flush()?;
-        }
+        out.write(&rec, &ctx)?;
         records.push(rec.clone());
         Ok(())
     };
@@ -493,21 +484,8 @@ fn ratios(records: &[RunRecord], num: &str, den: &str, figure: &str) -> Vec<f64>
 pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunContext) -> String {
     let mut s = String::new();
     let repeats = p.repeats.max(1);
-    let _ = writeln!(
-        s,
-        "## ferry bench listing ({}, {} repeat{}, interleaved)\n\ngit {}{} · {} cores · kernel {} · run {}\n\n{} dirs x {} files = {} keys, s3 profile (LIST p50 60 ms)\n",
-        size.name(),
-        repeats,
-        if repeats == 1 { "" } else { "s" },
-        ctx.git_sha.as_deref().map(|s| &s[..s.len().min(12)]).unwrap_or("unknown"),
-        if ctx.git_dirty == Some(true) { " (uncommitted changes)" } else { "" },
-        ctx.machine.nproc,
-        ctx.machine.kernel,
-        ctx.run_id,
-        p.dirs,
-        p.files_per_dir,
-        p.keys(),
-    );
+    crate::report::heading(&mut s, "listing", size, repeats, "", ctx);
+    let _ = writeln!(s, "{} dirs x {} files = {} keys, s3 profile (LIST p50 60 ms)\n", p.dirs, p.files_per_dir, p.keys());
     let _ = writeln!(s, "| strategy | LIST calls | keys seen | wall s | client CPU s | TCP conns opened | missing / dup keys | errors |");
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
     let (per_dir, flat) = (p.per_dir_label(), p.flat_label());

@@ -660,6 +660,17 @@ impl PeerResult {
                 for (k, v) in &self.figures {
                     rec.set(k, *v);
                 }
+                // boto3's driver reports where a late start of the smalls went (mixed_hol.rs).
+                if let (Some(started), Some(opened)) = (self.figures.get("load_threads_started_s"), self.figures.get("smalls_window_opened_s")) {
+                    let note = format!(
+                        "smalls began {opened:.1} s after the start: starting the load's threads took {started:.1} s (Thread.start waits for the GIL the running load threads hold), the warm-up sleep {:.2} s",
+                        self.figures.get("load_warmup_slept_s").copied().unwrap_or(f64::NAN)
+                    );
+                    rec.note = Some(match rec.note.take() {
+                        Some(n) => format!("{n}; {note}"),
+                        None => note,
+                    });
+                }
             }
             "first_byte" => {
                 set_percentiles(rec, "ttfb", "ms", &mut fb, 1e3);

@@ -158,6 +158,32 @@ impl RunRecord {
     }
 }
 
+/// The JSON-lines file of `--out` (or nowhere): opened for appending once per workload,
+/// each record written and flushed as its run ends, so a suite cut short keeps what it
+/// measured. Every runner (runner.rs, listing.rs, bulk_wan.rs, cli_transfer.rs) writes
+/// through it.
+pub struct JsonLines(Option<std::fs::File>);
+
+impl JsonLines {
+    pub fn open(path: Option<&std::path::Path>) -> anyhow::Result<JsonLines> {
+        use anyhow::Context;
+        let f = match path {
+            Some(p) => Some(std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("opening {}", p.display()))?),
+            None => None,
+        };
+        Ok(JsonLines(f))
+    }
+
+    pub fn write(&mut self, rec: &RunRecord, ctx: &RunContext) -> anyhow::Result<()> {
+        use std::io::Write;
+        if let Some(f) = self.0.as_mut() {
+            writeln!(f, "{}", serde_json::to_string(&rec.to_json(ctx))?)?;
+            f.flush()?;
+        }
+        Ok(())
+    }
+}
+
 /// Per-repeat `num.figure / den.figure`: each run of variant `num` paired with the run of
 /// `den` in the same repeat (they ran back to back on the same server), both kept by
 /// `keep`; a pair missing the figure or with a zero denominator is skipped. The report's,

@@ -55,21 +55,26 @@ fn ratios(records: &[RunRecord], num: &str, den: &str, figure: &str) -> Vec<f64>
     per_repeat_ratios(records, num, den, figure, |_| true)
 }
 
-pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
-    let mut s = String::new();
+/// The first lines of every workload's report: `## ferry bench NAME (size, N repeats,
+/// interleaved EXTRA)`, then git, machine and run id. Workloads with their own runner
+/// (listing, bulk-wan, cli-transfer) write their parameters' line after it.
+pub fn heading(s: &mut String, name: &str, size: crate::workload::Size, repeats: usize, extra: &str, ctx: &RunContext) {
     let _ = writeln!(
         s,
-        "## ferry bench {} ({}, {} repeat{}, interleaved)\n\ngit {}{} · {} cores · kernel {} · run {}\n",
-        w.name,
-        w.size.name(),
-        w.repeats,
-        if w.repeats == 1 { "" } else { "s" },
+        "## ferry bench {name} ({}, {repeats} repeat{}, interleaved{extra})\n\ngit {}{} · {} cores · kernel {} · run {}\n",
+        size.name(),
+        if repeats == 1 { "" } else { "s" },
         ctx.git_sha.as_deref().map(|s| &s[..s.len().min(12)]).unwrap_or("unknown"),
         if ctx.git_dirty == Some(true) { " (uncommitted changes)" } else { "" },
         ctx.machine.nproc,
         ctx.machine.kernel,
         ctx.run_id,
     );
+}
+
+pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
+    let mut s = String::new();
+    heading(&mut s, w.name, w.size, w.repeats, "", ctx);
     let labels: Vec<&str> = {
         let mut v: Vec<&str> = Vec::new();
         for r in records {

@@ -23,7 +23,7 @@ use ferry_store::Mode;
 use anyhow::{bail, Context, Result};
 use ferry_store::{Credentials, CredentialsSource, GetParams, ObjectRef, RangeSpec, S3Client};
 use serde_json::json;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -122,12 +122,7 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
     let started = Instant::now();
     let ctx = RunContext::detect(w.name);
     let progress = Progress::new(opts.progress);
-    let mut out = match &opts.out {
-        Some(p) => Some(
-            std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("opening {}", p.display()))?,
-        ),
-        None => None,
-    };
+    let mut out = crate::record::JsonLines::open(opts.out.as_deref())?;
 
     // Servers start from this (the main) thread: PR_SET_PDEATHSIG follows the thread.
     let mut servers = Vec::new();
@@ -270,10 +265,7 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
             rec.status = "failed".into();
             rec.error_samples.push(format!("{e:#}"));
         }
-        if let Some(f) = out.as_mut() {
-            writeln!(f, "{}", serde_json::to_string(&rec.to_json(&ctx))?)?;
-            f.flush()?;
-        }
+        out.write(&rec, &ctx)?;
         records.push(rec);
     }
     progress.done();

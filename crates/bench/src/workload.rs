@@ -246,6 +246,12 @@ pub struct SmallObjectsParams {
     /// Peer rows after ferry's, with `connections` GETs in flight (none by default; the
     /// CLI's `--peers` fills it).
     pub peers: Vec<crate::peers::Peer>,
+    /// How many of the objects each peer row GETs (the first ones; at most `objects`).
+    /// Quick: 400, 12 rounds of 32 in flight, so a peer's objects/s is past its ramp; at
+    /// 2,000 boto3 and s5cmd took 11-17 s a run each (6 peers x 3 repeats: ~4 minutes of
+    /// the workload's ~4 in a `bench all --quick` under a load average of 10), ferry's rows
+    /// ~1 s. Full: all of them.
+    pub peer_objects: usize,
     /// Ceiling rows (ceilings.rs): h2load and wrk against an anonymous twin of the s3
     /// server, and the C/L bound with C = `connections`.
     pub ceilings: bool,
@@ -266,6 +272,10 @@ impl SmallObjectsParams {
             put_concurrency: 64,
             auto_ranged: true,
             peers: Vec::new(),
+            peer_objects: match size {
+                Size::Quick => 400,
+                Size::Full => 10_000,
+            },
             ceilings: true,
         }
     }
@@ -320,7 +330,14 @@ pub fn small_objects(size: Size, p: &SmallObjectsParams) -> Workload {
         Some("extra row: the s3 profile is HTTP/1.1 only, like AWS S3; this row ran against a second server, --profile s3 --h2 on"),
     ));
     let setup = PutSetup { bucket: "bench".into(), keys: small_object_keys(p.objects, p.prefixes), object_size: p.object_size, concurrency: p.put_concurrency };
-    variants.extend(crate::peers::get_many_rows("small-objects", &p.peers, 0, &setup, p.connections));
+    let peer_setup = PutSetup { keys: setup.keys.iter().take(p.peer_objects.min(p.objects)).cloned().collect(), ..setup.clone() };
+    let mut peer_rows = crate::peers::get_many_rows("small-objects", &p.peers, 0, &peer_setup, p.connections);
+    if peer_setup.keys.len() < setup.keys.len() {
+        for n in peer_rows.iter_mut().filter_map(|v| v.note.as_mut()).filter(|n| !n.starts_with("absent")) {
+            n.push_str(&format!("; GETs the first {} of the {} objects, {} in flight (quick size: a peer run costs ~10x a ferry one), so objects/s compares, wall time does not", peer_setup.keys.len(), setup.keys.len(), p.connections));
+        }
+    }
+    variants.extend(peer_rows);
     let mut servers = vec![s3, s3_h2];
     if p.ceilings {
         variants.extend(small_objects_ceilings(size, p, &setup));
@@ -333,6 +350,7 @@ pub fn small_objects(size: Size, p: &SmallObjectsParams) -> Workload {
         "connections": p.connections,
         "pipeline_depth": p.pipeline_depth,
         "in_flight": p.in_flight(),
+        "peer_objects": p.peer_objects.min(p.objects),
         "prefixes": p.prefixes,
         "put_concurrency": p.put_concurrency,
         "key_layout": "small-objects/pNN/obj-NNNNNN",

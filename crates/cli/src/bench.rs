@@ -29,6 +29,7 @@ pub struct BenchArgs {
 enum Workload {
     /// GET many 16 KiB objects from the s3 profile: h1-pool vs h1-pipeline vs auto (and h2
     /// against an s3 server with h2 on), 32 connections (gg/llama: pipelining +30-40%).
+    /// 10,000 objects (quick: 2,000; each peer row GETs the first 400 of them).
     SmallObjects(SmallObjectsArgs),
     /// One large GET from the lan profile per mode, beside iperf3 on loopback; optionally
     /// a large download to check that client memory stays bounded.
@@ -397,11 +398,17 @@ fn run_one(name: &str, a: &SuiteArgs) -> Result<ferry_bench::Outcome> {
 fn run_all(a: &SuiteArgs) -> Result<()> {
     let started = std::time::Instant::now();
     let mut rows = Vec::new();
+    // Each workload's wall time (servers, setup and every run), for the quick suite's
+    // budget: under a minute each, ~10 minutes in all (issue 4).
+    let mut walls = Vec::new();
     for (name, _) in ferry_bench::suite::SUITE {
         if !a.common.no_progress {
             eprintln!("ferry bench all: {name} ({:.0} s so far)", started.elapsed().as_secs_f64());
         }
-        match run_one(name, a) {
+        let t0 = std::time::Instant::now();
+        let result = run_one(name, a);
+        walls.push((*name, t0.elapsed().as_secs_f64(), result.as_ref().map_or(0, |o| o.records.len())));
+        match result {
             Ok(o) => rows.push(ferry_bench::claims::headline(name, &o.records)),
             Err(e) => rows.push(ferry_bench::claims::Headline {
                 workload: name.to_string(),
@@ -413,6 +420,11 @@ fn run_all(a: &SuiteArgs) -> Result<()> {
     }
     println!("## ferry bench all ({}): claims\n", if a.common.quick { "quick" } else { "full" });
     println!("{}", ferry_bench::claims::table(&rows));
+    println!("| workload | wall s | runs |\n|---|---|---|");
+    for (name, wall, runs) in &walls {
+        println!("| {name} | {wall:.0} | {runs} |");
+    }
+    println!();
     println!("suite took {:.0} s; JSON lines appended to {}", started.elapsed().as_secs_f64(), a.common.out.display());
     Ok(())
 }

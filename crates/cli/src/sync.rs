@@ -211,18 +211,8 @@ fn stored_crc(info: &ObjectInfo) -> Option<(ChecksumAlgorithm, String)> {
 async fn file_crc(path: &Path, algo: ChecksumAlgorithm) -> Result<String> {
     let path = path.to_path_buf();
     tokio::task::spawn_blocking(move || -> Result<String> {
-        use std::io::Read;
-        let mut f = std::fs::File::open(&path).with_context(|| path.display().to_string())?;
-        let mut h = Checksummer::new(algo);
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = f.read(&mut buf)?;
-            if n == 0 {
-                break;
-            }
-            h.update(&buf[..n]);
-        }
-        Ok(h.finish_base64())
+        let f = std::fs::File::open(&path).with_context(|| path.display().to_string())?;
+        Ok(Checksummer::of_reader(algo, f)?)
     })
     .await?
 }

@@ -4,7 +4,10 @@
 //! and (ignored by default: it writes 12 GiB to disk) a 6 GiB synthetic object, above
 //! CopyObject's 5 GiB limit, copies whole.
 
+mod common;
+
 use bytes::Bytes;
+use common::{client, data};
 use ferry_engine::copy::{copy_object, CopyParams};
 use ferry_proto::checksum::{base64_encode, ChecksumAlgorithm, Checksummer};
 use ferry_server::config::{ServeConfig, Storage};
@@ -13,22 +16,6 @@ use ferry_store::{Credentials, CredentialsSource, GetParams, ObjectRef, PutParam
 use futures_util::StreamExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-fn client(srv: &BackgroundServer) -> S3Client {
-    S3Client::builder(srv.url()).credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret"))).build().unwrap()
-}
-
-fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 async fn get(c: &S3Client, o: &ObjectRef, range: Option<RangeSpec>) -> Vec<u8> {
     let params = GetParams { range, ..Default::default() };

@@ -2,11 +2,14 @@
 //! socket): round trip, atomic landing, resume of a cancelled download from its state,
 //! and resume of an upload from the parts already uploaded.
 
+mod common;
+
 use bytes::Bytes;
+use common::data;
 use ferry_engine::{download_file, upload_file, DownloadParams, UploadParams, Verified};
 use ferry_proto::checksum::ChecksumAlgorithm;
 use ferry_server::{config::ServeConfig, BackgroundServer};
-use ferry_store::{Credentials, CredentialsSource, GetParams, ObjectRef, PutParams, S3Client};
+use ferry_store::{GetParams, ObjectRef, PutParams, S3Client};
 use std::path::Path;
 use std::time::Duration;
 
@@ -17,21 +20,9 @@ fn server(rate_per_conn: Option<u64>) -> BackgroundServer {
 }
 
 async fn client(srv: &BackgroundServer, bucket: &str) -> S3Client {
-    let c = S3Client::builder(srv.url()).credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret"))).build().unwrap();
+    let c = common::client(srv);
     c.create_bucket(bucket).await.unwrap();
     c
-}
-
-fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 fn leftovers(dir: &Path) -> Vec<String> {

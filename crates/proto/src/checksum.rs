@@ -186,6 +186,21 @@ impl Checksummer {
     pub fn finish_base64(&self) -> String {
         base64_encode(&self.finish())
     }
+
+    /// The checksum (base64) of everything `r` yields, read 1 MiB at a time: a local
+    /// file's, to compare with an object's (the CLI's sync, the bench's copy checks).
+    pub fn of_reader(algorithm: ChecksumAlgorithm, mut r: impl std::io::Read) -> std::io::Result<String> {
+        let mut h = Checksummer::new(algorithm);
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) => return Ok(h.finish_base64()),
+                Ok(n) => h.update(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
 }
 
 /// Standard (padded) base64.
