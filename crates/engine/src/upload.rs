@@ -226,6 +226,11 @@ pub async fn upload_stream(
 ) -> Result<UploadOutput, Error> {
     let part_size = stream_part_size(params.part_size, params.expected_size)? as usize;
     let mut stream = held_to(stream, stream_limit(part_size as u64, params.expected_size));
+    // Memory budget hook (scheduler): the first part is read before the upload knows
+    // whether it is one PUT, under the client's budget like every later part (the
+    // store's part cutter takes its own permit for each part it reads, so this one is
+    // given back when the multipart upload takes over).
+    let head_bytes = client.memory_budget().acquire(part_size as u64).await;
     let mut first = BytesMut::new();
     let mut ended = false;
     while first.len() < part_size {
@@ -248,6 +253,7 @@ pub async fn upload_stream(
         }
         return Ok(UploadOutput { size: len, etag: out.etag, resumed_bytes: 0, parts: 0 });
     }
+    drop(head_bytes);
     let counted = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let c2 = counted.clone();
     let head = futures_util::stream::once(async move { Ok(first.freeze()) });

@@ -6,7 +6,10 @@
 //!
 //! Phase 1 hammers one prefix: the controller must back off. Phase 2 spreads the same
 //! load over 400 prefixes, which no longer throttles: the controller must recover and
-//! grow again. The hard cap must hold throughout.
+//! grow again. The hard cap must hold throughout. The same case runs over each forced
+//! transport (h1 pool, h1 pipeline, h2 with prior knowledge: the server offers h2 here,
+//! unlike the s3 profile's default), since each reports a SlowDown through its own path;
+//! auto's own controller and lanes are covered by ferry-wire's `auto_lanes.rs`.
 
 mod sched_support;
 
@@ -51,14 +54,29 @@ async fn drive(ctl: &Arc<Controller>, c: &S3Client, keys: Arc<Vec<ObjectRef>>, w
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn backs_off_under_slowdown_and_recovers() {
+async fn backs_off_under_slowdown_and_recovers_h1_pool() {
+    backs_off_under_slowdown_and_recovers(Mode::H1Pool).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backs_off_under_slowdown_and_recovers_h1_pipeline() {
+    backs_off_under_slowdown_and_recovers(Mode::H1Pipeline).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backs_off_under_slowdown_and_recovers_h2() {
+    backs_off_under_slowdown_and_recovers(Mode::H2).await
+}
+
+async fn backs_off_under_slowdown_and_recovers(mode: Mode) {
     let srv = server(|c| {
         c.profile = Profile::S3;
         c.emulation = Profile::S3.emulation();
         c.emulation.get_rate_limit = Some(150);
+        c.emulation.h2 = mode == Mode::H2;
     });
     // No client retries: every SlowDown reaches the controller.
-    let (c, _) = client(&srv, Mode::H1Pool, RetryConfig::none());
+    let (c, _) = client(&srv, mode, RetryConfig::none());
     c.create_bucket("ctl").await.unwrap();
     let hot = Arc::new(vec![ObjectRef::new("ctl", "hot/object")]);
     let spread: Arc<Vec<ObjectRef>> = Arc::new((0..400).map(|i| ObjectRef::new("ctl", format!("p{i}/object"))).collect());
@@ -72,7 +90,7 @@ async fn backs_off_under_slowdown_and_recovers() {
 
     let peak1 = drive(&ctl, &c, hot, 48, Duration::from_millis(2500)).await;
     let after_hot = ctl.stats();
-    assert!(after_hot.throttles > 0, "the prefix was never throttled: {after_hot:?}");
+    assert!(after_hot.throttles > 0, "{mode:?}: the prefix was never throttled: {after_hot:?}");
     assert!(after_hot.decreases > 0, "no back-off: {after_hot:?}");
     assert!(after_hot.limit < opts.max, "still at the cap under SlowDown: {after_hot:?}");
 
@@ -81,5 +99,5 @@ async fn backs_off_under_slowdown_and_recovers() {
     assert!(after_spread.increases > after_hot.increases, "no recovery: {after_hot:?} -> {after_spread:?}");
     assert!(after_spread.limit > after_hot.limit, "no recovery: {after_hot:?} -> {after_spread:?}");
     assert!(peak1 <= opts.max && peak2 <= opts.max, "hard cap broken: {peak1}, {peak2}");
-    eprintln!("after the hot prefix: {after_hot:?}\nafter spreading: {after_spread:?}");
+    eprintln!("{mode:?}: after the hot prefix: {after_hot:?}\nafter spreading: {after_spread:?}");
 }

@@ -1,16 +1,21 @@
 //! The client's memory budget (`S3Client::memory_budget`) against a real `ferry serve`:
 //! open-ahead, `get_ranges` and a ranged download of one client all draw from it at
 //! once, and a slow consumer holds the bytes read ahead to the budget (not to
-//! open-ahead's own, larger `max_buffered`); every byte still arrives intact.
+//! open-ahead's own, larger `max_buffered`); every byte still arrives intact. An upload
+//! from a stream of unknown length to a slow endpoint reads its source only as far as
+//! the budget allows.
 
 mod sched_support;
 
 use ferry_engine::download::{download_file, DownloadParams};
 use ferry_engine::openahead::{OpenAhead, OpenAheadOptions};
 use ferry_engine::ranges::{get_ranges, RangesOptions};
+use ferry_engine::upload::{upload_stream, UploadParams};
 use ferry_store::{Mode, ObjectRef, PutParams, RetryConfig};
 use futures_util::StreamExt;
 use sched_support::{client, data, server};
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -78,4 +83,59 @@ async fn a_slow_consumer_holds_bytes_in_flight_to_the_budget() {
     assert!(budget.peak() <= budget.total() && budget.peak() > 0, "budget peak {} of {}", budget.peak(), budget.total());
     assert_eq!(budget.held(), 0, "bytes still held after everything ended");
     eprintln!("budget {budget_bytes}: peak held {}, open-ahead peak buffered {} ({stats:?})", budget.peak(), stats.peak_buffered);
+}
+
+/// The endpoint is the slow consumer of an upload: 16 MB/s per connection, while the
+/// source (memory) could hand over its 40 MiB at once. With a budget of two 5 MiB parts
+/// and 8 parts allowed in flight, the bytes read from the source and not yet answered
+/// by the server stay within the budget (plus one part being cut); without the budget
+/// the whole source was read ahead into parts waiting to be sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_from_a_stream_reads_ahead_only_within_the_budget() {
+    let srv = server(|c| c.emulation.rate_per_conn = Some(16_000_000));
+    let (c, counts) = client(&srv, Mode::H1Pool, RetryConfig::default());
+    c.create_bucket("upload").await.unwrap();
+    let part: u64 = ferry_store::multipart::MIN_PART_SIZE;
+    let budget_bytes = 2 * part;
+    let c = c.with_memory_budget(budget_bytes);
+    let budget = c.memory_budget();
+    let body = data(8 * part as usize, 7);
+    let pulled = Arc::new(AtomicU64::new(0));
+    let chunks: Vec<std::io::Result<bytes::Bytes>> = body.chunks(256 << 10).map(|b| Ok(bytes::Bytes::copy_from_slice(b))).collect();
+    let source = {
+        let pulled = pulled.clone();
+        futures_util::stream::iter(chunks)
+            .inspect(move |c| {
+                if let Ok(b) = c {
+                    pulled.fetch_add(b.len() as u64, SeqCst);
+                }
+            })
+            .boxed()
+    };
+    // Bytes read from the source beyond those of parts the server has answered.
+    let worst = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (pulled, counts, worst, done) = (pulled.clone(), counts.clone(), worst.clone(), done.clone());
+        tokio::spawn(async move {
+            while !done.load(SeqCst) {
+                let answered = counts.puts_answered.load(SeqCst) * part;
+                worst.fetch_max(pulled.load(SeqCst).saturating_sub(answered), SeqCst);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    };
+    let object = ObjectRef::new("upload", "from-stdin");
+    let params = UploadParams { part_size: part, concurrency: 8, ..UploadParams::default() };
+    let out = upload_stream(&c, source, &object, &params, None).await.unwrap();
+    done.store(true, SeqCst);
+    watcher.await.unwrap();
+    assert_eq!(out.size, body.len() as u64);
+    let got = c.get_object(&object, Default::default()).await.unwrap().body.collect().await.unwrap();
+    assert!(got[..] == body[..], "the uploaded object differs from its source");
+    let worst = worst.load(SeqCst);
+    assert!(worst <= budget_bytes + part, "{worst} bytes read ahead of the server under a budget of {budget_bytes}");
+    assert!(budget.peak() <= budget.total() && budget.peak() > 0, "budget peak {} of {}", budget.peak(), budget.total());
+    assert_eq!(budget.held(), 0, "bytes still held after the upload ended");
+    eprintln!("budget {budget_bytes}: read ahead of the server at most {worst} bytes, budget peak {}", budget.peak());
 }

@@ -21,7 +21,7 @@
 //! parallel for objects above CopyObject's 5 GiB limit.
 //! Spec: <https://docs.aws.amazon.com/AmazonS3/latest/API/API_UploadPartCopy.html>.
 
-use crate::client::{Op, OpBody, ObjectRef, S3Client};
+use crate::client::{BudgetPermit, ByteBudget, Op, OpBody, ObjectRef, S3Client};
 use crate::error::{request_id, Error};
 use crate::object::{read_xml, PutParams};
 use ferry_proto::encoding::uri_encode;
@@ -31,6 +31,7 @@ use ferry_proto::xml::{CompletedPart, PartEntry};
 use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
 use http::Method;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// S3's smallest part (all but the last).
 pub const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
@@ -272,11 +273,19 @@ impl S3Client {
         part_size: usize,
         concurrency: usize,
     ) -> Result<CompleteMultipartOutput, Error> {
-        let parts = cut_parts(stream, part_size);
+        // Each part's bytes come from the client's memory budget (`ByteBudget`) before
+        // they are read from the source and go back once the part is sent: a slow
+        // endpoint holds the reader, not a growing buffer, and uploads share the budget
+        // with the engine's other fan-outs.
+        let parts = cut_parts(stream, part_size, self.inner.memory.clone());
         let mut done: Vec<(CompletedPart, u64)> = parts
-            .map_ok(|(n, body)| {
+            .map_ok(|(n, body, bytes)| {
                 let len = body.len() as u64;
-                async move { self.upload_part(upload, n, body).await.map(|p| (p, len)) }
+                async move {
+                    let sent = self.upload_part(upload, n, body).await.map(|p| (p, len));
+                    drop(bytes);
+                    sent
+                }
             })
             .try_buffer_unordered(concurrency)
             .try_collect()
@@ -309,8 +318,9 @@ pub fn combine_part_crcs(algo: ChecksumAlgorithm, parts: &[(CompletedPart, u64)]
     whole.map(|w| base64_encode(&w))
 }
 
-/// Cuts a byte stream into numbered parts of `part_size` (the last may be smaller).
-fn cut_parts(stream: BoxStream<'static, std::io::Result<Bytes>>, part_size: usize) -> BoxStream<'static, Result<(u32, Bytes), Error>> {
+/// Cuts a byte stream into numbered parts of `part_size` (the last may be smaller), each
+/// with its bytes taken from `budget` before they are read.
+fn cut_parts(stream: BoxStream<'static, std::io::Result<Bytes>>, part_size: usize, budget: Arc<ByteBudget>) -> BoxStream<'static, Result<(u32, Bytes, BudgetPermit), Error>> {
     struct St {
         input: BoxStream<'static, std::io::Result<Bytes>>,
         buf: BytesMut,
@@ -318,7 +328,10 @@ fn cut_parts(stream: BoxStream<'static, std::io::Result<Bytes>>, part_size: usiz
         ended: bool,
     }
     let st = St { input: stream, buf: BytesMut::new(), next: 1, ended: false };
-    futures_util::stream::try_unfold(st, move |mut st| async move {
+    futures_util::stream::try_unfold(st, move |mut st| {
+        let budget = budget.clone();
+        async move {
+        let permit = budget.acquire(part_size as u64).await;
         while !st.ended && st.buf.len() < part_size {
             match st.input.next().await {
                 Some(Ok(b)) => st.buf.extend_from_slice(&b),
@@ -336,7 +349,8 @@ fn cut_parts(stream: BoxStream<'static, std::io::Result<Bytes>>, part_size: usiz
         let part = st.buf.split_to(n).freeze();
         let number = st.next;
         st.next += 1;
-        Ok(Some(((number, part), st)))
+        Ok(Some(((number, part, permit), st)))
+        }
     })
     .boxed()
 }

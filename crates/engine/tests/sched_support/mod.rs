@@ -35,6 +35,8 @@ pub struct Counts {
     /// GET object bodies alive now, and the most at once.
     pub bodies_alive: AtomicU64,
     pub bodies_peak: AtomicU64,
+    /// PUT object requests (whole objects and multipart parts) answered with a success.
+    pub puts_answered: AtomicU64,
 }
 
 impl Counts {
@@ -85,6 +87,9 @@ impl Transport for Counting {
         let fut = self.inner.send(req);
         Box::pin(async move {
             let mut resp = fut.await?;
+            if op == "PUT object" && resp.status.is_success() {
+                counts.puts_answered.fetch_add(1, SeqCst);
+            }
             if op == "GET object" {
                 let alive = counts.bodies_alive.fetch_add(1, SeqCst) + 1;
                 counts.bodies_peak.fetch_max(alive, SeqCst);
