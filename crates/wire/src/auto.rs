@@ -367,6 +367,17 @@ const SMALL: usize = 1;
 /// (~30 first-byte times at S3's p50, LAB.md section 1) lets a claim ebb within seconds.
 const SMALL_WANT_STEP: Duration = Duration::from_secs(1);
 
+/// Places the small lane keeps from the start, before any small request is seen, at
+/// most one in [`SMALL_RESERVE_FRACTION`] of the total: with none, bulk reads filled the
+/// whole cap during mixed-hol's bulk-only warm-up and then closed connections for the
+/// first smalls, each reopened by the pipeline (auto opened 61-65 TCP connections
+/// beside the 50-connection pool's 50, `ferry bench mixed-hol --quick --peers none
+/// --repeats 5`). Four covers the ~4 smalls in flight of an open loop of 100/s at
+/// S3's ~35 ms each (LAB.md section 1); a quarter, so that a small cap (16 in
+/// `auto_lanes.rs`) keeps a few too; bulk alone loses at most a quarter of the total.
+const SMALL_RESERVE: usize = 4;
+const SMALL_RESERVE_FRACTION: usize = 4;
+
 /// The hook through which a lane (pool.rs, pipeline.rs) asks for connections of a cap it
 /// shares with another lane. Calls come with the lane's own lock held: implementations
 /// take no lock of a lane, and wake lanes only from spawned tasks.
@@ -435,7 +446,7 @@ impl Lanes {
             st.small_peak = st.small_peak.saturating_sub(steps).max(st.active[SMALL]);
             st.small_peak_at = Instant::now();
         }
-        let small_kept = Self::small_want(st).min((t / 2).max(1));
+        let small_kept = Self::small_want(st).max(Self::small_reserve(t)).min((t / 2).max(1));
         let bulk = st.active[BULK].min(t.saturating_sub(small_kept));
         // A bulk request never waits for ever: one connection at least while any is active.
         let bulk = if st.active[BULK] > 0 { bulk.max(1) } else { bulk };
@@ -445,6 +456,23 @@ impl Lanes {
     /// Connections the small lane wants: the most small requests active at once lately.
     fn small_want(st: &LaneState) -> usize {
         st.small_peak.max(st.active[SMALL])
+    }
+
+    /// Places of `t` that bulk never takes, small demand or not ([`SMALL_RESERVE`]).
+    fn small_reserve(t: usize) -> usize {
+        SMALL_RESERVE.min(t / SMALL_RESERVE_FRACTION)
+    }
+
+    /// Of the connections `lane` must give back now, those the other lane is waiting for
+    /// (the rest go because the cap fell, and are no handover).
+    fn wanted_by_other(&self, st: &mut LaneState, lane: usize) -> usize {
+        let shares = self.shares(st);
+        let t = self.total();
+        let open = st.open[BULK] + st.open[SMALL];
+        let other = 1 - lane;
+        let other_demand = if other == BULK { st.active[BULK] } else { Self::small_want(st) };
+        let other_short = other_demand.min(shares[other]).saturating_sub(st.open[other]);
+        other_short.saturating_sub(t.saturating_sub(open))
     }
 
     /// Connections `lane` holds that it must give back now: those over its share, but
@@ -549,7 +577,9 @@ impl ConnectionGate for LaneGate {
     }
 
     fn handed_over(&self, n: usize) {
-        self.lanes.lock().handed_over[self.lane] += n as u64;
+        let mut st = self.lanes.lock();
+        let given = n.min(self.lanes.wanted_by_other(&mut st, self.lane));
+        st.handed_over[self.lane] += given as u64;
     }
 
     /// The controller's limit: depth grows with it, so that in slow start requests are
