@@ -363,7 +363,10 @@ mod tests {
     async fn parts_cover_the_source_exactly() {
         let data: Vec<u8> = (0..(2 * 1024 * 1024 + 7)).map(|i| (i % 253) as u8).collect();
         let pieces: Vec<std::io::Result<Bytes>> = data.chunks(100_000).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
-        let parts: Vec<(u32, Bytes)> = cut_parts(futures_util::stream::iter(pieces).boxed(), 1024 * 1024).try_collect().await.unwrap();
+        // A budget larger than the whole source: collecting every part holds all permits.
+        let budget = ByteBudget::new(16 << 20);
+        let cut: Vec<_> = cut_parts(futures_util::stream::iter(pieces).boxed(), 1024 * 1024, budget.clone()).try_collect().await.unwrap();
+        let parts: Vec<(u32, Bytes)> = cut.into_iter().map(|(n, b, _permit)| (n, b)).collect();
         assert_eq!(parts.iter().map(|(n, b)| (*n, b.len())).collect::<Vec<_>>(), vec![(1, 1 << 20), (2, 1 << 20), (3, 7)]);
         assert_eq!(parts.iter().flat_map(|(_, b)| b.to_vec()).collect::<Vec<_>>(), data);
     }
