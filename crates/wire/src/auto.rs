@@ -487,13 +487,8 @@ impl Lanes {
         if over_share == 0 {
             return 0;
         }
-        let t = self.total();
-        let open = st.open[BULK] + st.open[SMALL];
-        let other = 1 - lane;
-        let other_demand = if other == BULK { st.active[BULK] } else { Self::small_want(st) };
-        let other_short = other_demand.min(shares[other]).saturating_sub(st.open[other]);
-        let needed = open.saturating_sub(t).max(other_short.saturating_sub(t.saturating_sub(open)));
-        over_share.min(needed)
+        let over_cap = (st.open[BULK] + st.open[SMALL]).saturating_sub(self.total());
+        over_share.min(over_cap.max(self.wanted_by_other(st, lane)))
     }
 
     fn demand(&self, lane: usize, delta: isize) {
