@@ -280,11 +280,18 @@ impl H1 {
 
     async fn send(&self, config: &TransportConfig, req: Request) -> Result<Response, WireError> {
         let lane = if is_small(&req) { SMALL } else { BULK };
-        let demand = Demand::new(self.lanes.clone(), lane);
+        let mut demand = Demand::new(self.lanes.clone(), lane);
         let fut = if lane == BULK {
             self.pool.send(req)
         } else {
-            self.send_small(config, req).await
+            let (fut, on_pool) = self.send_small(config, req).await;
+            if on_pool {
+                // A small request the pool carries (no verified pipeline yet) is the
+                // pool's demand: counted as small, the pool's share would not grow for
+                // it, and with no bulk request active it waited for ever.
+                demand = Demand::new(self.lanes.clone(), BULK);
+            }
+            fut
         };
         let observation = self.lanes.controller.observe();
         let result = fut.await;
@@ -301,11 +308,12 @@ impl H1 {
 
     /// Routes a small request: the pipeline once verified; while a probe is out, after
     /// its verdict; else the pool (with a probe first when one is due).
-    async fn send_small(&self, config: &TransportConfig, req: Request) -> BoxFuture<'static, Result<Response, WireError>> {
+    /// Also says whether the pool took it.
+    async fn send_small(&self, config: &TransportConfig, req: Request) -> (BoxFuture<'static, Result<Response, WireError>>, bool) {
         let mut done = self.probe_done.subscribe();
         loop {
             if self.verified() {
-                return self.pipeline.send(req);
+                return (self.pipeline.send(req), false);
             }
             let running = self.probe.lock().unwrap().running;
             if !running {
@@ -341,8 +349,8 @@ impl H1 {
             }
         };
         match probe {
-            Some(t) => probe_with(t, self.probe.clone(), self.probe_done.clone(), req),
-            None => self.pool.send(req),
+            Some(t) => (probe_with(t, self.probe.clone(), self.probe_done.clone(), req), false),
+            None => (self.pool.send(req), true),
         }
     }
 

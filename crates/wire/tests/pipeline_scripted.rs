@@ -546,3 +546,32 @@ async fn requests_spread_over_connections_fewest_in_flight_first() {
     }
     assert_eq!(per_conn, [8, 8, 8, 8], "32 requests over 4 connections 8 deep");
 }
+
+/// auto against a peer that closes every connection after its first answer: the probe's
+/// copy goes unanswered, so auto keeps small requests on its pool. Those requests must
+/// count as the pool's demand: counted as the small lane's, the pool's share of the cap
+/// stayed 0 with no bulk request active, and a small request on the pool waited for ever
+/// (seen as "1 GETs unfinished" in `ferry bench small-objects`' auto row).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_carries_small_requests_on_its_pool_when_pipelining_fails() {
+    let p = peer(1, Duration::ZERO, |_, _, _, path| {
+        let body = format!("body of {path}");
+        Action::WriteClose(format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).into_bytes())
+    })
+    .await;
+    let mut c = config(&p, 4, 4);
+    c.mode = ferry_wire::Mode::Auto;
+    let auto = Arc::new(ferry_wire::auto::AutoTransport::new(c).unwrap());
+    let gets = (0..24).map(|i| {
+        let auto = auto.clone();
+        async move {
+            let mut r = Request::new(Method::GET, &format!("/b/k{i}"));
+            r.size_hint = Some(16);
+            let resp = auto.send(r).await.unwrap_or_else(|e| panic!("GET k{i}: {e}"));
+            let body = resp.body.collect(1 << 20).await.unwrap();
+            assert_eq!(body, Bytes::from(format!("body of /b/k{i}")));
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(30), futures_util::future::join_all(gets)).await.expect("small GETs on auto's pool never finished");
+    assert!(!auto.pipelining(), "a peer that closes after one answer cannot verify pipelining");
+}
