@@ -132,7 +132,10 @@ async fn with_resets_mid_body_every_caller_gets_its_bytes_or_body_truncated() {
     assert!(truncated > 0, "the faults cut some bodies");
     assert!(good > n / 2, "most bodies arrive: {good} of {n}");
     assert!(st.requests_resent > 0, "requests behind a reset are re-sent: {st:?}");
-    assert!(t.verified());
+    // Not asserted here: `verified()`. With a reset on 20% of requests, a batch of k
+    // verifies with probability 0.8^k, and k depends on timing (a loaded CI machine wrote
+    // batches of ~32 and none verified); verification is tested without faults above.
+    eprintln!("verified: {}", t.verified());
 }
 
 /// `head_latency` is the endpoint's time alone: the pool measures every request; the
