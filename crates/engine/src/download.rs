@@ -118,7 +118,7 @@
 //! 8 MiB parts: the low end of the cost-optimal request size on S3 (LAB.md section 1,
 //! AnyBlob), and the same part size uploads use.
 
-use ferry_proto::checksum::{base64_decode, base64_encode, crc_combine, ChecksumAlgorithm, Checksummer};
+use ferry_proto::checksum::{base64_decode, base64_encode, crc_combine, gf2_times, ChecksumAlgorithm, Checksummer};
 use ferry_store::{Error, GetParams, ObjectInfo, ObjectRef, RangeSpec, S3Client};
 use futures_util::stream::TryStreamExt;
 use serde::{Deserialize, Serialize};
@@ -604,22 +604,10 @@ fn combine_parts(algo: ChecksumAlgorithm, sums: &[Vec<u8>], part_size: u64, size
             }
         }
     };
-    let apply = |mut v: u64| {
-        let mut out = 0u64;
-        let mut bit = 0;
-        while v != 0 {
-            if v & 1 == 1 {
-                out ^= shift[bit];
-            }
-            v >>= 1;
-            bit += 1;
-        }
-        out
-    };
     let mut whole = read(&sums[0]);
     for (i, s) in sums.iter().enumerate().skip(1) {
         let len = part_len(i as u64, part_size, size);
-        whole = if len == part_size { apply(whole) ^ read(s) } else { read(&crc_combine(algo, &write(whole), s, len)?) };
+        whole = if len == part_size { gf2_times(&shift, whole) ^ read(s) } else { read(&crc_combine(algo, &write(whole), s, len)?) };
     }
     Some(write(whole))
 }

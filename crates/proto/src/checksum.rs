@@ -263,7 +263,10 @@ pub fn crc_combine(algo: ChecksumAlgorithm, crc_a: &[u8], crc_b: &[u8], len_b: u
     Some(combined.to_be_bytes()[8 - bytes..].to_vec())
 }
 
-fn gf2_times(mat: &[u64], mut vec: u64) -> u64 {
+/// The product of a GF(2) matrix (`mat[i]`: the column for bit `i`) and a vector: the
+/// XOR of the columns whose bits are set. Also used by callers that cache a matrix
+/// (ferry-engine's part CRC combine).
+pub fn gf2_times(mat: &[u64], mut vec: u64) -> u64 {
     let mut sum = 0;
     let mut i = 0;
     while vec != 0 {
