@@ -129,8 +129,10 @@ impl Error {
             }),
             // Throttling rejects the request before it acts: safe for every request.
             Error::Throttled { .. } => Some(RetryClass::Throttled),
-            // 500/502/504 (or a 200 carrying InternalError): the server may have acted.
-            Error::Service { status, code, .. } if idempotent && (matches!(*status, 500 | 502 | 504) || is_transient_code(code)) => {
+            // 500/502/503/504 (or a 200 carrying InternalError): the server may have acted.
+            // A 503 whose code is not a throttling one (a server still starting, MinIO's
+            // XMinioServerNotInitialized) is retried like the SDKs retry it.
+            Error::Service { status, code, .. } if idempotent && (matches!(*status, 500 | 502 | 503 | 504) || is_transient_code(code)) => {
                 Some(RetryClass::Transient)
             }
             _ => None,
@@ -275,5 +277,9 @@ mod tests {
         assert_eq!(classify(503, "SlowDown".into(), String::new(), None).retry_class(false), Some(RetryClass::Throttled));
         assert_eq!(classify(404, "NoSuchKey".into(), String::new(), None).retry_class(true), None);
         assert_eq!(classify(502, String::new(), String::new(), None).retry_class(true), Some(RetryClass::Transient));
+        let starting = classify(503, "XMinioServerNotInitialized".into(), String::new(), None);
+        assert!(matches!(starting, Error::Service { .. }), "{starting:?}");
+        assert_eq!(starting.retry_class(true), Some(RetryClass::Transient));
+        assert_eq!(starting.retry_class(false), None);
     }
 }

@@ -84,6 +84,17 @@ impl Ferry {
     }
 }
 
+/// The status code of an unsigned `GET path` (None when nothing answered).
+fn status_of(addr: SocketAddr, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
+    let mut buf = [0u8; 12];
+    s.read_exact(&mut buf).ok()?;
+    Some(String::from_utf8_lossy(&buf[9..12]).into_owned())
+}
+
 const MINIO_USER: &str = "ferryconformance";
 const MINIO_PASSWORD: &str = "ferry-conformance-secret";
 
@@ -131,20 +142,18 @@ fn minio_addr() -> SocketAddr {
             }
         });
         rx.recv().unwrap();
-        // Wait until MinIO answers its health endpoint.
+        // Wait until MinIO answers its health endpoint with 200, then until an S3 call
+        // (an anonymous ListBuckets: 403) is no longer 503: "ready" comes before its
+        // IAM and bucket metadata are loaded (XMinioServerNotInitialized).
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok(mut s) = std::net::TcpStream::connect(addr) {
-                use std::io::{Read, Write};
-                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-                let _ = write!(s, "GET /minio/health/ready HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-                let mut buf = [0u8; 12];
-                if s.read_exact(&mut buf).is_ok() && &buf[9..12] == b"200" {
+        for (path, ready) in [("/minio/health/ready", "200"), ("/", "403")] {
+            loop {
+                if status_of(addr, path).as_deref() == Some(ready) {
                     break;
                 }
+                assert!(std::time::Instant::now() < deadline, "MinIO did not answer {path} with {ready} at {addr}");
+                std::thread::sleep(Duration::from_millis(200));
             }
-            assert!(std::time::Instant::now() < deadline, "MinIO did not become ready at {addr}");
-            std::thread::sleep(Duration::from_millis(200));
         }
         addr
     })

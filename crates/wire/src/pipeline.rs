@@ -89,8 +89,9 @@
 //!
 //! # What "verified" means
 //!
-//! [`PipelineTransport::verified`] turns true once a batch of two or more requests
-//! written in one write was answered in full: every response parsed, framed exactly
+//! [`PipelineTransport::verified`] turns true once a batch of two or more requests in
+//! flight together on one connection (each written before the response to the one
+//! before it began, in one write or several) was answered in full: every response parsed, framed exactly
 //! (Content-Length or chunked ending where it should), none was 400 or 505 (what servers
 //! that choke on pipelining answer to the second request), and no stray bytes followed.
 //! A peer that drops or reorders pipelined requests fails these checks in practice.
@@ -180,6 +181,9 @@ struct Slot {
     requests_written: u64,
     /// Responses read to their end on this connection.
     answered: u64,
+    /// The batch of the last pipelineable write, which the next write joins while
+    /// responses are still owed.
+    batch: Option<Arc<Batch>>,
 }
 
 struct Signals {
@@ -193,9 +197,12 @@ struct Signals {
     writing_body: AtomicBool,
 }
 
-/// Requests written in one write; `verified` turns true when all were answered well.
+/// Requests in flight together on one connection (each written before the response to
+/// the one before it began); `verified` turns true when all were answered well.
 struct Batch {
     remaining: AtomicUsize,
+    /// Requests it ever had: one alone verifies nothing.
+    members: AtomicUsize,
     ok: AtomicBool,
 }
 
@@ -421,6 +428,7 @@ impl Shared {
                     connected: false,
                     requests_written: 0,
                     answered: 0,
+                    batch: None,
                 });
                 tokio::spawn(run_connection(self.clone(), st.next_key, signals));
                 st.conns.len() - 1
@@ -622,10 +630,24 @@ async fn run_writer(shared: Arc<Shared>, key: u64, signals: Arc<Signals>, mut io
                 }
             }
             let n = batch.len();
-            let tracker = (n >= 2).then(|| Arc::new(Batch { remaining: AtomicUsize::new(n), ok: AtomicBool::new(true) }));
-            for mut job in batch {
-                job.batch = tracker.clone();
-                slot.written.push_back(job);
+            if let Some(first) = batch.first() {
+                // Requests still owed a response on this connection and the ones written
+                // now are in flight together: one batch, however many writes it took (how
+                // the writer wakes decides that; the peer sees no difference).
+                let pipelined = first.pipelineable;
+                let tracker = match &slot.batch {
+                    Some(b) if pipelined && !unobstructed => {
+                        b.remaining.fetch_add(n, Relaxed);
+                        b.members.fetch_add(n, Relaxed);
+                        b.clone()
+                    }
+                    _ => Arc::new(Batch { remaining: AtomicUsize::new(n), members: AtomicUsize::new(n), ok: AtomicBool::new(true) }),
+                };
+                slot.batch = pipelined.then(|| tracker.clone());
+                for mut job in batch {
+                    job.batch = Some(tracker.clone());
+                    slot.written.push_back(job);
+                }
             }
             n
         };
@@ -928,7 +950,7 @@ impl Reader {
         let stray = !self.buf.is_empty() && self.shared.lock().conns.iter().find(|s| s.key == self.key).is_some_and(|s| s.written.is_empty());
         if !good || stray {
             b.ok.store(false, Relaxed);
-        } else if b.remaining.fetch_sub(1, Relaxed) == 1 && b.ok.load(Relaxed) {
+        } else if b.remaining.fetch_sub(1, Relaxed) == 1 && b.ok.load(Relaxed) && b.members.load(Relaxed) >= 2 {
             self.shared.verified.store(true, Relaxed);
         }
     }

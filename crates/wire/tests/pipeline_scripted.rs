@@ -242,6 +242,39 @@ async fn requests_are_pipelined_k_arrive_before_the_first_response() {
     assert_eq!(t.name(), "h1-pipeline");
 }
 
+/// A batch is what is in flight together, not what one write carried: requests sent
+/// 20 ms apart (one write each) while the peer holds every answer still verify.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_written_one_by_one_while_answers_are_owed_verify() {
+    let p = peer(8, Duration::ZERO, |_, _, _, path| echo(path)).await;
+    let t = transport(&p, 1, 8);
+    let mut tasks = Vec::new();
+    for path in EIGHT {
+        let t = t.clone();
+        tasks.push(tokio::spawn(async move { fetch(&t, Method::GET, path).await }));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let res: Vec<_> = timed(futures_util::future::join_all(tasks)).await.unwrap().into_iter().map(|r| r.unwrap()).collect();
+    assert_echoed(&res, &EIGHT);
+    assert_eq!(p.seen()[0].behind, 7);
+    assert_eq!(t.stats().connections_opened, 1);
+    assert!(t.verified(), "8 requests in flight together, written one by one, verify the endpoint");
+}
+
+/// Requests that never overlap prove nothing about pipelining.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_answered_before_the_next_is_sent_do_not_verify() {
+    let p = peer(1, Duration::ZERO, |_, _, _, path| echo(path)).await;
+    let t = transport(&p, 1, 8);
+    for path in EIGHT {
+        let got = timed(fetch(&t, Method::GET, path)).await.unwrap();
+        assert_echoed(&[got], &[path]);
+    }
+    assert_eq!(t.stats().connections_opened, 1);
+    assert!(p.seen().iter().all(|s| s.behind == 0));
+    assert!(!t.verified(), "no two requests were ever in flight together");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_closes_after_response_k_of_n_and_the_rest_are_resent() {
     let p = peer(6, Duration::ZERO, |conn, i, _, path| if conn == 0 && i == 2 { Action::Close } else { echo(path) }).await;
