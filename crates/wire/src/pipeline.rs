@@ -108,7 +108,7 @@ use futures_util::StreamExt;
 use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
@@ -198,12 +198,34 @@ struct Signals {
 }
 
 /// Requests in flight together on one connection (each written before the response to
-/// the one before it began); `verified` turns true when all were answered well.
+/// the one before it was read to its end); `verified` turns true when all were answered
+/// well.
 struct Batch {
-    remaining: AtomicUsize,
-    /// Requests it ever had: one alone verifies nothing.
-    members: AtomicUsize,
+    /// Members not yet answered (low 32 bits) and members it ever had (high 32 bits), in
+    /// one word so that joining a batch and answering its last member cannot interleave:
+    /// a write joins only while some member is unanswered, and a batch of one verifies
+    /// nothing.
+    counts: AtomicU64,
     ok: AtomicBool,
+}
+
+impl Batch {
+    const ONE_MEMBER: u64 = 1 << 32;
+
+    fn new(n: usize) -> Arc<Batch> {
+        Arc::new(Batch { counts: AtomicU64::new(n as u64 * (Batch::ONE_MEMBER + 1)), ok: AtomicBool::new(true) })
+    }
+
+    /// Adds `n` requests written now, if a member is still unanswered.
+    fn join(&self, n: usize) -> bool {
+        self.counts.fetch_update(Relaxed, Relaxed, |c| (c as u32 > 0).then(|| c + n as u64 * (Batch::ONE_MEMBER + 1))).is_ok()
+    }
+
+    /// Counts one member answered well; true when it was the last of two or more.
+    fn answered(&self) -> bool {
+        let before = self.counts.fetch_sub(1, Relaxed);
+        before as u32 == 1 && before >> 32 >= 2
+    }
 }
 
 struct Job {
@@ -636,12 +658,9 @@ async fn run_writer(shared: Arc<Shared>, key: u64, signals: Arc<Signals>, mut io
                 // the writer wakes decides that; the peer sees no difference).
                 let pipelined = first.pipelineable;
                 let tracker = match &slot.batch {
-                    Some(b) if pipelined && !unobstructed => {
-                        b.remaining.fetch_add(n, Relaxed);
-                        b.members.fetch_add(n, Relaxed);
-                        b.clone()
-                    }
-                    _ => Arc::new(Batch { remaining: AtomicUsize::new(n), members: AtomicUsize::new(n), ok: AtomicBool::new(true) }),
+                    // (A spoiled batch is never joined: its unanswered count may never reach 0.)
+                    Some(b) if pipelined && !unobstructed && b.ok.load(Relaxed) && b.join(n) => b.clone(),
+                    _ => Batch::new(n),
                 };
                 slot.batch = pipelined.then(|| tracker.clone());
                 for mut job in batch {
@@ -950,7 +969,7 @@ impl Reader {
         let stray = !self.buf.is_empty() && self.shared.lock().conns.iter().find(|s| s.key == self.key).is_some_and(|s| s.written.is_empty());
         if !good || stray {
             b.ok.store(false, Relaxed);
-        } else if b.remaining.fetch_sub(1, Relaxed) == 1 && b.ok.load(Relaxed) && b.members.load(Relaxed) >= 2 {
+        } else if b.answered() && b.ok.load(Relaxed) {
             self.shared.verified.store(true, Relaxed);
         }
     }
