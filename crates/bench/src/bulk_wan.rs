@@ -66,6 +66,19 @@
 //! published shape. Before (3 points, 1 repeat, peers pulling 64 x 32 MiB at the last
 //! point) it took 256 s in the suite, the peers ~2/3 of it.
 //!
+//! A ferry row that receives nothing in its counted window is an error row, never a
+//! 0 MB/s figure: its error sample gives the requests sent, connections, when the first
+//! body byte came (`first_body_byte_s`, also in every record) and the bytes of the
+//! warm-up. Once, under load, h2 at 64 streams received 0 bytes in 2 s + 2 s with 16
+//! connections and 64 requests sent. Not reproduced in 6 more runs at 64 streams (3 at
+//! load average ~9, 3 beside two busy loops at ~13: h2 52-194 MB/s), but those runs
+//! show where it would come from: h2's first body byte came 1.1-1.5 s after the start
+//! (first-byte p50 0.5-1.2 s) against h1-pool's 0.5 s, so a run whose heads are delayed
+//! past 4 s by CPU starvation has nothing in its window. Why h2's heads come later at 64
+//! streams over 16 connections (4 streams per connection, a response head queued in
+//! the server's TCP send buffer behind other streams' DATA during slow start is one
+//! candidate) is for the wire crate to find.
+//!
 //! Per-connection throughput is the aggregate over `connections_opened` (iperf3: over N;
 //! a peer: over the connections the server counted during its run, from its whole-run
 //! figure, since a peer has no counted window).
