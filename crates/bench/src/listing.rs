@@ -338,7 +338,7 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
     let repeats = p.repeats.max(1);
     let mut records = Vec::new();
     let mut write = |rec: &RunRecord, records: &mut Vec<RunRecord>| -> Result<()> {
-        out.write(&rec, &ctx)?;
+        out.write(rec, &ctx)?;
         records.push(rec.clone());
         Ok(())
     };

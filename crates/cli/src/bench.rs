@@ -46,12 +46,12 @@ enum Workload {
     /// GET and PUT at 16 KiB-32 MiB (100 each, 2 in flight; quick 4), per profile s3, gcs,
     /// azure (PerfKitBenchmarker).
     TtfbThroughput(SuiteArgs),
-    /// One consumer reads 640 KiB objects in order, s3 profile (80,000; quick 300): on-demand
+    /// One consumer reads 640 KiB objects in order, s3 profile (80,000; quick 150): on-demand
     /// opening vs the engine's OpenAhead (Qubole: 30%). The full size takes ~50 minutes a
     /// run on demand at ~38 ms an object: give it --run-timeout 4000s.
     OpenAhead(SuiteArgs),
     /// Hudi commit + cleaner: 500 x (GET 4 MiB, modify, PUT), then DeleteObjects of 5,000
-    /// keys in batches one after another vs the engine's delete_many (quick: 100 files,
+    /// keys in batches one after another vs the engine's delete_many (quick: 48 files,
     /// 2,000 keys).
     Commit(SuiteArgs),
     /// HFile metadata reads: 2,000 ranges of 4-64 KiB in one 256 MiB object, one GET per
@@ -170,13 +170,13 @@ struct ListingArgs {
 struct BulkWanArgs {
     #[command(flatten)]
     common: Common,
-    /// Concurrency points, comma-separated [default: 1,2,4,...,256; 1,16,64 with --quick].
+    /// Concurrency points, comma-separated [default: 1,2,4,...,256; 1,16 with --quick].
     #[arg(long, value_delimiter = ',')]
     concurrency: Option<Vec<usize>>,
     /// Mean object size (sizes ~ Normal(mean, 20% sd)) [default: 128MiB; 32MiB with --quick].
     #[arg(long, value_parser = parse_bytes)]
     mean_size: Option<u64>,
-    /// Seconds counted of each run (each client, each point), after a warm-up [default: 10 after 3; 2 after 2 with --quick].
+    /// Seconds counted of each run (each client, each point), after a warm-up [default: 10 after 3; 2 with --quick, after a warm-up measured per ferry row (the rate stopped growing), 2 s at most].
     #[arg(long)]
     seconds: Option<u32>,
     /// Seed of the object sizes.
@@ -243,7 +243,7 @@ fn run_bulk_wan(a: &BulkWanArgs) -> Result<()> {
         p.run_seconds = s;
     }
     p.seed = a.seed;
-    // --quick runs the sweep once (a minute); --repeats wins.
+    // --quick runs 3 repeats of its 2 points (peers once per point); --repeats wins.
     if let Some(r) = a.common.repeats {
         p.repeats = r as usize;
     }

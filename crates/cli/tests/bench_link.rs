@@ -69,6 +69,10 @@ fn check_bulk_wan(outcome: &ferry_bench::Outcome, p: &BulkWanParams, out: &std::
     for m in ["h1-pool", "h2", "auto"] {
         let r = outcome.records.iter().find(|r| r.mode == m).unwrap_or_else(|| panic!("no {m} row"));
         assert!(r.figure("connections_opened").unwrap() >= 1.0);
+        // The warm-up each row ran is recorded (quick measures it, capped at omit_seconds).
+        let omit = r.figure("omit_s").unwrap_or_else(|| panic!("{m}: no omit_s"));
+        assert!(omit > 0.0 && omit <= p.omit_seconds as f64 + 0.5, "{m}: warm-up {omit} s");
+        assert_eq!(r.figure("warmup_measured"), Some(1.0), "{m}");
         assert!(r.server.as_ref().unwrap()["args"].to_string().contains("--tls"), "HTTPS");
     }
     let lines: Vec<serde_json::Value> = std::fs::read_to_string(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
