@@ -90,10 +90,14 @@
 //! (61-74 TCP connections opened beside the 50-connection pool's 50): the pool fills T
 //! during the bulk-only warm-up, then gives places to the pipeline as the smalls
 //! arrive. So the small lane claims at most `SMALL_CLAIM` (8) connections from bulk,
-//! kept from the start (the reserve), and pipelines further smalls on them: no place
-//! changes lanes under mixed-hol's load; and slow start grows the limit 1.5x per round
-//! rather than 2x (controller.rs, `SLOW_START_STEP`) so it overshoots the connections
-//! two cores can feed by less. The
+//! kept from the start (the reserve), and pipelines further smalls on them; and slow
+//! start grows the limit 1.5x per round rather than 2x (controller.rs,
+//! `SLOW_START_STEP`) so it overshoots the connections two cores can feed by less.
+//! mixed-hol (`--quick --peers none`, 3 runs interleaved with main's build, busy
+//! machine): the pipeline opened 8 connections, 2-3 handed over (the reserve is a
+//! quarter of a still-small limit when the smalls arrive), 51-53 TCP connections in all
+//! beside main's 50-67 and the pool's 50. Not yet fewer than the pool: the limit still
+//! reaches 43-50 before goodput holds it. The
 //! pipeline's depth follows the limit too (at most `pipeline_depth`), so requests in
 //! flight grow and shrink with it.
 //!

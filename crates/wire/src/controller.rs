@@ -88,9 +88,12 @@
 //! build without the rule interleaved with the build with it, 3 each, busy machine): the
 //! rule never fired there (round median 34-43 ms over a floor of 23-31 ms, under 2x);
 //! auto's loaded small p99 353/544/459 ms beside 274/523/529 ms without it, large
-//! 605/577/1015 MB/s beside 743/464/978: the same within the run-to-run spread. Against
-//! an endpoint whose first-byte time grows with its requests in flight
-//! (`tests/auto_latency.rs`) it brings the limit down and stops at its floor.
+//! 605/577/1015 MB/s beside 743/464/978: the same within the run-to-run spread. With the
+//! 1.5x slow-start step it fired once in two of three loaded runs (limit 50 -> 45, 43), and
+//! auto's rows stayed level with main's (p99 265/282/319 ms beside 238/347/592, large
+//! 647/1197/842 MB/s beside 966/749/663). Against an endpoint whose first-byte time grows
+//! with its requests in flight (`tests/auto_latency.rs`) it brings the limit down and
+//! stops at its floor.
 //!
 //! One decrease per round: a request's permit remembers the controller's epoch when it
 //! was taken; a throttle reported by a request sent before the last decrease is not
