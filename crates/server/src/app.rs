@@ -112,15 +112,17 @@ impl App {
             Err(e) => ("Invalid", self.s3_error_response(e, &request_id, &resource)),
             Ok(route) => {
                 let op = route.op;
+                let load = (delay_class(op) == DelayClass::Object).then(|| self.emulator.arrive());
                 let resp = match self.run(&mut req, &route).await {
                     Ok(resp) => resp,
                     Err(e) => self.s3_error_response(e, &request_id, &resource),
                 };
                 // Hold the answer until the emulated first byte is due.
-                let delay = self.emulator.delay(delay_class(op));
+                let delay = self.emulator.delay(delay_class(op)) + load.as_ref().map_or(Duration::ZERO, |l| l.load_delay);
                 if !delay.is_zero() {
                     tokio::time::sleep_until((req.arrived + delay).into()).await;
                 }
+                drop(load);
                 (op.name(), resp)
             }
         };

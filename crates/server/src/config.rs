@@ -62,6 +62,7 @@ impl Profile {
                 get_rate_limit: Some(5_500),
                 put_rate_limit: Some(3_500),
                 h2: false,
+                ttfb_per_request_in_flight: Duration::ZERO,
             },
             Profile::Gcs => Emulation {
                 ttfb_p50: Duration::from_millis(90),
@@ -72,6 +73,7 @@ impl Profile {
                 get_rate_limit: None,
                 put_rate_limit: None,
                 h2: true,
+                ttfb_per_request_in_flight: Duration::ZERO,
             },
             Profile::Azure => Emulation {
                 ttfb_p50: Duration::from_millis(30),
@@ -82,6 +84,7 @@ impl Profile {
                 get_rate_limit: None,
                 put_rate_limit: None,
                 h2: false,
+                ttfb_per_request_in_flight: Duration::ZERO,
             },
         }
     }
@@ -104,6 +107,10 @@ pub struct Emulation {
     pub put_rate_limit: Option<u32>,
     /// Whether HTTP/2 is offered (h2c prior knowledge and ALPN).
     pub h2: bool,
+    /// Extra first-byte delay of an object request per other object request the server
+    /// is handling when it arrives (zero: off): an endpoint whose latency grows with
+    /// load, for tests of a client's latency back-off. No profile sets it.
+    pub ttfb_per_request_in_flight: Duration,
 }
 
 impl Default for Emulation {
@@ -117,6 +124,7 @@ impl Default for Emulation {
             get_rate_limit: None,
             put_rate_limit: None,
             h2: true,
+            ttfb_per_request_in_flight: Duration::ZERO,
         }
     }
 }

@@ -6,6 +6,11 @@
 //! distribution object-store latency is usually modelled by, fitted so that its median
 //! and 99th percentile match the profile (sigma = ln(p99/p50) / z99, z99 = 2.326).
 //!
+//! Optionally (`Emulation::ttfb_per_request_in_flight`, for tests) an object request's
+//! first byte is also held back in proportion to the object requests in progress when it
+//! arrived ([`Emulator::arrive`]): latency that grows with load, as a saturated endpoint's
+//! does, so a client's back-off on rising latency can be driven for real.
+//!
 //! The rate pacer is a virtual clock: each chunk is released no earlier than the time the
 //! bytes before it would have taken at the configured rate. Idle time earns no credit
 //! beyond one burst, so a connection that pauses cannot then exceed the rate.
@@ -16,7 +21,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, LogNormal};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// z-score of the 99th percentile of a standard normal distribution.
@@ -51,6 +57,21 @@ pub struct Emulator {
     object_delay: Option<(LogNormal<f64>, f64)>,
     list_delay: Option<(LogNormal<f64>, f64)>,
     buckets: Mutex<HashMap<(String, RateClass), TokenBucket>>,
+    /// Object requests between arrival and their head being due.
+    in_flight: Arc<AtomicUsize>,
+}
+
+/// One object request counted in progress (see [`Emulator::arrive`]) until dropped.
+pub struct Arrival {
+    in_flight: Arc<AtomicUsize>,
+    /// The extra first-byte delay for the load met on arrival.
+    pub load_delay: Duration,
+}
+
+impl Drop for Arrival {
+    fn drop(&mut self) {
+        self.in_flight.fetch_sub(1, Relaxed);
+    }
 }
 
 /// The fitted distribution and its median in seconds.
@@ -78,6 +99,7 @@ impl Emulator {
             object_delay,
             list_delay,
             buckets: Mutex::new(HashMap::new()),
+            in_flight: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -101,6 +123,15 @@ impl Emulator {
                 Duration::from_secs_f64(secs.min(20.0 * median))
             }
         }
+    }
+
+    /// Counts a request in progress until the returned guard drops; its `load_delay` is
+    /// `ttfb_per_request_in_flight` times the requests already in progress (zero when
+    /// the knob is off).
+    pub fn arrive(&self) -> Arrival {
+        let before = self.in_flight.fetch_add(1, Relaxed);
+        let load_delay = self.emulation.ttfb_per_request_in_flight * before as u32;
+        Arrival { in_flight: self.in_flight.clone(), load_delay }
     }
 
     /// Whether requests of this class have a rate limit at all (the lan profile has none),

@@ -42,20 +42,18 @@
 //! response to it: 503 and 429 are throttling, any other answer a success. On h2 a
 //! success carries its latency (`ResponseMeta::head_latency`: from the request's first
 //! byte on the wire to its head), and the controller also backs off when first-byte
-//! times rise. On HTTP/1.1 successes go in without latency, for now. Not `time_to_head`,
-//! which runs from the call to `send` and so includes waiting for a pool connection or
-//! behind earlier pipelined responses: that is auto's own queueing, and fed as latency
-//! it shrinks the limit in a spiral (100 bulk reads on 49 connections double it). The
-//! transports now report `head_latency` without that queueing (the pool for every
-//! request, the pipeline for a request written with no response owed ahead of it), but
-//! fed to the controller it still cut the limit under mixed-hol's bulk load, where the
-//! 2-core loopback's CPU contention raises first-byte times: in one of six repeats
-//! (`ferry bench mixed-hol --quick --peers none`, two runs beside the build without it)
-//! auto held 22 connections and its large reads stalled (74 MB/s beside ~450). Telling
-//! the client's own CPU contention from the endpoint's congestion needs more than one
-//! latency; until then HTTP/1.1 relies on throttling signals, and on goodput: every
-//! response body's bytes go to `Controller::delivered`, and the limit stops growing
-//! once more connections stop adding bytes per second (controller.rs, "Growth follows
+//! times rise. On HTTP/1.1 a success carries its `head_latency` too, but to the
+//! controller's per-round rule ("Rising head latency" in controller.rs), which backs off
+//! only while goodput is not growing and never below half the best round's limit. Not
+//! `time_to_head`, which runs from the call to `send` and so includes waiting for a pool
+//! connection or behind earlier pipelined responses: that is auto's own queueing, and fed
+//! as latency it shrinks the limit in a spiral (100 bulk reads on 49 connections double
+//! it). Nor the moving averages that h2 uses: fed `head_latency`, they cut the limit under
+//! mixed-hol's bulk load, where the 2-core loopback's CPU contention raises first-byte
+//! times: in one of six repeats (`ferry bench mixed-hol --quick --peers none`) auto held
+//! 22 connections and its large reads stalled (74 MB/s beside ~450). Every response
+//! body's bytes also go to `Controller::delivered`, and the limit stops growing once more
+//! connections stop adding bytes per second (controller.rs, "Growth follows
 //! goodput"), so auto does not open the whole cap for a load two cores cannot carry
 //! faster. On HTTP/1.1 the
 //! controller's limit is the number of connections auto may hold: it starts at 4, grows
@@ -65,7 +63,8 @@
 //!
 //! ```text
 //!   T = limit - 1           small_want = most small requests in flight lately (ebbs by one per second)
-//!   bulk share  = min(bulk requests in flight, T - min(small_want, T/2))
+//!   small kept  = min(max(min(small_want, SMALL_CLAIM), reserve), T/2)    reserve = min(8, T/4)
+//!   bulk share  = min(bulk requests in flight, T - small kept)
 //!   small share = T - bulk share
 //! ```
 //!
@@ -90,8 +89,15 @@
 //! other ([`AutoTransport::handovers`] counts them). On mixed-hol that was auto's excess
 //! (61-74 TCP connections opened beside the 50-connection pool's 50): the pool fills T
 //! during the bulk-only warm-up, then gives places to the pipeline as the smalls
-//! arrive. Fewer places in all (growth held by goodput) is what brings auto's openings
-//! under the pool's; the handovers remain. The
+//! arrive. So the small lane claims at most `SMALL_CLAIM` (8) connections from bulk,
+//! kept from the start (the reserve), and pipelines further smalls on them; and slow
+//! start grows the limit 1.5x per round rather than 2x (controller.rs,
+//! `SLOW_START_STEP`) so it overshoots the connections two cores can feed by less.
+//! mixed-hol (`--quick --peers none`, 3 runs interleaved with main's build, busy
+//! machine): the pipeline opened 8 connections, 2-3 handed over (the reserve is a
+//! quarter of a still-small limit when the smalls arrive), 51-53 TCP connections in all
+//! beside main's 50-67 and the pool's 50. Not yet fewer than the pool: the limit still
+//! reaches 43-50 before goodput holds it. The
 //! pipeline's depth follows the limit too (at most `pipeline_depth`), so requests in
 //! flight grow and shrink with it.
 //!
@@ -255,6 +261,31 @@ impl AutoTransport {
     }
 }
 
+impl Drop for H1 {
+    /// What the lanes did over the transport's life, for reading with
+    /// `FERRY_LOG=ferry_wire::auto=debug` (mixed-hol's connection counts).
+    fn drop(&mut self) {
+        let (handed, peak) = {
+            let st = self.lanes.lock();
+            (st.handed_over, st.peak_open)
+        };
+        let probes: u64 = {
+            let p = self.probe.lock().unwrap_or_else(|e| e.into_inner());
+            p.transports.iter().map(|t| t.stats().connections_opened).sum::<u64>() + p.past.connections_opened
+        };
+        tracing::debug!(
+            "auto: HTTP/1.1 lanes done: opened pool {} pipeline {} probes {}; handed over pool {} pipeline {}; peak lanes {:?}; controller {:?}",
+            self.pool.stats().connections_opened,
+            self.pipeline.stats().connections_opened,
+            probes,
+            handed[BULK],
+            handed[SMALL],
+            peak,
+            self.lanes.controller.stats()
+        );
+    }
+}
+
 impl H1 {
     fn new(config: &TransportConfig, connector: Connector, controller: Arc<Controller>) -> Result<H1, WireError> {
         // Each lane may use the whole cap; the gates share it by demand (module note).
@@ -297,8 +328,10 @@ impl H1 {
         let result = fut.await;
         match &result {
             Ok(r) if matches!(r.status.as_u16(), 503 | 429) => observation.throttled(),
-            // Without latency on HTTP/1.1: see "One controller" in the module note.
-            Ok(_) => observation.success_unmeasured(),
+            Ok(r) => match r.meta.head_latency {
+                Some(latency) => observation.success_with_head_latency(latency),
+                _ => observation.success_unmeasured(),
+            },
             Err(_) => drop(observation),
         }
         // The limit may have moved either way: both lanes look again.
@@ -380,11 +413,24 @@ const SMALL_WANT_STEP: Duration = Duration::from_secs(1);
 /// whole cap during mixed-hol's bulk-only warm-up and then closed connections for the
 /// first smalls, each reopened by the pipeline (auto opened 61-65 TCP connections
 /// beside the 50-connection pool's 50, `ferry bench mixed-hol --quick --peers none
-/// --repeats 5`). Four covers the ~4 smalls in flight of an open loop of 100/s at
-/// S3's ~35 ms each (LAB.md section 1); a quarter, so that a small cap (16 in
-/// `auto_lanes.rs`) keeps a few too; bulk alone loses at most a quarter of the total.
-const SMALL_RESERVE: usize = 4;
+/// --repeats 5`). As many as the lane ever claims from bulk ([`SMALL_CLAIM`]), so that
+/// the claim is met from the reserve and nothing is handed over; a quarter, so that a
+/// small cap (16 in `auto_lanes.rs`) keeps a few too; bulk alone loses at most a quarter
+/// of the total (mixed-hol's bulk on two cores needs ~25 of its 49).
+const SMALL_RESERVE: usize = SMALL_CLAIM;
 const SMALL_RESERVE_FRACTION: usize = 4;
+
+/// Most connections the small lane claims from bulk, however many smalls are in flight:
+/// beyond it they are pipelined on the lane's connections (up to the depth) instead of
+/// each taking a pool connection's place. Every place claimed beyond the reserve was a
+/// pool connection closed and a pipeline connection opened (a handover): on a busy
+/// machine mixed-hol's smalls reached 24 in flight, the pipeline opened 24 connections
+/// and the pool handed over 19 (auto opened 69 TCP connections beside the pool's 50,
+/// `ferry bench mixed-hol --quick --peers none`, `FERRY_LOG=ferry_wire::auto=debug`).
+/// Eight: twice the ~4 in flight of mixed-hol's 100/s at S3's first-byte time, so a
+/// burst still finds connections of its own; a small pipelined behind another waits at
+/// most its body time (<= 1 MiB, ~12 ms at 90 MB/s, LAB.md section 1).
+const SMALL_CLAIM: usize = 8;
 
 /// The hook through which a lane (pool.rs, pipeline.rs) asks for connections of a cap it
 /// shares with another lane. Calls come with the lane's own lock held: implementations
@@ -425,13 +471,15 @@ struct LaneState {
     small_peak_at: Instant,
     /// Connections each lane closed to give its place to the other.
     handed_over: [u64; 2],
+    /// Most connections each lane held at once.
+    peak_open: [usize; 2],
 }
 
 impl Lanes {
     fn new(controller: Arc<Controller>) -> Lanes {
         Lanes {
             controller,
-            state: Mutex::new(LaneState { open: [0; 2], active: [0; 2], small_peak: 0, small_peak_at: Instant::now(), handed_over: [0; 2] }),
+            state: Mutex::new(LaneState { open: [0; 2], active: [0; 2], small_peak: 0, small_peak_at: Instant::now(), handed_over: [0; 2], peak_open: [0; 2] }),
             pool: OnceLock::new(),
             pipeline: OnceLock::new(),
         }
@@ -454,7 +502,7 @@ impl Lanes {
             st.small_peak = st.small_peak.saturating_sub(steps).max(st.active[SMALL]);
             st.small_peak_at = Instant::now();
         }
-        let small_kept = Self::small_want(st).max(Self::small_reserve(t)).min((t / 2).max(1));
+        let small_kept = Self::small_want(st).min(SMALL_CLAIM).max(Self::small_reserve(t)).min((t / 2).max(1));
         let bulk = st.active[BULK].min(t.saturating_sub(small_kept));
         // A bulk request never waits for ever: one connection at least while any is active.
         let bulk = if st.active[BULK] > 0 { bulk.max(1) } else { bulk };
@@ -546,6 +594,7 @@ impl ConnectionGate for LaneGate {
         let total = self.lanes.total();
         if st.open[BULK] + st.open[SMALL] < total && st.open[self.lane] < share {
             st.open[self.lane] += 1;
+            st.peak_open[self.lane] = st.peak_open[self.lane].max(st.open[self.lane]);
             true
         } else {
             false

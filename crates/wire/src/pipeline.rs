@@ -656,6 +656,9 @@ async fn run_writer(shared: Arc<Shared>, key: u64, signals: Arc<Signals>, mut io
                 // Requests still owed a response on this connection and the ones written
                 // now are in flight together: one batch, however many writes it took (how
                 // the writer wakes decides that; the peer sees no difference).
+                // A batch whose every member was answered is over, though the reader
+                // may not have freed the last one's place yet: the caller, who has its
+                // whole body, can send the next request before that.
                 let pipelined = first.pipelineable;
                 let tracker = match &slot.batch {
                     // (A spoiled batch is never joined: its unanswered count may never reach 0.)

@@ -177,6 +177,11 @@ async fn lanes_share_the_cap_by_demand() {
 /// (TransportStats, per lane through `lane_openings`), not only those open at once: a
 /// lane that closes connections and the other that reopens them would open more than
 /// the cap over the run while never holding more than it.
+///
+/// It is also the load whose head latency rises with the client's CPU only (two shared
+/// cores, no emulated congestion): the latency back-off must not starve the bulk reads.
+/// The limit never falls below the back-off's floor of 4, and bulk parts still complete
+/// in the second half of the smalls' window.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mixed_load_opens_no_more_connections_than_the_cap() {
     let srv = start(false, |c| {
@@ -197,9 +202,10 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
     // The load: 2 x cap workers reading 2 MiB ranges (bulk: larger than a small GET) of a
     // synthetic 64 MiB object, over and over, until the smalls are done.
     let part: u64 = 2 << 20;
+    let parts_done = Arc::new(AtomicU64::new(0));
     let load: Vec<_> = (0..2 * cap as u64)
         .map(|w| {
-            let (t, stop) = (t.clone(), stop.clone());
+            let (t, stop, parts_done) = (t.clone(), stop.clone(), parts_done.clone());
             tokio::spawn(async move {
                 let mut i = w;
                 while !stop.load(SeqCst) {
@@ -209,6 +215,7 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
                     let resp = t.send(r).await.expect("bulk GET");
                     assert!(resp.status.is_success(), "bulk GET: {}", resp.status);
                     assert_eq!(resp.body.collect(4 << 20).await.unwrap().len() as u64, part);
+                    parts_done.fetch_add(1, SeqCst);
                     i += 2 * cap as u64;
                 }
             })
@@ -219,11 +226,16 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
         let (t, stop) = (t.clone(), stop.clone());
         tokio::spawn(async move {
             let start = std::time::Instant::now();
+            let mut lowest_after_start = usize::MAX;
             while !stop.load(SeqCst) {
                 let c = t.controller().unwrap().stats();
+                if c.increases > 0 {
+                    lowest_after_start = lowest_after_start.min(c.limit);
+                }
                 eprintln!("{:>5} ms limit {:>2} lanes {:?} opened {:?} goodput best {:.0} MB/s held {}", start.elapsed().as_millis(), c.limit, t.lane_connections(), t.lane_openings(), c.goodput_best / 1e6, c.growth_held);
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
+            lowest_after_start
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -240,14 +252,17 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
             })
         })
         .collect();
+    tokio::time::sleep_until(t0 + Duration::from_secs(1)).await;
+    let parts_at_half = parts_done.load(SeqCst);
     for s in join_all(smalls).await {
         s.unwrap();
     }
+    let parts_in_second_half = parts_done.load(SeqCst) - parts_at_half;
     stop.store(true, SeqCst);
     for l in join_all(load).await {
         l.unwrap();
     }
-    timeline.await.unwrap();
+    let lowest_limit = timeline.await.unwrap();
     let (open, pool, pipe, both) = watcher.await.unwrap();
     let (pool_opened, pipe_opened, probe_opened) = t.lane_openings();
     let opened = t.stats().connections_opened;
@@ -264,6 +279,9 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
     // connections for the pipeline); the probe's connection has a place of its own.
     assert!(pool_opened + pipe_opened <= (cap as u64 - 1) + pool_gave + pipe_gave, "{opened} opened: more than the cap and the handovers explain");
     assert!(pool_gave + pipe_gave <= 2 * cap as u64, "lanes traded {} connections in a 2.5 s run: shares flap", pool_gave + pipe_gave);
+    // The latency back-off (CPU contention only here) leaves bulk its connections.
+    assert!(lowest_limit >= 4, "the limit fell to {lowest_limit}: bulk starved");
+    assert!(parts_in_second_half > 0, "no bulk part completed in the second half of the smalls' window");
 }
 
 /// A ranged download as the engine runs one: a few workers, each sending its next part

@@ -1,0 +1,92 @@
+//! auto's back-off on rising head latency over HTTP/1.1 (controller.rs, "Rising head
+//! latency"), against a real `ferry serve` (in-process `BackgroundServer`): an endpoint
+//! whose first-byte time grows with the requests it is handling
+//! (`Emulation::ttfb_per_request_in_flight`) brings the limit down, and not below its
+//! floor. No test asserts a speed: the server's delays are its emulation's, and every wait
+//! has a time-out only a hang reaches.
+
+mod common;
+
+use common::start;
+use ferry_wire::auto::AutoTransport;
+use ferry_wire::{Endpoint, Mode, Request, Transport, TransportConfig};
+use http::Method;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn auto(srv: &common::Running, max_connections: usize) -> Arc<AutoTransport> {
+    let mut config = TransportConfig::new(Endpoint::parse(&srv.url()).unwrap());
+    config.mode = Mode::Auto;
+    config.max_connections = max_connections;
+    config.response_timeout = Duration::from_secs(30);
+    Arc::new(AutoTransport::new(config).unwrap())
+}
+
+/// First byte 5 ms plus 4 ms per object request already in progress: at 4 connections
+/// ~17 ms, at 16 ~65 ms, while goodput grows ever less (the endpoint serves one request
+/// per 4 ms at most). Bulk GETs (no size known) of a synthetic object, 48 at once under
+/// a cap of 32: the limit grows in slow start, then head latency rises well above the
+/// floor it had at 4 connections with goodput flat, and the controller backs off; it
+/// never goes below 4 (nor, by the rule, below half its best round's limit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latency_that_grows_with_load_brings_the_limit_down() {
+    let srv = start(false, |c| {
+        c.emulation.ttfb_p50 = Duration::from_millis(5);
+        c.emulation.ttfb_p99 = Duration::from_millis(5);
+        c.emulation.ttfb_per_request_in_flight = Duration::from_millis(4);
+    });
+    let cap = 32;
+    let t = auto(&srv, cap);
+    let ctl = t.controller().expect("auto keeps a controller");
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..48u64)
+        .map(|w| {
+            let (t, stop, done) = (t.clone(), stop.clone(), done.clone());
+            tokio::spawn(async move {
+                let mut i = w;
+                while !stop.load(SeqCst) {
+                    let r = Request::new(Method::GET, format!("/synthetic/lat/size=65536/o{}", i % 64));
+                    let resp = t.send(r).await.expect("GET");
+                    assert!(resp.status.is_success(), "GET: {}", resp.status);
+                    assert_eq!(resp.body.collect(1 << 20).await.unwrap().len(), 65536);
+                    done.fetch_add(1, SeqCst);
+                    i += 48;
+                }
+            })
+        })
+        .collect();
+    // Until two decreases from latency, or a time-out only a hang (or a rule that never
+    // fires) reaches; the limit is sampled throughout.
+    let (mut peak, mut low_after_peak) = (0usize, usize::MAX);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let s = ctl.stats();
+        peak = peak.max(s.limit);
+        if s.latency_backoffs > 0 {
+            low_after_peak = low_after_peak.min(s.limit);
+        }
+        if s.latency_backoffs >= 2 || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // A few more rounds: the limit stays above its floor.
+    let settle = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < settle {
+        low_after_peak = low_after_peak.min(ctl.limit());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    stop.store(true, SeqCst);
+    for w in futures_util::future::join_all(workers).await {
+        w.unwrap();
+    }
+    let s = ctl.stats();
+    eprintln!("peak limit {peak}, lowest after the first back-off {low_after_peak}, {} GETs; {s:?}", done.load(SeqCst));
+    assert!(s.latency_backoffs >= 2, "no back-off on latency that grows with load: {s:?}");
+    assert!(s.limit < peak, "the limit did not come down from {peak}: {s:?}");
+    assert!(s.head_latency_floor > Duration::ZERO && s.head_latency_median > s.head_latency_floor, "{s:?}");
+    assert!(low_after_peak >= 4, "the limit fell to {low_after_peak} from {peak}: below its floor of 4");
+    assert_eq!(s.throttles, 0, "nothing was throttled: the decreases are latency's");
+}
