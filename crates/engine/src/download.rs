@@ -133,6 +133,15 @@
 //!   of s5cmd's I/O calls for the same bytes; its system time is the two copies (socket
 //!   to buffer, buffer to page cache) that every tool pays, and it was not above
 //!   s5cmd's in the runs below.
+//! - after the 128 KiB read buffer and the overlapped writes (a `cargo test` build
+//!   running beside, load 10-14), 4 x 1 GiB, 2 runs interleaved: ferry 25.7 / 17.2 s
+//!   wall, 0.9 u, 4.9 / 4.4 s sys, 33-37 MiB; the build before 20.7 / 14.9 s, 0.8-0.9
+//!   u, 3.0 / 3.1 s sys, 72-74 MiB; s5cmd 9.5 s, 21 MiB; rclone 11.0 s, 48-49 MiB.
+//!   `ferry bench cli-transfer --quick` in the same conditions, download 4 x 256 MiB:
+//!   ferry 288 MB/s (237-334), 34 MiB; s5cmd 727, 18 MiB; rclone 435, 46 MiB. RSS is
+//!   halved, but under a busy machine ferry stays well behind on wall time: smaller
+//!   chunks mean more batches, each a blocking-pool hand-off. Not yet settled whether
+//!   128 KiB costs wall time on an idle machine (one idle-ish pair: 10.1 s beside 15.7).
 //! - `ferry bench cli-transfer --quick` after d25abd4 and the purge setting (3 repeats,
 //!   load ~10), download 4 x 256 MiB: ferry 813 MB/s (548-959), 1.13 CPU s, 70 MiB;
 //!   s5cmd 589 (589-1123), 1.43 s, 48 MiB; rclone 597 (588-1088), 1.43 s, 48 MiB.
