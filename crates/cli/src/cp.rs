@@ -14,12 +14,12 @@
 //!
 //! Memory: jobs are made as the listing streams, and large uploads (above one part)
 //! take a slot of [`LARGE_UPLOADS_AT_ONCE`], so at most `2 * part_concurrency` parts
-//! are buffered (128 MiB with the defaults) however many files there are: a part is
-//! read into memory to be checksummed and sent (ferry-store's UploadPart takes bytes).
-//! Downloads buffer no more than a write batch per part in flight, and all downloads of
-//! one command share a budget of [`DOWNLOAD_PARTS_AT_ONCE`] parts in flight (engine's
-//! download.rs has the measurements: on 4 x 1 GiB the budget alone took peak RSS from
-//! 70-102 MiB to 57-61; with one writer per file it is 72-97 again, s5cmd's 22).
+//! are in flight however many files there are; each streams from its file and holds a
+//! couple of 256 KiB chunks, not the part (engine's upload.rs). Downloads buffer no more
+//! than a write batch per part in flight, and all downloads of one command share a
+//! budget of [`DOWNLOAD_PARTS_AT_ONCE`] parts in flight (engine's download.rs has the
+//! measurements: on 4 x 1 GiB peak RSS is 31-38 MiB with wire's 128 KiB read buffers,
+//! s5cmd's 21).
 //!
 //! Names follow the AWS CLI: a destination ending in `/` (or an existing directory)
 //! receives the source's base name; `--recursive` copies what is under the source
@@ -45,9 +45,10 @@ use std::sync::Arc;
 use std::time::SystemTime;
 use tokio::sync::Semaphore;
 
-/// Large uploads (more than one part) at once: bounds the parts buffered (module note).
-/// Two files of 8 parts keep 16 parts (128 MiB) in flight; with four, a 4 x 1 GiB
-/// upload to `ferry serve` peaked at 303 MiB RSS (s5cmd: 27 MiB) at the same speed.
+/// Large uploads (more than one part) at once: bounds the parts in flight (module
+/// note). Two files of 8 parts keep 16 parts in flight; with four, when parts were held
+/// whole in memory, a 4 x 1 GiB upload to `ferry serve` peaked at 303 MiB RSS (s5cmd:
+/// 27 MiB) at the same speed.
 pub const LARGE_UPLOADS_AT_ONCE: usize = 2;
 
 /// Ranged GETs in flight across all the downloads of one command (module note): two

@@ -54,7 +54,12 @@
 //! Parts are written in batches of up to [`WRITE_BATCH`] on the blocking pool (`pwrite`
 //! at the part's offset, the received chunks as they are, no copy), one batch per file
 //! at a time (a per-file turn), so file I/O never stalls the async workers and parts of
-//! one file never contend for its inode lock. In durable mode, after each part,
+//! one file never contend for its inode lock. A part reads its next batch from the
+//! socket while the one before is written (at most one write of its own outstanding,
+//! the two batches [`part_bytes_in_memory`] counts): waiting for each write before
+//! reading on made every batch two thread hand-offs in series, and on a machine whose
+//! cores are busy each hand-off waits for a core (below: ferry's wall time tripled
+//! beside a `cargo` build while s5cmd's barely moved). In durable mode, after each part,
 //! `sync_file_range(SYNC_FILE_RANGE_WRITE)` starts its writeback without waiting, so the
 //! final fsync overlaps the transfer instead of following it (the fsyncs then took 1-10
 //! ms each, `strace -T`, but the transfer itself ran at the disk's speed).
@@ -111,6 +116,32 @@
 //!   connections, the blocking pool's threads (up to 16, each with an allocator heap)
 //!   and the 2 async workers (suspects from reading the code, not yet measured one by
 //!   one; nothing cut yet).
+//! - peak RSS, measured one suspect at a time (4 x 1 GiB as above, one run each at load
+//!   ~10, with the knobs made settings for the experiment): hyper's read buffer cap
+//!   (wire's pool.rs `READ_BUFFER_MAX`) 1 MiB -> 64 KiB took peak RSS from 76 to 29 MiB;
+//!   the write batch 256 -> 64 KiB, alone: 76 MiB (no change); the blocking pool 16 -> 4
+//!   threads, alone: 72 MiB (no change). A body chunk is a slice of hyper's read buffer,
+//!   so the chunks a part holds in its batch pin up to a whole buffer each while hyper
+//!   reads into a fresh one. With the cap at 128 KiB (8 runs: 64 KiB 29-31 MiB, 128 KiB
+//!   33-38, 256 KiB 47-51, 1 MiB 74-76; system CPU the same within the noise), a run
+//!   holds ~15 MiB at start (the binary's pages, runtime) plus ~16-20 MiB of batches and
+//!   buffers for 16 parts.
+//! - system CPU, `strace -c -f` of one 4 x 1 GiB run with 128 KiB buffers beside s5cmd:
+//!   ferry 33,564 `recvfrom` and 33,445 `pwrite64` (128 KiB each on average), 37,634
+//!   `futex`, 7,847 `sched_yield`, 278 state renames; s5cmd 132,387 `read` and 132,072
+//!   `pwrite64` (32 KiB each), 28,613 `futex`, 59,805 `nanosleep`. ferry makes a quarter
+//!   of s5cmd's I/O calls for the same bytes; its system time is the two copies (socket
+//!   to buffer, buffer to page cache) that every tool pays, and it was not above
+//!   s5cmd's in the runs below.
+//! - after the 128 KiB read buffer and the overlapped writes (a `cargo test` build
+//!   running beside, load 10-14), 4 x 1 GiB, 2 runs interleaved: ferry 25.7 / 17.2 s
+//!   wall, 0.9 u, 4.9 / 4.4 s sys, 33-37 MiB; the build before 20.7 / 14.9 s, 0.8-0.9
+//!   u, 3.0 / 3.1 s sys, 72-74 MiB; s5cmd 9.5 s, 21 MiB; rclone 11.0 s, 48-49 MiB.
+//!   `ferry bench cli-transfer --quick` in the same conditions, download 4 x 256 MiB:
+//!   ferry 288 MB/s (237-334), 34 MiB; s5cmd 727, 18 MiB; rclone 435, 46 MiB. RSS is
+//!   halved, but under a busy machine ferry stays well behind on wall time: smaller
+//!   chunks mean more batches, each a blocking-pool hand-off. Not yet settled whether
+//!   128 KiB costs wall time on an idle machine (one idle-ish pair: 10.1 s beside 15.7).
 //! - `ferry bench cli-transfer --quick` after d25abd4 and the purge setting (3 repeats,
 //!   load ~10), download 4 x 256 MiB: ferry 813 MB/s (548-959), 1.13 CPU s, 70 MiB;
 //!   s5cmd 589 (589-1123), 1.43 s, 48 MiB; rclone 597 (588-1088), 1.43 s, 48 MiB.
@@ -254,6 +285,11 @@ pub fn discard_partial(dest: &Path) {
 /// the file system commit many at once.
 async fn blocking<T: Send + 'static>(path: &Path, f: impl FnOnce() -> std::io::Result<T> + Send + 'static) -> Result<T, Error> {
     tokio::task::spawn_blocking(f).await.map_err(|e| io(path, std::io::Error::other(e)))?.map_err(|e| io(path, e))
+}
+
+/// The result of a write started with `spawn_blocking`.
+async fn joined(path: &Path, task: tokio::task::JoinHandle<std::io::Result<()>>) -> Result<(), Error> {
+    task.await.map_err(|e| io(path, std::io::Error::other(e)))?.map_err(|e| io(path, e))
 }
 
 /// `sync_file_range(SYNC_FILE_RANGE_WRITE)`: asks the kernel to start writing a range
@@ -469,6 +505,8 @@ async fn ranged(
                 // Chunks as they came (no copy), written together once WRITE_BATCH is reached.
                 let mut pending: Vec<Bytes> = Vec::new();
                 let mut pending_len = 0usize;
+                // The batch being written while the next one is read (module note).
+                let mut writing: Option<tokio::task::JoinHandle<std::io::Result<()>>> = None;
                 let mut ended = false;
                 while !ended {
                     match body.chunk().await {
@@ -487,22 +525,28 @@ async fn ranged(
                         None => ended = true,
                     }
                     if pending_len > 0 && (ended || pending_len >= WRITE_BATCH) {
+                        if let Some(w) = writing.take() {
+                            joined(tmp, w).await?;
+                        }
                         let f = file.clone();
                         let at = off;
                         let data = std::mem::take(&mut pending);
                         off += pending_len as u64;
                         pending_len = 0;
-                        let _turn = writer.lock().await;
-                        blocking(tmp, move || {
+                        let turn = writer.clone().lock_owned().await;
+                        writing = Some(tokio::task::spawn_blocking(move || {
+                            let _turn = turn;
                             let mut at = at;
                             for d in data {
                                 f.write_all_at(&d, at)?;
                                 at += d.len() as u64;
                             }
                             Ok(())
-                        })
-                        .await?;
+                        }));
                     }
+                }
+                if let Some(w) = writing.take() {
+                    joined(tmp, w).await?;
                 }
                 if off != start + len {
                     return Err(Error::Integrity { message: format!("{object}: part {i} ended after {} of {len} bytes", off - start), request_id: None });

@@ -56,6 +56,28 @@ async fn upload_then_download_round_trip_verified() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_upload_streams_its_parts_instead_of_holding_them() {
+    // Every part in flight at once: the bytes the upload takes from the client's budget
+    // (what its parts hold in memory) stay below one part, however the sends interleave.
+    let srv = server(None);
+    let c = client(&srv, "stream").await;
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src.bin");
+    let bytes = data(21 * 1024 * 1024 + 3, 7);
+    std::fs::write(&src, &bytes).unwrap();
+    let obj = ObjectRef::new("stream", "big");
+    let part_size = 5 * 1024 * 1024;
+    let params = UploadParams { part_size, concurrency: 5, ..Default::default() };
+    let up = upload_file(&c, &src, &obj, &params, None).await.unwrap();
+    assert_eq!((up.size, up.parts), (bytes.len() as u64, 5));
+    let budget = c.memory_budget();
+    let bound = 5 * ferry_engine::upload::part_bytes_in_memory(part_size);
+    assert!(budget.peak() > 0 && budget.peak() <= bound && bound < part_size, "budget peak {} (bound {bound}, part {part_size})", budget.peak());
+    let got = c.get_object(&obj, GetParams::default()).await.unwrap().body.collect().await.unwrap();
+    assert!(got == bytes, "the object differs from the file");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_download_never_shows_the_final_name_and_resumes() {
     // 16 MB/s per connection: a 24 MiB object in 1 MiB parts, 2 at a time, takes ~0.8 s.
     let srv = server(Some(16 * 1024 * 1024));

@@ -575,27 +575,35 @@ pub(crate) async fn file_body(path: PathBuf, offset: u64, len: u64) -> Result<Re
 
 pub(crate) async fn file_stream(path: PathBuf, offset: u64, len: u64) -> Result<BoxStream<'static, std::io::Result<Bytes>>, Error> {
     use futures_util::StreamExt;
-    use tokio::io::{AsyncReadExt, AsyncSeekExt};
-    let io_err = |e: std::io::Error| Error::Io { path: path.display().to_string(), source: e };
-    let mut file = tokio::fs::File::open(&path).await.map_err(io_err)?;
-    if offset > 0 {
-        file.seek(std::io::SeekFrom::Start(offset)).await.map_err(io_err)?;
-    }
-    let stream = futures_util::stream::try_unfold((file, len), |(mut file, remaining)| async move {
+    use std::os::unix::fs::FileExt;
+    let p = path.clone();
+    let file = tokio::task::spawn_blocking(move || std::fs::File::open(p))
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|r| r)
+        .map_err(|e| Error::Io { path: path.display().to_string(), source: e })?;
+    // Each chunk is read with one pread on the blocking pool straight into the buffer
+    // it is sent from (tokio::fs::File would read into its own buffer and copy).
+    let stream = futures_util::stream::try_unfold((Arc::new(file), offset, len), |(file, at, remaining)| async move {
         if remaining == 0 {
             return Ok(None);
         }
         let want = (remaining as usize).min(FILE_CHUNK);
-        let mut buf = vec![0u8; want];
-        let mut filled = 0;
-        while filled < want {
-            let n = file.read(&mut buf[filled..]).await?;
-            if n == 0 {
-                return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "file shrank while being sent"));
-            }
-            filled += n;
-        }
-        Ok(Some((Bytes::from(buf), (file, remaining - want as u64))))
+        let f = file.clone();
+        let buf = tokio::task::spawn_blocking(move || {
+            let mut buf = vec![0u8; want];
+            f.read_exact_at(&mut buf, at).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "file shrank while being sent")
+                } else {
+                    e
+                }
+            })?;
+            Ok::<_, std::io::Error>(buf)
+        })
+        .await
+        .map_err(std::io::Error::other)??;
+        Ok(Some((Bytes::from(buf), (file, at + want as u64, remaining - want as u64))))
     });
     Ok(stream.boxed())
 }

@@ -2,14 +2,19 @@
 //! [`S3Client::upload_multipart`] that runs them for a file or stream.
 //!
 //! ```text
-//! source (file or stream) ─► cut into parts of part_size (in order, one at a time)
+//! stream ─► cut into parts of part_size (in order, one at a time)
 //!    └─► up to `concurrency` UploadPart in flight (each part a Bytes: retried as is)
+//! file ─► parts of part_size, up to `concurrency` UploadPart in flight, each streamed
+//!         from the file at its offset (checksum read first; re-read per attempt)
 //!          └─ all done ─► CompleteMultipartUpload (parts in order, whole-object CRC)
 //!          └─ any error ─► AbortMultipartUpload (best effort), the error returned
 //! ```
 //!
-//! Memory is bounded by `(concurrency + 1) * part_size`: parts are read only as upload
-//! slots free up. With a CRC algorithm the upload is created FULL_OBJECT: each part
+//! Memory for a stream is bounded by `(concurrency + 1) * part_size`: parts are read
+//! only as upload slots free up. A file's part is never held whole: its checksum is
+//! computed in a first read (the header must precede the body), then the body streams
+//! from the file in `FILE_CHUNK`s as the socket takes them, so a part holds
+//! [`FILE_PART_BYTES_IN_MEMORY`] (a 4 x 1 GiB upload: engine's upload.rs has figures). With a CRC algorithm the upload is created FULL_OBJECT: each part
 //! carries its CRC, and Complete states the whole object's CRC, combined from the parts'
 //! with `crc_combine` (no second read), which S3 checks against what it stored. SHA
 //! algorithms cannot be combined and use COMPOSITE (checksum of the part checksums).
@@ -26,11 +31,11 @@ use crate::error::{request_id, Error};
 use crate::object::{read_xml, PutParams};
 use ferry_proto::encoding::uri_encode;
 use bytes::{Bytes, BytesMut};
-use ferry_proto::checksum::{base64_decode, base64_encode, crc_combine, ChecksumAlgorithm};
+use ferry_proto::checksum::{base64_decode, base64_encode, crc_combine, ChecksumAlgorithm, Checksummer};
 use ferry_proto::xml::{CompletedPart, PartEntry};
 use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
 use http::Method;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// S3's smallest part (all but the last).
@@ -131,10 +136,28 @@ impl S3Client {
     /// and checksum for Complete.
     pub async fn upload_part(&self, upload: &MultipartUpload, part_number: u32, body: Bytes) -> Result<CompletedPart, Error> {
         let sum = upload.checksum.map(|a| (a, base64_encode(&a.digest(&body))));
+        self.send_part(upload, part_number, OpBody::Bytes(body), sum).await
+    }
+
+    /// UploadPart of `len` bytes of a file from `offset`, streamed from the file (module
+    /// note): the checksum is read first, then the bytes stream as the socket takes
+    /// them, so the part holds at most [`FILE_PART_BYTES_IN_MEMORY`] whatever its size.
+    /// Each attempt (retries included) reads the file again. A file changed between the
+    /// two reads is caught by the server, which checks the stated checksum against the
+    /// bytes it received (BadDigest), and again by the CRC the upload completes with.
+    pub async fn upload_part_file(&self, upload: &MultipartUpload, part_number: u32, path: &Path, offset: u64, len: u64) -> Result<CompletedPart, Error> {
+        let sum = match upload.checksum {
+            Some(a) => Some((a, file_range_checksum(path, offset, len, a).await?)),
+            None => None,
+        };
+        self.send_part(upload, part_number, OpBody::File { path: path.to_path_buf(), offset, len }, sum).await
+    }
+
+    async fn send_part(&self, upload: &MultipartUpload, part_number: u32, body: OpBody, sum: Option<(ChecksumAlgorithm, String)>) -> Result<CompletedPart, Error> {
         let mut op = Op::new("UploadPart", Method::PUT, &upload.object.bucket, Some(&upload.object.key))
             .query("partNumber", part_number.to_string())
             .query("uploadId", &upload.upload_id)
-            .body(OpBody::Bytes(body));
+            .body(body);
         if let Some((a, v)) = &sum {
             op = op.header(a.header_name(), v)?;
         }
@@ -242,19 +265,25 @@ impl S3Client {
     /// Uploads a file or stream in parts, in parallel; aborts the upload on any failure
     /// so nothing is left half-written.
     pub async fn upload_multipart(&self, object: &ObjectRef, source: UploadSource, params: MultipartParams) -> Result<CompleteMultipartOutput, Error> {
-        let (stream, part_size) = match source {
+        let concurrency = params.concurrency.max(1);
+        let (upload, result) = match source {
             UploadSource::File(path) => {
                 let len = tokio::fs::metadata(&path).await.map_err(|e| Error::Io { path: path.display().to_string(), source: e })?.len();
-                let fit = len.div_ceil(MAX_PARTS).max(MIN_PART_SIZE);
-                (crate::client::file_stream(path, 0, len).await?, params.part_size.max(fit))
+                let part_size = params.part_size.max(len.div_ceil(MAX_PARTS)).max(MIN_PART_SIZE);
+                let upload = self.create_multipart(object, &params.put).await?;
+                let result = self.upload_file_parts(&upload, &path, len, part_size, concurrency).await;
+                (upload, result)
             }
-            UploadSource::Stream(s) => (s, params.part_size),
+            UploadSource::Stream(stream) => {
+                let part_size = params.part_size;
+                if part_size < MIN_PART_SIZE {
+                    return Err(Error::Config(format!("part size {part_size} is below S3's minimum of {MIN_PART_SIZE} bytes")));
+                }
+                let upload = self.create_multipart(object, &params.put).await?;
+                let result = self.upload_parts(&upload, stream, part_size as usize, concurrency).await;
+                (upload, result)
+            }
         };
-        if part_size < MIN_PART_SIZE {
-            return Err(Error::Config(format!("part size {part_size} is below S3's minimum of {MIN_PART_SIZE} bytes")));
-        }
-        let upload = self.create_multipart(object, &params.put).await?;
-        let result = self.upload_parts(&upload, stream, part_size as usize, params.concurrency.max(1)).await;
         match result {
             Ok(out) => Ok(out),
             Err(e) => {
@@ -264,6 +293,31 @@ impl S3Client {
                 Err(e)
             }
         }
+    }
+
+    /// A file's parts, each streamed from the file by [`S3Client::upload_part_file`]
+    /// under a permit of [`FILE_PART_BYTES_IN_MEMORY`] from the client's budget.
+    async fn upload_file_parts(&self, upload: &MultipartUpload, path: &Path, len: u64, part_size: u64, concurrency: usize) -> Result<CompleteMultipartOutput, Error> {
+        let nparts = len.div_ceil(part_size).max(1);
+        let mut done: Vec<(CompletedPart, u64)> = futures_util::stream::iter(1..=nparts)
+            .map(|n| {
+                let offset = (n - 1) * part_size;
+                let plen = (len - offset).min(part_size);
+                async move {
+                    let _bytes = self.inner.memory.acquire(FILE_PART_BYTES_IN_MEMORY.min(plen.max(1))).await;
+                    self.upload_part_file(upload, n as u32, path, offset, plen).await.map(|p| (p, plen))
+                }
+            })
+            .buffer_unordered(concurrency)
+            .try_collect()
+            .await?;
+        done.sort_by_key(|(p, _)| p.part_number);
+        let whole = match upload.checksum {
+            Some(algo) if upload.full_object_checksum => combine_part_crcs(algo, &done),
+            _ => None,
+        };
+        let parts: Vec<CompletedPart> = done.into_iter().map(|(p, _)| p).collect();
+        self.complete_inner(upload, &parts, whole).await
     }
 
     async fn upload_parts(
@@ -316,6 +370,36 @@ pub fn combine_part_crcs(algo: ChecksumAlgorithm, parts: &[(CompletedPart, u64)]
         });
     }
     whole.map(|w| base64_encode(&w))
+}
+
+/// Bytes an UploadPart streamed from a file holds in memory, the figure it takes from
+/// the client's budget: the chunk being read plus the one hyper is writing to the
+/// socket (its write buffer takes a chunk only when the one before is written).
+pub const FILE_PART_BYTES_IN_MEMORY: u64 = 2 * crate::client::FILE_CHUNK as u64;
+
+/// The checksum (base64) of `len` bytes of the file at `path` from `offset`, read in
+/// chunks on the blocking pool (one hop per call, one chunk-sized buffer).
+pub async fn file_range_checksum(path: &Path, offset: u64, len: u64, algo: ChecksumAlgorithm) -> Result<String, Error> {
+    let p = path.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::File::open(&p)?;
+        let mut buf = vec![0u8; crate::client::FILE_CHUNK.min(len as usize)];
+        let mut hasher = Checksummer::new(algo);
+        let mut at = offset;
+        let end = offset + len;
+        while at < end {
+            let want = ((end - at) as usize).min(buf.len());
+            f.read_exact_at(&mut buf[..want], at)?;
+            hasher.update(&buf[..want]);
+            at += want as u64;
+        }
+        Ok(hasher.finish_base64())
+    })
+    .await
+    .map_err(std::io::Error::other)
+    .and_then(|r| r)
+    .map_err(|e| Error::Io { path: path.display().to_string(), source: e })
 }
 
 /// Cuts a byte stream into numbered parts of `part_size` (the last may be smaller), each
