@@ -142,6 +142,13 @@
 //!   halved, but under a busy machine ferry stays well behind on wall time: smaller
 //!   chunks mean more batches, each a blocking-pool hand-off. Not yet settled whether
 //!   128 KiB costs wall time on an idle machine (one idle-ish pair: 10.1 s beside 15.7).
+//! - settled by the lead on a quiet machine (load ~3, one `ferry serve --memory`, 3
+//!   interleaved rounds of 4 x 1 GiB down): read buffer 1 MiB 5.18-5.26 s wall, 64-70
+//!   MiB; 256 KiB 5.27-5.93 s, 36-46 MiB; 128 KiB 5.66-6.90 s, 29-35 MiB; s5cmd in the
+//!   same rounds 3.24-4.00 s, 22 MiB. The cap is now 256 KiB. ferry is behind s5cmd
+//!   here, and uses less than both cores: user + sys ~4.8 CPU-s in 5.2 s of wall time,
+//!   where s5cmd's 4.6 CPU-s fit in 3.3 s. Something in the download path waits in
+//!   series (the write hand-off to the blocking pool is the first suspect); not found.
 //! - `ferry bench cli-transfer --quick` after d25abd4 and the purge setting (3 repeats,
 //!   load ~10), download 4 x 256 MiB: ferry 813 MB/s (548-959), 1.13 CPU s, 70 MiB;
 //!   s5cmd 589 (589-1123), 1.43 s, 48 MiB; rclone 597 (588-1088), 1.43 s, 48 MiB.

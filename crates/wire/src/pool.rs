@@ -79,16 +79,17 @@ const MAX_ATTEMPTS: usize = 4;
 
 type Sender = http1::SendRequest<WireBody>;
 
-/// Largest read buffer hyper may grow to on one connection: 128 KiB, below its ~400
+/// Largest read buffer hyper may grow to on one connection: 256 KiB, below its ~400
 /// KiB default. A body chunk is a slice of this buffer, so while the consumer holds
 /// chunks (a download's write batch) hyper reads into a fresh allocation of up to this
 /// size: memory per body in flight is a few times this figure. 4 x 1 GiB `ferry cp` down
 /// from one `ferry serve --memory` (16 parts in flight, ~20 connections), peak RSS:
-/// 1 MiB (the value before) 74-76 MiB, 256 KiB 47-51, 128 KiB 33-38, 64 KiB 29-31;
-/// system CPU within the noise of each other (4.6-6.9 s at load 10-17), user 0.1-0.3 s
-/// more at 64 KiB (more reads). 128 KiB keeps reads large enough that their count is a
-/// small cost next to the copy (engine's download.rs has the figures).
-const READ_BUFFER_MAX: usize = 128 * 1024;
+/// 1 MiB (the value before) 74-76 MiB, 256 KiB 47-51, 128 KiB 33-38, 64 KiB 29-31
+/// (load 10-17). Wall time on a quiet machine, 3 interleaved rounds of the three
+/// builds: 1 MiB 5.18-5.26 s, 256 KiB 5.27-5.93 s (RSS 36-46 MiB), 128 KiB 5.66-6.90 s
+/// (29-35 MiB), with system CPU rising as the buffer shrinks (more, smaller write
+/// batches). 256 KiB gives up the least speed for the memory it saves.
+const READ_BUFFER_MAX: usize = 256 * 1024;
 
 /// HTTP/1.1 keep-alive pool with at most `config.max_connections` connections.
 
