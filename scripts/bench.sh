@@ -5,12 +5,11 @@
 # awscrt, obstore, s5cmd, rclone) and the ceilings (iperf3), then the claims table
 # (published headline | measured | reproduced?) and PNG plots.
 #
-#   scripts/bench.sh                     the quick suite: 820 s (13.7 minutes) of `ferry bench all
-#                                        --quick` measured on 2 cores beside other builds (load
-#                                        average ~10; 1,197 s before this trim, same load), every
-#                                        workload 47-192 s, bulk-wan 168 s with its 3 repeats; the
-#                                        ~10 minutes of issue 4 needs quieter cores. The table
-#                                        after the claims gives each workload's time.
+#   scripts/bench.sh                     the quick suite: 542 s (9 minutes) of `ferry bench all
+#                                        --quick` on 2 quiet cores (820 s beside other builds at
+#                                        load average ~10), every workload 26-141 s, bulk-wan
+#                                        141 s with its 3 repeats. The table after the claims
+#                                        gives each workload's time.
 #   scripts/bench.sh --repeats 1         extra flags go to `ferry bench all`
 #   FERRY_BENCH_FULL=1 scripts/bench.sh  the published sizes (hours)
 #
