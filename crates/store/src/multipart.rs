@@ -299,7 +299,7 @@ impl S3Client {
     /// under a permit of [`FILE_PART_BYTES_IN_MEMORY`] from the client's budget.
     async fn upload_file_parts(&self, upload: &MultipartUpload, path: &Path, len: u64, part_size: u64, concurrency: usize) -> Result<CompleteMultipartOutput, Error> {
         let nparts = len.div_ceil(part_size).max(1);
-        let mut done: Vec<(CompletedPart, u64)> = futures_util::stream::iter(1..=nparts)
+        let done: Vec<(CompletedPart, u64)> = futures_util::stream::iter(1..=nparts)
             .map(|n| {
                 let offset = (n - 1) * part_size;
                 let plen = (len - offset).min(part_size);
@@ -311,6 +311,12 @@ impl S3Client {
             .buffer_unordered(concurrency)
             .try_collect()
             .await?;
+        self.complete_with_parts(upload, done).await
+    }
+
+    /// Completes an upload from its sent parts (with their sizes), in part order, with
+    /// the whole object's CRC combined from theirs when the upload asked for one.
+    async fn complete_with_parts(&self, upload: &MultipartUpload, mut done: Vec<(CompletedPart, u64)>) -> Result<CompleteMultipartOutput, Error> {
         done.sort_by_key(|(p, _)| p.part_number);
         let whole = match upload.checksum {
             Some(algo) if upload.full_object_checksum => combine_part_crcs(algo, &done),
@@ -349,13 +355,7 @@ impl S3Client {
             let p = self.upload_part(upload, 1, Bytes::new()).await?;
             done.push((p, 0));
         }
-        done.sort_by_key(|(p, _)| p.part_number);
-        let whole = match upload.checksum {
-            Some(algo) if upload.full_object_checksum => combine_part_crcs(algo, &done),
-            _ => None,
-        };
-        let parts: Vec<CompletedPart> = done.into_iter().map(|(p, _)| p).collect();
-        self.complete_inner(upload, &parts, whole).await
+        self.complete_with_parts(upload, done).await
     }
 }
 
