@@ -7,7 +7,7 @@ mod common;
 
 use common::{create_bucket, put, start};
 use ferry_wire::auto::AutoTransport;
-use ferry_wire::{Endpoint, Mode, Request, RequestBody, Transport, TransportConfig};
+use ferry_wire::{Mode, Request, RequestBody, Transport};
 use futures_util::future::join_all;
 use http::Method;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
@@ -15,11 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn auto(srv: &common::Running, max_connections: usize) -> Arc<AutoTransport> {
-    let mut config = TransportConfig::new(Endpoint::parse(&srv.url()).unwrap());
-    config.mode = Mode::Auto;
-    config.max_connections = max_connections;
-    config.response_timeout = Duration::from_secs(20);
-    Arc::new(AutoTransport::new(config).unwrap())
+    common::auto(srv, max_connections, Duration::from_secs(20))
 }
 
 /// A GET whose caller knows the object's size (auto's small lane when `hint` is small).

@@ -9,18 +9,14 @@ mod common;
 
 use common::start;
 use ferry_wire::auto::AutoTransport;
-use ferry_wire::{Endpoint, Mode, Request, Transport, TransportConfig};
+use ferry_wire::{Request, Transport};
 use http::Method;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn auto(srv: &common::Running, max_connections: usize) -> Arc<AutoTransport> {
-    let mut config = TransportConfig::new(Endpoint::parse(&srv.url()).unwrap());
-    config.mode = Mode::Auto;
-    config.max_connections = max_connections;
-    config.response_timeout = Duration::from_secs(30);
-    Arc::new(AutoTransport::new(config).unwrap())
+    common::auto(srv, max_connections, Duration::from_secs(30))
 }
 
 /// First byte 5 ms plus 4 ms per object request already in progress: at 4 connections

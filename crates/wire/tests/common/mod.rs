@@ -92,3 +92,12 @@ pub fn streamed(data: Bytes, chunk: usize) -> RequestBody {
     let pieces: Vec<std::io::Result<Bytes>> = (0..data.len()).step_by(chunk.max(1)).map(|i| Ok(data.slice(i..(i + chunk).min(data.len())))).collect();
     RequestBody::Stream { len, stream: futures_util::stream::iter(pieces).boxed() }
 }
+
+/// An `auto` transport to `srv` with a connection cap and a response time-out.
+pub fn auto(srv: &Running, max_connections: usize, response_timeout: Duration) -> Arc<ferry_wire::auto::AutoTransport> {
+    let mut config = TransportConfig::new(Endpoint::parse(&srv.url()).unwrap());
+    config.mode = Mode::Auto;
+    config.max_connections = max_connections;
+    config.response_timeout = response_timeout;
+    Arc::new(ferry_wire::auto::AutoTransport::new(config).unwrap())
+}
