@@ -110,8 +110,20 @@ fn minio_addr() -> SocketAddr {
         });
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        sweep_minio_dirs();
         let data = std::env::temp_dir().join(format!("ferry-minio-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&data);
+        // The test harness leaves through exit(3), which runs atexit handlers and no
+        // destructors; statics are never dropped.
+        extern "C" fn remove_data() {
+            let data = std::env::temp_dir().join(format!("ferry-minio-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&data);
+            let _ = std::fs::remove_file(data.with_extension("log"));
+        }
+        // SAFETY: registers a plain extern "C" function with no captured state.
+        unsafe {
+            libc::atexit(remove_data);
+        }
         std::fs::create_dir_all(&data).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -157,6 +169,19 @@ fn minio_addr() -> SocketAddr {
         }
         addr
     })
+}
+
+/// Removes the MinIO data directories (and logs) of test processes that are gone: a
+/// killed run cannot clean up after itself, and each one leaves ~200 MB in /tmp.
+fn sweep_minio_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("ferry-minio-").map(|r| r.trim_end_matches(".log")) else { continue };
+        if pid.parse::<u32>().is_ok() && !std::path::Path::new("/proc").join(pid).exists() {
+            let _ = if name.ends_with(".log") { std::fs::remove_file(e.path()) } else { std::fs::remove_dir_all(e.path()) };
+        }
+    }
 }
 
 fn data(n: usize, seed: u8) -> Bytes {
