@@ -8,9 +8,11 @@
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import re
+import shutil
 import tempfile
 
 import pytest
@@ -19,6 +21,7 @@ from helpers import ACCESS_KEY, SECRET_KEY, FerryServer, clean_env, s3_client
 
 # The host's AWS configuration must not leak into the clients under test.
 _AWS_HOME = tempfile.mkdtemp(prefix="ferry-aws-home-")
+atexit.register(shutil.rmtree, _AWS_HOME, ignore_errors=True)
 for _k in [k for k in os.environ if k.startswith("AWS_")]:
     del os.environ[_k]
 os.environ["AWS_CONFIG_FILE"] = os.path.join(_AWS_HOME, "config")
