@@ -132,7 +132,7 @@ fn vectored_commit_open_ahead_tiny() {
 fn ttfb_throughput_tiny_writes_curves() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("t.jsonl");
-    let p = ttfb::TtfbParams { probes: 3, transfers: 2, in_flight: 2, repeats: 1, peers: Vec::new() };
+    let p = ttfb::TtfbParams { probes: 3, sizes: ttfb::SIZES.to_vec(), put_sizes: ttfb::SIZES.to_vec(), transfers: 2, in_flight: 2, repeats: 1, peers: Vec::new() };
     let o = ferry_bench::run(&ttfb::ttfb_throughput(Size::Quick, &p), &options(&out)).unwrap();
     let recs = check_clean(&o, &out);
     assert_eq!(recs.len(), 3 * 11);
@@ -241,7 +241,7 @@ fn peer_rows_of_the_newer_workloads_when_installed() {
     let o = ferry_bench::run(&ttfb::ttfb_throughput(Size::Quick, &t), &options(&out)).unwrap();
     check_clean(&o, &out);
     let rs = peer_records(&o);
-    assert_eq!(rs.len(), 1 + 2 * ttfb::SIZES.len());
+    assert_eq!(rs.len(), 1 + t.sizes.len() + t.put_sizes.len());
     let probe = rs.iter().find(|r| r.variant == "s3 · first byte · obstore").unwrap();
     assert_eq!(probe.series["ttfb_s"].len(), 3 + 1);
     assert!(rs.iter().filter(|r| r.params["op"] == "get" || r.params["op"] == "put").all(|r| r.series["throughput_Bps"].len() == 2 + 1));
