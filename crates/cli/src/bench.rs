@@ -40,9 +40,9 @@ enum Workload {
     Listing(ListingArgs),
     /// Small GETs arriving at 100/s beside 100 ranged 8 MiB reads held in flight, s3
     /// profile: small-GET latency loaded vs unloaded per client (Onehouse: 15x with SDK
-    /// pools). 2,000 smalls (quick: 60).
+    /// pools). 2,000 smalls (quick: 40).
     MixedHol(SuiteArgs),
-    /// First-byte percentiles (1,000 sequential GETs; quick 20) and per-request throughput of
+    /// First-byte percentiles (1,000 sequential GETs; quick 12) and per-request throughput of
     /// GET and PUT at 16 KiB, 256 KiB, 1 MiB, 8 MiB, 32 MiB (100 each, 2 in flight; quick: 4
     /// GETs each at 16 KiB, 1 MiB, 32 MiB, 4 PUTs at 1 MiB), per profile s3, gcs, azure
     /// (PerfKitBenchmarker).
@@ -65,9 +65,10 @@ enum Workload {
     CliTransfer(SuiteArgs),
     /// Every workload of the suite in turn (small-objects, mixed-hol, ttfb-throughput,
     /// listing, open-ahead, commit, vectored, bulk-wan), each workload's table, then one
-    /// claims table: published headline | measured | reproduced? With --quick each workload
-    /// takes under a minute on a 2-core machine and the whole suite under ~10 minutes.
-    /// bulk-wan crosses the emulated transatlantic link when run as root.
+    /// claims table: published headline | measured | reproduced? With --quick every row
+    /// runs 3 interleaved repeats, each workload takes under a minute on a 2-core machine
+    /// but bulk-wan (~2 minutes across the 110 ms link), the suite ~7 minutes. bulk-wan
+    /// crosses the emulated transatlantic link when run as root.
     All(SuiteArgs),
     /// HTTPS bulk pull across the emulated link (IN2P3): ferry h1-pool, h2 and auto vs
     /// iperf3 -P N over a concurrency sweep [default link: transatlantic as root].

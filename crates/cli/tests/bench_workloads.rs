@@ -54,6 +54,8 @@ fn mixed_hol_tiny_loaded_and_unloaded_per_client() {
     p.pipeline_depth = 4;
     p.load_warmup = Duration::from_millis(50);
     p.repeats = 1;
+    // The extra row --quick leaves out, run here so it stays tested.
+    p.small_pool_row = true;
     let w = mixed_hol::mixed_hol(Size::Quick, &p);
     let outcome = ferry_bench::run(&w, &options(&out)).unwrap();
     let recs = check_clean(&outcome, &out);
