@@ -1075,7 +1075,10 @@ mod tests {
     fn fake_run(install: &PeerInstall, timeout: Duration, grace: Duration) -> PeerResult {
         let ep = Endpoint { url: "http://127.0.0.1:9".into(), region: "us-east-1".into(), credentials: Some(("ak".into(), "sk".into())), ca_bundle: None };
         let op = PeerOp::GetMany { bucket: "b".into(), keys: vec!["k1".into(), "k2".into()], object_size: Some(10), concurrency: 2 };
-        run_installed(install, &ep, &op, timeout, grace, PeerResult { peer: "boto3".into(), ..PeerResult::default() })
+        let r = run_installed(install, &ep, &op, timeout, grace, PeerResult { peer: "boto3".into(), ..PeerResult::default() });
+        // As a runner does when its workload ends: the fork servers and their logs go.
+        end_sessions();
+        r
     }
 
     #[test]
