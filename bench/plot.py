@@ -194,10 +194,13 @@ class Plotter:
             # Colour per object size, line style per client.
             sizes = sorted({i[0][0] for i in by_op[op]}, key=size_key)
             clients = sorted({i[0][1] for i in by_op[op]})
+            # One legend entry per row: its repeats are drawn alike, labelled once.
+            labelled: set = set()
             for (size, client), lab, pts in sorted(by_op[op], key=lambda i: (size_key(i[0][0]), i[0][1])):
                 xs, ys = zip(*sorted(pts))
                 ax.plot(xs, ys, color=cmap(sizes.index(size) % 10), linestyle=styles[clients.index(client) % len(styles)],
-                        label=lab, linewidth=1.4)
+                        label=None if lab in labelled else lab, linewidth=1.4)
+                labelled.add(lab)
             ax.set_yscale("log")
             ax.set_xlim(0, 100)
             self._finish(ax, "percentile", "throughput (bytes/s, log scale)", f"ttfb-throughput: {op} throughput percentiles per object size", 7)

@@ -5,11 +5,12 @@
 # awscrt, obstore, s5cmd, rclone) and the ceilings (iperf3), then the claims table
 # (published headline | measured | reproduced?) and PNG plots.
 #
-#   scripts/bench.sh                     the quick suite: 542 s (9 minutes) of `ferry bench all
-#                                        --quick` on 2 quiet cores (820 s beside other builds at
-#                                        load average ~10), every workload 26-141 s, bulk-wan
-#                                        141 s with its 3 repeats. The table after the claims
-#                                        gives each workload's time.
+#   scripts/bench.sh                     the quick suite: 401 s (under 7 minutes) of `ferry bench
+#                                        all --quick` on 2 cores beside other builds (load
+#                                        average 4-7), every row, peers included, in 3 repeats;
+#                                        each workload 26-50 s but bulk-wan, 116 s across the
+#                                        110 ms link (542 s at e350293 with most peers run once).
+#                                        The table after the claims gives each workload's time.
 #   scripts/bench.sh --repeats 1         extra flags go to `ferry bench all`
 #   FERRY_BENCH_FULL=1 scripts/bench.sh  the published sizes (hours)
 #

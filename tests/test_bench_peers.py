@@ -135,6 +135,33 @@ def test_driver_put_get_list_delete(peer, peers_doc, mem_server, bucket):
 
 
 @pytest.mark.parametrize("peer", PEERS)
+def test_driver_fork_server_runs_each_spec_line(peer, peers_doc, mem_server, bucket):
+    """`driver.py --serve` (what the bench uses): one spec per line, each run in a forked
+    child with its own result line, then the server's `served` line; a bad line fails
+    alone and the server goes on."""
+    entry = installed(peers_doc, peer)
+    keys = [f"serve-{peer}/k{i}" for i in range(5)]
+    base = {**endpoint(mem_server), "bucket": bucket, "concurrency": 2, "timeout_s": 60}
+    lines = [json.dumps({**base, "op": "put_many", "keys": keys, "object_size": 500}), "not json",
+             json.dumps({**base, "op": "get_many", "keys": keys})]
+    p = subprocess.run([entry["python"], str(DRIVER), "--peer", peer, "--serve"], input="\n".join(lines) + "\n",
+                       capture_output=True, text=True, timeout=180, env=clean_env())
+    assert p.returncode == 0, p.stderr
+    out = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
+    served = [o for o in out if "served" in o]
+    results = [o for o in out if "served" not in o]
+    assert [s["served"] for s in served] == [1, 2, 3]
+    assert [s["exit"] for s in served] == [0, 2, 0], p.stderr
+    assert [r.get("op") for r in results] == ["put_many", None, "get_many"]
+    assert "failed" in results[1]
+    put, get = results[0], results[2]
+    assert (put["ops"], put["bytes"], put["errors"]) == (5, 2_500, 0), put
+    assert (get["ops"], get["bytes"], get["errors"]) == (5, 2_500, 0), get
+    # Each run measures itself from nothing: its own CPU, not the server's imports.
+    assert 0 < get["cpu_s"] < 30 and get["peak_rss_bytes"] > 0
+
+
+@pytest.mark.parametrize("peer", PEERS)
 def test_driver_reports_errors_for_a_missing_bucket(peer, peers_doc, mem_server):
     entry = installed(peers_doc, peer)
     spec = {**endpoint(mem_server), "op": "get_many", "bucket": "no-such-bucket-here", "keys": ["a", "b", "c"],

@@ -1,6 +1,16 @@
 """Drive one peer (a tool users would pick instead of ferry) through one S3 task, measured.
 
     driver.py --peer NAME  < spec.json  > result.json
+    driver.py --peer NAME --serve            # one spec per line in, one result per line out
+
+`--serve` is a fork server, what the bench uses: it imports the peer's library once (boto3
+alone takes ~0.7-1 s to import here, the CRT ~0.2 s, more than many quick runs), then for
+each spec line on stdin forks a child that runs it exactly as the one-shot mode does and
+prints its result line; the server then prints `{"served": N, "exit": CODE}` and waits for
+the next line. Each run is still a process of its own (its threads, connections and
+getrusage start from nothing; its ru_maxrss starts from the imports, as a fresh process's
+would), only the interpreter start and the imports are paid once. The server starts no
+thread before it forks (the imports start none).
 
 The spec (JSON on stdin):
 
@@ -422,8 +432,19 @@ class Boto3Peer:
                         time.sleep(0.05)
 
         if spec.get("loaded"):
+            # The threads wait on `go` until every one has started: started one by one
+            # while the earlier ones already ran, each Thread.start() waited for the GIL
+            # those held while signing requests and copying bodies (8.9 s for 100 threads
+            # in one quick run, all of it before the smalls could begin).
+            go = threading.Event()
+
+            def gated():
+                go.wait()
+                worker()
+
             for _ in range(int(spec["large_in_flight"])):
-                threading.Thread(target=worker, daemon=True).start()
+                threading.Thread(target=gated, daemon=True).start()
+            go.set()
             # Where a late start of the smalls goes (issue 4): starting the load's threads,
             # or the warm-up's sleep overrunning because this thread waits for the GIL
             # that the load's threads hold while they sign requests and copy bodies.
@@ -1466,10 +1487,90 @@ def run(peer: str, spec: dict) -> dict:
     return out
 
 
+def _preload(peer: str):
+    """Imports what the peer's class imports, so a forked run finds it loaded."""
+    if peer in ("boto3", "boto3-tuned"):
+        import boto3
+        import botocore.config  # noqa: F401
+        from concurrent.futures import ThreadPoolExecutor  # noqa: F401
+
+        # One throwaway client loads botocore's S3 model and endpoint data into its
+        # module caches (a run's own client is then built in ~0.08 s, not ~0.2 s).
+        # Building a client sends nothing and starts no thread.
+        boto3.session.Session().client("s3", endpoint_url="http://127.0.0.1:9", region_name="us-east-1")
+    elif peer == "awscrt":
+        import awscrt.auth  # noqa: F401
+        import awscrt.http  # noqa: F401
+        import awscrt.io  # noqa: F401
+        import awscrt.s3  # noqa: F401
+    elif peer == "obstore":
+        import asyncio  # noqa: F401
+        import obstore.store  # noqa: F401
+    elif peer == "s3fs":
+        import asyncio  # noqa: F401
+        import s3fs  # noqa: F401
+
+
+def _run_one(peer: str, spec) -> int:
+    """One run: its result line on stdout; 0 when it could measure."""
+    try:
+        result = run(peer, spec)
+    except Exception as e:  # noqa: BLE001 - reported as a failed run, with the traceback on stderr
+        traceback.print_exc()
+        print(json.dumps({"peer": peer, "op": spec.get("op") if isinstance(spec, dict) else None, "failed": f"{type(e).__name__}: {e}"}))
+        sys.stdout.flush()
+        return 1
+    print(json.dumps(result))
+    sys.stdout.flush()
+    return 0
+
+
+def serve(peer: str) -> int:
+    """The fork server (module doc): a spec per stdin line, each run in a forked child."""
+    try:
+        _preload(peer)
+    except ImportError as e:
+        # Reported by the first run, as the one-shot mode would.
+        print(f"driver: preloading {peer}: {e}", file=sys.stderr)
+    n = 0
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        n += 1
+        try:
+            spec = json.loads(line)
+        except ValueError as e:
+            print(json.dumps({"peer": peer, "op": None, "failed": f"the spec line is not JSON: {e}"}))
+            print(json.dumps({"served": n, "exit": 2}))
+            sys.stdout.flush()
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                # A fork clears PR_SET_PDEATHSIG: the run dies with the server.
+                _die_with_parent()
+                code = _run_one(peer, spec)
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                # Threads still stuck in a timed-out request must not hold the child open.
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"served": n, "exit": os.waitstatus_to_exitcode(status)}))
+        sys.stdout.flush()
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description="Drive one S3 peer through one task (spec JSON on stdin, result JSON on stdout).")
     ap.add_argument("--peer", required=True, choices=PEERS)
+    ap.add_argument("--serve", action="store_true", help="fork server: one spec JSON per stdin line, each run in a forked child (module doc)")
     a = ap.parse_args()
+    if a.serve:
+        return serve(a.peer)
     try:
         spec = json.load(sys.stdin)
     except ValueError as e:

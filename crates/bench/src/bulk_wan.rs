@@ -46,9 +46,12 @@
 //! streams its segments averaged 14 KiB instead of ~55 KiB for one stream. No drops at the
 //! TUN rings; 49 at the queue model for the one BBR stream's startup overshoot.
 //!
-//! `--quick` (168 s in `ferry bench all --quick` at load average ~10, 32 runs; 358 s
-//! before, with 1 repeat): concurrency 1 and 16, 3 repeats
-//! interleaved (h1-pool, h2, auto, iperf3 at each point, the sweep again per repeat), a
+//! `--quick`: concurrency 16 only, every row (ferry's, iperf3, the peers) in each of 3
+//! repeats, interleaved (h1-pool, h2, auto, iperf3, then the peers, per repeat). Until
+//! e5dba7e it also ran concurrency 1 and each peer only once per point (141 s on quiet
+//! cores, 168 s at load average ~10; 358 s before that, with 1 repeat); 16 streams is
+//! the point the claims table reads, and the one-stream view is the full sweep's first
+//! point. A
 //! 2 s counted window, and each ferry row's warm-up *measured* rather than fixed: sampled
 //! every 100 ms, it ends when the receive rate over the last 300 ms grew less than 15%
 //! over the 300 ms before ([`ramp_ended`]; slow start multiplies it by ~6 in 300 ms at
@@ -59,11 +62,10 @@
 //! still growing by more than 15% per 300 ms at 2 s, at 1 stream and at 16, so the cap,
 //! not the rule, set the time, and the counted window still holds some ramp (the rows'
 //! MB/s is a floor; iperf3's ramp is shorter). The rule stays: it records this, and
-//! shortens rows on a quieter machine. The peers run once per point
-//! (first repeat), pulling `concurrency` whole objects. What it still answers: one
-//! stream against many over the same link, h1 against h2 against plain TCP, each in its
-//! steady state; the full sweep (1-256, 10 s windows, peers every repeat) is the
-//! published shape. Before (3 points, 1 repeat, peers pulling 64 x 32 MiB at the last
+//! shortens rows on a quieter machine. The peers pull `concurrency` whole objects each
+//! run. What it still answers: h1 against h2 against plain TCP and the peers, at 16
+//! streams over the same link, each in its steady state; the full sweep (1-256, 10 s
+//! windows) is the published shape. Before (3 points, 1 repeat, peers pulling 64 x 32 MiB at the last
 //! point) it took 256 s in the suite, the peers ~2/3 of it.
 //!
 //! A ferry row that receives nothing in its counted window is an error row, never a
@@ -153,12 +155,12 @@ pub const PEERS: [crate::peers::Peer; 4] = [crate::peers::Peer::Boto3, crate::pe
 impl BulkWanParams {
     pub fn new(size: Size) -> BulkWanParams {
         match size {
-            // --quick: 2 points x (3 clients + iperf3) x (<= 2 s measured warm-up + 2 s
-            // counted) x 3 repeats, then each peer once per point: 168 s in the suite at
-            // load average ~10 (~5 s a row with client start and the workers' stop).
-            // Before (3 points, 1 repeat, every peer pulling 64 x 32 MiB at the last
-            // point) it took 256-358 s in `ferry bench all --quick` under load, the peers
-            // ~2/3 of it; see the module doc for what each cut keeps.
+            // --quick: 16 streams (the claim's point) x (3 clients + iperf3 + 4 peers) x 3
+            // repeats, ferry's rows <= 2 s measured warm-up + 2 s counted. With the points
+            // 1 and 16 and each peer once per point it took 141 s on quiet cores (168 s
+            // at load average ~10); every peer in every repeat at both points would be
+            // ~200 s. Before that (3 points, 1 repeat, every peer pulling 64 x 32 MiB at
+            // the last point) 256-358 s; see the module doc for what each cut keeps.
             Size::Quick => BulkWanParams {
                 mean_bytes: 32 << 20,
                 sd_fraction: 0.2,
@@ -167,7 +169,7 @@ impl BulkWanParams {
                 // are reused round-robin beyond that, and the HEAD warm-up (each key's CRC
                 // computed by the server) stays short.
                 objects: 128,
-                concurrency: vec![1, 16],
+                concurrency: vec![16],
                 run_seconds: 2,
                 omit_seconds: QUICK_OMIT_SECONDS,
                 warmup: Warmup::Measured,
@@ -175,7 +177,7 @@ impl BulkWanParams {
                 modes: vec![Mode::H1Pool, Mode::H2, Mode::Auto],
                 iperf3: true,
                 peers: Vec::new(),
-                peers_once: true,
+                peers_once: false,
             },
             // 9 points x 4 rows x (3 + 10 s) x 3 repeats: ~25 minutes.
             Size::Full => BulkWanParams {
@@ -691,6 +693,8 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
     drop(server);
     let _ = std::fs::remove_file(&cert);
     let report = render(size, p, opts, &records, &ctx);
+    // The peers' fork servers belong to this workload's servers (and namespace).
+    crate::peers::end_sessions();
     Ok(Outcome { records, report, wall: started.elapsed() })
 }
 
@@ -853,7 +857,8 @@ mod tests {
     fn quick_is_a_few_points_repeated_and_full_sweeps_1_to_256() {
         let q = BulkWanParams::new(Size::Quick);
         let f = BulkWanParams::new(Size::Full);
-        assert!(q.concurrency.len() <= 3 && q.concurrency.first() == Some(&1) && q.concurrency.len() >= 2, "one stream and many");
+        assert_eq!(q.concurrency, [16], "quick: the claim's point, many streams");
+        assert!(!q.peers_once, "peer rows repeat like ferry's");
         assert!(q.repeats >= 3 && f.repeats >= 3);
         // Timed seconds of the ferry rows and iperf3 at most (warm-up cap + window): the
         // quick suite's budget, under two minutes with set-up and the peers.

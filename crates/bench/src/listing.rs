@@ -469,6 +469,8 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
     drop(rt);
     drop(server);
     let report = render(size, p, &records, &ctx);
+    // The peers' fork servers belong to this workload's servers (and namespace).
+    crate::peers::end_sessions();
     Ok(Outcome { records, report, wall: started.elapsed() })
 }
 

@@ -93,6 +93,8 @@ pub struct MixedHolParams {
     pub put_concurrency: usize,
     /// Peer rows (filtered to [`PEERS`]; the CLI's `--peers` fills it).
     pub peers: Vec<crate::peers::Peer>,
+    /// Also the extra [`SMALL_POOL`] row.
+    pub small_pool_row: bool,
 }
 
 /// The peers beside mixed-hol: the SDK-pool clients the published case is about (boto3
@@ -109,10 +111,14 @@ impl MixedHolParams {
             },
             part_bytes: 8 << 20,
             large_in_flight: 100,
-            // Quick: 150 arrivals at 100/s, 1.5 s a run: the 24 runs of 3 repeats then
-            // fit in the minute with the setup.
+            // Quick: 40 arrivals at 100/s, a 0.4 s window (150 until e5dba7e: 104 s for
+            // the workload with each peer row run once; 60 with the peers repeated: 87 s
+            // at load average 13). The load is the same, so each small still meets ~50
+            // queued parts; p99 of 40 is their largest (nearest rank), and the 3 repeats
+            // give its spread. A loaded run lasts the warm-up, the window and the slowest
+            // small (0.1-1 s for ferry's rows, 1-3 s for the peers' under load).
             smalls: match size {
-                Size::Quick => 150,
+                Size::Quick => 40,
                 Size::Full => 2_000,
             },
             small_rate: 100.0,
@@ -122,10 +128,18 @@ impl MixedHolParams {
             prefixes: 16,
             connections: 50,
             pipeline_depth: 16,
-            load_warmup: Duration::from_millis(300),
+            // Quick: 200 ms, ~6 first bytes of the s3 profile: the load's 100 GETs are sent
+            // and the pool full well before the first small.
+            load_warmup: match size {
+                Size::Quick => Duration::from_millis(200),
+                Size::Full => Duration::from_millis(300),
+            },
             repeats: 3,
             put_concurrency: 64,
             peers: Vec::new(),
+            // Quick leaves the extra 10-connection row out (7.4 s of loaded runs in 87 s):
+            // boto3's row, on that same default pool of 10, shows the published case.
+            small_pool_row: size == Size::Full,
         }
     }
 
@@ -390,7 +404,7 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
     let parts = Arc::new(large_parts(p.larges, p.large_bytes, p.part_bytes));
     let (s3, s3_h2) = (ServerSpec::profile("s3"), ServerSpec::s3_h2());
     let mut variants = Vec::new();
-    let rows = CLIENTS.iter().map(|&(l, m, s)| (l, m, s, p.connections)).chain(std::iter::once(SMALL_POOL));
+    let rows = CLIENTS.iter().map(|&(l, m, s)| (l, m, s, p.connections)).chain(std::iter::once(SMALL_POOL).filter(|_| p.small_pool_row));
     for (label, mode, server, connections) in rows {
         for phase in [Phase::Unloaded, Phase::Loaded] {
             let hint = mode == Mode::Auto;
@@ -430,12 +444,9 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
             loaded: phase == Phase::Loaded,
             connections: p.connections,
         };
-        for mut v in crate::peers::op_rows(NAME, &peers, 0, op, &format!(" · {}", phase.name())) {
-            // Quick: a peer row runs once (its Python start-up and the 8 rows x 3 repeats
-            // would take the workload past its minute); the full size repeats it.
-            v.once = size == Size::Quick;
-            variants.push(v);
-        }
+        // Every size repeats the peer rows, interleaved with ferry's (the driver's fork
+        // server pays Python's start-up once; peers.rs).
+        variants.extend(crate::peers::op_rows(NAME, &peers, 0, op, &format!(" · {}", phase.name())));
     }
     let small_bytes: u64 = sizes.iter().sum();
     let params = json!({
@@ -475,9 +486,13 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
                 p.load_warmup.as_millis()
             ),
             "small latency: from the scheduled arrival to the end of the body. On this machine the load is CPU-bound (loopback, 2 shared cores), which slows every client's smalls somewhat; compare clients within a run.".into(),
-            format!("extra row \"{}\": the h1-pool with 10 connections (boto3's default pool) under the same load, so its connections are all but full of large reads, the situation of the published case; the other rows have {} connections.", SMALL_POOL.0, p.connections),
+            if p.small_pool_row {
+                format!("extra row \"{}\": the h1-pool with 10 connections (boto3's default pool) under the same load, so its connections are all but full of large reads, the situation of the published case; the other rows have {} connections.", SMALL_POOL.0, p.connections)
+            } else {
+                format!("--quick leaves out the extra row \"{}\" (the full size has it); boto3's rows use that same default pool of 10.", SMALL_POOL.0)
+            },
             "unloaded and loaded rows are separate runs with fresh clients of the same settings; the h2 rows ran against a second server, --profile s3 --h2 on (the s3 profile is HTTP/1.1 only, like AWS S3).".into(),
-            "peer rows (bench/peers/driver.py's mixed_hol op): the same smalls, parts and arrival schedule, driven as each peer's users would (the row's note says how); with --quick each peer row runs once.".into(),
+            "peer rows (bench/peers/driver.py's mixed_hol op): the same smalls, parts and arrival schedule, driven as each peer's users would (the row's note says how), repeated and interleaved like ferry's rows.".into(),
             "p50 / p99 / h1-pool's: each loaded row's small-GET latency over h1-pool's loaded latency in the same repeat (below 1: better than the 50-connection pool; 0.07x is 15x better); the median of those ratios (min-max). A peer row that ran once (--quick) is paired with repeat 1.".into(),
         ],
         ..Workload::scenario(NAME, size, vec![s3, s3_h2], variants, p.repeats, params, COLUMNS)
@@ -492,15 +507,16 @@ mod tests {
     fn layout_and_sizes() {
         let q = MixedHolParams::new(Size::Quick);
         let f = MixedHolParams::new(Size::Full);
-        assert_eq!((q.larges, q.large_bytes, q.smalls, q.connections), (8, 64 << 20, 150, 50));
+        assert_eq!((q.larges, q.large_bytes, q.smalls, q.connections), (8, 64 << 20, 40, 50));
         assert_eq!((f.larges, f.large_bytes, f.smalls), (8, 256 << 20, 2_000));
         assert!(q.large_in_flight > q.connections, "the load oversubscribes the pool");
         assert!(q.arrival_window() < Duration::from_secs(3));
         let w = mixed_hol(Size::Quick, &q);
-        assert_eq!(w.variants.len(), (CLIENTS.len() + 1) * 2, "the clients and the small-pool row");
+        assert_eq!(w.variants.len(), CLIENTS.len() * 2, "the clients; quick leaves the small-pool row out");
+        assert_eq!(mixed_hol(Size::Full, &f).variants.len(), (CLIENTS.len() + 1) * 2, "the clients and the small-pool row");
         let Task::Scenario(Scenario::MixedHol(r)) = &w.variants[1].task else { panic!("not mixed-hol") };
         assert_eq!(r.phase, Phase::Loaded);
-        assert_eq!(r.smalls.len(), 150);
+        assert_eq!(r.smalls.len(), 40);
         assert!(r.smalls.iter().all(|(_, s)| (4096..=1 << 20).contains(s)));
         assert_eq!(r.smalls[17].0, "mixed-hol/p01/small-000017");
         assert_eq!(r.larges[0], format!("mixed-hol/size={}/large-0", 64 << 20));
@@ -525,9 +541,9 @@ mod tests {
         assert_eq!(labels, ["boto3 · unloaded", "obstore · unloaded", "boto3 · loaded", "obstore · loaded"]);
         for v in peer_rows {
             let Task::Peer { op: crate::peers::PeerOp::MixedHol { smalls, parts, loaded, connections, .. }, .. } = &v.task else { panic!("not mixed_hol") };
-            assert_eq!((smalls.len(), parts.len(), *connections), (150, 64, 50));
+            assert_eq!((smalls.len(), parts.len(), *connections), (40, 64, 50));
             assert_eq!(*loaded, v.label.ends_with("loaded") && !v.label.ends_with("unloaded"));
-            assert!(v.once && v.server == Some(0));
+            assert!(!v.once && v.server == Some(0), "peer rows repeat like ferry's");
         }
     }
 

@@ -4,10 +4,15 @@
 //! ```text
 //! scripts/bench-setup.sh ─► .ferry-run/bench-venv{,-s3fs} + .ferry-run/peers.json
 //!                                                  │ (per peer: version, path, python; or why absent)
-//! runner: Task::Peer { peer, op } ─► available(peer) ─┴─► run(): spawn
-//!     <venv python> bench/peers/driver.py --peer NAME   (spec JSON on stdin)
-//!         └─► one JSON result on stdout ─► PeerResult ─► RunRecord (mode = peer name)
+//! runner: Task::Peer { peer, op } ─► available(peer) ─┴─► run(): one spec line to
+//!     <venv python> bench/peers/driver.py --peer NAME --serve   (a fork server, kept per
+//!         │                                  peer and endpoint until the workload ends)
+//!         └─► forks a child per run ─► one JSON result line ─► PeerResult ─► RunRecord
 //! ```
+//!
+//! The fork server pays the interpreter's start and the peer's imports once per workload
+//! (boto3 ~0.7-1 s here), which let `--quick` repeat every peer row 3 times within its
+//! minute; each run is still its own process, forked with nothing running (driver.py).
 //!
 //! Why a Python driver in a subprocess rather than Rust bindings: the peers *are* Python
 //! libraries (boto3, awscrt, obstore, s3fs) or binaries (s5cmd, rclone), and the point is
@@ -27,6 +32,7 @@ use crate::stats::percentiles;
 use crate::workload::{PutSetup, Task, Variant};
 use serde_json::{json, Value};
 use std::io::Write;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::str::FromStr;
@@ -544,61 +550,70 @@ fn run_installed(install: &PeerInstall, endpoint: &Endpoint, op: &PeerOp, timeou
     spec["op"] = op.name().into();
     spec["timeout_s"] = timeout.as_secs_f64().into();
 
-    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let stderr_log = std::env::temp_dir().join(format!("ferry-bench-peer-{}-{}-{n}.log", install.peer.name(), std::process::id()));
-    let stderr = match std::fs::File::create(&stderr_log) {
-        Ok(f) => f,
-        Err(e) => return failed(format!("creating {}: {e}", stderr_log.display()), base),
-    };
-    let mut cmd = Command::new(&install.python);
-    cmd.arg(&install.driver).args(["--peer", install.peer.name()]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr);
-    let mut driver = match Driver::spawn(cmd) {
-        Ok(d) => d,
-        Err(e) => return failed(format!("starting {} {}: {e}", install.python.display(), install.driver.display()), base),
-    };
-    // The spec, then EOF (the driver reads stdin to its end before it starts).
-    let mut stdin = driver.0.stdin.take().expect("stdin is piped");
-    if let Err(e) = stdin.write_all(spec.to_string().as_bytes()) {
-        return failed(format!("writing the spec to the driver: {e}"), base);
+    let key: SessionKey = (install.python.clone(), install.driver.clone(), install.peer.name(), endpoint.url.clone());
+    let mut guard = SESSIONS.lock().unwrap_or_else(|e| e.into_inner());
+    let sessions = guard.get_or_insert_with(HashMap::new);
+    // A server that is gone (PR_SET_PDEATHSIG fires when the thread that started it ends)
+    // is replaced.
+    if sessions.get_mut(&key).is_some_and(|s| !matches!(s.driver.0.try_wait(), Ok(None))) {
+        sessions.remove(&key);
     }
-    drop(stdin);
-    let stdout = driver.0.stdout.take().expect("stdout is piped");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut s = String::new();
-        let r = std::io::Read::read_to_string(&mut std::io::BufReader::new(stdout), &mut s).map(|_| s);
-        let _ = tx.send(r);
-    });
-    let out = rx.recv_timeout(timeout + grace);
-    let stderr_tail = || {
-        let t = std::fs::read_to_string(&stderr_log).unwrap_or_default();
-        let t = t.trim();
-        t[t.len().saturating_sub(1500)..].to_owned()
-    };
-    let text = match out {
-        Ok(Ok(t)) => t,
-        Ok(Err(e)) => return failed(format!("reading the driver's output: {e}"), base),
-        Err(_) => {
-            drop(driver);
-            return PeerResult {
-                status: "timeout".into(),
-                reason: Some(format!("the driver ran past its {timeout:?} time-out and was killed")),
-                version: Some(install.version.clone()),
-                ..base
-            };
+    if !sessions.contains_key(&key) {
+        match Session::start(install) {
+            Ok(s) => {
+                sessions.insert(key.clone(), s);
+            }
+            Err(e) => return failed(e, base),
+        }
+    }
+    let session = sessions.get_mut(&key).expect("inserted above");
+    if let Err(e) = writeln!(session.stdin, "{spec}").and_then(|_| session.stdin.flush()) {
+        let tail = sessions.remove(&key).map(|s| s.stderr_tail()).unwrap_or_default();
+        return failed(format!("writing the spec to the driver: {e}: {tail}"), base);
+    }
+    // Lines up to the server's `{"served": N, "exit": CODE}`; the run's result is the last
+    // JSON line before it.
+    let deadline = std::time::Instant::now() + timeout + grace;
+    let mut text = String::new();
+    let exit = loop {
+        match session.lines.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
+            Ok(Ok(line)) => {
+                if line.trim_start().starts_with("{\"served\"") {
+                    break serde_json::from_str::<Value>(&line).ok().and_then(|v| v["exit"].as_i64());
+                }
+                text.push_str(&line);
+                text.push('\n');
+            }
+            Ok(Err(e)) => {
+                sessions.remove(&key);
+                return failed(format!("reading the driver's output: {e}"), base);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                // Killing the server kills the run (its PR_SET_PDEATHSIG), and its binaries.
+                sessions.remove(&key);
+                return PeerResult {
+                    status: "timeout".into(),
+                    reason: Some(format!("the driver ran past its {timeout:?} time-out and was killed")),
+                    version: Some(install.version.clone()),
+                    ..base
+                };
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let tail = sessions.remove(&key).map(|s| s.stderr_tail()).unwrap_or_default();
+                let v = text.lines().rev().find(|l| l.trim_start().starts_with('{')).and_then(|l| serde_json::from_str::<Value>(l).ok());
+                let why = v.as_ref().and_then(|v| v["failed"].as_str()).map(|f| format!("{f}\n")).unwrap_or_default();
+                return failed(format!("{why}the driver exited before it finished the run: {tail}"), base);
+            }
         }
     };
-    let status = driver.0.wait();
-    drop(driver);
+    let stderr_tail = || session.stderr_tail();
     let v: Value = match text.lines().rev().find(|l| l.trim_start().starts_with('{')).map(serde_json::from_str) {
         Some(Ok(v)) => v,
-        _ => return failed(format!("the driver printed no result ({status:?}): {}", stderr_tail()), base),
+        _ => return failed(format!("the driver printed no result (exit {exit:?}): {}", stderr_tail()), base),
     };
     if let Some(f) = v["failed"].as_str() {
         return failed(format!("{f}\n{}", stderr_tail()), base);
     }
-    let _ = std::fs::remove_file(&stderr_log);
     let num = |k: &str| v[k].as_f64();
     let mut r = PeerResult {
         version: v["version"].as_str().map(str::to_owned).or(Some(install.version.clone())),
@@ -857,6 +872,73 @@ fn rows(workload: &'static str, peers: &[Peer], server: usize, op: PeerOp) -> Ve
 /// (PR_SET_PDEATHSIG) if the bench dies first; its s5cmd/rclone children are tied to it
 /// the same way by the driver. (process.rs's ChildGuard closes stdin, and the driver reads
 /// its spec there; the time bound is the caller's `recv_timeout`.)
+/// Which fork server a run goes to: the interpreter, the driver, the peer and the endpoint.
+type SessionKey = (PathBuf, PathBuf, &'static str, String);
+
+/// The fork servers (`driver.py --peer NAME --serve`) of the workload running now, one per
+/// [`SessionKey`]. A peer's imports are paid once per workload instead of once per run
+/// (boto3's ~0.7-1 s here, more than many quick runs); every run is still a process of
+/// its own, forked from the server (driver.py's module doc). The runners end them with
+/// [`end_sessions`] when their workload ends, so a server never outlives the namespace
+/// (bulk-wan's link) or the servers it was started for.
+static SESSIONS: std::sync::Mutex<Option<HashMap<SessionKey, Session>>> = std::sync::Mutex::new(None);
+
+/// Ends every fork server (see [`SESSIONS`]); the next peer run starts its own.
+pub fn end_sessions() {
+    let ended = SESSIONS.lock().unwrap_or_else(|e| e.into_inner()).take();
+    drop(ended);
+}
+
+struct Session {
+    driver: Driver,
+    stdin: std::process::ChildStdin,
+    /// The server's stdout, line by line, from a reader thread (so reads can time out).
+    lines: mpsc::Receiver<std::io::Result<String>>,
+    stderr_log: PathBuf,
+}
+
+impl Session {
+    fn start(install: &PeerInstall) -> Result<Session, String> {
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let stderr_log = std::env::temp_dir().join(format!("ferry-bench-peer-{}-{}-{n}.log", install.peer.name(), std::process::id()));
+        let stderr = std::fs::File::create(&stderr_log).map_err(|e| format!("creating {}: {e}", stderr_log.display()))?;
+        let mut cmd = Command::new(&install.python);
+        cmd.arg(&install.driver).args(["--peer", install.peer.name(), "--serve"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr);
+        let mut driver = Driver::spawn(cmd).map_err(|e| format!("starting {} {}: {e}", install.python.display(), install.driver.display()))?;
+        let stdin = driver.0.stdin.take().expect("stdin is piped");
+        let stdout = driver.0.stdout.take().expect("stdout is piped");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+                let end = line.is_err();
+                if tx.send(line).is_err() || end {
+                    break;
+                }
+            }
+        });
+        Ok(Session { driver, stdin, lines, stderr_log })
+    }
+
+    /// The end of the server's stderr (its runs' tracebacks), for a failure's reason.
+    fn stderr_tail(&self) -> String {
+        let t = std::fs::read_to_string(&self.stderr_log).unwrap_or_default();
+        let t = t.trim();
+        let mut from = t.len().saturating_sub(1500);
+        while !t.is_char_boundary(from) {
+            from += 1;
+        }
+        t[from..].to_owned()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // The driver is killed by its own Drop (after this); the log goes with it.
+        let _ = std::fs::remove_file(&self.stderr_log);
+    }
+}
+
 struct Driver(std::process::Child);
 
 impl Driver {
@@ -978,8 +1060,9 @@ mod tests {
         assert!(ServerCounters::scrape("ftp://127.0.0.1:1", None).is_none());
     }
 
-    /// A stand-in driver: `/bin/sh` runs `script` in place of driver.py, so the spawning,
-    /// stdin, parsing and time-out paths are tested without Python.
+    /// A stand-in driver: `/bin/sh` runs `script` in place of driver.py's fork server (a
+    /// spec line in; result lines, then `{"served": N, "exit": CODE}` out), so the
+    /// spawning, stdin, parsing and time-out paths are tested without Python.
     fn fake(name: &str, script: &str) -> (PeerInstall, PathBuf) {
         let dir = std::env::temp_dir().join(format!("ferry-fake-driver-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -992,14 +1075,17 @@ mod tests {
     fn fake_run(install: &PeerInstall, timeout: Duration, grace: Duration) -> PeerResult {
         let ep = Endpoint { url: "http://127.0.0.1:9".into(), region: "us-east-1".into(), credentials: Some(("ak".into(), "sk".into())), ca_bundle: None };
         let op = PeerOp::GetMany { bucket: "b".into(), keys: vec!["k1".into(), "k2".into()], object_size: Some(10), concurrency: 2 };
-        run_installed(install, &ep, &op, timeout, grace, PeerResult { peer: "boto3".into(), ..PeerResult::default() })
+        let r = run_installed(install, &ep, &op, timeout, grace, PeerResult { peer: "boto3".into(), ..PeerResult::default() });
+        // As a runner does when its workload ends: the fork servers and their logs go.
+        end_sessions();
+        r
     }
 
     #[test]
     fn driver_result_and_spec() {
         let (install, dir) = fake(
             "ok",
-            "cat > $DIR/spec.json\necho 'noise on stdout first'\necho '{\"version\": \"9.9\", \"wall_s\": 0.5, \"ops\": 2, \"bytes\": 20, \"errors\": 0, \"error_samples\": [], \"latencies_s\": [0.1, 0.2], \"cpu_s\": 0.25, \"peak_rss_bytes\": 1000, \"timed_out\": false}'\n",
+            "read -r line\necho \"$line\" > $DIR/spec.json\necho 'noise on stdout first'\necho '{\"version\": \"9.9\", \"wall_s\": 0.5, \"ops\": 2, \"bytes\": 20, \"errors\": 0, \"error_samples\": [], \"latencies_s\": [0.1, 0.2], \"cpu_s\": 0.25, \"peak_rss_bytes\": 1000, \"timed_out\": false}'\necho '{\"served\": 1, \"exit\": 0}'\nread -r line\n",
         );
         let r = fake_run(&install, Duration::from_secs(20), Duration::from_secs(5));
         assert_eq!((r.status.as_str(), r.ops, r.bytes, r.cpu_s), ("ok", 2, 20, Some(0.25)), "{r:?}");
@@ -1013,7 +1099,7 @@ mod tests {
 
     #[test]
     fn short_bytes_are_errors() {
-        let (install, dir) = fake("short", "cat > /dev/null\necho '{\"wall_s\": 0.5, \"ops\": 2, \"bytes\": 19, \"errors\": 0}'\n");
+        let (install, dir) = fake("short", "read -r line\necho '{\"wall_s\": 0.5, \"ops\": 2, \"bytes\": 19, \"errors\": 0}'\necho '{\"served\": 1, \"exit\": 0}'\nread -r line\n");
         let r = fake_run(&install, Duration::from_secs(20), Duration::from_secs(5));
         assert_eq!((r.status.as_str(), r.errors), ("errors", 1), "{r:?}");
         assert!(r.error_samples[0].contains("moved 19 bytes, expected 20"));
@@ -1022,20 +1108,20 @@ mod tests {
 
     #[test]
     fn driver_failures_are_statuses() {
-        let (install, dir) = fake("failed", "cat > /dev/null\necho 'Traceback: boom' >&2\necho '{\"failed\": \"ValueError: bad spec\"}'\nexit 1\n");
+        let (install, dir) = fake("failed", "read -r line\necho 'Traceback: boom' >&2\necho '{\"failed\": \"ValueError: bad spec\"}'\necho '{\"served\": 1, \"exit\": 1}'\nread -r line\n");
         let r = fake_run(&install, Duration::from_secs(20), Duration::from_secs(5));
         assert_eq!(r.status, "failed");
         assert!(r.reason.as_deref().unwrap().contains("ValueError: bad spec"), "{r:?}");
         std::fs::remove_dir_all(dir).unwrap();
 
-        let (install, dir) = fake("silent", "cat > /dev/null\necho 'crashed hard' >&2\nexit 3\n");
+        let (install, dir) = fake("silent", "read -r line\necho 'crashed hard' >&2\nexit 3\n");
         let r = fake_run(&install, Duration::from_secs(20), Duration::from_secs(5));
         assert_eq!(r.status, "failed");
         assert!(r.reason.as_deref().unwrap().contains("crashed hard"), "the driver's stderr is shown: {r:?}");
         std::fs::remove_dir_all(dir).unwrap();
 
         // A driver that overruns its time-out is killed, and says so.
-        let (install, dir) = fake("hang", "cat > /dev/null\nexec sleep 60\n");
+        let (install, dir) = fake("hang", "read -r line\nexec sleep 60\n");
         let t = std::time::Instant::now();
         let r = fake_run(&install, Duration::from_millis(200), Duration::from_millis(300));
         assert_eq!(r.status, "timeout", "{r:?}");

@@ -272,6 +272,8 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
     drop(rt);
     drop(servers);
     let report = crate::report::render(w, &records, &ctx);
+    // The peers' fork servers belong to this workload's servers (and namespace).
+    crate::peers::end_sessions();
     Ok(Outcome { records, report, wall: started.elapsed() })
 }
 

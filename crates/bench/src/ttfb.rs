@@ -44,6 +44,10 @@ pub const PROBE_BYTES: u64 = 1024;
 #[derive(Clone, Debug, PartialEq)]
 pub struct TtfbParams {
     pub probes: usize,
+    /// The object sizes of the GET rows (a subset of [`SIZES`]).
+    pub sizes: Vec<(&'static str, u64)>,
+    /// The object sizes of the PUT rows (a subset of [`SIZES`]).
+    pub put_sizes: Vec<(&'static str, u64)>,
     pub transfers: usize,
     pub in_flight: usize,
     pub repeats: usize,
@@ -60,12 +64,23 @@ pub const PEER_PROFILE: &str = "s3";
 impl TtfbParams {
     pub fn new(size: Size) -> TtfbParams {
         match size {
-            // Quick: 30 probes and 6 transfers were ~25 s a repeat here (the gcs probes
-            // alone are 30 x ~100 ms); 20 and 4 keep three repeats under a minute.
-            Size::Quick => TtfbParams { probes: 20, transfers: 4, in_flight: 2, repeats: 3, peers: Vec::new() },
-            Size::Full => TtfbParams { probes: 1_000, transfers: 100, in_flight: 2, repeats: 3, peers: Vec::new() },
+            // Quick: 12 probes (p50 is the claim's figure), 4 GETs at 3 of the 5 sizes (16
+            // KiB, 1 MiB, 32 MiB: the small, middle and large ends of the figure; 32 MiB
+            // is the claim's) and 4 PUTs at 1 MiB (the profiles pace responses, not
+            // uploads: PUT 32 MiB read ~100-140 MB/s on every profile, and its rows were
+            // 1-2 s each here); the peer rows in every repeat. With all 5 sizes both ways,
+            // 20 probes and the peers run once it took 72 s (33 peer rows each paying
+            // Python's start-up); with the peers repeated, 3 sizes both ways and 20
+            // probes, 90 s at load average 13; with PUT at 32 MiB only, 81 s at 10.
+            Size::Quick => TtfbParams { probes: 12, sizes: quick_sizes(), put_sizes: vec![SIZES[2]], transfers: 4, in_flight: 2, repeats: 3, peers: Vec::new() },
+            Size::Full => TtfbParams { probes: 1_000, sizes: SIZES.to_vec(), put_sizes: SIZES.to_vec(), transfers: 100, in_flight: 2, repeats: 3, peers: Vec::new() },
         }
     }
+}
+
+/// The sizes of `--quick`: [`SIZES`]' first, middle and last.
+pub fn quick_sizes() -> Vec<(&'static str, u64)> {
+    [SIZES[0], SIZES[2], SIZES[4]].to_vec()
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,14 +182,14 @@ async fn transfer(c: &S3Client, op: Op, size: u64, count: usize, in_flight: usiz
                 Op::Get => {
                     let obj = ObjectRef::new(SYNTHETIC, get_key(size));
                     match get_drain(&c, &obj, GetParams::default()).await {
-                        Ok((n, _)) if n == size => Ok(()),
+                        Ok((n, head)) if n == size => Ok(Some(head)),
                         Ok((n, _)) => Err(format!("GET {obj}: {n} bytes, expected {size}")),
                         Err(e) => Err(format!("GET {obj}: {e:#}")),
                     }
                 }
                 Op::Put => {
                     let obj = ObjectRef::new(BUCKET, put_key(size, i % in_flight.max(1)));
-                    c.put_object(&obj, payload, PutParams::default()).await.map(|_| ()).map_err(|e| format!("PUT {obj}: {e:#}"))
+                    c.put_object(&obj, payload, PutParams::default()).await.map(|_| None).map_err(|e| format!("PUT {obj}: {e:#}"))
                 }
             };
             drop(permit);
@@ -183,12 +198,16 @@ async fn transfer(c: &S3Client, op: Op, size: u64, count: usize, in_flight: usiz
     }
     let mut lat = Vec::with_capacity(count);
     let mut tput = Vec::with_capacity(count);
+    let mut body_rate = Vec::with_capacity(count);
     let mut errors = Errors::default();
     while let Some(done) = set.join_next().await {
         match done? {
-            (t, Ok(())) => {
+            (t, Ok(head)) => {
                 lat.push(t.as_secs_f64());
                 tput.push(size as f64 / t.as_secs_f64().max(1e-9));
+                if let Some(h) = head {
+                    body_rate.push(size as f64 / t.saturating_sub(h).as_secs_f64().max(1e-9));
+                }
             }
             (_, Err(e)) => errors.add(e),
         }
@@ -205,6 +224,11 @@ async fn transfer(c: &S3Client, op: Op, size: u64, count: usize, in_flight: usiz
         }
     }
     rec.set_series("throughput_Bps", percentile_curve(&tput));
+    // GETs: the body's own rate, from the response head to its last byte: the profile's
+    // per-connection rate without the first-byte wait that size / latency includes.
+    if let Some(v) = percentiles(&mut body_rate, &[50.0])[0] {
+        rec.set("body_rate_p50_Bps", v);
+    }
     errors.record(rec);
     Ok(())
 }
@@ -216,6 +240,7 @@ pub const COLUMNS: &[Column] = &[
     Column::new("MB/s per request p10", "throughput_p10_Bps", 1e-6, 1),
     Column::new("p50", "throughput_p50_Bps", 1e-6, 1),
     Column::new("p90", "throughput_p90_Bps", 1e-6, 1),
+    Column::new("GET body MB/s p50 (after first byte)", "body_rate_p50_Bps", 1e-6, 1),
     Column::new("latency p50 ms", "latency_p50_ms", 1.0, 1),
     Column::new("client CPU s", "client_cpu_s", 1.0, 2),
     Column::new("errors", "errors", 1.0, 0),
@@ -243,28 +268,28 @@ pub fn ttfb_throughput(size: Size, p: &TtfbParams) -> Workload {
             once: false,
         };
         variants.push(v(probe_row(profile), TtfbRun::Probe { count: p.probes }, 1));
-        for op in [Op::Get, Op::Put] {
-            for (label, bytes) in SIZES {
+        for (op, sizes) in [(Op::Get, &p.sizes), (Op::Put, &p.put_sizes)] {
+            for (label, bytes) in sizes {
                 variants.push(v(transfer_row(profile, op, label), TtfbRun::Transfer { op, size: *bytes, count: p.transfers, in_flight: p.in_flight }, p.in_flight));
             }
         }
     }
     let peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).collect();
     let server = PROFILES.iter().position(|pr| *pr == PEER_PROFILE).unwrap_or(0);
+    // Every size repeats the peer rows, interleaved with ferry's (the driver's fork server
+    // pays Python's start-up once per workload; peers.rs).
     let mut peer_rows = |row: String, op: crate::peers::PeerOp| {
         for mut v in crate::peers::op_rows(NAME, &peers, server, op, "") {
             v.label = format!("{row} · {}", v.label);
-            // Quick: once (11 rows per peer, each a Python start-up).
-            v.once = size == Size::Quick;
             variants.push(v);
         }
     };
     peer_rows(probe_row(PEER_PROFILE), crate::peers::PeerOp::FirstByte { bucket: SYNTHETIC.into(), key: probe_key(), count: p.probes, bytes: PROBE_BYTES });
-    for (label, bytes) in SIZES {
+    for (label, bytes) in &p.sizes {
         let keys = vec![get_key(*bytes); p.transfers];
         peer_rows(transfer_row(PEER_PROFILE, Op::Get, label), crate::peers::PeerOp::GetMany { bucket: SYNTHETIC.into(), keys, object_size: Some(*bytes), concurrency: p.in_flight });
     }
-    for (label, bytes) in SIZES {
+    for (label, bytes) in &p.put_sizes {
         let keys = (0..p.transfers).map(|i| put_key(*bytes, i % p.in_flight.max(1))).collect();
         peer_rows(transfer_row(PEER_PROFILE, Op::Put, label), crate::peers::PeerOp::PutMany { bucket: BUCKET.into(), keys, object_size: *bytes, concurrency: p.in_flight });
     }
@@ -273,21 +298,29 @@ pub fn ttfb_throughput(size: Size, p: &TtfbParams) -> Workload {
         "probes": p.probes,
         "probe_bytes": PROBE_BYTES,
         "transfers": p.transfers,
-        "sizes": SIZES.iter().map(|s| s.1).collect::<Vec<_>>(),
+        "sizes": p.sizes.iter().map(|s| s.1).collect::<Vec<_>>(),
+        "put_sizes": p.put_sizes.iter().map(|s| s.1).collect::<Vec<_>>(),
         "in_flight": p.in_flight,
         "client": "h1-pool, one connection per request in flight",
         "first_byte": "request sent to response head",
         "throughput": "object size / (request start to end of body or PUT response)",
+        "body_rate": "GET object size / (response head to end of body)",
     });
     Workload {
         notes: vec![
             format!(
-                "first byte: {} sequential GETs of a 1 KiB object; GET/PUT: {} requests per size, {} in flight over {} connections; one ferry serve per profile.",
-                p.probes, p.transfers, p.in_flight, p.in_flight
+                "first byte: {} sequential GETs of a 1 KiB object; GET at {}, PUT at {}: {} requests per size, {} in flight over {} connections; one ferry serve per profile.",
+                p.probes,
+                p.sizes.iter().map(|s| s.0).collect::<Vec<_>>().join(", "),
+                p.put_sizes.iter().map(|s| s.0).collect::<Vec<_>>().join(", "),
+                p.transfers,
+                p.in_flight,
+                p.in_flight
             ),
+            "per-request MB/s = size / (request start to end of body): the first byte is inside it, so at 32 MiB gcs/s3 is ~1.5x where the profiles' rates are 2x (180 vs 90 MB/s per connection: GET body MB/s p50 is that rate, from the response head on).".into(),
             "the profiles' first-byte and rate figures were set from the published numbers (LAB.md section 2), so agreement shows the lab's model end to end, not the clouds.".into(),
             "full percentile curves are in the JSON (series ttfb_s, throughput_Bps); bench/plot.py draws them.".into(),
-            format!("peer rows (the {PEER_PROFILE} profile): first byte is when the peer hands over the response head (boto3 get_object returns, the CRT's on_headers, obstore's get_async returns); GET/PUT throughput per request = size / its latency, as for ferry. With --quick each peer row runs once."),
+            format!("peer rows (the {PEER_PROFILE} profile): first byte is when the peer hands over the response head (boto3 get_object returns, the CRT's on_headers, obstore's get_async returns); GET/PUT throughput per request = size / its latency, as for ferry; repeated and interleaved like ferry's rows."),
         ],
         ..Workload::scenario(NAME, size, servers, variants, p.repeats, params, COLUMNS)
     }
@@ -304,6 +337,7 @@ mod tests {
         let w = ttfb_throughput(Size::Full, &f);
         assert_eq!(w.servers.iter().map(|s| s.profile).collect::<Vec<_>>(), ["s3", "gcs", "azure"]);
         assert_eq!(w.variants.len(), 3 * (1 + 2 * 5));
+        assert_eq!(TtfbParams::new(Size::Quick).sizes.iter().map(|s| s.1).collect::<Vec<_>>(), [16384, 1 << 20, 32 << 20]);
         assert_eq!(SIZES.iter().map(|s| s.1).collect::<Vec<_>>(), [16384, 262144, 1 << 20, 8 << 20, 32 << 20]);
         let put = w.variants.iter().find(|v| v.label == "gcs · PUT 8MiB").unwrap();
         assert_eq!(put.server, Some(1));
@@ -316,9 +350,10 @@ mod tests {
         q.peers = vec![crate::peers::Peer::Obstore, crate::peers::Peer::S5cmd];
         let w = ttfb_throughput(Size::Quick, &q);
         let peer_rows: Vec<&Variant> = w.variants.iter().filter(|v| matches!(v.task, Task::Peer { .. })).collect();
-        assert_eq!(peer_rows.len(), 1 + 2 * SIZES.len(), "obstore only: s5cmd is not a ttfb peer");
+        assert_eq!(peer_rows.len(), 1 + 3 + 1, "obstore only: s5cmd is not a ttfb peer; --quick: GET at 3 sizes, PUT at 1 MiB");
         assert_eq!(peer_rows[0].label, "s3 · first byte · obstore");
-        assert!(matches!(&peer_rows[0].task, Task::Peer { op: crate::peers::PeerOp::FirstByte { count: 20, .. }, .. }));
-        assert!(peer_rows.iter().all(|v| v.server == Some(0) && v.once));
+        assert!(matches!(&peer_rows[0].task, Task::Peer { op: crate::peers::PeerOp::FirstByte { count: 12, .. }, .. }));
+        assert_eq!(w.variants.iter().filter(|v| v.client.is_some()).count(), 3 * (1 + 3 + 1));
+        assert!(peer_rows.iter().all(|v| v.server == Some(0) && !v.once), "peer rows repeat like ferry's");
     }
 }

@@ -61,6 +61,7 @@ fn vectored_commit_open_ahead_ttfb_sizes() {
     let t = ttfb::TtfbParams::new(Size::Full);
     assert_eq!((t.probes, t.transfers), (1_000, 100));
     assert_eq!(ttfb::SIZES.len(), 5);
+    assert_eq!((t.sizes.len(), t.put_sizes.len()), (5, 5), "full: every size, both ways");
 }
 
 #[test]

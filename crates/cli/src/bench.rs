@@ -29,7 +29,7 @@ pub struct BenchArgs {
 enum Workload {
     /// GET many 16 KiB objects from the s3 profile: h1-pool vs h1-pipeline vs auto (and h2
     /// against an s3 server with h2 on), 32 connections (gg/llama: pipelining +30-40%).
-    /// 10,000 objects (quick: 2,000; each peer row GETs the first 400 of them).
+    /// 10,000 objects (quick: 1,000; each peer row GETs the first 256 of them).
     SmallObjects(SmallObjectsArgs),
     /// One large GET from the lan profile per mode, beside iperf3 on loopback; optionally
     /// a large download to check that client memory stays bounded.
@@ -40,22 +40,23 @@ enum Workload {
     Listing(ListingArgs),
     /// Small GETs arriving at 100/s beside 100 ranged 8 MiB reads held in flight, s3
     /// profile: small-GET latency loaded vs unloaded per client (Onehouse: 15x with SDK
-    /// pools). 2,000 smalls (quick: 150).
+    /// pools). 2,000 smalls (quick: 40).
     MixedHol(SuiteArgs),
-    /// First-byte percentiles (1,000 sequential GETs; quick 20) and per-request throughput of
-    /// GET and PUT at 16 KiB-32 MiB (100 each, 2 in flight; quick 4), per profile s3, gcs,
-    /// azure (PerfKitBenchmarker).
+    /// First-byte percentiles (1,000 sequential GETs; quick 12) and per-request throughput of
+    /// GET and PUT at 16 KiB, 256 KiB, 1 MiB, 8 MiB, 32 MiB (100 each, 2 in flight; quick: 4
+    /// GETs each at 16 KiB, 1 MiB, 32 MiB, 4 PUTs at 1 MiB), per profile s3, gcs, azure
+    /// (PerfKitBenchmarker).
     TtfbThroughput(SuiteArgs),
-    /// One consumer reads 640 KiB objects in order, s3 profile (80,000; quick 150): on-demand
+    /// One consumer reads 640 KiB objects in order, s3 profile (80,000; quick 64): on-demand
     /// opening vs the engine's OpenAhead (Qubole: 30%). The full size takes ~50 minutes a
     /// run on demand at ~38 ms an object: give it --run-timeout 4000s.
     OpenAhead(SuiteArgs),
     /// Hudi commit + cleaner: 500 x (GET 4 MiB, modify, PUT), then DeleteObjects of 5,000
-    /// keys in batches one after another vs the engine's delete_many (quick: 48 files,
+    /// keys in batches one after another vs the engine's delete_many (quick: 32 files,
     /// 2,000 keys).
     Commit(SuiteArgs),
     /// HFile metadata reads: 2,000 ranges of 4-64 KiB in one 256 MiB object, one GET per
-    /// range vs the engine's coalescing get_ranges (quick = full).
+    /// range vs the engine's coalescing get_ranges (quick: 1,000 in 128 MiB, the same density).
     Vectored(SuiteArgs),
     /// The command line beside s5cmd and rclone (issue 6): `ferry cp --recursive`, `s5cmd
     /// cp`, `rclone copy` as child processes, up and down, 10,000 x 16 KiB and 4 x 1 GiB
@@ -64,9 +65,10 @@ enum Workload {
     CliTransfer(SuiteArgs),
     /// Every workload of the suite in turn (small-objects, mixed-hol, ttfb-throughput,
     /// listing, open-ahead, commit, vectored, bulk-wan), each workload's table, then one
-    /// claims table: published headline | measured | reproduced? With --quick each workload
-    /// takes under a minute on a 2-core machine and the whole suite under ~10 minutes.
-    /// bulk-wan crosses the emulated transatlantic link when run as root.
+    /// claims table: published headline | measured | reproduced? With --quick every row
+    /// runs 3 interleaved repeats, each workload takes under a minute on a 2-core machine
+    /// but bulk-wan (~2 minutes across the 110 ms link), the suite ~7 minutes. bulk-wan
+    /// crosses the emulated transatlantic link when run as root.
     All(SuiteArgs),
     /// HTTPS bulk pull across the emulated link (IN2P3): ferry h1-pool, h2 and auto vs
     /// iperf3 -P N over a concurrency sweep [default link: transatlantic as root].
@@ -119,7 +121,7 @@ struct Common {
 struct SmallObjectsArgs {
     #[command(flatten)]
     common: Common,
-    /// Objects to PUT and GET [default: 10000; 2000 with --quick].
+    /// Objects to PUT and GET [default: 10000; 1000 with --quick].
     #[arg(long)]
     objects: Option<usize>,
     /// Size of each object.
@@ -170,7 +172,7 @@ struct ListingArgs {
 struct BulkWanArgs {
     #[command(flatten)]
     common: Common,
-    /// Concurrency points, comma-separated [default: 1,2,4,...,256; 1,16 with --quick].
+    /// Concurrency points, comma-separated [default: 1,2,4,...,256; 16 with --quick].
     #[arg(long, value_delimiter = ',')]
     concurrency: Option<Vec<usize>>,
     /// Mean object size (sizes ~ Normal(mean, 20% sd)) [default: 128MiB; 32MiB with --quick].
@@ -243,7 +245,7 @@ fn run_bulk_wan(a: &BulkWanArgs) -> Result<()> {
         p.run_seconds = s;
     }
     p.seed = a.seed;
-    // --quick runs 3 repeats of its 2 points (peers once per point); --repeats wins.
+    // --quick runs 3 repeats of its one point, peers included; --repeats wins.
     if let Some(r) = a.common.repeats {
         p.repeats = r as usize;
     }

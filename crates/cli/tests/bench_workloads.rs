@@ -54,6 +54,8 @@ fn mixed_hol_tiny_loaded_and_unloaded_per_client() {
     p.pipeline_depth = 4;
     p.load_warmup = Duration::from_millis(50);
     p.repeats = 1;
+    // The extra row --quick leaves out, run here so it stays tested.
+    p.small_pool_row = true;
     let w = mixed_hol::mixed_hol(Size::Quick, &p);
     let outcome = ferry_bench::run(&w, &options(&out)).unwrap();
     let recs = check_clean(&outcome, &out);
@@ -132,7 +134,7 @@ fn vectored_commit_open_ahead_tiny() {
 fn ttfb_throughput_tiny_writes_curves() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("t.jsonl");
-    let p = ttfb::TtfbParams { probes: 3, transfers: 2, in_flight: 2, repeats: 1, peers: Vec::new() };
+    let p = ttfb::TtfbParams { probes: 3, sizes: ttfb::SIZES.to_vec(), put_sizes: ttfb::SIZES.to_vec(), transfers: 2, in_flight: 2, repeats: 1, peers: Vec::new() };
     let o = ferry_bench::run(&ttfb::ttfb_throughput(Size::Quick, &p), &options(&out)).unwrap();
     let recs = check_clean(&o, &out);
     assert_eq!(recs.len(), 3 * 11);
@@ -241,7 +243,7 @@ fn peer_rows_of_the_newer_workloads_when_installed() {
     let o = ferry_bench::run(&ttfb::ttfb_throughput(Size::Quick, &t), &options(&out)).unwrap();
     check_clean(&o, &out);
     let rs = peer_records(&o);
-    assert_eq!(rs.len(), 1 + 2 * ttfb::SIZES.len());
+    assert_eq!(rs.len(), 1 + t.sizes.len() + t.put_sizes.len());
     let probe = rs.iter().find(|r| r.variant == "s3 · first byte · obstore").unwrap();
     assert_eq!(probe.series["ttfb_s"].len(), 3 + 1);
     assert!(rs.iter().filter(|r| r.params["op"] == "get" || r.params["op"] == "put").all(|r| r.series["throughput_Bps"].len() == 2 + 1));
