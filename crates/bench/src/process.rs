@@ -204,6 +204,17 @@ impl ServerProcess {
     }
 }
 
+/// A server that is still running when it is dropped was stopped by us: its log says
+/// nothing anyone will read, so it goes (1,606 of them had piled up in /tmp). A server
+/// that died on its own keeps its log, which the caller's error names.
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if self.alive() {
+            let _ = std::fs::remove_file(&self.log);
+        }
+    }
+}
+
 /// What one iperf3 run measured.
 #[derive(Clone, Debug, Default)]
 pub struct Iperf3Result {
@@ -347,9 +358,12 @@ mod tests {
 
     #[test]
     fn reads_banner_and_kills_on_drop() {
-        let dir = std::env::temp_dir();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let cmd = sh("echo 'listening on http://127.0.0.1:1'; echo 'access key: ferry'; echo 'profile: s3'; exec sleep 60");
         let mut s = ServerProcess::start(&cmd, &[], Duration::from_secs(60), &dir).unwrap();
+        let log = s.log.clone();
+        assert!(log.exists());
         assert_eq!(s.url, "http://127.0.0.1:1");
         assert_eq!(s.banner_value("profile"), Some("s3"));
         assert_eq!(s.banner_value("access key"), Some("ferry"));
@@ -357,20 +371,26 @@ mod tests {
         let pid = s.pid();
         drop(s);
         assert!(!pid_alive(pid), "the server outlived its guard");
+        assert!(!log.exists(), "the log of a server we stopped is removed");
     }
 
     #[test]
     fn watchdog_bounds_lifetime() {
-        let dir = std::env::temp_dir();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let cmd = sh("echo 'listening on http://127.0.0.1:1'; exec sleep 60");
         let mut s = ServerProcess::start(&cmd, &[], Duration::from_millis(300), &dir).unwrap();
         std::thread::sleep(Duration::from_millis(1500));
         assert!(!s.alive(), "the watchdog did not end the server");
+        let log = s.log.clone();
+        drop(s);
+        assert!(log.exists(), "a server that ended on its own keeps its log");
     }
 
     #[test]
     fn wrong_first_line_is_an_error() {
-        let dir = std::env::temp_dir();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let err = ServerProcess::start(&sh("echo hello; exec sleep 60"), &[], Duration::from_secs(60), &dir).err().unwrap();
         assert!(err.to_string().contains("instead of 'listening on URL'"), "{err}");
         let err = ServerProcess::start(&sh("echo oops >&2; exit 3"), &[], Duration::from_secs(60), &dir).err().unwrap();
