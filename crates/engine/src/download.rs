@@ -144,11 +144,21 @@
 //!   spawned 5.3, 4.7, 4.9, 7.5, 7.2, 5.5 / 3.5-5.8; before 5.4, 7.8, 6.7, 8.7, 9.9,
 //!   7.6 / 3.6-7.7; s5cmd 5.9, 7.0, 8.5, 6.4, 10.9, 10.0 / 3.5-5.7. Server CPU per run
 //!   was the same for ferry and s5cmd (0.9-1.4 s beside 0.8-1.1: not the cause).
-//! - tried beside it, one knob each, 3 rounds (load 9-13), none stood out of the
-//!   noise: no per-file writer turn 7.0 / 6.2 / 7.7 s beside 7.5 / 7.2 / 5.5; 32 parts
-//!   in flight instead of 16: 6.5 / 8.3 / 7.3; 4 blocking threads: 6.9 / 6.0 / 9.3;
-//!   `--transport h1-pool` and s5cmd's shape (`--part-size 50MiB --part-concurrency 5`),
-//!   2 rounds each: within the noise too. A writer thread per file was not tried.
+//! - tried beside it, one knob each, 6 rounds (3 at load 9-13, 3 at 4-9), none stood
+//!   out of the noise: no per-file writer turn 7.0, 6.2, 7.7, 5.2, 6.0, 5.1 s beside
+//!   7.5, 7.2, 5.5, 5.0, 6.1, 6.0; 32 parts in flight instead of 16: 6.5, 8.3, 7.3, 5.2,
+//!   6.1, 5.8; 1 MiB write batches (3 rounds at 4-9): 4.9, 6.0, 8.1; `--transport
+//!   h1-pool` and s5cmd's shape (`--part-size 50MiB --part-concurrency 5`), 2 rounds
+//!   each at load 9: within the noise too. A writer thread per file was not tried.
+//! - where it stands (load 5-6, 3 rounds interleaved, 4 x 1 GiB): wall 5.2 / 3.9 / 4.3
+//!   s, client CPU 3.7-4.4 s, 40-52 MiB; the build before 7.3 / 5.2 / 5.4 s, 4.1-6.8
+//!   s; s5cmd 4.1 / 3.2 / 3.9 s, 3.7-3.9 s, 21 MiB; rclone 4.4 / 3.7 / 3.8 s, 3.8-4.0
+//!   s, 47 MiB. `ferry bench cli-transfer` (3 repeats, load 4-8), download 4 x 256 MiB
+//!   (`--quick`): ferry 1,072 MB/s, s5cmd 992, rclone 691; 4 x 1 GiB (full size): ferry
+//!   761 MB/s (679-795), s5cmd 885 (543-978), rclone 950 (595-1080). Ahead of both on
+//!   the quick row, still behind on the full one (about 0.5-1 s of wall time per 4 GiB),
+//!   with about their client CPU (bench medians: 4.7 s beside 6.2 and 5.2). Not found
+//!   yet what still waits.
 //!
 //! 8 MiB parts: the low end of the cost-optimal request size on S3 (LAB.md section 1,
 //! AnyBlob), and the same part size uploads use.
