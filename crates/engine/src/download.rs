@@ -150,11 +150,13 @@
 //!   6.1, 5.8; 1 MiB write batches (3 rounds at 4-9): 4.9, 6.0, 8.1; `--transport
 //!   h1-pool` and s5cmd's shape (`--part-size 50MiB --part-concurrency 5`), 2 rounds
 //!   each at load 9: within the noise too. A writer thread per file was not tried.
-//! - where it stands (load 5-6, 3 rounds interleaved, 4 x 1 GiB): wall 5.2 / 3.9 / 4.3
-//!   s, client CPU 3.7-4.4 s, 40-52 MiB; the build before 7.3 / 5.2 / 5.4 s, 4.1-6.8
-//!   s; s5cmd 4.1 / 3.2 / 3.9 s, 3.7-3.9 s, 21 MiB; rclone 4.4 / 3.7 / 3.8 s, 3.8-4.0
-//!   s, 47 MiB. `ferry bench cli-transfer` (3 repeats, load 4-8), download 4 x 256 MiB
-//!   (`--quick`): ferry 1,072 MB/s, s5cmd 992, rclone 691; 4 x 1 GiB (full size): ferry
+//! - where it stands (4 x 1 GiB, 6 rounds interleaved at load 5-7), wall s: ferry 5.2,
+//!   3.9, 4.3, 5.3, 6.9, 5.5 (client CPU 3.7-6.8 s, 40-53 MiB); the build before 7.3,
+//!   5.2, 5.4, 6.0, 5.5, 5.4 (4.1-6.8 s, 36-49 MiB); s5cmd 4.1, 3.2, 3.9, 5.4, 5.0, 4.2
+//!   (3.7-4.5 s, 21 MiB); rclone 4.4, 3.7, 3.8, 6.0, 3.8, 3.8 (3.8-4.9 s, 47 MiB). Faster
+//!   than the build before in 10 of the 12 pairs of this note, still behind s5cmd and
+//!   rclone by hand. `ferry bench cli-transfer` (3 repeats, load 4-8), download 4 x 256
+//!   MiB (`--quick`): ferry 1,072 MB/s, s5cmd 992, rclone 691; 4 x 1 GiB (full size): ferry
 //!   761 MB/s (679-795), s5cmd 885 (543-978), rclone 950 (595-1080). Ahead of both on
 //!   the quick row, still behind on the full one (about 0.5-1 s of wall time per 4 GiB),
 //!   with about their client CPU (bench medians: 4.7 s beside 6.2 and 5.2). Not found
