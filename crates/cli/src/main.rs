@@ -109,12 +109,21 @@ fn keep_freed_memory() {
     }
 }
 
+/// Threads of the blocking pool, where file work runs (reads of upload chunks, download
+/// writes, create, rename, fsync). Each thread that has run a transfer keeps its own
+/// allocator heap (freed memory is kept: `keep_freed_memory`), so peak RSS grows with the
+/// threads: 4 x 1 GiB `ferry cp --recursive` up to one `ferry serve --memory` (16 parts
+/// in flight, load 8-12), 16 threads 64-67 MiB, 8 threads 47 MiB, 4 threads 33-36 MiB
+/// (s5cmd 26), wall time within the noise. But 2,000 x 16 KiB down, one small file per
+/// job and 64 at once, took 1.1-1.2 s with 4 threads in 2 of 3 pairs beside 0.6 with 16,
+/// and 8 threads ran as fast as 16 (0.47-1.39 s beside 0.59-1.11, 3 pairs): 8 keeps
+/// several fsyncs and small-file writes in flight without a heap per part in flight.
+const BLOCKING_THREADS: usize = 8;
+
 /// Runs a data verb on a fresh runtime.
 fn data_verb(command: Command, g: common::Global) -> anyhow::Result<()> {
     keep_freed_memory();
-    // File work (writes, fsync, rename) runs on the blocking pool; 16 threads keep many
-    // fsyncs in flight without a thread (and its allocator heap) per file in flight.
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().max_blocking_threads(16).build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().max_blocking_threads(BLOCKING_THREADS).build()?;
     rt.block_on(dispatch(command, g))
 }
 

@@ -67,6 +67,12 @@
 //! Parts in flight: `concurrency` per file, and a [`PartBudget`] shared by every
 //! download of one command (`ferry cp`: 16), instead of 8 per file x 4 files.
 //!
+//! Each part runs as a task of its own (`tokio::spawn`), not as a future polled by the
+//! caller's task: an HTTP/1.1 body reads its socket on the task that polls it (wire's
+//! pool.rs), so parts polled together shared one thread for every read and CRC, and
+//! under `ferry cp` that thread was the main one, outside the runtime's workers
+//! (measured below, "what waited").
+//!
 //! Measured for this design (4 x 1 GiB, `ferry cp --recursive` down from one `ferry
 //! serve --memory`, interleaved with s5cmd 2.3.0 and the build before it, on the 2
 //! shared cores at load 10-17; wall s, client CPU s (user + sys), peak RSS):
@@ -87,17 +93,11 @@
 //!   build before, s5cmd 9.6 / 7.0 / 9.7 (a `cargo test` build running beside all three);
 //!   at load 6-8, wall 5.4 / 8.7 / 5.8 beside 8.9 / 9.6 / 8.8, s5cmd 4.5 / 6.3 / 4.2,
 //!   client CPU 4.6-6.5 s beside 6.6-7.3 (s5cmd 3.8-5.2). But parts waiting for their
-//!   file's turn hold their batch: peak RSS went back up to 72-97 MiB (before: 73-86).
-//!   What holds it is left to find (hyper's read buffers of up to 1 MiB per connection,
-//!   times the connections auto opens, are the next suspect).
+//!   file's turn hold their batch: peak RSS went back up to 72-97 MiB (before: 73-86;
+//!   what held it: "peak RSS, measured one suspect at a time" below).
 //! - tried and dropped: writing each chunk at once on the async worker (no blocking-pool
 //!   hop, the chunk still in cache): the same CPU, but wall 14-19 s beside 8.7-14 s for
 //!   the build before, as both workers then stall in `pwrite` and stop reading sockets.
-//! - still behind s5cmd on a loaded machine: ferry's client CPU is ~1.1-1.4 s/GiB beside
-//!   s5cmd's ~0.9-1.2 (the CRC is ~0.12 s/GiB of it), and its wall time grows more under
-//!   contention: a part is a chain of hand-offs (socket task, blocking write, task), each
-//!   waiting for a core, where s5cmd's goroutine reads and writes 32 KiB at a time itself.
-//!
 //! - after main's d25abd4 (auto keeps a lane's connections between ranged parts), 4 x 1
 //!   GiB with ~20 connections opened per run (client ports seen by `ss`, TIME_WAIT
 //!   included; s5cmd 20-21, rclone 16) instead of 324. 3 runs interleaved at load
@@ -110,12 +110,6 @@
 //!   -c -f`), 11 with `purge_delay` -1, now set by main.rs for the data verbs; system
 //!   time 6.1-10.3 s beside 7.7-16.3 in 6/6 pairs at load 10 (an earlier session: wall
 //!   10-20% lower in 3/3), peak RSS unchanged (67-73 MiB): what is kept is reused.
-//! - peak RSS, what holds it (16 parts in flight): 16 x (a 256 KiB batch gathered + one
-//!   being written) is 8 MiB; the rest is per connection and per thread: hyper's read
-//!   buffer grows toward its 1 MiB cap (wire's pool.rs) on a fast body, x 16-20
-//!   connections, the blocking pool's threads (up to 16, each with an allocator heap)
-//!   and the 2 async workers (suspects from reading the code, not yet measured one by
-//!   one; nothing cut yet).
 //! - peak RSS, measured one suspect at a time (4 x 1 GiB as above, one run each at load
 //!   ~10, with the knobs made settings for the experiment): hyper's read buffer cap
 //!   (wire's pool.rs `READ_BUFFER_MAX`) 1 MiB -> 64 KiB took peak RSS from 76 to 29 MiB;
@@ -133,25 +127,40 @@
 //!   of s5cmd's I/O calls for the same bytes; its system time is the two copies (socket
 //!   to buffer, buffer to page cache) that every tool pays, and it was not above
 //!   s5cmd's in the runs below.
-//! - after the 128 KiB read buffer and the overlapped writes (a `cargo test` build
-//!   running beside, load 10-14), 4 x 1 GiB, 2 runs interleaved: ferry 25.7 / 17.2 s
-//!   wall, 0.9 u, 4.9 / 4.4 s sys, 33-37 MiB; the build before 20.7 / 14.9 s, 0.8-0.9
-//!   u, 3.0 / 3.1 s sys, 72-74 MiB; s5cmd 9.5 s, 21 MiB; rclone 11.0 s, 48-49 MiB.
-//!   `ferry bench cli-transfer --quick` in the same conditions, download 4 x 256 MiB:
-//!   ferry 288 MB/s (237-334), 34 MiB; s5cmd 727, 18 MiB; rclone 435, 46 MiB. RSS is
-//!   halved, but under a busy machine ferry stays well behind on wall time: smaller
-//!   chunks mean more batches, each a blocking-pool hand-off. Not yet settled whether
-//!   128 KiB costs wall time on an idle machine (one idle-ish pair: 10.1 s beside 15.7).
-//! - settled by the lead on a quiet machine (load ~3, one `ferry serve --memory`, 3
-//!   interleaved rounds of 4 x 1 GiB down): read buffer 1 MiB 5.18-5.26 s wall, 64-70
-//!   MiB; 256 KiB 5.27-5.93 s, 36-46 MiB; 128 KiB 5.66-6.90 s, 29-35 MiB; s5cmd in the
-//!   same rounds 3.24-4.00 s, 22 MiB. The cap is now 256 KiB. ferry is behind s5cmd
-//!   here, and uses less than both cores: user + sys ~4.8 CPU-s in 5.2 s of wall time,
-//!   where s5cmd's 4.6 CPU-s fit in 3.3 s. Something in the download path waits in
-//!   series (the write hand-off to the blocking pool is the first suspect); not found.
-//! - `ferry bench cli-transfer --quick` after d25abd4 and the purge setting (3 repeats,
-//!   load ~10), download 4 x 256 MiB: ferry 813 MB/s (548-959), 1.13 CPU s, 70 MiB;
-//!   s5cmd 589 (589-1123), 1.43 s, 48 MiB; rclone 597 (588-1088), 1.43 s, 48 MiB.
+//! - the read buffer cap, on a quiet machine (the lead: load ~3, 3 interleaved rounds):
+//!   1 MiB 5.18-5.26 s wall, 64-70 MiB; 256 KiB (now) 5.27-5.93 s, 36-46 MiB; 128 KiB
+//!   5.66-6.90 s, 29-35 MiB; s5cmd 3.24-4.00 s, 22 MiB. ferry used less than both cores
+//!   (~4.8 CPU-s in 5.2 s), where s5cmd's 4.6 CPU-s fit in 3.3 s: it waited in series.
+//! - what waited: every part ran on ONE thread. A part was a future inside this
+//!   function's stream, itself a future inside `ferry cp`'s job stream, which the CLI
+//!   polls in `block_on` on the main thread; and an HTTP/1.1 body reads its socket on
+//!   the task that polls it (wire's pool.rs, `Driver`). So every `recvfrom` and every
+//!   CRC of the download ran on the main thread, while the runtime's 2 workers idled
+//!   (CPU per thread, `/proc/PID/task/*/stat`, one 4 x 1 GiB run: main 1.57 s, workers
+//!   ~0, each blocking-pool writer ~0.2 s). Now each part is a task of its own
+//!   (`tokio::spawn`, aborted if the download is dropped), and the workers share the
+//!   reads and CRCs (1.1 s each, main ~0). 4 x 1 GiB, 6 rounds interleaved with the
+//!   build before and s5cmd at load 9-14 (no quiet moment came), wall s / client CPU s:
+//!   spawned 5.3, 4.7, 4.9, 7.5, 7.2, 5.5 / 3.5-5.8; before 5.4, 7.8, 6.7, 8.7, 9.9,
+//!   7.6 / 3.6-7.7; s5cmd 5.9, 7.0, 8.5, 6.4, 10.9, 10.0 / 3.5-5.7. Server CPU per run
+//!   was the same for ferry and s5cmd (0.9-1.4 s beside 0.8-1.1: not the cause).
+//! - tried beside it, one knob each, 6 rounds (3 at load 9-13, 3 at 4-9), none stood
+//!   out of the noise: no per-file writer turn 7.0, 6.2, 7.7, 5.2, 6.0, 5.1 s beside
+//!   7.5, 7.2, 5.5, 5.0, 6.1, 6.0; 32 parts in flight instead of 16: 6.5, 8.3, 7.3, 5.2,
+//!   6.1, 5.8; 1 MiB write batches (3 rounds at 4-9): 4.9, 6.0, 8.1; `--transport
+//!   h1-pool` and s5cmd's shape (`--part-size 50MiB --part-concurrency 5`), 2 rounds
+//!   each at load 9: within the noise too. A writer thread per file was not tried.
+//! - where it stands (4 x 1 GiB, 6 rounds interleaved at load 5-7), wall s: ferry 5.2,
+//!   3.9, 4.3, 5.3, 6.9, 5.5 (client CPU 3.7-6.8 s, 40-53 MiB); the build before 7.3,
+//!   5.2, 5.4, 6.0, 5.5, 5.4 (4.1-6.8 s, 36-49 MiB); s5cmd 4.1, 3.2, 3.9, 5.4, 5.0, 4.2
+//!   (3.7-4.5 s, 21 MiB); rclone 4.4, 3.7, 3.8, 6.0, 3.8, 3.8 (3.8-4.9 s, 47 MiB). Faster
+//!   than the build before in 10 of the 12 pairs of this note, still behind s5cmd and
+//!   rclone by hand. `ferry bench cli-transfer` (3 repeats, load 4-8), download 4 x 256
+//!   MiB (`--quick`): ferry 1,072 MB/s, s5cmd 992, rclone 691; 4 x 1 GiB (full size): ferry
+//!   761 MB/s (679-795), s5cmd 885 (543-978), rclone 950 (595-1080). Ahead of both on
+//!   the quick row, still behind on the full one (about 0.5-1 s of wall time per 4 GiB),
+//!   with about their client CPU (bench medians: 4.7 s beside 6.2 and 5.2). Not found
+//!   yet what still waits.
 //!
 //! 8 MiB parts: the low end of the cost-optimal request size on S3 (LAB.md section 1,
 //! AnyBlob), and the same part size uploads use.
@@ -478,97 +487,26 @@ async fn ranged(
     let last_state = Mutex::new(std::time::Instant::now());
     // One writer per file at a time (module note).
     let writer = Arc::new(tokio::sync::Mutex::new(()));
-    // `params.concurrency` caps parts in flight (and so memory); below it, the endpoint's
-    // controller decides (controller.rs).
-    let controller = client.controller();
-    // Memory budget hook (scheduler): see `part_bytes_in_memory`.
-    let budget = client.memory_budget();
-    let durable = params.durable;
+    let ctx = Arc::new(PartCtx {
+        client: client.clone(),
+        object: object.clone(),
+        tmp: tmp.to_path_buf(),
+        file: file.clone(),
+        state: state.clone(),
+        progress: progress.clone(),
+        etag: etag.clone(),
+        algo,
+        part_size,
+        size: info.size,
+        writer,
+        shared: params.budget.clone(),
+        durable: params.durable,
+    });
     let fetched = futures_util::stream::iter(todo.into_iter().map(Ok::<u64, Error>))
         .map_ok(|i| {
-            let (controller, budget) = (controller.clone(), budget.clone());
-            let file = file.clone();
-            let state = state.clone();
-            let progress = progress.clone();
-            let etag = etag.clone();
-            let shared = params.budget.clone();
-            let writer = writer.clone();
-            async move {
-                // Parts in flight across the files of one command (module note), then
-                // the client's memory budget.
-                let _share = match &shared {
-                    Some(b) => Some(b.clone().acquire_owned().await.map_err(|e| io(tmp, std::io::Error::other(e)))?),
-                    None => None,
-                };
-                let _bytes = budget.acquire(part_bytes_in_memory(part_len(i, part_size, info.size))).await;
-                let _room = controller.acquire().await;
-                let start = i * part_size;
-                let len = part_len(i, part_size, info.size);
-                let params = GetParams { if_match: Some(etag), ..GetParams::range(RangeSpec::FromTo(start, start + len - 1)) };
-                let out = client.get_object(object, params).await?;
-                let mut body = out.body;
-                let mut hasher = Checksummer::new(algo);
-                let mut off = start;
-                // Chunks as they came (no copy), written together once WRITE_BATCH is reached.
-                let mut pending: Vec<Bytes> = Vec::new();
-                let mut pending_len = 0usize;
-                // The batch being written while the next one is read (module note).
-                let mut writing: Option<tokio::task::JoinHandle<std::io::Result<()>>> = None;
-                let mut ended = false;
-                while !ended {
-                    match body.chunk().await {
-                        Some(chunk) => {
-                            let chunk = chunk?;
-                            if off + (pending_len + chunk.len()) as u64 > start + len {
-                                return Err(Error::Integrity { message: format!("{object}: part {i} is longer than {len} bytes"), request_id: None });
-                            }
-                            hasher.update(&chunk);
-                            if let Some(p) = &progress {
-                                p(chunk.len() as u64);
-                            }
-                            pending_len += chunk.len();
-                            pending.push(chunk);
-                        }
-                        None => ended = true,
-                    }
-                    if pending_len > 0 && (ended || pending_len >= WRITE_BATCH) {
-                        if let Some(w) = writing.take() {
-                            joined(tmp, w).await?;
-                        }
-                        let f = file.clone();
-                        let at = off;
-                        let data = std::mem::take(&mut pending);
-                        off += pending_len as u64;
-                        pending_len = 0;
-                        let turn = writer.clone().lock_owned().await;
-                        writing = Some(tokio::task::spawn_blocking(move || {
-                            let _turn = turn;
-                            let mut at = at;
-                            for d in data {
-                                f.write_all_at(&d, at)?;
-                                at += d.len() as u64;
-                            }
-                            Ok(())
-                        }));
-                    }
-                }
-                if let Some(w) = writing.take() {
-                    joined(tmp, w).await?;
-                }
-                if off != start + len {
-                    return Err(Error::Integrity { message: format!("{object}: part {i} ended after {} of {len} bytes", off - start), request_id: None });
-                }
-                // Start writing the part back now, without waiting, so the fsync before
-                // the rename finds little left to do (module note).
-                if durable {
-                    let f = file.clone();
-                    blocking(tmp, move || start_writeback(&f, start, len)).await?;
-                }
-                let sum = base64_encode(&hasher.finish());
-                let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
-                st.done.insert(i, sum);
-                Ok::<(), Error>(())
-            }
+            let ctx = ctx.clone();
+            // Each part is a task of its own (module note); dropped with the download.
+            Aborting(tokio::spawn(fetch_part(ctx, i))).join(tmp)
         })
         .try_buffer_unordered(params.concurrency.max(1))
         .map_ok(|()| {
@@ -621,6 +559,130 @@ async fn ranged(
         None => Verified::LengthAndEtag,
     };
     Ok((verified, resumed, fetched))
+}
+
+/// What every part of one ranged download shares.
+struct PartCtx {
+    client: S3Client,
+    object: ObjectRef,
+    tmp: PathBuf,
+    file: Arc<std::fs::File>,
+    state: Arc<Mutex<State>>,
+    progress: Option<ProgressFn>,
+    etag: String,
+    algo: ChecksumAlgorithm,
+    part_size: u64,
+    size: u64,
+    writer: Arc<tokio::sync::Mutex<()>>,
+    shared: Option<PartBudget>,
+    durable: bool,
+}
+
+/// A spawned task aborted when dropped (the download it belongs to failed or was dropped).
+struct Aborting(tokio::task::JoinHandle<Result<(), Error>>);
+
+impl Aborting {
+    async fn join(mut self, path: &Path) -> Result<(), Error> {
+        match (&mut self.0).await {
+            Ok(r) => r,
+            // A panic in the part is re-raised here, as it would have been when the
+            // part ran inside this task; a cancel only comes from our own drop.
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(io(path, std::io::Error::other(e))),
+        }
+    }
+}
+
+impl Drop for Aborting {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Fetches part `i` into the temp file and records its CRC (module note).
+async fn fetch_part(ctx: Arc<PartCtx>, i: u64) -> Result<(), Error> {
+    let PartCtx { client, object, file, state, progress, algo, part_size, .. } = &*ctx;
+    let (algo, part_size) = (*algo, *part_size);
+    let tmp = ctx.tmp.as_path();
+    // Parts in flight across the files of one command (module note), then
+    // the client's memory budget.
+    let _share = match &ctx.shared {
+        Some(b) => Some(b.clone().acquire_owned().await.map_err(|e| io(tmp, std::io::Error::other(e)))?),
+        None => None,
+    };
+    // Memory budget hook (scheduler): see `part_bytes_in_memory`.
+    let budget = client.memory_budget();
+    let _bytes = budget.acquire(part_bytes_in_memory(part_len(i, part_size, ctx.size))).await;
+    // `concurrency` caps parts in flight (and so memory); below it, the endpoint's
+    // controller decides (controller.rs).
+    let controller = client.controller();
+    let _room = controller.acquire().await;
+    let start = i * part_size;
+    let len = part_len(i, part_size, ctx.size);
+    let params = GetParams { if_match: Some(ctx.etag.clone()), ..GetParams::range(RangeSpec::FromTo(start, start + len - 1)) };
+    let out = client.get_object(object, params).await?;
+    let mut body = out.body;
+    let mut hasher = Checksummer::new(algo);
+    let mut off = start;
+    // Chunks as they came (no copy), written together once WRITE_BATCH is reached.
+    let mut pending: Vec<Bytes> = Vec::new();
+    let mut pending_len = 0usize;
+    // The batch being written while the next one is read (module note).
+    let mut writing: Option<tokio::task::JoinHandle<std::io::Result<()>>> = None;
+    let mut ended = false;
+    while !ended {
+        match body.chunk().await {
+            Some(chunk) => {
+                let chunk = chunk?;
+                if off + (pending_len + chunk.len()) as u64 > start + len {
+                    return Err(Error::Integrity { message: format!("{object}: part {i} is longer than {len} bytes"), request_id: None });
+                }
+                hasher.update(&chunk);
+                if let Some(p) = progress {
+                    p(chunk.len() as u64);
+                }
+                pending_len += chunk.len();
+                pending.push(chunk);
+            }
+            None => ended = true,
+        }
+        if pending_len > 0 && (ended || pending_len >= WRITE_BATCH) {
+            if let Some(w) = writing.take() {
+                joined(tmp, w).await?;
+            }
+            let f = file.clone();
+            let at = off;
+            let data = std::mem::take(&mut pending);
+            off += pending_len as u64;
+            pending_len = 0;
+            let turn = ctx.writer.clone().lock_owned().await;
+            writing = Some(tokio::task::spawn_blocking(move || {
+                let _turn = turn;
+                let mut at = at;
+                for d in data {
+                    f.write_all_at(&d, at)?;
+                    at += d.len() as u64;
+                }
+                Ok(())
+            }));
+        }
+    }
+    if let Some(w) = writing.take() {
+        joined(tmp, w).await?;
+    }
+    if off != start + len {
+        return Err(Error::Integrity { message: format!("{object}: part {i} ended after {} of {len} bytes", off - start), request_id: None });
+    }
+    // Start writing the part back now, without waiting, so the fsync before
+    // the rename finds little left to do (module note).
+    if ctx.durable {
+        let f = file.clone();
+        blocking(tmp, move || start_writeback(&f, start, len)).await?;
+    }
+    let sum = base64_encode(&hasher.finish());
+    let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+    st.done.insert(i, sum);
+    Ok(())
 }
 
 /// The whole object's CRC from its parts' CRCs (`sums[i]` of part `i`), `None` if one

@@ -34,6 +34,13 @@
 //! Measured (`ferry cp --recursive` of 4 x 1 GiB up to one `ferry serve --memory`, 2
 //! files x 8 parts in flight, load ~10): peak RSS 82 MiB beside 204 MiB for parts held
 //! whole, wall and CPU within the noise (42 s / 1.3 u / 4.0 s beside 59 / 1.2 / 2.8).
+//! What the rest of the peak RSS was (64-67 MiB beside s5cmd's 26, 4 x 1 GiB up, one
+//! knob at a time, load 8-12): mostly the blocking pool, whose threads read the chunks
+//! and each keep the allocator heap they used (the CLI keeps freed memory: its main.rs);
+//! 16 threads 64-67 MiB, 8 threads 47, 4 threads 33-36, wall time within the noise. The
+//! CLI now runs 8 (its main.rs, `BLOCKING_THREADS`, which has why not 4). Fewer parts
+//! in flight cut less (4 instead of 16: 52 MiB), and allocating the chunks on the async
+//! side instead of the reading thread did not help (60-61 MiB).
 //!
 //! An interrupted upload is left in progress (not aborted) when `resume` is on, so the
 //! next run can find it; with `resume` off a failure aborts it. Kept parts are compared
