@@ -381,6 +381,13 @@ impl Controller {
         self.bytes.fetch_add(bytes, Relaxed);
     }
 
+    /// Whether the limit is still in slow start below the cap: it grows within a round or
+    /// two, or slow start ends (at most [`FULL_PIPE_ROUNDS`] rounds without growth).
+    pub fn in_slow_start(&self) -> bool {
+        let s = self.lock();
+        s.slow_start && s.limit < self.opts.max as f64
+    }
+
     /// The hard cap.
     pub fn max(&self) -> usize {
         self.opts.max
@@ -502,6 +509,16 @@ impl Controller {
                 s.slow_start = false;
                 s.round = 0;
             }
+            tracing::debug!(
+                "controller: round {:.0} MB/s (best {:.0}) over {:?}, limit {} at start, {} now, slow start {}, stalled {}",
+                rate / 1e6,
+                best / 1e6,
+                elapsed,
+                s.gp.limit as usize,
+                s.limit as usize,
+                s.slow_start,
+                s.gp.stalled
+            );
             s.gp.history.push_back(rate);
             if s.gp.history.len() > GOODPUT_WINDOW {
                 s.gp.history.pop_front();
@@ -544,6 +561,7 @@ impl Controller {
         } else {
             s.gp.high = 0;
         }
+        tracing::debug!("controller: round head latency median {:?}, floor {:?}", Duration::from_secs_f64(median), Duration::from_secs_f64(floor));
         if s.gp.high < HIGH_LATENCY_ROUNDS || s.gp.stalled == 0 {
             return;
         }
