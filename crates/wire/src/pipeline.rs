@@ -50,6 +50,9 @@
 //! charged with the failure: requests behind it had no chance to be answered. Each
 //! failure either answers at least one request or charges one, so the loop ends.
 //!
+//! `send_pair` queues two requests on one connection under one lock, so its writer
+//! sends them in one batch: `auto`'s pipelining probe.
+//!
 //! Under `auto` a `ConnectionGate` decides, besides the cap, whether a connection may
 //! be opened, how deep connections are filled, and when the lane holds more connections
 //! than its share: it then retires its emptiest connections (no new requests; closed
