@@ -474,7 +474,9 @@ impl Shared {
 
     /// Assigns a request to a connection: an idle one, else a new one while fewer than N
     /// are open, else the one with the fewest in flight below the depth. Returns the
-    /// connection's index in `conns`.
+    /// connection's index in `conns`, or the job back when no connection has room (the
+    /// caller queues it again: by value, with no allocation on that busy path).
+    #[allow(clippy::result_large_err, reason = "the Err hands the job back unboxed; boxing would allocate each time every connection is busy")]
     fn place(self: &Arc<Self>, st: &mut State, job: Job) -> Result<usize, Job> {
         let room = st.conns.len() < self.max_connections;
         let depth = self.gate.as_ref().map_or(self.depth, |g| g.depth().clamp(1, self.depth));
