@@ -50,6 +50,9 @@
 //! charged with the failure: requests behind it had no chance to be answered. Each
 //! failure either answers at least one request or charges one, so the loop ends.
 //!
+//! `send_pair` queues two requests on one connection under one lock, so its writer
+//! sends them in one batch: `auto`'s pipelining probe.
+//!
 //! Under `auto` a `ConnectionGate` decides, besides the cap, whether a connection may
 //! be opened, how deep connections are filled, and when the lane holds more connections
 //! than its share: it then retires its emptiest connections (no new requests; closed
@@ -311,25 +314,88 @@ impl Drop for PipelineTransport {
     }
 }
 
+impl PipelineTransport {
+    /// Sends two pipelineable requests queued at once on one connection, so that its
+    /// writer writes them in one batch: `auto`'s probe, whose pair must be answered as a
+    /// batch to verify pipelining, runs on the small lane's own pipeline this way (its
+    /// connection is then the lane's first, not one opened beside the lane). Both are
+    /// queued before this returns. When no connection can take the first now, both wait
+    /// in `pending` and are placed one by one like any others.
+    pub(crate) fn send_pair(&self, first: Request, second: Request) -> [BoxFuture<'static, Result<Response, WireError>>; 2] {
+        let shared = &self.shared;
+        let mut jobs = Vec::with_capacity(2);
+        let mut replies = Vec::with_capacity(2);
+        for req in [first, second] {
+            match job_for(req, &shared.authority) {
+                Ok((job, rx)) => {
+                    jobs.push(job);
+                    replies.push(Ok(rx));
+                }
+                Err(e) => replies.push(Err(e)),
+            }
+        }
+        {
+            let mut st = shared.lock();
+            if st.pending.is_empty() && jobs.len() == 2 && jobs.iter().all(|j| j.pipelineable) {
+                let second = jobs.pop().expect("two jobs");
+                let first = jobs.pop().expect("two jobs");
+                match shared.place(&mut st, first) {
+                    Ok(idx) => {
+                        let slot = &mut st.conns[idx];
+                        slot.in_flight += 1;
+                        slot.queued.push_back(second);
+                        slot.signals.writer.notify_one();
+                    }
+                    Err(first) => {
+                        st.pending.push_back(first);
+                        st.pending.push_back(second);
+                    }
+                }
+            } else {
+                st.pending.extend(jobs);
+                shared.pump(&mut st);
+            }
+        }
+        replies
+            .into_iter()
+            .map(|r| -> BoxFuture<'static, Result<Response, WireError>> {
+                Box::pin(async move {
+                    let rx = r?;
+                    rx.await.unwrap_or_else(|_| Err(WireError::new(ErrorKind::Reset, "the pipeline dropped the request")))
+                })
+            })
+            .collect::<Vec<_>>()
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("two replies"))
+    }
+}
+
+type Reply = oneshot::Receiver<Result<Response, WireError>>;
+
+/// A request as the scheduler's [`Job`], and where its answer will come.
+fn job_for(req: Request, authority: &str) -> Result<(Job, Reply), WireError> {
+    let head = serialize_head(&req, authority)?;
+    let (tx, rx) = oneshot::channel();
+    let job = Job {
+        head,
+        head_request: req.method == Method::HEAD,
+        pipelineable: req.is_pipelineable(),
+        body: if req.body.is_empty() { None } else { Some(req.body) },
+        attempts: 0,
+        started: Instant::now(),
+        on_wire: None,
+        reused: false,
+        batch: None,
+        reply: tx,
+    };
+    Ok((job, rx))
+}
+
 impl Transport for PipelineTransport {
     fn send(&self, req: Request) -> BoxFuture<'static, Result<Response, WireError>> {
         let shared = self.shared.clone();
         Box::pin(async move {
-            let head = serialize_head(&req, &shared.authority)?;
-            let pipelineable = req.is_pipelineable();
-            let (tx, rx) = oneshot::channel();
-            let job = Job {
-                head,
-                body: if req.body.is_empty() { None } else { Some(req.body) },
-                head_request: req.method == Method::HEAD,
-                pipelineable,
-                attempts: 0,
-                started: Instant::now(),
-                on_wire: None,
-                reused: false,
-                batch: None,
-                reply: tx,
-            };
+            let (job, rx) = job_for(req, &shared.authority)?;
             {
                 let mut st = shared.lock();
                 st.pending.push_back(job);
@@ -399,7 +465,7 @@ impl Shared {
             if job.reply.is_closed() {
                 continue; // the caller gave up before it was written
             }
-            if let Err(job) = self.place(st, job) {
+            if let Err(job) = self.place(st, job).map(drop) {
                 st.pending.push_front(job);
                 break;
             }
@@ -407,8 +473,11 @@ impl Shared {
     }
 
     /// Assigns a request to a connection: an idle one, else a new one while fewer than N
-    /// are open, else the one with the fewest in flight below the depth.
-    fn place(self: &Arc<Self>, st: &mut State, job: Job) -> Result<(), Job> {
+    /// are open, else the one with the fewest in flight below the depth. Returns the
+    /// connection's index in `conns`, or the job back when no connection has room (the
+    /// caller queues it again: by value, with no allocation on that busy path).
+    #[allow(clippy::result_large_err, reason = "the Err hands the job back unboxed; boxing would allocate each time every connection is busy")]
+    fn place(self: &Arc<Self>, st: &mut State, job: Job) -> Result<usize, Job> {
         let room = st.conns.len() < self.max_connections;
         let depth = self.gate.as_ref().map_or(self.depth, |g| g.depth().clamp(1, self.depth));
         // Asked only when a connection would be opened: a yes takes a place.
@@ -463,7 +532,7 @@ impl Shared {
         slot.in_flight += 1;
         slot.queued.push_back(job);
         slot.signals.writer.notify_one();
-        Ok(())
+        Ok(idx)
     }
 
     /// A request's response was read to its end (or discarded): frees its place.

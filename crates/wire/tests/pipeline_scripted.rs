@@ -598,7 +598,7 @@ async fn auto_carries_small_requests_on_its_pool_when_pipelining_fails() {
     let gets = (0..24).map(|i| {
         let auto = auto.clone();
         async move {
-            let mut r = Request::new(Method::GET, &format!("/b/k{i}"));
+            let mut r = Request::new(Method::GET, format!("/b/k{i}"));
             r.size_hint = Some(16);
             let resp = auto.send(r).await.unwrap_or_else(|e| panic!("GET k{i}: {e}"));
             let body = resp.body.collect(1 << 20).await.unwrap();
