@@ -128,7 +128,7 @@
 //!   to buffer, buffer to page cache) that every tool pays, and it was not above
 //!   s5cmd's in the runs below.
 //! - the read buffer cap, on a quiet machine (the lead: load ~3, 3 interleaved rounds):
-//!   1 MiB 5.18-5.26 s wall, 64-70 MiB; 256 KiB (now) 5.27-5.93 s, 36-46 MiB; 128 KiB
+//!   1 MiB 5.18-5.26 s wall, 64-70 MiB; 256 KiB 5.27-5.93 s, 36-46 MiB; 128 KiB
 //!   5.66-6.90 s, 29-35 MiB; s5cmd 3.24-4.00 s, 22 MiB. ferry used less than both cores
 //!   (~4.8 CPU-s in 5.2 s), where s5cmd's 4.6 CPU-s fit in 3.3 s: it waited in series.
 //! - what waited: every part ran on ONE thread. A part was a future inside this
@@ -159,8 +159,19 @@
 //!   MiB (`--quick`): ferry 1,072 MB/s, s5cmd 992, rclone 691; 4 x 1 GiB (full size): ferry
 //!   761 MB/s (679-795), s5cmd 885 (543-978), rclone 950 (595-1080). Ahead of both on
 //!   the quick row, still behind on the full one (about 0.5-1 s of wall time per 4 GiB),
-//!   with about their client CPU (bench medians: 4.7 s beside 6.2 and 5.2). Not found
-//!   yet what still waits.
+//!   with about their client CPU (bench medians: 4.7 s beside 6.2 and 5.2).
+//! - the copies cost more than s5cmd's for the same bytes (the lead, `perf record -g`
+//!   of 4 x 1 GiB, load 3-6): `copy_folio_from_iter_atomic` (into the page cache)
+//!   5.7-19.1k samples against s5cmd's 2.3-3.0k, `_copy_to_iter` (out of the socket)
+//!   2.8-4.2k against 2.0-2.5k, varying widely from run to run. s5cmd reads 32 KiB and
+//!   writes the same 32 KiB at once, from a buffer it reuses, so the bytes are in cache
+//!   for both copies; ferry's chunks sat in 256 KiB batches and 256 KiB read buffers
+//!   that hyper could not reuse while they were held. With 64 KiB read buffers and
+//!   128 KiB batches the page-cache copy fell to 3.6-4.4k samples (the figures are at
+//!   `WRITE_BATCH` and wire's `READ_BUFFER_MAX`), wall 3.98-4.55 s beside 4.27-4.61 in 4
+//!   of 4 rounds, peak RSS 30-31 MiB; s5cmd 2.84-3.19 s. What is left: ferry's client
+//!   CPU is still ~15% above s5cmd's (more wake-ups: each batch is a blocking-pool
+//!   hand-off and back, `_raw_spin_unlock_irqrestore` 3.0-3.6k samples against 2.1k).
 //!
 //! 8 MiB parts: the low end of the cost-optimal request size on S3 (LAB.md section 1,
 //! AnyBlob), and the same part size uploads use.
@@ -177,10 +188,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// Bytes gathered before one `pwrite`: large enough that the blocking-pool hop and the
-/// syscall are a small cost next to the copy. 256 KiB rather than 1 MiB since each file
-/// has one writer at a time: 4 x 1 GiB down, wall 5.8 / 6.6 / 6.3 s beside 6.6 / 7.7 /
-/// 7.6 with 1 MiB batches (s5cmd 4.6 / 4.9 / 4.2), peak RSS the same (79-91 MiB).
-pub const WRITE_BATCH: usize = 256 * 1024;
+/// syscall are a small cost next to the copy, small enough that the chunks are still in
+/// cache when they are copied into the page cache and that hyper can reuse its read
+/// buffers (wire's pool.rs `READ_BUFFER_MAX`, 64 KiB, has the figures). 128 KiB with
+/// 64 KiB read buffers: 4 x 1 GiB down, 3 rounds under `perf`, 21.5-26.7k samples for
+/// the process against 23.8-29.1k with 256 KiB batches and buffers, and 22.9-34.4k
+/// with 64 KiB batches (twice the hand-offs: more wake-ups).
+pub const WRITE_BATCH: usize = 128 * 1024;
 
 /// How often at most the state file is rewritten while parts finish: a killed run loses
 /// at most the parts of the last 100 ms (they are fetched again), and a 4 x 1 GiB

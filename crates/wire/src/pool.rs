@@ -79,20 +79,22 @@ const MAX_ATTEMPTS: usize = 4;
 
 type Sender = http1::SendRequest<WireBody>;
 
-/// Largest read buffer hyper may grow to on one connection: 256 KiB, below its ~400
-/// KiB default. A body chunk is a slice of this buffer, so while the consumer holds
-/// chunks (a download's write batch) hyper reads into a fresh allocation of up to this
-/// size: memory per body in flight is a few times this figure. 4 x 1 GiB `ferry cp` down
-/// from one `ferry serve --memory` (16 parts in flight, ~20 connections), peak RSS:
-/// 1 MiB (the value before) 74-76 MiB, 256 KiB 47-51, 128 KiB 33-38, 64 KiB 29-31
-/// (load 10-17). Wall time on a quiet machine, 3 interleaved rounds of the three
-/// builds: 1 MiB 5.18-5.26 s, 256 KiB 5.27-5.93 s (RSS 36-46 MiB), 128 KiB 5.66-6.90 s
-/// (29-35 MiB), with system CPU rising as the buffer shrinks (more, smaller write
-/// batches). 256 KiB gives up the least speed for the memory it saves.
-const READ_BUFFER_MAX: usize = 256 * 1024;
+/// Largest read buffer hyper may grow to on one connection: 64 KiB, below its ~400 KiB
+/// default. A body chunk is a slice of this buffer, so while the consumer holds chunks
+/// (a download's write batch) hyper reads into a fresh allocation of up to this size:
+/// memory per body in flight is a few times this figure, and the bytes a consumer copies
+/// on (into the page cache) were written by the socket read a buffer or two earlier, so
+/// a small buffer keeps them in cache. 4 x 1 GiB `ferry cp` down from one `ferry serve
+/// --memory` (16 parts, each its own task), against the 256 KiB cap before, 4
+/// interleaved rounds at load 3-4: wall 3.98-4.55 s beside 4.27-4.61, system CPU
+/// 3.8-4.3 s beside 4.3-5.0, peak RSS 30-31 MiB beside 42-64; `perf record` of 3 more
+/// rounds: `copy_folio_from_iter_atomic` (the copy into the page cache) 3.6-4.4k samples
+/// beside 7.6-11.2k, the whole process 21.5-26.7k beside 23.8-29.1k. (With a 128 KiB
+/// cap, before parts ran as tasks of their own, the wall time was higher: every read was
+/// on one thread then.) s5cmd, same rounds: 2.84-3.19 s, 3.6-4.0 s system, 20 MiB.
+const READ_BUFFER_MAX: usize = 64 * 1024;
 
 /// HTTP/1.1 keep-alive pool with at most `config.max_connections` connections.
-
 pub struct PoolTransport {
     pool: Arc<Pool>,
 }
