@@ -197,26 +197,8 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
     let watcher = watch_connections(t.clone(), stop.clone());
     // The load: 2 x cap workers reading 2 MiB ranges (bulk: larger than a small GET) of a
     // synthetic 64 MiB object, over and over, until the smalls are done.
-    let part: u64 = 2 << 20;
     let parts_done = Arc::new(AtomicU64::new(0));
-    let load: Vec<_> = (0..2 * cap as u64)
-        .map(|w| {
-            let (t, stop, parts_done) = (t.clone(), stop.clone(), parts_done.clone());
-            tokio::spawn(async move {
-                let mut i = w;
-                while !stop.load(SeqCst) {
-                    let from = (i % 32) * part;
-                    let mut r = Request::new(Method::GET, "/synthetic/mix/size=67108864/large");
-                    r.headers.insert(http::header::RANGE, format!("bytes={}-{}", from, from + part - 1).parse().unwrap());
-                    let resp = t.send(r).await.expect("bulk GET");
-                    assert!(resp.status.is_success(), "bulk GET: {}", resp.status);
-                    assert_eq!(resp.body.collect(4 << 20).await.unwrap().len() as u64, part);
-                    parts_done.fetch_add(1, SeqCst);
-                    i += 2 * cap as u64;
-                }
-            })
-        })
-        .collect();
+    let load = bulk_load(t.clone(), "/synthetic/mix/size=67108864/large", 2 * cap as u64, &stop, &parts_done);
     // A timeline on stderr (for reading, not asserted): limit, lane connections, openings.
     let timeline = {
         let (t, stop) = (t.clone(), stop.clone());
@@ -368,32 +350,38 @@ async fn auto_opens_fewer_connections_than_the_pool_when_goodput_stops_growing()
     assert!(opened < pool_opened, "auto opened {opened} connections, the pool {pool_opened}");
 }
 
-/// The load of the test above on `t`: `bulk` workers reading 2 MiB ranges of a synthetic
-/// 64 MiB object over and over, and 100 small GETs a second (size known) for `smalls_for`
-/// after 300 ms of bulk alone. Every small must succeed; returns (TCP connections opened,
-/// bulk parts done, smalls done).
-async fn mixed_load(t: Arc<dyn Transport>, bulk: usize, smalls_for: Duration) -> (u64, u64, u64) {
-    let stop = Arc::new(AtomicBool::new(false));
+/// `workers` tasks reading 2 MiB ranges (bulk: larger than a small GET) of the synthetic
+/// 64 MiB object at `path`, over and over until `stop`, each part counted in `parts_done`.
+fn bulk_load(t: Arc<dyn Transport>, path: &'static str, workers: u64, stop: &Arc<AtomicBool>, parts_done: &Arc<AtomicU64>) -> Vec<tokio::task::JoinHandle<()>> {
     let part: u64 = 2 << 20;
-    let parts_done = Arc::new(AtomicU64::new(0));
-    let load: Vec<_> = (0..bulk as u64)
+    (0..workers)
         .map(|w| {
             let (t, stop, parts_done) = (t.clone(), stop.clone(), parts_done.clone());
             tokio::spawn(async move {
                 let mut i = w;
                 while !stop.load(SeqCst) {
                     let from = (i % 32) * part;
-                    let mut r = Request::new(Method::GET, "/synthetic/fewer/size=67108864/large");
+                    let mut r = Request::new(Method::GET, path);
                     r.headers.insert(http::header::RANGE, format!("bytes={}-{}", from, from + part - 1).parse().unwrap());
                     let resp = t.send(r).await.expect("bulk GET");
                     assert!(resp.status.is_success(), "bulk GET: {}", resp.status);
                     assert_eq!(resp.body.collect(4 << 20).await.unwrap().len() as u64, part);
                     parts_done.fetch_add(1, SeqCst);
-                    i += bulk as u64;
+                    i += workers;
                 }
             })
         })
-        .collect();
+        .collect()
+}
+
+/// The load of the test above on `t`: `bulk` workers reading 2 MiB ranges of a synthetic
+/// 64 MiB object over and over, and 100 small GETs a second (size known) for `smalls_for`
+/// after 300 ms of bulk alone. Every small must succeed; returns (TCP connections opened,
+/// bulk parts done, smalls done).
+async fn mixed_load(t: Arc<dyn Transport>, bulk: usize, smalls_for: Duration) -> (u64, u64, u64) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let parts_done = Arc::new(AtomicU64::new(0));
+    let load = bulk_load(t.clone(), "/synthetic/fewer/size=67108864/large", bulk as u64, &stop, &parts_done);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let t0 = tokio::time::Instant::now();
     let n = (smalls_for.as_millis() / 10) as u32;
