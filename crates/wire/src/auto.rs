@@ -135,7 +135,7 @@
 //! Connection ids in [`crate::ResponseMeta`] are per sub-transport: the pool and h2 share
 //! auto's connector, the pipelines number their own.
 
-use crate::conn::Connector;
+use crate::conn::{Connector, Io};
 use crate::error::WireError;
 use crate::h2::H2Transport;
 use crate::pipeline::PipelineTransport;
@@ -149,7 +149,10 @@ use crate::ResponseBody;
 use futures_util::StreamExt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{watch, OnceCell};
 
 /// Largest ranged GET sent down the pipeline: 1 MiB takes ~12 ms at S3's 90 MB/s per
@@ -251,6 +254,19 @@ impl AutoTransport {
             Some(Chosen::H1(h1)) => {
                 let st = h1.lanes.lock();
                 (st.handed_over[BULK], st.handed_over[SMALL])
+            }
+            _ => (0, 0),
+        }
+    }
+
+    /// Sockets auto's HTTP/1.1 lanes hold now (connected, not yet closed), and the most
+    /// they held at once; 0s before HTTP/1.1 was chosen or on h2. Never above the cap:
+    /// a lane's place is taken before its socket connects and given back after it closes.
+    pub fn sockets_open(&self) -> (usize, usize) {
+        match self.inner.chosen.get() {
+            Some(Chosen::H1(h1)) => {
+                let st = h1.lanes.lock();
+                (st.sockets[BULK] + st.sockets[SMALL], st.peak_sockets)
             }
             _ => (0, 0),
         }
@@ -393,7 +409,12 @@ impl H1 {
     }
 
     fn stats(&self) -> TransportStats {
-        add(self.pool.stats(), self.pipeline.stats())
+        let mut s = add(self.pool.stats(), self.pipeline.stats());
+        // What is really open: the lanes count a socket until it is dropped, where each
+        // lane's own figure drops when it lets the connection go.
+        let st = self.lanes.lock();
+        s.connections_open = (st.sockets[BULK] + st.sockets[SMALL]) as u64;
+        s
     }
 }
 
@@ -438,8 +459,12 @@ const SMALL_CLAIM: usize = 8;
 pub(crate) trait ConnectionGate: Send + Sync {
     /// Takes a place for one more connection of this lane, if its share and the total allow.
     fn try_open(&self) -> bool;
-    /// A connection of this lane closed (or could not open): its place goes back.
+    /// A place of this lane was given back (its socket closed, or it never opened one):
+    /// called by [`Place`]'s drop, never directly.
     fn closed(&self);
+    /// Sockets holding a place of this lane: `+1` when one is connected, `-1` once it is
+    /// closed (counts what is really open, for [`AutoTransport::sockets_open`]).
+    fn socket(&self, _delta: isize) {}
     /// Connections this lane must give back now (it gives them back as they free):
     /// those above its share that the cap or the other lane needs.
     fn excess(&self) -> usize;
@@ -450,6 +475,80 @@ pub(crate) trait ConnectionGate: Send + Sync {
     /// This lane is closing `n` connections because it holds more than its share: their
     /// places go to the other lane (counted, see [`AutoTransport::handovers`]).
     fn handed_over(&self, _n: usize) {}
+}
+
+/// A connection's place under a gate's shared cap, given back when dropped. A lane takes
+/// one before it opens a connection ([`ConnectionGate::try_open`] said yes) and moves it
+/// into the socket once connected ([`PlacedIo`]), so the place is free again only once the
+/// socket itself is closed: the other lane's next connection never overlaps it.
+pub(crate) struct Place {
+    gate: Option<Arc<dyn ConnectionGate>>,
+    /// Held by a socket (counted in [`ConnectionGate::socket`]).
+    socket: bool,
+}
+
+impl Place {
+    /// A place from `gate`, or `None` when the gate has no room; always a place without one.
+    pub(crate) fn take(gate: Option<&Arc<dyn ConnectionGate>>) -> Option<Place> {
+        match gate {
+            None => Some(Place { gate: None, socket: false }),
+            Some(g) => g.try_open().then(|| Place { gate: Some(g.clone()), socket: false }),
+        }
+    }
+
+    /// Wraps `io` so that this place is given back once the socket is dropped.
+    pub(crate) fn hold(mut self, io: Box<dyn Io>) -> Box<dyn Io> {
+        match &self.gate {
+            None => io,
+            Some(g) => {
+                g.socket(1);
+                self.socket = true;
+                Box::new(PlacedIo { io, _place: self })
+            }
+        }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if let Some(g) = self.gate.take() {
+            if self.socket {
+                g.socket(-1);
+            }
+            g.closed();
+        }
+    }
+}
+
+/// A socket holding its [`Place`]. Fields drop in order: the socket closes, then the
+/// place is given back. Reads and writes go straight through.
+struct PlacedIo {
+    io: Box<dyn Io>,
+    _place: Place,
+}
+
+impl AsyncRead for PlacedIo {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for PlacedIo {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
 }
 
 /// The two HTTP/1.1 lanes' connections and demand, under one lock (module note).
@@ -473,13 +572,17 @@ struct LaneState {
     handed_over: [u64; 2],
     /// Most connections each lane held at once.
     peak_open: [usize; 2],
+    /// Sockets connected and not yet closed, per lane ([`Place`]), and the most at once
+    /// of both lanes together.
+    sockets: [usize; 2],
+    peak_sockets: usize,
 }
 
 impl Lanes {
     fn new(controller: Arc<Controller>) -> Lanes {
         Lanes {
             controller,
-            state: Mutex::new(LaneState { open: [0; 2], active: [0; 2], small_peak: 0, small_peak_at: Instant::now(), handed_over: [0; 2], peak_open: [0; 2] }),
+            state: Mutex::new(LaneState { open: [0; 2], active: [0; 2], small_peak: 0, small_peak_at: Instant::now(), handed_over: [0; 2], peak_open: [0; 2], sockets: [0; 2], peak_sockets: 0 }),
             pool: OnceLock::new(),
             pipeline: OnceLock::new(),
         }
@@ -489,14 +592,14 @@ impl Lanes {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Connections for both lanes together: the controller's limit less one (the probe
-    /// runs on the pipeline lane, inside it). The one place left is the margin of a
-    /// handover: the lane giving a place up frees it before its socket is counted closed,
-    /// so with the whole limit shared the other lane's new connection made one more than
-    /// the cap for a moment (`auto_lanes.rs` `lanes_share_the_cap_by_demand` saw 9 open
-    /// under a cap of 8 in a CI run).
+    /// Connections for both lanes together: the controller's limit, whole (the probe
+    /// runs on the pipeline lane, inside it). A place is free again only once its socket
+    /// is closed ([`Place`]), so a handover never puts one socket more than the limit open,
+    /// even for a moment. (Before, a lane gave its place back when it let the connection
+    /// go, before the socket closed: `auto_lanes.rs` `lanes_share_the_cap_by_demand` saw
+    /// 9 open under a cap of 8 in a CI run, and the lanes shared the limit less one.)
     fn total(&self) -> usize {
-        self.controller.limit().saturating_sub(1).max(1)
+        self.controller.limit().max(1)
     }
 
     /// Each lane's share of [`Lanes::total`] (the formula of the module note).
@@ -617,22 +720,22 @@ impl ConnectionGate for LaneGate {
         let mut st = self.lanes.lock();
         st.open[self.lane] = st.open[self.lane].saturating_sub(1);
         drop(st);
-        // The other lane may be waiting for this place; called under this lane's lock,
-        // so it is woken from a task of its own.
-        let other = if self.lane == BULK { SMALL } else { BULK };
+        // Either lane may be waiting for this place (the socket closes after its lane let
+        // it go); the drop may run under a lane's lock, so they are woken from a task.
         let lanes = Arc::downgrade(&self.lanes);
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
-                let Some(lanes) = lanes.upgrade() else { return };
-                if other == BULK {
-                    if let Some(p) = lanes.pool.get().and_then(Weak::upgrade) {
-                        p.nudge();
-                    }
-                } else if let Some(p) = lanes.pipeline.get().and_then(Weak::upgrade) {
-                    p.nudge();
+                if let Some(lanes) = lanes.upgrade() {
+                    lanes.nudge();
                 }
             });
         }
+    }
+
+    fn socket(&self, delta: isize) {
+        let mut st = self.lanes.lock();
+        st.sockets[self.lane] = st.sockets[self.lane].saturating_add_signed(delta);
+        st.peak_sockets = st.peak_sockets.max(st.sockets[BULK] + st.sockets[SMALL]);
     }
 
     fn excess(&self) -> usize {
@@ -646,11 +749,20 @@ impl ConnectionGate for LaneGate {
         st.handed_over[self.lane] += given as u64;
     }
 
-    /// The controller's limit: depth grows with it, so that in slow start requests are
-    /// spread over the connections it opens rather than stacked 32 deep on the first few
-    /// (and a SlowDown halves the requests in flight, not only the connections).
+    /// The configured depth while the controller is in slow start, the controller's limit
+    /// after it: a SlowDown (which ends slow start) then halves the requests in flight,
+    /// not only the connections. Not the limit in slow start too, as it was: with 1,000
+    /// small GETs submitted at once, limit x limit in flight (16 at the start, the limit
+    /// growing 1.5x per 100 ms round) was auto's ramp, and the run was over before it
+    /// ended (module note, "small-objects"). The pipeline still opens a connection before
+    /// it stacks a request behind another, so requests spread as the limit grows.
     fn depth(&self) -> usize {
-        self.lanes.controller.limit()
+        let c = &self.lanes.controller;
+        if c.in_slow_start() {
+            usize::MAX
+        } else {
+            c.limit()
+        }
     }
 }
 
@@ -670,12 +782,17 @@ impl Demand {
     fn until_body_end(self, mut r: Response) -> Response {
         let len = r.body.content_length();
         let body = std::mem::replace(&mut r.body, ResponseBody::empty());
-        let controller = self.lanes.controller.clone();
+        // Goodput for the controller's growth (controller.rs): bulk bytes only. A small
+        // request's worth is its first byte, not its bytes (module note, "small-objects").
+        let controller = (self.lane == BULK).then(|| self.lanes.controller.clone());
         let mut held = Some(self);
         let stream = body.map(move |item| {
             match item {
-                // Goodput for the controller's growth (controller.rs).
-                Ok(ref b) if !b.is_empty() => controller.delivered(b.len() as u64),
+                Ok(ref b) if !b.is_empty() => {
+                    if let Some(c) = &controller {
+                        c.delivered(b.len() as u64);
+                    }
+                }
                 _ => {
                     held.take();
                 }

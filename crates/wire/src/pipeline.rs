@@ -99,7 +99,7 @@
 //! that choke on pipelining answer to the second request), and no stray bytes followed.
 //! A peer that drops or reorders pipelined requests fails these checks in practice.
 
-use crate::auto::ConnectionGate;
+use crate::auto::{ConnectionGate, Place};
 use crate::body::{RequestBody, ResponseBody};
 use crate::conn::{Connector, Io};
 use crate::error::{ErrorKind, WireError};
@@ -187,6 +187,9 @@ struct Slot {
     /// The batch of the last pipelineable write, which the next write joins while
     /// responses are still owed.
     batch: Option<Arc<Batch>>,
+    /// The gate's place until the socket is connected; the socket holds it from then on
+    /// and gives it back once closed (auto.rs, `Place`).
+    place: Option<Place>,
 }
 
 struct Signals {
@@ -481,7 +484,11 @@ impl Shared {
         let room = st.conns.len() < self.max_connections;
         let depth = self.gate.as_ref().map_or(self.depth, |g| g.depth().clamp(1, self.depth));
         // Asked only when a connection would be opened: a yes takes a place.
-        let can_open = || room && self.gate.as_ref().is_none_or(|g| g.try_open());
+        let mut place = None;
+        let mut can_open = || {
+            place = if room { Place::take(self.gate.as_ref()) } else { None };
+            place.is_some()
+        };
         let idx = if job.pipelineable {
             let best = st
                 .conns
@@ -520,6 +527,7 @@ impl Shared {
                     requests_written: 0,
                     answered: 0,
                     batch: None,
+                    place: place.take(),
                 });
                 tokio::spawn(run_connection(self.clone(), st.next_key, signals));
                 st.conns.len() - 1
@@ -547,12 +555,6 @@ impl Shared {
         }
         self.retire_excess(&mut st);
         self.pump(&mut st);
-    }
-
-    fn gate_closed(&self) {
-        if let Some(g) = &self.gate {
-            g.closed();
-        }
     }
 
     /// With a gate: while the lane holds more connections than its share, stops placing
@@ -607,8 +609,9 @@ impl Shared {
         let mut st = self.lock();
         let mut requeue = Vec::new();
         if let Some(i) = st.conns.iter().position(|s| s.key == key) {
+            // (The gate's place goes back when the socket, held by the reader and the
+            // writer, is dropped.)
             let slot = st.conns.remove(i);
-            self.gate_closed();
             if slot.connected {
                 self.open.fetch_sub(1, Relaxed);
             }
@@ -651,8 +654,7 @@ impl Shared {
     fn connect_failed(self: &Arc<Self>, key: u64, err: WireError) {
         let mut st = self.lock();
         let Some(i) = st.conns.iter().position(|s| s.key == key) else { return };
-        let slot = st.conns.remove(i);
-        self.gate_closed();
+        let slot = st.conns.remove(i); // (its place goes back with it)
         let mut requeue = Vec::new();
         for mut job in slot.queued {
             job.attempts += 1;
@@ -670,7 +672,7 @@ impl Shared {
 }
 
 async fn run_connection(shared: Arc<Shared>, key: u64, signals: Arc<Signals>) {
-    let conn = match shared.connector.connect().await {
+    let mut conn = match shared.connector.connect().await {
         Ok(c) => c,
         Err(e) => return shared.connect_failed(key, e),
     };
@@ -678,6 +680,9 @@ async fn run_connection(shared: Arc<Shared>, key: u64, signals: Arc<Signals>) {
         let mut st = shared.lock();
         let Some(slot) = st.conns.iter_mut().find(|s| s.key == key) else { return };
         slot.connected = true;
+        if let Some(place) = slot.place.take() {
+            conn.io = place.hold(conn.io);
+        }
         shared.opened.fetch_add(1, Relaxed);
         shared.open.fetch_add(1, Relaxed);
     }

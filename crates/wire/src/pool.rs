@@ -41,7 +41,7 @@
 //! tells its owner when it ended), [`await_head`] (the response time-out, counted from
 //! the last request byte handed to hyper) and the error mapping.
 
-use crate::auto::ConnectionGate;
+use crate::auto::{ConnectionGate, Place};
 use crate::body::{RequestBody, ResponseBody};
 use crate::conn::Connector;
 use crate::error::{ErrorKind, WireError};
@@ -136,8 +136,11 @@ enum Grant {
 }
 
 /// One place under the cap. Dropping an armed slot frees it (or hands it to a waiter).
+/// With a gate, a slot about to open a connection also carries the gate's place, which
+/// moves into the socket once connected (and is given back when the socket closes).
 struct Slot {
     pool: Option<Arc<Pool>>,
+    place: Option<Place>,
 }
 
 impl Slot {
@@ -148,6 +151,7 @@ impl Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        drop(self.place.take());
         if let Some(pool) = self.pool.take() {
             pool.release_slot();
         }
@@ -187,10 +191,13 @@ impl PoolTransport {
 
     /// Takes an already open HTTP/1.1 connection (auto's ALPN probe) into the idle list,
     /// if under the cap.
-    pub(crate) async fn adopt(&self, conn: crate::conn::Connection) -> Result<(), WireError> {
+    /// (auto adopts before any request reaches the pool, so the place is taken first.)
+    pub(crate) async fn adopt(&self, mut conn: crate::conn::Connection) -> Result<(), WireError> {
+        let Some(place) = self.pool.gate_open() else { return Ok(()) };
+        conn.io = place.hold(conn.io);
         let (sender, id, driver) = self.pool.handshake(conn).await?;
         let mut st = self.pool.state.lock().unwrap();
-        if st.slots < self.pool.config.max_connections && st.waiters.is_empty() && self.pool.gate_open() {
+        if st.slots < self.pool.config.max_connections && st.waiters.is_empty() {
             st.slots += 1;
             st.idle.push_back(Idle { sender, id, since: Instant::now(), driver });
         }
@@ -228,14 +235,14 @@ impl Pool {
     fn release_slot(self: &Arc<Self>) {
         let mut st = self.state.lock().unwrap();
         if self.gate.is_some() {
+            // The gate's place went with the socket (or with the slot, never connected).
             st.slots -= 1;
-            self.gate_closed(1);
             self.grant_waiters(&mut st);
             return;
         }
         while let Some(w) = st.waiters.pop_front() {
             // The slot passes to the waiter; no count changes.
-            match w.send(Grant::Open(Slot { pool: Some(self.clone()) })) {
+            match w.send(Grant::Open(Slot { pool: Some(self.clone()), place: None })) {
                 Ok(()) => return,
                 Err(Grant::Open(s) | Grant::Reuse(_, s)) => s.disarm(),
             }
@@ -278,8 +285,8 @@ impl Pool {
             st.idle.drain(..excess);
             g.handed_over(excess);
         }
+        // (With a gate, each closed socket gives its place back as it closes.)
         st.slots -= before - st.idle.len();
-        self.gate_closed(before - st.idle.len());
     }
 
     async fn acquire(self: &Arc<Self>, fresh: bool) -> Result<Grant, WireError> {
@@ -290,14 +297,21 @@ impl Pool {
                 // Re-sending after a keep-alive race: trade the oldest idle connection's
                 // slot for a new connection rather than trust another idle one.
                 if st.idle.pop_front().is_some() {
-                    return Ok(Grant::Open(Slot { pool: Some(self.clone()) }));
+                    if self.gate.is_none() {
+                        return Ok(Grant::Open(Slot { pool: Some(self.clone()), place: None }));
+                    }
+                    // With a gate the new connection needs a place of its own: the old
+                    // one's comes back when its socket has closed.
+                    st.slots -= 1;
                 }
             } else if let Some(idle) = st.idle.pop_back() {
-                return Ok(Grant::Reuse(idle, Slot { pool: Some(self.clone()) }));
+                return Ok(Grant::Reuse(idle, Slot { pool: Some(self.clone()), place: None }));
             }
-            if st.slots < self.config.max_connections && self.gate_open() {
-                st.slots += 1;
-                return Ok(Grant::Open(Slot { pool: Some(self.clone()) }));
+            if st.slots < self.config.max_connections {
+                if let Some(place) = self.gate_open() {
+                    st.slots += 1;
+                    return Ok(Grant::Open(Slot { pool: Some(self.clone()), place: Some(place) }));
+                }
             }
             let (tx, rx) = oneshot::channel();
             st.waiters.push_back(tx);
@@ -306,8 +320,11 @@ impl Pool {
         rx.await.map_err(|_| WireError::new(ErrorKind::Reset, "the connection pool was shut down"))
     }
 
-    async fn open(&self) -> Result<(Sender, u64, Arc<Driver>), WireError> {
-        let conn = self.connector.connect().await?;
+    async fn open(&self, place: Option<Place>) -> Result<(Sender, u64, Arc<Driver>), WireError> {
+        let mut conn = self.connector.connect().await?;
+        if let Some(place) = place {
+            conn.io = place.hold(conn.io);
+        }
         self.handshake(conn).await
     }
 
@@ -378,8 +395,8 @@ impl Pool {
                         }
                     }
                 }
-                Grant::Open(slot) => {
-                    let (sender, id, driver) = self.open().await?;
+                Grant::Open(mut slot) => {
+                    let (sender, id, driver) = self.open(slot.place.take()).await?;
                     (sender, id, false, slot, driver)
                 }
             };
@@ -528,40 +545,39 @@ impl Drop for HandBack {
 // ---- Shared cap: the hook auto.rs uses to share one connection cap between lanes ----
 //
 // Without a gate (a plain h1-pool) none of this runs. With one, opening a connection also
-// needs a place from the gate, a closed connection gives its place back to the gate (not
-// to a waiter of this pool: the other lane may be owed it), and a connection that comes
-// back while the pool holds more than its share is closed instead of kept idle.
+// needs a place from the gate, held by the socket until it is closed and then given back
+// to the gate (not to a waiter of this pool: the other lane may be owed it), and a
+// connection that comes back while the pool holds more than its share is closed instead
+// of kept idle.
 
 impl Pool {
-    fn gate_open(&self) -> bool {
-        self.gate.as_ref().is_none_or(|g| g.try_open())
-    }
-
-    fn gate_closed(&self, n: usize) {
-        if let Some(g) = &self.gate {
-            for _ in 0..n {
-                g.closed();
-            }
-        }
+    /// A place from the gate (always one without a gate); it goes back when dropped.
+    fn gate_open(&self) -> Option<Place> {
+        Place::take(self.gate.as_ref())
     }
 
     /// Gives waiters new connections while the cap and the gate allow.
     fn grant_waiters(self: &Arc<Self>, st: &mut PoolState) {
-        while !st.waiters.is_empty() && st.slots < self.config.max_connections && self.gate_open() {
+        while !st.waiters.is_empty() && st.slots < self.config.max_connections {
+            let Some(mut place) = self.gate_open() else { break };
             st.slots += 1;
             let mut granted = false;
             while let Some(w) = st.waiters.pop_front() {
-                match w.send(Grant::Open(Slot { pool: Some(self.clone()) })) {
+                match w.send(Grant::Open(Slot { pool: Some(self.clone()), place: Some(place) })) {
                     Ok(()) => {
                         granted = true;
                         break;
                     }
-                    Err(Grant::Open(s) | Grant::Reuse(_, s)) => s.disarm(),
+                    Err(Grant::Open(mut s) | Grant::Reuse(_, mut s)) => {
+                        place = s.place.take().expect("the place just sent");
+                        s.disarm();
+                    }
                 }
             }
             if !granted {
+                // Dropping the unused place gives it back.
                 st.slots -= 1;
-                self.gate_closed(1);
+                break;
             }
         }
     }

@@ -26,7 +26,9 @@ fn get(path: &str, hint: Option<u64>) -> Request {
 }
 
 /// Samples the connections auto holds every millisecond until `stop`; returns the most
-/// seen: (open per TransportStats, pool lane, pipeline lane, both lanes at once).
+/// seen: (open per TransportStats, pool lane, pipeline lane, both lanes at once). auto's
+/// `connections_open` counts sockets until they are dropped; `AutoTransport::sockets_open`
+/// also keeps the exact peak, which the tests check besides these samples.
 fn watch_connections(t: Arc<AutoTransport>, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<(u64, usize, usize, usize)> {
     tokio::spawn(async move {
         let (mut open, mut pool, mut pipe, mut both) = (0, 0, 0, 0);
@@ -111,6 +113,8 @@ async fn controller_backs_off_under_slowdown_and_recovers() {
     let (open, pool, pipe, both) = watcher.await.unwrap();
     assert!(open <= cap as u64, "{open} connections open under a cap of {cap}");
     assert!(both <= cap, "the lanes held {both} connections at once; the cap is {cap}");
+    let peak_sockets = t.sockets_open().1;
+    assert!(peak_sockets <= cap, "{peak_sockets} sockets open at once under a cap of {cap}");
     eprintln!("after the hot prefix: {after_hot:?}\nafter spreading: {after_spread:?}\npeak connections {open} (pool {pool}, pipeline {pipe})");
 }
 
@@ -165,6 +169,10 @@ async fn lanes_share_the_cap_by_demand() {
     assert!(both <= cap, "the lanes held {both} connections at once; the cap is {cap}");
     let (b, s) = t.lane_connections();
     assert!(b + s <= cap, "the lanes hold {b} + {s} connections under a cap of {cap}");
+    // Exact, not sampled: a place is given back only once its socket is closed, so the
+    // lanes sharing the whole cap never have one socket more open, even for a moment.
+    let peak_sockets = t.sockets_open().1;
+    assert!(peak_sockets <= cap, "{peak_sockets} sockets open at once under a cap of {cap}");
     eprintln!("smalls alone: pipeline {pipe_alone}; mixed: peak open {open}, pool {pool}, pipeline {pipe}");
 }
 
@@ -251,6 +259,8 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
     );
     assert!(t.pipelining(), "the smalls never took the pipeline");
     assert!(open <= cap as u64, "{open} connections open under a cap of {cap}");
+    let peak_sockets = t.sockets_open().1;
+    assert!(peak_sockets <= cap, "{peak_sockets} sockets open at once under a cap of {cap}");
     assert_eq!(opened, pool_opened + pipe_opened);
     // Every opening beyond the cap is a place one lane gave to the other (the leak the
     // bench's counts showed: the pool fills the cap before the smalls come, then closes
