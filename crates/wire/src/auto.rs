@@ -53,11 +53,11 @@
 //! it). Nor the moving averages that h2 uses: fed `head_latency`, they cut the limit under
 //! mixed-hol's bulk load, where the 2-core loopback's CPU contention raises first-byte
 //! times: in one of six repeats (`ferry bench mixed-hol --quick --peers none`) auto held
-//! 22 connections and its large reads stalled (74 MB/s beside ~450). Every response
+//! 22 connections and its large reads stalled (74 MB/s beside ~450). Every bulk response
 //! body's bytes also go to `Controller::delivered`, and the limit stops growing once more
 //! connections stop adding bytes per second (controller.rs, "Growth follows
 //! goodput"), so auto does not open the whole cap for a load two cores cannot carry
-//! faster. On HTTP/1.1 the
+//! faster. Small responses' bytes do not count (see "small-objects" below). On HTTP/1.1 the
 //! controller's limit is the number of connections auto may hold: it starts at 4, grows
 //! by slow start, halves on SlowDown, and never exceeds `max_connections` (the hard cap).
 //! It is shared whole by the two lanes (the probe runs on the pipeline lane) through
@@ -87,7 +87,13 @@
 //! that nobody needs keeps its connections: bulk demand dips between one ranged part's
 //! end and the next part's send, and closing there cost a TCP connection per part.
 //! Connections of both lanes are
-//! counted under one lock, so the total never exceeds T, whatever the timing. Openings
+//! counted under one lock, and a lane takes its place before it opens a connection and
+//! gets it back only once the socket is closed ([`Place`], which the socket holds): the
+//! sockets open never exceed T, even for the moment of a handover
+//! ([`AutoTransport::sockets_open`] keeps the exact peak, which `tests/auto_lanes.rs`
+//! checks). Before, a lane gave its place back when it let the connection go, before
+//! its socket closed, and the other lane's new connection could be one over the cap (CI
+//! saw 9 under a cap of 8), so the lanes shared T less one. Openings
 //! over a run can: a connection one lane closes for the other is opened again by the
 //! other ([`AutoTransport::handovers`] counts them). On mixed-hol that was auto's excess
 //! (61-74 TCP connections opened beside the 50-connection pool's 50): the pool fills T
@@ -129,8 +135,28 @@
 //! (steps measured at a fixed limit before the next, at half the ramp's speed), or a
 //! smaller cap.
 //!
-//! The pipeline's depth follows the limit too (at most `pipeline_depth`), so requests in
-//! flight grow and shrink with it.
+//! # small-objects: slow start at full depth, goodput in bulk bytes
+//!
+//! The pipeline's depth is `pipeline_depth` while the controller is in slow start and the
+//! limit after it (a SlowDown ends slow start, so it halves requests in flight, not only
+//! connections). And small responses' bytes are not goodput: a small request's worth is
+//! its first byte, which the throttle and latency rules judge. Why, from `ferry bench
+//! small-objects --quick --peers none` with `FERRY_LOG=ferry_wire::auto=debug,
+//! ferry_wire::controller=debug`: 1,000 GETs of 16 KiB submitted at once, and auto held
+//! the limit's square in flight (16 at first) while the limit grew 1.5x per 100 ms round
+//! (`SLOW_START_STEP`, `MIN_ROUND`: 4, 6, 9, 14, 21, 32): the run was over (~0.6 s) before
+//! the ramp, at 20-21 connections. Full depth alone did not help much (1,919-1,946
+//! objects/s beside 1,546-1,592, 14 connections): a pipelined connection answers in order
+//! and the emulated first byte is lognormal, so 32 requests on one connection wait for
+//! the slowest of them, and connections, not depth, carry the rate. With small bytes
+//! left out, small-only loads grow by plain slow start (one connection per success) and
+//! reach the cap within the first hundred responses. Same run, old build and this one
+//! alternated 3 times (load 8-9, the wire tests beside): auto 1,495-1,498 objects/s at
+//! 20-24 connections, 0.51-0.62x h1-pipeline's, became 2,459-2,665 at 31, 0.82-1.09x
+//! h1-pipeline's (2,422-3,037); h1-pool 648-767. What is left is the probe's first byte
+//! (smalls wait for its verdict) and the ramp from 4 connections. The price: on
+//! mixed-hol's unloaded row (smalls alone at 100/s) auto now opens up to ~28 connections
+//! where before the limit stayed low; the loaded row's count is what the bench reports.
 //!
 //! Connection ids in [`crate::ResponseMeta`] are per sub-transport: the pool and h2 share
 //! auto's connector, the pipelines number their own.
@@ -153,7 +179,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::{watch, OnceCell};
+use tokio::sync::{watch, Notify, OnceCell};
 
 /// Largest ranged GET sent down the pipeline: 1 MiB takes ~12 ms at S3's 90 MB/s per
 /// connection (LAB.md section 1), less than the ~30 ms first-byte p50 that pipelining
@@ -344,6 +370,8 @@ impl H1 {
         let lane = if is_small(&req) { SMALL } else { BULK };
         let mut demand = Demand::new(self.lanes.clone(), lane);
         let fut = if lane == BULK {
+            self.lanes.admit_bulk().await;
+            demand.admitted = true;
             self.pool.send(req)
         } else {
             let (fut, on_pool) = self.send_small(req).await;
@@ -555,6 +583,8 @@ impl AsyncWrite for PlacedIo {
 struct Lanes {
     controller: Arc<Controller>,
     state: Mutex<LaneState>,
+    /// Woken when a bulk request ends or the limit may have moved (`admit_bulk`).
+    admit: Notify,
     pool: OnceLock<Weak<PoolTransport>>,
     pipeline: OnceLock<Weak<PipelineTransport>>,
 }
@@ -576,13 +606,16 @@ struct LaneState {
     /// of both lanes together.
     sockets: [usize; 2],
     peak_sockets: usize,
+    /// Bulk requests admitted and not yet done ([`Lanes::admit_bulk`]).
+    admitted_bulk: usize,
 }
 
 impl Lanes {
     fn new(controller: Arc<Controller>) -> Lanes {
         Lanes {
             controller,
-            state: Mutex::new(LaneState { open: [0; 2], active: [0; 2], small_peak: 0, small_peak_at: Instant::now(), handed_over: [0; 2], peak_open: [0; 2], sockets: [0; 2], peak_sockets: 0 }),
+            state: Mutex::new(LaneState { open: [0; 2], active: [0; 2], small_peak: 0, small_peak_at: Instant::now(), handed_over: [0; 2], peak_open: [0; 2], sockets: [0; 2], peak_sockets: 0, admitted_bulk: 0 }),
+            admit: Notify::new(),
             pool: OnceLock::new(),
             pipeline: OnceLock::new(),
         }
@@ -657,7 +690,11 @@ impl Lanes {
         if over_share == 0 {
             return 0;
         }
-        let over_cap = (st.open[BULK] + st.open[SMALL]).saturating_sub(self.total());
+        // A fallen limit closes the pipeline's connections over it, not the pool's: bulk
+        // requests are bounded by admission (`admit_bulk`), and the pool's connections
+        // over the limit stay idle ("parked") until the limit grows back or the other lane
+        // wants their places (module note, "Parked connections").
+        let over_cap = if lane == BULK { 0 } else { (st.open[BULK] + st.open[SMALL]).saturating_sub(self.total()) };
         over_share.min(over_cap.max(self.wanted_by_other(st, lane)))
     }
 
@@ -691,6 +728,27 @@ impl Lanes {
         }
         if let Some(p) = self.pool.get().and_then(Weak::upgrade) {
             p.nudge();
+        }
+        self.admit.notify_waiters();
+    }
+
+    /// Waits until the bulk requests in flight are fewer than bulk's share, then counts
+    /// this one in (module note, "Parked connections"): the limit bounds bulk requests
+    /// here, not by closing the pool's connections.
+    async fn admit_bulk(&self) {
+        loop {
+            let notified = self.admit.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut st = self.lock();
+                let share = self.shares(&mut st)[BULK].max(1);
+                if st.admitted_bulk < share {
+                    st.admitted_bulk += 1;
+                    return;
+                }
+            }
+            notified.await;
         }
     }
 }
@@ -771,12 +829,14 @@ impl ConnectionGate for LaneGate {
 struct Demand {
     lanes: Arc<Lanes>,
     lane: usize,
+    /// Admitted under the bulk share ([`Lanes::admit_bulk`]): given back with the demand.
+    admitted: bool,
 }
 
 impl Demand {
     fn new(lanes: Arc<Lanes>, lane: usize) -> Demand {
         lanes.demand(lane, 1);
-        Demand { lanes, lane }
+        Demand { lanes, lane, admitted: false }
     }
 
     fn until_body_end(self, mut r: Response) -> Response {
@@ -808,7 +868,13 @@ impl Demand {
 
 impl Drop for Demand {
     fn drop(&mut self) {
+        if self.admitted {
+            self.lanes.lock().admitted_bulk -= 1;
+        }
         self.lanes.demand(self.lane, -1);
+        if self.admitted {
+            self.lanes.admit.notify_waiters();
+        }
     }
 }
 
