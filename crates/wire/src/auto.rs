@@ -135,6 +135,29 @@
 //! (steps measured at a fixed limit before the next, at half the ramp's speed), or a
 //! smaller cap.
 //!
+//! # Parked connections: a fallen limit bounds bulk requests, not the pool's sockets
+//!
+//! Where mixed-hol's openings beyond the limit's peak came from at full size (20 s of
+//! smalls; `ferry bench mixed-hol --peers none --repeats 1`, debug log, load ~8): the
+//! pool opened 24 in slow start, then 13 more over the window, each after one of the
+//! controller's 7 head-latency back-offs (limit 32 -> 28 -> 25 -> ... -> 21, CPU
+//! contention on two cores) had closed the pool's connections over the lowered limit and
+//! the limit grew back by one on a new best round; the pipeline opened 8, nothing was
+//! handed over. So bulk requests now wait in `Lanes::admit_bulk` until fewer than bulk's
+//! share are in flight, and a fallen limit no longer makes the pool close connections
+//! (`Lanes::excess`): those over the limit stay idle, parked, until the limit grows back
+//! (reused, not reopened), the small lane wants their places (handed over), or the idle
+//! time-out. A parked connection holds its place, so the sockets stay under the hard cap
+//! (the limit's highest value); the pipeline's connections over a fallen limit still
+//! close. Same command, the build before (b0064c9) and this one alternated 3
+//! times (load 8-14, other engineers' builds beside): auto opened 38/50/36 TCP
+//! connections beside the build before's 64/49/57 (the pool 50 each time); small p99
+//! 699/387/337 ms (0.35/0.45/0.21x the pool's in the same repeat) beside 313/349/609
+//! (0.28/0.25/0.69x); large MB/s over the pool's 0.53/0.83/1.07 beside 1.20/0.93/0.64
+//! (the first repeat of this build ran beside a test build). Fewer openings than the
+//! pool in two of three; when the limit reaches the cap and stays (the second repeat),
+//! auto opens the cap like the pool.
+
 //! # small-objects: slow start at full depth, goodput in bulk bytes
 //!
 //! The pipeline's depth is `pipeline_depth` while the controller is in slow start and the

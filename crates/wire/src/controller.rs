@@ -41,7 +41,8 @@
 //! Latency alone cannot say when more connections stop paying: on HTTP/1.1 auto feeds
 //! none (auto.rs, "One controller"), and a pool of 8 MiB reads grew to the cap here
 //! although two cores moved no more bytes with 50 connections than with 15. So the
-//! transport also reports the response bytes it receives ([`Controller::delivered`]),
+//! transport also reports the response bytes it receives ([`Controller::delivered`]; auto
+//! reports its bulk lane's only: a small request's worth is its first byte, auto.rs),
 //! and the controller measures goodput per round (a round: `limit` successes and at
 //! least [`MIN_ROUND`]), the way BBR's start-up finds a full pipe:
 //!
