@@ -29,16 +29,6 @@
 //! verified, not synced); `--fsync` is there for data that must survive a crash, and
 //! the state file's read-back check (below) catches a temp file damaged by one.
 //!
-//! 4 x 1 GiB, `ferry cp --recursive` down from `ferry serve --memory` (lan), 3 runs
-//! interleaved with s5cmd 2.3.0 on 2 shared cores at load 10-13, wall s median (range):
-//! with the fsync (main before this change) 9.2 (9.0-17.9), without 7.0 (5.9-7.4),
-//! s5cmd 4.7 (4.1-6.3). What is left is CPU, which is wall time on a saturated machine:
-//! ferry 0.8-1.0 s user (the CRC64NVME of every byte, which s5cmd does not check) and
-//! about 1 s more system time (`perf`: 55% in copy_folio_from_iter_atomic, the copy into
-//! the page cache, the same work s5cmd does; rwsem spinning of 32 parts writing 4 files).
-//! Write batches of 128 KiB instead of 1 MiB, 4 parts per file instead of 8, and 16 or
-//! 64 MiB parts gave no difference that stood out of this machine's noise.
-//!
 //! Resume: the state file (JSON, rewritten by write-then-rename as parts finish, at
 //! most every `STATE_EVERY`, and once more when the download fails) holds
 //! the ETag, size, part size and each finished part's CRC (the object's stored CRC
@@ -51,127 +41,45 @@
 //! catches a temp file damaged between runs. In durable mode the one fsync is before the
 //! rename.
 //!
-//! Parts are written in batches of up to [`WRITE_BATCH`] on the blocking pool (`pwrite`
-//! at the part's offset, the received chunks as they are, no copy), one batch per file
-//! at a time (a per-file turn), so file I/O never stalls the async workers and parts of
-//! one file never contend for its inode lock. A part reads its next batch from the
-//! socket while the one before is written (at most one write of its own outstanding,
-//! the two batches [`part_bytes_in_memory`] counts): waiting for each write before
-//! reading on made every batch two thread hand-offs in series, and on a machine whose
-//! cores are busy each hand-off waits for a core (below: ferry's wall time tripled
-//! beside a `cargo` build while s5cmd's barely moved). In durable mode, after each part,
+//! Writing: a part gathers the chunks it receives (as they are, no copy) into batches of
+//! up to [`WRITE_BATCH`] and `pwrite`s each at its offset from its own task, inside
+//! `tokio::task::block_in_place`: the bytes are still in this core's cache, no other
+//! thread is woken for them, and the runtime hands the worker's other tasks to another
+//! thread while the write runs (into the page cache it is short, but it stalls when the
+//! kernel throttles dirty pages). This is s5cmd's shape: it reads 32 KiB and writes them
+//! at once from the same goroutine. A current-thread runtime has no `block_in_place`;
+//! there each file gets a writer thread fed by a channel, and a part hands it one batch
+//! at a time, waiting only if its previous one is not written yet (the two batches
+//! [`part_bytes_in_memory`] counts). In durable mode, after each part,
 //! `sync_file_range(SYNC_FILE_RANGE_WRITE)` starts its writeback without waiting, so the
-//! final fsync overlaps the transfer instead of following it (the fsyncs then took 1-10
-//! ms each, `strace -T`, but the transfer itself ran at the disk's speed).
+//! final fsync overlaps the transfer instead of following it.
 //!
-//! Parts in flight: `concurrency` per file, and a [`PartBudget`] shared by every
-//! download of one command (`ferry cp`: 16), instead of 8 per file x 4 files.
+//! Each part runs as a task of its own (`tokio::spawn`, aborted when the download is
+//! dropped): an HTTP/1.1 body reads its socket on the task that polls it (wire's
+//! pool.rs), so parts polled as futures of one stream shared one thread for every read
+//! and CRC (under `ferry cp` the main one, outside the runtime's workers: 1.57 CPU-s on
+//! main, ~0 on the workers in a 4 x 1 GiB run). Parts in flight: `concurrency` per file,
+//! and a [`PartBudget`] shared by every download of one command (`ferry cp`: 16).
 //!
-//! Each part runs as a task of its own (`tokio::spawn`), not as a future polled by the
-//! caller's task: an HTTP/1.1 body reads its socket on the task that polls it (wire's
-//! pool.rs), so parts polled together shared one thread for every read and CRC, and
-//! under `ferry cp` that thread was the main one, outside the runtime's workers
-//! (measured below, "what waited").
-//!
-//! Measured for this design (4 x 1 GiB, `ferry cp --recursive` down from one `ferry
-//! serve --memory`, interleaved with s5cmd 2.3.0 and the build before it, on the 2
-//! shared cores at load 10-17; wall s, client CPU s (user + sys), peak RSS):
-//! - `perf record -g`: 32% copy into the page cache, 12% copy out of the socket, 10%
-//!   softirq (loopback), 7.5% CRC64NVME (crc-fast's AVX-512 VPCLMULQDQ path, once per
-//!   byte: ranged parts are not verified again by ferry-store), 2.3% `crc_combine` of the
-//!   512 part CRCs (now `combine_parts`, one precomputed shift), 1.6-3% zeroing fresh
-//!   pages for receive buffers (`MIMALLOC_PURGE_DELAY=-1` cut wall 10-20% in 3 pairs: an
-//!   allocator setting, left to main.rs's owner).
-//! - `strace -c -f`: 520 state-file renames (one per part; now at most every
-//!   `STATE_EVERY`); 324 connections opened for 512 GETs with the default `auto`
-//!   transport against 16 with `--transport h1-pool` (auto's bulk lane closes a
-//!   connection whenever bulk requests in flight dip between two parts: wire's
-//!   auto.rs), s5cmd 21.
-//! - the budget of 16 (global) instead of 8 per file, alone: peak RSS 57-61 MiB instead
-//!   of 70-102, CPU unchanged (budget 8 and 32 were within the noise).
-//! - one writer per file: wall 18.1 / 14.3 / 18.4 s beside 25.5 / 24.6 / 24.0 for the
-//!   build before, s5cmd 9.6 / 7.0 / 9.7 (a `cargo test` build running beside all three);
-//!   at load 6-8, wall 5.4 / 8.7 / 5.8 beside 8.9 / 9.6 / 8.8, s5cmd 4.5 / 6.3 / 4.2,
-//!   client CPU 4.6-6.5 s beside 6.6-7.3 (s5cmd 3.8-5.2). But parts waiting for their
-//!   file's turn hold their batch: peak RSS went back up to 72-97 MiB (before: 73-86;
-//!   what held it: "peak RSS, measured one suspect at a time" below).
-//! - tried and dropped: writing each chunk at once on the async worker (no blocking-pool
-//!   hop, the chunk still in cache): the same CPU, but wall 14-19 s beside 8.7-14 s for
-//!   the build before, as both workers then stall in `pwrite` and stop reading sockets.
-//! - after main's d25abd4 (auto keeps a lane's connections between ranged parts), 4 x 1
-//!   GiB with ~20 connections opened per run (client ports seen by `ss`, TIME_WAIT
-//!   included; s5cmd 20-21, rclone 16) instead of 324. 3 runs interleaved at load
-//!   10-14, wall s / user s / sys s / peak RSS: ferry 9.6-25.9 / 0.8-1.1 / 8.4-9.3 /
-//!   66-71 MiB, s5cmd 7.2-10.8 / 0.4-0.6 / 4.7-11.3 / 21 MiB, rclone (64 transfers)
-//!   5.5-9.7 / 0.35-0.41 / 3.9-4.8 / 47 MiB. Wall time on this machine follows its load
-//!   more than the tool; system time is where ferry is behind.
-//! - the allocator's purge (mimalloc handing freed pages back with `madvise`, so the
-//!   next buffer faults in zeroed pages): 701 `madvise` calls per 4 x 1 GiB (`strace
-//!   -c -f`), 11 with `purge_delay` -1, now set by main.rs for the data verbs; system
-//!   time 6.1-10.3 s beside 7.7-16.3 in 6/6 pairs at load 10 (an earlier session: wall
-//!   10-20% lower in 3/3), peak RSS unchanged (67-73 MiB): what is kept is reused.
-//! - peak RSS, measured one suspect at a time (4 x 1 GiB as above, one run each at load
-//!   ~10, with the knobs made settings for the experiment): hyper's read buffer cap
-//!   (wire's pool.rs `READ_BUFFER_MAX`) 1 MiB -> 64 KiB took peak RSS from 76 to 29 MiB;
-//!   the write batch 256 -> 64 KiB, alone: 76 MiB (no change); the blocking pool 16 -> 4
-//!   threads, alone: 72 MiB (no change). A body chunk is a slice of hyper's read buffer,
-//!   so the chunks a part holds in its batch pin up to a whole buffer each while hyper
-//!   reads into a fresh one. With the cap at 128 KiB (8 runs: 64 KiB 29-31 MiB, 128 KiB
-//!   33-38, 256 KiB 47-51, 1 MiB 74-76; system CPU the same within the noise), a run
-//!   holds ~15 MiB at start (the binary's pages, runtime) plus ~16-20 MiB of batches and
-//!   buffers for 16 parts.
-//! - system CPU, `strace -c -f` of one 4 x 1 GiB run with 128 KiB buffers beside s5cmd:
-//!   ferry 33,564 `recvfrom` and 33,445 `pwrite64` (128 KiB each on average), 37,634
-//!   `futex`, 7,847 `sched_yield`, 278 state renames; s5cmd 132,387 `read` and 132,072
-//!   `pwrite64` (32 KiB each), 28,613 `futex`, 59,805 `nanosleep`. ferry makes a quarter
-//!   of s5cmd's I/O calls for the same bytes; its system time is the two copies (socket
-//!   to buffer, buffer to page cache) that every tool pays, and it was not above
-//!   s5cmd's in the runs below.
-//! - the read buffer cap, on a quiet machine (the lead: load ~3, 3 interleaved rounds):
-//!   1 MiB 5.18-5.26 s wall, 64-70 MiB; 256 KiB 5.27-5.93 s, 36-46 MiB; 128 KiB
-//!   5.66-6.90 s, 29-35 MiB; s5cmd 3.24-4.00 s, 22 MiB. ferry used less than both cores
-//!   (~4.8 CPU-s in 5.2 s), where s5cmd's 4.6 CPU-s fit in 3.3 s: it waited in series.
-//! - what waited: every part ran on ONE thread. A part was a future inside this
-//!   function's stream, itself a future inside `ferry cp`'s job stream, which the CLI
-//!   polls in `block_on` on the main thread; and an HTTP/1.1 body reads its socket on
-//!   the task that polls it (wire's pool.rs, `Driver`). So every `recvfrom` and every
-//!   CRC of the download ran on the main thread, while the runtime's 2 workers idled
-//!   (CPU per thread, `/proc/PID/task/*/stat`, one 4 x 1 GiB run: main 1.57 s, workers
-//!   ~0, each blocking-pool writer ~0.2 s). Now each part is a task of its own
-//!   (`tokio::spawn`, aborted if the download is dropped), and the workers share the
-//!   reads and CRCs (1.1 s each, main ~0). 4 x 1 GiB, 6 rounds interleaved with the
-//!   build before and s5cmd at load 9-14 (no quiet moment came), wall s / client CPU s:
-//!   spawned 5.3, 4.7, 4.9, 7.5, 7.2, 5.5 / 3.5-5.8; before 5.4, 7.8, 6.7, 8.7, 9.9,
-//!   7.6 / 3.6-7.7; s5cmd 5.9, 7.0, 8.5, 6.4, 10.9, 10.0 / 3.5-5.7. Server CPU per run
-//!   was the same for ferry and s5cmd (0.9-1.4 s beside 0.8-1.1: not the cause).
-//! - tried beside it, one knob each, 6 rounds (3 at load 9-13, 3 at 4-9), none stood
-//!   out of the noise: no per-file writer turn 7.0, 6.2, 7.7, 5.2, 6.0, 5.1 s beside
-//!   7.5, 7.2, 5.5, 5.0, 6.1, 6.0; 32 parts in flight instead of 16: 6.5, 8.3, 7.3, 5.2,
-//!   6.1, 5.8; 1 MiB write batches (3 rounds at 4-9): 4.9, 6.0, 8.1; `--transport
-//!   h1-pool` and s5cmd's shape (`--part-size 50MiB --part-concurrency 5`), 2 rounds
-//!   each at load 9: within the noise too. A writer thread per file was not tried.
-//! - where it stands (4 x 1 GiB, 6 rounds interleaved at load 5-7), wall s: ferry 5.2,
-//!   3.9, 4.3, 5.3, 6.9, 5.5 (client CPU 3.7-6.8 s, 40-53 MiB); the build before 7.3,
-//!   5.2, 5.4, 6.0, 5.5, 5.4 (4.1-6.8 s, 36-49 MiB); s5cmd 4.1, 3.2, 3.9, 5.4, 5.0, 4.2
-//!   (3.7-4.5 s, 21 MiB); rclone 4.4, 3.7, 3.8, 6.0, 3.8, 3.8 (3.8-4.9 s, 47 MiB). Faster
-//!   than the build before in 10 of the 12 pairs of this note, still behind s5cmd and
-//!   rclone by hand. `ferry bench cli-transfer` (3 repeats, load 4-8), download 4 x 256
-//!   MiB (`--quick`): ferry 1,072 MB/s, s5cmd 992, rclone 691; 4 x 1 GiB (full size): ferry
-//!   761 MB/s (679-795), s5cmd 885 (543-978), rclone 950 (595-1080). Ahead of both on
-//!   the quick row, still behind on the full one (about 0.5-1 s of wall time per 4 GiB),
-//!   with about their client CPU (bench medians: 4.7 s beside 6.2 and 5.2).
-//! - the copies cost more than s5cmd's for the same bytes (the lead, `perf record -g`
-//!   of 4 x 1 GiB, load 3-6): `copy_folio_from_iter_atomic` (into the page cache)
-//!   5.7-19.1k samples against s5cmd's 2.3-3.0k, `_copy_to_iter` (out of the socket)
-//!   2.8-4.2k against 2.0-2.5k, varying widely from run to run. s5cmd reads 32 KiB and
-//!   writes the same 32 KiB at once, from a buffer it reuses, so the bytes are in cache
-//!   for both copies; ferry's chunks sat in 256 KiB batches and 256 KiB read buffers
-//!   that hyper could not reuse while they were held. With 64 KiB read buffers and
-//!   128 KiB batches the page-cache copy fell to 3.6-4.4k samples (the figures are at
-//!   `WRITE_BATCH` and wire's `READ_BUFFER_MAX`), wall 3.98-4.55 s beside 4.27-4.61 in 4
-//!   of 4 rounds, peak RSS 30-31 MiB; s5cmd 2.84-3.19 s. What is left: ferry's client
-//!   CPU is still ~15% above s5cmd's (more wake-ups: each batch is a blocking-pool
-//!   hand-off and back, `_raw_spin_unlock_irqrestore` 3.0-3.6k samples against 2.1k).
+//! Measured: 4 x 1 GiB `ferry cp --recursive` down from one `ferry serve --memory`, by
+//! hand, interleaved with s5cmd 2.3.0 on the 2 shared cores (`/usr/bin/time`: wall s,
+//! client CPU s user + sys, peak RSS, voluntary context switches):
+//! - the copies (`perf record -g`): with chunks held in 256 KiB batches sliced from 256
+//!   KiB read buffers, the copy into the page cache took 2-4x s5cmd's samples; 64 KiB read
+//!   buffers (wire's `READ_BUFFER_MAX`) and 128 KiB batches brought it to s5cmd's level.
+//! - the hand-offs, 4-6 rounds at load 7-11: each batch written on the blocking pool
+//!   (`spawn_blocking`, what came before) cost two wake-ups, 37-42k switches per run
+//!   beside s5cmd's 12-15k, CPU 4.4-5.0 s beside 3.4-3.9; a writer thread per file fed
+//!   by a channel 28-34k switches, 3.8-4.9 s; the write inside `block_in_place` 4-9k
+//!   switches, 2.9-3.4 s. The write on the worker without `block_in_place` took the least
+//!   CPU (2.9-3.2 s) but 7.0-8.2 s wall beside 4.6-5.2: a worker stalled in `pwrite`
+//!   stops reading its sockets. The price of `block_in_place`: peak RSS 46-53 MiB beside
+//!   30, as the runtime moves the worker's core to a pool thread at each write and up to
+//!   10 threads then read receive buffers into allocator heaps of their own (mimalloc's
+//!   purge after 10 or 200 ms instead of never: 46-48 MiB, no help).
+//! - no difference out of the noise, tried earlier: no per-file writer turn, 32 parts in
+//!   flight instead of 16, 4 parts per file instead of 8, 1 MiB write batches, 16 or 64
+//!   MiB parts, `--transport h1-pool`, s5cmd's shape (50 MiB parts, 5 per file).
 //!
 //! 8 MiB parts: the low end of the cost-optimal request size on S3 (LAB.md section 1,
 //! AnyBlob), and the same part size uploads use.
@@ -187,13 +95,13 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// Bytes gathered before one `pwrite`: large enough that the blocking-pool hop and the
-/// syscall are a small cost next to the copy, small enough that the chunks are still in
+/// Bytes gathered before one `pwrite`: large enough that the `block_in_place` hand-over
+/// and the syscall are a small cost next to the copy, small enough that the chunks are still in
 /// cache when they are copied into the page cache and that hyper can reuse its read
 /// buffers (wire's pool.rs `READ_BUFFER_MAX`, 64 KiB, has the figures). 128 KiB with
 /// 64 KiB read buffers: 4 x 1 GiB down, 3 rounds under `perf`, 21.5-26.7k samples for
 /// the process against 23.8-29.1k with 256 KiB batches and buffers, and 22.9-34.4k
-/// with 64 KiB batches (twice the hand-offs: more wake-ups).
+/// with 64 KiB batches (then on the blocking pool: twice the hand-offs, more wake-ups).
 pub const WRITE_BATCH: usize = 128 * 1024;
 
 /// How often at most the state file is rewritten while parts finish: a killed run loses
@@ -315,11 +223,6 @@ pub fn discard_partial(dest: &Path) {
 /// the file system commit many at once.
 async fn blocking<T: Send + 'static>(path: &Path, f: impl FnOnce() -> std::io::Result<T> + Send + 'static) -> Result<T, Error> {
     tokio::task::spawn_blocking(f).await.map_err(|e| io(path, std::io::Error::other(e)))?.map_err(|e| io(path, e))
-}
-
-/// The result of a write started with `spawn_blocking`.
-async fn joined(path: &Path, task: tokio::task::JoinHandle<std::io::Result<()>>) -> Result<(), Error> {
-    task.await.map_err(|e| io(path, std::io::Error::other(e)))?.map_err(|e| io(path, e))
 }
 
 /// `sync_file_range(SYNC_FILE_RANGE_WRITE)`: asks the kernel to start writing a range
@@ -499,8 +402,15 @@ async fn ranged(
     let todo: Vec<u64> = (0..parts).filter(|i| !state.done.contains_key(i)).collect();
     let state = Arc::new(Mutex::new(state));
     let last_state = Mutex::new(std::time::Instant::now());
-    // One writer per file at a time (module note).
-    let writer = Arc::new(tokio::sync::Mutex::new(()));
+    // Parts write their batches themselves inside `block_in_place`, which only a
+    // multi-thread runtime has; elsewhere the file gets a writer thread, which ends once
+    // every part has let go of it (module note).
+    let (writer, writer_gone) = if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+        (None, None)
+    } else {
+        let (w, gone) = FileWriter::spawn(file.clone()).map_err(|e| io(tmp, e))?;
+        (Some(w), Some(gone))
+    };
     let ctx = Arc::new(PartCtx {
         client: client.clone(),
         object: object.clone(),
@@ -537,6 +447,12 @@ async fn ranged(
         })
         .try_for_each(|r| async move { r })
         .await;
+    // Every part has ended or been aborted: wait until no write of theirs is left, so no
+    // late write lands in the temp file after this download has returned.
+    drop(ctx);
+    if let Some(gone) = writer_gone {
+        let _ = gone.await;
+    }
     if let Err(e) = fetched {
         if params.resume {
             let st = state.lock().unwrap_or_else(|p| p.into_inner());
@@ -587,9 +503,82 @@ struct PartCtx {
     algo: ChecksumAlgorithm,
     part_size: u64,
     size: u64,
-    writer: Arc<tokio::sync::Mutex<()>>,
+    /// `None`: parts write with `block_in_place` (module note).
+    writer: Option<FileWriter>,
     shared: Option<PartBudget>,
     durable: bool,
+}
+
+/// The thread that writes one file's batches, in the order its parts send them (module
+/// note): a part hands a batch over without waiting, and waits only when its previous
+/// batch is not written yet.
+struct FileWriter(std::sync::mpsc::Sender<Batch>);
+
+/// One batch of a part for its file's writer.
+struct Batch {
+    /// Offset in the file of the first byte.
+    at: u64,
+    /// The received chunks as they are (no copy).
+    data: Vec<Bytes>,
+    /// Where a failed write is reported.
+    turn: Arc<WriteTurn>,
+    /// Held until the batch is written (released after `turn` records any error).
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl FileWriter {
+    /// Starts the writer thread of `file`; the receiver resolves once it has exited
+    /// (every sender dropped, every batch sent written).
+    fn spawn(file: Arc<std::fs::File>) -> std::io::Result<(FileWriter, tokio::sync::oneshot::Receiver<()>)> {
+        let (tx, rx) = std::sync::mpsc::channel::<Batch>();
+        let (gone_tx, gone_rx) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new().name("ferry-writer".into()).spawn(move || {
+            let _gone = gone_tx;
+            for batch in rx {
+                if let Err(e) = write_batch(&file, batch.at, &batch.data) {
+                    batch.turn.error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+                }
+            }
+        })?;
+        Ok((FileWriter(tx), gone_rx))
+    }
+
+    fn send(&self, batch: Batch) -> std::io::Result<()> {
+        self.0.send(batch).map_err(|_| std::io::Error::other("the file's writer thread has stopped"))
+    }
+}
+
+/// Writes a batch's chunks at `at` onwards.
+fn write_batch(file: &std::fs::File, mut at: u64, data: &[Bytes]) -> std::io::Result<()> {
+    for d in data {
+        file.write_all_at(d, at)?;
+        at += d.len() as u64;
+    }
+    Ok(())
+}
+
+/// A part's turn with its file's writer: one batch of the part at a time (the two
+/// batches `part_bytes_in_memory` counts), and the first error of its writes.
+struct WriteTurn {
+    permit: Arc<tokio::sync::Semaphore>,
+    error: Mutex<Option<std::io::Error>>,
+}
+
+impl Default for WriteTurn {
+    fn default() -> Self {
+        WriteTurn { permit: Arc::new(tokio::sync::Semaphore::new(1)), error: Mutex::new(None) }
+    }
+}
+
+impl WriteTurn {
+    /// Waits until the part's previous batch is written; its error if that failed.
+    async fn wait(&self, path: &Path) -> Result<tokio::sync::OwnedSemaphorePermit, Error> {
+        let permit = self.permit.clone().acquire_owned().await.map_err(|e| io(path, std::io::Error::other(e)))?;
+        if let Some(e) = self.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Err(io(path, e));
+        }
+        Ok(permit)
+    }
 }
 
 /// A spawned task aborted when dropped (the download it belongs to failed or was dropped).
@@ -641,8 +630,8 @@ async fn fetch_part(ctx: Arc<PartCtx>, i: u64) -> Result<(), Error> {
     // Chunks as they came (no copy), written together once WRITE_BATCH is reached.
     let mut pending: Vec<Bytes> = Vec::new();
     let mut pending_len = 0usize;
-    // The batch being written while the next one is read (module note).
-    let mut writing: Option<tokio::task::JoinHandle<std::io::Result<()>>> = None;
+    // This part's one batch with the file's writer while the next is read (module note).
+    let turn = Arc::new(WriteTurn::default());
     let mut ended = false;
     while !ended {
         match body.chunk().await {
@@ -661,29 +650,21 @@ async fn fetch_part(ctx: Arc<PartCtx>, i: u64) -> Result<(), Error> {
             None => ended = true,
         }
         if pending_len > 0 && (ended || pending_len >= WRITE_BATCH) {
-            if let Some(w) = writing.take() {
-                joined(tmp, w).await?;
-            }
-            let f = file.clone();
-            let at = off;
             let data = std::mem::take(&mut pending);
+            match &ctx.writer {
+                // The pwrite on this thread, the bytes still in its cache; the runtime
+                // hands this worker's other tasks to another thread meanwhile.
+                None => tokio::task::block_in_place(|| write_batch(file, off, &data)).map_err(|e| io(tmp, e))?,
+                Some(w) => {
+                    let permit = turn.wait(tmp).await?;
+                    w.send(Batch { at: off, data, turn: turn.clone(), _permit: permit }).map_err(|e| io(tmp, e))?;
+                }
+            }
             off += pending_len as u64;
             pending_len = 0;
-            let turn = ctx.writer.clone().lock_owned().await;
-            writing = Some(tokio::task::spawn_blocking(move || {
-                let _turn = turn;
-                let mut at = at;
-                for d in data {
-                    f.write_all_at(&d, at)?;
-                    at += d.len() as u64;
-                }
-                Ok(())
-            }));
         }
     }
-    if let Some(w) = writing.take() {
-        joined(tmp, w).await?;
-    }
+    drop(turn.wait(tmp).await?);
     if off != start + len {
         return Err(Error::Integrity { message: format!("{object}: part {i} ended after {} of {len} bytes", off - start), request_id: None });
     }
@@ -772,6 +753,39 @@ mod tests {
                 assert_eq!(combine_parts(algo, &sums, ps, size), Some(algo.digest(&data[..size as usize])), "{algo} {size} {ps}");
             }
         }
+    }
+
+    /// A current-thread runtime has no `block_in_place`: the parts hand their batches to
+    /// the file's writer thread instead, and the file lands whole and verified.
+    #[tokio::test(flavor = "current_thread")]
+    async fn parts_on_a_current_thread_runtime_go_through_the_writer_thread() {
+        use ferry_store::{Credentials, CredentialsSource};
+        let srv = ferry_server::BackgroundServer::start(ferry_server::config::ServeConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+        let c = S3Client::builder(srv.url()).credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret"))).build().unwrap();
+        c.create_bucket("cur").await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let bytes: Vec<u8> = (0..3 * 1024 * 1024 + 5)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let src = dir.path().join("src.bin");
+        std::fs::write(&src, &bytes).unwrap();
+        let obj = ObjectRef::new("cur", "big");
+        crate::upload_file(&c, &src, &obj, &crate::UploadParams::default(), None).await.unwrap();
+        let dest = dir.path().join("back.bin");
+        // 7 parts of 512 KiB, 4 KiB short of a multiple: several batches per part.
+        let params = DownloadParams { part_size: 512 * 1024 - 4096, concurrency: 4, ..Default::default() };
+        let out = download_file(&c, &obj, &dest, &params, None).await.unwrap();
+        assert_eq!(out.verified, Verified::Checksum(ChecksumAlgorithm::Crc64Nvme));
+        assert_eq!(out.fetched_bytes, bytes.len() as u64);
+        assert!(std::fs::read(&dest).unwrap() == bytes, "the file differs from the object");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
     }
 
     #[test]
