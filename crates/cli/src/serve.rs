@@ -3,6 +3,9 @@
 //! The first line on stdout is `listening on http://ADDR` (or https), printed once the
 //! socket accepts connections, so scripts can start the server with port 0 and read the
 //! port back. The credentials and every emulation value in force follow.
+//!
+//! `--tls` without `--ca-file` writes its self-signed CA to `ferry-ca-PID.pem` in the
+//! temp dir and removes it when the server stops (SIGINT, SIGTERM, an error).
 
 use crate::units::{parse_bytes, parse_duration};
 use anyhow::{bail, Result};
@@ -37,7 +40,8 @@ pub struct ServeArgs {
     /// PEM private key for --cert.
     #[arg(long, requires = "cert")]
     key: Option<PathBuf>,
-    /// Where --tls writes the self-signed CA certificate [default: a file in the temp dir].
+    /// Where --tls writes the self-signed CA certificate, kept after the server stops
+    /// [default: a file in the temp dir, removed when the server stops].
     #[arg(long, value_name = "FILE")]
     ca_file: Option<PathBuf>,
     /// Accept unsigned requests (no SigV4 check).
@@ -197,7 +201,22 @@ fn config(args: ServeArgs) -> Result<ServeConfig> {
     Ok(c)
 }
 
+/// Removes the CA file `--tls` generated (no `--ca-file` given) when the server stops:
+/// on SIGINT or SIGTERM (`shutdown_signal`), on an error, on a panic. Its certificate is
+/// made afresh at every start, so the file is of no use once this server is gone. A
+/// `--ca-file` the user named is left where they asked for it; SIGKILL leaves either.
+struct RemoveOnDrop(Option<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(path) = &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 pub fn run(args: ServeArgs) -> Result<()> {
+    let generated_ca = args.ca_file.is_none();
     let config = config(args)?;
     // This runtime only accepts: connections are served on the server's own connection
     // threads (ferry_server, "Threads"), so one thread is all it needs.
@@ -209,6 +228,10 @@ pub fn run(args: ServeArgs) -> Result<()> {
             Some(TlsConfig::SelfSigned { ca_file }) => Some(ca_file.clone()),
             _ => None,
         };
+        let _ca_guard = RemoveOnDrop(ca_file.clone().filter(|_| generated_ca));
+        // Handlers in place before the banner: a signal sent as soon as it is read stops
+        // the server cleanly (the CA file removed) instead of killing it.
+        let stop = shutdown_signal()?;
         let server = Server::bind(config).await?;
         let scheme = if server.is_tls() { "https" } else { "http" };
         let mut out = std::io::stdout().lock();
@@ -228,17 +251,21 @@ pub fn run(args: ServeArgs) -> Result<()> {
         }
         out.flush()?;
         drop(out);
-        server.run(shutdown_signal()).await?;
+        server.run(stop).await?;
         eprintln!("ferry serve: stopped");
         Ok(())
     })
 }
 
-async fn shutdown_signal() {
+/// Resolves on the first SIGINT or SIGTERM; the handlers are installed by this call.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    })
 }

@@ -29,16 +29,6 @@
 //! verified, not synced); `--fsync` is there for data that must survive a crash, and
 //! the state file's read-back check (below) catches a temp file damaged by one.
 //!
-//! 4 x 1 GiB, `ferry cp --recursive` down from `ferry serve --memory` (lan), 3 runs
-//! interleaved with s5cmd 2.3.0 on 2 shared cores at load 10-13, wall s median (range):
-//! with the fsync (main before this change) 9.2 (9.0-17.9), without 7.0 (5.9-7.4),
-//! s5cmd 4.7 (4.1-6.3). What is left is CPU, which is wall time on a saturated machine:
-//! ferry 0.8-1.0 s user (the CRC64NVME of every byte, which s5cmd does not check) and
-//! about 1 s more system time (`perf`: 55% in copy_folio_from_iter_atomic, the copy into
-//! the page cache, the same work s5cmd does; rwsem spinning of 32 parts writing 4 files).
-//! Write batches of 128 KiB instead of 1 MiB, 4 parts per file instead of 8, and 16 or
-//! 64 MiB parts gave no difference that stood out of this machine's noise.
-//!
 //! Resume: the state file (JSON, rewritten by write-then-rename as parts finish, at
 //! most every `STATE_EVERY`, and once more when the download fails) holds
 //! the ETag, size, part size and each finished part's CRC (the object's stored CRC
@@ -51,127 +41,64 @@
 //! catches a temp file damaged between runs. In durable mode the one fsync is before the
 //! rename.
 //!
-//! Parts are written in batches of up to [`WRITE_BATCH`] on the blocking pool (`pwrite`
-//! at the part's offset, the received chunks as they are, no copy), one batch per file
-//! at a time (a per-file turn), so file I/O never stalls the async workers and parts of
-//! one file never contend for its inode lock. A part reads its next batch from the
-//! socket while the one before is written (at most one write of its own outstanding,
-//! the two batches [`part_bytes_in_memory`] counts): waiting for each write before
-//! reading on made every batch two thread hand-offs in series, and on a machine whose
-//! cores are busy each hand-off waits for a core (below: ferry's wall time tripled
-//! beside a `cargo` build while s5cmd's barely moved). In durable mode, after each part,
+//! Writing: a part gathers the chunks it receives (as they are, no copy) into batches of
+//! up to [`WRITE_BATCH`] and `pwrite`s each at its offset on the blocking pool, one batch
+//! per file at a time (a per-file turn, so parts of one file never contend for its inode
+//! lock), while it reads its next batch from the socket: at most one write of its own
+//! outstanding, the two batches [`part_bytes_in_memory`] counts. File I/O never stalls
+//! the async workers, which keep reading sockets. In durable mode, after each part,
 //! `sync_file_range(SYNC_FILE_RANGE_WRITE)` starts its writeback without waiting, so the
-//! final fsync overlaps the transfer instead of following it (the fsyncs then took 1-10
-//! ms each, `strace -T`, but the transfer itself ran at the disk's speed).
+//! final fsync overlaps the transfer instead of following it.
 //!
-//! Parts in flight: `concurrency` per file, and a [`PartBudget`] shared by every
-//! download of one command (`ferry cp`: 16), instead of 8 per file x 4 files.
+//! Each part runs as a task of its own (`tokio::spawn`, aborted when the download is
+//! dropped): an HTTP/1.1 body reads its socket on the task that polls it (wire's
+//! pool.rs), so parts polled as futures of one stream shared one thread for every read
+//! and CRC (under `ferry cp` the main one, outside the runtime's workers: 1.57 CPU-s on
+//! main, ~0 on the workers in a 4 x 1 GiB run). Parts in flight: `concurrency` per file,
+//! and a [`PartBudget`] shared by every download of one command (`ferry cp`: 16).
 //!
-//! Each part runs as a task of its own (`tokio::spawn`), not as a future polled by the
-//! caller's task: an HTTP/1.1 body reads its socket on the task that polls it (wire's
-//! pool.rs), so parts polled together shared one thread for every read and CRC, and
-//! under `ferry cp` that thread was the main one, outside the runtime's workers
-//! (measured below, "what waited").
+//! Measured: 4 x 1 GiB `ferry cp --recursive` down from one `ferry serve --memory`, by
+//! hand, interleaved with s5cmd 2.3.0 on the 2 shared cores (`/usr/bin/time`: wall s,
+//! client CPU s user + sys, peak RSS, voluntary context switches):
+//! - the copies (`perf record -g`): with chunks held in 256 KiB batches sliced from 256
+//!   KiB read buffers, the copy into the page cache took 2-4x s5cmd's samples; 64 KiB read
+//!   buffers (wire's `READ_BUFFER_MAX`) and 128 KiB batches brought it to s5cmd's level.
+//! - the hand-offs (cli8, 9-11 rounds, load 7-16; the code of both tries is in git
+//!   history, commit "parts pwrite their batches inside block_in_place"): each batch on
+//!   the blocking pool costs two wake-ups, 37-52k switches per run beside s5cmd's
+//!   12-24k, CPU 4.4-6.7 s beside s5cmd's 3.4-5.5. (a) A writer thread per file fed by a
+//!   channel, a part waiting only for its own previous batch: 28-34k switches, CPU 10-20%
+//!   lower in 9 of 9 rounds, same RSS, but wall lower in only 3 of 9 (median 6.3 s beside
+//!   5.6). (b) The `pwrite` in the part's task inside `block_in_place` (s5cmd's shape:
+//!   read, then write at once on the same thread): 4-9k switches, CPU 2.9-4.5 s, 30%
+//!   lower in 9 of 9 and below s5cmd's, but wall higher in 5 of 5 rounds at load 15-16
+//!   (9.4 and 11.4 s beside 7.5 and 7.2) and 2 of 4 at 7-10, and peak RSS 46-53 MiB
+//!   beside 30 (the runtime moves the worker's core to a pool thread at each write, and up
+//!   to 10 threads then read into allocator heaps of their own). (c) The `pwrite` on the
+//!   worker without `block_in_place`: least CPU (2.9-3.2 s) but 7.0-8.2 s wall beside
+//!   4.6-5.2, a worker stalled in `pwrite` stops reading its sockets. On these loaded
+//!   cores the wall time follows the scheduler's fair share: fewer runnable threads get
+//!   less of the machine, so a design that saves CPU by waking fewer threads did not go
+//!   faster. Neither was kept; (b) is worth measuring again on a quiet machine.
+//! - no difference out of the noise, tried earlier: no per-file writer turn, 32 parts in
+//!   flight instead of 16, 4 parts per file instead of 8, 1 MiB write batches, 16 or 64
+//!   MiB parts, `--transport h1-pool`, s5cmd's shape (50 MiB parts, 5 per file).
+//! - where it stands (cli8, this code; 3 rounds interleaved at load 7-16, no quiet
+//!   moment came; the lead's quiet figures: ferry 3.98-4.55 s, s5cmd 2.84-3.19):
 //!
-//! Measured for this design (4 x 1 GiB, `ferry cp --recursive` down from one `ferry
-//! serve --memory`, interleaved with s5cmd 2.3.0 and the build before it, on the 2
-//! shared cores at load 10-17; wall s, client CPU s (user + sys), peak RSS):
-//! - `perf record -g`: 32% copy into the page cache, 12% copy out of the socket, 10%
-//!   softirq (loopback), 7.5% CRC64NVME (crc-fast's AVX-512 VPCLMULQDQ path, once per
-//!   byte: ranged parts are not verified again by ferry-store), 2.3% `crc_combine` of the
-//!   512 part CRCs (now `combine_parts`, one precomputed shift), 1.6-3% zeroing fresh
-//!   pages for receive buffers (`MIMALLOC_PURGE_DELAY=-1` cut wall 10-20% in 3 pairs: an
-//!   allocator setting, left to main.rs's owner).
-//! - `strace -c -f`: 520 state-file renames (one per part; now at most every
-//!   `STATE_EVERY`); 324 connections opened for 512 GETs with the default `auto`
-//!   transport against 16 with `--transport h1-pool` (auto's bulk lane closes a
-//!   connection whenever bulk requests in flight dip between two parts: wire's
-//!   auto.rs), s5cmd 21.
-//! - the budget of 16 (global) instead of 8 per file, alone: peak RSS 57-61 MiB instead
-//!   of 70-102, CPU unchanged (budget 8 and 32 were within the noise).
-//! - one writer per file: wall 18.1 / 14.3 / 18.4 s beside 25.5 / 24.6 / 24.0 for the
-//!   build before, s5cmd 9.6 / 7.0 / 9.7 (a `cargo test` build running beside all three);
-//!   at load 6-8, wall 5.4 / 8.7 / 5.8 beside 8.9 / 9.6 / 8.8, s5cmd 4.5 / 6.3 / 4.2,
-//!   client CPU 4.6-6.5 s beside 6.6-7.3 (s5cmd 3.8-5.2). But parts waiting for their
-//!   file's turn hold their batch: peak RSS went back up to 72-97 MiB (before: 73-86;
-//!   what held it: "peak RSS, measured one suspect at a time" below).
-//! - tried and dropped: writing each chunk at once on the async worker (no blocking-pool
-//!   hop, the chunk still in cache): the same CPU, but wall 14-19 s beside 8.7-14 s for
-//!   the build before, as both workers then stall in `pwrite` and stop reading sockets.
-//! - after main's d25abd4 (auto keeps a lane's connections between ranged parts), 4 x 1
-//!   GiB with ~20 connections opened per run (client ports seen by `ss`, TIME_WAIT
-//!   included; s5cmd 20-21, rclone 16) instead of 324. 3 runs interleaved at load
-//!   10-14, wall s / user s / sys s / peak RSS: ferry 9.6-25.9 / 0.8-1.1 / 8.4-9.3 /
-//!   66-71 MiB, s5cmd 7.2-10.8 / 0.4-0.6 / 4.7-11.3 / 21 MiB, rclone (64 transfers)
-//!   5.5-9.7 / 0.35-0.41 / 3.9-4.8 / 47 MiB. Wall time on this machine follows its load
-//!   more than the tool; system time is where ferry is behind.
-//! - the allocator's purge (mimalloc handing freed pages back with `madvise`, so the
-//!   next buffer faults in zeroed pages): 701 `madvise` calls per 4 x 1 GiB (`strace
-//!   -c -f`), 11 with `purge_delay` -1, now set by main.rs for the data verbs; system
-//!   time 6.1-10.3 s beside 7.7-16.3 in 6/6 pairs at load 10 (an earlier session: wall
-//!   10-20% lower in 3/3), peak RSS unchanged (67-73 MiB): what is kept is reused.
-//! - peak RSS, measured one suspect at a time (4 x 1 GiB as above, one run each at load
-//!   ~10, with the knobs made settings for the experiment): hyper's read buffer cap
-//!   (wire's pool.rs `READ_BUFFER_MAX`) 1 MiB -> 64 KiB took peak RSS from 76 to 29 MiB;
-//!   the write batch 256 -> 64 KiB, alone: 76 MiB (no change); the blocking pool 16 -> 4
-//!   threads, alone: 72 MiB (no change). A body chunk is a slice of hyper's read buffer,
-//!   so the chunks a part holds in its batch pin up to a whole buffer each while hyper
-//!   reads into a fresh one. With the cap at 128 KiB (8 runs: 64 KiB 29-31 MiB, 128 KiB
-//!   33-38, 256 KiB 47-51, 1 MiB 74-76; system CPU the same within the noise), a run
-//!   holds ~15 MiB at start (the binary's pages, runtime) plus ~16-20 MiB of batches and
-//!   buffers for 16 parts.
-//! - system CPU, `strace -c -f` of one 4 x 1 GiB run with 128 KiB buffers beside s5cmd:
-//!   ferry 33,564 `recvfrom` and 33,445 `pwrite64` (128 KiB each on average), 37,634
-//!   `futex`, 7,847 `sched_yield`, 278 state renames; s5cmd 132,387 `read` and 132,072
-//!   `pwrite64` (32 KiB each), 28,613 `futex`, 59,805 `nanosleep`. ferry makes a quarter
-//!   of s5cmd's I/O calls for the same bytes; its system time is the two copies (socket
-//!   to buffer, buffer to page cache) that every tool pays, and it was not above
-//!   s5cmd's in the runs below.
-//! - the read buffer cap, on a quiet machine (the lead: load ~3, 3 interleaved rounds):
-//!   1 MiB 5.18-5.26 s wall, 64-70 MiB; 256 KiB 5.27-5.93 s, 36-46 MiB; 128 KiB
-//!   5.66-6.90 s, 29-35 MiB; s5cmd 3.24-4.00 s, 22 MiB. ferry used less than both cores
-//!   (~4.8 CPU-s in 5.2 s), where s5cmd's 4.6 CPU-s fit in 3.3 s: it waited in series.
-//! - what waited: every part ran on ONE thread. A part was a future inside this
-//!   function's stream, itself a future inside `ferry cp`'s job stream, which the CLI
-//!   polls in `block_on` on the main thread; and an HTTP/1.1 body reads its socket on
-//!   the task that polls it (wire's pool.rs, `Driver`). So every `recvfrom` and every
-//!   CRC of the download ran on the main thread, while the runtime's 2 workers idled
-//!   (CPU per thread, `/proc/PID/task/*/stat`, one 4 x 1 GiB run: main 1.57 s, workers
-//!   ~0, each blocking-pool writer ~0.2 s). Now each part is a task of its own
-//!   (`tokio::spawn`, aborted if the download is dropped), and the workers share the
-//!   reads and CRCs (1.1 s each, main ~0). 4 x 1 GiB, 6 rounds interleaved with the
-//!   build before and s5cmd at load 9-14 (no quiet moment came), wall s / client CPU s:
-//!   spawned 5.3, 4.7, 4.9, 7.5, 7.2, 5.5 / 3.5-5.8; before 5.4, 7.8, 6.7, 8.7, 9.9,
-//!   7.6 / 3.6-7.7; s5cmd 5.9, 7.0, 8.5, 6.4, 10.9, 10.0 / 3.5-5.7. Server CPU per run
-//!   was the same for ferry and s5cmd (0.9-1.4 s beside 0.8-1.1: not the cause).
-//! - tried beside it, one knob each, 6 rounds (3 at load 9-13, 3 at 4-9), none stood
-//!   out of the noise: no per-file writer turn 7.0, 6.2, 7.7, 5.2, 6.0, 5.1 s beside
-//!   7.5, 7.2, 5.5, 5.0, 6.1, 6.0; 32 parts in flight instead of 16: 6.5, 8.3, 7.3, 5.2,
-//!   6.1, 5.8; 1 MiB write batches (3 rounds at 4-9): 4.9, 6.0, 8.1; `--transport
-//!   h1-pool` and s5cmd's shape (`--part-size 50MiB --part-concurrency 5`), 2 rounds
-//!   each at load 9: within the noise too. A writer thread per file was not tried.
-//! - where it stands (4 x 1 GiB, 6 rounds interleaved at load 5-7), wall s: ferry 5.2,
-//!   3.9, 4.3, 5.3, 6.9, 5.5 (client CPU 3.7-6.8 s, 40-53 MiB); the build before 7.3,
-//!   5.2, 5.4, 6.0, 5.5, 5.4 (4.1-6.8 s, 36-49 MiB); s5cmd 4.1, 3.2, 3.9, 5.4, 5.0, 4.2
-//!   (3.7-4.5 s, 21 MiB); rclone 4.4, 3.7, 3.8, 6.0, 3.8, 3.8 (3.8-4.9 s, 47 MiB). Faster
-//!   than the build before in 10 of the 12 pairs of this note, still behind s5cmd and
-//!   rclone by hand. `ferry bench cli-transfer` (3 repeats, load 4-8), download 4 x 256
-//!   MiB (`--quick`): ferry 1,072 MB/s, s5cmd 992, rclone 691; 4 x 1 GiB (full size): ferry
-//!   761 MB/s (679-795), s5cmd 885 (543-978), rclone 950 (595-1080). Ahead of both on
-//!   the quick row, still behind on the full one (about 0.5-1 s of wall time per 4 GiB),
-//!   with about their client CPU (bench medians: 4.7 s beside 6.2 and 5.2).
-//! - the copies cost more than s5cmd's for the same bytes (the lead, `perf record -g`
-//!   of 4 x 1 GiB, load 3-6): `copy_folio_from_iter_atomic` (into the page cache)
-//!   5.7-19.1k samples against s5cmd's 2.3-3.0k, `_copy_to_iter` (out of the socket)
-//!   2.8-4.2k against 2.0-2.5k, varying widely from run to run. s5cmd reads 32 KiB and
-//!   writes the same 32 KiB at once, from a buffer it reuses, so the bytes are in cache
-//!   for both copies; ferry's chunks sat in 256 KiB batches and 256 KiB read buffers
-//!   that hyper could not reuse while they were held. With 64 KiB read buffers and
-//!   128 KiB batches the page-cache copy fell to 3.6-4.4k samples (the figures are at
-//!   `WRITE_BATCH` and wire's `READ_BUFFER_MAX`), wall 3.98-4.55 s beside 4.27-4.61 in 4
-//!   of 4 rounds, peak RSS 30-31 MiB; s5cmd 2.84-3.19 s. What is left: ferry's client
-//!   CPU is still ~15% above s5cmd's (more wake-ups: each batch is a blocking-pool
-//!   hand-off and back, `_raw_spin_unlock_irqrestore` 3.0-3.6k samples against 2.1k).
+//!   | 4 x 1 GiB | wall s | user s | sys s | peak RSS | switches |
+//!   |---|---|---|---|---|---|
+//!   | down: ferry | 7.88, 8.79, 8.62 | 0.98-1.01 | 4.6-5.7 | 30 MiB | 38-48k |
+//!   | down: s5cmd 2.3.0 | 7.02, 9.49, 7.90 | 0.37-0.44 | 3.9-5.1 | 20-21 MiB | 13-24k |
+//!   | down: rclone (64 transfers) | 7.55, 11.14, 8.51 | 0.46-0.56 | 4.7-5.3 | 46-47 MiB | 14-19k |
+//!   | up (2 rounds, load 10-12): ferry | 52.5, 36.3 | 1.3-1.4 | 4.1-4.2 | 44-50 MiB | |
+//!   | up: s5cmd | 86.4, 84.1 | 11.9-12.6 | 2.3-2.4 | 27 MiB | |
+//!   | up: rclone | 133.6, 147.9 | 40.5-41.0 | 5.6-9.2 | 246-283 MiB | |
+//!
+//!   `ferry bench cli-transfer --quick` (3 repeats, beside a `cargo test` build, load
+//!   8-10), ferry / s5cmd / rclone: 1,000 x 16 KiB up 1,230 / 513 / 382 objects/s, down
+//!   566 / 384 / 468; 4 x 256 MiB up 84 / 57 / 35 MB/s, down 301 / 528 / 436 MB/s (peak
+//!   RSS 30 / 18 / 47 MiB). The large download is the one row still behind both.
 //!
 //! 8 MiB parts: the low end of the cost-optimal request size on S3 (LAB.md section 1,
 //! AnyBlob), and the same part size uploads use.
@@ -772,6 +699,39 @@ mod tests {
                 assert_eq!(combine_parts(algo, &sums, ps, size), Some(algo.digest(&data[..size as usize])), "{algo} {size} {ps}");
             }
         }
+    }
+
+    /// On a current-thread runtime too (a library user's), the parts of a ranged download
+    /// run as tasks, write on the blocking pool, and the file lands whole and verified.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_ranged_download_on_a_current_thread_runtime() {
+        use ferry_store::{Credentials, CredentialsSource};
+        let srv = ferry_server::BackgroundServer::start(ferry_server::config::ServeConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+        let c = S3Client::builder(srv.url()).credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret"))).build().unwrap();
+        c.create_bucket("cur").await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let bytes: Vec<u8> = (0..3 * 1024 * 1024 + 5)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let src = dir.path().join("src.bin");
+        std::fs::write(&src, &bytes).unwrap();
+        let obj = ObjectRef::new("cur", "big");
+        crate::upload_file(&c, &src, &obj, &crate::UploadParams::default(), None).await.unwrap();
+        let dest = dir.path().join("back.bin");
+        // 7 parts of 508 KiB: several write batches per part, a short last part.
+        let params = DownloadParams { part_size: 512 * 1024 - 4096, concurrency: 4, ..Default::default() };
+        let out = download_file(&c, &obj, &dest, &params, None).await.unwrap();
+        assert_eq!(out.verified, Verified::Checksum(ChecksumAlgorithm::Crc64Nvme));
+        assert_eq!(out.fetched_bytes, bytes.len() as u64);
+        assert!(std::fs::read(&dest).unwrap() == bytes, "the file differs from the object");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
     }
 
     #[test]
