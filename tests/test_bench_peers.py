@@ -262,7 +262,7 @@ def test_driver_mixed_hol_counts_parts_that_straddle_the_window(peer, peers_doc,
     spec = {**endpoint(server), "op": "mixed_hol", "bucket": "hol", "concurrency": 4, "timeout_s": 60,
             "smalls": [[k, 5000] for k in keys], "small_rate": 2 / 3, "large_bucket": "synthetic",
             "larges": ["8MiB/x"], "parts": [[0, 0, part - 1], [0, part, 2 * part - 1]],
-            "large_in_flight": 2, "loaded": True, "load_warmup_s": 1.0}
+            "large_in_flight": 2, "loaded": True, "load_warmup_s": 1.0, "load_alone_s": 0.5}
     rc, r, err = drive(entry, peer, spec)
     assert rc == 0, err
     assert r["errors"] == 0 and r["ops"] == 3, r
@@ -271,6 +271,10 @@ def test_driver_mixed_hol_counts_parts_that_straddle_the_window(peer, peers_doc,
     assert window_bytes > 0, f"no large bytes counted in the window: {f}"
     # Never more than the parts done plus those still in flight at the window's end.
     assert window_bytes <= (f["large_parts_done"] + spec["large_in_flight"]) * part, f
+    # The reference of "large objects done": the load alone over the warm-up's last 0.5 s
+    # (0 for the CRT, whose bodies arrive whole at a part's end, ~2 s in).
+    assert f["large_alone_bytes_per_s"] >= 0, f
+    assert f["large_done_s"] > 0, f
     if peer.startswith("boto3"):
         # Where a late start goes: the threads' start, then the warm-up sleep, then the window.
         assert f["load_warmup_slept_s"] >= spec["load_warmup_s"], f

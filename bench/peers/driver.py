@@ -30,7 +30,8 @@ The spec (JSON on stdin):
      "smalls": [[key, size], ...], "small_rate": 100,  # mixed_hol: small GETs arriving open loop,
      "large_bucket": "synthetic", "larges": [...],     #   beside ranged GETs of parts [[k, first, last]]
      "parts": [...], "large_in_flight": 100,           #   of larges[k] kept large_in_flight deep
-     "loaded": true, "load_warmup_s": 0.3,             #   (loaded only), starting load_warmup_s before
+     "loaded": true, "load_warmup_s": 1.0,             #   (loaded only), starting load_warmup_s before
+     "load_alone_s": 0.5,                              #   the first small; its last load_alone_s measured
      "concurrency": 32,                                # operations in flight
      "timeout_s": 300}
 
@@ -43,7 +44,8 @@ The result (one JSON object on stdout; the process exits 0 whenever it could mea
      child's for the binaries), "timed_out", "how",
      "first_bytes_s" (per GET, request to response head, where the peer exposes the head),
      "figures" (op-specific: mixed_hol's smalls_done_s, large_parts_done, large_bytes,
-     large_bytes_per_s; boto3's load_threads_started_s, load_warmup_slept_s,
+     large_bytes_per_s, large_alone_bytes_per_s, large_done_s, large_alone_done_s,
+     large_done_over_alone; boto3's load_threads_started_s, load_warmup_slept_s,
      smalls_window_opened_s: where a late start of the smalls goes)}
 
 `ops` counts finished operations: objects fetched/written/deleted, or keys listed. A
@@ -224,6 +226,38 @@ class _Load:
         self.window_bytes = 0
         self.window_start: float | None = None
         self.window_open = False
+        # Every large byte received, and the large rate alone over the warm-up's last
+        # load_alone_s (the "large objects done" reference; mixed_hol.rs).
+        self.all_bytes = 0
+        self.alone_rate: float | None = None
+        warmup = float(spec.get("load_warmup_s", 0))
+        self.alone_s = min(float(spec.get("load_alone_s", 0)), warmup)
+        self.pre_alone_s = warmup - self.alone_s
+
+    def _alone_begin(self):
+        with self.lock:
+            return self.all_bytes, time.monotonic()
+
+    def _alone_end(self, mark):
+        with self.lock:
+            b, t = self.all_bytes - mark[0], time.monotonic() - mark[1]
+        if self.alone_s > 0:
+            self.alone_rate = b / max(t, 1e-9)
+
+    def warm(self):
+        """The warm-up before the smalls, its last `alone_s` measured."""
+        time.sleep(self.pre_alone_s)
+        mark = self._alone_begin()
+        time.sleep(self.alone_s)
+        self._alone_end(mark)
+
+    async def warm_async(self):
+        import asyncio
+
+        await asyncio.sleep(self.pre_alone_s)
+        mark = self._alone_begin()
+        await asyncio.sleep(self.alone_s)
+        self._alone_end(mark)
 
     def next_part(self):
         with self.lock:
@@ -240,10 +274,10 @@ class _Load:
 
     def received(self, n):
         """`n` bytes of a large part arrived."""
-        if self.window_open:
-            with self.lock:
-                if self.window_open:
-                    self.window_bytes += n
+        with self.lock:
+            self.all_bytes += n
+            if self.window_open:
+                self.window_bytes += n
 
     def done(self, n, want):
         if n != want:
@@ -263,8 +297,19 @@ class _Load:
             tally.error(f"{unfinished} small GETs unfinished at the time-out", n=unfinished)
         tally.figures["smalls_done_s"] = window
         if self.loaded:
+            loaded_rate = window_bytes / max(window, 1e-9)
             tally.figures.update(large_parts_done=parts_done, large_bytes=nbytes,
-                                 large_bytes_per_s=window_bytes / max(window, 1e-9))
+                                 large_bytes_per_s=loaded_rate)
+            if self.alone_rate is not None:
+                # As mixed_hol.rs's large_done_figures: the large objects once, at each rate.
+                total = sum(int(last) - int(first) + 1 for _k, first, last in self.parts)
+                tally.figures["large_alone_bytes_per_s"] = self.alone_rate
+                if loaded_rate > 0:
+                    tally.figures["large_done_s"] = total / loaded_rate
+                if self.alone_rate > 0:
+                    tally.figures["large_alone_done_s"] = total / self.alone_rate
+                if loaded_rate > 0 and self.alone_rate > 0:
+                    tally.figures["large_done_over_alone"] = self.alone_rate / loaded_rate
 
 
 class _Quiet:
@@ -450,7 +495,7 @@ class Boto3Peer:
             # that the load's threads hold while they sign requests and copy bodies.
             tally.figures["load_threads_started_s"] = time.monotonic() - t0
             s = time.monotonic()
-            time.sleep(float(spec.get("load_warmup_s", 0)))
+            load.warm()
             tally.figures["load_warmup_slept_s"] = time.monotonic() - s
         ex = ThreadPoolExecutor(max_workers=SMALL_THREADS)
 
@@ -692,7 +737,7 @@ class AwscrtPeer:
 
         if spec.get("loaded"):
             threading.Thread(target=feeder, daemon=True).start()
-            time.sleep(float(spec.get("load_warmup_s", 0)))
+            load.warm()
         futures = []
         for key, size, arrival in _arrivals(spec, load):
             def ok(n, lat, fb, key=key, size=size):
@@ -928,7 +973,7 @@ class ObstorePeer:
         workers = []
         if spec.get("loaded"):
             workers = [asyncio.create_task(worker()) for _ in range(int(spec["large_in_flight"]))]
-            await asyncio.sleep(float(spec.get("load_warmup_s", 0)))
+            await load.warm_async()
 
         async def small(key, size, arrival):
             try:

@@ -222,6 +222,8 @@ pub enum PeerOp {
         parts: Arc<Vec<(usize, u64, u64)>>,
         large_in_flight: usize,
         load_warmup: Duration,
+        /// The last part of the warm-up, measured: the large parts' rate alone.
+        load_alone: Duration,
         loaded: bool,
         connections: usize,
     },
@@ -261,10 +263,10 @@ impl PeerOp {
                 json!({"bucket": bucket, "key": key, "ranges": ranges.as_slice(), "concurrency": concurrency})
             }
             PeerOp::RewriteMany { bucket, keys, concurrency, .. } => json!({"bucket": bucket, "keys": keys.as_slice(), "concurrency": concurrency}),
-            PeerOp::MixedHol { bucket, smalls, small_rate, large_bucket, larges, parts, large_in_flight, load_warmup, loaded, connections } => json!({
+            PeerOp::MixedHol { bucket, smalls, small_rate, large_bucket, larges, parts, large_in_flight, load_warmup, load_alone, loaded, connections } => json!({
                 "bucket": bucket, "smalls": smalls.as_slice(), "small_rate": small_rate, "large_bucket": large_bucket,
                 "larges": larges.as_slice(), "parts": parts.as_slice(), "large_in_flight": large_in_flight,
-                "load_warmup_s": load_warmup.as_secs_f64(), "loaded": loaded, "concurrency": connections,
+                "load_warmup_s": load_warmup.as_secs_f64(), "load_alone_s": load_alone.as_secs_f64(), "loaded": loaded, "concurrency": connections,
             }),
         }
     }
@@ -437,14 +439,21 @@ pub struct PeerResult {
 /// Runs `op` with `peer` against `endpoint`, bounded by `timeout` (plus [`KILL_GRACE`]).
 /// Never fails: an absent peer, a driver that crashed or overran comes back as a status.
 pub fn run(peer: Peer, endpoint: &Endpoint, op: &PeerOp, timeout: Duration) -> PeerResult {
+    run_scraped(peer, endpoint, op, timeout, &|| ServerCounters::scrape(&endpoint.url, endpoint.ca_bundle.as_deref()))
+}
+
+/// [`run`] with the server's counters read by `scrape` before and after (bulk-wan reads
+/// them from the server's side of the link: two scrapes across 110 ms of RTT, TCP and
+/// TLS handshakes included, took ~0.7 s a row).
+pub fn run_scraped(peer: Peer, endpoint: &Endpoint, op: &PeerOp, timeout: Duration, scrape: &dyn Fn() -> Option<ServerCounters>) -> PeerResult {
     let base = PeerResult { peer: peer.name().into(), op: op.name().into(), concurrency: op.concurrency(), ..PeerResult::default() };
     let install = match available(peer) {
         Ok(i) => i,
         Err(reason) => return PeerResult { status: "absent".into(), reason: Some(reason), ..base },
     };
-    let before = ServerCounters::scrape(&endpoint.url, endpoint.ca_bundle.as_deref());
+    let before = scrape();
     let mut r = run_installed(&install, endpoint, op, timeout, KILL_GRACE, base);
-    if let (Some(b), Some(a)) = (before, ServerCounters::scrape(&endpoint.url, endpoint.ca_bundle.as_deref())) {
+    if let (Some(b), Some(a)) = (before, scrape()) {
         r.server = Some(a.since(&b));
     }
     r

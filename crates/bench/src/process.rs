@@ -234,6 +234,8 @@ pub struct Iperf3Result {
     pub retransmits: Option<f64>,
     pub cpu_host_pct: Option<f64>,
     pub cpu_remote_pct: Option<f64>,
+    /// Every interval of the report in order, omitted ones included: (seconds, bytes).
+    pub intervals: Vec<(f64, f64)>,
 }
 
 /// The most parallel streams iperf3 3.x accepts (`-P`).
@@ -249,6 +251,8 @@ pub struct Iperf3Run {
     /// `-R`: the server sends and the client receives, the direction of a GET's body
     /// (server namespace to client namespace on a link).
     pub reverse: bool,
+    /// `-i`: the report's interval in milliseconds (`None`: iperf3's 1 s).
+    pub interval_ms: Option<u32>,
 }
 
 impl Iperf3Run {
@@ -261,6 +265,9 @@ impl Iperf3Run {
         if self.reverse {
             a.push("-R".into());
         }
+        if let Some(ms) = self.interval_ms {
+            a.extend(["-i".to_string(), format!("{}", ms as f64 / 1000.0)]);
+        }
         a.push("-J".into());
         a
     }
@@ -268,7 +275,7 @@ impl Iperf3Run {
 
 /// `iperf3 -P streams -t seconds`, client to server, nothing omitted (see [`iperf3_run`]).
 pub fn iperf3(link: Option<&Link>, streams: usize, seconds: u32, lifetime: Duration) -> Result<Iperf3Result> {
-    iperf3_run(link, &Iperf3Run { streams, seconds, omit: 0, reverse: false }, lifetime)
+    iperf3_run(link, &Iperf3Run { streams, seconds, omit: 0, reverse: false, interval_ms: None }, lifetime)
 }
 
 /// `iperf3 -s -1` and `iperf3 -c HOST <run.args()>`, each guarded like a server. Without
@@ -325,11 +332,12 @@ pub fn iperf3_run(link: Option<&Link>, run: &Iperf3Run, lifetime: Duration) -> R
 pub fn parse_iperf3_json(v: &Value) -> Result<Iperf3Result> {
     let bps = v["end"]["sum_received"]["bits_per_second"].as_f64().context("iperf3 JSON has no end.sum_received.bits_per_second")?;
     // Every interval, omitted or not: bytes and seconds of the whole run.
-    let (mut bytes, mut secs) = (0.0, 0.0);
+    let (mut bytes, mut secs, mut intervals) = (0.0, 0.0, Vec::new());
     for i in v["intervals"].as_array().into_iter().flatten() {
         if let (Some(b), Some(s)) = (i["sum"]["bytes"].as_f64(), i["sum"]["seconds"].as_f64()) {
             bytes += b;
             secs += s;
+            intervals.push((s, b));
         }
     }
     let cpu = &v["end"]["cpu_utilization_percent"];
@@ -339,6 +347,7 @@ pub fn parse_iperf3_json(v: &Value) -> Result<Iperf3Result> {
         retransmits: v["end"]["sum_sent"]["retransmits"].as_f64(),
         cpu_host_pct: cpu["host_total"].as_f64(),
         cpu_remote_pct: cpu["remote_total"].as_f64(),
+        intervals,
         ..Iperf3Result::default()
     })
 }
@@ -399,9 +408,10 @@ mod tests {
 
     #[test]
     fn iperf3_arguments_and_report() {
-        let r = Iperf3Run { streams: 500, seconds: 3, omit: 2, reverse: true };
+        let r = Iperf3Run { streams: 500, seconds: 3, omit: 2, reverse: true, interval_ms: None };
         assert_eq!(r.args().join(" "), "-P 128 -t 3 -O 2 -R -J");
-        assert_eq!(Iperf3Run { streams: 0, seconds: 0, omit: 0, reverse: false }.args().join(" "), "-P 1 -t 1 -J");
+        assert_eq!(Iperf3Run { streams: 0, seconds: 0, omit: 0, reverse: false, interval_ms: None }.args().join(" "), "-P 1 -t 1 -J");
+        assert_eq!(Iperf3Run { streams: 4, seconds: 3, omit: 0, reverse: true, interval_ms: Some(100) }.args().join(" "), "-P 4 -t 3 -R -i 0.1 -J");
         // Trimmed from an `iperf3 -R -O 1 -t 2 -J` report: one omitted interval, two counted.
         let v: Value = serde_json::from_str(
             r#"{"intervals":[{"sum":{"seconds":1.0,"bytes":1000,"omitted":true}},{"sum":{"seconds":1.0,"bytes":3000,"omitted":false}},{"sum":{"seconds":1.0,"bytes":5000,"omitted":false}}],

@@ -53,7 +53,7 @@ enum Workload {
     OpenAhead(SuiteArgs),
     /// Hudi commit + cleaner: 500 x (GET 4 MiB, modify, PUT), then DeleteObjects of 5,000
     /// keys in batches one after another vs the engine's delete_many (quick: 32 files,
-    /// 2,000 keys).
+    /// the same 5,000 keys).
     Commit(SuiteArgs),
     /// HFile metadata reads: 2,000 ranges of 4-64 KiB in one 256 MiB object, one GET per
     /// range vs the engine's coalescing get_ranges (quick: 1,000 in 128 MiB, the same density).
@@ -66,9 +66,9 @@ enum Workload {
     /// Every workload of the suite in turn (small-objects, mixed-hol, ttfb-throughput,
     /// listing, open-ahead, commit, vectored, bulk-wan), each workload's table, then one
     /// claims table: published headline | measured | reproduced? With --quick every row
-    /// runs 3 interleaved repeats, each workload takes under a minute on a 2-core machine
-    /// but bulk-wan (~2 minutes across the 110 ms link), the suite ~7 minutes. bulk-wan
-    /// crosses the emulated transatlantic link when run as root.
+    /// runs 3 interleaved repeats; on a busy 2-core machine a workload takes 30-110 s
+    /// (bulk-wan across the 110 ms link, mixed-hol and commit the longest), the suite
+    /// ~7 minutes. bulk-wan crosses the emulated transatlantic link when run as root.
     All(SuiteArgs),
     /// HTTPS bulk pull across the emulated link (IN2P3): ferry h1-pool, h2 and auto vs
     /// iperf3 -P N over a concurrency sweep [default link: transatlantic as root].
@@ -178,9 +178,9 @@ struct BulkWanArgs {
     /// Mean object size (sizes ~ Normal(mean, 20% sd)) [default: 128MiB; 32MiB with --quick].
     #[arg(long, value_parser = parse_bytes)]
     mean_size: Option<u64>,
-    /// Seconds counted of each run (each client, each point), after a warm-up [default: 10 after 3; 2 with --quick, after a warm-up measured per ferry row (the rate stopped growing), 2 s at most].
+    /// Seconds counted of each run (each client, each point), after a warm-up [default: 10 after 3; 1.5 with --quick, after a warm-up measured per cold row (the rate stopped growing), 2 s at most, or 0.3 s on a client's warm connections].
     #[arg(long)]
-    seconds: Option<u32>,
+    seconds: Option<f64>,
     /// Seed of the object sizes.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -239,8 +239,8 @@ fn run_bulk_wan(a: &BulkWanArgs) -> Result<()> {
         p.mean_bytes = m;
     }
     if let Some(s) = a.seconds {
-        if s == 0 {
-            bail!("--seconds must be at least 1");
+        if !(s >= 0.1) {
+            bail!("--seconds must be at least 0.1");
         }
         p.run_seconds = s;
     }

@@ -46,7 +46,7 @@ fn tiny() -> BulkWanParams {
     p.mean_bytes = 1 << 20;
     p.objects = 8;
     p.concurrency = vec![2];
-    p.run_seconds = 1;
+    p.run_seconds = 1.0;
     p.repeats = 1;
     p
 }
