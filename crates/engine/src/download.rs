@@ -42,11 +42,15 @@
 //! rename.
 //!
 //! Writing: a part gathers the chunks it receives (as they are, no copy) into batches of
-//! up to [`WRITE_BATCH`] and `pwrite`s each at its offset on the blocking pool, one batch
-//! per file at a time (a per-file turn, so parts of one file never contend for its inode
-//! lock), while it reads its next batch from the socket: at most one write of its own
-//! outstanding, the two batches [`part_bytes_in_memory`] counts. File I/O never stalls
-//! the async workers, which keep reading sockets. In durable mode, after each part,
+//! up to [`WRITE_BATCH`] and `pwrite`s each at its offset from its own task, inside
+//! `tokio::task::block_in_place`: the bytes are still in this core's cache, no other
+//! thread is woken for them, and the runtime hands the worker's other tasks to another
+//! thread while the write runs (into the page cache it is short, but it stalls when the
+//! kernel throttles dirty pages). This is s5cmd's shape: it reads 32 KiB and writes them
+//! at once from the same goroutine. A current-thread runtime has no `block_in_place`;
+//! there each file gets a writer thread fed by a channel, and a part hands it one batch
+//! at a time, waiting only if its previous one is not written yet (the two batches
+//! [`part_bytes_in_memory`] counts). In durable mode, after each part,
 //! `sync_file_range(SYNC_FILE_RANGE_WRITE)` starts its writeback without waiting, so the
 //! final fsync overlaps the transfer instead of following it.
 //!
@@ -63,42 +67,33 @@
 //! - the copies (`perf record -g`): with chunks held in 256 KiB batches sliced from 256
 //!   KiB read buffers, the copy into the page cache took 2-4x s5cmd's samples; 64 KiB read
 //!   buffers (wire's `READ_BUFFER_MAX`) and 128 KiB batches brought it to s5cmd's level.
-//! - the hand-offs (cli8, 9-11 rounds, load 7-16; the code of both tries is in git
-//!   history, commit "parts pwrite their batches inside block_in_place"): each batch on
-//!   the blocking pool costs two wake-ups, 37-52k switches per run beside s5cmd's
-//!   12-24k, CPU 4.4-6.7 s beside s5cmd's 3.4-5.5. (a) A writer thread per file fed by a
-//!   channel, a part waiting only for its own previous batch: 28-34k switches, CPU 10-20%
-//!   lower in 9 of 9 rounds, same RSS, but wall lower in only 3 of 9 (median 6.3 s beside
-//!   5.6). (b) The `pwrite` in the part's task inside `block_in_place` (s5cmd's shape:
-//!   read, then write at once on the same thread): 4-9k switches, CPU 2.9-4.5 s, 30%
-//!   lower in 9 of 9 and below s5cmd's, but wall higher in 5 of 5 rounds at load 15-16
-//!   (9.4 and 11.4 s beside 7.5 and 7.2) and 2 of 4 at 7-10, and peak RSS 46-53 MiB
-//!   beside 30 (the runtime moves the worker's core to a pool thread at each write, and up
-//!   to 10 threads then read into allocator heaps of their own). (c) The `pwrite` on the
-//!   worker without `block_in_place`: least CPU (2.9-3.2 s) but 7.0-8.2 s wall beside
-//!   4.6-5.2, a worker stalled in `pwrite` stops reading its sockets. On these loaded
-//!   cores the wall time follows the scheduler's fair share: fewer runnable threads get
-//!   less of the machine, so a design that saves CPU by waking fewer threads did not go
-//!   faster. Neither was kept; (b) is worth measuring again on a quiet machine.
+//! - the hand-offs (cli8, 9-11 rounds at load 7-16): each batch written on the blocking
+//!   pool (`spawn_blocking`, what came before) cost two wake-ups, 37-52k switches per run
+//!   beside s5cmd's 12-24k, CPU 4.4-6.7 s beside 3.4-5.5; a writer thread per file fed by
+//!   a channel 28-34k switches, CPU 10-20% lower, wall lower in only 3 of 9; the write
+//!   inside `block_in_place` 4-9k switches, CPU 2.9-4.5 s (below s5cmd's), but wall
+//!   higher at load 15-16. The write on the worker without `block_in_place` took the
+//!   least CPU (2.9-3.2 s) but 7.0-8.2 s wall beside 4.6-5.2: a worker stalled in
+//!   `pwrite` stops reading its sockets. On saturated cores wall time follows the
+//!   scheduler's fair share per runnable thread, so waking fewer threads did not pay.
+//! - `block_in_place` against the blocking pool at load 3-6 (the lead, 6 interleaved
+//!   rounds, one `ferry serve --memory`; wall s, peak RSS):
+//!
+//!   | 4 x 1 GiB down | wall s | user + sys s | switches | peak RSS |
+//!   |---|---|---|---|---|
+//!   | `block_in_place` (this code) | 4.45, 4.24, 3.73, 4.11, 4.47, 4.07 | 3.3-5.8 | 3-9k | 46-52 MiB |
+//!   | blocking pool (before) | 13.65, 5.50, 5.32, 5.09, 6.13, 5.59 | 5.5-18.8 | 38-84k | 28-30 MiB |
+//!   | s5cmd 2.3.0 | 5.88, 3.70, 4.23, 4.21, 4.84, 4.43 | 5.0-8.5 | 13-20k | 20-21 MiB |
+//!   | rclone (64 transfers; last 3 rounds) | 4.41, 4.93, 5.11 | 5.2-5.5 | 13-14k | 46-47 MiB |
+//!
+//!   Faster than before in 6 of 6 and than s5cmd in 5 of 6, so it is kept. The price is
+//!   peak RSS (rclone's, twice s5cmd's): the runtime moves the worker's core to a pool
+//!   thread at each write, and up to 10 threads then read receive buffers into allocator
+//!   heaps of their own (mimalloc's purge after 10 or 200 ms instead of never: 46-48
+//!   MiB, no help).
 //! - no difference out of the noise, tried earlier: no per-file writer turn, 32 parts in
 //!   flight instead of 16, 4 parts per file instead of 8, 1 MiB write batches, 16 or 64
 //!   MiB parts, `--transport h1-pool`, s5cmd's shape (50 MiB parts, 5 per file).
-//! - where it stands (cli8, this code; 3 rounds interleaved at load 7-16, no quiet
-//!   moment came; the lead's quiet figures: ferry 3.98-4.55 s, s5cmd 2.84-3.19):
-//!
-//!   | 4 x 1 GiB | wall s | user s | sys s | peak RSS | switches |
-//!   |---|---|---|---|---|---|
-//!   | down: ferry | 7.88, 8.79, 8.62 | 0.98-1.01 | 4.6-5.7 | 30 MiB | 38-48k |
-//!   | down: s5cmd 2.3.0 | 7.02, 9.49, 7.90 | 0.37-0.44 | 3.9-5.1 | 20-21 MiB | 13-24k |
-//!   | down: rclone (64 transfers) | 7.55, 11.14, 8.51 | 0.46-0.56 | 4.7-5.3 | 46-47 MiB | 14-19k |
-//!   | up (2 rounds, load 10-12): ferry | 52.5, 36.3 | 1.3-1.4 | 4.1-4.2 | 44-50 MiB | |
-//!   | up: s5cmd | 86.4, 84.1 | 11.9-12.6 | 2.3-2.4 | 27 MiB | |
-//!   | up: rclone | 133.6, 147.9 | 40.5-41.0 | 5.6-9.2 | 246-283 MiB | |
-//!
-//!   `ferry bench cli-transfer --quick` (3 repeats, beside a `cargo test` build, load
-//!   8-10), ferry / s5cmd / rclone: 1,000 x 16 KiB up 1,230 / 513 / 382 objects/s, down
-//!   566 / 384 / 468; 4 x 256 MiB up 84 / 57 / 35 MB/s, down 301 / 528 / 436 MB/s (peak
-//!   RSS 30 / 18 / 47 MiB). The large download is the one row still behind both.
 //!
 //! 8 MiB parts: the low end of the cost-optimal request size on S3 (LAB.md section 1,
 //! AnyBlob), and the same part size uploads use.
@@ -114,13 +109,13 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// Bytes gathered before one `pwrite`: large enough that the blocking-pool hop and the
-/// syscall are a small cost next to the copy, small enough that the chunks are still in
+/// Bytes gathered before one `pwrite`: large enough that the `block_in_place` hand-over
+/// and the syscall are a small cost next to the copy, small enough that the chunks are still in
 /// cache when they are copied into the page cache and that hyper can reuse its read
 /// buffers (wire's pool.rs `READ_BUFFER_MAX`, 64 KiB, has the figures). 128 KiB with
 /// 64 KiB read buffers: 4 x 1 GiB down, 3 rounds under `perf`, 21.5-26.7k samples for
 /// the process against 23.8-29.1k with 256 KiB batches and buffers, and 22.9-34.4k
-/// with 64 KiB batches (twice the hand-offs: more wake-ups).
+/// with 64 KiB batches (then on the blocking pool: twice the hand-offs, more wake-ups).
 pub const WRITE_BATCH: usize = 128 * 1024;
 
 /// How often at most the state file is rewritten while parts finish: a killed run loses
@@ -242,11 +237,6 @@ pub fn discard_partial(dest: &Path) {
 /// the file system commit many at once.
 async fn blocking<T: Send + 'static>(path: &Path, f: impl FnOnce() -> std::io::Result<T> + Send + 'static) -> Result<T, Error> {
     tokio::task::spawn_blocking(f).await.map_err(|e| io(path, std::io::Error::other(e)))?.map_err(|e| io(path, e))
-}
-
-/// The result of a write started with `spawn_blocking`.
-async fn joined(path: &Path, task: tokio::task::JoinHandle<std::io::Result<()>>) -> Result<(), Error> {
-    task.await.map_err(|e| io(path, std::io::Error::other(e)))?.map_err(|e| io(path, e))
 }
 
 /// `sync_file_range(SYNC_FILE_RANGE_WRITE)`: asks the kernel to start writing a range
@@ -426,8 +416,15 @@ async fn ranged(
     let todo: Vec<u64> = (0..parts).filter(|i| !state.done.contains_key(i)).collect();
     let state = Arc::new(Mutex::new(state));
     let last_state = Mutex::new(std::time::Instant::now());
-    // One writer per file at a time (module note).
-    let writer = Arc::new(tokio::sync::Mutex::new(()));
+    // Parts write their batches themselves inside `block_in_place`, which only a
+    // multi-thread runtime has; elsewhere the file gets a writer thread, which ends once
+    // every part has let go of it (module note).
+    let (writer, writer_gone) = if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+        (None, None)
+    } else {
+        let (w, gone) = FileWriter::spawn(file.clone()).map_err(|e| io(tmp, e))?;
+        (Some(w), Some(gone))
+    };
     let ctx = Arc::new(PartCtx {
         client: client.clone(),
         object: object.clone(),
@@ -464,6 +461,12 @@ async fn ranged(
         })
         .try_for_each(|r| async move { r })
         .await;
+    // Every part has ended or been aborted: wait until no write of theirs is left, so no
+    // late write lands in the temp file after this download has returned.
+    drop(ctx);
+    if let Some(gone) = writer_gone {
+        let _ = gone.await;
+    }
     if let Err(e) = fetched {
         if params.resume {
             let st = state.lock().unwrap_or_else(|p| p.into_inner());
@@ -514,9 +517,82 @@ struct PartCtx {
     algo: ChecksumAlgorithm,
     part_size: u64,
     size: u64,
-    writer: Arc<tokio::sync::Mutex<()>>,
+    /// `None`: parts write with `block_in_place` (module note).
+    writer: Option<FileWriter>,
     shared: Option<PartBudget>,
     durable: bool,
+}
+
+/// The thread that writes one file's batches, in the order its parts send them (module
+/// note): a part hands a batch over without waiting, and waits only when its previous
+/// batch is not written yet.
+struct FileWriter(std::sync::mpsc::Sender<Batch>);
+
+/// One batch of a part for its file's writer.
+struct Batch {
+    /// Offset in the file of the first byte.
+    at: u64,
+    /// The received chunks as they are (no copy).
+    data: Vec<Bytes>,
+    /// Where a failed write is reported.
+    turn: Arc<WriteTurn>,
+    /// Held until the batch is written (released after `turn` records any error).
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl FileWriter {
+    /// Starts the writer thread of `file`; the receiver resolves once it has exited
+    /// (every sender dropped, every batch sent written).
+    fn spawn(file: Arc<std::fs::File>) -> std::io::Result<(FileWriter, tokio::sync::oneshot::Receiver<()>)> {
+        let (tx, rx) = std::sync::mpsc::channel::<Batch>();
+        let (gone_tx, gone_rx) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new().name("ferry-writer".into()).spawn(move || {
+            let _gone = gone_tx;
+            for batch in rx {
+                if let Err(e) = write_batch(&file, batch.at, &batch.data) {
+                    batch.turn.error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+                }
+            }
+        })?;
+        Ok((FileWriter(tx), gone_rx))
+    }
+
+    fn send(&self, batch: Batch) -> std::io::Result<()> {
+        self.0.send(batch).map_err(|_| std::io::Error::other("the file's writer thread has stopped"))
+    }
+}
+
+/// Writes a batch's chunks at `at` onwards.
+fn write_batch(file: &std::fs::File, mut at: u64, data: &[Bytes]) -> std::io::Result<()> {
+    for d in data {
+        file.write_all_at(d, at)?;
+        at += d.len() as u64;
+    }
+    Ok(())
+}
+
+/// A part's turn with its file's writer: one batch of the part at a time (the two
+/// batches `part_bytes_in_memory` counts), and the first error of its writes.
+struct WriteTurn {
+    permit: Arc<tokio::sync::Semaphore>,
+    error: Mutex<Option<std::io::Error>>,
+}
+
+impl Default for WriteTurn {
+    fn default() -> Self {
+        WriteTurn { permit: Arc::new(tokio::sync::Semaphore::new(1)), error: Mutex::new(None) }
+    }
+}
+
+impl WriteTurn {
+    /// Waits until the part's previous batch is written; its error if that failed.
+    async fn wait(&self, path: &Path) -> Result<tokio::sync::OwnedSemaphorePermit, Error> {
+        let permit = self.permit.clone().acquire_owned().await.map_err(|e| io(path, std::io::Error::other(e)))?;
+        if let Some(e) = self.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Err(io(path, e));
+        }
+        Ok(permit)
+    }
 }
 
 /// A spawned task aborted when dropped (the download it belongs to failed or was dropped).
@@ -568,8 +644,8 @@ async fn fetch_part(ctx: Arc<PartCtx>, i: u64) -> Result<(), Error> {
     // Chunks as they came (no copy), written together once WRITE_BATCH is reached.
     let mut pending: Vec<Bytes> = Vec::new();
     let mut pending_len = 0usize;
-    // The batch being written while the next one is read (module note).
-    let mut writing: Option<tokio::task::JoinHandle<std::io::Result<()>>> = None;
+    // This part's one batch with the file's writer while the next is read (module note).
+    let turn = Arc::new(WriteTurn::default());
     let mut ended = false;
     while !ended {
         match body.chunk().await {
@@ -588,29 +664,21 @@ async fn fetch_part(ctx: Arc<PartCtx>, i: u64) -> Result<(), Error> {
             None => ended = true,
         }
         if pending_len > 0 && (ended || pending_len >= WRITE_BATCH) {
-            if let Some(w) = writing.take() {
-                joined(tmp, w).await?;
-            }
-            let f = file.clone();
-            let at = off;
             let data = std::mem::take(&mut pending);
+            match &ctx.writer {
+                // The pwrite on this thread, the bytes still in its cache; the runtime
+                // hands this worker's other tasks to another thread meanwhile.
+                None => tokio::task::block_in_place(|| write_batch(file, off, &data)).map_err(|e| io(tmp, e))?,
+                Some(w) => {
+                    let permit = turn.wait(tmp).await?;
+                    w.send(Batch { at: off, data, turn: turn.clone(), _permit: permit }).map_err(|e| io(tmp, e))?;
+                }
+            }
             off += pending_len as u64;
             pending_len = 0;
-            let turn = ctx.writer.clone().lock_owned().await;
-            writing = Some(tokio::task::spawn_blocking(move || {
-                let _turn = turn;
-                let mut at = at;
-                for d in data {
-                    f.write_all_at(&d, at)?;
-                    at += d.len() as u64;
-                }
-                Ok(())
-            }));
         }
     }
-    if let Some(w) = writing.take() {
-        joined(tmp, w).await?;
-    }
+    drop(turn.wait(tmp).await?);
     if off != start + len {
         return Err(Error::Integrity { message: format!("{object}: part {i} ended after {} of {len} bytes", off - start), request_id: None });
     }
@@ -701,10 +769,10 @@ mod tests {
         }
     }
 
-    /// On a current-thread runtime too (a library user's), the parts of a ranged download
-    /// run as tasks, write on the blocking pool, and the file lands whole and verified.
+    /// A current-thread runtime has no `block_in_place`: the parts hand their batches to
+    /// the file's writer thread instead, and the file lands whole and verified.
     #[tokio::test(flavor = "current_thread")]
-    async fn a_ranged_download_on_a_current_thread_runtime() {
+    async fn parts_on_a_current_thread_runtime_go_through_the_writer_thread() {
         use ferry_store::{Credentials, CredentialsSource};
         let srv = ferry_server::BackgroundServer::start(ferry_server::config::ServeConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
         let c = S3Client::builder(srv.url()).credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret"))).build().unwrap();
@@ -724,7 +792,7 @@ mod tests {
         let obj = ObjectRef::new("cur", "big");
         crate::upload_file(&c, &src, &obj, &crate::UploadParams::default(), None).await.unwrap();
         let dest = dir.path().join("back.bin");
-        // 7 parts of 508 KiB: several write batches per part, a short last part.
+        // 7 parts of 512 KiB, 4 KiB short of a multiple: several batches per part.
         let params = DownloadParams { part_size: 512 * 1024 - 4096, concurrency: 4, ..Default::default() };
         let out = download_file(&c, &obj, &dest, &params, None).await.unwrap();
         assert_eq!(out.verified, Verified::Checksum(ChecksumAlgorithm::Crc64Nvme));
