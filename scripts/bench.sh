@@ -5,11 +5,10 @@
 # awscrt, obstore, s5cmd, rclone) and the ceilings (iperf3), then the claims table
 # (published headline | measured | reproduced?) and PNG plots.
 #
-#   scripts/bench.sh                     the quick suite: 401 s of `ferry bench all --quick`
-#                                        at lab7 on 2 cores beside other builds (load 4-7),
-#                                        every row, peers included, in 3 repeats. lab8 timed
-#                                        bulk-wan (107 s), mixed-hol (90 s) and commit
-#                                        (111 s) alone at load 8-16, not the whole suite.
+#   scripts/bench.sh                     the quick suite: 383 s of `ferry bench all --quick`
+#                                        on 2 quiet cores (clean clone at 0b71a32), every row,
+#                                        peers included, in 3 repeats; each workload 27-68 s
+#                                        but bulk-wan, 97 s across the 110 ms link.
 #                                        The table after the claims gives each workload's time.
 #   scripts/bench.sh --repeats 1         extra flags go to `ferry bench all`
 #   FERRY_BENCH_FULL=1 scripts/bench.sh  the published sizes (hours)
