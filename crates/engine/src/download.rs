@@ -750,17 +750,21 @@ mod tests {
         }
     }
 
+    /// `n` pseudo-random bytes (xorshift64 from `seed`), the same for the same seed.
+    fn noise(n: usize, mut seed: u64) -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect()
+    }
+
     #[test]
     fn combined_parts_are_the_crc_of_the_whole() {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let data: Vec<u8> = (0..10_000)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state as u8
-            })
-            .collect();
+        let data = noise(10_000, 0x9E37_79B9_7F4A_7C15);
         for algo in [ChecksumAlgorithm::Crc64Nvme, ChecksumAlgorithm::Crc32c, ChecksumAlgorithm::Crc32] {
             for (size, ps) in [(10_000u64, 1000u64), (10_000, 999), (10_000, 10_000), (7, 3), (1, 1)] {
                 let sums: Vec<Vec<u8>> = (0..size.div_ceil(ps)).map(|i| algo.digest(&data[(i * ps) as usize..(i * ps + part_len(i, ps, size)) as usize])).collect();
@@ -778,15 +782,7 @@ mod tests {
         let c = S3Client::builder(srv.url()).credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret"))).build().unwrap();
         c.create_bucket("cur").await.unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let bytes: Vec<u8> = (0..3 * 1024 * 1024 + 5)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        let bytes = noise(3 * 1024 * 1024 + 5, 0x2545_F491_4F6C_DD1D);
         let src = dir.path().join("src.bin");
         std::fs::write(&src, &bytes).unwrap();
         let obj = ObjectRef::new("cur", "big");
