@@ -81,7 +81,10 @@ async fn latency_that_grows_with_load_brings_the_limit_down() {
     let s = ctl.stats();
     eprintln!("peak limit {peak}, lowest after the first back-off {low_after_peak}, {} GETs; {s:?}", done.load(SeqCst));
     assert!(s.latency_backoffs >= 2, "no back-off on latency that grows with load: {s:?}");
-    assert!(s.limit < peak, "the limit did not come down from {peak}: {s:?}");
+    // The lowest limit seen after the first back-off, not the final one: between back-offs
+    // the controller may grow again (goodput still rises a little), and the last sample can
+    // land at the top of such a climb.
+    assert!(low_after_peak < peak, "the limit never came down from {peak}: {s:?}");
     assert!(s.head_latency_floor > Duration::ZERO && s.head_latency_median > s.head_latency_floor, "{s:?}");
     assert!(low_after_peak >= 4, "the limit fell to {low_after_peak} from {peak}: below its floor of 4");
     assert_eq!(s.throttles, 0, "nothing was throttled: the decreases are latency's");
