@@ -117,8 +117,10 @@ impl S3Client {
         let mut op = Op::new("CreateMultipartUpload", Method::POST, &object.bucket, Some(&object.key))
             .query("uploads", "")
             .header_opt("content-type", params.content_type.as_deref())?;
-        // Not idempotent: a repeat would create (and leak) a second upload.
-        op.idempotent = false;
+        // Retried like an idempotent operation (retry.rs module note): a repeat after a
+        // server that did act leaves an empty upload in progress, which one transient 500
+        // failing a whole transfer would cost far more than.
+        op.idempotent = true;
         for (k, v) in &params.metadata {
             op = op.header(&format!("x-amz-meta-{}", k.to_ascii_lowercase()), v)?;
         }

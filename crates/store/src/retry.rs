@@ -17,10 +17,17 @@
 //! a 200 carrying an `<Error>` for idempotent operations only.
 //!
 //! Idempotency is the operation's, not the HTTP method's: GET, HEAD, PUT, DELETE, and
-//! two POSTs, DeleteObjects (deleting a key twice leaves the same state) and
+//! three POSTs, DeleteObjects (deleting a key twice leaves the same state) and
 //! CompleteMultipartUpload (S3 completes an upload id once; a repeat of a completed
 //! upload answers with the same result, or NoSuchUpload, which the caller sees as
-//! such). CreateMultipartUpload is not idempotent: a repeat would leak an upload.
+//! such), and CreateMultipartUpload, which strictly is not: a repeat after a server
+//! that did act (a 500 or a reset after it created the upload) leaves a second,
+//! empty upload in progress. That one is invisible to readers, holds no bytes, is older
+//! than the one the repeat returns (the upload `ferry cp` resumes is the newest of its
+//! key), and is listed and aborted by `ferry ls/rm --incomplete` or a lifecycle rule.
+//! Not retrying it failed a whole `cp` on one transient 500 (tests/test_cli.py's
+//! faults test, about 1 run in 10 at a 15% fault rate); the AWS SDKs retry it too.
+//! Other POSTs default to not idempotent (`Op::new`): a new one must choose.
 //!
 //! Backoff is "full jitter" (<https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/>):
 //! `sleep = random(0, min(cap, base * 2^retry))`. The constants follow the AWS SDKs'

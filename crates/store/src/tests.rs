@@ -62,12 +62,19 @@ async fn throttling_that_never_ends_is_a_typed_error_after_max_attempts() {
 }
 
 #[tokio::test]
-async fn a_non_idempotent_post_is_not_retried_after_a_reset() {
-    let t = ScriptedTransport::with(vec![Scripted::Fail(ErrorKind::Reset)]);
+async fn create_multipart_is_retried_after_a_reset_and_a_500() {
+    // retry.rs module note: a repeat may leave an empty upload behind, which costs less
+    // than failing the transfer.
+    let xml = ferry_proto::xml::InitiateMultipartUploadResult { bucket: "b".into(), key: "k".into(), upload_id: "u2".into() }.to_xml();
+    let t = ScriptedTransport::with(vec![
+        Scripted::Fail(ErrorKind::Reset),
+        Scripted::status(500).body("<Error><Code>InternalError</Code><Message>x</Message></Error>"),
+        Scripted::status(200).body(xml),
+    ]);
     let c = client(&t, fast_retry());
-    let e = c.create_multipart(&obj(), &PutParams::default()).await.unwrap_err();
-    assert!(matches!(&e, Error::Transport(w) if w.kind() == ErrorKind::Reset), "{e:?}");
-    assert_eq!(t.requests().len(), 1);
+    let up = c.create_multipart(&obj(), &PutParams::default()).await.unwrap();
+    assert_eq!(up.upload_id, "u2");
+    assert_eq!(t.requests().len(), 3);
 }
 
 #[tokio::test]
@@ -86,15 +93,6 @@ async fn a_reset_is_retried_for_idempotent_requests() {
     let c = client(&t, fast_retry());
     c.delete_object(&obj()).await.unwrap();
     assert_eq!(t.requests().len(), 3);
-}
-
-#[tokio::test]
-async fn a_500_on_a_non_idempotent_request_is_not_retried() {
-    let t = ScriptedTransport::with(vec![Scripted::status(500).body("<Error><Code>InternalError</Code><Message>x</Message></Error>")]);
-    let c = client(&t, fast_retry());
-    let e = c.create_multipart(&obj(), &PutParams::default()).await.unwrap_err();
-    assert!(matches!(e, Error::Service { status: 500, .. }));
-    assert_eq!(t.requests().len(), 1);
 }
 
 #[tokio::test]
