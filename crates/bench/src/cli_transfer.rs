@@ -340,12 +340,18 @@ struct ChildRun {
     stderr_tail: String,
 }
 
-/// Runs `cmd` to its end (or `timeout`), reaping it with wait4 for its own rusage. The
-/// child gets PR_SET_PDEATHSIG, so it dies with the bench; stdout is discarded (every
-/// tool prints a line per file), stderr kept in `log` for the error message.
-fn run_child(mut cmd: Command, log: &Path, timeout: Duration) -> Result<ChildRun> {
-    let err = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
-    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(err);
+/// What wait4 reported for one child.
+struct Reaped {
+    wall: Duration,
+    cpu: Duration,
+    peak_rss_bytes: u64,
+    status: i32,
+    timed_out: bool,
+}
+
+/// Starts `cmd` with PR_SET_PDEATHSIG (it dies with us) and reaps it with wait4 for its
+/// own rusage, killing it after `timeout` if one is given.
+fn spawn_and_reap(mut cmd: Command, timeout: Option<Duration>) -> Result<Reaped> {
     // SAFETY: prctl is async-signal-safe; the closure allocates nothing.
     unsafe {
         cmd.pre_exec(|| {
@@ -363,28 +369,120 @@ fn run_child(mut cmd: Command, log: &Path, timeout: Duration) -> Result<ChildRun
     // SAFETY: zeroed rusage is a valid value; wait4 writes into memory we own.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     let mut timed_out = false;
+    let flags = if timeout.is_some() { libc::WNOHANG } else { 0 };
     loop {
         // SAFETY: our own child's pid; status and ru are valid for writes.
-        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+        let r = unsafe { libc::wait4(pid, &mut status, flags, &mut ru) };
         if r == pid {
             break;
         }
         if r < 0 {
-            bail!("wait4: {}", std::io::Error::last_os_error());
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            bail!("wait4: {e}");
         }
-        if t0.elapsed() > timeout && !timed_out {
+        if timeout.is_some_and(|t| t0.elapsed() > t) && !timed_out {
             timed_out = true;
             // SAFETY: kill(2) on our unreaped child.
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    let wall = t0.elapsed();
     let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
-    let exit = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    Ok(Reaped { wall: t0.elapsed(), cpu: tv(ru.ru_utime) + tv(ru.ru_stime), peak_rss_bytes: ru.ru_maxrss.max(0) as u64 * 1024, status, timed_out })
+}
+
+/// Runs `cmd` to its end (or `timeout`) for its wall time, CPU and peak RSS. With a
+/// `reaper` (the ferry binary), the tool is started and measured by a fresh reaper
+/// process ([`reap_main`]: why); without one, directly (its peak RSS then starts at
+/// ours). stdout is discarded (every tool prints a line per file), stderr kept in `log`
+/// for the error message.
+fn run_child(cmd: Command, log: &Path, timeout: Duration, reaper: Option<&Path>) -> Result<ChildRun> {
+    let err = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let report = log.with_extension("reaped");
+    let _ = std::fs::remove_file(&report);
+    let mut run = match reaper {
+        None => cmd,
+        Some(exe) => {
+            let mut r = Command::new(exe);
+            r.arg(REAP_ARG).arg(&report).arg(cmd.get_program()).args(cmd.get_args());
+            for (k, v) in cmd.get_envs() {
+                match v {
+                    Some(v) => r.env(k, v),
+                    None => r.env_remove(k),
+                };
+            }
+            if let Some(d) = cmd.get_current_dir() {
+                r.current_dir(d);
+            }
+            r
+        }
+    };
+    run.stdin(Stdio::null()).stdout(Stdio::null()).stderr(err);
+    let mut got = spawn_and_reap(run, Some(timeout))?;
+    if reaper.is_some() && !got.timed_out {
+        let line = std::fs::read_to_string(&report).unwrap_or_default();
+        let Some((wall, cpu, rss, status)) = parse_reaped(&line) else {
+            bail!("the reaper wrote no figures (exit status {}; stderr in {})", got.status, log.display());
+        };
+        (got.wall, got.cpu, got.peak_rss_bytes, got.status) = (wall, cpu, rss, status);
+        let _ = std::fs::remove_file(&report);
+    }
+    let status = got.status;
+    let exit = (!got.timed_out && libc::WIFEXITED(status)).then(|| libc::WEXITSTATUS(status));
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let tail: String = text.trim().lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" / ");
-    Ok(ChildRun { wall, cpu: tv(ru.ru_utime) + tv(ru.ru_stime), peak_rss_bytes: ru.ru_maxrss.max(0) as u64 * 1024, exit, timed_out, stderr_tail: tail })
+    Ok(ChildRun { wall: got.wall, cpu: got.cpu, peak_rss_bytes: got.peak_rss_bytes, exit, timed_out: got.timed_out, stderr_tail: tail })
+}
+
+/// The first argument that makes the `ferry` binary the reaper ([`reap_main`]; main.rs
+/// looks for it before anything else runs).
+pub const REAP_ARG: &str = "__cli-transfer-reap";
+
+/// Why a reaper: Linux starts a forked child's peak RSS at the parent's resident
+/// anonymous memory (fork copies those page-table entries, and exec keeps the old mm's
+/// high-water mark in the process's `maxrss`). Forked straight from the bench, a tool's
+/// "peak RSS" was at least the bench's own: every tool measured 185-209 MiB in the runs
+/// right after setup had left the bench's heap large, 18-63 MiB later (quick run,
+/// 9d1f46e). So the bench starts a fresh `ferry` process (exec: a new mm, a heap of a
+/// few hundred KiB when it forks), which forks and execs the tool, reaps it with wait4
+/// and writes its wall time, CPU and peak RSS to a file. The tool gets PR_SET_PDEATHSIG
+/// from the reaper as the reaper gets it from the bench, so a killed run leaves nothing.
+///
+/// `args`: OUT PROG [ARGS...]. Writes `wall_us cpu_us maxrss_kib wait_status` to OUT;
+/// the exit code is 0 once that line is written, 1 when the tool could not be started.
+pub fn reap_main(args: &[std::ffi::OsString]) -> i32 {
+    let [out, prog, rest @ ..] = args else {
+        eprintln!("ferry {REAP_ARG}: usage: OUT PROG [ARGS...]");
+        return 2;
+    };
+    let mut cmd = Command::new(prog);
+    cmd.args(rest);
+    match spawn_and_reap(cmd, None) {
+        Ok(r) => {
+            let line = format!("{} {} {} {}\n", r.wall.as_micros(), r.cpu.as_micros(), r.peak_rss_bytes / 1024, r.status);
+            match std::fs::write(out, line) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("ferry {REAP_ARG}: writing {}: {e}", Path::new(out).display());
+                    1
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("ferry {REAP_ARG}: {e:#}");
+            1
+        }
+    }
+}
+
+/// A reaper's line, parsed: wall, CPU, peak RSS in bytes, the raw wait status.
+fn parse_reaped(line: &str) -> Option<(Duration, Duration, u64, i32)> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let [wall, cpu, rss, status] = f[..] else { return None };
+    Some((Duration::from_micros(wall.parse().ok()?), Duration::from_micros(cpu.parse().ok()?), rss.parse::<u64>().ok()? * 1024, status.parse().ok()?))
 }
 
 /// The endpoint every tool is pointed at.
@@ -638,6 +736,9 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     params.insert("rclone_transfers".into(), json!(RCLONE_TRANSFERS));
     params.insert("link".into(), json!(opts.link_name()));
     params.insert("download_disk".into(), json!(work.0.display().to_string()));
+    // The reaper's own floor: what a tool that allocates nothing (/bin/true) measures.
+    let floor = run_child(Command::new("/bin/true"), &work.0.join("floor.stderr"), Duration::from_secs(30), Some(&opts.server.program))?.peak_rss_bytes;
+    params.insert("rss_floor_bytes".into(), json!(floor));
     params.insert("settle_baseline_unflushed_bytes".into(), json!(baseline));
     params.insert("settle_slack_bytes".into(), json!(SETTLE_SLACK));
     params.insert("settle_limit_s".into(), json!(SETTLE_LIMIT.as_secs_f64()));
@@ -705,7 +806,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                     // The server's counters around the child: the TCP connections and
                     // requests it needed (none of the tools reports them itself).
                     let before = ServerCounters::scrape(&target.url, None);
-                    let child = run_child(cmd, &log, opts.run_timeout);
+                    let child = run_child(cmd, &log, opts.run_timeout, Some(&opts.server.program));
                     if let (Some(b), Some(a)) = (before, ServerCounters::scrape(&target.url, None)) {
                         let d = a.since(&b);
                         rec.set("connections_opened", d.connections_opened);
@@ -833,7 +934,8 @@ pub fn render(size: Size, p: &CliTransferParams, records: &[RunRecord], ctx: &Ru
     let _ = writeln!(s, "- goal (issue 6): ferry ahead of both peers on every row; the copies are checked file by file (size and CRC64NVME) after each run, untimed");
     let unsettled = records.iter().filter(|r| r.figure("settled") == Some(0.0)).count();
     let _ = writeln!(s, "- before each run (untimed): uploads' source read through once (warm in the page cache for every tool), the last copy removed, syncfs, and a wait until Dirty + Writeback are back near the post-setup level ({unsettled} runs started before they were)");
-    let _ = writeln!(s, "- CPU and peak RSS are the child's own (wait4 rusage); wall time includes the tool's start-up");
+    let floor = records.iter().find_map(|r| r.params.get("rss_floor_bytes").and_then(Value::as_f64)).unwrap_or(0.0);
+    let _ = writeln!(s, "- CPU and peak RSS are the child's own (wait4 rusage, taken by a fresh reaper process so the bench's heap is not in it; /bin/true measures {:.1} MiB that way); wall time includes the tool's start-up", floor / 1048576.0);
     let _ = writeln!(s, "- TCP conns opened and requests: the server's counters (/_ferry/metrics) read before and after each child, so they are the tool's own (records: requests_<Operation> per S3 operation)");
     for (l, c) in commands {
         let _ = writeln!(s, "- {l}: `{c}`");
@@ -919,17 +1021,33 @@ mod tests {
     }
 
     #[test]
+    fn reaper_line_round_trip() {
+        let dir = std::env::temp_dir().join(format!("ferry-cli-transfer-reap-{}", std::process::id()));
+        let _guard = WorkDir(dir.clone());
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("r");
+        let args: Vec<std::ffi::OsString> = [out.to_str().unwrap(), "/bin/sh", "-c", "exit 5"].iter().map(Into::into).collect();
+        assert_eq!(reap_main(&args), 0);
+        let (wall, _cpu, rss, status) = parse_reaped(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        assert!(wall > Duration::ZERO && rss > 0);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 5);
+        assert_eq!(reap_main(&args[..1]), 2, "no program: a usage error");
+        assert_eq!(parse_reaped("1 2 3"), None);
+        assert_eq!(parse_reaped("1 2 x 0"), None);
+    }
+
+    #[test]
     fn child_rusage_is_its_own() {
         let log = std::env::temp_dir().join(format!("ferry-cli-transfer-child-{}.log", std::process::id()));
         let mut c = Command::new("/bin/sh");
         c.args(["-c", "head -c 67108864 /dev/zero | tr '\\0' a > /dev/null; echo done >&2; exit 3"]);
-        let r = run_child(c, &log, Duration::from_secs(60)).unwrap();
+        let r = run_child(c, &log, Duration::from_secs(60), None).unwrap();
         assert_eq!(r.exit, Some(3));
         assert_eq!(r.stderr_tail, "done");
         assert!(!r.timed_out && r.peak_rss_bytes > 0);
         let mut c = Command::new("/bin/sleep");
         c.arg("30");
-        let r = run_child(c, &log, Duration::from_millis(200)).unwrap();
+        let r = run_child(c, &log, Duration::from_millis(200), None).unwrap();
         assert!(r.timed_out && r.exit.is_none() && r.wall < Duration::from_secs(10));
         let _ = std::fs::remove_file(log);
     }

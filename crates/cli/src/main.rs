@@ -183,6 +183,12 @@ fn exit_code(e: &anyhow::Error) -> u8 {
 }
 
 fn main() -> std::process::ExitCode {
+    // `ferry bench cli-transfer` starts each measured tool through this binary, which
+    // must fork it with as small a heap as it can (cli_transfer.rs: reap_main says why).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == ferry_bench::cli_transfer::REAP_ARG) {
+        return std::process::ExitCode::from(ferry_bench::cli_transfer::reap_main(&args[2..]).clamp(0, 255) as u8);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("FERRY_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
