@@ -5,13 +5,16 @@
 //! setup (untimed): a local tree of N small files (10,000 x 16 KiB; quick 1,000) and
 //!   M large ones (4 x 1 GiB; quick 4 x 256 MiB), deterministic bytes per file, their
 //!   CRC64NVME computed as written; the same tree PUT by ferry-engine under data/
-//! repeat k = 1..n, per set (small, large), per direction (upload, download), per tool:
+//! repeat k = 1..n, per set (small, large), per direction (upload, download), per tool
+//!   (the tools' order rotated by one each repeat: `rotated`):
 //!   upload    ferry cp --recursive SRC/ s3://bench/up/T-k/SET/   s5cmd cp 'SRC/*' ...   rclone copy SRC peer:...
 //!   download  ferry cp --recursive s3://bench/data/SET/ DST/     s5cmd cp 's3://.../*' DST/   rclone copy peer:... DST
-//!   the child is reaped with wait4(2): its wall time, CPU (user + system) and peak RSS
-//!   (ru_maxrss) are its own, not the bench's; the server's counters (/_ferry/metrics,
-//!   peers.rs's ServerCounters) read before and after it give its TCP connections and
-//!   requests by S3 operation
+//!   before it (untimed): the upload's source read through, the last copy's writeback
+//!   settled (below); the child is started and reaped with wait4(2) by a fresh reaper
+//!   process (`ferry __cli-transfer-reap`, reap_main), so its wall time, CPU (user +
+//!   system) and peak RSS (ru_maxrss) are its own, not the bench's; the server's
+//!   counters (/_ferry/metrics, peers.rs's ServerCounters) read before and after it
+//!   give its TCP connections and requests by S3 operation
 //!   verify (untimed): every file/object present, none extra, sizes and CRC64NVME equal to
 //!   the source's (uploads: the server's stored full-object CRC64NVME, else a GET hashed);
 //!   then the copy is removed (keys deleted with delete_many, the directory removed)
@@ -667,6 +670,16 @@ fn installed(peers: &[Peer], ferry: &Path) -> (Vec<Installed>, Vec<(Tool, String
     (ok, absent)
 }
 
+/// The tools in the order repeat `k` (from 0) runs them: rotated by one each repeat, so
+/// no tool is always the one that runs first after the other direction or set (in two
+/// full runs at 9d1f46e and 8b262e5 with ferry always first, ferry's first 4 x 1 GiB
+/// download, right after rclone's 4 x 1 GiB upload, was its slowest: 11.8 and 12.6 s
+/// beside 3.9-6.4 s in the other repeats).
+fn rotated<T>(tools: &[T], k: usize) -> impl Iterator<Item = &T> {
+    let n = tools.len().max(1);
+    tools.iter().cycle().skip(k % n).take(tools.len())
+}
+
 /// Runs `cli-transfer` and returns its records and report.
 pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outcome> {
     let started = Instant::now();
@@ -755,7 +768,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     for k in 1..=repeats {
         for (si, set) in p.sets.iter().enumerate() {
             for dir in [Direction::Upload, Direction::Download] {
-                for t in &tools {
+                for t in rotated(&tools, k - 1) {
                     let label = row_label(dir, set, t.tool);
                     say(&format!("{NAME} · {label} · repeat {k} of {repeats}"));
                     let mut rec = RunRecord {
@@ -889,7 +902,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
 /// bytes/s over each peer's, paired by repeat, then how each tool was run.
 pub fn render(size: Size, p: &CliTransferParams, records: &[RunRecord], ctx: &RunContext, commands: &BTreeMap<String, String>) -> String {
     let mut s = String::new();
-    crate::report::heading(&mut s, NAME, size, p.repeats, &format!("; profile {}", p.profile), ctx);
+    crate::report::heading(&mut s, NAME, size, p.repeats, &format!("; profile {}; the tools' order rotates by one each repeat", p.profile), ctx);
     let _ = writeln!(s, "| row | objects/s | MB/s | wall s | TCP conns opened | requests | child CPU s | child peak RSS MiB | errors | settle s (untimed) |");
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
     let mut labels: Vec<&str> = Vec::new();
@@ -1018,6 +1031,17 @@ mod tests {
         assert!(sync_filesystem(&dir.join("absent")).is_err());
         std::fs::remove_file(dir.join("f-000001.bin")).unwrap();
         assert!(warm(&dir, &set).is_err(), "a missing source file is an error, not a short read");
+    }
+
+    #[test]
+    fn every_tool_takes_each_place_in_turn() {
+        let t = ["ferry", "s5cmd", "rclone"];
+        let order = |k| rotated(&t, k).copied().collect::<Vec<_>>();
+        assert_eq!(order(0), ["ferry", "s5cmd", "rclone"]);
+        assert_eq!(order(1), ["s5cmd", "rclone", "ferry"]);
+        assert_eq!(order(2), ["rclone", "ferry", "s5cmd"]);
+        assert_eq!(order(3), order(0));
+        assert_eq!(rotated(&[] as &[u8], 5).count(), 0);
     }
 
     #[test]
