@@ -5,13 +5,16 @@
 //! setup (untimed): a local tree of N small files (10,000 x 16 KiB; quick 1,000) and
 //!   M large ones (4 x 1 GiB; quick 4 x 256 MiB), deterministic bytes per file, their
 //!   CRC64NVME computed as written; the same tree PUT by ferry-engine under data/
-//! repeat k = 1..n, per set (small, large), per direction (upload, download), per tool:
+//! repeat k = 1..n, per set (small, large), per direction (upload, download), per tool
+//!   (the tools' order rotated by one each repeat: `rotated`):
 //!   upload    ferry cp --recursive SRC/ s3://bench/up/T-k/SET/   s5cmd cp 'SRC/*' ...   rclone copy SRC peer:...
 //!   download  ferry cp --recursive s3://bench/data/SET/ DST/     s5cmd cp 's3://.../*' DST/   rclone copy peer:... DST
-//!   the child is reaped with wait4(2): its wall time, CPU (user + system) and peak RSS
-//!   (ru_maxrss) are its own, not the bench's; the server's counters (/_ferry/metrics,
-//!   peers.rs's ServerCounters) read before and after it give its TCP connections and
-//!   requests by S3 operation
+//!   before it (untimed): the upload's source read through, the last copy's writeback
+//!   settled (below); the child is started and reaped with wait4(2) by a fresh reaper
+//!   process (`ferry __cli-transfer-reap`, reap_main), so its wall time, CPU (user +
+//!   system) and peak RSS (ru_maxrss) are its own, not the bench's; the server's
+//!   counters (/_ferry/metrics, peers.rs's ServerCounters) read before and after it
+//!   give its TCP connections and requests by S3 operation
 //!   verify (untimed): every file/object present, none extra, sizes and CRC64NVME equal to
 //!   the source's (uploads: the server's stored full-object CRC64NVME, else a GET hashed);
 //!   then the copy is removed (keys deleted with delete_many, the directory removed)
@@ -26,6 +29,25 @@
 //! Downloads land on the disk the bench's temp directory is on (not tmpfs), so a tool
 //! that fsyncs pays for it here (ferry only with `--fsync`, which this bench does not
 //! pass: engine's download.rs).
+//!
+//! Each run is timed on a machine that is not still flushing an earlier one: the user
+//! this models runs one copy at a time, not the fourth 4 GiB download in two minutes. A
+//! download ends with its bytes in the page cache, mostly dirty (4 GiB is near this
+//! machine's `dirty_ratio`); left alone, the next tool's run would share the disk with
+//! that writeback and be throttled by `balance_dirty_pages` for it, so whichever tool
+//! ran second paid for the first (last session: one collapsed repeat for every tool, 335
+//! to 572 MB/s beside 700 to 1,050). So between runs, untimed: the copy is removed, the
+//! work directory's filesystem is flushed (syncfs(2)), and the bench waits until
+//! /proc/meminfo's Dirty + Writeback are within 64 MiB of where they were after setup
+//! (at most 30 s, since the machine is shared and others write too). Each record holds
+//! the settle's time (`settle_s`), whether it got there (`settled`) and the unflushed
+//! bytes before and after (`unflushed_before_settle_bytes`, `unflushed_at_start_bytes`).
+//! The tool's own writeback during its run is its cost and stays in the timing.
+//!
+//! Uploads read a source that is warm in the page cache for every tool alike: before each
+//! upload run the set's files are read through once (untimed; `warm_s` records it, near a
+//! second for 4 GiB when it was already cached). Removing each download frees its pages,
+//! so the cache holds the source (4.2 GiB) with room to spare on this 24 GiB machine.
 //!
 //! The runner is its own (like listing.rs): the generic runner's tasks hold an S3Client,
 //! while these runs are processes. It reuses the server guard (process.rs), peers.json
@@ -213,6 +235,103 @@ fn file_crc(path: &Path) -> std::io::Result<String> {
     Checksummer::of_reader(ALGO, std::fs::File::open(path)?)
 }
 
+/// Dirty + Writeback from a /proc/meminfo text, in bytes: the page cache's data not yet on
+/// disk. None when either line is missing.
+fn parse_unflushed(meminfo: &str) -> Option<u64> {
+    let field = |name: &str| {
+        meminfo.lines().find_map(|l| {
+            let rest = l.strip_prefix(name)?.strip_prefix(':')?;
+            let kb: u64 = rest.trim().trim_end_matches("kB").trim().parse().ok()?;
+            Some(kb * 1024)
+        })
+    };
+    Some(field("Dirty")? + field("Writeback")?)
+}
+
+/// This machine's unflushed page-cache bytes now (Dirty + Writeback).
+fn unflushed_bytes() -> Option<u64> {
+    parse_unflushed(&std::fs::read_to_string("/proc/meminfo").ok()?)
+}
+
+/// How far above the bench's starting Dirty + Writeback a settle may stop: the machine is
+/// shared, so other writers' pages come and go; 64 MiB is under a second of this disk's
+/// writeback and far below the GiBs a large download leaves.
+const SETTLE_SLACK: u64 = 64 << 20;
+/// The longest a settle waits before the next run starts anyway (recorded as not settled).
+const SETTLE_LIMIT: Duration = Duration::from_secs(30);
+
+/// What one untimed settle did.
+#[derive(Debug, Clone, PartialEq)]
+struct Settled {
+    wall: Duration,
+    /// Unflushed bytes when the settle began and when it ended.
+    before: Option<u64>,
+    after: Option<u64>,
+    /// Whether the unflushed bytes came back under the ceiling within the limit.
+    reached: bool,
+}
+
+/// Polls `read` every `pause` until it reports at most `ceiling` bytes or `limit` passes.
+/// A reader that cannot read (None) ends the wait at once: there is nothing to wait on.
+fn wait_until_flushed(mut read: impl FnMut() -> Option<u64>, ceiling: u64, limit: Duration, pause: Duration) -> Settled {
+    let t0 = Instant::now();
+    let before = read();
+    let mut now = before;
+    loop {
+        match now {
+            None => return Settled { wall: t0.elapsed(), before, after: None, reached: false },
+            Some(n) if n <= ceiling => return Settled { wall: t0.elapsed(), before, after: now, reached: true },
+            Some(_) if t0.elapsed() >= limit => return Settled { wall: t0.elapsed(), before, after: now, reached: false },
+            Some(_) => {}
+        }
+        std::thread::sleep(pause);
+        now = read();
+    }
+}
+
+/// syncfs(2) on the filesystem holding `dir`: returns when its dirty data is on disk.
+fn sync_filesystem(dir: &Path) -> Result<()> {
+    let f = std::fs::File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+    // SAFETY: syncfs on a descriptor we own for the duration of the call.
+    if unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&f)) } != 0 {
+        bail!("syncfs {}: {}", dir.display(), std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Between timed runs (untimed): the previous run's copy is already removed; flush the
+/// work directory's filesystem, then wait until the machine's Dirty + Writeback are back
+/// near `baseline` (module note: a copy is timed on a machine not still flushing the last).
+fn settle(dir: &Path, baseline: u64) -> Result<Settled> {
+    let t0 = Instant::now();
+    let before = unflushed_bytes();
+    sync_filesystem(dir)?;
+    let mut s = wait_until_flushed(unflushed_bytes, baseline + SETTLE_SLACK, SETTLE_LIMIT.saturating_sub(t0.elapsed()), Duration::from_millis(50));
+    s.wall = t0.elapsed();
+    s.before = before;
+    Ok(s)
+}
+
+/// Reads every file of `dir`'s `set` once (untimed), so an upload starts with its source in
+/// the page cache whichever tool ran before: each tool reads the same warm tree. The bytes
+/// read, for the record.
+fn warm(dir: &Path, set: &FileSet) -> Result<u64> {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    for name in set.names() {
+        let path = dir.join(&name);
+        let mut f = std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+        loop {
+            let n = std::io::Read::read(&mut f, &mut buf).with_context(|| format!("reading {}", path.display()))?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+        }
+    }
+    Ok(total)
+}
+
 /// What a child process cost, from wait4(2).
 #[derive(Debug, Default)]
 struct ChildRun {
@@ -224,12 +343,18 @@ struct ChildRun {
     stderr_tail: String,
 }
 
-/// Runs `cmd` to its end (or `timeout`), reaping it with wait4 for its own rusage. The
-/// child gets PR_SET_PDEATHSIG, so it dies with the bench; stdout is discarded (every
-/// tool prints a line per file), stderr kept in `log` for the error message.
-fn run_child(mut cmd: Command, log: &Path, timeout: Duration) -> Result<ChildRun> {
-    let err = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
-    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(err);
+/// What wait4 reported for one child.
+struct Reaped {
+    wall: Duration,
+    cpu: Duration,
+    peak_rss_bytes: u64,
+    status: i32,
+    timed_out: bool,
+}
+
+/// Starts `cmd` with PR_SET_PDEATHSIG (it dies with us) and reaps it with wait4 for its
+/// own rusage, killing it after `timeout` if one is given.
+fn spawn_and_reap(mut cmd: Command, timeout: Option<Duration>) -> Result<Reaped> {
     // SAFETY: prctl is async-signal-safe; the closure allocates nothing.
     unsafe {
         cmd.pre_exec(|| {
@@ -247,28 +372,120 @@ fn run_child(mut cmd: Command, log: &Path, timeout: Duration) -> Result<ChildRun
     // SAFETY: zeroed rusage is a valid value; wait4 writes into memory we own.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     let mut timed_out = false;
+    let flags = if timeout.is_some() { libc::WNOHANG } else { 0 };
     loop {
         // SAFETY: our own child's pid; status and ru are valid for writes.
-        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+        let r = unsafe { libc::wait4(pid, &mut status, flags, &mut ru) };
         if r == pid {
             break;
         }
         if r < 0 {
-            bail!("wait4: {}", std::io::Error::last_os_error());
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            bail!("wait4: {e}");
         }
-        if t0.elapsed() > timeout && !timed_out {
+        if timeout.is_some_and(|t| t0.elapsed() > t) && !timed_out {
             timed_out = true;
             // SAFETY: kill(2) on our unreaped child.
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    let wall = t0.elapsed();
     let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
-    let exit = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    Ok(Reaped { wall: t0.elapsed(), cpu: tv(ru.ru_utime) + tv(ru.ru_stime), peak_rss_bytes: ru.ru_maxrss.max(0) as u64 * 1024, status, timed_out })
+}
+
+/// Runs `cmd` to its end (or `timeout`) for its wall time, CPU and peak RSS. With a
+/// `reaper` (the ferry binary), the tool is started and measured by a fresh reaper
+/// process ([`reap_main`]: why); without one, directly (its peak RSS then starts at
+/// ours). stdout is discarded (every tool prints a line per file), stderr kept in `log`
+/// for the error message.
+fn run_child(cmd: Command, log: &Path, timeout: Duration, reaper: Option<&Path>) -> Result<ChildRun> {
+    let err = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let report = log.with_extension("reaped");
+    let _ = std::fs::remove_file(&report);
+    let mut run = match reaper {
+        None => cmd,
+        Some(exe) => {
+            let mut r = Command::new(exe);
+            r.arg(REAP_ARG).arg(&report).arg(cmd.get_program()).args(cmd.get_args());
+            for (k, v) in cmd.get_envs() {
+                match v {
+                    Some(v) => r.env(k, v),
+                    None => r.env_remove(k),
+                };
+            }
+            if let Some(d) = cmd.get_current_dir() {
+                r.current_dir(d);
+            }
+            r
+        }
+    };
+    run.stdin(Stdio::null()).stdout(Stdio::null()).stderr(err);
+    let mut got = spawn_and_reap(run, Some(timeout))?;
+    if reaper.is_some() && !got.timed_out {
+        let line = std::fs::read_to_string(&report).unwrap_or_default();
+        let Some((wall, cpu, rss, status)) = parse_reaped(&line) else {
+            bail!("the reaper wrote no figures (exit status {}; stderr in {})", got.status, log.display());
+        };
+        (got.wall, got.cpu, got.peak_rss_bytes, got.status) = (wall, cpu, rss, status);
+        let _ = std::fs::remove_file(&report);
+    }
+    let status = got.status;
+    let exit = (!got.timed_out && libc::WIFEXITED(status)).then(|| libc::WEXITSTATUS(status));
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let tail: String = text.trim().lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" / ");
-    Ok(ChildRun { wall, cpu: tv(ru.ru_utime) + tv(ru.ru_stime), peak_rss_bytes: ru.ru_maxrss.max(0) as u64 * 1024, exit, timed_out, stderr_tail: tail })
+    Ok(ChildRun { wall: got.wall, cpu: got.cpu, peak_rss_bytes: got.peak_rss_bytes, exit, timed_out: got.timed_out, stderr_tail: tail })
+}
+
+/// The first argument that makes the `ferry` binary the reaper ([`reap_main`]; main.rs
+/// looks for it before anything else runs).
+pub const REAP_ARG: &str = "__cli-transfer-reap";
+
+/// Why a reaper: Linux starts a forked child's peak RSS at the parent's resident
+/// anonymous memory (fork copies those page-table entries, and exec keeps the old mm's
+/// high-water mark in the process's `maxrss`). Forked straight from the bench, a tool's
+/// "peak RSS" was at least the bench's own: every tool measured 185-209 MiB in the runs
+/// right after setup had left the bench's heap large, 18-63 MiB later (quick run,
+/// 9d1f46e). So the bench starts a fresh `ferry` process (exec: a new mm, a heap of a
+/// few hundred KiB when it forks), which forks and execs the tool, reaps it with wait4
+/// and writes its wall time, CPU and peak RSS to a file. The tool gets PR_SET_PDEATHSIG
+/// from the reaper as the reaper gets it from the bench, so a killed run leaves nothing.
+///
+/// `args`: OUT PROG [ARGS...]. Writes `wall_us cpu_us maxrss_kib wait_status` to OUT;
+/// the exit code is 0 once that line is written, 1 when the tool could not be started.
+pub fn reap_main(args: &[std::ffi::OsString]) -> i32 {
+    let [out, prog, rest @ ..] = args else {
+        eprintln!("ferry {REAP_ARG}: usage: OUT PROG [ARGS...]");
+        return 2;
+    };
+    let mut cmd = Command::new(prog);
+    cmd.args(rest);
+    match spawn_and_reap(cmd, None) {
+        Ok(r) => {
+            let line = format!("{} {} {} {}\n", r.wall.as_micros(), r.cpu.as_micros(), r.peak_rss_bytes / 1024, r.status);
+            match std::fs::write(out, line) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("ferry {REAP_ARG}: writing {}: {e}", Path::new(out).display());
+                    1
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("ferry {REAP_ARG}: {e:#}");
+            1
+        }
+    }
+}
+
+/// A reaper's line, parsed: wall, CPU, peak RSS in bytes, the raw wait status.
+fn parse_reaped(line: &str) -> Option<(Duration, Duration, u64, i32)> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let [wall, cpu, rss, status] = f[..] else { return None };
+    Some((Duration::from_micros(wall.parse().ok()?), Duration::from_micros(cpu.parse().ok()?), rss.parse::<u64>().ok()? * 1024, status.parse().ok()?))
 }
 
 /// The endpoint every tool is pointed at.
@@ -453,6 +670,16 @@ fn installed(peers: &[Peer], ferry: &Path) -> (Vec<Installed>, Vec<(Tool, String
     (ok, absent)
 }
 
+/// The tools in the order repeat `k` (from 0) runs them: rotated by one each repeat, so
+/// no tool is always the one that runs first after the other direction or set (in two
+/// full runs at 9d1f46e and 8b262e5 with ferry always first, ferry's first 4 x 1 GiB
+/// download, right after rclone's 4 x 1 GiB upload, was its slowest: 11.8 and 12.6 s
+/// beside 3.9-6.4 s in the other repeats).
+fn rotated<T>(tools: &[T], k: usize) -> impl Iterator<Item = &T> {
+    let n = tools.len().max(1);
+    tools.iter().cycle().skip(k % n).take(tools.len())
+}
+
 /// Runs `cli-transfer` and returns its records and report.
 pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outcome> {
     let started = Instant::now();
@@ -512,11 +739,22 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
         }
     }
 
+    // The tree written and PUT, flushed: the Dirty + Writeback every settle returns to.
+    sync_filesystem(&work.0)?;
+    let baseline = unflushed_bytes().unwrap_or(0);
+    say(&format!("{NAME}: unflushed page cache after setup {} MiB (each run starts within {} MiB of it, or after {:?})", baseline >> 20, SETTLE_SLACK >> 20, SETTLE_LIMIT));
+
     let mut params: Map<String, Value> = Map::new();
     params.insert("sets".into(), json!(p.sets.iter().map(|s| json!({"name": s.name, "files": s.files, "bytes": s.bytes})).collect::<Vec<_>>()));
     params.insert("rclone_transfers".into(), json!(RCLONE_TRANSFERS));
     params.insert("link".into(), json!(opts.link_name()));
     params.insert("download_disk".into(), json!(work.0.display().to_string()));
+    // The reaper's own floor: what a tool that allocates nothing (/bin/true) measures.
+    let floor = run_child(Command::new("/bin/true"), &work.0.join("floor.stderr"), Duration::from_secs(30), Some(&opts.server.program))?.peak_rss_bytes;
+    params.insert("rss_floor_bytes".into(), json!(floor));
+    params.insert("settle_baseline_unflushed_bytes".into(), json!(baseline));
+    params.insert("settle_slack_bytes".into(), json!(SETTLE_SLACK));
+    params.insert("settle_limit_s".into(), json!(SETTLE_LIMIT.as_secs_f64()));
     params.insert("versions".into(), json!(tools.iter().map(|t| (t.tool.name().to_owned(), json!(t.version))).collect::<Map<_, _>>()));
     let server_json = json!({"label": spec.label, "args": spec.args(), "banner": server.banner});
     let repeats = p.repeats.max(1);
@@ -530,7 +768,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     for k in 1..=repeats {
         for (si, set) in p.sets.iter().enumerate() {
             for dir in [Direction::Upload, Direction::Download] {
-                for t in &tools {
+                for t in rotated(&tools, k - 1) {
                     let label = row_label(dir, set, t.tool);
                     say(&format!("{NAME} · {label} · repeat {k} of {repeats}"));
                     let mut rec = RunRecord {
@@ -556,6 +794,22 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                     if dir == Direction::Download {
                         std::fs::create_dir_all(&local)?;
                     }
+                    // Untimed: the source warm in the page cache for every tool alike, then
+                    // the last run's writeback finished (module note).
+                    if dir == Direction::Upload {
+                        let w0 = Instant::now();
+                        rec.set("warm_source_bytes", warm(&local, set)? as f64);
+                        rec.set("warm_s", w0.elapsed().as_secs_f64());
+                    }
+                    let settled = settle(&work.0, baseline)?;
+                    rec.set("settle_s", settled.wall.as_secs_f64());
+                    rec.set("settled", if settled.reached { 1.0 } else { 0.0 });
+                    if let Some(b) = settled.before {
+                        rec.set("unflushed_before_settle_bytes", b as f64);
+                    }
+                    if let Some(a) = settled.after {
+                        rec.set("unflushed_at_start_bytes", a as f64);
+                    }
                     let cmd = tool_command(t, &target, dir, &local, &prefix);
                     let line = command_line(&cmd);
                     rec.client = Some(json!({"tool": t.tool.name(), "version": t.version, "command": line}));
@@ -565,7 +819,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                     // The server's counters around the child: the TCP connections and
                     // requests it needed (none of the tools reports them itself).
                     let before = ServerCounters::scrape(&target.url, None);
-                    let child = run_child(cmd, &log, opts.run_timeout);
+                    let child = run_child(cmd, &log, opts.run_timeout, Some(&opts.server.program));
                     if let (Some(b), Some(a)) = (before, ServerCounters::scrape(&target.url, None)) {
                         let d = a.since(&b);
                         rec.set("connections_opened", d.connections_opened);
@@ -648,9 +902,9 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
 /// bytes/s over each peer's, paired by repeat, then how each tool was run.
 pub fn render(size: Size, p: &CliTransferParams, records: &[RunRecord], ctx: &RunContext, commands: &BTreeMap<String, String>) -> String {
     let mut s = String::new();
-    crate::report::heading(&mut s, NAME, size, p.repeats, &format!("; profile {}", p.profile), ctx);
-    let _ = writeln!(s, "| row | objects/s | MB/s | wall s | TCP conns opened | requests | child CPU s | child peak RSS MiB | errors |");
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
+    crate::report::heading(&mut s, NAME, size, p.repeats, &format!("; profile {}; the tools' order rotates by one each repeat", p.profile), ctx);
+    let _ = writeln!(s, "| row | objects/s | MB/s | wall s | TCP conns opened | requests | child CPU s | child peak RSS MiB | errors | settle s (untimed) |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
     let mut labels: Vec<&str> = Vec::new();
     for r in records {
         if !labels.contains(&r.variant.as_str()) {
@@ -661,12 +915,12 @@ pub fn render(size: Size, p: &CliTransferParams, records: &[RunRecord], ctx: &Ru
         let rs: Vec<&RunRecord> = records.iter().filter(|r| r.variant == *l && r.status != "absent").collect();
         if rs.is_empty() {
             let why = records.iter().find(|r| r.variant == *l).and_then(|r| r.note.clone()).unwrap_or_default();
-            let _ = writeln!(s, "| {l} | absent: {why} | | | | | | | |");
+            let _ = writeln!(s, "| {l} | absent: {why} | | | | | | | | |");
             continue;
         }
         let _ = writeln!(
             s,
-            "| {l} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {l} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             cell(&rs, "objects_per_s", 1.0, if l.contains("KiB") { 0 } else { 2 }),
             cell(&rs, "bytes_per_s", 1e-6, 0),
             cell(&rs, "wall_s", 1.0, 2),
@@ -675,6 +929,7 @@ pub fn render(size: Size, p: &CliTransferParams, records: &[RunRecord], ctx: &Ru
             cell(&rs, "client_cpu_s", 1.0, 2),
             cell(&rs, "peak_rss_bytes", 1.0 / 1048576.0, 0),
             cell(&rs, "errors", 1.0, 0),
+            cell(&rs, "settle_s", 1.0, 1),
         );
     }
     s.push('\n');
@@ -690,7 +945,10 @@ pub fn render(size: Size, p: &CliTransferParams, records: &[RunRecord], ctx: &Ru
         }
     }
     let _ = writeln!(s, "- goal (issue 6): ferry ahead of both peers on every row; the copies are checked file by file (size and CRC64NVME) after each run, untimed");
-    let _ = writeln!(s, "- CPU and peak RSS are the child's own (wait4 rusage); wall time includes the tool's start-up");
+    let unsettled = records.iter().filter(|r| r.figure("settled") == Some(0.0)).count();
+    let _ = writeln!(s, "- before each run (untimed): uploads' source read through once (warm in the page cache for every tool), the last copy removed, syncfs, and a wait until Dirty + Writeback are back near the post-setup level ({unsettled} runs started before they were)");
+    let floor = records.iter().find_map(|r| r.params.get("rss_floor_bytes").and_then(Value::as_f64)).unwrap_or(0.0);
+    let _ = writeln!(s, "- CPU and peak RSS are the child's own (wait4 rusage, taken by a fresh reaper process so the bench's heap is not in it; /bin/true measures {:.1} MiB that way); wall time includes the tool's start-up", floor / 1048576.0);
     let _ = writeln!(s, "- TCP conns opened and requests: the server's counters (/_ferry/metrics) read before and after each child, so they are the tool's own (records: requests_<Operation> per S3 operation)");
     for (l, c) in commands {
         let _ = writeln!(s, "- {l}: `{c}`");
@@ -735,17 +993,85 @@ mod tests {
     }
 
     #[test]
+    fn unflushed_is_dirty_plus_writeback() {
+        let m = "MemTotal:       24683520 kB\nDirty:            420732 kB\nWriteback:          1024 kB\nWritebackTmp:          7 kB\n";
+        assert_eq!(parse_unflushed(m), Some((420_732 + 1024) * 1024), "WritebackTmp is not Writeback");
+        assert_eq!(parse_unflushed("Dirty: 5 kB\n"), None, "a missing line is not zero");
+        // This machine's own file parses (Linux only; the bench runs nowhere else).
+        assert!(unflushed_bytes().is_some());
+    }
+
+    #[test]
+    fn settle_waits_for_writeback_and_is_bounded() {
+        // Draining: stops at the first reading under the ceiling, reporting both ends.
+        let mut left = vec![Some(900u64), Some(500), Some(120), Some(90), Some(10)].into_iter();
+        let s = wait_until_flushed(|| left.next().flatten(), 100, Duration::from_secs(10), Duration::ZERO);
+        assert!(s.reached);
+        assert_eq!((s.before, s.after), (Some(900), Some(90)));
+        assert_eq!(left.next(), Some(Some(10)), "no reading after the one that settled");
+        // Never draining: gives up at the limit, marked as not settled.
+        let s = wait_until_flushed(|| Some(1000), 100, Duration::from_millis(30), Duration::from_millis(5));
+        assert!(!s.reached && s.wall >= Duration::from_millis(30) && s.wall < Duration::from_secs(5));
+        assert_eq!(s.after, Some(1000));
+        // Unreadable: nothing to wait on.
+        let s = wait_until_flushed(|| None, 100, Duration::from_secs(10), Duration::ZERO);
+        assert!(!s.reached && s.before.is_none());
+    }
+
+    #[test]
+    fn settle_and_warm_on_a_real_tree() {
+        let dir = std::env::temp_dir().join(format!("ferry-cli-transfer-settle-{}", std::process::id()));
+        let _guard = WorkDir(dir.clone());
+        let set = FileSet { name: "w", files: 2, bytes: 3 << 20 };
+        write_set(&dir, &set, 1).unwrap();
+        assert_eq!(warm(&dir, &set).unwrap(), 6 << 20, "every byte of the set is read");
+        // A generous baseline: syncfs ran and the wait ends without reaching the limit.
+        let s = settle(&dir, u64::MAX / 2).unwrap();
+        assert!(s.reached && s.before.is_some());
+        assert!(sync_filesystem(&dir.join("absent")).is_err());
+        std::fs::remove_file(dir.join("f-000001.bin")).unwrap();
+        assert!(warm(&dir, &set).is_err(), "a missing source file is an error, not a short read");
+    }
+
+    #[test]
+    fn every_tool_takes_each_place_in_turn() {
+        let t = ["ferry", "s5cmd", "rclone"];
+        let order = |k| rotated(&t, k).copied().collect::<Vec<_>>();
+        assert_eq!(order(0), ["ferry", "s5cmd", "rclone"]);
+        assert_eq!(order(1), ["s5cmd", "rclone", "ferry"]);
+        assert_eq!(order(2), ["rclone", "ferry", "s5cmd"]);
+        assert_eq!(order(3), order(0));
+        assert_eq!(rotated(&[] as &[u8], 5).count(), 0);
+    }
+
+    #[test]
+    fn reaper_line_round_trip() {
+        let dir = std::env::temp_dir().join(format!("ferry-cli-transfer-reap-{}", std::process::id()));
+        let _guard = WorkDir(dir.clone());
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("r");
+        let args: Vec<std::ffi::OsString> = [out.to_str().unwrap(), "/bin/sh", "-c", "exit 5"].iter().map(Into::into).collect();
+        assert_eq!(reap_main(&args), 0);
+        let (wall, _cpu, rss, status) = parse_reaped(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        assert!(wall > Duration::ZERO && rss > 0);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 5);
+        assert_eq!(reap_main(&args[..1]), 2, "no program: a usage error");
+        assert_eq!(parse_reaped("1 2 3"), None);
+        assert_eq!(parse_reaped("1 2 x 0"), None);
+    }
+
+    #[test]
     fn child_rusage_is_its_own() {
         let log = std::env::temp_dir().join(format!("ferry-cli-transfer-child-{}.log", std::process::id()));
         let mut c = Command::new("/bin/sh");
         c.args(["-c", "head -c 67108864 /dev/zero | tr '\\0' a > /dev/null; echo done >&2; exit 3"]);
-        let r = run_child(c, &log, Duration::from_secs(60)).unwrap();
+        let r = run_child(c, &log, Duration::from_secs(60), None).unwrap();
         assert_eq!(r.exit, Some(3));
         assert_eq!(r.stderr_tail, "done");
         assert!(!r.timed_out && r.peak_rss_bytes > 0);
         let mut c = Command::new("/bin/sleep");
         c.arg("30");
-        let r = run_child(c, &log, Duration::from_millis(200)).unwrap();
+        let r = run_child(c, &log, Duration::from_millis(200), None).unwrap();
         assert!(r.timed_out && r.exit.is_none() && r.wall < Duration::from_secs(10));
         let _ = std::fs::remove_file(log);
     }

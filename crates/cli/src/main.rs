@@ -109,6 +109,22 @@ fn keep_freed_memory() {
     }
 }
 
+/// A data verb runs without transparent huge pages. mimalloc asks for them on its arenas
+/// (`MADV_HUGEPAGE`, its `allow_thp` option, on by default), so the first touch of each
+/// thread's heap region faults in a whole 2 MiB page, and with memory kept
+/// (`keep_freed_memory`) and ten threads (two workers, eight blocking) that was most of
+/// the peak RSS: 4 x 512 MiB `ferry cp --recursive` down from `ferry serve --memory`, 3
+/// pairs interleaved at load 8, 41-47 MiB with them and 16-17 MiB without (s5cmd: 21),
+/// wall 1.28-1.56 s beside 1.61-2.13; up, 41-45 MiB beside 23-24, CPU 10-20% higher
+/// (more, smaller page faults), wall within the noise. `MIMALLOC_ALLOW_THP=0` has the same
+/// effect, but mimalloc reads it before `main` runs; prctl(PR_SET_THP_DISABLE) takes
+/// effect for every later fault, including in the arena mimalloc already reserved. It is
+/// inherited by children, and data verbs start none. `ferry serve` keeps huge pages.
+fn no_huge_pages() {
+    // SAFETY: a plain prctl on this process; failure (an old kernel) only leaves THP on.
+    let _ = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+}
+
 /// Threads of the blocking pool, where file work runs (reads of upload chunks, download
 /// writes, create, rename, fsync). Each thread that has run a transfer keeps its own
 /// allocator heap (freed memory is kept: `keep_freed_memory`), so peak RSS grows with the
@@ -123,6 +139,7 @@ const BLOCKING_THREADS: usize = 8;
 /// Runs a data verb on a fresh runtime.
 fn data_verb(command: Command, g: common::Global) -> anyhow::Result<()> {
     keep_freed_memory();
+    no_huge_pages();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().max_blocking_threads(BLOCKING_THREADS).build()?;
     rt.block_on(dispatch(command, g))
 }
@@ -183,6 +200,12 @@ fn exit_code(e: &anyhow::Error) -> u8 {
 }
 
 fn main() -> std::process::ExitCode {
+    // `ferry bench cli-transfer` starts each measured tool through this binary, which
+    // must fork it with as small a heap as it can (cli_transfer.rs: reap_main says why).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == ferry_bench::cli_transfer::REAP_ARG) {
+        return std::process::ExitCode::from(ferry_bench::cli_transfer::reap_main(&args[2..]).clamp(0, 255) as u8);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("FERRY_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)

@@ -120,3 +120,39 @@ fn bulk_get_tiny_has_rows_and_rss_check() {
         check_schema(r).unwrap();
     }
 }
+
+/// The cli-transfer reaper measures the tool, not whoever started the reaper: a parent
+/// holding 256 MiB of touched heap starts `ferry __cli-transfer-reap OUT /bin/sh -c ...`,
+/// and the tool's peak RSS comes back far below 256 MiB (forked straight from this
+/// process it would start at 256 MiB or more), with the tool's exit status.
+#[test]
+fn cli_transfer_reaper_reports_the_tools_own_peak_rss() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("reaped");
+    let heap: Vec<u8> = vec![7u8; 256 << 20];
+    assert_eq!(heap.iter().step_by(4096).map(|&b| b as u64).sum::<u64>(), 7 * (256 << 20) / 4096);
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args([ferry_bench::cli_transfer::REAP_ARG, out.to_str().unwrap(), "/bin/sh", "-c", "exit 3"])
+        .status()
+        .unwrap();
+    assert!(st.success(), "the reaper exits 0 once it has written its line");
+    let line = std::fs::read_to_string(&out).unwrap();
+    let f: Vec<i64> = line.split_whitespace().map(|x| x.parse().unwrap()).collect();
+    assert_eq!(f.len(), 4, "{line}");
+    let (rss_kib, status) = (f[2], f[3] as i32);
+    assert!(rss_kib > 0 && rss_kib < 64 << 10, "peak RSS {rss_kib} KiB: the parent's heap leaked into the figure");
+    assert!(libc_exited_with(status, 3), "wait status {status:#x}");
+    drop(heap);
+    // A tool that cannot be started is the reaper's failure (exit 1), not a figure.
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args([ferry_bench::cli_transfer::REAP_ARG, dir.path().join("none").to_str().unwrap(), "/nonexistent/tool"])
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(1));
+    assert!(!dir.path().join("none").exists());
+}
+
+/// WIFEXITED/WEXITSTATUS for a raw wait status (no libc in this crate's dev-dependencies).
+fn libc_exited_with(status: i32, code: i32) -> bool {
+    status & 0x7f == 0 && (status >> 8) & 0xff == code
+}
