@@ -262,22 +262,31 @@ pub fn headline(workload: &str, records: &[RunRecord]) -> Headline {
             }
         }
         "bulk-wan" => {
-            // Each client's bytes/s as a share of iperf3 -P N at the same concurrency, at the
-            // largest concurrency both ran (medians over repeats).
+            // At the largest concurrency iperf3 ran: each ferry client's bytes/s over iperf3's
+            // of the same repeat (paired ratios: median and range), h2 over h1-pool, and the
+            // peers over ferry on their own pull.
             let published = crate::bulk_wan::PUBLISHED;
             let conc = |r: &RunRecord| r.params.get("concurrency").and_then(serde_json::Value::as_u64);
-            let at = |mode: &str, c: u64| {
-                Spread::of(&records.iter().filter(|r| r.mode == mode && r.status == "ok" && conc(r) == Some(c)).filter_map(|r| r.figure("bytes_per_s")).collect::<Vec<_>>()).map(|s| s.median)
-            };
             let top = records.iter().filter(|r| r.mode == "iperf3" && r.status == "ok").filter_map(conc).max();
-            match top.and_then(|c| at("iperf3", c).map(|i| (c, i))) {
-                Some((c, ceiling)) if ceiling > 0.0 => {
-                    let shares: Vec<String> = ["h1-pool", "h2", "auto"].iter().filter_map(|m| at(m, c).map(|b| format!("{m} {:.0}%", b / ceiling * 100.0))).collect();
-                    let link = records.iter().find_map(|r| r.params.get("link").and_then(serde_json::Value::as_str).map(str::to_owned)).unwrap_or_else(|| "none".into());
-                    h(published, format!("at {c} streams, share of iperf3 -P {c} ({:.0} MB/s, link {link}): {}", ceiling / 1e6, shares.join(", ")), "baseline only")
-                }
-                _ => h(published, none(), "baseline only"),
+            let Some(c) = top else { return h(published, none(), "baseline only") };
+            let at: Vec<RunRecord> = records.iter().filter(|r| conc(r) == Some(c)).cloned().collect();
+            let ceiling = at.iter().find(|r| r.mode == "iperf3").map(|r| r.variant.clone()).unwrap_or_default();
+            let pct = |s: &Spread| if s.n > 1 { format!("{:.0}% ({:.0}-{:.0})", s.median * 100.0, s.min * 100.0, s.max * 100.0) } else { format!("{:.0}%", s.median * 100.0) };
+            let shares: Vec<String> = ["h1-pool", "h2", "auto"].iter().filter_map(|m| paired_ratio(&at, m, &ceiling, "bytes_per_s").map(|s| format!("{m} {}", pct(&s)))).collect();
+            if shares.is_empty() {
+                return h(published, none(), "baseline only");
             }
+            let iperf3 = median(&at, &ceiling, "bytes_per_s").unwrap_or(0.0);
+            let link = records.iter().find_map(|r| r.params.get("link").and_then(serde_json::Value::as_str).map(str::to_owned)).unwrap_or_else(|| "none".into());
+            let warm = at.iter().any(|r| r.figure("warm_connections") == Some(1.0));
+            let how = if warm {
+                "iperf3 and each ferry client's repeat 1 counted after their own ramp (one rule), its later repeats on kept connections"
+            } else {
+                "every row counted after its warm-up"
+            };
+            let h2 = paired_ratio(&at, "h2", "h1-pool", "bytes_per_s").map(|s| format!("; h2 / h1-pool {}", x2(&s))).unwrap_or_default();
+            let peers = crate::bulk_wan::peers_against_same_pull(&at).map(|l| format!("; {l}")).unwrap_or_default();
+            h(published, format!("at {c} streams, MB/s over iperf3 -P {c}'s in the same repeat ({:.0} MB/s, link {link}; {how}): {}{h2}{peers}", iperf3 / 1e6, shares.join(", ")), "baseline only")
         }
         "bulk-get" => {
             let published = ">= 90% of iperf3 on loopback (client issue)";
@@ -338,6 +347,29 @@ mod tests {
         assert!(h.measured.contains("+35%"), "{}", h.measured);
         assert_eq!(headline("small-objects", &[]).verdict, "no");
         assert!(table(&[h]).contains("| small-objects |"));
+    }
+
+    #[test]
+    fn bulk_wan_shares_are_paired_by_repeat_at_the_top_point() {
+        let mut rs = Vec::new();
+        // iperf3 1000 then 500 MB/s; h1-pool 600 then 400; h2 300 then 300.
+        for (k, i3, h1, h2) in [(1, 1000e6, 600e6, 300e6), (2, 500e6, 400e6, 300e6)] {
+            for (variant, mode, v) in [("iperf3 -P 16", "iperf3", i3), ("h1-pool", "h1-pool", h1), ("h2", "h2", h2)] {
+                let mut r = rec(variant, k, "bytes_per_s", v);
+                r.mode = mode.into();
+                r.params.insert("concurrency".into(), serde_json::json!(16));
+                r.params.insert("link".into(), serde_json::json!("transatlantic"));
+                rs.push(r);
+            }
+        }
+        let h = headline("bulk-wan", &rs);
+        assert_eq!(h.verdict, "baseline only");
+        // Paired: 60% and 80% (median 70%), not 500 / 750 of the medians (67%).
+        assert!(h.measured.contains("h1-pool 70% (60-80)"), "{}", h.measured);
+        assert!(h.measured.contains("h2 45% (30-60)"), "{}", h.measured);
+        assert!(h.measured.contains("h2 / h1-pool 0.62x (0.50-0.75)"), "{}", h.measured);
+        assert!(h.measured.contains("at 16 streams") && h.measured.contains("link transatlantic"), "{}", h.measured);
+        assert_eq!(headline("bulk-wan", &[]).verdict, "baseline only");
     }
 
     #[test]
