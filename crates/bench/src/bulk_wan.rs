@@ -68,18 +68,19 @@
 //!   contract), which saves the 0.3-1.5 s a drain cost each of those rows. A bulk pull of
 //!   the published kind runs for minutes on connections that stay open: its steady state
 //!   is what the counted window measures;
-//! - iperf3 runs `-t 3 -i 0.1` (was `-t 4`) and the ferry rows' ramp rule
-//!   ([`ramp_ended`]) is applied to its 100 ms intervals ([`measured_window`]); what is
-//!   left after its ramp (1.4-1.9 s here) is its window: 1.5 s, or 1.1-1.4 s when the ramp
-//!   ran long (`window_s`). So iperf3's figure and a ferry row's repeat 1 are the same
-//!   measure, the first window after the rate stopped growing, each after its own cold
-//!   ramp; repeats 2-3 of a ferry row are that measure on kept connections (no ramp at
-//!   all), iperf3 cannot keep connections and stays cold. The figure with `-t 4` was the
-//!   best 1.5 s of the 1.5-2.5 s after the ramp, a maximum over several windows beside
-//!   ferry's one (lab8 chose it because the window right after a noisy sample held 16
-//!   streams' loss recovery and made iperf3 read below h1-pool); with `-t 3` there is
-//!   one window for both, and iperf3's loss recoveries (1,000-7,000 drops a run at the
-//!   link's queue, ferry's h1-pool 0-1,100) are part of what it measures, as ferry's are;
+//! - iperf3 runs `-t 4 -i 0.1` and the ferry rows' ramp rule ([`ramp_ended`]) is applied
+//!   to its 100 ms intervals ([`measured_window`]), after which its figure is the best
+//!   1.5 s of what is left (1.5-2.6 s): the same ramp rule and window length as a cold
+//!   ferry row, but the most of several windows where a ferry row has one, so a share of
+//!   it is a floor. Tried at e695ae3: `-t 3`, one window left after the ramp, exactly a
+//!   cold ferry row's measure, 1 s less a repeat; in one quick suite (load ~9) iperf3 then
+//!   read 415, 442 and 796 MB/s with 218k-784k retransmits and 5,000-11,500 drops at the
+//!   link's queue (16 streams overflowing it and recovering inside the window), beside
+//!   ferry's 640-934 MB/s: shares of 85-225%, a ceiling below the rows it bounds. So
+//!   the best window stays (lab8's reason, the same loss recoveries), and the claims line
+//!   says how often iperf3 still fell under a ferry row. Repeat 1 of a ferry row is
+//!   measured after its own cold ramp like iperf3; repeats 2-3 on kept connections (no
+//!   ramp at all); iperf3 cannot keep connections and stays cold;
 //! - the peers (boto3, awscrt, s5cmd, rclone), in the first repeat only (a repeat of all
 //!   four cost ~9-11 s, more than the three ferry rows), pull 16 whole objects of their
 //!   own, ~ Normal(8 MiB, 20%) instead of 32 MiB (a pull of ~1.5-3 s, about a window),
@@ -210,9 +211,9 @@ pub struct BulkWanParams {
     /// `-t iperf3_seconds -i 0.1` and applies [`ramp_ended`] to its 100 ms intervals, the
     /// rule of the ferry rows, then counts up to `run_seconds` after it.
     pub iperf3_warmup: Warmup,
-    /// `-t` of a measured iperf3 run: its ramp (~1.5 s for 16 streams here) and one
-    /// window. A ramp that runs to the `omit_seconds` cap leaves a shorter window
-    /// (`window_s` in the record; at least half of `run_seconds`, or the row fails).
+    /// `-t` of a measured iperf3 run: its ramp (~1.5 s for 16 streams here) and the
+    /// windows to pick the best one from (`window_s` in the record: at least half of
+    /// `run_seconds`, or the row fails).
     pub iperf3_seconds: u32,
     /// Before the peers, a ferry h1-pool row makes the peers' own pull ([`SAME_PULL_ROW`]):
     /// a new client, the same whole objects with as many in flight, timed like a peer.
@@ -260,7 +261,7 @@ impl BulkWanParams {
                 warm_omit: Duration::from_millis(300),
                 peer_mean_bytes: 8 << 20,
                 iperf3_warmup: Warmup::Measured,
-                iperf3_seconds: 3,
+                iperf3_seconds: 4,
                 same_pull: true,
                 drain_grace: Duration::from_secs(3),
             },
@@ -1377,7 +1378,7 @@ mod tests {
         // (measured_window's condition for a figure), and a full one after a 1.5 s ramp.
         assert_eq!(q.iperf3_warmup, Warmup::Measured);
         assert!(q.iperf3_seconds as f64 - q.omit_seconds as f64 >= q.run_seconds / 2.0);
-        assert!(q.iperf3_seconds as f64 - 1.5 >= q.run_seconds);
+        assert!(q.iperf3_seconds as f64 - 1.5 > q.run_seconds, "more than one window to pick the best of");
         assert!(q.drain_grace <= Duration::from_secs(5), "a stuck drain costs a row seconds, not ten");
         assert!(q.warm_clients && !f.warm_clients, "quick keeps its clients' connections warm; full starts each row cold");
         assert!(q.peer_mean_bytes < q.mean_bytes && f.peer_mean_bytes == f.mean_bytes);
