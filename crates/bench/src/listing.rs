@@ -524,11 +524,9 @@ pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunCon
     let _ = match (kr, kr_calls) {
         (Some(w), Some(c)) => writeln!(
             s,
-            "- key-range parallel (list_parallel, {} LISTs in flight): {c:.0} calls, {:.1}x faster than flat (per-repeat range {:.1}-{:.1}x)",
+            "- key-range parallel (list_parallel, {} LISTs in flight): {c:.0} calls, {} than flat (per repeat)",
             p.key_range_concurrency(),
-            w.median,
-            w.min,
-            w.max
+            crate::claims::faster_or_slower(&w),
         ),
         _ => writeln!(s, "- key-range parallel: no paired clean runs"),
     };

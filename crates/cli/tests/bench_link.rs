@@ -3,6 +3,7 @@
 //!
 //! - bulk-wan on loopback (any user): every client row pulled bytes over HTTPS without
 //!   errors, the iperf3 row is there, records carry params.concurrency / params.link;
+//!   with one peer (boto3, when installed), ferry on the peer's pull beside it;
 //! - bulk-wan across the `region` link and small-objects across it (root only, else
 //!   skipped with the reason on stderr): the servers ran in the link's server namespace
 //!   (their URL is the link's address) and the client reached them from the client's.
@@ -92,6 +93,46 @@ fn bulk_wan_tiny_on_loopback() {
     let p = tiny();
     let outcome = bulk_wan::run(Size::Quick, &p, &options(&out, None)).unwrap();
     check_bulk_wan(&outcome, &p, &out, "none");
+}
+
+/// `--quick`'s peer arrangement, tiny, on loopback: ferry h1-pool on the peers' pull,
+/// then one peer on the same objects, both once, both clean; the report and the claims
+/// line hold the peer against ferry's same pull. Skipped (loudly) without boto3.
+#[test]
+fn bulk_wan_tiny_one_peer_beside_ferry_on_its_pull() {
+    use ferry_bench::peers::Peer;
+    if let Err(why) = ferry_bench::peers::available(Peer::Boto3) {
+        let _ = writeln!(std::io::stderr(), "\n*** SKIPPED bulk_wan_tiny_one_peer_beside_ferry_on_its_pull: boto3: {why} ***\n");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let mut p = tiny();
+    p.peers = vec![Peer::Boto3];
+    p.peer_mean_bytes = 512 << 10;
+    assert!(p.peers_once && p.same_pull, "quick's arrangement");
+    let outcome = bulk_wan::run(Size::Quick, &p, &options(&out, None)).unwrap();
+    let row = |v: &str| outcome.records.iter().find(|r| r.variant == v).unwrap_or_else(|| panic!("no {v} row: {:?}", outcome.records.iter().map(|r| &r.variant).collect::<Vec<_>>()));
+    let (ferry, peer) = (row(bulk_wan::SAME_PULL_ROW), row("boto3"));
+    for r in [ferry, peer] {
+        assert_eq!(r.status, "ok", "{}: {:?}", r.variant, r.error_samples);
+        assert_eq!(r.figure("objects_completed"), Some(2.0), "{}: the two objects, whole", r.variant);
+        assert!(r.figure("bytes_per_s_with_ramp").unwrap() > 0.0, "{}", r.variant);
+        assert!(r.figure("bytes_per_s_per_connection_with_ramp").unwrap() > 0.0, "{}", r.variant);
+    }
+    assert_eq!(ferry.figure("bytes"), peer.figure("bytes"), "the same objects");
+    assert!(ferry.figure("bytes_per_s").is_none(), "a whole pull has no counted window");
+    // A new client: its own connections, at most one per object in flight (on loopback
+    // the first may finish before the second needs one).
+    let conns = ferry.figure("connections_opened").unwrap();
+    assert!((1.0..=2.0).contains(&conns), "a new client's connections: {conns}");
+    // The rows' records and the peer's are valid JSON lines of the schema.
+    for l in std::fs::read_to_string(&out).unwrap().lines() {
+        check_schema(&serde_json::from_str(l).unwrap()).unwrap();
+    }
+    assert!(outcome.report.contains("peers on their own pull against ferry h1-pool on the same pull"), "{}", outcome.report);
+    let h = ferry_bench::claims::headline("bulk-wan", &outcome.records);
+    assert!(h.measured.contains("boto3 ") && h.measured.contains("h1-pool "), "{}", h.measured);
 }
 
 #[test]
