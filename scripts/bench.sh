@@ -5,10 +5,10 @@
 # awscrt, obstore, s5cmd, rclone) and the ceilings (iperf3), then the claims table
 # (published headline | measured | reproduced?) and PNG plots.
 #
-#   scripts/bench.sh                     the quick suite: 383 s of `ferry bench all --quick`
-#                                        on 2 quiet cores (clean clone at 0b71a32), every row,
-#                                        peers included, in 3 repeats; each workload 27-68 s
-#                                        but bulk-wan, 97 s across the 110 ms link.
+#   scripts/bench.sh                     the quick suite: 332 s of `ferry bench all --quick`
+#                                        on 2 cores at load 2-5 (5a92936), every row, peers
+#                                        included, in 3 repeats; each workload 27-60 s
+#                                        (bulk-wan 56 s across the 110 ms link).
 #                                        The table after the claims gives each workload's time.
 #   scripts/bench.sh --repeats 1         extra flags go to `ferry bench all`
 #   FERRY_BENCH_FULL=1 scripts/bench.sh  the published sizes (hours)
