@@ -275,6 +275,13 @@ def test_driver_mixed_hol_counts_parts_that_straddle_the_window(peer, peers_doc,
     # (0 for the CRT, whose bodies arrive whole at a part's end, ~2 s in).
     assert f["large_alone_bytes_per_s"] >= 0, f
     assert f["large_done_s"] > 0, f
+    # The warm-up's samples (the ramp mixed_hol.rs's warm-ups are chosen from): from 0,
+    # time and bytes growing, covering the warm-up, never more than the parts could carry.
+    pts = r["series"]["large_warmup_bytes"]
+    assert pts[0][0] == 0 and len(pts) >= 10, pts
+    assert all(b[0] > a[0] and b[1] >= a[1] for a, b in zip(pts, pts[1:])), pts
+    assert pts[-1][0] >= spec["load_warmup_s"], pts
+    assert pts[-1][1] <= len(spec["parts"]) * part * 2, pts
     if peer.startswith("boto3"):
         # Where a late start goes: the threads' start, then the warm-up sleep, then the window.
         assert f["load_warmup_slept_s"] >= spec["load_warmup_s"], f

@@ -46,7 +46,9 @@ The result (one JSON object on stdout; the process exits 0 whenever it could mea
      "figures" (op-specific: mixed_hol's smalls_done_s, large_parts_done, large_bytes,
      large_bytes_per_s, large_alone_bytes_per_s, large_done_s, large_alone_done_s,
      large_done_over_alone; boto3's load_threads_started_s, load_warmup_slept_s,
-     smalls_window_opened_s: where a late start of the smalls goes)}
+     smalls_window_opened_s: where a late start of the smalls goes),
+     "series" (op-specific lists of [x, y]: mixed_hol's large_warmup_bytes, the large
+     bytes received so far, sampled every 50 ms of the warm-up)}
 
 `ops` counts finished operations: objects fetched/written/deleted, or keys listed. A
 failed operation counts in `errors` (first few messages in `error_samples`), never in
@@ -142,6 +144,8 @@ class Tally:
         self.first_bytes: list[float] = []
         # Op-specific figures (mixed_hol's load), reported as they are.
         self.figures: dict[str, float] = {}
+        # Op-specific series of (x, y) points (mixed_hol's warm-up), reported as they are.
+        self.series: dict[str, list[list[float]]] = {}
         self.timed_out = False
 
     def ok(self, nbytes: int = 0, latency: float | None = None, n: int = 1, first_byte: float | None = None):
@@ -204,6 +208,9 @@ def _modify(data: bytearray):
 # client itself is stalled (and that wait is inside the measured latency).
 SMALL_THREADS = 64
 
+# How often the warm-up samples the large bytes received (mixed_hol.rs's WARMUP_SAMPLE).
+WARMUP_SAMPLE_S = 0.05
+
 
 class _Load:
     """mixed_hol's load: the next ranged part to read, the parts and bytes done, and the
@@ -230,15 +237,41 @@ class _Load:
         # load_alone_s (the "large objects done" reference; mixed_hol.rs).
         self.all_bytes = 0
         self.alone_rate: float | None = None
+        # The warm-up's samples (seconds, cumulative large bytes): the ramp it waits out.
+        self.warmup_points: list[list[float]] = []
         warmup = float(spec.get("load_warmup_s", 0))
         self.alone_s = min(float(spec.get("load_alone_s", 0)), warmup)
         self.pre_alone_s = warmup - self.alone_s
 
-    def _alone_begin(self):
+    def _sample(self, start):
+        """(seconds since the warm-up's start, large bytes so far)."""
         with self.lock:
-            return self.all_bytes, time.monotonic()
+            return [time.monotonic() - start, float(self.all_bytes)]
 
-    def _alone_end(self, mark):
+    def _warm_steps(self):
+        """The warm-up as a plan of sleeps: yields how long to sleep next, records a sample
+        after each (every WARMUP_SAMPLE_S, as mixed_hol.rs's warm_up), and measures the
+        large rate alone over the last `alone_s`; the caller sleeps (threads or asyncio).
+        A late wake-up (this thread waiting for the GIL the load's threads hold) moves the
+        end, never shortens the alone span: it runs at least `alone_s` from where it began."""
+        start = time.monotonic()
+        alone_from, end = start + self.pre_alone_s, start + self.pre_alone_s + self.alone_s
+        with self.lock:
+            self.warmup_points = [[0.0, float(self.all_bytes)]]
+        mark = None
+        while True:
+            now = time.monotonic()
+            if mark is None and now >= alone_from:
+                with self.lock:
+                    mark = (self.all_bytes, now)
+                end = max(end, now + self.alone_s)
+            if now >= end:
+                break
+            nxt = min(now + WARMUP_SAMPLE_S, end)
+            if mark is None:
+                nxt = min(nxt, alone_from)
+            yield nxt - now
+            self.warmup_points.append(self._sample(start))
         with self.lock:
             b, t = self.all_bytes - mark[0], time.monotonic() - mark[1]
         if self.alone_s > 0:
@@ -246,18 +279,14 @@ class _Load:
 
     def warm(self):
         """The warm-up before the smalls, its last `alone_s` measured."""
-        time.sleep(self.pre_alone_s)
-        mark = self._alone_begin()
-        time.sleep(self.alone_s)
-        self._alone_end(mark)
+        for s in self._warm_steps():
+            time.sleep(s)
 
     async def warm_async(self):
         import asyncio
 
-        await asyncio.sleep(self.pre_alone_s)
-        mark = self._alone_begin()
-        await asyncio.sleep(self.alone_s)
-        self._alone_end(mark)
+        for s in self._warm_steps():
+            await asyncio.sleep(s)
 
     def next_part(self):
         with self.lock:
@@ -296,6 +325,8 @@ class _Load:
             tally.timed_out = True
             tally.error(f"{unfinished} small GETs unfinished at the time-out", n=unfinished)
         tally.figures["smalls_done_s"] = window
+        if self.warmup_points:
+            tally.series["large_warmup_bytes"] = self.warmup_points
         if self.loaded:
             loaded_rate = window_bytes / max(window, 1e-9)
             tally.figures.update(large_parts_done=parts_done, large_bytes=nbytes,
@@ -1529,6 +1560,8 @@ def run(peer: str, spec: dict) -> dict:
         out["first_bytes_s"] = tally.first_bytes
     if tally.figures:
         out["figures"] = tally.figures
+    if tally.series:
+        out["series"] = tally.series
     return out
 
 

@@ -134,9 +134,15 @@ pub struct MixedHolParams {
     pub connections: usize,
     /// Requests in flight per pipelined connection (h1-pipeline and auto).
     pub pipeline_depth: usize,
-    /// Load before the first small arrives.
+    /// Load before the first small arrives, for the clients whose load ramps up (auto's
+    /// connection controller, h2's flow-control windows): the ramp, then `load_alone`.
     pub load_warmup: Duration,
-    /// The last part of `load_warmup`, over which the large parts' rate alone is measured
+    /// The same for the clients that send the whole load at once (h1-pool, h1-pipeline):
+    /// at full rate once the first parts' bytes come back.
+    pub load_warmup_at_once: Duration,
+    /// The same for the peers' rows (their load threads or tasks start, then send at once).
+    pub load_warmup_peers: Duration,
+    /// The last part of every warm-up, over which the large parts' rate alone is measured
     /// (the link-limited reference of "large objects done").
     pub load_alone: Duration,
     pub repeats: usize,
@@ -161,14 +167,16 @@ impl MixedHolParams {
             },
             part_bytes: 8 << 20,
             large_in_flight: 100,
-            // Quick: 40 arrivals at 100/s, a 0.4 s window (150 until e5dba7e: 104 s for
+            // Quick: 30 arrivals at 100/s, a 0.3 s window (150 until e5dba7e: 104 s for
             // the workload with each peer row run once; 60 with the peers repeated: 87 s
-            // at load average 13). The load is the same, so each small still meets ~50
-            // queued parts; p99 of 40 is their largest (nearest rank), and the 3 repeats
-            // give its spread. A loaded run lasts the warm-up, the window and the slowest
-            // small (0.1-1 s for ferry's rows, 1-3 s for the peers' under load).
+            // at load average 13; 40 until lab10: 62 s on a quiet machine, over the
+            // minute). The load is the same, so each small still meets ~50 queued parts;
+            // p99 of 30 is their largest (nearest rank), as it was of 40, and the 3
+            // repeats give its spread. A loaded run lasts the warm-up, the window and the
+            // slowest small (0.1-1 s for ferry's rows, 0.5-2 s for the peers' under load);
+            // an unloaded run, the window and ~0.1 s.
             smalls: match size {
-                Size::Quick => 40,
+                Size::Quick => 30,
                 Size::Full => 2_000,
             },
             small_rate: 100.0,
@@ -178,22 +186,39 @@ impl MixedHolParams {
             prefixes: 16,
             connections: 50,
             pipeline_depth: 16,
-            // Quick: 1 s. The load's 100 GETs are sent and the pool full after ~200 ms,
-            // but auto's controller is still in slow start then: with a 200 ms warm-up the
-            // 0.4 s window measured its ramp (quick, 3 repeats at 64f30e2: auto's large
-            // MB/s 969 (362-1192) beside the pool's 2313), where the 20 s window of the
-            // full size gave 2303 beside 2530 (one repeat, same build). Bulk transfers of
-            // the published case run for seconds before and after a small GET; the ramp is
-            // bulk-get's and bulk-wan's to show.
+            // Quick: 1 s for auto and h2. The load's 100 GETs are sent and the pool full
+            // after ~200 ms, but auto's controller is still in slow start then: with a
+            // 200 ms warm-up the 0.4 s window measured its ramp (quick, 3 repeats at
+            // 64f30e2: auto's large MB/s 969 (362-1192) beside the pool's 2313), where the
+            // 20 s window of the full size gave 2303 beside 2530 (one repeat, same build).
+            // The warm-up's samples (series large_warmup_bytes, every 50 ms) show the
+            // ramps per 100 ms (quick, 3 repeats, load average 5-9): auto reaches its
+            // steady rate at 0.6-0.8 s (216 361 430 741 954 1705 2304 2515 2675 MB/s),
+            // h2 at ~0.5-0.7 s; h1-pool and h1-pipeline are within ~20% of theirs from the
+            // first 100 ms (2086 2746 2510 ...) and steady from 0.2 s; the peers' threads
+            // or tasks start and their rate is up by 0.3-0.4 s (boto3: 0 306 1262 1341
+            // ...). Bulk transfers of the published case run for seconds before and after
+            // a small GET; the ramp is bulk-get's and bulk-wan's to show.
             load_warmup: match size {
                 Size::Quick => Duration::from_secs(1),
                 Size::Full => Duration::from_secs(2),
             },
-            // The warm-up's second half (quick: 0.5 s, about the smalls' 0.4 s window;
-            // full: 1 s). With the 1 s warm-up auto's large rate had reached the pool's
-            // (2271 beside 2399 MB/s at 9d5ec38); the first half is the ramp.
-            load_alone: match size {
+            // Quick: 0.2 s of ramp, then the alone span (0.5 s in all).
+            load_warmup_at_once: match size {
                 Size::Quick => Duration::from_millis(500),
+                Size::Full => Duration::from_secs(2),
+            },
+            // Quick: 0.4 s of ramp, then the alone span (0.7 s in all).
+            load_warmup_peers: match size {
+                Size::Quick => Duration::from_millis(700),
+                Size::Full => Duration::from_secs(2),
+            },
+            // The warm-up's end (quick: 0.3 s, the smalls' arrival window; full: 1 s).
+            // Until lab10 the quick warm-up was 1 s for every client with the last 0.5 s
+            // alone; at 0.5-1 s auto was still ramping in one repeat of three (alone 2169
+            // beside 2403 MB/s while the smalls ran), at 0.7-1 s it is past its ramp.
+            load_alone: match size {
+                Size::Quick => Duration::from_millis(300),
                 Size::Full => Duration::from_secs(1),
             },
             repeats: 3,
@@ -202,6 +227,15 @@ impl MixedHolParams {
             // Quick leaves the extra 10-connection row out (7.4 s of loaded runs in 87 s):
             // boto3's row, on that same default pool of 10, shows the published case.
             small_pool_row: size == Size::Full,
+        }
+    }
+
+    /// The warm-up of a ferry client in `mode` ([`MixedHolParams::load_warmup`] and
+    /// [`MixedHolParams::load_warmup_at_once`]).
+    pub fn warmup_for(&self, mode: Mode) -> Duration {
+        match mode {
+            Mode::H1Pool | Mode::H1Pipeline => self.load_warmup_at_once,
+            Mode::Auto | Mode::H2 => self.load_warmup,
         }
     }
 
@@ -322,6 +356,46 @@ pub fn large_done_figures(rec: &mut RunRecord, total: u64, loaded_rate: f64, alo
     }
 }
 
+/// What [`warm_up`] saw: the large bytes received over the last `alone` span and how long
+/// that span took, and the cumulative large bytes sampled every [`WARMUP_SAMPLE`] from the
+/// load's start (seconds, bytes): the ramp the warm-up waits out, kept in the record so a
+/// shorter warm-up can be judged from it.
+pub struct WarmUp {
+    pub alone: (u64, Duration),
+    pub points: Vec<[f64; 2]>,
+}
+
+/// How often [`warm_up`] samples the large bytes received.
+pub const WARMUP_SAMPLE: Duration = Duration::from_millis(50);
+
+/// Waits `warmup` while the load runs, sampling the bytes it has received; the last
+/// `alone` of it is the large rate alone. A wake-up that comes late (a busy runtime) moves
+/// the end, never shortens the alone span: it runs at least `alone` from where it began.
+pub async fn warm_up(window: &LoadWindow, warmup: Duration, alone: Duration) -> WarmUp {
+    let start = Instant::now();
+    let alone = alone.min(warmup);
+    let alone_from = start + (warmup - alone);
+    let mut end = start + warmup;
+    let mut points = vec![[0.0, window.total() as f64]];
+    let mut mark: Option<(u64, Instant)> = None;
+    loop {
+        let now = Instant::now();
+        if mark.is_none() && now >= alone_from {
+            mark = Some((window.total(), now));
+            end = end.max(now + alone);
+        }
+        if now >= end {
+            break;
+        }
+        let next = (now + WARMUP_SAMPLE).min(end);
+        let next = if mark.is_none() { next.min(alone_from) } else { next };
+        tokio::time::sleep_until(next.into()).await;
+        points.push([start.elapsed().as_secs_f64(), window.total() as f64]);
+    }
+    let (b0, t0) = mark.unwrap_or((window.total(), Instant::now()));
+    WarmUp { alone: (window.total() - b0, t0.elapsed()), points }
+}
+
 impl MixedHolRun {
     /// Bytes of the large objects, each read once.
     pub fn large_total_bytes(&self) -> u64 {
@@ -350,6 +424,9 @@ impl MixedHolRun {
         let mut m = Map::new();
         m.insert("phase".into(), json!(self.phase.name()));
         m.insert("small_size_hint".into(), json!(self.size_hint));
+        if self.phase == Phase::Loaded {
+            m.insert("run_load_warmup_s".into(), json!(self.load_warmup.as_secs_f64()));
+        }
         m
     }
 
@@ -390,11 +467,9 @@ impl MixedHolRun {
                 });
             }
             // The warm-up; its last `load_alone` measures the large parts alone.
-            let alone_span = self.load_alone.min(self.load_warmup);
-            tokio::time::sleep(self.load_warmup - alone_span).await;
-            let (b0, t_alone) = (window.total(), Instant::now());
-            tokio::time::sleep(alone_span).await;
-            alone = Some((window.total() - b0, t_alone.elapsed()));
+            let trace = warm_up(&window, self.load_warmup, self.load_alone).await;
+            alone = Some(trace.alone);
+            rec.set_series("large_warmup_bytes", trace.points);
         }
         // The smalls, open loop: arrival i at t0 + i / rate.
         let t0 = Instant::now();
@@ -587,7 +662,7 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
                     larges: larges.clone(),
                     parts: parts.clone(),
                     large_in_flight: p.large_in_flight,
-                    load_warmup: p.load_warmup,
+                    load_warmup: p.warmup_for(mode),
                     load_alone: p.load_alone,
                     seed: p.seed,
                     put_concurrency: p.put_concurrency,
@@ -607,7 +682,7 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
             larges: larges.clone(),
             parts: parts.clone(),
             large_in_flight: p.large_in_flight,
-            load_warmup: p.load_warmup,
+            load_warmup: p.load_warmup_peers,
             load_alone: p.load_alone,
             loaded: phase == Phase::Loaded,
             connections: p.connections,
@@ -633,6 +708,8 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
         "connections": p.connections,
         "pipeline_depth": p.pipeline_depth,
         "load_warmup_s": p.load_warmup.as_secs_f64(),
+        "load_warmup_at_once_s": p.load_warmup_at_once.as_secs_f64(),
+        "load_warmup_peers_s": p.load_warmup_peers.as_secs_f64(),
         "load_alone_s": p.load_alone.as_secs_f64(),
         "large_done": "large_done_s: the large objects' bytes (each once) at the rate while the smalls ran; large_alone_done_s: at the rate of the same load alone over the warm-up's last load_alone_s; large_done_over_alone: their ratio",
         "model": "loaded: large_in_flight ranged part GETs kept in flight (closed loop); smalls arrive open loop at small_rate_per_s",
@@ -643,7 +720,7 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
     Workload {
         notes: vec![
             format!(
-                "loaded: {} ranged GETs of {} MiB kept in flight over {} x {} MiB synthetic objects (the pool has {} connections); smalls: {} GETs ({:.0} MiB in all, log-uniform 4 KiB-1 MiB, seed {}) arriving open loop at {}/s after {} ms of load.",
+                "loaded: {} ranged GETs of {} MiB kept in flight over {} x {} MiB synthetic objects (the pool has {} connections); smalls: {} GETs ({:.0} MiB in all, log-uniform 4 KiB-1 MiB, seed {}) arriving open loop at {}/s after {} ms of load (h1-pool and h1-pipeline: {} ms, peers: {} ms; each ramps, then its last {} ms measure the load alone).",
                 p.large_in_flight,
                 p.part_bytes >> 20,
                 p.larges,
@@ -653,7 +730,10 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
                 small_bytes as f64 / 1048576.0,
                 p.seed,
                 p.small_rate,
-                p.load_warmup.as_millis()
+                p.load_warmup.as_millis(),
+                p.load_warmup_at_once.as_millis(),
+                p.load_warmup_peers.as_millis(),
+                p.load_alone.as_millis()
             ),
             format!("large done: the time the {} large objects ({} MiB, each read once) take at the large rate while the smalls ran; alone: the same client's same load over the warm-up's last {} ms, just before the first small (the link-limited reference: the same connections, nothing else in flight, ramp-up behind it); done / alone = alone rate / loaded rate, the scheduler's goal is at most 1.10.", p.larges, (p.larges as u64 * p.large_bytes) >> 20, p.load_alone.as_millis()),
             "small latency: from the scheduled arrival to the end of the body. On this machine the load is CPU-bound (loopback, 2 shared cores), which slows every client's smalls somewhat; compare clients within a run.".into(),
@@ -678,7 +758,7 @@ mod tests {
     fn layout_and_sizes() {
         let q = MixedHolParams::new(Size::Quick);
         let f = MixedHolParams::new(Size::Full);
-        assert_eq!((q.larges, q.large_bytes, q.smalls, q.connections), (8, 64 << 20, 40, 50));
+        assert_eq!((q.larges, q.large_bytes, q.smalls, q.connections), (8, 64 << 20, 30, 50));
         assert_eq!((f.larges, f.large_bytes, f.smalls), (8, 256 << 20, 2_000));
         assert!(q.large_in_flight > q.connections, "the load oversubscribes the pool");
         assert!(q.arrival_window() < Duration::from_secs(3));
@@ -687,16 +767,19 @@ mod tests {
         assert_eq!(mixed_hol(Size::Full, &f).variants.len(), (CLIENTS.len() + 1) * 2, "the clients and the small-pool row");
         let Task::Scenario(Scenario::MixedHol(r)) = &w.variants[1].task else { panic!("not mixed-hol") };
         assert_eq!(r.phase, Phase::Loaded);
-        assert_eq!(r.smalls.len(), 40);
+        assert_eq!(r.smalls.len(), 30);
         assert!(r.smalls.iter().all(|(_, s)| (4096..=1 << 20).contains(s)));
         assert_eq!(r.smalls[17].0, "mixed-hol/p01/small-000017");
         assert_eq!(r.larges[0], format!("mixed-hol/size={}/large-0", 64 << 20));
         // 8 objects of 64 MiB in 8 MiB parts.
         assert_eq!(r.parts.len(), 64);
-        // Only auto's smalls carry the size hint.
+        // Only auto's smalls carry the size hint; each mode warms up for its own ramp.
         for v in &w.variants {
             let Task::Scenario(Scenario::MixedHol(r)) = &v.task else { panic!("not mixed-hol") };
-            assert_eq!(r.size_hint, v.client.unwrap().mode == Mode::Auto, "{}", v.label);
+            let mode = v.client.unwrap().mode;
+            assert_eq!(r.size_hint, mode == Mode::Auto, "{}", v.label);
+            let warmup = if matches!(mode, Mode::H1Pool | Mode::H1Pipeline) { q.load_warmup_at_once } else { q.load_warmup };
+            assert_eq!(r.load_warmup, warmup, "{}", v.label);
         }
         // The same seed gives the same workload.
         assert_eq!(mixed_hol(Size::Quick, &q), w);
@@ -711,8 +794,9 @@ mod tests {
         let labels: Vec<&str> = peer_rows.iter().map(|v| v.label.as_str()).collect();
         assert_eq!(labels, ["boto3 · unloaded", "obstore · unloaded", "boto3 · loaded", "obstore · loaded"]);
         for v in peer_rows {
-            let Task::Peer { op: crate::peers::PeerOp::MixedHol { smalls, parts, loaded, connections, .. }, .. } = &v.task else { panic!("not mixed_hol") };
-            assert_eq!((smalls.len(), parts.len(), *connections), (40, 64, 50));
+            let Task::Peer { op: crate::peers::PeerOp::MixedHol { smalls, parts, loaded, connections, load_warmup, .. }, .. } = &v.task else { panic!("not mixed_hol") };
+            assert_eq!((smalls.len(), parts.len(), *connections), (30, 64, 50));
+            assert_eq!(*load_warmup, q.load_warmup_peers);
             assert_eq!(*loaded, v.label.ends_with("loaded") && !v.label.ends_with("unloaded"));
             assert!(!v.once && v.server == Some(0), "peer rows repeat like ferry's");
         }
@@ -745,6 +829,33 @@ mod tests {
     }
 
     #[test]
+    fn warm_up_samples_the_load_and_measures_its_end_alone() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let window = Arc::new(LoadWindow::default());
+        let feed = window.clone();
+        let trace = rt.block_on(async move {
+            // A load receiving 1,000 bytes every 10 ms.
+            let feeder = tokio::spawn(async move {
+                loop {
+                    feed.received(1_000);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            });
+            let t = warm_up(&window, Duration::from_millis(400), Duration::from_millis(150)).await;
+            feeder.abort();
+            t
+        });
+        let (bytes, span) = trace.alone;
+        assert!(span >= Duration::from_millis(150) && span < Duration::from_millis(400), "the alone span is the warm-up's end: {span:?}");
+        assert!(bytes > 0 && bytes < 400 * 100, "only the end's bytes: {bytes}");
+        let p = &trace.points;
+        assert_eq!(p[0][0], 0.0);
+        assert!(p.len() >= 400 / WARMUP_SAMPLE.as_millis() as usize, "a sample every {WARMUP_SAMPLE:?}: {} samples", p.len());
+        assert!(p.windows(2).all(|w| w[1][0] > w[0][0] && w[1][1] >= w[0][1]), "time and bytes grow: {p:?}");
+        assert!(p.last().unwrap()[0] >= 0.4, "the samples cover the warm-up");
+    }
+
+    #[test]
     fn large_done_is_the_large_objects_at_each_rate() {
         let run = MixedHolRun {
             phase: Phase::Loaded,
@@ -770,8 +881,13 @@ mod tests {
         let mut rec = RunRecord::default();
         large_done_figures(&mut rec, 40, 0.0, 10.0);
         assert_eq!((rec.figure("large_done_s"), rec.figure("large_done_over_alone")), (None, None));
-        let q = MixedHolParams::new(Size::Quick);
-        assert!(q.load_alone > Duration::ZERO && q.load_alone < q.load_warmup, "the alone span is the warm-up's end, after its ramp");
+        for size in [Size::Quick, Size::Full] {
+            let q = MixedHolParams::new(size);
+            for warmup in [q.load_warmup, q.load_warmup_at_once, q.load_warmup_peers] {
+                assert!(q.load_alone > Duration::ZERO && q.load_alone < warmup, "the alone span is the warm-up's end, after its ramp");
+            }
+            assert!(q.load_warmup >= q.load_warmup_at_once, "auto and h2 ramp longest");
+        }
     }
 
     #[test]

@@ -301,6 +301,12 @@ impl PeerOp {
 }
 
 /// The bytes a list of inclusive spans asks for.
+/// A series the driver wrote as `[[x, y], ...]`; malformed points are left out.
+fn points(v: &Value) -> Vec<[f64; 2]> {
+    let point = |p: &Value| Some([p.get(0)?.as_f64()?, p.get(1)?.as_f64()?]);
+    v.as_array().map(|a| a.iter().filter_map(point).collect()).unwrap_or_default()
+}
+
 pub fn span_bytes(ranges: &[(u64, u64)]) -> u64 {
     ranges.iter().map(|(a, z)| z - a + 1).sum()
 }
@@ -425,6 +431,9 @@ pub struct PeerResult {
     pub first_bytes_s: Option<Vec<f64>>,
     /// The op's own figures, as the driver named them (mixed_hol's load).
     pub figures: std::collections::BTreeMap<String, f64>,
+    /// The op's own series of (x, y) points, as the driver named them (mixed_hol's
+    /// warm-up samples).
+    pub series: std::collections::BTreeMap<String, Vec<[f64; 2]>>,
     /// Per-object size (GetMany, PutMany): each request's throughput is size / latency.
     pub object_size: Option<u64>,
     /// Bytes the op asked for (get_ranges: the spans), for the over-read.
@@ -636,6 +645,7 @@ fn run_installed(install: &PeerInstall, endpoint: &Endpoint, op: &PeerOp, timeou
         first_byte_s: num("first_byte_s"),
         first_bytes_s: v["first_bytes_s"].as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()),
         figures: v["figures"].as_object().map(|m| m.iter().filter_map(|(k, x)| Some((k.clone(), x.as_f64()?))).collect()).unwrap_or_default(),
+        series: v["series"].as_object().map(|m| m.iter().map(|(k, x)| (k.clone(), points(x))).collect()).unwrap_or_default(),
         object_size: match op {
             PeerOp::GetMany { object_size, .. } => *object_size,
             PeerOp::PutMany { object_size, .. } => Some(*object_size),
@@ -683,6 +693,9 @@ impl PeerResult {
                 rec.set("small_bytes", self.bytes as f64);
                 for (k, v) in &self.figures {
                     rec.set(k, *v);
+                }
+                for (k, v) in &self.series {
+                    rec.set_series(k, v.clone());
                 }
                 // boto3's driver reports where a late start of the smalls went (mixed_hol.rs).
                 if let (Some(started), Some(opened)) = (self.figures.get("load_threads_started_s"), self.figures.get("smalls_window_opened_s")) {
