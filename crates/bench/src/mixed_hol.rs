@@ -27,8 +27,10 @@
 //! while the ranged parts stay on the pool), h2 (small streams avoid connections carrying
 //! bulk streams; against a second server with `--h2 on`, the s3 profile being HTTP/1.1
 //! only like AWS S3), and h1-pipeline (everything pipelined, smalls behind large parts:
-//! the case pipelining alone makes worse). The smalls start after a short warm-up
-//! (`load_warmup`) so the load has filled the pool.
+//! the case pipelining alone makes worse). The smalls start after a short warm-up so the
+//! load has filled the pool, as long as each client's load takes to reach its rate
+//! (`load_warmup` for auto and h2, whose controller and windows ramp; shorter for the
+//! pool, the pipeline and the peers, which send the whole load at once).
 //!
 //! Large goodput is the bytes of large parts received while the smalls ran, over that
 //! time, counted chunk by chunk as they arrive ([`LoadWindow`]), whichever part they belong
@@ -41,8 +43,8 @@
 //! A loaded run's load is closed-loop (it never finishes), so "done" is a time derived
 //! from a rate: `large_done_s` is the large objects' bytes, each read once, over the large
 //! rate while the smalls ran. Its reference is the same client's same load alone: the
-//! large rate over the last `load_alone` of the warm-up (quick: 0.5 s of 1 s; full: 1 s of
-//! 2 s), just before the first small, on the same connections with nothing else in flight
+//! large rate over the last `load_alone` of the warm-up (quick: 0.3 s, the smalls' arrival
+//! window, at the end of 0.5-1 s by client; full: 1 s of 2 s), just before the first small, on the same connections with nothing else in flight
 //! (`large_alone_bytes_per_s`, `large_alone_done_s`). `large_done_over_alone` = alone rate /
 //! loaded rate: 1.00 when the smalls cost the large objects nothing, the goal at most
 //! 1.10. Why this reference: on this machine the "link" is two shared cores (loopback,
@@ -50,8 +52,13 @@
 //! a reference from another run (an unloaded large run, the best of the run) would mostly
 //! measure that drift; the adjacent span of the same run does not, and it costs no extra
 //! run. Its risk: a client still ramping at the warm-up's end has a low reference, which
-//! flatters its ratio; the first half of the warm-up is left for the ramp (auto's large
-//! rate with the 1 s warm-up was the pool's, 2271 beside 2399 MB/s at 9d5ec38).
+//! flatters its ratio; the warm-up before the alone span is left for the ramp, chosen per
+//! client from the warm-up's own samples (series `large_warmup_bytes`, every 50 ms): auto
+//! reaches its rate at 0.6-0.8 s, the pool and the pipeline within 0.2 s.
+//!
+//! What `--quick` keeps and drops: every row and figure of the full size but the extra
+//! 10-connection pool row, with 30 smalls (p99 is their largest) in 3 repeats, the 64 MiB
+//! large objects, and warm-ups cut to each client's ramp plus a 0.3 s alone span.
 //!
 //! ## Does the lab reproduce Onehouse's 15x, and for whom?
 //!
