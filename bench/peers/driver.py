@@ -60,7 +60,11 @@ How each peer is driven, as its users drive it:
 - boto3: one client, a ThreadPoolExecutor of `concurrency` threads, one call per object
   (get_object + reading the StreamingBody in 1 MiB chunks, put_object, delete_objects in
   batches of 1,000, list_objects_v2 paginator). Its default pool of 10 connections
-  (botocore's max_pool_connections), so threads beyond 10 wait for a connection.
+  (botocore's max_pool_connections) does not bound its connections: urllib3's pool is
+  built with block=False, so a thread that finds no idle connection opens a new one, and
+  one returned to a full pool is closed and dropped. Threads beyond 10 never wait for a
+  connection; they pay a new TCP (and TLS) handshake and leave connections churning
+  (mixed-hol's loaded boto3 rows opened 110-132 connections with 100 load threads).
 - boto3-tuned: the same with max_pool_connections = concurrency.
 - awscrt: the AWS Common Runtime's S3Client (what the CRT transfer managers use), one
   meta request per object, up to `concurrency` submitted at once, with
