@@ -455,6 +455,33 @@ struct PullResult {
     drain_cut: bool,
 }
 
+/// CPU time at a mark, split the way every bulk-wan row reports it: this process (the
+/// client, less the delay line: [`sys::cpu_time`]) and the delay line's threads, which run
+/// in this process too ([`ferry_link::delay_line_cpu_time`]).
+#[derive(Clone, Copy, Debug)]
+struct CpuMark {
+    client: Duration,
+    link: Duration,
+}
+
+/// CPU time spent since a [`CpuMark`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct CpuSpent {
+    client: Duration,
+    link: Duration,
+}
+
+impl CpuMark {
+    fn now() -> CpuMark {
+        CpuMark { client: sys::cpu_time(), link: ferry_link::delay_line_cpu_time() }
+    }
+
+    fn spent(&self) -> CpuSpent {
+        let now = CpuMark::now();
+        CpuSpent { client: now.client.saturating_sub(self.client), link: now.link.saturating_sub(self.link) }
+    }
+}
+
 /// `concurrency` workers GET keys round-robin for `omit` then `window`; bytes received
 /// within `window` count (and, apart, everything from the start).
 ///
@@ -473,8 +500,7 @@ async fn pull(client: &S3Client, keys: Arc<Vec<(String, u64)>>, concurrency: usi
     let next = Arc::new(AtomicUsize::new(0));
     let bytes = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
-    let cpu0 = sys::cpu_time();
-    let link0 = ferry_link::delay_line_cpu_time();
+    let cpu0 = CpuMark::now();
     let t0 = Instant::now();
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..concurrency.max(1) {
@@ -562,8 +588,7 @@ async fn pull(client: &S3Client, keys: Arc<Vec<(String, u64)>>, concurrency: usi
     let _ = stop_tx.send(true);
     let got = bytes.load(Relaxed);
     let (wall, wall_with_ramp) = (t1.elapsed(), t0.elapsed());
-    let cpu = sys::cpu_time().saturating_sub(cpu0);
-    let link_cpu = ferry_link::delay_line_cpu_time().saturating_sub(link0);
+    let CpuSpent { client: cpu, link: link_cpu } = cpu0.spent();
     // Workers notice `stop` at their next chunk; one blocked on a first byte is aborted
     // (and one still draining its body after the grace).
     let stopped = Instant::now();
@@ -615,7 +640,7 @@ struct WholePull {
 async fn pull_whole(client: &S3Client, keys: &[(String, u64)], concurrency: usize) -> WholePull {
     use futures_util::StreamExt;
     let st0 = client.transport().stats();
-    let (cpu0, link0, t0) = (sys::cpu_time(), ferry_link::delay_line_cpu_time(), Instant::now());
+    let (cpu0, t0) = (CpuMark::now(), Instant::now());
     let results: Vec<Result<u64, String>> = futures_util::stream::iter(keys.iter().map(|(key, size)| {
         let (c, obj, size) = (client.clone(), ObjectRef::new(BUCKET, key.clone()), *size);
         async move {
@@ -639,6 +664,7 @@ async fn pull_whole(client: &S3Client, keys: &[(String, u64)], concurrency: usiz
     .collect()
     .await;
     let wall = t0.elapsed();
+    let spent = cpu0.spent();
     let st = client.transport().stats();
     let mut out = WholePull {
         bytes: 0,
@@ -646,8 +672,8 @@ async fn pull_whole(client: &S3Client, keys: &[(String, u64)], concurrency: usiz
         objects: 0,
         errors: 0,
         samples: Vec::new(),
-        cpu: sys::cpu_time().saturating_sub(cpu0),
-        link_cpu: ferry_link::delay_line_cpu_time().saturating_sub(link0),
+        cpu: spent.client,
+        link_cpu: spent.link,
         connections_opened: st.connections_opened - st0.connections_opened,
     };
     for r in results {
@@ -955,10 +981,10 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                             Warmup::Measured => process::Iperf3Run { streams: c, seconds: p.iperf3_seconds, omit: 0, reverse: true, interval_ms: Some(RAMP_SAMPLE.as_millis() as u32) },
                         };
                         rec.note = Some(format!("`iperf3 -c {host} {}`: the server sends, as in a GET", run.args().join(" ")));
-                        let link_cpu0 = ferry_link::delay_line_cpu_time();
+                        let cpu0 = CpuMark::now();
                         let result = process::iperf3_run(link, &run, opts.server_lifetime);
                         if link.is_some() {
-                            rec.set("link_cpu_s", ferry_link::delay_line_cpu_time().saturating_sub(link_cpu0).as_secs_f64());
+                            rec.set("link_cpu_s", cpu0.spent().link.as_secs_f64());
                         }
                         match result {
                             Ok(r) if r.absent => {
@@ -1337,6 +1363,21 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_spent_since_a_mark_is_the_client_s_apart_from_the_link_s() {
+        let mark = CpuMark::now();
+        // Work on this thread until getrusage has seen 20 ms of it.
+        let mut x = 0u64;
+        while sys::cpu_time().saturating_sub(mark.client) < Duration::from_millis(20) {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        let spent = mark.spent();
+        assert!(spent.client >= Duration::from_millis(20), "{spent:?}");
+        // No delay line runs in this test process: the link's share stays apart, at 0.
+        assert_eq!(spent.link, Duration::ZERO);
+        assert!(CpuMark::now().spent().client < Duration::from_millis(20), "a new mark counts from itself");
+    }
 
     #[test]
     fn sizes_are_seeded_normal_with_the_asked_mean_and_sd() {
