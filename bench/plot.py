@@ -15,7 +15,12 @@ One figure per question, each from the records of one workload:
     mixed-hol-cdf.png           mixed-hol: small-object latency CDF per client (series
                                 "small_latency_s": x = seconds, y = cumulative fraction), log x
     bulk-wan-throughput.png     bulk-wan: aggregate bytes/s vs params.concurrency per client
-                                (median over repeats), iperf3 (mode "iperf3") as a dashed line
+                                (median over repeats), iperf3 (mode "iperf3") as a dashed line,
+                                in two panels never mixed: the counted window after the
+                                warm-up (ferry's rows and iperf3: figures.bytes_per_s of
+                                records with figures.omit_s) and the whole run from the first
+                                byte (figures.bytes_per_s_with_ramp: cold ferry rows, iperf3,
+                                the peers, whose pulls have no counted window)
     small-objects-ops.png       small-objects: objects/s per row, median bar with min-max
 
 Only the latest run (run_id) of each workload in the file is plotted: figures from
@@ -223,39 +228,30 @@ class Plotter:
 
     def bulk_wan(self):
         name = "bulk-wan-throughput.png"
-        rs = latest_run(self.records, "bulk-wan", self.all_runs)
-        clients: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
-        ceiling: dict[float, list[float]] = defaultdict(list)
-        ceiling_flat: list[float] = []
-        for r in rs:
-            bps = (r.get("figures") or {}).get("bytes_per_s")
-            if bps is None:
-                continue
-            conc = (r.get("params") or {}).get("concurrency")
-            if r.get("mode") == "iperf3":
-                (ceiling[float(conc)] if conc is not None else ceiling_flat).append(float(bps))
-            elif conc is not None:
-                clients[label(r)][float(conc)].append(float(bps))
-        if not clients:
+        panels = bulk_wan_points(latest_run(self.records, "bulk-wan", self.all_runs))
+        shown = [(key, title) for key, title in BULK_WAN_PANELS if panels[key]["clients"]]
+        if not shown:
             return self.skip(name, "no bulk-wan record with params.concurrency and figures.bytes_per_s")
-        fig, ax = plt.subplots(figsize=(8, 5))
+        fig, axes = plt.subplots(1, len(shown), figsize=(8 * len(shown), 5), squeeze=False)
         cmap = plt.get_cmap("tab10")
-        for i, (lab, pts) in enumerate(sorted(clients.items())):
-            xs = sorted(pts)
-            ax.plot(xs, [statistics.median(pts[x]) * 8 / 1e9 for x in xs], marker="o", color=cmap(i % 10), label=lab)
-        if ceiling:
-            xs = sorted(ceiling)
-            ax.plot(xs, [statistics.median(ceiling[x]) * 8 / 1e9 for x in xs], "k--", marker="x", label="iperf3 -P N")
-        elif ceiling_flat:
-            ax.axhline(statistics.median(ceiling_flat) * 8 / 1e9, color="k", linestyle="--", label="iperf3")
-        else:
-            print(f"plot: {name}: no iperf3 record, drawn without the ceiling line")
-        ax.set_xscale("log", base=2)
-        ticks = sorted({x for pts in clients.values() for x in pts})
-        ax.set_xticks(ticks)
-        ax.set_xticklabels([f"{x:g}" for x in ticks])
-        ax.set_ylim(bottom=0)
-        self._finish(ax, "concurrent transfers", "aggregate throughput (Gbit/s)", "bulk-wan: throughput vs concurrency (median of repeats)")
+        # One colour per client across both panels.
+        names = sorted({lab for key, _ in shown for lab in panels[key]["clients"]})
+        for ax, (key, title) in zip(axes[0], shown):
+            clients, ceiling = panels[key]["clients"], panels[key]["ceiling"]
+            for lab, pts in sorted(clients.items()):
+                xs = sorted(pts)
+                ax.plot(xs, [statistics.median(pts[x]) * 8 / 1e9 for x in xs], marker="o", color=cmap(names.index(lab) % 10), label=lab)
+            if ceiling:
+                xs = sorted(ceiling)
+                ax.plot(xs, [statistics.median(ceiling[x]) * 8 / 1e9 for x in xs], "k--", marker="x", label="iperf3 -P N")
+            else:
+                print(f"plot: {name}: {key}: no iperf3 record, drawn without the ceiling line")
+            ax.set_xscale("log", base=2)
+            ticks = sorted({x for pts in clients.values() for x in pts} | set(ceiling))
+            ax.set_xticks(ticks)
+            ax.set_xticklabels([f"{x:g}" for x in ticks])
+            ax.set_ylim(bottom=0)
+            self._finish(ax, "concurrent transfers", "aggregate throughput (Gbit/s)", title)
         self.save(fig, name)
 
     def small_objects(self):
@@ -286,6 +282,42 @@ class Plotter:
     def all(self):
         for f in (self.ttfb, self.throughput, self.mixed_hol, self.bulk_wan, self.small_objects):
             f()
+
+
+# bulk-wan's two measures, never drawn on one axis: a ferry row's and iperf3's counted
+# window after their warm-up (figures.omit_s says a record has one), and every figure from
+# the run's first byte (figures.bytes_per_s_with_ramp: a cold ferry row's, iperf3's from
+# its intervals, a peer's whole pull, ferry on the peers' pull). A peer has no counted
+# window: its bytes_per_s is its whole run, which beside a steady state would read as a
+# client that is slower in the steady state.
+BULK_WAN_PANELS = [
+    ("steady", "bulk-wan: counted window after the warm-up (median of repeats)"),
+    ("whole", "bulk-wan: whole run from the first byte, ramp included (median of repeats)"),
+]
+
+
+def bulk_wan_points(rs: list[dict]) -> dict:
+    """{"steady" | "whole": {"clients": {label: {concurrency: [bytes/s, ...]}},
+    "ceiling": {concurrency: [bytes/s, ...]}}}: each record's figure for each measure it
+    has, iperf3's (mode "iperf3") as the ceiling; records without params.concurrency are
+    left out."""
+    out = {key: {"clients": defaultdict(lambda: defaultdict(list)), "ceiling": defaultdict(list)} for key, _ in BULK_WAN_PANELS}
+    for r in rs:
+        f = r.get("figures") or {}
+        conc = (r.get("params") or {}).get("concurrency")
+        if conc is None:
+            continue
+        measures = {"whole": f.get("bytes_per_s_with_ramp")}
+        if "omit_s" in f:
+            measures["steady"] = f.get("bytes_per_s")
+        for key, v in measures.items():
+            if v is None:
+                continue
+            if r.get("mode") == "iperf3":
+                out[key]["ceiling"][float(conc)].append(float(v))
+            else:
+                out[key]["clients"][label(r)][float(conc)].append(float(v))
+    return out
 
 
 def rs_mode_is_peer(records: list[dict], variant: str) -> bool:

@@ -336,11 +336,8 @@ def synthetic_records() -> list[dict]:
     for k, client in enumerate(["h1-pool", "h2", "boto3"]):
         lat = [0.001 * 2 ** i * (1 + k) for i in range(12)]
         recs.append(_record("mixed-hol", client, client, series={"small_latency_s": [[x, (i + 1) / 12] for i, x in enumerate(lat)]}))
+    recs.extend(bulk_wan_records())
     for rep in (1, 2):
-        for conc in [1, 4, 16, 64]:
-            recs.append(_record("bulk-wan", "h1-pool", "h1-pool", {"bytes_per_s": 1e8 * conc ** 0.7 + rep}, {"concurrency": conc}, repeat=rep))
-            recs.append(_record("bulk-wan", "h2", "h2", {"bytes_per_s": 2e8 * conc ** 0.5 + rep}, {"concurrency": conc}, repeat=rep))
-            recs.append(_record("bulk-wan", "iperf3", "iperf3", {"bytes_per_s": 1.2e9}, {"concurrency": conc}, repeat=rep))
         for v, ops in [("h1-pool", 500), ("h1-pipeline", 650), ("boto3", 300)]:
             recs.append(_record("small-objects", v, v, {"objects_per_s": ops + 10 * rep}, repeat=rep,
                                 client={"peer": "boto3"} if v == "boto3" else None))
@@ -349,6 +346,44 @@ def synthetic_records() -> list[dict]:
     recs[-1]["time_unix"] = 1.0
     recs.append(_record("small-objects", "rclone", "rclone", status="absent"))
     return recs
+
+
+def bulk_wan_records() -> list[dict]:
+    """bulk-wan as it writes its records: ferry rows and iperf3 with a counted window
+    (omit_s) and, cold, a figure from the first byte; a peer and ferry on the peers' pull
+    with a whole-run figure only (a peer's bytes_per_s is its whole run)."""
+    recs = []
+    for rep in (1, 2):
+        for conc in [1, 4, 16, 64]:
+            ramp = {"bytes_per_s_with_ramp": 5e7 * conc ** 0.5} if rep == 1 else {}
+            recs.append(_record("bulk-wan", "h1-pool", "h1-pool", {"bytes_per_s": 1e8 * conc ** 0.7 + rep, "omit_s": 2.0, **ramp}, {"concurrency": conc}, repeat=rep))
+            recs.append(_record("bulk-wan", "h2", "h2", {"bytes_per_s": 2e8 * conc ** 0.5 + rep, "omit_s": 0.3}, {"concurrency": conc}, repeat=rep))
+            recs.append(_record("bulk-wan", "iperf3 -P N", "iperf3", {"bytes_per_s": 1.2e9, "bytes_per_s_with_ramp": 7e8, "omit_s": 1.5}, {"concurrency": conc}, repeat=rep))
+    for conc in [1, 4, 16, 64]:
+        recs.append(_record("bulk-wan", "boto3", "boto3", {"bytes_per_s": 3e7 * conc, "bytes_per_s_with_ramp": 3e7 * conc}, {"concurrency": conc}, client={"peer": "boto3"}))
+        recs.append(_record("bulk-wan", "h1-pool · peers' pull", "h1-pool", {"bytes_per_s_with_ramp": 4e7 * conc}, {"concurrency": conc}))
+    return recs
+
+
+def test_plot_bulk_wan_never_draws_a_whole_run_beside_a_steady_state(peers_doc):
+    """The peers' whole-run MB/s and ferry's counted-window MB/s go to separate panels."""
+    if peers_doc["tools"]["matplotlib"]["status"] != "ok":
+        pytest.skip(f"matplotlib is absent: {peers_doc['tools']['matplotlib']['reason']}")
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import plot; "
+            "p = plot.bulk_wan_points(json.load(sys.stdin)); "
+            "print(json.dumps({k: {'clients': {c: dict(v) for c, v in p[k]['clients'].items()}, 'ceiling': dict(p[k]['ceiling'])} for k in p}))")
+    py = RUN / "bench-venv" / "bin" / "python"
+    r = subprocess.run([str(py), "-c", code, str(PLOT.parent)], input=json.dumps(bulk_wan_records()), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)
+    steady, whole = p["steady"], p["whole"]
+    assert sorted(steady["clients"]) == ["h1-pool", "h2"], "no peer and no peers' pull in the steady state"
+    assert sorted(whole["clients"]) == ["boto3", "h1-pool", "h1-pool · peers' pull"], "h2 has no figure from the first byte here"
+    # Each measure's own figure: h1-pool at 16 streams, repeat 1 and 2 windowed, repeat 1 with ramp.
+    assert sorted(steady["clients"]["h1-pool"]["16.0"]) == [1e8 * 16 ** 0.7 + 1, 1e8 * 16 ** 0.7 + 2]
+    assert whole["clients"]["h1-pool"]["16.0"] == [5e7 * 4]
+    assert whole["clients"]["boto3"]["16.0"] == [3e7 * 16]
+    assert steady["ceiling"]["16.0"] == [1.2e9, 1.2e9] and whole["ceiling"]["16.0"] == [7e8, 7e8]
 
 
 def run_plot(results, out, *extra):

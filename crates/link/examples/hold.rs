@@ -1,7 +1,7 @@
 //! Holds an emulated link up for manual measurement and prints its counters each second.
 //!
 //! ```text
-//! cargo run --release -p ferry-link --example hold -- transatlantic 120
+//! cargo run --release -p ferry-link --example hold -- transatlantic 120 [QUEUE_MIB]
 //! ip netns exec <server ns> iperf3 -s -1 &
 //! ip netns exec <client ns> iperf3 -c 10.77.0.2 -P 8 -t 20
 //! ```
@@ -22,7 +22,11 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let preset = args.next().unwrap_or_else(|| "transatlantic".into());
     let seconds: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(120);
-    let preset = Preset::by_name(&preset).unwrap_or_else(|| panic!("unknown preset {preset}"));
+    let mut preset = Preset::by_name(&preset).unwrap_or_else(|| panic!("unknown preset {preset}"));
+    // A queue other than the preset's, to compare (MiB, each direction).
+    if let Some(mib) = args.next() {
+        preset.queue_limit_bytes = mib.parse::<u64>().unwrap_or_else(|_| panic!("queue MiB: {mib}")) << 20;
+    }
     let link = Link::up_for(preset, Duration::from_secs(seconds)).unwrap_or_else(|e| panic!("link up: {e}"));
     println!("{preset}\nclient namespace {}\nserver namespace {}", link.client_namespace(), link.server_namespace());
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
