@@ -378,12 +378,13 @@ def test_plot_bulk_wan_never_draws_a_whole_run_beside_a_steady_state(peers_doc):
     p = json.loads(r.stdout)
     steady, whole = p["steady"], p["whole"]
     assert sorted(steady["clients"]) == ["h1-pool", "h2"], "no peer and no peers' pull in the steady state"
-    assert sorted(whole["clients"]) == ["boto3", "h1-pool", "h1-pool · peers' pull"], "h2 has no figure from the first byte here"
-    # Each measure's own figure: h1-pool at 16 streams, repeat 1 and 2 windowed, repeat 1 with ramp.
+    assert sorted(whole["clients"]) == ["boto3", "h1-pool · peers' pull"], "the peers' pull only, ferry's beside it"
+    # Each panel its own figure: h1-pool at 16 streams windowed in repeats 1 and 2 (its
+    # repeat-1 figure with ramp is not a pull's); boto3's whole pull.
     assert sorted(steady["clients"]["h1-pool"]["16.0"]) == [1e8 * 16 ** 0.7 + 1, 1e8 * 16 ** 0.7 + 2]
-    assert whole["clients"]["h1-pool"]["16.0"] == [5e7 * 4]
     assert whole["clients"]["boto3"]["16.0"] == [3e7 * 16]
-    assert steady["ceiling"]["16.0"] == [1.2e9, 1.2e9] and whole["ceiling"]["16.0"] == [7e8, 7e8]
+    assert whole["clients"]["h1-pool · peers' pull"]["16.0"] == [4e7 * 16]
+    assert steady["ceiling"]["16.0"] == [1.2e9, 1.2e9] and whole["ceiling"] == {}, "iperf3 once, on the steady side"
 
 
 def run_plot(results, out, *extra):
@@ -471,3 +472,25 @@ def test_ferry_bench_reports_an_absent_peer(tmp_path):
     assert len(r) == 1 and r[0]["status"] == "absent", recs
     assert "rclone not found on PATH (test)" in r[0]["note"]
     assert "absent: rclone not found on PATH (test)" in stdout, "the absent peer is named in the report, not dropped"
+
+
+def test_ferry_bench_prints_a_progress_line_per_run(tmp_path):
+    """The live progress line (issue 4): which workload, which client, repeat k of n, for
+    every run, interleaved across clients. Off a terminal it is one line per run on stderr;
+    --no-progress silences it. Each ferry row also has its requests by type, as the server
+    answered them."""
+    out = tmp_path / "results.jsonl"
+    cmd = [str(ferry_binary()), "bench", "small-objects", "--quick", "--objects", "20", "--repeats", "2",
+           "--peers", "none", "--no-auto-ranged", "--out", str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=clean_env())
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    lines = [line for line in p.stderr.splitlines() if " · repeat " in line]
+    want = [f"small-objects · {r['variant']} · repeat {r['repeat']} of 2" for r in recs]
+    assert lines == want, (lines, want)
+    assert [r["repeat"] for r in recs] == sorted(r["repeat"] for r in recs), "repeat 1 of every client before repeat 2"
+    # Requests sent by type: what the server answered during each ferry row, by operation.
+    for r in recs:
+        assert r["figures"].get("requests_GetObject") == 20, (r["variant"], r["figures"])
+    q = subprocess.run(cmd + ["--no-progress"], capture_output=True, text=True, timeout=300, cwd=ROOT, env=clean_env())
+    assert q.returncode == 0 and " · repeat " not in q.stderr, q.stderr[-2000:]
