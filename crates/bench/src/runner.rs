@@ -204,6 +204,10 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
         if let Some(c) = v.client {
             rec.client = Some(json!({"mode": c.mode_name(), "max_connections": c.max_connections, "pipeline_depth": c.pipeline_depth}));
         }
+        // A ferry row's requests by S3 operation, as its server answered them (the peers'
+        // rows count theirs the same way, peers.rs): read before and after, untimed.
+        let counted = v.client.and(v.server).filter(|_| !matches!(v.task, Task::Peer { .. } | Task::NotYet { .. })).and_then(|i| servers[i].as_ref()).map(|s| s.proc.url.clone());
+        let before = counted.as_deref().and_then(|url| crate::peers::ServerCounters::scrape(url, None));
         let result = match &v.task {
             Task::GetAll { in_flight, ranged, size_hint } => {
                 let setup = w.setup.as_ref().context("GetAll needs a PUT setup")?;
@@ -261,6 +265,9 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
                 Ok(())
             }
         };
+        if let (Some(b), Some(a)) = (before, counted.as_deref().and_then(|url| crate::peers::ServerCounters::scrape(url, None))) {
+            server_requests_into(&mut rec, &a.since(&b));
+        }
         if let Err(e) = result {
             rec.status = "failed".into();
             rec.error_samples.push(format!("{e:#}"));
@@ -562,6 +569,14 @@ impl Iperf3Result {
             rec.set("iperf3_cpu_remote_pct", v);
         }
         rec.set("errors", 0u32);
+    }
+}
+
+/// `requests_<Operation>` for each S3 operation the server answered during a ferry row
+/// (requests sent by type; `requests_sent` stays the client's own count).
+fn server_requests_into(rec: &mut RunRecord, server: &crate::peers::ServerCounters) {
+    for (op, n) in &server.requests {
+        rec.set(&format!("requests_{op}"), *n);
     }
 }
 
