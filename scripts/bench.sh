@@ -8,7 +8,9 @@
 #   scripts/bench.sh                     the quick suite: 332 s of `ferry bench all --quick`
 #                                        on 2 cores at load 2-5 (5a92936), every row, peers
 #                                        included, in 3 repeats; each workload 27-60 s
-#                                        (bulk-wan 56 s across the 110 ms link).
+#                                        (bulk-wan 56 s across the 110 ms link). At lab10's
+#                                        tip: 336 s at load 7-13, each workload 24-59 s
+#                                        (mixed-hol 59 s, bulk-wan 49 s).
 #                                        The table after the claims gives each workload's time.
 #   scripts/bench.sh --repeats 1         extra flags go to `ferry bench all`
 #   FERRY_BENCH_FULL=1 scripts/bench.sh  the published sizes (hours)
