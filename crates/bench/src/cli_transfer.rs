@@ -26,9 +26,34 @@
 //! files. s5cmd's defaults (256 workers, 5 parts of 50 MB per file) and ferry's (64
 //! objects, 8 parts of 8 MiB per file) are left as they are.
 //!
-//! Downloads land on the disk the bench's temp directory is on (not tmpfs), so a tool
-//! that fsyncs pays for it here (ferry only with `--fsync`, which this bench does not
-//! pass: engine's download.rs).
+//! Downloads land on a disk (not tmpfs), so a tool that fsyncs pays for it here (ferry
+//! only with `--fsync`, which this bench does not pass: engine's download.rs).
+//!
+//! The destination filesystem. As root the bench makes the downloads a filesystem of their
+//! own: an ext4 image in the work directory (mkfs defaults, so with a journal; inode
+//! tables initialised at mkfs), attached to a loop device with direct I/O (one page cache,
+//! not two) and mounted without `discard`; unmounted and removed at the end. Why: this
+//! machine's root filesystem is ext4 *without a journal* (no /proc/fs/jbd2 entry for vda),
+//! and there ext4 will not hand out an inode freed in the last 30-35 s while another is
+//! free (`recently_deleted()` in fs/ext4/ialloc.c, no-journal only): each file created
+//! walks the group's bitmap past every recently deleted inode, probing the buffer cache
+//! for each. After one tool's 10,000-file copy was deleted, the next tool's 10,000 creates
+//! cost seconds of kernel CPU in the tool itself: ferry 1.4 s wall / 1.8 s CPU first in
+//! its repeat, 6.6 s / 11 s after another tool (full run at 13141bd; s5cmd and rclone the
+//! same). Between ext4_request_inode and the inode's journal start (ftrace events) the
+//! median create took 0.7 ms after a delete, 0.2 ms otherwise; 10,000 creates of 16 KiB
+//! in one thread, on a fresh loop ext4: 1.5-6.5 s system CPU without a journal (right
+//! after a delete, and some runs 40 s later), 0.32-0.34 s with one whatever came before;
+//! ferry's download on the journaled one 1.4-2.3 s wall whatever came before, with or
+//! without `discard`. Waiting out the window (35 s before each small download) would
+//! not do (a create 40 s after a delete still measured 4.2 s), and most users' ext4 has a
+//! journal: the journaled image models "one copy on a machine not still cleaning up the
+//! last one", and keeps other processes' deletes on / out of the runs. Without root (or
+//! without mkfs.ext4, losetup or mount) the downloads go to the work directory as before;
+//! the report and every record say which (`download_fs`, `download_fs_ext4_journal`).
+//! On the journaled image the order stopped deciding the row: full run at 1789de7 (load
+//! 6-9), ferry's 10,000 x 16 KiB download took 1.94-2.07 CPU-s and 1.35-1.59 s whether
+//! it ran first, second or third in its repeat (s5cmd 4.13-4.80, rclone 3.35-4.26 CPU-s).
 //!
 //! Each run is timed on a machine that is not still flushing an earlier one: the user
 //! this models runs one copy at a time, not the fourth 4 GiB download in two minutes. A
@@ -230,6 +255,132 @@ fn write_set(dir: &Path, set: &FileSet, set_index: u64) -> Result<BTreeMap<Strin
     Ok(sums)
 }
 
+/// Where downloads land (module note: the destination filesystem).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DestKind {
+    /// A journaled ext4 of the bench's own on a loop device (as root).
+    LoopExt4,
+    /// The work directory's own filesystem (the fallback).
+    WorkDir,
+}
+
+impl DestKind {
+    fn name(self) -> &'static str {
+        match self {
+            DestKind::LoopExt4 => "loop-ext4",
+            DestKind::WorkDir => "work-dir",
+        }
+    }
+}
+
+/// The directory downloads are copied under, and what it is.
+struct DestFs {
+    root: PathBuf,
+    kind: DestKind,
+    /// Why the fallback was taken, when it was.
+    fallback_reason: Option<String>,
+    /// Whether the destination's filesystem is ext4 with a journal (None: not ext4, or
+    /// not known): ext4 without one pays for recently deleted inodes (module note).
+    ext4_journal: Option<bool>,
+    /// Unmounted, detached and removed when dropped.
+    _mount: Option<LoopMount>,
+}
+
+impl DestFs {
+    /// A loop-mounted ext4 of `bytes` under `work` when we are root and the tools are
+    /// there, else `work/dst` on the work directory's filesystem.
+    fn make(work: &Path, bytes: u64) -> DestFs {
+        let (root, kind, reason, mount) = match LoopMount::make(work, bytes) {
+            Ok(m) => (m.dir.clone(), DestKind::LoopExt4, None, Some(m)),
+            Err(e) => (work.join("dst"), DestKind::WorkDir, Some(format!("{e:#}")), None),
+        };
+        let ext4_journal = ext4_has_journal(if mount.is_some() { &root } else { work });
+        DestFs { root, kind, fallback_reason: reason, ext4_journal, _mount: mount }
+    }
+
+    /// One line for the report.
+    fn describe(&self) -> String {
+        let journal = match self.ext4_journal {
+            Some(true) => "ext4 with a journal",
+            Some(false) => "ext4 WITHOUT a journal: a tool creating files right after the last copy's delete pays for it (module note), so order can still decide the small-download rows",
+            None => "not ext4",
+        };
+        match (&self.kind, &self.fallback_reason) {
+            (DestKind::LoopExt4, _) => format!("downloads land on a fresh ext4 (mkfs defaults, journaled, no discard) loop-mounted with direct I/O on the work directory's disk ({journal})"),
+            (DestKind::WorkDir, why) => format!("downloads land in the work directory ({journal}); no filesystem of their own: {}", why.as_deref().unwrap_or("?")),
+        }
+    }
+}
+
+/// An ext4 image under the work directory, attached to a loop device with direct I/O
+/// (its writes reach the disk once, not through the image file's page cache as well) and
+/// mounted without `discard`.
+struct LoopMount {
+    image: PathBuf,
+    device: String,
+    dir: PathBuf,
+    mounted: bool,
+}
+
+/// Runs a setup command; its stderr in the error.
+fn run_tool(program: &str, args: &[&str]) -> Result<String> {
+    let out = Command::new(program).args(args).stdin(Stdio::null()).output().with_context(|| format!("starting {program}"))?;
+    if !out.status.success() {
+        bail!("{program} {}: {} ({})", args.join(" "), out.status, String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+impl LoopMount {
+    fn make(work: &Path, bytes: u64) -> Result<LoopMount> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            bail!("not root (a loop mount needs it)");
+        }
+        let image = work.join("dst.ext4");
+        std::fs::File::create(&image).and_then(|f| f.set_len(bytes)).with_context(|| format!("creating {}", image.display()))?;
+        let mut m = LoopMount { image, device: String::new(), dir: work.join("dst"), mounted: false };
+        let img = m.image.display().to_string();
+        // Inode tables and journal written now, so no background init shares the runs.
+        run_tool("mkfs.ext4", &["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", &img])?;
+        m.device = run_tool("losetup", &["--find", "--show", "--direct-io=on", &img])?;
+        std::fs::create_dir_all(&m.dir)?;
+        run_tool("mount", &["-o", "nodiscard", &m.device, &m.dir.display().to_string()])?;
+        m.mounted = true;
+        Ok(m)
+    }
+}
+
+impl Drop for LoopMount {
+    fn drop(&mut self) {
+        if self.mounted && run_tool("umount", &[&self.dir.display().to_string()]).is_err() {
+            let _ = run_tool("umount", &["-l", &self.dir.display().to_string()]);
+        }
+        if !self.device.is_empty() {
+            let _ = run_tool("losetup", &["-d", &self.device]);
+        }
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
+
+/// Whether the ext4 holding `path` has a journal: jbd2 lists every journal it runs under
+/// /proc/fs/jbd2/DEVICE-INODE. None when `path` is not on ext4 or the device is unknown.
+fn ext4_has_journal(path: &Path) -> Option<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: a zeroed statfs is valid; statfs writes into it.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid C string for the duration of the call.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 || st.f_type != libc::EXT4_SUPER_MAGIC {
+        return None;
+    }
+    let dev = std::fs::metadata(path).ok()?.dev();
+    let uevent = std::fs::read_to_string(format!("/sys/dev/block/{}:{}/uevent", libc::major(dev), libc::minor(dev))).ok()?;
+    let name = uevent.lines().find_map(|l| l.strip_prefix("DEVNAME="))?.to_owned();
+    let journals = std::fs::read_dir("/proc/fs/jbd2").map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect::<Vec<_>>()).unwrap_or_default();
+    Some(journals.iter().any(|j| j.strip_prefix(name.as_str()).is_some_and(|rest| rest.starts_with('-'))))
+}
+
 /// CRC64NVME (base64) of a local file.
 fn file_crc(path: &Path) -> std::io::Result<String> {
     Checksummer::of_reader(ALGO, std::fs::File::open(path)?)
@@ -302,10 +453,12 @@ fn sync_filesystem(dir: &Path) -> Result<()> {
 /// Between timed runs (untimed): the previous run's copy is already removed; flush the
 /// work directory's filesystem, then wait until the machine's Dirty + Writeback are back
 /// near `baseline` (module note: a copy is timed on a machine not still flushing the last).
-fn settle(dir: &Path, baseline: u64) -> Result<Settled> {
+fn settle(dirs: &[&Path], baseline: u64) -> Result<Settled> {
     let t0 = Instant::now();
     let before = unflushed_bytes();
-    sync_filesystem(dir)?;
+    for dir in dirs {
+        sync_filesystem(dir)?;
+    }
     let mut s = wait_until_flushed(unflushed_bytes, baseline + SETTLE_SLACK, SETTLE_LIMIT.saturating_sub(t0.elapsed()), Duration::from_millis(50));
     s.wall = t0.elapsed();
     s.before = before;
@@ -739,8 +892,15 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
         }
     }
 
+    // Downloads' own filesystem (module note), dropped (unmounted) before `work`.
+    let largest = p.sets.iter().map(|s| s.files as u64 * s.bytes).max().unwrap_or(0);
+    let dest = DestFs::make(&work.0, largest + largest / 2 + (1 << 30));
+    say(&format!("{NAME}: {}", dest.describe()));
+    let dirs = [work.0.as_path(), dest.root.as_path()];
     // The tree written and PUT, flushed: the Dirty + Writeback every settle returns to.
-    sync_filesystem(&work.0)?;
+    for d in dirs {
+        sync_filesystem(d)?;
+    }
     let baseline = unflushed_bytes().unwrap_or(0);
     say(&format!("{NAME}: unflushed page cache after setup {} MiB (each run starts within {} MiB of it, or after {:?})", baseline >> 20, SETTLE_SLACK >> 20, SETTLE_LIMIT));
 
@@ -748,7 +908,10 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     params.insert("sets".into(), json!(p.sets.iter().map(|s| json!({"name": s.name, "files": s.files, "bytes": s.bytes})).collect::<Vec<_>>()));
     params.insert("rclone_transfers".into(), json!(RCLONE_TRANSFERS));
     params.insert("link".into(), json!(opts.link_name()));
-    params.insert("download_disk".into(), json!(work.0.display().to_string()));
+    params.insert("download_disk".into(), json!(dest.root.display().to_string()));
+    params.insert("download_fs".into(), json!(dest.kind.name()));
+    params.insert("download_fs_ext4_journal".into(), json!(dest.ext4_journal));
+    params.insert("download_fs_note".into(), json!(dest.describe()));
     // The reaper's own floor: what a tool that allocates nothing (/bin/true) measures.
     let floor = run_child(Command::new("/bin/true"), &work.0.join("floor.stderr"), Duration::from_secs(30), Some(&opts.server.program))?.peak_rss_bytes;
     params.insert("rss_floor_bytes".into(), json!(floor));
@@ -789,7 +952,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                     }
                     let (local, prefix) = match dir {
                         Direction::Upload => (work.0.join("src").join(set.name), format!("up/{}-{k}/{}/", t.tool.name(), set.name)),
-                        Direction::Download => (work.0.join("dst").join(format!("{}-{k}-{}", t.tool.name(), set.name)), format!("data/{}/", set.name)),
+                        Direction::Download => (dest.root.join(format!("{}-{k}-{}", t.tool.name(), set.name)), format!("data/{}/", set.name)),
                     };
                     if dir == Direction::Download {
                         std::fs::create_dir_all(&local)?;
@@ -801,7 +964,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                         rec.set("warm_source_bytes", warm(&local, set)? as f64);
                         rec.set("warm_s", w0.elapsed().as_secs_f64());
                     }
-                    let settled = settle(&work.0, baseline)?;
+                    let settled = settle(&dirs, baseline)?;
                     rec.set("settle_s", settled.wall.as_secs_f64());
                     rec.set("settled", if settled.reached { 1.0 } else { 0.0 });
                     if let Some(b) = settled.before {
@@ -865,8 +1028,12 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                             rec.error_samples.extend(problems.into_iter().take(5));
                         }
                     }
+                    // Removed right after its own run (untimed), so the next run's settle
+                    // covers the delete's writeback as well.
                     if dir == Direction::Download {
+                        let r0 = Instant::now();
                         let _ = std::fs::remove_dir_all(&local);
+                        rec.set("remove_s", r0.elapsed().as_secs_f64());
                     }
                     write(rec, &mut records)?;
                 }
@@ -894,6 +1061,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     }
     drop(rt);
     drop(server);
+    drop(dest);
     let report = render(size, p, &records, &ctx, &commands);
     Ok(Outcome { records, report, wall: started.elapsed() })
 }
@@ -946,7 +1114,10 @@ pub fn render(size: Size, p: &CliTransferParams, records: &[RunRecord], ctx: &Ru
     }
     let _ = writeln!(s, "- goal (issue 6): ferry ahead of both peers on every row; the copies are checked file by file (size and CRC64NVME) after each run, untimed");
     let unsettled = records.iter().filter(|r| r.figure("settled") == Some(0.0)).count();
-    let _ = writeln!(s, "- before each run (untimed): uploads' source read through once (warm in the page cache for every tool), the last copy removed, syncfs, and a wait until Dirty + Writeback are back near the post-setup level ({unsettled} runs started before they were)");
+    let _ = writeln!(s, "- before each run (untimed): uploads' source read through once (warm in the page cache for every tool), the last copy removed (right after its own run), syncfs, and a wait until Dirty + Writeback are back near the post-setup level ({unsettled} runs started before they were)");
+    if let Some(note) = records.iter().find_map(|r| r.params.get("download_fs_note").and_then(Value::as_str)) {
+        let _ = writeln!(s, "- {note}");
+    }
     let floor = records.iter().find_map(|r| r.params.get("rss_floor_bytes").and_then(Value::as_f64)).unwrap_or(0.0);
     let _ = writeln!(s, "- CPU and peak RSS are the child's own (wait4 rusage, taken by a fresh reaper process so the bench's heap is not in it; /bin/true measures {:.1} MiB that way); wall time includes the tool's start-up", floor / 1048576.0);
     let _ = writeln!(s, "- TCP conns opened and requests: the server's counters (/_ferry/metrics) read before and after each child, so they are the tool's own (records: requests_<Operation> per S3 operation)");
@@ -1026,11 +1197,42 @@ mod tests {
         write_set(&dir, &set, 1).unwrap();
         assert_eq!(warm(&dir, &set).unwrap(), 6 << 20, "every byte of the set is read");
         // A generous baseline: syncfs ran and the wait ends without reaching the limit.
-        let s = settle(&dir, u64::MAX / 2).unwrap();
+        let s = settle(&[&dir], u64::MAX / 2).unwrap();
         assert!(s.reached && s.before.is_some());
         assert!(sync_filesystem(&dir.join("absent")).is_err());
         std::fs::remove_file(dir.join("f-000001.bin")).unwrap();
         assert!(warm(&dir, &set).is_err(), "a missing source file is an error, not a short read");
+    }
+
+    #[test]
+    fn downloads_get_a_journaled_ext4_as_root_else_the_work_dir() {
+        assert_eq!(ext4_has_journal(Path::new("/proc")), None, "procfs is not ext4");
+        let work = std::env::temp_dir().join(format!("ferry-cli-transfer-dest-{}", std::process::id()));
+        let _guard = WorkDir(work.clone());
+        std::fs::create_dir_all(&work).unwrap();
+        let dest = DestFs::make(&work, 64 << 20);
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            assert_eq!(dest.kind, DestKind::WorkDir);
+            assert!(dest.fallback_reason.as_deref().unwrap().contains("not root"));
+            assert!(dest.describe().contains("work directory"));
+            return;
+        }
+        // As root the bench may still lack losetup or mount (a container): then it says why.
+        if dest.kind == DestKind::WorkDir {
+            eprintln!("no loop mount here: {:?}", dest.fallback_reason);
+            return;
+        }
+        assert_eq!(dest.ext4_journal, Some(true), "mkfs.ext4's defaults make a journal");
+        use std::os::unix::fs::MetadataExt;
+        let dev = |p: &Path| std::fs::metadata(p).unwrap().dev();
+        assert_ne!(dev(&dest.root), dev(&work), "a filesystem of its own");
+        std::fs::write(dest.root.join("f"), b"x").unwrap();
+        let image = work.join("dst.ext4");
+        assert!(image.exists());
+        drop(dest);
+        assert!(!image.exists(), "the image is removed with the mount");
+        assert!(!work.join("dst").join("f").exists(), "unmounted: the file was on the image");
     }
 
     #[test]

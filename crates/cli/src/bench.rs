@@ -62,7 +62,7 @@ enum Workload {
     /// cp`, `rclone copy` as child processes, up and down, 10,000 x 16 KiB and 4 x 1 GiB
     /// files (quick: 1,000 and 4 x 256 MiB), lan profile; objects/s, bytes/s, the child's
     /// CPU and peak RSS; every copy checked by CRC64NVME. --peers: s5cmd, rclone.
-    CliTransfer(SuiteArgs),
+    CliTransfer(CliTransferArgs),
     /// Every workload of the suite in turn (small-objects, mixed-hol, ttfb-throughput,
     /// listing, open-ahead, commit, vectored, bulk-wan), each workload's table, then one
     /// claims table: published headline | measured | reproduced? With --quick every row
@@ -166,6 +166,16 @@ struct ListingArgs {
     /// PUTs in flight while writing the layout.
     #[arg(long, default_value_t = 64)]
     put_concurrency: usize,
+}
+
+#[derive(Args)]
+struct CliTransferArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Only this set of files: small (10,000 x 16 KiB; quick 1,000) or large (4 x 1 GiB;
+    /// quick 4 x 256 MiB) [default: both].
+    #[arg(long, value_parser = ["small", "large"])]
+    set: Option<String>,
 }
 
 #[derive(Args)]
@@ -341,9 +351,12 @@ fn run_listing(a: &ListingArgs) -> Result<()> {
     Ok(())
 }
 
-fn run_cli_transfer(a: &SuiteArgs) -> Result<()> {
+fn run_cli_transfer(a: &CliTransferArgs) -> Result<()> {
     let sz = size(&a.common);
     let mut p = ferry_bench::cli_transfer::CliTransferParams::new(sz);
+    if let Some(only) = &a.set {
+        p.sets.retain(|s| s.name == only);
+    }
     p.repeats = a.common.repeats.map_or(p.repeats, |r| r as usize);
     p.peers = a.common.peers.resolve(&[Peer::S5cmd, Peer::Rclone]);
     let opts = options(&a.common)?;
