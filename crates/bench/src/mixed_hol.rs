@@ -145,6 +145,10 @@ pub struct MixedHolParams {
     pub peers: Vec<crate::peers::Peer>,
     /// Also the extra [`SMALL_POOL`] row.
     pub small_pool_row: bool,
+    /// The cap map (`--auto-max-connections 24,32,40,50`): when not empty, the rows are
+    /// the h1-pool and one auto row per cap, auto's hard cap on connections set to it
+    /// (module note, "Fewer connections"); no h2, pipeline or extra rows.
+    pub auto_caps: Vec<usize>,
 }
 
 /// The peers beside mixed-hol: the SDK-pool clients the published case is about (boto3
@@ -202,6 +206,7 @@ impl MixedHolParams {
             // Quick leaves the extra 10-connection row out (7.4 s of loaded runs in 87 s):
             // boto3's row, on that same default pool of 10, shows the published case.
             small_pool_row: size == Size::Full,
+            auto_caps: Vec::new(),
         }
     }
 
@@ -559,6 +564,21 @@ pub const CLIENTS: &[(&str, Mode, usize)] = &[("h1-pool", Mode::H1Pool, 0), ("au
 /// differ from the other rows' on purpose; the label says so.
 pub const SMALL_POOL: (&str, Mode, usize, usize) = ("h1-pool [10 conns, boto3's default pool]", Mode::H1Pool, 0, 10);
 
+/// The label of auto's row capped at `cap` connections (the cap map).
+pub fn capped_auto_label(cap: usize) -> String {
+    format!("auto [max {cap} conns]")
+}
+
+/// The rows of a run: (label, mode, server index, connections).
+fn rows(p: &MixedHolParams) -> Vec<(String, Mode, usize, usize)> {
+    if !p.auto_caps.is_empty() {
+        let pool = std::iter::once((CLIENTS[0].0.to_string(), CLIENTS[0].1, CLIENTS[0].2, p.connections));
+        return pool.chain(p.auto_caps.iter().map(|&cap| (capped_auto_label(cap), Mode::Auto, 0, cap.max(1)))).collect();
+    }
+    let small_pool = std::iter::once(SMALL_POOL).filter(|_| p.small_pool_row);
+    CLIENTS.iter().map(|&(l, m, s)| (l, m, s, p.connections)).chain(small_pool).map(|(l, m, s, c)| (l.to_string(), m, s, c)).collect()
+}
+
 pub fn row_label(client: &str, phase: Phase) -> String {
     format!("{client} · {}", phase.name())
 }
@@ -570,12 +590,11 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
     let parts = Arc::new(large_parts(p.larges, p.large_bytes, p.part_bytes));
     let (s3, s3_h2) = (ServerSpec::profile("s3"), ServerSpec::s3_h2());
     let mut variants = Vec::new();
-    let rows = CLIENTS.iter().map(|&(l, m, s)| (l, m, s, p.connections)).chain(std::iter::once(SMALL_POOL).filter(|_| p.small_pool_row));
-    for (label, mode, server, connections) in rows {
+    for (label, mode, server, connections) in rows(p) {
         for phase in [Phase::Unloaded, Phase::Loaded] {
             let hint = mode == Mode::Auto;
             variants.push(Variant {
-                label: row_label(label, phase),
+                label: row_label(&label, phase),
                 workload: NAME,
                 server: Some(server),
                 client: Some(ClientSpec { mode, max_connections: connections, pipeline_depth: p.pipeline_depth }),
@@ -631,6 +650,7 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
         "seed": p.seed,
         "prefixes": p.prefixes,
         "connections": p.connections,
+        "auto_max_connections": p.auto_caps,
         "pipeline_depth": p.pipeline_depth,
         "load_warmup_s": p.load_warmup.as_secs_f64(),
         "load_alone_s": p.load_alone.as_secs_f64(),
@@ -715,6 +735,30 @@ mod tests {
             assert_eq!((smalls.len(), parts.len(), *connections), (40, 64, 50));
             assert_eq!(*loaded, v.label.ends_with("loaded") && !v.label.ends_with("unloaded"));
             assert!(!v.once && v.server == Some(0), "peer rows repeat like ferry's");
+        }
+    }
+
+    #[test]
+    fn the_cap_map_has_the_pool_and_one_auto_row_per_cap() {
+        let mut p = MixedHolParams::new(Size::Full);
+        p.auto_caps = vec![24, 50];
+        let w = mixed_hol(Size::Full, &p);
+        let rows: Vec<(&str, Mode, usize)> = w.variants.iter().map(|v| (v.label.as_str(), v.client.unwrap().mode, v.client.unwrap().max_connections)).collect();
+        assert_eq!(
+            rows,
+            [
+                ("h1-pool · unloaded", Mode::H1Pool, 50),
+                (POOL_LOADED_ROW, Mode::H1Pool, 50),
+                ("auto [max 24 conns] · unloaded", Mode::Auto, 24),
+                ("auto [max 24 conns] · loaded", Mode::Auto, 24),
+                ("auto [max 50 conns] · unloaded", Mode::Auto, 50),
+                ("auto [max 50 conns] · loaded", Mode::Auto, 50),
+            ]
+        );
+        assert_eq!(w.params["auto_max_connections"], json!([24, 50]));
+        for v in &w.variants {
+            let Task::Scenario(Scenario::MixedHol(r)) = &v.task else { panic!("not mixed-hol") };
+            assert_eq!(r.size_hint, v.client.unwrap().mode == Mode::Auto, "{}", v.label);
         }
     }
 
