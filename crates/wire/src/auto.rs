@@ -93,7 +93,10 @@
 //! ([`AutoTransport::sockets_open`] keeps the exact peak, which `tests/auto_lanes.rs`
 //! checks). Before, a lane gave its place back when it let the connection go, before
 //! its socket closed, and the other lane's new connection could be one over the cap (CI
-//! saw 9 under a cap of 8), so the lanes shared T less one. Openings
+//! saw 9 under a cap of 8), so the lanes shared T less one. The unit test
+//! `a_place_comes_back_only_once_its_socket_is_closed` reaches that moment on purpose (a
+//! current-thread runtime, the pool's socket not yet closed when the small lane asks), and
+//! fails if the pool gives the place back as it lets the connection go. Openings
 //! over a run can: a connection one lane closes for the other is opened again by the
 //! other ([`AutoTransport::handovers`] counts them). On mixed-hol that was auto's excess
 //! (61-74 TCP connections opened beside the 50-connection pool's 50): the pool fills T
