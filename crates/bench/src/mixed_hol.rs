@@ -91,8 +91,10 @@
 //! knee when there is one; on a quiet machine growing to the cap is right. The cap map
 //! also shows what the smaller counts gave the smalls: a lower p99 (163-173 ms beside
 //! 290 at 50, less CPU contention), and that a capped auto can open more connections
-//! than its cap over a run (24: 28-51 opened, never more than 24 at once; not traced
-//! yet, the lanes' handovers being the likely cause, auto.rs "handovers").
+//! than its cap over a run (24: 28-51 opened, never more than 24 at once): places
+//! handed over between the lanes (auto.rs, "handovers"; one `--quick` run at a cap of
+//! 24 with `FERRY_LOG=ferry_wire::auto=debug`: pool 19 + pipeline 8 opened, 3 handed
+//! over by the pool).
 //!
 //! ## Does the lab reproduce Onehouse's 15x, and for whom?
 //!
