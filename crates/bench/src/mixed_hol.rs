@@ -60,6 +60,49 @@
 //! 10-connection pool row, with 30 smalls (p99 is their largest) in 3 repeats, the 64 MiB
 //! large objects, and warm-ups cut to each client's ramp plus a 0.3 s alone span.
 //!
+//! ## Fewer connections than the pool: the cap map (issue 5)
+//!
+//! `--auto-max-connections 24,32,40,50` runs the h1-pool and one auto row per cap
+//! instead of the usual rows (the cap is each record's `client.max_connections`), to
+//! ask whether a count well below 50 still moves the large objects within 10% of the
+//! best. Full size, `ferry bench mixed-hol --peers none --repeats 2` and `--repeats 3
+//! --auto-max-connections 24,32,40,50`, 5 interleaved repeats in all at load average
+//! 3-12 (other engineers' builds and benches beside); medians (min-max); the ratio pairs
+//! each row with auto at 50 in the same repeat:
+//!
+//! ```text
+//!  auto cap  large MB/s alone   loaded            / cap 50's        small p99 ms    opened      held
+//!     24     1128 (1090-1149)    973 (819-1048)   0.67 (0.38-0.81)  173 (161-237)   37 (28-51)  23.8
+//!     32     1459 (767-1537)    1407 (1096-1514)  0.84 (0.58-1.14)  163 (149-244)   32 (32-36)  32.0
+//!     40     1599 (683-2000)    1411 (894-1885)   0.89 (0.47-1.35)  167 (151-630)   40 (40-57)  39.9
+//!     50     1706 (1293-2668)   1396 (1008-2600)  1                 290 (151-794)   50 (50-51)  50.0
+//!  h1-pool   1469 (1402-1610)   1676 (1248-2339)  1.20 (0.49-1.67) 1017 (446-1557)  50          50.0
+//! ```
+//!
+//! Up to ~32 connections auto's large rate is what its connections carry, not what the
+//! machine allows: alone at a cap of 24 it moved 1,090-1,149 MB/s in every repeat
+//! whatever the load, ~63 MB/s for each of its ~18 bulk connections (the small lane
+//! keeps 6-8 places of the cap), which is the s3 profile's 90 MB/s with a ~30 ms first
+//! byte before each 8 MiB part (8 MiB per ~123 ms: ~68 MB/s). Above that the two shared
+//! cores bind, at a level that moves with the other work on the machine: at a cap of 50
+//! (42 bulk connections, ~2.65 GB/s if the connections were the limit) auto moved
+//! 1.0-2.7 GB/s. So taking connections away lengthens the large objects' time until the
+//! CPU's ceiling, and that ceiling depends on the moment: in the busiest repeats 32
+//! connections did as well as 50 (1.10x, 1.14x), in the quietest 0.58x. Per repeat no
+//! count clearly below 50 stayed within 10% of it (medians 0.67, 0.84, 0.89). On this
+//! machine "fewer connections than the pool" and "large objects within 10% of the
+//! link-limited time" conflict: the emulated link is per connection (like S3), so the
+//! link-limited time itself grows as connections go, and the only knee is the CPU's,
+//! which moves with the machine's load between runs. The controller's goodput rule
+//! (controller.rs, "Growth follows goodput") is the part that should stop at such a
+//! knee when there is one; on a quiet machine growing to the cap is right. The cap map
+//! also shows what the smaller counts gave the smalls: a lower p99 (163-173 ms beside
+//! 290 at 50, less CPU contention), and that a capped auto can open more connections
+//! than its cap over a run (24: 28-51 opened, never more than 24 at once): places
+//! handed over between the lanes (auto.rs, "handovers"; one `--quick` run at a cap of
+//! 24 with `FERRY_LOG=ferry_wire::auto=debug`: pool 19 + pipeline 8 opened, 3 handed
+//! over by the pool).
+//!
 //! ## Does the lab reproduce Onehouse's 15x, and for whom?
 //!
 //! Measured (`ferry bench mixed-hol --quick --peers boto3`, 3 repeats, load average 7.5;
@@ -158,6 +201,10 @@ pub struct MixedHolParams {
     pub peers: Vec<crate::peers::Peer>,
     /// Also the extra [`SMALL_POOL`] row.
     pub small_pool_row: bool,
+    /// The cap map (`--auto-max-connections 24,32,40,50`): when not empty, the rows are
+    /// the h1-pool and one auto row per cap, auto's hard cap on connections set to it
+    /// (module note, "Fewer connections"); no h2, pipeline or extra rows.
+    pub auto_caps: Vec<usize>,
 }
 
 /// The peers beside mixed-hol: the SDK-pool clients the published case is about (boto3
@@ -234,6 +281,7 @@ impl MixedHolParams {
             // Quick leaves the extra 10-connection row out (7.4 s of loaded runs in 87 s):
             // boto3's row, on that same default pool of 10, shows the published case.
             small_pool_row: size == Size::Full,
+            auto_caps: Vec::new(),
         }
     }
 
@@ -641,6 +689,21 @@ pub const CLIENTS: &[(&str, Mode, usize)] = &[("h1-pool", Mode::H1Pool, 0), ("au
 /// differ from the other rows' on purpose; the label says so.
 pub const SMALL_POOL: (&str, Mode, usize, usize) = ("h1-pool [10 conns, boto3's default pool]", Mode::H1Pool, 0, 10);
 
+/// The label of auto's row capped at `cap` connections (the cap map).
+pub fn capped_auto_label(cap: usize) -> String {
+    format!("auto [max {cap} conns]")
+}
+
+/// The rows of a run: (label, mode, server index, connections).
+fn rows(p: &MixedHolParams) -> Vec<(String, Mode, usize, usize)> {
+    if !p.auto_caps.is_empty() {
+        let pool = std::iter::once((CLIENTS[0].0.to_string(), CLIENTS[0].1, CLIENTS[0].2, p.connections));
+        return pool.chain(p.auto_caps.iter().map(|&cap| (capped_auto_label(cap), Mode::Auto, 0, cap.max(1)))).collect();
+    }
+    let small_pool = std::iter::once(SMALL_POOL).filter(|_| p.small_pool_row);
+    CLIENTS.iter().map(|&(l, m, s)| (l, m, s, p.connections)).chain(small_pool).map(|(l, m, s, c)| (l.to_string(), m, s, c)).collect()
+}
+
 pub fn row_label(client: &str, phase: Phase) -> String {
     format!("{client} · {}", phase.name())
 }
@@ -652,12 +715,11 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
     let parts = Arc::new(large_parts(p.larges, p.large_bytes, p.part_bytes));
     let (s3, s3_h2) = (ServerSpec::profile("s3"), ServerSpec::s3_h2());
     let mut variants = Vec::new();
-    let rows = CLIENTS.iter().map(|&(l, m, s)| (l, m, s, p.connections)).chain(std::iter::once(SMALL_POOL).filter(|_| p.small_pool_row));
-    for (label, mode, server, connections) in rows {
+    for (label, mode, server, connections) in rows(p) {
         for phase in [Phase::Unloaded, Phase::Loaded] {
             let hint = mode == Mode::Auto;
             variants.push(Variant {
-                label: row_label(label, phase),
+                label: row_label(&label, phase),
                 workload: NAME,
                 server: Some(server),
                 client: Some(ClientSpec { mode, max_connections: connections, pipeline_depth: p.pipeline_depth }),
@@ -713,6 +775,7 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
         "seed": p.seed,
         "prefixes": p.prefixes,
         "connections": p.connections,
+        "auto_max_connections": p.auto_caps,
         "pipeline_depth": p.pipeline_depth,
         "load_warmup_s": p.load_warmup.as_secs_f64(),
         "load_warmup_at_once_s": p.load_warmup_at_once.as_secs_f64(),
@@ -806,6 +869,30 @@ mod tests {
             assert_eq!(*load_warmup, q.load_warmup_peers);
             assert_eq!(*loaded, v.label.ends_with("loaded") && !v.label.ends_with("unloaded"));
             assert!(!v.once && v.server == Some(0), "peer rows repeat like ferry's");
+        }
+    }
+
+    #[test]
+    fn the_cap_map_has_the_pool_and_one_auto_row_per_cap() {
+        let mut p = MixedHolParams::new(Size::Full);
+        p.auto_caps = vec![24, 50];
+        let w = mixed_hol(Size::Full, &p);
+        let rows: Vec<(&str, Mode, usize)> = w.variants.iter().map(|v| (v.label.as_str(), v.client.unwrap().mode, v.client.unwrap().max_connections)).collect();
+        assert_eq!(
+            rows,
+            [
+                ("h1-pool · unloaded", Mode::H1Pool, 50),
+                (POOL_LOADED_ROW, Mode::H1Pool, 50),
+                ("auto [max 24 conns] · unloaded", Mode::Auto, 24),
+                ("auto [max 24 conns] · loaded", Mode::Auto, 24),
+                ("auto [max 50 conns] · unloaded", Mode::Auto, 50),
+                ("auto [max 50 conns] · loaded", Mode::Auto, 50),
+            ]
+        );
+        assert_eq!(w.params["auto_max_connections"], json!([24, 50]));
+        for v in &w.variants {
+            let Task::Scenario(Scenario::MixedHol(r)) = &v.task else { panic!("not mixed-hol") };
+            assert_eq!(r.size_hint, v.client.unwrap().mode == Mode::Auto, "{}", v.label);
         }
     }
 

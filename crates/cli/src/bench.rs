@@ -41,7 +41,7 @@ enum Workload {
     /// Small GETs arriving at 100/s beside 100 ranged 8 MiB reads held in flight, s3
     /// profile: small-GET latency loaded vs unloaded per client (Onehouse: 15x with SDK
     /// pools). 2,000 smalls (quick: 40).
-    MixedHol(SuiteArgs),
+    MixedHol(MixedHolArgs),
     /// First-byte percentiles (1,000 sequential GETs; quick 12) and per-request throughput of
     /// GET and PUT at 16 KiB, 256 KiB, 1 MiB, 8 MiB, 32 MiB (100 each, 2 in flight; quick: 4
     /// GETs each at 16 KiB, 1 MiB, 32 MiB, 4 PUTs at 1 MiB), per profile s3, gcs, azure
@@ -115,6 +115,16 @@ struct Common {
     /// as an absent row.
     #[arg(long, default_value = "all", value_parser = clap::value_parser!(PeerSelection))]
     peers: PeerSelection,
+}
+
+#[derive(Args)]
+struct MixedHolArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The cap map: instead of the usual rows, the h1-pool and one auto row per cap, with
+    /// auto's hard cap on connections set to it (comma-separated, e.g. 24,32,40,50).
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..))]
+    auto_max_connections: Vec<u64>,
 }
 
 #[derive(Args)]
@@ -397,14 +407,28 @@ fn repeats(c: &Common) -> Option<usize> {
 }
 
 /// One workload of the suite by name, its report on stdout.
-fn run_one(name: &str, a: &SuiteArgs) -> Result<ferry_bench::Outcome> {
+/// `ferry bench mixed-hol --auto-max-connections N,...`: the cap map (mixed_hol.rs).
+fn run_mixed_hol_caps(a: &MixedHolArgs) -> Result<()> {
+    let s = size(&a.common);
+    let opts = options_with_link(&a.common, None)?;
+    let mut p = ferry_bench::mixed_hol::MixedHolParams::new(s);
+    p.repeats = repeats(&a.common).unwrap_or(p.repeats);
+    p.peers = opts.peers.clone();
+    p.auto_caps = a.auto_max_connections.iter().map(|&n| n as usize).collect();
+    let outcome = ferry_bench::run(&ferry_bench::mixed_hol::mixed_hol(s, &p), &opts)?;
+    println!("{}", outcome.report);
+    println!("{} runs in {:.1} s; JSON lines appended to {}\n", outcome.records.len(), outcome.wall.as_secs_f64(), a.common.out.display());
+    Ok(())
+}
+
+fn run_one(name: &str, c: &Common) -> Result<ferry_bench::Outcome> {
     let (_, f) = ferry_bench::suite::SUITE.iter().find(|(n, _)| *n == name).ok_or_else(|| anyhow::anyhow!("no workload {name} in the suite"))?;
     // bulk-wan is the long-link workload: across the transatlantic link unless --link says.
     let default_link = (name == "bulk-wan").then_some(Preset::TRANSATLANTIC);
-    let opts = options_with_link(&a.common, default_link)?;
-    let outcome = f(size(&a.common), repeats(&a.common), &opts)?;
+    let opts = options_with_link(c, default_link)?;
+    let outcome = f(size(c), repeats(c), &opts)?;
     println!("{}", outcome.report);
-    println!("{} runs in {:.1} s; JSON lines appended to {}\n", outcome.records.len(), outcome.wall.as_secs_f64(), a.common.out.display());
+    println!("{} runs in {:.1} s; JSON lines appended to {}\n", outcome.records.len(), outcome.wall.as_secs_f64(), c.out.display());
     Ok(outcome)
 }
 
@@ -421,7 +445,7 @@ fn run_all(a: &SuiteArgs) -> Result<()> {
             eprintln!("ferry bench all: {name} ({:.0} s so far)", started.elapsed().as_secs_f64());
         }
         let t0 = std::time::Instant::now();
-        let result = run_one(name, a);
+        let result = run_one(name, &a.common);
         walls.push((*name, t0.elapsed().as_secs_f64(), result.as_ref().map_or(0, |o| o.records.len())));
         match result {
             Ok(o) => rows.push(ferry_bench::claims::headline(name, &o.records)),
@@ -451,7 +475,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Workload::LinkCheck(a) => return run_link_check(a),
         Workload::All(a) => return run_all(a),
         Workload::CliTransfer(a) => return run_cli_transfer(a),
-        Workload::MixedHol(a) => Some(("mixed-hol", a)),
+        Workload::MixedHol(a) if a.auto_max_connections.is_empty() => return run_one("mixed-hol", &a.common).map(|_| ()),
+        Workload::MixedHol(a) => return run_mixed_hol_caps(a),
         Workload::TtfbThroughput(a) => Some(("ttfb-throughput", a)),
         Workload::OpenAhead(a) => Some(("open-ahead", a)),
         Workload::Commit(a) => Some(("commit", a)),
@@ -459,7 +484,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         _ => None,
     };
     if let Some((name, a)) = suite {
-        return run_one(name, a).map(|_| ());
+        return run_one(name, &a.common).map(|_| ());
     }
     let (w, c) = match &args.workload {
         Workload::Listing(_)

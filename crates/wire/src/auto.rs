@@ -93,7 +93,10 @@
 //! ([`AutoTransport::sockets_open`] keeps the exact peak, which `tests/auto_lanes.rs`
 //! checks). Before, a lane gave its place back when it let the connection go, before
 //! its socket closed, and the other lane's new connection could be one over the cap (CI
-//! saw 9 under a cap of 8), so the lanes shared T less one. Openings
+//! saw 9 under a cap of 8), so the lanes shared T less one. The unit test
+//! `a_place_comes_back_only_once_its_socket_is_closed` reaches that moment on purpose (a
+//! current-thread runtime, the pool's socket not yet closed when the small lane asks), and
+//! fails if the pool gives the place back as it lets the connection go. Openings
 //! over a run can: a connection one lane closes for the other is opened again by the
 //! other ([`AutoTransport::handovers`] counts them). On mixed-hol that was auto's excess
 //! (61-74 TCP connections opened beside the 50-connection pool's 50): the pool fills T
@@ -1091,5 +1094,96 @@ mod tests {
         assert_eq!(lane(&get(None)), Lane::Bulk, "unknown size");
         assert_eq!(lane(&get(Some("bytes=0-4095"))), Lane::Small);
         assert!(!is_small(&Request::new(Method::DELETE, "/b/k")));
+    }
+
+    /// A socket that counts itself among the live ones until it is dropped.
+    struct Counted {
+        io: tokio::io::DuplexStream,
+        live: Arc<AtomicU64>,
+    }
+
+    impl Counted {
+        fn new(io: tokio::io::DuplexStream, live: &Arc<AtomicU64>) -> Counted {
+            live.fetch_add(1, Relaxed);
+            Counted { io, live: live.clone() }
+        }
+    }
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.live.fetch_sub(1, Relaxed);
+        }
+    }
+
+    impl AsyncRead for Counted {
+        fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+        }
+    }
+
+    impl AsyncWrite for Counted {
+        fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+            Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+        }
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().io).poll_flush(cx)
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+        }
+    }
+
+    /// The handover race, deterministically (module note, "One controller"): the pool
+    /// lets an idle connection go for the small lane, but its socket closes only when the
+    /// connection's own task next runs. On a current-thread runtime nothing runs between
+    /// the two, so a place freed when the pool let go (the old order) would let the
+    /// pipeline open a socket while both of the pool's were still open: three under a
+    /// limit of two. The place must come back only with the socket.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_place_comes_back_only_once_its_socket_is_closed() {
+        let config = TransportConfig::new(crate::Endpoint::parse("http://127.0.0.1:9").unwrap());
+        let connector = Connector::new(&config, &[]).unwrap();
+        let controller = Controller::new(ControllerOptions { initial: 4, max: 4, ..ControllerOptions::default() });
+        // A SlowDown: limit 2, slow start over (lanes hand places over only after it).
+        controller.observe().throttled();
+        assert_eq!((controller.limit(), controller.in_slow_start()), (2, false));
+        let h1 = H1::new(&config, connector, controller).unwrap();
+        // Two bulk requests fill the limit with two pool connections (sockets here are
+        // in-memory pipes whose far ends stay open: only the client closes them).
+        let live = Arc::new(AtomicU64::new(0));
+        let mut far_ends = Vec::new();
+        h1.lanes.demand(BULK, 2);
+        for id in 1..=2 {
+            let (near, far) = tokio::io::duplex(1 << 16);
+            far_ends.push(far);
+            let conn = crate::conn::Connection { io: Box::new(Counted::new(near, &live)), alpn_h2: false, id, peer: ([127, 0, 0, 1], 9).into() };
+            h1.pool.adopt(conn).await.unwrap();
+        }
+        h1.lanes.demand(BULK, -2);
+        let sockets = || h1.lanes.lock().sockets;
+        let places = || h1.lanes.lock().open;
+        assert_eq!((h1.pool.idle_connections(), live.load(Relaxed), sockets(), places()), (2, 2, [2, 0], [2, 0]));
+        let small_gate: Arc<dyn ConnectionGate> = Arc::new(LaneGate { lanes: h1.lanes.clone(), lane: SMALL });
+        assert!(Place::take(Some(&small_gate)).is_none(), "no place beside two sockets under a limit of two");
+
+        // A small request arrives: the pool gives one idle connection up for it.
+        h1.lanes.demand(SMALL, 1);
+        assert_eq!(h1.pool.idle_connections(), 1, "the pool let one connection go");
+        assert_eq!(live.load(Relaxed), 2, "its socket is not closed yet (its task has not run)");
+        assert!(Place::take(Some(&small_gate)).is_none(), "the pipeline may not open a third socket while both are open");
+
+        // The connection's task runs and closes the socket: now the place is free.
+        for _ in 0..100 {
+            if live.load(Relaxed) < 2 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(live.load(Relaxed), 1, "the let-go connection's socket never closed");
+        let place = Place::take(Some(&small_gate)).expect("the closed socket's place for the small lane");
+        assert_eq!((sockets(), places()), ([1, 0], [1, 1]), "the bulk lane's socket and place, and the small lane's place");
+        drop(place);
+        assert_eq!(h1.lanes.lock().peak_sockets, 2);
+        drop(far_ends);
     }
 }
