@@ -40,7 +40,9 @@
 //!
 //! Latency alone cannot say when more connections stop paying: on HTTP/1.1 auto feeds
 //! none (auto.rs, "One controller"), and a pool of 8 MiB reads grew to the cap here
-//! although two cores moved no more bytes with 50 connections than with 15. So the
+//! although two cores moved no more bytes with 50 connections than with 15 (the `lan`
+//! profile, no rate per connection; under the `s3` profile's 90 MB/s per connection
+//! bulk keeps growing past 32, see the cap map in the bench's mixed_hol.rs). So the
 //! transport also reports the response bytes it receives ([`Controller::delivered`]; auto
 //! reports its bulk lane's only: a small request's worth is its first byte, auto.rs),
 //! and the controller measures goodput per round (a round: `limit` successes and at
