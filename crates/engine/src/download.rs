@@ -902,6 +902,45 @@ mod tests {
         assert_eq!(names.len(), 2, "{names:?}");
     }
 
+    /// The mtime asked for is the file's, set before the rename, by one GET or by parts,
+    /// synced or not; and a killed run's temp file and state beside the target are gone
+    /// after a single-GET download (which writes no state of its own).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn finished_files_have_their_mtime_and_nothing_beside_them() {
+        use ferry_store::{Credentials, CredentialsSource};
+        let srv = ferry_server::BackgroundServer::start(ferry_server::config::ServeConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+        let c = S3Client::builder(srv.url()).credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret"))).build().unwrap();
+        c.create_bucket("mtime").await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let when = std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_123);
+        for (name, size) in [("small", 5000usize), ("ranged", 3 * 1024 * 1024 + 5)] {
+            let bytes = noise(size, size as u64);
+            let src = dir.path().join(format!("{name}.src"));
+            std::fs::write(&src, &bytes).unwrap();
+            let obj = ObjectRef::new("mtime", name);
+            crate::upload_file(&c, &src, &obj, &crate::UploadParams::default(), None).await.unwrap();
+            std::fs::remove_file(&src).unwrap();
+            for durable in [false, true] {
+                let dest = dir.path().join(name);
+                let (tmp, state) = temp_paths(&dest);
+                std::fs::write(&tmp, b"left by a killed run").unwrap();
+                std::fs::write(&state, br#"{"algo":"CRC64NVME","etag":""0"","size":1,"part_size":1,"done":{}}"#).unwrap();
+                let params = DownloadParams { part_size: 1024 * 1024, durable, mtime: Mtime::At(when), ..Default::default() };
+                download_file(&c, &obj, &dest, &params, None).await.unwrap();
+                assert!(std::fs::read(&dest).unwrap() == bytes, "{name}: the file differs from the object");
+                assert_eq!(std::fs::metadata(&dest).unwrap().modified().unwrap(), when, "{name} durable={durable}");
+                let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).filter(|n| n.starts_with('.')).collect();
+                assert!(names.is_empty(), "{name} durable={durable}: left {names:?}");
+                std::fs::remove_file(&dest).unwrap();
+            }
+        }
+        // Mtime::Written leaves the time of the writes.
+        let dest = dir.path().join("now");
+        download_file(&c, &ObjectRef::new("mtime", "small"), &dest, &DownloadParams::default(), None).await.unwrap();
+        let age = std::time::SystemTime::now().duration_since(std::fs::metadata(&dest).unwrap().modified().unwrap()).unwrap_or_default();
+        assert!(age < std::time::Duration::from_secs(600), "{age:?}");
+    }
+
     #[test]
     fn temp_files_sit_beside_the_target() {
         let (t, s) = temp_paths(Path::new("/a/b/file.bin"));
