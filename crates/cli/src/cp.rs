@@ -40,8 +40,10 @@ use bytes::{Bytes, BytesMut};
 use clap::Args;
 use ferry_store::{ObjectInfo, ObjectRef, S3Client};
 use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
-use std::path::PathBuf;
-use std::sync::Arc;
+use ferry_engine::download::Mtime;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 use tokio::sync::Semaphore;
 
@@ -150,12 +152,26 @@ pub struct Runner {
     parts: ferry_engine::download::PartBudget,
     pub resume: bool,
     pub content_type: Option<String>,
+    /// Directories this command has made (or found) for its downloads: each is made
+    /// once, not once per file (a `create_dir_all` of an existing directory is a
+    /// failed `mkdir` and a `statx`).
+    made_dirs: Arc<Mutex<HashSet<PathBuf>>>,
 }
 
 impl Runner {
     pub fn new(client: S3Client, g: &Global, out: Output) -> Runner {
         let parts = Arc::new(Semaphore::new(DOWNLOAD_PARTS_AT_ONCE));
-        Runner { client, g: g.clone(), out, large: Arc::new(Semaphore::new(LARGE_UPLOADS_AT_ONCE)), parts, resume: true, content_type: None }
+        Runner { client, g: g.clone(), out, large: Arc::new(Semaphore::new(LARGE_UPLOADS_AT_ONCE)), parts, resume: true, content_type: None, made_dirs: Default::default() }
+    }
+
+    /// Makes `dir` and its parents unless this command already has.
+    fn make_dir(&self, dir: &Path) -> Result<()> {
+        if self.made_dirs.lock().unwrap_or_else(|p| p.into_inner()).contains(dir) {
+            return Ok(());
+        }
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        self.made_dirs.lock().unwrap_or_else(|p| p.into_inner()).insert(dir.to_path_buf());
+        Ok(())
     }
 
     /// Runs a stream of jobs, `--concurrency` at once; failures are reported and counted.
@@ -207,11 +223,17 @@ impl Runner {
             }
             Job::Download { obj, path, size, etag, mtime } => {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+                    self.make_dir(dir)?;
                 }
                 let mut p = self.g.download_params();
                 p.resume = self.resume;
                 p.budget = Some(self.parts.clone());
+                // Set on the temp file before the rename (engine's download.rs); the
+                // listing's time when there is one, so `sync` compares the same time.
+                p.mtime = match mtime {
+                    Some(t) => Mtime::At(*t),
+                    None => Mtime::LastModified,
+                };
                 if !self.resume {
                     ferry_engine::download::discard_partial(path);
                 }
@@ -223,11 +245,6 @@ impl Runner {
                     }
                     _ => ferry_engine::download_file(&self.client, obj, path, &p, progress).await?,
                 };
-                if let Some(t) = mtime.or(r.info.last_modified) {
-                    if let Ok(f) = std::fs::File::options().write(true).open(path) {
-                        let _ = f.set_modified(t);
-                    }
-                }
                 Ok((r.info.size, r.resumed_bytes))
             }
             Job::Refuse { reason, .. } => Err(anyhow::anyhow!("{reason}")),
