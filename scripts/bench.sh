@@ -5,12 +5,11 @@
 # awscrt, obstore, s5cmd, rclone) and the ceilings (iperf3), then the claims table
 # (published headline | measured | reproduced?) and PNG plots.
 #
-#   scripts/bench.sh                     the quick suite: 332 s of `ferry bench all --quick`
-#                                        on 2 cores at load 2-5 (5a92936), every row, peers
-#                                        included, in 3 repeats; each workload 27-60 s
-#                                        (bulk-wan 56 s across the 110 ms link). At lab10's
-#                                        tip: 336 s at load 7-13, each workload 24-59 s
-#                                        (mixed-hol 59 s, bulk-wan 49 s).
+#   scripts/bench.sh                     the quick suite: 315 s of `ferry bench all --quick`
+#                                        on 2 cores, nothing else running (c8e5901, clean clone),
+#                                        every row, peers included, in 3 repeats; each
+#                                        workload 26-52 s (mixed-hol 52 s, bulk-wan 47 s
+#                                        across the 110 ms link).
 #                                        The table after the claims gives each workload's time.
 #   scripts/bench.sh --repeats 1         extra flags go to `ferry bench all`
 #   FERRY_BENCH_FULL=1 scripts/bench.sh  the published sizes (hours)

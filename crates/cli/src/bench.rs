@@ -66,8 +66,8 @@ enum Workload {
     /// Every workload of the suite in turn (small-objects, mixed-hol, ttfb-throughput,
     /// listing, open-ahead, commit, vectored, bulk-wan), each workload's table, then one
     /// claims table: published headline | measured | reproduced? With --quick every row
-    /// runs 3 interleaved repeats; on a 2-core machine a workload takes 27-60 s (bulk-wan
-    /// ~56 s across the 110 ms link), the suite ~5.5 minutes (longer when the machine is
+    /// runs 3 interleaved repeats; on a 2-core machine a workload takes 26-52 s (bulk-wan
+    /// ~47 s across the 110 ms link), the suite ~5.3 minutes (longer when the machine is
     /// busy). bulk-wan crosses the emulated transatlantic link when run as root.
     All(SuiteArgs),
     /// HTTPS bulk pull across the emulated link (IN2P3): ferry h1-pool, h2 and auto vs
