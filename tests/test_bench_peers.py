@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -500,3 +503,31 @@ def test_ferry_bench_prints_a_progress_line_per_run(tmp_path):
         assert f.get("requests_GetObject", 0) >= 20 and sum(by_type.values()) == f["requests_sent"], (r["variant"], f)
     q = subprocess.run(cmd + ["--no-progress"], capture_output=True, text=True, timeout=300, cwd=ROOT, env=clean_env())
     assert q.returncode == 0 and " · repeat " not in q.stderr, q.stderr[-2000:]
+
+
+def test_ferry_bench_without_root_falls_back_to_no_link_loudly():
+    """Issue 4: without root a requested link cannot be made (namespaces, TUN devices);
+    the bench says so loudly, runs over loopback, and every record says `link: none`.
+    Run as uid/gid 65534 (nobody) through setpriv, so it needs root to start."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop to another user (setpriv)")
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.fail("setpriv (util-linux) not found")
+    work = Path(tempfile.mkdtemp(prefix="ferry-nonroot-"))
+    try:
+        work.chmod(0o777)
+        out = work / "results.jsonl"
+        cmd = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+               str(ferry_binary()), "bench", "vectored", "--quick", "--repeats", "1", "--peers", "none",
+               "--no-progress", "--link", "transatlantic", "--out", str(out)]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=work,
+                           env=clean_env(HOME=str(work)))
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        assert "needs root" in p.stderr and "FALLING BACK TO --link none" in p.stderr, p.stderr[-3000:]
+        recs = [json.loads(line) for line in out.read_text().splitlines()]
+        assert recs, "the fallback still runs the workload"
+        assert all(r["params"]["link"] == "none" for r in recs), [r["params"].get("link") for r in recs]
+        assert all(r["status"] == "ok" for r in recs), [(r["variant"], r["status"]) for r in recs]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
