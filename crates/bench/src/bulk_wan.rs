@@ -537,6 +537,7 @@ impl CpuMark {
 /// `resets()` says, at the window's close, that the client speaks h2: a dropped body
 /// then resets its stream and the connection stays (the transport's contract), so the
 /// bodies are dropped (draining them cost h2 and auto 0.6-1.5 s a row).
+#[allow(clippy::too_many_arguments)] // one row's whole plan, read once at the call sites
 async fn pull(client: &S3Client, keys: Arc<Vec<(String, u64)>>, concurrency: usize, omit: Duration, warmup: Warmup, window: Duration, drain: Option<Duration>, resets: &(dyn Fn() -> bool + Sync)) -> PullResult {
     let finish_bodies = Arc::new(AtomicBool::new(false));
     // Wakes workers waiting on a head or a chunk when the window closes, so that a row
@@ -742,7 +743,7 @@ async fn pull_whole(client: &S3Client, keys: &[(String, u64)], concurrency: usiz
 /// The share of iperf3 over the same time from its start, from its cumulative bytes every
 /// [`RAMP_SAMPLE`]: the reference of a whole-object pull of `wall_s` seconds.
 fn iperf3_same_time(series: &[u64], wall_s: f64) -> Option<f64> {
-    if series.is_empty() || !(wall_s > 0.0) {
+    if series.is_empty() || wall_s.is_nan() || wall_s <= 0.0 {
         return None;
     }
     let steps = RAMP_SAMPLE.as_secs_f64();

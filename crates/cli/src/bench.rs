@@ -259,7 +259,7 @@ fn run_bulk_wan(a: &BulkWanArgs) -> Result<()> {
         p.mean_bytes = m;
     }
     if let Some(s) = a.seconds {
-        if !(s >= 0.1) {
+        if s.is_nan() || s < 0.1 {
             bail!("--seconds must be at least 0.1");
         }
         p.run_seconds = s;
