@@ -205,6 +205,10 @@ pub struct MixedHolParams {
     /// the h1-pool and one auto row per cap, auto's hard cap on connections set to it
     /// (module note, "Fewer connections"); no h2, pipeline or extra rows.
     pub auto_caps: Vec<usize>,
+    /// The emulated link the run crosses (`--link`; `None`: loopback). With one, every
+    /// loaded row also reports the link-limited time of the large objects, and an
+    /// [`IPERF3_ROW`] measures the link once per workload run (module note, "On a link").
+    pub link: Option<ferry_link::Preset>,
 }
 
 /// The peers beside mixed-hol: the SDK-pool clients the published case is about (boto3
@@ -282,6 +286,7 @@ impl MixedHolParams {
             // boto3's row, on that same default pool of 10, shows the published case.
             small_pool_row: size == Size::Full,
             auto_caps: Vec::new(),
+            link: None,
         }
     }
 
@@ -392,6 +397,9 @@ pub struct MixedHolRun {
     pub load_alone: Duration,
     pub seed: u64,
     pub put_concurrency: usize,
+    /// The link's rate in payload bytes per second, when the run crosses one: the
+    /// reference of `large_done_over_link` ([`link_limited_figures`]).
+    pub link_bytes_per_s: Option<f64>,
 }
 
 /// "Large objects done" figures of a loaded run: the time the large objects (all of
@@ -409,6 +417,32 @@ pub fn large_done_figures(rec: &mut RunRecord, total: u64, loaded_rate: f64, alo
     if loaded_rate > 0.0 && alone_rate > 0.0 {
         rec.set("large_done_over_alone", alone_rate / loaded_rate);
     }
+}
+
+/// The link-limited figures of a loaded run on a link of `link_rate` bytes per second:
+/// the large objects (`total` bytes, each once) at the link's rate, and the time they take
+/// at the loaded rate over it (1.00: the link carried nothing but large bytes while the
+/// smalls ran; issue 5's goal: at most 1.10). `link_used`: the large and small bytes
+/// received while the smalls ran (`small_rate`: the smalls' bytes over that window) over
+/// the link's rate, so that a ratio above 1 can be told apart as the smalls' share of a
+/// full link (~6% at the full size: 100/s of ~190 KiB on average) or a link left idle.
+pub fn link_limited_figures(rec: &mut RunRecord, total: u64, loaded_rate: f64, small_rate: f64, link_rate: f64) {
+    if link_rate <= 0.0 {
+        return;
+    }
+    rec.set("large_link_bytes_per_s", link_rate);
+    rec.set("link_used", (loaded_rate + small_rate) / link_rate);
+    rec.set("large_link_limited_s", total as f64 / link_rate);
+    if loaded_rate > 0.0 {
+        rec.set("large_done_over_link", link_rate / loaded_rate);
+    }
+}
+
+/// A preset's rate as bytes per second of TCP payload: the serializer's bits over 8. The
+/// delay line charges each 64 KiB segment's headers once (delay.rs: a packet's length less its vnet header), so the payload is
+/// within 0.2% of it; iperf3 -P 1 / -P 8 carried 98.4% / 99.2% of the instance preset.
+pub fn link_payload_rate(p: &ferry_link::Preset) -> f64 {
+    p.rate_bits_per_s as f64 / 8.0
 }
 
 /// What [`warm_up`] saw: the large bytes received over the last `alone` span and how long
@@ -588,6 +622,9 @@ impl MixedHolRun {
             if let Some((b, t)) = alone {
                 large_done_figures(rec, self.large_total_bytes(), loaded_rate, b as f64 / t.as_secs_f64().max(1e-9));
             }
+            if let Some(link) = self.link_bytes_per_s {
+                link_limited_figures(rec, self.large_total_bytes(), loaded_rate, bytes as f64 / window.as_secs_f64().max(1e-9), link);
+            }
         }
         set_percentiles(rec, "small_latency", "ms", &mut small_lat, 1e3);
         rec.set_series("small_latency_s", cdf(&small_lat));
@@ -670,6 +707,10 @@ pub const COLUMNS: &[Column] = &[
     Column::new("large MB/s (while smalls ran)", "large_bytes_per_s", 1e-6, 0),
     Column::new("large done s (at that rate)", "large_done_s", 1.0, 2),
     Column::new("large done / alone", "large_done_over_alone", 1.0, 2),
+    Column::new("large link-limited s (link only)", "large_link_limited_s", 1.0, 2),
+    Column::new("large done / link-limited", "large_done_over_link", 1.0, 2),
+    Column::new("link used (large + small) while smalls ran", "link_used", 1.0, 2),
+    Column::new("link MB/s (iperf3 row)", "bytes_per_s", 1e-6, 0),
     Column::new("large parts done", "large_parts_done", 1.0, 0),
     Column::CONNECTIONS_OPENED,
     Column::new("conns open, peak", "connections_open_peak", 1.0, 0),
@@ -688,6 +729,14 @@ pub const CLIENTS: &[(&str, Mode, usize)] = &[("h1-pool", Mode::H1Pool, 0), ("au
 /// the situation Onehouse measured (an SDK pool full of large GETs). Its connections
 /// differ from the other rows' on purpose; the label says so.
 pub const SMALL_POOL: (&str, Mode, usize, usize) = ("h1-pool [10 conns, boto3's default pool]", Mode::H1Pool, 0, 10);
+
+/// The row that measures the link, once per workload run after the repeats, when the run
+/// crosses one: iperf3 -P 1 across it (the runner's [`Task::Iperf3`]; on a 1 ms link one
+/// stream fills the rate: -P 1 and -P 8 carried 2.46 and 2.48 Gbit/s of 2.5).
+pub const IPERF3_ROW: &str = "iperf3 -P 1 (the link's ceiling)";
+
+/// Seconds of the [`IPERF3_ROW`].
+pub const IPERF3_SECONDS: u32 = 4;
 
 /// The label of auto's row capped at `cap` connections (the cap map).
 pub fn capped_auto_label(cap: usize) -> String {
@@ -735,11 +784,23 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
                     load_alone: p.load_alone,
                     seed: p.seed,
                     put_concurrency: p.put_concurrency,
+                    link_bytes_per_s: p.link.as_ref().map(link_payload_rate),
                 })),
                 note: hint.then(|| "small GETs carry size_hint (known sizes, as after a listing): auto's small lane".to_string()),
                 once: false,
             });
         }
+    }
+    if let Some(link) = &p.link {
+        variants.push(Variant {
+            label: IPERF3_ROW.into(),
+            workload: NAME,
+            server: None,
+            client: None,
+            task: Task::Iperf3 { seconds: IPERF3_SECONDS },
+            note: Some(format!("the {link} link measured once after the repeats; the loaded rows' \"large done / link-limited\" is held against the preset's rate")),
+            once: true,
+        });
     }
     let peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).collect();
     for phase in [Phase::Unloaded, Phase::Loaded] {
@@ -776,6 +837,8 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
         "prefixes": p.prefixes,
         "connections": p.connections,
         "auto_max_connections": p.auto_caps,
+        "link_rate_bits_per_s": p.link.map(|l| l.rate_bits_per_s),
+        "large_link_limited": "with a link: large_link_limited_s, the large objects' bytes (each once) at the link preset's rate (large_link_bytes_per_s, payload bytes/s); large_done_over_link: large_done_s over it (the goal: at most 1.10)",
         "pipeline_depth": p.pipeline_depth,
         "load_warmup_s": p.load_warmup.as_secs_f64(),
         "load_warmup_at_once_s": p.load_warmup_at_once.as_secs_f64(),
@@ -806,7 +869,10 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
                 p.load_alone.as_millis()
             ),
             format!("large done: the time the {} large objects ({} MiB, each read once) take at the large rate while the smalls ran; alone: the same client's same load over the warm-up's last {} ms, just before the first small (the link-limited reference: the same connections, nothing else in flight, ramp-up behind it); done / alone = alone rate / loaded rate, the scheduler's goal is at most 1.10.", p.larges, (p.larges as u64 * p.large_bytes) >> 20, p.load_alone.as_millis()),
-            "small latency: from the scheduled arrival to the end of the body. On this machine the load is CPU-bound (loopback, 2 shared cores), which slows every client's smalls somewhat; compare clients within a run.".into(),
+            match &p.link {
+                None => "small latency: from the scheduled arrival to the end of the body. On this machine the load is CPU-bound (loopback, 2 shared cores), which slows every client's smalls somewhat; compare clients within a run.".into(),
+                Some(l) => format!("small latency: from the scheduled arrival to the end of the body. Across the {l} link: the large load asks more than its rate, so every row's bytes queue at the link (module note, \"On a link\"); large done / link-limited: the large objects at the loaded rate over the same at the preset's rate ({:.0} MB/s of payload), the goal at most 1.10.", link_payload_rate(l) / 1e6),
+            },
             if p.small_pool_row {
                 format!("extra row \"{}\": the h1-pool with 10 connections (boto3's default pool) under the same load, so its connections are all but full of large reads, the situation of the published case; the other rows have {} connections.", SMALL_POOL.0, p.connections)
             } else {
@@ -963,6 +1029,7 @@ mod tests {
             load_alone: Duration::from_millis(500),
             seed: 1,
             put_concurrency: 1,
+            link_bytes_per_s: None,
         };
         assert_eq!(run.large_total_bytes(), 40, "each large once");
         let mut rec = RunRecord::default();
@@ -982,6 +1049,37 @@ mod tests {
             }
             assert!(q.load_warmup >= q.load_warmup_at_once, "auto and h2 ramp longest");
         }
+    }
+
+    #[test]
+    fn on_a_link_the_loaded_rows_are_held_against_its_rate_and_iperf3_measures_it() {
+        let mut p = MixedHolParams::new(Size::Quick);
+        let plain = mixed_hol(Size::Quick, &p);
+        assert!(plain.variants.iter().all(|v| !matches!(v.task, Task::Iperf3 { .. })), "no link, no iperf3 row (loopback as before)");
+        p.link = Some(ferry_link::Preset::INSTANCE);
+        let w = mixed_hol(Size::Quick, &p);
+        assert_eq!(w.variants.len(), plain.variants.len() + 1, "one iperf3 row more");
+        let i3: Vec<&Variant> = w.variants.iter().filter(|v| matches!(v.task, Task::Iperf3 { .. })).collect();
+        assert_eq!(i3.len(), 1);
+        assert!(i3[0].once && i3[0].label == IPERF3_ROW && i3[0].server.is_none() && i3[0].client.is_none(), "measured once per workload run");
+        for v in &w.variants {
+            if let Task::Scenario(Scenario::MixedHol(r)) = &v.task {
+                assert_eq!(r.link_bytes_per_s, Some(312_500_000.0), "{}: 2.5 Gbit/s of payload", v.label);
+            }
+        }
+        assert_eq!(w.params["link_rate_bits_per_s"], json!(2_500_000_000u64));
+        // The figures: 40 bytes over a 10 B/s link take 4 s; loaded at 8 B/s, 1.25x; with
+        // the smalls' 1 B/s, the link was 90% used.
+        let mut rec = RunRecord::default();
+        link_limited_figures(&mut rec, 40, 8.0, 1.0, 10.0);
+        assert_eq!(rec.figure("large_link_limited_s"), Some(4.0));
+        assert_eq!(rec.figure("large_done_over_link"), Some(1.25));
+        assert_eq!(rec.figure("link_used"), Some(0.9));
+        assert_eq!(rec.figure("large_link_bytes_per_s"), Some(10.0));
+        // No bytes while the smalls ran: the link-limited time, no ratio.
+        let mut rec = RunRecord::default();
+        link_limited_figures(&mut rec, 40, 0.0, 0.0, 10.0);
+        assert_eq!((rec.figure("large_link_limited_s"), rec.figure("large_done_over_link")), (Some(4.0), None));
     }
 
     #[test]
