@@ -91,7 +91,8 @@
 //! connections did as well as 50 (1.10x, 1.14x), in the quietest 0.58x. Per repeat no
 //! count clearly below 50 stayed within 10% of it (medians 0.67, 0.84, 0.89). On this
 //! machine "fewer connections than the pool" and "large objects within 10% of the
-//! link-limited time" conflict: the emulated link is per connection (like S3), so the
+//! link-limited time" conflict (on loopback; across a link they do not: "On a link"
+//! below): the emulated link is per connection (like S3), so the
 //! link-limited time itself grows as connections go, and the only knee is the CPU's,
 //! which moves with the machine's load between runs. The controller's goodput rule
 //! (controller.rs, "Growth follows goodput") is the part that should stop at such a
@@ -102,6 +103,79 @@
 //! handed over between the lanes (auto.rs, "handovers"; one `--quick` run at a cap of
 //! 24 with `FERRY_LOG=ferry_wire::auto=debug`: pool 19 + pipeline 8 opened, 3 handed
 //! over by the pool).
+//!
+//! ## On a link
+//!
+//! Loopback has no aggregate link, which is why the cap map above found no knee but the
+//! CPU's. A real client has one: an instance's NIC (5-25 Gbit/s) in front of S3's ~90
+//! MB/s per connection, which a 50-connection pool oversubscribes. `--link instance`
+//! (ferry-link: 1 ms RTT, 2.5 Gbit/s, a 4 MiB queue; the preset's note says why that
+//! rate: on two shared cores it is the link that binds, not the CPU) emulates that case.
+//! With a link each loaded row also reports `large_link_limited_s` (the large objects at
+//! the preset's rate, 312.5 MB/s of payload), `large_done_over_link` (issue 5's "within
+//! 10% of the link-limited time") and `link_used` (large and small bytes while the smalls
+//! ran, over that rate), and an iperf3 -P 1 row measures the link once per workload run.
+//!
+//! Full size, `ferry bench mixed-hol --peers none --repeats 3 --link instance` (load
+//! average 6-7), medians (min-max); iperf3 -P 1 carried 309 MB/s:
+//!
+//! ```text
+//!                 small p50 ms  small p99 ms         large   done /  link   conns opened /
+//!                 unl.  loaded  unl.  loaded         MB/s    link    used   peak / held  CPU s
+//!  h1-pool (50)   37    1870    167   2302 (2232-2351)  293   1.07   0.99   50 / 50 / 50  4.6
+//!  auto           37      59    171    277 (269-322)    293   1.07   1.00   28 / 24 / 19.4 5.4
+//!  h2 (25 conns)  38     495    170   3044 (1172-6533)  290   1.08   0.98   25 / 25 / 25  5.1
+//!  h1-pipeline    38    1708    169   7062 (6431-7081)  296   1.06   0.99   50 / 50 / 50  5.4
+//!  h1-pool (10)   38    2951    161   3094 (3094-3422)  276   1.13   0.94   10 / 10 / 10  5.5
+//! ```
+//!
+//! - Every 50-connection row and auto fill the link (`link_used` 0.98-1.00), so their
+//!   done / link-limited is the same 1.06-1.08: the ~7% is the smalls' own bytes (100/s of
+//!   ~186 KB on average: 18.6 MB/s, 6% of the link) sharing it. Auto meets "within 10%
+//!   of the link-limited time" (1.07, 1.07-1.07) with fewer connections than the pool:
+//!   24 at most (20-26), 19.4 held on average while the smalls ran, 28 opened (24-30; the
+//!   lanes hand places over, see the cap map) beside the pool's 50.
+//! - Auto's small p99 is 1.6x its unloaded p99 (goal: at most 2x); beside the pool in the
+//!   same repeat it is 0.12x (0.12-0.14), 8.3x better, and 0.03x at p50 (31.6x).
+//! - The 15x: on the link the 50-connection pool's own loaded/unloaded ratio is 50x at
+//!   p50 and 13.8x at p99, beside 2.7-5x at p99 on loopback. Each of its connections now
+//!   gets ~1/50 of the link (~6 MB/s), so an 8 MiB part takes ~1.3 s and a connection
+//!   frees every ~27 ms; a small waits behind the ~50 queued parts (~1.4 s) and then
+//!   moves at a connection's share. So Onehouse's case appears here with the SDK's
+//!   default pool, and auto is more than 15x better than it at p50 (31.6x), not at p99 (8.3x:
+//!   auto's loaded p99 is bounded by the s3 profile's lognormal first byte, unloaded p99
+//!   ~170 ms, and the pool's p99 by the queue).
+//!
+//! Where the knee is, `--auto-max-connections 12,16,24,50` on the same link (full size,
+//! 3 repeats, load average 7-9; pool in the same run: 286 MB/s, done / link 1.09):
+//!
+//! ```text
+//!  auto cap   large MB/s        done / link        link used   small p99 ms   peak  held
+//!     12      269 (268-285)     1.16 (1.10-1.16)   0.92        218 (180-1070)  12   11.9
+//!     16      271 (269-290)     1.15 (1.08-1.16)   0.93        189 (184-1066)  16   15.1
+//!     24      288 (267-291)     1.08 (1.07-1.17)   0.98        346 (339-380)   24   19.6
+//!     50      291 (267-293)     1.07 (1.07-1.17)   0.99        277 (262-303)   21   17.4
+//! ```
+//!
+//! The knee is between 16 and 24 connections (the small lane keeps 6-8 of them, so ~10-16
+//! carry the bulk): below it the link is left 7-8% idle, above it nothing more moves.
+//! Uncapped, auto peaked at 20-26 connections in the two runs (held 16-20), at the knee, by the controller's goodput
+//! rule (controller.rs, "Growth follows goodput"): with a link the rounds' goodput stops
+//! growing where the link fills, a steadier signal than the CPU's moving knee on loopback.
+//! So no new rule was needed for this case, and the cap map's conflict on loopback is the
+//! loopback's, not the goal's. Checked in one `--quick` run with
+//! `FERRY_LOG=ferry_wire::controller=trace,ferry_wire::auto=debug` (`--repeats 1
+//! --auto-max-connections 50`): the loaded rounds moved 246, 313, 313, 311, 306 MB/s at
+//! limits 4, 6, 9, 14, 14; growth held from 14 and slow start ended there.
+//!
+//! What that run also showed, left as it is: the limit was found while the bulk lane had
+//! all 14 places; when the smalls began, the pipeline lane took 7 of them (the pool handed
+//! 4 connections over), the bulk rounds fell to 272 and 216 MB/s, and growth stayed held
+//! because the 313 MB/s best was still in the 10-round window. At the full size the best
+//! expires within a few seconds and growth resumes (peak 20-26); in the quick window of
+//! 0.3 s it does not, so that run's auto row used 0.88 of the link (done / link 1.20; the
+//! 3-repeat quick run before it: 1.07, 1.04-1.07). A best that the lanes' split made
+//! stale could be cleared on a handover, as a decrease clears it; not tried.
 //!
 //! ## Does the lab reproduce Onehouse's 15x, and for whom?
 //!
@@ -425,7 +499,7 @@ pub fn large_done_figures(rec: &mut RunRecord, total: u64, loaded_rate: f64, alo
 /// smalls ran; issue 5's goal: at most 1.10). `link_used`: the large and small bytes
 /// received while the smalls ran (`small_rate`: the smalls' bytes over that window) over
 /// the link's rate, so that a ratio above 1 can be told apart as the smalls' share of a
-/// full link (~6% at the full size: 100/s of ~190 KiB on average) or a link left idle.
+/// full link (~6% at the full size: 100/s of ~186 KB on average) or a link left idle.
 pub fn link_limited_figures(rec: &mut RunRecord, total: u64, loaded_rate: f64, small_rate: f64, link_rate: f64) {
     if link_rate <= 0.0 {
         return;
