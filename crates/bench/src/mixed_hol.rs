@@ -514,7 +514,7 @@ pub fn link_limited_figures(rec: &mut RunRecord, total: u64, loaded_rate: f64, s
 
 /// A preset's rate as bytes per second of TCP payload: the serializer's bits over 8. The
 /// delay line charges each 64 KiB segment's headers once (delay.rs: a packet's length less its vnet header), so the payload is
-/// within 0.2% of it; iperf3 -P 1 / -P 8 carried 98.4% / 99.2% of the instance preset.
+/// within 0.2% of it; iperf3 -P 1 / -P 8 carried 97-98% / 99% of the instance preset.
 pub fn link_payload_rate(p: &ferry_link::Preset) -> f64 {
     p.rate_bits_per_s as f64 / 8.0
 }
@@ -781,16 +781,37 @@ pub const COLUMNS: &[Column] = &[
     Column::new("large MB/s (while smalls ran)", "large_bytes_per_s", 1e-6, 0),
     Column::new("large done s (at that rate)", "large_done_s", 1.0, 2),
     Column::new("large done / alone", "large_done_over_alone", 1.0, 2),
-    Column::new("large link-limited s (link only)", "large_link_limited_s", 1.0, 2),
-    Column::new("large done / link-limited", "large_done_over_link", 1.0, 2),
-    Column::new("link used (large + small) while smalls ran", "link_used", 1.0, 2),
-    Column::new("link MB/s (iperf3 row)", "bytes_per_s", 1e-6, 0),
     Column::new("large parts done", "large_parts_done", 1.0, 0),
     Column::CONNECTIONS_OPENED,
     Column::new("conns open, peak", "connections_open_peak", 1.0, 0),
     Column::new("conns open, mean while smalls ran", "connections_open_mean_window", 1.0, 1),
     Column::CLIENT_CPU,
     Column::ERRORS,
+];
+
+/// [`COLUMNS`] with a link (module note, "On a link"): the link-limited figures after
+/// "large done / alone", and the iperf3 row's rate.
+pub const LINK_COLUMNS: &[Column] = &[
+    COLUMNS[0],
+    COLUMNS[1],
+    COLUMNS[2],
+    COLUMNS[3],
+    COLUMNS[4],
+    COLUMNS[5],
+    COLUMNS[6],
+    COLUMNS[7],
+    COLUMNS[8],
+    COLUMNS[9],
+    Column::new("large link-limited s", "large_link_limited_s", 1.0, 2),
+    Column::new("large done / link-limited", "large_done_over_link", 1.0, 2),
+    Column::new("link used (large + small) while smalls ran", "link_used", 1.0, 2),
+    Column::new("link MB/s (iperf3 row)", "bytes_per_s", 1e-6, 0),
+    COLUMNS[10],
+    COLUMNS[11],
+    COLUMNS[12],
+    COLUMNS[13],
+    COLUMNS[14],
+    COLUMNS[15],
 ];
 
 /// The clients compared, in row order: (label, mode, server index). auto's smalls carry
@@ -806,7 +827,7 @@ pub const SMALL_POOL: (&str, Mode, usize, usize) = ("h1-pool [10 conns, boto3's 
 
 /// The row that measures the link, once per workload run after the repeats, when the run
 /// crosses one: iperf3 -P 1 across it (the runner's [`Task::Iperf3`]; on a 1 ms link one
-/// stream fills the rate: -P 1 and -P 8 carried 2.46 and 2.48 Gbit/s of 2.5).
+/// stream fills the rate: -P 1 and -P 8 carried 2.43-2.46 and 2.48 Gbit/s of 2.5).
 pub const IPERF3_ROW: &str = "iperf3 -P 1 (the link's ceiling)";
 
 /// Seconds of the [`IPERF3_ROW`].
@@ -956,7 +977,7 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
             "peer rows (bench/peers/driver.py's mixed_hol op): the same smalls, parts and arrival schedule, driven as each peer's users would (the row's note says how), repeated and interleaved like ferry's rows.".into(),
             "p50 / p99 / h1-pool's: each loaded row's small-GET latency over h1-pool's loaded latency in the same repeat (below 1: better than the 50-connection pool; 0.07x is 15x better); the median of those ratios (min-max). A peer row that ran once (--quick) is paired with repeat 1.".into(),
         ],
-        ..Workload::scenario(NAME, size, vec![s3, s3_h2], variants, p.repeats, params, COLUMNS)
+        ..Workload::scenario(NAME, size, vec![s3, s3_h2], variants, p.repeats, params, if p.link.is_some() { LINK_COLUMNS } else { COLUMNS })
     }
 }
 
@@ -1142,6 +1163,11 @@ mod tests {
             }
         }
         assert_eq!(w.params["link_rate_bits_per_s"], json!(2_500_000_000u64));
+        // The link's columns only with a link; every other column in its place.
+        let (crate::workload::Shape::Columns(plain_cols), crate::workload::Shape::Columns(link_cols)) = (plain.shape, w.shape) else { panic!("column tables") };
+        assert_eq!((plain_cols, link_cols.len()), (COLUMNS, COLUMNS.len() + 4));
+        assert!(COLUMNS.iter().all(|c| link_cols.contains(c)), "every loopback column kept");
+        assert!(link_cols.iter().any(|c| c.figure == "large_done_over_link") && !COLUMNS.iter().any(|c| c.figure == "large_done_over_link"));
         // The figures: 40 bytes over a 10 B/s link take 4 s; loaded at 8 B/s, 1.25x; with
         // the smalls' 1 B/s, the link was 90% used.
         let mut rec = RunRecord::default();

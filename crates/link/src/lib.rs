@@ -114,7 +114,8 @@ impl Preset {
     /// clients moved 560-695 MB/s across it), so, as on loopback, every added connection
     /// added bytes until the CPU's knee, which moves with the machine's load. At 2.5 Gbit/s
     /// the link binds with room to spare (`ferry bench link-check --link instance`: iperf3
-    /// -P 1 / -P 8 2.46 / 2.48 Gbit/s, load average 5.7; every mixed-hol row moved 288-320
+    /// -P 1 / -P 8 2.43 / 2.48 Gbit/s at load average 8.4, the delay line taking 0.75 of a
+    /// core; with a 16 MiB queue, 2.46 / 2.48 at 5.7; every mixed-hol row moved 288-320
     /// MB/s across it, 4 Gbit/s still 412-534 of 500 and 5 Gbit/s 510-612 of 625, where
     /// the CPU began to bind). So 50 connections at 90 MB/s oversubscribe it ~15x, as a
     /// 50-connection SDK pool oversubscribes a real instance's 5-25 Gbit/s NIC (issue 5's
