@@ -40,6 +40,7 @@ fn mixed_hol(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome>
     let mut p = crate::mixed_hol::MixedHolParams::new(s);
     p.repeats = repeats.unwrap_or(p.repeats);
     p.peers = o.peers.clone();
+    p.link = o.link.as_ref().map(|l| l.preset());
     crate::run(&crate::mixed_hol::mixed_hol(s, &p), o)
 }
 

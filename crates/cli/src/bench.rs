@@ -102,9 +102,10 @@ struct Common {
     #[arg(long)]
     no_progress: bool,
     /// Emulated link between client and server (needs root; LAB.md section 3):
-    /// region (1 ms RTT), transatlantic (110 ms RTT, 10 Gbit/s) or none (loopback)
+    /// region (1 ms RTT), transatlantic (110 ms RTT, 10 Gbit/s), instance (1 ms RTT,
+    /// 2.5 Gbit/s: an instance NIC in a region) or none (loopback)
     /// [default: none; bulk-wan: transatlantic].
-    #[arg(long, value_parser = ["region", "transatlantic", "none"])]
+    #[arg(long, value_parser = ["region", "transatlantic", "instance", "none"])]
     link: Option<String>,
     /// Peers to run beside ferry, each where it fits: small-objects, bulk-get (all but s3fs);
     /// mixed-hol (boto3, boto3-tuned, awscrt, obstore); ttfb-throughput (boto3, awscrt,
@@ -209,7 +210,7 @@ struct BulkWanArgs {
 #[derive(Args)]
 struct LinkCheckArgs {
     /// The link preset to measure.
-    #[arg(long, default_value = "transatlantic", value_parser = ["region", "transatlantic"])]
+    #[arg(long, default_value = "transatlantic", value_parser = ["region", "transatlantic", "instance"])]
     link: String,
     /// Seconds of each iperf3 run.
     #[arg(long, default_value_t = 5)]
@@ -415,6 +416,7 @@ fn run_mixed_hol_caps(a: &MixedHolArgs) -> Result<()> {
     p.repeats = repeats(&a.common).unwrap_or(p.repeats);
     p.peers = opts.peers.clone();
     p.auto_caps = a.auto_max_connections.iter().map(|&n| n as usize).collect();
+    p.link = opts.link.as_ref().map(|l| l.preset());
     let outcome = ferry_bench::run(&ferry_bench::mixed_hol::mixed_hol(s, &p), &opts)?;
     println!("{}", outcome.report);
     println!("{} runs in {:.1} s; JSON lines appended to {}\n", outcome.records.len(), outcome.wall.as_secs_f64(), a.common.out.display());

@@ -36,6 +36,9 @@ fn presets_are_the_labs() {
     assert_eq!(t.bdp_bytes(), 137_500_000);
     assert_eq!(Preset::by_name("region").unwrap().rtt, Duration::from_millis(1));
     assert!(Preset::by_name("none").is_none());
+    let i = Preset::by_name("instance").unwrap();
+    assert_eq!((i.rtt, i.rate_bits_per_s), (Duration::from_millis(1), 2_500_000_000));
+    assert_eq!(i.queue_limit_bytes * 8 / (i.rate_bits_per_s / 1000), t.queue_limit_bytes * 8 / (t.rate_bits_per_s / 1000), "the same ms of queue as the 10 Gbit/s presets");
     assert_eq!(netns::owner_pid("ferrylink-4242-3-c"), Some(4242));
     assert_eq!(netns::owner_pid("other-4242-3-c"), None);
 }

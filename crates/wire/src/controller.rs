@@ -76,6 +76,14 @@
 //! reads in step gave back steps that paid; the stop needs a steadier measure than one
 //! or two such rounds.
 //!
+//! Where there is a knee, the rule finds it. Across `--link instance` (ferry-link: 1 ms
+//! RTT, 2.5 Gbit/s; the rows' bytes queue at the link, not at the CPU), mixed-hol's auto
+//! peaked at 20-26 connections (16-20 held) beside the pool's 50 and moved as much as the
+//! pool (done / link-limited 1.07 for both), and the cap map on that link put the knee
+//! between 16 and 24 (bench mixed_hol.rs, "On a link"). So the overshoot to 48-50 above
+//! is loopback's, whose CPU knee moves with the machine's load; no marginal-goodput rule
+//! was added for it.
+//!
 //! # Rising head latency (HTTP/1.1)
 //!
 //! The moving averages above serve h2. Over HTTP/1.1, auto reports each response's
