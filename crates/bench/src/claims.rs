@@ -150,9 +150,29 @@ pub fn headline(workload: &str, records: &[RunRecord]) -> Headline {
                         ),
                         None => String::new(),
                     };
+                    // On a link (mixed_hol.rs, "On a link"): the same goal held against the
+                    // link's rate, and the connections each side held while the smalls ran
+                    // (issue 5: "with fewer connections than the pool").
+                    let link_spread = |v: &str, f: &str| Spread::of(&records.iter().filter(|r| r.variant == v && r.status == "ok").filter_map(|r| r.figure(f)).collect::<Vec<_>>());
+                    let auto_row = row_label("auto", Phase::Loaded);
+                    let link = match (link_spread(&auto_row, "large_done_over_link"), link_spread(crate::mixed_hol::POOL_LOADED_ROW, "large_done_over_link")) {
+                        (Some(a), pool) => {
+                            let held = |v: &str| link_spread(v, "connections_open_mean_window").map(|s| format!("{:.0}", s.median)).unwrap_or_else(|| "-".into());
+                            format!(
+                                "; large done / link-limited (goal <= 1.10): auto {}{}; connections held while the smalls ran: auto {}, h1-pool {}",
+                                x2(&a),
+                                pool.map(|p| format!(", h1-pool {}", x2(&p))).unwrap_or_default(),
+                                held(&auto_row),
+                                held(crate::mixed_hol::POOL_LOADED_ROW)
+                            )
+                        }
+                        _ => String::new(),
+                    };
+                    // A cap map (`--auto-max-connections`) has no plain auto, h2 or pipeline rows.
+                    let others = if others.is_empty() { String::new() } else { format!("; {}", others.join(", ")) };
                     h(
                         published,
-                        format!("small GET latency loaded/unloaded, p50 / p99: h1-pool (50 conns) {} / {}; {}{peers}{auto}{large}", x(&p50), p99("h1-pool"), others.join(", ")),
+                        format!("small GET latency loaded/unloaded, p50 / p99: h1-pool (50 conns) {} / {}{others}{peers}{auto}{large}{link}", x(&p50), p99("h1-pool")),
                         judge_ratio(p50.median, 15.0, 15.0),
                     )
                 }
@@ -483,8 +503,21 @@ mod tests {
         assert!(h.measured.contains("auto loaded / h1-pool loaded (same repeat), p50 / p99: 0.10x / 0.10x (10.0x / 10.0x better)"), "{}", h.measured);
         // Large objects done against the same load alone: auto's spread, the pool's beside it.
         assert!(h.measured.contains("large objects done / alone (goal <= 1.10): auto 1.03x (1.02-1.04), h1-pool 1.50x"), "{}", h.measured);
-        // Without auto's loaded rows, no such clause.
-        rs.retain(|r| r.variant != "auto · loaded");
-        assert!(!headline("mixed-hol", &rs).measured.contains("auto loaded /"));
+        // No link, no link clause.
+        assert!(!h.measured.contains("link-limited"), "{}", h.measured);
+        // On a link: done / link-limited and the connections held, auto's beside the pool's.
+        let mut linked = rs.clone();
+        for r in linked.iter_mut().filter(|r| r.variant.ends_with(" · loaded")) {
+            let auto = r.variant.starts_with("auto");
+            r.set("large_done_over_link", if auto { 1.07 } else { 1.02 });
+            r.set("connections_open_mean_window", if auto { 19.4 } else { 50.0 });
+        }
+        let h = headline("mixed-hol", &linked);
+        assert!(h.measured.contains("large done / link-limited (goal <= 1.10): auto 1.07x, h1-pool 1.02x; connections held while the smalls ran: auto 19, h1-pool 50"), "{}", h.measured);
+        // Without auto's loaded rows (a cap map), no such clauses and no empty segment.
+        rs.retain(|r| r.variant != "auto · loaded" && !r.variant.starts_with("auto · "));
+        let h = headline("mixed-hol", &rs);
+        assert!(!h.measured.contains("auto loaded /"));
+        assert!(!h.measured.contains(";  ") && !h.measured.contains("; ;") && !h.measured.ends_with("; "), "{}", h.measured);
     }
 }
