@@ -99,7 +99,15 @@
 //!   (the server's CPU the same, 0.6-0.9 s). The sparse `set_len` file is not the cost:
 //!   `filefrag` counts 5-7 extents per ferry file, 1-5 per rclone file. What is left of
 //!   the wall time is the kernel's: copying into the page cache and, near
-//!   `dirty_ratio`, being throttled to the disk's writeback.
+//!   `dirty_ratio`, being throttled to the disk's writeback. In `ferry bench cli-transfer
+//!   --set large` at 5e73207 (load 8-9) ferry took the least CPU per GiB (0.93 s; rclone
+//!   1.02, s5cmd 1.33) and led rclone 1.08x by median, 0.95-1.46x by repeat (5.35-5.88 s
+//!   beside 5.56-8.57). With both cores saturated by other work, each runnable thread gets
+//!   its fair share, and rclone runs 15-21 threads to ferry's 11: a repeat it wins is
+//!   one where ferry used less CPU but got less of it (repeat 1: 3.7 CPU-s in 5.9 s
+//!   beside rclone's 4.1 in 5.6). Nothing ferry does there is owed to no guarantee: the
+//!   temp file, the CRC (computed as the bytes pass) and the rename are each a small
+//!   part of the CPU.
 //! - no difference out of the noise, tried earlier: no per-file writer turn, 32 parts in
 //!   flight instead of 16, 4 parts per file instead of 8, 1 MiB write batches, 16 or 64
 //!   MiB parts, `--transport h1-pool`, s5cmd's shape (50 MiB parts, 5 per file).
