@@ -105,9 +105,9 @@
 //!   beside 5.56-8.57). With both cores saturated by other work, each runnable thread gets
 //!   its fair share, and rclone runs 15-21 threads to ferry's 11: a repeat it wins is
 //!   one where ferry used less CPU but got less of it (repeat 1: 3.7 CPU-s in 5.9 s
-//!   beside rclone's 4.1 in 5.6). Nothing ferry does there is owed to no guarantee: the
-//!   temp file, the CRC (computed as the bytes pass) and the rename are each a small
-//!   part of the CPU.
+//!   beside rclone's 4.1 in 5.6). No step was found that costs time without a
+//!   guarantee needing it; what the temp file, the CRC and the rename each cost of that
+//!   CPU was not measured this time (`perf` was not run).
 //! - no difference out of the noise, tried earlier: no per-file writer turn, 32 parts in
 //!   flight instead of 16, 4 parts per file instead of 8, 1 MiB write batches, 16 or 64
 //!   MiB parts, `--transport h1-pool`, s5cmd's shape (50 MiB parts, 5 per file).
