@@ -541,3 +541,39 @@ def test_no_sign_request_reads_public_data(anon_server, tmp_path):
     fy("cp", "--no-sign-request", "s3://synthetic/size=20000000/y", tmp_path / "y")
     assert (tmp_path / "y").stat().st_size == 20_000_000
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".y.")]
+
+
+# -- memory -------------------------------------------------------------------------------
+
+def _thp_enabled(pid: int) -> str | None:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("THP_enabled:"):
+            return line.split()[1]
+    return None
+
+
+def test_data_verbs_run_without_huge_pages_from_the_start_serve_and_bench_children_keep_them(fy, mem_server, tmp_path):
+    """A data verb turns transparent huge pages off before its first allocation (main.rs:
+    no_huge_pages), so not one 2 MiB page is in its memory, while `ferry serve` and the
+    processes the bench's reaper starts keep them (the setting is inherited)."""
+    if _thp_enabled(os.getpid()) is None:
+        pytest.skip("this kernel's /proc/PID/status has no THP_enabled line")
+    idle = subprocess.Popen([str(ferry_binary()), "run", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=fy.env, cwd=tmp_path)
+    try:
+        deadline = time.time() + 30
+        while "tokio-rt-worker" not in {p.read_text().strip() for p in Path(f"/proc/{idle.pid}/task").glob("*/comm")}:
+            assert idle.poll() is None and time.time() < deadline, "ferry run - did not start its runtime"
+            time.sleep(0.02)
+        assert _thp_enabled(idle.pid) == "0"
+        rollup = Path(f"/proc/{idle.pid}/smaps_rollup").read_text()
+        assert re.search(r"^AnonHugePages:\s+0 kB$", rollup, re.M), rollup
+    finally:
+        idle.stdin.close()
+        assert idle.wait(timeout=30) == 0
+    assert _thp_enabled(mem_server.proc.pid) == "1"
+    out = tmp_path / "reaped"
+    child = subprocess.run([str(ferry_binary()), "__cli-transfer-reap", str(out), "grep", "THP_enabled", "/proc/self/status"],
+                           capture_output=True, text=True, timeout=30)
+    assert child.returncode == 0 and child.stdout.split() == ["THP_enabled:", "1"], child
+    assert len(out.read_text().split()) == 4

@@ -93,7 +93,10 @@ extern "C" {
 /// fault in fresh zeroed ones. 4 x 1 GiB `ferry cp` down from `ferry serve --memory`,
 /// 6 pairs interleaved at load 10-14: system CPU 6.1-10.3 s beside 7.7-16.3 s for the
 /// default (lower in 6/6 pairs), peak RSS the same (67-73 MiB), since what is kept is
-/// reused. `ferry serve` (long-running) keeps the default and returns memory. A
+/// reused. Again with huge pages off (`no_huge_pages`), 4 x 1 GiB down onto a journaled
+/// loop ext4, 3 pairs at load 8-9: `MIMALLOC_PURGE_DELAY=10` 17.8-20.7 MiB beside
+/// 18.3-19.8, wall and CPU the same: no gain. `ferry serve` (long-running) keeps the
+/// default and returns memory. A
 /// `MIMALLOC_PURGE_DELAY` in the environment wins; the option is set only while it
 /// still holds a default of v2 (10 ms) or v3 (1,000 ms), a guard should the index move.
 fn keep_freed_memory() {
@@ -118,11 +121,32 @@ fn keep_freed_memory() {
 /// wall 1.28-1.56 s beside 1.61-2.13; up, 41-45 MiB beside 23-24, CPU 10-20% higher
 /// (more, smaller page faults), wall within the noise. `MIMALLOC_ALLOW_THP=0` has the same
 /// effect, but mimalloc reads it before `main` runs; prctl(PR_SET_THP_DISABLE) takes
-/// effect for every later fault, including in the arena mimalloc already reserved. It is
-/// inherited by children, and data verbs start none. `ferry serve` keeps huge pages.
-fn no_huge_pages() {
+/// effect for every later fault, including in the arena mimalloc already reserved.
+///
+/// So it runs before anything allocates: as a constructor ahead of mimalloc's own (an
+/// `.init_array` entry with a priority, which the linker places before the unprioritized
+/// ones). Called when the command line had been parsed, as it was, the allocations made
+/// until then had faulted in three huge pages of the arena, 6 MiB of a 13.5 MiB idle RSS
+/// (`ferry run -` waiting on stdin: smaps AnonHugePages 6144 kB, all in mimalloc's
+/// arena) that stayed for the whole transfer; called first thing in `main`, two (4 MiB)
+/// were already there. Verbs that want huge pages (`serve`, `bench`, and the bench's
+/// reaper, whose children inherit the setting across fork and exec) turn them back on
+/// with [`allow_huge_pages`] before they allocate much or start anything.
+extern "C" fn no_huge_pages() {
     // SAFETY: a plain prctl on this process; failure (an old kernel) only leaves THP on.
     let _ = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+}
+
+/// [`no_huge_pages`] as a constructor run before mimalloc's (priority 100; mimalloc's is
+/// unprioritized under gcc, 101 under clang).
+#[used]
+#[link_section = ".init_array.00100"]
+static NO_HUGE_PAGES_AT_START: extern "C" fn() = no_huge_pages;
+
+/// Undoes [`no_huge_pages`] for a long-running or process-starting verb.
+fn allow_huge_pages() {
+    // SAFETY: as in no_huge_pages.
+    let _ = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0) };
 }
 
 /// Threads of the blocking pool, where file work runs (reads of upload chunks, download
@@ -160,9 +184,31 @@ fn blocking_threads(command: &Command) -> usize {
 }
 
 /// Runs a data verb on a fresh runtime.
+///
+/// Where its peak RSS goes (issue 6 compares it with s5cmd's and rclone's). `/proc/PID/
+/// smaps` at the sampled peak of 4 x 1 GiB `ferry cp --recursive` to and from one `ferry
+/// serve --memory` (load 6-7), and `ferry run -` idling on stdin for the floor:
+///
+/// | MiB | idle | up | down |
+/// |---|---|---|---|
+/// | mimalloc's arena (every Rust allocation) | 1.3 | 10.1 | 9.6 |
+/// | the binary's pages (text 5.2-5.3, rodata 1.3, data 0.4) | 5.2 | 7.0 | 7.0 |
+/// | libc, libm, ld.so, libgcc | 1.8 | 1.9 | 1.9 |
+/// | thread stacks (7 threads up, 11 down: 20-80 KiB touched each) | 0.1 | 0.3 | 0.4 |
+/// | total | 7.7 | 19.5 | 19.2 |
+///
+/// The file-backed part (~9 MiB; clean pages shared with the page cache) is mostly
+/// fault-around: the kernel maps up to 64 KiB of cached neighbours with each page of the
+/// binary touched. The heap during an upload is the 256 KiB chunks streamed from the
+/// files (16 parts in flight, each with a chunk being read and one or two queued in
+/// hyper's write buffer) plus the CRC pre-pass's buffers (engine's upload.rs); during a
+/// download, the receive buffers pinned by the write batches (16 parts x up to two 128
+/// KiB batches; engine's download.rs), and it rises by 3-4 MiB when the disk throttles
+/// the writes and more threads (two workers, eight blocking) take turns at them. Until
+/// huge pages were turned off before the first allocation (`no_huge_pages`), 6 MiB more
+/// sat in three huge pages faulted in at start.
 fn data_verb(command: Command, g: common::Global) -> anyhow::Result<()> {
     keep_freed_memory();
-    no_huge_pages();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().max_blocking_threads(blocking_threads(&command)).build()?;
     rt.block_on(dispatch(command, g))
 }
@@ -227,6 +273,7 @@ fn main() -> std::process::ExitCode {
     // must fork it with as small a heap as it can (cli_transfer.rs: reap_main says why).
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == ferry_bench::cli_transfer::REAP_ARG) {
+        allow_huge_pages();
         return std::process::ExitCode::from(ferry_bench::cli_transfer::reap_main(&args[2..]).clamp(0, 255) as u8);
     }
     tracing_subscriber::fmt()
@@ -235,8 +282,14 @@ fn main() -> std::process::ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve(args) => serve::run(*args),
-        Command::Bench(args) => bench::run(args),
+        Command::Serve(args) => {
+            allow_huge_pages();
+            serve::run(*args)
+        }
+        Command::Bench(args) => {
+            allow_huge_pages();
+            bench::run(args)
+        }
         other => data_verb(other, cli.global),
     };
     match result {

@@ -92,6 +92,22 @@
 //!   thread at each write, and up to 10 threads then read receive buffers into allocator
 //!   heaps of their own (mimalloc's purge after 10 or 200 ms instead of never: 46-48
 //!   MiB, no help).
+//! - beside rclone (which `fallocate`s each file with `FALLOC_FL_KEEP_SIZE`, then writes
+//!   4 streams per file at their offsets, no fsync): 4 x 1 GiB down onto a journaled
+//!   ext4 loop-mounted with direct I/O (as `ferry bench cli-transfer` does), 3 pairs at
+//!   load 8-10, ferry 4.13-4.36 s and 2.8-3.1 CPU-s, rclone 5.35-6.14 s and 3.5-4.0
+//!   (the server's CPU the same, 0.6-0.9 s). The sparse `set_len` file is not the cost:
+//!   `filefrag` counts 5-7 extents per ferry file, 1-5 per rclone file. What is left of
+//!   the wall time is the kernel's: copying into the page cache and, near
+//!   `dirty_ratio`, being throttled to the disk's writeback. In `ferry bench cli-transfer
+//!   --set large` at 5e73207 (load 8-9) ferry took the least CPU per GiB (0.93 s; rclone
+//!   1.02, s5cmd 1.33) and led rclone 1.08x by median, 0.95-1.46x by repeat (5.35-5.88 s
+//!   beside 5.56-8.57). With both cores saturated by other work, each runnable thread gets
+//!   its fair share, and rclone runs 15-21 threads to ferry's 11: a repeat it wins is
+//!   one where ferry used less CPU but got less of it (repeat 1: 3.7 CPU-s in 5.9 s
+//!   beside rclone's 4.1 in 5.6). No step was found that costs time without a
+//!   guarantee needing it; what the temp file, the CRC and the rename each cost of that
+//!   CPU was not measured this time (`perf` was not run).
 //! - no difference out of the noise, tried earlier: no per-file writer turn, 32 parts in
 //!   flight instead of 16, 4 parts per file instead of 8, 1 MiB write batches, 16 or 64
 //!   MiB parts, `--transport h1-pool`, s5cmd's shape (50 MiB parts, 5 per file).

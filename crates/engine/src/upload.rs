@@ -41,6 +41,13 @@
 //! CLI now runs 8 (its main.rs, `BLOCKING_THREADS`, which has why not 4). Fewer parts
 //! in flight cut less (4 instead of 16: 52 MiB), and allocating the chunks on the async
 //! side instead of the reading thread did not help (60-61 MiB).
+//! Since then (huge pages off from the first allocation, 4 blocking threads for an
+//! upload: the CLI's main.rs has the whole breakdown) the peak is 19.6-23.1 MiB, ~10 of
+//! it heap, most of that the chunks in flight. Halving ferry-store's `FILE_CHUNK` to 128
+//! KiB took the peak to 15.8-17.4 MiB but was slower in 5 of 5 interleaved pairs (4 x 1
+//! GiB up, load 5.7-7.9: 34.5-46.1 s beside 21.3-41.9) and took 0.5-1.3 CPU-s more:
+//! twice the trips to the blocking pool, and each part's pipeline to the socket half as
+//! deep while those trips wait for a core. Not kept.
 //!
 //! An interrupted upload is left in progress (not aborted) when `resume` is on, so the
 //! next run can find it; with `resume` off a failure aborts it. Kept parts are compared
