@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """RSS of `ferry serve --memory` through PUT / overwrite / delete cycles.
 
-Starts `FERRY serve --memory --profile lan` on a free port, samples the server's VmRSS
-every 0.1 s (and smaps_rollup after each step), and runs steps with the ferry CLI,
-s5cmd and rclone (each with the environment crates/bench/src/cli_transfer.rs gives it).
-Prints one line per step: live data after it, peak and end RSS during it.
+Starts `FERRY serve --memory --profile lan --anonymous` on a free port, samples the
+server's VmRSS every 0.1 s (and smaps_rollup after each step), and runs steps with the
+ferry CLI, s5cmd and rclone (each with the environment crates/bench/src/cli_transfer.rs
+gives it) and a slow raw-socket client ("dribble"). Prints one line per step: the live
+data after it, the peak RSS during it, RSS 0.5 s after it ("end") and 3 s after it
+("+3s", once the allocator's purge delay has passed), huge pages in use, wall time.
 
     scripts/server-rss.py --ferry target/release/ferry [--server OTHER_FERRY] \
         [--small 10000] [--large 4] [--large-mib 1024] [--only small,large,...]
@@ -185,14 +187,17 @@ def run_steps(a, srv, url, tmp, small_dir, large_dir):
         fn()
         wall = time.time() - t
         live.update(live_after)
-        time.sleep(1.5)  # let the allocator's purge delay pass before the end sample
-        peak = sampler.take_peak()
+        time.sleep(0.5)
         end = rss_kib(srv.pid)
+        # mimalloc v3 purges memory unused for 1 s (purge_delay), and only when asked.
+        time.sleep(2.5)
+        peak = sampler.take_peak()
+        settled = rss_kib(srv.pid)
         ru = rollup(srv.pid)
         livemb = (live["small"] + live["large"]) / 1e6
-        print(f"{name:<34} live {livemb:8.0f} MB  peak {peak/1024:8.0f} MiB  end {end/1024:8.0f} MiB"
-              f"  anon {ru.get('Anonymous', 0)/1024:7.0f} MiB  thp {ru.get('AnonHugePages', 0)/1024:5.0f} MiB"
-              f"  wall {wall:6.1f} s", flush=True)
+        print(f"{name:<34} live {livemb:6.0f} MB  peak {peak/1024:6.0f} MiB  end {end/1024:6.0f} MiB"
+              f"  +3s {settled/1024:6.0f} MiB  thp {ru.get('AnonHugePages', 0)/1024:5.0f} MiB"
+              f"  wall {wall:5.1f} s", flush=True)
 
     run(F + ["mb", f"s3://{BUCKET}"], env.ferry(), check=False)
     print(f"# server {a.server or a.ferry}; {a.small} x 16 KiB, {a.large} x {a.large_mib} MiB; "

@@ -60,10 +60,11 @@ fn stored_bodies_hold_only_their_bytes() {
         s.write_all(&req).unwrap();
         assert_eq!(response(&mut s).0, 200);
     }
-    // 1,932 KiB + 3 from a slow client, in 4 and 17 KiB writes with pauses between. The
+    // 2,000 KiB + 3 from a slow client, in 4 and 17 KiB writes with pauses between. The
     // size is one that, were the length not announced to the backend, would end in a
-    // block 90% full and kept as is (blocks double from 16 KiB: 1,008 KiB, then 1 MiB).
-    let big = pattern(1932 * 1024 + 3, 2);
+    // block 94% full and kept as is (blocks double from 16 KiB to 512 KiB: 1,008 KiB,
+    // then 512 KiB ones).
+    let big = pattern(2000 * 1024 + 3, 2);
     s.write_all(&put_head("/mem/big", big.len())).unwrap();
     for (i, piece) in big.chunks(21 * 1024).enumerate() {
         let (a, b) = piece.split_at(piece.len().min(4096));
