@@ -13,11 +13,12 @@
 //!   and keeping the slice keeps the whole buffer. `ferry serve`'s HTTP/1.1 reader
 //!   allocates a fresh 64 KiB buffer per socket read once earlier slices are still held,
 //!   so a 16 KiB object kept 64 KiB, and a body received in 17 KiB reads kept ~3.8x its
-//!   size: 10,000 x 16 KiB PUT held ~150 MiB for 33 MB of data (4.5x), and 4 x 32 MiB
-//!   sent in 4 and 17 KiB writes held 382 MiB for 134 MB (`scripts/server-rss.py`); the
-//!   lab's `cli-transfer` bench once took the server to 19.5 GB for ~4.3 GB of objects.
-//!   The copy is one memcpy beside the MD5 that every PUT computes anyway. The rope's
-//!   segments are these blocks, so a GET still streams them without copying.
+//!   size. `scripts/server-rss.py` (2 runs each): 10,000 x 16 KiB (156 MiB) put by ferry
+//!   peaked at 656-658 MiB of server RSS, now 190; 4 x 128 MiB sent in 4 and 17 KiB
+//!   writes (a slow client) 1,526-1,585 MiB, now 580-586; the lab's `cli-transfer` bench
+//!   (4 x 1 GiB and 10,000 x 16 KiB, three tools on two busy cores) once took the server
+//!   to 19.5 GB. The copy is one memcpy beside the MD5 that every PUT computes anyway.
+//!   The rope's segments are these blocks, so a GET still streams them without copying.
 //! * Disk: chunks are buffered up to [`DISK_FLUSH_BYTES`] and then written to a temp file
 //!   in `DIR/.ferry-tmp` on a blocking thread. The temp file is created by
 //!   `body_writer` and removed in `Drop` unless it was handed on for commit (disk.rs).
@@ -337,7 +338,11 @@ impl BodyWriter {
 /// Capacity of the next block of a memory body, `want` bytes being at hand: what is
 /// left of the announced length (at most [`BLOCK_BYTES`]) while it lasts, else the
 /// doubling size for bodies of unknown length.
-fn next_block_len(expected_left: &mut Option<u64>, next_unannounced: &mut usize, want: usize) -> usize {
+fn next_block_len(
+    expected_left: &mut Option<u64>,
+    next_unannounced: &mut usize,
+    want: usize,
+) -> usize {
     match expected_left {
         Some(left) if *left > 0 => {
             let cap = (*left).min(BLOCK_BYTES as u64) as usize;
