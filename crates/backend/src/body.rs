@@ -6,10 +6,19 @@
 //! A `BodyWriter` is handed out by `Backend::body_writer` and consumed by `put_object` /
 //! `put_part`; dropping it unconsumed discards the body.
 //!
-//! * Memory: chunks are kept as a rope of `Bytes` without copying. The one exception:
-//!   chunks smaller than [`COALESCE_BELOW_BYTES`] are copied into a shared buffer, so a
-//!   client dribbling tiny chunks cannot make a rope of millions of segments (which would
-//!   turn every GET into millions of tiny stream items).
+//! * Memory: chunks are copied into blocks the backend allocates itself, of at most
+//!   [`BLOCK_BYTES`], sized to the length the handler announced
+//!   ([`BodyWriter::expect_len`]) so that a stored body holds what it needs and no more.
+//!   Why copy: a received chunk is a `Bytes` slice of the connection's receive buffer,
+//!   and keeping the slice keeps the whole buffer. `ferry serve`'s HTTP/1.1 reader
+//!   allocates a fresh 64 KiB buffer per socket read once earlier slices are still held,
+//!   so a 16 KiB object kept 64 KiB, and a body received in 17 KiB reads kept ~3.8x its
+//!   size. `scripts/server-rss.py` (2 runs each): 10,000 x 16 KiB (156 MiB) put by ferry
+//!   peaked at 656-658 MiB of server RSS, now 190; 4 x 128 MiB sent in 4 and 17 KiB
+//!   writes (a slow client) 1,526-1,585 MiB, now 580-586; the lab's `cli-transfer` bench
+//!   (4 x 1 GiB and 10,000 x 16 KiB, three tools on two busy cores) once took the server
+//!   to 19.5 GB. The copy is one memcpy beside the MD5 that every PUT computes anyway.
+//!   The rope's segments are these blocks, so a GET still streams them without copying.
 //! * Disk: chunks are buffered up to [`DISK_FLUSH_BYTES`] and then written to a temp file
 //!   in `DIR/.ferry-tmp` on a blocking thread. The temp file is created by
 //!   `body_writer` and removed in `Drop` unless it was handed on for commit (disk.rs).
@@ -44,12 +53,17 @@ use crate::{BackendError, Result};
 /// enough to keep per-stream memory low.
 pub const MAX_CHUNK_BYTES: usize = 256 * 1024;
 
-/// Memory mode copies chunks below this size into a coalescing buffer. 16 KiB is one
-/// HTTP/2 default max frame / a typical hyper read; larger chunks stay zero-copy.
-pub const COALESCE_BELOW_BYTES: usize = 16 * 1024;
+/// Largest block a memory body is stored in: 512 KiB, so a stored body wastes nothing but
+/// the unfilled end of its last block (none when the length was announced), and a GET's
+/// chunks ([`MAX_CHUNK_BYTES`]) are slices of one block. Not 1 MiB: mimalloc (the `ferry`
+/// binary's allocator) gives blocks of 1 MiB and more pages of their own with a header,
+/// 1 GiB in 1 MiB blocks took 1,096 MiB of RSS (2 and 4 MiB alike), in 256 or 512 KiB
+/// blocks 1,028 MiB.
+pub const BLOCK_BYTES: usize = 512 * 1024;
 
-/// Size of the coalescing buffer for small chunks (64 KiB: four max-size small chunks).
-const COALESCE_BUFFER_BYTES: usize = 64 * 1024;
+/// First block of a memory body whose length was not announced (aws-chunked without a
+/// decoded length); each next block doubles, up to [`BLOCK_BYTES`].
+const FIRST_BLOCK_BYTES: usize = 16 * 1024;
 
 /// Disk mode buffers this much before a blocking write: 1 MiB amortises the hop to the
 /// blocking pool over many small network chunks.
@@ -60,16 +74,25 @@ pub const DISK_FLUSH_BYTES: usize = 1024 * 1024;
 pub(crate) struct Rope {
     segments: Vec<Bytes>,
     ends: Vec<u64>,
+    /// Bytes allocated for the segments (their blocks' capacities), as the writer asked
+    /// the allocator for them.
+    allocated: u64,
 }
 
 impl Rope {
-    fn push(&mut self, b: Bytes) {
+    fn push(&mut self, b: Bytes, capacity: usize) {
         if b.is_empty() {
             return;
         }
         let end = self.len() + b.len() as u64;
         self.segments.push(b);
         self.ends.push(end);
+        self.allocated += capacity as u64;
+    }
+
+    /// Bytes the segments' blocks occupy; `len()` when every block is full.
+    pub(crate) fn allocated_bytes(&self) -> u64 {
+        self.allocated
     }
 
     pub(crate) fn len(&self) -> u64 {
@@ -80,9 +103,11 @@ impl Rope {
     pub(crate) fn concat<'a>(ropes: impl Iterator<Item = &'a Rope>) -> Rope {
         let mut out = Rope::default();
         for r in ropes {
+            out.segments.reserve(r.segments.len());
             for s in &r.segments {
-                out.push(s.clone());
+                out.push(s.clone(), 0);
             }
+            out.allocated += r.allocated;
         }
         out
     }
@@ -114,7 +139,12 @@ impl Drop for StagedFile {
 pub(crate) enum Staging {
     Memory {
         rope: Rope,
-        small: BytesMut,
+        /// The block being filled; its capacity is what was allocated for it.
+        block: BytesMut,
+        /// Bytes announced by `expect_len` and not yet written, if announced.
+        expected_left: Option<u64>,
+        /// Size of the next block when nothing was announced (doubles up to the cap).
+        next_unannounced: usize,
     },
     Disk {
         temp: StagedFile,
@@ -128,7 +158,9 @@ impl Staging {
     pub(crate) fn memory() -> Staging {
         Staging::Memory {
             rope: Rope::default(),
-            small: BytesMut::new(),
+            block: BytesMut::new(),
+            expected_left: None,
+            next_unannounced: FIRST_BLOCK_BYTES,
         }
     }
     pub(crate) fn disk(path: PathBuf, file: File) -> Staging {
@@ -173,20 +205,23 @@ impl BodyWriter {
         }
         self.written += chunk.len() as u64;
         match &mut self.staging {
-            Staging::Memory { rope, small } => {
-                if chunk.len() >= COALESCE_BELOW_BYTES {
-                    if !small.is_empty() {
-                        rope.push(small.split().freeze());
+            Staging::Memory {
+                rope,
+                block,
+                expected_left,
+                next_unannounced,
+            } => {
+                let mut rest = &chunk[..];
+                while !rest.is_empty() {
+                    if block.len() == block.capacity() {
+                        let cap = next_block_len(expected_left, next_unannounced, rest.len());
+                        let full = std::mem::replace(block, BytesMut::with_capacity(cap));
+                        let full_cap = full.capacity();
+                        rope.push(full.freeze(), full_cap);
                     }
-                    rope.push(chunk);
-                } else {
-                    if small.capacity() - small.len() < chunk.len() {
-                        if !small.is_empty() {
-                            rope.push(small.split().freeze());
-                        }
-                        small.reserve(COALESCE_BUFFER_BYTES);
-                    }
-                    small.extend_from_slice(&chunk);
+                    let n = rest.len().min(block.capacity() - block.len());
+                    block.extend_from_slice(&rest[..n]);
+                    rest = &rest[n..];
                 }
                 Ok(())
             }
@@ -208,6 +243,17 @@ impl BodyWriter {
     /// Bytes received so far.
     pub fn written(&self) -> u64 {
         self.written
+    }
+
+    /// Announces that the body will be `len` bytes (the request's Content-Length, or the
+    /// decoded length of an aws-chunked body), before the first `write`. Memory mode then
+    /// allocates blocks that add up to exactly `len`. Only a hint: a body of another
+    /// length is still stored (in blocks sized as if nothing was announced past `len`),
+    /// and the size check at commit is what rejects it.
+    pub fn expect_len(&mut self, len: u64) {
+        if let Staging::Memory { expected_left, .. } = &mut self.staging {
+            *expected_left = Some(len.saturating_sub(self.written));
+        }
     }
 
     /// Writes pending chunks (and `tail`, when given: the trailer, followed by fsync).
@@ -248,12 +294,9 @@ impl BodyWriter {
     pub(crate) fn into_rope(self) -> Result<Rope> {
         match self.staging {
             Staging::Memory {
-                mut rope,
-                mut small,
+                mut rope, block, ..
             } => {
-                if !small.is_empty() {
-                    rope.push(small.split().freeze());
-                }
+                push_last_block(&mut rope, block);
                 Ok(rope)
             }
             // Writers come from the backend that consumes them; mixing is a caller bug.
@@ -289,6 +332,44 @@ impl BodyWriter {
         };
         temp.committed = true; // ownership of the temp file moves to `staged`
         Ok(staged)
+    }
+}
+
+/// Capacity of the next block of a memory body, `want` bytes being at hand: what is
+/// left of the announced length (at most [`BLOCK_BYTES`]) while it lasts, else the
+/// doubling size for bodies of unknown length.
+fn next_block_len(
+    expected_left: &mut Option<u64>,
+    next_unannounced: &mut usize,
+    want: usize,
+) -> usize {
+    match expected_left {
+        Some(left) if *left > 0 => {
+            let cap = (*left).min(BLOCK_BYTES as u64) as usize;
+            *left -= cap as u64;
+            cap
+        }
+        _ => {
+            let cap = *next_unannounced;
+            *next_unannounced = (cap * 2).min(BLOCK_BYTES);
+            cap.max(want.min(BLOCK_BYTES))
+        }
+    }
+}
+
+/// Adds the block being filled to `rope`. A block with more than 1/8 of its capacity
+/// unused (an unannounced or short body) is copied into an exact-size one first, so the
+/// waste of any stored body stays under 1/8 of a block.
+fn push_last_block(rope: &mut Rope, block: BytesMut) {
+    if block.is_empty() {
+        return;
+    }
+    if block.capacity() - block.len() > block.capacity() / 8 {
+        let len = block.len();
+        rope.push(Bytes::copy_from_slice(&block), len);
+    } else {
+        let cap = block.capacity();
+        rope.push(block.freeze(), cap);
     }
 }
 

@@ -144,6 +144,20 @@ pub struct UploadInfo {
     pub meta: ObjectMeta,
 }
 
+/// Bytes the memory mode holds, from [`Backend::memory_usage`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryUsage {
+    /// Sum of the stored objects' sizes.
+    pub object_bytes: u64,
+    /// Parts of in-progress multipart uploads, and the sum of their sizes.
+    pub parts: u64,
+    pub part_bytes: u64,
+    /// What the blocks holding those bytes were allocated with: `object_bytes +
+    /// part_bytes` when every body's length was announced (`BodyWriter::expect_len`),
+    /// at most 1/8 of a block more per body otherwise.
+    pub allocated_bytes: u64,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BucketInfo {
     pub name: String,
@@ -342,6 +356,28 @@ impl Backend {
             self.synthetic = Some(Arc::new(Synthetic::new(s.name()).with_crc_limit(bytes)));
         }
         self
+    }
+
+    /// What the memory mode holds in its index (objects and parts of in-progress
+    /// uploads); all zero on disk. Bodies an open GET still streams after a delete or an
+    /// overwrite are not counted: they go when the stream ends.
+    pub fn memory_usage(&self) -> MemoryUsage {
+        let mut u = MemoryUsage::default();
+        for b in read(&self.shared.buckets).values() {
+            let inner = read(&b.inner);
+            for rope in inner.objects.values().filter_map(|e| e.rope.as_deref()) {
+                u.object_bytes += rope.len();
+                u.allocated_bytes += rope.allocated_bytes();
+            }
+            for part in inner.uploads.values().flat_map(|up| up.parts.values()) {
+                if let Some(rope) = part.rope.as_deref() {
+                    u.parts += 1;
+                    u.part_bytes += rope.len();
+                    u.allocated_bytes += rope.allocated_bytes();
+                }
+            }
+        }
+        u
     }
 
     pub fn synthetic_bucket(&self) -> Option<&str> {

@@ -99,7 +99,7 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 
 async fn put(b: &Backend, bucket: &str, key: &str, data: &[u8]) {
     let mut w = b.body_writer(bucket).await.unwrap();
-    // Mixed chunk sizes: tiny ones exercise coalescing, big ones the zero-copy path.
+    // Mixed chunk sizes: tiny ones fill a block bit by bit, big ones span blocks.
     let mut rest = data;
     let sizes = [1usize, 100, 40_000, 7, 300_000];
     let mut i = 0;
@@ -799,6 +799,127 @@ fn bucket_name_rules() {
     }
 }
 
+// ---------------------------------------------------------------- memory only
+
+/// A 64 KiB "receive buffer" and the pieces of it a connection would hand the writer.
+fn receive_buffer() -> Bytes {
+    Bytes::from(pattern(64 * 1024, 9))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_body_keeps_no_receive_buffer() {
+    let b = Backend::memory();
+    b.create_bucket("mem").await.unwrap();
+    let buf = receive_buffer();
+    // A 16 KiB object that arrived as a 4 KiB and a 12 KiB piece of one 64 KiB read.
+    let mut w = b.body_writer("mem").await.unwrap();
+    w.expect_len(16 * 1024);
+    w.write(buf.slice(0..4096)).await.unwrap();
+    w.write(buf.slice(4096..16 * 1024)).await.unwrap();
+    b.put_object("mem", w, meta("small", 16 * 1024)).await.unwrap();
+    // A 1 MiB + 5 object from 17 KiB pieces (a slow client), length announced.
+    let big = pattern((1 << 20) + 5, 3);
+    let mut w = b.body_writer("mem").await.unwrap();
+    w.expect_len(big.len() as u64);
+    let mut buffers = Vec::new();
+    for piece in big.chunks(17 * 1024) {
+        // Each piece rides in a 64 KiB buffer of its own, as after a short socket read.
+        let mut v = vec![0u8; 64 * 1024];
+        v[..piece.len()].copy_from_slice(piece);
+        let read = Bytes::from(v);
+        w.write(read.slice(0..piece.len())).await.unwrap();
+        buffers.push(read);
+    }
+    b.put_object("mem", w, meta("big", big.len() as u64)).await.unwrap();
+
+    assert!(buf.is_unique(), "a stored body still holds the receive buffer");
+    assert!(buffers.iter().all(Bytes::is_unique), "a stored body still holds a receive buffer");
+    let u = b.memory_usage();
+    assert_eq!(u.object_bytes, 16 * 1024 + big.len() as u64);
+    assert_eq!(u.allocated_bytes, u.object_bytes, "{u:?}");
+    assert_eq!(get(&b, "mem", "small", None).await, &buf[..16 * 1024]);
+    assert_eq!(get(&b, "mem", "big", None).await, big);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_body_of_unannounced_length_wastes_at_most_an_eighth() {
+    let b = Backend::memory();
+    b.create_bucket("mem").await.unwrap();
+    let buf = receive_buffer();
+    for len in [1usize, 5000, 16 * 1024, 100_000, 3 << 20] {
+        let data = pattern(len, len as u8);
+        let mut w = b.body_writer("mem").await.unwrap();
+        for piece in data.chunks(17 * 1024) {
+            // Each piece rides in its own 64 KiB buffer, as after a short socket read.
+            let mut v = buf.to_vec();
+            v[..piece.len()].copy_from_slice(piece);
+            w.write(Bytes::from(v).slice(0..piece.len())).await.unwrap();
+        }
+        let key = format!("k{len}");
+        b.put_object("mem", w, meta(&key, len as u64)).await.unwrap();
+        assert_eq!(get(&b, "mem", &key, None).await, data);
+        let before = b.memory_usage();
+        b.delete_object("mem", &key).await.unwrap();
+        assert_eq!(b.memory_usage(), MemoryUsage::default());
+        let (len, alloc) = (len as u64, before.allocated_bytes);
+        assert!(alloc >= len && alloc <= len + len / 8, "{len} bytes kept {alloc}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_body_longer_than_announced_is_stored_whole() {
+    let b = Backend::memory();
+    b.create_bucket("mem").await.unwrap();
+    let data = pattern(300_000, 4);
+    let mut w = b.body_writer("mem").await.unwrap();
+    w.expect_len(1000);
+    w.write(Bytes::copy_from_slice(&data)).await.unwrap();
+    b.put_object("mem", w, meta("k", data.len() as u64)).await.unwrap();
+    assert_eq!(get(&b, "mem", "k", None).await, data);
+    let u = b.memory_usage();
+    assert!(u.allocated_bytes <= u.object_bytes + u.object_bytes / 8, "{u:?}");
+}
+
+/// Weak handles on the stored ropes of `id`'s parts: alive while anything holds them.
+fn part_ropes(b: &Backend, bucket: &str, id: &str) -> Vec<std::sync::Weak<body::Rope>> {
+    let buckets = read(&b.shared.buckets);
+    let inner = read(&buckets[bucket].inner);
+    inner.uploads[id].parts.values().map(|p| Arc::downgrade(p.rope.as_ref().unwrap())).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_parts_are_released_at_complete_and_abort() {
+    let b = Backend::memory();
+    b.create_bucket("mpu").await.unwrap();
+    let (p1, p2, p3) = (pattern(300_000, 1), pattern(200_000, 2), pattern(1000, 3));
+    let id = b.create_multipart("mpu", meta("k", 0)).await.unwrap();
+    put_part(&b, "mpu", "k", &id, 1, &p1).await;
+    put_part(&b, "mpu", "k", &id, 2, &p2).await;
+    put_part(&b, "mpu", "k", &id, 3, &p3).await;
+    let u = b.memory_usage();
+    assert_eq!((u.parts, u.part_bytes), (3, 301_000 + 200_000));
+    let ropes = part_ropes(&b, "mpu", &id);
+    // Part 2 is left out: its bytes must go with the upload.
+    let size = (p1.len() + p3.len()) as u64;
+    b.complete_multipart("mpu", "k", &id, &[1, 3], meta("k", size)).await.unwrap();
+    assert!(ropes.iter().all(|r| r.upgrade().is_none()), "a part outlived Complete");
+    let u = b.memory_usage();
+    assert_eq!((u.parts, u.part_bytes, u.object_bytes), (0, 0, size));
+    assert!(u.allocated_bytes <= size + size / 8, "{u:?}");
+    assert_eq!(get(&b, "mpu", "k", None).await, [p1.as_slice(), p3.as_slice()].concat());
+    b.delete_object("mpu", "k").await.unwrap();
+    assert_eq!(b.memory_usage(), MemoryUsage::default());
+
+    let id = b.create_multipart("mpu", meta("k", 0)).await.unwrap();
+    put_part(&b, "mpu", "k", &id, 1, &p1).await;
+    put_part(&b, "mpu", "k", &id, 1, &p2).await; // replaces part 1
+    let ropes = part_ropes(&b, "mpu", &id);
+    assert_eq!(b.memory_usage().part_bytes, p2.len() as u64);
+    b.abort_multipart("mpu", "k", &id).await.unwrap();
+    assert!(ropes.iter().all(|r| r.upgrade().is_none()), "a part outlived Abort");
+    assert_eq!(b.memory_usage(), MemoryUsage::default());
+}
+
 // ---------------------------------------------------------------- disk only
 
 fn files_under(dir: &Path) -> Vec<PathBuf> {
@@ -1017,7 +1138,8 @@ async fn disk_second_open_is_refused() {
 
 use sha2::Digest;
 
-/// Memory mode keeps large PUT chunks as they came and GET hands out slices of them.
+/// Memory mode copies a PUT's chunks into blocks of its own (see body.rs), and a GET
+/// hands out slices of those blocks: two GETs see the same bytes at the same address.
 #[tokio::test]
 async fn memory_get_is_zero_copy() {
     let b = Backend::memory();
@@ -1026,8 +1148,10 @@ async fn memory_get_is_zero_copy() {
     let mut w = b.body_writer("zc0").await.unwrap();
     w.write(chunk.clone()).await.unwrap();
     b.put_object("zc0", w, meta("k", 600_000)).await.unwrap();
+    assert!(chunk.is_unique(), "the PUT's chunk is not kept");
     let (_, mut s) = b.get_object("zc0", "k", Some((10, 599_999))).await.unwrap();
     let first = s.next().await.unwrap().unwrap();
-    assert_eq!(first.as_ptr(), chunk[10..].as_ptr());
+    let (_, mut again) = b.get_object("zc0", "k", Some((10, 599_999))).await.unwrap();
+    assert_eq!(first.as_ptr(), again.next().await.unwrap().unwrap().as_ptr());
     assert_eq!(first.len(), MAX_CHUNK_BYTES);
 }

@@ -86,6 +86,12 @@ impl Server {
         self.tls.is_some()
     }
 
+    /// The store this server serves (a cheap clone sharing it): for tests that look at
+    /// what a request left behind, e.g. `Backend::memory_usage`.
+    pub fn backend(&self) -> ferry_backend::Backend {
+        self.app.backend.clone()
+    }
+
     /// Accepts connections until `shutdown` completes, handing each to a connection
     /// thread (see "Threads" above), round robin.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<()> {
@@ -190,6 +196,7 @@ impl Drop for Workers {
 pub struct BackgroundServer {
     addr: SocketAddr,
     tls: bool,
+    backend: ferry_backend::Backend,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -215,7 +222,7 @@ impl BackgroundServer {
                         return;
                     }
                 };
-                let _ = ready_tx.send(Ok((server.local_addr(), server.is_tls())));
+                let _ = ready_tx.send(Ok((server.local_addr(), server.is_tls(), server.backend())));
                 let _ = server
                     .run(async move {
                         let _ = stop_rx.await;
@@ -223,12 +230,17 @@ impl BackgroundServer {
                     .await;
             });
         })?;
-        let (addr, tls) = ready_rx.recv().map_err(|_| anyhow::anyhow!("the server thread ended before it was ready"))??;
-        Ok(BackgroundServer { addr, tls, stop: Some(stop_tx), thread: Some(thread) })
+        let (addr, tls, backend) = ready_rx.recv().map_err(|_| anyhow::anyhow!("the server thread ended before it was ready"))??;
+        Ok(BackgroundServer { addr, tls, backend, stop: Some(stop_tx), thread: Some(thread) })
     }
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The store this server serves (see [`Server::backend`]).
+    pub fn backend(&self) -> &ferry_backend::Backend {
+        &self.backend
     }
 
     /// `http://127.0.0.1:PORT` (or https).

@@ -264,6 +264,7 @@ pub async fn copy_stream(
     algorithms: &[ChecksumAlgorithm],
 ) -> Result<(ferry_backend::BodyWriter, [u8; 16], Vec<(ChecksumAlgorithm, String)>, u64), S3Error> {
     let mut writer = app.backend.body_writer(dest_bucket).await?;
+    writer.expect_len(source.remaining_bytes());
     let mut digests = Digests::new(algorithms);
     while let Some(chunk) = source.next().await {
         let chunk = chunk.map_err(|e| {

@@ -144,6 +144,10 @@ pub async fn receive(
     if declared_len.is_some_and(|n| n > max) {
         return Err(S3Error::new(400, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed object size."));
     }
+    if let Some(n) = declared_len {
+        // Lets the memory backend store the body in blocks that add up to exactly n.
+        writer.expect_len(n);
+    }
     let algorithms: Vec<ChecksumAlgorithm> = algorithm.into_iter().collect();
     let mut digests = Digests::new(&algorithms);
     let mut sha = matches!(payload, Payload::Sha256(_)).then(Sha256::new);
