@@ -831,12 +831,6 @@ impl ConnectionGate for LaneGate {
         let mut st = self.lanes.lock();
         let given = n.min(self.lanes.wanted_by_other(&mut st, self.lane));
         st.handed_over[self.lane] += given as u64;
-        drop(st);
-        if self.lane == BULK && given > 0 {
-            // Bulk's bytes now come over fewer connections: its old best no longer holds
-            // growth (controller.rs, "When the lanes split").
-            self.lanes.controller.share_moved();
-        }
     }
 
     /// The configured depth while the controller is in slow start, the controller's limit

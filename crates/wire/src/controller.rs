@@ -179,9 +179,6 @@ pub struct ControllerStats {
     pub head_latency_median: Duration,
     pub head_latency_floor: Duration,
     pub latency_backoffs: u64,
-    /// Times the goodput window was cleared because the connections carrying the
-    /// reported bytes became fewer ([`Controller::share_moved`]).
-    pub share_moves: u64,
 }
 
 #[derive(Debug)]
@@ -406,24 +403,6 @@ impl Controller {
     /// they arrive): the goodput that growth follows (module note). Lock-free.
     pub fn delivered(&self, bytes: u64) {
         self.bytes.fetch_add(bytes, Relaxed);
-    }
-
-    /// The bytes reported through [`Controller::delivered`] now come over fewer
-    /// connections than before at the same limit (auto's bulk lane handed places to its
-    /// small lane): the window's rates were measured with more of them, so they no longer
-    /// bar growth (module note, "When the lanes split"). Clears the goodput window, as a
-    /// throttle does, and starts a fresh round; the limit itself is left alone.
-    pub fn share_moved(&self) {
-        let mut s = self.lock();
-        s.gp.history.clear();
-        s.gp.stalled = 0;
-        s.gp.heads.clear();
-        s.gp.started = Instant::now();
-        s.gp.limit = s.limit;
-        s.gp.done = 0;
-        s.gp.base = self.bytes.load(Relaxed);
-        s.stats.share_moves += 1;
-        tracing::trace!("controller: share moved at limit {}: goodput window cleared", s.limit as usize);
     }
 
     /// Whether the limit is still in slow start below the cap: it grows within a round or
@@ -787,37 +766,6 @@ mod tests {
         ctl.observe().throttled();
         assert_eq!(ctl.limit(), before / 2);
         assert!(!ctl.stats().growth_held);
-    }
-
-    #[tokio::test]
-    async fn a_share_moved_clears_the_bar_that_held_growth() {
-        // Two controllers find the same full pipe (goodput falling a fifth per round:
-        // slow start ends and growth is held); then the lanes split under one of them.
-        let split = Controller::new(ControllerOptions { initial: 4, max: 64, ..ControllerOptions::default() });
-        let control = Controller::new(ControllerOptions { initial: 4, max: 64, ..ControllerOptions::default() });
-        let mut bytes = 10_000_000.0;
-        for _ in 0..6 {
-            for ctl in [&split, &control] {
-                round(ctl, bytes as u64).await;
-            }
-            bytes *= 0.8;
-        }
-        let held = split.stats();
-        assert!(held.growth_held && !split.in_slow_start(), "{held:?}");
-        assert_eq!(control.limit(), held.limit, "{:?}", control.stats());
-        split.share_moved();
-        assert!(!split.stats().growth_held && split.stats().share_moves == 1);
-        // Bulk now has fewer connections: its goodput falls well below the old best and
-        // grows a half per round, never reaching that best.
-        let mut bytes = 0.1 * 10_000_000.0;
-        for _ in 0..4 {
-            for ctl in [&split, &control] {
-                round(ctl, bytes as u64).await;
-            }
-            bytes *= 1.5;
-        }
-        assert_eq!(control.limit(), held.limit, "the old best still holds growth: {:?}", control.stats());
-        assert!(split.limit() > held.limit, "the old best held growth after the split: {:?}", split.stats());
     }
 
     /// One goodput round whose successes report head latency `head`.
