@@ -145,6 +145,17 @@
 //!   default pool, and auto is more than 15x better than it at p50 (31.6x), not at p99 (8.3x:
 //!   auto's loaded p99 is bounded by the s3 profile's lognormal first byte, unloaded p99
 //!   ~170 ms, and the pool's p99 by the queue).
+//! - Where auto's loaded excess comes from (`FERRY_LOG=ferry_wire::auto=trace` traces each
+//!   small's time as client wait + head latency + body; two quick runs, 30 smalls loaded
+//!   and 30 unloaded each, load average 6-8.5): the mean small took 52-55 ms loaded beside
+//!   45-46 unloaded. Its body moved at ~35 MB/s beside ~85 unloaded (smalls over 256 KiB:
+//!   16-17 ms beside 7 ms: one flow's share of a link bulk fills), and 8 of 30 were
+//!   written behind another small on their pipelined connection (0-1 of 30 unloaded),
+//!   waiting out its lognormal first byte: those averaged 58-77 ms, the rest 47-49. The
+//!   slowest loaded smalls (91-157 ms) were mostly such queued ones. So the excess is the
+//!   link's share in the body and first-byte head-of-line inside the small lane; the
+//!   head latencies measured (smalls not queued) did not rise (mean 26-28 ms loaded,
+//!   35-41 unloaded). Thin samples (30 a row): a full-size trace would firm it up.
 //!
 //! Where the knee is, `--auto-max-connections 12,16,24,50` on the same link (full size,
 //! 3 repeats, load average 7-9; pool in the same run: 286 MB/s, done / link 1.09):

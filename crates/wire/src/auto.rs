@@ -394,6 +394,7 @@ impl H1 {
 
     async fn send(&self, req: Request) -> Result<Response, WireError> {
         let lane = if is_small(&req) { SMALL } else { BULK };
+        let sent = Instant::now();
         let mut demand = Demand::new(self.lanes.clone(), lane);
         let fut = if lane == BULK {
             self.lanes.admit_bulk().await;
@@ -421,6 +422,11 @@ impl H1 {
         }
         // The limit may have moved either way: both lanes look again.
         self.lanes.nudge();
+        if lane == SMALL && tracing::enabled!(tracing::Level::TRACE) {
+            if let Ok(r) = &result {
+                demand.timing = Some(SmallTiming { sent, head_at: Instant::now(), head_latency: r.meta.head_latency, bytes: 0 });
+            }
+        }
         result.map(|r| demand.until_body_end(r))
     }
 
@@ -857,12 +863,39 @@ struct Demand {
     lane: usize,
     /// Admitted under the bulk share ([`Lanes::admit_bulk`]): given back with the demand.
     admitted: bool,
+    /// A small request's times, traced when its body ends (`FERRY_LOG=ferry_wire::auto=trace`).
+    timing: Option<SmallTiming>,
+}
+
+/// Where a small request's time went: before its head (waiting in the client, then
+/// `head_latency` from its first byte on the wire) and its body. Traced only.
+struct SmallTiming {
+    sent: Instant,
+    head_at: Instant,
+    head_latency: Option<Duration>,
+    bytes: u64,
+}
+
+impl Drop for SmallTiming {
+    fn drop(&mut self) {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let to_head = self.head_at - self.sent;
+        let head = self.head_latency.unwrap_or_default();
+        tracing::trace!(
+            "auto: small done: {} bytes, total {:.1} ms = client {:.1} + head {:.1} + body {:.1}",
+            self.bytes,
+            ms(self.sent.elapsed()),
+            ms(to_head.saturating_sub(head)),
+            ms(head.min(to_head)),
+            ms(self.head_at.elapsed())
+        );
+    }
 }
 
 impl Demand {
     fn new(lanes: Arc<Lanes>, lane: usize) -> Demand {
         lanes.demand(lane, 1);
-        Demand { lanes, lane, admitted: false }
+        Demand { lanes, lane, admitted: false, timing: None }
     }
 
     fn until_body_end(self, mut r: Response) -> Response {
@@ -877,6 +910,9 @@ impl Demand {
                 Ok(ref b) if !b.is_empty() => {
                     if let Some(c) = &controller {
                         c.delivered(b.len() as u64);
+                    }
+                    if let Some(t) = held.as_mut().and_then(|d| d.timing.as_mut()) {
+                        t.bytes += b.len() as u64;
                     }
                 }
                 _ => {

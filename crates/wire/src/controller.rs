@@ -84,6 +84,19 @@
 //! is loopback's, whose CPU knee moves with the machine's load; no marginal-goodput rule
 //! was added for it.
 //!
+//! When auto's lanes split, the window can hold a best that bulk measured with more
+//! connections (a quick run on that link: limit 14 found with all places on bulk, then
+//! 7 went to the smalls, bulk fell to 216-272 MB/s beside a best of 313 and growth stayed
+//! held). Tried and not landed (commit 8cec2bc): clear the window when bulk hands places
+//! to the small lane. It fired as meant (one full run: 4 handovers at limit 15, growth
+//! resumed to 19-21 within 3 s), but interleaved with this build, `ferry bench mixed-hol
+//! --peers none --link instance --repeats 1` (full size, load average 3-7) gave done /
+//! link-limited 1.065 and 1.099 beside 1.067 and 1.093 (auto's 26/40 peak connections
+//! beside 28/25; the 40 was a slow-start overshoot, no handover in that run), and three
+//! quick pairs 1.050/0.997/1.029 beside 1.059/1.031/0.995: no gain to see. The old best
+//! expires within the window's 10 rounds (1.5-4 s here) and the link stays full meanwhile
+//! (bulk ~290 MB/s of 312 with the smalls' ~6%), so the held rounds cost little.
+//!
 //! # Rising head latency (HTTP/1.1)
 //!
 //! The moving averages above serve h2. Over HTTP/1.1, auto reports each response's
