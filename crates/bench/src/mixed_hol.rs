@@ -185,8 +185,9 @@
 //! because the 313 MB/s best was still in the 10-round window. At the full size the best
 //! expires within a few seconds and growth resumes (peak 20-26); in the quick window of
 //! 0.3 s it does not, so that run's auto row used 0.88 of the link (done / link 1.20; the
-//! 3-repeat quick run before it: 1.07, 1.04-1.07). A best that the lanes' split made
-//! stale could be cleared on a handover, as a decrease clears it; not tried.
+//! 3-repeat quick run before it: 1.07, 1.04-1.07). Clearing a best that the lanes' split
+//! made stale on a handover, as a decrease clears it, was tried and not landed: no gain
+//! in 3 quick and 2 full interleaved pairs (controller.rs, "Growth follows goodput").
 //!
 //! ## Does the lab reproduce Onehouse's 15x, and for whom?
 //!
