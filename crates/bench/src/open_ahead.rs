@@ -20,8 +20,23 @@
 //!   "open" for this row is the time the consumer waited in `next()` for the object's
 //!   head, i.e. the first-byte time opening ahead did not hide.
 //!
-//! Both rows use an h1-pool of 16 connections: enough for the open-ahead window (8 + the
-//! object being read), and the on-demand reader only ever uses one.
+//! - bandwidth bound: the on-demand reader against a second server of the same profile
+//!   whose first byte is zero (`--ttfb-p50 0ms --ttfb-p99 0ms`, the 90 MB/s per connection
+//!   kept): what an in-order reader takes when opening costs nothing but a request's round
+//!   trip, i.e. the object bytes at one connection's rate. Issue 5 asks open-ahead to be
+//!   within 10% of it; the claims line pairs the two rows by repeat. It is measured, not
+//!   computed (64 x 640 KiB at 90 MB/s would be 0.47 s), so the client's own per-object
+//!   cost (request, response parsing, the consumer's loop) is in the bound as it is in
+//!   the rows. Open-ahead may come in under it: its slots stream up to 8 bodies at once,
+//!   each on its own connection, while the bound reads one at a time.
+//!
+//! - open-ahead, window fixed at 8: the engine's reader with `max_open` 8, the window it
+//!   had before it grew with stalls (engine's openahead.rs, "The window follows the
+//!   first-byte tail"), so what the growing window adds is measured in the same run.
+//!
+//! All rows use an h1-pool of 50 connections, the client's default: enough for the
+//! open-ahead window at its largest (32 + the object being read), and the on-demand
+//! reader only ever uses one. (Until the window grew it was 16, for 8 + 1.)
 //!
 //! Synthetic CRCs are computed by the server on a key's first access (0.2 ms for 640 KiB,
 //! well under the 30 ms first byte), so nothing is warmed.
@@ -41,6 +56,8 @@ pub const SYNTHETIC: &str = "synthetic";
 pub const OBJECT_BYTES: u64 = 655_360;
 pub const NAIVE_ROW: &str = "on demand (naive)";
 pub const OPEN_AHEAD_ROW: &str = "open-ahead";
+pub const FIXED_ROW: &str = "open-ahead, window fixed at 8";
+pub const BOUND_ROW: &str = "bandwidth bound (on demand, no first byte)";
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpenAheadParams {
@@ -80,6 +97,9 @@ pub enum Strategy {
     OnDemand,
     /// `ferry_engine::OpenAhead` with its default options.
     OpenAhead,
+    /// `ferry_engine::OpenAhead` with its window held at its start (`max_open` =
+    /// `START_OPEN`): what the adaptive window adds, in the same run.
+    OpenAheadFixed,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -103,7 +123,8 @@ impl OpenAheadRun {
             "strategy",
             match self.strategy {
                 Strategy::OnDemand => "on demand: the next GET is sent when the current object has been read",
-                Strategy::OpenAhead => "open-ahead: ferry_engine::OpenAhead, default options (8 opened ahead, 64 MiB read ahead)",
+                Strategy::OpenAhead => "open-ahead: ferry_engine::OpenAhead, default options (window 8 growing to 32 while the consumer waits for heads, 64 MiB read ahead)",
+                Strategy::OpenAheadFixed => "open-ahead, window fixed at 8: ferry_engine::OpenAhead with max_open 8 (64 MiB read ahead)",
             },
         )
     }
@@ -132,10 +153,14 @@ impl OpenAheadRun {
                     }
                 }
             }
-            Strategy::OpenAhead => {
+            Strategy::OpenAhead | Strategy::OpenAheadFixed => {
                 use futures_util::StreamExt;
                 let objects = self.keys.iter().map(|k| ObjectRef::new(SYNTHETIC, k.as_str())).collect();
-                let mut reader = ferry_engine::OpenAhead::from_list(c, objects, ferry_engine::OpenAheadOptions::default());
+                let mut opts = ferry_engine::OpenAheadOptions::default();
+                if self.strategy == Strategy::OpenAheadFixed {
+                    opts.max_open = ferry_engine::openahead::START_OPEN;
+                }
+                let mut reader = ferry_engine::OpenAhead::from_list(c, objects, opts);
                 let mut i = 0usize;
                 loop {
                     let t = Instant::now();
@@ -175,6 +200,8 @@ impl OpenAheadRun {
                 rec.set("opened", st.opened as f64);
                 rec.set("reopened", st.reopened as f64);
                 rec.set("peak_open", st.peak_open as f64);
+                rec.set("window", st.window as f64);
+                rec.set("stalls", st.stalls as f64);
                 rec.set("peak_buffered_bytes", st.peak_buffered as f64);
             }
         }
@@ -199,6 +226,7 @@ pub const COLUMNS: &[Column] = &[
     Column::new("open p99 ms", "open_p99_ms", 1.0, 1),
     Column::new("per object p50 ms", "object_p50_ms", 1.0, 1),
     Column::new("share of time opening", "open_share", 100.0, 0),
+    Column::new("window", "window", 1.0, 0),
     Column::CONNECTIONS_OPENED,
     Column::CLIENT_CPU,
     Column::ERRORS,
@@ -206,20 +234,24 @@ pub const COLUMNS: &[Column] = &[
 
 pub fn open_ahead(size: Size, p: &OpenAheadParams) -> Workload {
     let s3 = ServerSpec::profile("s3");
-    let client = ClientSpec { mode: Mode::H1Pool, max_connections: 16, pipeline_depth: 1 };
+    // The bound's server: the s3 profile without its first byte (module note).
+    let no_first_byte = ServerSpec { label: "s3, no first byte", extra_args: ["--ttfb-p50", "0ms", "--ttfb-p99", "0ms"].map(String::from).to_vec(), ..ServerSpec::profile("s3") };
+    let client = ClientSpec { mode: Mode::H1Pool, max_connections: 50, pipeline_depth: 1 };
     let keys = Arc::new(keys(p.objects, p.object_bytes));
-    let row = |label: &str, strategy, note: Option<&str>| Variant {
+    let row = |label: &str, server: usize, strategy, note: Option<&str>| Variant {
         label: label.into(),
         workload: NAME,
-        server: Some(0),
+        server: Some(server),
         client: Some(client),
         task: Task::Scenario(Scenario::OpenAhead(OpenAheadRun { strategy, keys: keys.clone(), object_bytes: p.object_bytes })),
         note: note.map(str::to_owned),
         once: false,
     };
     let mut variants = vec![
-        row(NAIVE_ROW, Strategy::OnDemand, None),
-        row(OPEN_AHEAD_ROW, Strategy::OpenAhead, Some("open = the consumer's wait in OpenAhead::next for the object's head")),
+        row(NAIVE_ROW, 0, Strategy::OnDemand, None),
+        row(OPEN_AHEAD_ROW, 0, Strategy::OpenAhead, Some("open = the consumer's wait in OpenAhead::next for the object's head; window = where the engine's window ended (it starts at 8 and grows by one each time the consumer waits for a head, up to 32)")),
+        row(FIXED_ROW, 0, Strategy::OpenAheadFixed, Some("the engine's window held at its start of 8 (max_open 8), as it was before the window grew: what growing adds")),
+        row(BOUND_ROW, 1, Strategy::OnDemand, Some("the on-demand reader against the s3 profile with a zero first byte: the object bytes at one connection's rate")),
     ];
     let peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).collect();
     let op = crate::peers::PeerOp::ReadInOrder { bucket: SYNTHETIC.into(), keys: keys.clone(), object_size: p.object_bytes };
@@ -231,15 +263,16 @@ pub fn open_ahead(size: Size, p: &OpenAheadParams) -> Workload {
         "object_bytes": p.object_bytes,
         "keys": "synthetic/open-ahead/size=655360/part-NNNNNN.parquet",
         "consumer": "one, in key order, each object read to its end",
-        "connections": 16,
+        "connections": 50,
     });
     Workload {
         notes: vec![
-            format!("{} objects of {} KiB read in order by one consumer, s3 profile (30 ms first byte, 90 MB/s per connection); h1-pool of 16 connections for both rows.", p.objects, p.object_bytes >> 10),
+            format!("{} objects of {} KiB read in order by one consumer, s3 profile (30 ms first byte, 90 MB/s per connection); h1-pool of 50 connections (the client's default) for every row.", p.objects, p.object_bytes >> 10),
             "share of time opening: the sum of the consumer's waits for each response head over the wall time (on demand: it bounds what opening ahead can save; open-ahead: what it did not hide).".into(),
+            "bandwidth bound: the on-demand reader against a second s3-profile server whose first byte is zero (--ttfb-p50 0ms): what reading in order costs when opening is free; open-ahead / bound is issue 5's 'within 10% of the bandwidth bound'.".into(),
             "peer rows (driver.py's read_in_order): none of them opens ahead, so they sit beside the on-demand row; s3fs's open returns before any GET, so it has no open figures.".into(),
         ],
-        ..Workload::scenario(NAME, size, vec![s3], variants, p.repeats, params, COLUMNS)
+        ..Workload::scenario(NAME, size, vec![s3, no_first_byte], variants, p.repeats, params, COLUMNS)
     }
 }
 
@@ -256,13 +289,21 @@ mod tests {
         assert_eq!(k, ["open-ahead/size=655360/part-000000.parquet", "open-ahead/size=655360/part-000001.parquet", "open-ahead/size=655360/part-000002.parquet"]);
         let w = open_ahead(Size::Quick, &q);
         assert!(matches!(&w.variants[1].task, Task::Scenario(Scenario::OpenAhead(r)) if r.strategy == Strategy::OpenAhead));
+        // The bound: on demand, on a server of the same profile without a first byte.
+        assert!(matches!(&w.variants[2].task, Task::Scenario(Scenario::OpenAhead(r)) if r.strategy == Strategy::OpenAheadFixed));
+        let bound = &w.variants[3];
+        assert_eq!(bound.label, BOUND_ROW);
+        assert!(matches!(&bound.task, Task::Scenario(Scenario::OpenAhead(r)) if r.strategy == Strategy::OnDemand));
+        let args = w.servers[bound.server.unwrap()].args();
+        assert!(args.windows(2).any(|a| a == ["--profile", "s3"]) && args.windows(2).any(|a| a == ["--ttfb-p50", "0ms"]) && args.windows(2).any(|a| a == ["--ttfb-p99", "0ms"]), "{args:?}");
+        assert!(!w.servers[w.variants[0].server.unwrap()].args().iter().any(|a| a == "--ttfb-p50"), "the on-demand and open-ahead rows keep the profile's first byte");
         assert!(w.variants.iter().all(|v| !matches!(v.task, Task::NotYet { .. })));
         let mut q = q.clone();
         q.peers = vec![crate::peers::Peer::S3fs, crate::peers::Peer::Rclone, crate::peers::Peer::Boto3];
         let w = open_ahead(Size::Quick, &q);
-        let labels: Vec<&str> = w.variants.iter().skip(2).map(|v| v.label.as_str()).collect();
+        let labels: Vec<&str> = w.variants.iter().skip(4).map(|v| v.label.as_str()).collect();
         assert_eq!(labels, ["s3fs (in order)", "boto3 (in order)"]);
-        assert!(w.variants[2..].iter().all(|v| matches!(&v.task, Task::Peer { op: crate::peers::PeerOp::ReadInOrder { keys, object_size, .. }, .. } if keys.len() == 64 && *object_size == 640 * 1024)));
+        assert!(w.variants[4..].iter().all(|v| matches!(&v.task, Task::Peer { op: crate::peers::PeerOp::ReadInOrder { keys, object_size, .. }, .. } if keys.len() == 64 && *object_size == 640 * 1024)));
         assert!(w.variants.iter().all(|v| !v.once), "peer rows repeat like ferry's");
     }
 }

@@ -122,5 +122,12 @@ async fn open_ahead(c: &S3Client) {
             o.unwrap().collect().await.unwrap();
         }
         println!("open-ahead: {} objects, {:?}, {:?}", refs.len(), t.elapsed(), reader.stats());
+        let t = Instant::now();
+        let fixed = OpenAheadOptions { max_open: ferry_engine::openahead::START_OPEN, ..OpenAheadOptions::default() };
+        let mut reader = OpenAhead::from_list(c, refs.clone(), fixed);
+        while let Some(o) = reader.next().await {
+            o.unwrap().collect().await.unwrap();
+        }
+        println!("open-ahead, window fixed at 8: {} objects, {:?}, {:?}", refs.len(), t.elapsed(), reader.stats());
     }
 }

@@ -17,16 +17,35 @@
 //!           Live body | nothing | GET Range: bytes=offset- with If-Match: ETag
 //! ```
 //!
-//! Bounds: at most `max_open` objects are opened ahead of the consumer (the object the
-//! consumer holds is its own). Read-ahead is shared in `max_open + 1` equal parts (the
-//! consumer's object keeps what its slot had buffered until it is read); a slot stops
-//! reading as soon as its part is full, so the bytes held never exceed `max_buffered`
-//! plus one transport chunk per part (chunks are whatever the transport delivers, up to
-//! its read buffer). The transport's backpressure holds the rest on the server. Each
-//! slot's part is also taken from the client's memory budget
-//! (`S3Client::memory_budget`, shared by all the engine's fan-outs) before its GET and
-//! given back when the consumer has read what the slot buffered, so open-ahead beside
-//! other transfers of the same client stays within one bound.
+//! Bounds: at most `window` objects are opened ahead of the consumer (the object the
+//! consumer holds is its own), and the window never exceeds `max_open`. Read-ahead is
+//! shared in `window + 1` equal parts (the consumer's object keeps what its slot had
+//! buffered until it is read); a slot stops reading as soon as its part is full. Each
+//! part is taken from a byte budget of `max_buffered` of the reader's own before the slot
+//! reads (a slot started when the window was smaller keeps its larger part until the
+//! consumer has read it; a newer slot waits for bytes meanwhile, its stream held unread),
+//! so the bytes held never exceed `max_buffered` plus one transport chunk per part
+//! (chunks are whatever the transport delivers, up to its read buffer). The transport's
+//! backpressure holds the rest on the server. Each slot's part is also taken from the
+//! client's memory budget (`S3Client::memory_budget`, shared by all the engine's
+//! fan-outs) and given back when the consumer has read what the slot buffered, so
+//! open-ahead beside other transfers of the same client stays within one bound.
+//!
+//! # The window follows the first-byte tail
+//!
+//! The consumer takes objects in order, so one slow first byte holds it however many
+//! objects behind it have arrived, and a fixed window of 8 did not cover S3's tail
+//! (lognormal, p50 30 ms, p99 ~150 ms): `ferry bench open-ahead --quick` read 64 x 640
+//! KiB in 0.60 s (0.57-0.95) where the same reader with a zero first byte (the bench's
+//! bandwidth bound) took 0.48 s, 1.22x (1.19-2.03), and a simulation of in-order reads
+//! with that lognormal gave the same 0.58 s at a window of 8, 0.46 s at 12, 0.38 s at 16.
+//! A larger fixed window would hold idle connections for large objects, whose first bytes
+//! hide behind the body being read. So the window starts at [`START_OPEN`] and grows by
+//! one, up to `max_open`, each time the consumer takes an object whose response head has
+//! not arrived yet (it is about to wait for a first byte that opening ahead was meant to
+//! hide), the first object excepted (nothing was opened before it). Objects large enough that reading one outlasts the next one's first byte never
+//! stall, so they keep 8; small objects behind a heavy tail grow it until stalls are rare.
+//! It never shrinks: stalls are a property of the endpoint's tail, which a reader keeps.
 //!
 //! Idle streams: a server closes a response that is not read for a while (S3 answers
 //! RequestTimeout after ~20 s of no progress; `ferry serve`'s `request_timeout` is also
@@ -46,11 +65,11 @@
 //! open-ahead with the defaults 3.8-4.0 s.
 
 use bytes::Bytes;
-use ferry_store::client::BudgetPermit;
+use ferry_store::client::{BudgetPermit, ByteBudget};
 use ferry_store::{Error, GetParams, ObjectBody, ObjectInfo, ObjectRef, RangeSpec, S3Client};
 use futures_util::stream::{self, BoxStream, Stream, StreamExt};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::{Acquire, Relaxed, Release}};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
@@ -60,14 +79,15 @@ use tokio::time::Instant;
 /// Options of [`OpenAhead`].
 #[derive(Clone, Debug)]
 pub struct OpenAheadOptions {
-    /// Objects opened ahead of the one the consumer reads. 8: on S3 (first byte ~30 ms,
-    /// 90 MB/s per connection, LAB.md) a 640 KB object takes ~7 ms to transfer, so
-    /// about 5 objects must be in their first byte at any time to keep one connection's
-    /// worth of bytes flowing; 8 leaves room for the first-byte tail.
+    /// Most objects opened ahead of the one the consumer reads: the window starts at
+    /// [`START_OPEN`] (or this, if smaller) and grows to it only while the consumer
+    /// still waits for first bytes (module note). 32: enough for S3's first-byte tail
+    /// behind 640 KB objects (a simulated window of 32 reads them at 4.6 ms each, faster
+    /// than one connection carries them); within the client's default 50 connections.
     pub max_open: usize,
     /// Bytes read ahead in total, shared equally among the open slots and the object
-    /// being read. 64 MiB: ~7 MiB each with the default 8 slots, about one cost-optimal
-    /// S3 request (8 MiB) per object.
+    /// being read. 64 MiB: ~7 MiB each with the starting 8 slots, about one cost-optimal
+    /// S3 request (8 MiB) per object; 2 MiB each at a window of 32.
     pub max_buffered: u64,
     /// A slot's stream not read for this long is closed and re-opened when needed
     /// (module note).
@@ -76,9 +96,15 @@ pub struct OpenAheadOptions {
 
 impl Default for OpenAheadOptions {
     fn default() -> Self {
-        OpenAheadOptions { max_open: 8, max_buffered: 64 * 1024 * 1024, idle_limit: Duration::from_secs(10) }
+        OpenAheadOptions { max_open: 32, max_buffered: 64 * 1024 * 1024, idle_limit: Duration::from_secs(10) }
     }
 }
+
+/// The window a reader starts with. 8: on S3 (first byte ~30 ms, 90 MB/s per connection,
+/// LAB.md) a 640 KB object takes ~7 ms to transfer, so about 5 objects must be in their
+/// first byte at any time to keep one connection's worth of bytes flowing; 8 leaves room
+/// for part of the first-byte tail, and the window grows for the rest (module note).
+pub const START_OPEN: usize = 8;
 
 /// Counters of an [`OpenAhead`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -91,6 +117,11 @@ pub struct OpenAheadStats {
     pub reopened: u64,
     /// Most slots open ahead at once.
     pub peak_open: u64,
+    /// The window now: objects that may be opened ahead (module note).
+    pub window: u64,
+    /// Times the consumer took an object whose response head had not arrived (the
+    /// first object not counted).
+    pub stalls: u64,
     /// Bytes read ahead now, and the most at once.
     pub buffered: u64,
     pub peak_buffered: u64,
@@ -105,6 +136,8 @@ struct Counters {
     reopened: AtomicU64,
     open: AtomicU64,
     peak_open: AtomicU64,
+    window: AtomicU64,
+    stalls: AtomicU64,
     buffered: AtomicU64,
     peak_buffered: AtomicU64,
     largest_chunk: AtomicU64,
@@ -167,12 +200,18 @@ pub struct OpenAhead {
     /// Slots opened by the feeder, in order.
     slots: Option<mpsc::UnboundedReceiver<Slot>>,
     feeder: Option<JoinHandle<()>>,
+    /// Set when the feeder starts.
+    window: Option<Arc<Window>>,
+    /// Objects handed to the consumer so far.
+    taken: u64,
     opts: OpenAheadOptions,
     counters: Arc<Counters>,
 }
 
 struct Slot {
     object: ObjectRef,
+    /// Set by the slot's task once the GET's response head has arrived.
+    headed: Arc<AtomicBool>,
     take: Option<oneshot::Sender<()>>,
     task: JoinHandle<Result<Prefetched, Error>>,
     /// One of the `max_open` places ahead of the consumer, freed when the consumer
@@ -193,10 +232,11 @@ struct Prefetched {
     /// Bytes in `chunks`.
     buffered: u64,
     tail: Tail,
-    /// The slot's quota taken from the client's memory budget; given back once the
-    /// consumer has read `chunks`. `None` when the consumer took the slot before the
-    /// budget had room (it then reads the stream live, nothing buffered).
-    bytes: Option<BudgetPermit>,
+    /// The slot's part, taken from the reader's read-ahead budget and the client's
+    /// memory budget; given back once the consumer has read `chunks`. `None` when the
+    /// consumer took the slot before the budgets had room (it then reads the stream
+    /// live, nothing buffered).
+    bytes: Option<(BudgetPermit, BudgetPermit)>,
 }
 
 enum Tail {
@@ -216,7 +256,7 @@ impl OpenAhead {
     where
         S: Stream<Item = ObjectRef> + Send + 'static,
     {
-        let mut me = OpenAhead { client: client.clone(), input: Some(objects.boxed()), slots: None, feeder: None, opts, counters: Arc::default() };
+        let mut me = OpenAhead { client: client.clone(), input: Some(objects.boxed()), slots: None, feeder: None, window: None, taken: 0, opts, counters: Arc::default() };
         if tokio::runtime::Handle::try_current().is_ok() {
             me.start();
         }
@@ -234,6 +274,8 @@ impl OpenAhead {
             idle_closes: c.idle_closes.load(Relaxed),
             reopened: c.reopened.load(Relaxed),
             peak_open: c.peak_open.load(Relaxed),
+            window: c.window.load(Relaxed),
+            stalls: c.stalls.load(Relaxed),
             buffered: c.buffered.load(Relaxed),
             peak_buffered: c.peak_buffered.load(Relaxed),
             largest_chunk: c.largest_chunk.load(Relaxed),
@@ -245,6 +287,16 @@ impl OpenAhead {
         self.start();
         let mut slot = self.slots.as_mut()?.recv().await?;
         self.counters.open.fetch_sub(1, Relaxed);
+        let first = self.taken == 0;
+        self.taken += 1;
+        if !slot.headed.load(Acquire) && !first {
+            // The consumer is about to wait for a first byte that opening ahead could
+            // have hidden (the first object's never could): widen the window.
+            self.counters.stalls.fetch_add(1, Relaxed);
+            if let Some(w) = &self.window {
+                w.grow(&self.counters);
+            }
+        }
         // Free its place ahead: the feeder opens the next object while this one is read.
         drop(slot.room.take());
         if let Some(take) = slot.take.take() {
@@ -270,20 +322,21 @@ impl OpenAhead {
     fn start(&mut self) {
         let Some(mut input) = self.input.take() else { return };
         let (tx, rx) = mpsc::unbounded_channel();
-        let max_open = self.opts.max_open.max(1);
-        let room = Arc::new(Semaphore::new(max_open));
-        let quota = self.opts.max_buffered / (max_open as u64 + 1);
+        let window = Window::new(&self.opts);
+        self.counters.window.store(window.size.load(Relaxed), Relaxed);
+        self.window = Some(window.clone());
         let (client, idle_limit, counters) = (self.client.clone(), self.opts.idle_limit, self.counters.clone());
         self.feeder = Some(tokio::spawn(async move {
             loop {
-                let Ok(permit) = room.clone().acquire_owned().await else { return };
+                let Ok(permit) = window.room.clone().acquire_owned().await else { return };
                 let Some(object) = input.next().await else { return };
                 let (take_tx, take_rx) = oneshot::channel();
-                let task = tokio::spawn(prefetch(client.clone(), object.clone(), quota, idle_limit, take_rx, counters.clone()));
+                let headed = Arc::new(AtomicBool::new(false));
+                let task = tokio::spawn(prefetch(client.clone(), object.clone(), window.clone(), idle_limit, take_rx, headed.clone(), counters.clone()));
                 counters.opened.fetch_add(1, Relaxed);
                 let open = counters.open.fetch_add(1, Relaxed) + 1;
                 counters.peak_open.fetch_max(open, Relaxed);
-                if tx.send(Slot { object, take: Some(take_tx), task, room: Some(permit) }).is_err() {
+                if tx.send(Slot { object, headed, take: Some(take_tx), task, room: Some(permit) }).is_err() {
                     return; // the reader is gone
                 }
             }
@@ -329,6 +382,45 @@ impl Drop for OpenAhead {
     }
 }
 
+/// How many objects may be opened ahead, and each slot's part of the read-ahead.
+struct Window {
+    /// One permit per place ahead; grown by adding permits.
+    room: Arc<Semaphore>,
+    size: AtomicU64,
+    max: u64,
+    max_buffered: u64,
+    /// The reader's own read-ahead budget: the parts of all slots, old and new.
+    bytes: Arc<ByteBudget>,
+}
+
+impl Window {
+    fn new(opts: &OpenAheadOptions) -> Arc<Window> {
+        let max = opts.max_open.max(1);
+        let start = START_OPEN.min(max);
+        Arc::new(Window {
+            room: Arc::new(Semaphore::new(start)),
+            size: AtomicU64::new(start as u64),
+            max: max as u64,
+            max_buffered: opts.max_buffered,
+            bytes: ByteBudget::new(opts.max_buffered),
+        })
+    }
+
+    /// A slot's part of the read-ahead at the current window.
+    fn quota(&self) -> u64 {
+        self.max_buffered / (self.size.load(Relaxed) + 1)
+    }
+
+    /// One more place ahead, unless the window is at its cap.
+    fn grow(&self, counters: &Counters) {
+        let grown = self.size.fetch_update(Relaxed, Relaxed, |n| (n < self.max).then_some(n + 1));
+        if let Ok(n) = grown {
+            self.room.add_permits(1);
+            counters.window.store(n + 1, Relaxed);
+        }
+    }
+}
+
 /// The rest of an object from `from`, pinned to the ETag first seen.
 async fn reopen(client: &S3Client, object: &ObjectRef, meta: &ObjectInfo, from: u64, counters: &Counters) -> Result<BoxStream<'static, Result<Bytes, Error>>, Error> {
     if from >= meta.size {
@@ -350,21 +442,31 @@ async fn reopen(client: &S3Client, object: &ObjectRef, meta: &ObjectInfo, from: 
 async fn prefetch(
     client: S3Client,
     object: ObjectRef,
-    quota: u64,
+    window: Arc<Window>,
     idle_limit: Duration,
     mut take: oneshot::Receiver<()>,
+    headed: Arc<AtomicBool>,
     counters: Arc<Counters>,
 ) -> Result<Prefetched, Error> {
-    let out = client.get_object(&object, GetParams::default()).await?;
+    let out = client.get_object(&object, GetParams::default()).await;
+    headed.store(true, Release);
+    let out = out?;
     // The read-ahead is bytes in flight of the client's budget (`S3Client::memory_budget`),
     // shared with every other fan-out: the slot takes what it may buffer (its quota, or
-    // the object if smaller) before reading. Waiting for room, it keeps the stream
-    // unread like a full slot: taken meanwhile, the consumer reads it live (so the
-    // front object never waits for bytes that later slots hold); idle too long, closed.
+    // the object if smaller) before reading, from the reader's own read-ahead budget
+    // first. Waiting for room, it keeps the stream unread like a full slot: taken
+    // meanwhile, the consumer reads it live (so the front object never waits for bytes
+    // that later slots hold); idle too long, closed.
+    let quota = window.quota();
+    let part = quota.min(out.meta.size);
     let budget = client.memory_budget();
+    let both = async {
+        let own = window.bytes.acquire(part).await;
+        (own, budget.acquire(part).await)
+    };
     let permit = tokio::select! {
         biased;
-        p = budget.acquire(quota.min(out.meta.size)) => Some(p),
+        p = both => Some(p),
         _ = &mut take => None,
         _ = tokio::time::sleep(idle_limit) => {
             counters.idle_closes.fetch_add(1, Relaxed);

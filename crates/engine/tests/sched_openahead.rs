@@ -152,3 +152,65 @@ async fn reads_from_a_stream_of_objects() {
     }
     assert_eq!(n, objects.len());
 }
+
+/// Against a heavy first-byte tail (lognormal, p50 20 ms, p99 100 ms) behind small
+/// objects, the consumer keeps catching up with heads that have not arrived, so the window
+/// grows past its start, one place per stall, and never past `max_open`; the bounds on
+/// bodies alive and bytes read ahead hold at every window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_window_grows_while_the_consumer_waits_for_first_bytes() {
+    use ferry_engine::openahead::START_OPEN;
+    let srv = server(|cfg| {
+        cfg.emulation.ttfb_p50 = Duration::from_millis(20);
+        cfg.emulation.ttfb_p99 = Duration::from_millis(100);
+    });
+    let (c, counts) = client(&srv, Mode::H1Pool, RetryConfig::default());
+    let objects = put_objects(&c, "grow", &vec![16 * 1024; 120]).await;
+    let opts = OpenAheadOptions { max_open: 16, max_buffered: 1 << 20, ..OpenAheadOptions::default() };
+    counts.reset_peak();
+    let mut reader = OpenAhead::from_list(&c, objects.iter().map(|(o, _)| o.clone()).collect(), opts.clone());
+    for (i, (_, want)) in objects.iter().enumerate() {
+        let got = reader.next().await.unwrap().unwrap().collect().await.unwrap();
+        assert!(got[..] == want[..], "object {i} differs");
+    }
+    assert!(reader.next().await.is_none());
+    let stats = reader.stats();
+    assert!(stats.window > START_OPEN as u64, "the consumer waited for heads but the window stayed: {stats:?}");
+    assert!(stats.window <= opts.max_open as u64, "{stats:?}");
+    // One place per stall: the window is its start plus the stalls, up to the cap.
+    assert_eq!(stats.window, (START_OPEN as u64 + stats.stalls).min(opts.max_open as u64), "{stats:?}");
+    assert!(stats.peak_open <= stats.window, "{stats:?}");
+    assert!(stats.peak_buffered <= opts.max_buffered + (opts.max_open as u64 + 1) * stats.largest_chunk, "{stats:?}");
+    assert!(stats.peak_open > START_OPEN as u64, "the grown window was not used: {stats:?}");
+    let peak = counts.bodies_peak.load(SeqCst);
+    assert!(peak <= opts.max_open as u64 + 1, "{peak} GET bodies alive at once");
+}
+
+/// Objects whose reading outlasts the next ones' first byte (a constant 10 ms here, 1 MiB
+/// objects read at 20 MB/s by a slow consumer) never leave the consumer waiting for a head
+/// after the first, so the window stays where it started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_window_stays_when_first_bytes_hide_behind_reading() {
+    use ferry_engine::openahead::START_OPEN;
+    let srv = server(|cfg| {
+        cfg.emulation.ttfb_p50 = Duration::from_millis(10);
+        cfg.emulation.ttfb_p99 = Duration::from_millis(10);
+    });
+    let (c, _) = client(&srv, Mode::H1Pool, RetryConfig::default());
+    let objects = put_objects(&c, "stay", &vec![1 << 20; 12]).await;
+    let mut reader = OpenAhead::from_list(&c, objects.iter().map(|(o, _)| o.clone()).collect(), OpenAheadOptions::default());
+    for (i, (_, want)) in objects.iter().enumerate() {
+        let mut opened = reader.next().await.unwrap().unwrap();
+        let mut got = Vec::new();
+        while let Some(chunk) = opened.body.next().await {
+            let chunk = chunk.unwrap();
+            // ~20 MB/s: a 1 MiB object takes ~50 ms, five first bytes.
+            tokio::time::sleep(Duration::from_micros(chunk.len() as u64 / 20)).await;
+            got.extend_from_slice(&chunk);
+        }
+        assert!(got[..] == want[..], "object {i} differs");
+    }
+    let stats = reader.stats();
+    assert_eq!(stats.stalls, 0, "{stats:?}");
+    assert_eq!(stats.window, START_OPEN as u64, "{stats:?}");
+}
