@@ -122,12 +122,16 @@ fn vectored_commit_open_ahead_tiny() {
     p.repeats = 1;
     let o = ferry_bench::run(&open_ahead::open_ahead(Size::Quick, &p), &options(&out)).unwrap();
     check_clean(&o, &out);
-    for row in [open_ahead::NAIVE_ROW, open_ahead::OPEN_AHEAD_ROW] {
+    for row in [open_ahead::NAIVE_ROW, open_ahead::OPEN_AHEAD_ROW, open_ahead::FIXED_ROW, open_ahead::BOUND_ROW] {
         let r = o.records.iter().find(|r| r.variant == row).unwrap();
         assert_eq!((r.figure("objects"), r.figure("bytes")), (Some(5.0), Some(5.0 * 655_360.0)), "{row}");
         assert_eq!(r.figure("requests_sent"), Some(5.0), "{row}: one GET per object");
     }
+    let window = |row: &str| o.records.iter().find(|r| r.variant == row).and_then(|r| r.figure("window"));
+    assert_eq!(window(open_ahead::FIXED_ROW), Some(8.0));
+    assert!(window(open_ahead::OPEN_AHEAD_ROW).is_some_and(|w| (8.0..=32.0).contains(&w)), "{:?}", window(open_ahead::OPEN_AHEAD_ROW));
     assert!(o.report.contains("less scan time"), "{}", o.report);
+    assert!(o.report.contains("open-ahead / bandwidth bound (no first byte)"), "{}", o.report);
 }
 
 #[test]
