@@ -165,7 +165,7 @@ async fn the_window_grows_while_the_consumer_waits_for_first_bytes() {
         cfg.emulation.ttfb_p99 = Duration::from_millis(100);
     });
     let (c, counts) = client(&srv, Mode::H1Pool, RetryConfig::default());
-    let objects = put_objects(&c, "grow", &vec![16 * 1024; 120]).await;
+    let objects = put_objects(&c, "grow", &[16 * 1024; 120]).await;
     let opts = OpenAheadOptions { max_open: 16, max_buffered: 1 << 20, ..OpenAheadOptions::default() };
     counts.reset_peak();
     let mut reader = OpenAhead::from_list(&c, objects.iter().map(|(o, _)| o.clone()).collect(), opts.clone());
@@ -197,7 +197,7 @@ async fn the_window_stays_when_first_bytes_hide_behind_reading() {
         cfg.emulation.ttfb_p99 = Duration::from_millis(10);
     });
     let (c, _) = client(&srv, Mode::H1Pool, RetryConfig::default());
-    let objects = put_objects(&c, "stay", &vec![1 << 20; 12]).await;
+    let objects = put_objects(&c, "stay", &[1 << 20; 12]).await;
     let mut reader = OpenAhead::from_list(&c, objects.iter().map(|(o, _)| o.clone()).collect(), OpenAheadOptions::default());
     for (i, (_, want)) in objects.iter().enumerate() {
         let mut opened = reader.next().await.unwrap().unwrap();
