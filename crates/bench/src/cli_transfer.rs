@@ -80,11 +80,11 @@
 //! way a tool is (a child of the reaper, after the same settle, its copy checked and
 //! removed after it, rotated in with the tools); their records have `mode` disk-ceiling
 //! or network-ceiling and `client.ceiling` "disk" or "network":
-//! - disk ([`write_ceiling`], `ferry __cli-transfer-ceiling disk`): the set written from
+//! - disk (`write_ceiling`, `ferry __cli-transfer-ceiling disk`): the set written from
 //!   memory onto the download filesystem as a good downloader writes, with nothing else
 //!   to do: 4 threads, each file sized with fallocate(2), 1 MiB pwrites front to back, no
 //!   temp name, no rename, no fsync (the tools do not sync either);
-//! - network ([`read_ceiling`], `... net`): the set's GETs from the server into memory,
+//! - network (`read_ceiling`, `... net`): the set's GETs from the server into memory,
 //!   dropped: ferry-store, 8 MiB ranges, ferry's parts and objects in flight, no checksum.
 //!
 //! Each tool's download record gets its bytes/s over each ceiling of its own repeat
@@ -94,30 +94,37 @@
 //! costs both on the same saturated cores), and its CPU over the ceilings' CPU summed
 //! (`cpu_over_ceilings`: what it spends beyond the two copies every download makes).
 //!
-//! What they showed (full run at f3f1cdf, `ferry bench cli-transfer --set large --repeats
-//! 5`, load 5-10; medians, min-max): the disk does not bound the 4 x 1 GiB download. The
-//! 4 GiB written from memory went into the page cache at 3,533 MB/s (953-5,070) for 0.79
-//! CPU-s (0.43-2.80); the GETs into memory ran at 1,956 MB/s (659-3,914) for 1.20 CPU-s
-//! (1.08-1.49); the disk was the lower ceiling in 1 of 5 repeats.
+//! What they showed (full runs: f3f1cdf, `ferry bench cli-transfer --set large --repeats
+//! 5`, load 5-10; 990a6a4, `ferry bench cli-transfer` (both sets, 3 repeats), load 2.4-8.7;
+//! medians, min-max): the disk does not bound the 4 x 1 GiB download. Written from memory
+//! without fsync, the 4 GiB went into the page cache at 3,533 MB/s (953-5,070) and 4,351
+//! (3,359-5,819), for 0.79 (0.43-2.80) and 0.85 (0.71-1.11) CPU-s; the GETs into memory
+//! ran at 1,956 MB/s (659-3,914) and 2,644 (2,402-4,040), for 1.20 and 1.06 CPU-s; the
+//! disk was the lower ceiling in 1 of 5 and 0 of 3 repeats.
 //!
-//! | 4 x 1 GiB down | MB/s | of the lower ceiling | of both in series | CPU s | CPU / ceilings' |
+//! | 4 x 1 GiB down (f3f1cdf; 990a6a4) | MB/s | of the lower ceiling | of both in series | CPU s | CPU / ceilings' |
 //! |---|---|---|---|---|---|
-//! | ferry | 918 (295-1,520) | 45% (38-95) | 69% (64-149) | 3.81 (3.60-5.94) | 1.98x (0.94-2.64) |
-//! | s5cmd | 953 (753-1,513) | 49% (32-125) | 71% (53-193) | 4.03 (3.02-4.18) | 1.79x (0.75-2.48) |
-//! | rclone | 751 (655-812) | 42% (19-99) | 60% (34-153) | 4.04 (3.70-4.98) | 1.82x (1.00-3.29) |
+//! | ferry | 918 (295-1,520); 1,130 (1,062-1,297) | 45% (38-95); 40% (32-47) | 69% (64-149); 65% (54-81) | 3.81; 3.22 | 1.98x (0.94-2.64); 1.86x (1.37-2.00) |
+//! | s5cmd | 953 (753-1,513); 1,160 (756-1,295) | 49% (32-125); 32% (31-44) | 71% (53-193); 54% (54-71) | 4.03; 3.94 | 1.79x (0.75-2.48); 2.23x (1.82-2.26) |
+//! | rclone | 751 (655-812); 986 (696-1,217) | 42% (19-99); 30% (26-41) | 60% (34-153); 51% (42-70) | 4.04; 4.42 | 1.82x (1.00-3.29); 2.21x (1.48-2.92) |
 //!
-//! (ferry / s5cmd 1.00x (0.36-1.22), ferry / rclone 1.20x (0.45-2.02), paired.) The three
-//! sit together well under both ceilings, each spending about twice the CPU that
-//! receiving and writing alone cost, and with two cores shared at load 5-10 a tool's wall
-//! time is that CPU over the share of the cores it gets: the row is bound by CPU, and the
-//! tie with s5cmd is one of CPU per byte, not the disk's. perf of one 4 x 1 GiB download
-//! each, by hand onto the same loop ext4: the two profiles alike, the kernel's copy into
-//! the page cache 25-30% of samples and out of the socket 9-10%; ferry's own CRC64NVME
-//! 2.5%, its context switches (`finish_task_switch`) 6% beside s5cmd's 1.5% (sampled,
-//! ferry's run took 26-29 s beside s5cmd's 8-9; unsampled, 3 pairs at load 10-13, ferry
-//! 6.6-11.0 s and 3.7-4.7 CPU-s, s5cmd 6.2-9.7 s and 4.2-4.7). So what ferry could still
-//! win here is CPU per byte beyond the two copies (download.rs lists what was tried for
-//! its wake-ups), not disk time.
+//! (ferry / s5cmd 1.00x (0.36-1.22) and 1.00x (0.92-1.50), ferry / rclone 1.20x
+//! (0.45-2.02) and 1.15x (1.07-1.52), paired.) The three sit together well under both
+//! ceilings, each spending about twice the CPU that receiving and writing alone cost,
+//! and with two cores shared at these loads a tool's wall time is that CPU over the
+//! share of the cores it gets: the row is bound by CPU, and the tie with s5cmd is one of
+//! CPU per byte, not the disk's. perf of one 4 x 1 GiB download each, by hand onto the
+//! same loop ext4: the two profiles alike, the kernel's copy into the page cache 25-30%
+//! of samples and out of the socket 9-10%, the inode lock's slow paths 4% and 8% (parts
+//! of one file written at once); ferry's own CRC64NVME 2.5%, its context switches
+//! (`finish_task_switch`) 6% beside s5cmd's 1.5% (sampled, ferry's run took 26-29 s
+//! beside s5cmd's 8-9; unsampled, 3 pairs at load 10-13, ferry 6.6-11.0 s and 3.7-4.7
+//! CPU-s, s5cmd 6.2-9.7 s and 4.2-4.7). So what ferry could still win here is CPU per
+//! byte beyond the two copies (download.rs lists what was tried for its wake-ups and
+//! per-file writes), not disk time. The small set is no closer to its disk: 10,000 x 16
+//! KiB (990a6a4) written from memory at 830 MB/s (580-994), the GETs into memory 317
+//! (308-318, the lower in 3 of 3); ferry 132 MB/s (98-162), 42% (31-53) of it, s5cmd
+//! 12% (8-13), rclone 15% (5-15).
 //!
 //! The ceilings swing as the tools do (the disk one 953-5,070 MB/s, 0.43-2.80 CPU-s for
 //! the same copies), so a share is only worth its pairing by repeat. The first 4 GiB
@@ -165,9 +172,9 @@ pub enum Tool {
     Ferry,
     S5cmd,
     Rclone,
-    /// The set written from memory onto the download filesystem ([`write_ceiling`]).
+    /// The set written from memory onto the download filesystem (`write_ceiling`).
     DiskCeiling,
-    /// The set's GETs from the server into memory ([`read_ceiling`]).
+    /// The set's GETs from the server into memory (`read_ceiling`).
     NetCeiling,
 }
 
@@ -832,8 +839,8 @@ async fn read_ceiling(c: &S3Client, prefix: &str, set: &FileSet) -> Result<u64> 
 
 /// A ceiling run, as its own process so the bench times it exactly as it times a tool
 /// (through the reaper: wall, CPU, peak RSS). `args`:
-/// - `disk DIR FILES BYTES`: [`write_ceiling`] into DIR (which exists and is empty);
-/// - `net BUCKET PREFIX FILES BYTES`: [`read_ceiling`] from the server at
+/// - `disk DIR FILES BYTES`: `write_ceiling` into DIR (which exists and is empty);
+/// - `net BUCKET PREFIX FILES BYTES`: `read_ceiling` from the server at
 ///   `AWS_ENDPOINT_URL` with `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`.
 ///
 /// The exit code is 0 when every byte was written or read, 1 on an error (on stderr), 2
