@@ -9,6 +9,8 @@
 //!   (the tools' order rotated by one each repeat: `rotated`):
 //!   upload    ferry cp --recursive SRC/ s3://bench/up/T-k/SET/   s5cmd cp 'SRC/*' ...   rclone copy SRC peer:...
 //!   download  ferry cp --recursive s3://bench/data/SET/ DST/     s5cmd cp 's3://.../*' DST/   rclone copy peer:... DST
+//!             and its two ceilings, rotated in with the tools (below): the set written
+//!             from memory into DST/, and its GETs into memory
 //!   before it (untimed): the upload's source read through, the last copy's writeback
 //!   settled (below); the child is started and reaped with wait4(2) by a fresh reaper
 //!   process (`ferry __cli-transfer-reap`, reap_main), so its wall time, CPU (user +
@@ -74,6 +76,67 @@
 //! second for 4 GiB when it was already cached). Removing each download frees its pages,
 //! so the cache holds the source (4.2 GiB) with room to spare on this 24 GiB machine.
 //!
+//! Downloads are also held against two ceilings, measured in the same repeat and run the
+//! way a tool is (a child of the reaper, after the same settle, its copy checked and
+//! removed after it, rotated in with the tools); their records have `mode` disk-ceiling
+//! or network-ceiling and `client.ceiling` "disk" or "network":
+//! - disk (`write_ceiling`, `ferry __cli-transfer-ceiling disk`): the set written from
+//!   memory onto the download filesystem as a good downloader writes, with nothing else
+//!   to do: 4 threads, each file sized with fallocate(2), 1 MiB pwrites front to back, no
+//!   temp name, no rename, no fsync (the tools do not sync either);
+//! - network (`read_ceiling`, `... net`): the set's GETs from the server into memory,
+//!   dropped: ferry-store, 8 MiB ranges, ferry's parts and objects in flight, no checksum.
+//!
+//! Each tool's download record gets its bytes/s over each ceiling of its own repeat
+//! (`share_of_disk_ceiling`, `share_of_network_ceiling`), over the lower of the two
+//! (`share_of_ceiling`: the bound if receiving and writing overlapped for free), over both
+//! in series (`share_of_serial_ceiling`, 1 / (1/disk + 1/network): the bound if each byte
+//! costs both on the same saturated cores), and its CPU over the ceilings' CPU summed
+//! (`cpu_over_ceilings`: what it spends beyond the two copies every download makes).
+//!
+//! What they showed (full runs: f3f1cdf, `ferry bench cli-transfer --set large --repeats
+//! 5`, load 5-10; 990a6a4, `ferry bench cli-transfer` (both sets, 3 repeats), load 2.4-8.7;
+//! medians, min-max): the disk does not bound the 4 x 1 GiB download. Written from memory
+//! without fsync, the 4 GiB went into the page cache at 3,533 MB/s (953-5,070) and 4,351
+//! (3,359-5,819), for 0.79 (0.43-2.80) and 0.85 (0.71-1.11) CPU-s; the GETs into memory
+//! ran at 1,956 MB/s (659-3,914) and 2,644 (2,402-4,040), for 1.20 and 1.06 CPU-s; the
+//! disk was the lower ceiling in 1 of 5 and 0 of 3 repeats.
+//!
+//! | 4 x 1 GiB down (f3f1cdf; 990a6a4) | MB/s | of the lower ceiling | of both in series | CPU s | CPU / ceilings' |
+//! |---|---|---|---|---|---|
+//! | ferry | 918 (295-1,520); 1,130 (1,062-1,297) | 45% (38-95); 40% (32-47) | 69% (64-149); 65% (54-81) | 3.81; 3.22 | 1.98x (0.94-2.64); 1.86x (1.37-2.00) |
+//! | s5cmd | 953 (753-1,513); 1,160 (756-1,295) | 49% (32-125); 32% (31-44) | 71% (53-193); 54% (54-71) | 4.03; 3.94 | 1.79x (0.75-2.48); 2.23x (1.82-2.26) |
+//! | rclone | 751 (655-812); 986 (696-1,217) | 42% (19-99); 30% (26-41) | 60% (34-153); 51% (42-70) | 4.04; 4.42 | 1.82x (1.00-3.29); 2.21x (1.48-2.92) |
+//!
+//! (ferry / s5cmd 1.00x (0.36-1.22) and 1.00x (0.92-1.50), ferry / rclone 1.20x
+//! (0.45-2.02) and 1.15x (1.07-1.52), paired.) The three sit together well under both
+//! ceilings, each spending about twice the CPU that receiving and writing alone cost,
+//! and with two cores shared at these loads a tool's wall time is that CPU over the
+//! share of the cores it gets: the row is bound by CPU, and the tie with s5cmd is one of
+//! CPU per byte, not the disk's. perf of one 4 x 1 GiB download each, by hand onto the
+//! same loop ext4: the two profiles alike, the kernel's copy into the page cache 25-30%
+//! of samples and out of the socket 9-10%, the inode lock's slow paths 4% and 8% (parts
+//! of one file written at once); ferry's own CRC64NVME 2.5%, its context switches
+//! (`finish_task_switch`) 6% beside s5cmd's 1.5% (sampled, ferry's run took 26-29 s
+//! beside s5cmd's 8-9; unsampled, 3 pairs at load 10-13, ferry 6.6-11.0 s and 3.7-4.7
+//! CPU-s, s5cmd 6.2-9.7 s and 4.2-4.7). So what ferry could still win here is CPU per
+//! byte beyond the two copies (download.rs lists what was tried for its wake-ups and
+//! per-file writes), not disk time. The small set is no closer to its disk: 10,000 x 16
+//! KiB (990a6a4) written from memory at 830 MB/s (580-994), the GETs into memory 317
+//! (308-318, the lower in 3 of 3); ferry 132 MB/s (98-162), 42% (31-53) of it, s5cmd
+//! 12% (8-13), rclone 15% (5-15).
+//!
+//! The ceilings swing as the tools do (the disk one 953-5,070 MB/s, 0.43-2.80 CPU-s for
+//! the same copies), so a share is only worth its pairing by repeat. The first 4 GiB
+//! written after a fresh mount was slow every time (569-1,144 MB/s, 3.7-5.0 CPU-s, beside
+//! 1,628-4,676 MB/s after; 4 threads x 1 GiB by hand, 4 mounts), and perf put the
+//! difference in the copy itself (77% of samples in `copy_folio_from_iter_atomic` beside
+//! 49%). That fits this VM returning free memory to its host (virtio-balloon free page
+//! reporting, `page_reporting.page_reporting_order=11` on the kernel command line), so
+//! that writing into freed memory faults it back in; that cause is not proven here.
+//! Sizing the files first did not matter: fallocate, `FALLOC_FL_KEEP_SIZE`, `set_len` or
+//! nothing, 3-5 interleaved rounds each, all within 1,628-4,676 MB/s.
+//!
 //! The runner is its own (like listing.rs): the generic runner's tasks hold an S3Client,
 //! while these runs are processes. It reuses the server guard (process.rs), peers.json
 //! (peers.rs), the record schema (record.rs) and the spread math (stats.rs).
@@ -103,12 +166,16 @@ pub const BUCKET: &str = "bench";
 pub const RCLONE_TRANSFERS: usize = 64;
 const ALGO: ChecksumAlgorithm = ChecksumAlgorithm::Crc64Nvme;
 
-/// The command-line tools compared.
+/// The command-line tools compared, and the download ceilings they are held against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tool {
     Ferry,
     S5cmd,
     Rclone,
+    /// The set written from memory onto the download filesystem (`write_ceiling`).
+    DiskCeiling,
+    /// The set's GETs from the server into memory (`read_ceiling`).
+    NetCeiling,
 }
 
 impl Tool {
@@ -117,6 +184,17 @@ impl Tool {
             Tool::Ferry => "ferry",
             Tool::S5cmd => "s5cmd",
             Tool::Rclone => "rclone",
+            Tool::DiskCeiling => "disk-ceiling",
+            Tool::NetCeiling => "network-ceiling",
+        }
+    }
+
+    /// The record's `ceiling` marker ("disk", "network"); None for a tool.
+    pub fn ceiling(self) -> Option<&'static str> {
+        match self {
+            Tool::DiskCeiling => Some("disk"),
+            Tool::NetCeiling => Some("network"),
+            _ => None,
         }
     }
 }
@@ -641,6 +719,173 @@ fn parse_reaped(line: &str) -> Option<(Duration, Duration, u64, i32)> {
     Some((Duration::from_micros(wall.parse().ok()?), Duration::from_micros(cpu.parse().ok()?), rss.parse::<u64>().ok()? * 1024, status.parse().ok()?))
 }
 
+/// The first argument that makes the `ferry` binary a ceiling run ([`ceiling_main`]; main.rs
+/// looks for it beside [`REAP_ARG`]).
+pub const CEILING_ARG: &str = "__cli-transfer-ceiling";
+
+/// Threads of the disk ceiling: one per file of the large set (4 x 1 GiB, each written
+/// front to back by its own thread), and the same 4 share the small set's files. More
+/// than the 2 cores would only queue on the directory's lock (download.rs: perf showed
+/// `rwsem_spin_on_owner` on it at 24-35% of a 10,000-file copy's kernel time).
+const CEILING_THREADS: usize = 4;
+/// The disk ceiling's write size: one `pwrite` per MiB. Copying into the page cache costs
+/// the same per byte from 128 KiB up (download.rs: 128 KiB batches brought ferry's copy to
+/// s5cmd's), so 1 MiB takes the per-call cost out without a buffer of a part's size.
+const CEILING_WRITE: usize = 1 << 20;
+/// The network ceiling's ranges and how many are in flight: ferry's own defaults (8 MiB
+/// parts, 16 parts per command: download.rs's `PartBudget`; 64 objects at once, as
+/// `ferry cp --concurrency`), so it is the most this server and loopback hand a client
+/// shaped like ferry's, with nothing written anywhere.
+const CEILING_PART: u64 = 8 << 20;
+const CEILING_PARTS_IN_FLIGHT: usize = 16;
+const CEILING_OBJECTS_IN_FLIGHT: usize = 64;
+
+/// The bytes the disk ceiling writes over and over: one write's worth (or a whole small
+/// file), deterministic, so the copy it leaves can be checked like a tool's.
+fn ceiling_pattern(bytes: u64) -> Vec<u8> {
+    let mut buf = vec![0u8; (CEILING_WRITE as u64).min(bytes) as usize];
+    let mut state = 0x0DDC_0FFE_E0DD_F00D;
+    fill(&mut buf, &mut state);
+    buf
+}
+
+/// The CRC64NVME (base64) of every file the disk ceiling writes for files of `bytes`.
+fn ceiling_crc(bytes: u64) -> String {
+    let pattern = ceiling_pattern(bytes);
+    let mut h = Checksummer::new(ALGO);
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(pattern.len() as u64) as usize;
+        h.update(&pattern[..n]);
+        left -= n as u64;
+    }
+    h.finish_base64()
+}
+
+/// The disk ceiling: `set`'s files created under `dir` and written from memory the way a
+/// good downloader writes, with nothing between the network and the disk: `threads`
+/// threads take the files in turn; a file larger than one write is sized first with
+/// fallocate(2) (its blocks reserved, as rclone does; a filesystem without it gets
+/// `set_len`, as ferry's temp files), then written front to back in [`CEILING_WRITE`]
+/// `pwrite`s. No temp name, no rename, no fsync (the tools do not sync either).
+fn write_ceiling(dir: &Path, set: &FileSet, threads: usize) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let pattern = ceiling_pattern(set.bytes);
+    let names = set.names();
+    let next = AtomicUsize::new(0);
+    let work = || -> Result<()> {
+        while let Some(name) = names.get(next.fetch_add(1, Ordering::Relaxed)) {
+            let path = dir.join(name);
+            let f = std::fs::OpenOptions::new().write(true).create_new(true).open(&path).with_context(|| format!("creating {}", path.display()))?;
+            if set.bytes > pattern.len() as u64 {
+                // SAFETY: fallocate on a descriptor we own for the duration of the call.
+                if unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, set.bytes as libc::off_t) } != 0 {
+                    f.set_len(set.bytes).with_context(|| format!("sizing {}", path.display()))?;
+                }
+            }
+            let mut at = 0u64;
+            while at < set.bytes {
+                let n = (set.bytes - at).min(pattern.len() as u64) as usize;
+                f.write_all_at(&pattern[..n], at).with_context(|| format!("writing {}", path.display()))?;
+                at += n as u64;
+            }
+        }
+        Ok(())
+    };
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads.clamp(1, names.len().max(1))).map(|_| s.spawn(work)).collect();
+        workers.into_iter().try_for_each(|w| w.join().unwrap_or_else(|_| bail!("a writer thread panicked")))
+    })
+}
+
+/// The network ceiling: `set`'s objects under `prefix` read from the server into memory
+/// and dropped, as ranged GETs (so no checksum is computed: a ceiling, not a download) of
+/// at most [`CEILING_PART`], [`CEILING_PARTS_IN_FLIGHT`] at once for large objects and
+/// [`CEILING_OBJECTS_IN_FLIGHT`] small ones. Each body's length is checked; the bytes read.
+async fn read_ceiling(c: &S3Client, prefix: &str, set: &FileSet) -> Result<u64> {
+    let mut spans = Vec::new();
+    for name in set.names() {
+        let mut a = 0u64;
+        while a < set.bytes {
+            let b = (a + CEILING_PART).min(set.bytes);
+            spans.push((ObjectRef::new(BUCKET, format!("{prefix}{name}")), a, b));
+            a = b;
+        }
+    }
+    let in_flight = if set.bytes > CEILING_PART { CEILING_PARTS_IN_FLIGHT } else { CEILING_OBJECTS_IN_FLIGHT };
+    let reads = futures_util::stream::iter(spans)
+        .map(|(obj, a, b)| async move {
+            let params = ferry_store::GetParams { range: Some(ferry_store::RangeSpec::FromTo(a, b - 1)), checksum_mode: false, size_hint: Some(set.bytes), ..Default::default() };
+            let mut out = c.get_object(&obj, params).await.with_context(|| format!("GET {obj} bytes {a}-{}", b - 1))?;
+            let mut n = 0u64;
+            while let Some(chunk) = out.body.chunk().await {
+                n += chunk.with_context(|| format!("GET {obj} bytes {a}-{}", b - 1))?.len() as u64;
+            }
+            if n != b - a {
+                bail!("GET {obj} bytes {a}-{}: {n} bytes, expected {}", b - 1, b - a);
+            }
+            Ok(n)
+        })
+        .buffer_unordered(in_flight);
+    futures_util::pin_mut!(reads);
+    let mut total = 0u64;
+    while let Some(n) = reads.next().await {
+        total += n?;
+    }
+    Ok(total)
+}
+
+/// A ceiling run, as its own process so the bench times it exactly as it times a tool
+/// (through the reaper: wall, CPU, peak RSS). `args`:
+/// - `disk DIR FILES BYTES`: `write_ceiling` into DIR (which exists and is empty);
+/// - `net BUCKET PREFIX FILES BYTES`: `read_ceiling` from the server at
+///   `AWS_ENDPOINT_URL` with `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`.
+///
+/// The exit code is 0 when every byte was written or read, 1 on an error (on stderr), 2
+/// on a usage error.
+pub fn ceiling_main(args: &[std::ffi::OsString]) -> i32 {
+    let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let set = |files: &str, bytes: &str| -> Option<FileSet> { Some(FileSet { name: "ceiling", files: files.parse().ok()?, bytes: bytes.parse().ok()? }) };
+    let run = || -> Result<Option<()>> {
+        match &args[..] {
+            [kind, dir, files, bytes] if kind == "disk" => {
+                let Some(set) = set(files, bytes) else { return Ok(None) };
+                write_ceiling(Path::new(dir), &set, CEILING_THREADS).map(Some)
+            }
+            [kind, bucket, prefix, files, bytes] if kind == "net" && bucket == BUCKET => {
+                let Some(set) = set(files, bytes) else { return Ok(None) };
+                let env = |k: &str| std::env::var(k).with_context(|| format!("{k} is not set"));
+                let client = S3Client::builder(env("AWS_ENDPOINT_URL")?)
+                    .region("us-east-1")
+                    .credentials(CredentialsSource::Explicit(Credentials::new(env("AWS_ACCESS_KEY_ID")?, env("AWS_SECRET_ACCESS_KEY")?)))
+                    .mode(Mode::H1Pool)
+                    .max_connections(CEILING_OBJECTS_IN_FLIGHT)
+                    .build()?;
+                let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+                let n = rt.block_on(read_ceiling(&client, prefix, &set))?;
+                if n != set.files as u64 * set.bytes {
+                    bail!("read {n} bytes, expected {}", set.files as u64 * set.bytes);
+                }
+                Ok(Some(()))
+            }
+            _ => Ok(None),
+        }
+    };
+    match run() {
+        Ok(Some(())) => 0,
+        Ok(None) => {
+            eprintln!("ferry {CEILING_ARG}: usage: disk DIR FILES BYTES | net {BUCKET} PREFIX FILES BYTES");
+            2
+        }
+        Err(e) => {
+            eprintln!("ferry {CEILING_ARG}: {e:#}");
+            1
+        }
+    }
+}
+
 /// The endpoint every tool is pointed at.
 struct Target {
     url: String,
@@ -685,8 +930,9 @@ impl Target {
 }
 
 /// The command line of one run: `src`/`dst` are a local directory and a prefix (ending
-/// in '/') of [`BUCKET`], in the direction's order.
-fn tool_command(t: &Installed, target: &Target, dir: Direction, local: &Path, prefix: &str) -> Command {
+/// in '/') of [`BUCKET`], in the direction's order. A ceiling is the ferry binary's
+/// [`ceiling_main`], downloads only.
+fn tool_command(t: &Installed, target: &Target, dir: Direction, local: &Path, prefix: &str, set: &FileSet) -> Command {
     let local_s = local.display().to_string();
     let remote = format!("s3://{BUCKET}/{prefix}");
     let mut c = target.command(&t.exe);
@@ -717,6 +963,14 @@ fn tool_command(t: &Installed, target: &Target, dir: Direction, local: &Path, pr
                 Direction::Upload => c.args([local_s, remote]),
                 Direction::Download => c.args([remote, local_s]),
             };
+        }
+        Tool::DiskCeiling => {
+            c.args([CEILING_ARG, "disk", &local_s, &set.files.to_string(), &set.bytes.to_string()]);
+        }
+        Tool::NetCeiling => {
+            target.aws_env(&mut c);
+            c.env("AWS_ENDPOINT_URL", &target.url);
+            c.args([CEILING_ARG, "net", BUCKET, prefix, &set.files.to_string(), &set.bytes.to_string()]);
         }
     }
     c
@@ -833,6 +1087,44 @@ fn rotated<T>(tools: &[T], k: usize) -> impl Iterator<Item = &T> {
     tools.iter().cycle().skip(k % n).take(tools.len())
 }
 
+/// Each ok tool record of one (repeat, set, download) group gets its bytes/s over the same
+/// group's ceilings: `share_of_disk_ceiling`, `share_of_network_ceiling`,
+/// `share_of_ceiling` (over the lower of the two: the bound if receiving and writing
+/// overlapped for free) and `share_of_serial_ceiling` (over 1 / (1/disk + 1/network): the
+/// bound if each byte cost both, one after the other, as on saturated cores), and its CPU
+/// over the two ceilings' CPU summed (`cpu_over_ceilings`: what it spends beyond the two
+/// copies every download makes). The disk ceiling's record gets
+/// `disk_over_network_ceiling`. A ceiling that failed or is missing sets none of its own.
+fn set_ceiling_shares(group: &mut [RunRecord]) {
+    let ok = |tool: Tool| group.iter().find(|r| r.mode == tool.name() && r.status == "ok");
+    let of = |tool: Tool| ok(tool).and_then(|r| r.figure("bytes_per_s")).filter(|v| *v > 0.0);
+    let (disk, net) = (of(Tool::DiskCeiling), of(Tool::NetCeiling));
+    let cpu = |tool: Tool| ok(tool).and_then(|r| r.figure("client_cpu_s"));
+    let ceilings_cpu = cpu(Tool::DiskCeiling).zip(cpu(Tool::NetCeiling)).map(|(d, n)| d + n).filter(|c| *c > 0.0);
+    for r in group.iter_mut().filter(|r| r.status == "ok") {
+        let Some(v) = r.figure("bytes_per_s") else { continue };
+        if r.mode == Tool::DiskCeiling.name() {
+            if let Some(n) = net {
+                r.set("disk_over_network_ceiling", v / n);
+            }
+        } else if r.mode != Tool::NetCeiling.name() {
+            if let Some(d) = disk {
+                r.set("share_of_disk_ceiling", v / d);
+            }
+            if let Some(n) = net {
+                r.set("share_of_network_ceiling", v / n);
+            }
+            if let (Some(d), Some(n)) = (disk, net) {
+                r.set("share_of_ceiling", v / d.min(n));
+                r.set("share_of_serial_ceiling", v * (1.0 / d + 1.0 / n));
+            }
+            if let (Some(c), Some(cc)) = (r.figure("client_cpu_s"), ceilings_cpu) {
+                r.set("cpu_over_ceilings", c / cc);
+            }
+        }
+    }
+}
+
 /// Runs `cli-transfer` and returns its records and report.
 pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outcome> {
     let started = Instant::now();
@@ -919,6 +1211,13 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     params.insert("settle_slack_bytes".into(), json!(SETTLE_SLACK));
     params.insert("settle_limit_s".into(), json!(SETTLE_LIMIT.as_secs_f64()));
     params.insert("versions".into(), json!(tools.iter().map(|t| (t.tool.name().to_owned(), json!(t.version))).collect::<Map<_, _>>()));
+    params.insert("ceiling_threads".into(), json!(CEILING_THREADS));
+    params.insert("ceiling_write_bytes".into(), json!(CEILING_WRITE));
+    params.insert("ceiling_part_bytes".into(), json!(CEILING_PART));
+    // Downloads are also held against two ceilings run the same way (module note).
+    let ceiling_sums: Vec<BTreeMap<String, String>> = p.sets.iter().map(|set| set.names().into_iter().map(|n| (n, ceiling_crc(set.bytes))).collect()).collect();
+    let ceilings = [Tool::DiskCeiling, Tool::NetCeiling].map(|tool| Installed { tool, exe: opts.server.program.clone(), version: env!("CARGO_PKG_VERSION").into() });
+    let downloaders: Vec<Installed> = tools.iter().cloned().chain(ceilings).collect();
     let server_json = json!({"label": spec.label, "args": spec.args(), "banner": server.banner});
     let repeats = p.repeats.max(1);
     let mut records: Vec<RunRecord> = Vec::new();
@@ -931,7 +1230,14 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     for k in 1..=repeats {
         for (si, set) in p.sets.iter().enumerate() {
             for dir in [Direction::Upload, Direction::Download] {
-                for t in rotated(&tools, k - 1) {
+                // One direction's runs of this set and repeat, written together once the
+                // downloads' shares of this repeat's ceilings are known.
+                let mut group: Vec<RunRecord> = Vec::new();
+                let runners = match dir {
+                    Direction::Upload => &tools,
+                    Direction::Download => &downloaders,
+                };
+                for t in rotated(runners, k - 1) {
                     let label = row_label(dir, set, t.tool);
                     say(&format!("{NAME} · {label} · repeat {k} of {repeats}"));
                     let mut rec = RunRecord {
@@ -954,7 +1260,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                         Direction::Upload => (work.0.join("src").join(set.name), format!("up/{}-{k}/{}/", t.tool.name(), set.name)),
                         Direction::Download => (dest.root.join(format!("{}-{k}-{}", t.tool.name(), set.name)), format!("data/{}/", set.name)),
                     };
-                    if dir == Direction::Download {
+                    if dir == Direction::Download && t.tool != Tool::NetCeiling {
                         std::fs::create_dir_all(&local)?;
                     }
                     // Untimed: the source warm in the page cache for every tool alike, then
@@ -973,9 +1279,12 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                     if let Some(a) = settled.after {
                         rec.set("unflushed_at_start_bytes", a as f64);
                     }
-                    let cmd = tool_command(t, &target, dir, &local, &prefix);
+                    let cmd = tool_command(t, &target, dir, &local, &prefix, set);
                     let line = command_line(&cmd);
-                    rec.client = Some(json!({"tool": t.tool.name(), "version": t.version, "command": line}));
+                    rec.client = Some(match t.tool.ceiling() {
+                        None => json!({"tool": t.tool.name(), "version": t.version, "command": line}),
+                        Some(c) => json!({"tool": t.tool.name(), "ceiling": c, "version": t.version, "command": line}),
+                    });
                     commands.entry(label.clone()).or_insert(line);
                     let log = work.0.join(format!("{}.stderr", t.tool.name()));
                     let bytes = set.files as u64 * set.bytes;
@@ -986,7 +1295,9 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                     if let (Some(b), Some(a)) = (before, ServerCounters::scrape(&target.url, None)) {
                         let d = a.since(&b);
                         rec.set("connections_opened", d.connections_opened);
-                        rec.set("requests_sent", d.requests.values().sum::<f64>());
+                        rec.set("server_bytes_out", d.bytes_out);
+                        // A fold from +0: an empty f64 sum is -0.0, printed "-0" (the disk ceiling's).
+                        rec.set("requests_sent", d.requests.values().fold(0.0, |a, b| a + b));
                         for (op, n) in &d.requests {
                             rec.set(&format!("requests_{op}"), *n);
                         }
@@ -1016,9 +1327,17 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                             } else if r.exit != Some(0) {
                                 problems.push(format!("exited {:?}: {}", r.exit, r.stderr_tail));
                             }
-                            problems.extend(match dir {
-                                Direction::Download => verify_local(&local, set, &sums[si]),
-                                Direction::Upload => rt.block_on(verify_remote(&client, &prefix, set, &sums[si]))?,
+                            problems.extend(match (dir, t.tool) {
+                                // Its own length checks made its exit code; the server's count
+                                // says every body byte left it.
+                                (_, Tool::NetCeiling) => match rec.figure("server_bytes_out") {
+                                    Some(n) if n < bytes as f64 => vec![format!("the server sent {n} body bytes, expected {bytes}")],
+                                    Some(_) => vec![],
+                                    None => vec!["the server's counters could not be read".into()],
+                                },
+                                (_, Tool::DiskCeiling) => verify_local(&local, set, &ceiling_sums[si]),
+                                (Direction::Download, _) => verify_local(&local, set, &sums[si]),
+                                (Direction::Upload, _) => rt.block_on(verify_remote(&client, &prefix, set, &sums[si]))?,
                             });
                             rec.set("errors", problems.len() as f64);
                             rec.set("verified_files", if problems.is_empty() { set.files as f64 } else { 0.0 });
@@ -1030,11 +1349,15 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                     }
                     // Removed right after its own run (untimed), so the next run's settle
                     // covers the delete's writeback as well.
-                    if dir == Direction::Download {
+                    if dir == Direction::Download && t.tool != Tool::NetCeiling {
                         let r0 = Instant::now();
                         let _ = std::fs::remove_dir_all(&local);
                         rec.set("remove_s", r0.elapsed().as_secs_f64());
                     }
+                    group.push(rec);
+                }
+                set_ceiling_shares(&mut group);
+                for rec in group {
                     write(rec, &mut records)?;
                 }
             }
@@ -1066,13 +1389,55 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     Ok(Outcome { records, report, wall: started.elapsed() })
 }
 
+/// The report's line on one set's download ceilings: which of the two binds, by repeat,
+/// and each tool's share of the lower one (nothing when no ceiling ran).
+fn ceiling_line(s: &mut String, set: &FileSet, records: &[RunRecord]) {
+    let row = |tool: Tool| row_label(Direction::Download, set, tool);
+    let (disk, net) = (row(Tool::DiskCeiling), row(Tool::NetCeiling));
+    let ok = |label: &str| records.iter().filter(|r| r.variant == label && r.status == "ok").collect::<Vec<_>>();
+    let (d, n) = (ok(&disk), ok(&net));
+    if d.is_empty() && n.is_empty() {
+        return;
+    }
+    let figures = |rs: &[&RunRecord], f: &str, scale: f64| rs.iter().filter_map(|r| r.figure(f)).map(|v| v * scale).collect::<Vec<_>>();
+    let binds = figures(&d, "disk_over_network_ceiling", 1.0);
+    let lower = binds.iter().filter(|v| **v < 1.0).count();
+    let mut line = format!(
+        "- download {}, its ceilings in the same repeats: disk (written from memory, {} threads, {} KiB writes) {} MB/s, network (ferry-store GETs into memory) {} MB/s; disk / network {} per repeat: the disk is the lower in {lower} of {}",
+        set.label(),
+        CEILING_THREADS,
+        CEILING_WRITE >> 10,
+        crate::report::spread_text(&figures(&d, "bytes_per_s", 1e-6), 0, ""),
+        crate::report::spread_text(&figures(&n, "bytes_per_s", 1e-6), 0, ""),
+        crate::report::spread_text(&binds, 2, "x"),
+        binds.len(),
+    );
+    for (what, figure, scale, unit, digits) in [
+        ("each tool's MB/s over the lower of its repeat's two", "share_of_ceiling", 100.0, "%", 0),
+        ("over both in series (1 / (1/disk + 1/network))", "share_of_serial_ceiling", 100.0, "%", 0),
+        ("its CPU over the two ceilings' CPU summed", "cpu_over_ceilings", 1.0, "x", 2),
+    ] {
+        let shares: Vec<String> = [Tool::Ferry, Tool::S5cmd, Tool::Rclone]
+            .iter()
+            .filter_map(|t| {
+                let v = figures(&ok(&row(*t)), figure, scale);
+                (!v.is_empty()).then(|| format!("{} {}", t.name(), crate::report::spread_text(&v, digits, unit)))
+            })
+            .collect();
+        if !shares.is_empty() {
+            let _ = write!(line, "; {what}: {}", shares.join(", "));
+        }
+    }
+    let _ = writeln!(s, "{line}");
+}
+
 /// The Markdown report: one table (medians and min-max over the repeats), then ferry's
 /// bytes/s over each peer's, paired by repeat, then how each tool was run.
 pub fn render(size: Size, p: &CliTransferParams, records: &[RunRecord], ctx: &RunContext, commands: &BTreeMap<String, String>) -> String {
     let mut s = String::new();
     crate::report::heading(&mut s, NAME, size, p.repeats, &format!("; profile {}; the tools' order rotates by one each repeat", p.profile), ctx);
-    let _ = writeln!(s, "| row | objects/s | MB/s | wall s | TCP conns opened | requests | child CPU s | child peak RSS MiB | errors | settle s (untimed) |");
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "| row | objects/s | MB/s | wall s | % of disk ceiling | % of network ceiling | TCP conns opened | requests | child CPU s | child peak RSS MiB | errors | settle s (untimed) |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut labels: Vec<&str> = Vec::new();
     for r in records {
         if !labels.contains(&r.variant.as_str()) {
@@ -1083,15 +1448,17 @@ pub fn render(size: Size, p: &CliTransferParams, records: &[RunRecord], ctx: &Ru
         let rs: Vec<&RunRecord> = records.iter().filter(|r| r.variant == *l && r.status != "absent").collect();
         if rs.is_empty() {
             let why = records.iter().find(|r| r.variant == *l).and_then(|r| r.note.clone()).unwrap_or_default();
-            let _ = writeln!(s, "| {l} | absent: {why} | | | | | | | | |");
+            let _ = writeln!(s, "| {l} | absent: {why} | | | | | | | | | | |");
             continue;
         }
         let _ = writeln!(
             s,
-            "| {l} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {l} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             cell(&rs, "objects_per_s", 1.0, if l.contains("KiB") { 0 } else { 2 }),
             cell(&rs, "bytes_per_s", 1e-6, 0),
             cell(&rs, "wall_s", 1.0, 2),
+            cell(&rs, "share_of_disk_ceiling", 100.0, 0),
+            cell(&rs, "share_of_network_ceiling", 100.0, 0),
             cell(&rs, "connections_opened", 1.0, 0),
             cell(&rs, "requests_sent", 1.0, 0),
             cell(&rs, "client_cpu_s", 1.0, 2),
@@ -1111,6 +1478,7 @@ pub fn render(size: Size, p: &CliTransferParams, records: &[RunRecord], ctx: &Ru
                 }
             }
         }
+        ceiling_line(&mut s, set, records);
     }
     let _ = writeln!(s, "- goal (issue 6): ferry ahead of both peers on every row; the copies are checked file by file (size and CRC64NVME) after each run, untimed");
     let unsettled = records.iter().filter(|r| r.figure("settled") == Some(0.0)).count();
@@ -1233,6 +1601,57 @@ mod tests {
         drop(dest);
         assert!(!image.exists(), "the image is removed with the mount");
         assert!(!work.join("dst").join("f").exists(), "unmounted: the file was on the image");
+    }
+
+    #[test]
+    fn disk_ceiling_writes_files_that_verify() {
+        let dir = std::env::temp_dir().join(format!("ferry-cli-transfer-ceiling-{}", std::process::id()));
+        let _guard = WorkDir(dir.clone());
+        // Larger than one write (sized first, several pwrites, a short last one) and smaller.
+        for set in [FileSet { name: "l", files: 3, bytes: 2 * CEILING_WRITE as u64 + 4097 }, FileSet { name: "s", files: 7, bytes: 1000 }] {
+            let d = dir.join(set.name);
+            std::fs::create_dir_all(&d).unwrap();
+            write_ceiling(&d, &set, CEILING_THREADS).unwrap();
+            let sums: BTreeMap<String, String> = set.names().into_iter().map(|n| (n, ceiling_crc(set.bytes))).collect();
+            assert!(verify_local(&d, &set, &sums).is_empty(), "{}", set.name);
+            // A tree already there is an error, never overwritten.
+            let e = write_ceiling(&d, &set, 2).unwrap_err();
+            assert!(format!("{e:#}").contains("creating"), "{e:#}");
+        }
+        assert_ne!(ceiling_crc(1000), ceiling_crc(1001));
+        let args = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        assert_eq!(ceiling_main(&args(&["disk", "/nonexistent-dir", "2", "10"])), 1, "an unwritable directory is an error");
+        assert_eq!(ceiling_main(&args(&["disk", "x", "two", "10"])), 2);
+        assert_eq!(ceiling_main(&args(&["net", "other-bucket", "p/", "1", "1"])), 2);
+        assert_eq!(ceiling_main(&args(&[])), 2);
+    }
+
+    #[test]
+    fn download_rows_get_their_repeats_ceiling_shares() {
+        let rec = |tool: Tool, status: &str, bps: f64| {
+            let mut r = RunRecord { mode: tool.name().into(), status: status.into(), ..RunRecord::default() };
+            r.set("bytes_per_s", bps);
+            r.set("client_cpu_s", 4e3 / bps);
+            r
+        };
+        let mut g = vec![rec(Tool::Ferry, "ok", 400.0), rec(Tool::DiskCeiling, "ok", 500.0), rec(Tool::S5cmd, "errors", 300.0), rec(Tool::NetCeiling, "ok", 1000.0)];
+        set_ceiling_shares(&mut g);
+        assert_eq!(g[0].figure("share_of_disk_ceiling"), Some(0.8));
+        assert_eq!(g[0].figure("share_of_network_ceiling"), Some(0.4));
+        assert_eq!(g[0].figure("share_of_ceiling"), Some(0.8), "over the lower of the two");
+        assert!((g[0].figure("share_of_serial_ceiling").unwrap() - 1.2).abs() < 1e-12, "400 over 1 / (1/500 + 1/1000)");
+        assert!((g[0].figure("cpu_over_ceilings").unwrap() - 10.0 / 12.0).abs() < 1e-12, "10 CPU-s over 8 + 4");
+        assert_eq!(g[1].figure("disk_over_network_ceiling"), Some(0.5));
+        assert_eq!(g[2].figure("share_of_disk_ceiling"), None, "a run with errors gets no share");
+        assert_eq!(g[3].figure("share_of_ceiling"), None);
+        // A failed ceiling is no ceiling; uploads (no ceilings) get nothing.
+        let mut g = vec![rec(Tool::Ferry, "ok", 400.0), rec(Tool::DiskCeiling, "failed", 500.0), rec(Tool::NetCeiling, "ok", 800.0)];
+        set_ceiling_shares(&mut g);
+        assert_eq!((g[0].figure("share_of_disk_ceiling"), g[0].figure("share_of_network_ceiling"), g[0].figure("share_of_ceiling")), (None, Some(0.5), None));
+        assert_eq!((g[0].figure("share_of_serial_ceiling"), g[0].figure("cpu_over_ceilings")), (None, None));
+        let mut g = vec![rec(Tool::Ferry, "ok", 400.0)];
+        set_ceiling_shares(&mut g);
+        assert_eq!(g[0].figures.len(), 2, "bytes/s and CPU only");
     }
 
     #[test]

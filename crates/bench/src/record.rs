@@ -14,9 +14,10 @@
 //!
 //! `bench` is the command that ran (`ferry bench <bench>`); `workload` the workload the
 //! record measures (bulk-get also writes `rss-check` records). `mode` is the client's
-//! transport mode ("iperf3" for the ceiling). `repeat` counts from 1. Figures are all
-//! numbers; a figure that does not apply is absent, never null. Unknown keys may be added;
-//! keys are never renamed without bumping `schema`.
+//! transport mode ("iperf3" for the ceiling; in cli-transfer the tool, or "disk-ceiling"
+//! / "network-ceiling", whose `client.ceiling` says "disk" / "network"). `repeat` counts
+//! from 1. Figures are all numbers; a figure that does not apply is absent, never null.
+//! Unknown keys may be added; keys are never renamed without bumping `schema`.
 //!
 //! `series` (optional, absent when a run has none) holds whole curves, each a name and a
 //! list of `[x, y]` number pairs in ascending x:

@@ -276,6 +276,10 @@ fn main() -> std::process::ExitCode {
         allow_huge_pages();
         return std::process::ExitCode::from(ferry_bench::cli_transfer::reap_main(&args[2..]).clamp(0, 255) as u8);
     }
+    // Its download ceilings run as child processes of this binary too, timed like a tool.
+    if args.get(1).is_some_and(|a| a == ferry_bench::cli_transfer::CEILING_ARG) {
+        return std::process::ExitCode::from(ferry_bench::cli_transfer::ceiling_main(&args[2..]).clamp(0, 255) as u8);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("FERRY_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
