@@ -225,6 +225,168 @@ pub const PROBE_INCONCLUSIVE: u32 = 8;
 /// Largest body of the probe's copy that is read to discard it (it is small by rule).
 const PROBE_DISCARD_LIMIT: usize = 2 * SMALL_GET_BYTES as usize;
 
+/// The hedge delay is this percentile of recent small head latencies: a request still
+/// without its head then is in the slowest twentieth, and about that share of small
+/// requests would get a copy ("The Tail at Scale", Dean and Barroso, CACM 2013: hedging at
+/// the 95th percentile cost ~5% more requests there). On the s3 profile's lognormal first
+/// byte (p50 30 ms, p99 ~150 ms, LAB.md section 2) that is ~94 ms.
+pub const HEDGE_PERCENTILE: f64 = 0.95;
+
+/// Head latencies the percentile is taken over: the most recent ones, 2 s of mixed-hol's
+/// 100 smalls/s, so that it follows a change of the endpoint within seconds while 5% of
+/// it is still 10 samples.
+pub const HEDGE_WINDOW: usize = 200;
+
+/// No hedging before this many head latencies were measured: below it the 95th
+/// percentile is the largest sample or two, a guess.
+pub const HEDGE_MIN_SAMPLES: usize = 20;
+
+/// The hedge delay never goes below this. A copy costs a request and, on a fresh
+/// connection, a TCP handshake (1 ms RTT in a region, LAB.md section 3); against an
+/// endpoint whose heads come within a few ms (the `lan` profile, loopback) the 95th
+/// percentile is scheduling noise on two shared cores, and a copy would only add load.
+pub const HEDGE_FLOOR: Duration = Duration::from_millis(10);
+
+/// Hedges earned per small request sent: the budget, at most 5% more small requests (the
+/// share the percentile aims at), so that hedging never multiplies load.
+pub const HEDGE_BUDGET: f64 = 0.05;
+
+/// Hedges that may be spent at once after a quiet spell: a few slow heads together still
+/// get copies, a run of them cannot.
+pub const HEDGE_BURST: f64 = 4.0;
+
+/// No hedges for this long after a 503 or 429: a throttled endpoint is asked for less, not
+/// for copies. One second, S3's request-rate limits being per second (LAB.md section 1).
+pub const HEDGE_QUIET_AFTER_THROTTLE: Duration = Duration::from_secs(1);
+
+/// Hedged small GETs (module note, "Hedged small GETs"): the delay from recent head
+/// latencies, the budget, and the counts.
+#[derive(Default)]
+struct Hedger {
+    state: Mutex<HedgeState>,
+    sent: AtomicU64,
+    won: AtomicU64,
+}
+
+#[derive(Default)]
+struct HedgeState {
+    /// The last [`HEDGE_WINDOW`] head latencies of small requests, oldest first.
+    window: std::collections::VecDeque<Duration>,
+    /// [`HEDGE_PERCENTILE`] of `window` (at least [`HEDGE_FLOOR`]), once it holds
+    /// [`HEDGE_MIN_SAMPLES`].
+    delay: Option<Duration>,
+    tokens: f64,
+    throttled_at: Option<Instant>,
+}
+
+impl Hedger {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HedgeState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A small request's `head_latency`: measured from its first byte on the wire, with
+    /// nothing ahead of it on its connection, so it is the endpoint's time alone.
+    fn observe(&self, latency: Duration) {
+        let mut st = self.lock();
+        if st.window.len() == HEDGE_WINDOW {
+            st.window.pop_front();
+        }
+        st.window.push_back(latency);
+        if st.window.len() >= HEDGE_MIN_SAMPLES {
+            let mut v: Vec<Duration> = st.window.iter().copied().collect();
+            let k = ((v.len() as f64 * HEDGE_PERCENTILE).ceil() as usize).clamp(1, v.len()) - 1;
+            let (_, p, _) = v.select_nth_unstable(k);
+            st.delay = Some((*p).max(HEDGE_FLOOR));
+        }
+    }
+
+    fn throttled(&self) {
+        self.lock().throttled_at = Some(Instant::now());
+    }
+
+    /// A small request is sent: earns its share of the budget, and says how long to wait
+    /// for its head before a copy (`None`: no hedge for it).
+    fn start(&self) -> Option<Duration> {
+        let mut st = self.lock();
+        st.tokens = (st.tokens + HEDGE_BUDGET).min(HEDGE_BURST);
+        st.delay
+    }
+
+    /// Takes one hedge from the budget, unless it is empty or the endpoint throttled lately.
+    fn spend(&self) -> bool {
+        let mut st = self.lock();
+        if st.throttled_at.is_some_and(|t| t.elapsed() < HEDGE_QUIET_AFTER_THROTTLE) || st.tokens < 1.0 {
+            return false;
+        }
+        st.tokens -= 1.0;
+        true
+    }
+
+    /// A hedge taken but not sent (no connection without an owed head had room).
+    fn refund(&self) {
+        let mut st = self.lock();
+        st.tokens = (st.tokens + 1.0).min(HEDGE_BURST);
+    }
+}
+
+/// An answer worth returning: a response other than 503/429 (a throttled copy is no
+/// faster answer; the other may still succeed).
+fn good(r: &Result<Response, WireError>) -> bool {
+    matches!(r, Ok(resp) if !matches!(resp.status.as_u16(), 503 | 429))
+}
+
+/// Sends small request `req` down the pipeline, and a copy of it when its head has not
+/// come after the hedge delay and the budget allows (module note, "Hedged small GETs").
+/// Returns the first good answer; the other request's future is dropped, and the pipeline
+/// reads its response and discards its small body (`MAX_DISCARD` in pipeline.rs).
+fn send_hedged(pipeline: Arc<PipelineTransport>, hedger: Arc<Hedger>, req: Request) -> BoxFuture<'static, Result<Response, WireError>> {
+    let hedgeable = req.hedge && req.is_pipelineable() && is_small(&req);
+    let delay = if hedgeable { hedger.start() } else { None };
+    let copy = delay.map(|_| {
+        let mut copy = Request::new(req.method.clone(), req.path_and_query.clone());
+        copy.headers = req.headers.clone();
+        copy.size_hint = req.size_hint;
+        copy
+    });
+    let mut primary = pipeline.send(req);
+    let (Some(delay), Some(copy)) = (delay, copy) else { return primary };
+    Box::pin(async move {
+        tokio::select! {
+            r = &mut primary => return r,
+            _ = tokio::time::sleep(delay) => {}
+        }
+        if !hedger.spend() {
+            return primary.await;
+        }
+        let Some(mut hedge) = pipeline.try_send_unobstructed(copy) else {
+            hedger.refund();
+            return primary.await;
+        };
+        hedger.sent.fetch_add(1, Relaxed);
+        tracing::trace!("auto: hedged a small request after {delay:?}");
+        tokio::select! {
+            r = &mut primary => {
+                if good(&r) {
+                    return r;
+                }
+                let h = hedge.await;
+                if good(&h) {
+                    hedger.won.fetch_add(1, Relaxed);
+                    return h;
+                }
+                r
+            }
+            h = &mut hedge => {
+                if good(&h) {
+                    hedger.won.fetch_add(1, Relaxed);
+                    return h;
+                }
+                primary.await
+            }
+        }
+    })
+}
+
 /// Chooses the transport per endpoint (ALPN) and per request (size, verified pipelining).
 pub struct AutoTransport {
     inner: Arc<Inner>,
@@ -250,6 +412,7 @@ struct H1 {
     /// Bumped when a probe ends: small requests that waited for its verdict go on.
     probe_done: watch::Sender<u64>,
     small_seen: AtomicU64,
+    hedger: Arc<Hedger>,
 }
 
 #[derive(Default)]
@@ -385,6 +548,7 @@ impl H1 {
             probe: Arc::new(Mutex::new(Probe::default())),
             probe_done: watch::channel(0).0,
             small_seen: AtomicU64::new(0),
+            hedger: Arc::new(Hedger::default()),
         })
     }
 
@@ -413,9 +577,17 @@ impl H1 {
         let observation = self.lanes.controller.observe();
         let result = fut.await;
         match &result {
-            Ok(r) if matches!(r.status.as_u16(), 503 | 429) => observation.throttled(),
+            Ok(r) if matches!(r.status.as_u16(), 503 | 429) => {
+                observation.throttled();
+                self.hedger.throttled();
+            }
             Ok(r) => match r.meta.head_latency {
-                Some(latency) => observation.success_with_head_latency(latency),
+                Some(latency) => {
+                    if lane == SMALL {
+                        self.hedger.observe(latency);
+                    }
+                    observation.success_with_head_latency(latency)
+                }
                 _ => observation.success_unmeasured(),
             },
             Err(_) => drop(observation),
@@ -437,7 +609,7 @@ impl H1 {
         let mut done = self.probe_done.subscribe();
         loop {
             if self.verified() {
-                return (self.pipeline.send(req), false);
+                return (send_hedged(self.pipeline.clone(), self.hedger.clone(), req), false);
             }
             let running = self.probe.lock().unwrap().running;
             if !running {
@@ -474,6 +646,8 @@ impl H1 {
         // lane's own figure drops when it lets the connection go.
         let st = self.lanes.lock();
         s.connections_open = (st.sockets[BULK] + st.sockets[SMALL]) as u64;
+        s.hedges_sent = self.hedger.sent.load(Relaxed);
+        s.hedges_won = self.hedger.won.load(Relaxed);
         s
     }
 }
@@ -976,6 +1150,8 @@ fn add(a: TransportStats, b: TransportStats) -> TransportStats {
         connections_open: a.connections_open + b.connections_open,
         requests_sent: a.requests_sent + b.requests_sent,
         requests_resent: a.requests_resent + b.requests_resent,
+        hedges_sent: a.hedges_sent + b.hedges_sent,
+        hedges_won: a.hedges_won + b.hedges_won,
     }
 }
 
