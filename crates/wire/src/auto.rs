@@ -184,6 +184,48 @@
 //! mixed-hol's unloaded row (smalls alone at 100/s) auto now opens up to ~28 connections
 //! where before the limit stayed low; the loaded row's count is what the bench reports.
 //!
+//! # Hedged small GETs
+//!
+//! The s3 profile's first byte is lognormal (p50 30 ms, p99 ~150 ms, LAB.md section 2),
+//! so no placement gets a small GET's p99 below ~150 ms: the tail is the endpoint's. What
+//! latency-sensitive clients do against such a tail is to re-issue a slow request ("The
+//! Tail at Scale", Dean and Barroso, CACM 2013; AWS's S3 performance guidelines advise
+//! retrying slow latency-sensitive requests): when a small request's head has not come
+//! after the *hedge delay*, a copy goes out, and whichever head comes first is the answer
+//! (`send_hedged`). The rules:
+//!
+//! - Only small requests of the pipeline lane ([`is_small`]: GET or HEAD without a body,
+//!   safe to send twice) and not when the caller set [`Request::hedge`] false; bulk
+//!   requests and ranged parts over [`SMALL_GET_BYTES`] never, nor anything on the pool
+//!   (before the pipeline is verified) or on h2.
+//! - The delay is [`HEDGE_PERCENTILE`] (p95) of the last [`HEDGE_WINDOW`] small head
+//!   latencies, at least [`HEDGE_FLOOR`]: `head_latency`, from the request's first byte
+//!   on the wire with nothing ahead of it, never `time_to_head`, which holds auto's own
+//!   queueing (the spiral of "One controller" above). The window is censored: a primary
+//!   that loses is never measured, so under a long tail the estimate reads low, and the
+//!   budget, not the delay, then bounds the copies.
+//! - A budget: each small request earns [`HEDGE_BUDGET`] (0.05) of a hedge, at most
+//!   [`HEDGE_BURST`] saved, so copies stay under 5% more small requests however slow the
+//!   endpoint gets; and none for [`HEDGE_QUIET_AFTER_THROTTLE`] after a 503 or 429.
+//!   Copies are requests like any other: in `requests_sent`, and in the server's counts.
+//! - A copy goes only where no head is owed ahead of it
+//!   (`PipelineTransport::try_send_unobstructed`): an idle connection of the lane, a new
+//!   one within the lane's share, or one whose only request is reading its body; never
+//!   behind a pending head (the primary's own connection among them), and never past
+//!   requests already waiting for room: with everything queued (`ferry bench
+//!   small-objects`) copies find no such place and are not sent.
+//! - The loser is dropped: the pipeline's reader still reads its head and discards its
+//!   body (at most [`SMALL_GET_BYTES`], within the pipeline's `MAX_DISCARD`), and the
+//!   connection carries on. Closing it instead would cut off the requests pipelined
+//!   behind it (re-sent elsewhere) and cost a new connection (a handshake, and TLS on
+//!   S3) for what is at most ~12 ms of body at 90 MB/s; a head that never comes ends at
+//!   `response_timeout` as any other. `tests/auto_hedge.rs` checks the answer, the
+//!   budget, that no connection closes for a loser and the sockets stay under the cap.
+//!
+//! The pipeline also places a small request behind an owed head only when no connection
+//! of the lane is idle, none may be opened, and none is just reading a body (pipeline.rs,
+//! `place`): behind a body it waits at most that body; behind an owed head, a first byte.
+//!
 //! Connection ids in [`crate::ResponseMeta`] are per sub-transport: the pool and h2 share
 //! auto's connector, the pipelines number their own.
 

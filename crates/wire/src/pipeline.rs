@@ -15,7 +15,7 @@
 //! # How data flows
 //!
 //! ```text
-//!  send() ─► Job ─► pending ─► place(): idle conn, else open one (< N), else fewest in flight (< D)
+//!  send() ─► Job ─► pending ─► place(): idle conn, else open one (< N), else no head owed, fewest in flight (< D)
 //!                                  │
 //!          per connection:   queued ──writer──► written ──reader──► Response via oneshot
 //!                            (one write per batch)          └─ body chunks ─► bounded channel ─► caller
