@@ -222,9 +222,23 @@
 //!   `response_timeout` as any other. `tests/auto_hedge.rs` checks the answer, the
 //!   budget, that no connection closes for a loser and the sockets stay under the cap.
 //!
+//! Measured (`ferry bench mixed-hol --peers none --repeats 3 --link instance`, full size,
+//! main's build and this one alternated twice, 6 repeats each, load average 2.5-11): auto's
+//! small p99 loaded 211 ms (148-398) beside main's 323 (254-387), 0.65x; unloaded 137
+//! (133-145) beside 233 (149-444); beside the 50-connection pool in the same repeat 12.3x
+//! better at p99 (5.7-18.3) where main's was 7.2x (5.5-8.9), at p50 33x beside 30x.
+//! Copies: 79-98 per 2,000 smalls (the budget: 5%), 16-29 of them answered first loaded,
+//! 26-46 unloaded. Not settled: in 2 of the 6 loaded repeats auto held 9-11 connections
+//! (peak 11-14, beside 21-27 otherwise and main's 24-28) and the large objects took 1.15
+//! and 1.22x the link-limited time (main 1.07-1.10); the cause was not traced. With
+//! everything queued, `ferry bench small-objects --quick --peers none` (3 runs of 3
+//! repeats each, interleaved, load 4.4-5.8) sent no copy: auto 2,578 objects/s (1,867-2,970)
+//! beside main's 2,607 (2,132-2,896), 0.72x h1-pipeline's beside 0.75x.
+//!
 //! The pipeline also places a small request behind an owed head only when no connection
 //! of the lane is idle, none may be opened, and none is just reading a body (pipeline.rs,
 //! `place`): behind a body it waits at most that body; behind an owed head, a first byte.
+//! It landed with the hedges and was not measured apart from them.
 //!
 //! Connection ids in [`crate::ResponseMeta`] are per sub-transport: the pool and h2 share
 //! auto's connector, the pipelines number their own.
