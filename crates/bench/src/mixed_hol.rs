@@ -173,7 +173,12 @@
 //!   in 2 of 6 (15.9x, 18.3x; the pool's own loaded p99 ranged 2.0-3.7 s): "15x better
 //!   at p99" is not met steadily. In 2 of the 6 (the 15.9x among them) auto held only 9-11
 //!   connections (peak 11-14) and the large objects took 1.15 and 1.22x the link-limited
-//!   time; main did not in its 6. Not traced yet.
+//!   time; main did not in its 6. Not traced yet. A run of this build alone after them
+//!   (`--repeats 2 --auto-max-connections 50`, which runs the pool and auto only, with
+//!   `FERRY_LOG=ferry_wire::controller=debug`): loaded p99 257 and 300 ms, 7.7x the pool's
+//!   both, 18.6-18.8 held, done / link 1.07; the low count did not recur. Its log shows
+//!   slow start ending at a limit of 14-15 in the bulk-only warm-up, where goodput reached
+//!   the link's ~312 MB/s: a limit that stays there is one candidate for the 9-11.
 //!
 //! Where the knee is, `--auto-max-connections 12,16,24,50` on the same link (full size,
 //! 3 repeats, load average 7-9; pool in the same run: 286 MB/s, done / link 1.09):
