@@ -331,10 +331,12 @@ mod ferry_wire_stats {
         pub connections_opened: u64,
         pub requests_sent: u64,
         pub requests_resent: u64,
+        pub hedges_sent: u64,
+        pub hedges_won: u64,
     }
     pub fn of(c: &ferry_store::S3Client) -> Stats {
         let s = c.transport().stats();
-        Stats { connections_opened: s.connections_opened, requests_sent: s.requests_sent, requests_resent: s.requests_resent }
+        Stats { connections_opened: s.connections_opened, requests_sent: s.requests_sent, requests_resent: s.requests_resent, hedges_sent: s.hedges_sent, hedges_won: s.hedges_won }
     }
 }
 
@@ -452,6 +454,8 @@ impl GetAllResult {
         rec.set("connections_opened", self.stats.connections_opened as f64);
         rec.set("requests_sent", self.stats.requests_sent as f64);
         rec.set("requests_resent", self.stats.requests_resent as f64);
+        rec.set("hedges_sent", self.stats.hedges_sent as f64);
+        rec.set("hedges_won", self.stats.hedges_won as f64);
         rec.set("client_cpu_s", self.cpu.as_secs_f64());
         if self.stats.requests_sent > 0 {
             rec.set("client_cpu_s_per_1000_requests", self.cpu.as_secs_f64() * 1000.0 / self.stats.requests_sent as f64);

@@ -152,12 +152,13 @@ pub struct Meter {
     conns: u64,
     sent: u64,
     resent: u64,
+    hedges: (u64, u64),
 }
 
 impl Meter {
     pub fn start(c: &S3Client) -> Meter {
         let s = c.transport().stats();
-        Meter { t: Instant::now(), cpu: crate::sys::cpu_time(), conns: s.connections_opened, sent: s.requests_sent, resent: s.requests_resent }
+        Meter { t: Instant::now(), cpu: crate::sys::cpu_time(), conns: s.connections_opened, sent: s.requests_sent, resent: s.requests_resent, hedges: (s.hedges_sent, s.hedges_won) }
     }
 
     pub fn elapsed(&self) -> Duration {
@@ -165,7 +166,8 @@ impl Meter {
     }
 
     /// Writes `wall_s`, `client_cpu_s`, `connections_opened`, `requests_sent`,
-    /// `requests_resent` (all since `start`) with `prefix` before each name.
+    /// `requests_resent`, `hedges_sent`, `hedges_won` (all since `start`) with `prefix`
+    /// before each name.
     pub fn record(&self, c: &S3Client, rec: &mut RunRecord, prefix: &str) -> Duration {
         let s = c.transport().stats();
         let wall = self.t.elapsed();
@@ -174,6 +176,8 @@ impl Meter {
         rec.set(&format!("{prefix}connections_opened"), s.connections_opened.saturating_sub(self.conns) as f64);
         rec.set(&format!("{prefix}requests_sent"), s.requests_sent.saturating_sub(self.sent) as f64);
         rec.set(&format!("{prefix}requests_resent"), s.requests_resent.saturating_sub(self.resent) as f64);
+        rec.set(&format!("{prefix}hedges_sent"), s.hedges_sent.saturating_sub(self.hedges.0) as f64);
+        rec.set(&format!("{prefix}hedges_won"), s.hedges_won.saturating_sub(self.hedges.1) as f64);
         wall
     }
 }

@@ -475,7 +475,7 @@ impl S3Client {
             headers.insert("x-amz-content-sha256", HeaderValue::from_static(p));
         }
         let path_and_query = if raw_query.is_empty() { path } else { format!("{path}?{raw_query}") };
-        Ok(Some(Request { method: op.method.clone(), path_and_query, headers, body, size_hint: op.size_hint }))
+        Ok(Some(Request { method: op.method.clone(), path_and_query, headers, body, size_hint: op.size_hint, hedge: true }))
     }
 
     /// Runs `op` with retries; `handle` turns a successful (2xx) response into the result

@@ -464,6 +464,7 @@ impl Transport for H2Transport {
             connections_open: i.open.load(Relaxed),
             requests_sent: i.sent.load(Relaxed),
             requests_resent: i.resent.load(Relaxed),
+            ..TransportStats::default()
         }
     }
 

@@ -105,11 +105,17 @@ pub struct Request {
     /// HEAD). `auto` sends a GET known to be small down the pipeline (auto.rs module
     /// note); an unknown size counts as large.
     pub size_hint: Option<u64>,
+    /// Whether `auto` may send a copy of this request when its response head is slow
+    /// (auto.rs, "Hedged small GETs"). True by default; only small GETs and HEADs are
+    /// ever hedged, whatever this says. A caller for whom a second identical request costs
+    /// something (a request-counting quota, a GET with side effects behind a proxy) sets
+    /// it false.
+    pub hedge: bool,
 }
 
 impl Request {
     pub fn new(method: Method, path_and_query: impl Into<String>) -> Request {
-        Request { method, path_and_query: path_and_query.into(), headers: HeaderMap::new(), body: RequestBody::Empty, size_hint: None }
+        Request { method, path_and_query: path_and_query.into(), headers: HeaderMap::new(), body: RequestBody::Empty, size_hint: None, hedge: true }
     }
 
     /// RFC 9110 section 9.2.2: a request that may be repeated with the same effect.
@@ -167,6 +173,10 @@ pub struct TransportStats {
     pub requests_sent: u64,
     /// Requests written again on a fresh connection after theirs closed unanswered.
     pub requests_resent: u64,
+    /// Copies of slow small requests sent by `auto` (auto.rs, "Hedged small GETs"), also
+    /// counted in `requests_sent`, and those whose response head came first.
+    pub hedges_sent: u64,
+    pub hedges_won: u64,
 }
 
 /// The transport seam. Implementations: `pool`, `pipeline`, `h2`, `auto`.

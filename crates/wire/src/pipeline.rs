@@ -15,7 +15,7 @@
 //! # How data flows
 //!
 //! ```text
-//!  send() ─► Job ─► pending ─► place(): idle conn, else open one (< N), else fewest in flight (< D)
+//!  send() ─► Job ─► pending ─► place(): idle conn, else open one (< N), else no head owed, fewest in flight (< D)
 //!                                  │
 //!          per connection:   queued ──writer──► written ──reader──► Response via oneshot
 //!                            (one write per batch)          └─ body chunks ─► bounded channel ─► caller
@@ -190,6 +190,14 @@ struct Slot {
     /// The gate's place until the socket is connected; the socket holds it from then on
     /// and gives it back once closed (auto.rs, `Place`).
     place: Option<Place>,
+}
+
+impl Slot {
+    /// Some request on it still waits for its response head (queued or written): a
+    /// request placed here now would wait for that first byte too.
+    fn head_owed(&self) -> bool {
+        !self.queued.is_empty() || !self.written.is_empty()
+    }
 }
 
 struct Signals {
@@ -373,6 +381,45 @@ impl PipelineTransport {
     }
 }
 
+impl PipelineTransport {
+    /// Places a pipelineable request now, only where no response head is owed ahead of it:
+    /// an idle connection, else a new one (if the cap and the gate allow), else one whose
+    /// only request is having its body read. `None`, and nothing sent, when there is no
+    /// such place or requests already wait for room. `auto`'s hedges go this way (auto.rs,
+    /// "Hedged small GETs"): a copy written behind another request's pending head would
+    /// wait for the same kind of first byte it is meant to avoid.
+    pub(crate) fn try_send_unobstructed(&self, req: Request) -> Option<BoxFuture<'static, Result<Response, WireError>>> {
+        let shared = &self.shared;
+        if !req.is_pipelineable() {
+            return None;
+        }
+        let (job, rx) = job_for(req, &shared.authority).ok()?;
+        let mut st = shared.lock();
+        if !st.pending.is_empty() {
+            return None;
+        }
+        let unobstructed = |s: &Slot| s.accepting && !s.exclusive && !s.head_owed();
+        let idle = st.conns.iter().any(|s| unobstructed(s) && s.in_flight == 0);
+        let room = st.conns.len() < shared.max_connections;
+        if !idle && !room && !st.conns.iter().any(unobstructed) {
+            return None;
+        }
+        // `place` prefers an idle connection, then a new one, then the fewest in flight
+        // among those without an owed head: with one of the three available it lands on
+        // one of them, unless a new connection was refused and the unobstructed ones are
+        // full (then it is taken back out).
+        let idx = shared.place(&mut st, job).ok()?;
+        let slot = &mut st.conns[idx];
+        if slot.queued.len() + slot.written.len() > 1 {
+            let job = slot.queued.pop_back().expect("just queued");
+            slot.in_flight -= 1;
+            drop(job);
+            return None;
+        }
+        Some(Box::pin(async move { rx.await.unwrap_or_else(|_| Err(WireError::new(ErrorKind::Reset, "the pipeline dropped the request"))) }))
+    }
+}
+
 type Reply = oneshot::Receiver<Result<Response, WireError>>;
 
 /// A request as the scheduler's [`Job`], and where its answer will come.
@@ -415,6 +462,7 @@ impl Transport for PipelineTransport {
             connections_open: s.open.load(Relaxed),
             requests_sent: s.sent.load(Relaxed),
             requests_resent: s.resent.load(Relaxed),
+            ..TransportStats::default()
         }
     }
 
@@ -490,12 +538,15 @@ impl Shared {
             place.is_some()
         };
         let idx = if job.pipelineable {
+            // Behind a response whose head has come, a request waits out at most that
+            // body; behind one whose head is still owed, also its first byte, which on S3
+            // is lognormal (auto.rs, "Hedged small GETs"): so those go last.
             let best = st
                 .conns
                 .iter()
                 .enumerate()
                 .filter(|(_, s)| s.accepting && !s.exclusive && s.in_flight < depth)
-                .min_by_key(|(_, s)| s.in_flight)
+                .min_by_key(|(_, s)| (s.head_owed(), s.in_flight))
                 .map(|(i, s)| (i, s.in_flight));
             match best {
                 Some((i, 0)) => Some(i),

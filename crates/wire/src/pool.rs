@@ -223,6 +223,7 @@ impl Transport for PoolTransport {
             connections_open: p.open.load(Relaxed),
             requests_sent: p.sent.load(Relaxed),
             requests_resent: p.resent.load(Relaxed),
+            ..TransportStats::default()
         }
     }
 
