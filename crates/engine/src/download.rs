@@ -43,12 +43,16 @@
 //! rename.
 //!
 //! Writing: a part gathers the chunks it receives (as they are, no copy) into batches of
-//! up to [`WRITE_BATCH`] and `pwrite`s each at its offset from its own task, inside
-//! `tokio::task::block_in_place`: the bytes are still in this core's cache, no other
+//! up to [`WRITE_BATCH`] and writes each at its offset with one `pwritev` from its own
+//! task, inside `tokio::task::block_in_place`: the bytes are still in this core's cache, no other
 //! thread is woken for them, and the runtime hands the worker's other tasks to another
 //! thread while the write runs (into the page cache it is short, but it stalls when the
 //! kernel throttles dirty pages). This is s5cmd's shape: it reads 32 KiB and writes them
-//! at once from the same goroutine. A current-thread runtime has no `block_in_place`;
+//! at once from the same goroutine. One part of a file writes at a time (a mutex per file,
+//! taken with `try_lock`): a part that finds another writing reads on, and waits only
+//! once it holds two batches. ext4 holds the inode's lock through a buffered write, so
+//! two parts writing one file at once spin and then sleep on it in the kernel, where a
+//! busy part could have been reading. A current-thread runtime has no `block_in_place`;
 //! there each file gets a writer thread fed by a channel, and a part hands it one batch
 //! at a time, waiting only if its previous one is not written yet (the two batches
 //! [`part_bytes_in_memory`] counts). In durable mode, after each part,
@@ -108,6 +112,22 @@
 //!   beside rclone's 4.1 in 5.6). No step was found that costs time without a
 //!   guarantee needing it; what the temp file, the CRC and the rename each cost of that
 //!   CPU was not measured this time (`perf` was not run).
+//! - the writes (cli14; `perf record -g` of one run each): with a `pwrite` per 64 KiB
+//!   chunk, the inode lock's `rwsem_down_write_slowpath` + `rwsem_spin_on_owner` took
+//!   4.3-9.1% of the process's samples; with one writing part per file 0.03%. `pwritev`
+//!   halves the calls (66.4k `pwrite64` to 32.6k `pwritev`, `perf stat`) but alone did
+//!   not lower the CPU (5 rounds: 2.78 CPU-s median against 2.83). By hand, 4 x 1 GiB
+//!   into a plain directory on this ext4 disk (`sync`, Dirty + Writeback under 64 MiB
+//!   before each run), 11 interleaved pairs in two runs at load 2-7, user + sys: 2.57 s
+//!   median (2.39-2.95) against 2.83 (2.68-3.06) in 5 pairs and 3.16 (3.00-3.60)
+//!   against 3.51 (3.12-3.74) in 6, lower in 8 of 11; wall 3.68 against 3.03 and 4.47
+//!   against 4.31, shorter in 4 of 11: the CPU is saved, the wall time not (as with the
+//!   wake-ups below). Involuntary switches 3.4-7.2k against 4.7-6.8k; the switches were
+//!   never many (8-18k with `perf stat` at load 2-7; 85k in one run at load 7, 240k in
+//!   one without a `sync` before it), and most are preemptions (`perf record -e context-switches -g`: 35% in
+//!   `generic_perform_write`'s `cond_resched`, 25% on the return from `recv`), which a
+//!   client on 2 shared cores cannot avoid; s5cmd under the same `perf` took 142k, half
+//!   of them the Go runtime's `nanosleep`.
 //! - no difference out of the noise, tried earlier: no per-file writer turn, 32 parts in
 //!   flight instead of 16, 4 parts per file instead of 8, 1 MiB write batches, 16 or 64
 //!   MiB parts, `--transport h1-pool`, s5cmd's shape (50 MiB parts, 5 per file).
@@ -169,7 +189,8 @@ const STATE_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 /// Bytes a part of `len` may hold in memory while it is fetched, taken from the client's
 /// memory budget (`S3Client::memory_budget`, shared by the engine's fan-outs) around
 /// each part: the write batch being gathered plus one received batch behind it while the
-/// other is written (the transport's chunks are smaller than a batch).
+/// other is written, or while another part of the file writes (the transport's chunks
+/// are smaller than a batch).
 pub fn part_bytes_in_memory(len: u64) -> u64 {
     len.min(2 * WRITE_BATCH as u64)
 }
@@ -560,6 +581,7 @@ async fn ranged(
         (Some(w), Some(gone))
     };
     let ctx = Arc::new(PartCtx {
+        writing: Mutex::new(()),
         client: client.clone(),
         object: object.clone(),
         tmp: tmp.to_path_buf(),
@@ -651,6 +673,9 @@ struct PartCtx {
     size: u64,
     /// `None`: parts write with `block_in_place` (module note).
     writer: Option<FileWriter>,
+    /// Held around each `block_in_place` write: a part that finds another part of the
+    /// file writing keeps reading instead of queueing on the inode's lock (module note).
+    writing: Mutex<()>,
     shared: Option<PartBudget>,
     durable: bool,
 }
@@ -841,12 +866,30 @@ async fn fetch_part(ctx: Arc<PartCtx>, i: u64) -> Result<(), Error> {
             None => ended = true,
         }
         if pending_len > 0 && (ended || pending_len >= WRITE_BATCH) {
-            let data = std::mem::take(&mut pending);
             match &ctx.writer {
                 // The pwrite on this thread, the bytes still in its cache; the runtime
-                // hands this worker's other tasks to another thread meanwhile.
-                None => tokio::task::block_in_place(|| write_batch(file, off, &data)).map_err(|e| io(tmp, e))?,
+                // hands this worker's other tasks to another thread meanwhile. Another
+                // part of the file writing: read on while the batch is below twice
+                // WRITE_BATCH (what `part_bytes_in_memory` counts), then wait for it.
+                None => {
+                    let must = ended || pending_len >= 2 * WRITE_BATCH;
+                    let held = match ctx.writing.try_lock() {
+                        Ok(g) => Some(g),
+                        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                        Err(std::sync::TryLockError::WouldBlock) => None,
+                    };
+                    if held.is_none() && !must {
+                        continue;
+                    }
+                    let data = std::mem::take(&mut pending);
+                    tokio::task::block_in_place(|| {
+                        let _g = held.unwrap_or_else(|| ctx.writing.lock().unwrap_or_else(|p| p.into_inner()));
+                        write_batch(file, off, &data)
+                    })
+                    .map_err(|e| io(tmp, e))?
+                }
                 Some(w) => {
+                    let data = std::mem::take(&mut pending);
                     let permit = turn.wait(tmp).await?;
                     w.send(Batch { at: off, data, turn: turn.clone(), _permit: permit }).map_err(|e| io(tmp, e))?;
                 }
