@@ -44,20 +44,22 @@
 //!
 //! Writing: a part gathers the chunks it receives (as they are, no copy) into batches of
 //! up to [`WRITE_BATCH`] and writes each at its offset with one `pwritev` from its own
-//! task, inside `tokio::task::block_in_place`: the bytes are still in this core's cache, no other
-//! thread is woken for them, and the runtime hands the worker's other tasks to another
-//! thread while the write runs (into the page cache it is short, but it stalls when the
-//! kernel throttles dirty pages). This is s5cmd's shape: it reads 32 KiB and writes them
-//! at once from the same goroutine. One part of a file writes at a time (a mutex per file,
-//! taken with `try_lock`): a part that finds another writing reads on, and waits only
-//! once it holds two batches. ext4 holds the inode's lock through a buffered write, so
-//! two parts writing one file at once spin and then sleep on it in the kernel, where a
-//! busy part could have been reading. A current-thread runtime has no `block_in_place`;
-//! there each file gets a writer thread fed by a channel, and a part hands it one batch
-//! at a time, waiting only if its previous one is not written yet (the two batches
-//! [`part_bytes_in_memory`] counts). In durable mode, after each part,
-//! `sync_file_range(SYNC_FILE_RANGE_WRITE)` starts its writeback without waiting, so the
-//! final fsync overlaps the transfer instead of following it.
+//! task, inside `tokio::task::block_in_place`: the bytes are still in this core's cache,
+//! no other thread is woken for them, and the runtime hands the worker's other tasks to
+//! another thread while the write runs (into the page cache it is short, but it stalls
+//! when the kernel throttles dirty pages). This is s5cmd's shape: it reads 32 KiB and
+//! writes them at once from the same goroutine. One part of a file writes at a time (a
+//! mutex per file, taken with `try_lock`): a part that finds another writing reads on, and
+//! waits only once it holds two batches. ext4 holds the inode's lock through a buffered
+//! write, so two parts writing one file at once spin and then sleep on it in the kernel,
+//! where a busy part could have been reading (a per-file writer turn in the list of what
+//! was tried earlier made no difference; this one is measured below against the code
+//! before it, at cli14). A current-thread runtime has no `block_in_place`; there each file
+//! gets a writer thread fed by a channel, and a part hands it one batch at a time, waiting
+//! only if its previous one is not written yet (the two batches [`part_bytes_in_memory`]
+//! counts). In durable mode, after each part, `sync_file_range(SYNC_FILE_RANGE_WRITE)`
+//! starts its writeback without waiting, so the final fsync overlaps the transfer instead
+//! of following it.
 //!
 //! Each part runs as a task of its own (`tokio::spawn`, aborted when the download is
 //! dropped): an HTTP/1.1 body reads its socket on the task that polls it (wire's
@@ -115,19 +117,19 @@
 //! - the writes (cli14; `perf record -g` of one run each): with a `pwrite` per 64 KiB
 //!   chunk, the inode lock's `rwsem_down_write_slowpath` + `rwsem_spin_on_owner` took
 //!   4.3-9.1% of the process's samples; with one writing part per file 0.03%. `pwritev`
-//!   halves the calls (66.4k `pwrite64` to 32.6k `pwritev`, `perf stat`) but alone did
-//!   not lower the CPU (5 rounds: 2.78 CPU-s median against 2.83). By hand, 4 x 1 GiB
-//!   into a plain directory on this ext4 disk (`sync`, Dirty + Writeback under 64 MiB
-//!   before each run), 11 interleaved pairs in two runs at load 2-7, user + sys: 2.57 s
-//!   median (2.39-2.95) against 2.83 (2.68-3.06) in 5 pairs and 3.16 (3.00-3.60)
-//!   against 3.51 (3.12-3.74) in 6, lower in 8 of 11; wall 3.68 against 3.03 and 4.47
-//!   against 4.31, shorter in 4 of 11: the CPU is saved, the wall time not (as with the
-//!   wake-ups below). Involuntary switches 3.4-7.2k against 4.7-6.8k; the switches were
-//!   never many (8-18k with `perf stat` at load 2-7; 85k in one run at load 7, 240k in
-//!   one without a `sync` before it), and most are preemptions (`perf record -e context-switches -g`: 35% in
-//!   `generic_perform_write`'s `cond_resched`, 25% on the return from `recv`), which a
-//!   client on 2 shared cores cannot avoid; s5cmd under the same `perf` took 142k, half
-//!   of them the Go runtime's `nanosleep`.
+//!   halves the calls (66.4k `pwrite64` to 32.6k `pwritev`, `perf stat`) but alone barely
+//!   lowered the CPU (11 pairs: 0.97x by median, 0.80-1.14). By hand, 4 x 1 GiB into a
+//!   plain directory on this ext4 disk (`sync`, Dirty + Writeback under 64 MiB before each
+//!   run), 26 interleaved pairs in five runs at load 2-10, user + sys: 3.05 s median
+//!   (2.39-5.14) against 3.22 (2.58-4.36), 0.94x by the pairs' median ratio (0.70-1.20),
+//!   lower in 17 of 26; wall 1.01x (0.78-1.57), shorter in 11 of 26: the CPU is saved, the
+//!   wall time not (as with the wake-ups below), the cores being shared. Involuntary
+//!   switches 3.4-7.4k (median 4.8k) against 3.6-6.8k (5.2k); the switches were never many
+//!   (8-18k with `perf stat` at load 2-7; 85k in one run at load 7, 240k in one without a
+//!   `sync` before it), and most are preemptions (`perf record -e context-switches -g`:
+//!   35% in `generic_perform_write`'s `cond_resched`, 25% on the return from `recv`),
+//!   which a client on 2 shared cores cannot avoid; s5cmd under the same `perf` took 142k,
+//!   half of them the Go runtime's `nanosleep`.
 //! - no difference out of the noise, tried earlier: no per-file writer turn, 32 parts in
 //!   flight instead of 16, 4 parts per file instead of 8, 1 MiB write batches, 16 or 64
 //!   MiB parts, `--transport h1-pool`, s5cmd's shape (50 MiB parts, 5 per file).
