@@ -730,7 +730,16 @@ fn write_batch(file: &std::fs::File, mut at: u64, data: &[Bytes]) -> std::io::Re
     const IOV_MAX: usize = 1024;
     // The chunk the next byte comes from, and how far into it the last write got.
     let (mut first, mut skip) = (0usize, 0usize);
-    while first < data.len() {
+    loop {
+        // Past the written and the empty chunks: a batch of nothing writes nothing (an
+        // all-empty batch would otherwise get 0 from pwritev and read as WriteZero).
+        while first < data.len() && data[first].len() == skip {
+            first += 1;
+            skip = 0;
+        }
+        if first == data.len() {
+            break;
+        }
         let iov: Vec<libc::iovec> = data[first..]
             .iter()
             .take(IOV_MAX)
@@ -765,11 +774,6 @@ fn write_batch(file: &std::fs::File, mut at: u64, data: &[Bytes]) -> std::io::Re
                 skip += n;
                 n = 0;
             }
-        }
-        // Empty chunks after the last byte written need no call of their own.
-        while first < data.len() && data[first].len() == skip {
-            first += 1;
-            skip = 0;
         }
     }
     Ok(())
@@ -1012,6 +1016,9 @@ mod tests {
         }
         chunks.push(Bytes::copy_from_slice(&data[at..]));
         write_batch(&f, 1000, &chunks).unwrap();
+        // Only empty chunks, or none: nothing written, no error.
+        write_batch(&f, 0, &[Bytes::new(), Bytes::new()]).unwrap();
+        write_batch(&f, 0, &[]).unwrap();
         let mut back = Vec::new();
         std::io::Read::read_to_end(&mut &f, &mut back).unwrap();
         assert_eq!(back.len(), 1000 + data.len());
