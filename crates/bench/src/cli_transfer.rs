@@ -1215,7 +1215,15 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     params.insert("ceiling_write_bytes".into(), json!(CEILING_WRITE));
     params.insert("ceiling_part_bytes".into(), json!(CEILING_PART));
     // Downloads are also held against two ceilings run the same way (module note).
-    let ceiling_sums: Vec<BTreeMap<String, String>> = p.sets.iter().map(|set| set.names().into_iter().map(|n| (n, ceiling_crc(set.bytes))).collect()).collect();
+    // Every file of a set holds the same pattern: one CRC per set.
+    let ceiling_sums: Vec<BTreeMap<String, String>> = p
+        .sets
+        .iter()
+        .map(|set| {
+            let crc = ceiling_crc(set.bytes);
+            set.names().into_iter().map(|n| (n, crc.clone())).collect()
+        })
+        .collect();
     let ceilings = [Tool::DiskCeiling, Tool::NetCeiling].map(|tool| Installed { tool, exe: opts.server.program.clone(), version: env!("CARGO_PKG_VERSION").into() });
     let downloaders: Vec<Installed> = tools.iter().cloned().chain(ceilings).collect();
     let server_json = json!({"label": spec.label, "args": spec.args(), "banner": server.banner});

@@ -139,7 +139,6 @@ struct Counters {
     reopened: AtomicU64,
     open: AtomicU64,
     peak_open: AtomicU64,
-    window: AtomicU64,
     stalls: AtomicU64,
     buffered: AtomicU64,
     peak_buffered: AtomicU64,
@@ -277,7 +276,7 @@ impl OpenAhead {
             idle_closes: c.idle_closes.load(Relaxed),
             reopened: c.reopened.load(Relaxed),
             peak_open: c.peak_open.load(Relaxed),
-            window: c.window.load(Relaxed),
+            window: self.window.as_ref().map_or(0, |w| w.size.load(Relaxed)),
             stalls: c.stalls.load(Relaxed),
             buffered: c.buffered.load(Relaxed),
             peak_buffered: c.peak_buffered.load(Relaxed),
@@ -297,7 +296,7 @@ impl OpenAhead {
             // have hidden (the first object's never could): widen the window.
             self.counters.stalls.fetch_add(1, Relaxed);
             if let Some(w) = &self.window {
-                w.grow(&self.counters);
+                w.grow();
             }
         }
         // Free its place ahead: the feeder opens the next object while this one is read.
@@ -326,7 +325,6 @@ impl OpenAhead {
         let Some(mut input) = self.input.take() else { return };
         let (tx, rx) = mpsc::unbounded_channel();
         let window = Window::new(&self.opts);
-        self.counters.window.store(window.size.load(Relaxed), Relaxed);
         self.window = Some(window.clone());
         let (client, idle_limit, counters) = (self.client.clone(), self.opts.idle_limit, self.counters.clone());
         self.feeder = Some(tokio::spawn(async move {
@@ -415,11 +413,9 @@ impl Window {
     }
 
     /// One more place ahead, unless the window is at its cap.
-    fn grow(&self, counters: &Counters) {
-        let grown = self.size.fetch_update(Relaxed, Relaxed, |n| (n < self.max).then_some(n + 1));
-        if let Ok(n) = grown {
+    fn grow(&self) {
+        if self.size.fetch_update(Relaxed, Relaxed, |n| (n < self.max).then_some(n + 1)).is_ok() {
             self.room.add_permits(1);
-            counters.window.store(n + 1, Relaxed);
         }
     }
 }

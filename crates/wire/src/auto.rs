@@ -328,6 +328,9 @@ struct Hedger {
 struct HedgeState {
     /// The last [`HEDGE_WINDOW`] head latencies of small requests, oldest first.
     window: std::collections::VecDeque<Duration>,
+    /// `window` copied for selecting its percentile, kept to spare an allocation per
+    /// response.
+    scratch: Vec<Duration>,
     /// [`HEDGE_PERCENTILE`] of `window` (at least [`HEDGE_FLOOR`]), once it holds
     /// [`HEDGE_MIN_SAMPLES`].
     delay: Option<Duration>,
@@ -349,10 +352,12 @@ impl Hedger {
         }
         st.window.push_back(latency);
         if st.window.len() >= HEDGE_MIN_SAMPLES {
-            let mut v: Vec<Duration> = st.window.iter().copied().collect();
-            let k = ((v.len() as f64 * HEDGE_PERCENTILE).ceil() as usize).clamp(1, v.len()) - 1;
-            let (_, p, _) = v.select_nth_unstable(k);
-            st.delay = Some((*p).max(HEDGE_FLOOR));
+            let HedgeState { window, scratch, delay, .. } = &mut *st;
+            scratch.clear();
+            scratch.extend(window.iter().copied());
+            let k = ((scratch.len() as f64 * HEDGE_PERCENTILE).ceil() as usize).clamp(1, scratch.len()) - 1;
+            let (_, p, _) = scratch.select_nth_unstable(k);
+            *delay = Some((*p).max(HEDGE_FLOOR));
         }
     }
 
@@ -387,6 +392,12 @@ impl Hedger {
 
 /// An answer worth returning: a response other than 503/429 (a throttled copy is no
 /// faster answer; the other may still succeed).
+/// A copy of a request without a body (the probe's and the hedge's): method, target,
+/// headers and size hint.
+fn copy_of(req: &Request) -> Request {
+    Request { headers: req.headers.clone(), size_hint: req.size_hint, ..Request::new(req.method.clone(), req.path_and_query.clone()) }
+}
+
 fn good(r: &Result<Response, WireError>) -> bool {
     matches!(r, Ok(resp) if !matches!(resp.status.as_u16(), 503 | 429))
 }
@@ -398,12 +409,7 @@ fn good(r: &Result<Response, WireError>) -> bool {
 fn send_hedged(pipeline: Arc<PipelineTransport>, hedger: Arc<Hedger>, req: Request) -> BoxFuture<'static, Result<Response, WireError>> {
     let hedgeable = req.hedge && req.is_pipelineable() && is_small(&req);
     let delay = if hedgeable { hedger.start() } else { None };
-    let copy = delay.map(|_| {
-        let mut copy = Request::new(req.method.clone(), req.path_and_query.clone());
-        copy.headers = req.headers.clone();
-        copy.size_hint = req.size_hint;
-        copy
-    });
+    let copy = delay.map(|_| copy_of(&req));
     let mut primary = pipeline.send(req);
     let (Some(delay), Some(copy)) = (delay, copy) else { return primary };
     Box::pin(async move {
@@ -1175,8 +1181,7 @@ impl Drop for Demand {
 /// batch; returns the first response and discards the copy's. The probe ends when the
 /// copy's response has been read.
 fn probe_with(t: Arc<PipelineTransport>, state: Arc<Mutex<Probe>>, done: watch::Sender<u64>, req: Request) -> BoxFuture<'static, Result<Response, WireError>> {
-    let mut copy = Request::new(req.method.clone(), req.path_and_query.clone());
-    copy.headers = req.headers.clone();
+    let copy = copy_of(&req);
     let [first, second] = t.send_pair(req, copy);
     Box::pin(async move {
         tokio::spawn(async move {

@@ -399,9 +399,8 @@ impl PipelineTransport {
             return None;
         }
         let unobstructed = |s: &Slot| s.accepting && !s.exclusive && !s.head_owed();
-        let idle = st.conns.iter().any(|s| unobstructed(s) && s.in_flight == 0);
         let room = st.conns.len() < shared.max_connections;
-        if !idle && !room && !st.conns.iter().any(unobstructed) {
+        if !room && !st.conns.iter().any(unobstructed) {
             return None;
         }
         // `place` prefers an idle connection, then a new one, then the fewest in flight
