@@ -518,8 +518,12 @@ def test_ferry_bench_without_root_falls_back_to_no_link_loudly():
     try:
         work.chmod(0o777)
         out = work / "results.jsonl"
+        # A copy nobody can reach: the checkout may sit in a 0700 directory (mktemp -d),
+        # and the bench starts `ferry serve` from its own path.
+        exe = work / "ferry"
+        shutil.copy2(ferry_binary(), exe)
         cmd = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
-               str(ferry_binary()), "bench", "vectored", "--quick", "--repeats", "1", "--peers", "none",
+               str(exe), "bench", "vectored", "--quick", "--repeats", "1", "--peers", "none",
                "--no-progress", "--link", "transatlantic", "--out", str(out)]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=work,
                            env=clean_env(HOME=str(work)))

@@ -175,12 +175,24 @@ fn small_objects_across_the_region_link() {
 }
 
 /// The binary as an unprivileged user: as root, run it as nobody (uid 65534); otherwise
-/// it already is unprivileged.
+/// it already is unprivileged. As nobody it runs from a copy in `dir` (which nobody can
+/// enter), since the checkout may sit in a directory only root can enter (`mktemp -d`
+/// makes it 0700), and the bench starts `ferry serve` from its own path.
 fn unprivileged(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
     use std::os::unix::process::CommandExt;
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"));
+    let root = ferry_link::check_root().is_ok();
+    let exe = if root {
+        let copy = dir.join("ferry");
+        if !copy.exists() {
+            std::fs::copy(env!("CARGO_BIN_EXE_ferry"), &copy).unwrap();
+        }
+        copy
+    } else {
+        std::path::PathBuf::from(env!("CARGO_BIN_EXE_ferry"))
+    };
+    let mut cmd = std::process::Command::new(exe);
     cmd.args(args).current_dir(dir).env("TMPDIR", dir);
-    if ferry_link::check_root().is_ok() {
+    if root {
         cmd.uid(65534).gid(65534);
     }
     cmd.output().unwrap()
