@@ -15,7 +15,8 @@
 //! Rows:
 //! - on demand (naive): object i+1 is opened (GET sent) when object i has been read;
 //! - open-ahead: `ferry_engine::OpenAhead` over the same list with its default options
-//!   (8 objects opened ahead, 64 MiB read ahead at most); the consumer loop is the same
+//!   (8 objects opened ahead at first, the window growing to 32 while the consumer waits
+//!   for first bytes, 64 MiB read ahead at most); the consumer loop is the same
 //!   (take the next object, read it to its end), so the difference is the engine's.
 //!   "open" for this row is the time the consumer waited in `next()` for the object's
 //!   head, i.e. the first-byte time opening ahead did not hide.
@@ -34,7 +35,16 @@
 //!   had before it grew with stalls (engine's openahead.rs, "The window follows the
 //!   first-byte tail"), so what the growing window adds is measured in the same run.
 //!
-//! Measured (`ferry bench open-ahead --quick --peers none --repeats 7`, load average
+//! Measured with the window growing by the places a stall showed it short (engine's
+//! openahead.rs; `ferry bench open-ahead --quick --peers none --repeats 3`, 3 runs
+//! alternated with 3 of the one-place-per-stall rule below, load 3.9-6.2): open-ahead
+//! 0.31 s by median over 9 repeats, its window at the cap of 32 in all 9; open-ahead /
+//! bound 0.65 (0.55-1.11), under the bound (up to 32 bodies stream at once, the bound
+//! reads one at a time), the fixed window 1.19 (1.05-1.25); open-ahead / on demand 0.10
+//! (0.07-0.16). The one-place-per-stall rule in the same runs: 0.48 s, window 16-20,
+//! open-ahead / bound 0.96 (0.78-1.49).
+//!
+//! Before that (`ferry bench open-ahead --quick --peers none --repeats 7`, load average
 //! 5-6), wall time medians (min-max): on demand 2.78 s (2.56-3.53), open-ahead 0.47
 //! (0.36-0.70) with its window at 17 (16-22), the window fixed at 8 0.62 (0.54-0.76), the
 //! bandwidth bound 0.47 (0.47-0.57). Paired by repeat, open-ahead / bound 1.01
@@ -262,7 +272,7 @@ pub fn open_ahead(size: Size, p: &OpenAheadParams) -> Workload {
     };
     let mut variants = vec![
         row(NAIVE_ROW, 0, Strategy::OnDemand, None),
-        row(OPEN_AHEAD_ROW, 0, Strategy::OpenAhead, Some("open = the consumer's wait in OpenAhead::next for the object's head; window = where the engine's window ended (it starts at 8 and grows by one each time the consumer waits for a head, up to 32)")),
+        row(OPEN_AHEAD_ROW, 0, Strategy::OpenAhead, Some("open = the consumer's wait in OpenAhead::next for the object's head; window = where the engine's window ended (it starts at 8 and, each time the consumer waits for a head, grows by the objects the consumer could have read in that wait, up to 32)")),
         row(FIXED_ROW, 0, Strategy::OpenAheadFixed, Some("the engine's window held at its start of 8 (max_open 8), as it was before the window grew: what growing adds")),
         row(BOUND_ROW, 1, Strategy::OnDemand, Some("the on-demand reader against the s3 profile with a zero first byte: the object bytes at one connection's rate")),
     ];
