@@ -765,8 +765,8 @@ fn ceiling_crc(bytes: u64) -> String {
 /// The disk ceiling: `set`'s files created under `dir` and written from memory the way a
 /// good downloader writes, with nothing between the network and the disk: `threads`
 /// threads take the files in turn; a file larger than one write is sized first with
-/// fallocate(2) (its blocks reserved, as rclone does; a filesystem without it gets
-/// `set_len`, as ferry's temp files), then written front to back in [`CEILING_WRITE`]
+/// fallocate(2) (its blocks reserved, as rclone and ferry's temp files are; a filesystem
+/// without it gets `set_len`), then written front to back in [`CEILING_WRITE`]
 /// `pwrite`s. No temp name, no rename, no fsync (the tools do not sync either).
 fn write_ceiling(dir: &Path, set: &FileSet, threads: usize) -> Result<()> {
     use std::os::fd::AsRawFd;

@@ -3,7 +3,8 @@
 //! ```text
 //! HEAD ─► size, ETag, stored checksum
 //!   ├─ size <= part_size ─► one GET (ferry-store verifies CRC or MD5-ETag on the fly)
-//!   └─ else: parts of part_size, up to `concurrency` GETs in flight, each
+//!   └─ else: .NAME.ferry-part preallocated to size (fallocate), then parts of
+//!        part_size, up to `concurrency` GETs in flight, each
 //!        Range: bytes=a-b, If-Match: <ETag>  ─► written at offset a of  .NAME.ferry-part
 //!        part CRC computed as the bytes pass ─► recorded in .NAME.ferry-state
 //! all parts ─► whole CRC = crc_combine(part CRCs) == stored FULL_OBJECT CRC?
