@@ -62,6 +62,15 @@
 //! starts its writeback without waiting, so the final fsync overlaps the transfer instead
 //! of following it.
 //!
+//! Preallocating: a ranged download's temp file gets its size with its blocks allocated
+//! (`fallocate(2)`, mode 0; a file system without it gets a sparse `set_len`), as rclone
+//! sizes its files and the bench's disk ceiling does. Into a sparse file ext4's delayed
+//! allocation reserves each 4 KiB block as a write first reaches it
+//! (`ext4_da_get_block_prep`) and allocates it at writeback; into allocated (unwritten)
+//! blocks a write only fills the page cache, and writeback converts the extent. A disk
+//! without room for the object fails the download at its start, with the temp file
+//! removed, instead of part-way. Measured under "Measured" (cli15).
+//!
 //! Each part runs as a task of its own (`tokio::spawn`, aborted when the download is
 //! dropped): an HTTP/1.1 body reads its socket on the task that polls it (wire's
 //! pool.rs), so parts polled as futures of one stream shared one thread for every read
@@ -103,8 +112,9 @@
 //!   4 streams per file at their offsets, no fsync): 4 x 1 GiB down onto a journaled
 //!   ext4 loop-mounted with direct I/O (as `ferry bench cli-transfer` does), 3 pairs at
 //!   load 8-10, ferry 4.13-4.36 s and 2.8-3.1 CPU-s, rclone 5.35-6.14 s and 3.5-4.0
-//!   (the server's CPU the same, 0.6-0.9 s). The sparse `set_len` file is not the cost:
-//!   `filefrag` counts 5-7 extents per ferry file, 1-5 per rclone file. What is left of
+//!   (the server's CPU the same, 0.6-0.9 s). The sparse `set_len` file did not fragment
+//!   the files (`filefrag`: 5-7 extents per ferry file, 1-5 per rclone file); its CPU
+//!   cost, found later, is under "Preallocating" below. What is left of
 //!   the wall time is the kernel's: copying into the page cache and, near
 //!   `dirty_ratio`, being throttled to the disk's writeback. In `ferry bench cli-transfer
 //!   --set large` at 5e73207 (load 8-9) ferry took the least CPU per GiB (0.93 s; rclone
