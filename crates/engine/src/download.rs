@@ -141,6 +141,28 @@
 //!   35% in `generic_perform_write`'s `cond_resched`, 25% on the return from `recv`),
 //!   which a client on 2 shared cores cannot avoid; s5cmd under the same `perf` took 142k,
 //!   half of them the Go runtime's `nanosleep`.
+//! - where the time went (cli15), since ferry spent less CPU than s5cmd and took as long:
+//!   each thread's `/proc/PID/task/*/schedstat` sampled through runs at load 4-11 had
+//!   each of the 10 runtime threads on a core 0.26 s, runnable but waiting for one 2.4-2.6
+//!   s and asleep ~1.3 s of a 4.2 s run (s5cmd's threads alike); the machine was idle
+//!   0.1-0.3 core-s per run (`/proc/stat`); Dirty stayed near the background threshold
+//!   (~1.7 GiB; `/proc/vmstat` every 100 ms), so nothing slept in `balance_dirty_pages`;
+//!   the server took the same CPU for either tool (0.45-0.9 s). Not waiting on the disk
+//!   or the server, then: bound by CPU on shared cores (this session's threads get a
+//!   share of them, as an autogroup), which makes CPU per byte the lever.
+//! - preallocating (cli15; module note): `perf record` of one run each: the writes 58% of
+//!   ferry's samples with the sparse file, `ext4_da_get_block_prep` 7.2% and the inode
+//!   lock's slow path 3.1% in them; preallocated, 46%, 3.8% and ~0. 1 GiB in 4
+//!   interleaved 8 MiB parts of 128 KiB `pwrite`s onto the bench's loop ext4, 3 rounds:
+//!   0.31-0.67 system CPU-s sparse, 0.19-0.23 preallocated. By hand, 18 interleaved rounds
+//!   (main's binary, this, s5cmd 2.3.0) from one `ferry serve --memory` onto a loop
+//!   ext4 made as the bench makes it (`sync`, Dirty + Writeback under 64 MiB before each),
+//!   load 1.6-11: user + sys 2.78 s (2.15-3.14) against 3.00 (2.34-3.72) and s5cmd's
+//!   3.15 (2.82-4.62): 0.91x main's by the rounds' median ratio, lower in 16 of 18, and
+//!   0.83x s5cmd's, lower in 18 of 18; wall 2.69 s (1.82-6.64) against 3.90 (1.87-7.07)
+//!   and 2.91 (2.22-6.54): faster than main in 15 of 18 (1.07x), than s5cmd in 12 of 18
+//!   (1.13x). The kernel threads' CPU through a `sync` after the run: 0.43 s against 0.47
+//!   (s5cmd 0.63). Peak RSS unchanged (16-26 MiB).
 //! - no difference out of the noise, tried earlier: no per-file writer turn, 32 parts in
 //!   flight instead of 16, 4 parts per file instead of 8, 1 MiB write batches, 16 or 64
 //!   MiB parts, `--transport h1-pool`, s5cmd's shape (50 MiB parts, 5 per file).
