@@ -162,7 +162,12 @@
 //!   0.83x s5cmd's, lower in 18 of 18; wall 2.69 s (1.82-6.64) against 3.90 (1.87-7.07)
 //!   and 2.91 (2.22-6.54): faster than main in 15 of 18 (1.07x), than s5cmd in 12 of 18
 //!   (1.13x). The kernel threads' CPU through a `sync` after the run: 0.43 s against 0.47
-//!   (s5cmd 0.63). Peak RSS unchanged (16-26 MiB).
+//!   (s5cmd 0.63). Peak RSS unchanged (16-26 MiB). `ferry bench cli-transfer --set large
+//!   --repeats 3`, four runs at load 2-5 (two at 89dba38, two with the bench's warm-up
+//!   write at 0b0f065): ferry / s5cmd 1.24x, 1.52x, 1.06x, 1.37x by median (0.80-2.21
+//!   by repeat, ahead in 10 of 12), ferry / rclone 0.83x, 0.98x, 1.28x, 1.48x (0.42-1.92,
+//!   ahead in 8 of 12); ferry's CPU 2.63-3.31 s by median, s5cmd's 3.50-3.87, rclone's
+//!   3.25-4.51.
 //! - no difference out of the noise, tried earlier: no per-file writer turn, 32 parts in
 //!   flight instead of 16, 4 parts per file instead of 8, 1 MiB write batches, 16 or 64
 //!   MiB parts, `--transport h1-pool`, s5cmd's shape (50 MiB parts, 5 per file).
