@@ -3,7 +3,8 @@
 //! ```text
 //! HEAD ─► size, ETag, stored checksum
 //!   ├─ size <= part_size ─► one GET (ferry-store verifies CRC or MD5-ETag on the fly)
-//!   └─ else: parts of part_size, up to `concurrency` GETs in flight, each
+//!   └─ else: .NAME.ferry-part preallocated to size (fallocate), then parts of
+//!        part_size, up to `concurrency` GETs in flight, each
 //!        Range: bytes=a-b, If-Match: <ETag>  ─► written at offset a of  .NAME.ferry-part
 //!        part CRC computed as the bytes pass ─► recorded in .NAME.ferry-state
 //! all parts ─► whole CRC = crc_combine(part CRCs) == stored FULL_OBJECT CRC?
@@ -61,6 +62,15 @@
 //! starts its writeback without waiting, so the final fsync overlaps the transfer instead
 //! of following it.
 //!
+//! Preallocating: a ranged download's temp file gets its size with its blocks allocated
+//! (`fallocate(2)`, mode 0; a file system without it gets a sparse `set_len`), as rclone
+//! sizes its files and the bench's disk ceiling does. Into a sparse file ext4's delayed
+//! allocation reserves each 4 KiB block as a write first reaches it
+//! (`ext4_da_get_block_prep`) and allocates it at writeback; into allocated (unwritten)
+//! blocks a write only fills the page cache, and writeback converts the extent. A disk
+//! without room for the object fails the download at its start, with the temp file
+//! removed, instead of part-way. Measured under "Measured" (cli15).
+//!
 //! Each part runs as a task of its own (`tokio::spawn`, aborted when the download is
 //! dropped): an HTTP/1.1 body reads its socket on the task that polls it (wire's
 //! pool.rs), so parts polled as futures of one stream shared one thread for every read
@@ -102,8 +112,9 @@
 //!   4 streams per file at their offsets, no fsync): 4 x 1 GiB down onto a journaled
 //!   ext4 loop-mounted with direct I/O (as `ferry bench cli-transfer` does), 3 pairs at
 //!   load 8-10, ferry 4.13-4.36 s and 2.8-3.1 CPU-s, rclone 5.35-6.14 s and 3.5-4.0
-//!   (the server's CPU the same, 0.6-0.9 s). The sparse `set_len` file is not the cost:
-//!   `filefrag` counts 5-7 extents per ferry file, 1-5 per rclone file. What is left of
+//!   (the server's CPU the same, 0.6-0.9 s). The sparse `set_len` file did not fragment
+//!   the files (`filefrag`: 5-7 extents per ferry file, 1-5 per rclone file); its CPU
+//!   cost, found later, is under "Preallocating" below. What is left of
 //!   the wall time is the kernel's: copying into the page cache and, near
 //!   `dirty_ratio`, being throttled to the disk's writeback. In `ferry bench cli-transfer
 //!   --set large` at 5e73207 (load 8-9) ferry took the least CPU per GiB (0.93 s; rclone
@@ -130,6 +141,33 @@
 //!   35% in `generic_perform_write`'s `cond_resched`, 25% on the return from `recv`),
 //!   which a client on 2 shared cores cannot avoid; s5cmd under the same `perf` took 142k,
 //!   half of them the Go runtime's `nanosleep`.
+//! - where the time went (cli15), since ferry spent less CPU than s5cmd and took as long:
+//!   each thread's `/proc/PID/task/*/schedstat` sampled through runs at load 4-11 had
+//!   each of the 10 runtime threads on a core 0.26 s, runnable but waiting for one 2.4-2.6
+//!   s and asleep ~1.3 s of a 4.2 s run (s5cmd's threads alike); the machine was idle
+//!   0.1-0.3 core-s per run (`/proc/stat`); Dirty stayed near the background threshold
+//!   (~1.7 GiB; `/proc/vmstat` every 100 ms), so nothing slept in `balance_dirty_pages`;
+//!   the server took the same CPU for either tool (0.45-0.9 s). Not waiting on the disk
+//!   or the server, then: bound by CPU on shared cores (this session's threads get a
+//!   share of them, as an autogroup), which makes CPU per byte the lever.
+//! - preallocating (cli15; module note): `perf record` of one run each: the writes 58% of
+//!   ferry's samples with the sparse file, `ext4_da_get_block_prep` 7.2% and the inode
+//!   lock's slow path 3.1% in them; preallocated, 46%, 3.8% and ~0. 1 GiB in 4
+//!   interleaved 8 MiB parts of 128 KiB `pwrite`s onto the bench's loop ext4, 3 rounds:
+//!   0.31-0.67 system CPU-s sparse, 0.19-0.23 preallocated. By hand, 18 interleaved rounds
+//!   (main's binary, this, s5cmd 2.3.0) from one `ferry serve --memory` onto a loop
+//!   ext4 made as the bench makes it (`sync`, Dirty + Writeback under 64 MiB before each),
+//!   load 1.6-11: user + sys 2.78 s (2.15-3.14) against 3.00 (2.34-3.72) and s5cmd's
+//!   3.15 (2.82-4.62): 0.91x main's by the rounds' median ratio, lower in 16 of 18, and
+//!   0.83x s5cmd's, lower in 18 of 18; wall 2.69 s (1.82-6.64) against 3.90 (1.87-7.07)
+//!   and 2.91 (2.22-6.54): faster than main in 15 of 18 (1.07x), than s5cmd in 12 of 18
+//!   (1.13x). The kernel threads' CPU through a `sync` after the run: 0.43 s against 0.47
+//!   (s5cmd 0.63). Peak RSS unchanged (16-26 MiB). `ferry bench cli-transfer --set large
+//!   --repeats 3`, four runs at load 2-5 (two at 89dba38, two with the bench's warm-up
+//!   write at 0b0f065): ferry / s5cmd 1.24x, 1.52x, 1.06x, 1.37x by median (0.80-2.21
+//!   by repeat, ahead in 10 of 12), ferry / rclone 0.83x, 0.98x, 1.28x, 1.48x (0.42-1.92,
+//!   ahead in 8 of 12); ferry's CPU 2.63-3.31 s by median, s5cmd's 3.50-3.87, rclone's
+//!   3.25-4.51.
 //! - no difference out of the noise, tried earlier: no per-file writer turn, 32 parts in
 //!   flight instead of 16, 4 parts per file instead of 8, 1 MiB write batches, 16 or 64
 //!   MiB parts, `--transport h1-pool`, s5cmd's shape (50 MiB parts, 5 per file).
@@ -339,6 +377,29 @@ fn start_writeback(f: &std::fs::File, offset: u64, len: u64) -> std::io::Result<
     } else {
         Err(std::io::Error::last_os_error())
     }
+}
+
+/// Gives a new temp file its size with its blocks allocated (`fallocate(2)`, mode 0), so
+/// the writes fill blocks that exist instead of reserving each as it is written (module
+/// note, "Preallocating"); a file system without it gets a sparse file (`set_len`).
+#[cfg(target_os = "linux")]
+fn preallocate(f: &std::fs::File, len: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain syscall on a file descriptor we own; no memory is passed.
+    let r = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len as libc::off_t) };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL) => f.set_len(len),
+        _ => Err(e),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn preallocate(f: &std::fs::File, len: u64) -> std::io::Result<()> {
+    f.set_len(len)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -558,7 +619,13 @@ async fn ranged(
     }
     if state.done.is_empty() {
         let f = std::fs::File::create(tmp).map_err(|e| io(tmp, e))?;
-        f.set_len(info.size).map_err(|e| io(tmp, e))?;
+        if let Err(e) = preallocate(&f, info.size) {
+            // No space for it (or another failure): nothing of this run is worth keeping,
+            // and a half-allocated temp file would only hold the space.
+            drop(f);
+            remove_partial(tmp, state_path);
+            return Err(io(tmp, e));
+        }
     }
     let resumed: u64 = state.done.keys().map(|i| part_len(*i, part_size, info.size)).sum();
     if let Some(p) = &progress {
@@ -1024,6 +1091,25 @@ mod tests {
         assert_eq!(back.len(), 1000 + data.len());
         assert!(back[..1000].iter().all(|&b| b == 0));
         assert!(back[1000..] == data[..], "the batch's bytes differ from what was written");
+    }
+
+    /// A ranged download's temp file starts at its full size with its blocks allocated
+    /// (module note, "Preallocating"), not as a sparse file whose blocks the writes reserve
+    /// one by one; the bytes read back are zeros until written.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_new_temp_file_has_its_blocks_allocated() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(dir.path().join("f")).unwrap();
+        let len = 3 * 1024 * 1024 + 5;
+        preallocate(&f, len).unwrap();
+        let m = f.metadata().unwrap();
+        assert_eq!(m.len(), len);
+        assert!(m.blocks() * 512 >= len, "{} bytes allocated for {len}: the file is sparse", m.blocks() * 512);
+        let mut back = Vec::new();
+        std::io::Read::read_to_end(&mut &f, &mut back).unwrap();
+        assert!(back.len() as u64 == len && back.iter().all(|&b| b == 0));
     }
 
     /// A current-thread runtime has no `block_in_place`: the parts hand their batches to
