@@ -9,6 +9,7 @@ from __future__ import annotations
 import calendar
 import json
 import os
+import subprocess
 import time
 
 import pytest
@@ -99,3 +100,32 @@ def test_a_temp_file_without_state_is_replaced(fy, bucket, tmp_path, mem_server)
     fy("cp", f"s3://{bucket}/x", tmp_path / "x")
     assert (tmp_path / "x").read_bytes() == data
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".x")]
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 4 MiB tmpfs: a real file system that fills up (needs root to mount)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mnt = tmp_path / "small-disk"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.mark.parametrize("size,part", [(6 * MIB + 3, "5MiB"), (5 * MIB, "8MiB")], ids=["ranged", "one-get"])
+def test_a_full_disk_fails_clearly_and_leaves_nothing(fy, bucket, mem_server, small_disk, size, part):
+    """A download that does not fit: exit 1, the error names the file and the disk being
+    full, and nothing is left under the target's name or beside it (the ranged download's
+    temp file is allocated at its start, so that one fails before a byte is fetched; the
+    one-GET download fails as its writes run out of room)."""
+    s3 = s3_client(mem_server)
+    s3.put_object(Bucket=bucket, Key="full/x.bin", Body=payload(size, 7))
+    p = fy("cp", "--part-size", part, f"s3://{bucket}/full/x.bin", small_disk / "x.bin", check=False)
+    assert p.returncode == 1, (p.returncode, p.err)
+    assert "No space left on device" in p.err and "x.bin" in p.err, p.err
+    assert p.err.count("No space left on device") == 1, p.err
+    assert sorted(os.listdir(small_disk)) == [], os.listdir(small_disk)

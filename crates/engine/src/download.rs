@@ -323,7 +323,7 @@ struct State {
 }
 
 fn io(path: &Path, e: std::io::Error) -> Error {
-    Error::Io { path: path.display().to_string(), source: e }
+    Error::Io { path: path.display().to_string(), error: e }
 }
 
 /// The stored full-object CRC (not a `-N` composite), strongest first.
@@ -437,7 +437,8 @@ pub async fn download_with_info(
 ) -> Result<DownloadOutput, Error> {
     let (tmp, state_path) = temp_paths(dest);
     let part_size = params.part_size.max(1);
-    let result = if info.size <= part_size || info.etag.is_none() {
+    let one_get = info.size <= part_size || info.etag.is_none();
+    let result = if one_get {
         single(client, object, &info, &tmp, progress).await
     } else {
         ranged(client, object, &info, &tmp, &state_path, part_size, params, progress).await
@@ -456,8 +457,11 @@ pub async fn download_with_info(
             Ok(DownloadOutput { info, verified, resumed_bytes, fetched_bytes })
         }
         Err(e) => {
+            // A ranged download keeps its temp file and state for a re-run to resume
+            // from; one GET's temp file has no state, a re-run replaces it, so it is only
+            // space taken (a full disk's, if that is why it failed).
             let changed = matches!(e, Error::Precondition { .. });
-            if !params.resume || changed {
+            if !params.resume || changed || one_get {
                 remove_partial(&tmp, &state_path);
             }
             Err(e)

@@ -100,7 +100,7 @@ pub struct UploadOutput {
 const ALGO: ChecksumAlgorithm = ChecksumAlgorithm::Crc64Nvme;
 
 fn io(path: &Path, e: std::io::Error) -> Error {
-    Error::Io { path: path.display().to_string(), source: e }
+    Error::Io { path: path.display().to_string(), error: e }
 }
 
 /// The part size for a file: `part_size`, raised to fit S3's 10,000 parts.
@@ -257,7 +257,7 @@ pub async fn upload_stream(
     while first.len() < part_size {
         match stream.next().await {
             Some(Ok(b)) => first.extend_from_slice(&b),
-            Some(Err(e)) => return Err(Error::Io { path: "standard input".into(), source: e }),
+            Some(Err(e)) => return Err(Error::Io { path: "standard input".into(), error: e }),
             None => {
                 ended = true;
                 break;

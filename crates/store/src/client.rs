@@ -581,7 +581,7 @@ pub(crate) async fn file_stream(path: PathBuf, offset: u64, len: u64) -> Result<
         .await
         .map_err(std::io::Error::other)
         .and_then(|r| r)
-        .map_err(|e| Error::Io { path: path.display().to_string(), source: e })?;
+        .map_err(|e| Error::Io { path: path.display().to_string(), error: e })?;
     // Each chunk is read with one pread on the blocking pool straight into the buffer
     // it is sent from (tokio::fs::File would read into its own buffer and copy).
     let stream = futures_util::stream::try_unfold((Arc::new(file), offset, len), |(file, at, remaining)| async move {

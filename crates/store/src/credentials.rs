@@ -153,7 +153,7 @@ fn read_optional(path: &Path) -> Result<Option<String>, Error> {
     match std::fs::read_to_string(path) {
         Ok(s) => Ok(Some(s)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::Io { path: path.display().to_string(), source: e }),
+        Err(e) => Err(Error::Io { path: path.display().to_string(), error: e }),
     }
 }
 

@@ -55,9 +55,12 @@ pub enum Error {
     /// Bad settings: endpoint URL, credentials files, parameters.
     #[error("configuration: {0}")]
     Config(String),
-    /// A local file could not be read.
-    #[error("reading {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    /// A local file could not be read, written, created or allocated; `error` says which
+    /// failure ("reading" here once named a full disk during a download's writes). The
+    /// message carries it, so it is not also the error's `source()`: a caller printing the
+    /// chain (`{:#}`) said it twice.
+    #[error("local file {path}: {error}")]
+    Io { path: String, error: std::io::Error },
 }
 
 fn rid(r: &Option<String>) -> String {

@@ -270,7 +270,7 @@ impl S3Client {
         let concurrency = params.concurrency.max(1);
         let (upload, result) = match source {
             UploadSource::File(path) => {
-                let len = tokio::fs::metadata(&path).await.map_err(|e| Error::Io { path: path.display().to_string(), source: e })?.len();
+                let len = tokio::fs::metadata(&path).await.map_err(|e| Error::Io { path: path.display().to_string(), error: e })?.len();
                 let part_size = params.part_size.max(len.div_ceil(MAX_PARTS)).max(MIN_PART_SIZE);
                 let upload = self.create_multipart(object, &params.put).await?;
                 let result = self.upload_file_parts(&upload, &path, len, part_size, concurrency).await;
@@ -401,7 +401,7 @@ pub async fn file_range_checksum(path: &Path, offset: u64, len: u64, algo: Check
     .await
     .map_err(std::io::Error::other)
     .and_then(|r| r)
-    .map_err(|e| Error::Io { path: path.display().to_string(), source: e })
+    .map_err(|e| Error::Io { path: path.display().to_string(), error: e })
 }
 
 /// Cuts a byte stream into numbered parts of `part_size` (the last may be smaller), each
@@ -421,7 +421,7 @@ fn cut_parts(stream: BoxStream<'static, std::io::Result<Bytes>>, part_size: usiz
         while !st.ended && st.buf.len() < part_size {
             match st.input.next().await {
                 Some(Ok(b)) => st.buf.extend_from_slice(&b),
-                Some(Err(e)) => return Err(Error::Io { path: "upload source".into(), source: e }),
+                Some(Err(e)) => return Err(Error::Io { path: "upload source".into(), error: e }),
                 None => st.ended = true,
             }
         }

@@ -290,13 +290,13 @@ impl S3Client {
     /// streams (module note).
     pub async fn put_object_file(&self, object: &ObjectRef, path: impl AsRef<Path>, params: PutParams) -> Result<PutObjectOutput, Error> {
         let path = path.as_ref().to_path_buf();
-        let len = tokio::fs::metadata(&path).await.map_err(|e| Error::Io { path: path.display().to_string(), source: e })?.len();
+        let len = tokio::fs::metadata(&path).await.map_err(|e| Error::Io { path: path.display().to_string(), error: e })?.len();
         let (sum, md5) = if params.checksum.is_some() || params.content_md5 {
             let mut hasher = params.checksum.map(Checksummer::new);
             let mut md5 = params.content_md5.then(Md5::new);
             let mut stream = crate::client::file_stream(path.clone(), 0, len).await?;
             while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| Error::Io { path: path.display().to_string(), source: e })?;
+                let chunk = chunk.map_err(|e| Error::Io { path: path.display().to_string(), error: e })?;
                 if let Some(h) = &mut hasher {
                     h.update(&chunk);
                 }
