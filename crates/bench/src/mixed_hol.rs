@@ -186,9 +186,9 @@
 //!   auto's loaded tail is (`FERRY_LOG=ferry_wire::auto=trace`, one repeat; the tracing
 //!   slows it: p99 489 ms, 4.3x): of the 20 slowest loaded smalls, 16 had been written
 //!   behind another small's owed head on their connection and waited 288 ms on average
-//!   for it, 14 spent over 100 ms on their own body; bodies over 500 KB moved at a median 8 MB/s loaded beside
-//!   98 unloaded, and 729 of 2,000 smalls were queued behind a head loaded beside 4
-//!   unloaded. So the tail is the smalls' share of a full link, not the first byte: each
+//!   for it, 14 spent over 100 ms on their own body; bodies over 500 KB moved at a
+//!   median 8 MB/s loaded beside 98 unloaded, and 729 of 2,000 smalls were queued behind
+//!   a head loaded beside 4 unloaded. So the tail is the smalls' share of a full link, not the first byte: each
 //!   small body is one flow of ~20-25 behind the link's 4 MiB queue (~13 ms), its
 //!   connection idle between smalls (a sender's TCP restarts slow start after idle, the
 //!   Linux default; not checked here), and the slow bodies hold up the smalls pipelined
