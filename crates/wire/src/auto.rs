@@ -201,9 +201,12 @@
 //! - The delay is [`HEDGE_PERCENTILE`] (p95) of the last [`HEDGE_WINDOW`] small head
 //!   latencies, at least [`HEDGE_FLOOR`]: `head_latency`, from the request's first byte
 //!   on the wire with nothing ahead of it, never `time_to_head`, which holds auto's own
-//!   queueing (the spiral of "One controller" above). The window is censored: a primary
-//!   that loses is never measured, so under a long tail the estimate reads low, and the
-//!   budget, not the delay, then bounds the copies.
+//!   queueing (the spiral of "One controller" above). Every request sent is measured,
+//!   the loser of a race too: its head still comes, and `observe_loser` waits for it
+//!   before dropping the response. Before, the window held only the answers callers got,
+//!   and a primary slow enough to lose (the tail the percentile is taken from) was
+//!   replaced in it by its copy's fresh first byte, so the estimate read low
+//!   (`tests/auto_hedge.rs`: 3 slow heads of ~43 move the p95 only with the loser's).
 //! - A budget: each small request earns [`HEDGE_BUDGET`] (0.05) of a hedge, at most
 //!   [`HEDGE_BURST`] saved, so copies stay under 5% more small requests however slow the
 //!   endpoint gets; and none for [`HEDGE_QUIET_AFTER_THROTTLE`] after a 503 or 429.
@@ -214,9 +217,9 @@
 //!   behind a pending head (the primary's own connection among them), and never past
 //!   requests already waiting for room: with everything queued (`ferry bench
 //!   small-objects`) copies find no such place and are not sent.
-//! - The loser is dropped: the pipeline's reader still reads its head and discards its
-//!   body (at most [`SMALL_GET_BYTES`], within the pipeline's `MAX_DISCARD`), and the
-//!   connection carries on. Closing it instead would cut off the requests pipelined
+//! - The loser's response is dropped once its head is measured: the pipeline's reader
+//!   discards its body (at most [`SMALL_GET_BYTES`], within the pipeline's
+//!   `MAX_DISCARD`), and the connection carries on. Closing it instead would cut off the requests pipelined
 //!   behind it (re-sent elsewhere) and cost a new connection (a handshake, and TLS on
 //!   S3) for what is at most ~12 ms of body at 90 MB/s; a head that never comes ends at
 //!   `response_timeout` as any other. `tests/auto_hedge.rs` checks the answer, the
@@ -234,6 +237,20 @@
 //! everything queued, `ferry bench small-objects --quick --peers none` (3 runs of 3
 //! repeats each, interleaved, load 4.4-5.8) sent no copy: auto 2,578 objects/s (1,867-2,970)
 //! beside main's 2,607 (2,132-2,896), 0.72x h1-pipeline's beside 0.75x.
+//!
+//! Measuring the loser, and a p90 delay with a 10% budget, on one build with the three
+//! settings switched by a temporary environment variable (not kept), `ferry bench
+//! mixed-hol --peers none --repeats 3 --link instance --auto-max-connections 50` (the
+//! pool and auto rows only), in the order before, loser, p90, p90, loser, before (6
+//! repeats each, load average 2.8-6): auto's loaded small p99 316 ms (199-1,113; the
+//! 1,113 beside a test build) before, 273 (244-303) with the loser measured, 275
+//! (204-476) at p90 with 10%; pool p99 over auto's in the same repeat 7.1x, 7.6x, 7.5x.
+//! Unloaded the p90 row's p99 fell to 128 ms (124-133) beside 135-138, and it sent 184
+//! copies per 2,000 smalls beside 96, 42 of them answered first beside 24-30; loaded it
+//! bought nothing, so p95 and 5% stay (tried, not landed). The loser's sample is kept for
+//! what it is, the window measuring the endpoint rather than its winners; it moved no
+//! figure above the run-to-run spread. What the loaded tail is instead: bench
+//! mixed_hol.rs, "On a link".
 //!
 //! The pipeline also places a small request behind an owed head only when no connection
 //! of the lane is idle, none may be opened, and none is just reading a body (pipeline.rs,
@@ -429,6 +446,7 @@ fn send_hedged(pipeline: Arc<PipelineTransport>, hedger: Arc<Hedger>, req: Reque
         tokio::select! {
             r = &mut primary => {
                 if good(&r) {
+                    observe_loser(hedger, hedge);
                     return r;
                 }
                 let h = hedge.await;
@@ -441,12 +459,29 @@ fn send_hedged(pipeline: Arc<PipelineTransport>, hedger: Arc<Hedger>, req: Reque
             h = &mut hedge => {
                 if good(&h) {
                     hedger.won.fetch_add(1, Relaxed);
+                    observe_loser(hedger, primary);
                     return h;
                 }
                 primary.await
             }
         }
     })
+}
+
+/// The request that lost a hedge race still gets its head: its latency goes into the
+/// hedge window like any other (module note, "Hedged small GETs": without it the window
+/// saw only winners, and a primary slow enough to lose, the tail the delay is taken from,
+/// was never counted). Its response is then dropped and the pipeline discards its body
+/// as before; a head that never comes ends at `response_timeout`, and the task with it.
+fn observe_loser(hedger: Arc<Hedger>, loser: BoxFuture<'static, Result<Response, WireError>>) {
+    tokio::spawn(async move {
+        let r = loser.await;
+        if good(&r) {
+            if let Some(latency) = r.ok().and_then(|r| r.meta.head_latency) {
+                hedger.observe(latency);
+            }
+        }
+    });
 }
 
 /// Chooses the transport per endpoint (ALPN) and per request (size, verified pipelining).
@@ -562,6 +597,16 @@ impl AutoTransport {
         match self.inner.chosen.get() {
             Some(Chosen::H1(h1)) => h1.pipeline.stats().requests_sent,
             _ => 0,
+        }
+    }
+
+    /// How long a small request now waits for its head before a copy may go out (module
+    /// note, "Hedged small GETs"); `None` before enough head latencies were measured, or
+    /// before HTTP/1.1 was chosen.
+    pub fn hedge_delay(&self) -> Option<Duration> {
+        match self.inner.chosen.get() {
+            Some(Chosen::H1(h1)) => h1.hedger.lock().delay,
+            _ => None,
         }
     }
 

@@ -275,3 +275,47 @@ async fn no_hedge_right_after_a_slowdown() {
     fetch_body(&t, small("/b/slow-later")).await;
     assert_eq!(t.stats().hedges_sent - before, 1, "copies again once the throttling is past");
 }
+
+/// The request that loses a hedge race is still measured: its head latency, when it
+/// comes, joins the window the delay is taken from. Two slow heads sent with
+/// `hedge = false` (measured as any response) and the hedged one's slow primary make 3
+/// slow samples of ~43, enough to move the p95 (index 41 of 43) to the slow heads; without
+/// the loser's sample there are 2 of ~42 and the p95 stays at the fast ones. Checked
+/// failing with `observe_loser` doing nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_losers_head_latency_counts_in_the_hedge_delay() {
+    let slow = Duration::from_secs(1);
+    let peer = peer(slow).await;
+    let t = auto(&peer, 8);
+    warm_up(&t, 40).await;
+    for k in 0..2 {
+        let mut refused = small(&format!("/b/slow-refused-{k}"));
+        refused.hedge = false;
+        fetch_body(&t, refused).await;
+    }
+    let before = t.stats();
+    let fast = t.hedge_delay().expect("a delay after the warm-up");
+    assert!(fast < slow / 2, "2 slow heads of ~42 do not reach the p95: {fast:?}");
+
+    fetch_body(&t, small("/b/slow-hedged")).await;
+    let s = t.stats();
+    assert_eq!((s.hedges_sent - before.hedges_sent, s.hedges_won - before.hedges_won), (1, 1), "the copy answered first");
+    assert!(t.hedge_delay().unwrap() < slow / 2, "the winner's fast head alone does not move it");
+
+    // The primary's head comes after `slow`; once it is read, the delay has its sample.
+    within(async {
+        while peer.answered("/b/slow-hedged") < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let mut delay = t.hedge_delay().unwrap();
+    for _ in 0..100 {
+        if delay >= slow / 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        delay = t.hedge_delay().unwrap();
+    }
+    assert!(delay >= slow / 2, "the loser's slow head was not counted: delay {delay:?}");
+}
