@@ -167,7 +167,11 @@
 //!   write at 0b0f065): ferry / s5cmd 1.24x, 1.52x, 1.06x, 1.37x by median (0.80-2.21
 //!   by repeat, ahead in 10 of 12), ferry / rclone 0.83x, 0.98x, 1.28x, 1.48x (0.42-1.92,
 //!   ahead in 8 of 12); ferry's CPU 2.63-3.31 s by median, s5cmd's 3.50-3.87, rclone's
-//!   3.25-4.51.
+//!   3.25-4.51. "main's binary" in the rounds by hand was older than main (it had
+//!   neither `pwritev` nor one writing part per file), so its 0.91x holds those too.
+//!   Once merged (the lead, dfc7ce5, a fresh clone, load ~2): ferry 2,001 MB/s (1,861-2,029),
+//!   2.71 CPU-s, 20 MiB peak RSS; s5cmd 1,545, 3.57, 21; rclone 1,367, 3.55, 47; ferry /
+//!   s5cmd 1.20x (1.20-1.38), ferry / rclone 1.38x (1.36-1.46), ahead of both in 3 of 3.
 //! - no difference out of the noise, tried earlier: no per-file writer turn, 32 parts in
 //!   flight instead of 16, 4 parts per file instead of 8, 1 MiB write batches, 16 or 64
 //!   MiB parts, `--transport h1-pool`, s5cmd's shape (50 MiB parts, 5 per file).
