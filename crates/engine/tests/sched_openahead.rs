@@ -7,11 +7,11 @@ mod sched_support;
 
 use bytes::Bytes;
 use ferry_engine::openahead::{OpenAhead, OpenAheadOptions};
-use ferry_store::{ClientConfig, Credentials, Error, Mode, ObjectRef, PutParams, RetryConfig, S3Client};
-use ferry_wire::{Request, Response, Transport, TransportConfig, TransportStats, WireError};
+use ferry_store::{Error, Mode, ObjectRef, PutParams, RetryConfig, S3Client};
+use ferry_wire::{Request, Response, Transport, TransportStats, WireError};
 use futures_util::future::BoxFuture;
 use futures_util::StreamExt;
-use sched_support::{client, data, server};
+use sched_support::{client, client_wrapped, data, server};
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::time::Duration;
@@ -230,9 +230,7 @@ async fn one_long_wait_grows_the_window_by_what_it_cost() {
     let srv = server(|_| {});
     let (c, _) = client(&srv, Mode::H1Pool, RetryConfig::default());
     let objects = put_objects(&c, "long-wait", &[16 * 1024; 40]).await;
-    let config = ClientConfig::new(&srv.url()).unwrap().with_credentials(Credentials::new("ferry", "ferry-secret"));
-    let inner = ferry_wire::transport(TransportConfig::new(config.endpoint.clone())).unwrap();
-    let slow = S3Client::with_transport(Arc::new(SlowHead { inner, key: "scan/0020.orc", delay: Duration::from_millis(400) }), config);
+    let (slow, _) = client_wrapped(&srv, |inner| Arc::new(SlowHead { inner, key: "scan/0020.orc", delay: Duration::from_millis(400) }));
     let opts = OpenAheadOptions { max_open: 24, ..OpenAheadOptions::default() };
     let mut reader = OpenAhead::from_list(&slow, objects.iter().map(|(o, _)| o.clone()).collect(), opts.clone());
     for (i, (_, want)) in objects.iter().enumerate() {

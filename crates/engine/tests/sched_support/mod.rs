@@ -190,10 +190,15 @@ impl Transport for PerKeyDeleteFaults {
 /// A client whose DeleteObjects answers report the first `faults` deleted keys as
 /// InternalError (see [`PerKeyDeleteFaults`]), with request counts.
 pub fn client_with_per_key_faults(server: &BackgroundServer, faults: u64) -> (S3Client, Arc<Counts>) {
+    client_wrapped(server, |counting| Arc::new(PerKeyDeleteFaults { inner: counting, remaining: Arc::new(AtomicU64::new(faults)) }))
+}
+
+/// A signed client of `server` (default transport) whose counting transport is wrapped
+/// by `wrap`, with its request counts.
+pub fn client_wrapped(server: &BackgroundServer, wrap: impl FnOnce(Arc<dyn Transport>) -> Arc<dyn Transport>) -> (S3Client, Arc<Counts>) {
     let config = ClientConfig::new(&server.url()).unwrap().with_credentials(Credentials::new("ferry", "ferry-secret"));
     let tc = TransportConfig::new(config.endpoint.clone());
     let counts = Arc::new(Counts::default());
     let counting: Arc<dyn Transport> = Arc::new(Counting { inner: ferry_wire::transport(tc).unwrap(), counts: counts.clone() });
-    let transport = Arc::new(PerKeyDeleteFaults { inner: counting, remaining: Arc::new(AtomicU64::new(faults)) });
-    (S3Client::with_transport(transport, config), counts)
+    (S3Client::with_transport(wrap(counting), config), counts)
 }
