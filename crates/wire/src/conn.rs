@@ -4,6 +4,46 @@
 //!
 //! Spreading matters on S3, whose DNS answers name many front-end hosts: connections
 //! opened round-robin over the answers share load the way S3's own guidance asks.
+//!
+//! # Receive windows of HTTP/1.1 connections (auto)
+//!
+//! An HTTP/1.1 connection carries one response at a time, and an object store serves one
+//! response at a known rate (LAB.md: S3 85-90 MB/s per request, GCS 180 MB/s per stream,
+//! Azure 45). A receive window larger than that rate times the round trip cannot make the
+//! response come faster; it only lets the server put more of it in flight, and what is
+//! in flight beyond the path's own bandwidth x delay waits in the bottleneck's queue.
+//! Linux grows every socket's window towards `tcp_rmem`'s maximum (32 MiB here), so
+//! twenty bulk connections fill a NIC's queue however small the objects waiting behind
+//! them. When [`Connector::cap_receive_windows`] is on (auto turns it on), each new
+//! HTTP/1.1 connection's receive buffer (`SO_RCVBUF`) is set to
+//! [`H1_RESPONSE_RATE`] x the smallest TCP handshake RTT this connector has seen; the
+//! smallest, because a connection opened while the queue is full measures the queue in
+//! its own RTT (the first trial, per-connection RTTs, reached 11.2x where this reaches
+//! the figures below). Left alone: connections that ALPN made HTTP/2 (one carries many
+//! streams at once), paths where the product is under 64 KiB (loopback, a LAN: no queue
+//! worth capping, and there the cap would bind a fast server first), and paths where it
+//! exceeds `net.core.rmem_max` or 4 MiB (long links: the kernel's autotuning is what
+//! they need, and setting `SO_RCVBUF` turns it off for that socket for good).
+//!
+//! Measured on mixed-hol (`ferry bench mixed-hol --peers none --repeats 3 --link instance
+//! --auto-max-connections 50`: 1 ms, 2.5 Gbit/s, a 4 MiB queue), rounds of two builds
+//! alternated twice (6 runs a side, load average 0.5-6 on 2 cores; the third round's
+//! second build hedged sooner, bench mixed_hol.rs); medians:
+//!
+//! | round | windows | small p99 loaded | unloaded | loaded / unloaded | pool p99 / auto p99 | large MB/s |
+//! |---|---|---|---|---|---|---|
+//! | 1 | kernel | 268 ms | 138 ms | 1.93 | 8.0x | 292 |
+//! | 1 | capped, 128 MB/s | 146 ms | 139 ms | 1.05 | 14.3x | 290 |
+//! | 2 | capped, 192 MB/s | 158 ms | 138 ms | 1.18 | 12.9x | 292 |
+//! | 2 | capped, 128 MB/s | 151 ms | 138 ms | 1.11 | 15.1x | 292 |
+//! | 3 | capped, 128 MB/s (as landed) | 145 ms | 137 ms | 1.08 | 16.5x | 292 |
+//!
+//! Our reading (from the figures, not traced packet by packet): with the kernel's windows
+//! the full queue drops packets, and a small object whose segment was dropped waits out a
+//! retransmission time-out (200 ms at least), the tail of its p99. Capped, the loaded tail is the unloaded one: the s3 profile's own first-byte
+//! spread, which hedging (`auto.rs`) is what shortens. The large objects' rate does not
+//! move: they are read as ranged parts on many connections. Untouched by construction:
+//! everything on loopback and the 110 ms bulk-wan link.
 
 use crate::error::{ErrorKind, WireError};
 use crate::{Scheme, TransportConfig};
@@ -23,6 +63,9 @@ pub struct Connection {
     pub io: Box<dyn Io>,
     /// Whether TLS ALPN chose HTTP/2.
     pub alpn_h2: bool,
+    /// The receive buffer (`SO_RCVBUF`, as the kernel reports it) when the connector
+    /// capped this connection's window; `None` when the kernel sizes it.
+    pub receive_buffer: Option<u32>,
     /// 1, 2, ... in opening order within its connector.
     pub id: u64,
     pub peer: SocketAddr,
@@ -42,6 +85,33 @@ struct Inner {
     addrs: Mutex<Vec<SocketAddr>>,
     next_addr: AtomicUsize,
     opened: AtomicU64,
+    /// Bytes/s an HTTP/1.1 connection's receive window is sized for; 0 = off.
+    window_rate: AtomicU64,
+    /// The smallest TCP handshake RTT seen, in µs; 0 = none yet.
+    min_rtt_us: AtomicU64,
+    /// Tests only: an RTT that counts as the smallest seen (loopback's is under the floor).
+    assumed_rtt_us: AtomicU64,
+}
+
+/// The rate one HTTP/1.1 response is allowed to arrive at when windows are capped: above
+/// S3's 85-90 MB/s and Azure's 45 MB/s per request, so the cap binds the queue, not those
+/// servers. GCS streams at 180 MB/s; one connection to it is held to this rate, which the
+/// engine's ranged parts (several connections per large object) make up. 192 MB/s, above
+/// GCS, was measured beside it and kept more of the queue full (module doc).
+pub const H1_RESPONSE_RATE: u64 = 128_000_000;
+
+/// Products below this are left to the kernel (see the module doc).
+const MIN_WINDOW_CAP: u64 = 64 << 10;
+
+/// Products above this are left to the kernel: a long link's windows are autotuning's job.
+const MAX_WINDOW_CAP: u64 = 4 << 20;
+
+/// The receive buffer for a connection whose path's smallest RTT is `min_rtt`, when one
+/// response moves at most `rate` bytes/s and the kernel allows at most `rmem_max`; `None`
+/// leaves the kernel's autotuning alone.
+pub fn window_cap(rate: u64, min_rtt: Duration, rmem_max: u64) -> Option<u32> {
+    let product = (rate as u128 * min_rtt.as_micros() / 1_000_000) as u64;
+    (MIN_WINDOW_CAP..=MAX_WINDOW_CAP.min(rmem_max)).contains(&product).then_some(product as u32)
 }
 
 impl Connector {
@@ -67,8 +137,23 @@ impl Connector {
                 addrs: Mutex::new(Vec::new()),
                 next_addr: AtomicUsize::new(0),
                 opened: AtomicU64::new(0),
+                window_rate: AtomicU64::new(0),
+                min_rtt_us: AtomicU64::new(0),
+                assumed_rtt_us: AtomicU64::new(0),
             }),
         })
+    }
+
+    /// Caps the receive window of each HTTP/1.1 connection opened from now on at
+    /// [`H1_RESPONSE_RATE`] x the path's smallest RTT (see the module doc).
+    pub fn cap_receive_windows(&self) {
+        self.inner.window_rate.store(H1_RESPONSE_RATE, Relaxed);
+    }
+
+    /// Tests only: count `rtt` as the smallest handshake RTT seen, as if the path had it.
+    #[doc(hidden)]
+    pub fn assume_min_rtt(&self, rtt: Duration) {
+        self.inner.assumed_rtt_us.store(rtt.as_micros() as u64, Relaxed);
     }
 
     /// Connections opened so far.
@@ -118,17 +203,97 @@ impl Connector {
         let tcp = TcpStream::connect(addr).await.map_err(|e| WireError::new(ErrorKind::Connect, format!("connecting to {addr}")).with_source(e))?;
         let _ = tcp.set_nodelay(true);
         let id = self.inner.opened.fetch_add(1, Relaxed) + 1;
+        let cap = self.window_cap_for(&tcp);
         match &self.inner.tls {
-            None => Ok(Connection { io: Box::new(tcp), alpn_h2: false, id, peer: addr }),
+            None => {
+                let receive_buffer = cap.and_then(|c| socket::set_receive_buffer(&tcp, c));
+                Ok(Connection { io: Box::new(tcp), alpn_h2: false, receive_buffer, id, peer: addr })
+            }
             Some((connector, name)) => {
                 let tls = connector
                     .connect(name.clone(), tcp)
                     .await
                     .map_err(|e| WireError::new(ErrorKind::Tls, format!("TLS handshake with {}", self.inner.host)).with_source(e))?;
                 let alpn_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-                Ok(Connection { io: Box::new(tls), alpn_h2, id, peer: addr })
+                let receive_buffer = cap.filter(|_| !alpn_h2).and_then(|c| socket::set_receive_buffer(tls.get_ref().0, c));
+                Ok(Connection { io: Box::new(tls), alpn_h2, receive_buffer, id, peer: addr })
             }
         }
+    }
+
+    /// The window cap for a connection just opened, from the smallest handshake RTT seen
+    /// so far (this one's included); `None` when capping is off or the rule leaves it.
+    fn window_cap_for(&self, tcp: &TcpStream) -> Option<u32> {
+        let rate = self.inner.window_rate.load(Relaxed);
+        if rate == 0 {
+            return None;
+        }
+        let assumed = self.inner.assumed_rtt_us.load(Relaxed);
+        let rtt = if assumed > 0 { assumed } else { socket::handshake_rtt_us(tcp)? };
+        let min = match self.inner.min_rtt_us.fetch_update(Relaxed, Relaxed, |m| (m == 0 || rtt < m).then_some(rtt)) {
+            Ok(_) => rtt,
+            Err(m) => m,
+        };
+        let cap = window_cap(rate, Duration::from_micros(min), socket::rmem_max()?);
+        tracing::debug!(rtt_us = rtt, min_rtt_us = min, cap, "receive window");
+        cap
+    }
+}
+
+/// The socket options the window cap needs: Linux's `TCP_INFO` and `SO_RCVBUF`, through
+/// libc because tokio and socket2 expose neither the RTT nor a buffer read-back we trust.
+/// Elsewhere the cap is off (every function answers `None`).
+mod socket {
+    use tokio::net::TcpStream;
+
+    /// The kernel's RTT estimate (µs) of a connection just opened: its handshake.
+    #[cfg(target_os = "linux")]
+    pub fn handshake_rtt_us(tcp: &TcpStream) -> Option<u64> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: tcp_info is plain data; getsockopt writes at most `len` bytes into it.
+        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        let rc = unsafe { libc::getsockopt(tcp.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, (&mut info as *mut libc::tcp_info).cast(), &mut len) };
+        (rc == 0 && info.tcpi_rtt > 0).then_some(info.tcpi_rtt as u64)
+    }
+
+    /// Sets `SO_RCVBUF` to `bytes` and answers what the kernel reports back (it doubles
+    /// the request to allow for its bookkeeping).
+    #[cfg(target_os = "linux")]
+    pub fn set_receive_buffer(tcp: &TcpStream, bytes: u32) -> Option<u32> {
+        use std::os::fd::AsRawFd;
+        let fd = tcp.as_raw_fd();
+        let want = bytes as libc::c_int;
+        let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: both calls pass a c_int and its size.
+        if unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, (&want as *const libc::c_int).cast(), size) } != 0 {
+            return None;
+        }
+        let (mut got, mut len): (libc::c_int, libc::socklen_t) = (0, size);
+        let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, (&mut got as *mut libc::c_int).cast(), &mut len) };
+        (rc == 0).then_some(got as u32)
+    }
+
+    /// `net.core.rmem_max`: `SO_RCVBUF` silently clamps to it.
+    #[cfg(target_os = "linux")]
+    pub fn rmem_max() -> Option<u64> {
+        static MAX: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+        *MAX.get_or_init(|| std::fs::read_to_string("/proc/sys/net/core/rmem_max").ok()?.trim().parse().ok())
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn handshake_rtt_us(_: &TcpStream) -> Option<u64> {
+        None
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn set_receive_buffer(_: &TcpStream, _: u32) -> Option<u32> {
+        None
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn rmem_max() -> Option<u64> {
+        None
     }
 }
 
@@ -161,4 +326,27 @@ pub fn client_config(ca_file: Option<&std::path::Path>) -> Result<rustls::Client
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn the_cap_is_rate_times_rtt_inside_its_bounds() {
+        let big = 1 << 30;
+        assert_eq!(window_cap(128_000_000, MS, big), Some(128_000));
+        assert_eq!(window_cap(128_000_000, 10 * MS, big), Some(1_280_000));
+        // Loopback, a LAN: under 64 KiB.
+        assert_eq!(window_cap(128_000_000, Duration::from_micros(40), big), None);
+        assert_eq!(window_cap(65_536_000_000 / 1000, MS, big), Some(65_536));
+        // A long link: autotuning's job.
+        assert_eq!(window_cap(128_000_000, 110 * MS, big), None);
+        assert_eq!(window_cap(4_194_304_000, MS, big), Some(4 << 20));
+        // Above rmem_max the kernel would clamp the request below the product: leave it.
+        assert_eq!(window_cap(128_000_000, 2 * MS, 212_992), None);
+        assert_eq!(window_cap(128_000_000, MS, 212_992), Some(128_000));
+    }
 }
