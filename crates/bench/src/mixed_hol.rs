@@ -252,6 +252,9 @@
 //!   small GETs"): p90 with a 10% budget took 7 ms off auto's loaded p99 and 9 off the
 //!   unloaded (128 ms, 119-133) for twice the copies (178 per 2,000 smalls beside 92);
 //!   the pool's p99 over auto's did not move (16.5x both), so p95 and 5% stay.
+//!   What the cap costs elsewhere (conn.rs, "Receive windows"): nothing to the s3
+//!   profile's bulk across `--link region`, a quarter of a `ferry cp` download from a
+//!   server faster than 128 MB/s a connection across the same link.
 //! - The 9-11 did not recur in 25 loaded repeats with
 //!   `FERRY_LOG=ferry_wire::controller=debug` (the 8 runs of the hedge settings above and
 //!   the trace): slow start ended at 14 in 23 of them (21 in 2), auto held 14.8-26.3 on

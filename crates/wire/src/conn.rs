@@ -40,10 +40,27 @@
 //!
 //! Our reading (from the figures, not traced packet by packet): with the kernel's windows
 //! the full queue drops packets, and a small object whose segment was dropped waits out a
-//! retransmission time-out (200 ms at least), the tail of its p99. Capped, the loaded tail is the unloaded one: the s3 profile's own first-byte
-//! spread, which hedging (`auto.rs`) is what shortens. The large objects' rate does not
+//! retransmission time-out (200 ms at least), the tail of its p99. Capped, the loaded
+//! tail is the unloaded one: the s3 profile's own first-byte spread, which hedging
+//! (`auto.rs`) is what shortens. The large objects' rate does not
 //! move: they are read as ranged parts on many connections. Untouched by construction:
 //! everything on loopback and the 110 ms bulk-wan link.
+//!
+//! What it costs, measured across `--link region` (1 ms, 10 Gbit/s, a 16 MiB queue; on
+//! two cores the CPU binds at ~1.2 GB/s, and the RTT grows with it). Against the s3
+//! profile nothing: `ferry bench mixed-hol --peers none --repeats 3 --link region
+//! --auto-max-connections 50`, this build then the one before it: large objects 1,205
+//! MB/s beside 1,210 (done / alone 1.01 beside 1.06), small p99 loaded 164 ms beside 190.
+//! Against a server faster than the rate, a quarter of a download: `ferry bench
+//! cli-transfer --set large --quick --peers none --link region --repeats 2` (lan
+//! profile, no per-connection limit), the two builds alternated, 5 runs each: ferry's
+//! 4 x 256 MiB download 734 MB/s (633-826, the runs' medians) beside 984 (899-1,024),
+//! 17-20 connections beside 14-15; uploads unchanged (the cap is on receiving). There
+//! the window is the limit (inferred, not traced: ~39 MB/s a connection from a ~128 KB
+//! window means an RTT near 3 ms, the loaded CPU's), and the download's parts in flight,
+//! bounded in bytes, do not make up for it. Not solved: a cap that engages only once the
+//! path drops packets, or that lets a connection grow while the window binds and the
+//! path does not queue, would keep both.
 
 use crate::error::{ErrorKind, WireError};
 use crate::{Scheme, TransportConfig};
