@@ -108,8 +108,9 @@
 //!
 //! Where it stands: since HTTP/1.1 receive windows follow the path (the bullet "Windows
 //! that follow the path" below), auto's loaded small p99 is its unloaded one (~145 ms)
-//! and 15-16.5x better than the 50-connection pool's in the median of the last two
-//! rounds; the figures before it are history, kept for what they found.
+//! and 15.1-16.5x better than the 50-connection pool's in the median of the last three
+//! rounds (14.3x in the first); the figures before it are history, kept for what they
+//! found.
 //!
 //! Loopback has no aggregate link, which is why the cap map above found no knee but the
 //! CPU's. A real client has one: an instance's NIC (5-25 Gbit/s) in front of S3's ~90
@@ -223,8 +224,10 @@
 //!   rounds already find), and bulk-wan must be measured beside it. The next step for
 //!   the 15x.
 //! - Windows that follow the path, landed (conn.rs, "Receive windows of HTTP/1.1
-//!   connections"): each new HTTP/1.1 connection of auto gets a receive buffer of 128
-//!   MB/s x the smallest handshake RTT its endpoint has shown (128 KB on this link), and
+//!   connections"): each HTTP/1.1 connection of auto's pool gets a receive buffer of 128
+//!   MB/s x the smallest handshake RTT its endpoint has shown (128 KB on this link), once
+//!   a small request has met a bulk one (rounds 1-3 below capped from the first
+//!   connection; round 4, in conn.rs, set the two side by side: the same p99), and
 //!   paths where that is under 64 KiB (loopback) or over 4 MiB / `rmem_max` (bulk-wan's
 //!   110 ms) keep the kernel's autotuning. Same command, two rounds of two builds
 //!   alternated twice (6 repeats a side; load average 1.5-6): an experiment build
@@ -253,8 +256,9 @@
 //!   unloaded (128 ms, 119-133) for twice the copies (178 per 2,000 smalls beside 92);
 //!   the pool's p99 over auto's did not move (16.5x both), so p95 and 5% stay.
 //!   What the cap costs elsewhere (conn.rs, "Receive windows"): nothing to the s3
-//!   profile's bulk across `--link region`, a quarter of a `ferry cp` download from a
-//!   server faster than 128 MB/s a connection across the same link.
+//!   profile's bulk across `--link region`; capped from the first connection, a quarter
+//!   of a `ferry cp` download from a server faster than 128 MB/s a connection across the
+//!   same link, which is why it now waits for small requests to meet bulk ones.
 //! - The 9-11 did not recur in 25 loaded repeats with
 //!   `FERRY_LOG=ferry_wire::controller=debug` (the 8 runs of the hedge settings above and
 //!   the trace): slow start ended at 14 in 23 of them (21 in 2), auto held 14.8-26.3 on

@@ -518,6 +518,9 @@ struct H1 {
     probe_done: watch::Sender<u64>,
     small_seen: AtomicU64,
     hedger: Arc<Hedger>,
+    /// The pool's connector, whose receive-window cap a small request beside bulk ones
+    /// engages (conn.rs, "Receive windows of HTTP/1.1 connections").
+    connector: Connector,
 }
 
 #[derive(Default)]
@@ -536,7 +539,7 @@ struct Probe {
 impl AutoTransport {
     pub fn new(config: TransportConfig) -> Result<AutoTransport, WireError> {
         let connector = Connector::new(&config, &[b"h2", b"http/1.1"])?;
-        connector.cap_receive_windows();
+        connector.watch_receive_windows();
         let chosen = OnceCell::new();
         let controller = Controller::new(ControllerOptions { max: config.max_connections.max(1), ..ControllerOptions::default() });
         if config.endpoint.scheme == Scheme::Http {
@@ -609,6 +612,12 @@ impl AutoTransport {
         }
     }
 
+    /// The connector auto opens its pool and h2 connections with (its receive windows:
+    /// conn.rs). For tests and diagnostics.
+    pub fn connector(&self) -> &Connector {
+        &self.inner.connector
+    }
+
     /// How long a small request now waits for its head before a copy may go out (module
     /// note, "Hedged small GETs"); `None` before enough head latencies were measured, or
     /// before HTTP/1.1 was chosen.
@@ -653,7 +662,7 @@ impl H1 {
         // Each lane may use the whole cap; the gates share it by demand (module note).
         let lanes = Arc::new(Lanes::new(controller));
         let gate = |lane| -> Arc<dyn ConnectionGate> { Arc::new(LaneGate { lanes: lanes.clone(), lane }) };
-        let pool = Arc::new(PoolTransport::with_gate(config.clone(), connector, Some(gate(BULK))));
+        let pool = Arc::new(PoolTransport::with_gate(config.clone(), connector.clone(), Some(gate(BULK))));
         let pipeline = Arc::new(PipelineTransport::with_gate(config.clone(), Some(gate(SMALL)))?);
         let _ = lanes.pool.set(Arc::downgrade(&pool));
         let _ = lanes.pipeline.set(Arc::downgrade(&pipeline));
@@ -665,6 +674,7 @@ impl H1 {
             probe_done: watch::channel(0).0,
             small_seen: AtomicU64::new(0),
             hedger: Arc::new(Hedger::default()),
+            connector,
         })
     }
 
@@ -674,6 +684,11 @@ impl H1 {
 
     async fn send(&self, req: Request) -> Result<Response, WireError> {
         let lane = if is_small(&req) { SMALL } else { BULK };
+        if lane == SMALL && !self.connector.window_cap_engaged() && self.lanes.lock().admitted_bulk > 0 {
+            // Small requests beside bulk transfers: from now on the bulk connections'
+            // windows stop where the path's queue would begin (conn.rs).
+            self.connector.engage_window_cap();
+        }
         let sent = Instant::now();
         let mut demand = Demand::new(self.lanes.clone(), lane);
         let fut = if lane == BULK {

@@ -14,21 +14,33 @@
 //! in flight beyond the path's own bandwidth x delay waits in the bottleneck's queue.
 //! Linux grows every socket's window towards `tcp_rmem`'s maximum (32 MiB here), so
 //! twenty bulk connections fill a NIC's queue however small the objects waiting behind
-//! them. When [`Connector::cap_receive_windows`] is on (auto turns it on), each new
-//! HTTP/1.1 connection's receive buffer (`SO_RCVBUF`) is set to
-//! [`H1_RESPONSE_RATE`] x the smallest TCP handshake RTT this connector has seen; the
-//! smallest, because a connection opened while the queue is full measures the queue in
-//! its own RTT (the first trial, per-connection RTTs, reached 11.2x where this reaches
-//! the figures below). Left alone: connections that ALPN made HTTP/2 (one carries many
-//! streams at once), paths where the product is under 64 KiB (loopback, a LAN: no queue
-//! worth capping, and there the cap would bind a fast server first), and paths where it
+//! them. Once the cap is engaged ([`Connector::engage_window_cap`]), each HTTP/1.1
+//! connection's receive buffer (`SO_RCVBUF`) is set to [`H1_RESPONSE_RATE`] x the
+//! smallest TCP handshake RTT this connector has seen; the smallest, because a
+//! connection opened while the queue is full measures the queue in its own RTT (the
+//! first trial, per-connection RTTs, reached 11.2x where this reaches the figures below).
+//!
+//! When: a full queue costs only what waits behind it. Auto watches the windows of the
+//! connections its connector opens (the pool's, which carry the bulk lane; the pipeline
+//! opens its own, never capped) from the start ([`Connector::watch_receive_windows`]:
+//! RTTs kept, sockets listed), and engages the cap the first time a small request is sent
+//! while a bulk one is still moving. From then on every watched connection still open is
+//! capped (TCP does not take back a window it offered, so an established one advertises
+//! less as the data already offered arrives) and each new one at its opening, for the
+//! transport's life (a capped socket cannot get autotuning back). A download alone, or
+//! small requests alone, keep the kernel's windows: the first cut, capping from the first
+//! connection, cost a quarter of a download from a server faster than the rate (figures
+//! below). Left alone also: connections that ALPN made HTTP/2 (one carries many streams
+//! at once), paths where the product is under 64 KiB (loopback, a LAN: no queue worth
+//! capping, and there the cap would bind a fast server first), and paths where it
 //! exceeds `net.core.rmem_max` or 4 MiB (long links: the kernel's autotuning is what
 //! they need, and setting `SO_RCVBUF` turns it off for that socket for good).
 //!
 //! Measured on mixed-hol (`ferry bench mixed-hol --peers none --repeats 3 --link instance
 //! --auto-max-connections 50`: 1 ms, 2.5 Gbit/s, a 4 MiB queue), rounds of two builds
-//! alternated twice (6 runs a side, load average 0.5-6 on 2 cores; the third round's
-//! second build hedged sooner, bench mixed_hol.rs); medians:
+//! alternated twice (6 runs a side, load average 0.5-6 on 2 cores). Rounds 1-3 capped
+//! from the first connection (the third round's second build hedged sooner: bench
+//! mixed_hol.rs); round 4 set the engaged cap beside that; medians:
 //!
 //! | round | windows | small p99 loaded | unloaded | loaded / unloaded | pool p99 / auto p99 | large MB/s |
 //! |---|---|---|---|---|---|---|
@@ -36,39 +48,49 @@
 //! | 1 | capped, 128 MB/s | 146 ms | 139 ms | 1.05 | 14.3x | 290 |
 //! | 2 | capped, 192 MB/s | 158 ms | 138 ms | 1.18 | 12.9x | 292 |
 //! | 2 | capped, 128 MB/s | 151 ms | 138 ms | 1.11 | 15.1x | 292 |
-//! | 3 | capped, 128 MB/s (as landed) | 145 ms | 137 ms | 1.08 | 16.5x | 292 |
+//! | 3 | capped, 128 MB/s | 145 ms | 137 ms | 1.08 | 16.5x | 292 |
+//! | 4 | capped from the first connection | 146 ms | 138 ms | 1.06 | 16.0x | 292 |
+//! | 4 | engaged when smalls meet bulk (auto now) | 144 ms | 138 ms | 1.08 | 15.4x | 292 |
+//!
+//! In round 4 the p99 ratio's difference is the pool's (its p99 2.05-2.46 s beside
+//! 2.03-2.41); auto's own loaded p99 is the same, 140-148 ms beside 138-152.
 //!
 //! Our reading (from the figures, not traced packet by packet): with the kernel's windows
 //! the full queue drops packets, and a small object whose segment was dropped waits out a
 //! retransmission time-out (200 ms at least), the tail of its p99. Capped, the loaded
 //! tail is the unloaded one: the s3 profile's own first-byte spread, which hedging
-//! (`auto.rs`) is what shortens. The large objects' rate does not
-//! move: they are read as ranged parts on many connections. Untouched by construction:
-//! everything on loopback and the 110 ms bulk-wan link.
+//! (`auto.rs`) is what shortens. The large objects' rate does not move: they are read as
+//! ranged parts on many connections. Untouched by construction: everything on loopback
+//! and the 110 ms bulk-wan link.
 //!
-//! What it costs, measured across `--link region` (1 ms, 10 Gbit/s, a 16 MiB queue; on
-//! two cores the CPU binds at ~1.2 GB/s, and the RTT grows with it). Against the s3
-//! profile nothing: `ferry bench mixed-hol --peers none --repeats 3 --link region
-//! --auto-max-connections 50`, this build then the one before it: large objects 1,205
-//! MB/s beside 1,210 (done / alone 1.01 beside 1.06), small p99 loaded 164 ms beside 190.
-//! Against a server faster than the rate, a quarter of a download: `ferry bench
-//! cli-transfer --set large --quick --peers none --link region --repeats 2` (lan
-//! profile, no per-connection limit), the two builds alternated, 5 runs each: ferry's
-//! 4 x 256 MiB download 734 MB/s (633-826, the runs' medians) beside 984 (899-1,024),
-//! 17-20 connections beside 14-15; uploads unchanged (the cap is on receiving). There
-//! the window is the limit (inferred, not traced: ~39 MB/s a connection from a ~128 KB
-//! window means an RTT near 3 ms, the loaded CPU's), and the download's parts in flight,
-//! bounded in bytes, do not make up for it. Not solved: a cap that engages only once the
-//! path drops packets, or that lets a connection grow while the window binds and the
-//! path does not queue, would keep both.
+//! What capping costs, measured across `--link region` (1 ms, 10 Gbit/s, a 16 MiB queue;
+//! on two cores the CPU binds at ~1.2 GB/s, and the RTT grows with it). Against the s3
+//! profile, nothing: `ferry bench mixed-hol --peers none --repeats 3 --link region
+//! --auto-max-connections 50`, capped from the first connection then the kernel's
+//! windows: large objects 1,205 MB/s beside 1,210 (done / alone 1.01 beside 1.06), small
+//! p99 loaded 164 ms beside 190. Against a server faster than the rate, a download alone
+//! lost a quarter when capped from the first connection: `ferry bench cli-transfer --set
+//! large --quick --peers none --link region --repeats 2` (lan profile, no per-connection
+//! limit), 5 runs a side alternated: ferry's 4 x 256 MiB download 734 MB/s (633-826, the
+//! runs' medians) beside 984 (899-1,024) with the kernel's windows, 17-20 connections
+//! beside 14-15 (the window binds: ~39 MB/s a connection from a ~128 KB window means an
+//! RTT near 3 ms, the loaded CPU's; inferred, not traced). Hence the engagement rule:
+//! the same command, the kernel's windows, capped from the first connection and engaged
+//! on meeting alternated twice at load 0.3-2.9: 994 and 1,023 MB/s, 660 and 762, 879 and
+//! 954 (a noisier pair beside a CI run: 774 and 629, 528 and 557, 652 and 849). Uploads
+//! are unchanged either way (the cap is on receiving). Still paid: a mixed load against
+//! a server faster than 128 MB/s a connection holds its bulk to the cap, the price of the
+//! small requests' tail.
 
 use crate::error::{ErrorKind, WireError};
 use crate::{Scheme, TransportConfig};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 /// A byte stream to the server, plain or TLS.
@@ -81,7 +103,8 @@ pub struct Connection {
     /// Whether TLS ALPN chose HTTP/2.
     pub alpn_h2: bool,
     /// The receive buffer (`SO_RCVBUF`, as the kernel reports it) when the connector
-    /// capped this connection's window; `None` when the kernel sizes it.
+    /// capped this connection's window at its opening; `None` when the kernel sized it
+    /// then (a cap engaged later shows in [`Connector::watched_receive_buffers`]).
     pub receive_buffer: Option<u32>,
     /// 1, 2, ... in opening order within its connector.
     pub id: u64,
@@ -104,6 +127,11 @@ struct Inner {
     opened: AtomicU64,
     /// Bytes/s an HTTP/1.1 connection's receive window is sized for; 0 = off.
     window_rate: AtomicU64,
+    /// Whether the cap is in force: set once, by [`Connector::engage_window_cap`].
+    engaged: AtomicBool,
+    /// The HTTP/1.1 sockets open while windows are watched, for the cap to reach them
+    /// when it engages (dead entries are dropped as new ones come).
+    watched: Mutex<Vec<Weak<Watch>>>,
     /// The smallest TCP handshake RTT seen, in µs; 0 = none yet.
     min_rtt_us: AtomicU64,
     /// Tests only: an RTT that counts as the smallest seen (loopback's is under the floor).
@@ -155,16 +183,55 @@ impl Connector {
                 next_addr: AtomicUsize::new(0),
                 opened: AtomicU64::new(0),
                 window_rate: AtomicU64::new(0),
+                engaged: AtomicBool::new(false),
+                watched: Mutex::new(Vec::new()),
                 min_rtt_us: AtomicU64::new(0),
                 assumed_rtt_us: AtomicU64::new(0),
             }),
         })
     }
 
-    /// Caps the receive window of each HTTP/1.1 connection opened from now on at
+    /// Watches the receive windows of the HTTP/1.1 connections opened from now on: their
+    /// handshake RTTs are kept, and [`Connector::engage_window_cap`] caps them all at
     /// [`H1_RESPONSE_RATE`] x the path's smallest RTT (see the module doc).
-    pub fn cap_receive_windows(&self) {
+    pub fn watch_receive_windows(&self) {
         self.inner.window_rate.store(H1_RESPONSE_RATE, Relaxed);
+    }
+
+    /// Caps the receive window of every watched connection still open and of each one
+    /// opened from now on, for good. Does nothing unless windows are watched.
+    pub fn engage_window_cap(&self) {
+        if self.inner.window_rate.load(Relaxed) == 0 || self.inner.engaged.swap(true, Relaxed) {
+            return;
+        }
+        let watched: Vec<Arc<Watch>> = self.inner.watched.lock().unwrap().iter().filter_map(|w| w.upgrade()).collect();
+        let cap = self.current_cap();
+        let mut capped = 0;
+        if let Some(cap) = cap {
+            for w in &watched {
+                capped += usize::from(w.set(cap).is_some());
+            }
+        }
+        tracing::debug!(cap, open = watched.len(), capped, "receive window cap engaged");
+    }
+
+    /// Whether [`Connector::engage_window_cap`] has been called (with windows watched).
+    pub fn window_cap_engaged(&self) -> bool {
+        self.inner.engaged.load(Relaxed)
+    }
+
+    /// Watches windows and engages the cap at once: every HTTP/1.1 connection opened
+    /// from now on is capped.
+    pub fn cap_receive_windows(&self) {
+        self.watch_receive_windows();
+        self.engage_window_cap();
+    }
+
+    /// The receive buffers (`SO_RCVBUF`, as the kernel reports them now) of the watched
+    /// connections still open, in opening order; for tests and diagnostics.
+    pub fn watched_receive_buffers(&self) -> Vec<u32> {
+        let watched = self.inner.watched.lock().unwrap();
+        watched.iter().filter_map(|w| w.upgrade()).filter_map(|w| w.receive_buffer()).collect()
     }
 
     /// Tests only: count `rtt` as the smallest handshake RTT seen, as if the path had it.
@@ -220,11 +287,11 @@ impl Connector {
         let tcp = TcpStream::connect(addr).await.map_err(|e| WireError::new(ErrorKind::Connect, format!("connecting to {addr}")).with_source(e))?;
         let _ = tcp.set_nodelay(true);
         let id = self.inner.opened.fetch_add(1, Relaxed) + 1;
-        let cap = self.window_cap_for(&tcp);
+        let watching = self.learn_rtt(&tcp);
         match &self.inner.tls {
             None => {
-                let receive_buffer = cap.and_then(|c| socket::set_receive_buffer(&tcp, c));
-                Ok(Connection { io: Box::new(tcp), alpn_h2: false, receive_buffer, id, peer: addr })
+                let (watch, receive_buffer) = if watching { self.watch(&tcp) } else { (None, None) };
+                Ok(Connection { io: watched(tcp, watch), alpn_h2: false, receive_buffer, id, peer: addr })
             }
             Some((connector, name)) => {
                 let tls = connector
@@ -232,28 +299,137 @@ impl Connector {
                     .await
                     .map_err(|e| WireError::new(ErrorKind::Tls, format!("TLS handshake with {}", self.inner.host)).with_source(e))?;
                 let alpn_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-                let receive_buffer = cap.filter(|_| !alpn_h2).and_then(|c| socket::set_receive_buffer(tls.get_ref().0, c));
-                Ok(Connection { io: Box::new(tls), alpn_h2, receive_buffer, id, peer: addr })
+                let (watch, receive_buffer) = if watching && !alpn_h2 { self.watch(tls.get_ref().0) } else { (None, None) };
+                Ok(Connection { io: watched(tls, watch), alpn_h2, receive_buffer, id, peer: addr })
             }
         }
     }
 
-    /// The window cap for a connection just opened, from the smallest handshake RTT seen
-    /// so far (this one's included); `None` when capping is off or the rule leaves it.
-    fn window_cap_for(&self, tcp: &TcpStream) -> Option<u32> {
-        let rate = self.inner.window_rate.load(Relaxed);
-        if rate == 0 {
-            return None;
+    /// Keeps the path's smallest handshake RTT from a connection just opened; answers
+    /// whether windows are watched.
+    fn learn_rtt(&self, tcp: &TcpStream) -> bool {
+        if self.inner.window_rate.load(Relaxed) == 0 {
+            return false;
         }
         let assumed = self.inner.assumed_rtt_us.load(Relaxed);
-        let rtt = if assumed > 0 { assumed } else { socket::handshake_rtt_us(tcp)? };
-        let min = match self.inner.min_rtt_us.fetch_update(Relaxed, Relaxed, |m| (m == 0 || rtt < m).then_some(rtt)) {
-            Ok(_) => rtt,
-            Err(m) => m,
-        };
-        let cap = window_cap(rate, Duration::from_micros(min), socket::rmem_max()?);
-        tracing::debug!(rtt_us = rtt, min_rtt_us = min, cap, "receive window");
-        cap
+        let rtt = if assumed > 0 { Some(assumed) } else { socket::handshake_rtt_us(tcp) };
+        if let Some(rtt) = rtt {
+            let _ = self.inner.min_rtt_us.fetch_update(Relaxed, Relaxed, |m| (m == 0 || rtt < m).then_some(rtt));
+            tracing::trace!(rtt_us = rtt, "handshake RTT");
+        }
+        true
+    }
+
+    /// Registers an HTTP/1.1 socket for the cap, capping it now when the cap is in force:
+    /// the watch (held by the connection's stream) and the receive buffer set, if any.
+    fn watch(&self, tcp: &TcpStream) -> (Option<Arc<Watch>>, Option<u32>) {
+        let Some(watch) = Watch::of(tcp) else { return (None, None) };
+        let watch = Arc::new(watch);
+        let mut watched = self.inner.watched.lock().unwrap();
+        watched.retain(|w| w.strong_count() > 0);
+        watched.push(Arc::downgrade(&watch));
+        // Read under the lock: `engage_window_cap` sets the flag before it takes the list,
+        // so a socket is capped here, there, or (harmlessly) both.
+        let set = if self.inner.engaged.load(Relaxed) { self.current_cap().and_then(|cap| watch.set(cap)) } else { None };
+        (Some(watch), set)
+    }
+
+    /// The cap from the smallest handshake RTT seen so far; `None` when none was seen
+    /// or the rule leaves the window to the kernel.
+    fn current_cap(&self) -> Option<u32> {
+        let min = self.inner.min_rtt_us.load(Relaxed);
+        if min == 0 {
+            return None;
+        }
+        window_cap(self.inner.window_rate.load(Relaxed), Duration::from_micros(min), socket::rmem_max()?)
+    }
+}
+
+/// A connection's stream, with the [`Watch`] on its socket when there is one.
+fn watched<T: Io>(io: T, watch: Option<Arc<Watch>>) -> Box<dyn Io> {
+    match watch {
+        Some(watch) => Box::new(Watched { io, _watch: watch }),
+        None => Box::new(io),
+    }
+}
+
+/// A stream and the watch on its socket, which lives exactly as long as the stream.
+struct Watched<T> {
+    io: T,
+    _watch: Arc<Watch>,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// A watched socket: a duplicate of its descriptor, so that the number cannot come to name
+/// another socket while the watch lives (it lives as long as the connection's stream).
+struct Watch {
+    #[cfg(target_os = "linux")]
+    fd: std::os::fd::OwnedFd,
+}
+
+impl Watch {
+    #[cfg(target_os = "linux")]
+    fn of(tcp: &TcpStream) -> Option<Watch> {
+        use std::os::fd::AsFd;
+        Some(Watch { fd: tcp.as_fd().try_clone_to_owned().ok()? })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn of(_: &TcpStream) -> Option<Watch> {
+        None
+    }
+
+    /// Sets the receive buffer; answers what the kernel reports back.
+    fn set(&self, bytes: u32) -> Option<u32> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            socket::set_receive_buffer(self.fd.as_raw_fd(), bytes)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = bytes;
+            None
+        }
+    }
+
+    fn receive_buffer(&self) -> Option<u32> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            socket::receive_buffer(self.fd.as_raw_fd())
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            None
+        }
     }
 }
 
@@ -277,16 +453,21 @@ mod socket {
     /// Sets `SO_RCVBUF` to `bytes` and answers what the kernel reports back (it doubles
     /// the request to allow for its bookkeeping).
     #[cfg(target_os = "linux")]
-    pub fn set_receive_buffer(tcp: &TcpStream, bytes: u32) -> Option<u32> {
-        use std::os::fd::AsRawFd;
-        let fd = tcp.as_raw_fd();
+    pub fn set_receive_buffer(fd: std::os::fd::RawFd, bytes: u32) -> Option<u32> {
         let want = bytes as libc::c_int;
         let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: both calls pass a c_int and its size.
+        // SAFETY: a c_int and its size, on a descriptor the caller owns.
         if unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, (&want as *const libc::c_int).cast(), size) } != 0 {
             return None;
         }
-        let (mut got, mut len): (libc::c_int, libc::socklen_t) = (0, size);
+        receive_buffer(fd)
+    }
+
+    /// `SO_RCVBUF` as the kernel reports it.
+    #[cfg(target_os = "linux")]
+    pub fn receive_buffer(fd: std::os::fd::RawFd) -> Option<u32> {
+        let (mut got, mut len): (libc::c_int, libc::socklen_t) = (0, std::mem::size_of::<libc::c_int>() as libc::socklen_t);
+        // SAFETY: a c_int and its size, on a descriptor the caller owns.
         let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, (&mut got as *mut libc::c_int).cast(), &mut len) };
         (rc == 0).then_some(got as u32)
     }
@@ -303,10 +484,6 @@ mod socket {
         None
     }
 
-    #[cfg(not(target_os = "linux"))]
-    pub fn set_receive_buffer(_: &TcpStream, _: u32) -> Option<u32> {
-        None
-    }
 
     #[cfg(not(target_os = "linux"))]
     pub fn rmem_max() -> Option<u64> {

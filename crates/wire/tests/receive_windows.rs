@@ -1,13 +1,15 @@
 //! The receive-window cap of HTTP/1.1 connections (conn.rs's module doc), on real sockets
-//! to a real `ferry serve`. Loopback's RTT is under the cap's floor, so the tests that
+//! to a real `ferry serve`, and when auto engages it. Loopback's RTT is under the cap's floor, so the tests that
 //! want a cap tell the connector the path's RTT (`assume_min_rtt`); the socket option is
 //! set and read back from the kernel either way.
 
 mod common;
 
-use common::start;
+use common::{create_bucket, get_all, pattern, put, start};
 use ferry_wire::conn::{window_cap, Connector, H1_RESPONSE_RATE};
-use ferry_wire::{Endpoint, TransportConfig};
+use ferry_wire::{Endpoint, Request, RequestBody, Transport, TransportConfig};
+use http::Method;
+use std::sync::Arc;
 use std::time::Duration;
 
 fn connector(srv: &common::Running, alpn: &[&[u8]]) -> Connector {
@@ -79,4 +81,66 @@ async fn tls_caps_http1_but_not_http2() {
     let conn = h1.connect().await.unwrap();
     assert!(!conn.alpn_h2);
     assert_eq!(conn.receive_buffer, expected(Duration::from_millis(1)));
+}
+
+#[tokio::test]
+async fn engaging_caps_the_connections_already_open() {
+    let srv = start(false, |_| {});
+    let c = connector(&srv, &[]);
+    c.watch_receive_windows();
+    c.assume_min_rtt(Duration::from_millis(1));
+    let want = expected(Duration::from_millis(1)).expect("rmem_max leaves room for a cap");
+    let first = c.connect().await.unwrap();
+    assert_eq!(first.receive_buffer, None, "watched, not capped");
+    let before = c.watched_receive_buffers();
+    assert_eq!(before.len(), 1);
+    assert_ne!(before[0], want, "the kernel's own buffer differs from the cap");
+
+    c.engage_window_cap();
+    assert!(c.window_cap_engaged());
+    assert_eq!(c.watched_receive_buffers(), vec![want], "the open connection was capped");
+    let second = c.connect().await.unwrap();
+    assert_eq!(second.receive_buffer, Some(want), "and each one opened after");
+    assert_eq!(c.watched_receive_buffers(), vec![want, want]);
+
+    // A closed connection leaves the watch list.
+    drop(first);
+    assert_eq!(c.watched_receive_buffers(), vec![want]);
+    drop(second);
+}
+
+/// What auto does: windows are capped once a small request comes while a bulk one is
+/// still moving, never for either kind alone (nothing waits behind a queue then).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_caps_windows_once_small_requests_meet_bulk_ones() {
+    let srv = start(false, |_| {});
+    let auto = common::auto(&srv, 8, Duration::from_secs(20));
+    auto.connector().assume_min_rtt(Duration::from_millis(1));
+    let want = expected(Duration::from_millis(1)).expect("rmem_max leaves room for a cap");
+    let t: Arc<dyn Transport> = auto.clone();
+    create_bucket(&t, "bkt").await;
+    put(&t, "/bkt/large", RequestBody::Full(pattern(16 << 20))).await;
+    put(&t, "/bkt/small", RequestBody::Full(pattern(1024))).await;
+    let small = || {
+        let mut r = Request::new(Method::GET, "/bkt/small");
+        r.size_hint = Some(1024);
+        r
+    };
+
+    // Bulk alone, then small alone.
+    assert_eq!(get_all(&t, "/bkt/large").await.1.len(), 16 << 20);
+    let r = t.send(small()).await.unwrap();
+    assert_eq!(r.body.collect(1 << 20).await.unwrap().len(), 1024);
+    assert!(!auto.connector().window_cap_engaged(), "no small request met a bulk one");
+    assert!(!auto.connector().watched_receive_buffers().is_empty());
+    assert!(!auto.connector().watched_receive_buffers().contains(&want));
+
+    // A bulk body still being read, and a small request.
+    let bulk = t.send(Request::new(Method::GET, "/bkt/large")).await.unwrap();
+    let r = t.send(small()).await.unwrap();
+    assert_eq!(r.body.collect(1 << 20).await.unwrap().len(), 1024);
+    assert!(auto.connector().window_cap_engaged());
+    let buffers = auto.connector().watched_receive_buffers();
+    assert!(buffers.iter().all(|&b| b == want), "every open pool connection capped: {buffers:?} beside {want}");
+    assert_eq!(bulk.body.collect(32 << 20).await.unwrap(), pattern(16 << 20), "the capped transfer completes intact");
 }
