@@ -406,36 +406,35 @@ impl Watch {
         None
     }
 
-    /// Sets the receive buffer; answers what the kernel reports back.
+    /// Sets the receive buffer (`SO_RCVBUF`); answers what the kernel reports back (it
+    /// doubles the request to allow for its bookkeeping).
+    #[cfg(target_os = "linux")]
     fn set(&self, bytes: u32) -> Option<u32> {
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::fd::AsRawFd;
-            socket::set_receive_buffer(self.fd.as_raw_fd(), bytes)
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            let _ = bytes;
-            None
-        }
+        socket2::SockRef::from(&self.fd).set_recv_buffer_size(bytes as usize).ok()?;
+        self.receive_buffer()
     }
 
+    /// `SO_RCVBUF` as the kernel reports it.
+    #[cfg(target_os = "linux")]
     fn receive_buffer(&self) -> Option<u32> {
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::fd::AsRawFd;
-            socket::receive_buffer(self.fd.as_raw_fd())
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            None
-        }
+        socket2::SockRef::from(&self.fd).recv_buffer_size().ok().map(|b| b as u32)
+    }
+
+    // Never called: `of` makes no watch off Linux.
+    #[cfg(not(target_os = "linux"))]
+    fn set(&self, _: u32) -> Option<u32> {
+        None
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn receive_buffer(&self) -> Option<u32> {
+        None
     }
 }
 
-/// The socket options the window cap needs: Linux's `TCP_INFO` and `SO_RCVBUF`, through
-/// libc because tokio and socket2 expose neither the RTT nor a buffer read-back we trust.
-/// Elsewhere the cap is off (every function answers `None`).
+/// What the window cap needs beyond socket2's `SO_RCVBUF`: Linux's `TCP_INFO` (the
+/// handshake RTT), through libc because neither tokio nor socket2 exposes it, and
+/// `rmem_max`. Elsewhere the cap is off (every function answers `None`).
 mod socket {
     use tokio::net::TcpStream;
 
@@ -450,28 +449,6 @@ mod socket {
         (rc == 0 && info.tcpi_rtt > 0).then_some(info.tcpi_rtt as u64)
     }
 
-    /// Sets `SO_RCVBUF` to `bytes` and answers what the kernel reports back (it doubles
-    /// the request to allow for its bookkeeping).
-    #[cfg(target_os = "linux")]
-    pub fn set_receive_buffer(fd: std::os::fd::RawFd, bytes: u32) -> Option<u32> {
-        let want = bytes as libc::c_int;
-        let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: a c_int and its size, on a descriptor the caller owns.
-        if unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, (&want as *const libc::c_int).cast(), size) } != 0 {
-            return None;
-        }
-        receive_buffer(fd)
-    }
-
-    /// `SO_RCVBUF` as the kernel reports it.
-    #[cfg(target_os = "linux")]
-    pub fn receive_buffer(fd: std::os::fd::RawFd) -> Option<u32> {
-        let (mut got, mut len): (libc::c_int, libc::socklen_t) = (0, std::mem::size_of::<libc::c_int>() as libc::socklen_t);
-        // SAFETY: a c_int and its size, on a descriptor the caller owns.
-        let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, (&mut got as *mut libc::c_int).cast(), &mut len) };
-        (rc == 0).then_some(got as u32)
-    }
-
     /// `net.core.rmem_max`: `SO_RCVBUF` silently clamps to it.
     #[cfg(target_os = "linux")]
     pub fn rmem_max() -> Option<u64> {
@@ -483,7 +460,6 @@ mod socket {
     pub fn handshake_rtt_us(_: &TcpStream) -> Option<u64> {
         None
     }
-
 
     #[cfg(not(target_os = "linux"))]
     pub fn rmem_max() -> Option<u64> {
