@@ -165,10 +165,7 @@ impl Staging {
     }
     pub(crate) fn disk(path: PathBuf, file: File) -> Staging {
         Staging::Disk {
-            temp: StagedFile {
-                path,
-                committed: false,
-            },
+            temp: StagedFile { path, committed: false },
             file: Some(file),
             pending: Vec::new(),
             pending_bytes: 0,
@@ -184,18 +181,13 @@ pub struct BodyWriter {
 
 impl std::fmt::Debug for BodyWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BodyWriter")
-            .field("written", &self.written)
-            .finish_non_exhaustive()
+        f.debug_struct("BodyWriter").field("written", &self.written).finish_non_exhaustive()
     }
 }
 
 impl BodyWriter {
     pub(crate) fn new(staging: Staging) -> BodyWriter {
-        BodyWriter {
-            staging,
-            written: 0,
-        }
+        BodyWriter { staging, written: 0 }
     }
 
     /// Appends `chunk` to the body.
@@ -205,12 +197,7 @@ impl BodyWriter {
         }
         self.written += chunk.len() as u64;
         match &mut self.staging {
-            Staging::Memory {
-                rope,
-                block,
-                expected_left,
-                next_unannounced,
-            } => {
+            Staging::Memory { rope, block, expected_left, next_unannounced } => {
                 let mut rest = &chunk[..];
                 while !rest.is_empty() {
                     if block.len() == block.capacity() {
@@ -225,11 +212,7 @@ impl BodyWriter {
                 }
                 Ok(())
             }
-            Staging::Disk {
-                pending,
-                pending_bytes,
-                ..
-            } => {
+            Staging::Disk { pending, pending_bytes, .. } => {
                 *pending_bytes += chunk.len();
                 pending.push(chunk);
                 if *pending_bytes >= DISK_FLUSH_BYTES {
@@ -258,19 +241,11 @@ impl BodyWriter {
 
     /// Writes pending chunks (and `tail`, when given: the trailer, followed by fsync).
     async fn flush_disk(&mut self, tail: Option<Vec<u8>>) -> Result<()> {
-        let Staging::Disk {
-            file,
-            pending,
-            pending_bytes,
-            ..
-        } = &mut self.staging
-        else {
+        let Staging::Disk { file, pending, pending_bytes, .. } = &mut self.staging else {
             return Ok(());
         };
         let Some(mut f) = file.take() else {
-            return Err(BackendError::Io(io::Error::other(
-                "an earlier write to this body failed",
-            )));
+            return Err(BackendError::Io(io::Error::other("an earlier write to this body failed")));
         };
         let chunks = std::mem::take(pending);
         *pending_bytes = 0;
@@ -293,9 +268,7 @@ impl BodyWriter {
     /// Memory mode: the finished rope.
     pub(crate) fn into_rope(self) -> Result<Rope> {
         match self.staging {
-            Staging::Memory {
-                mut rope, block, ..
-            } => {
+            Staging::Memory { mut rope, block, .. } => {
                 push_last_block(&mut rope, block);
                 Ok(rope)
             }
@@ -309,11 +282,7 @@ impl BodyWriter {
 
     /// Disk mode: appends the trailer (`meta` as JSON, its length, `magic`), fsyncs and
     /// returns the staged file, ready to be renamed into place.
-    pub(crate) async fn finish_disk<T: serde::Serialize>(
-        mut self,
-        magic: [u8; 8],
-        meta: &T,
-    ) -> Result<StagedFile> {
+    pub(crate) async fn finish_disk<T: serde::Serialize>(mut self, magic: [u8; 8], meta: &T) -> Result<StagedFile> {
         let trailer = crate::disk::encode_trailer(magic, meta)?;
         if let Staging::Memory { .. } = self.staging {
             return Err(BackendError::Io(io::Error::new(
@@ -322,14 +291,9 @@ impl BodyWriter {
             )));
         }
         self.flush_disk(Some(trailer)).await?;
-        let Staging::Disk { temp, file, .. } = &mut self.staging else {
-            unreachable!()
-        };
+        let Staging::Disk { temp, file, .. } = &mut self.staging else { unreachable!() };
         drop(file.take());
-        let staged = StagedFile {
-            path: temp.path.clone(),
-            committed: false,
-        };
+        let staged = StagedFile { path: temp.path.clone(), committed: false };
         temp.committed = true; // ownership of the temp file moves to `staged`
         Ok(staged)
     }
@@ -338,11 +302,7 @@ impl BodyWriter {
 /// Capacity of the next block of a memory body, `want` bytes being at hand: what is
 /// left of the announced length (at most [`BLOCK_BYTES`]) while it lasts, else the
 /// doubling size for bodies of unknown length.
-fn next_block_len(
-    expected_left: &mut Option<u64>,
-    next_unannounced: &mut usize,
-    want: usize,
-) -> usize {
+fn next_block_len(expected_left: &mut Option<u64>, next_unannounced: &mut usize, want: usize) -> usize {
     match expected_left {
         Some(left) if *left > 0 => {
             let cap = (*left).min(BLOCK_BYTES as u64) as usize;
@@ -381,36 +341,21 @@ pub struct ObjectStream {
 }
 
 enum Source {
-    Rope {
-        rope: Arc<Rope>,
-        seg: usize,
-        offset: usize,
-    },
-    File {
-        file: Option<File>,
-        reading: Option<JoinHandle<(File, io::Result<Bytes>)>>,
-    },
-    Synthetic {
-        key_hash: u64,
-        pos: u64,
-    },
+    Rope { rope: Arc<Rope>, seg: usize, offset: usize },
+    File { file: Option<File>, reading: Option<JoinHandle<(File, io::Result<Bytes>)>> },
+    Synthetic { key_hash: u64, pos: u64 },
 }
 
 impl std::fmt::Debug for ObjectStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ObjectStream")
-            .field("remaining", &self.remaining)
-            .finish_non_exhaustive()
+        f.debug_struct("ObjectStream").field("remaining", &self.remaining).finish_non_exhaustive()
     }
 }
 
 impl ObjectStream {
     pub(crate) fn rope(rope: Arc<Rope>, start: u64, len: u64) -> ObjectStream {
         let (seg, offset) = if len == 0 { (0, 0) } else { rope.locate(start) };
-        ObjectStream {
-            remaining: len,
-            source: Source::Rope { rope, seg, offset },
-        }
+        ObjectStream { remaining: len, source: Source::Rope { rope, seg, offset } }
     }
 
     pub(crate) async fn file(mut file: File, start: u64, len: u64) -> Result<ObjectStream> {
@@ -422,22 +367,13 @@ impl ObjectStream {
             .await
             .map_err(|e| BackendError::Io(io::Error::other(e)))??;
         }
-        Ok(ObjectStream {
-            remaining: len,
-            source: Source::File {
-                file: Some(file),
-                reading: None,
-            },
-        })
+        Ok(ObjectStream { remaining: len, source: Source::File { file: Some(file), reading: None } })
     }
 
     pub(crate) fn synthetic(key: &str, start: u64, len: u64) -> ObjectStream {
         ObjectStream {
             remaining: len,
-            source: Source::Synthetic {
-                key_hash: crate::synthetic::key_hash(key),
-                pos: start,
-            },
+            source: Source::Synthetic { key_hash: crate::synthetic::key_hash(key), pos: start },
         }
     }
 
@@ -477,9 +413,7 @@ impl Stream for ObjectStream {
                     return Poll::Ready(None);
                 }
                 let s = &rope.segments[*seg];
-                let n = (s.len() - *offset)
-                    .min(MAX_CHUNK_BYTES)
-                    .min(this.remaining as usize);
+                let n = (s.len() - *offset).min(MAX_CHUNK_BYTES).min(this.remaining as usize);
                 let out = s.slice(*offset..*offset + n);
                 *offset += n;
                 if *offset == s.len() {

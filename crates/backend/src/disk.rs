@@ -69,8 +69,8 @@ use sha2::{Digest, Sha256};
 
 use crate::body::StagedFile;
 use crate::{
-    validate_bucket_name, BackendError, BucketState, Entry, ObjectMeta, PartEntry, PartMeta,
-    Result, UploadInfo, UploadState,
+    validate_bucket_name, BackendError, BucketState, Entry, ObjectMeta, PartEntry, PartMeta, Result, UploadInfo,
+    UploadState,
 };
 
 /// Trailer magic of an object file.
@@ -141,10 +141,7 @@ pub(crate) fn encode_trailer<T: serde::Serialize>(magic: [u8; 8], meta: &T) -> R
 }
 
 /// Parses the trailer of `file`; returns the metadata and the data length.
-pub(crate) fn read_trailer<T: serde::de::DeserializeOwned>(
-    file: &File,
-    magic: [u8; 8],
-) -> io::Result<(T, u64)> {
+pub(crate) fn read_trailer<T: serde::de::DeserializeOwned>(file: &File, magic: [u8; 8]) -> io::Result<(T, u64)> {
     let bad = |why: &str| io::Error::new(ErrorKind::InvalidData, why.to_string());
     let len = file.metadata()?.len();
     if len < 16 {
@@ -178,11 +175,7 @@ impl DiskStore {
     pub(crate) fn open(dir: &Path) -> Result<(DiskStore, BTreeMap<String, Arc<BucketState>>)> {
         fs::create_dir_all(dir)?;
         let dir = dir.canonicalize()?;
-        let lock = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join(LOCK_FILE))?;
+        let lock = fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(LOCK_FILE))?;
         // SAFETY: flock on a descriptor we own; no memory is involved.
         if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             let e = io::Error::last_os_error();
@@ -197,16 +190,9 @@ impl DiskStore {
         fs::create_dir_all(&uploads)?;
         for e in fs::read_dir(&tmp)? {
             let p = e?.path();
-            let r = if p.is_dir() {
-                fs::remove_dir_all(&p)
-            } else {
-                fs::remove_file(&p)
-            };
+            let r = if p.is_dir() { fs::remove_dir_all(&p) } else { fs::remove_file(&p) };
             if let Err(e) = r {
-                log(format_args!(
-                    "cannot remove stale temp {}: {e}",
-                    p.display()
-                ));
+                log(format_args!("cannot remove stale temp {}: {e}", p.display()));
             }
         }
         let store = DiskStore {
@@ -214,9 +200,7 @@ impl DiskStore {
                 dir,
                 tmp,
                 uploads,
-                stripes: (0..LOCK_STRIPES)
-                    .map(|_| tokio::sync::Mutex::new(()))
-                    .collect(),
+                stripes: (0..LOCK_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 _lock: lock,
             }),
         };
@@ -238,23 +222,16 @@ impl DiskStore {
                 continue;
             }
             if validate_bucket_name(&name).is_err() {
-                log(format_args!(
-                    "ignoring directory {} (not a bucket name)",
-                    path.display()
-                ));
+                log(format_args!("ignoring directory {} (not a bucket name)", path.display()));
                 continue;
             }
             let created = match fs::read(path.join(BUCKET_META))
                 .map_err(|e| e.to_string())
-                .and_then(|b| {
-                    serde_json::from_slice::<BucketMetaFile>(&b).map_err(|e| e.to_string())
-                }) {
+                .and_then(|b| serde_json::from_slice::<BucketMetaFile>(&b).map_err(|e| e.to_string()))
+            {
                 Ok(m) => m.created,
                 Err(e) => {
-                    log(format_args!(
-                        "ignoring directory {}: bad {BUCKET_META}: {e}",
-                        path.display()
-                    ));
+                    log(format_args!("ignoring directory {}: bad {BUCKET_META}: {e}", path.display()));
                     continue;
                 }
             };
@@ -272,48 +249,29 @@ impl DiskStore {
     fn load_uploads(&self, buckets: &BTreeMap<String, Arc<BucketState>>) -> Result<()> {
         for e in fs::read_dir(&self.inner.uploads)? {
             let path = e?.path();
-            let id = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
+            let id = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             let meta: UploadMetaFile = match fs::read(path.join(UPLOAD_META))
                 .map_err(|e| e.to_string())
                 .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
             {
                 Ok(m) => m,
                 Err(e) => {
-                    log(format_args!(
-                        "ignoring upload {}: bad {UPLOAD_META}: {e}",
-                        path.display()
-                    ));
+                    log(format_args!("ignoring upload {}: bad {UPLOAD_META}: {e}", path.display()));
                     continue;
                 }
             };
-            if id.len() != 32
-                || !id.bytes().all(|b| b.is_ascii_hexdigit())
-                || meta.info.upload_id != id
-            {
-                log(format_args!(
-                    "ignoring upload {}: id does not match directory",
-                    path.display()
-                ));
+            if id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit()) || meta.info.upload_id != id {
+                log(format_args!("ignoring upload {}: id does not match directory", path.display()));
                 continue;
             }
             let Some(bucket) = buckets.get(&meta.bucket) else {
-                log(format_args!(
-                    "ignoring upload {}: bucket {} is gone",
-                    path.display(),
-                    meta.bucket
-                ));
+                log(format_args!("ignoring upload {}: bucket {} is gone", path.display(), meta.bucket));
                 continue;
             };
             let mut parts = BTreeMap::new();
             for pe in fs::read_dir(&path)? {
                 let pp = pe?.path();
-                let fname = pp
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
+                let fname = pp.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                 if fname == UPLOAD_META {
                     continue;
                 }
@@ -321,29 +279,14 @@ impl DiskStore {
                 let parsed = File::open(&pp).and_then(|f| read_trailer::<PartMeta>(&f, PART_MAGIC));
                 match (number, parsed) {
                     (Some(n), Ok((pm, data_len))) if pm.part_number == n && pm.size == data_len => {
-                        parts.insert(
-                            n,
-                            PartEntry {
-                                meta: pm,
-                                rope: None,
-                            },
-                        );
+                        parts.insert(n, PartEntry { meta: pm, rope: None });
                     }
                     (_, Err(e)) => log(format_args!("ignoring part file {}: {e}", pp.display())),
-                    _ => log(format_args!(
-                        "ignoring part file {}: inconsistent",
-                        pp.display()
-                    )),
+                    _ => log(format_args!("ignoring part file {}: inconsistent", pp.display())),
                 }
             }
             let mut inner = bucket.inner.write().expect("fresh lock");
-            inner.uploads.insert(
-                id,
-                UploadState {
-                    info: meta.info,
-                    parts,
-                },
-            );
+            inner.uploads.insert(id, UploadState { info: meta.info, parts });
         }
         Ok(())
     }
@@ -372,22 +315,14 @@ impl DiskStore {
     }
 
     /// Serialises commits and deletes of one (bucket, key).
-    pub(crate) async fn lock_object(
-        &self,
-        bucket: &str,
-        key: &str,
-    ) -> tokio::sync::MutexGuard<'_, ()> {
+    pub(crate) async fn lock_object(&self, bucket: &str, key: &str) -> tokio::sync::MutexGuard<'_, ()> {
         let mut h = DefaultHasher::new();
         (0u8, bucket, key).hash(&mut h);
         self.stripe(h.finish()).lock().await
     }
 
     /// Serialises commits of one part.
-    pub(crate) async fn lock_part(
-        &self,
-        upload_id: &str,
-        part: u32,
-    ) -> tokio::sync::MutexGuard<'_, ()> {
+    pub(crate) async fn lock_part(&self, upload_id: &str, part: u32) -> tokio::sync::MutexGuard<'_, ()> {
         let mut h = DefaultHasher::new();
         (1u8, upload_id, part).hash(&mut h);
         self.stripe(h.finish()).lock().await
@@ -398,19 +333,14 @@ impl DiskStore {
         if target.exists() {
             return Err(BackendError::Io(io::Error::new(
                 ErrorKind::AlreadyExists,
-                format!(
-                    "{} exists but was not loaded as a bucket (see startup log)",
-                    target.display()
-                ),
+                format!("{} exists but was not loaded as a bucket (see startup log)", target.display()),
             )));
         }
         let stage = self.inner.tmp.join(random_name("bucket"));
         fs::create_dir(&stage)?;
         let r = (|| -> io::Result<()> {
             let mut f = File::create(stage.join(BUCKET_META))?;
-            f.write_all(
-                &serde_json::to_vec(&BucketMetaFile { created }).map_err(io::Error::other)?,
-            )?;
+            f.write_all(&serde_json::to_vec(&BucketMetaFile { created }).map_err(io::Error::other)?)?;
             f.sync_all()?;
             fsync_dir(&stage)?;
             fs::rename(&stage, &target)?;
@@ -424,25 +354,16 @@ impl DiskStore {
 
     pub(crate) fn delete_bucket(&self, name: &str) -> Result<()> {
         let doomed = self.inner.tmp.join(random_name("deleted"));
-        fs::rename(self.bucket_dir(name), &doomed)
-            .map_err(|e| not_found_as(e, BackendError::NoSuchBucket))?;
+        fs::rename(self.bucket_dir(name), &doomed).map_err(|e| not_found_as(e, BackendError::NoSuchBucket))?;
         fsync_dir(&self.inner.dir)?;
         if let Err(e) = fs::remove_dir_all(&doomed) {
-            log(format_args!(
-                "cannot remove {}: {e} (removed at next open)",
-                doomed.display()
-            ));
+            log(format_args!("cannot remove {}: {e} (removed at next open)", doomed.display()));
         }
         Ok(())
     }
 
     /// Renames a staged object file into place and makes the rename durable.
-    pub(crate) fn commit_object(
-        &self,
-        mut staged: StagedFile,
-        bucket: &str,
-        key: &str,
-    ) -> Result<()> {
+    pub(crate) fn commit_object(&self, mut staged: StagedFile, bucket: &str, key: &str) -> Result<()> {
         let (sub, name) = self.object_location(bucket, key);
         match fs::create_dir(&sub) {
             Ok(()) => fsync_dir(&self.bucket_dir(bucket))?,
@@ -450,8 +371,7 @@ impl DiskStore {
             // create_dir (not create_dir_all): a bucket deleted meanwhile is not revived.
             Err(e) => return Err(not_found_as(e, BackendError::NoSuchBucket)),
         }
-        fs::rename(&staged.path, sub.join(name))
-            .map_err(|e| not_found_as(e, BackendError::NoSuchBucket))?;
+        fs::rename(&staged.path, sub.join(name)).map_err(|e| not_found_as(e, BackendError::NoSuchBucket))?;
         staged.committed = true;
         fsync_dir(&sub)?;
         Ok(())
@@ -460,8 +380,7 @@ impl DiskStore {
     /// Opens the current file of `key` and reads its metadata from that same file.
     pub(crate) fn open_object(&self, bucket: &str, key: &str) -> Result<(File, ObjectMeta)> {
         let (sub, name) = self.object_location(bucket, key);
-        let file =
-            File::open(sub.join(name)).map_err(|e| not_found_as(e, BackendError::NoSuchKey))?;
+        let file = File::open(sub.join(name)).map_err(|e| not_found_as(e, BackendError::NoSuchKey))?;
         let (meta, data_len): (ObjectMeta, u64) = read_trailer(&file, OBJECT_MAGIC)?;
         if meta.key != key || meta.size != data_len {
             return Err(BackendError::NoSuchKey);
@@ -482,10 +401,7 @@ impl DiskStore {
         let stage = self.inner.tmp.join(random_name("upload"));
         fs::create_dir(&stage)?;
         let r = (|| -> io::Result<()> {
-            let meta = UploadMetaFile {
-                bucket: bucket.to_string(),
-                info: info.clone(),
-            };
+            let meta = UploadMetaFile { bucket: bucket.to_string(), info: info.clone() };
             let mut f = File::create(stage.join(UPLOAD_META))?;
             f.write_all(&serde_json::to_vec(&meta).map_err(io::Error::other)?)?;
             f.sync_all()?;
@@ -499,12 +415,7 @@ impl DiskStore {
         Ok(r?)
     }
 
-    pub(crate) fn commit_part(
-        &self,
-        mut staged: StagedFile,
-        upload_id: &str,
-        part: u32,
-    ) -> Result<()> {
+    pub(crate) fn commit_part(&self, mut staged: StagedFile, upload_id: &str, part: u32) -> Result<()> {
         let dir = self.upload_dir(upload_id);
         fs::rename(&staged.path, dir.join(format!("part-{part:05}")))
             .map_err(|e| not_found_as(e, BackendError::NoSuchUpload))?;
@@ -523,10 +434,7 @@ impl DiskStore {
         }
         fsync_dir(&self.inner.uploads)?;
         if let Err(e) = fs::remove_dir_all(&doomed) {
-            log(format_args!(
-                "cannot remove {}: {e} (removed at next open)",
-                doomed.display()
-            ));
+            log(format_args!("cannot remove {}: {e} (removed at next open)", doomed.display()));
         }
         Ok(())
     }
@@ -540,14 +448,8 @@ impl DiskStore {
         meta: &ObjectMeta,
     ) -> Result<StagedFile> {
         let dir = self.upload_dir(upload_id);
-        let staged = StagedFile {
-            path: self.new_temp_path(),
-            committed: false,
-        };
-        let mut out = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&staged.path)?;
+        let staged = StagedFile { path: self.new_temp_path(), committed: false };
+        let mut out = fs::OpenOptions::new().write(true).create_new(true).open(&staged.path)?;
         for &(n, size) in parts {
             let part = File::open(dir.join(format!("part-{n:05}")))
                 .map_err(|e| not_found_as(e, BackendError::InvalidPart(n)))?;
@@ -567,10 +469,7 @@ impl DiskStore {
 fn load_objects(bucket_dir: &Path, objects: &mut BTreeMap<String, Entry>) -> Result<()> {
     for e in fs::read_dir(bucket_dir)? {
         let sub = e?.path();
-        let sub_name = sub
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let sub_name = sub.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if sub_name == BUCKET_META {
             continue;
         }
@@ -580,35 +479,22 @@ fn load_objects(bucket_dir: &Path, objects: &mut BTreeMap<String, Entry>) -> Res
         }
         for fe in fs::read_dir(&sub)? {
             let path = fe?.path();
-            let fname = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let parsed =
-                File::open(&path).and_then(|f| read_trailer::<ObjectMeta>(&f, OBJECT_MAGIC));
+            let fname = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let parsed = File::open(&path).and_then(|f| read_trailer::<ObjectMeta>(&f, OBJECT_MAGIC));
             match parsed {
                 Ok((meta, data_len)) => {
                     let h = key_hash_hex(&meta.key);
                     if h != fname || h[..2] != sub_name {
-                        log(format_args!(
-                            "ignoring {}: name is not the hash of its key",
-                            path.display()
-                        ));
+                        log(format_args!("ignoring {}: name is not the hash of its key", path.display()));
                     } else if meta.size != data_len {
-                        log(format_args!(
-                            "ignoring {}: size disagrees with data",
-                            path.display()
-                        ));
+                        log(format_args!("ignoring {}: size disagrees with data", path.display()));
                     } else if crate::validate_key(&meta.key).is_err() {
                         log(format_args!("ignoring {}: invalid key", path.display()));
                     } else {
                         objects.insert(meta.key.clone(), Entry { meta, rope: None });
                     }
                 }
-                Err(e) => log(format_args!(
-                    "ignoring unreadable object file {}: {e}",
-                    path.display()
-                )),
+                Err(e) => log(format_args!("ignoring unreadable object file {}: {e}", path.display())),
             }
         }
     }

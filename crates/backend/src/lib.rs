@@ -44,8 +44,8 @@ mod tests;
 
 pub use body::{BodyWriter, ObjectStream, MAX_CHUNK_BYTES};
 pub use synthetic::{
-    parse_synthetic_size, synthetic_bytes, synthetic_etag, CRC_CACHE_ENTRIES,
-    DEFAULT_CRC_LIMIT_BYTES, SYNTHETIC_BLOCK_BYTES,
+    parse_synthetic_size, synthetic_bytes, synthetic_etag, CRC_CACHE_ENTRIES, DEFAULT_CRC_LIMIT_BYTES,
+    SYNTHETIC_BLOCK_BYTES,
 };
 
 use body::{Rope, Staging};
@@ -184,10 +184,7 @@ pub fn validate_key(key: &str) -> Result<()> {
         return Err(BackendError::InvalidKey("empty key".into()));
     }
     if key.len() > MAX_KEY_BYTES {
-        return Err(BackendError::InvalidKey(format!(
-            "key is {} bytes, the limit is {MAX_KEY_BYTES}",
-            key.len()
-        )));
+        return Err(BackendError::InvalidKey(format!("key is {} bytes, the limit is {MAX_KEY_BYTES}", key.len())));
     }
     if key.contains('\0') {
         return Err(BackendError::InvalidKey("key contains NUL".into()));
@@ -205,10 +202,7 @@ pub fn validate_bucket_name(name: &str) -> Result<()> {
     if !(3..=63).contains(&name.len()) {
         return bad("length must be 3 to 63");
     }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
-    {
+    if !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-') {
         return bad("only lowercase letters, digits, '.' and '-' are allowed");
     }
     let b = name.as_bytes();
@@ -220,11 +214,7 @@ pub fn validate_bucket_name(name: &str) -> Result<()> {
         return bad("must not contain '..'");
     }
     let parts: Vec<&str> = name.split('.').collect();
-    if parts.len() == 4
-        && parts
-            .iter()
-            .all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()))
-    {
+    if parts.len() == 4 && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit())) {
         return bad("must not be formatted as an IP address");
     }
     if name.starts_with("xn--") || name.starts_with("sthree-") {
@@ -271,11 +261,7 @@ impl BucketState {
     pub(crate) fn new(created: SystemTime) -> BucketState {
         BucketState {
             created,
-            inner: RwLock::new(BucketInner {
-                deleted: false,
-                objects: BTreeMap::new(),
-                uploads: HashMap::new(),
-            }),
+            inner: RwLock::new(BucketInner { deleted: false, objects: BTreeMap::new(), uploads: HashMap::new() }),
         }
     }
 }
@@ -336,9 +322,8 @@ impl Backend {
     /// ignored.
     pub async fn open_disk(dir: &Path) -> Result<Backend> {
         let dir = dir.to_path_buf();
-        let (store, buckets) = tokio::task::spawn_blocking(move || DiskStore::open(&dir))
-            .await
-            .map_err(join_error)??;
+        let (store, buckets) =
+            tokio::task::spawn_blocking(move || DiskStore::open(&dir)).await.map_err(join_error)??;
         Ok(Backend::from_parts(Storage::Disk(store), buckets))
     }
 
@@ -389,10 +374,7 @@ impl Backend {
     }
 
     fn bucket(&self, name: &str) -> Result<Arc<BucketState>> {
-        read(&self.shared.buckets)
-            .get(name)
-            .cloned()
-            .ok_or(BackendError::NoSuchBucket)
+        read(&self.shared.buckets).get(name).cloned().ok_or(BackendError::NoSuchBucket)
     }
 
     fn disk(&self) -> Option<&DiskStore> {
@@ -442,23 +424,13 @@ impl Backend {
         body: BodyWriter,
         part: PartMeta,
     ) -> Result<()> {
-        let (this, bucket, key, id) = (
-            self.clone(),
-            bucket.to_string(),
-            key.to_string(),
-            upload_id.to_string(),
-        );
+        let (this, bucket, key, id) = (self.clone(), bucket.to_string(), key.to_string(), upload_id.to_string());
         detached(async move { this.put_part_now(&bucket, &key, &id, body, part).await }).await
     }
 
     /// Abandons an upload and deletes its parts.
     pub async fn abort_multipart(&self, bucket: &str, key: &str, upload_id: &str) -> Result<()> {
-        let (this, bucket, key, id) = (
-            self.clone(),
-            bucket.to_string(),
-            key.to_string(),
-            upload_id.to_string(),
-        );
+        let (this, bucket, key, id) = (self.clone(), bucket.to_string(), key.to_string(), upload_id.to_string());
         detached(async move { this.abort_multipart_now(&bucket, &key, &id).await }).await
     }
 
@@ -473,18 +445,9 @@ impl Backend {
         part_numbers: &[u32],
         meta: ObjectMeta,
     ) -> Result<()> {
-        let (this, bucket, key, id) = (
-            self.clone(),
-            bucket.to_string(),
-            key.to_string(),
-            upload_id.to_string(),
-        );
+        let (this, bucket, key, id) = (self.clone(), bucket.to_string(), key.to_string(), upload_id.to_string());
         let parts = part_numbers.to_vec();
-        detached(async move {
-            this.complete_multipart_now(&bucket, &key, &id, &parts, meta)
-                .await
-        })
-        .await
+        detached(async move { this.complete_multipart_now(&bucket, &key, &id, &parts, meta).await }).await
     }
 
     /// All buckets sorted by name, the synthetic one included.
@@ -492,16 +455,10 @@ impl Backend {
         let mut out: Vec<BucketInfo> = read(&self.shared.buckets)
             .iter()
             .filter(|(name, _)| self.synthetic_for(name).is_none())
-            .map(|(name, b)| BucketInfo {
-                name: name.clone(),
-                created: b.created,
-            })
+            .map(|(name, b)| BucketInfo { name: name.clone(), created: b.created })
             .collect();
         if let Some(s) = &self.synthetic {
-            out.push(BucketInfo {
-                name: s.name().to_string(),
-                created: synthetic::created(),
-            });
+            out.push(BucketInfo { name: s.name().to_string(), created: synthetic::created() });
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out
@@ -572,13 +529,8 @@ impl Backend {
                 // mid-flush can never create a file after the writer's Drop ran.
                 let path = d.new_temp_path();
                 let p = path.clone();
-                let file = blocking(move || {
-                    Ok(std::fs::OpenOptions::new()
-                        .write(true)
-                        .create_new(true)
-                        .open(&p)?)
-                })
-                .await?;
+                let file =
+                    blocking(move || Ok(std::fs::OpenOptions::new().write(true).create_new(true).open(&p)?)).await?;
                 Staging::disk(path, file)
             }
         }))
@@ -592,10 +544,7 @@ impl Backend {
         validate_key(&meta.key)?;
         let b = self.bucket(bucket)?;
         if body.written() != meta.size {
-            return Err(BackendError::SizeMismatch {
-                expected: meta.size,
-                written: body.written(),
-            });
+            return Err(BackendError::SizeMismatch { expected: meta.size, written: body.written() });
         }
         match self.disk() {
             None => {
@@ -616,9 +565,7 @@ impl Backend {
                 if inner.deleted {
                     return Err(BackendError::NoSuchBucket);
                 }
-                inner
-                    .objects
-                    .insert(meta.key.clone(), Entry { meta, rope: None });
+                inner.objects.insert(meta.key.clone(), Entry { meta, rope: None });
                 Ok(())
             }
         }
@@ -631,11 +578,7 @@ impl Backend {
         }
         let b = self.bucket(bucket)?;
         let inner = read(&b.inner);
-        inner
-            .objects
-            .get(key)
-            .map(|e| e.meta.clone())
-            .ok_or(BackendError::NoSuchKey)
+        inner.objects.get(key).map(|e| e.meta.clone()).ok_or(BackendError::NoSuchKey)
     }
 
     /// The object's metadata and a lazy stream of its bytes, or of `range`
@@ -655,11 +598,7 @@ impl Backend {
             return Ok((meta, stream));
         }
         let b = self.bucket(bucket)?;
-        let entry = read(&b.inner)
-            .objects
-            .get(key)
-            .cloned()
-            .ok_or(BackendError::NoSuchKey)?;
+        let entry = read(&b.inner).objects.get(key).cloned().ok_or(BackendError::NoSuchKey)?;
         match (self.disk(), entry.rope) {
             (None, Some(rope)) => {
                 let (start, len) = clamp_range(range, entry.meta.size);
@@ -713,14 +652,7 @@ impl Backend {
         }
         let b = self.bucket(bucket)?;
         let inner = read(&b.inner);
-        Ok(list::list_page(
-            &inner.objects,
-            |e| &e.meta,
-            prefix,
-            delimiter,
-            start_after,
-            max_keys,
-        ))
+        Ok(list::list_page(&inner.objects, |e| &e.meta, prefix, delimiter, start_after, max_keys))
     }
 
     /// Starts a multipart upload for `template.key`; returns its url-safe id.
@@ -745,23 +677,12 @@ impl Backend {
         if inner.deleted {
             return Err(BackendError::NoSuchBucket);
         }
-        inner.uploads.insert(
-            id.clone(),
-            UploadState {
-                info,
-                parts: BTreeMap::new(),
-            },
-        );
+        inner.uploads.insert(id.clone(), UploadState { info, parts: BTreeMap::new() });
         Ok(id)
     }
 
     /// The upload `upload_id` of `key`; `NoSuchUpload` if unknown or for another key.
-    pub async fn upload_info(
-        &self,
-        bucket: &str,
-        key: &str,
-        upload_id: &str,
-    ) -> Result<UploadInfo> {
+    pub async fn upload_info(&self, bucket: &str, key: &str, upload_id: &str) -> Result<UploadInfo> {
         if self.synthetic_for(bucket).is_some() {
             return Err(BackendError::NoSuchUpload);
         }
@@ -785,10 +706,7 @@ impl Backend {
         let b = self.bucket(bucket)?;
         lookup_upload(&read(&b.inner), key, upload_id)?;
         if body.written() != part.size {
-            return Err(BackendError::SizeMismatch {
-                expected: part.size,
-                written: body.written(),
-            });
+            return Err(BackendError::SizeMismatch { expected: part.size, written: body.written() });
         }
         let rope = match self.disk() {
             None => Some(Arc::new(body.into_rope()?)),
@@ -802,19 +720,12 @@ impl Backend {
         };
         let mut inner = write(&b.inner);
         let upload = lookup_upload_mut(&mut inner, key, upload_id)?;
-        upload
-            .parts
-            .insert(part.part_number, PartEntry { meta: part, rope });
+        upload.parts.insert(part.part_number, PartEntry { meta: part, rope });
         Ok(())
     }
 
     /// The parts uploaded so far, by ascending part number.
-    pub async fn list_parts(
-        &self,
-        bucket: &str,
-        key: &str,
-        upload_id: &str,
-    ) -> Result<Vec<PartMeta>> {
+    pub async fn list_parts(&self, bucket: &str, key: &str, upload_id: &str) -> Result<Vec<PartMeta>> {
         if self.synthetic_for(bucket).is_some() {
             return Err(BackendError::NoSuchUpload);
         }
@@ -830,14 +741,8 @@ impl Backend {
             return Ok(Vec::new());
         }
         let b = self.bucket(bucket)?;
-        let mut out: Vec<UploadInfo> = read(&b.inner)
-            .uploads
-            .values()
-            .map(|u| u.info.clone())
-            .collect();
-        out.sort_by(|a, b| {
-            (&a.key, a.initiated, &a.upload_id).cmp(&(&b.key, b.initiated, &b.upload_id))
-        });
+        let mut out: Vec<UploadInfo> = read(&b.inner).uploads.values().map(|u| u.info.clone()).collect();
+        out.sort_by(|a, b| (&a.key, a.initiated, &a.upload_id).cmp(&(&b.key, b.initiated, &b.upload_id)));
         Ok(out)
     }
 
@@ -879,29 +784,18 @@ impl Backend {
             let u = lookup_upload(&inner, key, upload_id)?;
             part_numbers
                 .iter()
-                .map(|n| {
-                    u.parts
-                        .get(n)
-                        .map(|p| (p.meta.clone(), p.rope.clone()))
-                        .ok_or(BackendError::InvalidPart(*n))
-                })
+                .map(|n| u.parts.get(n).map(|p| (p.meta.clone(), p.rope.clone())).ok_or(BackendError::InvalidPart(*n)))
                 .collect::<Result<_>>()?
         };
         let total: u64 = parts.iter().map(|(p, _)| p.size).sum();
         if total != meta.size {
-            return Err(BackendError::SizeMismatch {
-                expected: meta.size,
-                written: total,
-            });
+            return Err(BackendError::SizeMismatch { expected: meta.size, written: total });
         }
         let rope = match self.disk() {
-            None => Some(Arc::new(Rope::concat(
-                parts.iter().filter_map(|(_, r)| r.as_deref()),
-            ))),
+            None => Some(Arc::new(Rope::concat(parts.iter().filter_map(|(_, r)| r.as_deref())))),
             Some(d) => {
                 let (dd, id, m) = (d.clone(), upload_id.to_string(), meta.clone());
-                let sizes: Vec<(u32, u64)> =
-                    parts.iter().map(|(p, _)| (p.part_number, p.size)).collect();
+                let sizes: Vec<(u32, u64)> = parts.iter().map(|(p, _)| (p.part_number, p.size)).collect();
                 let staged = blocking(move || dd.assemble_parts(&id, &sizes, &m)).await?;
                 let _key_lock = d.lock_object(bucket, key).await;
                 let (dd, bn, k) = (d.clone(), bucket.to_string(), key.to_string());
@@ -927,28 +821,12 @@ impl Backend {
     }
 }
 
-fn lookup_upload<'a>(
-    inner: &'a BucketInner,
-    key: &str,
-    upload_id: &str,
-) -> Result<&'a UploadState> {
-    inner
-        .uploads
-        .get(upload_id)
-        .filter(|u| u.info.key == key)
-        .ok_or(BackendError::NoSuchUpload)
+fn lookup_upload<'a>(inner: &'a BucketInner, key: &str, upload_id: &str) -> Result<&'a UploadState> {
+    inner.uploads.get(upload_id).filter(|u| u.info.key == key).ok_or(BackendError::NoSuchUpload)
 }
 
-fn lookup_upload_mut<'a>(
-    inner: &'a mut BucketInner,
-    key: &str,
-    upload_id: &str,
-) -> Result<&'a mut UploadState> {
-    inner
-        .uploads
-        .get_mut(upload_id)
-        .filter(|u| u.info.key == key)
-        .ok_or(BackendError::NoSuchUpload)
+fn lookup_upload_mut<'a>(inner: &'a mut BucketInner, key: &str, upload_id: &str) -> Result<&'a mut UploadState> {
+    inner.uploads.get_mut(upload_id).filter(|u| u.info.key == key).ok_or(BackendError::NoSuchUpload)
 }
 
 /// (start, length) of an inclusive range clamped to an object of `size` bytes.

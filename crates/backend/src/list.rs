@@ -170,9 +170,7 @@ mod tests {
     }
 
     fn map_of(keys: &[String]) -> BTreeMap<String, ObjectMeta> {
-        keys.iter()
-            .map(|k| (k.clone(), ObjectMeta::new(k.clone(), 0)))
-            .collect()
+        keys.iter().map(|k| (k.clone(), ObjectMeta::new(k.clone(), 0))).collect()
     }
 
     /// Pages through to the end, returning the items in order.
@@ -236,20 +234,14 @@ mod tests {
 
     #[test]
     fn page_ending_on_prefix_skips_it_next_time() {
-        let keys: Vec<String> = ["a/1", "a/2", "b", "c/1", "c/2", "d"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let keys: Vec<String> = ["a/1", "a/2", "b", "c/1", "c/2", "d"].iter().map(|s| s.to_string()).collect();
         let m = map_of(&keys);
         let p = list_page(&m, |m| m, "", Some("/"), None, 1);
         assert_eq!(p.common_prefixes, vec!["a/"]);
         assert!(p.is_truncated);
         assert_eq!(p.next_marker.as_deref(), Some("a/"));
         let p = list_page(&m, |m| m, "", Some("/"), Some("a/"), 2);
-        assert_eq!(
-            p.objects.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(),
-            vec!["b"]
-        );
+        assert_eq!(p.objects.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(), vec!["b"]);
         assert_eq!(p.common_prefixes, vec!["c/"]);
         assert_eq!(p.next_marker.as_deref(), Some("c/"));
         let p = list_page(&m, |m| m, "", Some("/"), Some("c/"), 2);
@@ -259,17 +251,11 @@ mod tests {
 
     #[test]
     fn multi_char_delimiter_and_prefix() {
-        let keys: Vec<String> = ["p/x--1", "p/x--2", "p/y", "p--z", "q"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let keys: Vec<String> = ["p/x--1", "p/x--2", "p/y", "p--z", "q"].iter().map(|s| s.to_string()).collect();
         let m = map_of(&keys);
         let p = list_page(&m, |m| m, "p/", Some("--"), None, 10);
         assert_eq!(p.common_prefixes, vec!["p/x--"]);
-        assert_eq!(
-            p.objects.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(),
-            vec!["p/y"]
-        );
+        assert_eq!(p.objects.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(), vec!["p/y"]);
     }
 
     /// 105,120 keys under 17,520 common prefixes (a year of 30-minute directories with
@@ -304,11 +290,8 @@ mod tests {
     }
 
     fn key_strategy() -> impl Strategy<Value = String> {
-        proptest::collection::vec(
-            prop::sample::select(vec!['a', 'b', '/', 'c', '-', 'é']),
-            1..7,
-        )
-        .prop_map(|v| v.into_iter().collect())
+        proptest::collection::vec(prop::sample::select(vec!['a', 'b', '/', 'c', '-', 'é']), 1..7)
+            .prop_map(|v| v.into_iter().collect())
     }
 
     proptest! {

@@ -158,10 +158,7 @@ pub fn synthetic_bytes(key: &str, start: u64, len: usize) -> Vec<u8> {
 
 /// Parses one size token: digits plus an optional unit.
 fn parse_size_token(s: &str) -> Option<u64> {
-    let digits_end = s
-        .bytes()
-        .position(|b| !b.is_ascii_digit())
-        .unwrap_or(s.len());
+    let digits_end = s.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(s.len());
     if digits_end == 0 {
         return None;
     }
@@ -189,9 +186,7 @@ pub fn parse_synthetic_size(key: &str) -> Option<u64> {
     }
     key.split('/').find_map(|seg| {
         let (name, value) = seg.split_once('=')?;
-        name.eq_ignore_ascii_case("size")
-            .then(|| parse_size_token(value))
-            .flatten()
+        name.eq_ignore_ascii_case("size").then(|| parse_size_token(value)).flatten()
     })
 }
 
@@ -250,13 +245,7 @@ impl Synthetic {
     }
 
     async fn crc(&self, key: &str, size: u64) -> Result<u32> {
-        if let Some(c) = self
-            .crcs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .map
-            .get(key)
-        {
+        if let Some(c) = self.crcs.lock().unwrap_or_else(|e| e.into_inner()).map.get(key) {
             return Ok(*c);
         }
         let k = key.to_string();
@@ -280,10 +269,7 @@ impl Synthetic {
         let mut checksums = Vec::new();
         if size <= self.crc_limit_bytes {
             let crc = self.crc(key, size).await?;
-            checksums.push((
-                "CRC32C".to_string(),
-                base64::engine::general_purpose::STANDARD.encode(crc.to_be_bytes()),
-            ));
+            checksums.push(("CRC32C".to_string(), base64::engine::general_purpose::STANDARD.encode(crc.to_be_bytes())));
         }
         Ok(ObjectMeta {
             key: key.to_string(),
@@ -335,14 +321,8 @@ mod tests {
 
     #[test]
     fn deterministic_and_key_dependent() {
-        assert_eq!(
-            synthetic_bytes("1MiB/a", 0, 1000),
-            synthetic_bytes("1MiB/a", 0, 1000)
-        );
-        assert_ne!(
-            synthetic_bytes("1MiB/a", 0, 1000),
-            synthetic_bytes("1MiB/b", 0, 1000)
-        );
+        assert_eq!(synthetic_bytes("1MiB/a", 0, 1000), synthetic_bytes("1MiB/a", 0, 1000));
+        assert_ne!(synthetic_bytes("1MiB/a", 0, 1000), synthetic_bytes("1MiB/b", 0, 1000));
         // Blocks differ from each other.
         let b = synthetic_bytes("1MiB/a", 0, 2 * SYNTHETIC_BLOCK_BYTES);
         assert_ne!(b[..SYNTHETIC_BLOCK_BYTES], b[SYNTHETIC_BLOCK_BYTES..]);
@@ -363,11 +343,7 @@ mod tests {
             (299_999, 1),
             (12_345, 0),
         ] {
-            assert_eq!(
-                synthetic_bytes(key, s as u64, l),
-                all[s..s + l],
-                "range {s}+{l}"
-            );
+            assert_eq!(synthetic_bytes(key, s as u64, l), all[s..s + l], "range {s}+{l}");
         }
     }
 
@@ -389,15 +365,9 @@ mod tests {
             hist[x as usize] += 1;
         }
         let expect = (4u64 << 20) / 256;
-        assert!(
-            hist.iter().all(|&c| c.abs_diff(expect) < expect / 20),
-            "{hist:?}"
-        );
+        assert!(hist.iter().all(|&c| c.abs_diff(expect) < expect / 20), "{hist:?}");
         // The pool itself never repeats a word...
-        let mut words: Vec<u64> = pool()
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
-            .collect();
+        let mut words: Vec<u64> = pool().chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
         let n = words.len();
         words.sort_unstable();
         words.dedup();

@@ -17,21 +17,12 @@ struct Fixture {
 
 impl Fixture {
     fn memory() -> Fixture {
-        Fixture {
-            backend: Backend::memory().with_synthetic_bucket("synthetic"),
-            _dir: None,
-        }
+        Fixture { backend: Backend::memory().with_synthetic_bucket("synthetic"), _dir: None }
     }
     async fn disk() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
-        let backend = Backend::open_disk(dir.path())
-            .await
-            .unwrap()
-            .with_synthetic_bucket("synthetic");
-        Fixture {
-            backend,
-            _dir: Some(dir),
-        }
+        let backend = Backend::open_disk(dir.path()).await.unwrap().with_synthetic_bucket("synthetic");
+        Fixture { backend, _dir: Some(dir) }
     }
 }
 
@@ -81,8 +72,7 @@ fn meta(key: &str, size: u64) -> ObjectMeta {
         key: key.to_string(),
         size,
         etag: format!("\"etag-{key}-{size}\""),
-        last_modified: SystemTime::UNIX_EPOCH
-            + std::time::Duration::from_nanos(1_700_000_000_123_456_789),
+        last_modified: SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(1_700_000_000_123_456_789),
         content_type: Some("text/plain".into()),
         headers: vec![("cache-control".into(), "no-cache".into())],
         user_meta: vec![("color".into(), "blue".into())],
@@ -92,9 +82,7 @@ fn meta(key: &str, size: u64) -> ObjectMeta {
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
 }
 
 async fn put(b: &Backend, bucket: &str, key: &str, data: &[u8]) {
@@ -109,9 +97,7 @@ async fn put(b: &Backend, bucket: &str, key: &str, data: &[u8]) {
         rest = &rest[n..];
         i += 1;
     }
-    b.put_object(bucket, w, meta(key, data.len() as u64))
-        .await
-        .unwrap();
+    b.put_object(bucket, w, meta(key, data.len() as u64)).await.unwrap();
 }
 
 async fn get(b: &Backend, bucket: &str, key: &str, range: Option<(u64, u64)>) -> Vec<u8> {
@@ -125,50 +111,17 @@ async fn buckets_lifecycle(b: &Backend) {
     let names: Vec<String> = b.list_buckets().await.into_iter().map(|i| i.name).collect();
     assert_eq!(names, ["alpha", "synthetic", "zeta"]);
     b.head_bucket("alpha").await.unwrap();
-    assert!(matches!(
-        b.create_bucket("alpha").await,
-        Err(BackendError::BucketAlreadyOwnedByYou)
-    ));
-    assert!(matches!(
-        b.create_bucket("synthetic").await,
-        Err(BackendError::BucketAlreadyOwnedByYou)
-    ));
-    for bad in [
-        "ab",
-        "Upper",
-        "-abc",
-        "abc-",
-        "a..b",
-        "192.168.1.1",
-        "a_b",
-        ".abc",
-        &"a".repeat(64),
-    ] {
-        assert!(
-            matches!(
-                b.create_bucket(bad).await,
-                Err(BackendError::InvalidBucketName(_))
-            ),
-            "{bad}"
-        );
+    assert!(matches!(b.create_bucket("alpha").await, Err(BackendError::BucketAlreadyOwnedByYou)));
+    assert!(matches!(b.create_bucket("synthetic").await, Err(BackendError::BucketAlreadyOwnedByYou)));
+    for bad in ["ab", "Upper", "-abc", "abc-", "a..b", "192.168.1.1", "a_b", ".abc", &"a".repeat(64)] {
+        assert!(matches!(b.create_bucket(bad).await, Err(BackendError::InvalidBucketName(_))), "{bad}");
     }
     b.delete_bucket("alpha").await.unwrap();
-    assert!(matches!(
-        b.head_bucket("alpha").await,
-        Err(BackendError::NoSuchBucket)
-    ));
-    assert!(matches!(
-        b.delete_bucket("alpha").await,
-        Err(BackendError::NoSuchBucket)
-    ));
+    assert!(matches!(b.head_bucket("alpha").await, Err(BackendError::NoSuchBucket)));
+    assert!(matches!(b.delete_bucket("alpha").await, Err(BackendError::NoSuchBucket)));
     // A deleted name can be created again, and starts empty.
     b.create_bucket("alpha").await.unwrap();
-    assert!(b
-        .list_objects("alpha", "", None, None, 10)
-        .await
-        .unwrap()
-        .objects
-        .is_empty());
+    assert!(b.list_objects("alpha", "", None, None, 10).await.unwrap().objects.is_empty());
     let names: Vec<String> = b.list_buckets().await.into_iter().map(|i| i.name).collect();
     assert_eq!(names, ["alpha", "synthetic", "zeta"]);
 }
@@ -176,16 +129,10 @@ async fn buckets_lifecycle(b: &Backend) {
 async fn bucket_not_empty(b: &Backend) {
     b.create_bucket("full").await.unwrap();
     put(b, "full", "k", b"x").await;
-    assert!(matches!(
-        b.delete_bucket("full").await,
-        Err(BackendError::BucketNotEmpty)
-    ));
+    assert!(matches!(b.delete_bucket("full").await, Err(BackendError::BucketNotEmpty)));
     b.delete_object("full", "k").await.unwrap();
     let id = b.create_multipart("full", meta("m", 0)).await.unwrap();
-    assert!(matches!(
-        b.delete_bucket("full").await,
-        Err(BackendError::BucketNotEmpty)
-    ));
+    assert!(matches!(b.delete_bucket("full").await, Err(BackendError::BucketNotEmpty)));
     b.abort_multipart("full", "m", &id).await.unwrap();
     b.delete_bucket("full").await.unwrap();
 }
@@ -218,26 +165,11 @@ async fn ranges(b: &Backend) {
     b.create_bucket("data").await.unwrap();
     let data = pattern(700_001, 3);
     put(b, "data", "r", &data).await;
-    for (s, e) in [
-        (0u64, 0u64),
-        (0, 9),
-        (5, 5),
-        (1, 300_000),
-        (262_143, 262_145),
-        (699_000, 700_000),
-        (0, 700_000),
-    ] {
-        assert_eq!(
-            get(b, "data", "r", Some((s, e))).await,
-            data[s as usize..=e as usize],
-            "{s}-{e}"
-        );
+    for (s, e) in [(0u64, 0u64), (0, 9), (5, 5), (1, 300_000), (262_143, 262_145), (699_000, 700_000), (0, 700_000)] {
+        assert_eq!(get(b, "data", "r", Some((s, e))).await, data[s as usize..=e as usize], "{s}-{e}");
     }
     // A range past the end (object replaced after validation) is clamped.
-    assert_eq!(
-        get(b, "data", "r", Some((700_000, 800_000))).await,
-        data[700_000..]
-    );
+    assert_eq!(get(b, "data", "r", Some((700_000, 800_000))).await, data[700_000..]);
 }
 
 async fn chunks_are_bounded(b: &Backend) {
@@ -245,18 +177,12 @@ async fn chunks_are_bounded(b: &Backend) {
     let data = pattern(3 * MAX_CHUNK_BYTES + 5, 1);
     let mut w = b.body_writer("data").await.unwrap();
     w.write(Bytes::from(data.clone())).await.unwrap();
-    b.put_object("data", w, meta("big", data.len() as u64))
-        .await
-        .unwrap();
+    b.put_object("data", w, meta("big", data.len() as u64)).await.unwrap();
     let (_, mut s) = b.get_object("data", "big", None).await.unwrap();
     let mut got = Vec::new();
     while let Some(c) = s.next().await {
         let c = c.unwrap();
-        assert!(
-            !c.is_empty() && c.len() <= MAX_CHUNK_BYTES,
-            "chunk of {}",
-            c.len()
-        );
+        assert!(!c.is_empty() && c.len() <= MAX_CHUNK_BYTES, "chunk of {}", c.len());
         got.extend_from_slice(&c);
     }
     assert_eq!(got, data);
@@ -285,20 +211,8 @@ async fn size_mismatch_rejected(b: &Backend) {
     w.write(Bytes::from_static(b"12345")).await.unwrap();
     assert_eq!(w.written(), 5);
     let r = b.put_object("data", w, meta("k", 6)).await;
-    assert!(
-        matches!(
-            r,
-            Err(BackendError::SizeMismatch {
-                expected: 6,
-                written: 5
-            })
-        ),
-        "{r:?}"
-    );
-    assert!(matches!(
-        b.head_object("data", "k").await,
-        Err(BackendError::NoSuchKey)
-    ));
+    assert!(matches!(r, Err(BackendError::SizeMismatch { expected: 6, written: 5 })), "{r:?}");
+    assert!(matches!(b.head_object("data", "k").await, Err(BackendError::NoSuchKey)));
 }
 
 async fn dropped_writer_discards(b: &Backend) {
@@ -306,73 +220,32 @@ async fn dropped_writer_discards(b: &Backend) {
     let mut w = b.body_writer("data").await.unwrap();
     w.write(Bytes::from(vec![1u8; 3 << 20])).await.unwrap();
     drop(w);
-    assert!(b
-        .list_objects("data", "", None, None, 10)
-        .await
-        .unwrap()
-        .objects
-        .is_empty());
+    assert!(b.list_objects("data", "", None, None, 10).await.unwrap().objects.is_empty());
 }
 
 async fn missing_bucket_errors(b: &Backend) {
-    assert!(matches!(
-        b.head_bucket("nope").await,
-        Err(BackendError::NoSuchBucket)
-    ));
-    assert!(matches!(
-        b.body_writer("nope").await,
-        Err(BackendError::NoSuchBucket)
-    ));
-    assert!(matches!(
-        b.head_object("nope", "k").await,
-        Err(BackendError::NoSuchBucket)
-    ));
-    assert!(matches!(
-        b.get_object("nope", "k", None).await,
-        Err(BackendError::NoSuchBucket)
-    ));
-    assert!(matches!(
-        b.delete_object("nope", "k").await,
-        Err(BackendError::NoSuchBucket)
-    ));
-    assert!(matches!(
-        b.list_objects("nope", "", None, None, 5).await,
-        Err(BackendError::NoSuchBucket)
-    ));
-    assert!(matches!(
-        b.create_multipart("nope", meta("k", 0)).await,
-        Err(BackendError::NoSuchBucket)
-    ));
-    assert!(matches!(
-        b.list_uploads("nope").await,
-        Err(BackendError::NoSuchBucket)
-    ));
+    assert!(matches!(b.head_bucket("nope").await, Err(BackendError::NoSuchBucket)));
+    assert!(matches!(b.body_writer("nope").await, Err(BackendError::NoSuchBucket)));
+    assert!(matches!(b.head_object("nope", "k").await, Err(BackendError::NoSuchBucket)));
+    assert!(matches!(b.get_object("nope", "k", None).await, Err(BackendError::NoSuchBucket)));
+    assert!(matches!(b.delete_object("nope", "k").await, Err(BackendError::NoSuchBucket)));
+    assert!(matches!(b.list_objects("nope", "", None, None, 5).await, Err(BackendError::NoSuchBucket)));
+    assert!(matches!(b.create_multipart("nope", meta("k", 0)).await, Err(BackendError::NoSuchBucket)));
+    assert!(matches!(b.list_uploads("nope").await, Err(BackendError::NoSuchBucket)));
     // The bucket vanishing between body_writer and put_object.
     b.create_bucket("brief").await.unwrap();
     let w = b.body_writer("brief").await.unwrap();
     b.delete_bucket("brief").await.unwrap();
-    assert!(matches!(
-        b.put_object("brief", w, meta("k", 0)).await,
-        Err(BackendError::NoSuchBucket)
-    ));
+    assert!(matches!(b.put_object("brief", w, meta("k", 0)).await, Err(BackendError::NoSuchBucket)));
 }
 
 async fn invalid_keys(b: &Backend) {
     b.create_bucket("data").await.unwrap();
     for bad in [String::new(), "k".repeat(1025), "a\0b".to_string()] {
         let w = b.body_writer("data").await.unwrap();
-        assert!(matches!(
-            b.put_object("data", w, meta(&bad, 0)).await,
-            Err(BackendError::InvalidKey(_))
-        ));
-        assert!(matches!(
-            b.create_multipart("data", meta(&bad, 0)).await,
-            Err(BackendError::InvalidKey(_))
-        ));
-        assert!(matches!(
-            b.head_object("data", &bad).await,
-            Err(BackendError::InvalidKey(_))
-        ));
+        assert!(matches!(b.put_object("data", w, meta(&bad, 0)).await, Err(BackendError::InvalidKey(_))));
+        assert!(matches!(b.create_multipart("data", meta(&bad, 0)).await, Err(BackendError::InvalidKey(_))));
+        assert!(matches!(b.head_object("data", &bad).await, Err(BackendError::InvalidKey(_))));
     }
     put(b, "data", &"k".repeat(1024), b"max").await;
     assert_eq!(get(b, "data", &"k".repeat(1024), None).await, b"max");
@@ -402,20 +275,10 @@ async fn odd_keys_roundtrip(b: &Backend) {
         put(b, "odd", k, &pattern(10 + i, i as u8)).await;
     }
     for (i, k) in keys.iter().enumerate() {
-        assert_eq!(
-            get(b, "odd", k, None).await,
-            pattern(10 + i, i as u8),
-            "{k:?}"
-        );
+        assert_eq!(get(b, "odd", k, None).await, pattern(10 + i, i as u8), "{k:?}");
     }
-    let listed: Vec<String> = b
-        .list_objects("odd", "", None, None, 1000)
-        .await
-        .unwrap()
-        .objects
-        .into_iter()
-        .map(|m| m.key)
-        .collect();
+    let listed: Vec<String> =
+        b.list_objects("odd", "", None, None, 1000).await.unwrap().objects.into_iter().map(|m| m.key).collect();
     let mut want: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
     want.sort();
     assert_eq!(listed, want);
@@ -426,14 +289,8 @@ async fn delete_object_semantics(b: &Backend) {
     b.delete_object("data", "missing").await.unwrap();
     put(b, "data", "k", b"v").await;
     b.delete_object("data", "k").await.unwrap();
-    assert!(matches!(
-        b.head_object("data", "k").await,
-        Err(BackendError::NoSuchKey)
-    ));
-    assert!(matches!(
-        b.get_object("data", "k", None).await,
-        Err(BackendError::NoSuchKey)
-    ));
+    assert!(matches!(b.head_object("data", "k").await, Err(BackendError::NoSuchKey)));
+    assert!(matches!(b.get_object("data", "k", None).await, Err(BackendError::NoSuchKey)));
     b.delete_object("data", "k").await.unwrap();
 }
 
@@ -442,51 +299,27 @@ async fn listing(b: &Backend) {
     for k in ["a/1", "a/2", "b", "c/x/1", "c/y", "d"] {
         put(b, "list", k, k.as_bytes()).await;
     }
-    let p = b
-        .list_objects("list", "", Some("/"), None, 1000)
-        .await
-        .unwrap();
+    let p = b.list_objects("list", "", Some("/"), None, 1000).await.unwrap();
     assert_eq!(p.common_prefixes, ["a/", "c/"]);
-    assert_eq!(
-        p.objects.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(),
-        ["b", "d"]
-    );
+    assert_eq!(p.objects.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(), ["b", "d"]);
     assert!(!p.is_truncated && p.next_marker.is_none());
     assert_eq!(p.objects[0], meta("b", 1));
 
-    let p = b
-        .list_objects("list", "c/", Some("/"), None, 1000)
-        .await
-        .unwrap();
+    let p = b.list_objects("list", "c/", Some("/"), None, 1000).await.unwrap();
     assert_eq!(p.common_prefixes, ["c/x/"]);
-    assert_eq!(
-        p.objects.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(),
-        ["c/y"]
-    );
+    assert_eq!(p.objects.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(), ["c/y"]);
 
-    let p = b
-        .list_objects("list", "", Some("/"), None, 2)
-        .await
-        .unwrap();
+    let p = b.list_objects("list", "", Some("/"), None, 2).await.unwrap();
     assert!(p.is_truncated);
     assert_eq!(p.next_marker.as_deref(), Some("b"));
-    let p = b
-        .list_objects("list", "", Some("/"), Some("b"), 2)
-        .await
-        .unwrap();
+    let p = b.list_objects("list", "", Some("/"), Some("b"), 2).await.unwrap();
     assert_eq!(p.common_prefixes, ["c/"]);
     assert_eq!(p.objects.len(), 1);
     assert!(!p.is_truncated);
 
-    let p = b
-        .list_objects("list", "", None, Some("a/2"), 1000)
-        .await
-        .unwrap();
+    let p = b.list_objects("list", "", None, Some("a/2"), 1000).await.unwrap();
     assert_eq!(p.objects.len(), 4);
-    assert_eq!(
-        b.list_objects("list", "", None, None, 0).await.unwrap(),
-        ListPage::default()
-    );
+    assert_eq!(b.list_objects("list", "", None, None, 0).await.unwrap(), ListPage::default());
 }
 
 fn part_meta(n: u32, size: u64) -> PartMeta {
@@ -495,8 +328,7 @@ fn part_meta(n: u32, size: u64) -> PartMeta {
         size,
         etag: format!("\"part-{n}\""),
         md5: [n as u8; 16],
-        last_modified: SystemTime::UNIX_EPOCH
-            + std::time::Duration::from_secs(1_700_000_000 + n as u64),
+        last_modified: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000 + n as u64),
         checksums: vec![("SHA256".into(), format!("p{n}"))],
     }
 }
@@ -504,9 +336,7 @@ fn part_meta(n: u32, size: u64) -> PartMeta {
 async fn put_part(b: &Backend, bucket: &str, key: &str, id: &str, n: u32, data: &[u8]) {
     let mut w = b.body_writer(bucket).await.unwrap();
     w.write(Bytes::copy_from_slice(data)).await.unwrap();
-    b.put_part(bucket, key, id, w, part_meta(n, data.len() as u64))
-        .await
-        .unwrap();
+    b.put_part(bucket, key, id, w, part_meta(n, data.len() as u64)).await.unwrap();
 }
 
 async fn multipart_lifecycle(b: &Backend) {
@@ -515,10 +345,7 @@ async fn multipart_lifecycle(b: &Backend) {
     let id = b.create_multipart("mpu", template.clone()).await.unwrap();
     assert!(id.bytes().all(|c| c.is_ascii_alphanumeric()), "{id}");
     let info = b.upload_info("mpu", "big/object", &id).await.unwrap();
-    assert_eq!(
-        (info.key.as_str(), info.upload_id.as_str(), &info.meta),
-        ("big/object", id.as_str(), &template)
-    );
+    assert_eq!((info.key.as_str(), info.upload_id.as_str(), &info.meta), ("big/object", id.as_str(), &template));
 
     let p1 = pattern(300_000, 1);
     let p2_old = pattern(10, 9);
@@ -529,118 +356,65 @@ async fn multipart_lifecycle(b: &Backend) {
     put_part(b, "mpu", "big/object", &id, 2, &p2_old).await;
     put_part(b, "mpu", "big/object", &id, 2, &p2).await;
     let parts = b.list_parts("mpu", "big/object", &id).await.unwrap();
-    assert_eq!(
-        parts,
-        vec![
-            part_meta(1, 300_000),
-            part_meta(2, 200_000),
-            part_meta(3, 17)
-        ]
-    );
+    assert_eq!(parts, vec![part_meta(1, 300_000), part_meta(2, 200_000), part_meta(3, 17)]);
 
     let id_b = b.create_multipart("mpu", meta("a-first", 0)).await.unwrap();
-    let id_c = b
-        .create_multipart("mpu", meta("big/object", 0))
-        .await
-        .unwrap();
+    let id_c = b.create_multipart("mpu", meta("big/object", 0)).await.unwrap();
     let ups = b.list_uploads("mpu").await.unwrap();
-    let ups: Vec<(&str, &str)> = ups
-        .iter()
-        .map(|u| (u.key.as_str(), u.upload_id.as_str()))
-        .collect();
-    assert_eq!(
-        ups,
-        [
-            ("a-first", id_b.as_str()),
-            ("big/object", id.as_str()),
-            ("big/object", id_c.as_str())
-        ]
-    );
+    let ups: Vec<(&str, &str)> = ups.iter().map(|u| (u.key.as_str(), u.upload_id.as_str())).collect();
+    assert_eq!(ups, [("a-first", id_b.as_str()), ("big/object", id.as_str()), ("big/object", id_c.as_str())]);
 
     let total = (p1.len() + p2.len() + p3.len()) as u64;
     let mut m = meta("big/object", total);
     m.parts_count = Some(3);
-    b.complete_multipart("mpu", "big/object", &id, &[1, 2, 3], m.clone())
-        .await
-        .unwrap();
+    b.complete_multipart("mpu", "big/object", &id, &[1, 2, 3], m.clone()).await.unwrap();
     assert_eq!(b.head_object("mpu", "big/object").await.unwrap(), m);
     let mut want = p1.clone();
     want.extend(&p2);
     want.extend(&p3);
     assert_eq!(get(b, "mpu", "big/object", None).await, want);
-    assert_eq!(
-        get(b, "mpu", "big/object", Some((299_990, 300_010))).await,
-        want[299_990..=300_010]
-    );
-    assert!(matches!(
-        b.upload_info("mpu", "big/object", &id).await,
-        Err(BackendError::NoSuchUpload)
-    ));
-    assert!(matches!(
-        b.list_parts("mpu", "big/object", &id).await,
-        Err(BackendError::NoSuchUpload)
-    ));
+    assert_eq!(get(b, "mpu", "big/object", Some((299_990, 300_010))).await, want[299_990..=300_010]);
+    assert!(matches!(b.upload_info("mpu", "big/object", &id).await, Err(BackendError::NoSuchUpload)));
+    assert!(matches!(b.list_parts("mpu", "big/object", &id).await, Err(BackendError::NoSuchUpload)));
     assert_eq!(b.list_uploads("mpu").await.unwrap().len(), 2);
 
     // Parts in a caller-chosen order (and a subset).
     put_part(b, "mpu", "a-first", &id_b, 5, b"five").await;
     put_part(b, "mpu", "a-first", &id_b, 6, b"six").await;
     put_part(b, "mpu", "a-first", &id_b, 7, b"unused").await;
-    b.complete_multipart("mpu", "a-first", &id_b, &[6, 5], meta("a-first", 7))
-        .await
-        .unwrap();
+    b.complete_multipart("mpu", "a-first", &id_b, &[6, 5], meta("a-first", 7)).await.unwrap();
     assert_eq!(get(b, "mpu", "a-first", None).await, b"sixfive");
 }
 
 async fn multipart_errors(b: &Backend) {
     b.create_bucket("mpu").await.unwrap();
     let id = b.create_multipart("mpu", meta("k", 0)).await.unwrap();
-    assert!(matches!(
-        b.upload_info("mpu", "other", &id).await,
-        Err(BackendError::NoSuchUpload)
-    ));
-    assert!(matches!(
-        b.upload_info("mpu", "k", "deadbeef").await,
-        Err(BackendError::NoSuchUpload)
-    ));
-    assert!(matches!(
-        b.upload_info("mpu", "k", "../../x").await,
-        Err(BackendError::NoSuchUpload)
-    ));
+    assert!(matches!(b.upload_info("mpu", "other", &id).await, Err(BackendError::NoSuchUpload)));
+    assert!(matches!(b.upload_info("mpu", "k", "deadbeef").await, Err(BackendError::NoSuchUpload)));
+    assert!(matches!(b.upload_info("mpu", "k", "../../x").await, Err(BackendError::NoSuchUpload)));
     let w = b.body_writer("mpu").await.unwrap();
-    assert!(matches!(
-        b.put_part("mpu", "other", &id, w, part_meta(1, 0)).await,
-        Err(BackendError::NoSuchUpload)
-    ));
+    assert!(matches!(b.put_part("mpu", "other", &id, w, part_meta(1, 0)).await, Err(BackendError::NoSuchUpload)));
     let mut w = b.body_writer("mpu").await.unwrap();
     w.write(Bytes::from_static(b"abc")).await.unwrap();
     assert!(matches!(
         b.put_part("mpu", "k", &id, w, part_meta(1, 4)).await,
-        Err(BackendError::SizeMismatch {
-            expected: 4,
-            written: 3
-        })
+        Err(BackendError::SizeMismatch { expected: 4, written: 3 })
     ));
     put_part(b, "mpu", "k", &id, 1, b"abc").await;
     assert!(matches!(
-        b.complete_multipart("mpu", "k", &id, &[1, 2], meta("k", 3))
-            .await,
+        b.complete_multipart("mpu", "k", &id, &[1, 2], meta("k", 3)).await,
         Err(BackendError::InvalidPart(2))
     ));
     assert!(matches!(
-        b.complete_multipart("mpu", "k", &id, &[1], meta("k", 4))
-            .await,
+        b.complete_multipart("mpu", "k", &id, &[1], meta("k", 4)).await,
         Err(BackendError::SizeMismatch { .. })
     ));
     assert!(matches!(
-        b.complete_multipart("mpu", "other", &id, &[1], meta("other", 3))
-            .await,
+        b.complete_multipart("mpu", "other", &id, &[1], meta("other", 3)).await,
         Err(BackendError::NoSuchUpload)
     ));
     // Still intact after the failures.
-    b.complete_multipart("mpu", "k", &id, &[1], meta("k", 3))
-        .await
-        .unwrap();
+    b.complete_multipart("mpu", "k", &id, &[1], meta("k", 3)).await.unwrap();
     assert_eq!(get(b, "mpu", "k", None).await, b"abc");
 }
 
@@ -648,25 +422,13 @@ async fn abort_multipart(b: &Backend) {
     b.create_bucket("mpu").await.unwrap();
     let id = b.create_multipart("mpu", meta("k", 0)).await.unwrap();
     put_part(b, "mpu", "k", &id, 1, b"abc").await;
-    assert!(matches!(
-        b.abort_multipart("mpu", "x", &id).await,
-        Err(BackendError::NoSuchUpload)
-    ));
+    assert!(matches!(b.abort_multipart("mpu", "x", &id).await, Err(BackendError::NoSuchUpload)));
     b.abort_multipart("mpu", "k", &id).await.unwrap();
-    assert!(matches!(
-        b.abort_multipart("mpu", "k", &id).await,
-        Err(BackendError::NoSuchUpload)
-    ));
+    assert!(matches!(b.abort_multipart("mpu", "k", &id).await, Err(BackendError::NoSuchUpload)));
     assert!(b.list_uploads("mpu").await.unwrap().is_empty());
-    assert!(matches!(
-        b.head_object("mpu", "k").await,
-        Err(BackendError::NoSuchKey)
-    ));
+    assert!(matches!(b.head_object("mpu", "k").await, Err(BackendError::NoSuchKey)));
     let w = b.body_writer("mpu").await.unwrap();
-    assert!(matches!(
-        b.put_part("mpu", "k", &id, w, part_meta(2, 0)).await,
-        Err(BackendError::NoSuchUpload)
-    ));
+    assert!(matches!(b.put_part("mpu", "k", &id, w, part_meta(2, 0)).await, Err(BackendError::NoSuchUpload)));
 }
 
 async fn synthetic_bucket(b: &Backend) {
@@ -681,65 +443,22 @@ async fn synthetic_bucket(b: &Backend) {
     let (gm, s) = b.get_object("synthetic", "1MiB/a", None).await.unwrap();
     assert_eq!(gm, m);
     assert_eq!(s.collect_vec().await.unwrap(), all);
-    let (_, s) = b
-        .get_object("synthetic", "1MiB/a", Some((100_000, 400_000)))
-        .await
-        .unwrap();
+    let (_, s) = b.get_object("synthetic", "1MiB/a", Some((100_000, 400_000))).await.unwrap();
     assert_eq!(s.collect_vec().await.unwrap(), all[100_000..=400_000]);
-    assert_eq!(
-        b.head_object("synthetic", "x/size=1KB").await.unwrap().size,
-        1000
-    );
-    assert!(matches!(
-        b.head_object("synthetic", "hello").await,
-        Err(BackendError::NoSuchKey)
-    ));
-    assert!(matches!(
-        b.get_object("synthetic", "hello", None).await,
-        Err(BackendError::NoSuchKey)
-    ));
-    assert!(matches!(
-        b.body_writer("synthetic").await,
-        Err(BackendError::ReadOnly)
-    ));
-    assert!(matches!(
-        b.create_multipart("synthetic", meta("1KiB", 0)).await,
-        Err(BackendError::ReadOnly)
-    ));
-    assert!(matches!(
-        b.delete_object("synthetic", "1KiB").await,
-        Err(BackendError::ReadOnly)
-    ));
-    assert!(matches!(
-        b.delete_bucket("synthetic").await,
-        Err(BackendError::ReadOnly)
-    ));
-    assert_eq!(
-        b.list_objects("synthetic", "", Some("/"), None, 100)
-            .await
-            .unwrap(),
-        ListPage::default()
-    );
+    assert_eq!(b.head_object("synthetic", "x/size=1KB").await.unwrap().size, 1000);
+    assert!(matches!(b.head_object("synthetic", "hello").await, Err(BackendError::NoSuchKey)));
+    assert!(matches!(b.get_object("synthetic", "hello", None).await, Err(BackendError::NoSuchKey)));
+    assert!(matches!(b.body_writer("synthetic").await, Err(BackendError::ReadOnly)));
+    assert!(matches!(b.create_multipart("synthetic", meta("1KiB", 0)).await, Err(BackendError::ReadOnly)));
+    assert!(matches!(b.delete_object("synthetic", "1KiB").await, Err(BackendError::ReadOnly)));
+    assert!(matches!(b.delete_bucket("synthetic").await, Err(BackendError::ReadOnly)));
+    assert_eq!(b.list_objects("synthetic", "", Some("/"), None, 100).await.unwrap(), ListPage::default());
     assert!(b.list_uploads("synthetic").await.unwrap().is_empty());
     // Beyond the CRC limit: no checksum, but still served.
-    let big = b
-        .clone()
-        .with_synthetic_bucket("synthetic")
-        .with_synthetic_crc_limit(1000);
-    assert!(big
-        .head_object("synthetic", "1TiB")
-        .await
-        .unwrap()
-        .checksums
-        .is_empty());
-    let (_, s) = big
-        .get_object("synthetic", "1TiB", Some(((1 << 40) - 10, (1 << 40) - 1)))
-        .await
-        .unwrap();
-    assert_eq!(
-        s.collect_vec().await.unwrap(),
-        synthetic_bytes("1TiB", (1 << 40) - 10, 10)
-    );
+    let big = b.clone().with_synthetic_bucket("synthetic").with_synthetic_crc_limit(1000);
+    assert!(big.head_object("synthetic", "1TiB").await.unwrap().checksums.is_empty());
+    let (_, s) = big.get_object("synthetic", "1TiB", Some(((1 << 40) - 10, (1 << 40) - 1))).await.unwrap();
+    assert_eq!(s.collect_vec().await.unwrap(), synthetic_bytes("1TiB", (1 << 40) - 10, 10));
 }
 
 async fn concurrent_puts_same_key(b: &Backend) {
@@ -751,9 +470,7 @@ async fn concurrent_puts_same_key(b: &Backend) {
             let data = pattern(1000 + i as usize * 10, i);
             let mut w = b.body_writer("race").await.unwrap();
             w.write(Bytes::from(data.clone())).await.unwrap();
-            b.put_object("race", w, meta("k", data.len() as u64))
-                .await
-                .unwrap();
+            b.put_object("race", w, meta("k", data.len() as u64)).await.unwrap();
         }));
     }
     for t in tasks {
@@ -771,30 +488,10 @@ use base64::Engine;
 
 #[test]
 fn bucket_name_rules() {
-    for ok in [
-        "abc",
-        "my-bucket.v2",
-        "0bucket9",
-        &"a".repeat(63),
-        "1.2.3",
-        "1.2.3.4a",
-    ] {
+    for ok in ["abc", "my-bucket.v2", "0bucket9", &"a".repeat(63), "1.2.3", "1.2.3.4a"] {
         validate_bucket_name(ok).unwrap();
     }
-    for bad in [
-        "ab",
-        "ABC",
-        "a_b",
-        "-ab",
-        "ab-",
-        ".ab",
-        "ab.",
-        "a..b",
-        "10.0.0.1",
-        "xn--abc",
-        "abc-s3alias",
-        "a/b",
-    ] {
+    for bad in ["ab", "ABC", "a_b", "-ab", "ab-", ".ab", "ab.", "a..b", "10.0.0.1", "xn--abc", "abc-s3alias", "a/b"] {
         assert!(validate_bucket_name(bad).is_err(), "{bad}");
     }
 }
@@ -955,25 +652,14 @@ async fn disk_restart_survival() {
     };
     let b = Backend::open_disk(dir.path()).await.unwrap();
     assert_eq!(b.list_buckets().await, created);
-    assert_eq!(
-        b.head_object("keep", "a/b").await.unwrap(),
-        meta("a/b", 500_000)
-    );
+    assert_eq!(b.head_object("keep", "a/b").await.unwrap(), meta("a/b", 500_000));
     assert_eq!(get(&b, "keep", "a/b", None).await, pattern(500_000, 4));
-    assert!(matches!(
-        b.head_object("keep", "gone").await,
-        Err(BackendError::NoSuchKey)
-    ));
+    assert!(matches!(b.head_object("keep", "gone").await, Err(BackendError::NoSuchKey)));
     let ups = b.list_uploads("keep").await.unwrap();
     assert_eq!(ups.len(), 1);
     assert_eq!(ups[0].upload_id, id);
-    assert_eq!(
-        b.list_parts("keep", "mpu", &id).await.unwrap(),
-        vec![part_meta(1, 6), part_meta(2, 5)]
-    );
-    b.complete_multipart("keep", "mpu", &id, &[1, 2], meta("mpu", 11))
-        .await
-        .unwrap();
+    assert_eq!(b.list_parts("keep", "mpu", &id).await.unwrap(), vec![part_meta(1, 6), part_meta(2, 5)]);
+    b.complete_multipart("keep", "mpu", &id, &[1, 2], meta("mpu", 11)).await.unwrap();
     drop(b);
     let b = Backend::open_disk(dir.path()).await.unwrap();
     assert_eq!(get(&b, "keep", "mpu", None).await, b"hello world");
@@ -981,10 +667,7 @@ async fn disk_restart_survival() {
     b.delete_bucket("other").await.unwrap();
     drop(b);
     let b = Backend::open_disk(dir.path()).await.unwrap();
-    assert!(matches!(
-        b.head_bucket("other").await,
-        Err(BackendError::NoSuchBucket)
-    ));
+    assert!(matches!(b.head_bucket("other").await, Err(BackendError::NoSuchBucket)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -994,10 +677,7 @@ async fn disk_crash_leftovers_are_invisible_and_cleaned() {
         let b = Backend::open_disk(dir.path()).await.unwrap();
         b.create_bucket("bkt").await.unwrap();
         put(&b, "bkt", "real", b"real data").await;
-        files_under(dir.path())
-            .into_iter()
-            .find(|p| p.parent().unwrap().parent().unwrap().ends_with("bkt"))
-            .unwrap()
+        files_under(dir.path()).into_iter().find(|p| p.parent().unwrap().parent().unwrap().ends_with("bkt")).unwrap()
     };
     let root = dir.path();
     // A half-written PUT (killed before rename).
@@ -1009,11 +689,7 @@ async fn disk_crash_leftovers_are_invisible_and_cleaned() {
     let torn = std::fs::read(&real_file).unwrap();
     let h = hex::encode(sha2::Sha256::digest(b"torn"));
     std::fs::create_dir_all(root.join("bkt").join(&h[..2])).unwrap();
-    std::fs::write(
-        root.join("bkt").join(&h[..2]).join(&h),
-        &torn[..torn.len() - 3],
-    )
-    .unwrap();
+    std::fs::write(root.join("bkt").join(&h[..2]).join(&h), &torn[..torn.len() - 3]).unwrap();
     // A copy of a valid file under the wrong name must not be served either.
     std::fs::write(root.join("bkt/ab/0000"), &torn).unwrap();
     // A bucket directory without its metadata, and a broken upload.
@@ -1021,29 +697,14 @@ async fn disk_crash_leftovers_are_invisible_and_cleaned() {
     std::fs::create_dir(root.join(".ferry-uploads/ffff")).unwrap();
 
     let b = Backend::open_disk(root).await.unwrap();
-    let keys: Vec<String> = b
-        .list_objects("bkt", "", None, None, 100)
-        .await
-        .unwrap()
-        .objects
-        .into_iter()
-        .map(|m| m.key)
-        .collect();
+    let keys: Vec<String> =
+        b.list_objects("bkt", "", None, None, 100).await.unwrap().objects.into_iter().map(|m| m.key).collect();
     assert_eq!(keys, ["real"]);
     assert_eq!(get(&b, "bkt", "real", None).await, b"real data");
-    assert!(matches!(
-        b.head_object("bkt", "torn").await,
-        Err(BackendError::NoSuchKey)
-    ));
-    assert!(matches!(
-        b.head_bucket("nometa").await,
-        Err(BackendError::NoSuchBucket)
-    ));
+    assert!(matches!(b.head_object("bkt", "torn").await, Err(BackendError::NoSuchKey)));
+    assert!(matches!(b.head_bucket("nometa").await, Err(BackendError::NoSuchBucket)));
     assert!(b.list_uploads("bkt").await.unwrap().is_empty());
-    assert_eq!(
-        std::fs::read_dir(root.join(".ferry-tmp")).unwrap().count(),
-        0
-    );
+    assert_eq!(std::fs::read_dir(root.join(".ferry-tmp")).unwrap().count(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1060,10 +721,7 @@ async fn disk_paths_never_escape() {
         let id = b.create_multipart("esc", meta(k, 0)).await.unwrap();
         put_part(&b, "esc", k, &id, 1, b"p").await;
     }
-    let entries: Vec<_> = std::fs::read_dir(parent.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
+    let entries: Vec<_> = std::fs::read_dir(parent.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(entries, ["data"]);
     let root = root.canonicalize().unwrap();
     for p in files_under(&root) {
@@ -1086,52 +744,26 @@ async fn disk_temp_files_do_not_linger() {
     let tmp = dir.path().join(".ferry-tmp");
     let mut w = b.body_writer("tmp").await.unwrap();
     w.write(Bytes::from(vec![0u8; 3 << 20])).await.unwrap();
-    assert_eq!(
-        std::fs::read_dir(&tmp).unwrap().count(),
-        1,
-        "flushed past the buffer"
-    );
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 1, "flushed past the buffer");
     drop(w);
-    assert_eq!(
-        std::fs::read_dir(&tmp).unwrap().count(),
-        0,
-        "dropped writer removed"
-    );
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "dropped writer removed");
     let mut w = b.body_writer("tmp").await.unwrap();
     w.write(Bytes::from(vec![0u8; 3 << 20])).await.unwrap();
     assert!(b.put_object("tmp", w, meta("k", 1)).await.is_err());
-    assert_eq!(
-        std::fs::read_dir(&tmp).unwrap().count(),
-        0,
-        "rejected put removed"
-    );
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "rejected put removed");
     put(&b, "tmp", "k", &pattern(3 << 20, 0)).await;
     let id = b.create_multipart("tmp", meta("m", 0)).await.unwrap();
     put_part(&b, "tmp", "m", &id, 1, b"abc").await;
-    b.complete_multipart("tmp", "m", &id, &[1], meta("m", 3))
-        .await
-        .unwrap();
-    assert_eq!(
-        std::fs::read_dir(&tmp).unwrap().count(),
-        0,
-        "commits leave nothing behind"
-    );
-    assert_eq!(
-        std::fs::read_dir(dir.path().join(".ferry-uploads"))
-            .unwrap()
-            .count(),
-        0
-    );
+    b.complete_multipart("tmp", "m", &id, &[1], meta("m", 3)).await.unwrap();
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "commits leave nothing behind");
+    assert_eq!(std::fs::read_dir(dir.path().join(".ferry-uploads")).unwrap().count(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disk_second_open_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let b = Backend::open_disk(dir.path()).await.unwrap();
-    assert!(matches!(
-        Backend::open_disk(dir.path()).await,
-        Err(BackendError::Io(_))
-    ));
+    assert!(matches!(Backend::open_disk(dir.path()).await, Err(BackendError::Io(_))));
     drop(b);
     Backend::open_disk(dir.path()).await.unwrap();
 }

@@ -170,7 +170,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub const PUBLISHED: &str = "IN2P3-NCSA bulk pull over HTTPS: HTTP/1.1 vs HTTP/2 vs iperf3 on a 10 Gbit/s, 110 ms RTT path";
+pub const PUBLISHED: &str =
+    "IN2P3-NCSA bulk pull over HTTPS: HTTP/1.1 vs HTTP/2 vs iperf3 on a 10 Gbit/s, 110 ms RTT path";
 pub const BUCKET: &str = "synthetic";
 /// Warm-up of a `--quick` run. One stream from an initial window of 10 segments reaches
 /// the transatlantic bandwidth-delay product (137.5 MB) in log2(137.5 MB / 14.5 kB) = 13
@@ -249,7 +250,8 @@ pub const SAME_PULL_ROW: &str = "h1-pool · peers' pull";
 
 /// The peers beside bulk-wan: the bulk downloaders users pick (boto3's threads, the CRT,
 /// s5cmd, rclone).
-pub const PEERS: [crate::peers::Peer; 4] = [crate::peers::Peer::Boto3, crate::peers::Peer::Awscrt, crate::peers::Peer::S5cmd, crate::peers::Peer::Rclone];
+pub const PEERS: [crate::peers::Peer; 4] =
+    [crate::peers::Peer::Boto3, crate::peers::Peer::Awscrt, crate::peers::Peer::S5cmd, crate::peers::Peer::Rclone];
 
 impl BulkWanParams {
     pub fn new(size: Size) -> BulkWanParams {
@@ -404,7 +406,12 @@ pub fn measured_window(intervals: &[(f64, f64)], cap_s: f64, window_s: f64) -> O
             sum(a).total_cmp(&sum(b))
         })
         .unwrap_or(after);
-    Some(MeasuredWindow { omit_s, capped, bytes: rest.iter().map(|(_, b)| b).sum(), seconds: rest.iter().map(|(s, _)| s).sum() })
+    Some(MeasuredWindow {
+        omit_s,
+        capped,
+        bytes: rest.iter().map(|(_, b)| b).sum(),
+        seconds: rest.iter().map(|(s, _)| s).sum(),
+    })
 }
 
 /// `n` object sizes ~ Normal(mean, sd_fraction x mean), from `seed`; at least 1 byte each
@@ -450,7 +457,9 @@ pub fn ceiling_for<'a>(at: &[&'a RunRecord], ceiling: &str, repeat: usize) -> Op
 pub fn shares_of_ceiling(at: &[&RunRecord], variant: &str, ceiling: &str, figure: &str) -> Vec<f64> {
     at.iter()
         .filter(|r| r.variant == variant && r.status == "ok")
-        .filter_map(|r| Some(r.figure(figure)? / ceiling_for(at, ceiling, r.repeat)?.figure(figure).filter(|v| *v > 0.0)?))
+        .filter_map(|r| {
+            Some(r.figure(figure)? / ceiling_for(at, ceiling, r.repeat)?.figure(figure).filter(|v| *v > 0.0)?)
+        })
         .collect()
 }
 
@@ -538,7 +547,16 @@ impl CpuMark {
 /// then resets its stream and the connection stays (the transport's contract), so the
 /// bodies are dropped (draining them cost h2 and auto 0.6-1.5 s a row).
 #[allow(clippy::too_many_arguments)] // one row's whole plan, read once at the call sites
-async fn pull(client: &S3Client, keys: Arc<Vec<(String, u64)>>, concurrency: usize, omit: Duration, warmup: Warmup, window: Duration, drain: Option<Duration>, resets: &(dyn Fn() -> bool + Sync)) -> PullResult {
+async fn pull(
+    client: &S3Client,
+    keys: Arc<Vec<(String, u64)>>,
+    concurrency: usize,
+    omit: Duration,
+    warmup: Warmup,
+    window: Duration,
+    drain: Option<Duration>,
+    resets: &(dyn Fn() -> bool + Sync),
+) -> PullResult {
     let finish_bodies = Arc::new(AtomicBool::new(false));
     // Wakes workers waiting on a head or a chunk when the window closes, so that a row
     // that drops its bodies ends at once rather than at each worker's next chunk.
@@ -551,7 +569,15 @@ async fn pull(client: &S3Client, keys: Arc<Vec<(String, u64)>>, concurrency: usi
     let t0 = Instant::now();
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..concurrency.max(1) {
-        let (c, keys, next, bytes, stop, finish_bodies, stop_rx) = (client.clone(), keys.clone(), next.clone(), bytes.clone(), stop.clone(), finish_bodies.clone(), stop_rx.clone());
+        let (c, keys, next, bytes, stop, finish_bodies, stop_rx) = (
+            client.clone(),
+            keys.clone(),
+            next.clone(),
+            bytes.clone(),
+            stop.clone(),
+            finish_bodies.clone(),
+            stop_rx.clone(),
+        );
         set.spawn(async move {
             let (mut objects, mut errors, mut samples, mut fb) = (0u64, 0u64, Vec::new(), Vec::new());
             while !stop.load(Relaxed) {
@@ -641,7 +667,25 @@ async fn pull(client: &S3Client, keys: Arc<Vec<(String, u64)>>, concurrency: usi
     let stopped = Instant::now();
     let grace = tokio::time::sleep(drain.filter(|_| draining).unwrap_or(Duration::from_secs(2)));
     tokio::pin!(grace);
-    let mut out = PullResult { bytes: got - before, wall, bytes_with_ramp: got, wall_with_ramp, objects: 0, errors: 0, samples: Vec::new(), cpu, link_cpu, connections_opened: 0, requests_sent: 0, first_byte_ms: Vec::new(), omit, omit_capped, first_body_byte, drain: Duration::ZERO, drain_cut: false };
+    let mut out = PullResult {
+        bytes: got - before,
+        wall,
+        bytes_with_ramp: got,
+        wall_with_ramp,
+        objects: 0,
+        errors: 0,
+        samples: Vec::new(),
+        cpu,
+        link_cpu,
+        connections_opened: 0,
+        requests_sent: 0,
+        first_byte_ms: Vec::new(),
+        omit,
+        omit_capped,
+        first_body_byte,
+        drain: Duration::ZERO,
+        drain_cut: false,
+    };
     loop {
         tokio::select! {
             r = set.join_next() => match r {
@@ -800,14 +844,16 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
     let link = opts.link.as_deref();
     let host = link.map(|l| l.server_ip().to_string()).unwrap_or_else(|| "127.0.0.1".into());
     let (cert, key) = certificate(&host, &opts.log_dir)?;
-    let args: Vec<String> = ["--addr", "127.0.0.1:0", "--memory", "--anonymous", "--profile", "lan", "--h2", "on", "--tls", "--cert"]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([cert.display().to_string(), "--key".into(), key.display().to_string()])
-        .collect();
+    let args: Vec<String> =
+        ["--addr", "127.0.0.1:0", "--memory", "--anonymous", "--profile", "lan", "--h2", "on", "--tls", "--cert"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain([cert.display().to_string(), "--key".into(), key.display().to_string()])
+            .collect();
     say(&format!("bulk-wan: starting ferry serve --tls on link {}", opts.link_name()));
     // Started from this (the main) thread: PR_SET_PDEATHSIG follows the thread.
-    let mut server = ServerProcess::start(&opts.server, &args, opts.server_lifetime, &opts.log_dir).context("starting the TLS server")?;
+    let mut server = ServerProcess::start(&opts.server, &args, opts.server_lifetime, &opts.log_dir)
+        .context("starting the TLS server")?;
     let _ = std::fs::remove_file(&key);
     // Threads and child processes from here on start in the client namespace.
     let _client_ns = link.map(|l| l.enter_client()).transpose()?;
@@ -817,13 +863,15 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
     let keys: Arc<Vec<(String, u64)>> = Arc::new(object_keys(&sizes).into_iter().zip(sizes.iter().copied()).collect());
     // The peers' objects: `concurrency` whole objects a run, of their own mean size.
     let peer_n = p.concurrency.iter().copied().max().unwrap_or(1).max(1);
-    let peer_keys: Vec<(String, u64)> = if p.peer_mean_bytes == p.mean_bytes || !p.peers.iter().any(|x| PEERS.contains(x)) {
-        keys.iter().cloned().collect()
-    } else {
-        let ps = object_sizes(peer_n, p.peer_mean_bytes, p.sd_fraction, p.seed + 1);
-        peer_object_keys(&ps).into_iter().zip(ps).collect()
-    };
-    let warm_keys: Vec<(String, u64)> = keys.iter().chain(peer_keys.iter().filter(|k| !keys.contains(k))).cloned().collect();
+    let peer_keys: Vec<(String, u64)> =
+        if p.peer_mean_bytes == p.mean_bytes || !p.peers.iter().any(|x| PEERS.contains(x)) {
+            keys.iter().cloned().collect()
+        } else {
+            let ps = object_sizes(peer_n, p.peer_mean_bytes, p.sd_fraction, p.seed + 1);
+            peer_object_keys(&ps).into_iter().zip(ps).collect()
+        };
+    let warm_keys: Vec<(String, u64)> =
+        keys.iter().chain(peer_keys.iter().filter(|k| !keys.contains(k))).cloned().collect();
     // Warm: one HEAD per object, so the server's per-key CRC (computed on first access,
     // cached) is ready for every row alike rather than charged to whichever row comes first.
     say(&format!("bulk-wan: warming {} objects (HEAD each)", warm_keys.len()));
@@ -839,7 +887,8 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
             let (c, obj) = (warm.clone(), ObjectRef::new(BUCKET, k.clone()));
             async move { c.head_object(&obj).await.with_context(|| format!("HEAD {obj}")) }
         }));
-        let results: Vec<Result<_>> = futures_util::StreamExt::collect(futures_util::StreamExt::buffer_unordered(stream, WARM_CONNECTIONS)).await;
+        let results: Vec<Result<_>> =
+            futures_util::StreamExt::collect(futures_util::StreamExt::buffer_unordered(stream, WARM_CONNECTIONS)).await;
         results.into_iter().try_for_each(|r| r.map(|_| ()))
     })?;
     drop(warm);
@@ -850,13 +899,30 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
     if p.warm_clients {
         let set = match link {
             Some(l) => std::process::Command::new("ip")
-                .args(["netns", "exec", l.server_namespace(), "sysctl", "-q", "-w", "net.ipv4.tcp_slow_start_after_idle=0"])
+                .args([
+                    "netns",
+                    "exec",
+                    l.server_namespace(),
+                    "sysctl",
+                    "-q",
+                    "-w",
+                    "net.ipv4.tcp_slow_start_after_idle=0",
+                ])
                 .status()
                 .map_err(anyhow::Error::from)
-                .and_then(|st| if st.success() { Ok("0 (server namespace)") } else { Err(anyhow::anyhow!("sysctl exited with {st}")) }),
+                .and_then(|st| {
+                    if st.success() {
+                        Ok("0 (server namespace)")
+                    } else {
+                        Err(anyhow::anyhow!("sysctl exited with {st}"))
+                    }
+                }),
             None => Ok("host default (no link)"),
         };
-        params.insert("server_tcp_slow_start_after_idle".into(), json!(set.context("setting tcp_slow_start_after_idle in the server namespace")?));
+        params.insert(
+            "server_tcp_slow_start_after_idle".into(),
+            json!(set.context("setting tcp_slow_start_after_idle in the server namespace")?),
+        );
     }
     if peer_keys.len() != keys.len() || p.peer_mean_bytes != p.mean_bytes {
         params.insert("peer_mean_bytes".into(), json!(p.peer_mean_bytes));
@@ -941,12 +1007,22 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                             };
                             rec.set("warm_connections", u32::from(warm.is_some()));
                             let (o, w) = if warm.is_some() { (p.warm_omit, Warmup::Fixed) } else { (omit, p.warmup) };
-                            let r = rt.block_on(pull(&wc.client, keys.clone(), c, o, w, window, Some(p.drain_grace), &|| wc.speaks_h2()));
+                            let r = rt.block_on(pull(
+                                &wc.client,
+                                keys.clone(),
+                                c,
+                                o,
+                                w,
+                                window,
+                                Some(p.drain_grace),
+                                &|| wc.speaks_h2(),
+                            ));
                             rec.set("bodies_reset_at_window_end", u32::from(wc.speaks_h2()));
                             r
                         } else {
                             let wc = build()?;
-                            let r = rt.block_on(pull(&wc.client, keys.clone(), c, omit, p.warmup, window, None, &|| false));
+                            let r =
+                                rt.block_on(pull(&wc.client, keys.clone(), c, omit, p.warmup, window, None, &|| false));
                             drop(wc);
                             r
                         };
@@ -975,11 +1051,21 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                             rec.set("bytes_per_s_with_ramp", r.bytes_with_ramp as f64 / r.wall_with_ramp.as_secs_f64());
                         }
                         // A warm row opens no connection: its figure is per connection of the client.
-                        let conns = if cold { r.connections_opened } else { clients.iter().find(|w| w.id == (mode, c)).map_or(0, |w| w.client.transport().stats().connections_opened) };
+                        let conns = if cold {
+                            r.connections_opened
+                        } else {
+                            clients
+                                .iter()
+                                .find(|w| w.id == (mode, c))
+                                .map_or(0, |w| w.client.transport().stats().connections_opened)
+                        };
                         if conns > 0 {
                             rec.set("bytes_per_s_per_connection", r.bytes as f64 / secs / conns as f64);
                             if cold {
-                                rec.set("bytes_per_s_per_connection_with_ramp", r.bytes_with_ramp as f64 / r.wall_with_ramp.as_secs_f64() / conns as f64);
+                                rec.set(
+                                    "bytes_per_s_per_connection_with_ramp",
+                                    r.bytes_with_ramp as f64 / r.wall_with_ramp.as_secs_f64() / conns as f64,
+                                );
                             }
                         }
                         rec.set("connections_used", conns as f64);
@@ -992,7 +1078,10 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                             rec.set("link_cpu_s", r.link_cpu.as_secs_f64());
                         }
                         if r.bytes > 0 {
-                            rec.set("client_cpu_s_per_gib", r.cpu.as_secs_f64() / (r.bytes as f64 / (1u64 << 30) as f64));
+                            rec.set(
+                                "client_cpu_s_per_gib",
+                                r.cpu.as_secs_f64() / (r.bytes as f64 / (1u64 << 30) as f64),
+                            );
                         }
                         let mut fb = r.first_byte_ms;
                         let ps = crate::stats::percentiles(&mut fb, &[50.0, 99.0]);
@@ -1024,10 +1113,23 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                             rec.note = Some(format!("iperf3 allows at most -P {}", process::IPERF3_MAX_STREAMS));
                         }
                         let run = match p.iperf3_warmup {
-                            Warmup::Fixed => process::Iperf3Run { streams: c, seconds: (p.run_seconds.ceil() as u32).max(1), omit: p.omit_seconds, reverse: true, interval_ms: None },
-                            Warmup::Measured => process::Iperf3Run { streams: c, seconds: p.iperf3_seconds, omit: 0, reverse: true, interval_ms: Some(RAMP_SAMPLE.as_millis() as u32) },
+                            Warmup::Fixed => process::Iperf3Run {
+                                streams: c,
+                                seconds: (p.run_seconds.ceil() as u32).max(1),
+                                omit: p.omit_seconds,
+                                reverse: true,
+                                interval_ms: None,
+                            },
+                            Warmup::Measured => process::Iperf3Run {
+                                streams: c,
+                                seconds: p.iperf3_seconds,
+                                omit: 0,
+                                reverse: true,
+                                interval_ms: Some(RAMP_SAMPLE.as_millis() as u32),
+                            },
                         };
-                        rec.note = Some(format!("`iperf3 -c {host} {}`: the server sends, as in a GET", run.args().join(" ")));
+                        rec.note =
+                            Some(format!("`iperf3 -c {host} {}`: the server sends, as in a GET", run.args().join(" ")));
                         let cpu0 = CpuMark::now();
                         let result = process::iperf3_run(link, &run, opts.server_lifetime);
                         if link.is_some() {
@@ -1039,10 +1141,14 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                                 rec.note = Some("iperf3: absent (scripts/setup.sh installs it)".into());
                             }
                             Ok(mut r) => {
-                                iperf3_series = r.intervals.iter().scan(0.0, |acc, (_, b)| {
-                                    *acc += b;
-                                    Some(*acc as u64)
-                                }).collect();
+                                iperf3_series = r
+                                    .intervals
+                                    .iter()
+                                    .scan(0.0, |acc, (_, b)| {
+                                        *acc += b;
+                                        Some(*acc as u64)
+                                    })
+                                    .collect();
                                 rec.set("seconds", r.seconds);
                                 rec.set("omit_s", r.omit_seconds);
                                 if p.iperf3_warmup == Warmup::Measured {
@@ -1057,7 +1163,11 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                                         }
                                         None => {
                                             rec.status = "failed".into();
-                                            rec.error_samples.push(format!("iperf3 reported {} intervals: too few for a warm-up and a {} s window", r.intervals.len(), p.run_seconds));
+                                            rec.error_samples.push(format!(
+                                                "iperf3 reported {} intervals: too few for a warm-up and a {} s window",
+                                                r.intervals.len(),
+                                                p.run_seconds
+                                            ));
                                         }
                                     }
                                 }
@@ -1144,7 +1254,12 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                     object_size: None,
                     concurrency: c.max(1),
                 };
-                let endpoint = crate::peers::Endpoint { url: server.url.clone(), region: "us-east-1".into(), credentials: None, ca_bundle: Some(cert.clone()) };
+                let endpoint = crate::peers::Endpoint {
+                    url: server.url.clone(),
+                    region: "us-east-1".into(),
+                    credentials: None,
+                    ca_bundle: Some(cert.clone()),
+                };
                 let mut rec = RunRecord {
                     workload: "bulk-wan".into(),
                     size: size.name().into(),
@@ -1156,7 +1271,12 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                     params: params.clone(),
                     server: Some(server_json.clone()),
                     note: Some(match crate::peers::available(peer) {
-                        Ok(i) => format!("{} {}: {}; whole objects ({n}), not a time window", peer.name(), i.version, peer.how(&op)),
+                        Ok(i) => format!(
+                            "{} {}: {}; whole objects ({n}), not a time window",
+                            peer.name(),
+                            i.version,
+                            peer.how(&op)
+                        ),
                         Err(reason) => format!("absent: {reason}"),
                     }),
                     ..RunRecord::default()
@@ -1193,7 +1313,11 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                 }
                 if rec.status == "ok" && rec.figure("bytes") != Some(want as f64) {
                     rec.status = "errors".into();
-                    rec.error_samples.push(format!("{} moved {:?} bytes, expected {want}", peer.name(), rec.figure("bytes")));
+                    rec.error_samples.push(format!(
+                        "{} moved {:?} bytes, expected {want}",
+                        peer.name(),
+                        rec.figure("bytes")
+                    ));
                 }
                 out.write(&rec, &ctx)?;
                 records.push(rec);
@@ -1243,7 +1367,9 @@ fn same_pull_record(rec: &mut RunRecord, r: &WholePull, on_link: bool, iperf3_se
 /// data direction's (server to client) packets, whose mean size shows whether the TUN
 /// devices still pass 64 KiB GSO segments under this load.
 fn link_figures(rec: &mut RunRecord, a: &ferry_link::LinkStats, b: &ferry_link::LinkStats) {
-    let d = |x: &ferry_link::DirCounts, y: &ferry_link::DirCounts| (y.packets - x.packets, y.bytes - x.bytes, y.dropped - x.dropped);
+    let d = |x: &ferry_link::DirCounts, y: &ferry_link::DirCounts| {
+        (y.packets - x.packets, y.bytes - x.bytes, y.dropped - x.dropped)
+    };
     let (c_pk, _, c_drop) = d(&a.client_to_server, &b.client_to_server);
     let (s_pk, s_bytes, s_drop) = d(&a.server_to_client, &b.server_to_client);
     rec.set("link_drops", (c_drop + s_drop) as f64);
@@ -1263,13 +1389,25 @@ pub fn peers_against_same_pull(records: &[RunRecord]) -> Option<String> {
     let conc = |r: &RunRecord| r.params.get("concurrency").and_then(Value::as_u64);
     let c = records.iter().filter(|r| r.variant == SAME_PULL_ROW && r.status == "ok").filter_map(conc).max()?;
     let at: Vec<RunRecord> = records.iter().filter(|r| conc(r) == Some(c)).cloned().collect();
-    let ferry = Spread::of(&at.iter().filter(|r| r.variant == SAME_PULL_ROW && r.status == "ok").filter_map(|r| r.figure("bytes_per_s_with_ramp")).collect::<Vec<_>>())?;
+    let ferry = Spread::of(
+        &at.iter()
+            .filter(|r| r.variant == SAME_PULL_ROW && r.status == "ok")
+            .filter_map(|r| r.figure("bytes_per_s_with_ramp"))
+            .collect::<Vec<_>>(),
+    )?;
     let parts: Vec<String> = PEERS
         .iter()
         .filter_map(|peer| {
-            let ratios = crate::record::per_repeat_ratios(&at, peer.name(), SAME_PULL_ROW, "bytes_per_s_with_ramp", |r| r.status == "ok");
+            let ratios =
+                crate::record::per_repeat_ratios(&at, peer.name(), SAME_PULL_ROW, "bytes_per_s_with_ramp", |r| {
+                    r.status == "ok"
+                });
             let sp = Spread::of(&ratios)?;
-            Some(if sp.n > 1 { format!("{} {:.2}x ({:.2}-{:.2})", peer.name(), sp.median, sp.min, sp.max) } else { format!("{} {:.2}x", peer.name(), sp.median) })
+            Some(if sp.n > 1 {
+                format!("{} {:.2}x ({:.2}-{:.2})", peer.name(), sp.median, sp.min, sp.max)
+            } else {
+                format!("{} {:.2}x", peer.name(), sp.median)
+            })
         })
         .collect();
     if parts.is_empty() {
@@ -1301,7 +1439,8 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
     let _ = writeln!(s, "| concurrency | client | MB/s | per connection MB/s | % of iperf3 (same point) | MB/s with ramp | % of iperf3 with ramp | connections | objects done | first byte p50 ms | warm-up s | client CPU s | link CPU s | link drops queue / device | s2c mean packet KiB | errors |");
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &c in &p.concurrency {
-        let at: Vec<&RunRecord> = records.iter().filter(|r| r.params.get("concurrency").and_then(Value::as_u64) == Some(c as u64)).collect();
+        let at: Vec<&RunRecord> =
+            records.iter().filter(|r| r.params.get("concurrency").and_then(Value::as_u64) == Some(c as u64)).collect();
         let mut labels: Vec<&str> = Vec::new();
         for r in &at {
             if !labels.contains(&r.variant.as_str()) {
@@ -1339,7 +1478,11 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
                 }
             };
             // A peer has no counted window: its figures are whole runs, ramp included.
-            let (mbs, steady_share) = if peer { ("-".to_string(), "-".to_string()) } else { (cell(&rs, "bytes_per_s", 1e-6, 0), share("bytes_per_s")) };
+            let (mbs, steady_share) = if peer {
+                ("-".to_string(), "-".to_string())
+            } else {
+                (cell(&rs, "bytes_per_s", 1e-6, 0), share("bytes_per_s"))
+            };
             let per_conn = if peer {
                 match cell(&rs, "bytes_per_s_per_connection_with_ramp", 1e-6, 1) {
                     c if c == "-" => c,
@@ -1368,7 +1511,15 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
     let _ = writeln!(s, "\n- published: {PUBLISHED}");
     let iperf3_how = match p.iperf3_warmup {
         Warmup::Fixed => format!("`-O {} -t {} -R`", p.omit_seconds, p.run_seconds),
-        Warmup::Measured => format!("`-t {} -i 0.1 -R`{}, the same rule applied to its 100 ms intervals, its best window after it", p.iperf3_seconds, if p.iperf3_once && p.repeats > 1 { " once, in the first repeat, every repeat's rows held against it" } else { "" }),
+        Warmup::Measured => format!(
+            "`-t {} -i 0.1 -R`{}, the same rule applied to its 100 ms intervals, its best window after it",
+            p.iperf3_seconds,
+            if p.iperf3_once && p.repeats > 1 {
+                " once, in the first repeat, every repeat's rows held against it"
+            } else {
+                ""
+            }
+        ),
     };
     let _ = writeln!(
         s,
@@ -1401,7 +1552,15 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
     if !bad.is_empty() {
         let _ = writeln!(s, "\nRuns that were not clean:");
         for r in bad {
-            let _ = writeln!(s, "- concurrency {} {} repeat {}: {} {}", r.params.get("concurrency").unwrap_or(&Value::Null), r.variant, r.repeat, r.status, r.error_samples.first().map(String::as_str).unwrap_or(""));
+            let _ = writeln!(
+                s,
+                "- concurrency {} {} repeat {}: {} {}",
+                r.params.get("concurrency").unwrap_or(&Value::Null),
+                r.variant,
+                r.repeat,
+                r.status,
+                r.error_samples.first().map(String::as_str).unwrap_or("")
+            );
         }
     }
     s
@@ -1468,9 +1627,15 @@ mod tests {
         assert!(q.iperf3_seconds as f64 - q.omit_seconds as f64 >= q.run_seconds / 2.0);
         assert!(q.iperf3_seconds as f64 - 1.5 > q.run_seconds, "more than one window to pick the best of");
         assert!(q.drain_grace <= Duration::from_secs(5), "a stuck drain costs a row seconds, not ten");
-        assert!(q.warm_clients && !f.warm_clients, "quick keeps its clients' connections warm; full starts each row cold");
+        assert!(
+            q.warm_clients && !f.warm_clients,
+            "quick keeps its clients' connections warm; full starts each row cold"
+        );
         assert!(q.peer_mean_bytes < q.mean_bytes && f.peer_mean_bytes == f.mean_bytes);
-        assert!(q.omit_seconds >= 1 && f.omit_seconds >= q.omit_seconds, "slow start is left out of the counted window");
+        assert!(
+            q.omit_seconds >= 1 && f.omit_seconds >= q.omit_seconds,
+            "slow start is left out of the counted window"
+        );
         assert_eq!(f.concurrency.first(), Some(&1));
         assert_eq!(f.concurrency.last(), Some(&256));
         assert!(f.concurrency.windows(2).all(|w| w[1] == 2 * w[0]), "powers of two");
@@ -1493,7 +1658,13 @@ mod tests {
         assert_eq!(shares_of_ceiling(&at, "h1-pool", &i3, "bytes_per_s"), [0.6, 0.4]);
         // iperf3 in each repeat: each over its own; a repeat whose iperf3 is missing while
         // others ran has no ceiling (no guess among several).
-        let each = [rec(&i3, 1, 1000.0), rec(&i3, 2, 500.0), rec("h1-pool", 1, 600.0), rec("h1-pool", 2, 400.0), rec("h1-pool", 3, 300.0)];
+        let each = [
+            rec(&i3, 1, 1000.0),
+            rec(&i3, 2, 500.0),
+            rec("h1-pool", 1, 600.0),
+            rec("h1-pool", 2, 400.0),
+            rec("h1-pool", 3, 300.0),
+        ];
         let at: Vec<&RunRecord> = each.iter().collect();
         assert_eq!(shares_of_ceiling(&at, "h1-pool", &i3, "bytes_per_s"), [0.6, 0.8]);
         assert!(ceiling_for(&at, &i3, 3).is_none());
@@ -1516,7 +1687,13 @@ mod tests {
         }
         let w = measured_window(&iv, 3.0, 1.5).unwrap();
         // The rule ends where ramp_ended does on the cumulative series.
-        let cumulative: Vec<u64> = iv.iter().scan(0.0, |a, (_, b)| { *a += b; Some(*a as u64) }).collect();
+        let cumulative: Vec<u64> = iv
+            .iter()
+            .scan(0.0, |a, (_, b)| {
+                *a += b;
+                Some(*a as u64)
+            })
+            .collect();
         let n = (1..=cumulative.len()).find(|&n| ramp_ended(&cumulative[..n])).unwrap();
         assert!((w.omit_s - n as f64 * 0.1).abs() < 1e-9 && !w.capped);
         assert_eq!(w.bytes, 15.0 * 512_000.0, "15 flat intervals counted");
@@ -1538,7 +1715,13 @@ mod tests {
     }
 
     fn rec(variant: &str, repeat: usize, figure: &str, v: f64) -> RunRecord {
-        let mut r = RunRecord { workload: "bulk-wan".into(), variant: variant.into(), repeat, status: "ok".into(), ..RunRecord::default() };
+        let mut r = RunRecord {
+            workload: "bulk-wan".into(),
+            variant: variant.into(),
+            repeat,
+            status: "ok".into(),
+            ..RunRecord::default()
+        };
         r.params.insert("concurrency".into(), json!(16));
         r.set(figure, v);
         r

@@ -84,7 +84,15 @@ impl RateCeiling {
                 c.extend(self.paths.iter().map(|p| format!("{url}{p}")));
             }
             RateTool::Wrk => {
-                c.extend(["-t".into(), "1".into(), "-c".into(), self.connections.to_string(), "-d".into(), format!("{}s", self.seconds), "--latency".into()]);
+                c.extend([
+                    "-t".into(),
+                    "1".into(),
+                    "-c".into(),
+                    self.connections.to_string(),
+                    "-d".into(),
+                    format!("{}s", self.seconds),
+                    "--latency".into(),
+                ]);
                 c.push(format!("{url}{}", self.paths.first().map(String::as_str).unwrap_or("/")));
             }
         }
@@ -95,10 +103,18 @@ impl RateCeiling {
     pub fn run(&self, url: &str, timeout: Duration, rec: &mut RunRecord) -> Result<()> {
         let cmd = self.command(url);
         rec.mode = self.tool.binary().into();
-        rec.note = Some(format!("ceiling: `{}`{}", cmd.join(" "), rec.note.as_deref().map(|n| format!("; {n}")).unwrap_or_default()));
+        rec.note = Some(format!(
+            "ceiling: `{}`{}",
+            cmd.join(" "),
+            rec.note.as_deref().map(|n| format!("; {n}")).unwrap_or_default()
+        ));
         if which(self.tool.binary()).is_none() {
             rec.status = "absent".into();
-            rec.note = Some(format!("{}: absent (scripts/bench-setup.sh installs Debian's {} as root)", self.tool.binary(), self.tool.package()));
+            rec.note = Some(format!(
+                "{}: absent (scripts/bench-setup.sh installs Debian's {} as root)",
+                self.tool.binary(),
+                self.tool.package()
+            ));
             return Ok(());
         }
         // `timeout` bounds the tool; -k kills it if it ignores SIGTERM.
@@ -111,7 +127,12 @@ impl RateCeiling {
         };
         let Some(p) = parsed else {
             rec.status = "failed".into();
-            rec.error_samples.push(format!("{} exited {:?} without its summary: {}", self.tool.binary(), out.status.code(), tail(&String::from_utf8_lossy(&out.stderr), &text)));
+            rec.error_samples.push(format!(
+                "{} exited {:?} without its summary: {}",
+                self.tool.binary(),
+                out.status.code(),
+                tail(&String::from_utf8_lossy(&out.stderr), &text)
+            ));
             return Ok(());
         };
         rec.set("objects_per_s", p.requests_per_s);
@@ -316,8 +337,19 @@ mod tests {
 
     #[test]
     fn commands() {
-        let h = RateCeiling { tool: RateTool::H2load, paths: vec!["/b/a".into(), "/b/c".into()], connections: 32, streams: 32, requests: 2000, seconds: 3, object_size: 16384 };
-        assert_eq!(h.command("http://127.0.0.1:9/").join(" "), "h2load -n 2000 -c 32 -m 32 -t 1 http://127.0.0.1:9/b/a http://127.0.0.1:9/b/c");
+        let h = RateCeiling {
+            tool: RateTool::H2load,
+            paths: vec!["/b/a".into(), "/b/c".into()],
+            connections: 32,
+            streams: 32,
+            requests: 2000,
+            seconds: 3,
+            object_size: 16384,
+        };
+        assert_eq!(
+            h.command("http://127.0.0.1:9/").join(" "),
+            "h2load -n 2000 -c 32 -m 32 -t 1 http://127.0.0.1:9/b/a http://127.0.0.1:9/b/c"
+        );
         let w = RateCeiling { tool: RateTool::Wrk, ..h };
         assert_eq!(w.command("http://127.0.0.1:9").join(" "), "wrk -t 1 -c 32 -d 3s --latency http://127.0.0.1:9/b/a");
     }

@@ -269,7 +269,10 @@ impl CliTransferParams {
             Size::Full => (10_000, 1u64 << 30),
         };
         CliTransferParams {
-            sets: vec![FileSet { name: "small", files: small, bytes: 16 << 10 }, FileSet { name: "large", files: 4, bytes: large }],
+            sets: vec![
+                FileSet { name: "small", files: small, bytes: 16 << 10 },
+                FileSet { name: "large", files: 4, bytes: large },
+            ],
             repeats: 3,
             profile: "lan",
             peers: vec![Peer::S5cmd, Peer::Rclone],
@@ -321,7 +324,9 @@ fn write_set(dir: &Path, set: &FileSet, set_index: u64) -> Result<BTreeMap<Strin
     let mut buf = vec![0u8; (8u64 << 20).min(set.bytes.max(1)) as usize];
     for (i, name) in set.names().into_iter().enumerate() {
         let path = dir.join(&name);
-        let mut f = std::io::BufWriter::new(std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?);
+        let mut f = std::io::BufWriter::new(
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
+        );
         let mut state = (set_index << 40) ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         let mut h = Checksummer::new(ALGO);
         let mut left = set.bytes;
@@ -407,7 +412,11 @@ struct LoopMount {
 
 /// Runs a setup command; its stderr in the error.
 fn run_tool(program: &str, args: &[&str]) -> Result<String> {
-    let out = Command::new(program).args(args).stdin(Stdio::null()).output().with_context(|| format!("starting {program}"))?;
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("starting {program}"))?;
     if !out.status.success() {
         bail!("{program} {}: {} ({})", args.join(" "), out.status, String::from_utf8_lossy(&out.stderr).trim());
     }
@@ -421,7 +430,9 @@ impl LoopMount {
             bail!("not root (a loop mount needs it)");
         }
         let image = work.join("dst.ext4");
-        std::fs::File::create(&image).and_then(|f| f.set_len(bytes)).with_context(|| format!("creating {}", image.display()))?;
+        std::fs::File::create(&image)
+            .and_then(|f| f.set_len(bytes))
+            .with_context(|| format!("creating {}", image.display()))?;
         let mut m = LoopMount { image, device: String::new(), dir: work.join("dst"), mounted: false };
         let img = m.image.display().to_string();
         // Inode tables and journal written now, so no background init shares the runs.
@@ -458,9 +469,12 @@ fn ext4_has_journal(path: &Path) -> Option<bool> {
         return None;
     }
     let dev = std::fs::metadata(path).ok()?.dev();
-    let uevent = std::fs::read_to_string(format!("/sys/dev/block/{}:{}/uevent", libc::major(dev), libc::minor(dev))).ok()?;
+    let uevent =
+        std::fs::read_to_string(format!("/sys/dev/block/{}:{}/uevent", libc::major(dev), libc::minor(dev))).ok()?;
     let name = uevent.lines().find_map(|l| l.strip_prefix("DEVNAME="))?.to_owned();
-    let journals = std::fs::read_dir("/proc/fs/jbd2").map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect::<Vec<_>>()).unwrap_or_default();
+    let journals = std::fs::read_dir("/proc/fs/jbd2")
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect::<Vec<_>>())
+        .unwrap_or_default();
     Some(journals.iter().any(|j| j.strip_prefix(name.as_str()).is_some_and(|rest| rest.starts_with('-'))))
 }
 
@@ -507,7 +521,12 @@ struct Settled {
 
 /// Polls `read` every `pause` until it reports at most `ceiling` bytes or `limit` passes.
 /// A reader that cannot read (None) ends the wait at once: there is nothing to wait on.
-fn wait_until_flushed(mut read: impl FnMut() -> Option<u64>, ceiling: u64, limit: Duration, pause: Duration) -> Settled {
+fn wait_until_flushed(
+    mut read: impl FnMut() -> Option<u64>,
+    ceiling: u64,
+    limit: Duration,
+    pause: Duration,
+) -> Settled {
     let t0 = Instant::now();
     let before = read();
     let mut now = before;
@@ -515,7 +534,9 @@ fn wait_until_flushed(mut read: impl FnMut() -> Option<u64>, ceiling: u64, limit
         match now {
             None => return Settled { wall: t0.elapsed(), before, after: None, reached: false },
             Some(n) if n <= ceiling => return Settled { wall: t0.elapsed(), before, after: now, reached: true },
-            Some(_) if t0.elapsed() >= limit => return Settled { wall: t0.elapsed(), before, after: now, reached: false },
+            Some(_) if t0.elapsed() >= limit => {
+                return Settled { wall: t0.elapsed(), before, after: now, reached: false }
+            }
             Some(_) => {}
         }
         std::thread::sleep(pause);
@@ -542,7 +563,12 @@ fn settle(dirs: &[&Path], baseline: u64) -> Result<Settled> {
     for dir in dirs {
         sync_filesystem(dir)?;
     }
-    let mut s = wait_until_flushed(unflushed_bytes, baseline + SETTLE_SLACK, SETTLE_LIMIT.saturating_sub(t0.elapsed()), Duration::from_millis(50));
+    let mut s = wait_until_flushed(
+        unflushed_bytes,
+        baseline + SETTLE_SLACK,
+        SETTLE_LIMIT.saturating_sub(t0.elapsed()),
+        Duration::from_millis(50),
+    );
     s.wall = t0.elapsed();
     s.before = before;
     Ok(s)
@@ -630,7 +656,13 @@ fn spawn_and_reap(mut cmd: Command, timeout: Option<Duration>) -> Result<Reaped>
         std::thread::sleep(Duration::from_millis(5));
     }
     let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
-    Ok(Reaped { wall: t0.elapsed(), cpu: tv(ru.ru_utime) + tv(ru.ru_stime), peak_rss_bytes: ru.ru_maxrss.max(0) as u64 * 1024, status, timed_out })
+    Ok(Reaped {
+        wall: t0.elapsed(),
+        cpu: tv(ru.ru_utime) + tv(ru.ru_stime),
+        peak_rss_bytes: ru.ru_maxrss.max(0) as u64 * 1024,
+        status,
+        timed_out,
+    })
 }
 
 /// Runs `cmd` to its end (or `timeout`) for its wall time, CPU and peak RSS. With a
@@ -672,8 +704,16 @@ fn run_child(cmd: Command, log: &Path, timeout: Duration, reaper: Option<&Path>)
     let status = got.status;
     let exit = (!got.timed_out && libc::WIFEXITED(status)).then(|| libc::WEXITSTATUS(status));
     let text = std::fs::read_to_string(log).unwrap_or_default();
-    let tail: String = text.trim().lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" / ");
-    Ok(ChildRun { wall: got.wall, cpu: got.cpu, peak_rss_bytes: got.peak_rss_bytes, exit, timed_out: got.timed_out, stderr_tail: tail })
+    let tail: String =
+        text.trim().lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" / ");
+    Ok(ChildRun {
+        wall: got.wall,
+        cpu: got.cpu,
+        peak_rss_bytes: got.peak_rss_bytes,
+        exit,
+        timed_out: got.timed_out,
+        stderr_tail: tail,
+    })
 }
 
 /// The first argument that makes the `ferry` binary the reaper ([`reap_main`]; main.rs
@@ -701,7 +741,8 @@ pub fn reap_main(args: &[std::ffi::OsString]) -> i32 {
     cmd.args(rest);
     match spawn_and_reap(cmd, None) {
         Ok(r) => {
-            let line = format!("{} {} {} {}\n", r.wall.as_micros(), r.cpu.as_micros(), r.peak_rss_bytes / 1024, r.status);
+            let line =
+                format!("{} {} {} {}\n", r.wall.as_micros(), r.cpu.as_micros(), r.peak_rss_bytes / 1024, r.status);
             match std::fs::write(out, line) {
                 Ok(()) => 0,
                 Err(e) => {
@@ -721,7 +762,12 @@ pub fn reap_main(args: &[std::ffi::OsString]) -> i32 {
 fn parse_reaped(line: &str) -> Option<(Duration, Duration, u64, i32)> {
     let f: Vec<&str> = line.split_whitespace().collect();
     let [wall, cpu, rss, status] = f[..] else { return None };
-    Some((Duration::from_micros(wall.parse().ok()?), Duration::from_micros(cpu.parse().ok()?), rss.parse::<u64>().ok()? * 1024, status.parse().ok()?))
+    Some((
+        Duration::from_micros(wall.parse().ok()?),
+        Duration::from_micros(cpu.parse().ok()?),
+        rss.parse::<u64>().ok()? * 1024,
+        status.parse().ok()?,
+    ))
 }
 
 /// The first argument that makes the `ferry` binary a ceiling run ([`ceiling_main`]; main.rs
@@ -783,7 +829,11 @@ fn write_ceiling(dir: &Path, set: &FileSet, threads: usize) -> Result<()> {
     let work = || -> Result<()> {
         while let Some(name) = names.get(next.fetch_add(1, Ordering::Relaxed)) {
             let path = dir.join(name);
-            let f = std::fs::OpenOptions::new().write(true).create_new(true).open(&path).with_context(|| format!("creating {}", path.display()))?;
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .with_context(|| format!("creating {}", path.display()))?;
             if set.bytes > pattern.len() as u64 {
                 // SAFETY: fallocate on a descriptor we own for the duration of the call.
                 if unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, set.bytes as libc::off_t) } != 0 {
@@ -822,7 +872,12 @@ async fn read_ceiling(c: &S3Client, prefix: &str, set: &FileSet) -> Result<u64> 
     let in_flight = if set.bytes > CEILING_PART { CEILING_PARTS_IN_FLIGHT } else { CEILING_OBJECTS_IN_FLIGHT };
     let reads = futures_util::stream::iter(spans)
         .map(|(obj, a, b)| async move {
-            let params = ferry_store::GetParams { range: Some(ferry_store::RangeSpec::FromTo(a, b - 1)), checksum_mode: false, size_hint: Some(set.bytes), ..Default::default() };
+            let params = ferry_store::GetParams {
+                range: Some(ferry_store::RangeSpec::FromTo(a, b - 1)),
+                checksum_mode: false,
+                size_hint: Some(set.bytes),
+                ..Default::default()
+            };
             let mut out = c.get_object(&obj, params).await.with_context(|| format!("GET {obj} bytes {a}-{}", b - 1))?;
             let mut n = 0u64;
             while let Some(chunk) = out.body.chunk().await {
@@ -852,7 +907,9 @@ async fn read_ceiling(c: &S3Client, prefix: &str, set: &FileSet) -> Result<u64> 
 /// on a usage error.
 pub fn ceiling_main(args: &[std::ffi::OsString]) -> i32 {
     let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-    let set = |files: &str, bytes: &str| -> Option<FileSet> { Some(FileSet { name: "ceiling", files: files.parse().ok()?, bytes: bytes.parse().ok()? }) };
+    let set = |files: &str, bytes: &str| -> Option<FileSet> {
+        Some(FileSet { name: "ceiling", files: files.parse().ok()?, bytes: bytes.parse().ok()? })
+    };
     let run = || -> Result<Option<()>> {
         match &args[..] {
             [kind, dir, files, bytes] if kind == "disk" => {
@@ -864,7 +921,10 @@ pub fn ceiling_main(args: &[std::ffi::OsString]) -> i32 {
                 let env = |k: &str| std::env::var(k).with_context(|| format!("{k} is not set"));
                 let client = S3Client::builder(env("AWS_ENDPOINT_URL")?)
                     .region("us-east-1")
-                    .credentials(CredentialsSource::Explicit(Credentials::new(env("AWS_ACCESS_KEY_ID")?, env("AWS_SECRET_ACCESS_KEY")?)))
+                    .credentials(CredentialsSource::Explicit(Credentials::new(
+                        env("AWS_ACCESS_KEY_ID")?,
+                        env("AWS_SECRET_ACCESS_KEY")?,
+                    )))
                     .mode(Mode::H1Pool)
                     .max_connections(CEILING_OBJECTS_IN_FLIGHT)
                     .build()?;
@@ -982,7 +1042,11 @@ fn tool_command(t: &Installed, target: &Target, dir: Direction, local: &Path, pr
 }
 
 fn command_line(c: &Command) -> String {
-    std::iter::once(c.get_program()).chain(c.get_args()).map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
+    std::iter::once(c.get_program())
+        .chain(c.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Checks a downloaded directory against the source's sums: every file present with its
@@ -1020,8 +1084,14 @@ fn verify_local(dir: &Path, set: &FileSet, sums: &BTreeMap<String, String>) -> V
 
 /// Checks the objects under `prefix` against the source's sums (the stored full-object
 /// CRC64NVME when the server has one, else the GET body hashed), then deletes them.
-async fn verify_remote(c: &S3Client, prefix: &str, set: &FileSet, sums: &BTreeMap<String, String>) -> Result<Vec<String>> {
-    let (objects, _) = c.list_all(BUCKET, ListParams { prefix: Some(prefix.to_owned()), ..ListParams::default() }).await?;
+async fn verify_remote(
+    c: &S3Client,
+    prefix: &str,
+    set: &FileSet,
+    sums: &BTreeMap<String, String>,
+) -> Result<Vec<String>> {
+    let (objects, _) =
+        c.list_all(BUCKET, ListParams { prefix: Some(prefix.to_owned()), ..ListParams::default() }).await?;
     let mut problems = Vec::new();
     let listed: BTreeMap<String, u64> = objects.iter().map(|o| (o.key[prefix.len()..].to_owned(), o.size)).collect();
     for name in listed.keys().filter(|k| !sums.contains_key(*k)) {
@@ -1042,7 +1112,8 @@ async fn verify_remote(c: &S3Client, prefix: &str, set: &FileSet, sums: &BTreeMa
             let got = match stored {
                 Some(v) => v,
                 None => {
-                    let mut out = c.get_object(&obj, Default::default()).await.map_err(|e| format!("GET {obj}: {e}"))?;
+                    let mut out =
+                        c.get_object(&obj, Default::default()).await.map_err(|e| format!("GET {obj}: {e}"))?;
                     let mut h = Checksummer::new(ALGO);
                     while let Some(chunk) = out.body.chunk().await {
                         h.update(&chunk.map_err(|e| format!("GET {obj}: {e}"))?);
@@ -1062,13 +1133,19 @@ async fn verify_remote(c: &S3Client, prefix: &str, set: &FileSet, sums: &BTreeMa
     let keys: Vec<String> = objects.into_iter().map(|o| o.key).collect();
     let report = ferry_engine::delete_many(c, BUCKET, futures_util::stream::iter(keys), &Default::default()).await;
     if !report.failed.is_empty() {
-        bail!("deleting {prefix}: {} keys failed, first {}: {}", report.failed.len(), report.failed[0].key, report.failed[0].message);
+        bail!(
+            "deleting {prefix}: {} keys failed, first {}: {}",
+            report.failed.len(),
+            report.failed[0].key,
+            report.failed[0].message
+        );
     }
     Ok(problems)
 }
 
 fn installed(peers: &[Peer], ferry: &Path) -> (Vec<Installed>, Vec<(Tool, String)>) {
-    let mut ok = vec![Installed { tool: Tool::Ferry, exe: ferry.to_path_buf(), version: env!("CARGO_PKG_VERSION").into() }];
+    let mut ok =
+        vec![Installed { tool: Tool::Ferry, exe: ferry.to_path_buf(), version: env!("CARGO_PKG_VERSION").into() }];
     let mut absent = Vec::new();
     for (peer, tool) in [(Peer::S5cmd, Tool::S5cmd), (Peer::Rclone, Tool::Rclone)] {
         if !peers.contains(&peer) {
@@ -1156,7 +1233,8 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     let spec = ServerSpec { label: p.profile, profile: p.profile, extra_args: vec![], signed: true };
     say(&format!("{NAME}: starting ferry serve --profile {} --memory", p.profile));
     // Started from this (the main) thread: PR_SET_PDEATHSIG follows the thread.
-    let mut server = ServerProcess::start(&opts.server, &spec.args(), opts.server_lifetime, &opts.log_dir).context("starting the server")?;
+    let mut server = ServerProcess::start(&opts.server, &spec.args(), opts.server_lifetime, &opts.log_dir)
+        .context("starting the server")?;
     let target = Target {
         url: server.url.clone(),
         access: server.banner_value("access key").unwrap_or("ferry").to_owned(),
@@ -1179,8 +1257,13 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
         let names = set.names();
         let put = futures_util::stream::iter(names.iter())
             .map(|name| {
-                let (client, path, obj) = (&client, dir.join(name), ObjectRef::new(BUCKET, format!("data/{}/{name}", set.name)));
-                async move { ferry_engine::upload_file(client, &path, &obj, &Default::default(), None).await.with_context(|| format!("PUT {obj}")) }
+                let (client, path, obj) =
+                    (&client, dir.join(name), ObjectRef::new(BUCKET, format!("data/{}/{name}", set.name)));
+                async move {
+                    ferry_engine::upload_file(client, &path, &obj, &Default::default(), None)
+                        .await
+                        .with_context(|| format!("PUT {obj}"))
+                }
             })
             .buffer_unordered(if set.bytes > 64 << 20 { 2 } else { 64 })
             .collect::<Vec<_>>();
@@ -1202,7 +1285,11 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
         std::fs::create_dir_all(&warm).with_context(|| format!("creating {}", warm.display()))?;
         write_ceiling(&warm, set, CEILING_THREADS)?;
         std::fs::remove_dir_all(&warm).with_context(|| format!("removing {}", warm.display()))?;
-        say(&format!("{NAME}: wrote {} once onto the download filesystem, untimed, in {:.1} s (module note)", set.label(), started.elapsed().as_secs_f64()));
+        say(&format!(
+            "{NAME}: wrote {} once onto the download filesystem, untimed, in {:.1} s (module note)",
+            set.label(),
+            started.elapsed().as_secs_f64()
+        ));
     }
     let dirs = [work.0.as_path(), dest.root.as_path()];
     // The tree written and PUT, flushed: the Dirty + Writeback every settle returns to.
@@ -1210,10 +1297,18 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
         sync_filesystem(d)?;
     }
     let baseline = unflushed_bytes().unwrap_or(0);
-    say(&format!("{NAME}: unflushed page cache after setup {} MiB (each run starts within {} MiB of it, or after {:?})", baseline >> 20, SETTLE_SLACK >> 20, SETTLE_LIMIT));
+    say(&format!(
+        "{NAME}: unflushed page cache after setup {} MiB (each run starts within {} MiB of it, or after {:?})",
+        baseline >> 20,
+        SETTLE_SLACK >> 20,
+        SETTLE_LIMIT
+    ));
 
     let mut params: Map<String, Value> = Map::new();
-    params.insert("sets".into(), json!(p.sets.iter().map(|s| json!({"name": s.name, "files": s.files, "bytes": s.bytes})).collect::<Vec<_>>()));
+    params.insert(
+        "sets".into(),
+        json!(p.sets.iter().map(|s| json!({"name": s.name, "files": s.files, "bytes": s.bytes})).collect::<Vec<_>>()),
+    );
     params.insert("rclone_transfers".into(), json!(RCLONE_TRANSFERS));
     params.insert("link".into(), json!(opts.link_name()));
     params.insert("download_disk".into(), json!(dest.root.display().to_string()));
@@ -1221,12 +1316,21 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     params.insert("download_fs_ext4_journal".into(), json!(dest.ext4_journal));
     params.insert("download_fs_note".into(), json!(dest.describe()));
     // The reaper's own floor: what a tool that allocates nothing (/bin/true) measures.
-    let floor = run_child(Command::new("/bin/true"), &work.0.join("floor.stderr"), Duration::from_secs(30), Some(&opts.server.program))?.peak_rss_bytes;
+    let floor = run_child(
+        Command::new("/bin/true"),
+        &work.0.join("floor.stderr"),
+        Duration::from_secs(30),
+        Some(&opts.server.program),
+    )?
+    .peak_rss_bytes;
     params.insert("rss_floor_bytes".into(), json!(floor));
     params.insert("settle_baseline_unflushed_bytes".into(), json!(baseline));
     params.insert("settle_slack_bytes".into(), json!(SETTLE_SLACK));
     params.insert("settle_limit_s".into(), json!(SETTLE_LIMIT.as_secs_f64()));
-    params.insert("versions".into(), json!(tools.iter().map(|t| (t.tool.name().to_owned(), json!(t.version))).collect::<Map<_, _>>()));
+    params.insert(
+        "versions".into(),
+        json!(tools.iter().map(|t| (t.tool.name().to_owned(), json!(t.version))).collect::<Map<_, _>>()),
+    );
     params.insert("ceiling_threads".into(), json!(CEILING_THREADS));
     params.insert("ceiling_write_bytes".into(), json!(CEILING_WRITE));
     params.insert("ceiling_part_bytes".into(), json!(CEILING_PART));
@@ -1240,7 +1344,11 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
             set.names().into_iter().map(|n| (n, crc.clone())).collect()
         })
         .collect();
-    let ceilings = [Tool::DiskCeiling, Tool::NetCeiling].map(|tool| Installed { tool, exe: opts.server.program.clone(), version: env!("CARGO_PKG_VERSION").into() });
+    let ceilings = [Tool::DiskCeiling, Tool::NetCeiling].map(|tool| Installed {
+        tool,
+        exe: opts.server.program.clone(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    });
     let downloaders: Vec<Installed> = tools.iter().cloned().chain(ceilings).collect();
     let server_json = json!({"label": spec.label, "args": spec.args(), "banner": server.banner});
     let repeats = p.repeats.max(1);
@@ -1281,8 +1389,13 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                         bail!("the server died (log: {})", server.log.display());
                     }
                     let (local, prefix) = match dir {
-                        Direction::Upload => (work.0.join("src").join(set.name), format!("up/{}-{k}/{}/", t.tool.name(), set.name)),
-                        Direction::Download => (dest.root.join(format!("{}-{k}-{}", t.tool.name(), set.name)), format!("data/{}/", set.name)),
+                        Direction::Upload => {
+                            (work.0.join("src").join(set.name), format!("up/{}-{k}/{}/", t.tool.name(), set.name))
+                        }
+                        Direction::Download => (
+                            dest.root.join(format!("{}-{k}-{}", t.tool.name(), set.name)),
+                            format!("data/{}/", set.name),
+                        ),
                     };
                     if dir == Direction::Download && t.tool != Tool::NetCeiling {
                         std::fs::create_dir_all(&local)?;
@@ -1355,13 +1468,17 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                                 // Its own length checks made its exit code; the server's count
                                 // says every body byte left it.
                                 (_, Tool::NetCeiling) => match rec.figure("server_bytes_out") {
-                                    Some(n) if n < bytes as f64 => vec![format!("the server sent {n} body bytes, expected {bytes}")],
+                                    Some(n) if n < bytes as f64 => {
+                                        vec![format!("the server sent {n} body bytes, expected {bytes}")]
+                                    }
                                     Some(_) => vec![],
                                     None => vec!["the server's counters could not be read".into()],
                                 },
                                 (_, Tool::DiskCeiling) => verify_local(&local, set, &ceiling_sums[si]),
                                 (Direction::Download, _) => verify_local(&local, set, &sums[si]),
-                                (Direction::Upload, _) => rt.block_on(verify_remote(&client, &prefix, set, &sums[si]))?,
+                                (Direction::Upload, _) => {
+                                    rt.block_on(verify_remote(&client, &prefix, set, &sums[si]))?
+                                }
                             });
                             rec.set("errors", problems.len() as f64);
                             rec.set("verified_files", if problems.is_empty() { set.files as f64 } else { 0.0 });
@@ -1423,7 +1540,9 @@ fn ceiling_line(s: &mut String, set: &FileSet, records: &[RunRecord]) {
     if d.is_empty() && n.is_empty() {
         return;
     }
-    let figures = |rs: &[&RunRecord], f: &str, scale: f64| rs.iter().filter_map(|r| r.figure(f)).map(|v| v * scale).collect::<Vec<_>>();
+    let figures = |rs: &[&RunRecord], f: &str, scale: f64| {
+        rs.iter().filter_map(|r| r.figure(f)).map(|v| v * scale).collect::<Vec<_>>()
+    };
     let binds = figures(&d, "disk_over_network_ceiling", 1.0);
     let lower = binds.iter().filter(|v| **v < 1.0).count();
     let mut line = format!(
@@ -1457,9 +1576,22 @@ fn ceiling_line(s: &mut String, set: &FileSet, records: &[RunRecord]) {
 
 /// The Markdown report: one table (medians and min-max over the repeats), then ferry's
 /// bytes/s over each peer's, paired by repeat, then how each tool was run.
-pub fn render(size: Size, p: &CliTransferParams, records: &[RunRecord], ctx: &RunContext, commands: &BTreeMap<String, String>) -> String {
+pub fn render(
+    size: Size,
+    p: &CliTransferParams,
+    records: &[RunRecord],
+    ctx: &RunContext,
+    commands: &BTreeMap<String, String>,
+) -> String {
     let mut s = String::new();
-    crate::report::heading(&mut s, NAME, size, p.repeats, &format!("; profile {}; the tools' order rotates by one each repeat", p.profile), ctx);
+    crate::report::heading(
+        &mut s,
+        NAME,
+        size,
+        p.repeats,
+        &format!("; profile {}; the tools' order rotates by one each repeat", p.profile),
+        ctx,
+    );
     let _ = writeln!(s, "| row | objects/s | MB/s | wall s | % of disk ceiling | % of network ceiling | TCP conns opened | requests | child CPU s | child peak RSS MiB | errors | settle s (untimed) |");
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut labels: Vec<&str> = Vec::new();
@@ -1498,7 +1630,17 @@ pub fn render(size: Size, p: &CliTransferParams, records: &[RunRecord], ctx: &Ru
             for tool in [Tool::S5cmd, Tool::Rclone] {
                 let theirs = row_label(dir, set, tool);
                 if let Some(r) = crate::claims::paired_ratio(records, &ours, &theirs, "bytes_per_s") {
-                    let _ = writeln!(s, "- {} {}: ferry / {} = {:.2}x ({:.2}-{:.2}, {} repeats)", dir.name(), set.label(), tool.name(), r.median, r.min, r.max, r.n);
+                    let _ = writeln!(
+                        s,
+                        "- {} {}: ferry / {} = {:.2}x ({:.2}-{:.2}, {} repeats)",
+                        dir.name(),
+                        set.label(),
+                        tool.name(),
+                        r.median,
+                        r.min,
+                        r.max,
+                        r.n
+                    );
                 }
             }
         }
@@ -1632,7 +1774,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ferry-cli-transfer-ceiling-{}", std::process::id()));
         let _guard = WorkDir(dir.clone());
         // Larger than one write (sized first, several pwrites, a short last one) and smaller.
-        for set in [FileSet { name: "l", files: 3, bytes: 2 * CEILING_WRITE as u64 + 4097 }, FileSet { name: "s", files: 7, bytes: 1000 }] {
+        for set in [
+            FileSet { name: "l", files: 3, bytes: 2 * CEILING_WRITE as u64 + 4097 },
+            FileSet { name: "s", files: 7, bytes: 1000 },
+        ] {
             let d = dir.join(set.name);
             std::fs::create_dir_all(&d).unwrap();
             write_ceiling(&d, &set, CEILING_THREADS).unwrap();
@@ -1644,7 +1789,11 @@ mod tests {
         }
         assert_ne!(ceiling_crc(1000), ceiling_crc(1001));
         let args = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
-        assert_eq!(ceiling_main(&args(&["disk", "/nonexistent-dir", "2", "10"])), 1, "an unwritable directory is an error");
+        assert_eq!(
+            ceiling_main(&args(&["disk", "/nonexistent-dir", "2", "10"])),
+            1,
+            "an unwritable directory is an error"
+        );
         assert_eq!(ceiling_main(&args(&["disk", "x", "two", "10"])), 2);
         assert_eq!(ceiling_main(&args(&["net", "other-bucket", "p/", "1", "1"])), 2);
         assert_eq!(ceiling_main(&args(&[])), 2);
@@ -1658,7 +1807,12 @@ mod tests {
             r.set("client_cpu_s", 4e3 / bps);
             r
         };
-        let mut g = vec![rec(Tool::Ferry, "ok", 400.0), rec(Tool::DiskCeiling, "ok", 500.0), rec(Tool::S5cmd, "errors", 300.0), rec(Tool::NetCeiling, "ok", 1000.0)];
+        let mut g = vec![
+            rec(Tool::Ferry, "ok", 400.0),
+            rec(Tool::DiskCeiling, "ok", 500.0),
+            rec(Tool::S5cmd, "errors", 300.0),
+            rec(Tool::NetCeiling, "ok", 1000.0),
+        ];
         set_ceiling_shares(&mut g);
         assert_eq!(g[0].figure("share_of_disk_ceiling"), Some(0.8));
         assert_eq!(g[0].figure("share_of_network_ceiling"), Some(0.4));
@@ -1669,9 +1823,20 @@ mod tests {
         assert_eq!(g[2].figure("share_of_disk_ceiling"), None, "a run with errors gets no share");
         assert_eq!(g[3].figure("share_of_ceiling"), None);
         // A failed ceiling is no ceiling; uploads (no ceilings) get nothing.
-        let mut g = vec![rec(Tool::Ferry, "ok", 400.0), rec(Tool::DiskCeiling, "failed", 500.0), rec(Tool::NetCeiling, "ok", 800.0)];
+        let mut g = vec![
+            rec(Tool::Ferry, "ok", 400.0),
+            rec(Tool::DiskCeiling, "failed", 500.0),
+            rec(Tool::NetCeiling, "ok", 800.0),
+        ];
         set_ceiling_shares(&mut g);
-        assert_eq!((g[0].figure("share_of_disk_ceiling"), g[0].figure("share_of_network_ceiling"), g[0].figure("share_of_ceiling")), (None, Some(0.5), None));
+        assert_eq!(
+            (
+                g[0].figure("share_of_disk_ceiling"),
+                g[0].figure("share_of_network_ceiling"),
+                g[0].figure("share_of_ceiling")
+            ),
+            (None, Some(0.5), None)
+        );
         assert_eq!((g[0].figure("share_of_serial_ceiling"), g[0].figure("cpu_over_ceilings")), (None, None));
         let mut g = vec![rec(Tool::Ferry, "ok", 400.0)];
         set_ceiling_shares(&mut g);
@@ -1695,7 +1860,8 @@ mod tests {
         let _guard = WorkDir(dir.clone());
         std::fs::create_dir_all(&dir).unwrap();
         let out = dir.join("r");
-        let args: Vec<std::ffi::OsString> = [out.to_str().unwrap(), "/bin/sh", "-c", "exit 5"].iter().map(Into::into).collect();
+        let args: Vec<std::ffi::OsString> =
+            [out.to_str().unwrap(), "/bin/sh", "-c", "exit 5"].iter().map(Into::into).collect();
         assert_eq!(reap_main(&args), 0);
         let (wall, _cpu, rss, status) = parse_reaped(&std::fs::read_to_string(&out).unwrap()).unwrap();
         assert!(wall > Duration::ZERO && rss > 0);

@@ -98,7 +98,18 @@ impl CommitParams {
         };
         // 256 PUTs in flight: 5,000 objects of 1 KiB in ~20 rounds of the s3 profile's
         // ~30 ms first byte (at the 50 connections of the run's client, 100 rounds).
-        CommitParams { files, file_bytes: 4 << 20, deletes, delete_object_bytes: 1024, concurrency: 16, connections: 50, prefixes: 16, put_concurrency: 256, repeats: 3, peers: Vec::new() }
+        CommitParams {
+            files,
+            file_bytes: 4 << 20,
+            deletes,
+            delete_object_bytes: 1024,
+            concurrency: 16,
+            connections: 50,
+            prefixes: 16,
+            put_concurrency: 256,
+            repeats: 3,
+            peers: Vec::new(),
+        }
     }
 }
 
@@ -167,7 +178,9 @@ impl CommitRun {
         tc.mode = Mode::H1Pool;
         tc.max_connections = self.put_concurrency.max(1);
         let setup = S3Client::with_transport(ferry_wire::transport(tc)?, c.config().clone());
-        put_many(&setup, &self.deletes, body(self.delete_object_bytes, 1), self.put_concurrency).await.context("re-creating the objects to delete")?;
+        put_many(&setup, &self.deletes, body(self.delete_object_bytes, 1), self.put_concurrency)
+            .await
+            .context("re-creating the objects to delete")?;
         drop(setup);
         rec.set("setup_put_s", t_prep.elapsed().as_secs_f64());
 
@@ -178,7 +191,8 @@ impl CommitRun {
         let mut errors = Errors::default();
         for (i, key) in self.files.iter().enumerate() {
             let permit = sem.clone().acquire_owned().await?;
-            let (c, obj, gets, puts, size) = (c.clone(), ObjectRef::new(BUCKET, key.as_str()), gets.clone(), puts.clone(), self.file_bytes);
+            let (c, obj, gets, puts, size) =
+                (c.clone(), ObjectRef::new(BUCKET, key.as_str()), gets.clone(), puts.clone(), self.file_bytes);
             set.spawn(async move {
                 let r = async {
                     gets.fetch_add(1, Relaxed);
@@ -275,15 +289,42 @@ pub fn commit(size: Size, p: &CommitParams) -> Workload {
         put_concurrency: p.put_concurrency,
     };
     let parallel = CommitRun { strategy: Strategy::Parallel, ..run.clone() };
-    let row = |label: &str, run: CommitRun| Variant { label: label.into(), workload: NAME, server: Some(0), client: Some(client), task: Task::Scenario(Scenario::Commit(run)), note: None, once: false };
+    let row = |label: &str, run: CommitRun| Variant {
+        label: label.into(),
+        workload: NAME,
+        server: Some(0),
+        client: Some(client),
+        task: Task::Scenario(Scenario::Commit(run)),
+        note: None,
+        once: false,
+    };
     let mut variants = vec![row(NAIVE_ROW, run), row(PARALLEL_ROW, parallel)];
     let peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).collect();
-    let before = crate::workload::PutSetup { bucket: BUCKET.into(), keys: delete_keys(p.deletes, p.prefixes), object_size: p.delete_object_bytes, concurrency: p.put_concurrency };
+    let before = crate::workload::PutSetup {
+        bucket: BUCKET.into(),
+        keys: delete_keys(p.deletes, p.prefixes),
+        object_size: p.delete_object_bytes,
+        concurrency: p.put_concurrency,
+    };
     // The engine's delete_many has 8 batches in flight: the peers get the same.
-    variants.extend(crate::peers::delete_many_rows(NAME, &peers, 0, &before, ferry_engine::DeleteOptions::default().concurrency, PEER_SUFFIX, Some(DELETE_PREFIX)));
+    variants.extend(crate::peers::delete_many_rows(
+        NAME,
+        &peers,
+        0,
+        &before,
+        ferry_engine::DeleteOptions::default().concurrency,
+        PEER_SUFFIX,
+        Some(DELETE_PREFIX),
+    ));
     // The commit phase: the same files, the same files in flight as ferry's rows.
-    let rewrite_peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| REWRITE_PEERS.contains(x)).collect();
-    let rewrite = crate::peers::PeerOp::RewriteMany { bucket: BUCKET.into(), keys: Arc::new(file_keys(p.files)), object_size: p.file_bytes as u64, concurrency: p.concurrency };
+    let rewrite_peers: Vec<crate::peers::Peer> =
+        p.peers.iter().copied().filter(|x| REWRITE_PEERS.contains(x)).collect();
+    let rewrite = crate::peers::PeerOp::RewriteMany {
+        bucket: BUCKET.into(),
+        keys: Arc::new(file_keys(p.files)),
+        object_size: p.file_bytes as u64,
+        concurrency: p.concurrency,
+    };
     variants.extend(crate::peers::op_rows(NAME, &rewrite_peers, 0, rewrite, &format!(" {REWRITE_SUFFIX}")));
     let params = json!({
         "files": p.files,
@@ -336,9 +377,14 @@ mod tests {
         f.peers = vec![crate::peers::Peer::Boto3, crate::peers::Peer::Rclone, crate::peers::Peer::S5cmd];
         let w = commit(Size::Full, &f);
         let labels: Vec<&str> = w.variants.iter().skip(2).map(|v| v.label.as_str()).collect();
-        assert_eq!(labels, [format!("boto3 {PEER_SUFFIX}"), format!("s5cmd {PEER_SUFFIX}"), format!("boto3 {REWRITE_SUFFIX}")]);
+        assert_eq!(
+            labels,
+            [format!("boto3 {PEER_SUFFIX}"), format!("s5cmd {PEER_SUFFIX}"), format!("boto3 {REWRITE_SUFFIX}")]
+        );
         assert!(w.variants[2..4].iter().all(|v| matches!(&v.task, Task::Peer { before: Some(b), op: crate::peers::PeerOp::DeleteMany { prefix: Some(p), .. }, .. } if b.keys.len() == 5_000 && p == DELETE_PREFIX)));
-        assert!(matches!(&w.variants[4].task, Task::Peer { op: crate::peers::PeerOp::RewriteMany { keys, concurrency: 16, .. }, before: None, .. } if keys.len() == 500));
+        assert!(
+            matches!(&w.variants[4].task, Task::Peer { op: crate::peers::PeerOp::RewriteMany { keys, concurrency: 16, .. }, before: None, .. } if keys.len() == 500)
+        );
         // Every key to delete is under the prefix s5cmd's wildcard removes.
         assert!(delete_keys(5_000, 16).iter().all(|k| k.starts_with(DELETE_PREFIX)));
     }

@@ -154,7 +154,12 @@ pub struct ListResult {
 
 /// One ListObjectsV2 (prefix = dir, delimiter "/") per directory, at most `concurrency`
 /// in flight.
-pub async fn list_per_directory(client: &S3Client, bucket: &str, dirs: &[String], concurrency: usize) -> Result<ListResult> {
+pub async fn list_per_directory(
+    client: &S3Client,
+    bucket: &str,
+    dirs: &[String],
+    concurrency: usize,
+) -> Result<ListResult> {
     let sem = Arc::new(Semaphore::new(concurrency.max(1)));
     let calls = Arc::new(AtomicU64::new(0));
     let mut set = JoinSet::new();
@@ -211,7 +216,13 @@ pub async fn list_per_directory(client: &S3Client, bucket: &str, dirs: &[String]
 
 /// `ferry_engine::list_flat_pruned`: one recursive listing of `parent` (`page_size` keys
 /// per page) merge-joined against `dirs`.
-pub async fn list_flat(client: &S3Client, bucket: &str, parent: &str, dirs: &[String], page_size: u32) -> Result<ListResult> {
+pub async fn list_flat(
+    client: &S3Client,
+    bucket: &str,
+    parent: &str,
+    dirs: &[String],
+    page_size: u32,
+) -> Result<ListResult> {
     let opts = ferry_engine::ListOptions { page_size, ..ferry_engine::ListOptions::default() };
     let listing = ferry_engine::list_flat_pruned(client, bucket, parent, dirs.iter().cloned(), &opts);
     Ok(engine_result(listing, None, &format!("LIST {bucket}/{parent} (flat)")).await)
@@ -229,7 +240,9 @@ async fn engine_result(mut listing: ferry_engine::Listing, dirs: Option<&[String
     while let Some(e) = listing.next().await {
         match e {
             Ok(o) => {
-                if dirs.is_none_or(|d| d.binary_search_by(|x| x.as_str().cmp(ferry_engine::listing::dir_of(&o.key))).is_ok()) {
+                if dirs.is_none_or(|d| {
+                    d.binary_search_by(|x| x.as_str().cmp(ferry_engine::listing::dir_of(&o.key))).is_ok()
+                }) {
                     out.keys.push(o.key);
                 }
             }
@@ -318,7 +331,8 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
     let spec = ServerSpec::profile("s3");
     say("listing: starting ferry serve --profile s3 --memory");
     // Started from this (the main) thread: PR_SET_PDEATHSIG follows the thread.
-    let mut server = ServerProcess::start(&opts.server, &spec.args(), opts.server_lifetime, &opts.log_dir).context("starting the s3 server")?;
+    let mut server = ServerProcess::start(&opts.server, &spec.args(), opts.server_lifetime, &opts.log_dir)
+        .context("starting the s3 server")?;
     let creds = CredentialsSource::Explicit(Credentials::new(
         server.banner_value("access key").unwrap_or("ferry").to_owned(),
         server.banner_value("secret key").unwrap_or("ferry-secret").to_owned(),
@@ -326,7 +340,13 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let keys = listing_keys(p.dirs, p.files_per_dir);
     let dirs = listing_dirs(p.dirs);
-    say(&format!("listing: putting {} keys ({} dirs x {}) with {} in flight", keys.len(), p.dirs, p.files_per_dir, p.put_concurrency));
+    say(&format!(
+        "listing: putting {} keys ({} dirs x {}) with {} in flight",
+        keys.len(),
+        p.dirs,
+        p.files_per_dir,
+        p.put_concurrency
+    ));
     let t_put = Instant::now();
     rt.block_on(put_layout(&client(&server.url, &creds, p.put_concurrency)?, p, &keys))?;
     let put_s = t_put.elapsed().as_secs_f64();
@@ -451,7 +471,10 @@ pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> 
             crate::peers::run(peer, &endpoint, &op, opts.run_timeout).record_into(&mut rec);
             if rec.status == "ok" {
                 // ListObjectsV2, or V1 (rclone 1.60 lists with V1: "ListObjects").
-                let calls: f64 = ["requests_ListObjectsV2", "requests_ListObjectsV1", "requests_ListObjects"].iter().filter_map(|f| rec.figure(f)).sum();
+                let calls: f64 = ["requests_ListObjectsV2", "requests_ListObjectsV1", "requests_ListObjects"]
+                    .iter()
+                    .filter_map(|f| rec.figure(f))
+                    .sum();
                 if calls > 0.0 {
                     rec.set("list_calls", calls);
                 }
@@ -487,7 +510,8 @@ pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunCon
     let mut s = String::new();
     let repeats = p.repeats.max(1);
     crate::report::heading(&mut s, "listing", size, repeats, "", ctx);
-    let _ = writeln!(s, "{} dirs x {} files = {} keys, s3 profile (LIST p50 60 ms)\n", p.dirs, p.files_per_dir, p.keys());
+    let _ =
+        writeln!(s, "{} dirs x {} files = {} keys, s3 profile (LIST p50 60 ms)\n", p.dirs, p.files_per_dir, p.keys());
     let _ = writeln!(s, "| strategy | LIST calls | keys seen | wall s | client CPU s | TCP conns opened | missing / dup keys | errors |");
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
     let (per_dir, flat) = (p.per_dir_label(), p.flat_label());
@@ -510,7 +534,10 @@ pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunCon
     let _ = writeln!(s);
     let calls = Spread::of(&ratios(records, &per_dir, &flat, "list_calls"));
     let wall = Spread::of(&ratios(records, &per_dir, &flat, "wall_s"));
-    let med = |f: &str, l: &str| Spread::of(&records.iter().filter(|r| r.variant == l).filter_map(|r| r.figure(f)).collect::<Vec<_>>()).map(|s| s.median);
+    let med = |f: &str, l: &str| {
+        Spread::of(&records.iter().filter(|r| r.variant == l).filter_map(|r| r.figure(f)).collect::<Vec<_>>())
+            .map(|s| s.median)
+    };
     let measured = match (med("list_calls", &per_dir), med("list_calls", &flat), calls, wall) {
         (Some(a), Some(b), Some(c), Some(w)) => format!(
             "{a:.0} calls -> {b:.0} ({:.0}x fewer), {:.1}x faster (per-repeat range {:.1}-{:.1}x, {} repeats)",
@@ -540,12 +567,19 @@ pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunCon
         );
     }
     let _ = writeln!(s, "- LIST calls: pages received (per-directory, counted in the bench) or the engine's ListStats::requests; requests_sent in the JSON is the transport's count. Every key is checked exactly once after timing (missing / dup).");
-    let _ = writeln!(s, "- client CPU: getrusage(RUSAGE_SELF) of the bench process around each run; the server is another process.");
+    let _ = writeln!(
+        s,
+        "- client CPU: getrusage(RUSAGE_SELF) of the bench process around each run; the server is another process."
+    );
     for l in &peer_rows {
         if let Some(r) = records.iter().find(|r| r.variant == *l) {
             let _ = match r.status.as_str() {
                 "absent" => writeln!(s, "- {l}: {}", r.note.as_deref().unwrap_or("absent")),
-                _ => writeln!(s, "- {l}: {}", r.client.as_ref().and_then(|c| c["how"].as_str()).unwrap_or("peers.rs list op")),
+                _ => writeln!(
+                    s,
+                    "- {l}: {}",
+                    r.client.as_ref().and_then(|c| c["how"].as_str()).unwrap_or("peers.rs list op")
+                ),
             };
         }
     }

@@ -414,7 +414,12 @@ pub struct MixedHolParams {
 
 /// The peers beside mixed-hol: the SDK-pool clients the published case is about (boto3
 /// with its default pool of 10 and tuned to the connections), the CRT and obstore.
-pub const PEERS: [crate::peers::Peer; 4] = [crate::peers::Peer::Boto3, crate::peers::Peer::Boto3Tuned, crate::peers::Peer::Awscrt, crate::peers::Peer::Obstore];
+pub const PEERS: [crate::peers::Peer; 4] = [
+    crate::peers::Peer::Boto3,
+    crate::peers::Peer::Boto3Tuned,
+    crate::peers::Peer::Awscrt,
+    crate::peers::Peer::Obstore,
+];
 
 impl MixedHolParams {
     pub fn new(size: Size) -> MixedHolParams {
@@ -705,7 +710,9 @@ impl MixedHolRun {
         // The first access of a synthetic key computes its CRC (a pass over the object):
         // done here, untimed.
         for key in self.larges.iter() {
-            c.head_object(&ObjectRef::new(SYNTHETIC, key.as_str())).await.with_context(|| format!("HEAD {SYNTHETIC}/{key}"))?;
+            c.head_object(&ObjectRef::new(SYNTHETIC, key.as_str()))
+                .await
+                .with_context(|| format!("HEAD {SYNTHETIC}/{key}"))?;
         }
         Ok(())
     }
@@ -726,20 +733,25 @@ impl MixedHolRun {
         let mut errors = Errors::default();
         // The load: workers taking the next part until aborted.
         let mut load = JoinSet::new();
-        let (next_part, parts_done, large_bytes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let (next_part, parts_done, large_bytes) =
+            (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let window = Arc::new(LoadWindow::default());
         let mut alone: Option<(u64, Duration)> = None;
         if self.phase == Phase::Loaded && !self.parts.is_empty() {
             for _ in 0..self.large_in_flight.max(1) {
                 let (c, parts, larges) = (c.clone(), self.parts.clone(), self.larges.clone());
-                let (next_part, parts_done, large_bytes, window) = (next_part.clone(), parts_done.clone(), large_bytes.clone(), window.clone());
+                let (next_part, parts_done, large_bytes, window) =
+                    (next_part.clone(), parts_done.clone(), large_bytes.clone(), window.clone());
                 load.spawn(async move {
                     loop {
                         let i = next_part.fetch_add(1, Relaxed) as usize % parts.len();
                         let (k, from, to) = parts[i];
                         let obj = ObjectRef::new(SYNTHETIC, larges[k].as_str());
                         let what = || format!("GET {obj} bytes {from}-{to}");
-                        let mut out = c.get_object(&obj, GetParams::range(RangeSpec::FromTo(from, to))).await.with_context(what)?;
+                        let mut out = c
+                            .get_object(&obj, GetParams::range(RangeSpec::FromTo(from, to)))
+                            .await
+                            .with_context(what)?;
                         let mut n = 0u64;
                         while let Some(chunk) = out.body.chunk().await {
                             let len = chunk.with_context(what)?.len() as u64;
@@ -824,7 +836,13 @@ impl MixedHolRun {
                 large_done_figures(rec, self.large_total_bytes(), loaded_rate, b as f64 / t.as_secs_f64().max(1e-9));
             }
             if let Some(link) = self.link_bytes_per_s {
-                link_limited_figures(rec, self.large_total_bytes(), loaded_rate, bytes as f64 / window.as_secs_f64().max(1e-9), link);
+                link_limited_figures(
+                    rec,
+                    self.large_total_bytes(),
+                    loaded_rate,
+                    bytes as f64 / window.as_secs_f64().max(1e-9),
+                    link,
+                );
             }
         }
         set_percentiles(rec, "small_latency", "ms", &mut small_lat, 1e3);
@@ -943,7 +961,12 @@ pub const LINK_COLUMNS: &[Column] = &[
 
 /// The clients compared, in row order: (label, mode, server index). auto's smalls carry
 /// `size_hint`; the other modes ignore it.
-pub const CLIENTS: &[(&str, Mode, usize)] = &[("h1-pool", Mode::H1Pool, 0), ("auto", Mode::Auto, 0), ("h2 [s3 --h2 on]", Mode::H2, 1), ("h1-pipeline", Mode::H1Pipeline, 0)];
+pub const CLIENTS: &[(&str, Mode, usize)] = &[
+    ("h1-pool", Mode::H1Pool, 0),
+    ("auto", Mode::Auto, 0),
+    ("h2 [s3 --h2 on]", Mode::H2, 1),
+    ("h1-pipeline", Mode::H1Pipeline, 0),
+];
 
 /// An extra row beside [`CLIENTS`], not part of the published comparison: the pool
 /// sized like boto3's default (10 connections) under the same load, so that nearly all
@@ -969,10 +992,17 @@ pub fn capped_auto_label(cap: usize) -> String {
 fn rows(p: &MixedHolParams) -> Vec<(String, Mode, usize, usize)> {
     if !p.auto_caps.is_empty() {
         let pool = std::iter::once((CLIENTS[0].0.to_string(), CLIENTS[0].1, CLIENTS[0].2, p.connections));
-        return pool.chain(p.auto_caps.iter().map(|&cap| (capped_auto_label(cap), Mode::Auto, 0, cap.max(1)))).collect();
+        return pool
+            .chain(p.auto_caps.iter().map(|&cap| (capped_auto_label(cap), Mode::Auto, 0, cap.max(1))))
+            .collect();
     }
     let small_pool = std::iter::once(SMALL_POOL).filter(|_| p.small_pool_row);
-    CLIENTS.iter().map(|&(l, m, s)| (l, m, s, p.connections)).chain(small_pool).map(|(l, m, s, c)| (l.to_string(), m, s, c)).collect()
+    CLIENTS
+        .iter()
+        .map(|&(l, m, s)| (l, m, s, p.connections))
+        .chain(small_pool)
+        .map(|(l, m, s, c)| (l.to_string(), m, s, c))
+        .collect()
 }
 
 pub fn row_label(client: &str, phase: Phase) -> String {
@@ -981,7 +1011,8 @@ pub fn row_label(client: &str, phase: Phase) -> String {
 
 pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
     let sizes = log_uniform_sizes(p.smalls, p.small_min, p.small_max, p.seed);
-    let smalls: Arc<Vec<(String, u64)>> = Arc::new(small_keys(p.smalls, p.prefixes).into_iter().zip(sizes.iter().copied()).collect());
+    let smalls: Arc<Vec<(String, u64)>> =
+        Arc::new(small_keys(p.smalls, p.prefixes).into_iter().zip(sizes.iter().copied()).collect());
     let larges = Arc::new(large_keys(p.larges, p.large_bytes));
     let parts = Arc::new(large_parts(p.larges, p.large_bytes, p.part_bytes));
     let (s3, s3_h2) = (ServerSpec::profile("s3"), ServerSpec::s3_h2());
@@ -1008,7 +1039,9 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
                     put_concurrency: p.put_concurrency,
                     link_bytes_per_s: p.link.as_ref().map(link_payload_rate),
                 })),
-                note: hint.then(|| "small GETs carry size_hint (known sizes, as after a listing): auto's small lane".to_string()),
+                note: hint.then(|| {
+                    "small GETs carry size_hint (known sizes, as after a listing): auto's small lane".to_string()
+                }),
                 once: false,
             });
         }
@@ -1122,7 +1155,11 @@ mod tests {
         assert!(q.arrival_window() < Duration::from_secs(3));
         let w = mixed_hol(Size::Quick, &q);
         assert_eq!(w.variants.len(), CLIENTS.len() * 2, "the clients; quick leaves the small-pool row out");
-        assert_eq!(mixed_hol(Size::Full, &f).variants.len(), (CLIENTS.len() + 1) * 2, "the clients and the small-pool row");
+        assert_eq!(
+            mixed_hol(Size::Full, &f).variants.len(),
+            (CLIENTS.len() + 1) * 2,
+            "the clients and the small-pool row"
+        );
         let Task::Scenario(Scenario::MixedHol(r)) = &w.variants[1].task else { panic!("not mixed-hol") };
         assert_eq!(r.phase, Phase::Loaded);
         assert_eq!(r.smalls.len(), 30);
@@ -1136,14 +1173,18 @@ mod tests {
             let Task::Scenario(Scenario::MixedHol(r)) = &v.task else { panic!("not mixed-hol") };
             let mode = v.client.unwrap().mode;
             assert_eq!(r.size_hint, mode == Mode::Auto, "{}", v.label);
-            let warmup = if matches!(mode, Mode::H1Pool | Mode::H1Pipeline) { q.load_warmup_at_once } else { q.load_warmup };
+            let warmup =
+                if matches!(mode, Mode::H1Pool | Mode::H1Pipeline) { q.load_warmup_at_once } else { q.load_warmup };
             assert_eq!(r.load_warmup, warmup, "{}", v.label);
         }
         // The same seed gives the same workload.
         assert_eq!(mixed_hol(Size::Quick, &q), w);
         let h2 = w.variants.iter().find(|v| v.client.unwrap().mode == Mode::H2).unwrap();
         assert!(w.servers[h2.server.unwrap()].args().windows(2).any(|a| a == ["--h2", "on"]));
-        assert!(w.variants.iter().all(|v| v.client.unwrap().max_connections == if v.label.starts_with(SMALL_POOL.0) { 10 } else { 50 }));
+        assert!(w
+            .variants
+            .iter()
+            .all(|v| v.client.unwrap().max_connections == if v.label.starts_with(SMALL_POOL.0) { 10 } else { 50 }));
         // Peer rows: the mixed-hol peers only, unloaded and loaded, on the s3 server.
         let mut q = q.clone();
         q.peers = vec![crate::peers::Peer::Boto3, crate::peers::Peer::S5cmd, crate::peers::Peer::Obstore];
@@ -1152,7 +1193,13 @@ mod tests {
         let labels: Vec<&str> = peer_rows.iter().map(|v| v.label.as_str()).collect();
         assert_eq!(labels, ["boto3 · unloaded", "obstore · unloaded", "boto3 · loaded", "obstore · loaded"]);
         for v in peer_rows {
-            let Task::Peer { op: crate::peers::PeerOp::MixedHol { smalls, parts, loaded, connections, load_warmup, .. }, .. } = &v.task else { panic!("not mixed_hol") };
+            let Task::Peer {
+                op: crate::peers::PeerOp::MixedHol { smalls, parts, loaded, connections, load_warmup, .. },
+                ..
+            } = &v.task
+            else {
+                panic!("not mixed_hol")
+            };
             assert_eq!((smalls.len(), parts.len(), *connections), (30, 64, 50));
             assert_eq!(*load_warmup, q.load_warmup_peers);
             assert_eq!(*loaded, v.label.ends_with("loaded") && !v.label.ends_with("unloaded"));
@@ -1165,7 +1212,11 @@ mod tests {
         let mut p = MixedHolParams::new(Size::Full);
         p.auto_caps = vec![24, 50];
         let w = mixed_hol(Size::Full, &p);
-        let rows: Vec<(&str, Mode, usize)> = w.variants.iter().map(|v| (v.label.as_str(), v.client.unwrap().mode, v.client.unwrap().max_connections)).collect();
+        let rows: Vec<(&str, Mode, usize)> = w
+            .variants
+            .iter()
+            .map(|v| (v.label.as_str(), v.client.unwrap().mode, v.client.unwrap().max_connections))
+            .collect();
         assert_eq!(
             rows,
             [
@@ -1192,7 +1243,10 @@ mod tests {
         let w = mixed_hol(Size::Quick, &MixedHolParams::new(Size::Quick));
         assert!(w.variants.iter().any(|v| v.label == POOL_LOADED_ROW));
         let ratios: Vec<&Column> = COLUMNS.iter().filter(|c| c.ratio_to.is_some()).collect();
-        assert_eq!(ratios.iter().map(|c| c.figure).collect::<Vec<_>>(), ["small_latency_p50_ms", "small_latency_p99_ms"]);
+        assert_eq!(
+            ratios.iter().map(|c| c.figure).collect::<Vec<_>>(),
+            ["small_latency_p50_ms", "small_latency_p99_ms"]
+        );
     }
 
     #[test]
@@ -1228,11 +1282,18 @@ mod tests {
             t
         });
         let (bytes, span) = trace.alone;
-        assert!(span >= Duration::from_millis(150) && span < Duration::from_millis(400), "the alone span is the warm-up's end: {span:?}");
+        assert!(
+            span >= Duration::from_millis(150) && span < Duration::from_millis(400),
+            "the alone span is the warm-up's end: {span:?}"
+        );
         assert!(bytes > 0 && bytes < 400 * 100, "only the end's bytes: {bytes}");
         let p = &trace.points;
         assert_eq!(p[0][0], 0.0);
-        assert!(p.len() >= 400 / WARMUP_SAMPLE.as_millis() as usize, "a sample every {WARMUP_SAMPLE:?}: {} samples", p.len());
+        assert!(
+            p.len() >= 400 / WARMUP_SAMPLE.as_millis() as usize,
+            "a sample every {WARMUP_SAMPLE:?}: {} samples",
+            p.len()
+        );
         assert!(p.windows(2).all(|w| w[1][0] > w[0][0] && w[1][1] >= w[0][1]), "time and bytes grow: {p:?}");
         assert!(p.last().unwrap()[0] >= 0.4, "the samples cover the warm-up");
     }
@@ -1267,7 +1328,10 @@ mod tests {
         for size in [Size::Quick, Size::Full] {
             let q = MixedHolParams::new(size);
             for warmup in [q.load_warmup, q.load_warmup_at_once, q.load_warmup_peers] {
-                assert!(q.load_alone > Duration::ZERO && q.load_alone < warmup, "the alone span is the warm-up's end, after its ramp");
+                assert!(
+                    q.load_alone > Duration::ZERO && q.load_alone < warmup,
+                    "the alone span is the warm-up's end, after its ramp"
+                );
             }
             assert!(q.load_warmup >= q.load_warmup_at_once, "auto and h2 ramp longest");
         }
@@ -1277,13 +1341,19 @@ mod tests {
     fn on_a_link_the_loaded_rows_are_held_against_its_rate_and_iperf3_measures_it() {
         let mut p = MixedHolParams::new(Size::Quick);
         let plain = mixed_hol(Size::Quick, &p);
-        assert!(plain.variants.iter().all(|v| !matches!(v.task, Task::Iperf3 { .. })), "no link, no iperf3 row (loopback as before)");
+        assert!(
+            plain.variants.iter().all(|v| !matches!(v.task, Task::Iperf3 { .. })),
+            "no link, no iperf3 row (loopback as before)"
+        );
         p.link = Some(ferry_link::Preset::INSTANCE);
         let w = mixed_hol(Size::Quick, &p);
         assert_eq!(w.variants.len(), plain.variants.len() + 1, "one iperf3 row more");
         let i3: Vec<&Variant> = w.variants.iter().filter(|v| matches!(v.task, Task::Iperf3 { .. })).collect();
         assert_eq!(i3.len(), 1);
-        assert!(i3[0].once && i3[0].label == IPERF3_ROW && i3[0].server.is_none() && i3[0].client.is_none(), "measured once per workload run");
+        assert!(
+            i3[0].once && i3[0].label == IPERF3_ROW && i3[0].server.is_none() && i3[0].client.is_none(),
+            "measured once per workload run"
+        );
         for v in &w.variants {
             if let Task::Scenario(Scenario::MixedHol(r)) = &v.task {
                 assert_eq!(r.link_bytes_per_s, Some(312_500_000.0), "{}: 2.5 Gbit/s of payload", v.label);
@@ -1291,10 +1361,17 @@ mod tests {
         }
         assert_eq!(w.params["link_rate_bits_per_s"], json!(2_500_000_000u64));
         // The link's columns only with a link; every other column in its place.
-        let (crate::workload::Shape::Columns(plain_cols), crate::workload::Shape::Columns(link_cols)) = (plain.shape, w.shape) else { panic!("column tables") };
+        let (crate::workload::Shape::Columns(plain_cols), crate::workload::Shape::Columns(link_cols)) =
+            (plain.shape, w.shape)
+        else {
+            panic!("column tables")
+        };
         assert_eq!((plain_cols, link_cols.len()), (COLUMNS, COLUMNS.len() + 4));
         assert!(COLUMNS.iter().all(|c| link_cols.contains(c)), "every loopback column kept");
-        assert!(link_cols.iter().any(|c| c.figure == "large_done_over_link") && !COLUMNS.iter().any(|c| c.figure == "large_done_over_link"));
+        assert!(
+            link_cols.iter().any(|c| c.figure == "large_done_over_link")
+                && !COLUMNS.iter().any(|c| c.figure == "large_done_over_link")
+        );
         // The figures: 40 bytes over a 10 B/s link take 4 s; loaded at 8 B/s, 1.25x; with
         // the smalls' 1 B/s, the link was 90% used.
         let mut rec = RunRecord::default();

@@ -93,7 +93,8 @@ pub struct OpenAheadParams {
 
 /// The peers beside open-ahead, each reading in order as its users do: boto3
 /// get_object, obstore get_async, s3fs open + read.
-pub const PEERS: [crate::peers::Peer; 3] = [crate::peers::Peer::Boto3, crate::peers::Peer::Obstore, crate::peers::Peer::S3fs];
+pub const PEERS: [crate::peers::Peer; 3] =
+    [crate::peers::Peer::Boto3, crate::peers::Peer::Obstore, crate::peers::Peer::S3fs];
 
 impl OpenAheadParams {
     pub fn new(size: Size) -> OpenAheadParams {
@@ -258,7 +259,11 @@ pub const COLUMNS: &[Column] = &[
 pub fn open_ahead(size: Size, p: &OpenAheadParams) -> Workload {
     let s3 = ServerSpec::profile("s3");
     // The bound's server: the s3 profile without its first byte (module note).
-    let no_first_byte = ServerSpec { label: "s3, no first byte", extra_args: ["--ttfb-p50", "0ms", "--ttfb-p99", "0ms"].map(String::from).to_vec(), ..ServerSpec::profile("s3") };
+    let no_first_byte = ServerSpec {
+        label: "s3, no first byte",
+        extra_args: ["--ttfb-p50", "0ms", "--ttfb-p99", "0ms"].map(String::from).to_vec(),
+        ..ServerSpec::profile("s3")
+    };
     let client = ClientSpec { mode: Mode::H1Pool, max_connections: 50, pipeline_depth: 1 };
     let keys = Arc::new(keys(p.objects, p.object_bytes));
     let row = |label: &str, server: usize, strategy, note: Option<&str>| Variant {
@@ -266,7 +271,11 @@ pub fn open_ahead(size: Size, p: &OpenAheadParams) -> Workload {
         workload: NAME,
         server: Some(server),
         client: Some(client),
-        task: Task::Scenario(Scenario::OpenAhead(OpenAheadRun { strategy, keys: keys.clone(), object_bytes: p.object_bytes })),
+        task: Task::Scenario(Scenario::OpenAhead(OpenAheadRun {
+            strategy,
+            keys: keys.clone(),
+            object_bytes: p.object_bytes,
+        })),
         note: note.map(str::to_owned),
         once: false,
     };
@@ -277,7 +286,8 @@ pub fn open_ahead(size: Size, p: &OpenAheadParams) -> Workload {
         row(BOUND_ROW, 1, Strategy::OnDemand, Some("the on-demand reader against the s3 profile with a zero first byte: the object bytes at one connection's rate")),
     ];
     let peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).collect();
-    let op = crate::peers::PeerOp::ReadInOrder { bucket: SYNTHETIC.into(), keys: keys.clone(), object_size: p.object_bytes };
+    let op =
+        crate::peers::PeerOp::ReadInOrder { bucket: SYNTHETIC.into(), keys: keys.clone(), object_size: p.object_bytes };
     // The peer rows repeat like ferry's, interleaved (the driver's fork server pays
     // Python's start-up once; peers.rs).
     variants.extend(crate::peers::op_rows(NAME, &peers, 0, op, " (in order)"));
@@ -309,17 +319,36 @@ mod tests {
         let q = OpenAheadParams::new(Size::Quick);
         assert_eq!(q.object_bytes, 640 * 1024);
         let k = keys(3, q.object_bytes);
-        assert_eq!(k, ["open-ahead/size=655360/part-000000.parquet", "open-ahead/size=655360/part-000001.parquet", "open-ahead/size=655360/part-000002.parquet"]);
+        assert_eq!(
+            k,
+            [
+                "open-ahead/size=655360/part-000000.parquet",
+                "open-ahead/size=655360/part-000001.parquet",
+                "open-ahead/size=655360/part-000002.parquet"
+            ]
+        );
         let w = open_ahead(Size::Quick, &q);
-        assert!(matches!(&w.variants[1].task, Task::Scenario(Scenario::OpenAhead(r)) if r.strategy == Strategy::OpenAhead));
+        assert!(
+            matches!(&w.variants[1].task, Task::Scenario(Scenario::OpenAhead(r)) if r.strategy == Strategy::OpenAhead)
+        );
         // The bound: on demand, on a server of the same profile without a first byte.
-        assert!(matches!(&w.variants[2].task, Task::Scenario(Scenario::OpenAhead(r)) if r.strategy == Strategy::OpenAheadFixed));
+        assert!(
+            matches!(&w.variants[2].task, Task::Scenario(Scenario::OpenAhead(r)) if r.strategy == Strategy::OpenAheadFixed)
+        );
         let bound = &w.variants[3];
         assert_eq!(bound.label, BOUND_ROW);
         assert!(matches!(&bound.task, Task::Scenario(Scenario::OpenAhead(r)) if r.strategy == Strategy::OnDemand));
         let args = w.servers[bound.server.unwrap()].args();
-        assert!(args.windows(2).any(|a| a == ["--profile", "s3"]) && args.windows(2).any(|a| a == ["--ttfb-p50", "0ms"]) && args.windows(2).any(|a| a == ["--ttfb-p99", "0ms"]), "{args:?}");
-        assert!(!w.servers[w.variants[0].server.unwrap()].args().iter().any(|a| a == "--ttfb-p50"), "the on-demand and open-ahead rows keep the profile's first byte");
+        assert!(
+            args.windows(2).any(|a| a == ["--profile", "s3"])
+                && args.windows(2).any(|a| a == ["--ttfb-p50", "0ms"])
+                && args.windows(2).any(|a| a == ["--ttfb-p99", "0ms"]),
+            "{args:?}"
+        );
+        assert!(
+            !w.servers[w.variants[0].server.unwrap()].args().iter().any(|a| a == "--ttfb-p50"),
+            "the on-demand and open-ahead rows keep the profile's first byte"
+        );
         assert!(w.variants.iter().all(|v| !matches!(v.task, Task::NotYet { .. })));
         let mut q = q.clone();
         q.peers = vec![crate::peers::Peer::S3fs, crate::peers::Peer::Rclone, crate::peers::Peer::Boto3];

@@ -31,8 +31,8 @@ use crate::record::RunRecord;
 use crate::stats::percentiles;
 use crate::workload::{PutSetup, Task, Variant};
 use serde_json::{json, Value};
-use std::io::Write;
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::str::FromStr;
@@ -64,10 +64,12 @@ pub enum Peer {
 }
 
 impl Peer {
-    pub const ALL: [Peer; 7] = [Peer::Boto3, Peer::Boto3Tuned, Peer::Awscrt, Peer::Obstore, Peer::S5cmd, Peer::Rclone, Peer::S3fs];
+    pub const ALL: [Peer; 7] =
+        [Peer::Boto3, Peer::Boto3Tuned, Peer::Awscrt, Peer::Obstore, Peer::S5cmd, Peer::Rclone, Peer::S3fs];
     /// The peers of `small-objects` and `bulk-get` (s3fs is left to `--peers` lists: it
     /// fits file-like access, not these).
-    pub const DEFAULT: [Peer; 6] = [Peer::Boto3, Peer::Boto3Tuned, Peer::Awscrt, Peer::Obstore, Peer::S5cmd, Peer::Rclone];
+    pub const DEFAULT: [Peer; 6] =
+        [Peer::Boto3, Peer::Boto3Tuned, Peer::Awscrt, Peer::Obstore, Peer::S5cmd, Peer::Rclone];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -120,17 +122,29 @@ impl Peer {
             _ => {}
         }
         match (self, single) {
-            (Peer::Boto3, false) => format!("{n} threads (ThreadPoolExecutor) sharing botocore's default pool of 10 connections"),
+            (Peer::Boto3, false) => {
+                format!("{n} threads (ThreadPoolExecutor) sharing botocore's default pool of 10 connections")
+            }
             (Peer::Boto3Tuned, false) => format!("{n} threads, max_pool_connections={n}"),
-            (Peer::Boto3 | Peer::Boto3Tuned, true) => "get_object, StreamingBody read in 1 MiB chunks (one GET: the pool size does not matter)".into(),
-            (Peer::Awscrt, false) => format!("S3Client, {n} meta requests in flight, max_active_connections_override={n}"),
-            (Peer::Awscrt, true) => "S3Client GET_OBJECT meta request: the CRT splits it into ranged parts over its own connections".into(),
+            (Peer::Boto3 | Peer::Boto3Tuned, true) => {
+                "get_object, StreamingBody read in 1 MiB chunks (one GET: the pool size does not matter)".into()
+            }
+            (Peer::Awscrt, false) => {
+                format!("S3Client, {n} meta requests in flight, max_active_connections_override={n}")
+            }
+            (Peer::Awscrt, true) => {
+                "S3Client GET_OBJECT meta request: the CRT splits it into ranged parts over its own connections".into()
+            }
             (Peer::Obstore, false) => format!("async, asyncio.gather with a Semaphore({n}), bodies streamed"),
             (Peer::Obstore, true) => "get_async, body streamed".into(),
             (Peer::S5cmd, false) => format!("s5cmd --numworkers {n} run FILE (one cp per object, to a temp dir)"),
             (Peer::S5cmd, true) => "s5cmd cp to a temp dir (its concurrent ranged download)".into(),
-            (Peer::Rclone, false) => format!("rclone copy --files-from-raw --no-traverse --transfers {n} --checkers {n} (to a temp dir)"),
-            (Peer::Rclone, true) => "rclone copyto to a temp dir (multi-thread download above its 250 MiB cutoff)".into(),
+            (Peer::Rclone, false) => {
+                format!("rclone copy --files-from-raw --no-traverse --transfers {n} --checkers {n} (to a temp dir)")
+            }
+            (Peer::Rclone, true) => {
+                "rclone copyto to a temp dir (multi-thread download above its 250 MiB cutoff)".into()
+            }
             (Peer::S3fs, false) => format!("asynchronous=True, asyncio.gather with a Semaphore({n})"),
             (Peer::S3fs, true) => "open_async, 8 MiB reads".into(),
         }
@@ -190,25 +204,66 @@ impl PeerSelection {
 #[derive(Clone, Debug, PartialEq)]
 pub enum PeerOp {
     /// GET every key, `concurrency` in flight; `object_size`: each body's expected length.
-    GetMany { bucket: String, keys: Vec<String>, object_size: Option<u64>, concurrency: usize },
+    GetMany {
+        bucket: String,
+        keys: Vec<String>,
+        object_size: Option<u64>,
+        concurrency: usize,
+    },
     /// One GET, read to the end and dropped; `bytes`: its expected length.
-    GetOne { bucket: String, key: String, bytes: Option<u64> },
-    PutMany { bucket: String, keys: Vec<String>, object_size: u64, concurrency: usize },
+    GetOne {
+        bucket: String,
+        key: String,
+        bytes: Option<u64>,
+    },
+    PutMany {
+        bucket: String,
+        keys: Vec<String>,
+        object_size: u64,
+        concurrency: usize,
+    },
     /// Every key under `prefix` (flat, no delimiter); `prefix` is "" or ends in '/'
     /// (obstore and rclone read it as a directory, so every peer is held to that).
-    List { bucket: String, prefix: String },
+    List {
+        bucket: String,
+        prefix: String,
+    },
     /// Delete `keys`. `prefix`: they are every key under it, so a peer whose users delete
     /// by wildcard (s5cmd `rm 's3://b/prefix/*'`) does so.
-    DeleteMany { bucket: String, keys: Vec<String>, concurrency: usize, prefix: Option<String> },
+    DeleteMany {
+        bucket: String,
+        keys: Vec<String>,
+        concurrency: usize,
+        prefix: Option<String>,
+    },
     /// `count` GETs of one key one after another (`bytes` long): first-byte percentiles.
-    FirstByte { bucket: String, key: String, count: usize, bytes: u64 },
+    FirstByte {
+        bucket: String,
+        key: String,
+        count: usize,
+        bytes: u64,
+    },
     /// A consumer reading `keys` in order, each to its end before the next.
-    ReadInOrder { bucket: String, keys: Arc<Vec<String>>, object_size: u64 },
+    ReadInOrder {
+        bucket: String,
+        keys: Arc<Vec<String>>,
+        object_size: u64,
+    },
     /// Byte spans (first, last; inclusive) of one object, as the peer's vectored read (or
     /// one GET per span, `concurrency` at once, where it has none).
-    GetRanges { bucket: String, key: String, ranges: Arc<Vec<(u64, u64)>>, concurrency: usize },
+    GetRanges {
+        bucket: String,
+        key: String,
+        ranges: Arc<Vec<(u64, u64)>>,
+        concurrency: usize,
+    },
     /// Per key: GET, modify, PUT back (Hudi's commit step), `concurrency` keys at once.
-    RewriteMany { bucket: String, keys: Arc<Vec<String>>, object_size: u64, concurrency: usize },
+    RewriteMany {
+        bucket: String,
+        keys: Arc<Vec<String>>,
+        object_size: u64,
+        concurrency: usize,
+    },
     /// mixed-hol's run (mixed_hol.rs): `smalls` arriving open loop at `small_rate`/s; when
     /// `loaded`, ranged GETs of `parts` (object index, first, last) of `larges` kept
     /// `large_in_flight` deep from `load_warmup` before the first small. `connections`:
@@ -248,7 +303,9 @@ impl PeerOp {
     /// The op's half of the driver's spec (the endpoint half is [`Endpoint::spec`]).
     fn spec(&self) -> Value {
         match self {
-            PeerOp::GetMany { bucket, keys, concurrency, .. } => json!({"bucket": bucket, "keys": keys, "concurrency": concurrency}),
+            PeerOp::GetMany { bucket, keys, concurrency, .. } => {
+                json!({"bucket": bucket, "keys": keys, "concurrency": concurrency})
+            }
             PeerOp::GetOne { bucket, key, .. } => json!({"bucket": bucket, "key": key, "concurrency": 1}),
             PeerOp::PutMany { bucket, keys, object_size, concurrency } => {
                 json!({"bucket": bucket, "keys": keys, "object_size": object_size, "concurrency": concurrency})
@@ -257,13 +314,31 @@ impl PeerOp {
             PeerOp::DeleteMany { bucket, keys, concurrency, prefix } => {
                 json!({"bucket": bucket, "keys": keys, "concurrency": concurrency, "prefix": prefix})
             }
-            PeerOp::FirstByte { bucket, key, count, .. } => json!({"bucket": bucket, "key": key, "count": count, "concurrency": 1}),
-            PeerOp::ReadInOrder { bucket, keys, .. } => json!({"bucket": bucket, "keys": keys.as_slice(), "concurrency": 1}),
+            PeerOp::FirstByte { bucket, key, count, .. } => {
+                json!({"bucket": bucket, "key": key, "count": count, "concurrency": 1})
+            }
+            PeerOp::ReadInOrder { bucket, keys, .. } => {
+                json!({"bucket": bucket, "keys": keys.as_slice(), "concurrency": 1})
+            }
             PeerOp::GetRanges { bucket, key, ranges, concurrency } => {
                 json!({"bucket": bucket, "key": key, "ranges": ranges.as_slice(), "concurrency": concurrency})
             }
-            PeerOp::RewriteMany { bucket, keys, concurrency, .. } => json!({"bucket": bucket, "keys": keys.as_slice(), "concurrency": concurrency}),
-            PeerOp::MixedHol { bucket, smalls, small_rate, large_bucket, larges, parts, large_in_flight, load_warmup, load_alone, loaded, connections } => json!({
+            PeerOp::RewriteMany { bucket, keys, concurrency, .. } => {
+                json!({"bucket": bucket, "keys": keys.as_slice(), "concurrency": concurrency})
+            }
+            PeerOp::MixedHol {
+                bucket,
+                smalls,
+                small_rate,
+                large_bucket,
+                larges,
+                parts,
+                large_in_flight,
+                load_warmup,
+                load_alone,
+                loaded,
+                connections,
+            } => json!({
                 "bucket": bucket, "smalls": smalls.as_slice(), "small_rate": small_rate, "large_bucket": large_bucket,
                 "larges": larges.as_slice(), "parts": parts.as_slice(), "large_in_flight": large_in_flight,
                 "load_warmup_s": load_warmup.as_secs_f64(), "load_alone_s": load_alone.as_secs_f64(), "loaded": loaded, "concurrency": connections,
@@ -316,7 +391,9 @@ impl PeerOp {
     pub fn peers(&self) -> &'static [Peer] {
         match self {
             PeerOp::FirstByte { .. } => &[Peer::Boto3, Peer::Boto3Tuned, Peer::Awscrt, Peer::Obstore],
-            PeerOp::ReadInOrder { .. } | PeerOp::GetRanges { .. } => &[Peer::Boto3, Peer::Boto3Tuned, Peer::Obstore, Peer::S3fs],
+            PeerOp::ReadInOrder { .. } | PeerOp::GetRanges { .. } => {
+                &[Peer::Boto3, Peer::Boto3Tuned, Peer::Obstore, Peer::S3fs]
+            }
             PeerOp::RewriteMany { .. } => &[Peer::Boto3, Peer::Boto3Tuned, Peer::Obstore],
             PeerOp::MixedHol { .. } => &[Peer::Boto3, Peer::Boto3Tuned, Peer::Awscrt, Peer::Obstore],
             _ => &Peer::ALL,
@@ -339,7 +416,10 @@ impl Endpoint {
     /// A bench server: its URL, and the credentials its banner printed when it signs.
     pub fn of_server(proc: &ServerProcess, signed: bool) -> Endpoint {
         let credentials = signed.then(|| {
-            (proc.banner_value("access key").unwrap_or("ferry").to_owned(), proc.banner_value("secret key").unwrap_or("ferry-secret").to_owned())
+            (
+                proc.banner_value("access key").unwrap_or("ferry").to_owned(),
+                proc.banner_value("secret key").unwrap_or("ferry-secret").to_owned(),
+            )
         });
         Endpoint { url: proc.url.clone(), region: "us-east-1".into(), credentials, ca_bundle: None }
     }
@@ -380,19 +460,25 @@ pub fn peers_json_path() -> Option<PathBuf> {
 /// Whether `peer` can run, from the peers.json that [`peers_json_path`] finds; the reason
 /// it cannot otherwise.
 pub fn available(peer: Peer) -> Result<PeerInstall, String> {
-    let path = peers_json_path().ok_or("no .ferry-run/peers.json found: run scripts/bench-setup.sh, which installs the peers")?;
+    let path = peers_json_path()
+        .ok_or("no .ferry-run/peers.json found: run scripts/bench-setup.sh, which installs the peers")?;
     available_in(&path, peer)
 }
 
 /// [`available`] against a given peers.json.
 pub fn available_in(peers_json: &Path, peer: Peer) -> Result<PeerInstall, String> {
-    let text = std::fs::read_to_string(peers_json).map_err(|e| format!("reading {}: {e} (run scripts/bench-setup.sh)", peers_json.display()))?;
-    let doc: Value = serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e} (re-run scripts/bench-setup.sh)", peers_json.display()))?;
-    let entry = doc["peers"].get(peer.name()).ok_or_else(|| format!("{} has no entry for {} (re-run scripts/bench-setup.sh)", peers_json.display(), peer.name()))?;
+    let text = std::fs::read_to_string(peers_json)
+        .map_err(|e| format!("reading {}: {e} (run scripts/bench-setup.sh)", peers_json.display()))?;
+    let doc: Value = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not JSON: {e} (re-run scripts/bench-setup.sh)", peers_json.display()))?;
+    let entry = doc["peers"].get(peer.name()).ok_or_else(|| {
+        format!("{} has no entry for {} (re-run scripts/bench-setup.sh)", peers_json.display(), peer.name())
+    })?;
     if entry["status"] != "ok" {
         return Err(entry["reason"].as_str().unwrap_or("not installed (peers.json gives no reason)").to_owned());
     }
-    let field = |k: &str| entry[k].as_str().map(PathBuf::from).ok_or_else(|| format!("peers.json: {} has no {k}", peer.name()));
+    let field =
+        |k: &str| entry[k].as_str().map(PathBuf::from).ok_or_else(|| format!("peers.json: {} has no {k}", peer.name()));
     let install = PeerInstall {
         peer,
         version: entry["version"].as_str().unwrap_or("unknown").to_owned(),
@@ -402,7 +488,10 @@ pub fn available_in(peers_json: &Path, peer: Peer) -> Result<PeerInstall, String
     };
     for p in [&install.python, &install.driver] {
         if !p.exists() {
-            return Err(format!("{} is gone since peers.json was written (re-run scripts/bench-setup.sh)", p.display()));
+            return Err(format!(
+                "{} is gone since peers.json was written (re-run scripts/bench-setup.sh)",
+                p.display()
+            ));
         }
     }
     Ok(install)
@@ -454,8 +543,19 @@ pub fn run(peer: Peer, endpoint: &Endpoint, op: &PeerOp, timeout: Duration) -> P
 /// [`run`] with the server's counters read by `scrape` before and after (bulk-wan reads
 /// them from the server's side of the link: two scrapes across 110 ms of RTT, TCP and
 /// TLS handshakes included, took ~0.7 s a row).
-pub fn run_scraped(peer: Peer, endpoint: &Endpoint, op: &PeerOp, timeout: Duration, scrape: &dyn Fn() -> Option<ServerCounters>) -> PeerResult {
-    let base = PeerResult { peer: peer.name().into(), op: op.name().into(), concurrency: op.concurrency(), ..PeerResult::default() };
+pub fn run_scraped(
+    peer: Peer,
+    endpoint: &Endpoint,
+    op: &PeerOp,
+    timeout: Duration,
+    scrape: &dyn Fn() -> Option<ServerCounters>,
+) -> PeerResult {
+    let base = PeerResult {
+        peer: peer.name().into(),
+        op: op.name().into(),
+        concurrency: op.concurrency(),
+        ..PeerResult::default()
+    };
     let install = match available(peer) {
         Ok(i) => i,
         Err(reason) => return PeerResult { status: "absent".into(), reason: Some(reason), ..base },
@@ -500,7 +600,8 @@ impl ServerCounters {
         let request = format!("GET /_ferry/metrics HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
         let mut raw = Vec::new();
         if tls {
-            let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h).trim_start_matches('[').trim_end_matches(']');
+            let host =
+                authority.rsplit_once(':').map_or(authority, |(h, _)| h).trim_start_matches('[').trim_end_matches(']');
             let name = rustls::pki_types::ServerName::try_from(host.to_owned()).ok()?;
             let config = ferry_wire::conn::client_config(ca_file).ok()?;
             let conn = rustls::ClientConnection::new(Arc::new(config), name).ok()?;
@@ -533,7 +634,9 @@ impl ServerCounters {
             } else if name.starts_with("ferry_bytes_out_total") {
                 c.bytes_out += v;
             } else if let Some(labels) = name.strip_prefix("ferry_requests_total{") {
-                if let Some(op) = labels.split(',').find_map(|l| l.strip_prefix("op=\"")).and_then(|o| o.split('"').next()) {
+                if let Some(op) =
+                    labels.split(',').find_map(|l| l.strip_prefix("op=\"")).and_then(|o| o.split('"').next())
+                {
                     *c.requests.entry(op.to_owned()).or_default() += v;
                 }
             }
@@ -559,8 +662,20 @@ impl ServerCounters {
     }
 }
 
-fn run_installed(install: &PeerInstall, endpoint: &Endpoint, op: &PeerOp, timeout: Duration, grace: Duration, base: PeerResult) -> PeerResult {
-    let failed = |reason: String, base: PeerResult| PeerResult { status: "failed".into(), reason: Some(reason), version: Some(install.version.clone()), ..base };
+fn run_installed(
+    install: &PeerInstall,
+    endpoint: &Endpoint,
+    op: &PeerOp,
+    timeout: Duration,
+    grace: Duration,
+    base: PeerResult,
+) -> PeerResult {
+    let failed = |reason: String, base: PeerResult| PeerResult {
+        status: "failed".into(),
+        reason: Some(reason),
+        version: Some(install.version.clone()),
+        ..base
+    };
     let mut spec = endpoint.spec();
     for (k, v) in op.spec().as_object().into_iter().flatten() {
         spec[k] = v.clone();
@@ -618,7 +733,11 @@ fn run_installed(install: &PeerInstall, endpoint: &Endpoint, op: &PeerOp, timeou
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 let tail = sessions.remove(&key).map(|s| s.stderr_tail()).unwrap_or_default();
-                let v = text.lines().rev().find(|l| l.trim_start().starts_with('{')).and_then(|l| serde_json::from_str::<Value>(l).ok());
+                let v = text
+                    .lines()
+                    .rev()
+                    .find(|l| l.trim_start().starts_with('{'))
+                    .and_then(|l| serde_json::from_str::<Value>(l).ok());
                 let why = v.as_ref().and_then(|v| v["failed"].as_str()).map(|f| format!("{f}\n")).unwrap_or_default();
                 return failed(format!("{why}the driver exited before it finished the run: {tail}"), base);
             }
@@ -640,12 +759,21 @@ fn run_installed(install: &PeerInstall, endpoint: &Endpoint, op: &PeerOp, timeou
         ops: v["ops"].as_u64().unwrap_or(0),
         bytes: v["bytes"].as_u64().unwrap_or(0),
         errors: v["errors"].as_u64().unwrap_or(0),
-        error_samples: v["error_samples"].as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()).unwrap_or_default(),
+        error_samples: v["error_samples"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default(),
         latencies_s: v["latencies_s"].as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()),
         first_byte_s: num("first_byte_s"),
         first_bytes_s: v["first_bytes_s"].as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()),
-        figures: v["figures"].as_object().map(|m| m.iter().filter_map(|(k, x)| Some((k.clone(), x.as_f64()?))).collect()).unwrap_or_default(),
-        series: v["series"].as_object().map(|m| m.iter().map(|(k, x)| (k.clone(), points(x))).collect()).unwrap_or_default(),
+        figures: v["figures"]
+            .as_object()
+            .map(|m| m.iter().filter_map(|(k, x)| Some((k.clone(), x.as_f64()?))).collect())
+            .unwrap_or_default(),
+        series: v["series"]
+            .as_object()
+            .map(|m| m.iter().map(|(k, x)| (k.clone(), points(x))).collect())
+            .unwrap_or_default(),
         object_size: match op {
             PeerOp::GetMany { object_size, .. } => *object_size,
             PeerOp::PutMany { object_size, .. } => Some(*object_size),
@@ -698,7 +826,9 @@ impl PeerResult {
                     rec.set_series(k, v.clone());
                 }
                 // boto3's driver reports where a late start of the smalls went (mixed_hol.rs).
-                if let (Some(started), Some(opened)) = (self.figures.get("load_threads_started_s"), self.figures.get("smalls_window_opened_s")) {
+                if let (Some(started), Some(opened)) =
+                    (self.figures.get("load_threads_started_s"), self.figures.get("smalls_window_opened_s"))
+                {
                     let note = format!(
                         "smalls began {opened:.1} s after the start: starting the load's threads took {started:.1} s (Thread.start waits for the GIL the running load threads hold), the warm-up sleep {:.2} s",
                         self.figures.get("load_warmup_slept_s").copied().unwrap_or(f64::NAN)
@@ -772,7 +902,9 @@ impl PeerResult {
     /// Into a record of the runner, with the figure names ferry's own rows use.
     pub fn record_into(mut self, rec: &mut RunRecord) {
         rec.mode = self.peer.clone();
-        rec.client = Some(json!({"peer": self.peer, "version": self.version, "how": self.how, "op": self.op, "concurrency": self.concurrency}));
+        rec.client = Some(
+            json!({"peer": self.peer, "version": self.version, "how": self.how, "op": self.op, "concurrency": self.concurrency}),
+        );
         rec.status = self.status.clone();
         if self.status == "absent" || self.status == "failed" {
             let reason = self.reason.unwrap_or_default();
@@ -810,7 +942,12 @@ impl PeerResult {
         }
         self.record_op_figures(rec, secs);
         // Requests as the server counted them (rclone HEADs before each GET), else one per op.
-        let requests = self.server.as_ref().map(|s| s.requests.values().sum::<f64>()).filter(|n| *n > 0.0).unwrap_or(self.ops as f64);
+        let requests = self
+            .server
+            .as_ref()
+            .map(|s| s.requests.values().sum::<f64>())
+            .filter(|n| *n > 0.0)
+            .unwrap_or(self.ops as f64);
         if let Some(cpu) = self.cpu_s {
             rec.set("client_cpu_s", cpu);
             if requests > 0.0 {
@@ -836,21 +973,52 @@ impl PeerResult {
 
 /// One variant per peer: GET every object of `setup`, `concurrency` in flight, against
 /// server `server`. Absent peers still get their row (recorded as absent, noted).
-pub fn get_many_rows(workload: &'static str, peers: &[Peer], server: usize, setup: &PutSetup, concurrency: usize) -> Vec<Variant> {
-    let op = PeerOp::GetMany { bucket: setup.bucket.clone(), keys: setup.keys.clone(), object_size: Some(setup.object_size as u64), concurrency };
+pub fn get_many_rows(
+    workload: &'static str,
+    peers: &[Peer],
+    server: usize,
+    setup: &PutSetup,
+    concurrency: usize,
+) -> Vec<Variant> {
+    let op = PeerOp::GetMany {
+        bucket: setup.bucket.clone(),
+        keys: setup.keys.clone(),
+        object_size: Some(setup.object_size as u64),
+        concurrency,
+    };
     rows(workload, peers, server, op)
 }
 
 /// One variant per peer: one GET of `bucket/key` (`bytes` long) against server `server`.
-pub fn get_one_rows(workload: &'static str, peers: &[Peer], server: usize, bucket: &str, key: &str, bytes: u64) -> Vec<Variant> {
+pub fn get_one_rows(
+    workload: &'static str,
+    peers: &[Peer],
+    server: usize,
+    bucket: &str,
+    key: &str,
+    bytes: u64,
+) -> Vec<Variant> {
     rows(workload, peers, server, PeerOp::GetOne { bucket: bucket.into(), key: key.into(), bytes: Some(bytes) })
 }
 
 /// One variant per peer: delete `before`'s keys, `concurrency` in flight, after ferry has
 /// PUT them again (untimed) before each run.
 /// `prefix`: the keys are every key under it (s5cmd then deletes with its wildcard).
-pub fn delete_many_rows(workload: &'static str, peers: &[Peer], server: usize, before: &PutSetup, concurrency: usize, label: &str, prefix: Option<&str>) -> Vec<Variant> {
-    let op = PeerOp::DeleteMany { bucket: before.bucket.clone(), keys: before.keys.clone(), concurrency, prefix: prefix.map(str::to_owned) };
+pub fn delete_many_rows(
+    workload: &'static str,
+    peers: &[Peer],
+    server: usize,
+    before: &PutSetup,
+    concurrency: usize,
+    label: &str,
+    prefix: Option<&str>,
+) -> Vec<Variant> {
+    let op = PeerOp::DeleteMany {
+        bucket: before.bucket.clone(),
+        keys: before.keys.clone(),
+        concurrency,
+        prefix: prefix.map(str::to_owned),
+    };
     let mut rows = rows(workload, peers, server, op);
     for v in &mut rows {
         v.label = format!("{} {label}", v.label);
@@ -923,11 +1091,21 @@ impl Session {
     fn start(install: &PeerInstall) -> Result<Session, String> {
         static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let stderr_log = std::env::temp_dir().join(format!("ferry-bench-peer-{}-{}-{n}.log", install.peer.name(), std::process::id()));
-        let stderr = std::fs::File::create(&stderr_log).map_err(|e| format!("creating {}: {e}", stderr_log.display()))?;
+        let stderr_log = std::env::temp_dir().join(format!(
+            "ferry-bench-peer-{}-{}-{n}.log",
+            install.peer.name(),
+            std::process::id()
+        ));
+        let stderr =
+            std::fs::File::create(&stderr_log).map_err(|e| format!("creating {}: {e}", stderr_log.display()))?;
         let mut cmd = Command::new(&install.python);
-        cmd.arg(&install.driver).args(["--peer", install.peer.name(), "--serve"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr);
-        let mut driver = Driver::spawn(cmd).map_err(|e| format!("starting {} {}: {e}", install.python.display(), install.driver.display()))?;
+        cmd.arg(&install.driver)
+            .args(["--peer", install.peer.name(), "--serve"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr);
+        let mut driver = Driver::spawn(cmd)
+            .map_err(|e| format!("starting {} {}: {e}", install.python.display(), install.driver.display()))?;
         let stdin = driver.0.stdin.take().expect("stdin is piped");
         let stdout = driver.0.stdout.take().expect("stdout is piped");
         let (tx, lines) = mpsc::channel();
@@ -994,7 +1172,10 @@ mod tests {
     fn selection_parses() {
         assert_eq!("all".parse::<PeerSelection>().unwrap(), PeerSelection::All);
         assert_eq!("none".parse::<PeerSelection>().unwrap(), PeerSelection::None);
-        assert_eq!("boto3, s5cmd,boto3".parse::<PeerSelection>().unwrap(), PeerSelection::List(vec![Peer::Boto3, Peer::S5cmd]));
+        assert_eq!(
+            "boto3, s5cmd,boto3".parse::<PeerSelection>().unwrap(),
+            PeerSelection::List(vec![Peer::Boto3, Peer::S5cmd])
+        );
         assert!("boto4".parse::<PeerSelection>().unwrap_err().contains("unknown peer \"boto4\""));
         assert_eq!(PeerSelection::All.resolve(&Peer::DEFAULT), Peer::DEFAULT.to_vec());
         assert!(PeerSelection::None.resolve(&Peer::DEFAULT).is_empty());
@@ -1021,7 +1202,10 @@ mod tests {
         let pj = dir.join("peers.json");
         std::fs::write(&pj, doc.to_string()).unwrap();
         let i = available_in(&pj, Peer::Boto3).unwrap();
-        assert_eq!((i.version.as_str(), i.python.as_path(), i.driver.as_path()), ("1.2.3", python.as_path(), driver.as_path()));
+        assert_eq!(
+            (i.version.as_str(), i.python.as_path(), i.driver.as_path()),
+            ("1.2.3", python.as_path(), driver.as_path())
+        );
         assert_eq!(available_in(&pj, Peer::Rclone).unwrap_err(), "rclone not found on PATH");
         assert!(available_in(&pj, Peer::S3fs).unwrap_err().contains("no entry for s3fs"));
         assert!(available_in(&dir.join("missing.json"), Peer::Boto3).unwrap_err().contains("bench-setup.sh"));
@@ -1055,7 +1239,12 @@ mod tests {
         assert_eq!(rec.figure("client_cpu_s_per_1000_requests"), Some(5.0));
         assert_eq!(rec.client.as_ref().unwrap()["concurrency"], 32);
 
-        let absent = PeerResult { peer: "s3fs".into(), status: "absent".into(), reason: Some("not installed".into()), ..PeerResult::default() };
+        let absent = PeerResult {
+            peer: "s3fs".into(),
+            status: "absent".into(),
+            reason: Some("not installed".into()),
+            ..PeerResult::default()
+        };
         let mut rec = RunRecord { repeat: 1, ..RunRecord::default() };
         absent.record_into(&mut rec);
         assert_eq!(rec.status, "absent");
@@ -1090,14 +1279,37 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let driver = dir.join("driver.sh");
         std::fs::write(&driver, script.replace("$DIR", &dir.display().to_string())).unwrap();
-        let install = PeerInstall { peer: Peer::Boto3, version: "9.9".into(), path: "/x".into(), python: "/bin/sh".into(), driver };
+        let install = PeerInstall {
+            peer: Peer::Boto3,
+            version: "9.9".into(),
+            path: "/x".into(),
+            python: "/bin/sh".into(),
+            driver,
+        };
         (install, dir)
     }
 
     fn fake_run(install: &PeerInstall, timeout: Duration, grace: Duration) -> PeerResult {
-        let ep = Endpoint { url: "http://127.0.0.1:9".into(), region: "us-east-1".into(), credentials: Some(("ak".into(), "sk".into())), ca_bundle: None };
-        let op = PeerOp::GetMany { bucket: "b".into(), keys: vec!["k1".into(), "k2".into()], object_size: Some(10), concurrency: 2 };
-        let r = run_installed(install, &ep, &op, timeout, grace, PeerResult { peer: "boto3".into(), ..PeerResult::default() });
+        let ep = Endpoint {
+            url: "http://127.0.0.1:9".into(),
+            region: "us-east-1".into(),
+            credentials: Some(("ak".into(), "sk".into())),
+            ca_bundle: None,
+        };
+        let op = PeerOp::GetMany {
+            bucket: "b".into(),
+            keys: vec!["k1".into(), "k2".into()],
+            object_size: Some(10),
+            concurrency: 2,
+        };
+        let r = run_installed(
+            install,
+            &ep,
+            &op,
+            timeout,
+            grace,
+            PeerResult { peer: "boto3".into(), ..PeerResult::default() },
+        );
         // As a runner does when its workload ends: the fork servers and their logs go.
         end_sessions();
         r
@@ -1115,7 +1327,10 @@ mod tests {
         let spec: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("spec.json")).unwrap()).unwrap();
         assert_eq!(spec["op"], "get_many");
         assert_eq!(spec["keys"], json!(["k1", "k2"]));
-        assert_eq!((spec["access_key"].as_str(), spec["concurrency"].as_u64(), spec["timeout_s"].as_f64()), (Some("ak"), Some(2), Some(20.0)));
+        assert_eq!(
+            (spec["access_key"].as_str(), spec["concurrency"].as_u64(), spec["timeout_s"].as_f64()),
+            (Some("ak"), Some(2), Some(20.0))
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -1153,7 +1368,8 @@ mod tests {
 
     #[test]
     fn delete_rows_carry_what_to_put_back() {
-        let setup = PutSetup { bucket: "bench".into(), keys: vec!["a".into(), "b".into()], object_size: 16, concurrency: 4 };
+        let setup =
+            PutSetup { bucket: "bench".into(), keys: vec!["a".into(), "b".into()], object_size: 16, concurrency: 4 };
         let rows = delete_many_rows("commit", &[Peer::Boto3, Peer::S5cmd], 0, &setup, 8, "· clean", None);
         assert_eq!(rows.iter().map(|v| v.label.as_str()).collect::<Vec<_>>(), ["boto3 · clean", "s5cmd · clean"]);
         for v in &rows {
@@ -1169,7 +1385,8 @@ mod tests {
 
     #[test]
     fn rows_carry_the_op() {
-        let setup = PutSetup { bucket: "bench".into(), keys: vec!["a".into(), "b".into()], object_size: 16, concurrency: 4 };
+        let setup =
+            PutSetup { bucket: "bench".into(), keys: vec!["a".into(), "b".into()], object_size: 16, concurrency: 4 };
         let rows = get_many_rows("small-objects", &[Peer::Boto3, Peer::Rclone], 0, &setup, 32);
         assert_eq!(rows.iter().map(|v| v.label.as_str()).collect::<Vec<_>>(), ["boto3", "rclone"]);
         for v in &rows {

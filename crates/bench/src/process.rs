@@ -167,7 +167,9 @@ impl ServerProcess {
             let _ = tx.send(None);
         });
         let deadline = Instant::now() + SERVER_START_TIMEOUT;
-        let wait = |rx: &mpsc::Receiver<Option<String>>, until: Instant| rx.recv_timeout(until.saturating_duration_since(Instant::now()));
+        let wait = |rx: &mpsc::Receiver<Option<String>>, until: Instant| {
+            rx.recv_timeout(until.saturating_duration_since(Instant::now()))
+        };
         let url = match wait(&rx, deadline) {
             Ok(Some(line)) => match line.strip_prefix("listening on ") {
                 Some(u) => u.trim().to_owned(),
@@ -178,7 +180,9 @@ impl ServerProcess {
                 let tail = std::fs::read_to_string(&log).unwrap_or_default();
                 bail!("ferry serve exited before listening ({status:?}): {}", tail.trim());
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => bail!("ferry serve did not print 'listening on' within {SERVER_START_TIMEOUT:?}"),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                bail!("ferry serve did not print 'listening on' within {SERVER_START_TIMEOUT:?}")
+            }
         };
         // The rest of the banner arrives in the same write; take what comes within 500 ms.
         let mut banner = Vec::new();
@@ -258,7 +262,12 @@ pub struct Iperf3Run {
 impl Iperf3Run {
     /// The client's arguments after `-c HOST -p PORT`.
     pub fn args(&self) -> Vec<String> {
-        let mut a = vec!["-P".to_string(), self.streams.clamp(1, IPERF3_MAX_STREAMS).to_string(), "-t".into(), self.seconds.max(1).to_string()];
+        let mut a = vec![
+            "-P".to_string(),
+            self.streams.clamp(1, IPERF3_MAX_STREAMS).to_string(),
+            "-t".into(),
+            self.seconds.max(1).to_string(),
+        ];
         if self.omit > 0 {
             a.extend(["-O".to_string(), self.omit.to_string()]);
         }
@@ -291,7 +300,9 @@ pub fn iperf3_run(link: Option<&Link>, run: &Iperf3Run, lifetime: Duration) -> R
     let host = link.map(|l| l.server_ip().to_string()).unwrap_or_else(|| "127.0.0.1".into());
     // A free port on the server's side; the listener is closed before iperf3 binds it.
     let port = match link {
-        Some(l) => l.in_server(|| std::net::TcpListener::bind((l.server_ip(), 0)).and_then(|s| s.local_addr()))??.port(),
+        Some(l) => {
+            l.in_server(|| std::net::TcpListener::bind((l.server_ip(), 0)).and_then(|s| s.local_addr()))??.port()
+        }
         None => std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port(),
     };
     let mut s = Command::new("iperf3");
@@ -330,7 +341,9 @@ pub fn iperf3_run(link: Option<&Link>, run: &Iperf3Run, lifetime: Duration) -> R
 
 /// The figures of an `iperf3 -J` report (streams and durations are the caller's).
 pub fn parse_iperf3_json(v: &Value) -> Result<Iperf3Result> {
-    let bps = v["end"]["sum_received"]["bits_per_second"].as_f64().context("iperf3 JSON has no end.sum_received.bits_per_second")?;
+    let bps = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .context("iperf3 JSON has no end.sum_received.bits_per_second")?;
     // Every interval, omitted or not: bytes and seconds of the whole run.
     let (mut bytes, mut secs, mut intervals) = (0.0, 0.0, Vec::new());
     for i in v["intervals"].as_array().into_iter().flatten() {
@@ -369,7 +382,8 @@ mod tests {
     fn reads_banner_and_kills_on_drop() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
-        let cmd = sh("echo 'listening on http://127.0.0.1:1'; echo 'access key: ferry'; echo 'profile: s3'; exec sleep 60");
+        let cmd =
+            sh("echo 'listening on http://127.0.0.1:1'; echo 'access key: ferry'; echo 'profile: s3'; exec sleep 60");
         let mut s = ServerProcess::start(&cmd, &[], Duration::from_secs(60), &dir).unwrap();
         let log = s.log.clone();
         assert!(log.exists());
@@ -400,7 +414,8 @@ mod tests {
     fn wrong_first_line_is_an_error() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
-        let err = ServerProcess::start(&sh("echo hello; exec sleep 60"), &[], Duration::from_secs(60), &dir).err().unwrap();
+        let err =
+            ServerProcess::start(&sh("echo hello; exec sleep 60"), &[], Duration::from_secs(60), &dir).err().unwrap();
         assert!(err.to_string().contains("instead of 'listening on URL'"), "{err}");
         let err = ServerProcess::start(&sh("echo oops >&2; exit 3"), &[], Duration::from_secs(60), &dir).err().unwrap();
         assert!(err.to_string().contains("exited before listening"), "{err}");
@@ -410,8 +425,14 @@ mod tests {
     fn iperf3_arguments_and_report() {
         let r = Iperf3Run { streams: 500, seconds: 3, omit: 2, reverse: true, interval_ms: None };
         assert_eq!(r.args().join(" "), "-P 128 -t 3 -O 2 -R -J");
-        assert_eq!(Iperf3Run { streams: 0, seconds: 0, omit: 0, reverse: false, interval_ms: None }.args().join(" "), "-P 1 -t 1 -J");
-        assert_eq!(Iperf3Run { streams: 4, seconds: 3, omit: 0, reverse: true, interval_ms: Some(100) }.args().join(" "), "-P 4 -t 3 -R -i 0.1 -J");
+        assert_eq!(
+            Iperf3Run { streams: 0, seconds: 0, omit: 0, reverse: false, interval_ms: None }.args().join(" "),
+            "-P 1 -t 1 -J"
+        );
+        assert_eq!(
+            Iperf3Run { streams: 4, seconds: 3, omit: 0, reverse: true, interval_ms: Some(100) }.args().join(" "),
+            "-P 4 -t 3 -R -i 0.1 -J"
+        );
         // Trimmed from an `iperf3 -R -O 1 -t 2 -J` report: one omitted interval, two counted.
         let v: Value = serde_json::from_str(
             r#"{"intervals":[{"sum":{"seconds":1.0,"bytes":1000,"omitted":true}},{"sum":{"seconds":1.0,"bytes":3000,"omitted":false}},{"sum":{"seconds":1.0,"bytes":5000,"omitted":false}}],

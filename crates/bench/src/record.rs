@@ -169,7 +169,13 @@ impl JsonLines {
     pub fn open(path: Option<&std::path::Path>) -> anyhow::Result<JsonLines> {
         use anyhow::Context;
         let f = match path {
-            Some(p) => Some(std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("opening {}", p.display()))?),
+            Some(p) => Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .with_context(|| format!("opening {}", p.display()))?,
+            ),
             None => None,
         };
         Ok(JsonLines(f))
@@ -189,7 +195,13 @@ impl JsonLines {
 /// `den` in the same repeat (they ran back to back on the same server), both kept by
 /// `keep`; a pair missing the figure or with a zero denominator is skipped. The report's,
 /// the claims' and listing's ratios all come from here.
-pub fn per_repeat_ratios(records: &[RunRecord], num: &str, den: &str, figure: &str, keep: impl Fn(&RunRecord) -> bool) -> Vec<f64> {
+pub fn per_repeat_ratios(
+    records: &[RunRecord],
+    num: &str,
+    den: &str,
+    figure: &str,
+    keep: impl Fn(&RunRecord) -> bool,
+) -> Vec<f64> {
     let mut out = Vec::new();
     for a in records.iter().filter(|r| r.variant == num && keep(r)) {
         if let Some(b) = records.iter().find(|r| r.variant == den && r.repeat == a.repeat && keep(r)) {

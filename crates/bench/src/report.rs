@@ -27,11 +27,19 @@ pub fn cell(records: &[&RunRecord], figure: &str, scale: f64, digits: usize) -> 
 /// The "Runs that were not clean" list under a table (status other than ok, absent,
 /// not-implemented), with each run's first error; nothing when all were clean.
 pub fn not_clean(s: &mut String, records: &[RunRecord]) {
-    let bad: Vec<&RunRecord> = records.iter().filter(|r| !matches!(r.status.as_str(), "ok" | "absent" | "not-implemented")).collect();
+    let bad: Vec<&RunRecord> =
+        records.iter().filter(|r| !matches!(r.status.as_str(), "ok" | "absent" | "not-implemented")).collect();
     if !bad.is_empty() {
         let _ = writeln!(s, "\nRuns that were not clean:");
         for r in bad {
-            let _ = writeln!(s, "- {} repeat {}: {} {}", r.variant, r.repeat, r.status, r.error_samples.first().map(String::as_str).unwrap_or(""));
+            let _ = writeln!(
+                s,
+                "- {} repeat {}: {} {}",
+                r.variant,
+                r.repeat,
+                r.status,
+                r.error_samples.first().map(String::as_str).unwrap_or("")
+            );
         }
     }
 }
@@ -42,11 +50,18 @@ fn rows_of<'a>(records: &'a [RunRecord], label: &str) -> Vec<&'a RunRecord> {
 
 /// A [`Column::ratio`] cell: the median (min-max) of row `label`'s per-repeat ratios to
 /// `reference`, as `N.Nx`; `-` for rows the column is not about or with no pair.
-fn ratio_cell(records: &[RunRecord], label: &str, figure: &str, (suffix, reference): (&str, &str), digits: usize) -> String {
+fn ratio_cell(
+    records: &[RunRecord],
+    label: &str,
+    figure: &str,
+    (suffix, reference): (&str, &str),
+    digits: usize,
+) -> String {
     if !label.ends_with(suffix) {
         return "-".into();
     }
-    let r = per_repeat_ratios(records, label, reference, figure, |r| r.status != "absent" && r.status != "not-implemented");
+    let r =
+        per_repeat_ratios(records, label, reference, figure, |r| r.status != "absent" && r.status != "not-implemented");
     spread_text(&r, digits, "x")
 }
 
@@ -111,7 +126,12 @@ pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
             for l in &labels {
                 let rs = rows_of(records, l);
                 if let Some(gap) = records.iter().find(|r| r.variant == *l && r.status == "not-implemented") {
-                    let _ = writeln!(s, "| {l} | {} |{}", gap.note.as_deref().unwrap_or("not yet"), " |".repeat(cols.len().saturating_sub(1)));
+                    let _ = writeln!(
+                        s,
+                        "| {l} | {} |{}",
+                        gap.note.as_deref().unwrap_or("not yet"),
+                        " |".repeat(cols.len().saturating_sub(1))
+                    );
                     continue;
                 }
                 let cells: Vec<String> = cols
@@ -144,9 +164,17 @@ pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
                 let share = match ceiling {
                     Some(c) if c != *l && once => {
                         // Ran once, after the repeats: held against the ceiling's median.
-                        let med = Spread::of(&records.iter().filter(|r| r.variant == c).filter_map(|r| r.figure("bytes_per_s")).collect::<Vec<_>>());
+                        let med = Spread::of(
+                            &records
+                                .iter()
+                                .filter(|r| r.variant == c)
+                                .filter_map(|r| r.figure("bytes_per_s"))
+                                .collect::<Vec<_>>(),
+                        );
                         match (med, rs[0].figure("bytes_per_s")) {
-                            (Some(m), Some(x)) if m.median > 0.0 => format!("{:.0}% (of the median; not paired)", x / m.median * 100.0),
+                            (Some(m), Some(x)) if m.median > 0.0 => {
+                                format!("{:.0}% (of the median; not paired)", x / m.median * 100.0)
+                            }
                             _ => "-".into(),
                         }
                     }
@@ -191,7 +219,10 @@ pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
                         );
                     }
                     None => {
-                        let _ = writeln!(s, "- {numerator} / {denominator}: published: {published} / measured: no paired runs");
+                        let _ = writeln!(
+                            s,
+                            "- {numerator} / {denominator}: published: {published} / measured: no paired runs"
+                        );
                     }
                 }
             }
@@ -204,7 +235,13 @@ pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
                 for l in labels.iter().filter(|l| **l != ceiling.as_str() && !once(l)) {
                     let r = ratios(records, l, ceiling, "bytes_per_s");
                     if let Some(sp) = Spread::of(&r) {
-                        let _ = writeln!(s, "- {l}: goal {goal} / measured: {:.0}% of iperf3 (range {:.0}-{:.0}%)", sp.median * 100.0, sp.min * 100.0, sp.max * 100.0);
+                        let _ = writeln!(
+                            s,
+                            "- {l}: goal {goal} / measured: {:.0}% of iperf3 (range {:.0}-{:.0}%)",
+                            sp.median * 100.0,
+                            sp.min * 100.0,
+                            sp.max * 100.0
+                        );
                     }
                 }
             }
@@ -254,7 +291,13 @@ mod tests {
     #[test]
     fn mixed_hol_rows_carry_their_ratio_to_the_loaded_pool_per_repeat() {
         let w = mixed_hol(Size::Quick, &MixedHolParams::new(Size::Quick));
-        let ctx = RunContext { bench: "mixed-hol".into(), run_id: "1-2".into(), git_sha: None, git_dirty: None, machine: Machine { nproc: 2, kernel: "6.1".into() } };
+        let ctx = RunContext {
+            bench: "mixed-hol".into(),
+            run_id: "1-2".into(),
+            git_sha: None,
+            git_dirty: None,
+            machine: Machine { nproc: 2, kernel: "6.1".into() },
+        };
         // Paired by repeat: auto is 1/10 then 1/5 of the pool (median 0.15), its p99 1/20
         // both times; a repeat without the pool's row pairs with nothing.
         let records = vec![
@@ -266,10 +309,18 @@ mod tests {
             rec("auto · loaded", 3, 1.0, 1.0),
         ];
         let table = render(&w, &records, &ctx);
-        let row = |label: &str| table.lines().find(|l| l.starts_with(&format!("| {label} |"))).unwrap_or_else(|| panic!("no row {label} in\n{table}")).to_owned();
+        let row = |label: &str| {
+            table
+                .lines()
+                .find(|l| l.starts_with(&format!("| {label} |")))
+                .unwrap_or_else(|| panic!("no row {label} in\n{table}"))
+                .to_owned()
+        };
         let cells = |label: &str| row(label).split(" | ").map(str::to_owned).collect::<Vec<_>>();
-        let header: Vec<String> = table.lines().find(|l| l.starts_with("| row |")).unwrap().split(" | ").map(str::to_owned).collect();
-        let col = |name: &str| header.iter().position(|h| h.starts_with(name)).unwrap_or_else(|| panic!("no column {name}"));
+        let header: Vec<String> =
+            table.lines().find(|l| l.starts_with("| row |")).unwrap().split(" | ").map(str::to_owned).collect();
+        let col =
+            |name: &str| header.iter().position(|h| h.starts_with(name)).unwrap_or_else(|| panic!("no column {name}"));
         let (p50, p99) = (col("p50 / h1-pool's"), col("p99 / h1-pool's"));
         assert_eq!(cells("auto · loaded")[p50], "0.15x (0.10-0.20)");
         assert_eq!(cells("auto · loaded")[p99], "0.05x");

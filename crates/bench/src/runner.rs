@@ -19,8 +19,8 @@ use crate::record::{RunContext, RunRecord};
 use crate::stats::percentiles;
 use crate::sys;
 use crate::workload::{ClientSpec, Task, Variant, Workload};
-use ferry_store::Mode;
 use anyhow::{bail, Context, Result};
+use ferry_store::Mode;
 use ferry_store::{Credentials, CredentialsSource, GetParams, ObjectRef, RangeSpec, S3Client};
 use serde_json::json;
 use std::io::IsTerminal;
@@ -139,16 +139,27 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
     if let Some(setup) = &w.setup {
         for (i, s) in servers.iter().enumerate() {
             let Some(s) = s else { continue };
-            progress.line(&format!("{}: putting {} objects into the {} server", w.name, setup.keys.len(), w.servers[i].label));
-            let client = s.client(&ClientSpec { mode: ferry_store::Mode::H1Pool, max_connections: setup.concurrency, pipeline_depth: 1 })?;
+            progress.line(&format!(
+                "{}: putting {} objects into the {} server",
+                w.name,
+                setup.keys.len(),
+                w.servers[i].label
+            ));
+            let client = s.client(&ClientSpec {
+                mode: ferry_store::Mode::H1Pool,
+                max_connections: setup.concurrency,
+                pipeline_depth: 1,
+            })?;
             rt.block_on(put_all(&client, setup))?;
         }
     }
     for (i, bucket, key) in &w.warm {
         if let Some(s) = servers.get(*i).and_then(Option::as_ref) {
             progress.line(&format!("{}: warming {bucket}/{key}", w.name));
-            let client = s.client(&ClientSpec { mode: ferry_store::Mode::H1Pool, max_connections: 1, pipeline_depth: 1 })?;
-            rt.block_on(client.head_object(&ObjectRef::new(bucket.clone(), key.clone()))).with_context(|| format!("HEAD {bucket}/{key}"))?;
+            let client =
+                s.client(&ClientSpec { mode: ferry_store::Mode::H1Pool, max_connections: 1, pipeline_depth: 1 })?;
+            rt.block_on(client.head_object(&ObjectRef::new(bucket.clone(), key.clone())))
+                .with_context(|| format!("HEAD {bucket}/{key}"))?;
         }
     }
 
@@ -163,8 +174,10 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
         }
         if let Some(s) = servers.get(i).and_then(Option::as_ref) {
             progress.line(&format!("{}: preparing {} on the {} server", w.name, key.1, w.servers[i].label));
-            let client = s.client(&ClientSpec { mode: ferry_store::Mode::H1Pool, max_connections: 64, pipeline_depth: 1 })?;
-            rt.block_on(scn.setup(&client)).with_context(|| format!("{}: setup {} on the {} server", w.name, key.1, w.servers[i].label))?;
+            let client =
+                s.client(&ClientSpec { mode: ferry_store::Mode::H1Pool, max_connections: 64, pipeline_depth: 1 })?;
+            rt.block_on(scn.setup(&client))
+                .with_context(|| format!("{}: setup {} on the {} server", w.name, key.1, w.servers[i].label))?;
         }
         prepared.push(key);
     }
@@ -202,11 +215,18 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
             }
         }
         if let Some(c) = v.client {
-            rec.client = Some(json!({"mode": c.mode_name(), "max_connections": c.max_connections, "pipeline_depth": c.pipeline_depth}));
+            rec.client = Some(
+                json!({"mode": c.mode_name(), "max_connections": c.max_connections, "pipeline_depth": c.pipeline_depth}),
+            );
         }
         // A ferry row's requests by S3 operation, as its server answered them (the peers'
         // rows count theirs the same way, peers.rs): read before and after, untimed.
-        let counted = v.client.and(v.server).filter(|_| !matches!(v.task, Task::Peer { .. } | Task::NotYet { .. })).and_then(|i| servers[i].as_ref()).map(|s| s.proc.url.clone());
+        let counted = v
+            .client
+            .and(v.server)
+            .filter(|_| !matches!(v.task, Task::Peer { .. } | Task::NotYet { .. }))
+            .and_then(|i| servers[i].as_ref())
+            .map(|s| s.proc.url.clone());
         let before = counted.as_deref().and_then(|url| crate::peers::ServerCounters::scrape(url, None));
         let result = match &v.task {
             Task::GetAll { in_flight, ranged, size_hint } => {
@@ -215,7 +235,17 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
                 let client = s.client(&v.client.unwrap())?;
                 let keys = Arc::new(setup.keys.clone());
                 let ticker = progress.ticker(&rt, &what, keys.len() as u64);
-                let r = rt.block_on(get_all(&client, &setup.bucket, keys, setup.object_size as u64, *in_flight, *ranged, *size_hint, opts.run_timeout, ticker.clone()));
+                let r = rt.block_on(get_all(
+                    &client,
+                    &setup.bucket,
+                    keys,
+                    setup.object_size as u64,
+                    *in_flight,
+                    *ranged,
+                    *size_hint,
+                    opts.run_timeout,
+                    ticker.clone(),
+                ));
                 ticker.stop();
                 r.map(|r| r.record_into(&mut rec))
             }
@@ -223,7 +253,16 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
                 let s = servers[v.server.unwrap()].as_ref().unwrap();
                 let client = s.client(&v.client.unwrap())?;
                 let ticker = progress.ticker(&rt, &what, *bytes);
-                let r = rt.block_on(get_one(&client, bucket, key, *bytes, *sample_rss, *verify, opts.run_timeout, ticker.clone()));
+                let r = rt.block_on(get_one(
+                    &client,
+                    bucket,
+                    key,
+                    *bytes,
+                    *sample_rss,
+                    *verify,
+                    opts.run_timeout,
+                    ticker.clone(),
+                ));
                 ticker.stop();
                 r.map(|r| r.record_into(&mut rec))
             }
@@ -256,7 +295,11 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
                 if let Some(setup) = before {
                     // Untimed: what the peer's run consumes (a delete), PUT again by ferry.
                     let t = Instant::now();
-                    let c = s.client(&ClientSpec { mode: Mode::H1Pool, max_connections: setup.concurrency.max(1), pipeline_depth: 1 })?;
+                    let c = s.client(&ClientSpec {
+                        mode: Mode::H1Pool,
+                        max_connections: setup.concurrency.max(1),
+                        pipeline_depth: 1,
+                    })?;
                     rt.block_on(put_objects(&c, setup)).context("re-creating the objects the peer consumes")?;
                     rec.set("setup_put_s", t.elapsed().as_secs_f64());
                 }
@@ -265,7 +308,9 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
                 Ok(())
             }
         };
-        if let (Some(b), Some(a)) = (before, counted.as_deref().and_then(|url| crate::peers::ServerCounters::scrape(url, None))) {
+        if let (Some(b), Some(a)) =
+            (before, counted.as_deref().and_then(|url| crate::peers::ServerCounters::scrape(url, None)))
+        {
             server_requests_into(&mut rec, &a.since(&b));
         }
         if let Err(e) = result {
@@ -294,11 +339,24 @@ async fn put_objects(client: &S3Client, setup: &crate::workload::PutSetup) -> Re
     // Distinct bytes per object are not needed (the server stores what it is sent); one
     // buffer, cloned by reference count.
     let body = crate::scenario::body(setup.object_size, 0);
-    crate::scenario::put_all(client, &setup.bucket, setup.keys.iter().map(|k| (k.clone(), body.clone())), setup.concurrency).await
+    crate::scenario::put_all(
+        client,
+        &setup.bucket,
+        setup.keys.iter().map(|k| (k.clone(), body.clone())),
+        setup.concurrency,
+    )
+    .await
 }
 
 /// GETs one object and drops its body chunk by chunk; the bytes received.
-async fn get_drain(client: &S3Client, obj: &ObjectRef, params: GetParams, first_byte: Option<&mut Duration>, t0: Instant, ticker: &Ticker) -> Result<u64> {
+async fn get_drain(
+    client: &S3Client,
+    obj: &ObjectRef,
+    params: GetParams,
+    first_byte: Option<&mut Duration>,
+    t0: Instant,
+    ticker: &Ticker,
+) -> Result<u64> {
     let mut out = client.get_object(obj, params).await?;
     if let Some(fb) = first_byte {
         *fb = t0.elapsed();
@@ -336,7 +394,13 @@ mod ferry_wire_stats {
     }
     pub fn of(c: &ferry_store::S3Client) -> Stats {
         let s = c.transport().stats();
-        Stats { connections_opened: s.connections_opened, requests_sent: s.requests_sent, requests_resent: s.requests_resent, hedges_sent: s.hedges_sent, hedges_won: s.hedges_won }
+        Stats {
+            connections_opened: s.connections_opened,
+            requests_sent: s.requests_sent,
+            requests_resent: s.requests_resent,
+            hedges_sent: s.hedges_sent,
+            hedges_won: s.hedges_won,
+        }
     }
 }
 
@@ -370,7 +434,11 @@ async fn get_all(
             }
         };
         let (c, obj, tk) = (client.clone(), ObjectRef::new(bucket.to_owned(), key.clone()), ticker.clone());
-        let mut params = if ranged && object_size > 0 { GetParams::range(RangeSpec::FromTo(0, object_size - 1)) } else { GetParams::default() };
+        let mut params = if ranged && object_size > 0 {
+            GetParams::range(RangeSpec::FromTo(0, object_size - 1))
+        } else {
+            GetParams::default()
+        };
         if size_hint {
             params.size_hint = Some(object_size);
         }
@@ -458,7 +526,10 @@ impl GetAllResult {
         rec.set("hedges_won", self.stats.hedges_won as f64);
         rec.set("client_cpu_s", self.cpu.as_secs_f64());
         if self.stats.requests_sent > 0 {
-            rec.set("client_cpu_s_per_1000_requests", self.cpu.as_secs_f64() * 1000.0 / self.stats.requests_sent as f64);
+            rec.set(
+                "client_cpu_s_per_1000_requests",
+                self.cpu.as_secs_f64() * 1000.0 / self.stats.requests_sent as f64,
+            );
         }
         rec.status = if self.timed_out {
             "timeout".into()
@@ -485,7 +556,16 @@ struct GetOneResult {
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn get_one(client: &S3Client, bucket: &str, key: &str, expected: u64, sample_rss: bool, verify: bool, timeout: Duration, ticker: Ticker) -> Result<GetOneResult> {
+async fn get_one(
+    client: &S3Client,
+    bucket: &str,
+    key: &str,
+    expected: u64,
+    sample_rss: bool,
+    verify: bool,
+    timeout: Duration,
+    ticker: Ticker,
+) -> Result<GetOneResult> {
     let obj = ObjectRef::new(bucket.to_owned(), key.to_owned());
     let rss_before = sys::current_rss_bytes();
     // RSS sampled on a plain thread every 20 ms while the GET runs.
@@ -504,7 +584,18 @@ async fn get_one(client: &S3Client, bucket: &str, key: &str, expected: u64, samp
     let cpu0 = sys::cpu_time();
     let t0 = Instant::now();
     let mut first_byte = Duration::ZERO;
-    let r = tokio::time::timeout(timeout, get_drain(client, &obj, GetParams { checksum_mode: verify, ..GetParams::default() }, Some(&mut first_byte), t0, &ticker)).await;
+    let r = tokio::time::timeout(
+        timeout,
+        get_drain(
+            client,
+            &obj,
+            GetParams { checksum_mode: verify, ..GetParams::default() },
+            Some(&mut first_byte),
+            t0,
+            &ticker,
+        ),
+    )
+    .await;
     let wall = t0.elapsed();
     let cpu = sys::cpu_time().saturating_sub(cpu0);
     stop.store(true, Relaxed);
@@ -515,7 +606,18 @@ async fn get_one(client: &S3Client, bucket: &str, key: &str, expected: u64, samp
         Ok(Err(e)) => (0, Some(format!("GET {obj}: {e:#}")), false),
         Err(_) => (ticker.bytes(), Some(format!("GET {obj} unfinished after the {timeout:?} run time-out")), true),
     };
-    Ok(GetOneResult { bytes, expected, first_byte, wall, cpu, stats: ferry_wire_stats::of(client), rss_before, rss_sampled_max, error, timed_out })
+    Ok(GetOneResult {
+        bytes,
+        expected,
+        first_byte,
+        wall,
+        cpu,
+        stats: ferry_wire_stats::of(client),
+        rss_before,
+        rss_sampled_max,
+        error,
+        timed_out,
+    })
 }
 
 impl GetOneResult {
@@ -615,7 +717,11 @@ impl Progress {
 
     /// Counts items and bytes of one run; on a terminal, redraws the line 5 times a second.
     fn ticker(&self, rt: &tokio::runtime::Runtime, what: &str, total: u64) -> Ticker {
-        let t = Ticker(Arc::new(TickerState { items: AtomicU64::new(0), bytes: AtomicU64::new(0), stop: AtomicBool::new(false) }));
+        let t = Ticker(Arc::new(TickerState {
+            items: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+        }));
         if self.enabled && self.tty {
             let (t2, what) = (t.clone(), what.to_owned());
             rt.spawn(async move {
@@ -623,7 +729,11 @@ impl Progress {
                 while !t2.0.stop.load(Relaxed) {
                     iv.tick().await;
                     let (i, b) = (t2.0.items.load(Relaxed), t2.0.bytes.load(Relaxed));
-                    let done = if i > 0 { format!("{i}/{total} objects") } else { format!("{:.0}/{:.0} MiB", b as f64 / 1048576.0, total as f64 / 1048576.0) };
+                    let done = if i > 0 {
+                        format!("{i}/{total} objects")
+                    } else {
+                        format!("{:.0}/{:.0} MiB", b as f64 / 1048576.0, total as f64 / 1048576.0)
+                    };
                     eprint!("\r\x1b[2K{what} · {done}");
                 }
             });

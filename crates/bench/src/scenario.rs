@@ -158,7 +158,14 @@ pub struct Meter {
 impl Meter {
     pub fn start(c: &S3Client) -> Meter {
         let s = c.transport().stats();
-        Meter { t: Instant::now(), cpu: crate::sys::cpu_time(), conns: s.connections_opened, sent: s.requests_sent, resent: s.requests_resent, hedges: (s.hedges_sent, s.hedges_won) }
+        Meter {
+            t: Instant::now(),
+            cpu: crate::sys::cpu_time(),
+            conns: s.connections_opened,
+            sent: s.requests_sent,
+            resent: s.requests_resent,
+            hedges: (s.hedges_sent, s.hedges_won),
+        }
     }
 
     pub fn elapsed(&self) -> Duration {
@@ -184,7 +191,12 @@ impl Meter {
 
 /// PUTs every `(key, body)` into `bucket` (which exists), at most `concurrency` at once;
 /// the first failure ends it. The setup step of every workload that writes objects.
-pub async fn put_all(c: &S3Client, bucket: &str, objects: impl IntoIterator<Item = (String, bytes::Bytes)>, concurrency: usize) -> Result<()> {
+pub async fn put_all(
+    c: &S3Client,
+    bucket: &str,
+    objects: impl IntoIterator<Item = (String, bytes::Bytes)>,
+    concurrency: usize,
+) -> Result<()> {
     use anyhow::Context;
     let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
     let mut set = tokio::task::JoinSet::new();
@@ -192,7 +204,8 @@ pub async fn put_all(c: &S3Client, bucket: &str, objects: impl IntoIterator<Item
         let permit = sem.clone().acquire_owned().await?;
         let (c, obj) = (c.clone(), ObjectRef::new(bucket, key));
         set.spawn(async move {
-            let r = c.put_object(&obj, body, ferry_store::PutParams::default()).await.with_context(|| format!("PUT {obj}"));
+            let r =
+                c.put_object(&obj, body, ferry_store::PutParams::default()).await.with_context(|| format!("PUT {obj}"));
             drop(permit);
             r
         });

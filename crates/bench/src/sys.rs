@@ -47,7 +47,9 @@ pub struct Machine {
 impl Machine {
     pub fn detect() -> Machine {
         let nproc = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_owned()).unwrap_or_else(|_| "unknown".into());
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "unknown".into());
         Machine { nproc, kernel }
     }
 }
@@ -64,6 +66,7 @@ pub fn git_revision() -> (Option<String>, Option<bool>) {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
     };
     let sha = out(&["rev-parse", "HEAD"]).filter(|s| !s.is_empty());
-    let dirty = sha.as_ref().and_then(|_| out(&["status", "--porcelain", "--untracked-files=no"])).map(|s| !s.is_empty());
+    let dirty =
+        sha.as_ref().and_then(|_| out(&["status", "--porcelain", "--untracked-files=no"])).map(|s| !s.is_empty());
     (sha, dirty)
 }

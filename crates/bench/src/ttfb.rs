@@ -38,7 +38,8 @@ pub const PUBLISHED: &str = "GCS first byte >3x S3; GCS throughput ~2x S3, ~4x A
 pub const SYNTHETIC: &str = "synthetic";
 pub const BUCKET: &str = "bench";
 pub const PROFILES: &[&str] = &["s3", "gcs", "azure"];
-pub const SIZES: &[(&str, u64)] = &[("16KiB", 16 << 10), ("256KiB", 256 << 10), ("1MiB", 1 << 20), ("8MiB", 8 << 20), ("32MiB", 32 << 20)];
+pub const SIZES: &[(&str, u64)] =
+    &[("16KiB", 16 << 10), ("256KiB", 256 << 10), ("1MiB", 1 << 20), ("8MiB", 8 << 20), ("32MiB", 32 << 20)];
 pub const PROBE_BYTES: u64 = 1024;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -57,7 +58,8 @@ pub struct TtfbParams {
 
 /// The peers beside ttfb-throughput (on the s3 profile): the SDK-like clients whose
 /// response head is visible, so first byte is measured as for ferry.
-pub const PEERS: [crate::peers::Peer; 3] = [crate::peers::Peer::Boto3, crate::peers::Peer::Awscrt, crate::peers::Peer::Obstore];
+pub const PEERS: [crate::peers::Peer; 3] =
+    [crate::peers::Peer::Boto3, crate::peers::Peer::Awscrt, crate::peers::Peer::Obstore];
 /// The profile the peer rows run against.
 pub const PEER_PROFILE: &str = "s3";
 
@@ -72,8 +74,24 @@ impl TtfbParams {
             // 20 probes and the peers run once it took 72 s (33 peer rows each paying
             // Python's start-up); with the peers repeated, 3 sizes both ways and 20
             // probes, 90 s at load average 13; with PUT at 32 MiB only, 81 s at 10.
-            Size::Quick => TtfbParams { probes: 12, sizes: quick_sizes(), put_sizes: vec![SIZES[2]], transfers: 4, in_flight: 2, repeats: 3, peers: Vec::new() },
-            Size::Full => TtfbParams { probes: 1_000, sizes: SIZES.to_vec(), put_sizes: SIZES.to_vec(), transfers: 100, in_flight: 2, repeats: 3, peers: Vec::new() },
+            Size::Quick => TtfbParams {
+                probes: 12,
+                sizes: quick_sizes(),
+                put_sizes: vec![SIZES[2]],
+                transfers: 4,
+                in_flight: 2,
+                repeats: 3,
+                peers: Vec::new(),
+            },
+            Size::Full => TtfbParams {
+                probes: 1_000,
+                sizes: SIZES.to_vec(),
+                put_sizes: SIZES.to_vec(),
+                transfers: 100,
+                in_flight: 2,
+                repeats: 3,
+                peers: Vec::new(),
+            },
         }
     }
 }
@@ -127,15 +145,21 @@ impl TtfbRun {
         c.create_bucket(BUCKET).await.with_context(|| format!("creating bucket {BUCKET}"))?;
         let keys = std::iter::once(probe_key()).chain(SIZES.iter().map(|(_, s)| get_key(*s)));
         for k in keys {
-            c.head_object(&ObjectRef::new(SYNTHETIC, k.as_str())).await.with_context(|| format!("HEAD {SYNTHETIC}/{k}"))?;
+            c.head_object(&ObjectRef::new(SYNTHETIC, k.as_str()))
+                .await
+                .with_context(|| format!("HEAD {SYNTHETIC}/{k}"))?;
         }
         Ok(())
     }
 
     pub fn params(&self) -> Map<String, Value> {
         let v = match self {
-            TtfbRun::Probe { count } => json!({"op": "first-byte", "object_size": PROBE_BYTES, "requests": count, "in_flight": 1}),
-            TtfbRun::Transfer { op, size, count, in_flight } => json!({"op": op.name(), "object_size": size, "requests": count, "in_flight": in_flight}),
+            TtfbRun::Probe { count } => {
+                json!({"op": "first-byte", "object_size": PROBE_BYTES, "requests": count, "in_flight": 1})
+            }
+            TtfbRun::Transfer { op, size, count, in_flight } => {
+                json!({"op": op.name(), "object_size": size, "requests": count, "in_flight": in_flight})
+            }
         };
         v.as_object().cloned().unwrap_or_default()
     }
@@ -189,7 +213,10 @@ async fn transfer(c: &S3Client, op: Op, size: u64, count: usize, in_flight: usiz
                 }
                 Op::Put => {
                     let obj = ObjectRef::new(BUCKET, put_key(size, i % in_flight.max(1)));
-                    c.put_object(&obj, payload, PutParams::default()).await.map(|_| None).map_err(|e| format!("PUT {obj}: {e:#}"))
+                    c.put_object(&obj, payload, PutParams::default())
+                        .await
+                        .map(|_| None)
+                        .map_err(|e| format!("PUT {obj}: {e:#}"))
                 }
             };
             drop(permit);
@@ -270,7 +297,11 @@ pub fn ttfb_throughput(size: Size, p: &TtfbParams) -> Workload {
         variants.push(v(probe_row(profile), TtfbRun::Probe { count: p.probes }, 1));
         for (op, sizes) in [(Op::Get, &p.sizes), (Op::Put, &p.put_sizes)] {
             for (label, bytes) in sizes {
-                variants.push(v(transfer_row(profile, op, label), TtfbRun::Transfer { op, size: *bytes, count: p.transfers, in_flight: p.in_flight }, p.in_flight));
+                variants.push(v(
+                    transfer_row(profile, op, label),
+                    TtfbRun::Transfer { op, size: *bytes, count: p.transfers, in_flight: p.in_flight },
+                    p.in_flight,
+                ));
             }
         }
     }
@@ -284,14 +315,38 @@ pub fn ttfb_throughput(size: Size, p: &TtfbParams) -> Workload {
             variants.push(v);
         }
     };
-    peer_rows(probe_row(PEER_PROFILE), crate::peers::PeerOp::FirstByte { bucket: SYNTHETIC.into(), key: probe_key(), count: p.probes, bytes: PROBE_BYTES });
+    peer_rows(
+        probe_row(PEER_PROFILE),
+        crate::peers::PeerOp::FirstByte {
+            bucket: SYNTHETIC.into(),
+            key: probe_key(),
+            count: p.probes,
+            bytes: PROBE_BYTES,
+        },
+    );
     for (label, bytes) in &p.sizes {
         let keys = vec![get_key(*bytes); p.transfers];
-        peer_rows(transfer_row(PEER_PROFILE, Op::Get, label), crate::peers::PeerOp::GetMany { bucket: SYNTHETIC.into(), keys, object_size: Some(*bytes), concurrency: p.in_flight });
+        peer_rows(
+            transfer_row(PEER_PROFILE, Op::Get, label),
+            crate::peers::PeerOp::GetMany {
+                bucket: SYNTHETIC.into(),
+                keys,
+                object_size: Some(*bytes),
+                concurrency: p.in_flight,
+            },
+        );
     }
     for (label, bytes) in &p.put_sizes {
         let keys = (0..p.transfers).map(|i| put_key(*bytes, i % p.in_flight.max(1))).collect();
-        peer_rows(transfer_row(PEER_PROFILE, Op::Put, label), crate::peers::PeerOp::PutMany { bucket: BUCKET.into(), keys, object_size: *bytes, concurrency: p.in_flight });
+        peer_rows(
+            transfer_row(PEER_PROFILE, Op::Put, label),
+            crate::peers::PeerOp::PutMany {
+                bucket: BUCKET.into(),
+                keys,
+                object_size: *bytes,
+                concurrency: p.in_flight,
+            },
+        );
     }
     let params = json!({
         "profiles": PROFILES,
@@ -337,7 +392,10 @@ mod tests {
         let w = ttfb_throughput(Size::Full, &f);
         assert_eq!(w.servers.iter().map(|s| s.profile).collect::<Vec<_>>(), ["s3", "gcs", "azure"]);
         assert_eq!(w.variants.len(), 3 * (1 + 2 * 5));
-        assert_eq!(TtfbParams::new(Size::Quick).sizes.iter().map(|s| s.1).collect::<Vec<_>>(), [16384, 1 << 20, 32 << 20]);
+        assert_eq!(
+            TtfbParams::new(Size::Quick).sizes.iter().map(|s| s.1).collect::<Vec<_>>(),
+            [16384, 1 << 20, 32 << 20]
+        );
         assert_eq!(SIZES.iter().map(|s| s.1).collect::<Vec<_>>(), [16384, 262144, 1 << 20, 8 << 20, 32 << 20]);
         let put = w.variants.iter().find(|v| v.label == "gcs · PUT 8MiB").unwrap();
         assert_eq!(put.server, Some(1));
@@ -350,7 +408,11 @@ mod tests {
         q.peers = vec![crate::peers::Peer::Obstore, crate::peers::Peer::S5cmd];
         let w = ttfb_throughput(Size::Quick, &q);
         let peer_rows: Vec<&Variant> = w.variants.iter().filter(|v| matches!(v.task, Task::Peer { .. })).collect();
-        assert_eq!(peer_rows.len(), 1 + 3 + 1, "obstore only: s5cmd is not a ttfb peer; --quick: GET at 3 sizes, PUT at 1 MiB");
+        assert_eq!(
+            peer_rows.len(),
+            1 + 3 + 1,
+            "obstore only: s5cmd is not a ttfb peer; --quick: GET at 3 sizes, PUT at 1 MiB"
+        );
         assert_eq!(peer_rows[0].label, "s3 · first byte · obstore");
         assert!(matches!(&peer_rows[0].task, Task::Peer { op: crate::peers::PeerOp::FirstByte { count: 12, .. }, .. }));
         assert_eq!(w.variants.iter().filter(|v| v.client.is_some()).count(), 3 * (1 + 3 + 1));

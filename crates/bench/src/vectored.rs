@@ -51,7 +51,8 @@ pub struct VectoredParams {
 /// The peers beside vectored: boto3 (one GET per range: it has no vectored read),
 /// obstore (get_ranges, which coalesces) and s3fs (cat_ranges, which merges ranges only
 /// when its caller passes max_gap; by default one GET per range).
-pub const PEERS: [crate::peers::Peer; 3] = [crate::peers::Peer::Boto3, crate::peers::Peer::Obstore, crate::peers::Peer::S3fs];
+pub const PEERS: [crate::peers::Peer; 3] =
+    [crate::peers::Peer::Boto3, crate::peers::Peer::Obstore, crate::peers::Peer::S3fs];
 
 impl VectoredParams {
     /// Full: the published 2,000 ranges in 256 MiB. Quick: 1,000 ranges in 128 MiB, the
@@ -64,7 +65,17 @@ impl VectoredParams {
             Size::Quick => (1_000, 128 << 20),
             Size::Full => (2_000, 256 << 20),
         };
-        VectoredParams { ranges, range_min: 4 << 10, range_max: 64 << 10, object_bytes, seed: 11, in_flight: 32, connections: 50, repeats: 3, peers: Vec::new() }
+        VectoredParams {
+            ranges,
+            range_min: 4 << 10,
+            range_max: 64 << 10,
+            object_bytes,
+            seed: 11,
+            in_flight: 32,
+            connections: 50,
+            repeats: 3,
+            peers: Vec::new(),
+        }
     }
 
     pub fn key(&self) -> String {
@@ -110,7 +121,9 @@ impl VectoredRun {
     }
 
     pub async fn setup(&self, c: &S3Client) -> Result<()> {
-        c.head_object(&ObjectRef::new(SYNTHETIC, self.key.as_str())).await.with_context(|| format!("HEAD {SYNTHETIC}/{}", self.key))?;
+        c.head_object(&ObjectRef::new(SYNTHETIC, self.key.as_str()))
+            .await
+            .with_context(|| format!("HEAD {SYNTHETIC}/{}", self.key))?;
         Ok(())
     }
 
@@ -119,7 +132,9 @@ impl VectoredRun {
             "strategy",
             match self.strategy {
                 Strategy::Naive => "naive: one GET per range",
-                Strategy::Coalesced => "coalesced: ferry_engine::get_ranges, default options (measured gap, 8 MiB spans, 16 in flight)",
+                Strategy::Coalesced => {
+                    "coalesced: ferry_engine::get_ranges, default options (measured gap, 8 MiB spans, 16 in flight)"
+                }
             },
         )
     }
@@ -171,7 +186,11 @@ impl VectoredRun {
                 let t = Instant::now();
                 let r = get_drain(&c, &obj, GetParams::range(RangeSpec::FromTo(off, off + len - 1))).await;
                 drop(permit);
-                (t.elapsed(), len, r.map(|(n, _)| n).map_err(|e| format!("GET {obj} bytes {off}-{}: {e:#}", off + len - 1)))
+                (
+                    t.elapsed(),
+                    len,
+                    r.map(|(n, _)| n).map_err(|e| format!("GET {obj} bytes {off}-{}: {e:#}", off + len - 1)),
+                )
             });
         }
         let (mut requested, mut received) = (0u64, 0u64);
@@ -228,7 +247,12 @@ pub fn vectored(size: Size, p: &VectoredParams) -> Workload {
             workload: NAME,
             server: Some(0),
             client: Some(client),
-            task: Task::Scenario(Scenario::Vectored(VectoredRun { strategy: Strategy::Naive, key: p.key(), ranges: rs.clone(), in_flight: p.in_flight })),
+            task: Task::Scenario(Scenario::Vectored(VectoredRun {
+                strategy: Strategy::Naive,
+                key: p.key(),
+                ranges: rs.clone(),
+                in_flight: p.in_flight,
+            })),
             note: None,
             once: false,
         },
@@ -237,7 +261,12 @@ pub fn vectored(size: Size, p: &VectoredParams) -> Workload {
             workload: NAME,
             server: Some(0),
             client: Some(client),
-            task: Task::Scenario(Scenario::Vectored(VectoredRun { strategy: Strategy::Coalesced, key: p.key(), ranges: rs.clone(), in_flight: p.in_flight })),
+            task: Task::Scenario(Scenario::Vectored(VectoredRun {
+                strategy: Strategy::Coalesced,
+                key: p.key(),
+                ranges: rs.clone(),
+                in_flight: p.in_flight,
+            })),
             note: Some("latency columns: per GET for naive only; get_ranges returns when every span is in".into()),
             once: false,
         },
@@ -245,7 +274,12 @@ pub fn vectored(size: Size, p: &VectoredParams) -> Workload {
     let peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).collect();
     let spans: Vec<(u64, u64)> = rs.iter().map(|(off, len)| (*off, off + len - 1)).collect();
     // boto3's threads: as many GETs in flight as the naive row.
-    let op = crate::peers::PeerOp::GetRanges { bucket: SYNTHETIC.into(), key: p.key(), ranges: Arc::new(spans), concurrency: p.in_flight };
+    let op = crate::peers::PeerOp::GetRanges {
+        bucket: SYNTHETIC.into(),
+        key: p.key(),
+        ranges: Arc::new(spans),
+        concurrency: p.in_flight,
+    };
     // The peer rows repeat like ferry's, interleaved (the driver's fork server pays
     // Python's start-up once; peers.rs).
     variants.extend(crate::peers::op_rows(NAME, &peers, 0, op, ""));
@@ -304,7 +338,9 @@ mod tests {
     fn workload_rows() {
         let w = vectored(Size::Quick, &VectoredParams::new(Size::Quick));
         assert_eq!(w.variants.len(), 2);
-        assert!(matches!(&w.variants[1].task, Task::Scenario(Scenario::Vectored(r)) if r.strategy == Strategy::Coalesced));
+        assert!(
+            matches!(&w.variants[1].task, Task::Scenario(Scenario::Vectored(r)) if r.strategy == Strategy::Coalesced)
+        );
         assert!(w.variants.iter().all(|v| !matches!(v.task, Task::NotYet { .. })));
         assert_eq!(w.servers[0].profile, "s3");
         assert_eq!(w.params["object"], "synthetic/vectored/size=134217728/table.hfile");

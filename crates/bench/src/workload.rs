@@ -53,7 +53,8 @@ impl ServerSpec {
 
     /// The flags after `ferry serve`.
     pub fn args(&self) -> Vec<String> {
-        let mut a: Vec<String> = ["--addr", "127.0.0.1:0", "--memory", "--profile", self.profile].iter().map(|s| s.to_string()).collect();
+        let mut a: Vec<String> =
+            ["--addr", "127.0.0.1:0", "--memory", "--profile", self.profile].iter().map(|s| s.to_string()).collect();
         if !self.signed {
             a.push("--anonymous".into());
         }
@@ -183,7 +184,13 @@ impl Column {
 
     /// A column of per-repeat ratios: `figure` of each row ending with `suffix` over
     /// `figure` of row `reference` in the same repeat; the median (min-max) of those.
-    pub const fn ratio(header: &'static str, figure: &'static str, suffix: &'static str, reference: &'static str, digits: usize) -> Column {
+    pub const fn ratio(
+        header: &'static str,
+        figure: &'static str,
+        suffix: &'static str,
+        reference: &'static str,
+        digits: usize,
+    ) -> Column {
         Column { header, figure, scale: 1.0, digits, ratio_to: Some((suffix, reference)) }
     }
 }
@@ -212,7 +219,15 @@ impl Workload {
     /// (each scenario sets itself up), nothing to warm, no generic claim (claims.rs holds
     /// its headline), `params` (a JSON object) written into every record. Notes follow
     /// with struct-update syntax.
-    pub fn scenario(name: &'static str, size: Size, servers: Vec<ServerSpec>, variants: Vec<Variant>, repeats: usize, params: Value, columns: &'static [Column]) -> Workload {
+    pub fn scenario(
+        name: &'static str,
+        size: Size,
+        servers: Vec<ServerSpec>,
+        variants: Vec<Variant>,
+        repeats: usize,
+        params: Value,
+        columns: &'static [Column],
+    ) -> Workload {
         Workload {
             name,
             size,
@@ -331,8 +346,14 @@ pub fn small_objects(size: Size, p: &SmallObjectsParams) -> Workload {
         false,
         Some("extra row: the s3 profile is HTTP/1.1 only, like AWS S3; this row ran against a second server, --profile s3 --h2 on"),
     ));
-    let setup = PutSetup { bucket: "bench".into(), keys: small_object_keys(p.objects, p.prefixes), object_size: p.object_size, concurrency: p.put_concurrency };
-    let peer_setup = PutSetup { keys: setup.keys.iter().take(p.peer_objects.min(p.objects)).cloned().collect(), ..setup.clone() };
+    let setup = PutSetup {
+        bucket: "bench".into(),
+        keys: small_object_keys(p.objects, p.prefixes),
+        object_size: p.object_size,
+        concurrency: p.put_concurrency,
+    };
+    let peer_setup =
+        PutSetup { keys: setup.keys.iter().take(p.peer_objects.min(p.objects)).cloned().collect(), ..setup.clone() };
     let mut peer_rows = crate::peers::get_many_rows("small-objects", &p.peers, 0, &peer_setup, p.connections);
     if peer_setup.keys.len() < setup.keys.len() {
         for n in peer_rows.iter_mut().filter_map(|v| v.note.as_mut()).filter(|n| !n.starts_with("absent")) {
@@ -344,7 +365,12 @@ pub fn small_objects(size: Size, p: &SmallObjectsParams) -> Workload {
     if p.ceilings {
         variants.extend(small_objects_ceilings(size, p, &setup));
         // h2load and wrk do not sign: the same profile, --anonymous, h2 on for h2load.
-        servers.push(ServerSpec { label: "s3+h2 anonymous", profile: "s3", extra_args: vec!["--h2".into(), "on".into()], signed: false });
+        servers.push(ServerSpec {
+            label: "s3+h2 anonymous",
+            profile: "s3",
+            extra_args: vec!["--h2".into(), "on".into()],
+            signed: false,
+        });
     }
     let params = json!({
         "objects": p.objects,
@@ -407,7 +433,15 @@ fn small_objects_ceilings(size: Size, p: &SmallObjectsParams, setup: &PutSetup) 
         },
         object_size: p.object_size as u64,
     };
-    let row = |label: &str, server, client, task, note: &str| Variant { label: label.into(), workload: "small-objects", server: Some(server), client, task, note: Some(note.into()), once: false };
+    let row = |label: &str, server, client, task, note: &str| Variant {
+        label: label.into(),
+        workload: "small-objects",
+        server: Some(server),
+        client,
+        task,
+        note: Some(note.into()),
+        once: false,
+    };
     let probes = match size {
         Size::Quick => 20,
         Size::Full => 100,
@@ -460,7 +494,14 @@ pub struct BulkGetParams {
 
 impl BulkGetParams {
     pub fn new(_size: Size) -> BulkGetParams {
-        BulkGetParams { size_label: "1GiB".into(), bytes: 1 << 30, repeats: 3, iperf3_seconds: 3, rss_check: None, peers: Vec::new() }
+        BulkGetParams {
+            size_label: "1GiB".into(),
+            bytes: 1 << 30,
+            repeats: 3,
+            iperf3_seconds: 3,
+            rss_check: None,
+            peers: Vec::new(),
+        }
     }
 }
 
@@ -533,7 +574,10 @@ pub fn bulk_get(size: Size, p: &BulkGetParams) -> Workload {
         repeats: p.repeats.max(1),
         params: params.as_object().cloned().unwrap_or_default(),
         shape: Shape::Bytes,
-        claims: vec![Claim::ShareOfCeiling { ceiling: "iperf3 (loopback)".into(), goal: ">= 90% of iperf3 (client issue)" }],
+        claims: vec![Claim::ShareOfCeiling {
+            ceiling: "iperf3 (loopback)".into(),
+            goal: ">= 90% of iperf3 (client issue)",
+        }],
         notes: vec!["client CPU: getrusage(RUSAGE_SELF) of the bench process; the server is another process.".into()],
     }
 }
@@ -545,7 +589,10 @@ mod tests {
     #[test]
     fn small_object_sizes_and_keys() {
         let quick = SmallObjectsParams::new(Size::Quick);
-        assert_eq!((quick.objects, quick.object_size, quick.connections, quick.pipeline_depth), (1_000, 16 * 1024, 32, 32));
+        assert_eq!(
+            (quick.objects, quick.object_size, quick.connections, quick.pipeline_depth),
+            (1_000, 16 * 1024, 32, 32)
+        );
         assert_eq!(quick.in_flight(), 1024);
         assert_eq!(SmallObjectsParams::new(Size::Full).objects, 10_000);
 
@@ -588,15 +635,23 @@ mod tests {
         // h2load; the bound against the s3 server itself.
         let twin = &w.servers[2];
         assert!(twin.args().contains(&"--anonymous".to_string()) && twin.profile == "s3");
-        let rates: Vec<&crate::ceilings::RateCeiling> = w.variants.iter().filter_map(|v| match &v.task {
-            Task::RateCeiling(r) => Some(r),
-            _ => None,
-        }).collect();
+        let rates: Vec<&crate::ceilings::RateCeiling> = w
+            .variants
+            .iter()
+            .filter_map(|v| match &v.task {
+                Task::RateCeiling(r) => Some(r),
+                _ => None,
+            })
+            .collect();
         assert_eq!(rates.len(), 2);
-        assert!(rates.iter().all(|r| r.connections == 32 && r.object_size == 16 * 1024 && r.paths.len() == 16 && r.requests == 1_000));
+        assert!(rates
+            .iter()
+            .all(|r| r.connections == 32 && r.object_size == 16 * 1024 && r.paths.len() == 16 && r.requests == 1_000));
         let bound = w.variants.iter().find(|v| v.label == SMALL_OBJECTS_BOUND_ROW).unwrap();
         assert_eq!(bound.server, Some(0));
-        assert!(matches!(&bound.task, Task::Scenario(crate::scenario::Scenario::LatencyBound(b)) if b.concurrency == 32 && b.key == "small-objects/p00/obj-000000"));
+        assert!(
+            matches!(&bound.task, Task::Scenario(crate::scenario::Scenario::LatencyBound(b)) if b.concurrency == 32 && b.key == "small-objects/p00/obj-000000")
+        );
     }
 
     #[test]
@@ -608,7 +663,16 @@ mod tests {
         assert_eq!(w.servers[0].profile, "lan");
         let once: Vec<_> = w.variants.iter().filter(|v| v.once).collect();
         assert_eq!(once.len(), 1);
-        assert_eq!(once[0].task, Task::GetOne { bucket: "synthetic".into(), key: "10GiB/x".into(), bytes: 10 << 30, sample_rss: true, verify: true });
+        assert_eq!(
+            once[0].task,
+            Task::GetOne {
+                bucket: "synthetic".into(),
+                key: "10GiB/x".into(),
+                bytes: 10 << 30,
+                sample_rss: true,
+                verify: true
+            }
+        );
         assert!(w.variants.iter().any(|v| matches!(v.task, Task::Iperf3 { seconds: 3 })));
         assert!(w.variants.iter().any(|v| v.client.map(|c| c.mode) == Some(Mode::H2)));
     }

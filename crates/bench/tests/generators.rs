@@ -37,7 +37,9 @@ fn mixed_hol_smalls_are_seeded_log_uniform_within_bounds() {
     assert!((40_000.0..100_000.0).contains(&med), "median {med}");
     // The larges are keys of the synthetic bucket naming their size.
     let w = mixed_hol::mixed_hol(Size::Full, &p);
-    let Task::Scenario(Scenario::MixedHol(r)) = &w.variants[0].task else { panic!("mixed-hol rows run the mixed-hol step") };
+    let Task::Scenario(Scenario::MixedHol(r)) = &w.variants[0].task else {
+        panic!("mixed-hol rows run the mixed-hol step")
+    };
     assert_eq!(r.larges.len(), 8);
     assert!(r.larges.iter().all(|k| k.contains(&format!("size={}", 256u64 << 20))));
     assert_eq!(w.params["small_bytes_total"], sizes.iter().sum::<u64>());
@@ -83,12 +85,25 @@ fn percentile_math() {
 }
 
 fn ctx() -> RunContext {
-    RunContext { bench: "ttfb-throughput".into(), run_id: "1-1".into(), git_sha: None, git_dirty: None, machine: Machine { nproc: 2, kernel: "k".into() } }
+    RunContext {
+        bench: "ttfb-throughput".into(),
+        run_id: "1-1".into(),
+        git_sha: None,
+        git_dirty: None,
+        machine: Machine { nproc: 2, kernel: "k".into() },
+    }
 }
 
 #[test]
 fn schema_with_series() {
-    let mut r = RunRecord { workload: "ttfb-throughput".into(), variant: "s3 · first byte".into(), repeat: 1, repeats: 1, status: "ok".into(), ..RunRecord::default() };
+    let mut r = RunRecord {
+        workload: "ttfb-throughput".into(),
+        variant: "s3 · first byte".into(),
+        repeat: 1,
+        repeats: 1,
+        status: "ok".into(),
+        ..RunRecord::default()
+    };
     let v = r.to_json(&ctx());
     assert!(v.get("series").is_none(), "series is optional, absent when empty");
     check_schema(&v).unwrap();
@@ -114,7 +129,14 @@ fn schema_with_series() {
 fn report_shows_a_not_yet_row_and_the_headline() {
     let w = vectored::vectored(Size::Quick, &vectored::VectoredParams::new(Size::Quick));
     let rec = |variant: &str, gets: f64, over: f64, wall: f64| {
-        let mut r = RunRecord { workload: "vectored".into(), variant: variant.into(), repeat: 1, repeats: 1, status: "ok".into(), ..RunRecord::default() };
+        let mut r = RunRecord {
+            workload: "vectored".into(),
+            variant: variant.into(),
+            repeat: 1,
+            repeats: 1,
+            status: "ok".into(),
+            ..RunRecord::default()
+        };
         r.set("gets_issued", gets);
         r.set("bytes_over_read", over);
         r.set("wall_s", wall);
@@ -130,7 +152,11 @@ fn report_shows_a_not_yet_row_and_the_headline() {
         note: Some("not yet in the engine".into()),
         ..RunRecord::default()
     };
-    let report = ferry_bench::report::render(&w, &[rec(vectored::NAIVE_ROW, 2000.0, 0.0, 2.5), rec(vectored::COALESCED_ROW, 40.0, 3.0 * 1048576.0, 0.5), gap], &ctx());
+    let report = ferry_bench::report::render(
+        &w,
+        &[rec(vectored::NAIVE_ROW, 2000.0, 0.0, 2.5), rec(vectored::COALESCED_ROW, 40.0, 3.0 * 1048576.0, 0.5), gap],
+        &ctx(),
+    );
     assert!(report.contains("| naive (one GET per range) | 2000 |"), "{report}");
     assert!(report.contains("| coalesced (get_ranges) | 40 |"), "{report}");
     assert!(report.contains("2000 GETs -> 40"), "{report}");
@@ -141,7 +167,10 @@ fn report_shows_a_not_yet_row_and_the_headline() {
 #[test]
 fn suite_lists_every_workload_once() {
     let names: Vec<&str> = ferry_bench::suite::SUITE.iter().map(|(n, _)| *n).collect();
-    assert_eq!(names, ["small-objects", "mixed-hol", "ttfb-throughput", "listing", "open-ahead", "commit", "vectored", "bulk-wan"]);
+    assert_eq!(
+        names,
+        ["small-objects", "mixed-hol", "ttfb-throughput", "listing", "open-ahead", "commit", "vectored", "bulk-wan"]
+    );
     for n in names {
         assert_ne!(ferry_bench::claims::headline(n, &[]).published, "-", "{n} has a headline in claims.rs");
     }

@@ -19,7 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Args)]
-#[command(after_help = "Examples:\n  ferry bench all --quick\n  ferry bench small-objects --quick\n  ferry bench mixed-hol --quick\n  ferry bench bulk-get --quick --rss-check 10GiB\n  ferry bench listing --quick\n  ferry bench link-check --link transatlantic\n  ferry bench bulk-wan --quick\n\nEach run appends one JSON line to --out; see crates/bench/src/record.rs for the schema.")]
+#[command(
+    after_help = "Examples:\n  ferry bench all --quick\n  ferry bench small-objects --quick\n  ferry bench mixed-hol --quick\n  ferry bench bulk-get --quick --rss-check 10GiB\n  ferry bench listing --quick\n  ferry bench link-check --link transatlantic\n  ferry bench bulk-wan --quick\n\nEach run appends one JSON line to --out; see crates/bench/src/record.rs for the schema."
+)]
 pub struct BenchArgs {
     #[command(subcommand)]
     workload: Workload,
@@ -233,7 +235,12 @@ fn bring_up_link(choice: Option<&str>, default: Option<Preset>) -> Result<Option
     };
     match Link::up(preset) {
         Ok(l) => {
-            eprintln!("ferry bench: link {preset} up: client namespace {}, server namespace {} ({})", l.client_namespace(), l.server_namespace(), l.server_ip());
+            eprintln!(
+                "ferry bench: link {preset} up: client namespace {}, server namespace {} ({})",
+                l.client_namespace(),
+                l.server_namespace(),
+                l.server_ip()
+            );
             Ok(Some(Arc::new(l)))
         }
         Err(e @ LinkError::NotRoot { .. }) => {
@@ -274,14 +281,21 @@ fn run_bulk_wan(a: &BulkWanArgs) -> Result<()> {
     p.peers = opts.peers.clone();
     let outcome = ferry_bench::bulk_wan::run(sz, &p, &opts)?;
     println!("{}", outcome.report);
-    println!("{} runs in {:.1} s (link: {}); JSON lines appended to {}", outcome.records.len(), outcome.wall.as_secs_f64(), opts.link_name(), a.common.out.display());
+    println!(
+        "{} runs in {:.1} s (link: {}); JSON lines appended to {}",
+        outcome.records.len(),
+        outcome.wall.as_secs_f64(),
+        opts.link_name(),
+        a.common.out.display()
+    );
     Ok(())
 }
 
 fn run_link_check(a: &LinkCheckArgs) -> Result<()> {
     let preset = Preset::by_name(&a.link).ok_or_else(|| anyhow::anyhow!("unknown link preset {}", a.link))?;
     // No fallback here: without the link there is nothing to check.
-    let link = Link::up(preset).map_err(|e| anyhow::Error::new(e).context(format!("link-check: bringing up the {} link", a.link)))?;
+    let link = Link::up(preset)
+        .map_err(|e| anyhow::Error::new(e).context(format!("link-check: bringing up the {} link", a.link)))?;
     // iperf3's client is spawned from this thread: it must be in the client namespace.
     let _ns = link.enter_client()?;
     eprintln!("link-check: {} ICMP echo requests", a.pings);
@@ -296,7 +310,13 @@ fn run_link_check(a: &LinkCheckArgs) -> Result<()> {
         rows.push((streams, ferry_bench::process::iperf3(Some(&link), streams, a.seconds, lifetime)?));
     }
     println!("## ferry bench link-check: {preset}\n");
-    println!("client {} ({}) -> server {} ({})\n", link.client_ip(), link.client_namespace(), link.server_ip(), link.server_namespace());
+    println!(
+        "client {} ({}) -> server {} ({})\n",
+        link.client_ip(),
+        link.client_namespace(),
+        link.server_ip(),
+        link.server_namespace()
+    );
     println!("| measure | preset | measured |");
     println!("|---|---|---|");
     let f = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into());
@@ -313,9 +333,17 @@ fn run_link_check(a: &LinkCheckArgs) -> Result<()> {
         let measured = if r.absent {
             "absent (scripts/setup.sh installs iperf3)".to_string()
         } else {
-            format!("{:.2} Gbit/s ({} retransmits)", r.bits_per_second / 1e9, r.retransmits.map(|v| v.to_string()).unwrap_or_else(|| "-".into()))
+            format!(
+                "{:.2} Gbit/s ({} retransmits)",
+                r.bits_per_second / 1e9,
+                r.retransmits.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
+            )
         };
-        println!("| iperf3 -P {streams}, {} s | {:.1} Gbit/s | {measured} |", r.seconds, preset.rate_bits_per_s as f64 / 1e9);
+        println!(
+            "| iperf3 -P {streams}, {} s | {:.1} Gbit/s | {measured} |",
+            r.seconds,
+            preset.rate_bits_per_s as f64 / 1e9
+        );
     }
     let st = link.stats();
     for (dir, c) in [("client -> server", st.client_to_server), ("server -> client", st.server_to_client)] {
@@ -328,7 +356,10 @@ fn run_link_check(a: &LinkCheckArgs) -> Result<()> {
             c.write_errors
         );
     }
-    println!("- bandwidth-delay product: {:.0} MiB; tcp_rmem/tcp_wmem max in both namespaces: 256 MiB", preset.bdp_bytes() as f64 / 1048576.0);
+    println!(
+        "- bandwidth-delay product: {:.0} MiB; tcp_rmem/tcp_wmem max in both namespaces: 256 MiB",
+        preset.bdp_bytes() as f64 / 1048576.0
+    );
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "- delay line CPU during the iperf3 runs: {:.1} s in {:.1} s wall; load average {} on {} cores (the link, iperf3 and everything else share them)",
@@ -358,7 +389,13 @@ fn run_listing(a: &ListingArgs) -> Result<()> {
     p.peers = opts.peers.clone();
     let outcome = ferry_bench::listing::run(sz, &p, &opts)?;
     println!("{}", outcome.report);
-    println!("{} runs in {:.1} s (link: {}); JSON lines appended to {}", outcome.records.len(), outcome.wall.as_secs_f64(), opts.link_name(), a.common.out.display());
+    println!(
+        "{} runs in {:.1} s (link: {}); JSON lines appended to {}",
+        outcome.records.len(),
+        outcome.wall.as_secs_f64(),
+        opts.link_name(),
+        a.common.out.display()
+    );
     Ok(())
 }
 
@@ -373,7 +410,12 @@ fn run_cli_transfer(a: &CliTransferArgs) -> Result<()> {
     let opts = options(&a.common)?;
     let outcome = ferry_bench::cli_transfer::run(sz, &p, &opts)?;
     println!("{}", outcome.report);
-    println!("{} runs in {:.1} s; JSON lines appended to {}", outcome.records.len(), outcome.wall.as_secs_f64(), a.common.out.display());
+    println!(
+        "{} runs in {:.1} s; JSON lines appended to {}",
+        outcome.records.len(),
+        outcome.wall.as_secs_f64(),
+        a.common.out.display()
+    );
     Ok(())
 }
 
@@ -419,18 +461,31 @@ fn run_mixed_hol_caps(a: &MixedHolArgs) -> Result<()> {
     p.link = opts.link.as_ref().map(|l| l.preset());
     let outcome = ferry_bench::run(&ferry_bench::mixed_hol::mixed_hol(s, &p), &opts)?;
     println!("{}", outcome.report);
-    println!("{} runs in {:.1} s; JSON lines appended to {}\n", outcome.records.len(), outcome.wall.as_secs_f64(), a.common.out.display());
+    println!(
+        "{} runs in {:.1} s; JSON lines appended to {}\n",
+        outcome.records.len(),
+        outcome.wall.as_secs_f64(),
+        a.common.out.display()
+    );
     Ok(())
 }
 
 fn run_one(name: &str, c: &Common) -> Result<ferry_bench::Outcome> {
-    let (_, f) = ferry_bench::suite::SUITE.iter().find(|(n, _)| *n == name).ok_or_else(|| anyhow::anyhow!("no workload {name} in the suite"))?;
+    let (_, f) = ferry_bench::suite::SUITE
+        .iter()
+        .find(|(n, _)| *n == name)
+        .ok_or_else(|| anyhow::anyhow!("no workload {name} in the suite"))?;
     // bulk-wan is the long-link workload: across the transatlantic link unless --link says.
     let default_link = (name == "bulk-wan").then_some(Preset::TRANSATLANTIC);
     let opts = options_with_link(c, default_link)?;
     let outcome = f(size(c), repeats(c), &opts)?;
     println!("{}", outcome.report);
-    println!("{} runs in {:.1} s; JSON lines appended to {}\n", outcome.records.len(), outcome.wall.as_secs_f64(), c.out.display());
+    println!(
+        "{} runs in {:.1} s; JSON lines appended to {}\n",
+        outcome.records.len(),
+        outcome.wall.as_secs_f64(),
+        c.out.display()
+    );
     Ok(outcome)
 }
 
@@ -477,7 +532,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Workload::LinkCheck(a) => return run_link_check(a),
         Workload::All(a) => return run_all(a),
         Workload::CliTransfer(a) => return run_cli_transfer(a),
-        Workload::MixedHol(a) if a.auto_max_connections.is_empty() => return run_one("mixed-hol", &a.common).map(|_| ()),
+        Workload::MixedHol(a) if a.auto_max_connections.is_empty() => {
+            return run_one("mixed-hol", &a.common).map(|_| ())
+        }
         Workload::MixedHol(a) => return run_mixed_hol_caps(a),
         Workload::TtfbThroughput(a) => Some(("ttfb-throughput", a)),
         Workload::OpenAhead(a) => Some(("open-ahead", a)),

@@ -14,7 +14,9 @@ pub struct MbArgs {
 }
 
 #[derive(Args, Debug, Clone)]
-#[command(after_help = "Examples:\n  ferry rb s3://old-bucket            # must be empty\n  ferry rm --recursive s3://old-bucket && ferry rb s3://old-bucket")]
+#[command(
+    after_help = "Examples:\n  ferry rb s3://old-bucket            # must be empty\n  ferry rm --recursive s3://old-bucket && ferry rb s3://old-bucket"
+)]
 pub struct RbArgs {
     #[command(flatten)]
     pub g: crate::common::Global,

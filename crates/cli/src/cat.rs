@@ -8,7 +8,9 @@ use ferry_store::{GetParams, ObjectRef};
 use std::io::Write;
 
 #[derive(Args, Debug, Clone)]
-#[command(after_help = "Examples:\n  ferry cat s3://bucket/notes.txt\n  ferry cat s3://bucket/data.csv.gz | gunzip | head")]
+#[command(
+    after_help = "Examples:\n  ferry cat s3://bucket/notes.txt\n  ferry cat s3://bucket/data.csv.gz | gunzip | head"
+)]
 pub struct CatArgs {
     #[command(flatten)]
     pub g: crate::common::Global,

@@ -156,7 +156,9 @@ pub fn parse_location(s: &str) -> Result<Location, UsageError> {
     }
     if let Some((scheme, _)) = s.split_once("://") {
         if !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+') {
-            return Err(UsageError(format!("{s:?}: unsupported URL scheme {scheme:?} (use s3://bucket/key or a local path)")));
+            return Err(UsageError(format!(
+                "{s:?}: unsupported URL scheme {scheme:?} (use s3://bucket/key or a local path)"
+            )));
         }
     }
     Ok(Location::Local(PathBuf::from(s)))
@@ -176,7 +178,9 @@ fn env(name: &str) -> Option<String> {
 
 /// One key of the profile's section in the config file (`[default]`, `[profile NAME]`).
 fn config_value(profile: &str, key: &str) -> Option<String> {
-    let path = env("AWS_CONFIG_FILE").map(PathBuf::from).or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".aws/config")))?;
+    let path = env("AWS_CONFIG_FILE")
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".aws/config")))?;
     let text = std::fs::read_to_string(path).ok()?;
     let mut inside = false;
     for line in text.lines() {
@@ -267,7 +271,14 @@ impl Global {
         static CLIENTS: Mutex<Vec<(String, S3Client)>> = Mutex::new(Vec::new());
         let key = format!(
             "{:?}|{:?}|{:?}|{}|{:?}|{:?}|{}|{}",
-            self.endpoint_url, self.region, self.profile, self.no_sign_request, self.ca_bundle, self.transport, self.concurrency(), self.part_concurrency()
+            self.endpoint_url,
+            self.region,
+            self.profile,
+            self.no_sign_request,
+            self.ca_bundle,
+            self.transport,
+            self.concurrency(),
+            self.part_concurrency()
         );
         let mut cache = CLIENTS.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, c)) = cache.iter().find(|(k, _)| *k == key) {
@@ -297,7 +308,10 @@ impl Global {
             _ => {}
         }
         let endpoint = self.endpoint();
-        let mut b = S3Client::builder(endpoint.clone()).region(self.region_name()).credentials(source).mode(self.transport.unwrap_or_default().0);
+        let mut b = S3Client::builder(endpoint.clone())
+            .region(self.region_name())
+            .credentials(source)
+            .mode(self.transport.unwrap_or_default().0);
         if let Some(ca) = self.ca_bundle.clone().or_else(|| env("AWS_CA_BUNDLE").map(PathBuf::from)) {
             b = b.ca_file(ca);
         }
@@ -311,11 +325,21 @@ impl Global {
     }
 
     pub fn download_params(&self) -> ferry_engine::DownloadParams {
-        ferry_engine::DownloadParams { part_size: self.part_size(), concurrency: self.part_concurrency(), resume: true, durable: self.fsync, ..Default::default() }
+        ferry_engine::DownloadParams {
+            part_size: self.part_size(),
+            concurrency: self.part_concurrency(),
+            resume: true,
+            durable: self.fsync,
+            ..Default::default()
+        }
     }
 
     pub fn upload_params(&self) -> ferry_engine::UploadParams {
-        ferry_engine::UploadParams { part_size: self.part_size(), concurrency: self.part_concurrency(), ..Default::default() }
+        ferry_engine::UploadParams {
+            part_size: self.part_size(),
+            concurrency: self.part_concurrency(),
+            ..Default::default()
+        }
     }
 }
 
@@ -333,7 +357,13 @@ pub struct Output {
 impl Output {
     pub fn new(g: &Global) -> Output {
         let show = !g.json && !g.quiet && std::io::stderr().is_terminal();
-        Output { json: g.json, lock: Arc::default(), progress: Progress::new(show), failed: Arc::default(), total: Arc::default() }
+        Output {
+            json: g.json,
+            lock: Arc::default(),
+            progress: Progress::new(show),
+            failed: Arc::default(),
+            total: Arc::default(),
+        }
     }
 
     /// A result line: `text` for people, `value` with `--json`.
@@ -387,8 +417,14 @@ pub struct Progress {
 
 impl Progress {
     fn new(show: bool) -> Progress {
-        let bar = if show { ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr()) } else { ProgressBar::hidden() };
-        if let Ok(style) = ProgressStyle::with_template("{bytes:>10}/{total_bytes:<10} {binary_bytes_per_sec:>12}  eta {eta:<4} {msg}") {
+        let bar = if show {
+            ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr())
+        } else {
+            ProgressBar::hidden()
+        };
+        if let Ok(style) =
+            ProgressStyle::with_template("{bytes:>10}/{total_bytes:<10} {binary_bytes_per_sec:>12}  eta {eta:<4} {msg}")
+        {
             bar.set_style(style);
         }
         Progress { bar, objects: Arc::default() }
@@ -434,7 +470,10 @@ mod tests {
         assert_eq!(parse_location("s3://b/k/x").unwrap(), Location::S3 { bucket: "b".into(), key: "k/x".into() });
         assert_eq!(parse_location("S3://b").unwrap(), Location::S3 { bucket: "b".into(), key: "".into() });
         assert_eq!(parse_location("s3://b/").unwrap(), Location::S3 { bucket: "b".into(), key: "".into() });
-        assert_eq!(parse_location("s3://b/a b/*.txt").unwrap(), Location::S3 { bucket: "b".into(), key: "a b/*.txt".into() });
+        assert_eq!(
+            parse_location("s3://b/a b/*.txt").unwrap(),
+            Location::S3 { bucket: "b".into(), key: "a b/*.txt".into() }
+        );
         assert_eq!(parse_location("-").unwrap(), Location::Stdio);
         assert_eq!(parse_location("dir/file").unwrap(), Location::Local("dir/file".into()));
         assert_eq!(parse_location("./s3:/x").unwrap(), Location::Local("./s3:/x".into()));

@@ -38,9 +38,9 @@ use crate::wildcard::{has_wildcard, list_matching, local_matching, Pattern};
 use anyhow::{Context, Result};
 use bytes::{Bytes, BytesMut};
 use clap::Args;
+use ferry_engine::download::Mtime;
 use ferry_store::{ObjectInfo, ObjectRef, S3Client};
 use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
-use ferry_engine::download::Mtime;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -99,19 +99,39 @@ pub struct CpArgs {
 /// One transfer.
 #[derive(Clone, Debug)]
 pub enum Job {
-    Upload { path: PathBuf, obj: ObjectRef, size: u64 },
+    Upload {
+        path: PathBuf,
+        obj: ObjectRef,
+        size: u64,
+    },
     /// `size`/`etag` from a listing when known (a small object then needs no HEAD).
-    Download { obj: ObjectRef, path: PathBuf, size: Option<u64>, etag: Option<String>, mtime: Option<SystemTime> },
-    Copy { src: ObjectRef, dst: ObjectRef, size: Option<u64> },
+    Download {
+        obj: ObjectRef,
+        path: PathBuf,
+        size: Option<u64>,
+        etag: Option<String>,
+        mtime: Option<SystemTime>,
+    },
+    Copy {
+        src: ObjectRef,
+        dst: ObjectRef,
+        size: Option<u64>,
+    },
     /// A listed object that cannot be written where its name says (reported as failed).
-    Refuse { src: ObjectRef, reason: String },
+    Refuse {
+        src: ObjectRef,
+        reason: String,
+    },
 }
 
 /// A key's path below a destination directory, refused if it could leave it (`..`
 /// segments, an absolute path): keys come from the server and are not trusted.
 pub fn local_below(dir: &std::path::Path, rel: &str, src: &ObjectRef) -> Result<PathBuf, Box<Job>> {
     if rel.is_empty() || rel.starts_with('/') || rel.split('/').any(|c| c == ".." || c == ".") {
-        return Err(Box::new(Job::Refuse { src: src.clone(), reason: format!("the key's path {rel:?} would leave the destination directory") }));
+        return Err(Box::new(Job::Refuse {
+            src: src.clone(),
+            reason: format!("the key's path {rel:?} would leave the destination directory"),
+        }));
     }
     Ok(dir.join(rel))
 }
@@ -161,7 +181,16 @@ pub struct Runner {
 impl Runner {
     pub fn new(client: S3Client, g: &Global, out: Output) -> Runner {
         let parts = Arc::new(Semaphore::new(DOWNLOAD_PARTS_AT_ONCE));
-        Runner { client, g: g.clone(), out, large: Arc::new(Semaphore::new(LARGE_UPLOADS_AT_ONCE)), parts, resume: true, content_type: None, made_dirs: Default::default() }
+        Runner {
+            client,
+            g: g.clone(),
+            out,
+            large: Arc::new(Semaphore::new(LARGE_UPLOADS_AT_ONCE)),
+            parts,
+            resume: true,
+            content_type: None,
+            made_dirs: Default::default(),
+        }
     }
 
     /// Makes `dir` and its parents unless this command already has.
@@ -240,7 +269,8 @@ impl Runner {
                 let r = match (size, etag) {
                     // Small and listed: one verified GET, no HEAD.
                     (Some(n), Some(e)) if *n <= p.part_size => {
-                        let info = ObjectInfo { size: *n, etag: Some(e.clone()), last_modified: *mtime, ..Default::default() };
+                        let info =
+                            ObjectInfo { size: *n, etag: Some(e.clone()), last_modified: *mtime, ..Default::default() };
                         ferry_engine::download_with_info(&self.client, obj, info, path, &p, progress).await?
                     }
                     _ => ferry_engine::download_file(&self.client, obj, path, &p, progress).await?,
@@ -250,7 +280,11 @@ impl Runner {
             Job::Refuse { reason, .. } => Err(anyhow::anyhow!("{reason}")),
             Job::Copy { src, dst, size } => {
                 // Server side: CopyObject, or parallel UploadPartCopy above the part size.
-                let p = ferry_engine::copy::CopyParams { multipart_threshold: self.g.part_size(), part_size: self.g.part_size(), concurrency: self.g.part_concurrency() };
+                let p = ferry_engine::copy::CopyParams {
+                    multipart_threshold: self.g.part_size(),
+                    part_size: self.g.part_size(),
+                    concurrency: self.g.part_concurrency(),
+                };
                 let r = ferry_engine::copy::copy_object(&self.client, src, dst, *size, &p, progress).await?;
                 Ok((r.size, 0))
             }
@@ -286,10 +320,18 @@ fn stdin_stream() -> BoxStream<'static, std::io::Result<Bytes>> {
 }
 
 /// The jobs one source makes toward `dest`.
-pub fn jobs_for(client: &S3Client, src: &Location, dest: &Location, recursive: bool, many: bool) -> Result<BoxStream<'static, Result<Job>>> {
+pub fn jobs_for(
+    client: &S3Client,
+    src: &Location,
+    dest: &Location,
+    recursive: bool,
+    many: bool,
+) -> Result<BoxStream<'static, Result<Job>>> {
     match (src, dest) {
         (Location::Local(_), Location::Local(_)) => Err(usage("both source and destination are local: use cp(1)")),
-        (_, Location::Stdio) | (Location::Stdio, _) => Err(usage("'-' is a whole object: cp - s3://bucket/key, or cp s3://bucket/key -")),
+        (_, Location::Stdio) | (Location::Stdio, _) => {
+            Err(usage("'-' is a whole object: cp - s3://bucket/key, or cp s3://bucket/key -"))
+        }
         (Location::Local(path), Location::S3 { bucket, key }) => {
             let s = path.to_string_lossy().into_owned();
             let is_dir = path.is_dir();
@@ -299,7 +341,11 @@ pub fn jobs_for(client: &S3Client, src: &Location, dest: &Location, recursive: b
                 let files = local_matching(path, recursive)?;
                 Ok(futures_util::stream::iter(files.map(move |f| {
                     let f = f?;
-                    Ok(Job::Upload { obj: ObjectRef::new(bucket.clone(), format!("{prefix}{}", f.rel)), path: f.path, size: f.size })
+                    Ok(Job::Upload {
+                        obj: ObjectRef::new(bucket.clone(), format!("{prefix}{}", f.rel)),
+                        path: f.path,
+                        size: f.size,
+                    })
                 }))
                 .boxed())
             } else if is_dir {
@@ -308,7 +354,11 @@ pub fn jobs_for(client: &S3Client, src: &Location, dest: &Location, recursive: b
                 // A missing file fails as its own job (reported, the other sources go on).
                 let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
                 let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                let k = if key.is_empty() || key.ends_with('/') || many { format!("{}{name}", as_dir(key)) } else { key.clone() };
+                let k = if key.is_empty() || key.ends_with('/') || many {
+                    format!("{}{name}", as_dir(key))
+                } else {
+                    key.clone()
+                };
                 let job = Job::Upload { path: path.clone(), obj: ObjectRef::new(bucket.clone(), k), size };
                 Ok(futures_util::stream::once(async move { Ok(job) }).boxed())
             }
@@ -325,12 +375,20 @@ pub fn jobs_for(client: &S3Client, src: &Location, dest: &Location, recursive: b
                         let obj = ObjectRef::new(bucket.clone(), o.key.clone());
                         match &dest {
                             Location::Local(dir) => match local_below(dir, &rel, &obj) {
-                                Ok(path) => Job::Download { obj, path, size: Some(o.size), etag: Some(o.etag.clone()), mtime: Some(o.last_modified) },
+                                Ok(path) => Job::Download {
+                                    obj,
+                                    path,
+                                    size: Some(o.size),
+                                    etag: Some(o.etag.clone()),
+                                    mtime: Some(o.last_modified),
+                                },
                                 Err(refused) => *refused,
                             },
-                            Location::S3 { bucket: db, key: dk } => {
-                                Job::Copy { src: obj, dst: ObjectRef::new(db.clone(), format!("{}{rel}", as_dir(dk))), size: Some(o.size) }
-                            }
+                            Location::S3 { bucket: db, key: dk } => Job::Copy {
+                                src: obj,
+                                dst: ObjectRef::new(db.clone(), format!("{}{rel}", as_dir(dk))),
+                                size: Some(o.size),
+                            },
                             Location::Stdio => unreachable!("refused above"),
                         }
                     })
@@ -347,7 +405,11 @@ pub fn jobs_for(client: &S3Client, src: &Location, dest: &Location, recursive: b
                         Job::Download { obj, path, size: None, etag: None, mtime: None }
                     }
                     Location::S3 { bucket: db, key: dk } => {
-                        let k = if dk.is_empty() || dk.ends_with('/') || many { format!("{}{}", as_dir(dk), base_name(key)) } else { dk.clone() };
+                        let k = if dk.is_empty() || dk.ends_with('/') || many {
+                            format!("{}{}", as_dir(dk), base_name(key))
+                        } else {
+                            dk.clone()
+                        };
                         Job::Copy { src: obj, dst: ObjectRef::new(db.clone(), k), size: None }
                     }
                     Location::Stdio => unreachable!("refused above"),
@@ -384,10 +446,15 @@ pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
                 let mut p = g.upload_params();
                 p.put.content_type = args.content_type.clone();
                 p.expected_size = args.expected_size;
-                match ferry_engine::upload_stream(&client, stdin_stream(), &obj, &p, Some(out.progress.bytes_fn())).await {
+                match ferry_engine::upload_stream(&client, stdin_stream(), &obj, &p, Some(out.progress.bytes_fn()))
+                    .await
+                {
                     Ok(r) => {
                         out.ok();
-                        out.emit(|| format!("cp - {obj}"), || serde_json::json!({"op": "cp", "source": "-", "dest": obj.to_string(), "size": r.size}));
+                        out.emit(
+                            || format!("cp - {obj}"),
+                            || serde_json::json!({"op": "cp", "source": "-", "dest": obj.to_string(), "size": r.size}),
+                        );
                     }
                     Err(e) => out.fail("cp", "-", &e),
                 }

@@ -17,7 +17,9 @@ use ferry_store::{ListParams, ObjectEntry, UploadEntry};
 use futures_util::stream::StreamExt;
 
 #[derive(Args, Debug, Clone)]
-#[command(after_help = "Examples:\n  ferry ls                                   # buckets\n  ferry ls s3://bucket/logs/                 # one level: objects and DIR prefixes\n  ferry ls --recursive s3://bucket/logs/     # every key under logs/\n  ferry ls 's3://bucket/logs/*.gz'           # '*' stays within one '/' segment\n  ferry ls 's3://bucket/logs/**.gz'          # '**' crosses segments\n  ferry --json ls s3://bucket/               # one JSON object per line\n  ferry ls --incomplete s3://bucket/backups/ # multipart uploads in progress (see rm --incomplete)")]
+#[command(
+    after_help = "Examples:\n  ferry ls                                   # buckets\n  ferry ls s3://bucket/logs/                 # one level: objects and DIR prefixes\n  ferry ls --recursive s3://bucket/logs/     # every key under logs/\n  ferry ls 's3://bucket/logs/*.gz'           # '*' stays within one '/' segment\n  ferry ls 's3://bucket/logs/**.gz'          # '**' crosses segments\n  ferry --json ls s3://bucket/               # one JSON object per line\n  ferry ls --incomplete s3://bucket/backups/ # multipart uploads in progress (see rm --incomplete)"
+)]
 pub struct LsArgs {
     #[command(flatten)]
     pub g: crate::common::Global,
@@ -58,7 +60,10 @@ pub async fn run(args: LsArgs, g: &Global) -> Result<()> {
         for ferry_store::BucketEntry { name, creation_date } in client.list_buckets().await? {
             let created = Some(creation_date).filter(|t| *t != std::time::UNIX_EPOCH);
             let when = created.map(short_time).unwrap_or_default();
-            out.emit(|| format!("{when:19}  s3://{name}"), || serde_json::json!({"type": "bucket", "name": name, "created": created.map(crate::common::rfc3339)}));
+            out.emit(
+                || format!("{when:19}  s3://{name}"),
+                || serde_json::json!({"type": "bucket", "name": name, "created": created.map(crate::common::rfc3339)}),
+            );
         }
         return out.finish();
     };
@@ -66,7 +71,9 @@ pub async fn run(args: LsArgs, g: &Global) -> Result<()> {
         if has_wildcard(&key) {
             return Err(usage("--incomplete takes a prefix, not a pattern"));
         }
-        let uploads = client.list_multipart_uploads(&bucket, &key).await.map_err(|e| anyhow::Error::new(e).context(format!("listing the uploads in progress under s3://{bucket}/{key}")))?;
+        let uploads = client.list_multipart_uploads(&bucket, &key).await.map_err(|e| {
+            anyhow::Error::new(e).context(format!("listing the uploads in progress under s3://{bucket}/{key}"))
+        })?;
         for u in &uploads {
             out.emit(|| upload_line(&bucket, u), || upload_json(&bucket, u));
         }
@@ -82,12 +89,19 @@ pub async fn run(args: LsArgs, g: &Global) -> Result<()> {
         }
         return out.finish();
     }
-    let params = ListParams { prefix: (!key.is_empty()).then(|| key.clone()), delimiter: Some("/".into()), ..Default::default() };
+    let params = ListParams {
+        prefix: (!key.is_empty()).then(|| key.clone()),
+        delimiter: Some("/".into()),
+        ..Default::default()
+    };
     let mut pages = client.list_objects_v2(&bucket, params);
     while let Some(page) = pages.next().await {
         let page = page.map_err(|e| anyhow::Error::new(e).context(format!("listing s3://{bucket}/{key}")))?;
         for p in &page.common_prefixes {
-            out.emit(|| format!("{:>19}  {:>12}  {p}", "", "DIR"), || serde_json::json!({"type": "prefix", "bucket": bucket, "prefix": p}));
+            out.emit(
+                || format!("{:>19}  {:>12}  {p}", "", "DIR"),
+                || serde_json::json!({"type": "prefix", "bucket": bucket, "prefix": p}),
+            );
         }
         for o in &page.objects {
             out.emit(|| object_line(o), || object_json(&bucket, o));

@@ -172,7 +172,9 @@ const UPLOAD_BLOCKING_THREADS: usize = 4;
 fn blocking_threads(command: &Command) -> usize {
     let remote = |p: &str| p.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("s3://"));
     let upload = match command {
-        Command::Cp(a) => a.paths.split_last().is_some_and(|(dest, srcs)| remote(dest) && !srcs.iter().any(|s| remote(s))),
+        Command::Cp(a) => {
+            a.paths.split_last().is_some_and(|(dest, srcs)| remote(dest) && !srcs.iter().any(|s| remote(s)))
+        }
         Command::Sync(a) => remote(&a.dest) && !remote(&a.source),
         _ => false,
     };
@@ -209,7 +211,10 @@ fn blocking_threads(command: &Command) -> usize {
 /// sat in three huge pages faulted in at start.
 fn data_verb(command: Command, g: common::Global) -> anyhow::Result<()> {
     keep_freed_memory();
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().max_blocking_threads(blocking_threads(&command)).build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(blocking_threads(&command))
+        .build()?;
     rt.block_on(dispatch(command, g))
 }
 
@@ -323,7 +328,11 @@ mod tests {
         assert_eq!(threads(&["ferry", "sync", "dir/", "s3://b/p/"]), UPLOAD_BLOCKING_THREADS);
         assert_eq!(threads(&["ferry", "cp", "-r", "s3://b/p/", "dir/"]), BLOCKING_THREADS, "a download creates files");
         assert_eq!(threads(&["ferry", "cp", "s3://b/x", "s3://b/y"]), BLOCKING_THREADS);
-        assert_eq!(threads(&["ferry", "cp", "a", "s3://b/x", "s3://b/y/"]), BLOCKING_THREADS, "a mixed copy keeps the larger pool");
+        assert_eq!(
+            threads(&["ferry", "cp", "a", "s3://b/x", "s3://b/y/"]),
+            BLOCKING_THREADS,
+            "a mixed copy keeps the larger pool"
+        );
         assert_eq!(threads(&["ferry", "sync", "s3://b/p/", "dir/"]), BLOCKING_THREADS);
         assert_eq!(threads(&["ferry", "ls", "s3://b/"]), BLOCKING_THREADS);
     }

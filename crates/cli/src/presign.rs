@@ -8,7 +8,9 @@ use ferry_store::ObjectRef;
 use std::time::Duration;
 
 #[derive(Args, Debug, Clone)]
-#[command(after_help = "Examples:\n  ferry presign s3://bucket/report.pdf\n  curl -o r.pdf \"$(ferry presign --expires-in 600 s3://bucket/report.pdf)\"")]
+#[command(
+    after_help = "Examples:\n  ferry presign s3://bucket/report.pdf\n  curl -o r.pdf \"$(ferry presign --expires-in 600 s3://bucket/report.pdf)\""
+)]
 pub struct PresignArgs {
     #[command(flatten)]
     pub g: crate::common::Global,
@@ -31,6 +33,9 @@ pub async fn run(args: PresignArgs, g: &Global) -> Result<()> {
     let obj = ObjectRef::new(bucket, key);
     let url = client.presign_get(&obj, Duration::from_secs(args.expires_in))?;
     let out = Output::new(g);
-    out.emit(|| url.clone(), || serde_json::json!({"op": "presign", "object": obj.to_string(), "url": url, "expires_in": args.expires_in}));
+    out.emit(
+        || url.clone(),
+        || serde_json::json!({"op": "presign", "object": obj.to_string(), "url": url, "expires_in": args.expires_in}),
+    );
     out.finish()
 }

@@ -26,8 +26,8 @@ use anyhow::Result;
 use clap::Args;
 use ferry_engine::DeleteOptions;
 use ferry_store::ObjectRef;
-use std::collections::HashMap;
 use futures_util::stream::{StreamExt, TryStreamExt};
+use std::collections::HashMap;
 
 /// Keys per delete_many call: the engine's batches (1,000 keys) times its requests in
 /// flight (8), so one group keeps every request slot busy.
@@ -42,7 +42,9 @@ const GROUPS_IN_FLIGHT: usize = 2;
 const ABORTS_IN_FLIGHT: usize = 8;
 
 #[derive(Args, Debug, Clone)]
-#[command(after_help = "Examples:\n  ferry rm s3://bucket/old.log\n  ferry rm 's3://bucket/logs/*.tmp'\n  ferry rm --recursive s3://bucket/scratch/\n  ferry rm --dry-run --recursive s3://bucket/scratch/\n  ferry rm --incomplete s3://bucket/backups/  # abort uploads in progress (ls --incomplete shows them)")]
+#[command(
+    after_help = "Examples:\n  ferry rm s3://bucket/old.log\n  ferry rm 's3://bucket/logs/*.tmp'\n  ferry rm --recursive s3://bucket/scratch/\n  ferry rm --dry-run --recursive s3://bucket/scratch/\n  ferry rm --incomplete s3://bucket/backups/  # abort uploads in progress (ls --incomplete shows them)"
+)]
 pub struct RmArgs {
     #[command(flatten)]
     pub g: crate::common::Global,
@@ -69,7 +71,9 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
             return Err(usage("--incomplete takes a prefix, not a pattern"));
         }
         if key.is_empty() && !args.recursive && !args.incomplete {
-            return Err(usage(format!("{u:?} names a bucket: use --recursive to remove every object in it (or rb to remove the bucket)")));
+            return Err(usage(format!(
+                "{u:?} names a bucket: use --recursive to remove every object in it (or rb to remove the bucket)"
+            )));
         }
         targets.push((bucket, key));
     }
@@ -85,7 +89,10 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
         if !args.recursive && !has_wildcard(&key) {
             let obj = ObjectRef::new(bucket.clone(), key.clone());
             if args.dry_run {
-                out.emit(|| format!("(dry run) rm {obj}"), || serde_json::json!({"op": "rm", "object": obj.to_string(), "dry_run": true}));
+                out.emit(
+                    || format!("(dry run) rm {obj}"),
+                    || serde_json::json!({"op": "rm", "object": obj.to_string(), "dry_run": true}),
+                );
                 continue;
             }
             match client.delete_object(&obj).await {
@@ -98,7 +105,8 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
             continue;
         }
         let pattern = Pattern::new(&key, !has_wildcard(&key))?;
-        let groups = list_matching(&client, &bucket, pattern, true).map_ok(|o| o.key).try_chunks(GROUP_KEYS).map_err(|e| e.1);
+        let groups =
+            list_matching(&client, &bucket, pattern, true).map_ok(|o| o.key).try_chunks(GROUP_KEYS).map_err(|e| e.1);
         let dry = args.dry_run;
         let results = groups
             .map_ok(|keys| {
@@ -109,18 +117,31 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
                     let name = |k: &str| format!("s3://{bucket}/{k}");
                     if dry {
                         for k in &keys {
-                            out.emit(|| format!("(dry run) rm {}", name(k)), || serde_json::json!({"op": "rm", "object": name(k), "dry_run": true}));
+                            out.emit(
+                                || format!("(dry run) rm {}", name(k)),
+                                || serde_json::json!({"op": "rm", "object": name(k), "dry_run": true}),
+                            );
                         }
                         return Ok(());
                     }
-                    let report = ferry_engine::delete_many(&client, &bucket, futures_util::stream::iter(keys.clone()), &DeleteOptions::default()).await;
-                    let failed: HashMap<&str, &ferry_engine::DeleteFailure> = report.failed.iter().map(|f| (f.key.as_str(), f)).collect();
+                    let report = ferry_engine::delete_many(
+                        &client,
+                        &bucket,
+                        futures_util::stream::iter(keys.clone()),
+                        &DeleteOptions::default(),
+                    )
+                    .await;
+                    let failed: HashMap<&str, &ferry_engine::DeleteFailure> =
+                        report.failed.iter().map(|f| (f.key.as_str(), f)).collect();
                     for k in &keys {
                         match failed.get(k.as_str()) {
                             Some(f) => out.fail("rm", &name(k), &format!("{} {}", f.code, f.message)),
                             None => {
                                 out.ok();
-                                out.emit(|| format!("rm {}", name(k)), || serde_json::json!({"op": "rm", "object": name(k)}));
+                                out.emit(
+                                    || format!("rm {}", name(k)),
+                                    || serde_json::json!({"op": "rm", "object": name(k)}),
+                                );
                             }
                         }
                     }
@@ -137,11 +158,16 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
 }
 
 /// `rm --incomplete`: aborts every upload in progress under `prefix` (module note).
-async fn abort_incomplete(client: &ferry_store::S3Client, out: &Output, bucket: &str, prefix: &str, dry: bool) -> Result<()> {
-    let uploads = client
-        .list_multipart_uploads(bucket, prefix)
-        .await
-        .map_err(|e| anyhow::Error::new(e).context(format!("listing the uploads in progress under s3://{bucket}/{prefix}")))?;
+async fn abort_incomplete(
+    client: &ferry_store::S3Client,
+    out: &Output,
+    bucket: &str,
+    prefix: &str,
+    dry: bool,
+) -> Result<()> {
+    let uploads = client.list_multipart_uploads(bucket, prefix).await.map_err(|e| {
+        anyhow::Error::new(e).context(format!("listing the uploads in progress under s3://{bucket}/{prefix}"))
+    })?;
     let name = |u: &ferry_store::UploadEntry| format!("s3://{bucket}/{}", u.key);
     let json = |u: &ferry_store::UploadEntry, dry: bool| serde_json::json!({"op": "rm", "object": name(u), "upload_id": u.upload_id, "incomplete": true, "dry_run": dry});
     if dry {
@@ -151,7 +177,12 @@ async fn abort_incomplete(client: &ferry_store::S3Client, out: &Output, bucket: 
         return Ok(());
     }
     let mut aborts = futures_util::stream::iter(uploads.iter().map(|u| async move {
-        let upload = ferry_store::MultipartUpload { object: ObjectRef::new(bucket, u.key.clone()), upload_id: u.upload_id.clone(), checksum: None, full_object_checksum: false };
+        let upload = ferry_store::MultipartUpload {
+            object: ObjectRef::new(bucket, u.key.clone()),
+            upload_id: u.upload_id.clone(),
+            checksum: None,
+            full_object_checksum: false,
+        };
         let r = match client.abort_multipart(&upload).await {
             Err(e) if e.is_not_found() => Ok(()),
             r => r,

@@ -89,7 +89,9 @@ pub fn split_words(line: &str) -> Result<Vec<String>, String> {
 pub async fn run(args: RunArgs, g: &Global) -> Result<()> {
     let reader: Box<dyn BufRead + Send> = match args.file.as_deref() {
         None | Some("-") => Box::new(std::io::BufReader::new(std::io::stdin())),
-        Some(p) => Box::new(std::io::BufReader::new(std::fs::File::open(p).with_context(|| p.to_owned()).map_err(|e| usage(format!("{e:#}")))?)),
+        Some(p) => Box::new(std::io::BufReader::new(
+            std::fs::File::open(p).with_context(|| p.to_owned()).map_err(|e| usage(format!("{e:#}")))?,
+        )),
     };
     // Each line's own progress display would fight over the terminal: quiet inside.
     let mut base = g.clone();
@@ -121,13 +123,18 @@ pub async fn run(args: RunArgs, g: &Global) -> Result<()> {
                     Ok(w) => w,
                     Err(e) => return fail(format!("{text}: {e}")),
                 };
-                let words = if words.first().map(String::as_str) == Some("ferry") { words[1..].to_vec() } else { words };
+                let words =
+                    if words.first().map(String::as_str) == Some("ferry") { words[1..].to_vec() } else { words };
                 let cli = match crate::Cli::try_parse_from(std::iter::once("ferry".to_owned()).chain(words)) {
                     Ok(c) => c,
-                    Err(e) => return fail(format!("{text}: {}", e.to_string().lines().next().unwrap_or("bad command"))),
+                    Err(e) => {
+                        return fail(format!("{text}: {}", e.to_string().lines().next().unwrap_or("bad command")))
+                    }
                 };
                 if matches!(cli.command, crate::Command::Run(_) | crate::Command::Serve(_) | crate::Command::Bench(_)) {
-                    return fail(format!("{text}: run takes data commands only (ls, cp, sync, rm, cat, stat, mb, rb, presign)"));
+                    return fail(format!(
+                        "{text}: run takes data commands only (ls, cp, sync, rm, cat, stat, mb, rb, presign)"
+                    ));
                 }
                 let g = base.merged(&cli.global);
                 if let Err(e) = Box::pin(crate::dispatch(cli.command, g)).await {

@@ -17,7 +17,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Args)]
-#[command(after_help = "Examples:\n  ferry serve --memory\n  ferry serve --data /srv/ferry --profile s3\n  ferry serve --addr 127.0.0.1:0 --anonymous --tls\n  ferry serve --profile s3 --fault-503-rate 0.01 --seed 7\n\nThe synthetic bucket serves deterministic bytes sized by the key: GET /synthetic/1GiB/x\nMetrics (Prometheus text): GET /_ferry/metrics")]
+#[command(
+    after_help = "Examples:\n  ferry serve --memory\n  ferry serve --data /srv/ferry --profile s3\n  ferry serve --addr 127.0.0.1:0 --anonymous --tls\n  ferry serve --profile s3 --fault-503-rate 0.01 --seed 7\n\nThe synthetic bucket serves deterministic bytes sized by the key: GET /synthetic/1GiB/x\nMetrics (Prometheus text): GET /_ferry/metrics"
+)]
 pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port (printed on the first line).
     #[arg(long, default_value = "127.0.0.1:9000")]
@@ -189,12 +191,17 @@ fn config(args: ServeArgs) -> Result<ServeConfig> {
     c.credentials = if args.anonymous {
         None
     } else {
-        Some((args.access_key.unwrap_or_else(|| "ferry".into()), args.secret_key.unwrap_or_else(|| "ferry-secret".into())))
+        Some((
+            args.access_key.unwrap_or_else(|| "ferry".into()),
+            args.secret_key.unwrap_or_else(|| "ferry-secret".into()),
+        ))
     };
     c.tls = match (args.tls, args.cert, args.key) {
         (_, Some(cert), Some(key)) => Some(TlsConfig::Files { cert, key }),
         (true, _, _) => Some(TlsConfig::SelfSigned {
-            ca_file: args.ca_file.unwrap_or_else(|| std::env::temp_dir().join(format!("ferry-ca-{}.pem", std::process::id()))),
+            ca_file: args
+                .ca_file
+                .unwrap_or_else(|| std::env::temp_dir().join(format!("ferry-ca-{}.pem", std::process::id()))),
         }),
         _ => None,
     };

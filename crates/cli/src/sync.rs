@@ -179,13 +179,21 @@ impl Side {
                 if !root.exists() {
                     return futures_util::stream::empty().boxed();
                 }
-                futures_util::stream::iter(walk(root, |_| true).map(|f| f.map(|f| (f.rel, Meta { size: f.size, mtime: f.mtime, etag: None })))).boxed()
+                futures_util::stream::iter(
+                    walk(root, |_| true).map(|f| f.map(|f| (f.rel, Meta { size: f.size, mtime: f.mtime, etag: None }))),
+                )
+                .boxed()
             }
             Side::S3 { bucket, prefix } => {
                 let pattern = Pattern::new(prefix, true).expect("a prefix is a valid pattern");
                 let p2 = pattern.clone();
                 list_matching(client, bucket, pattern, false)
-                    .map_ok(move |o| (p2.relative(&o.key).to_owned(), Meta { size: o.size, mtime: o.last_modified, etag: Some(o.etag) }))
+                    .map_ok(move |o| {
+                        (
+                            p2.relative(&o.key).to_owned(),
+                            Meta { size: o.size, mtime: o.last_modified, etag: Some(o.etag) },
+                        )
+                    })
                     .boxed()
             }
         }
@@ -231,10 +239,12 @@ async fn contents_differ(client: &S3Client, src: &Side, dst: &Side, rel: &str) -
     };
     let (a, b) = (head(src).await?, head(dst).await?);
     match (src, dst, a, b) {
-        (Side::Local(root), _, None, Some(info)) | (_, Side::Local(root), Some(info), None) => match stored_crc(&info) {
-            Some((algo, want)) => Ok(Some(file_crc(&root.join(rel), algo).await? != want)),
-            None => Ok(None),
-        },
+        (Side::Local(root), _, None, Some(info)) | (_, Side::Local(root), Some(info), None) => {
+            match stored_crc(&info) {
+                Some((algo, want)) => Ok(Some(file_crc(&root.join(rel), algo).await? != want)),
+                None => Ok(None),
+            }
+        }
         (_, _, Some(x), Some(y)) => {
             if let (Some(cx), Some(cy)) = (stored_crc(&x), stored_crc(&y)) {
                 if cx.0 == cy.0 {
@@ -355,9 +365,9 @@ type Listing = BoxStream<'static, Result<(String, Meta)>>;
 fn in_order(list: Listing, side: &'static str) -> Listing {
     list.scan(None::<String>, move |last, item| {
         let item = item.and_then(|(rel, meta)| match last.as_deref() {
-            Some(l) if l >= rel.as_str() => {
-                Err(anyhow::anyhow!("the {side} listing is not in key order ({l:?} came before {rel:?}): sync stopped there"))
-            }
+            Some(l) if l >= rel.as_str() => Err(anyhow::anyhow!(
+                "the {side} listing is not in key order ({l:?} came before {rel:?}): sync stopped there"
+            )),
             _ => {
                 *last = Some(rel.clone());
                 Ok((rel, meta))
@@ -405,7 +415,9 @@ pub fn plan(src: Listing, dst: Listing, mode: Mode) -> BoxStream<'static, Result
                 None => unreachable!("peeked"),
             },
             Take::Both => match (a.next().await, b.next().await) {
-                (Some(Ok((rel, m))), Some(Ok((_, theirs)))) => Ok(Planned::Decide { decision: decide(&m, Some(&theirs), mode), rel, src: m, dst: Some(theirs) }),
+                (Some(Ok((rel, m))), Some(Ok((_, theirs)))) => {
+                    Ok(Planned::Decide { decision: decide(&m, Some(&theirs), mode), rel, src: m, dst: Some(theirs) })
+                }
                 _ => unreachable!("both peeked Ok"),
             },
         };
@@ -416,7 +428,13 @@ pub fn plan(src: Listing, dst: Listing, mode: Mode) -> BoxStream<'static, Result
 
 /// Removes what the join found only at the destination, as the names arrive: each at
 /// once locally (or when printing a dry run), on S3 in DeleteObjects batches of 1,000.
-async fn delete_as_they_come(client: &S3Client, dst: &Side, mut rx: tokio::sync::mpsc::Receiver<String>, dry: bool, out: &Output) {
+async fn delete_as_they_come(
+    client: &S3Client,
+    dst: &Side,
+    mut rx: tokio::sync::mpsc::Receiver<String>,
+    dry: bool,
+    out: &Output,
+) {
     let batch = ferry_store::object::DELETE_OBJECTS_MAX_KEYS;
     let mut names = Vec::with_capacity(batch);
     loop {
@@ -435,21 +453,32 @@ async fn delete_as_they_come(client: &S3Client, dst: &Side, mut rx: tokio::sync:
 
 fn make_job(src: &Side, dst: &Side, rel: &str, meta: &Meta) -> Job {
     match (src, dst) {
-        (Side::Local(root), Side::S3 { .. }) => Job::Upload { path: root.join(rel), obj: dst.object(rel).expect("s3 side"), size: meta.size },
+        (Side::Local(root), Side::S3 { .. }) => {
+            Job::Upload { path: root.join(rel), obj: dst.object(rel).expect("s3 side"), size: meta.size }
+        }
         (Side::S3 { .. }, Side::Local(root)) => {
             let obj = src.object(rel).expect("s3 side");
             match crate::cp::local_below(root, rel, &obj) {
-                Ok(path) => Job::Download { obj, path, size: Some(meta.size), etag: meta.etag.clone(), mtime: Some(meta.mtime) },
+                Ok(path) => {
+                    Job::Download { obj, path, size: Some(meta.size), etag: meta.etag.clone(), mtime: Some(meta.mtime) }
+                }
                 Err(refused) => *refused,
             }
         }
-        _ => Job::Copy { src: src.object(rel).expect("s3 side"), dst: dst.object(rel).expect("s3 side"), size: Some(meta.size) },
+        _ => Job::Copy {
+            src: src.object(rel).expect("s3 side"),
+            dst: dst.object(rel).expect("s3 side"),
+            size: Some(meta.size),
+        },
     }
 }
 
 async fn delete(client: &S3Client, dst: &Side, rels: &[String], dry: bool, out: &Output) {
     let say = |name: String| {
-        out.emit(|| format!("{}rm {name}", if dry { "(dry run) " } else { "" }), || serde_json::json!({"op": "rm", "object": name, "dry_run": dry}));
+        out.emit(
+            || format!("{}rm {name}", if dry { "(dry run) " } else { "" }),
+            || serde_json::json!({"op": "rm", "object": name, "dry_run": dry}),
+        );
     };
     if dry {
         rels.iter().for_each(|r| say(dst.name(r)));
@@ -522,12 +551,19 @@ mod tests {
 
     /// The first version's rule: the destination indexed in a HashMap, the source looked
     /// up in it, what is left removed.
-    fn old_rule(src: Vec<(String, Meta)>, dst: Vec<(String, Meta)>, mode: Mode) -> (Vec<(String, Decision)>, Vec<String>) {
+    fn old_rule(
+        src: Vec<(String, Meta)>,
+        dst: Vec<(String, Meta)>,
+        mode: Mode,
+    ) -> (Vec<(String, Decision)>, Vec<String>) {
         let mut index: std::collections::HashMap<String, Meta> = dst.into_iter().collect();
-        let mut decided: Vec<(String, Decision)> = src.into_iter().map(|(rel, m)| {
-            let d = decide(&m, index.remove(&rel).as_ref(), mode);
-            (rel, d)
-        }).collect();
+        let mut decided: Vec<(String, Decision)> = src
+            .into_iter()
+            .map(|(rel, m)| {
+                let d = decide(&m, index.remove(&rel).as_ref(), mode);
+                (rel, d)
+            })
+            .collect();
         decided.sort();
         let mut gone: Vec<String> = index.into_keys().collect();
         gone.sort();
@@ -535,7 +571,11 @@ mod tests {
     }
 
     async fn merged(src: &Side, dst: &Side, client: &S3Client, mode: Mode) -> (Vec<(String, Decision)>, Vec<String>) {
-        let planned: Vec<Planned> = plan(in_order(src.list(client), "source"), in_order(dst.list(client), "destination"), mode).try_collect().await.unwrap();
+        let planned: Vec<Planned> =
+            plan(in_order(src.list(client), "source"), in_order(dst.list(client), "destination"), mode)
+                .try_collect()
+                .await
+                .unwrap();
         let (mut decided, mut gone) = (Vec::new(), Vec::new());
         for p in planned {
             match p {
@@ -566,7 +606,10 @@ mod tests {
         for _ in 0..n {
             let depth = 1 + rng.next(3);
             let name = (0..depth).map(|_| SEGS[rng.next(SEGS.len())]).collect::<Vec<_>>().join("/");
-            if !out.iter().any(|m| *m == name || name.starts_with(&format!("{m}/")) || m.starts_with(&format!("{name}/"))) {
+            if !out
+                .iter()
+                .any(|m| *m == name || name.starts_with(&format!("{m}/")) || m.starts_with(&format!("{name}/")))
+            {
                 out.push(name);
             }
         }
@@ -575,9 +618,15 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn merge_join_decides_as_the_in_memory_rule_did() {
-        let srv = ferry_server::BackgroundServer::start(ferry_server::config::ServeConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+        let srv = ferry_server::BackgroundServer::start(ferry_server::config::ServeConfig::new(
+            "127.0.0.1:0".parse().unwrap(),
+        ))
+        .unwrap();
         let client = S3Client::builder(srv.url())
-            .credentials(ferry_store::CredentialsSource::Explicit(ferry_store::Credentials::new("ferry", "ferry-secret")))
+            .credentials(ferry_store::CredentialsSource::Explicit(ferry_store::Credentials::new(
+                "ferry",
+                "ferry-secret",
+            )))
             .build()
             .unwrap();
         client.create_bucket("sync").await.unwrap();
@@ -610,11 +659,25 @@ mod tests {
             let s3 = Side::S3 { bucket: "sync".into(), prefix: format!("t{seed}/") };
             let s3b = Side::S3 { bucket: "sync".into(), prefix: format!("u{seed}/") };
             for (rel, m) in Side::Local(mirror.clone()).list(&client).try_collect::<Vec<_>>().await.unwrap() {
-                client.put_object(&s3.object(&rel).unwrap(), bytes::Bytes::from(vec![b'y'; m.size as usize]), Default::default()).await.unwrap();
+                client
+                    .put_object(
+                        &s3.object(&rel).unwrap(),
+                        bytes::Bytes::from(vec![b'y'; m.size as usize]),
+                        Default::default(),
+                    )
+                    .await
+                    .unwrap();
             }
             for (rel, m) in Side::Local(up.clone()).list(&client).try_collect::<Vec<_>>().await.unwrap() {
                 if rng.next(2) == 0 {
-                    client.put_object(&s3b.object(&rel).unwrap(), bytes::Bytes::from(vec![b'z'; m.size as usize]), Default::default()).await.unwrap();
+                    client
+                        .put_object(
+                            &s3b.object(&rel).unwrap(),
+                            bytes::Bytes::from(vec![b'z'; m.size as usize]),
+                            Default::default(),
+                        )
+                        .await
+                        .unwrap();
                 }
             }
             let pairs = [
@@ -644,7 +707,8 @@ mod tests {
         let item = |k: &str| Ok((k.to_owned(), m(1, 0)));
         let src: Listing = futures_util::stream::iter(vec![item("a"), item("c"), item("b")]).boxed();
         let dst: Listing = futures_util::stream::iter(vec![item("b")]).boxed();
-        let got: Vec<Result<Planned>> = plan(in_order(src, "source"), in_order(dst, "destination"), Mode::SizeOnly).collect().await;
+        let got: Vec<Result<Planned>> =
+            plan(in_order(src, "source"), in_order(dst, "destination"), Mode::SizeOnly).collect().await;
         // The join cannot know "b" is coming until it comes: it is taken for an extra
         // first, and the error stops everything after it.
         assert!(matches!(&got[0], Ok(Planned::Decide { rel, .. }) if rel == "a"));

@@ -87,8 +87,14 @@ impl Pattern {
 
 /// Objects of `bucket` that `pattern` names, streamed page by page. Keys ending in `/`
 /// (folder markers) are left out unless `markers`.
-pub fn list_matching(client: &S3Client, bucket: &str, pattern: Pattern, markers: bool) -> BoxStream<'static, Result<ObjectEntry>> {
-    let params = ListParams { prefix: (!pattern.prefix.is_empty()).then(|| pattern.prefix.clone()), ..Default::default() };
+pub fn list_matching(
+    client: &S3Client,
+    bucket: &str,
+    pattern: Pattern,
+    markers: bool,
+) -> BoxStream<'static, Result<ObjectEntry>> {
+    let params =
+        ListParams { prefix: (!pattern.prefix.is_empty()).then(|| pattern.prefix.clone()), ..Default::default() };
     let b = bucket.to_owned();
     client
         .list_objects_v2(bucket, params)
@@ -96,7 +102,10 @@ pub fn list_matching(client: &S3Client, bucket: &str, pattern: Pattern, markers:
         .map_ok(move |page| {
             let pattern = pattern.clone();
             futures_util::stream::iter(
-                page.objects.into_iter().filter(move |o| pattern.matches(&o.key) && (markers || !o.key.ends_with('/'))).map(Ok),
+                page.objects
+                    .into_iter()
+                    .filter(move |o| pattern.matches(&o.key) && (markers || !o.key.ends_with('/')))
+                    .map(Ok),
             )
         })
         .try_flatten()
@@ -122,7 +131,10 @@ pub struct LocalFile {
 /// exactly where `d/` sorts among its siblings (`a-` < `a/...` < `a0`, since
 /// `-` < `/` < `0`); by induction the whole walk is sorted. Memory holds one sorted
 /// entry list per directory on the current path: depth x directory width.
-pub fn walk(root: &Path, keep: impl Fn(&str) -> bool + Send + 'static) -> impl Iterator<Item = Result<LocalFile>> + Send {
+pub fn walk(
+    root: &Path,
+    keep: impl Fn(&str) -> bool + Send + 'static,
+) -> impl Iterator<Item = Result<LocalFile>> + Send {
     struct Frame {
         rel: String,
         entries: std::vec::IntoIter<Entry>,
@@ -156,7 +168,12 @@ pub fn walk(root: &Path, keep: impl Fn(&str) -> bool + Send + 'static) -> impl I
         if let Ok(md) = std::fs::metadata(&e.path) {
             // Symlinks to files are followed; symlinked directories are not (loops).
             if md.is_file() && keep(&r) && !is_partial(&r) {
-                return Some(Ok(LocalFile { path: e.path, rel: r, size: md.len(), mtime: md.modified().unwrap_or(std::time::UNIX_EPOCH) }));
+                return Some(Ok(LocalFile {
+                    path: e.path,
+                    rel: r,
+                    size: md.len(),
+                    mtime: md.modified().unwrap_or(std::time::UNIX_EPOCH),
+                }));
             }
         }
     })
@@ -186,7 +203,8 @@ fn read_sorted(dir: &Path) -> std::io::Result<Vec<Entry>> {
 /// Temp and state files of ferry's own interrupted downloads are never sources.
 fn is_partial(rel: &str) -> bool {
     let name = rel.rsplit('/').next().unwrap_or(rel);
-    name.starts_with('.') && (name.ends_with(".ferry-part") || name.ends_with(".ferry-state") || name.ends_with(".ferry-state-new"))
+    name.starts_with('.')
+        && (name.ends_with(".ferry-part") || name.ends_with(".ferry-state") || name.ends_with(".ferry-state-new"))
 }
 
 /// Local files a source names: a directory (recursive), or a path with wildcards.
@@ -281,7 +299,8 @@ mod tests {
     fn make_tree(root: &Path, paths: &[String]) -> Vec<String> {
         let mut made: Vec<String> = Vec::new();
         for p in paths {
-            let blocked = made.iter().any(|m| p == m || p.starts_with(&format!("{m}/")) || m.starts_with(&format!("{p}/")));
+            let blocked =
+                made.iter().any(|m| p == m || p.starts_with(&format!("{m}/")) || m.starts_with(&format!("{p}/")));
             if blocked {
                 continue;
             }
@@ -296,7 +315,10 @@ mod tests {
     #[test]
     fn walk_is_in_s3_key_order_at_the_tricky_names() {
         let d = tempfile::tempdir().unwrap();
-        let names: Vec<String> = ["a.b", "a/x", "a/y/z", "a-", "a0", "a", "ab", "é/1", "z", "A", "a b/c"].iter().map(|s| s.to_string()).collect();
+        let names: Vec<String> = ["a.b", "a/x", "a/y/z", "a-", "a0", "a", "ab", "é/1", "z", "A", "a b/c"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         let mut want = make_tree(d.path(), &names);
         want.sort();
         let got: Vec<String> = walk(d.path(), |_| true).map(|f| f.unwrap().rel).collect();

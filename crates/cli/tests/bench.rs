@@ -39,7 +39,8 @@ fn small_objects_tiny_every_mode_has_a_clean_row() {
     let outcome = ferry_bench::run(&w, &options(&out)).unwrap();
     assert_eq!(outcome.records.len(), w.variants.len());
     for v in &w.variants {
-        let r = outcome.records.iter().find(|r| r.variant == v.label).unwrap_or_else(|| panic!("no row for {}", v.label));
+        let r =
+            outcome.records.iter().find(|r| r.variant == v.label).unwrap_or_else(|| panic!("no row for {}", v.label));
         assert_eq!(r.status, "ok", "{}: {:?}", v.label, r.error_samples);
         assert_eq!(r.figure("objects"), Some(50.0), "{}", v.label);
         assert_eq!(r.figure("errors"), Some(0.0), "{}", v.label);
@@ -104,7 +105,8 @@ fn bulk_get_tiny_has_rows_and_rss_check() {
     let w = workload::bulk_get(Size::Quick, &p);
     let outcome = ferry_bench::run(&w, &options(&out)).unwrap();
     for v in &w.variants {
-        let r = outcome.records.iter().find(|r| r.variant == v.label).unwrap_or_else(|| panic!("no row for {}", v.label));
+        let r =
+            outcome.records.iter().find(|r| r.variant == v.label).unwrap_or_else(|| panic!("no row for {}", v.label));
         if r.mode == "iperf3" && r.status == "absent" {
             continue; // iperf3 not installed: reported, not a failure
         }
@@ -170,7 +172,10 @@ fn cli_transfer_tiny_download_ceilings_are_rows() {
     let out = dir.path().join("r.jsonl");
     let mut p = CliTransferParams::new(Size::Quick);
     // The large files span two of the network ceiling's 8 MiB ranges.
-    p.sets = vec![FileSet { name: "small", files: 30, bytes: 16 << 10 }, FileSet { name: "large", files: 2, bytes: 9 << 20 }];
+    p.sets = vec![
+        FileSet { name: "small", files: 30, bytes: 16 << 10 },
+        FileSet { name: "large", files: 2, bytes: 9 << 20 },
+    ];
     p.repeats = 2;
     p.peers = vec![];
     p.work_dir = dir.path().to_path_buf();
@@ -180,30 +185,59 @@ fn cli_transfer_tiny_download_ceilings_are_rows() {
         eprintln!("NOTE: no loop-mounted ext4 here (not root, or no losetup/mount): the ceilings wrote into the work directory");
     }
     // Per set: 2 repeats x (ferry up, ferry down, disk ceiling, network ceiling).
-    assert_eq!(outcome.records.len(), 2 * 2 * 4, "{:?}", outcome.records.iter().map(|r| &r.variant).collect::<Vec<_>>());
+    assert_eq!(
+        outcome.records.len(),
+        2 * 2 * 4,
+        "{:?}",
+        outcome.records.iter().map(|r| &r.variant).collect::<Vec<_>>()
+    );
     for set in &p.sets {
         let bytes = set.files as f64 * set.bytes as f64;
         for k in 1..=2 {
             let row = |tool: &str, dir: &str| {
                 let label = format!("{dir} {} · {tool}", set.label());
-                outcome.records.iter().find(|r| r.variant == label && r.repeat == k).unwrap_or_else(|| panic!("no row {label} in repeat {k}"))
+                outcome
+                    .records
+                    .iter()
+                    .find(|r| r.variant == label && r.repeat == k)
+                    .unwrap_or_else(|| panic!("no row {label} in repeat {k}"))
             };
-            let (disk, net, ferry) = (row("disk-ceiling", "download"), row("network-ceiling", "download"), row("ferry", "download"));
+            let (disk, net, ferry) =
+                (row("disk-ceiling", "download"), row("network-ceiling", "download"), row("ferry", "download"));
             for (r, marker) in [(disk, "disk"), (net, "network")] {
                 assert_eq!(r.status, "ok", "{}: {:?}", r.variant, r.error_samples);
                 assert_eq!(r.client.as_ref().unwrap()["ceiling"], marker);
-                assert_eq!((r.figure("bytes"), r.figure("errors"), r.figure("verified_files")), (Some(bytes), Some(0.0), Some(set.files as f64)), "{}", r.variant);
-                assert!(r.figure("client_cpu_s").is_some() && r.figure("peak_rss_bytes").unwrap() > 0.0 && r.figure("settle_s").is_some());
+                assert_eq!(
+                    (r.figure("bytes"), r.figure("errors"), r.figure("verified_files")),
+                    (Some(bytes), Some(0.0), Some(set.files as f64)),
+                    "{}",
+                    r.variant
+                );
+                assert!(
+                    r.figure("client_cpu_s").is_some()
+                        && r.figure("peak_rss_bytes").unwrap() > 0.0
+                        && r.figure("settle_s").is_some()
+                );
             }
             assert_eq!(disk.figure("requests_sent"), Some(0.0), "the disk ceiling never asks the server");
             let parts = set.files as f64 * set.bytes.div_ceil(8 << 20) as f64;
             assert_eq!(net.figure("requests_GetObject"), Some(parts), "{}", net.variant);
             assert!(net.figure("server_bytes_out").unwrap() >= bytes);
             assert!(ferry.client.as_ref().unwrap().get("ceiling").is_none(), "a tool is no ceiling");
-            let (f, d, n) = (ferry.figure("bytes_per_s").unwrap(), disk.figure("bytes_per_s").unwrap(), net.figure("bytes_per_s").unwrap());
+            let (f, d, n) = (
+                ferry.figure("bytes_per_s").unwrap(),
+                disk.figure("bytes_per_s").unwrap(),
+                net.figure("bytes_per_s").unwrap(),
+            );
             let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() <= 1e-9 * b.abs().max(1.0));
-            assert!(close(ferry.figure("share_of_disk_ceiling"), f / d) && close(ferry.figure("share_of_network_ceiling"), f / n));
-            assert!(close(ferry.figure("share_of_ceiling"), f / d.min(n)) && close(disk.figure("disk_over_network_ceiling"), d / n));
+            assert!(
+                close(ferry.figure("share_of_disk_ceiling"), f / d)
+                    && close(ferry.figure("share_of_network_ceiling"), f / n)
+            );
+            assert!(
+                close(ferry.figure("share_of_ceiling"), f / d.min(n))
+                    && close(disk.figure("disk_over_network_ceiling"), d / n)
+            );
             assert!(close(ferry.figure("share_of_serial_ceiling"), f / d + f / n));
             let cpu = |r: &ferry_bench::record::RunRecord| r.figure("client_cpu_s").unwrap();
             if cpu(disk) + cpu(net) > 0.0 {
@@ -219,8 +253,15 @@ fn cli_transfer_tiny_download_ceilings_are_rows() {
     }
     assert_eq!(recs.iter().filter(|r| r["client"]["ceiling"] == "disk").count(), 4);
     assert_eq!(recs.iter().filter(|r| r["client"]["ceiling"] == "network").count(), 4);
-    assert!(recs.iter().filter(|r| r["mode"] == "ferry" && r["variant"].as_str().unwrap().starts_with("download")).all(|r| r["figures"]["share_of_ceiling"].is_number()));
+    assert!(recs
+        .iter()
+        .filter(|r| r["mode"] == "ferry" && r["variant"].as_str().unwrap().starts_with("download"))
+        .all(|r| r["figures"]["share_of_ceiling"].is_number()));
     assert!(outcome.report.contains("| download 2 x 9 MiB · disk-ceiling |"), "{}", outcome.report);
     assert!(outcome.report.contains("- download 30 x 16 KiB, its ceilings in the same repeats"), "{}", outcome.report);
-    assert!(outcome.report.contains("each tool's MB/s over the lower of its repeat's two: ferry "), "{}", outcome.report);
+    assert!(
+        outcome.report.contains("each tool's MB/s over the lower of its repeat's two: ferry "),
+        "{}",
+        outcome.report
+    );
 }

@@ -76,7 +76,8 @@ fn check_bulk_wan(outcome: &ferry_bench::Outcome, p: &BulkWanParams, out: &std::
         assert_eq!(r.figure("warmup_measured"), Some(1.0), "{m}");
         assert!(r.server.as_ref().unwrap()["args"].to_string().contains("--tls"), "HTTPS");
     }
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> =
+        std::fs::read_to_string(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), outcome.records.len());
     for v in &lines {
         check_schema(v).unwrap();
@@ -102,7 +103,10 @@ fn bulk_wan_tiny_on_loopback() {
 fn bulk_wan_tiny_one_peer_beside_ferry_on_its_pull() {
     use ferry_bench::peers::Peer;
     if let Err(why) = ferry_bench::peers::available(Peer::Boto3) {
-        let _ = writeln!(std::io::stderr(), "\n*** SKIPPED bulk_wan_tiny_one_peer_beside_ferry_on_its_pull: boto3: {why} ***\n");
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n*** SKIPPED bulk_wan_tiny_one_peer_beside_ferry_on_its_pull: boto3: {why} ***\n"
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -112,7 +116,11 @@ fn bulk_wan_tiny_one_peer_beside_ferry_on_its_pull() {
     p.peer_mean_bytes = 512 << 10;
     assert!(p.peers_once && p.same_pull, "quick's arrangement");
     let outcome = bulk_wan::run(Size::Quick, &p, &options(&out, None)).unwrap();
-    let row = |v: &str| outcome.records.iter().find(|r| r.variant == v).unwrap_or_else(|| panic!("no {v} row: {:?}", outcome.records.iter().map(|r| &r.variant).collect::<Vec<_>>()));
+    let row = |v: &str| {
+        outcome.records.iter().find(|r| r.variant == v).unwrap_or_else(|| {
+            panic!("no {v} row: {:?}", outcome.records.iter().map(|r| &r.variant).collect::<Vec<_>>())
+        })
+    };
     let (ferry, peer) = (row(bulk_wan::SAME_PULL_ROW), row("boto3"));
     for r in [ferry, peer] {
         assert_eq!(r.status, "ok", "{}: {:?}", r.variant, r.error_samples);
@@ -130,7 +138,11 @@ fn bulk_wan_tiny_one_peer_beside_ferry_on_its_pull() {
     for l in std::fs::read_to_string(&out).unwrap().lines() {
         check_schema(&serde_json::from_str(l).unwrap()).unwrap();
     }
-    assert!(outcome.report.contains("peers on their own pull against ferry h1-pool on the same pull"), "{}", outcome.report);
+    assert!(
+        outcome.report.contains("peers on their own pull against ferry h1-pool on the same pull"),
+        "{}",
+        outcome.report
+    );
     let h = ferry_bench::claims::headline("bulk-wan", &outcome.records);
     assert!(h.measured.contains("boto3 ") && h.measured.contains("h1-pool "), "{}", h.measured);
 }
@@ -206,13 +218,32 @@ fn without_root_bulk_wan_falls_back_to_no_link_loudly_and_link_check_refuses() {
     let out = dir.path().join("r.jsonl");
     let o = unprivileged(
         dir.path(),
-        &["bench", "bulk-wan", "--quick", "--concurrency", "1", "--seconds", "1", "--mean-size", "1MiB", "--link", "transatlantic", "--no-progress", "--out", out.to_str().unwrap()],
+        &[
+            "bench",
+            "bulk-wan",
+            "--quick",
+            "--concurrency",
+            "1",
+            "--seconds",
+            "1",
+            "--mean-size",
+            "1MiB",
+            "--link",
+            "transatlantic",
+            "--no-progress",
+            "--out",
+            out.to_str().unwrap(),
+        ],
     );
     let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(o.status.success(), "bulk-wan without root still runs: {stderr}");
-    assert!(stderr.contains("needs root") && stderr.contains("FALLING BACK TO --link none"), "a loud fallback: {stderr}");
+    assert!(
+        stderr.contains("needs root") && stderr.contains("FALLING BACK TO --link none"),
+        "a loud fallback: {stderr}"
+    );
     assert!(stdout.contains("link: none (loopback)"), "{stdout}");
-    let records: Vec<serde_json::Value> = std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let records: Vec<serde_json::Value> =
+        std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert!(!records.is_empty());
     assert!(records.iter().all(|r| r["params"]["link"] == "none"));
 

@@ -44,7 +44,8 @@ fn listing_tiny_every_strategy_lists_every_key_once() {
     assert_eq!(flat.figure("list_calls"), Some(120f64.div_euclid(7.0) + 1.0)); // 18 pages of <= 7
     assert!(key_range.figure("list_calls").unwrap() >= 1.0);
 
-    let recs: Vec<serde_json::Value> = std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let recs: Vec<serde_json::Value> =
+        std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(recs.len(), 3);
     for r in &recs {
         check_schema(r).unwrap();

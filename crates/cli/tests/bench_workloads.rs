@@ -98,7 +98,10 @@ fn vectored_commit_open_ahead_tiny() {
     let gets = co.figure("gets_issued").unwrap();
     assert!((1.0..=30.0).contains(&gets), "coalescing never issues more GETs than ranges: {gets}");
     assert_eq!(co.figure("requests_sent"), Some(gets), "the transport saw exactly the spans");
-    assert_eq!(co.figure("bytes_received"), Some(co.figure("bytes_requested").unwrap() + co.figure("bytes_over_read").unwrap()));
+    assert_eq!(
+        co.figure("bytes_received"),
+        Some(co.figure("bytes_requested").unwrap() + co.figure("bytes_over_read").unwrap())
+    );
 
     let out = dir.path().join("c.jsonl");
     let mut c = commit::CommitParams::new(Size::Quick);
@@ -129,7 +132,11 @@ fn vectored_commit_open_ahead_tiny() {
     }
     let window = |row: &str| o.records.iter().find(|r| r.variant == row).and_then(|r| r.figure("window"));
     assert_eq!(window(open_ahead::FIXED_ROW), Some(8.0));
-    assert!(window(open_ahead::OPEN_AHEAD_ROW).is_some_and(|w| (8.0..=32.0).contains(&w)), "{:?}", window(open_ahead::OPEN_AHEAD_ROW));
+    assert!(
+        window(open_ahead::OPEN_AHEAD_ROW).is_some_and(|w| (8.0..=32.0).contains(&w)),
+        "{:?}",
+        window(open_ahead::OPEN_AHEAD_ROW)
+    );
     assert!(o.report.contains("less scan time"), "{}", o.report);
     assert!(o.report.contains("open-ahead / bandwidth bound (no first byte)"), "{}", o.report);
 }
@@ -138,7 +145,15 @@ fn vectored_commit_open_ahead_tiny() {
 fn ttfb_throughput_tiny_writes_curves() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("t.jsonl");
-    let p = ttfb::TtfbParams { probes: 3, sizes: ttfb::SIZES.to_vec(), put_sizes: ttfb::SIZES.to_vec(), transfers: 2, in_flight: 2, repeats: 1, peers: Vec::new() };
+    let p = ttfb::TtfbParams {
+        probes: 3,
+        sizes: ttfb::SIZES.to_vec(),
+        put_sizes: ttfb::SIZES.to_vec(),
+        transfers: 2,
+        in_flight: 2,
+        repeats: 1,
+        peers: Vec::new(),
+    };
     let o = ferry_bench::run(&ttfb::ttfb_throughput(Size::Quick, &p), &options(&out)).unwrap();
     let recs = check_clean(&o, &out);
     assert_eq!(recs.len(), 3 * 11);
@@ -188,7 +203,10 @@ fn commit_and_listing_peer_rows_when_installed() {
     assert!(s5.figure("requests_DeleteObjects").unwrap() >= 1.0, "{:?}", s5.figures);
     let rw = o.records.iter().find(|r| r.variant == format!("boto3 {}", commit::REWRITE_SUFFIX)).unwrap();
     assert_eq!(rw.status, "ok", "{:?}", rw.error_samples);
-    assert_eq!((rw.figure("objects"), rw.figure("requests_get"), rw.figure("requests_put")), (Some(2.0), Some(2.0), Some(2.0)));
+    assert_eq!(
+        (rw.figure("objects"), rw.figure("requests_get"), rw.figure("requests_put")),
+        (Some(2.0), Some(2.0), Some(2.0))
+    );
 
     let out = dir.path().join("l.jsonl");
     let mut p = ferry_bench::listing::ListingParams::new(Size::Quick);
@@ -250,7 +268,10 @@ fn peer_rows_of_the_newer_workloads_when_installed() {
     assert_eq!(rs.len(), 1 + t.sizes.len() + t.put_sizes.len());
     let probe = rs.iter().find(|r| r.variant == "s3 · first byte · obstore").unwrap();
     assert_eq!(probe.series["ttfb_s"].len(), 3 + 1);
-    assert!(rs.iter().filter(|r| r.params["op"] == "get" || r.params["op"] == "put").all(|r| r.series["throughput_Bps"].len() == 2 + 1));
+    assert!(rs
+        .iter()
+        .filter(|r| r.params["op"] == "get" || r.params["op"] == "put")
+        .all(|r| r.series["throughput_Bps"].len() == 2 + 1));
 
     let out = dir.path().join("o.jsonl");
     let mut a = open_ahead::OpenAheadParams::new(Size::Quick);

@@ -37,7 +37,15 @@ fn run(srv: &BackgroundServer, args: &[&str]) -> Output {
 
 /// `ferry cp [extra] - URL` with `data` on stdin.
 fn cp_stdin(srv: &BackgroundServer, extra: &[&str], url: &str, data: Vec<u8>) -> Output {
-    let mut child = ferry(srv).arg("cp").args(extra).args(["-", url]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = ferry(srv)
+        .arg("cp")
+        .args(extra)
+        .args(["-", url])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     // A failing upload may stop reading: a broken pipe here is expected then.
     let writer = std::thread::spawn(move || {
@@ -83,7 +91,10 @@ fn incomplete_uploads_are_listed_and_aborted_by_prefix() {
     ok(&run(&srv, &["mb", "s3://inc"]));
     // Uploads in progress through the store, and one object that must survive.
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let client = S3Client::builder(srv.url()).credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret"))).build().unwrap();
+    let client = S3Client::builder(srv.url())
+        .credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret")))
+        .build()
+        .unwrap();
     let mut made = Vec::new();
     rt.block_on(async {
         for key in ["logs/a.bin", "logs/b.bin", "other/c.bin"] {
@@ -91,11 +102,24 @@ fn incomplete_uploads_are_listed_and_aborted_by_prefix() {
             client.upload_part(&up, 1, bytes::Bytes::from(vec![1u8; 1024])).await.unwrap();
             made.push((key.to_owned(), up.upload_id));
         }
-        client.put_object(&ObjectRef::new("inc", "logs/keep.txt"), bytes::Bytes::from_static(b"keep"), PutParams::default()).await.unwrap();
+        client
+            .put_object(
+                &ObjectRef::new("inc", "logs/keep.txt"),
+                bytes::Bytes::from_static(b"keep"),
+                PutParams::default(),
+            )
+            .await
+            .unwrap();
     });
 
     // A `cp -` killed mid-stream leaves its upload in progress.
-    let mut child = ferry(&srv).args(["cp", "-", "s3://inc/logs/stdin.bin"]).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = ferry(&srv)
+        .args(["cp", "-", "s3://inc/logs/stdin.bin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(&pattern(12 << 20)).unwrap(); // more than one 8 MiB part: multipart
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -134,7 +158,12 @@ fn incomplete_uploads_are_listed_and_aborted_by_prefix() {
     // Objects are not touched; the aborted upload's parts are gone with it.
     assert_eq!(ok(&run(&srv, &["cat", "s3://inc/logs/keep.txt"])), "keep");
     rt.block_on(async {
-        let up = ferry_store::MultipartUpload { object: ObjectRef::new("inc", "logs/a.bin"), upload_id: made[0].1.clone(), checksum: None, full_object_checksum: false };
+        let up = ferry_store::MultipartUpload {
+            object: ObjectRef::new("inc", "logs/a.bin"),
+            upload_id: made[0].1.clone(),
+            checksum: None,
+            full_object_checksum: false,
+        };
         assert!(client.list_parts(&up).await.unwrap_err().is_not_found());
     });
 

@@ -58,29 +58,48 @@ async fn put_many(c: &S3Client, objects: &[(ObjectRef, Bytes)]) {
 
 async fn listing(c: &S3Client, dirs: usize, per_directory: bool) {
     let dirs: Vec<String> = (0..dirs).map(|d| format!("listing/part={d:05}/")).collect();
-    let objects: Vec<(ObjectRef, Bytes)> =
-        dirs.iter().flat_map(|d| (0..6).map(move |f| (ObjectRef::new("figures", format!("{d}file-{f}.parquet")), Bytes::from_static(b"x")))).collect();
+    let objects: Vec<(ObjectRef, Bytes)> = dirs
+        .iter()
+        .flat_map(|d| {
+            (0..6).map(move |f| (ObjectRef::new("figures", format!("{d}file-{f}.parquet")), Bytes::from_static(b"x")))
+        })
+        .collect();
     put_many(c, &objects).await;
     let opts = ListOptions::default();
     for _ in 0..REPEATS {
         if per_directory {
             let t = Instant::now();
             let (e, s) = list_per_directory(c, "figures", dirs.clone(), &opts).collect_all().await.unwrap();
-            println!("per-directory ({} at once): {} keys, {} calls, {:?}", opts.concurrency, e.len(), s.requests, t.elapsed());
+            println!(
+                "per-directory ({} at once): {} keys, {} calls, {:?}",
+                opts.concurrency,
+                e.len(),
+                s.requests,
+                t.elapsed()
+            );
         }
         let t = Instant::now();
         let (e, s) = list_flat_pruned(c, "figures", "listing/", dirs.clone(), &opts).collect_all().await.unwrap();
         println!("flat + merge join: {} keys, {} calls, {:?}", e.len(), s.requests, t.elapsed());
         let t = Instant::now();
         let (e, s) = list_parallel(c, "figures", "listing/", &opts).collect_all().await.unwrap();
-        println!("key-range parallel: {} keys, {} calls, {} ranges, {} keys received, {:?}", e.len(), s.requests, s.ranges, s.keys_seen, t.elapsed());
+        println!(
+            "key-range parallel: {} keys, {} calls, {} ranges, {} keys received, {:?}",
+            e.len(),
+            s.requests,
+            s.ranges,
+            s.keys_seen,
+            t.elapsed()
+        );
     }
 }
 
 async fn vectored(c: &S3Client) {
     let len: u64 = 256 << 20;
     let object = ObjectRef::new("figures", "table.hfile");
-    c.put_object(&object, Bytes::from(vec![7u8; len as usize]), PutParams { checksum: None, ..PutParams::default() }).await.unwrap();
+    c.put_object(&object, Bytes::from(vec![7u8; len as usize]), PutParams { checksum: None, ..PutParams::default() })
+        .await
+        .unwrap();
     let mut x = 0x2545_F491_4F6C_DD1Du64;
     let mut next = move |m: u64| {
         x ^= x << 13;
@@ -97,17 +116,30 @@ async fn vectored(c: &S3Client) {
         .collect();
     let estimator = Arc::new(GapEstimator::new());
     for _ in 0..REPEATS {
-        for (name, policy) in [("no hole merged (max_gap 0)", Some(CoalescePolicy { max_gap: 0, max_span: u64::MAX })), ("coalesced (measured gap)", None)] {
+        for (name, policy) in [
+            ("no hole merged (max_gap 0)", Some(CoalescePolicy { max_gap: 0, max_span: u64::MAX })),
+            ("coalesced (measured gap)", None),
+        ] {
             let t = Instant::now();
-            let opts = RangesOptions { policy, estimator: estimator.clone(), concurrency: 32, ..RangesOptions::default() };
+            let opts =
+                RangesOptions { policy, estimator: estimator.clone(), concurrency: 32, ..RangesOptions::default() };
             let out = get_ranges(c, &object, &ranges, &opts).await.unwrap();
-            println!("{name}: {} GETs, {} bytes fetched, {} over-read, {:?} (gap now {} B)", out.stats.requests, out.stats.bytes_fetched, out.stats.over_read, t.elapsed(), estimator.max_gap());
+            println!(
+                "{name}: {} GETs, {} bytes fetched, {} over-read, {:?} (gap now {} B)",
+                out.stats.requests,
+                out.stats.bytes_fetched,
+                out.stats.over_read,
+                t.elapsed(),
+                estimator.max_gap()
+            );
         }
     }
 }
 
 async fn open_ahead(c: &S3Client) {
-    let objects: Vec<(ObjectRef, Bytes)> = (0..400).map(|i| (ObjectRef::new("figures", format!("scan/{i:05}")), Bytes::from(vec![1u8; 640_000]))).collect();
+    let objects: Vec<(ObjectRef, Bytes)> = (0..400)
+        .map(|i| (ObjectRef::new("figures", format!("scan/{i:05}")), Bytes::from(vec![1u8; 640_000])))
+        .collect();
     put_many(c, &objects).await;
     let refs: Vec<ObjectRef> = objects.iter().map(|(o, _)| o.clone()).collect();
     for _ in 0..REPEATS {

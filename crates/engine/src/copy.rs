@@ -89,7 +89,14 @@ fn stored_crc(info: &ObjectInfo) -> Option<(ChecksumAlgorithm, String)> {
 
 /// Copies `src` to `dst` on the server (module note). `size` from a listing saves the
 /// HEAD of an object below the threshold.
-pub async fn copy_object(client: &S3Client, src: &ObjectRef, dst: &ObjectRef, size: Option<u64>, params: &CopyParams, progress: Option<ProgressFn>) -> Result<CopyOutput, Error> {
+pub async fn copy_object(
+    client: &S3Client,
+    src: &ObjectRef,
+    dst: &ObjectRef,
+    size: Option<u64>,
+    params: &CopyParams,
+    progress: Option<ProgressFn>,
+) -> Result<CopyOutput, Error> {
     let threshold = params.multipart_threshold.min(MAX_PART_SIZE);
     let whole = |n: u64, out: ferry_store::CopyObjectOutput| {
         if let Some(p) = &progress {
@@ -103,16 +110,26 @@ pub async fn copy_object(client: &S3Client, src: &ObjectRef, dst: &ObjectRef, si
     }
     let info = client.head_object(src).await?;
     if info.size <= threshold {
-        let out = client.copy_object(src, dst, CopyObjectParams { if_match: info.etag.clone(), ..Default::default() }).await?;
+        let out = client
+            .copy_object(src, dst, CopyObjectParams { if_match: info.etag.clone(), ..Default::default() })
+            .await?;
         return Ok(whole(info.size, out));
     }
     copy_in_parts(client, src, dst, &info, params, progress).await
 }
 
-async fn copy_in_parts(client: &S3Client, src: &ObjectRef, dst: &ObjectRef, info: &ObjectInfo, params: &CopyParams, progress: Option<ProgressFn>) -> Result<CopyOutput, Error> {
+async fn copy_in_parts(
+    client: &S3Client,
+    src: &ObjectRef,
+    dst: &ObjectRef,
+    info: &ObjectInfo,
+    params: &CopyParams,
+    progress: Option<ProgressFn>,
+) -> Result<CopyOutput, Error> {
     let source_crc = stored_crc(info);
     let algo = source_crc.as_ref().map(|(a, _)| *a).unwrap_or(ChecksumAlgorithm::Crc64Nvme);
-    let checked = attempt(client, src, dst, info, Some((algo, source_crc.map(|(_, v)| v))), params, progress.clone()).await;
+    let checked =
+        attempt(client, src, dst, info, Some((algo, source_crc.map(|(_, v)| v))), params, progress.clone()).await;
     match checked {
         Err((e, 0)) if refuses_checksummed_copy(&e) => {
             tracing::info!(object = %dst, error = %e, "the server refused a part copy into a checksummed upload: copying without a checksum");
@@ -235,7 +252,9 @@ mod tests {
 
     #[test]
     fn parts_cover_the_object_within_s3_limits() {
-        for (len, asked) in [(6 << 30, 8 << 20), (5 << 40, 8 << 20), (8 << 20 | 1, 8 << 20), (10 << 20, 1 << 20), (3 << 30, 6 << 30)] {
+        for (len, asked) in
+            [(6 << 30, 8 << 20), (5 << 40, 8 << 20), (8 << 20 | 1, 8 << 20), (10 << 20, 1 << 20), (3 << 30, 6 << 30)]
+        {
             let size = part_size_for(len, asked);
             let r = part_ranges(len, size);
             assert!(r.len() as u64 <= MAX_PARTS, "{len}: {} parts", r.len());

@@ -46,7 +46,12 @@ pub struct DeleteOptions {
 
 impl Default for DeleteOptions {
     fn default() -> Self {
-        DeleteOptions { batch_size: ferry_store::object::DELETE_OBJECTS_MAX_KEYS, concurrency: 8, attempts: 3, retry_delay: Duration::from_millis(100) }
+        DeleteOptions {
+            batch_size: ferry_store::object::DELETE_OBJECTS_MAX_KEYS,
+            concurrency: 8,
+            attempts: 3,
+            retry_delay: Duration::from_millis(100),
+        }
     }
 }
 
@@ -141,7 +146,11 @@ async fn delete_batch(client: &S3Client, bucket: &str, keys: Vec<String>, opts: 
             Err(e) => {
                 let code = e.code().unwrap_or("RequestFailed").to_owned();
                 let message = e.to_string();
-                report.failed.extend(pending.drain(..).map(|key| DeleteFailure { key, code: code.clone(), message: message.clone() }));
+                report.failed.extend(pending.drain(..).map(|key| DeleteFailure {
+                    key,
+                    code: code.clone(),
+                    message: message.clone(),
+                }));
             }
         }
     }
@@ -151,7 +160,10 @@ async fn delete_batch(client: &S3Client, bucket: &str, keys: Vec<String>, opts: 
 /// Per-key codes worth another attempt (S3 documents InternalError and SlowDown in
 /// DeleteObjects results; the others are its "try again" codes).
 fn transient_code(code: &str) -> bool {
-    matches!(code, "InternalError" | "SlowDown" | "ServiceUnavailable" | "RequestTimeout" | "OperationAborted" | "Throttling")
+    matches!(
+        code,
+        "InternalError" | "SlowDown" | "ServiceUnavailable" | "RequestTimeout" | "OperationAborted" | "Throttling"
+    )
 }
 
 /// Whether a failed request may succeed when sent again.

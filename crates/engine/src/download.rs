@@ -204,12 +204,12 @@
 //! 8 MiB parts: the low end of the cost-optimal request size on S3 (LAB.md section 1,
 //! AnyBlob), and the same part size uploads use.
 
+use bytes::Bytes;
 use ferry_proto::checksum::{base64_decode, base64_encode, crc_combine, gf2_times, ChecksumAlgorithm, Checksummer};
 use ferry_store::{Error, GetParams, ObjectInfo, ObjectRef, RangeSpec, S3Client};
 use futures_util::stream::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use bytes::Bytes;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -282,7 +282,14 @@ pub type PartBudget = Arc<tokio::sync::Semaphore>;
 impl Default for DownloadParams {
     /// 8 MiB parts (module note), 8 in flight (the same share as uploads).
     fn default() -> Self {
-        DownloadParams { part_size: 8 * 1024 * 1024, concurrency: 8, resume: true, durable: false, budget: None, mtime: Mtime::Written }
+        DownloadParams {
+            part_size: 8 * 1024 * 1024,
+            concurrency: 8,
+            resume: true,
+            durable: false,
+            budget: None,
+            mtime: Mtime::Written,
+        }
     }
 }
 
@@ -365,7 +372,10 @@ fn remove_partial(tmp: &Path, state: &Path) {
 /// File system work off the async worker threads: with many small downloads in flight,
 /// an fsync on a worker would stall every transfer on it, while the blocking pool lets
 /// the file system commit many at once.
-async fn blocking<T: Send + 'static>(path: &Path, f: impl FnOnce() -> std::io::Result<T> + Send + 'static) -> Result<T, Error> {
+async fn blocking<T: Send + 'static>(
+    path: &Path,
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> Result<T, Error> {
     tokio::task::spawn_blocking(f).await.map_err(|e| io(path, std::io::Error::other(e)))?.map_err(|e| io(path, e))
 }
 
@@ -375,7 +385,9 @@ async fn blocking<T: Send + 'static>(path: &Path, f: impl FnOnce() -> std::io::R
 fn start_writeback(f: &std::fs::File, offset: u64, len: u64) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: a plain syscall on a file descriptor we own; no memory is passed.
-    let r = unsafe { libc::sync_file_range(f.as_raw_fd(), offset as libc::off64_t, len as libc::off64_t, libc::SYNC_FILE_RANGE_WRITE) };
+    let r = unsafe {
+        libc::sync_file_range(f.as_raw_fd(), offset as libc::off64_t, len as libc::off64_t, libc::SYNC_FILE_RANGE_WRITE)
+    };
     if r == 0 {
         Ok(())
     } else {
@@ -490,7 +502,14 @@ struct Fetched {
 /// Gives the temp file its mtime, [fsyncs it], renames it to `dest` [and fsyncs the
 /// directory], then removes the state file if there may be one (module note,
 /// "Finishing"). On the blocking pool.
-fn finish(done: Fetched, mtime: Option<std::time::SystemTime>, durable: bool, tmp: &Path, dest: &Path, state: &Path) -> std::io::Result<()> {
+fn finish(
+    done: Fetched,
+    mtime: Option<std::time::SystemTime>,
+    durable: bool,
+    tmp: &Path,
+    dest: &Path,
+    state: &Path,
+) -> std::io::Result<()> {
     if let Some(t) = mtime {
         // Best effort, as before: a file system without mtimes still gets the file.
         let _ = done.file.set_modified(t);
@@ -522,7 +541,13 @@ fn create_temp(path: &Path) -> std::io::Result<(std::fs::File, bool)> {
 /// One plain GET, streamed into the temp file (ferry-store verifies the body). The
 /// chunks are gathered into batches of up to [`WRITE_BATCH`], and the file is created
 /// with the first: a small object costs one trip to the blocking pool for its bytes.
-async fn single(client: &S3Client, object: &ObjectRef, info: &ObjectInfo, tmp: &Path, progress: Option<ProgressFn>) -> Result<Fetched, Error> {
+async fn single(
+    client: &S3Client,
+    object: &ObjectRef,
+    info: &ObjectInfo,
+    tmp: &Path,
+    progress: Option<ProgressFn>,
+) -> Result<Fetched, Error> {
     let params = GetParams { if_match: info.etag.clone(), ..GetParams::default() };
     let out = client.get_object(object, params).await?;
     let verified = match full_crc(&out.meta) {
@@ -577,7 +602,10 @@ async fn single(client: &S3Client, object: &ObjectRef, info: &ObjectInfo, tmp: &
         }
     }
     if n != info.size {
-        return Err(Error::Integrity { message: format!("{object}: got {n} bytes, HEAD said {}", info.size), request_id: None });
+        return Err(Error::Integrity {
+            message: format!("{object}: got {n} bytes, HEAD said {}", info.size),
+            request_id: None,
+        });
     }
     let file = file.expect("the last batch creates the file");
     Ok(Fetched { verified, resumed: 0, fetched: n, file, state_may_exist: left_over })
@@ -600,11 +628,17 @@ async fn ranged(
     let parts = info.size.div_ceil(part_size);
     // Keep an earlier run's parts only if everything about them still holds, including
     // the bytes in the temp file (module note).
-    let mut state = State { algo: algo.as_str().to_owned(), etag: etag.clone(), size: info.size, part_size, done: BTreeMap::new() };
+    let mut state =
+        State { algo: algo.as_str().to_owned(), etag: etag.clone(), size: info.size, part_size, done: BTreeMap::new() };
     if params.resume {
         if let Some(old) = read_state(state_path) {
             let tmp_len = std::fs::metadata(tmp).map(|m| m.len()).ok();
-            if old.algo == state.algo && old.etag == etag && old.size == info.size && old.part_size == part_size && tmp_len == Some(info.size) {
+            if old.algo == state.algo
+                && old.etag == etag
+                && old.size == info.size
+                && old.part_size == part_size
+                && tmp_len == Some(info.size)
+            {
                 let candidates: Vec<(u64, String)> = old.done.into_iter().filter(|(i, _)| *i < parts).collect();
                 let t = tmp.to_path_buf();
                 let size = info.size;
@@ -651,12 +685,13 @@ async fn ranged(
     // Parts write their batches themselves inside `block_in_place`, which only a
     // multi-thread runtime has; elsewhere the file gets a writer thread, which ends once
     // every part has let go of it (module note).
-    let (writer, writer_gone) = if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
-        (None, None)
-    } else {
-        let (w, gone) = FileWriter::spawn(file.clone()).map_err(|e| io(tmp, e))?;
-        (Some(w), Some(gone))
-    };
+    let (writer, writer_gone) =
+        if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+            (None, None)
+        } else {
+            let (w, gone) = FileWriter::spawn(file.clone()).map_err(|e| io(tmp, e))?;
+            (Some(w), Some(gone))
+        };
     let ctx = Arc::new(PartCtx {
         writing: Mutex::new(()),
         client: client.clone(),
@@ -725,7 +760,10 @@ async fn ranged(
                 drop(st);
                 // The bytes on disk are not the object: never keep them for a resume.
                 let _ = std::fs::remove_file(state_path);
-                return Err(Error::Integrity { message: format!("{object}: {algo} of the parts is {got}, the object's is {want}"), request_id: None });
+                return Err(Error::Integrity {
+                    message: format!("{object}: {algo} of the parts is {got}, the object's is {want}"),
+                    request_id: None,
+                });
             }
             Verified::Checksum(algo)
         }
@@ -919,7 +957,8 @@ async fn fetch_part(ctx: Arc<PartCtx>, i: u64) -> Result<(), Error> {
     let _room = controller.acquire().await;
     let start = i * part_size;
     let len = part_len(i, part_size, ctx.size);
-    let params = GetParams { if_match: Some(ctx.etag.clone()), ..GetParams::range(RangeSpec::FromTo(start, start + len - 1)) };
+    let params =
+        GetParams { if_match: Some(ctx.etag.clone()), ..GetParams::range(RangeSpec::FromTo(start, start + len - 1)) };
     let out = client.get_object(object, params).await?;
     let mut body = out.body;
     let mut hasher = Checksummer::new(algo);
@@ -935,7 +974,10 @@ async fn fetch_part(ctx: Arc<PartCtx>, i: u64) -> Result<(), Error> {
             Some(chunk) => {
                 let chunk = chunk?;
                 if off + (pending_len + chunk.len()) as u64 > start + len {
-                    return Err(Error::Integrity { message: format!("{object}: part {i} is longer than {len} bytes"), request_id: None });
+                    return Err(Error::Integrity {
+                        message: format!("{object}: part {i} is longer than {len} bytes"),
+                        request_id: None,
+                    });
                 }
                 hasher.update(&chunk);
                 if let Some(p) = progress {
@@ -981,7 +1023,10 @@ async fn fetch_part(ctx: Arc<PartCtx>, i: u64) -> Result<(), Error> {
     }
     drop(turn.wait(tmp).await?);
     if off != start + len {
-        return Err(Error::Integrity { message: format!("{object}: part {i} ended after {} of {len} bytes", off - start), request_id: None });
+        return Err(Error::Integrity {
+            message: format!("{object}: part {i} ended after {} of {len} bytes", off - start),
+            request_id: None,
+        });
     }
     // Start writing the part back now, without waiting, so the fsync before
     // the rename finds little left to do (module note).
@@ -1030,7 +1075,11 @@ fn combine_parts(algo: ChecksumAlgorithm, sums: &[Vec<u8>], part_size: u64, size
     let mut whole = read(&sums[0]);
     for (i, s) in sums.iter().enumerate().skip(1) {
         let len = part_len(i as u64, part_size, size);
-        whole = if len == part_size { gf2_times(&shift, whole) ^ read(s) } else { read(&crc_combine(algo, &write(whole), s, len)?) };
+        whole = if len == part_size {
+            gf2_times(&shift, whole) ^ read(s)
+        } else {
+            read(&crc_combine(algo, &write(whole), s, len)?)
+        };
     }
     Some(write(whole))
 }
@@ -1068,8 +1117,14 @@ mod tests {
         let data = noise(10_000, 0x9E37_79B9_7F4A_7C15);
         for algo in [ChecksumAlgorithm::Crc64Nvme, ChecksumAlgorithm::Crc32c, ChecksumAlgorithm::Crc32] {
             for (size, ps) in [(10_000u64, 1000u64), (10_000, 999), (10_000, 10_000), (7, 3), (1, 1)] {
-                let sums: Vec<Vec<u8>> = (0..size.div_ceil(ps)).map(|i| algo.digest(&data[(i * ps) as usize..(i * ps + part_len(i, ps, size)) as usize])).collect();
-                assert_eq!(combine_parts(algo, &sums, ps, size), Some(algo.digest(&data[..size as usize])), "{algo} {size} {ps}");
+                let sums: Vec<Vec<u8>> = (0..size.div_ceil(ps))
+                    .map(|i| algo.digest(&data[(i * ps) as usize..(i * ps + part_len(i, ps, size)) as usize]))
+                    .collect();
+                assert_eq!(
+                    combine_parts(algo, &sums, ps, size),
+                    Some(algo.digest(&data[..size as usize])),
+                    "{algo} {size} {ps}"
+                );
             }
         }
     }
@@ -1125,8 +1180,14 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn parts_on_a_current_thread_runtime_go_through_the_writer_thread() {
         use ferry_store::{Credentials, CredentialsSource};
-        let srv = ferry_server::BackgroundServer::start(ferry_server::config::ServeConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
-        let c = S3Client::builder(srv.url()).credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret"))).build().unwrap();
+        let srv = ferry_server::BackgroundServer::start(ferry_server::config::ServeConfig::new(
+            "127.0.0.1:0".parse().unwrap(),
+        ))
+        .unwrap();
+        let c = S3Client::builder(srv.url())
+            .credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret")))
+            .build()
+            .unwrap();
         c.create_bucket("cur").await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let bytes = noise(3 * 1024 * 1024 + 5, 0x2545_F491_4F6C_DD1D);
@@ -1151,8 +1212,14 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn finished_files_have_their_mtime_and_nothing_beside_them() {
         use ferry_store::{Credentials, CredentialsSource};
-        let srv = ferry_server::BackgroundServer::start(ferry_server::config::ServeConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
-        let c = S3Client::builder(srv.url()).credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret"))).build().unwrap();
+        let srv = ferry_server::BackgroundServer::start(ferry_server::config::ServeConfig::new(
+            "127.0.0.1:0".parse().unwrap(),
+        ))
+        .unwrap();
+        let c = S3Client::builder(srv.url())
+            .credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret")))
+            .build()
+            .unwrap();
         c.create_bucket("mtime").await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let when = std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_123);
@@ -1167,12 +1234,18 @@ mod tests {
                 let dest = dir.path().join(name);
                 let (tmp, state) = temp_paths(&dest);
                 std::fs::write(&tmp, b"left by a killed run").unwrap();
-                std::fs::write(&state, br#"{"algo":"CRC64NVME","etag":""0"","size":1,"part_size":1,"done":{}}"#).unwrap();
-                let params = DownloadParams { part_size: 1024 * 1024, durable, mtime: Mtime::At(when), ..Default::default() };
+                std::fs::write(&state, br#"{"algo":"CRC64NVME","etag":""0"","size":1,"part_size":1,"done":{}}"#)
+                    .unwrap();
+                let params =
+                    DownloadParams { part_size: 1024 * 1024, durable, mtime: Mtime::At(when), ..Default::default() };
                 download_file(&c, &obj, &dest, &params, None).await.unwrap();
                 assert!(std::fs::read(&dest).unwrap() == bytes, "{name}: the file differs from the object");
                 assert_eq!(std::fs::metadata(&dest).unwrap().modified().unwrap(), when, "{name} durable={durable}");
-                let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).filter(|n| n.starts_with('.')).collect();
+                let names: Vec<_> = std::fs::read_dir(dir.path())
+                    .unwrap()
+                    .map(|e| e.unwrap().file_name().into_string().unwrap())
+                    .filter(|n| n.starts_with('.'))
+                    .collect();
                 assert!(names.is_empty(), "{name} durable={durable}: left {names:?}");
                 std::fs::remove_file(&dest).unwrap();
             }
@@ -1180,7 +1253,9 @@ mod tests {
         // Mtime::Written leaves the time of the writes.
         let dest = dir.path().join("now");
         download_file(&c, &ObjectRef::new("mtime", "small"), &dest, &DownloadParams::default(), None).await.unwrap();
-        let age = std::time::SystemTime::now().duration_since(std::fs::metadata(&dest).unwrap().modified().unwrap()).unwrap_or_default();
+        let age = std::time::SystemTime::now()
+            .duration_since(std::fs::metadata(&dest).unwrap().modified().unwrap())
+            .unwrap_or_default();
         assert!(age < std::time::Duration::from_secs(600), "{age:?}");
     }
 

@@ -163,7 +163,8 @@ pub fn dir_of(key: &str) -> &str {
 
 /// Directories sorted, deduplicated, each ending with `/` (except the root `""`).
 fn normalise_dirs(dirs: impl IntoIterator<Item = String>) -> Vec<String> {
-    let mut d: Vec<String> = dirs.into_iter().map(|d| if d.is_empty() || d.ends_with('/') { d } else { d + "/" }).collect();
+    let mut d: Vec<String> =
+        dirs.into_iter().map(|d| if d.is_empty() || d.ends_with('/') { d } else { d + "/" }).collect();
     d.sort_unstable();
     d.dedup();
     d
@@ -182,7 +183,12 @@ fn normalise_dirs(dirs: impl IntoIterator<Item = String>) -> Vec<String> {
 /// println!("{} keys in {} calls", entries.len(), stats.requests);
 /// # Ok(()) }
 /// ```
-pub fn list_per_directory(client: &S3Client, bucket: &str, dirs: impl IntoIterator<Item = String>, opts: &ListOptions) -> Listing {
+pub fn list_per_directory(
+    client: &S3Client,
+    bucket: &str,
+    dirs: impl IntoIterator<Item = String>,
+    opts: &ListOptions,
+) -> Listing {
     let counters = Arc::new(Counters::default());
     counters.ranges.store(1, Relaxed);
     let (client, bucket, page_size) = (client.clone(), bucket.to_owned(), opts.page_size);
@@ -196,7 +202,12 @@ pub fn list_per_directory(client: &S3Client, bucket: &str, dirs: impl IntoIterat
             let (client, bucket, c, permits) = (client.clone(), bucket.clone(), c.clone(), permits.clone());
             async move {
                 let _permit = permits.acquire_owned().await.map_err(|e| Error::Config(e.to_string()))?;
-                let params = ListParams { prefix: Some(dir), delimiter: Some("/".into()), max_keys: Some(page_size), ..ListParams::default() };
+                let params = ListParams {
+                    prefix: Some(dir),
+                    delimiter: Some("/".into()),
+                    max_keys: Some(page_size),
+                    ..ListParams::default()
+                };
                 let mut pages = client.list_objects_v2(&bucket, params);
                 let mut entries = Vec::new();
                 while let Some(p) = pages.next().await {
@@ -240,14 +251,18 @@ pub fn list_flat_pruned(
     counters.ranges.store(1, Relaxed);
     let parent = parent_prefix.to_owned();
     // Only directories that keys under the parent can have.
-    let dirs: Vec<String> = normalise_dirs(dirs_of_interest).into_iter().filter(|d| d.starts_with(&parent) || parent.starts_with(d.as_str())).collect();
+    let dirs: Vec<String> = normalise_dirs(dirs_of_interest)
+        .into_iter()
+        .filter(|d| d.starts_with(&parent) || parent.starts_with(d.as_str()))
+        .collect();
     // Keys in the first directory are >= it, so listing may start just below it.
     let start_after = dirs.first().filter(|d| d.len() > parent.len()).map(|d| {
         let mut s = d.clone();
         s.pop();
         s
     });
-    let params = ListParams { prefix: Some(parent), start_after, max_keys: Some(opts.page_size), ..ListParams::default() };
+    let params =
+        ListParams { prefix: Some(parent), start_after, max_keys: Some(opts.page_size), ..ListParams::default() };
     struct St {
         pages: Option<BoxStream<'static, Result<ferry_store::ListPage, Error>>>,
         pruner: Pruner,
@@ -444,7 +459,12 @@ impl Place {
 
 /// Lists `(lo, hi]`; returns whether it sent any page.
 async fn list_range(shared: &Arc<Shared>, lo: Option<String>, hi: Option<String>, tx: mpsc::Sender<Msg>) -> bool {
-    let params = ListParams { prefix: Some(shared.prefix.clone()), start_after: lo, max_keys: Some(shared.page_size), ..ListParams::default() };
+    let params = ListParams {
+        prefix: Some(shared.prefix.clone()),
+        start_after: lo,
+        max_keys: Some(shared.page_size),
+        ..ListParams::default()
+    };
     let mut pages = shared.client.list_objects_v2(&shared.bucket, params);
     let mut sent = false;
     loop {
@@ -479,8 +499,15 @@ async fn list_range(shared: &Arc<Shared>, lo: Option<String>, hi: Option<String>
         let bounds = match (&first_last, more) {
             (Some((first, last)), true) => {
                 let max = shared.max_ranges;
-                claimed = shared.live.fetch_update(Relaxed, Relaxed, |l| (l + 2 <= max).then_some(max)).map_or(0, |l| max - l);
-                let bounds = if claimed >= 2 { boundaries(&shared.prefix, &objects, first, last, hi.as_deref(), claimed - 1) } else { Vec::new() };
+                claimed = shared
+                    .live
+                    .fetch_update(Relaxed, Relaxed, |l| (l + 2 <= max).then_some(max))
+                    .map_or(0, |l| max - l);
+                let bounds = if claimed >= 2 {
+                    boundaries(&shared.prefix, &objects, first, last, hi.as_deref(), claimed - 1)
+                } else {
+                    Vec::new()
+                };
                 let used = if bounds.is_empty() { 0 } else { bounds.len() + 1 };
                 shared.live.fetch_sub(claimed - used, Relaxed);
                 claimed = used;
@@ -519,7 +546,14 @@ async fn list_range(shared: &Arc<Shared>, lo: Option<String>, hi: Option<String>
 
 /// Split points strictly between `last` and `hi`, at most `max` (module note). `page`
 /// holds the keys just listed, `first..=last`.
-fn boundaries(prefix: &str, page: &[ObjectEntry], first: &str, last: &str, hi: Option<&str>, max: usize) -> Vec<String> {
+fn boundaries(
+    prefix: &str,
+    page: &[ObjectEntry],
+    first: &str,
+    last: &str,
+    hi: Option<&str>,
+    max: usize,
+) -> Vec<String> {
     let last_c: Vec<char> = last.chars().collect();
     let p0 = prefix.chars().count();
     let common = |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
@@ -595,7 +629,14 @@ mod tests {
     use std::time::SystemTime;
 
     fn entry(k: &str) -> ObjectEntry {
-        ObjectEntry { key: k.into(), last_modified: SystemTime::UNIX_EPOCH, etag: String::new(), size: 0, storage_class: String::new(), checksum_algorithm: None }
+        ObjectEntry {
+            key: k.into(),
+            last_modified: SystemTime::UNIX_EPOCH,
+            etag: String::new(),
+            size: 0,
+            storage_class: String::new(),
+            checksum_algorithm: None,
+        }
     }
 
     #[test]
@@ -603,7 +644,14 @@ mod tests {
         let page: Vec<ObjectEntry> = (0..167).map(|d| entry(&format!("listing/part={d:05}/file-0.parquet"))).collect();
         let (first, last) = (&page[0].key, &page[166].key);
         let b = boundaries("listing/", &page, first, last, None, 100);
-        for want in ["listing/part=002", "listing/part=009", "listing/part=01", "listing/part=09", "listing/part=1", "listing/q"] {
+        for want in [
+            "listing/part=002",
+            "listing/part=009",
+            "listing/part=01",
+            "listing/part=09",
+            "listing/part=1",
+            "listing/q",
+        ] {
             assert!(b.contains(&want.to_string()), "{want} missing from {b:?}");
         }
         assert!(b.windows(2).all(|w| w[0] < w[1]));
@@ -677,6 +725,9 @@ mod tests {
         assert_eq!(next_char(char::MAX), None);
         assert_eq!(dir_of("a/b/c"), "a/b/");
         assert_eq!(dir_of("c"), "");
-        assert_eq!(normalise_dirs(vec!["b".into(), "a/".into(), "b/".into()]), vec!["a/".to_string(), "b/".to_string()]);
+        assert_eq!(
+            normalise_dirs(vec!["b".into(), "a/".into(), "b/".into()]),
+            vec!["a/".to_string(), "b/".to_string()]
+        );
     }
 }

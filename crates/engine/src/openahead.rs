@@ -88,7 +88,10 @@ use ferry_store::client::{BudgetPermit, ByteBudget};
 use ferry_store::{Error, GetParams, ObjectBody, ObjectInfo, ObjectRef, RangeSpec, S3Client};
 use futures_util::stream::{self, BoxStream, Stream, StreamExt};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::{Acquire, Relaxed, Release}};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
@@ -278,7 +281,18 @@ impl OpenAhead {
     where
         S: Stream<Item = ObjectRef> + Send + 'static,
     {
-        let mut me = OpenAhead { client: client.clone(), input: Some(objects.boxed()), slots: None, feeder: None, window: None, taken: 0, handed_at: None, per_object: None, opts, counters: Arc::default() };
+        let mut me = OpenAhead {
+            client: client.clone(),
+            input: Some(objects.boxed()),
+            slots: None,
+            feeder: None,
+            window: None,
+            taken: 0,
+            handed_at: None,
+            per_object: None,
+            opts,
+            counters: Arc::default(),
+        };
         if tokio::runtime::Handle::try_current().is_ok() {
             me.start();
         }
@@ -366,7 +380,15 @@ impl OpenAhead {
                 let Some(object) = input.next().await else { return };
                 let (take_tx, take_rx) = oneshot::channel();
                 let headed = Arc::new(AtomicBool::new(false));
-                let task = tokio::spawn(prefetch(client.clone(), object.clone(), window.clone(), idle_limit, take_rx, headed.clone(), counters.clone()));
+                let task = tokio::spawn(prefetch(
+                    client.clone(),
+                    object.clone(),
+                    window.clone(),
+                    idle_limit,
+                    take_rx,
+                    headed.clone(),
+                    counters.clone(),
+                ));
                 counters.opened.fetch_add(1, Relaxed);
                 let open = counters.open.fetch_add(1, Relaxed) + 1;
                 counters.peak_open.fetch_max(open, Relaxed);
@@ -394,7 +416,8 @@ impl OpenAhead {
             Tail::Live(body) => body.boxed(),
             Tail::Failed(e) => stream::once(async move { Err(e) }).boxed(),
             Tail::Reopen => {
-                let (client, object, meta, counters) = (self.client.clone(), object.clone(), pre.meta.clone(), self.counters.clone());
+                let (client, object, meta, counters) =
+                    (self.client.clone(), object.clone(), pre.meta.clone(), self.counters.clone());
                 stream::once(async move { reopen(&client, &object, &meta, buffered, &counters).await })
                     .flat_map(|r| match r {
                         Ok(body) => body.boxed(),
@@ -447,7 +470,10 @@ impl Window {
 
     /// `n` more places ahead, up to the cap.
     fn grow(&self, n: u64) {
-        if let Ok(was) = self.size.fetch_update(Relaxed, Relaxed, |size| (n > 0 && size < self.max).then_some((size + n).min(self.max))) {
+        if let Ok(was) = self
+            .size
+            .fetch_update(Relaxed, Relaxed, |size| (n > 0 && size < self.max).then_some((size + n).min(self.max)))
+        {
             self.room.add_permits(((was + n).min(self.max) - was) as usize);
         }
     }
@@ -476,18 +502,35 @@ fn places_short(waited: Duration, per_object: Duration) -> u64 {
 const MIN_PER_OBJECT: Duration = Duration::from_micros(50);
 
 /// The rest of an object from `from`, pinned to the ETag first seen.
-async fn reopen(client: &S3Client, object: &ObjectRef, meta: &ObjectInfo, from: u64, counters: &Counters) -> Result<BoxStream<'static, Result<Bytes, Error>>, Error> {
+async fn reopen(
+    client: &S3Client,
+    object: &ObjectRef,
+    meta: &ObjectInfo,
+    from: u64,
+    counters: &Counters,
+) -> Result<BoxStream<'static, Result<Bytes, Error>>, Error> {
     if from >= meta.size {
         return Ok(stream::empty().boxed());
     }
     let Some(etag) = meta.etag.clone() else {
-        return Err(Error::Protocol { message: format!("{object} has no ETag: its stream cannot be re-opened safely"), request_id: None });
+        return Err(Error::Protocol {
+            message: format!("{object} has no ETag: its stream cannot be re-opened safely"),
+            request_id: None,
+        });
     };
     counters.reopened.fetch_add(1, Relaxed);
-    let params = GetParams { range: Some(RangeSpec::From(from)), if_match: Some(etag), checksum_mode: false, ..GetParams::default() };
+    let params = GetParams {
+        range: Some(RangeSpec::From(from)),
+        if_match: Some(etag),
+        checksum_mode: false,
+        ..GetParams::default()
+    };
     let out = client.get_object(object, params).await?;
     if out.range.map(|(s, _)| s) != Some(from) {
-        return Err(Error::Protocol { message: format!("re-opening {object} at byte {from} got range {:?}", out.range), request_id: None });
+        return Err(Error::Protocol {
+            message: format!("re-opening {object} at byte {from} got range {:?}", out.range),
+            request_id: None,
+        });
     }
     Ok(out.body.boxed())
 }
@@ -528,9 +571,16 @@ async fn prefetch(
         }
     };
     let Some(permit) = permit else {
-        return Ok(Prefetched { meta: out.meta, chunks: VecDeque::new(), buffered: 0, tail: Tail::Live(out.body), bytes: None });
+        return Ok(Prefetched {
+            meta: out.meta,
+            chunks: VecDeque::new(),
+            buffered: 0,
+            tail: Tail::Live(out.body),
+            bytes: None,
+        });
     };
-    let mut pre = Prefetched { meta: out.meta, chunks: VecDeque::new(), buffered: 0, tail: Tail::Done, bytes: Some(permit) };
+    let mut pre =
+        Prefetched { meta: out.meta, chunks: VecDeque::new(), buffered: 0, tail: Tail::Done, bytes: Some(permit) };
     let mut body = out.body;
     let mut last_read = Instant::now();
     loop {

@@ -237,7 +237,9 @@ impl Default for GapEstimator {
 
 impl GapEstimator {
     pub fn new() -> GapEstimator {
-        GapEstimator { state: Mutex::new(Estimates { first_byte: PRIOR_FIRST_BYTE, bandwidth: PRIOR_BANDWIDTH, samples: 0 }) }
+        GapEstimator {
+            state: Mutex::new(Estimates { first_byte: PRIOR_FIRST_BYTE, bandwidth: PRIOR_BANDWIDTH, samples: 0 }),
+        }
     }
 
     /// Records one completed GET: time to the response head, then `bytes` of body read
@@ -289,7 +291,13 @@ pub struct RangesOptions {
 
 impl Default for RangesOptions {
     fn default() -> Self {
-        RangesOptions { policy: None, max_span: DEFAULT_PART_SIZE, estimator: Arc::new(GapEstimator::new()), concurrency: 16, if_match: None }
+        RangesOptions {
+            policy: None,
+            max_span: DEFAULT_PART_SIZE,
+            estimator: Arc::new(GapEstimator::new()),
+            concurrency: 16,
+            if_match: None,
+        }
     }
 }
 
@@ -328,10 +336,18 @@ pub struct RangesOutput {
 /// println!("{} GETs, {} bytes over-read", out.stats.requests, out.stats.over_read);
 /// # Ok(()) }
 /// ```
-pub async fn get_ranges(client: &S3Client, object: &ObjectRef, ranges: &[Range<u64>], opts: &RangesOptions) -> Result<RangesOutput, Error> {
+pub async fn get_ranges(
+    client: &S3Client,
+    object: &ObjectRef,
+    ranges: &[Range<u64>],
+    opts: &RangesOptions,
+) -> Result<RangesOutput, Error> {
     let policy = opts.policy.unwrap_or_else(|| opts.estimator.policy(opts.max_span.max(1)));
     let spans = coalesce(ranges, &policy);
-    let mut stats = RangesStats { bytes_requested: ranges.iter().map(|r| r.end.saturating_sub(r.start)).sum(), ..RangesStats::default() };
+    let mut stats = RangesStats {
+        bytes_requested: ranges.iter().map(|r| r.end.saturating_sub(r.start)).sum(),
+        ..RangesStats::default()
+    };
     if spans.is_empty() {
         return Ok(RangesOutput { parts: ranges.iter().map(|_| Bytes::new()).collect(), stats, etag: None });
     }
@@ -345,7 +361,10 @@ pub async fn get_ranges(client: &S3Client, object: &ObjectRef, ranges: &[Range<u
         etag = tag;
         rest = 1;
         if etag.is_none() {
-            return Err(Error::Protocol { message: format!("GET {object} answered without an ETag: the spans cannot be tied to one version"), request_id: None });
+            return Err(Error::Protocol {
+                message: format!("GET {object} answered without an ETag: the spans cannot be tied to one version"),
+                request_id: None,
+            });
         }
     }
     // Unordered: a slow span must not hold back the start of the ones after it.
@@ -475,7 +494,8 @@ mod tests {
     }
 
     fn ranges_strategy() -> impl Strategy<Value = Vec<Range<u64>>> {
-        prop::collection::vec((0u64..2000, 0u64..150), 0..40).prop_map(|v| v.into_iter().map(|(s, l)| s..s + l).collect())
+        prop::collection::vec((0u64..2000, 0u64..150), 0..40)
+            .prop_map(|v| v.into_iter().map(|(s, l)| s..s + l).collect())
     }
 
     proptest! {

@@ -56,7 +56,7 @@
 
 use crate::download::ProgressFn;
 use bytes::{Bytes, BytesMut};
-use ferry_proto::checksum::{base64_encode, crc_combine, base64_decode, ChecksumAlgorithm};
+use ferry_proto::checksum::{base64_decode, base64_encode, crc_combine, ChecksumAlgorithm};
 use ferry_proto::xml::CompletedPart;
 use ferry_store::{Error, MultipartParams, MultipartUpload, ObjectRef, PutParams, S3Client, UploadSource};
 use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
@@ -83,7 +83,13 @@ pub struct UploadParams {
 impl Default for UploadParams {
     /// 8 MiB parts and 8 in flight, as ferry-store's multipart defaults.
     fn default() -> Self {
-        UploadParams { part_size: 8 * 1024 * 1024, concurrency: 8, put: PutParams::default(), resume: true, expected_size: None }
+        UploadParams {
+            part_size: 8 * 1024 * 1024,
+            concurrency: 8,
+            put: PutParams::default(),
+            resume: true,
+            expected_size: None,
+        }
     }
 }
 
@@ -116,7 +122,13 @@ pub fn part_bytes_in_memory(len: u64) -> u64 {
 }
 
 /// Uploads a file (module note).
-pub async fn upload_file(client: &S3Client, path: &Path, object: &ObjectRef, params: &UploadParams, progress: Option<ProgressFn>) -> Result<UploadOutput, Error> {
+pub async fn upload_file(
+    client: &S3Client,
+    path: &Path,
+    object: &ObjectRef,
+    params: &UploadParams,
+    progress: Option<ProgressFn>,
+) -> Result<UploadOutput, Error> {
     let len = std::fs::metadata(path).map_err(|e| io(path, e))?.len();
     let mut put = params.put.clone();
     put.checksum = Some(ALGO);
@@ -140,7 +152,12 @@ pub async fn upload_file(client: &S3Client, path: &Path, object: &ObjectRef, par
     let mut upload = None;
     if params.resume {
         if let Some(id) = newest_upload(client, object).await? {
-            let candidate = MultipartUpload { object: object.clone(), upload_id: id, checksum: Some(ALGO), full_object_checksum: true };
+            let candidate = MultipartUpload {
+                object: object.clone(),
+                upload_id: id,
+                checksum: Some(ALGO),
+                full_object_checksum: true,
+            };
             match client.list_parts(&candidate).await {
                 Ok(listed) => {
                     for p in listed {
@@ -150,7 +167,14 @@ pub async fn upload_file(client: &S3Client, path: &Path, object: &ObjectRef, par
                         }
                         let Some((_, stored)) = p.checksums.iter().find(|(a, _)| *a == ALGO) else { continue };
                         if &part_crc(n).await? == stored {
-                            kept.push((CompletedPart { part_number: p.part_number, etag: p.etag.clone(), checksums: vec![(ALGO, stored.clone())] }, p.size));
+                            kept.push((
+                                CompletedPart {
+                                    part_number: p.part_number,
+                                    etag: p.etag.clone(),
+                                    checksums: vec![(ALGO, stored.clone())],
+                                },
+                                p.size,
+                            ));
                         }
                     }
                     tracing::debug!(object = %object, upload_id = %candidate.upload_id, kept = kept.len(), "resuming multipart upload");
@@ -173,28 +197,29 @@ pub async fn upload_file(client: &S3Client, path: &Path, object: &ObjectRef, par
     }
     let have: std::collections::HashSet<u32> = kept.iter().map(|(p, _)| p.part_number).collect();
     let todo: Vec<u64> = (1..=nparts).filter(|n| !have.contains(&(*n as u32))).collect();
-    let sent: Result<Vec<(CompletedPart, u64)>, Error> = futures_util::stream::iter(todo.into_iter().map(Ok::<u64, Error>))
-        .map_ok(|n| {
-            let upload = &upload;
-            let progress = progress.clone();
-            let budget = client.memory_budget();
-            async move {
-                // Memory budget hook (scheduler): the part streams from the file as the
-                // socket takes it (ferry-store's upload_part_file), so it holds a few
-                // chunks, not the part (module note).
-                let off = (n - 1) * part_size;
-                let size = (len - off).min(part_size);
-                let _bytes = budget.acquire(part_bytes_in_memory(size)).await;
-                let part = client.upload_part_file(upload, n as u32, path, off, size).await?;
-                if let Some(p) = &progress {
-                    p(size);
+    let sent: Result<Vec<(CompletedPart, u64)>, Error> =
+        futures_util::stream::iter(todo.into_iter().map(Ok::<u64, Error>))
+            .map_ok(|n| {
+                let upload = &upload;
+                let progress = progress.clone();
+                let budget = client.memory_budget();
+                async move {
+                    // Memory budget hook (scheduler): the part streams from the file as the
+                    // socket takes it (ferry-store's upload_part_file), so it holds a few
+                    // chunks, not the part (module note).
+                    let off = (n - 1) * part_size;
+                    let size = (len - off).min(part_size);
+                    let _bytes = budget.acquire(part_bytes_in_memory(size)).await;
+                    let part = client.upload_part_file(upload, n as u32, path, off, size).await?;
+                    if let Some(p) = &progress {
+                        p(size);
+                    }
+                    Ok((part, size))
                 }
-                Ok((part, size))
-            }
-        })
-        .try_buffer_unordered(params.concurrency.max(1))
-        .try_collect()
-        .await;
+            })
+            .try_buffer_unordered(params.concurrency.max(1))
+            .try_collect()
+            .await;
     let result = match sent {
         Ok(mut parts) => {
             parts.extend(kept);
@@ -214,7 +239,11 @@ pub async fn upload_file(client: &S3Client, path: &Path, object: &ObjectRef, par
 }
 
 /// Completes an upload, checking the server's whole-object CRC against the parts'.
-async fn finish(client: &S3Client, upload: &MultipartUpload, mut parts: Vec<(CompletedPart, u64)>) -> Result<String, Error> {
+async fn finish(
+    client: &S3Client,
+    upload: &MultipartUpload,
+    mut parts: Vec<(CompletedPart, u64)>,
+) -> Result<String, Error> {
     parts.sort_by_key(|(p, _)| p.part_number);
     let mut whole: Option<Vec<u8>> = None;
     for (p, len) in &parts {
@@ -229,7 +258,10 @@ async fn finish(client: &S3Client, upload: &MultipartUpload, mut parts: Vec<(Com
     let out = client.complete_multipart(upload, &list).await?;
     if let (Some(ours), Some((a, theirs))) = (whole.map(|w| base64_encode(&w)), out.checksum.as_ref()) {
         if *a == ALGO && !theirs.contains('-') && &ours != theirs {
-            return Err(Error::Integrity { message: format!("{}: the stored {ALGO} is {theirs}, the parts combine to {ours}", upload.object), request_id: None });
+            return Err(Error::Integrity {
+                message: format!("{}: the stored {ALGO} is {theirs}, the parts combine to {ours}", upload.object),
+                request_id: None,
+            });
         }
     }
     Ok(out.etag)
@@ -301,7 +333,9 @@ const MAX_OBJECT_SIZE: u64 = 5 * 1024 * 1024 * 1024 * 1024;
 fn stream_part_size(part_size: u64, expected: Option<u64>) -> Result<u64, Error> {
     use ferry_store::multipart::{MAX_PARTS, MIN_PART_SIZE};
     if let Some(n) = expected.filter(|n| *n > MAX_OBJECT_SIZE) {
-        return Err(Error::Config(format!("--expected-size {n} is more than S3's largest object ({MAX_OBJECT_SIZE} bytes, 5 TiB)")));
+        return Err(Error::Config(format!(
+            "--expected-size {n} is more than S3's largest object ({MAX_OBJECT_SIZE} bytes, 5 TiB)"
+        )));
     }
     Ok(part_size.max(MIN_PART_SIZE).max(expected.unwrap_or(0).div_ceil(MAX_PARTS)))
 }
@@ -321,7 +355,10 @@ fn stream_limit(part_size: u64, expected: Option<u64>) -> StreamLimit {
 }
 
 /// `stream`, failing with an error that names the limit as soon as it gives more.
-fn held_to(stream: BoxStream<'static, std::io::Result<Bytes>>, limit: StreamLimit) -> BoxStream<'static, std::io::Result<Bytes>> {
+fn held_to(
+    stream: BoxStream<'static, std::io::Result<Bytes>>,
+    limit: StreamLimit,
+) -> BoxStream<'static, std::io::Result<Bytes>> {
     let max = match limit {
         StreamLimit::Expected(n) => n,
         StreamLimit::Parts { part_size } => part_size.saturating_mul(ferry_store::multipart::MAX_PARTS),
@@ -387,7 +424,10 @@ mod tests {
         assert_eq!(all.iter().map(Bytes::len).sum::<usize>(), 40);
         let err = held_to(pieces(4, 10), StreamLimit::Expected(39)).try_collect::<Vec<Bytes>>().await.unwrap_err();
         assert!(err.to_string().contains("--expected-size (39 bytes)"), "{err}");
-        let err = held_to(pieces(3, 6 << 20), StreamLimit::Parts { part_size: 1 }).try_collect::<Vec<Bytes>>().await.unwrap_err();
+        let err = held_to(pieces(3, 6 << 20), StreamLimit::Parts { part_size: 1 })
+            .try_collect::<Vec<Bytes>>()
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("give --expected-size"), "{err}");
     }
 }

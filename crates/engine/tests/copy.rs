@@ -48,15 +48,26 @@ async fn copy_in_parts_is_identical_with_checksum_and_metadata() {
     c.create_bucket("cpy").await.unwrap();
     let bytes = data(41 * MIB as usize + 3, 7);
     let src = ObjectRef::new("cpy", "src/big.bin");
-    let put = PutParams { content_type: Some("application/x-test".into()), metadata: vec![("colour".into(), "blue".into())], ..Default::default() };
+    let put = PutParams {
+        content_type: Some("application/x-test".into()),
+        metadata: vec![("colour".into(), "blue".into())],
+        ..Default::default()
+    };
     c.put_object(&src, Bytes::from(bytes.clone()), put).await.unwrap();
     let dst = ObjectRef::new("cpy", "dst/big copy.bin");
     let counted = Arc::new(AtomicU64::new(0));
     let seen = counted.clone();
     let params = CopyParams { multipart_threshold: 8 * MIB, part_size: 5 * MIB, concurrency: 4 };
-    let out = copy_object(&c, &src, &dst, None, &params, Some(Arc::new(move |n| {
-        seen.fetch_add(n, Ordering::Relaxed);
-    })))
+    let out = copy_object(
+        &c,
+        &src,
+        &dst,
+        None,
+        &params,
+        Some(Arc::new(move |n| {
+            seen.fetch_add(n, Ordering::Relaxed);
+        })),
+    )
     .await
     .unwrap();
     assert_eq!((out.size, out.parts), (bytes.len() as u64, 9));
@@ -100,7 +111,10 @@ async fn failure_in_the_middle_leaves_no_object_and_no_upload() {
             std::thread::spawn(move || {
                 let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
                 rt.block_on(async {
-                    let c = S3Client::builder(url).credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret"))).build().unwrap();
+                    let c = S3Client::builder(url)
+                        .credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret")))
+                        .build()
+                        .unwrap();
                     c.delete_object(&ObjectRef::new("cpf", "src")).await.unwrap();
                 })
             })
@@ -112,7 +126,10 @@ async fn failure_in_the_middle_leaves_no_object_and_no_upload() {
     let err = copy_object(&c, &src, &dst, Some(30 * MIB), &params, Some(progress)).await.unwrap_err();
     assert!(matches!(err, ferry_store::Error::NotFound { .. }), "{err}");
     assert_eq!(deleted.load(Ordering::SeqCst), 1, "one part was copied before the failure");
-    assert!(matches!(c.head_object(&dst).await, Err(ferry_store::Error::NotFound { .. })), "no object under the final name");
+    assert!(
+        matches!(c.head_object(&dst).await, Err(ferry_store::Error::NotFound { .. })),
+        "no object under the final name"
+    );
     assert!(c.list_multipart_uploads("cpf", "").await.unwrap().is_empty(), "the upload was aborted");
 }
 
@@ -137,11 +154,19 @@ async fn six_gib_copies_past_the_copy_object_limit() {
     assert!(c.list_multipart_uploads("big", "").await.unwrap().is_empty());
     let stored = c.head_object(&dst).await.unwrap();
     assert_eq!(stored.size, len);
-    let (_, theirs) = stored.checksums.iter().find(|(a, _)| *a == ChecksumAlgorithm::Crc64Nvme).cloned().expect("a CRC64NVME on the copy");
+    let (_, theirs) = stored
+        .checksums
+        .iter()
+        .find(|(a, _)| *a == ChecksumAlgorithm::Crc64Nvme)
+        .cloned()
+        .expect("a CRC64NVME on the copy");
     let (n, ours) = streamed_crc(&c, &src, ChecksumAlgorithm::Crc64Nvme).await;
     assert_eq!((n, ours), (len, theirs));
     // Bytes across a part boundary and at the end, compared directly.
     for (a, b) in [(64 * MIB - 100, 64 * MIB + 100), (len - 1000, len - 1)] {
-        assert_eq!(get(&c, &dst, Some(RangeSpec::FromTo(a, b))).await, get(&c, &src, Some(RangeSpec::FromTo(a, b))).await);
+        assert_eq!(
+            get(&c, &dst, Some(RangeSpec::FromTo(a, b))).await,
+            get(&c, &src, Some(RangeSpec::FromTo(a, b))).await
+        );
     }
 }

@@ -25,13 +25,20 @@ use std::time::Duration;
 
 /// `workers` tasks issue HEADs through the controller until `stop`; returns the most
 /// requests seen in flight at once.
-async fn drive(ctl: &Arc<Controller>, c: &S3Client, keys: Arc<Vec<ObjectRef>>, workers: usize, run_for: Duration) -> usize {
+async fn drive(
+    ctl: &Arc<Controller>,
+    c: &S3Client,
+    keys: Arc<Vec<ObjectRef>>,
+    workers: usize,
+    run_for: Duration,
+) -> usize {
     let stop = Arc::new(AtomicBool::new(false));
     let in_flight = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for w in 0..workers {
-        let (ctl, c, keys, stop, in_flight, peak) = (ctl.clone(), c.clone(), keys.clone(), stop.clone(), in_flight.clone(), peak.clone());
+        let (ctl, c, keys, stop, in_flight, peak) =
+            (ctl.clone(), c.clone(), keys.clone(), stop.clone(), in_flight.clone(), peak.clone());
         tasks.push(tokio::spawn(async move {
             let mut i = w;
             while !stop.load(SeqCst) {
@@ -79,7 +86,8 @@ async fn backs_off_under_slowdown_and_recovers(mode: Mode) {
     let (c, _) = client(&srv, mode, RetryConfig::none());
     c.create_bucket("ctl").await.unwrap();
     let hot = Arc::new(vec![ObjectRef::new("ctl", "hot/object")]);
-    let spread: Arc<Vec<ObjectRef>> = Arc::new((0..400).map(|i| ObjectRef::new("ctl", format!("p{i}/object"))).collect());
+    let spread: Arc<Vec<ObjectRef>> =
+        Arc::new((0..400).map(|i| ObjectRef::new("ctl", format!("p{i}/object"))).collect());
     let puts = hot.iter().chain(spread.iter()).map(|o| {
         let c = c.clone();
         async move { c.put_object(o, Bytes::from_static(b"x"), PutParams::default()).await.unwrap() }

@@ -16,7 +16,11 @@ async fn put_all(c: &S3Client, bucket: &str, keys: &[String]) {
         .map(|k| {
             let c = c.clone();
             let o = ObjectRef::new(bucket, k.as_str());
-            async move { c.put_object(&o, Bytes::from_static(b"x"), PutParams { checksum: None, ..PutParams::default() }).await.unwrap() }
+            async move {
+                c.put_object(&o, Bytes::from_static(b"x"), PutParams { checksum: None, ..PutParams::default() })
+                    .await
+                    .unwrap()
+            }
         })
         .buffer_unordered(32)
         .collect::<Vec<_>>()
@@ -103,12 +107,19 @@ async fn failures_are_reported_with_their_codes() {
     c.create_bucket("perm").await.unwrap();
     put_all(&c, "perm", &["ok".to_string()]).await;
     let long = "x".repeat(1_100);
-    let report = delete_many(&c, "perm", futures_util::stream::iter(vec!["ok".to_string(), long.clone()]), &opts(5)).await;
+    let report =
+        delete_many(&c, "perm", futures_util::stream::iter(vec!["ok".to_string(), long.clone()]), &opts(5)).await;
     assert_eq!(report.deleted, 1);
     assert_eq!(report.failed.len(), 1);
     assert_eq!((report.failed[0].key.as_str(), report.failed[0].code.as_str()), (long.as_str(), "KeyTooLongError"));
     assert_eq!(report.requests, 1);
-    let report = delete_many(&c, "synthetic", futures_util::stream::iter(vec!["1MiB/a".to_string(), "1MiB/b".to_string()]), &opts(5)).await;
+    let report = delete_many(
+        &c,
+        "synthetic",
+        futures_util::stream::iter(vec!["1MiB/a".to_string(), "1MiB/b".to_string()]),
+        &opts(5),
+    )
+    .await;
     assert_eq!(report.failed.iter().map(|f| f.code.as_str()).collect::<Vec<_>>(), vec!["AccessDenied", "AccessDenied"]);
     assert_eq!(counts.get("DELETE batch"), 2);
 }

@@ -16,7 +16,11 @@ async fn put_all(c: &S3Client, bucket: &str, keys: &[String]) {
         .map(|k| {
             let c = c.clone();
             let o = ObjectRef::new(bucket, k.as_str());
-            async move { c.put_object(&o, Bytes::from_static(b"x"), PutParams { checksum: None, ..PutParams::default() }).await.unwrap() }
+            async move {
+                c.put_object(&o, Bytes::from_static(b"x"), PutParams { checksum: None, ..PutParams::default() })
+                    .await
+                    .unwrap()
+            }
         })
         .buffer_unordered(64)
         .collect::<Vec<_>>()
@@ -34,7 +38,8 @@ fn layout(parent: &str, dirs: usize, files: usize) -> Vec<String> {
 }
 
 async fn plain(c: &S3Client, bucket: &str, prefix: &str) -> Vec<String> {
-    let (objects, _) = c.list_all(bucket, ListParams { prefix: Some(prefix.into()), ..ListParams::default() }).await.unwrap();
+    let (objects, _) =
+        c.list_all(bucket, ListParams { prefix: Some(prefix.into()), ..ListParams::default() }).await.unwrap();
     objects.into_iter().map(|o| o.key).collect()
 }
 
@@ -46,7 +51,17 @@ async fn pruned_and_per_directory_match_a_brute_force_filter() {
     let mut keys = layout("t/", 300, 6);
     // Keys the filter must leave out: nested below a directory of interest, beside the
     // parent, at the root, and in a directory whose name extends one of interest.
-    keys.extend(["t/part=00007/sub/deep.parquet", "t/part=00007x/odd", "u/part=00007/file-0.parquet", "root-key", "t/part=00014/", "t/part=00014//x"].map(String::from));
+    keys.extend(
+        [
+            "t/part=00007/sub/deep.parquet",
+            "t/part=00007x/odd",
+            "u/part=00007/file-0.parquet",
+            "root-key",
+            "t/part=00014/",
+            "t/part=00014//x",
+        ]
+        .map(String::from),
+    );
     put_all(&c, "prune", &keys).await;
     let all = plain(&c, "prune", "").await;
     assert_eq!(all.len(), keys.len());
@@ -57,8 +72,11 @@ async fn pruned_and_per_directory_match_a_brute_force_filter() {
     interest.push("t/part=00021".into()); // no trailing '/': normalised
     interest.push("t/part=00014//".into());
     interest.reverse(); // any order
-    let wanted: BTreeSet<String> = interest.iter().map(|d| if d.ends_with('/') { d.clone() } else { format!("{d}/") }).collect();
-    let brute = |parent: &str| -> Vec<String> { all.iter().filter(|k| k.starts_with(parent) && wanted.contains(dir_of(k))).cloned().collect() };
+    let wanted: BTreeSet<String> =
+        interest.iter().map(|d| if d.ends_with('/') { d.clone() } else { format!("{d}/") }).collect();
+    let brute = |parent: &str| -> Vec<String> {
+        all.iter().filter(|k| k.starts_with(parent) && wanted.contains(dir_of(k))).cloned().collect()
+    };
 
     for page_size in [1000, 37] {
         let opts = ListOptions { page_size, ..ListOptions::default() };
@@ -86,14 +104,21 @@ async fn pruned_and_per_directory_match_a_brute_force_filter() {
     }
 
     // Nothing of interest: nothing listed at all.
-    let (got, stats) = list_flat_pruned(&c, "prune", "t/", Vec::<String>::new(), &ListOptions::default()).collect_all().await.unwrap();
+    let (got, stats) =
+        list_flat_pruned(&c, "prune", "t/", Vec::<String>::new(), &ListOptions::default()).collect_all().await.unwrap();
     assert!(got.is_empty());
     assert_eq!(stats.requests, 0);
     // Only the first directory: the listing starts at it and stops right after it.
-    let (got, stats) = list_flat_pruned(&c, "prune", "t/", vec!["t/part=00000/".to_string()], &ListOptions { page_size: 5, ..ListOptions::default() })
-        .collect_all()
-        .await
-        .unwrap();
+    let (got, stats) = list_flat_pruned(
+        &c,
+        "prune",
+        "t/",
+        vec!["t/part=00000/".to_string()],
+        &ListOptions { page_size: 5, ..ListOptions::default() },
+    )
+    .collect_all()
+    .await
+    .unwrap();
     assert_eq!(got.len(), 6);
     assert!(stats.requests <= 2, "{stats:?}");
 }
@@ -102,13 +127,38 @@ async fn pruned_and_per_directory_match_a_brute_force_filter() {
 /// keys equal to boundary strings, numbered and hex-named layouts.
 fn odd_keys() -> Vec<String> {
     let mut keys = layout("p/", 120, 3);
-    for s in ["p/part=002", "p/part=01", "p/part=1", "p/q", "p/part=", "p/part=00099", "p/part=00100", "p/part=0010", "p/part=001000/x"] {
+    for s in [
+        "p/part=002",
+        "p/part=01",
+        "p/part=1",
+        "p/q",
+        "p/part=",
+        "p/part=00099",
+        "p/part=00100",
+        "p/part=0010",
+        "p/part=001000/x",
+    ] {
         keys.push(s.into());
     }
     for i in 0..200u32 {
         keys.push(format!("p/h/{:08x}", i.wrapping_mul(2_654_435_761)));
     }
-    for s in ["p/é", "p/éé/x", "p/中文/文件", "p/🦀/🦀🦀", "p/\u{FFFD}", "p/\u{E000}x", "p///", "p//a", "p/a//b", "p/~", "p/ ", "p/!x", "p/Z", "p/zz/z"] {
+    for s in [
+        "p/é",
+        "p/éé/x",
+        "p/中文/文件",
+        "p/🦀/🦀🦀",
+        "p/\u{FFFD}",
+        "p/\u{E000}x",
+        "p///",
+        "p//a",
+        "p/a//b",
+        "p/~",
+        "p/ ",
+        "p/!x",
+        "p/Z",
+        "p/zz/z",
+    ] {
         keys.push(s.into());
     }
     for i in 0..150 {
@@ -143,7 +193,10 @@ async fn parallel_listing_equals_the_plain_listing() {
     let (got, stats) = list_parallel(&c, "par", "nothing/", &ListOptions::default()).collect_all().await.unwrap();
     assert!(got.is_empty());
     assert_eq!(stats.requests, 1);
-    let (got, _) = list_parallel(&c, "par", "", &ListOptions { page_size: 11, ..ListOptions::default() }).collect_all().await.unwrap();
+    let (got, _) = list_parallel(&c, "par", "", &ListOptions { page_size: 11, ..ListOptions::default() })
+        .collect_all()
+        .await
+        .unwrap();
     assert_eq!(got.into_iter().map(|o| o.key).collect::<Vec<_>>(), plain(&c, "par", "").await);
 }
 
@@ -184,13 +237,17 @@ async fn full_size_layout() {
     let keys = layout("listing/", 17_520, 6);
     put_all(&c, "lab", &keys).await;
     let dirs: Vec<String> = (0..17_520).map(|d| format!("listing/part={d:05}/")).collect();
-    let (got, stats) = list_flat_pruned(&c, "lab", "listing/", dirs.clone(), &ListOptions::default()).collect_all().await.unwrap();
+    let (got, stats) =
+        list_flat_pruned(&c, "lab", "listing/", dirs.clone(), &ListOptions::default()).collect_all().await.unwrap();
     assert_eq!(got.len(), keys.len());
     assert!(got.iter().zip(&keys).all(|(g, k)| &g.key == k));
     assert_eq!(stats.requests, 106);
     // Pruned to every tenth partition: the brute-force filter agrees.
     let some: BTreeSet<String> = dirs.iter().step_by(10).cloned().collect();
-    let (got, _) = list_flat_pruned(&c, "lab", "listing/", some.iter().cloned(), &ListOptions::default()).collect_all().await.unwrap();
+    let (got, _) = list_flat_pruned(&c, "lab", "listing/", some.iter().cloned(), &ListOptions::default())
+        .collect_all()
+        .await
+        .unwrap();
     let brute: Vec<&String> = keys.iter().filter(|k| some.contains(dir_of(k))).collect();
     assert_eq!(got.iter().map(|o| &o.key).collect::<Vec<_>>(), brute);
     let (par, stats) = list_parallel(&c, "lab", "listing/", &ListOptions::default()).collect_all().await.unwrap();

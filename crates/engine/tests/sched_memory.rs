@@ -78,11 +78,24 @@ async fn a_slow_consumer_holds_bytes_in_flight_to_the_budget() {
     let stats = reader.await.unwrap();
     // Read ahead: within the budget, plus the chunk each slot may have been reading.
     let slack = (OpenAheadOptions::default().max_open as u64 + 1) * stats.largest_chunk;
-    assert!(stats.peak_buffered <= budget_bytes + slack, "read ahead {} bytes under a budget of {budget_bytes}: {stats:?}", stats.peak_buffered);
+    assert!(
+        stats.peak_buffered <= budget_bytes + slack,
+        "read ahead {} bytes under a budget of {budget_bytes}: {stats:?}",
+        stats.peak_buffered
+    );
     assert!(stats.peak_buffered > 0, "nothing was read ahead");
-    assert!(budget.peak() <= budget.total() && budget.peak() > 0, "budget peak {} of {}", budget.peak(), budget.total());
+    assert!(
+        budget.peak() <= budget.total() && budget.peak() > 0,
+        "budget peak {} of {}",
+        budget.peak(),
+        budget.total()
+    );
     assert_eq!(budget.held(), 0, "bytes still held after everything ended");
-    eprintln!("budget {budget_bytes}: peak held {}, open-ahead peak buffered {} ({stats:?})", budget.peak(), stats.peak_buffered);
+    eprintln!(
+        "budget {budget_bytes}: peak held {}, open-ahead peak buffered {} ({stats:?})",
+        budget.peak(),
+        stats.peak_buffered
+    );
 }
 
 /// The endpoint is the slow consumer of an upload: 16 MB/s per connection, while the
@@ -101,7 +114,8 @@ async fn an_upload_from_a_stream_reads_ahead_only_within_the_budget() {
     let budget = c.memory_budget();
     let body = data(8 * part as usize, 7);
     let pulled = Arc::new(AtomicU64::new(0));
-    let chunks: Vec<std::io::Result<bytes::Bytes>> = body.chunks(256 << 10).map(|b| Ok(bytes::Bytes::copy_from_slice(b))).collect();
+    let chunks: Vec<std::io::Result<bytes::Bytes>> =
+        body.chunks(256 << 10).map(|b| Ok(bytes::Bytes::copy_from_slice(b))).collect();
     let source = {
         let pulled = pulled.clone();
         futures_util::stream::iter(chunks)
@@ -135,7 +149,12 @@ async fn an_upload_from_a_stream_reads_ahead_only_within_the_budget() {
     assert!(got[..] == body[..], "the uploaded object differs from its source");
     let worst = worst.load(SeqCst);
     assert!(worst <= budget_bytes + part, "{worst} bytes read ahead of the server under a budget of {budget_bytes}");
-    assert!(budget.peak() <= budget.total() && budget.peak() > 0, "budget peak {} of {}", budget.peak(), budget.total());
+    assert!(
+        budget.peak() <= budget.total() && budget.peak() > 0,
+        "budget peak {} of {}",
+        budget.peak(),
+        budget.total()
+    );
     assert_eq!(budget.held(), 0, "bytes still held after the upload ended");
     eprintln!("budget {budget_bytes}: read ahead of the server at most {worst} bytes, budget peak {}", budget.peak());
 }

@@ -60,7 +60,10 @@ async fn every_byte_in_order_within_the_bounds() {
         assert_eq!(stats.reopened, 0);
         assert_eq!(counts.get("GET object") - gets_before, objects.len() as u64, "one GET per object");
         assert!(stats.peak_open <= opts.max_open as u64, "{stats:?}");
-        assert!(stats.peak_buffered <= opts.max_buffered + (opts.max_open as u64 + 1) * stats.largest_chunk, "{stats:?}");
+        assert!(
+            stats.peak_buffered <= opts.max_buffered + (opts.max_open as u64 + 1) * stats.largest_chunk,
+            "{stats:?}"
+        );
         assert!(stats.peak_buffered > 0, "nothing was read ahead");
         // On the wire: the slots ahead plus the body the consumer reads.
         let peak = counts.bodies_peak.load(SeqCst);
@@ -131,11 +134,12 @@ async fn reads_from_a_stream_of_objects() {
     let objects = put_objects(&c, "strm", &[10, 20, 30, 40, 50]).await;
     let refs = objects.iter().map(|(o, _)| o.clone()).collect::<Vec<_>>();
     let reader = OpenAhead::new(&c, futures_util::stream::iter(refs), OpenAheadOptions::default());
-    let got: Vec<Bytes> = futures_util::future::join_all(reader.into_stream().map(|o| o.unwrap().collect()).collect::<Vec<_>>().await)
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let got: Vec<Bytes> =
+        futures_util::future::join_all(reader.into_stream().map(|o| o.unwrap().collect()).collect::<Vec<_>>().await)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
     assert_eq!(got, objects.iter().map(|(_, b)| b.clone()).collect::<Vec<_>>());
 
     // A slow input (say, a listing) is read ahead by the reader itself: objects are
@@ -200,7 +204,8 @@ struct SlowHead {
 
 impl Transport for SlowHead {
     fn send(&self, req: Request) -> BoxFuture<'static, Result<Response, WireError>> {
-        let slow = req.method == http::Method::GET && req.path_and_query.split('?').next().is_some_and(|p| p.ends_with(self.key));
+        let slow = req.method == http::Method::GET
+            && req.path_and_query.split('?').next().is_some_and(|p| p.ends_with(self.key));
         let (fut, delay) = (self.inner.send(req), self.delay);
         Box::pin(async move {
             let resp = fut.await?;
@@ -230,7 +235,9 @@ async fn one_long_wait_grows_the_window_by_what_it_cost() {
     let srv = server(|_| {});
     let (c, _) = client(&srv, Mode::H1Pool, RetryConfig::default());
     let objects = put_objects(&c, "long-wait", &[16 * 1024; 40]).await;
-    let (slow, _) = client_wrapped(&srv, |inner| Arc::new(SlowHead { inner, key: "scan/0020.orc", delay: Duration::from_millis(400) }));
+    let (slow, _) = client_wrapped(&srv, |inner| {
+        Arc::new(SlowHead { inner, key: "scan/0020.orc", delay: Duration::from_millis(400) })
+    });
     let opts = OpenAheadOptions { max_open: 24, ..OpenAheadOptions::default() };
     let mut reader = OpenAhead::from_list(&slow, objects.iter().map(|(o, _)| o.clone()).collect(), opts.clone());
     for (i, (_, want)) in objects.iter().enumerate() {
@@ -256,7 +263,8 @@ async fn the_window_stays_when_first_bytes_hide_behind_reading() {
     });
     let (c, _) = client(&srv, Mode::H1Pool, RetryConfig::default());
     let objects = put_objects(&c, "stay", &[1 << 20; 12]).await;
-    let mut reader = OpenAhead::from_list(&c, objects.iter().map(|(o, _)| o.clone()).collect(), OpenAheadOptions::default());
+    let mut reader =
+        OpenAhead::from_list(&c, objects.iter().map(|(o, _)| o.clone()).collect(), OpenAheadOptions::default());
     for (i, (_, want)) in objects.iter().enumerate() {
         let mut opened = reader.next().await.unwrap().unwrap();
         let mut got = Vec::new();

@@ -91,7 +91,8 @@ async fn get_ranges_errors_are_clear() {
     assert_eq!(e.status(), Some(416), "{e}");
 
     // Another version than the one the caller pinned: Precondition.
-    let opts = RangesOptions { if_match: Some("\"0123456789abcdef0123456789abcdef\"".into()), ..RangesOptions::default() };
+    let opts =
+        RangesOptions { if_match: Some("\"0123456789abcdef0123456789abcdef\"".into()), ..RangesOptions::default() };
     let e = get_ranges(&c, &object, &[0..10], &opts).await.unwrap_err();
     assert!(matches!(e, Error::Precondition { .. }), "{e}");
 

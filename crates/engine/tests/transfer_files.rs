@@ -26,7 +26,11 @@ async fn client(srv: &BackgroundServer, bucket: &str) -> S3Client {
 }
 
 fn leftovers(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with('.')).collect()
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -42,7 +46,9 @@ async fn upload_then_download_round_trip_verified() {
     let up = upload_file(&c, &src, &obj, &params, None).await.unwrap();
     assert_eq!((up.size, up.parts, up.resumed_bytes), (bytes.len() as u64, 5, 0));
     let dest = dir.path().join("back.bin");
-    let dl = download_file(&c, &obj, &dest, &DownloadParams { part_size: 4 * 1024 * 1024, ..Default::default() }, None).await.unwrap();
+    let dl = download_file(&c, &obj, &dest, &DownloadParams { part_size: 4 * 1024 * 1024, ..Default::default() }, None)
+        .await
+        .unwrap();
     assert_eq!(dl.verified, Verified::Checksum(ChecksumAlgorithm::Crc64Nvme));
     assert_eq!(std::fs::read(&dest).unwrap(), bytes);
     assert!(leftovers(dir.path()).is_empty(), "{:?}", leftovers(dir.path()));
@@ -72,7 +78,11 @@ async fn a_file_upload_streams_its_parts_instead_of_holding_them() {
     assert_eq!((up.size, up.parts), (bytes.len() as u64, 5));
     let budget = c.memory_budget();
     let bound = 5 * ferry_engine::upload::part_bytes_in_memory(part_size);
-    assert!(budget.peak() > 0 && budget.peak() <= bound && bound < part_size, "budget peak {} (bound {bound}, part {part_size})", budget.peak());
+    assert!(
+        budget.peak() > 0 && budget.peak() <= bound && bound < part_size,
+        "budget peak {} (bound {bound}, part {part_size})",
+        budget.peak()
+    );
     let got = c.get_object(&obj, GetParams::default()).await.unwrap().body.collect().await.unwrap();
     assert!(got == bytes, "the object differs from the file");
 }
@@ -87,7 +97,8 @@ async fn cancelled_download_never_shows_the_final_name_and_resumes() {
     c.put_object(&obj, Bytes::from(bytes.clone()), PutParams::default()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("obj");
-    let params = DownloadParams { part_size: 1024 * 1024, concurrency: 2, resume: true, durable: true, ..Default::default() };
+    let params =
+        DownloadParams { part_size: 1024 * 1024, concurrency: 2, resume: true, durable: true, ..Default::default() };
     let cut = tokio::time::timeout(Duration::from_millis(400), download_file(&c, &obj, &dest, &params, None)).await;
     assert!(cut.is_err(), "the download finished before it could be cancelled");
     assert!(!dest.exists(), "a cancelled download left a file under the final name");

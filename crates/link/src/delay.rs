@@ -258,7 +258,15 @@ fn serialization(len: usize, rate_bits_per_s: u64) -> Duration {
     Duration::from_nanos((len as u128 * 8 * 1_000_000_000 / rate_bits_per_s as u128) as u64)
 }
 
-fn read_loop(from: &File, shape: Shape, stop: &AtomicBool, deadline: Instant, stats: &DirStats, tx: mpsc::Sender<Packet>, back: mpsc::Receiver<Vec<u8>>) {
+fn read_loop(
+    from: &File,
+    shape: Shape,
+    stop: &AtomicBool,
+    deadline: Instant,
+    stats: &DirStats,
+    tx: mpsc::Sender<Packet>,
+    back: mpsc::Receiver<Vec<u8>>,
+) {
     let mut port = Port::new(shape, Instant::now());
     let fd = from.as_raw_fd();
     // Non-blocking reads: poll only when the device is empty, not once per packet.
@@ -321,7 +329,14 @@ fn read_loop(from: &File, shape: Shape, stop: &AtomicBool, deadline: Instant, st
     }
 }
 
-fn write_loop(to: &File, shape: Shape, stop: &AtomicBool, stats: &DirStats, rx: mpsc::Receiver<Packet>, back: mpsc::Sender<Vec<u8>>) {
+fn write_loop(
+    to: &File,
+    shape: Shape,
+    stop: &AtomicBool,
+    stats: &DirStats,
+    rx: mpsc::Receiver<Packet>,
+    back: mpsc::Sender<Vec<u8>>,
+) {
     let mut writer = to;
     let coalesce = coalescing(shape.delay);
     // The packet taken from the channel that was not due yet.

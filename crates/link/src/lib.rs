@@ -72,9 +72,15 @@ impl LinkError {
 /// Runs a setup command (`ip`, `sysctl`); its stderr on failure.
 pub(crate) fn command(program: &str, args: &[&str]) -> Result<(), LinkError> {
     let line = format!("{program} {}", args.join(" "));
-    let out = Command::new(program).args(args).output().map_err(|e| LinkError::Command { command: line.clone(), detail: e.to_string() })?;
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|e| LinkError::Command { command: line.clone(), detail: e.to_string() })?;
     if !out.status.success() {
-        return Err(LinkError::Command { command: line, detail: format!("{} {}", out.status, String::from_utf8_lossy(&out.stderr).trim()) });
+        return Err(LinkError::Command {
+            command: line,
+            detail: format!("{} {}", out.status, String::from_utf8_lossy(&out.stderr).trim()),
+        });
     }
     Ok(())
 }
@@ -103,10 +109,19 @@ const INSTANCE_QUEUE_LIMIT: u64 = 4 << 20;
 
 impl Preset {
     /// 1 ms RTT, 10 Gbit/s: a function in a cloud region talking to its object store.
-    pub const REGION: Preset = Preset { name: "region", rtt: Duration::from_millis(1), rate_bits_per_s: TEN_GBIT, queue_limit_bytes: QUEUE_LIMIT };
+    pub const REGION: Preset = Preset {
+        name: "region",
+        rtt: Duration::from_millis(1),
+        rate_bits_per_s: TEN_GBIT,
+        queue_limit_bytes: QUEUE_LIMIT,
+    };
     /// 110 ms RTT, 10 Gbit/s: the IN2P3 (Lyon) - NCSA (Illinois) link.
-    pub const TRANSATLANTIC: Preset =
-        Preset { name: "transatlantic", rtt: Duration::from_millis(110), rate_bits_per_s: TEN_GBIT, queue_limit_bytes: QUEUE_LIMIT };
+    pub const TRANSATLANTIC: Preset = Preset {
+        name: "transatlantic",
+        rtt: Duration::from_millis(110),
+        rate_bits_per_s: TEN_GBIT,
+        queue_limit_bytes: QUEUE_LIMIT,
+    };
 
     /// 1 ms RTT, 2.5 Gbit/s: an instance's NIC in a region, in front of an object store
     /// that serves each connection at its own rate (S3: ~90 MB/s). What `region` lacks on
@@ -120,8 +135,12 @@ impl Preset {
     /// the CPU began to bind). So 50 connections at 90 MB/s oversubscribe it ~15x, as a
     /// 50-connection SDK pool oversubscribes a real instance's 5-25 Gbit/s NIC (issue 5's
     /// "fewer connections than the pool"). The queue is region's ~13 ms at this rate.
-    pub const INSTANCE: Preset =
-        Preset { name: "instance", rtt: Duration::from_millis(1), rate_bits_per_s: 2_500_000_000, queue_limit_bytes: INSTANCE_QUEUE_LIMIT };
+    pub const INSTANCE: Preset = Preset {
+        name: "instance",
+        rtt: Duration::from_millis(1),
+        rate_bits_per_s: 2_500_000_000,
+        queue_limit_bytes: INSTANCE_QUEUE_LIMIT,
+    };
 
     pub const ALL: [Preset; 3] = [Preset::REGION, Preset::TRANSATLANTIC, Preset::INSTANCE];
 
@@ -141,7 +160,14 @@ impl Preset {
 
 impl std::fmt::Display for Preset {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({} ms RTT, {} Gbit/s, {} MiB queue)", self.name, self.rtt.as_secs_f64() * 1e3, self.rate_bits_per_s as f64 / 1e9, self.queue_limit_bytes >> 20)
+        write!(
+            f,
+            "{} ({} ms RTT, {} Gbit/s, {} MiB queue)",
+            self.name,
+            self.rtt.as_secs_f64() * 1e3,
+            self.rate_bits_per_s as f64 / 1e9,
+            self.queue_limit_bytes >> 20
+        )
     }
 }
 
@@ -183,7 +209,12 @@ impl DeviceCounts {
     pub fn parse(dev: &str) -> Option<DeviceCounts> {
         let line = dev.lines().find_map(|l| l.trim_start().strip_prefix(DEVICE)?.strip_prefix(':'))?;
         let v: Vec<u64> = line.split_whitespace().map(|x| x.parse().ok()).collect::<Option<_>>()?;
-        (v.len() >= 16).then(|| DeviceCounts { rx_packets: v[1], rx_dropped: v[3], tx_packets: v[9], tx_dropped: v[11] })
+        (v.len() >= 16).then(|| DeviceCounts {
+            rx_packets: v[1],
+            rx_dropped: v[3],
+            tx_packets: v[9],
+            tx_dropped: v[11],
+        })
     }
 }
 
@@ -216,7 +247,11 @@ pub struct Link {
 
 impl std::fmt::Debug for Link {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Link").field("preset", &self.preset).field("client", &self.client.name()).field("server", &self.server.name()).finish()
+        f.debug_struct("Link")
+            .field("preset", &self.preset)
+            .field("client", &self.client.name())
+            .field("server", &self.server.name())
+            .finish()
     }
 }
 
@@ -253,7 +288,10 @@ impl Link {
         let (mut tuns, mut dev) = (Vec::new(), Vec::new());
         for (ns, ip) in [(&client, CLIENT_IP), (&server, SERVER_IP)] {
             tuns.push(Arc::new(ns.run(|| tun::open(DEVICE))??));
-            dev.push(ns.run(|| std::fs::File::open("/proc/thread-self/net/dev"))?.map_err(|e| LinkError::io("opening /proc/thread-self/net/dev", e))?);
+            dev.push(
+                ns.run(|| std::fs::File::open("/proc/thread-self/net/dev"))?
+                    .map_err(|e| LinkError::io("opening /proc/thread-self/net/dev", e))?,
+            );
             let n = ns.name();
             let addr = format!("{ip}/24");
             command("ip", &["-n", n, "link", "set", "lo", "up"])?;
@@ -265,7 +303,10 @@ impl Link {
             // overflowed under the bench (bulk-wan --quick: 1,305 and 4,646 drops at
             // concurrency 64); 4,096 holds the model's 16 MiB queue in 4 KiB packets, and
             // at most 256 MiB if all were 64 KiB.
-            command("ip", &["-n", n, "link", "set", DEVICE, "mtu", "1500", "txqueuelen", &TUN_RING_PACKETS.to_string(), "up"])?;
+            command(
+                "ip",
+                &["-n", n, "link", "set", DEVICE, "mtu", "1500", "txqueuelen", &TUN_RING_PACKETS.to_string(), "up"],
+            )?;
             command("ip", &["netns", "exec", n, "sysctl", "-q", "-w", &format!("net.ipv4.tcp_rmem={TCP_RMEM}")])?;
             command("ip", &["netns", "exec", n, "sysctl", "-q", "-w", &format!("net.ipv4.tcp_wmem={TCP_WMEM}")])?;
             // ICMP datagram sockets for root (ping.rs).
@@ -273,12 +314,25 @@ impl Link {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let deadline = Instant::now() + lifetime;
-        let shape = delay::Shape { delay: preset.one_way(), rate_bits_per_s: preset.rate_bits_per_s, queue_limit_bytes: preset.queue_limit_bytes };
+        let shape = delay::Shape {
+            delay: preset.one_way(),
+            rate_bits_per_s: preset.rate_bits_per_s,
+            queue_limit_bytes: preset.queue_limit_bytes,
+        };
         let stats = [Arc::new(delay::DirStats::default()), Arc::new(delay::DirStats::default())];
-        let mut link = Link { preset, stop: stop.clone(), threads: Vec::new(), tuns, stats, dev, client, server, deadline };
+        let mut link =
+            Link { preset, stop: stop.clone(), threads: Vec::new(), tuns, stats, dev, client, server, deadline };
         for (name, from, to, st) in [("c2s", 0, 1, 0), ("s2c", 1, 0, 1)] {
-            let t = delay::spawn(name, link.tuns[from].clone(), link.tuns[to].clone(), shape, stop.clone(), deadline, link.stats[st].clone())
-                .map_err(|e| LinkError::io("starting the delay line", e))?;
+            let t = delay::spawn(
+                name,
+                link.tuns[from].clone(),
+                link.tuns[to].clone(),
+                shape,
+                stop.clone(),
+                deadline,
+                link.stats[st].clone(),
+            )
+            .map_err(|e| LinkError::io("starting the delay line", e))?;
             link.threads.extend(t);
         }
         Ok(link)
@@ -343,7 +397,8 @@ impl Link {
     /// ICMP echo from the client namespace to the server: the RTTs of the replies.
     pub fn ping(&self, count: usize, interval: Duration) -> Result<Vec<Duration>, LinkError> {
         let timeout = self.preset.rtt * 4 + Duration::from_millis(500);
-        self.in_client(|| ping::ping(SERVER_IP, count, interval, timeout))?.map_err(|e| LinkError::io("ICMP echo across the link", e))
+        self.in_client(|| ping::ping(SERVER_IP, count, interval, timeout))?
+            .map_err(|e| LinkError::io("ICMP echo across the link", e))
     }
 
     pub fn stats(&self) -> LinkStats {
@@ -373,7 +428,10 @@ mod tests {
     #[test]
     fn device_counters_from_proc_net_dev() {
         let text = "Inter-|   Receive                                                |  Transmit\n face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0\nferry0: 1942305   37514    0    2    0     0          0         0 8395697728  158746    0    7    0     0       0          0\n";
-        assert_eq!(DeviceCounts::parse(text), Some(DeviceCounts { rx_packets: 37514, rx_dropped: 2, tx_packets: 158746, tx_dropped: 7 }));
+        assert_eq!(
+            DeviceCounts::parse(text),
+            Some(DeviceCounts { rx_packets: 37514, rx_dropped: 2, tx_packets: 158746, tx_dropped: 7 })
+        );
         assert_eq!(DeviceCounts::parse("    lo: 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"), None, "no ferry0 line");
         assert_eq!(DeviceCounts::parse("ferry0: 1 2 3\n"), None, "a truncated line");
     }

@@ -85,7 +85,8 @@ pub struct NsGuard {
 
 impl NsGuard {
     fn enter(target: &File) -> Result<NsGuard, LinkError> {
-        let previous = File::open("/proc/thread-self/ns/net").map_err(|e| LinkError::io("opening /proc/thread-self/ns/net", e))?;
+        let previous =
+            File::open("/proc/thread-self/ns/net").map_err(|e| LinkError::io("opening /proc/thread-self/ns/net", e))?;
         setns(target).map_err(|e| LinkError::io("setns into the network namespace", e))?;
         Ok(NsGuard { previous, _thread_bound: PhantomData })
     }

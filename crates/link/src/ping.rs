@@ -44,7 +44,9 @@ pub fn ping(to: Ipv4Addr, count: usize, interval: Duration, timeout: Duration) -
                     break;
                 }
                 Ok(_) => continue, // a late reply to an earlier request
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => break,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
+                    break
+                }
                 Err(e) => return Err(e),
             }
         }

@@ -16,8 +16,8 @@
 
 use crate::LinkError;
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 
 /// Bytes of the `virtio_net_hdr` before each packet (the kernel default without
 /// `TUNSETVNETHDRSZ`).
@@ -43,7 +43,11 @@ pub fn open(name: &str) -> Result<File, LinkError> {
         .custom_flags(libc::O_CLOEXEC)
         .open("/dev/net/tun")
         .map_err(|e| LinkError::io("opening /dev/net/tun", e))?;
-    let mut req = IfReq { name: [0; libc::IFNAMSIZ], flags: (libc::IFF_TUN | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as libc::c_short, _pad: [0; 22] };
+    let mut req = IfReq {
+        name: [0; libc::IFNAMSIZ],
+        flags: (libc::IFF_TUN | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as libc::c_short,
+        _pad: [0; 22],
+    };
     req.name[..name.len()].copy_from_slice(name.as_bytes());
     // SAFETY: TUNSETIFF reads (and writes back) one ifreq, which `req` is.
     if unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETIFF, &mut req as *mut IfReq) } != 0 {

@@ -38,7 +38,11 @@ fn presets_are_the_labs() {
     assert!(Preset::by_name("none").is_none());
     let i = Preset::by_name("instance").unwrap();
     assert_eq!((i.rtt, i.rate_bits_per_s), (Duration::from_millis(1), 2_500_000_000));
-    assert_eq!(i.queue_limit_bytes * 8 / (i.rate_bits_per_s / 1000), t.queue_limit_bytes * 8 / (t.rate_bits_per_s / 1000), "the same ms of queue as the 10 Gbit/s presets");
+    assert_eq!(
+        i.queue_limit_bytes * 8 / (i.rate_bits_per_s / 1000),
+        t.queue_limit_bytes * 8 / (t.rate_bits_per_s / 1000),
+        "the same ms of queue as the 10 Gbit/s presets"
+    );
     assert_eq!(netns::owner_pid("ferrylink-4242-3-c"), Some(4242));
     assert_eq!(netns::owner_pid("other-4242-3-c"), None);
 }
@@ -126,7 +130,10 @@ fn tcp_crosses_the_link_and_sees_at_least_the_preset_rtt() {
     assert!(st.server_device.rx_packets >= st.client_to_server.packets, "{st:?}");
     assert!(st.client_device.tx_packets > 0, "{st:?}");
     // TSO segments larger than one MTU went through the delay line as one packet each.
-    assert!(st.client_to_server.max_packet > 1500 + ferry_link::tun::VNET_HDR_LEN as u64, "no GSO super-packets: {st:?}");
+    assert!(
+        st.client_to_server.max_packet > 1500 + ferry_link::tun::VNET_HDR_LEN as u64,
+        "no GSO super-packets: {st:?}"
+    );
 }
 
 #[test]

@@ -33,13 +33,7 @@ pub enum ChecksumAlgorithm {
 }
 
 impl ChecksumAlgorithm {
-    pub const ALL: [Self; 5] = [
-        Self::Crc32,
-        Self::Crc32c,
-        Self::Crc64Nvme,
-        Self::Sha1,
-        Self::Sha256,
-    ];
+    pub const ALL: [Self; 5] = [Self::Crc32, Self::Crc32c, Self::Crc64Nvme, Self::Sha1, Self::Sha256];
 
     /// `x-amz-checksum-*` header name (lower case).
     pub fn header_name(self) -> &'static str {
@@ -54,9 +48,7 @@ impl ChecksumAlgorithm {
 
     /// Inverse of [`header_name`](Self::header_name), case-insensitive.
     pub fn from_header_name(name: &str) -> Option<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|a| a.header_name().eq_ignore_ascii_case(name))
+        Self::ALL.into_iter().find(|a| a.header_name().eq_ignore_ascii_case(name))
     }
 
     /// Algorithm name as in `x-amz-checksum-algorithm`: `CRC32`, `CRC32C`, ...
@@ -72,9 +64,7 @@ impl ChecksumAlgorithm {
 
     /// Inverse of [`as_str`](Self::as_str), case-insensitive.
     pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|a| a.as_str().eq_ignore_ascii_case(s))
+        Self::ALL.into_iter().find(|a| a.as_str().eq_ignore_ascii_case(s))
     }
 
     /// XML element name: `ChecksumCRC32`, ...
@@ -137,9 +127,7 @@ pub struct Checksummer {
 
 impl std::fmt::Debug for Checksummer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Checksummer")
-            .field("algorithm", &self.algorithm)
-            .finish_non_exhaustive()
+        f.debug_struct("Checksummer").field("algorithm", &self.algorithm).finish_non_exhaustive()
     }
 }
 
@@ -210,9 +198,7 @@ pub fn base64_encode(raw: &[u8]) -> String {
 
 /// Standard base64 decode; `None` if malformed.
 pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    base64::engine::general_purpose::STANDARD
-        .decode(s.trim())
-        .ok()
+    base64::engine::general_purpose::STANDARD.decode(s.trim()).ok()
 }
 
 /// `"hex(md5)"`, quotes included, as S3 sends it in `ETag`.
@@ -355,22 +341,10 @@ mod tests {
 
     #[test]
     fn known_vectors() {
-        assert_eq!(
-            ChecksumAlgorithm::Crc32.digest(CHECK),
-            0xCBF43926u32.to_be_bytes()
-        );
-        assert_eq!(
-            ChecksumAlgorithm::Crc32c.digest(CHECK),
-            0xE3069283u32.to_be_bytes()
-        );
-        assert_eq!(
-            ChecksumAlgorithm::Crc64Nvme.digest(CHECK),
-            0xAE8B14860A799888u64.to_be_bytes()
-        );
-        assert_eq!(
-            hex::encode(ChecksumAlgorithm::Sha1.digest(b"abc")),
-            "a9993e364706816aba3e25717850c26c9cd0d89d"
-        );
+        assert_eq!(ChecksumAlgorithm::Crc32.digest(CHECK), 0xCBF43926u32.to_be_bytes());
+        assert_eq!(ChecksumAlgorithm::Crc32c.digest(CHECK), 0xE3069283u32.to_be_bytes());
+        assert_eq!(ChecksumAlgorithm::Crc64Nvme.digest(CHECK), 0xAE8B14860A799888u64.to_be_bytes());
+        assert_eq!(hex::encode(ChecksumAlgorithm::Sha1.digest(b"abc")), "a9993e364706816aba3e25717850c26c9cd0d89d");
         assert_eq!(
             hex::encode(ChecksumAlgorithm::Sha256.digest(b"")),
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -387,10 +361,7 @@ mod tests {
         assert_eq!(b64(ChecksumAlgorithm::Crc32c), "AAAAAA==");
         assert_eq!(b64(ChecksumAlgorithm::Crc64Nvme), "AAAAAAAAAAA=");
         assert_eq!(b64(ChecksumAlgorithm::Sha1), "2jmj7l5rSw0yVb/vlWAYkK/YBwk=");
-        assert_eq!(
-            b64(ChecksumAlgorithm::Sha256),
-            "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
-        );
+        assert_eq!(b64(ChecksumAlgorithm::Sha256), "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=");
         // The AWS streaming-trailer example: CRC32C of 65 KiB... is not reproduced;
         // "Hello world" CRC32 is a widely published value.
         let mut c = Checksummer::new(ChecksumAlgorithm::Crc32);
@@ -402,22 +373,13 @@ mod tests {
     #[test]
     fn names() {
         for a in ChecksumAlgorithm::ALL {
-            assert_eq!(
-                ChecksumAlgorithm::from_header_name(&a.header_name().to_uppercase()),
-                Some(a)
-            );
-            assert_eq!(
-                ChecksumAlgorithm::parse(&a.as_str().to_lowercase()),
-                Some(a)
-            );
+            assert_eq!(ChecksumAlgorithm::from_header_name(&a.header_name().to_uppercase()), Some(a));
+            assert_eq!(ChecksumAlgorithm::parse(&a.as_str().to_lowercase()), Some(a));
             assert_eq!(ChecksumAlgorithm::from_xml_tag(a.xml_tag()), Some(a));
             assert_eq!(a.digest(b"x").len(), a.digest_len_bytes());
         }
         assert_eq!(ChecksumAlgorithm::parse("md5"), None);
-        assert_eq!(
-            ChecksumAlgorithm::from_header_name("x-amz-checksum-type"),
-            None
-        );
+        assert_eq!(ChecksumAlgorithm::from_header_name("x-amz-checksum-type"), None);
     }
 
     #[test]
@@ -434,15 +396,9 @@ mod tests {
 
     #[test]
     fn composite() {
-        let parts = vec![
-            ChecksumAlgorithm::Crc32.digest(b"part one"),
-            ChecksumAlgorithm::Crc32.digest(b"part two"),
-        ];
+        let parts = vec![ChecksumAlgorithm::Crc32.digest(b"part one"), ChecksumAlgorithm::Crc32.digest(b"part two")];
         let cat = [parts[0].clone(), parts[1].clone()].concat();
-        let expect = format!(
-            "{}-2",
-            base64_encode(&ChecksumAlgorithm::Crc32.digest(&cat))
-        );
+        let expect = format!("{}-2", base64_encode(&ChecksumAlgorithm::Crc32.digest(&cat)));
         assert_eq!(composite_checksum(ChecksumAlgorithm::Crc32, &parts), expect);
     }
 

@@ -93,15 +93,9 @@ fn find_line(input: &[u8], allow_bare_lf: bool) -> Result<Line, ()> {
         None => Ok(Line::Incomplete),
         Some(pos) => {
             if pos > 0 && input[pos - 1] == b'\r' {
-                Ok(Line::Complete {
-                    len: pos - 1,
-                    consumed: pos + 1,
-                })
+                Ok(Line::Complete { len: pos - 1, consumed: pos + 1 })
             } else if allow_bare_lf {
-                Ok(Line::Complete {
-                    len: pos,
-                    consumed: pos + 1,
-                })
+                Ok(Line::Complete { len: pos, consumed: pos + 1 })
             } else {
                 Err(())
             }
@@ -118,17 +112,11 @@ fn parse_size_line(line: &[u8]) -> Result<(u64, &[u8]), ChunkedError> {
     let mut size: u64 = 0;
     for &b in &line[..hex_len] {
         let d = (b as char).to_digit(16).ok_or(ChunkedError::InvalidSize)? as u64;
-        size = size
-            .checked_mul(16)
-            .and_then(|s| s.checked_add(d))
-            .ok_or(ChunkedError::SizeOverflow)?;
+        size = size.checked_mul(16).and_then(|s| s.checked_add(d)).ok_or(ChunkedError::SizeOverflow)?;
     }
     let rest = &line[hex_len..];
     let rest_trimmed = {
-        let n = rest
-            .iter()
-            .take_while(|b| **b == b' ' || **b == b'\t')
-            .count();
+        let n = rest.iter().take_while(|b| **b == b' ' || **b == b'\t').count();
         &rest[n..]
     };
     if !rest_trimmed.is_empty() && rest_trimmed[0] != b';' {
@@ -152,10 +140,7 @@ impl Default for ChunkedDecoder {
 
 impl ChunkedDecoder {
     pub fn new() -> Self {
-        Self {
-            phase: Phase::SizeLine,
-            decoded_bytes: 0,
-        }
+        Self { phase: Phase::SizeLine, decoded_bytes: 0 }
     }
 
     /// True once the last chunk and the trailer section were consumed.
@@ -178,11 +163,7 @@ impl ChunkedDecoder {
     }
 
     /// Consumes as much of `input` as possible, pushing payload to `out`.
-    pub fn decode(
-        &mut self,
-        input: &mut BytesMut,
-        out: &mut Vec<Bytes>,
-    ) -> Result<(), ChunkedError> {
+    pub fn decode(&mut self, input: &mut BytesMut, out: &mut Vec<Bytes>) -> Result<(), ChunkedError> {
         loop {
             match self.phase {
                 Phase::Done => return Ok(()),
@@ -217,11 +198,7 @@ impl ChunkedDecoder {
                     out.push(input.split_to(n).freeze());
                     self.decoded_bytes += n as u64;
                     let left = remaining - n as u64;
-                    self.phase = if left == 0 {
-                        Phase::DataCrlf
-                    } else {
-                        Phase::Data { remaining: left }
-                    };
+                    self.phase = if left == 0 { Phase::DataCrlf } else { Phase::Data { remaining: left } };
                 }
                 Phase::DataCrlf => {
                     if input.len() < 2 {
@@ -294,10 +271,7 @@ pub struct AwsChunkedError {
 
 impl AwsChunkedError {
     pub fn new(kind: AwsChunkedErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-        }
+        Self { kind, message: message.into() }
     }
     pub fn kind(&self) -> AwsChunkedErrorKind {
         self.kind
@@ -342,11 +316,7 @@ impl Chain {
     }
 
     /// `AWS4-HMAC-SHA256-TRAILER` check of the trailer section.
-    fn verify_trailer(
-        &self,
-        trailers: &[(String, String)],
-        signature: &str,
-    ) -> Result<(), AwsChunkedError> {
+    fn verify_trailer(&self, trailers: &[(String, String)], signature: &str) -> Result<(), AwsChunkedError> {
         let mut canon = String::new();
         for (k, v) in trailers {
             canon.push_str(k);
@@ -398,13 +368,7 @@ impl AwsChunkedDecoder {
                 data_hash: Sha256::new(),
             }),
         };
-        Self {
-            phase: Phase::SizeLine,
-            chain,
-            trailers: Vec::new(),
-            trailer_signature: None,
-            decoded_bytes: 0,
-        }
+        Self { phase: Phase::SizeLine, chain, trailers: Vec::new(), trailer_signature: None, decoded_bytes: 0 }
     }
 
     pub fn is_done(&self) -> bool {
@@ -435,8 +399,7 @@ impl AwsChunkedDecoder {
     }
 
     fn on_size_line(&mut self, line: &[u8]) -> Result<u64, AwsChunkedError> {
-        let (size, ext) =
-            parse_size_line(line).map_err(|e| malformed(format!("bad chunk header: {e}")))?;
+        let (size, ext) = parse_size_line(line).map_err(|e| malformed(format!("bad chunk header: {e}")))?;
         if let Some(chain) = &mut self.chain {
             let sig = ext
                 .split(|b| *b == b';')
@@ -456,9 +419,7 @@ impl AwsChunkedDecoder {
 
     fn on_trailer_line(&mut self, line: &[u8]) -> Result<(), AwsChunkedError> {
         let line = std::str::from_utf8(line).map_err(|_| malformed("trailer is not UTF-8"))?;
-        let (name, value) = line
-            .split_once(':')
-            .ok_or_else(|| malformed("trailer line without ':'"))?;
+        let (name, value) = line.split_once(':').ok_or_else(|| malformed("trailer line without ':'"))?;
         let name = name.trim().to_ascii_lowercase();
         if name.is_empty() {
             return Err(malformed("empty trailer name"));
@@ -477,35 +438,23 @@ impl AwsChunkedDecoder {
         let Some(chain) = &self.chain else {
             return Ok(());
         };
-        let signed: Vec<(String, String)> = self
-            .trailers
-            .iter()
-            .filter(|(k, _)| k != TRAILER_SIGNATURE)
-            .cloned()
-            .collect();
+        let signed: Vec<(String, String)> =
+            self.trailers.iter().filter(|(k, _)| k != TRAILER_SIGNATURE).cloned().collect();
         match &self.trailer_signature {
             Some(sig) => chain.verify_trailer(&signed, sig),
             None if signed.is_empty() => Ok(()),
-            None => Err(bad_signature(
-                "signed aws-chunked trailers need x-amz-trailer-signature",
-            )),
+            None => Err(bad_signature("signed aws-chunked trailers need x-amz-trailer-signature")),
         }
     }
 
     /// Consumes as much of `input` as possible, pushing payload to `out`.
-    pub fn decode(
-        &mut self,
-        input: &mut BytesMut,
-        out: &mut Vec<Bytes>,
-    ) -> Result<(), AwsChunkedError> {
+    pub fn decode(&mut self, input: &mut BytesMut, out: &mut Vec<Bytes>) -> Result<(), AwsChunkedError> {
         loop {
             match self.phase {
                 Phase::Done => return Ok(()),
                 Phase::SizeLine => {
                     let window = &input[..input.len().min(MAX_SIZE_LINE_BYTES + 2)];
-                    match find_line(window, false)
-                        .map_err(|_| malformed("chunk header not terminated by CRLF"))?
-                    {
+                    match find_line(window, false).map_err(|_| malformed("chunk header not terminated by CRLF"))? {
                         Line::Incomplete => {
                             if input.len() > MAX_SIZE_LINE_BYTES + 1 {
                                 return Err(malformed("chunk header too long"));
@@ -601,10 +550,7 @@ pub struct AwsChunkedSigner {
 
 impl AwsChunkedSigner {
     pub fn new(ctx: SigningContext) -> Self {
-        Self {
-            previous_signature: ctx.seed_signature.clone(),
-            ctx,
-        }
+        Self { previous_signature: ctx.seed_signature.clone(), ctx }
     }
 
     /// Signature of the next chunk with this data; advances the chain.
@@ -665,8 +611,7 @@ mod tests {
 
     #[test]
     fn chunked_basic() {
-        let body =
-            b"4\r\nWiki\r\n5;ext=1\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nX-T: 1\r\n\r\nNEXT";
+        let body = b"4\r\nWiki\r\n5;ext=1\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nX-T: 1\r\n\r\nNEXT";
         let (data, done, rest) = run_chunked(&[body]).unwrap();
         assert_eq!(data, b"Wikipedia in\r\n\r\nchunks.");
         assert!(done);
@@ -679,61 +624,28 @@ mod tests {
 
     #[test]
     fn chunked_errors() {
-        assert_eq!(
-            run_chunked(&[b"zz\r\n"]).unwrap_err(),
-            ChunkedError::InvalidSize
-        );
-        assert_eq!(
-            run_chunked(&[b"\r\n"]).unwrap_err(),
-            ChunkedError::InvalidSize
-        );
-        assert_eq!(
-            run_chunked(&[b"4\n"]).unwrap_err(),
-            ChunkedError::InvalidSize
-        );
-        assert_eq!(
-            run_chunked(&[b"4x\r\n"]).unwrap_err(),
-            ChunkedError::InvalidSize
-        );
-        assert_eq!(
-            run_chunked(&[b"10000000000000000\r\n"]).unwrap_err(),
-            ChunkedError::SizeOverflow
-        );
-        assert_eq!(
-            run_chunked(&[b"2\r\nabX"]).unwrap_err(),
-            ChunkedError::MissingCrlf
-        );
+        assert_eq!(run_chunked(&[b"zz\r\n"]).unwrap_err(), ChunkedError::InvalidSize);
+        assert_eq!(run_chunked(&[b"\r\n"]).unwrap_err(), ChunkedError::InvalidSize);
+        assert_eq!(run_chunked(&[b"4\n"]).unwrap_err(), ChunkedError::InvalidSize);
+        assert_eq!(run_chunked(&[b"4x\r\n"]).unwrap_err(), ChunkedError::InvalidSize);
+        assert_eq!(run_chunked(&[b"10000000000000000\r\n"]).unwrap_err(), ChunkedError::SizeOverflow);
+        assert_eq!(run_chunked(&[b"2\r\nabX"]).unwrap_err(), ChunkedError::MissingCrlf);
         let long = vec![b'1'; MAX_SIZE_LINE_BYTES + 10];
-        assert_eq!(
-            run_chunked(&[&long]).unwrap_err(),
-            ChunkedError::SizeLineTooLong
-        );
+        assert_eq!(run_chunked(&[&long]).unwrap_err(), ChunkedError::SizeLineTooLong);
         let mut long_ext = b"1;".to_vec();
         long_ext.extend(vec![b'a'; MAX_SIZE_LINE_BYTES + 10]);
-        assert_eq!(
-            run_chunked(&[&long_ext]).unwrap_err(),
-            ChunkedError::SizeLineTooLong
-        );
+        assert_eq!(run_chunked(&[&long_ext]).unwrap_err(), ChunkedError::SizeLineTooLong);
         let mut big_trailer = b"0\r\n".to_vec();
         for _ in 0..2000 {
             big_trailer.extend_from_slice(b"X-Trailer: 123\r\n");
         }
-        assert_eq!(
-            run_chunked(&[&big_trailer]).unwrap_err(),
-            ChunkedError::TrailerTooLarge
-        );
+        assert_eq!(run_chunked(&[&big_trailer]).unwrap_err(), ChunkedError::TrailerTooLarge);
         let (_, done, _) = run_chunked(&[b"3\r\nabc\r\n0\r\n"]).unwrap();
         assert!(!done);
-        assert_eq!(
-            ChunkedDecoder::new().finish(),
-            Err(ChunkedError::Incomplete)
-        );
+        assert_eq!(ChunkedDecoder::new().finish(), Err(ChunkedError::Incomplete));
     }
 
-    fn run_aws(
-        mode: AwsChunkedMode,
-        pieces: &[&[u8]],
-    ) -> Result<(Vec<u8>, AwsChunkedDecoder), AwsChunkedError> {
+    fn run_aws(mode: AwsChunkedMode, pieces: &[&[u8]]) -> Result<(Vec<u8>, AwsChunkedDecoder), AwsChunkedError> {
         let mut d = AwsChunkedDecoder::new(mode);
         let mut input = BytesMut::new();
         let mut out = Vec::new();
@@ -751,10 +663,7 @@ mod tests {
         assert_eq!(data, b"hi yo");
         assert!(d.is_done());
         assert_eq!(d.decoded_bytes(), 5);
-        assert_eq!(
-            d.trailers(),
-            &[("x-amz-checksum-crc32".to_owned(), "AAAAAA==".to_owned())]
-        );
+        assert_eq!(d.trailers(), &[("x-amz-checksum-crc32".to_owned(), "AAAAAA==".to_owned())]);
         // Bare-LF trailers are tolerated; signatures ignored in unsigned mode.
         let body = b"2;chunk-signature=00\r\nhi\r\n0\r\nX-Amz-Checksum-CRC32C : abc\n\n";
         let (_, d) = run_aws(AwsChunkedMode::Unsigned, &[body]).unwrap();
@@ -763,14 +672,9 @@ mod tests {
         // No final empty line: not done.
         let (_, d) = run_aws(AwsChunkedMode::Unsigned, &[b"0\r\n"]).unwrap();
         assert!(!d.is_done());
+        assert_eq!(d.finish().unwrap_err().kind(), AwsChunkedErrorKind::IncompleteBody);
         assert_eq!(
-            d.finish().unwrap_err().kind(),
-            AwsChunkedErrorKind::IncompleteBody
-        );
-        assert_eq!(
-            run_aws(AwsChunkedMode::Unsigned, &[b"2\r\nhiX"])
-                .unwrap_err()
-                .kind(),
+            run_aws(AwsChunkedMode::Unsigned, &[b"2\r\nhiX"]).unwrap_err().kind(),
             AwsChunkedErrorKind::Malformed
         );
     }
@@ -790,29 +694,26 @@ mod tests {
         ] {
             h.insert(http::HeaderName::from_static(k), http::HeaderValue::from_static(v));
         }
-        let req = SignableRequest {
-            method: "PUT",
-            raw_path: "/examplebucket/chunkObject.txt",
-            raw_query: "",
-            headers: &h,
-        };
+        let req =
+            SignableRequest { method: "PUT", raw_path: "/examplebucket/chunkObject.txt", raw_query: "", headers: &h };
         let now = UNIX_EPOCH + Duration::from_secs(1_369_353_600);
-        sigv4::verify(
-            &req,
-            &|_| Some("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".into()),
-            now,
-            Duration::from_secs(900),
-        )
-        .unwrap()
+        sigv4::verify(&req, &|_| Some("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".into()), now, Duration::from_secs(900))
+            .unwrap()
     }
 
     fn aws_example_body() -> Vec<u8> {
         let mut body = Vec::new();
-        body.extend_from_slice(b"10000;chunk-signature=ad80c730a21e5b8d04586a2213dd63b9a0e99e0e2307b0ade35a65485a288648\r\n");
+        body.extend_from_slice(
+            b"10000;chunk-signature=ad80c730a21e5b8d04586a2213dd63b9a0e99e0e2307b0ade35a65485a288648\r\n",
+        );
         body.extend(vec![b'a'; 65536]);
-        body.extend_from_slice(b"\r\n400;chunk-signature=0055627c9e194cb4542bae2aa5492e3c1575bbb81b612b7d234b86a503ef5497\r\n");
+        body.extend_from_slice(
+            b"\r\n400;chunk-signature=0055627c9e194cb4542bae2aa5492e3c1575bbb81b612b7d234b86a503ef5497\r\n",
+        );
         body.extend(vec![b'a'; 1024]);
-        body.extend_from_slice(b"\r\n0;chunk-signature=b6c6ea8a5354eaf15b3cb7646744f4275b71ea724fed81ceb9323e279d449df9\r\n\r\n");
+        body.extend_from_slice(
+            b"\r\n0;chunk-signature=b6c6ea8a5354eaf15b3cb7646744f4275b71ea724fed81ceb9323e279d449df9\r\n\r\n",
+        );
         body
     }
 
@@ -831,12 +732,7 @@ mod tests {
         assert!(d.is_done());
         // Our signer reproduces the framing.
         let mut s = AwsChunkedSigner::new(ctx.clone());
-        let ours = [
-            s.frame(&vec![b'a'; 65536]),
-            s.frame(&vec![b'a'; 1024]),
-            s.frame(b""),
-        ]
-        .concat();
+        let ours = [s.frame(&vec![b'a'; 65536]), s.frame(&vec![b'a'; 1024]), s.frame(b"")].concat();
         assert_eq!(ours, body);
         // One flipped data byte is caught.
         let mut bad = body.clone();
@@ -859,15 +755,12 @@ mod tests {
         let sig = s.trailer_signature(&trailers);
         let mut good = body.clone();
         good.extend_from_slice(
-            format!("x-amz-checksum-crc32c:sOO8/Q==\r\nx-amz-trailer-signature:{sig}\r\n\r\n")
-                .as_bytes(),
+            format!("x-amz-checksum-crc32c:sOO8/Q==\r\nx-amz-trailer-signature:{sig}\r\n\r\n").as_bytes(),
         );
         let (data, d) = run_aws(AwsChunkedMode::Signed(ctx.clone()), &[&good]).unwrap();
         assert_eq!(data, b"hello");
         assert_eq!(d.trailers().len(), 2);
-        let bad = String::from_utf8(good.clone())
-            .unwrap()
-            .replace("sOO8/Q==", "sOO8/Q=X");
+        let bad = String::from_utf8(good.clone()).unwrap().replace("sOO8/Q==", "sOO8/Q=X");
         let e = run_aws(AwsChunkedMode::Signed(ctx.clone()), &[bad.as_bytes()]).unwrap_err();
         assert_eq!(e.kind(), AwsChunkedErrorKind::SignatureDoesNotMatch);
         let mut unsigned_trailer = body;

@@ -14,7 +14,8 @@ use crate::checksum::ChecksumAlgorithm;
 use crate::encoding::parse_iso8601;
 use crate::xml::{
     parse_document, CompleteMultipartUploadResult, CopyObjectResult, DeleteError, DeleteResult, Element,
-    InitiateMultipartUploadResult, ListAllMyBucketsResult, ListMultipartUploadsResult, ListPartsResult, PartEntry, UploadEntry, XmlError,
+    InitiateMultipartUploadResult, ListAllMyBucketsResult, ListMultipartUploadsResult, ListPartsResult, PartEntry,
+    UploadEntry, XmlError,
 };
 
 fn xerr(message: impl Into<String>) -> XmlError {
@@ -87,7 +88,11 @@ pub struct CopyObjectResultParsed {
 
 pub fn parse_copy_object_result(body: &[u8]) -> Result<CopyObjectResultParsed, XmlError> {
     let r = root(body, "CopyObjectResult")?;
-    Ok(CopyObjectResultParsed { etag: required(&r, "ETag")?.to_owned(), last_modified: time(&r, "LastModified")?, checksums: checksums(&r) })
+    Ok(CopyObjectResultParsed {
+        etag: required(&r, "ETag")?.to_owned(),
+        last_modified: time(&r, "LastModified")?,
+        checksums: checksums(&r),
+    })
 }
 
 impl From<CopyObjectResult> for CopyObjectResultParsed {
@@ -99,7 +104,8 @@ impl From<CopyObjectResult> for CopyObjectResultParsed {
 /// `<DeleteResult>` of DeleteObjects.
 pub fn parse_delete_result(body: &[u8]) -> Result<DeleteResult, XmlError> {
     let r = root(body, "DeleteResult")?;
-    let deleted = r.children_named("Deleted").map(|d| required(d, "Key").map(str::to_owned)).collect::<Result<_, _>>()?;
+    let deleted =
+        r.children_named("Deleted").map(|d| required(d, "Key").map(str::to_owned)).collect::<Result<_, _>>()?;
     let errors = r
         .children_named("Error")
         .map(|e| {
@@ -156,7 +162,10 @@ pub fn parse_list_multipart_uploads(body: &[u8]) -> Result<ListMultipartUploadsR
         max_uploads: number(&r, "MaxUploads")?.unwrap_or(1000),
         is_truncated: boolean(&r, "IsTruncated"),
         uploads,
-        common_prefixes: r.children_named("CommonPrefixes").filter_map(|c| c.child_text("Prefix").map(str::to_owned)).collect(),
+        common_prefixes: r
+            .children_named("CommonPrefixes")
+            .filter_map(|c| c.child_text("Prefix").map(str::to_owned))
+            .collect(),
     })
 }
 
@@ -198,7 +207,11 @@ mod tests {
 
     #[test]
     fn bucket_and_upload_listings_round_trip_through_the_writers() {
-        let b = ListAllMyBucketsResult { owner_id: "o".into(), owner_name: "n".into(), buckets: vec![("a".into(), t()), ("b-2".into(), t())] };
+        let b = ListAllMyBucketsResult {
+            owner_id: "o".into(),
+            owner_name: "n".into(),
+            buckets: vec![("a".into(), t()), ("b-2".into(), t())],
+        };
         assert_eq!(parse_list_buckets(b.to_xml().as_bytes()).unwrap(), b);
         let empty = ListAllMyBucketsResult { owner_id: "o".into(), owner_name: "n".into(), buckets: vec![] };
         assert_eq!(parse_list_buckets(empty.to_xml().as_bytes()).unwrap(), empty);
@@ -212,7 +225,10 @@ mod tests {
             delimiter: None,
             max_uploads: 2,
             is_truncated: true,
-            uploads: vec![UploadEntry { key: "k&1".into(), upload_id: "u1".into(), initiated: t() }, UploadEntry { key: "k&2".into(), upload_id: "u2".into(), initiated: t() }],
+            uploads: vec![
+                UploadEntry { key: "k&1".into(), upload_id: "u1".into(), initiated: t() },
+                UploadEntry { key: "k&2".into(), upload_id: "u2".into(), initiated: t() },
+            ],
             common_prefixes: vec![],
         };
         assert_eq!(parse_list_multipart_uploads(u.to_xml().as_bytes()).unwrap(), u);
@@ -261,7 +277,10 @@ mod tests {
     #[test]
     fn wrong_root_or_missing_fields_fail() {
         assert!(parse_initiate_multipart(b"<Error><Code>x</Code></Error>").is_err());
-        assert!(parse_initiate_multipart(b"<InitiateMultipartUploadResult><Bucket>b</Bucket></InitiateMultipartUploadResult>").is_err());
+        assert!(parse_initiate_multipart(
+            b"<InitiateMultipartUploadResult><Bucket>b</Bucket></InitiateMultipartUploadResult>"
+        )
+        .is_err());
         assert!(parse_complete_multipart_result(b"<CompleteMultipartUploadResult/>").is_err());
         assert!(parse_delete_result(b"not xml").is_err());
     }

@@ -191,13 +191,7 @@ pub fn iso8601(t: SystemTime) -> String {
 /// Parses `2013-05-24T00:00:00Z` with optional fractional seconds.
 pub fn parse_iso8601(s: &str) -> Option<SystemTime> {
     let b = s.as_bytes();
-    if b.len() < 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || b[10] != b'T'
-        || b[13] != b':'
-        || b[16] != b':'
-    {
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
         return None;
     }
     if *b.last()? != b'Z' {
@@ -226,9 +220,7 @@ pub fn parse_iso8601(s: &str) -> Option<SystemTime> {
 }
 
 const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
-const MONTHS: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
+const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
 /// RFC 7231 IMF-fixdate: `Fri, 24 May 2013 00:00:00 GMT`.
 pub fn http_date(t: SystemTime) -> String {
@@ -269,14 +261,7 @@ pub fn parse_http_date(s: &str) -> Option<SystemTime> {
             if day.len() != 2 || year.len() != 4 {
                 return None;
             }
-            build(
-                digits(year.as_bytes())? as i32,
-                month_from_name(mon)?,
-                digits(day.as_bytes())?,
-                h,
-                mi,
-                se,
-            )
+            build(digits(year.as_bytes())? as i32, month_from_name(mon)?, digits(day.as_bytes())?, h, mi, se)
         }
         // RFC 850
         [wd, dmy, hms, "GMT"] if wd.ends_with(',') => {
@@ -289,26 +274,12 @@ pub fn parse_http_date(s: &str) -> Option<SystemTime> {
             // RFC 9110 §5.6.7: two-digit years more than 50 years in the future are in the past.
             let year = if yy < 70 { 2000 + yy } else { 1900 + yy };
             let (h, mi, se) = parse_hms(hms)?;
-            build(
-                year,
-                month_from_name(mon)?,
-                digits(day.as_bytes())?,
-                h,
-                mi,
-                se,
-            )
+            build(year, month_from_name(mon)?, digits(day.as_bytes())?, h, mi, se)
         }
         // asctime
         [_wd, mon, day, hms, year] => {
             let (h, mi, se) = parse_hms(hms)?;
-            build(
-                digits(year.as_bytes())? as i32,
-                month_from_name(mon)?,
-                digits(day.as_bytes())?,
-                h,
-                mi,
-                se,
-            )
+            build(digits(year.as_bytes())? as i32, month_from_name(mon)?, digits(day.as_bytes())?, h, mi, se)
         }
         _ => None,
     }
@@ -359,14 +330,8 @@ mod tests {
         let t = UNIX_EPOCH + Duration::from_secs(T_2013);
         assert_eq!(amz_date(t), "20130524T000000Z");
         assert_eq!(parse_amz_date("20130524T000000Z"), Some(t));
-        assert_eq!(
-            iso8601(t + Duration::from_millis(12)),
-            "2013-05-24T00:00:00.012Z"
-        );
-        assert_eq!(
-            parse_iso8601("2013-05-24T00:00:00.012Z"),
-            Some(t + Duration::from_millis(12))
-        );
+        assert_eq!(iso8601(t + Duration::from_millis(12)), "2013-05-24T00:00:00.012Z");
+        assert_eq!(parse_iso8601("2013-05-24T00:00:00.012Z"), Some(t + Duration::from_millis(12)));
         assert_eq!(parse_iso8601("2013-05-24T00:00:00Z"), Some(t));
         assert_eq!(http_date(t), "Fri, 24 May 2013 00:00:00 GMT");
         assert_eq!(parse_http_date("Fri, 24 May 2013 00:00:00 GMT"), Some(t));

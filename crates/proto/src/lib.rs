@@ -12,8 +12,8 @@
 //! - [`xml`]: S3 XML bodies, writers and parsers.
 
 pub mod checksum;
-pub mod client_xml;
 pub mod chunked;
+pub mod client_xml;
 pub mod encoding;
 pub mod range;
 pub mod sigv4;

@@ -123,16 +123,10 @@ mod tests {
 
     #[test]
     fn parse_forms() {
-        assert_eq!(
-            parse_range_header("bytes=0-9"),
-            Some(RangeSpec::FromTo(0, 9))
-        );
+        assert_eq!(parse_range_header("bytes=0-9"), Some(RangeSpec::FromTo(0, 9)));
         assert_eq!(parse_range_header("bytes=5-"), Some(RangeSpec::From(5)));
         assert_eq!(parse_range_header("bytes=-5"), Some(RangeSpec::Suffix(5)));
-        assert_eq!(
-            parse_range_header(" Bytes = 1 - 2 "),
-            Some(RangeSpec::FromTo(1, 2))
-        );
+        assert_eq!(parse_range_header(" Bytes = 1 - 2 "), Some(RangeSpec::FromTo(1, 2)));
         for ignored in [
             "bytes=5-3",
             "bytes=0-1,3-4",
@@ -157,11 +151,7 @@ mod tests {
         assert_eq!(RangeSpec::Suffix(10).resolve(100), Ok((90, 99)));
         assert_eq!(RangeSpec::Suffix(1000).resolve(100), Ok((0, 99)));
         assert_eq!(RangeSpec::Suffix(0).resolve(100), Err(Unsatisfiable));
-        for r in [
-            RangeSpec::FromTo(0, 0),
-            RangeSpec::From(0),
-            RangeSpec::Suffix(5),
-        ] {
+        for r in [RangeSpec::FromTo(0, 0), RangeSpec::From(0), RangeSpec::Suffix(5)] {
             assert_eq!(r.resolve(0), Err(Unsatisfiable));
         }
     }
@@ -170,10 +160,7 @@ mod tests {
     fn content_range_forms() {
         assert_eq!(content_range(0, 9, 100), "bytes 0-9/100");
         assert_eq!(content_range_unsatisfied(100), "bytes */100");
-        assert_eq!(
-            parse_content_range("bytes 0-9/100"),
-            Some((0, 9, Some(100)))
-        );
+        assert_eq!(parse_content_range("bytes 0-9/100"), Some((0, 9, Some(100))));
         assert_eq!(parse_content_range("bytes 0-9/*"), Some((0, 9, None)));
         assert_eq!(parse_content_range("bytes */100"), None);
         assert_eq!(parse_content_range("bytes 9-0/100"), None);

@@ -37,8 +37,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::encoding::{
-    amz_date, parse_amz_date, parse_http_date, parse_query, percent_decode_bytes, uri_encode,
-    uri_encode_bytes,
+    amz_date, parse_amz_date, parse_http_date, parse_query, percent_decode_bytes, uri_encode, uri_encode_bytes,
 };
 
 type HmacSha256 = Hmac<Sha256>;
@@ -48,8 +47,7 @@ pub const ALGORITHM: &str = "AWS4-HMAC-SHA256";
 /// Payload hash marker for bodies that are not signed.
 pub const UNSIGNED_PAYLOAD: &str = "UNSIGNED-PAYLOAD";
 /// Hex SHA-256 of the empty string.
-pub const EMPTY_SHA256_HEX: &str =
-    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+pub const EMPTY_SHA256_HEX: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 /// How far in the future a presigned URL's X-Amz-Date may be. S3 allows 15 minutes.
 pub const PRESIGNED_MAX_FUTURE: Duration = Duration::from_secs(15 * 60);
 /// Longest X-Amz-Expires S3 accepts: 7 days (sigv4-query-string-auth).
@@ -64,10 +62,7 @@ pub struct Credentials {
 
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Credentials")
-            .field("access_key", &self.access_key)
-            .field("secret_key", &"<redacted>")
-            .finish()
+        f.debug_struct("Credentials").field("access_key", &self.access_key).field("secret_key", &"<redacted>").finish()
     }
 }
 
@@ -128,10 +123,7 @@ pub struct AuthError {
 
 impl AuthError {
     pub fn new(kind: AuthErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-        }
+        Self { kind, message: message.into() }
     }
 
     /// The S3 error code for the `<Code>` element.
@@ -151,8 +143,7 @@ impl AuthError {
     /// HTTP status S3 answers with.
     pub fn status(&self) -> u16 {
         match self.kind {
-            AuthErrorKind::AuthorizationHeaderMalformed
-            | AuthErrorKind::AuthorizationQueryParametersError => 400,
+            AuthErrorKind::AuthorizationHeaderMalformed | AuthErrorKind::AuthorizationQueryParametersError => 400,
             _ => 403,
         }
     }
@@ -193,9 +184,7 @@ pub fn signing_key(secret: &str, date_yyyymmdd: &str, region: &str, service: &st
 /// anonymous-access policy.
 pub fn has_auth(req: &SignableRequest) -> bool {
     req.headers.contains_key(http::header::AUTHORIZATION)
-        || parse_query(req.raw_query)
-            .iter()
-            .any(|(k, _)| k == "X-Amz-Algorithm" || k == "X-Amz-Credential")
+        || parse_query(req.raw_query).iter().any(|(k, _)| k == "X-Amz-Algorithm" || k == "X-Amz-Credential")
 }
 
 /// The canonical URI: decode once, encode once with `/` kept.
@@ -209,11 +198,8 @@ pub fn canonical_uri(raw_path: &str) -> String {
 
 /// The canonical query string from decoded pairs, excluding any key for which `skip` is true.
 fn canonical_query_from(pairs: &[(String, String)], skip: impl Fn(&str) -> bool) -> String {
-    let mut enc: Vec<(String, String)> = pairs
-        .iter()
-        .filter(|(k, _)| !skip(k))
-        .map(|(k, v)| (uri_encode(k, true), uri_encode(v, true)))
-        .collect();
+    let mut enc: Vec<(String, String)> =
+        pairs.iter().filter(|(k, _)| !skip(k)).map(|(k, v)| (uri_encode(k, true), uri_encode(v, true))).collect();
     enc.sort();
     let mut out = String::with_capacity(enc.iter().map(|(k, v)| k.len() + v.len() + 2).sum());
     for (i, (k, v)) in enc.iter().enumerate() {
@@ -285,10 +271,7 @@ fn canonical_request(
 }
 
 fn string_to_sign(timestamp: &str, scope: &str, canonical_request: &[u8]) -> String {
-    format!(
-        "{ALGORITHM}\n{timestamp}\n{scope}\n{}",
-        hex::encode(Sha256::digest(canonical_request))
-    )
+    format!("{ALGORITHM}\n{timestamp}\n{scope}\n{}", hex::encode(Sha256::digest(canonical_request)))
 }
 
 /// Parsed `Credential=AK/date/region/service/aws4_request`.
@@ -306,19 +289,10 @@ fn parse_credential(s: &str) -> Option<Credential<'_>> {
     let region = it.next()?;
     let date = it.next()?;
     let access_key = it.next()?;
-    if term != "aws4_request"
-        || access_key.is_empty()
-        || date.len() != 8
-        || !date.bytes().all(|b| b.is_ascii_digit())
-    {
+    if term != "aws4_request" || access_key.is_empty() || date.len() != 8 || !date.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some(Credential {
-        access_key,
-        date,
-        region,
-        service,
-    })
+    Some(Credential { access_key, date, region, service })
 }
 
 /// Fields of `Authorization: AWS4-HMAC-SHA256 Credential=.., SignedHeaders=.., Signature=..`.
@@ -359,7 +333,9 @@ fn parse_auth_header(v: &str) -> Result<AuthHeader<'_>, AuthError> {
         }
     }
     match (credential, signed_headers, signature) {
-        (Some(credential), Some(signed_headers), Some(signature)) => Ok(AuthHeader { credential, signed_headers, signature }),
+        (Some(credential), Some(signed_headers), Some(signature)) => {
+            Ok(AuthHeader { credential, signed_headers, signature })
+        }
         _ => Err(malformed(
             "The authorization header is malformed; it must contain Credential, SignedHeaders and Signature.",
         )),
@@ -367,10 +343,7 @@ fn parse_auth_header(v: &str) -> Result<AuthHeader<'_>, AuthError> {
 }
 
 fn header_str<'a>(headers: &'a http::HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
+    headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim)
 }
 
 fn abs_diff(a: SystemTime, b: SystemTime) -> Duration {
@@ -379,8 +352,7 @@ fn abs_diff(a: SystemTime, b: SystemTime) -> Duration {
 
 fn signatures_equal(computed_hex: &str, provided: &str) -> bool {
     let provided = provided.to_ascii_lowercase();
-    computed_hex.len() == provided.len()
-        && bool::from(computed_hex.as_bytes().ct_eq(provided.as_bytes()))
+    computed_hex.len() == provided.len() && bool::from(computed_hex.as_bytes().ct_eq(provided.as_bytes()))
 }
 
 fn mismatch() -> AuthError {
@@ -401,29 +373,20 @@ pub fn verify(
     max_skew: Duration,
 ) -> Result<SigningContext, AuthError> {
     if let Some(auth) = req.headers.get(http::header::AUTHORIZATION) {
-        let auth = auth.to_str().map_err(|_| {
-            err(
-                AuthErrorKind::AuthorizationHeaderMalformed,
-                "The authorization header is not ASCII.",
-            )
-        })?;
+        let auth = auth
+            .to_str()
+            .map_err(|_| err(AuthErrorKind::AuthorizationHeaderMalformed, "The authorization header is not ASCII."))?;
         return verify_header(req, auth, lookup, now, max_skew);
     }
     let pairs = parse_query(req.raw_query);
-    if pairs
-        .iter()
-        .any(|(k, _)| k == "X-Amz-Algorithm" || k == "X-Amz-Credential" || k == "X-Amz-Signature")
-    {
+    if pairs.iter().any(|(k, _)| k == "X-Amz-Algorithm" || k == "X-Amz-Credential" || k == "X-Amz-Signature") {
         return verify_presigned(req, &pairs, lookup, now);
     }
     Err(err(AuthErrorKind::AccessDenied, "Access Denied"))
 }
 
 fn split_signed_headers(s: &str) -> Vec<String> {
-    s.split(';')
-        .filter(|h| !h.is_empty())
-        .map(|h| h.trim().to_ascii_lowercase())
-        .collect()
+    s.split(';').filter(|h| !h.is_empty()).map(|h| h.trim().to_ascii_lowercase()).collect()
 }
 
 fn verify_header(
@@ -441,10 +404,7 @@ fn verify_header(
         )
     })?;
     let secret = lookup(cred.access_key).ok_or_else(|| {
-        err(
-            AuthErrorKind::InvalidAccessKeyId,
-            "The AWS Access Key Id you provided does not exist in our records.",
-        )
+        err(AuthErrorKind::InvalidAccessKeyId, "The AWS Access Key Id you provided does not exist in our records.")
     })?;
 
     // Request time: x-amz-date, else Date (either format).
@@ -452,22 +412,20 @@ fn verify_header(
         let t = parse_amz_date(d).ok_or_else(|| {
             err(
                 AuthErrorKind::AccessDenied,
-                format!(
-                    "AWS authentication requires a valid Date or x-amz-date header; got \"{d}\"."
-                ),
+                format!("AWS authentication requires a valid Date or x-amz-date header; got \"{d}\"."),
             )
         })?;
         (t, d.to_owned())
     } else if let Some(d) = header_str(req.headers, "date") {
         let t = parse_http_date(d).or_else(|| parse_amz_date(d)).ok_or_else(|| {
-            err(AuthErrorKind::AccessDenied, format!("AWS authentication requires a valid Date or x-amz-date header; got \"{d}\"."))
+            err(
+                AuthErrorKind::AccessDenied,
+                format!("AWS authentication requires a valid Date or x-amz-date header; got \"{d}\"."),
+            )
         })?;
         (t, amz_date(t))
     } else {
-        return Err(err(
-            AuthErrorKind::AccessDenied,
-            "AWS authentication requires a valid Date or x-amz-date header",
-        ));
+        return Err(err(AuthErrorKind::AccessDenied, "AWS authentication requires a valid Date or x-amz-date header"));
     };
     if &timestamp[..8] != cred.date {
         return Err(err(
@@ -509,10 +467,7 @@ fn finish_verify(
     creq: &[u8],
     provided_signature: &str,
 ) -> Result<SigningContext, AuthError> {
-    let scope = format!(
-        "{}/{}/{}/aws4_request",
-        cred.date, cred.region, cred.service
-    );
+    let scope = format!("{}/{}/{}/aws4_request", cred.date, cred.region, cred.service);
     let sts = string_to_sign(&timestamp, &scope, creq);
     let key = signing_key(secret, cred.date, cred.region, cred.service);
     let computed = hex::encode(hmac(&key, sts.as_bytes()));
@@ -536,12 +491,7 @@ fn verify_presigned(
     now: SystemTime,
 ) -> Result<SigningContext, AuthError> {
     let qerr = |m: String| err(AuthErrorKind::AuthorizationQueryParametersError, m);
-    let get = |name: &str| {
-        pairs
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
+    let get = |name: &str| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
     let required = |name: &str| {
         get(name).ok_or_else(|| {
             qerr(format!(
@@ -551,9 +501,7 @@ fn verify_presigned(
     };
     let algorithm = required("X-Amz-Algorithm")?;
     if algorithm != ALGORITHM {
-        return Err(qerr(
-            "X-Amz-Algorithm only supports \"AWS4-HMAC-SHA256\"".to_owned(),
-        ));
+        return Err(qerr("X-Amz-Algorithm only supports \"AWS4-HMAC-SHA256\"".to_owned()));
     }
     let credential = required("X-Amz-Credential")?;
     let date = required("X-Amz-Date")?;
@@ -564,38 +512,28 @@ fn verify_presigned(
     let cred = parse_credential(credential).ok_or_else(|| {
         qerr(format!("Error parsing the X-Amz-Credential parameter; the Credential is mal-formed; expecting \"<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request\"; got \"{credential}\"."))
     })?;
-    let t = parse_amz_date(date)
-        .ok_or_else(|| qerr(format!("X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"; got \"{date}\".")))?;
+    let t = parse_amz_date(date).ok_or_else(|| {
+        qerr(format!("X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"; got \"{date}\"."))
+    })?;
     if &date[..8] != cred.date {
         return Err(qerr(format!(
             "Error parsing the X-Amz-Credential parameter; incorrect date. This should be the same as X-Amz-Date: \"{}\".",
             &date[..8]
         )));
     }
-    let expires_secs: u64 = expires.parse().map_err(|_| {
-        qerr(format!(
-            "X-Amz-Expires should be a number; got \"{expires}\"."
-        ))
-    })?;
+    let expires_secs: u64 =
+        expires.parse().map_err(|_| qerr(format!("X-Amz-Expires should be a number; got \"{expires}\".")))?;
     if expires_secs > PRESIGNED_MAX_EXPIRES.as_secs() {
-        return Err(qerr(
-            "X-Amz-Expires must be less than a week (in seconds) that is 604800".to_owned(),
-        ));
+        return Err(qerr("X-Amz-Expires must be less than a week (in seconds) that is 604800".to_owned()));
     }
     let secret = lookup(cred.access_key).ok_or_else(|| {
-        err(
-            AuthErrorKind::InvalidAccessKeyId,
-            "The AWS Access Key Id you provided does not exist in our records.",
-        )
+        err(AuthErrorKind::InvalidAccessKeyId, "The AWS Access Key Id you provided does not exist in our records.")
     })?;
     if t > now && t.duration_since(now).unwrap_or_default() > PRESIGNED_MAX_FUTURE {
         return Err(err(AuthErrorKind::AccessDenied, "Request is not valid yet"));
     }
     if now > t + Duration::from_secs(expires_secs) {
-        return Err(err(
-            AuthErrorKind::ExpiredPresignedRequest,
-            "Request has expired",
-        ));
+        return Err(err(AuthErrorKind::ExpiredPresignedRequest, "Request has expired"));
     }
 
     let payload_hash = get("X-Amz-Content-Sha256").unwrap_or(UNSIGNED_PAYLOAD);
@@ -650,20 +588,12 @@ pub fn sign_headers(
 ) {
     let timestamp = amz_date(now);
     headers.remove(http::header::AUTHORIZATION);
-    headers.insert(
-        "x-amz-date",
-        http::HeaderValue::from_str(&timestamp).expect("amz date is ASCII"),
-    );
+    headers.insert("x-amz-date", http::HeaderValue::from_str(&timestamp).expect("amz date is ASCII"));
     headers.insert(
         "x-amz-content-sha256",
-        http::HeaderValue::from_str(payload_sha256_hex)
-            .expect("payload hash must be a valid header value"),
+        http::HeaderValue::from_str(payload_sha256_hex).expect("payload hash must be a valid header value"),
     );
-    let mut names: Vec<&str> = headers
-        .keys()
-        .map(|k| k.as_str())
-        .filter(|n| !is_unsignable(n))
-        .collect();
+    let mut names: Vec<&str> = headers.keys().map(|k| k.as_str()).filter(|n| !is_unsignable(n)).collect();
     names.sort_unstable();
     names.dedup();
     let signed_line = names.join(";");
@@ -679,18 +609,10 @@ pub fn sign_headers(
         payload_sha256_hex,
     );
     let sts = string_to_sign(&timestamp, &scope, &creq);
-    let sig = hex::encode(hmac(
-        &signing_key(&creds.secret_key, date, region, "s3"),
-        sts.as_bytes(),
-    ));
-    let auth = format!(
-        "{ALGORITHM} Credential={}/{scope}, SignedHeaders={signed_line}, Signature={sig}",
-        creds.access_key
-    );
-    headers.insert(
-        http::header::AUTHORIZATION,
-        http::HeaderValue::from_str(&auth).expect("authorization is ASCII"),
-    );
+    let sig = hex::encode(hmac(&signing_key(&creds.secret_key, date, region, "s3"), sts.as_bytes()));
+    let auth =
+        format!("{ALGORITHM} Credential={}/{scope}, SignedHeaders={signed_line}, Signature={sig}", creds.access_key);
+    headers.insert(http::header::AUTHORIZATION, http::HeaderValue::from_str(&auth).expect("authorization is ASCII"));
 }
 
 /// Presigns a request (query form, payload `UNSIGNED-PAYLOAD`, only `host`
@@ -714,33 +636,16 @@ pub fn presign(
     let mut pairs = parse_query(raw_query_extra);
     pairs.retain(|(k, _)| !k.starts_with("X-Amz-"));
     pairs.push(("X-Amz-Algorithm".into(), ALGORITHM.into()));
-    pairs.push((
-        "X-Amz-Credential".into(),
-        format!("{}/{scope}", creds.access_key),
-    ));
+    pairs.push(("X-Amz-Credential".into(), format!("{}/{scope}", creds.access_key)));
     pairs.push(("X-Amz-Date".into(), timestamp.clone()));
     pairs.push(("X-Amz-Expires".into(), expires.as_secs().to_string()));
     pairs.push(("X-Amz-SignedHeaders".into(), "host".into()));
     let canon_q = canonical_query_from(&pairs, |_| false);
     let mut headers = http::HeaderMap::new();
-    headers.insert(
-        http::header::HOST,
-        http::HeaderValue::from_str(host).expect("host must be a valid header value"),
-    );
-    let creq = canonical_request(
-        method,
-        raw_path,
-        &canon_q,
-        &headers,
-        &["host"],
-        "host",
-        UNSIGNED_PAYLOAD,
-    );
+    headers.insert(http::header::HOST, http::HeaderValue::from_str(host).expect("host must be a valid header value"));
+    let creq = canonical_request(method, raw_path, &canon_q, &headers, &["host"], "host", UNSIGNED_PAYLOAD);
     let sts = string_to_sign(&timestamp, &scope, &creq);
-    let sig = hex::encode(hmac(
-        &signing_key(&creds.secret_key, date, region, "s3"),
-        sts.as_bytes(),
-    ));
+    let sig = hex::encode(hmac(&signing_key(&creds.secret_key, date, region, "s3"), sts.as_bytes()));
     format!("{canon_q}&X-Amz-Signature={sig}")
 }
 
@@ -762,18 +667,12 @@ mod tests {
         (ak == AK).then(|| SK.to_owned())
     }
     fn creds() -> Credentials {
-        Credentials {
-            access_key: AK.into(),
-            secret_key: SK.into(),
-        }
+        Credentials { access_key: AK.into(), secret_key: SK.into() }
     }
     fn hm(pairs: &[(&str, &str)]) -> http::HeaderMap {
         let mut h = http::HeaderMap::new();
         for (k, v) in pairs {
-            h.append(
-                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                http::HeaderValue::from_str(v).unwrap(),
-            );
+            h.append(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), http::HeaderValue::from_str(v).unwrap());
         }
         h
     }
@@ -801,17 +700,9 @@ mod tests {
     #[test]
     fn aws_example_get_object() {
         let h = get_object_example();
-        let req = SignableRequest {
-            method: "GET",
-            raw_path: "/test.txt",
-            raw_query: "",
-            headers: &h,
-        };
+        let req = SignableRequest { method: "GET", raw_path: "/test.txt", raw_query: "", headers: &h };
         let ctx = verify(&req, &lookup, t0(), SKEW).unwrap();
-        assert_eq!(
-            ctx.seed_signature,
-            "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"
-        );
+        assert_eq!(ctx.seed_signature, "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41");
         assert_eq!(ctx.scope, "20130524/us-east-1/s3/aws4_request");
         assert_eq!(ctx.region, "us-east-1");
         assert_eq!(ctx.timestamp, "20130524T000000Z");
@@ -823,10 +714,7 @@ mod tests {
             ("host", "examplebucket.s3.amazonaws.com"),
             ("date", "Fri, 24 May 2013 00:00:00 GMT"),
             ("x-amz-storage-class", "REDUCED_REDUNDANCY"),
-            (
-                "x-amz-content-sha256",
-                "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072",
-            ),
+            ("x-amz-content-sha256", "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072"),
             ("x-amz-date", "20130524T000000Z"),
             (
                 "authorization",
@@ -836,12 +724,7 @@ mod tests {
                 ),
             ),
         ]);
-        let req = SignableRequest {
-            method: "PUT",
-            raw_path: "/test%24file.text",
-            raw_query: "",
-            headers: &h,
-        };
+        let req = SignableRequest { method: "PUT", raw_path: "/test%24file.text", raw_query: "", headers: &h };
         verify(&req, &lookup, t0(), SKEW).unwrap();
     }
 
@@ -852,27 +735,14 @@ mod tests {
                 ("host", "examplebucket.s3.amazonaws.com"),
                 ("x-amz-content-sha256", EMPTY_SHA256_HEX),
                 ("x-amz-date", "20130524T000000Z"),
-                (
-                    "authorization",
-                    &auth("host;x-amz-content-sha256;x-amz-date", sig),
-                ),
+                ("authorization", &auth("host;x-amz-content-sha256;x-amz-date", sig)),
             ])
         };
         let h = mk("fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543");
-        let req = SignableRequest {
-            method: "GET",
-            raw_path: "/",
-            raw_query: "lifecycle",
-            headers: &h,
-        };
+        let req = SignableRequest { method: "GET", raw_path: "/", raw_query: "lifecycle", headers: &h };
         verify(&req, &lookup, t0(), SKEW).unwrap();
         let h = mk("34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7");
-        let req = SignableRequest {
-            method: "GET",
-            raw_path: "/",
-            raw_query: "max-keys=2&prefix=J",
-            headers: &h,
-        };
+        let req = SignableRequest { method: "GET", raw_path: "/", raw_query: "max-keys=2&prefix=J", headers: &h };
         verify(&req, &lookup, t0(), SKEW).unwrap();
     }
 
@@ -880,17 +750,9 @@ mod tests {
     fn aws_example_presigned() {
         let h = hm(&[("host", "examplebucket.s3.amazonaws.com")]);
         let q = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20130524%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20130524T000000Z&X-Amz-Expires=86400&X-Amz-SignedHeaders=host&X-Amz-Signature=aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404";
-        let req = SignableRequest {
-            method: "GET",
-            raw_path: "/test.txt",
-            raw_query: q,
-            headers: &h,
-        };
+        let req = SignableRequest { method: "GET", raw_path: "/test.txt", raw_query: q, headers: &h };
         let ctx = verify(&req, &lookup, t0() + Duration::from_secs(3600), SKEW).unwrap();
-        assert_eq!(
-            ctx.seed_signature,
-            "aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404"
-        );
+        assert_eq!(ctx.seed_signature, "aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404");
         // Our presigner reproduces the example.
         let ours = presign(
             "GET",
@@ -912,36 +774,15 @@ mod tests {
         assert_eq!(e.kind, AuthErrorKind::AccessDenied);
         // Missing parameter.
         let q2 = q.replace("&X-Amz-Expires=86400", "");
-        let req = SignableRequest {
-            method: "GET",
-            raw_path: "/test.txt",
-            raw_query: &q2,
-            headers: &h,
-        };
+        let req = SignableRequest { method: "GET", raw_path: "/test.txt", raw_query: &q2, headers: &h };
         let e = verify(&req, &lookup, t0(), SKEW).unwrap_err();
-        assert_eq!(
-            (e.kind, e.status()),
-            (AuthErrorKind::AuthorizationQueryParametersError, 400)
-        );
+        assert_eq!((e.kind, e.status()), (AuthErrorKind::AuthorizationQueryParametersError, 400));
     }
 
     #[test]
     fn sign_headers_reproduces_aws_example() {
-        let mut h = hm(&[
-            ("host", "examplebucket.s3.amazonaws.com"),
-            ("range", "bytes=0-9"),
-            ("user-agent", "x"),
-        ]);
-        sign_headers(
-            "GET",
-            "/test.txt",
-            "",
-            &mut h,
-            EMPTY_SHA256_HEX,
-            &creds(),
-            "us-east-1",
-            t0(),
-        );
+        let mut h = hm(&[("host", "examplebucket.s3.amazonaws.com"), ("range", "bytes=0-9"), ("user-agent", "x")]);
+        sign_headers("GET", "/test.txt", "", &mut h, EMPTY_SHA256_HEX, &creds(), "us-east-1", t0());
         let a = h.get("authorization").unwrap().to_str().unwrap();
         assert_eq!(
             a,
@@ -956,49 +797,25 @@ mod tests {
         query: &str,
         now: SystemTime,
     ) -> Result<(), AuthErrorKind> {
-        let req = SignableRequest {
-            method,
-            raw_path: path,
-            raw_query: query,
-            headers: h,
-        };
-        verify(&req, &lookup, now, SKEW)
-            .map(|_| ())
-            .map_err(|e| e.kind)
+        let req = SignableRequest { method, raw_path: path, raw_query: query, headers: h };
+        verify(&req, &lookup, now, SKEW).map(|_| ()).map_err(|e| e.kind)
     }
 
     #[test]
     fn tampering_is_detected() {
         let h = get_object_example();
-        assert_eq!(
-            kind_of(&h, "HEAD", "/test.txt", "", t0()),
-            Err(AuthErrorKind::SignatureDoesNotMatch)
-        );
-        assert_eq!(
-            kind_of(&h, "GET", "/test2.txt", "", t0()),
-            Err(AuthErrorKind::SignatureDoesNotMatch)
-        );
-        assert_eq!(
-            kind_of(&h, "GET", "/test.txt", "a=b", t0()),
-            Err(AuthErrorKind::SignatureDoesNotMatch)
-        );
+        assert_eq!(kind_of(&h, "HEAD", "/test.txt", "", t0()), Err(AuthErrorKind::SignatureDoesNotMatch));
+        assert_eq!(kind_of(&h, "GET", "/test2.txt", "", t0()), Err(AuthErrorKind::SignatureDoesNotMatch));
+        assert_eq!(kind_of(&h, "GET", "/test.txt", "a=b", t0()), Err(AuthErrorKind::SignatureDoesNotMatch));
         let mut h2 = h.clone();
         h2.insert("range", "bytes=0-10".parse().unwrap());
-        assert_eq!(
-            kind_of(&h2, "GET", "/test.txt", "", t0()),
-            Err(AuthErrorKind::SignatureDoesNotMatch)
-        );
+        assert_eq!(kind_of(&h2, "GET", "/test.txt", "", t0()), Err(AuthErrorKind::SignatureDoesNotMatch));
         // Unsigned headers may change freely.
         h2 = h.clone();
         h2.insert("x-other", "1".parse().unwrap());
         assert_eq!(kind_of(&h2, "GET", "/test.txt", "", t0()), Ok(()));
         // Wrong secret.
-        let req = SignableRequest {
-            method: "GET",
-            raw_path: "/test.txt",
-            raw_query: "",
-            headers: &h,
-        };
+        let req = SignableRequest { method: "GET", raw_path: "/test.txt", raw_query: "", headers: &h };
         let e = verify(&req, &|_| Some("nope".into()), t0(), SKEW).unwrap_err();
         assert_eq!(e.kind, AuthErrorKind::SignatureDoesNotMatch);
         assert_eq!(e.code(), "SignatureDoesNotMatch");
@@ -1014,16 +831,10 @@ mod tests {
             kind_of(&h, "GET", "/test.txt", "", t0() - Duration::from_secs(901)),
             Err(AuthErrorKind::RequestTimeTooSkewed)
         );
-        assert_eq!(
-            kind_of(&h, "GET", "/test.txt", "", t0() + Duration::from_secs(899)),
-            Ok(())
-        );
+        assert_eq!(kind_of(&h, "GET", "/test.txt", "", t0() + Duration::from_secs(899)), Ok(()));
         // Anonymous.
         let empty = http::HeaderMap::new();
-        assert_eq!(
-            kind_of(&empty, "GET", "/test.txt", "", t0()),
-            Err(AuthErrorKind::AccessDenied)
-        );
+        assert_eq!(kind_of(&empty, "GET", "/test.txt", "", t0()), Err(AuthErrorKind::AccessDenied));
     }
 
     #[test]
@@ -1041,47 +852,24 @@ mod tests {
             assert_eq!(e, AuthErrorKind::AuthorizationHeaderMalformed, "{bad}");
         }
         let h = hm(&[("host", "h"), ("authorization", &auth("host", "00"))]);
-        assert_eq!(
-            kind_of(&h, "GET", "/", "", t0()),
-            Err(AuthErrorKind::AccessDenied)
-        );
+        assert_eq!(kind_of(&h, "GET", "/", "", t0()), Err(AuthErrorKind::AccessDenied));
     }
 
     #[test]
     fn header_values_are_trimmed_and_collapsed() {
         let mut h = hm(&[("host", "h"), ("x-amz-meta-a", "  a   b  c ")]);
-        sign_headers(
-            "PUT",
-            "/b/k",
-            "",
-            &mut h,
-            UNSIGNED_PAYLOAD,
-            &creds(),
-            "r",
-            t0(),
-        );
+        sign_headers("PUT", "/b/k", "", &mut h, UNSIGNED_PAYLOAD, &creds(), "r", t0());
         h.insert("x-amz-meta-a", "a b c".parse().unwrap());
         assert_eq!(kind_of(&h, "PUT", "/b/k", "", t0()), Ok(()));
         h.insert("x-amz-meta-a", "a bc".parse().unwrap());
-        assert_eq!(
-            kind_of(&h, "PUT", "/b/k", "", t0()),
-            Err(AuthErrorKind::SignatureDoesNotMatch)
-        );
+        assert_eq!(kind_of(&h, "PUT", "/b/k", "", t0()), Err(AuthErrorKind::SignatureDoesNotMatch));
     }
 
     #[test]
     fn signing_key_is_hmac_chain() {
         // From the AWS SigV4 documentation (iam service example).
-        let k = signing_key(
-            "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
-            "20120215",
-            "us-east-1",
-            "iam",
-        );
-        assert_eq!(
-            hex::encode(k),
-            "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d"
-        );
+        let k = signing_key("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "20120215", "us-east-1", "iam");
+        assert_eq!(hex::encode(k), "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d");
     }
 
     fn key_strategy() -> impl Strategy<Value = String> {

@@ -46,9 +46,7 @@ pub struct XmlError {
 }
 
 fn xerr(message: impl Into<String>) -> XmlError {
-    XmlError {
-        message: message.into(),
-    }
+    XmlError { message: message.into() }
 }
 
 // ---------------------------------------------------------------------------
@@ -56,10 +54,7 @@ fn xerr(message: impl Into<String>) -> XmlError {
 
 /// Escapes text and attribute values.
 pub fn escape(s: &str) -> Cow<'_, str> {
-    if !s
-        .bytes()
-        .any(|b| matches!(b, b'&' | b'<' | b'>' | b'"' | b'\'' | b'\t' | b'\n' | b'\r'))
-    {
+    if !s.bytes().any(|b| matches!(b, b'&' | b'<' | b'>' | b'"' | b'\'' | b'\t' | b'\n' | b'\r')) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 16);
@@ -172,9 +167,7 @@ pub struct ErrorBody {
 impl ErrorBody {
     pub fn to_xml(&self) -> String {
         let mut w = XmlWriter::new();
-        w.open("Error")
-            .leaf("Code", &self.code)
-            .leaf("Message", &self.message);
+        w.open("Error").leaf("Code", &self.code).leaf("Message", &self.message);
         w.leaf_opt("Resource", self.resource.as_deref());
         w.leaf("RequestId", &self.request_id);
         for (k, v) in &self.extra {
@@ -198,16 +191,10 @@ impl ListAllMyBucketsResult {
     pub fn to_xml(&self) -> String {
         let mut w = XmlWriter::new();
         w.open_root("ListAllMyBucketsResult");
-        w.open("Owner")
-            .leaf("ID", &self.owner_id)
-            .leaf("DisplayName", &self.owner_name)
-            .close("Owner");
+        w.open("Owner").leaf("ID", &self.owner_id).leaf("DisplayName", &self.owner_name).close("Owner");
         w.open("Buckets");
         for (name, created) in &self.buckets {
-            w.open("Bucket")
-                .leaf("Name", name)
-                .leaf_time("CreationDate", *created)
-                .close("Bucket");
+            w.open("Bucket").leaf("Name", name).leaf_time("CreationDate", *created).close("Bucket");
         }
         w.close("Buckets").close("ListAllMyBucketsResult");
         w.finish()
@@ -235,17 +222,13 @@ impl ObjectEntry {
         if let Some(a) = self.checksum_algorithm {
             w.leaf("ChecksumAlgorithm", a.as_str());
         }
-        w.leaf_display("Size", self.size)
-            .leaf("StorageClass", &self.storage_class)
-            .close("Contents");
+        w.leaf_display("Size", self.size).leaf("StorageClass", &self.storage_class).close("Contents");
     }
 }
 
 fn write_common_prefixes(w: &mut XmlWriter, prefixes: &[String], url: bool) {
     for p in prefixes {
-        w.open("CommonPrefixes")
-            .leaf("Prefix", &url_enc(p, url))
-            .close("CommonPrefixes");
+        w.open("CommonPrefixes").leaf("Prefix", &url_enc(p, url)).close("CommonPrefixes");
     }
 }
 
@@ -271,9 +254,7 @@ impl ListObjectsV2Result {
     pub fn to_xml(&self) -> String {
         let url = self.encoding_type_url;
         let mut w = XmlWriter::new();
-        w.open_root("ListBucketResult")
-            .leaf("Name", &self.name)
-            .leaf("Prefix", &url_enc(&self.prefix, url));
+        w.open_root("ListBucketResult").leaf("Name", &self.name).leaf("Prefix", &url_enc(&self.prefix, url));
         if let Some(d) = &self.delimiter {
             w.leaf("Delimiter", &url_enc(d, url));
         }
@@ -281,13 +262,9 @@ impl ListObjectsV2Result {
         if url {
             w.leaf("EncodingType", "url");
         }
-        w.leaf_display("KeyCount", self.key_count)
-            .leaf_display("IsTruncated", self.is_truncated);
+        w.leaf_display("KeyCount", self.key_count).leaf_display("IsTruncated", self.is_truncated);
         w.leaf_opt("ContinuationToken", self.continuation_token.as_deref());
-        w.leaf_opt(
-            "NextContinuationToken",
-            self.next_continuation_token.as_deref(),
-        );
+        w.leaf_opt("NextContinuationToken", self.next_continuation_token.as_deref());
         if let Some(s) = &self.start_after {
             w.leaf("StartAfter", &url_enc(s, url));
         }
@@ -444,11 +421,7 @@ impl DeleteResult {
             w.open("Deleted").leaf("Key", k).close("Deleted");
         }
         for e in &self.errors {
-            w.open("Error")
-                .leaf("Key", &e.key)
-                .leaf("Code", &e.code)
-                .leaf("Message", &e.message)
-                .close("Error");
+            w.open("Error").leaf("Key", &e.key).leaf("Code", &e.code).leaf("Message", &e.message).close("Error");
         }
         w.close("DeleteResult");
         w.finish()
@@ -537,8 +510,7 @@ impl ListMultipartUploadsResult {
             .leaf("NextUploadIdMarker", &self.next_upload_id_marker)
             .leaf("Prefix", &self.prefix);
         w.leaf_opt("Delimiter", self.delimiter.as_deref());
-        w.leaf_display("MaxUploads", self.max_uploads)
-            .leaf_display("IsTruncated", self.is_truncated);
+        w.leaf_display("MaxUploads", self.max_uploads).leaf_display("IsTruncated", self.is_truncated);
         for u in &self.uploads {
             w.open("Upload")
                 .leaf("Key", &u.key)
@@ -606,9 +578,7 @@ impl Element {
 }
 
 fn local_name(raw: &[u8]) -> Result<String, XmlError> {
-    std::str::from_utf8(raw)
-        .map(str::to_owned)
-        .map_err(|_| xerr("element name is not UTF-8"))
+    std::str::from_utf8(raw).map(str::to_owned).map_err(|_| xerr("element name is not UTF-8"))
 }
 
 /// Parses a whole document into its root element.
@@ -639,10 +609,7 @@ pub fn parse_document(body: &[u8]) -> Result<Element, XmlError> {
                 if stack.len() >= MAX_DEPTH {
                     return Err(xerr("document nests too deeply"));
                 }
-                stack.push(Element {
-                    name: local_name(e.local_name().as_ref())?,
-                    ..Element::default()
-                });
+                stack.push(Element { name: local_name(e.local_name().as_ref())?, ..Element::default() });
                 if matches!(ev, Event::Empty(_)) {
                     close(&mut stack, &mut root)?;
                 }
@@ -678,10 +645,7 @@ pub fn parse_document(body: &[u8]) -> Result<Element, XmlError> {
 fn parse_root(body: &[u8], expected: &str) -> Result<Element, XmlError> {
     let root = parse_document(body)?;
     if root.name != expected {
-        return Err(xerr(format!(
-            "expected root element <{expected}>, found <{}>",
-            root.name
-        )));
+        return Err(xerr(format!("expected root element <{expected}>, found <{}>", root.name)));
     }
     Ok(root)
 }
@@ -689,11 +653,7 @@ fn parse_root(body: &[u8], expected: &str) -> Result<Element, XmlError> {
 fn parse_num<T: std::str::FromStr>(el: &Element, name: &str) -> Result<Option<T>, XmlError> {
     match el.child_text(name) {
         None => Ok(None),
-        Some(t) => t
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| xerr(format!("<{name}> is not a number: {t:?}"))),
+        Some(t) => t.trim().parse().map(Some).map_err(|_| xerr(format!("<{name}> is not a number: {t:?}"))),
     }
 }
 
@@ -707,18 +667,14 @@ fn parse_bool(el: &Element, name: &str) -> Result<bool, XmlError> {
 }
 
 fn parse_time(el: &Element, name: &str) -> Result<SystemTime, XmlError> {
-    let t = el
-        .child_text(name)
-        .ok_or_else(|| xerr(format!("missing <{name}>")))?;
+    let t = el.child_text(name).ok_or_else(|| xerr(format!("missing <{name}>")))?;
     parse_iso8601(t.trim()).ok_or_else(|| xerr(format!("<{name}> is not an ISO 8601 time: {t:?}")))
 }
 
 fn parse_checksums(el: &Element) -> Vec<(ChecksumAlgorithm, String)> {
     el.children
         .iter()
-        .filter_map(|c| {
-            ChecksumAlgorithm::from_xml_tag(&c.name).map(|a| (a, c.text.trim().to_owned()))
-        })
+        .filter_map(|c| ChecksumAlgorithm::from_xml_tag(&c.name).map(|a| (a, c.text.trim().to_owned())))
         .collect()
 }
 
@@ -751,11 +707,7 @@ pub fn parse_delete(body: &[u8]) -> Result<DeleteRequest, XmlError> {
     let quiet = parse_bool(&root, "Quiet")?;
     let keys = root
         .children_named("Object")
-        .map(|o| {
-            o.child_text("Key")
-                .map(str::to_owned)
-                .ok_or_else(|| xerr("<Object> without <Key>"))
-        })
+        .map(|o| o.child_text("Key").map(str::to_owned).ok_or_else(|| xerr("<Object> without <Key>")))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(DeleteRequest { quiet, keys })
 }
@@ -789,18 +741,9 @@ pub fn parse_complete_multipart(body: &[u8]) -> Result<Vec<CompletedPart>, XmlEr
     let root = parse_root(body, "CompleteMultipartUpload")?;
     root.children_named("Part")
         .map(|p| {
-            let part_number = parse_num::<u32>(p, "PartNumber")?
-                .ok_or_else(|| xerr("<Part> without <PartNumber>"))?;
-            let etag = p
-                .child_text("ETag")
-                .ok_or_else(|| xerr("<Part> without <ETag>"))?
-                .trim()
-                .to_owned();
-            Ok(CompletedPart {
-                part_number,
-                etag,
-                checksums: parse_checksums(p),
-            })
+            let part_number = parse_num::<u32>(p, "PartNumber")?.ok_or_else(|| xerr("<Part> without <PartNumber>"))?;
+            let etag = p.child_text("ETag").ok_or_else(|| xerr("<Part> without <ETag>"))?.trim().to_owned();
+            Ok(CompletedPart { part_number, etag, checksums: parse_checksums(p) })
         })
         .collect()
 }
@@ -811,11 +754,7 @@ pub fn parse_create_bucket(body: &[u8]) -> Result<Option<String>, XmlError> {
         return Ok(None);
     }
     let root = parse_root(body, "CreateBucketConfiguration")?;
-    Ok(root
-        .child_text("LocationConstraint")
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned))
+    Ok(root.child_text("LocationConstraint").map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned))
 }
 
 /// Form-decodes an EncodingType=url value (`+` is a space).
@@ -829,19 +768,12 @@ fn parse_entries(root: &Element, url: bool) -> Result<Vec<ObjectEntry>, XmlError
     root.children_named("Contents")
         .map(|c| {
             Ok(ObjectEntry {
-                key: dec(c
-                    .child_text("Key")
-                    .ok_or_else(|| xerr("<Contents> without <Key>"))?),
+                key: dec(c.child_text("Key").ok_or_else(|| xerr("<Contents> without <Key>"))?),
                 last_modified: parse_time(c, "LastModified")?,
                 etag: c.child_text("ETag").unwrap_or_default().to_owned(),
                 size: parse_num(c, "Size")?.unwrap_or(0),
-                storage_class: c
-                    .child_text("StorageClass")
-                    .unwrap_or("STANDARD")
-                    .to_owned(),
-                checksum_algorithm: c
-                    .child_text("ChecksumAlgorithm")
-                    .and_then(|a| ChecksumAlgorithm::parse(a.trim())),
+                storage_class: c.child_text("StorageClass").unwrap_or("STANDARD").to_owned(),
+                checksum_algorithm: c.child_text("ChecksumAlgorithm").and_then(|a| ChecksumAlgorithm::parse(a.trim())),
             })
         })
         .collect()
@@ -857,9 +789,7 @@ fn parse_prefixes(root: &Element, url: bool) -> Vec<String> {
 /// ListObjectsV2 response (client side); URL-encoded fields are decoded.
 pub fn parse_list_objects_v2(body: &[u8]) -> Result<ListObjectsV2Result, XmlError> {
     let root = parse_root(body, "ListBucketResult")?;
-    let url = root
-        .child_text("EncodingType")
-        .is_some_and(|e| e.trim().eq_ignore_ascii_case("url"));
+    let url = root.child_text("EncodingType").is_some_and(|e| e.trim().eq_ignore_ascii_case("url"));
     let dec = |s: &str| if url { url_dec(s) } else { s.to_owned() };
     let contents = parse_entries(&root, url)?;
     Ok(ListObjectsV2Result {
@@ -881,9 +811,7 @@ pub fn parse_list_objects_v2(body: &[u8]) -> Result<ListObjectsV2Result, XmlErro
 /// ListObjects v1 response (client side); URL-encoded fields are decoded.
 pub fn parse_list_objects_v1(body: &[u8]) -> Result<ListObjectsV1Result, XmlError> {
     let root = parse_root(body, "ListBucketResult")?;
-    let url = root
-        .child_text("EncodingType")
-        .is_some_and(|e| e.trim().eq_ignore_ascii_case("url"));
+    let url = root.child_text("EncodingType").is_some_and(|e| e.trim().eq_ignore_ascii_case("url"));
     let dec = |s: &str| if url { url_dec(s) } else { s.to_owned() };
     Ok(ListObjectsV1Result {
         name: root.child_text("Name").unwrap_or_default().to_owned(),
@@ -947,12 +875,7 @@ mod tests {
 
     #[test]
     fn small_results() {
-        let x = InitiateMultipartUploadResult {
-            bucket: "b".into(),
-            key: "k<".into(),
-            upload_id: "u".into(),
-        }
-        .to_xml();
+        let x = InitiateMultipartUploadResult { bucket: "b".into(), key: "k<".into(), upload_id: "u".into() }.to_xml();
         assert!(x.contains("<InitiateMultipartUploadResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Bucket>b</Bucket><Key>k&lt;</Key><UploadId>u</UploadId>"));
         let x = CompleteMultipartUploadResult {
             location: "http://h/b/k".into(),
@@ -962,46 +885,28 @@ mod tests {
             checksums: vec![(ChecksumAlgorithm::Crc32, "AAAAAA==-2".into())],
         }
         .to_xml();
-        assert!(
-            x.contains("<ETag>&quot;abc-2&quot;</ETag><ChecksumCRC32>AAAAAA==-2</ChecksumCRC32>")
-        );
-        let x = CopyObjectResult {
-            etag: "\"e\"".into(),
-            last_modified: t(5),
-            checksums: vec![],
-        }
-        .to_xml();
+        assert!(x.contains("<ETag>&quot;abc-2&quot;</ETag><ChecksumCRC32>AAAAAA==-2</ChecksumCRC32>"));
+        let x = CopyObjectResult { etag: "\"e\"".into(), last_modified: t(5), checksums: vec![] }.to_xml();
         assert!(x.contains("<LastModified>2013-05-24T00:00:00.005Z</LastModified>"));
-        let x = CopyPartResult {
-            etag: "\"e\"".into(),
-            last_modified: t(0),
-        }
-        .to_xml();
+        let x = CopyPartResult { etag: "\"e\"".into(), last_modified: t(0) }.to_xml();
         assert!(x.starts_with(PROLOG) && x.ends_with("</CopyPartResult>"));
         assert_eq!(
             LocationConstraint { region: None }.to_xml(),
             format!("{PROLOG}<LocationConstraint xmlns=\"{S3_XMLNS}\"/>")
         );
-        assert!(LocationConstraint {
-            region: Some("eu-west-1".into())
-        }
-        .to_xml()
-        .contains(">eu-west-1</LocationConstraint>"));
-        let x = ListAllMyBucketsResult {
-            owner_id: "o".into(),
-            owner_name: "n".into(),
-            buckets: vec![("b1".into(), t(0))],
-        }
-        .to_xml();
-        assert!(x.contains("<Buckets><Bucket><Name>b1</Name><CreationDate>2013-05-24T00:00:00.000Z</CreationDate></Bucket></Buckets>"));
+        assert!(LocationConstraint { region: Some("eu-west-1".into()) }
+            .to_xml()
+            .contains(">eu-west-1</LocationConstraint>"));
+        let x =
+            ListAllMyBucketsResult { owner_id: "o".into(), owner_name: "n".into(), buckets: vec![("b1".into(), t(0))] }
+                .to_xml();
+        assert!(x.contains(
+            "<Buckets><Bucket><Name>b1</Name><CreationDate>2013-05-24T00:00:00.000Z</CreationDate></Bucket></Buckets>"
+        ));
         for x in [
             DeleteResult {
                 deleted: vec!["a".into()],
-                errors: vec![DeleteError {
-                    key: "b".into(),
-                    code: "AccessDenied".into(),
-                    message: "no".into(),
-                }],
+                errors: vec![DeleteError { key: "b".into(), code: "AccessDenied".into(), message: "no".into() }],
             }
             .to_xml(),
             ListPartsResult {
@@ -1031,11 +936,7 @@ mod tests {
                 delimiter: Some("/".into()),
                 max_uploads: 1000,
                 is_truncated: false,
-                uploads: vec![UploadEntry {
-                    key: "k".into(),
-                    upload_id: "u".into(),
-                    initiated: t(0),
-                }],
+                uploads: vec![UploadEntry { key: "k".into(), upload_id: "u".into(), initiated: t(0) }],
                 common_prefixes: vec!["p/".into()],
             }
             .to_xml(),
@@ -1057,10 +958,7 @@ mod tests {
         let d = parse_delete(body).unwrap();
         assert!(d.quiet);
         assert_eq!(d.keys, vec![" spaced key ", "a&b", "c<d"]);
-        let d2 = DeleteRequest {
-            quiet: false,
-            keys: vec!["x\ry".into(), "\tz\n".into()],
-        };
+        let d2 = DeleteRequest { quiet: false, keys: vec!["x\ry".into(), "\tz\n".into()] };
         assert_eq!(parse_delete(d2.to_xml().as_bytes()).unwrap(), d2);
         for bad in [
             &b"<Delete><Object><Key>a</Key></Object>"[..],
@@ -1073,17 +971,11 @@ mod tests {
             b"<Delete><Quiet>maybe</Quiet></Delete>",
             b"<Delete>&bogus;</Delete>",
         ] {
-            assert!(
-                parse_delete(bad).is_err(),
-                "{}",
-                String::from_utf8_lossy(bad)
-            );
+            assert!(parse_delete(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }
         // Namespace prefixes are accepted.
-        let d = parse_delete(
-            b"<s3:Delete xmlns:s3=\"x\"><s3:Object><s3:Key>k</s3:Key></s3:Object></s3:Delete>",
-        )
-        .unwrap();
+        let d =
+            parse_delete(b"<s3:Delete xmlns:s3=\"x\"><s3:Object><s3:Key>k</s3:Key></s3:Object></s3:Delete>").unwrap();
         assert_eq!(d.keys, vec!["k"]);
     }
 
@@ -1099,26 +991,19 @@ mod tests {
                     etag: "\"a\"".into(),
                     checksums: vec![(ChecksumAlgorithm::Crc32c, "xyz=".into())]
                 },
-                CompletedPart {
-                    part_number: 2,
-                    etag: "\"b\"".into(),
-                    checksums: vec![]
-                },
+                CompletedPart { part_number: 2, etag: "\"b\"".into(), checksums: vec![] },
             ]
         );
-        assert_eq!(
-            parse_complete_multipart(complete_multipart_to_xml(&parts).as_bytes()).unwrap(),
-            parts
-        );
-        assert!(parse_complete_multipart(b"<CompleteMultipartUpload><Part><PartNumber>x</PartNumber><ETag>a</ETag></Part></CompleteMultipartUpload>").is_err());
+        assert_eq!(parse_complete_multipart(complete_multipart_to_xml(&parts).as_bytes()).unwrap(), parts);
+        assert!(parse_complete_multipart(
+            b"<CompleteMultipartUpload><Part><PartNumber>x</PartNumber><ETag>a</ETag></Part></CompleteMultipartUpload>"
+        )
+        .is_err());
         assert!(parse_complete_multipart(
             b"<CompleteMultipartUpload><Part><ETag>a</ETag></Part></CompleteMultipartUpload>"
         )
         .is_err());
-        assert_eq!(
-            parse_complete_multipart(b"<CompleteMultipartUpload/>").unwrap(),
-            vec![]
-        );
+        assert_eq!(parse_complete_multipart(b"<CompleteMultipartUpload/>").unwrap(), vec![]);
     }
 
     #[test]
@@ -1129,10 +1014,7 @@ mod tests {
             parse_create_bucket(b"<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><LocationConstraint>eu-west-1</LocationConstraint></CreateBucketConfiguration>"),
             Ok(Some("eu-west-1".into()))
         );
-        assert_eq!(
-            parse_create_bucket(b"<CreateBucketConfiguration/>"),
-            Ok(None)
-        );
+        assert_eq!(parse_create_bucket(b"<CreateBucketConfiguration/>"), Ok(None));
         assert!(parse_create_bucket(b"<CreateBucketConfiguration>").is_err());
     }
 
@@ -1163,20 +1045,16 @@ mod tests {
     }
 
     fn entry() -> impl Strategy<Value = ObjectEntry> {
-        (
-            "\\PC{1,12}",
-            0u64..10_000_000,
-            any::<u64>(),
-            proptest::option::of(0usize..5),
-        )
-            .prop_map(|(key, ms, size, algo)| ObjectEntry {
+        ("\\PC{1,12}", 0u64..10_000_000, any::<u64>(), proptest::option::of(0usize..5)).prop_map(
+            |(key, ms, size, algo)| ObjectEntry {
                 key,
                 last_modified: t(ms),
                 etag: "\"0123456789abcdef0123456789abcdef\"".into(),
                 size,
                 storage_class: "STANDARD".into(),
                 checksum_algorithm: algo.map(|i| ChecksumAlgorithm::ALL[i]),
-            })
+            },
+        )
     }
 
     proptest! {
@@ -1236,11 +1114,7 @@ mod tests {
 
     #[test]
     fn depth_limit() {
-        let deep = format!(
-            "{}{}",
-            "<a>".repeat(MAX_DEPTH + 1),
-            "</a>".repeat(MAX_DEPTH + 1)
-        );
+        let deep = format!("{}{}", "<a>".repeat(MAX_DEPTH + 1), "</a>".repeat(MAX_DEPTH + 1));
         assert!(parse_document(deep.as_bytes()).is_err());
         let ok = format!("{}{}", "<a>".repeat(MAX_DEPTH), "</a>".repeat(MAX_DEPTH));
         assert!(parse_document(ok.as_bytes()).is_ok());

@@ -44,7 +44,9 @@ impl App {
     pub async fn new(config: ServeConfig) -> Result<App> {
         let mut backend = match &config.storage {
             Storage::Memory => Backend::memory(),
-            Storage::Disk(dir) => Backend::open_disk(dir).await.with_context(|| format!("opening data directory {}", dir.display()))?,
+            Storage::Disk(dir) => {
+                Backend::open_disk(dir).await.with_context(|| format!("opening data directory {}", dir.display()))?
+            }
         };
         if let Some(name) = &config.synthetic_bucket {
             backend = backend.with_synthetic_bucket(name);
@@ -73,7 +75,14 @@ impl App {
         self.error_xml_with(code, message, resource, &self.request_id(), Vec::new())
     }
 
-    fn error_xml_with(&self, code: &str, message: &str, resource: Option<&str>, request_id: &str, extra: Vec<(String, String)>) -> String {
+    fn error_xml_with(
+        &self,
+        code: &str,
+        message: &str,
+        resource: Option<&str>,
+        request_id: &str,
+        extra: Vec<(String, String)>,
+    ) -> String {
         ErrorBody {
             code: code.to_string(),
             message: message.to_string(),
@@ -93,7 +102,13 @@ impl App {
     }
 
     fn s3_error_response(&self, err: S3Error, request_id: &str, resource: &str) -> Response {
-        let body = self.error_xml_with(err.code, &err.message, Some(err.resource.as_deref().unwrap_or(resource)), request_id, err.extra);
+        let body = self.error_xml_with(
+            err.code,
+            &err.message,
+            Some(err.resource.as_deref().unwrap_or(resource)),
+            request_id,
+            err.extra,
+        );
         let mut resp = Response::with_body(err.status, "application/xml", body);
         for (name, value) in err.headers {
             resp = resp.header(name, &value);
@@ -118,7 +133,8 @@ impl App {
                     Err(e) => self.s3_error_response(e, &request_id, &resource),
                 };
                 // Hold the answer until the emulated first byte is due.
-                let delay = self.emulator.delay(delay_class(op)) + load.as_ref().map_or(Duration::ZERO, |l| l.load_delay);
+                let delay =
+                    self.emulator.delay(delay_class(op)) + load.as_ref().map_or(Duration::ZERO, |l| l.load_delay);
                 if !delay.is_zero() {
                     tokio::time::sleep_until((req.arrived + delay).into()).await;
                 }
@@ -140,7 +156,13 @@ impl App {
     async fn run(&self, req: &mut Request, route: &Route) -> Result<Response, S3Error> {
         let signing = self.authenticate(req)?;
         match self.emulator.injected_error() {
-            Some(InjectedError::Internal) => return Err(S3Error::new(500, "InternalError", "We encountered an internal error. Please try again. (injected fault)")),
+            Some(InjectedError::Internal) => {
+                return Err(S3Error::new(
+                    500,
+                    "InternalError",
+                    "We encountered an internal error. Please try again. (injected fault)",
+                ))
+            }
             Some(InjectedError::SlowDown) => return Err(S3Error::slow_down()),
             None => {}
         }
@@ -175,7 +197,9 @@ impl App {
 
 fn delay_class(op: Op) -> DelayClass {
     match op {
-        Op::ListObjectsV1 | Op::ListObjectsV2 | Op::ListMultipartUploads | Op::ListParts | Op::ListBuckets => DelayClass::List,
+        Op::ListObjectsV1 | Op::ListObjectsV2 | Op::ListMultipartUploads | Op::ListParts | Op::ListBuckets => {
+            DelayClass::List
+        }
         _ => DelayClass::Object,
     }
 }
@@ -183,9 +207,13 @@ fn delay_class(op: Op) -> DelayClass {
 fn rate_class(op: Op) -> Option<RateClass> {
     match op {
         Op::GetObject | Op::HeadObject => Some(RateClass::Read),
-        Op::PutObject | Op::CopyObject | Op::UploadPart | Op::UploadPartCopy | Op::DeleteObject | Op::DeleteObjects | Op::CompleteMultipartUpload => {
-            Some(RateClass::Write)
-        }
+        Op::PutObject
+        | Op::CopyObject
+        | Op::UploadPart
+        | Op::UploadPartCopy
+        | Op::DeleteObject
+        | Op::DeleteObjects
+        | Op::CompleteMultipartUpload => Some(RateClass::Write),
         _ => None,
     }
 }

@@ -128,7 +128,11 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Batched<IO> {
         self.poll_write_vectored(cx, &[IoSlice::new(buf)])
     }
 
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         if self.held.len() + total <= HELD_LIMIT {
             for b in bufs {

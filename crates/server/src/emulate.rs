@@ -154,9 +154,7 @@ impl Emulator {
         if buckets.len() >= MAX_TRACKED_PREFIXES {
             buckets.clear();
         }
-        let bucket = buckets
-            .entry((prefix.to_string(), class))
-            .or_insert_with(|| TokenBucket::new(limit as f64, now));
+        let bucket = buckets.entry((prefix.to_string(), class)).or_insert_with(|| TokenBucket::new(limit as f64, now));
         !bucket.take(now)
     }
 

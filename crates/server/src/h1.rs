@@ -32,7 +32,7 @@
 
 use crate::app::App;
 use crate::emulate::Pacer;
-use crate::types::{Body, BodyFault, Protocol, RespBody, Request, Response};
+use crate::types::{Body, BodyFault, Protocol, Request, RespBody, Response};
 use bytes::{Buf, Bytes, BytesMut};
 use ferry_proto::chunked::ChunkedDecoder;
 use futures_util::StreamExt;
@@ -131,7 +131,12 @@ async fn read_loop<R: AsyncRead>(rd: ReadHalf<R>, mut buf: BytesMut, app: Arc<Ap
             Framing::Chunked => None,
         };
         if content_length.is_some_and(|n| n > app.limits.max_object_bytes) {
-            let mut resp = app.error_response(413, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed object size.", None);
+            let mut resp = app.error_response(
+                413,
+                "EntityTooLarge",
+                "Your proposed upload exceeds the maximum allowed object size.",
+                None,
+            );
             resp.close = true;
             let _ = queue.send(Slot::Immediate(resp)).await;
             return;
@@ -205,7 +210,11 @@ async fn read_head<R: AsyncRead>(rd: &mut ReadHalf<R>, buf: &mut BytesMut, app: 
             match req.parse(buf) {
                 Ok(httparse::Status::Complete(len)) => {
                     if len > limits.max_header_bytes {
-                        return Err(HeadError::Reject(431, "RequestHeaderSectionTooLarge", "Your request header section is too large.".into()));
+                        return Err(HeadError::Reject(
+                            431,
+                            "RequestHeaderSectionTooLarge",
+                            "Your request header section is too large.".into(),
+                        ));
                     }
                     let head = build_head(&req)?;
                     buf.advance(len);
@@ -213,11 +222,19 @@ async fn read_head<R: AsyncRead>(rd: &mut ReadHalf<R>, buf: &mut BytesMut, app: 
                 }
                 Ok(httparse::Status::Partial) => {
                     if buf.len() > limits.max_header_bytes {
-                        return Err(HeadError::Reject(431, "RequestHeaderSectionTooLarge", "Your request header section is too large.".into()));
+                        return Err(HeadError::Reject(
+                            431,
+                            "RequestHeaderSectionTooLarge",
+                            "Your request header section is too large.".into(),
+                        ));
                     }
                 }
                 Err(httparse::Error::TooManyHeaders) => {
-                    return Err(HeadError::Reject(431, "RequestHeaderSectionTooLarge", "Your request has too many headers.".into()));
+                    return Err(HeadError::Reject(
+                        431,
+                        "RequestHeaderSectionTooLarge",
+                        "Your request has too many headers.".into(),
+                    ));
                 }
                 Err(e) => {
                     return Err(HeadError::Reject(400, "BadRequest", format!("Malformed HTTP request: {e}.")));
@@ -235,7 +252,12 @@ async fn read_head<R: AsyncRead>(rd: &mut ReadHalf<R>, buf: &mut BytesMut, app: 
             Ok(Ok(_)) => {}
             Err(_) if idle => return Err(HeadError::Closed),
             Err(_) => {
-                return Err(HeadError::Reject(400, "RequestTimeout", "Your socket connection to the server was not read from or written to within the timeout period.".into()))
+                return Err(HeadError::Reject(
+                    400,
+                    "RequestTimeout",
+                    "Your socket connection to the server was not read from or written to within the timeout period."
+                        .into(),
+                ))
             }
         }
     }
@@ -247,7 +269,11 @@ fn build_head(req: &httparse::Request) -> Result<Head, HeadError> {
     let target = req.path.ok_or_else(|| bad("Missing request target."))?;
     let version = req.version.unwrap_or(1);
     if method_str == "PRI" {
-        return Err(HeadError::Reject(505, "HttpVersionNotSupported", "HTTP/2 is not offered on this endpoint.".into()));
+        return Err(HeadError::Reject(
+            505,
+            "HttpVersionNotSupported",
+            "HTTP/2 is not offered on this endpoint.".into(),
+        ));
     }
     let method = match method_str {
         "GET" => Method::GET,
@@ -298,7 +324,11 @@ fn build_head(req: &httparse::Request) -> Result<Head, HeadError> {
         }
         let te = te.to_str().unwrap_or("").to_ascii_lowercase();
         if te.trim() != "chunked" {
-            return Err(HeadError::Reject(501, "NotImplemented", format!("Transfer-Encoding {te} is not implemented.")));
+            return Err(HeadError::Reject(
+                501,
+                "NotImplemented",
+                format!("Transfer-Encoding {te} is not implemented."),
+            ));
         }
         Framing::Chunked
     } else if cl.is_empty() {
@@ -337,7 +367,12 @@ async fn forward_body<R: AsyncRead>(
     let mut discarded = 0u64;
     // Sends a piece to the handler; once the handler has stopped listening, counts it as
     // discarded instead. Returns false when too much has been discarded.
-    async fn deliver(tx: &mut Option<mpsc::Sender<io::Result<Bytes>>>, discarded: &mut u64, piece: Bytes, app: &App) -> bool {
+    async fn deliver(
+        tx: &mut Option<mpsc::Sender<io::Result<Bytes>>>,
+        discarded: &mut u64,
+        piece: Bytes,
+        app: &App,
+    ) -> bool {
         app.metrics.bytes_in.fetch_add(piece.len() as u64, Relaxed);
         if let Some(sender) = tx {
             let len = piece.len() as u64;
@@ -362,7 +397,15 @@ async fn forward_body<R: AsyncRead>(
             while remaining > 0 {
                 if buf.is_empty() {
                     match timeout(request_timeout, read_more(rd, buf)).await {
-                        Ok(Ok(0)) => return fail(tx, io::Error::new(io::ErrorKind::UnexpectedEof, "the client closed the connection before the body ended")),
+                        Ok(Ok(0)) => {
+                            return fail(
+                                tx,
+                                io::Error::new(
+                                    io::ErrorKind::UnexpectedEof,
+                                    "the client closed the connection before the body ended",
+                                ),
+                            )
+                        }
                         Ok(Err(e)) => return fail(tx, e),
                         Err(_) => return fail(tx, io::Error::new(io::ErrorKind::TimedOut, "the request body stalled")),
                         Ok(Ok(_)) => {}
@@ -392,7 +435,15 @@ async fn forward_body<R: AsyncRead>(
                     break;
                 }
                 match timeout(request_timeout, read_more(rd, buf)).await {
-                    Ok(Ok(0)) => return fail(tx, io::Error::new(io::ErrorKind::UnexpectedEof, "the client closed the connection before the body ended")),
+                    Ok(Ok(0)) => {
+                        return fail(
+                            tx,
+                            io::Error::new(
+                                io::ErrorKind::UnexpectedEof,
+                                "the client closed the connection before the body ended",
+                            ),
+                        )
+                    }
                     Ok(Err(e)) => return fail(tx, e),
                     Err(_) => return fail(tx, io::Error::new(io::ErrorKind::TimedOut, "the request body stalled")),
                     Ok(Ok(_)) => {}
@@ -403,7 +454,12 @@ async fn forward_body<R: AsyncRead>(
     BodyEnd::Complete
 }
 
-async fn write_loop<W: AsyncWrite>(wr: WriteHalf<W>, mut queue: mpsc::Receiver<Slot>, app: Arc<App>, fd: Option<RawFd>) {
+async fn write_loop<W: AsyncWrite>(
+    wr: WriteHalf<W>,
+    mut queue: mpsc::Receiver<Slot>,
+    app: Arc<App>,
+    fd: Option<RawFd>,
+) {
     let mut out = BufWriter::with_capacity(WRITE_BUFFER, wr);
     let mut pacer = app.emulator.emulation().rate_per_conn.map(Pacer::new);
     let mut date = DateCache::default();
@@ -440,7 +496,8 @@ async fn write_loop<W: AsyncWrite>(wr: WriteHalf<W>, mut queue: mpsc::Receiver<S
                     }
                     Err(oneshot::error::TryRecvError::Closed) => Err(()),
                 };
-                let resp = resp.unwrap_or_else(|_| app.error_response(500, "InternalError", "The handler failed.", None));
+                let resp =
+                    resp.unwrap_or_else(|_| app.error_response(500, "InternalError", "The handler failed.", None));
                 (resp, head_only, keep_alive)
             }
         };
@@ -518,7 +575,9 @@ async fn write_response<W: AsyncWrite + Unpin>(
         while !chunk.is_empty() {
             // Split the chunk at a fault point, if one falls inside it.
             let cut = match fault {
-                Some(BodyFault::Reset { after_bytes }) | Some(BodyFault::Stall { after_bytes, .. }) if after_bytes < sent + chunk.len() as u64 => {
+                Some(BodyFault::Reset { after_bytes }) | Some(BodyFault::Stall { after_bytes, .. })
+                    if after_bytes < sent + chunk.len() as u64 =>
+                {
                     Some((after_bytes - sent) as usize)
                 }
                 _ => None,
@@ -559,7 +618,11 @@ const GATHER_CHUNKS: usize = 64;
 /// Writes an unshaped body, gathering the chunks that are ready at once into vectored
 /// writes (zero-copy slices of the synthetic pool or of stored objects go straight to the
 /// socket). Used when no pacing or fault applies.
-async fn write_gathered<W: AsyncWrite + Unpin>(out: &mut W, mut stream: futures_util::stream::BoxStream<'static, io::Result<Bytes>>, app: &App) -> io::Result<WriteEnd> {
+async fn write_gathered<W: AsyncWrite + Unpin>(
+    out: &mut W,
+    mut stream: futures_util::stream::BoxStream<'static, io::Result<Bytes>>,
+    app: &App,
+) -> io::Result<WriteEnd> {
     use futures_util::FutureExt;
     let mut batch: Vec<Bytes> = Vec::with_capacity(GATHER_CHUNKS);
     let mut ended = false;

@@ -29,7 +29,7 @@
 use crate::app::App;
 use crate::batch::Batched;
 use crate::emulate::Pacer;
-use crate::types::{Body, BodyFault, Protocol, RespBody, Request, Response};
+use crate::types::{Body, BodyFault, Protocol, Request, RespBody, Response};
 use bytes::{Buf, Bytes};
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
@@ -41,10 +41,10 @@ use hyper_util::rt::TokioIo;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::future::Future;
-use std::task::Poll;
 use std::io;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -66,7 +66,9 @@ where
                 // Uploads hash their bytes as they arrive (MD5, checksums): CPU that must
                 // not hold up the connection's other streams, so it runs on a task of its own.
                 let resp = tokio::spawn(handle(app.clone(), req)).await;
-                Ok::<_, Infallible>(resp.unwrap_or_else(|_| to_hyper(app.error_response(500, "InternalError", "The request handler failed.", None), false, &app)))
+                Ok::<_, Infallible>(resp.unwrap_or_else(|_| {
+                    to_hyper(app.error_response(500, "InternalError", "The request handler failed.", None), false, &app)
+                }))
             } else {
                 Ok::<_, Infallible>(handle(app, req).await)
             }
@@ -145,10 +147,8 @@ async fn handle(app: Arc<App>, req: hyper::Request<Incoming>) -> hyper::Response
             }
         }
     }
-    let content_length = headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let content_length =
+        headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     let head_only = parts.method == http::Method::HEAD;
     let request = Request {
         method: parts.method,
@@ -184,11 +184,22 @@ fn to_hyper(resp: Response, head_only: bool, app: &Arc<App>) -> hyper::Response<
             RespBody::Stream { stream, .. } => stream,
         };
         let pacer = app.emulator.emulation().rate_per_conn.map(Pacer::new);
-        let state = OutState { inner, pacer, fault: resp.fault, sent: 0, app: app.clone(), pending: None, ended: false, deferred: None };
+        let state = OutState {
+            inner,
+            pacer,
+            fault: resp.fault,
+            sent: 0,
+            app: app.clone(),
+            pending: None,
+            ended: false,
+            deferred: None,
+        };
         let frames = stream::unfold(state, next_frame);
         BodyExt::boxed_unsync(StreamBody::new(frames))
     };
-    builder.body(body).unwrap_or_else(|_| hyper::Response::new(http_body_util::Empty::new().map_err(|never| match never {}).boxed_unsync()))
+    builder.body(body).unwrap_or_else(|_| {
+        hyper::Response::new(http_body_util::Empty::new().map_err(|never| match never {}).boxed_unsync())
+    })
 }
 
 struct OutState {
@@ -254,7 +265,10 @@ async fn next_frame(mut st: OutState) -> Option<(io::Result<Frame<Piece>>, OutSt
             st.fault = None;
             match f {
                 BodyFault::Reset { .. } => {
-                    return Some((Err(io::Error::new(io::ErrorKind::ConnectionReset, "injected fault: stream reset")), st));
+                    return Some((
+                        Err(io::Error::new(io::ErrorKind::ConnectionReset, "injected fault: stream reset")),
+                        st,
+                    ));
                 }
                 BodyFault::Stall { pause, .. } => {
                     tokio::time::sleep(pause).await;

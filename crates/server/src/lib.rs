@@ -160,7 +160,8 @@ struct Workers {
 
 impl Workers {
     fn start(n: usize) -> Result<Workers> {
-        let mut workers = Workers { handles: Vec::new(), next: Default::default(), stops: Vec::new(), threads: Vec::new() };
+        let mut workers =
+            Workers { handles: Vec::new(), next: Default::default(), stops: Vec::new(), threads: Vec::new() };
         for i in 0..n.max(1) {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -230,7 +231,8 @@ impl BackgroundServer {
                     .await;
             });
         })?;
-        let (addr, tls, backend) = ready_rx.recv().map_err(|_| anyhow::anyhow!("the server thread ended before it was ready"))??;
+        let (addr, tls, backend) =
+            ready_rx.recv().map_err(|_| anyhow::anyhow!("the server thread ended before it was ready"))??;
         Ok(BackgroundServer { addr, tls, backend, stop: Some(stop_tx), thread: Some(thread) })
     }
 
@@ -329,7 +331,11 @@ struct Prefixed<IO> {
 }
 
 impl<IO: AsyncRead + Unpin> AsyncRead for Prefixed<IO> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
         if !self.prefix.is_empty() {
             let n = self.prefix.len().min(buf.remaining());
             buf.put_slice(&self.prefix.split_to(n));
@@ -349,7 +355,11 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Prefixed<IO> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.io).poll_shutdown(cx)
     }
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
         Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
     }
     fn is_write_vectored(&self) -> bool {

@@ -40,7 +40,11 @@ impl Metrics {
             ("ferry_bytes_in_total", "Request body bytes received.", &self.bytes_in),
             ("ferry_bytes_out_total", "Response body bytes sent.", &self.bytes_out),
             ("ferry_h2_streams_total", "HTTP/2 streams served.", &self.h2_streams),
-            ("ferry_connections_refused_total", "Connections refused at the connection cap.", &self.connections_refused),
+            (
+                "ferry_connections_refused_total",
+                "Connections refused at the connection cap.",
+                &self.connections_refused,
+            ),
             ("ferry_tls_handshake_failures_total", "TLS handshakes that failed.", &self.tls_handshake_failures),
             ("ferry_connections_open", "Connections open now.", &self.connections_open),
         ];
@@ -50,8 +54,16 @@ impl Metrics {
         }
         out.push_str("# HELP ferry_connections_opened_total Connections accepted, by protocol.\n");
         out.push_str("# TYPE ferry_connections_opened_total counter\n");
-        let _ = writeln!(out, "ferry_connections_opened_total{{protocol=\"http1\"}} {}", self.h1_connections_opened.load(Relaxed));
-        let _ = writeln!(out, "ferry_connections_opened_total{{protocol=\"h2\"}} {}", self.h2_connections_opened.load(Relaxed));
+        let _ = writeln!(
+            out,
+            "ferry_connections_opened_total{{protocol=\"http1\"}} {}",
+            self.h1_connections_opened.load(Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "ferry_connections_opened_total{{protocol=\"h2\"}} {}",
+            self.h2_connections_opened.load(Relaxed)
+        );
         out
     }
 }

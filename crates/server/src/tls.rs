@@ -22,9 +22,11 @@ pub fn server_config(tls: &TlsConfig, h2: bool) -> Result<Arc<rustls::ServerConf
             (vec![cert.cert.der().clone()], key)
         }
         TlsConfig::Files { cert, key } => {
-            let mut r = BufReader::new(std::fs::File::open(cert).with_context(|| format!("opening {}", cert.display()))?);
-            let certs: Vec<CertificateDer<'static>> =
-                rustls_pemfile::certs(&mut r).collect::<Result<_, _>>().with_context(|| format!("reading {}", cert.display()))?;
+            let mut r =
+                BufReader::new(std::fs::File::open(cert).with_context(|| format!("opening {}", cert.display()))?);
+            let certs: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut r)
+                .collect::<Result<_, _>>()
+                .with_context(|| format!("reading {}", cert.display()))?;
             if certs.is_empty() {
                 return Err(anyhow!("{} holds no certificate", cert.display()));
             }

@@ -113,7 +113,10 @@ pub enum RespBody {
     Empty,
     Full(Bytes),
     /// A stream that yields exactly `len` bytes.
-    Stream { stream: BoxStream<'static, io::Result<Bytes>>, len: u64 },
+    Stream {
+        stream: BoxStream<'static, io::Result<Bytes>>,
+        len: u64,
+    },
 }
 
 impl RespBody {
@@ -154,7 +157,14 @@ pub struct Response {
 
 impl Response {
     pub fn new(status: u16) -> Response {
-        Response { status, headers: HeaderMap::new(), body: RespBody::Empty, content_length: None, fault: None, close: false }
+        Response {
+            status,
+            headers: HeaderMap::new(),
+            body: RespBody::Empty,
+            content_length: None,
+            fault: None,
+            close: false,
+        }
     }
 
     pub fn with_body(status: u16, content_type: &'static str, body: impl Into<Bytes>) -> Response {

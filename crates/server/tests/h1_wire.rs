@@ -51,7 +51,10 @@ fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>, head_only: bool) -> Optio
             let len: usize = if head_only || status == 100 || status == 304 {
                 0
             } else {
-                hs.iter().find(|(n, _)| n.eq_ignore_ascii_case("content-length")).map(|(_, v)| v.parse().unwrap()).unwrap_or(0)
+                hs.iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+                    .map(|(_, v)| v.parse().unwrap())
+                    .unwrap_or(0)
             };
             while buf.len() < n + len {
                 let mut tmp = [0u8; 65536];
@@ -81,7 +84,8 @@ fn request(s: &mut TcpStream, raw: &str) -> Resp {
 
 fn put(addr: SocketAddr, path: &str, body: &[u8]) {
     let mut s = connect(addr);
-    s.write_all(format!("PUT {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n", body.len()).as_bytes()).unwrap();
+    s.write_all(format!("PUT {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n", body.len()).as_bytes())
+        .unwrap();
     s.write_all(body).unwrap();
     let r = read_response(&mut s, &mut Vec::new(), false).unwrap();
     assert_eq!(r.status, 200, "PUT {path}: {}", String::from_utf8_lossy(&r.body));
@@ -129,7 +133,8 @@ fn a_request_delivered_one_byte_at_a_time_is_parsed() {
     put(srv.addr, "/slow", b"");
     let mut s = connect(srv.addr);
     s.set_nodelay(true).unwrap();
-    let req = b"PUT /slow/k HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhelloGET /slow/k HTTP/1.1\r\nHost: x\r\n\r\n";
+    let req =
+        b"PUT /slow/k HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhelloGET /slow/k HTTP/1.1\r\nHost: x\r\n\r\n";
     for b in req.iter() {
         s.write_all(&[*b]).unwrap();
     }
@@ -144,7 +149,8 @@ fn chunked_request_body_and_expect_continue() {
     let srv = start(|_| {});
     put(srv.addr, "/chunk", b"");
     let mut s = connect(srv.addr);
-    s.write_all(b"PUT /chunk/k HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n").unwrap();
+    s.write_all(b"PUT /chunk/k HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n")
+        .unwrap();
     let mut buf = Vec::new();
     let interim = read_response(&mut s, &mut buf, false).unwrap();
     assert_eq!(interim.status, 100);
@@ -193,7 +199,8 @@ fn malformed_requests_get_s3_errors_and_the_server_keeps_serving() {
     for (raw, status) in cases {
         let mut s = connect(srv.addr);
         s.write_all(&raw).unwrap();
-        let r = read_response(&mut s, &mut Vec::new(), false).unwrap_or_else(|| panic!("no response to {:?}", String::from_utf8_lossy(&raw[..20])));
+        let r = read_response(&mut s, &mut Vec::new(), false)
+            .unwrap_or_else(|| panic!("no response to {:?}", String::from_utf8_lossy(&raw[..20])));
         assert_eq!(r.status, status, "{}", String::from_utf8_lossy(&r.body));
         let body = String::from_utf8_lossy(&r.body);
         assert!(body.contains("<Error>") && body.contains("<Code>"), "S3 error body expected: {body}");

@@ -84,8 +84,13 @@ pub(crate) enum Verifier {
 }
 
 /// Strongest first: the CRCs cost least per byte; SHA-256 and SHA-1 are checked too.
-const VERIFY_ORDER: [ChecksumAlgorithm; 5] =
-    [ChecksumAlgorithm::Crc64Nvme, ChecksumAlgorithm::Crc32c, ChecksumAlgorithm::Crc32, ChecksumAlgorithm::Sha256, ChecksumAlgorithm::Sha1];
+const VERIFY_ORDER: [ChecksumAlgorithm; 5] = [
+    ChecksumAlgorithm::Crc64Nvme,
+    ChecksumAlgorithm::Crc32c,
+    ChecksumAlgorithm::Crc32,
+    ChecksumAlgorithm::Sha256,
+    ChecksumAlgorithm::Sha1,
+];
 
 impl Verifier {
     /// What can be verified for a full (not ranged) GET with these response headers.
@@ -128,7 +133,10 @@ impl Verifier {
                 if got == expected {
                     Ok(())
                 } else {
-                    Err(Error::integrity(format!("{} of the body is {got}, the server announced {expected}", hasher.algorithm()), request_id))
+                    Err(Error::integrity(
+                        format!("{} of the body is {got}, the server announced {expected}", hasher.algorithm()),
+                        request_id,
+                    ))
                 }
             }
             Verifier::Md5 { hasher, expected } => {
@@ -243,7 +251,10 @@ impl BodyState {
         let rid = request_id(&resp.headers);
         let cr = resp.headers.get("content-range").and_then(|v| v.to_str().ok()).and_then(parse_content_range);
         if resp.status.as_u16() != 206 || cr.map(|(s, e, _)| (s, e)) != Some((from, to)) {
-            return Err(Error::protocol(format!("resumed GET asked bytes {from}-{to}, got status {} range {cr:?}", resp.status), rid));
+            return Err(Error::protocol(
+                format!("resumed GET asked bytes {from}-{to}, got status {} range {cr:?}", resp.status),
+                rid,
+            ));
         }
         self.body = resp.body;
         Ok(())

@@ -46,7 +46,8 @@ impl S3Client {
             if let Some((k, u)) = &markers {
                 op = op.query("key-marker", k).query("upload-id-marker", u);
             }
-            let page = self.execute(&mut op, |r| async move { read_xml(r, parse_list_multipart_uploads).await }).await?;
+            let page =
+                self.execute(&mut op, |r| async move { read_xml(r, parse_list_multipart_uploads).await }).await?;
             out.extend(page.uploads);
             let next = (page.next_key_marker, page.next_upload_id_marker);
             if !page.is_truncated {

@@ -275,7 +275,11 @@ pub(crate) enum OpBody {
     Empty,
     Bytes(Bytes),
     /// `len` bytes of a file from `offset`, re-opened for every attempt.
-    File { path: PathBuf, offset: u64, len: u64 },
+    File {
+        path: PathBuf,
+        offset: u64,
+        len: u64,
+    },
     /// Sent once; taken by the first attempt.
     Once(Option<RequestBody>),
 }
@@ -329,8 +333,10 @@ impl Op {
 
     /// Sets a header; values that are not valid header text are a configuration error.
     pub(crate) fn header(mut self, name: &str, value: &str) -> Result<Op, Error> {
-        let n = HeaderName::from_bytes(name.as_bytes()).map_err(|_| Error::Config(format!("invalid header name {name:?}")))?;
-        let v = HeaderValue::from_str(value).map_err(|_| Error::Config(format!("invalid value for header {name}: {value:?}")))?;
+        let n = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| Error::Config(format!("invalid header name {name:?}")))?;
+        let v = HeaderValue::from_str(value)
+            .map_err(|_| Error::Config(format!("invalid value for header {name}: {value:?}")))?;
         self.headers.insert(n, v);
         Ok(self)
     }
@@ -367,10 +373,14 @@ impl S3Client {
         let budget = Arc::new(RetryBudget::new(config.retry.budget_tokens));
         let (controller, feeds_controller) = match transport.controller() {
             Some(c) => (c, false),
-            None => (Controller::new(ControllerOptions { max: OWN_CONTROLLER_MAX, ..ControllerOptions::default() }), true),
+            None => {
+                (Controller::new(ControllerOptions { max: OWN_CONTROLLER_MAX, ..ControllerOptions::default() }), true)
+            }
         };
         let memory = ByteBudget::new(default_memory_budget(controller.max()));
-        S3Client { inner: Arc::new(Inner { transport, config, signing_creds, budget, controller, feeds_controller, memory }) }
+        S3Client {
+            inner: Arc::new(Inner { transport, config, signing_creds, budget, controller, feeds_controller, memory }),
+        }
     }
 
     /// The same client (transport, controller, retry budget) drawing its bytes in flight
@@ -464,18 +474,44 @@ impl S3Client {
             },
         };
         let mut headers = op.headers.clone();
-        headers.insert(http::header::HOST, HeaderValue::from_str(&host).map_err(|_| Error::Config(format!("invalid host {host:?}")))?);
+        headers.insert(
+            http::header::HOST,
+            HeaderValue::from_str(&host).map_err(|_| Error::Config(format!("invalid host {host:?}")))?,
+        );
         if let Some(creds) = &self.inner.signing_creds {
             if let Some(token) = self.inner.config.credentials.as_ref().and_then(|c| c.session_token.as_deref()) {
-                headers.insert("x-amz-security-token", HeaderValue::from_str(token).map_err(|_| Error::Config("invalid session token".into()))?);
+                headers.insert(
+                    "x-amz-security-token",
+                    HeaderValue::from_str(token).map_err(|_| Error::Config("invalid session token".into()))?,
+                );
             }
-            let payload = op.content_sha256.unwrap_or(if body.is_empty() { sigv4::EMPTY_SHA256_HEX } else { sigv4::UNSIGNED_PAYLOAD });
-            sigv4::sign_headers(op.method.as_str(), &path, &raw_query, &mut headers, payload, creds, &self.inner.config.region, SystemTime::now());
+            let payload = op.content_sha256.unwrap_or(if body.is_empty() {
+                sigv4::EMPTY_SHA256_HEX
+            } else {
+                sigv4::UNSIGNED_PAYLOAD
+            });
+            sigv4::sign_headers(
+                op.method.as_str(),
+                &path,
+                &raw_query,
+                &mut headers,
+                payload,
+                creds,
+                &self.inner.config.region,
+                SystemTime::now(),
+            );
         } else if let Some(p) = op.content_sha256 {
             headers.insert("x-amz-content-sha256", HeaderValue::from_static(p));
         }
         let path_and_query = if raw_query.is_empty() { path } else { format!("{path}?{raw_query}") };
-        Ok(Some(Request { method: op.method.clone(), path_and_query, headers, body, size_hint: op.size_hint, hedge: true }))
+        Ok(Some(Request {
+            method: op.method.clone(),
+            path_and_query,
+            headers,
+            body,
+            size_hint: op.size_hint,
+            hedge: true,
+        }))
     }
 
     /// Runs `op` with retries; `handle` turns a successful (2xx) response into the result
@@ -517,7 +553,8 @@ impl S3Client {
                 Err(e) => e,
             };
             let Some(class) = e.retry_class(op.idempotent) else { return Err(e) };
-            let cost = if class == crate::error::RetryClass::Timeout { retry.timeout_retry_cost } else { retry.retry_cost };
+            let cost =
+                if class == crate::error::RetryClass::Timeout { retry.timeout_retry_cost } else { retry.retry_cost };
             if attempt >= retry.max_attempts || !op.body.replayable() {
                 return Err(e);
             }
@@ -573,7 +610,11 @@ pub(crate) async fn file_body(path: PathBuf, offset: u64, len: u64) -> Result<Re
     Ok(RequestBody::Stream { len, stream: file_stream(path, offset, len).await? })
 }
 
-pub(crate) async fn file_stream(path: PathBuf, offset: u64, len: u64) -> Result<BoxStream<'static, std::io::Result<Bytes>>, Error> {
+pub(crate) async fn file_stream(
+    path: PathBuf,
+    offset: u64,
+    len: u64,
+) -> Result<BoxStream<'static, std::io::Result<Bytes>>, Error> {
     use futures_util::StreamExt;
     use std::os::unix::fs::FileExt;
     let p = path.clone();
@@ -659,7 +700,11 @@ pub struct BudgetPermit {
 impl ByteBudget {
     pub fn new(total: u64) -> Arc<ByteBudget> {
         let total = total.max(1024);
-        Arc::new(ByteBudget { sem: Arc::new(tokio::sync::Semaphore::new(Self::kib(total) as usize)), total, held: std::sync::Mutex::new((0, 0)) })
+        Arc::new(ByteBudget {
+            sem: Arc::new(tokio::sync::Semaphore::new(Self::kib(total) as usize)),
+            total,
+            held: std::sync::Mutex::new((0, 0)),
+        })
     }
 
     fn kib(bytes: u64) -> u32 {
@@ -669,7 +714,12 @@ impl ByteBudget {
     /// Waits until `bytes` (at most the whole budget) are free, and takes them.
     pub async fn acquire(self: &Arc<Self>, bytes: u64) -> BudgetPermit {
         let bytes = bytes.min(self.total);
-        let permit = self.sem.clone().acquire_many_owned(Self::kib(bytes)).await.expect("the budget's semaphore is never closed");
+        let permit = self
+            .sem
+            .clone()
+            .acquire_many_owned(Self::kib(bytes))
+            .await
+            .expect("the budget's semaphore is never closed");
         let mut h = self.held.lock().unwrap_or_else(|p| p.into_inner());
         h.0 += bytes;
         h.1 = h.1.max(h.0);
@@ -707,7 +757,6 @@ impl Drop for BudgetPermit {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -744,7 +793,11 @@ mod tests {
         let small = c.with_memory_budget(32 << 20);
         assert_eq!(small.memory_budget().total(), 32 << 20);
         assert!(Arc::ptr_eq(&small.controller(), &c.controller()), "the same endpoint's controller");
-        let b = S3Client::builder("http://127.0.0.1:9000").credentials(CredentialsSource::Anonymous).memory_budget(16 << 20).build().unwrap();
+        let b = S3Client::builder("http://127.0.0.1:9000")
+            .credentials(CredentialsSource::Anonymous)
+            .memory_budget(16 << 20)
+            .build()
+            .unwrap();
         assert_eq!(b.memory_budget().total(), 16 << 20);
     }
 
@@ -767,10 +820,16 @@ mod tests {
     #[test]
     fn host_and_path_per_addressing() {
         let c = client("https://s3.us-east-1.amazonaws.com");
-        assert_eq!(c.host_and_path("my-bucket", Some("a b/c+d")), ("my-bucket.s3.us-east-1.amazonaws.com".into(), "/a%20b/c%2Bd".into()));
+        assert_eq!(
+            c.host_and_path("my-bucket", Some("a b/c+d")),
+            ("my-bucket.s3.us-east-1.amazonaws.com".into(), "/a%20b/c%2Bd".into())
+        );
         assert_eq!(c.host_and_path("my-bucket", None), ("my-bucket.s3.us-east-1.amazonaws.com".into(), "/".into()));
         // Dotted bucket names cannot be virtual-hosted under TLS wildcards: path-style.
-        assert_eq!(c.host_and_path("my.bucket", Some("k")), ("s3.us-east-1.amazonaws.com".into(), "/my.bucket/k".into()));
+        assert_eq!(
+            c.host_and_path("my.bucket", Some("k")),
+            ("s3.us-east-1.amazonaws.com".into(), "/my.bucket/k".into())
+        );
         let c = client("http://127.0.0.1:9000");
         assert_eq!(c.host_and_path("b", Some("dir/ü")), ("127.0.0.1:9000".into(), "/b/dir/%C3%BC".into()));
         assert_eq!(c.host_and_path("b", None), ("127.0.0.1:9000".into(), "/b".into()));
@@ -778,7 +837,11 @@ mod tests {
 
     #[test]
     fn query_encoding() {
-        let q = S3Client::raw_query(&[("list-type".into(), "2".into()), ("prefix".into(), "a b/".into()), ("uploads".into(), String::new())]);
+        let q = S3Client::raw_query(&[
+            ("list-type".into(), "2".into()),
+            ("prefix".into(), "a b/".into()),
+            ("uploads".into(), String::new()),
+        ]);
         assert_eq!(q, "list-type=2&prefix=a%20b%2F&uploads");
     }
 }

@@ -33,11 +33,18 @@ pub struct Credentials {
 
 impl Credentials {
     pub fn new(access_key_id: impl Into<String>, secret_access_key: impl Into<String>) -> Credentials {
-        Credentials { access_key_id: access_key_id.into(), secret_access_key: secret_access_key.into(), session_token: None }
+        Credentials {
+            access_key_id: access_key_id.into(),
+            secret_access_key: secret_access_key.into(),
+            session_token: None,
+        }
     }
 
     pub(crate) fn to_proto(&self) -> ferry_proto::sigv4::Credentials {
-        ferry_proto::sigv4::Credentials { access_key: self.access_key_id.clone(), secret_key: self.secret_access_key.clone() }
+        ferry_proto::sigv4::Credentials {
+            access_key: self.access_key_id.clone(),
+            secret_key: self.secret_access_key.clone(),
+        }
     }
 }
 
@@ -110,7 +117,9 @@ pub(crate) fn resolve_with(source: &CredentialsSource, env: &dyn Env) -> Result<
             let profile = profile_name(name.as_deref(), env);
             match from_files(&profile, env)? {
                 Some(c) => Ok(Some(c)),
-                None => Err(Error::Config(format!("profile '{profile}' has no aws_access_key_id/aws_secret_access_key in the shared files"))),
+                None => Err(Error::Config(format!(
+                    "profile '{profile}' has no aws_access_key_id/aws_secret_access_key in the shared files"
+                ))),
             }
         }
         CredentialsSource::Default => {
@@ -121,7 +130,9 @@ pub(crate) fn resolve_with(source: &CredentialsSource, env: &dyn Env) -> Result<
             if let Some(c) = from_files(&profile, env)? {
                 return Ok(Some(c));
             }
-            tracing::debug!("credentials: none found in the environment or the shared files; anonymous (requests are not signed)");
+            tracing::debug!(
+                "credentials: none found in the environment or the shared files; anonymous (requests are not signed)"
+            );
             Ok(None)
         }
     }
@@ -144,7 +155,10 @@ fn home(env: &dyn Env) -> Option<PathBuf> {
 
 /// `(credentials file, config file)` paths.
 pub(crate) fn shared_file_paths(env: &dyn Env) -> (Option<PathBuf>, Option<PathBuf>) {
-    let creds = env.var("AWS_SHARED_CREDENTIALS_FILE").map(PathBuf::from).or_else(|| home(env).map(|h| h.join(".aws/credentials")));
+    let creds = env
+        .var("AWS_SHARED_CREDENTIALS_FILE")
+        .map(PathBuf::from)
+        .or_else(|| home(env).map(|h| h.join(".aws/credentials")));
     let config = env.var("AWS_CONFIG_FILE").map(PathBuf::from).or_else(|| home(env).map(|h| h.join(".aws/config")));
     (creds, config)
 }
@@ -330,7 +344,11 @@ aws_access_key_id = NOT_A_PROFILE_IN_CONFIG
     fn credentials_file_wins_over_config() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("credentials"), "[p]\naws_access_key_id = FROMCREDS\n").unwrap();
-        std::fs::write(dir.path().join("config"), "[profile p]\naws_access_key_id = FROMCONFIG\naws_secret_access_key = s\n").unwrap();
+        std::fs::write(
+            dir.path().join("config"),
+            "[profile p]\naws_access_key_id = FROMCONFIG\naws_secret_access_key = s\n",
+        )
+        .unwrap();
         let e = env(&[
             ("AWS_SHARED_CREDENTIALS_FILE", dir.path().join("credentials").to_str().unwrap()),
             ("AWS_CONFIG_FILE", dir.path().join("config").to_str().unwrap()),

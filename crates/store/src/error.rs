@@ -125,17 +125,17 @@ impl Error {
     /// idempotency (see retry.rs for the policy).
     pub(crate) fn retry_class(&self, idempotent: bool) -> Option<RetryClass> {
         match self {
-            Error::Transport(e) if e.retry_safe(idempotent) => Some(if e.kind() == ErrorKind::Timeout {
-                RetryClass::Timeout
-            } else {
-                RetryClass::Transient
-            }),
+            Error::Transport(e) if e.retry_safe(idempotent) => {
+                Some(if e.kind() == ErrorKind::Timeout { RetryClass::Timeout } else { RetryClass::Transient })
+            }
             // Throttling rejects the request before it acts: safe for every request.
             Error::Throttled { .. } => Some(RetryClass::Throttled),
             // 500/502/503/504 (or a 200 carrying InternalError): the server may have acted.
             // A 503 whose code is not a throttling one (a server still starting, MinIO's
             // XMinioServerNotInitialized) is retried like the SDKs retry it.
-            Error::Service { status, code, .. } if idempotent && (matches!(*status, 500 | 502 | 503 | 504) || is_transient_code(code)) => {
+            Error::Service { status, code, .. }
+                if idempotent && (matches!(*status, 500 | 502 | 503 | 504) || is_transient_code(code)) =>
+            {
                 Some(RetryClass::Transient)
             }
             _ => None,
@@ -157,7 +157,15 @@ fn is_transient_code(code: &str) -> bool {
 }
 
 fn is_throttle_code(code: &str) -> bool {
-    matches!(code, "SlowDown" | "Throttling" | "ThrottlingException" | "RequestLimitExceeded" | "TooManyRequests" | "RequestThrottled")
+    matches!(
+        code,
+        "SlowDown"
+            | "Throttling"
+            | "ThrottlingException"
+            | "RequestLimitExceeded"
+            | "TooManyRequests"
+            | "RequestThrottled"
+    )
 }
 
 /// `x-amz-request-id`, if present.
@@ -182,12 +190,18 @@ pub(crate) fn classify(status: u16, code: String, message: String, request_id: O
         || status == 403
         || matches!(
             code.as_str(),
-            "AccessDenied" | "SignatureDoesNotMatch" | "InvalidAccessKeyId" | "ExpiredToken" | "InvalidToken" | "RequestTimeTooSkewed"
+            "AccessDenied"
+                | "SignatureDoesNotMatch"
+                | "InvalidAccessKeyId"
+                | "ExpiredToken"
+                | "InvalidToken"
+                | "RequestTimeTooSkewed"
         )
     {
         return Error::Auth { status, code: code_for("AccessDenied"), message, request_id };
     }
-    let fallback = StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("Error").replace(' ', "");
+    let fallback =
+        StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("Error").replace(' ', "");
     Error::Service { status, code: code_for(&fallback), message, request_id }
 }
 
@@ -215,7 +229,9 @@ pub(crate) fn from_error_body(status: u16, body: &[u8], rid: Option<String>) -> 
             let status = if status == 200 { status_for_code(&e.code) } else { status };
             classify(status, e.code, e.message, rid)
         }
-        None => classify(status, String::new(), String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned(), rid),
+        None => {
+            classify(status, String::new(), String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned(), rid)
+        }
     }
 }
 
@@ -277,7 +293,10 @@ mod tests {
         assert_eq!(timeout.retry_class(true), Some(RetryClass::Timeout));
         let tls = Error::Transport(WireError::new(ErrorKind::Tls, "x"));
         assert_eq!(tls.retry_class(true), None);
-        assert_eq!(classify(503, "SlowDown".into(), String::new(), None).retry_class(false), Some(RetryClass::Throttled));
+        assert_eq!(
+            classify(503, "SlowDown".into(), String::new(), None).retry_class(false),
+            Some(RetryClass::Throttled)
+        );
         assert_eq!(classify(404, "NoSuchKey".into(), String::new(), None).retry_class(true), None);
         assert_eq!(classify(502, String::new(), String::new(), None).retry_class(true), Some(RetryClass::Transient));
         let starting = classify(503, "XMinioServerNotInitialized".into(), String::new(), None);

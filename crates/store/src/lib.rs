@@ -43,5 +43,8 @@ pub use ferry_proto::xml::{CompletedPart, DeleteError, ObjectEntry, PartEntry};
 pub use ferry_wire::Mode;
 pub use list::{ListPage, ListParams};
 pub use multipart::{CompleteMultipartOutput, MultipartParams, MultipartUpload, UploadSource};
-pub use object::{CopyObjectOutput, CopyParams, DeleteObjectsOutput, GetObjectOutput, GetParams, ObjectInfo, PutObjectOutput, PutParams};
+pub use object::{
+    CopyObjectOutput, CopyParams, DeleteObjectsOutput, GetObjectOutput, GetParams, ObjectInfo, PutObjectOutput,
+    PutParams,
+};
 pub use retry::RetryConfig;

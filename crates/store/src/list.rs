@@ -80,7 +80,8 @@ impl S3Client {
     }
 
     async fn list_page(&self, bucket: &str, params: &ListParams, token: Option<&str>) -> Result<ListPage, Error> {
-        let mut op = Op::new("ListObjectsV2", Method::GET, bucket, None).query("list-type", "2").query("encoding-type", "url");
+        let mut op =
+            Op::new("ListObjectsV2", Method::GET, bucket, None).query("list-type", "2").query("encoding-type", "url");
         if let Some(t) = token {
             op = op.query("continuation-token", t);
         }
@@ -96,7 +97,9 @@ impl S3Client {
         if let Some(m) = params.max_keys {
             op = op.query("max-keys", m.to_string());
         }
-        let r = self.execute(&mut op, |r| async move { read_xml(r, ferry_proto::xml::parse_list_objects_v2).await }).await?;
+        let r = self
+            .execute(&mut op, |r| async move { read_xml(r, ferry_proto::xml::parse_list_objects_v2).await })
+            .await?;
         let next = if r.is_truncated {
             match r.next_continuation_token {
                 Some(t) if !t.is_empty() => Some(t),

@@ -26,12 +26,12 @@
 //! parallel for objects above CopyObject's 5 GiB limit.
 //! Spec: <https://docs.aws.amazon.com/AmazonS3/latest/API/API_UploadPartCopy.html>.
 
-use crate::client::{BudgetPermit, ByteBudget, Op, OpBody, ObjectRef, S3Client};
+use crate::client::{BudgetPermit, ByteBudget, ObjectRef, Op, OpBody, S3Client};
 use crate::error::{request_id, Error};
 use crate::object::{read_xml, PutParams};
-use ferry_proto::encoding::uri_encode;
 use bytes::{Bytes, BytesMut};
 use ferry_proto::checksum::{base64_decode, base64_encode, crc_combine, ChecksumAlgorithm, Checksummer};
+use ferry_proto::encoding::uri_encode;
 use ferry_proto::xml::{CompletedPart, PartEntry};
 use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
 use http::Method;
@@ -62,8 +62,16 @@ fn parse_copy_part_result(body: &[u8]) -> Result<CompletedPart, ferry_proto::xml
     if root.name != "CopyPartResult" {
         return Err(bad(&format!("expected root element <CopyPartResult>, found <{}>", root.name)));
     }
-    let etag = root.child_text("ETag").map(str::trim).filter(|e| !e.is_empty()).ok_or_else(|| bad("<CopyPartResult> without <ETag>"))?;
-    let checksums = root.children.iter().filter_map(|c| ChecksumAlgorithm::from_xml_tag(&c.name).map(|a| (a, c.text.trim().to_owned()))).collect();
+    let etag = root
+        .child_text("ETag")
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .ok_or_else(|| bad("<CopyPartResult> without <ETag>"))?;
+    let checksums = root
+        .children
+        .iter()
+        .filter_map(|c| ChecksumAlgorithm::from_xml_tag(&c.name).map(|a| (a, c.text.trim().to_owned())))
+        .collect();
     Ok(CompletedPart { part_number: 0, etag: etag.to_owned(), checksums })
 }
 
@@ -124,19 +132,33 @@ impl S3Client {
         for (k, v) in &params.metadata {
             op = op.header(&format!("x-amz-meta-{}", k.to_ascii_lowercase()), v)?;
         }
-        let full_object = params.checksum.is_some_and(|a| matches!(a, ChecksumAlgorithm::Crc32 | ChecksumAlgorithm::Crc32c | ChecksumAlgorithm::Crc64Nvme));
+        let full_object = params.checksum.is_some_and(|a| {
+            matches!(a, ChecksumAlgorithm::Crc32 | ChecksumAlgorithm::Crc32c | ChecksumAlgorithm::Crc64Nvme)
+        });
         if let Some(algo) = params.checksum {
             op = op
                 .header("x-amz-checksum-algorithm", algo.as_str())?
                 .header("x-amz-checksum-type", if full_object { "FULL_OBJECT" } else { "COMPOSITE" })?;
         }
-        let r = self.execute(&mut op, |r| async move { read_xml(r, ferry_proto::client_xml::parse_initiate_multipart).await }).await?;
-        Ok(MultipartUpload { object: object.clone(), upload_id: r.upload_id, checksum: params.checksum, full_object_checksum: full_object })
+        let r = self
+            .execute(&mut op, |r| async move { read_xml(r, ferry_proto::client_xml::parse_initiate_multipart).await })
+            .await?;
+        Ok(MultipartUpload {
+            object: object.clone(),
+            upload_id: r.upload_id,
+            checksum: params.checksum,
+            full_object_checksum: full_object,
+        })
     }
 
     /// UploadPart from memory (retried as needed). The returned part carries its ETag
     /// and checksum for Complete.
-    pub async fn upload_part(&self, upload: &MultipartUpload, part_number: u32, body: Bytes) -> Result<CompletedPart, Error> {
+    pub async fn upload_part(
+        &self,
+        upload: &MultipartUpload,
+        part_number: u32,
+        body: Bytes,
+    ) -> Result<CompletedPart, Error> {
         let sum = upload.checksum.map(|a| (a, base64_encode(&a.digest(&body))));
         self.send_part(upload, part_number, OpBody::Bytes(body), sum).await
     }
@@ -147,7 +169,14 @@ impl S3Client {
     /// Each attempt (retries included) reads the file again. A file changed between the
     /// two reads is caught by the server, which checks the stated checksum against the
     /// bytes it received (BadDigest), and again by the CRC the upload completes with.
-    pub async fn upload_part_file(&self, upload: &MultipartUpload, part_number: u32, path: &Path, offset: u64, len: u64) -> Result<CompletedPart, Error> {
+    pub async fn upload_part_file(
+        &self,
+        upload: &MultipartUpload,
+        part_number: u32,
+        path: &Path,
+        offset: u64,
+        len: u64,
+    ) -> Result<CompletedPart, Error> {
         let sum = match upload.checksum {
             Some(a) => Some((a, file_range_checksum(path, offset, len, a).await?)),
             None => None,
@@ -155,7 +184,13 @@ impl S3Client {
         self.send_part(upload, part_number, OpBody::File { path: path.to_path_buf(), offset, len }, sum).await
     }
 
-    async fn send_part(&self, upload: &MultipartUpload, part_number: u32, body: OpBody, sum: Option<(ChecksumAlgorithm, String)>) -> Result<CompletedPart, Error> {
+    async fn send_part(
+        &self,
+        upload: &MultipartUpload,
+        part_number: u32,
+        body: OpBody,
+        sum: Option<(ChecksumAlgorithm, String)>,
+    ) -> Result<CompletedPart, Error> {
         let mut op = Op::new("UploadPart", Method::PUT, &upload.object.bucket, Some(&upload.object.key))
             .query("partNumber", part_number.to_string())
             .query("uploadId", &upload.upload_id)
@@ -167,11 +202,19 @@ impl S3Client {
             let sum = sum.clone();
             async move {
                 let rid = request_id(&r.headers);
-                let etag = r.headers.get("etag").and_then(|v| v.to_str().ok()).map(str::to_owned).ok_or_else(|| Error::protocol("UploadPart answer without ETag", rid.clone()))?;
+                let etag = r
+                    .headers
+                    .get("etag")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned)
+                    .ok_or_else(|| Error::protocol("UploadPart answer without ETag", rid.clone()))?;
                 if let Some((a, ours)) = &sum {
                     if let Some(theirs) = r.headers.get(a.header_name()).and_then(|v| v.to_str().ok()) {
                         if theirs.trim() != ours {
-                            return Err(Error::integrity(format!("part {part_number}: the server stored {a} {theirs}, we sent {ours}"), rid));
+                            return Err(Error::integrity(
+                                format!("part {part_number}: the server stored {a} {theirs}, we sent {ours}"),
+                                rid,
+                            ));
                         }
                     }
                 }
@@ -185,7 +228,12 @@ impl S3Client {
     /// copied by the server (no bytes travel through the client). Idempotent (the same
     /// part is written again), so retried like UploadPart. The part carries the
     /// checksums the server reported, for Complete.
-    pub async fn upload_part_copy(&self, upload: &MultipartUpload, part_number: u32, source: &CopySource) -> Result<CompletedPart, Error> {
+    pub async fn upload_part_copy(
+        &self,
+        upload: &MultipartUpload,
+        part_number: u32,
+        source: &CopySource,
+    ) -> Result<CompletedPart, Error> {
         let src = format!("/{}/{}", source.object.bucket, uri_encode(&source.object.key, false));
         let mut op = Op::new("UploadPartCopy", Method::PUT, &upload.object.bucket, Some(&upload.object.key))
             .query("partNumber", part_number.to_string())
@@ -205,18 +253,32 @@ impl S3Client {
     /// CompleteMultipartUpload. `parts` in any order; they are sent sorted. When the
     /// upload is FULL_OBJECT and `sizes` are known, the whole-object CRC is stated and
     /// checked by the server. Retried (idempotent by upload id, retry.rs).
-    pub async fn complete_multipart(&self, upload: &MultipartUpload, parts: &[CompletedPart]) -> Result<CompleteMultipartOutput, Error> {
+    pub async fn complete_multipart(
+        &self,
+        upload: &MultipartUpload,
+        parts: &[CompletedPart],
+    ) -> Result<CompleteMultipartOutput, Error> {
         self.complete_inner(upload, parts, None).await
     }
 
     /// CompleteMultipartUpload stating the whole object's checksum (base64, in the
     /// upload's algorithm; FULL_OBJECT uploads): the server refuses to complete if what
     /// it assembled differs, and so do we if its answer differs.
-    pub async fn complete_multipart_checked(&self, upload: &MultipartUpload, parts: &[CompletedPart], whole: String) -> Result<CompleteMultipartOutput, Error> {
+    pub async fn complete_multipart_checked(
+        &self,
+        upload: &MultipartUpload,
+        parts: &[CompletedPart],
+        whole: String,
+    ) -> Result<CompleteMultipartOutput, Error> {
         self.complete_inner(upload, parts, Some(whole)).await
     }
 
-    async fn complete_inner(&self, upload: &MultipartUpload, parts: &[CompletedPart], whole: Option<String>) -> Result<CompleteMultipartOutput, Error> {
+    async fn complete_inner(
+        &self,
+        upload: &MultipartUpload,
+        parts: &[CompletedPart],
+        whole: Option<String>,
+    ) -> Result<CompleteMultipartOutput, Error> {
         let mut parts = parts.to_vec();
         parts.sort_by_key(|p| p.part_number);
         let xml = ferry_proto::xml::complete_multipart_to_xml(&parts);
@@ -228,10 +290,17 @@ impl S3Client {
         if let (Some(algo), Some(v)) = (upload.checksum, &whole) {
             op = op.header(algo.header_name(), v)?;
         }
-        let r = self.execute(&mut op, |r| async move { read_xml(r, ferry_proto::client_xml::parse_complete_multipart_result).await }).await?;
+        let r =
+            self.execute(&mut op, |r| async move {
+                read_xml(r, ferry_proto::client_xml::parse_complete_multipart_result).await
+            })
+            .await?;
         if let (Some(ours), Some((_, theirs))) = (&whole, r.checksums.first()) {
             if ours != theirs {
-                return Err(Error::integrity(format!("the completed object's checksum is {theirs}, the parts combine to {ours}"), None));
+                return Err(Error::integrity(
+                    format!("the completed object's checksum is {theirs}, the parts combine to {ours}"),
+                    None,
+                ));
             }
         }
         Ok(CompleteMultipartOutput { etag: r.etag, checksum: r.checksums.into_iter().next() })
@@ -239,7 +308,8 @@ impl S3Client {
 
     /// AbortMultipartUpload.
     pub async fn abort_multipart(&self, upload: &MultipartUpload) -> Result<(), Error> {
-        let mut op = Op::new("AbortMultipartUpload", Method::DELETE, &upload.object.bucket, Some(&upload.object.key)).query("uploadId", &upload.upload_id);
+        let mut op = Op::new("AbortMultipartUpload", Method::DELETE, &upload.object.bucket, Some(&upload.object.key))
+            .query("uploadId", &upload.upload_id);
         self.execute(&mut op, |_| async { Ok(()) }).await
     }
 
@@ -248,11 +318,14 @@ impl S3Client {
         let mut out = Vec::new();
         let mut marker: Option<u32> = None;
         loop {
-            let mut op = Op::new("ListParts", Method::GET, &upload.object.bucket, Some(&upload.object.key)).query("uploadId", &upload.upload_id);
+            let mut op = Op::new("ListParts", Method::GET, &upload.object.bucket, Some(&upload.object.key))
+                .query("uploadId", &upload.upload_id);
             if let Some(m) = marker {
                 op = op.query("part-number-marker", m.to_string());
             }
-            let r = self.execute(&mut op, |r| async move { read_xml(r, ferry_proto::client_xml::parse_list_parts).await }).await?;
+            let r = self
+                .execute(&mut op, |r| async move { read_xml(r, ferry_proto::client_xml::parse_list_parts).await })
+                .await?;
             out.extend(r.parts);
             if !r.is_truncated {
                 return Ok(out);
@@ -266,11 +339,19 @@ impl S3Client {
 
     /// Uploads a file or stream in parts, in parallel; aborts the upload on any failure
     /// so nothing is left half-written.
-    pub async fn upload_multipart(&self, object: &ObjectRef, source: UploadSource, params: MultipartParams) -> Result<CompleteMultipartOutput, Error> {
+    pub async fn upload_multipart(
+        &self,
+        object: &ObjectRef,
+        source: UploadSource,
+        params: MultipartParams,
+    ) -> Result<CompleteMultipartOutput, Error> {
         let concurrency = params.concurrency.max(1);
         let (upload, result) = match source {
             UploadSource::File(path) => {
-                let len = tokio::fs::metadata(&path).await.map_err(|e| Error::Io { path: path.display().to_string(), error: e })?.len();
+                let len = tokio::fs::metadata(&path)
+                    .await
+                    .map_err(|e| Error::Io { path: path.display().to_string(), error: e })?
+                    .len();
                 let part_size = params.part_size.max(len.div_ceil(MAX_PARTS)).max(MIN_PART_SIZE);
                 let upload = self.create_multipart(object, &params.put).await?;
                 let result = self.upload_file_parts(&upload, &path, len, part_size, concurrency).await;
@@ -279,7 +360,9 @@ impl S3Client {
             UploadSource::Stream(stream) => {
                 let part_size = params.part_size;
                 if part_size < MIN_PART_SIZE {
-                    return Err(Error::Config(format!("part size {part_size} is below S3's minimum of {MIN_PART_SIZE} bytes")));
+                    return Err(Error::Config(format!(
+                        "part size {part_size} is below S3's minimum of {MIN_PART_SIZE} bytes"
+                    )));
                 }
                 let upload = self.create_multipart(object, &params.put).await?;
                 let result = self.upload_parts(&upload, stream, part_size as usize, concurrency).await;
@@ -299,7 +382,14 @@ impl S3Client {
 
     /// A file's parts, each streamed from the file by [`S3Client::upload_part_file`]
     /// under a permit of [`FILE_PART_BYTES_IN_MEMORY`] from the client's budget.
-    async fn upload_file_parts(&self, upload: &MultipartUpload, path: &Path, len: u64, part_size: u64, concurrency: usize) -> Result<CompleteMultipartOutput, Error> {
+    async fn upload_file_parts(
+        &self,
+        upload: &MultipartUpload,
+        path: &Path,
+        len: u64,
+        part_size: u64,
+        concurrency: usize,
+    ) -> Result<CompleteMultipartOutput, Error> {
         let nparts = len.div_ceil(part_size).max(1);
         let done: Vec<(CompletedPart, u64)> = futures_util::stream::iter(1..=nparts)
             .map(|n| {
@@ -318,7 +408,11 @@ impl S3Client {
 
     /// Completes an upload from its sent parts (with their sizes), in part order, with
     /// the whole object's CRC combined from theirs when the upload asked for one.
-    async fn complete_with_parts(&self, upload: &MultipartUpload, mut done: Vec<(CompletedPart, u64)>) -> Result<CompleteMultipartOutput, Error> {
+    async fn complete_with_parts(
+        &self,
+        upload: &MultipartUpload,
+        mut done: Vec<(CompletedPart, u64)>,
+    ) -> Result<CompleteMultipartOutput, Error> {
         done.sort_by_key(|(p, _)| p.part_number);
         let whole = match upload.checksum {
             Some(algo) if upload.full_object_checksum => combine_part_crcs(algo, &done),
@@ -406,7 +500,11 @@ pub async fn file_range_checksum(path: &Path, offset: u64, len: u64, algo: Check
 
 /// Cuts a byte stream into numbered parts of `part_size` (the last may be smaller), each
 /// with its bytes taken from `budget` before they are read.
-fn cut_parts(stream: BoxStream<'static, std::io::Result<Bytes>>, part_size: usize, budget: Arc<ByteBudget>) -> BoxStream<'static, Result<(u32, Bytes, BudgetPermit), Error>> {
+fn cut_parts(
+    stream: BoxStream<'static, std::io::Result<Bytes>>,
+    part_size: usize,
+    budget: Arc<ByteBudget>,
+) -> BoxStream<'static, Result<(u32, Bytes, BudgetPermit), Error>> {
     struct St {
         input: BoxStream<'static, std::io::Result<Bytes>>,
         buf: BytesMut,
@@ -417,25 +515,27 @@ fn cut_parts(stream: BoxStream<'static, std::io::Result<Bytes>>, part_size: usiz
     futures_util::stream::try_unfold(st, move |mut st| {
         let budget = budget.clone();
         async move {
-        let permit = budget.acquire(part_size as u64).await;
-        while !st.ended && st.buf.len() < part_size {
-            match st.input.next().await {
-                Some(Ok(b)) => st.buf.extend_from_slice(&b),
-                Some(Err(e)) => return Err(Error::Io { path: "upload source".into(), error: e }),
-                None => st.ended = true,
+            let permit = budget.acquire(part_size as u64).await;
+            while !st.ended && st.buf.len() < part_size {
+                match st.input.next().await {
+                    Some(Ok(b)) => st.buf.extend_from_slice(&b),
+                    Some(Err(e)) => return Err(Error::Io { path: "upload source".into(), error: e }),
+                    None => st.ended = true,
+                }
             }
-        }
-        if st.buf.is_empty() {
-            return Ok(None);
-        }
-        if st.next as u64 > MAX_PARTS {
-            return Err(Error::Config(format!("the source needs more than {MAX_PARTS} parts of {part_size} bytes")));
-        }
-        let n = st.buf.len().min(part_size);
-        let part = st.buf.split_to(n).freeze();
-        let number = st.next;
-        st.next += 1;
-        Ok(Some(((number, part, permit), st)))
+            if st.buf.is_empty() {
+                return Ok(None);
+            }
+            if st.next as u64 > MAX_PARTS {
+                return Err(Error::Config(format!(
+                    "the source needs more than {MAX_PARTS} parts of {part_size} bytes"
+                )));
+            }
+            let n = st.buf.len().min(part_size);
+            let part = st.buf.split_to(n).freeze();
+            let number = st.next;
+            st.next += 1;
+            Ok(Some(((number, part, permit), st)))
         }
     })
     .boxed()
@@ -451,9 +551,15 @@ mod tests {
         let pieces: Vec<std::io::Result<Bytes>> = data.chunks(100_000).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
         // A budget larger than the whole source: collecting every part holds all permits.
         let budget = ByteBudget::new(16 << 20);
-        let cut: Vec<_> = cut_parts(futures_util::stream::iter(pieces).boxed(), 1024 * 1024, budget.clone()).try_collect().await.unwrap();
+        let cut: Vec<_> = cut_parts(futures_util::stream::iter(pieces).boxed(), 1024 * 1024, budget.clone())
+            .try_collect()
+            .await
+            .unwrap();
         let parts: Vec<(u32, Bytes)> = cut.into_iter().map(|(n, b, _permit)| (n, b)).collect();
-        assert_eq!(parts.iter().map(|(n, b)| (*n, b.len())).collect::<Vec<_>>(), vec![(1, 1 << 20), (2, 1 << 20), (3, 7)]);
+        assert_eq!(
+            parts.iter().map(|(n, b)| (*n, b.len())).collect::<Vec<_>>(),
+            vec![(1, 1 << 20), (2, 1 << 20), (3, 7)]
+        );
         assert_eq!(parts.iter().flat_map(|(_, b)| b.to_vec()).collect::<Vec<_>>(), data);
     }
 
@@ -472,7 +578,16 @@ mod tests {
         let a = b"hello ".to_vec();
         let b = b"world".to_vec();
         let algo = ChecksumAlgorithm::Crc64Nvme;
-        let part = |n, d: &[u8]| (CompletedPart { part_number: n, etag: String::new(), checksums: vec![(algo, base64_encode(&algo.digest(d)))] }, d.len() as u64);
+        let part = |n, d: &[u8]| {
+            (
+                CompletedPart {
+                    part_number: n,
+                    etag: String::new(),
+                    checksums: vec![(algo, base64_encode(&algo.digest(d)))],
+                },
+                d.len() as u64,
+            )
+        };
         let whole = combine_part_crcs(algo, &[part(1, &a), part(2, &b)]).unwrap();
         assert_eq!(whole, base64_encode(&algo.digest(b"hello world")));
     }

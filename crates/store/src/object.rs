@@ -99,7 +99,15 @@ pub struct GetParams {
 
 impl Default for GetParams {
     fn default() -> Self {
-        GetParams { range: None, if_match: None, if_none_match: None, if_modified_since: None, if_unmodified_since: None, checksum_mode: true, size_hint: None }
+        GetParams {
+            range: None,
+            if_match: None,
+            if_none_match: None,
+            if_modified_since: None,
+            if_unmodified_since: None,
+            checksum_mode: true,
+            size_hint: None,
+        }
     }
 }
 
@@ -134,7 +142,13 @@ pub struct PutParams {
 
 impl Default for PutParams {
     fn default() -> Self {
-        PutParams { content_type: None, metadata: Vec::new(), checksum: Some(ChecksumAlgorithm::Crc64Nvme), if_none_match_star: false, content_md5: false }
+        PutParams {
+            content_type: None,
+            metadata: Vec::new(),
+            checksum: Some(ChecksumAlgorithm::Crc64Nvme),
+            if_none_match_star: false,
+            content_md5: false,
+        }
     }
 }
 
@@ -194,15 +208,25 @@ fn put_output(resp: &Response, sent: Option<(ChecksumAlgorithm, String)>) -> Res
     if let Some((algo, ours)) = &sent {
         if let Some(theirs) = resp.headers.get(algo.header_name()).and_then(|v| v.to_str().ok()) {
             if theirs.trim() != ours {
-                return Err(Error::integrity(format!("the server stored {algo} {theirs}, we sent {ours}"), request_id(&resp.headers)));
+                return Err(Error::integrity(
+                    format!("the server stored {algo} {theirs}, we sent {ours}"),
+                    request_id(&resp.headers),
+                ));
             }
         }
     }
-    Ok(PutObjectOutput { etag: resp.headers.get("etag").and_then(|v| v.to_str().ok()).map(str::to_owned), checksum: sent })
+    Ok(PutObjectOutput {
+        etag: resp.headers.get("etag").and_then(|v| v.to_str().ok()).map(str::to_owned),
+        checksum: sent,
+    })
 }
 
 /// Checksums of a whole buffer: the chosen algorithm and, when asked, MD5.
-fn digests(data: &[u8], algo: Option<ChecksumAlgorithm>, md5: bool) -> (Option<(ChecksumAlgorithm, String)>, Option<String>) {
+fn digests(
+    data: &[u8],
+    algo: Option<ChecksumAlgorithm>,
+    md5: bool,
+) -> (Option<(ChecksumAlgorithm, String)>, Option<String>) {
     let sum = algo.map(|a| (a, base64_encode(&a.digest(data))));
     let md5 = md5.then(|| base64_encode(&Md5::digest(data)));
     (sum, md5)
@@ -223,7 +247,10 @@ impl S3Client {
             .header_opt("if-match", params.if_match.as_deref())?
             .header_opt("if-none-match", params.if_none_match.as_deref())?
             .header_opt("if-modified-since", params.if_modified_since.map(ferry_proto::encoding::http_date).as_deref())?
-            .header_opt("if-unmodified-since", params.if_unmodified_since.map(ferry_proto::encoding::http_date).as_deref())?;
+            .header_opt(
+                "if-unmodified-since",
+                params.if_unmodified_since.map(ferry_proto::encoding::http_date).as_deref(),
+            )?;
         if params.checksum_mode {
             op = op.header("x-amz-checksum-mode", "ENABLED")?;
         }
@@ -238,7 +265,10 @@ impl S3Client {
                 return Err(Error::protocol("206 without a valid Content-Range", rid));
             };
             if content_length.is_some_and(|n| n != e - s + 1) {
-                return Err(Error::protocol(format!("Content-Range {s}-{e} disagrees with Content-Length {content_length:?}"), rid));
+                return Err(Error::protocol(
+                    format!("Content-Range {s}-{e} disagrees with Content-Length {content_length:?}"),
+                    rid,
+                ));
             }
             (s, Some((s, e)), Verifier::None)
         } else {
@@ -270,12 +300,18 @@ impl S3Client {
 
     /// HeadObject.
     pub async fn head_object(&self, object: &ObjectRef) -> Result<ObjectInfo, Error> {
-        let mut op = Op::new("HeadObject", Method::HEAD, &object.bucket, Some(&object.key)).header("x-amz-checksum-mode", "ENABLED")?;
+        let mut op = Op::new("HeadObject", Method::HEAD, &object.bucket, Some(&object.key))
+            .header("x-amz-checksum-mode", "ENABLED")?;
         self.execute(&mut op, |r| async move { Ok(ObjectInfo::from_headers(&r.headers)) }).await
     }
 
     /// PutObject from memory.
-    pub async fn put_object(&self, object: &ObjectRef, body: Bytes, params: PutParams) -> Result<PutObjectOutput, Error> {
+    pub async fn put_object(
+        &self,
+        object: &ObjectRef,
+        body: Bytes,
+        params: PutParams,
+    ) -> Result<PutObjectOutput, Error> {
         let (sum, md5) = digests(&body, params.checksum, params.content_md5);
         let op = put_headers(Op::new("PutObject", Method::PUT, &object.bucket, Some(&object.key)), &params)?;
         let mut op = add_digests(op, &sum, &md5)?.body(OpBody::Bytes(body));
@@ -288,9 +324,17 @@ impl S3Client {
 
     /// PutObject from a file: the checksum is computed in a first pass, then the file
     /// streams (module note).
-    pub async fn put_object_file(&self, object: &ObjectRef, path: impl AsRef<Path>, params: PutParams) -> Result<PutObjectOutput, Error> {
+    pub async fn put_object_file(
+        &self,
+        object: &ObjectRef,
+        path: impl AsRef<Path>,
+        params: PutParams,
+    ) -> Result<PutObjectOutput, Error> {
         let path = path.as_ref().to_path_buf();
-        let len = tokio::fs::metadata(&path).await.map_err(|e| Error::Io { path: path.display().to_string(), error: e })?.len();
+        let len = tokio::fs::metadata(&path)
+            .await
+            .map_err(|e| Error::Io { path: path.display().to_string(), error: e })?
+            .len();
         let (sum, md5) = if params.checksum.is_some() || params.content_md5 {
             let mut hasher = params.checksum.map(Checksummer::new);
             let mut md5 = params.content_md5.then(Md5::new);
@@ -320,13 +364,21 @@ impl S3Client {
     /// PutObject from a stream of exactly `len` bytes. With a checksum, the body is sent
     /// aws-chunked with the checksum as a trailer (computed as the bytes pass); it is
     /// sent once, never retried.
-    pub async fn put_object_stream<S>(&self, object: &ObjectRef, len: u64, stream: S, params: PutParams) -> Result<PutObjectOutput, Error>
+    pub async fn put_object_stream<S>(
+        &self,
+        object: &ObjectRef,
+        len: u64,
+        stream: S,
+        params: PutParams,
+    ) -> Result<PutObjectOutput, Error>
     where
         S: Stream<Item = std::io::Result<Bytes>> + Send + 'static,
     {
         let op = put_headers(Op::new("PutObject", Method::PUT, &object.bucket, Some(&object.key)), &params)?;
         let (mut op, result) = match params.checksum {
-            None => (op.body(OpBody::Once(Some(RequestBody::Stream { len, stream: exact_len(stream.boxed(), len) }))), None),
+            None => {
+                (op.body(OpBody::Once(Some(RequestBody::Stream { len, stream: exact_len(stream.boxed(), len) }))), None)
+            }
             Some(algo) => {
                 let (encoded_len, body, result) = aws_chunked(stream.boxed(), len, algo);
                 let mut op = op
@@ -359,7 +411,8 @@ impl S3Client {
         // XML 1.0 cannot carry most control characters, even as character references,
         // so S3 (and MinIO) reject a Delete body naming such a key with MalformedXML.
         // Those keys are deleted one by one with DeleteObject instead.
-        let (batchable, single): (Vec<String>, Vec<String>) = keys.iter().cloned().partition(|k| k.chars().all(xml_char));
+        let (batchable, single): (Vec<String>, Vec<String>) =
+            keys.iter().cloned().partition(|k| k.chars().all(xml_char));
         for key in single {
             match self.delete_object(&ObjectRef::new(bucket, key.as_str())).await {
                 Ok(()) => out.deleted.push(key),
@@ -380,7 +433,9 @@ impl S3Client {
                 .body(OpBody::Bytes(Bytes::from(xml)));
             // Deleting the same keys again leaves the same state (retry.rs).
             op.idempotent = true;
-            let result = self.execute(&mut op, |r| async move { read_xml(r, ferry_proto::client_xml::parse_delete_result).await }).await?;
+            let result = self
+                .execute(&mut op, |r| async move { read_xml(r, ferry_proto::client_xml::parse_delete_result).await })
+                .await?;
             out.deleted.extend(result.deleted);
             out.errors.extend(result.errors);
         }
@@ -388,7 +443,12 @@ impl S3Client {
     }
 
     /// CopyObject (server side, up to 5 GiB).
-    pub async fn copy_object(&self, source: &ObjectRef, dest: &ObjectRef, params: CopyParams) -> Result<CopyObjectOutput, Error> {
+    pub async fn copy_object(
+        &self,
+        source: &ObjectRef,
+        dest: &ObjectRef,
+        params: CopyParams,
+    ) -> Result<CopyObjectOutput, Error> {
         let src = format!("/{}/{}", source.bucket, uri_encode(&source.key, false));
         let mut op = Op::new("CopyObject", Method::PUT, &dest.bucket, Some(&dest.key))
             .header("x-amz-copy-source", &src)?
@@ -400,7 +460,9 @@ impl S3Client {
                 op = op.header(&format!("x-amz-meta-{}", k.to_ascii_lowercase()), v)?;
             }
         }
-        let r = self.execute(&mut op, |r| async move { read_xml(r, ferry_proto::client_xml::parse_copy_object_result).await }).await?;
+        let r = self
+            .execute(&mut op, |r| async move { read_xml(r, ferry_proto::client_xml::parse_copy_object_result).await })
+            .await?;
         Ok(CopyObjectOutput { etag: r.etag, last_modified: r.last_modified })
     }
 
@@ -418,7 +480,10 @@ impl S3Client {
 }
 
 /// Reads an XML answer; a 200 whose body is `<Error>` becomes that error.
-pub(crate) async fn read_xml<T>(resp: Response, parse: fn(&[u8]) -> Result<T, ferry_proto::xml::XmlError>) -> Result<T, Error> {
+pub(crate) async fn read_xml<T>(
+    resp: Response,
+    parse: fn(&[u8]) -> Result<T, ferry_proto::xml::XmlError>,
+) -> Result<T, Error> {
     let status = resp.status.as_u16();
     let rid = request_id(&resp.headers);
     let body = resp.body.collect(XML_LIMIT).await?;
@@ -429,7 +494,10 @@ pub(crate) async fn read_xml<T>(resp: Response, parse: fn(&[u8]) -> Result<T, fe
 }
 
 /// Fails the stream if it yields more or fewer than `len` bytes.
-fn exact_len(stream: BoxStream<'static, std::io::Result<Bytes>>, len: u64) -> BoxStream<'static, std::io::Result<Bytes>> {
+fn exact_len(
+    stream: BoxStream<'static, std::io::Result<Bytes>>,
+    len: u64,
+) -> BoxStream<'static, std::io::Result<Bytes>> {
     let counted = futures_util::stream::unfold((stream, 0u64, false), move |(mut s, seen, done)| async move {
         if done {
             return None;
@@ -438,14 +506,23 @@ fn exact_len(stream: BoxStream<'static, std::io::Result<Bytes>>, len: u64) -> Bo
             Some(Ok(b)) => {
                 let seen = seen + b.len() as u64;
                 if seen > len {
-                    Some((Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("stream is longer than the {len} bytes declared"))), (s, seen, true)))
+                    Some((
+                        Err(std::io::Error::new(
+                            std::io::ErrorKind::InvalidData,
+                            format!("stream is longer than the {len} bytes declared"),
+                        )),
+                        (s, seen, true),
+                    ))
                 } else {
                     Some((Ok(b), (s, seen, false)))
                 }
             }
             Some(Err(e)) => Some((Err(e), (s, seen, true))),
             None if seen < len => Some((
-                Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("stream ended after {seen} of the {len} bytes declared"))),
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("stream ended after {seen} of the {len} bytes declared"),
+                )),
                 (s, seen, true),
             )),
             None => None,
@@ -483,7 +560,13 @@ pub(crate) fn aws_chunked(
         ended: bool,
         finished: bool,
     }
-    let st = St { input: exact_len(stream, len), buf: BytesMut::new(), hasher: Checksummer::new(algo), ended: false, finished: false };
+    let st = St {
+        input: exact_len(stream, len),
+        buf: BytesMut::new(),
+        hasher: Checksummer::new(algo),
+        ended: false,
+        finished: false,
+    };
     let s = futures_util::stream::try_unfold(st, move |mut st| {
         let cell = cell.clone();
         async move {
@@ -525,8 +608,10 @@ mod tests {
     async fn aws_chunked_length_matches_the_encoding() {
         for len in [0usize, 1, AWS_CHUNK - 1, AWS_CHUNK, AWS_CHUNK + 1, 3 * AWS_CHUNK + 17] {
             let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
-            let pieces: Vec<std::io::Result<Bytes>> = data.chunks(1000).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
-            let (encoded_len, s, cell) = aws_chunked(futures_util::stream::iter(pieces).boxed(), len as u64, ChecksumAlgorithm::Crc64Nvme);
+            let pieces: Vec<std::io::Result<Bytes>> =
+                data.chunks(1000).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
+            let (encoded_len, s, cell) =
+                aws_chunked(futures_util::stream::iter(pieces).boxed(), len as u64, ChecksumAlgorithm::Crc64Nvme);
             let out: Vec<Bytes> = s.map(|r| r.unwrap()).collect().await;
             let out: Vec<u8> = out.concat();
             assert_eq!(out.len() as u64, encoded_len, "len {len}");

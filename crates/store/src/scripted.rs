@@ -7,7 +7,10 @@
 //! `ferry serve` over real transports.
 
 use bytes::{Bytes, BytesMut};
-use ferry_wire::{ErrorKind, Protocol, Request, RequestBody, Response, ResponseBody, ResponseMeta, Transport, TransportStats, WireError};
+use ferry_wire::{
+    ErrorKind, Protocol, Request, RequestBody, Response, ResponseBody, ResponseMeta, Transport, TransportStats,
+    WireError,
+};
 use futures_util::future::BoxFuture;
 use futures_util::StreamExt;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
@@ -17,7 +20,13 @@ use std::time::Duration;
 
 /// One scripted answer.
 pub(crate) enum Scripted {
-    Respond { status: u16, headers: Vec<(String, String)>, chunks: Vec<Bytes>, content_length: Option<u64>, then: Option<ErrorKind> },
+    Respond {
+        status: u16,
+        headers: Vec<(String, String)>,
+        chunks: Vec<Bytes>,
+        content_length: Option<u64>,
+        then: Option<ErrorKind>,
+    },
     Fail(ErrorKind),
 }
 
@@ -110,7 +119,12 @@ impl Transport for ScriptedTransport {
                     buf.freeze()
                 }
             };
-            requests.lock().unwrap().push(Recorded { method: req.method, path_and_query: req.path_and_query, headers: req.headers, body });
+            requests.lock().unwrap().push(Recorded {
+                method: req.method,
+                path_and_query: req.path_and_query,
+                headers: req.headers,
+                body,
+            });
             match next.expect("the scripted transport ran out of responses") {
                 Scripted::Fail(kind) => Err(WireError::new(kind, "scripted failure")),
                 Scripted::Respond { status, headers, chunks, content_length, then } => {
@@ -129,7 +143,13 @@ impl Transport for ScriptedTransport {
                         status: StatusCode::from_u16(status).unwrap(),
                         headers: map,
                         body: ResponseBody::new(futures_util::stream::iter(items).boxed(), content_length),
-                        meta: ResponseMeta { protocol: Protocol::Http1, connection_id: 1, reused_connection: false, time_to_head: Duration::ZERO, head_latency: None },
+                        meta: ResponseMeta {
+                            protocol: Protocol::Http1,
+                            connection_id: 1,
+                            reused_connection: false,
+                            time_to_head: Duration::ZERO,
+                            head_latency: None,
+                        },
                     })
                 }
             }

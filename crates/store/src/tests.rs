@@ -14,11 +14,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn fast_retry() -> RetryConfig {
-    RetryConfig { base_delay: Duration::from_millis(1), throttled_base_delay: Duration::from_millis(1), ..RetryConfig::default() }
+    RetryConfig {
+        base_delay: Duration::from_millis(1),
+        throttled_base_delay: Duration::from_millis(1),
+        ..RetryConfig::default()
+    }
 }
 
 fn client(t: &Arc<ScriptedTransport>, retry: RetryConfig) -> S3Client {
-    let mut config = ClientConfig::new("http://127.0.0.1:9000").unwrap().with_credentials(Credentials::new("ferry", "ferry-secret"));
+    let mut config =
+        ClientConfig::new("http://127.0.0.1:9000").unwrap().with_credentials(Credentials::new("ferry", "ferry-secret"));
     config.retry = retry;
     S3Client::with_transport(t.clone(), config)
 }
@@ -28,7 +33,9 @@ fn obj() -> ObjectRef {
 }
 
 fn slow_down() -> Scripted {
-    Scripted::status(503).header("x-amz-request-id", "R503").body("<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>")
+    Scripted::status(503)
+        .header("x-amz-request-id", "R503")
+        .body("<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>")
 }
 
 fn data(n: usize) -> Vec<u8> {
@@ -47,7 +54,10 @@ async fn a_503_is_retried_then_succeeds() {
     for r in &reqs {
         assert!(r.header("authorization").unwrap().starts_with("AWS4-HMAC-SHA256 Credential=ferry/"));
         assert_eq!(r.body, Bytes::from_static(b"hello"));
-        assert_eq!(r.header("x-amz-checksum-crc64nvme"), Some(Verifier::base64_of(ChecksumAlgorithm::Crc64Nvme, b"hello").as_str()));
+        assert_eq!(
+            r.header("x-amz-checksum-crc64nvme"),
+            Some(Verifier::base64_of(ChecksumAlgorithm::Crc64Nvme, b"hello").as_str())
+        );
         assert_eq!(r.header("x-amz-content-sha256"), Some("UNSIGNED-PAYLOAD"));
     }
 }
@@ -65,7 +75,9 @@ async fn throttling_that_never_ends_is_a_typed_error_after_max_attempts() {
 async fn create_multipart_is_retried_after_a_reset_and_a_500() {
     // retry.rs module note: a repeat may leave an empty upload behind, which costs less
     // than failing the transfer.
-    let xml = ferry_proto::xml::InitiateMultipartUploadResult { bucket: "b".into(), key: "k".into(), upload_id: "u2".into() }.to_xml();
+    let xml =
+        ferry_proto::xml::InitiateMultipartUploadResult { bucket: "b".into(), key: "k".into(), upload_id: "u2".into() }
+            .to_xml();
     let t = ScriptedTransport::with(vec![
         Scripted::Fail(ErrorKind::Reset),
         Scripted::status(500).body("<Error><Code>InternalError</Code><Message>x</Message></Error>"),
@@ -79,7 +91,9 @@ async fn create_multipart_is_retried_after_a_reset_and_a_500() {
 
 #[tokio::test]
 async fn a_connect_failure_is_retried_even_for_a_post() {
-    let xml = ferry_proto::xml::InitiateMultipartUploadResult { bucket: "b".into(), key: "k".into(), upload_id: "u1".into() }.to_xml();
+    let xml =
+        ferry_proto::xml::InitiateMultipartUploadResult { bucket: "b".into(), key: "k".into(), upload_id: "u1".into() }
+            .to_xml();
     let t = ScriptedTransport::with(vec![Scripted::Fail(ErrorKind::Connect), Scripted::status(200).body(xml)]);
     let c = client(&t, fast_retry());
     let up = c.create_multipart(&obj(), &PutParams::default()).await.unwrap();
@@ -89,7 +103,11 @@ async fn a_connect_failure_is_retried_even_for_a_post() {
 
 #[tokio::test]
 async fn a_reset_is_retried_for_idempotent_requests() {
-    let t = ScriptedTransport::with(vec![Scripted::Fail(ErrorKind::Reset), Scripted::Fail(ErrorKind::Timeout), Scripted::status(204)]);
+    let t = ScriptedTransport::with(vec![
+        Scripted::Fail(ErrorKind::Reset),
+        Scripted::Fail(ErrorKind::Timeout),
+        Scripted::status(204),
+    ]);
     let c = client(&t, fast_retry());
     c.delete_object(&obj()).await.unwrap();
     assert_eq!(t.requests().len(), 3);
@@ -115,17 +133,26 @@ async fn an_exhausted_budget_stops_retries() {
 #[tokio::test]
 async fn a_200_with_an_error_body_is_typed_and_retried_when_idempotent() {
     let err = "<?xml version=\"1.0\"?><Error><Code>InternalError</Code><Message>We encountered an internal error.</Message><RequestId>RID</RequestId></Error>";
-    let done = ferry_proto::xml::CompleteMultipartUploadResult { location: String::new(), bucket: "b".into(), key: "k".into(), etag: "\"x-1\"".into(), checksums: vec![] }.to_xml();
+    let done = ferry_proto::xml::CompleteMultipartUploadResult {
+        location: String::new(),
+        bucket: "b".into(),
+        key: "k".into(),
+        etag: "\"x-1\"".into(),
+        checksums: vec![],
+    }
+    .to_xml();
     let t = ScriptedTransport::with(vec![Scripted::status(200).body(err), Scripted::status(200).body(done)]);
     let c = client(&t, fast_retry());
-    let up = crate::MultipartUpload { object: obj(), upload_id: "u".into(), checksum: None, full_object_checksum: false };
+    let up =
+        crate::MultipartUpload { object: obj(), upload_id: "u".into(), checksum: None, full_object_checksum: false };
     let part = crate::CompletedPart { part_number: 1, etag: "\"p\"".into(), checksums: vec![] };
     let out = c.complete_multipart(&up, &[part]).await.unwrap();
     assert_eq!(out.etag, "\"x-1\"");
     assert_eq!(t.requests().len(), 2);
 
     // CopyObject's 200 <Error> with a non-retryable code: typed, not retried.
-    let t = ScriptedTransport::with(vec![Scripted::status(200).body("<Error><Code>AccessDenied</Code><Message>no</Message><RequestId>R2</RequestId></Error>")]);
+    let t = ScriptedTransport::with(vec![Scripted::status(200)
+        .body("<Error><Code>AccessDenied</Code><Message>no</Message><RequestId>R2</RequestId></Error>")]);
     let c = client(&t, fast_retry());
     let e = c.copy_object(&obj(), &ObjectRef::new("b", "k2"), Default::default()).await.unwrap_err();
     assert!(matches!(&e, Error::Auth { code, .. } if code == "AccessDenied"), "{e:?}");
@@ -158,7 +185,10 @@ async fn a_cut_body_resumes_with_range_and_if_match() {
             .header("etag", "\"v1\"")
             .header("content-range", &format!("bytes {k}-9999/10000"))
             .cut_body((10_000 - k) as u64, Bytes::copy_from_slice(&d[k..7_000]), ErrorKind::Reset),
-        Scripted::status(206).header("etag", "\"v1\"").header("content-range", "bytes 7000-9999/10000").body(Bytes::copy_from_slice(&d[7_000..])),
+        Scripted::status(206)
+            .header("etag", "\"v1\"")
+            .header("content-range", "bytes 7000-9999/10000")
+            .body(Bytes::copy_from_slice(&d[7_000..])),
     ]);
     let c = client(&t, fast_retry());
     let out = c.get_object(&obj(), GetParams::default()).await.unwrap();
@@ -196,7 +226,10 @@ async fn a_checksum_mismatch_ends_the_stream_with_an_integrity_error() {
     let mut bad = d.clone();
     bad[4321] ^= 0x40;
     let crc = Verifier::base64_of(ChecksumAlgorithm::Crc64Nvme, &d);
-    let t = ScriptedTransport::with(vec![get_200(&bad, &[("x-amz-checksum-crc64nvme", &crc), ("x-amz-checksum-type", "FULL_OBJECT")])]);
+    let t = ScriptedTransport::with(vec![get_200(
+        &bad,
+        &[("x-amz-checksum-crc64nvme", &crc), ("x-amz-checksum-type", "FULL_OBJECT")],
+    )]);
     let c = client(&t, fast_retry());
     let mut body = c.get_object(&obj(), GetParams::default()).await.unwrap().body;
     let mut items = Vec::new();
@@ -208,7 +241,10 @@ async fn a_checksum_mismatch_ends_the_stream_with_an_integrity_error() {
     // collect() never returns the bad bytes as good.
     let t = ScriptedTransport::with(vec![get_200(&bad, &[("x-amz-checksum-crc64nvme", &crc)])]);
     let c = client(&t, fast_retry());
-    assert!(matches!(c.get_object(&obj(), GetParams::default()).await.unwrap().body.collect().await, Err(Error::Integrity { .. })));
+    assert!(matches!(
+        c.get_object(&obj(), GetParams::default()).await.unwrap().body.collect().await,
+        Err(Error::Integrity { .. })
+    ));
 }
 
 #[tokio::test]
@@ -220,8 +256,14 @@ async fn an_md5_etag_is_verified_when_there_is_no_checksum() {
     let scripted = |body: &[u8]| Scripted::status(200).header("etag", &md5).body(Bytes::copy_from_slice(body));
     let t = ScriptedTransport::with(vec![scripted(&d), scripted(&bad)]);
     let c = client(&t, fast_retry());
-    assert_eq!(c.get_object(&obj(), GetParams::default()).await.unwrap().body.collect().await.unwrap(), Bytes::from(d.clone()));
-    assert!(matches!(c.get_object(&obj(), GetParams::default()).await.unwrap().body.collect().await, Err(Error::Integrity { .. })));
+    assert_eq!(
+        c.get_object(&obj(), GetParams::default()).await.unwrap().body.collect().await.unwrap(),
+        Bytes::from(d.clone())
+    );
+    assert!(matches!(
+        c.get_object(&obj(), GetParams::default()).await.unwrap().body.collect().await,
+        Err(Error::Integrity { .. })
+    ));
 }
 
 #[tokio::test]
@@ -239,14 +281,24 @@ async fn composite_checksums_and_multipart_etags_are_not_checked_but_length_is()
 #[tokio::test]
 async fn a_short_body_is_never_a_short_success() {
     // Without an ETag nothing can be resumed safely: the cut is the error.
-    let t = ScriptedTransport::with(vec![Scripted::status(200).cut_body(100, Bytes::from_static(b"abc"), ErrorKind::BodyTruncated)]);
+    let t = ScriptedTransport::with(vec![Scripted::status(200).cut_body(
+        100,
+        Bytes::from_static(b"abc"),
+        ErrorKind::BodyTruncated,
+    )]);
     let c = client(&t, fast_retry());
     let e = c.get_object(&obj(), GetParams::default()).await.unwrap().body.collect().await.unwrap_err();
     assert!(matches!(&e, Error::Transport(w) if w.kind() == ErrorKind::BodyTruncated), "{e:?}");
     // Retries exhausted: the last cut is returned.
-    let mut script = vec![Scripted::status(200).header("etag", "\"v\"").cut_body(100, Bytes::from_static(b"a"), ErrorKind::Reset)];
+    let mut script =
+        vec![Scripted::status(200).header("etag", "\"v\"").cut_body(100, Bytes::from_static(b"a"), ErrorKind::Reset)];
     for i in 1..5 {
-        script.push(Scripted::status(206).header("etag", "\"v\"").header("content-range", &format!("bytes {i}-99/100")).cut_body(100 - i, Bytes::from_static(b"b"), ErrorKind::Reset));
+        script.push(
+            Scripted::status(206)
+                .header("etag", "\"v\"")
+                .header("content-range", &format!("bytes {i}-99/100"))
+                .cut_body(100 - i, Bytes::from_static(b"b"), ErrorKind::Reset),
+        );
     }
     let t = ScriptedTransport::with(script);
     let c = client(&t, fast_retry());
@@ -265,12 +317,18 @@ async fn a_longer_body_than_announced_is_an_integrity_error() {
         then: None,
     }]);
     let c = client(&t, fast_retry());
-    assert!(matches!(c.get_object(&obj(), GetParams::default()).await.unwrap().body.collect().await, Err(Error::Integrity { .. })));
+    assert!(matches!(
+        c.get_object(&obj(), GetParams::default()).await.unwrap().body.collect().await,
+        Err(Error::Integrity { .. })
+    ));
 }
 
 #[tokio::test]
 async fn ranged_gets_send_the_range_and_report_it() {
-    let t = ScriptedTransport::with(vec![Scripted::status(206).header("etag", "\"v\"").header("content-range", "bytes 10-19/100").body(Bytes::from_static(b"0123456789"))]);
+    let t = ScriptedTransport::with(vec![Scripted::status(206)
+        .header("etag", "\"v\"")
+        .header("content-range", "bytes 10-19/100")
+        .body(Bytes::from_static(b"0123456789"))]);
     let c = client(&t, fast_retry());
     let out = c.get_object(&obj(), GetParams::range(crate::RangeSpec::FromTo(10, 19))).await.unwrap();
     assert_eq!((out.range, out.meta.size), (Some((10, 19)), 100));
@@ -281,7 +339,9 @@ async fn ranged_gets_send_the_range_and_report_it() {
 #[tokio::test]
 async fn errors_carry_request_ids_and_codes() {
     let t = ScriptedTransport::with(vec![
-        Scripted::status(404).header("x-amz-request-id", "RID404").body("<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message></Error>"),
+        Scripted::status(404)
+            .header("x-amz-request-id", "RID404")
+            .body("<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message></Error>"),
         Scripted::status(403).header("x-amz-request-id", "RID403"),
     ]);
     let c = client(&t, fast_retry());
@@ -320,14 +380,23 @@ async fn anonymous_requests_are_not_signed() {
 async fn delete_objects_splits_into_requests_of_1000_keys() {
     let keys: Vec<String> = (0..2500).map(|i| format!("k{i}")).collect();
     let answer = |range: std::ops::Range<usize>, fail: Option<&str>| {
-        let mut r = ferry_proto::xml::DeleteResult { deleted: range.map(|i| format!("k{i}")).collect(), errors: vec![] };
+        let mut r =
+            ferry_proto::xml::DeleteResult { deleted: range.map(|i| format!("k{i}")).collect(), errors: vec![] };
         if let Some(k) = fail {
             r.deleted.retain(|d| d != k);
-            r.errors.push(ferry_proto::xml::DeleteError { key: k.into(), code: "AccessDenied".into(), message: "Access Denied".into() });
+            r.errors.push(ferry_proto::xml::DeleteError {
+                key: k.into(),
+                code: "AccessDenied".into(),
+                message: "Access Denied".into(),
+            });
         }
         Scripted::status(200).body(r.to_xml())
     };
-    let t = ScriptedTransport::with(vec![answer(0..1000, None), answer(1000..2000, Some("k1500")), answer(2000..2500, None)]);
+    let t = ScriptedTransport::with(vec![
+        answer(0..1000, None),
+        answer(1000..2000, Some("k1500")),
+        answer(2000..2500, None),
+    ]);
     let c = client(&t, fast_retry());
     let out = c.delete_objects("b", &keys).await.unwrap();
     assert_eq!(out.deleted.len(), 2499);
@@ -345,11 +414,14 @@ async fn delete_objects_splits_into_requests_of_1000_keys() {
 
 #[tokio::test]
 async fn a_failed_part_aborts_the_upload() {
-    let init = ferry_proto::xml::InitiateMultipartUploadResult { bucket: "b".into(), key: "k".into(), upload_id: "U".into() }.to_xml();
+    let init =
+        ferry_proto::xml::InitiateMultipartUploadResult { bucket: "b".into(), key: "k".into(), upload_id: "U".into() }
+            .to_xml();
     let part_ok = Scripted::status(200).header("etag", "\"p\"");
     let forbidden = || Scripted::status(403).body("<Error><Code>AccessDenied</Code><Message>no</Message></Error>");
     // Concurrency 1 so the script order is deterministic: part 1 ok, part 2 refused, abort.
-    let t = ScriptedTransport::with(vec![Scripted::status(200).body(init), part_ok, forbidden(), Scripted::status(204)]);
+    let t =
+        ScriptedTransport::with(vec![Scripted::status(200).body(init), part_ok, forbidden(), Scripted::status(204)]);
     let c = client(&t, fast_retry());
     let d = Bytes::from(data(11 * 1024 * 1024));
     let source = crate::UploadSource::Stream(futures_util::stream::iter(vec![Ok(d)]).boxed());
@@ -371,7 +443,8 @@ async fn a_streamed_put_is_aws_chunked_with_a_trailer_and_sent_once() {
     let d = data(200_000);
     let t = ScriptedTransport::with(vec![slow_down()]);
     let c = client(&t, fast_retry());
-    let stream = futures_util::stream::iter(d.chunks(10_000).map(|c| Ok(Bytes::copy_from_slice(c))).collect::<Vec<_>>());
+    let stream =
+        futures_util::stream::iter(d.chunks(10_000).map(|c| Ok(Bytes::copy_from_slice(c))).collect::<Vec<_>>());
     let e = c.put_object_stream(&obj(), d.len() as u64, stream, PutParams::default()).await.unwrap_err();
     assert!(matches!(e, Error::Throttled { .. }));
     let reqs = t.requests();
@@ -392,7 +465,8 @@ fn presigned_urls_verify_with_the_server_side_verifier() {
     assert_eq!(path, "/b/dir/a%20b.txt");
     let mut headers = http::HeaderMap::new();
     headers.insert("host", "127.0.0.1:9000".parse().unwrap());
-    let req = ferry_proto::sigv4::SignableRequest { method: "GET", raw_path: path, raw_query: query, headers: &headers };
+    let req =
+        ferry_proto::sigv4::SignableRequest { method: "GET", raw_path: path, raw_query: query, headers: &headers };
     let lookup = |ak: &str| (ak == "ferry").then(|| "ferry-secret".to_string());
     ferry_proto::sigv4::verify(&req, &lookup, std::time::SystemTime::now(), Duration::from_secs(900)).unwrap();
     assert!(c.presign_get(&obj(), Duration::from_secs(8 * 24 * 3600)).is_err());

@@ -11,8 +11,8 @@
 use bytes::Bytes;
 use ferry_server::{BackgroundServer, ServeConfig, Storage};
 use ferry_store::{
-    ChecksumAlgorithm, CopyParams, Credentials, CredentialsSource, Error, GetParams, ListParams, Mode, MultipartParams, ObjectRef, PutParams,
-    RangeSpec, RetryConfig, S3Client, UploadSource,
+    ChecksumAlgorithm, CopyParams, Credentials, CredentialsSource, Error, GetParams, ListParams, Mode, MultipartParams,
+    ObjectRef, PutParams, RangeSpec, RetryConfig, S3Client, UploadSource,
 };
 use futures_util::{StreamExt, TryStreamExt};
 use std::net::SocketAddr;
@@ -179,7 +179,8 @@ fn sweep_minio_dirs() {
         let name = e.file_name().to_string_lossy().into_owned();
         let Some(pid) = name.strip_prefix("ferry-minio-").map(|r| r.trim_end_matches(".log")) else { continue };
         if pid.parse::<u32>().is_ok() && !std::path::Path::new("/proc").join(pid).exists() {
-            let _ = if name.ends_with(".log") { std::fs::remove_file(e.path()) } else { std::fs::remove_dir_all(e.path()) };
+            let _ =
+                if name.ends_with(".log") { std::fs::remove_file(e.path()) } else { std::fs::remove_dir_all(e.path()) };
         }
     }
 }
@@ -232,7 +233,14 @@ async fn bucket_and_upload_listings(t: &Target, mode: Mode) {
     let u1 = c.create_multipart(&a1, &PutParams::default()).await.unwrap();
     let u2 = c.create_multipart(&a1, &PutParams::default()).await.unwrap();
     let u3 = c.create_multipart(&a2, &PutParams::default()).await.unwrap();
-    let mut of_a: Vec<String> = c.list_multipart_uploads(b.as_str(), "big/a").await.unwrap().into_iter().filter(|u| u.key == "big/a").map(|u| u.upload_id).collect();
+    let mut of_a: Vec<String> = c
+        .list_multipart_uploads(b.as_str(), "big/a")
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|u| u.key == "big/a")
+        .map(|u| u.upload_id)
+        .collect();
     of_a.sort();
     let mut want = vec![u1.upload_id.clone(), u2.upload_id.clone()];
     want.sort();
@@ -278,11 +286,16 @@ async fn round_trip(t: &Target, mode: Mode) {
 
     // Conditions.
     let etag = info.etag.clone().unwrap();
-    let e = c.get_object(&o, GetParams { if_none_match: Some(etag.clone()), ..GetParams::default() }).await.unwrap_err();
+    let e =
+        c.get_object(&o, GetParams { if_none_match: Some(etag.clone()), ..GetParams::default() }).await.unwrap_err();
     assert!(matches!(e, Error::Precondition { status: 304, .. }), "{e:?}");
-    let e = c.get_object(&o, GetParams { if_match: Some("\"nope\"".into()), ..GetParams::default() }).await.unwrap_err();
+    let e =
+        c.get_object(&o, GetParams { if_match: Some("\"nope\"".into()), ..GetParams::default() }).await.unwrap_err();
     assert!(matches!(e, Error::Precondition { status: 412, .. }), "{e:?}");
-    let e = c.put_object(&o, Bytes::from_static(b"x"), PutParams { if_none_match_star: true, ..PutParams::default() }).await.unwrap_err();
+    let e = c
+        .put_object(&o, Bytes::from_static(b"x"), PutParams { if_none_match_star: true, ..PutParams::default() })
+        .await
+        .unwrap_err();
     assert!(matches!(e, Error::Precondition { .. }), "{e:?}");
 
     // Not found, with a request id.
@@ -298,22 +311,46 @@ async fn round_trip(t: &Target, mode: Mode) {
     let path = dir.path().join("f.bin");
     let fbody = data(1_234_567, 2);
     std::fs::write(&path, &fbody).unwrap();
-    for algo in [ChecksumAlgorithm::Crc64Nvme, ChecksumAlgorithm::Crc32c, ChecksumAlgorithm::Crc32, ChecksumAlgorithm::Sha256] {
+    for algo in
+        [ChecksumAlgorithm::Crc64Nvme, ChecksumAlgorithm::Crc32c, ChecksumAlgorithm::Crc32, ChecksumAlgorithm::Sha256]
+    {
         let f = ObjectRef::new(b.as_str(), format!("file-{algo}"));
-        let out = c.put_object_file(&f, &path, PutParams { checksum: Some(algo), content_md5: true, ..PutParams::default() }).await.unwrap();
+        let out = c
+            .put_object_file(&f, &path, PutParams { checksum: Some(algo), content_md5: true, ..PutParams::default() })
+            .await
+            .unwrap();
         assert_eq!(out.checksum.as_ref().map(|(a, _)| *a), Some(algo));
         assert_eq!(c.get_object(&f, GetParams::default()).await.unwrap().body.collect().await.unwrap(), fbody);
         let s = ObjectRef::new(b.as_str(), format!("stream-{algo}"));
-        let chunks: Vec<std::io::Result<Bytes>> = fbody.chunks(100_003).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
-        let out = c.put_object_stream(&s, fbody.len() as u64, futures_util::stream::iter(chunks), PutParams { checksum: Some(algo), ..PutParams::default() }).await.unwrap();
+        let chunks: Vec<std::io::Result<Bytes>> =
+            fbody.chunks(100_003).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
+        let out = c
+            .put_object_stream(
+                &s,
+                fbody.len() as u64,
+                futures_util::stream::iter(chunks),
+                PutParams { checksum: Some(algo), ..PutParams::default() },
+            )
+            .await
+            .unwrap();
         let head = c.head_object(&s).await.unwrap();
         assert!(head.checksums.contains(out.checksum.as_ref().unwrap()), "{head:?} vs {out:?}");
         assert_eq!(c.get_object(&s, GetParams::default()).await.unwrap().body.collect().await.unwrap(), fbody);
     }
     let s = ObjectRef::new(b.as_str(), "stream-plain");
     let chunks = vec![Ok(Bytes::from_static(b"plain "))];
-    c.put_object_stream(&s, 6, futures_util::stream::iter(chunks), PutParams { checksum: None, ..PutParams::default() }).await.unwrap();
-    assert_eq!(c.get_object(&s, GetParams::default()).await.unwrap().body.collect().await.unwrap(), Bytes::from_static(b"plain "));
+    c.put_object_stream(
+        &s,
+        6,
+        futures_util::stream::iter(chunks),
+        PutParams { checksum: None, ..PutParams::default() },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        c.get_object(&s, GetParams::default()).await.unwrap().body.collect().await.unwrap(),
+        Bytes::from_static(b"plain ")
+    );
     // A stream shorter than declared fails and leaves nothing behind.
     let short = ObjectRef::new(b.as_str(), "short");
     let chunks = vec![Ok(Bytes::from_static(b"abc"))];
@@ -331,7 +368,9 @@ async fn round_trip(t: &Target, mode: Mode) {
     assert_eq!(Some(out.etag), info.etag);
     assert_eq!(c.head_object(&copy).await.unwrap().metadata.get("owner").map(String::as_str), Some("ferry"));
     let copy2 = ObjectRef::new(b.as_str(), "copy2");
-    c.copy_object(&o, &copy2, CopyParams { metadata: Some(vec![("k".into(), "v".into())]), ..CopyParams::default() }).await.unwrap();
+    c.copy_object(&o, &copy2, CopyParams { metadata: Some(vec![("k".into(), "v".into())]), ..CopyParams::default() })
+        .await
+        .unwrap();
     let h = c.head_object(&copy2).await.unwrap();
     assert_eq!(h.metadata.get("k").map(String::as_str), Some("v"));
     assert!(!h.metadata.contains_key("owner"));
@@ -374,7 +413,11 @@ async fn listing(t: &Target, mode: Mode) {
 
     // Flat, pages of 1,000 (the server's default) and of 333.
     for max_keys in [None, Some(333)] {
-        let pages: Vec<_> = c.list_objects_v2(b.as_str(), ListParams { max_keys, ..ListParams::default() }).try_collect().await.unwrap();
+        let pages: Vec<_> = c
+            .list_objects_v2(b.as_str(), ListParams { max_keys, ..ListParams::default() })
+            .try_collect()
+            .await
+            .unwrap();
         let expected_pages = keys.len().div_ceil(max_keys.unwrap_or(1000) as usize);
         assert_eq!(pages.len(), expected_pages);
         let listed: Vec<String> = pages.iter().flat_map(|p| p.objects.iter().map(|o| o.key.clone())).collect();
@@ -382,12 +425,21 @@ async fn listing(t: &Target, mode: Mode) {
         assert!(pages.last().unwrap().next_continuation_token.is_none());
     }
     // Delimiter at the top: the directories, plus the top-level key.
-    let (objects, prefixes) = c.list_all(b.as_str(), ListParams { delimiter: Some("/".into()), ..ListParams::default() }).await.unwrap();
+    let (objects, prefixes) =
+        c.list_all(b.as_str(), ListParams { delimiter: Some("/".into()), ..ListParams::default() }).await.unwrap();
     assert_eq!(objects.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(), vec!["top level"]);
     assert_eq!(prefixes, vec!["d0/", "d1/", "d2/", "d3/", "d4/", "weird/", "ü/"]);
     // Prefix + delimiter, paginated.
     let pages: Vec<_> = c
-        .list_objects_v2(b.as_str(), ListParams { prefix: Some("d3/".into()), delimiter: Some("/".into()), max_keys: Some(200), ..ListParams::default() })
+        .list_objects_v2(
+            b.as_str(),
+            ListParams {
+                prefix: Some("d3/".into()),
+                delimiter: Some("/".into()),
+                max_keys: Some(200),
+                ..ListParams::default()
+            },
+        )
         .try_collect()
         .await
         .unwrap();
@@ -395,7 +447,10 @@ async fn listing(t: &Target, mode: Mode) {
     let n: usize = pages.iter().map(|p| p.objects.len()).sum();
     assert_eq!(n, 500);
     // start-after.
-    let (objects, _) = c.list_all(b.as_str(), ListParams { start_after: Some("d4/k02494".into()), ..ListParams::default() }).await.unwrap();
+    let (objects, _) = c
+        .list_all(b.as_str(), ListParams { start_after: Some("d4/k02494".into()), ..ListParams::default() })
+        .await
+        .unwrap();
     let expected: Vec<&str> = keys.iter().map(String::as_str).filter(|k| *k > "d4/k02494").collect();
     assert_eq!(expected.len(), 4);
     assert_eq!(objects.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(), expected);
@@ -432,8 +487,12 @@ async fn multipart(t: &Target, mode: Mode) {
     // From a stream, SHA-256 COMPOSITE.
     let o2 = ObjectRef::new(b.as_str(), "from-stream");
     let chunks: Vec<std::io::Result<Bytes>> = body.chunks(1_000_000).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
-    let p2 = MultipartParams { put: PutParams { checksum: Some(ChecksumAlgorithm::Sha256), ..PutParams::default() }, ..params.clone() };
-    let out = c.upload_multipart(&o2, UploadSource::Stream(futures_util::stream::iter(chunks).boxed()), p2).await.unwrap();
+    let p2 = MultipartParams {
+        put: PutParams { checksum: Some(ChecksumAlgorithm::Sha256), ..PutParams::default() },
+        ..params.clone()
+    };
+    let out =
+        c.upload_multipart(&o2, UploadSource::Stream(futures_util::stream::iter(chunks).boxed()), p2).await.unwrap();
     assert!(out.checksum.unwrap().1.ends_with("-5"));
     assert_eq!(c.get_object(&o2, GetParams::default()).await.unwrap().body.collect().await.unwrap(), body);
 
@@ -445,7 +504,10 @@ async fn multipart(t: &Target, mode: Mode) {
     let listed = c.list_parts(&up).await.unwrap();
     assert_eq!(listed.iter().map(|p| (p.part_number, p.size)).collect::<Vec<_>>(), vec![(1, 5 << 20), (2, 1 << 20)]);
     c.complete_multipart(&up, &[p2, p1]).await.unwrap();
-    assert_eq!(c.get_object(&o3, GetParams::default()).await.unwrap().body.collect().await.unwrap(), body.slice(..6 << 20));
+    assert_eq!(
+        c.get_object(&o3, GetParams::default()).await.unwrap().body.collect().await.unwrap(),
+        body.slice(..6 << 20)
+    );
     let up = c.create_multipart(&ObjectRef::new(b.as_str(), "aborted"), &PutParams::default()).await.unwrap();
     c.upload_part(&up, 1, Bytes::from_static(b"x")).await.unwrap();
     c.abort_multipart(&up).await.unwrap();
@@ -454,9 +516,13 @@ async fn multipart(t: &Target, mode: Mode) {
 
     // A failing source aborts: nothing is left half-written.
     let o4 = ObjectRef::new(b.as_str(), "failing");
-    let mut chunks: Vec<std::io::Result<Bytes>> = body.chunks(1 << 20).take(12).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
+    let mut chunks: Vec<std::io::Result<Bytes>> =
+        body.chunks(1 << 20).take(12).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
     chunks.push(Err(std::io::Error::other("source broke")));
-    let e = c.upload_multipart(&o4, UploadSource::Stream(futures_util::stream::iter(chunks).boxed()), params.clone()).await.unwrap_err();
+    let e = c
+        .upload_multipart(&o4, UploadSource::Stream(futures_util::stream::iter(chunks).boxed()), params.clone())
+        .await
+        .unwrap_err();
     assert!(matches!(e, Error::Io { .. }), "{e:?}");
     assert!(c.head_object(&o4).await.unwrap_err().is_not_found());
 }
@@ -510,4 +576,3 @@ async fn wrong_credentials(t: &Target, mode: Mode) {
     let e = c.head_object(&ObjectRef::new("wrong-credentials", "y")).await.unwrap_err();
     assert!(matches!(e, Error::Auth { .. }), "{e:?}");
 }
-

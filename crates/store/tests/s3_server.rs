@@ -6,8 +6,8 @@
 use bytes::Bytes;
 use ferry_server::{BackgroundServer, ServeConfig};
 use ferry_store::{
-    CopyParams, Credentials, CredentialsSource, Error, GetParams, ListParams, Mode, MultipartParams, ObjectRef, PutParams, RangeSpec,
-    RetryConfig, S3Client, UploadSource,
+    CopyParams, Credentials, CredentialsSource, Error, GetParams, ListParams, Mode, MultipartParams, ObjectRef,
+    PutParams, RangeSpec, RetryConfig, S3Client, UploadSource,
 };
 use futures_util::StreamExt;
 use std::net::SocketAddr;
@@ -26,7 +26,12 @@ fn start(configure: impl FnOnce(&mut ServeConfig)) -> Running {
 }
 
 fn retry(max_attempts: u32) -> RetryConfig {
-    RetryConfig { max_attempts, base_delay: Duration::from_millis(5), throttled_base_delay: Duration::from_millis(10), ..RetryConfig::default() }
+    RetryConfig {
+        max_attempts,
+        base_delay: Duration::from_millis(5),
+        throttled_base_delay: Duration::from_millis(10),
+        ..RetryConfig::default()
+    }
 }
 
 fn client(server: &Running, mode: Mode, retry: RetryConfig) -> S3Client {
@@ -74,7 +79,10 @@ async fn faults_503_are_retried() {
         .await
         .unwrap();
     assert!(out.etag.ends_with("-3\""));
-    assert_eq!(c.get_object(&ObjectRef::new("f503", "mpb"), GetParams::default()).await.unwrap().body.collect().await.unwrap(), big);
+    assert_eq!(
+        c.get_object(&ObjectRef::new("f503", "mpb"), GetParams::default()).await.unwrap().body.collect().await.unwrap(),
+        big
+    );
     let keys: Vec<String> = (0..10).map(|i| format!("k{i}")).chain(["copy".to_string(), "mpb".to_string()]).collect();
     let out = c.delete_objects("f503", &keys).await.unwrap();
     assert!(out.errors.is_empty());
@@ -110,7 +118,11 @@ async fn faults_reset_mid_body_are_resumed() {
     for mode in [Mode::H1Pipeline, Mode::H2] {
         let c = client(&server, mode, retry(12));
         let o = ObjectRef::new("reset", "obj1");
-        assert_eq!(c.get_object(&o, GetParams::default()).await.unwrap().body.collect().await.unwrap(), data(4 * 1024 * 1024, 1), "{mode:?}");
+        assert_eq!(
+            c.get_object(&o, GetParams::default()).await.unwrap().body.collect().await.unwrap(),
+            data(4 * 1024 * 1024, 1),
+            "{mode:?}"
+        );
     }
 }
 

@@ -269,20 +269,20 @@
 //! auto's connector, the pipelines number their own.
 
 use crate::conn::{Connector, Io};
+use crate::controller::{Controller, ControllerOptions};
 use crate::error::WireError;
 use crate::h2::H2Transport;
 use crate::pipeline::PipelineTransport;
 use crate::pool::PoolTransport;
+use crate::ResponseBody;
 use crate::{Request, Response, Scheme, Transport, TransportConfig, TransportStats};
 use futures_util::future::BoxFuture;
+use futures_util::StreamExt;
 use http::header::RANGE;
 use http::{HeaderMap, Method};
-use crate::controller::{Controller, ControllerOptions};
-use crate::ResponseBody;
-use futures_util::StreamExt;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -420,7 +420,11 @@ impl Hedger {
 /// A copy of a request without a body (the probe's and the hedge's): method, target,
 /// headers and size hint.
 fn copy_of(req: &Request) -> Request {
-    Request { headers: req.headers.clone(), size_hint: req.size_hint, ..Request::new(req.method.clone(), req.path_and_query.clone()) }
+    Request {
+        headers: req.headers.clone(),
+        size_hint: req.size_hint,
+        ..Request::new(req.method.clone(), req.path_and_query.clone())
+    }
 }
 
 fn good(r: &Result<Response, WireError>) -> bool {
@@ -431,7 +435,11 @@ fn good(r: &Result<Response, WireError>) -> bool {
 /// come after the hedge delay and the budget allows (module note, "Hedged small GETs").
 /// Returns the first good answer; the other request's future is dropped, and the pipeline
 /// reads its response and discards its small body (`MAX_DISCARD` in pipeline.rs).
-fn send_hedged(pipeline: Arc<PipelineTransport>, hedger: Arc<Hedger>, req: Request) -> BoxFuture<'static, Result<Response, WireError>> {
+fn send_hedged(
+    pipeline: Arc<PipelineTransport>,
+    hedger: Arc<Hedger>,
+    req: Request,
+) -> BoxFuture<'static, Result<Response, WireError>> {
     let hedgeable = req.hedge && req.is_pipelineable() && is_small(&req);
     let delay = if hedgeable { hedger.start() } else { None };
     let copy = delay.map(|_| copy_of(&req));
@@ -541,7 +549,8 @@ impl AutoTransport {
         let connector = Connector::new(&config, &[b"h2", b"http/1.1"])?;
         connector.watch_receive_windows();
         let chosen = OnceCell::new();
-        let controller = Controller::new(ControllerOptions { max: config.max_connections.max(1), ..ControllerOptions::default() });
+        let controller =
+            Controller::new(ControllerOptions { max: config.max_connections.max(1), ..ControllerOptions::default() });
         if config.endpoint.scheme == Scheme::Http {
             let _ = chosen.set(Chosen::H1(H1::new(&config, connector.clone(), controller.clone())?));
         }
@@ -727,7 +736,8 @@ impl H1 {
         self.lanes.nudge();
         if lane == SMALL && tracing::enabled!(tracing::Level::TRACE) {
             if let Ok(r) = &result {
-                demand.timing = Some(SmallTiming { sent, head_at: Instant::now(), head_latency: r.meta.head_latency, bytes: 0 });
+                demand.timing =
+                    Some(SmallTiming { sent, head_at: Instant::now(), head_latency: r.meta.head_latency, bytes: 0 });
             }
         }
         result.map(|r| demand.until_body_end(r))
@@ -908,7 +918,11 @@ impl AsyncWrite for PlacedIo {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
     }
-    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
         Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
     }
     fn is_write_vectored(&self) -> bool {
@@ -951,7 +965,17 @@ impl Lanes {
     fn new(controller: Arc<Controller>) -> Lanes {
         Lanes {
             controller,
-            state: Mutex::new(LaneState { open: [0; 2], active: [0; 2], small_peak: 0, small_peak_at: Instant::now(), handed_over: [0; 2], peak_open: [0; 2], sockets: [0; 2], peak_sockets: 0, admitted_bulk: 0 }),
+            state: Mutex::new(LaneState {
+                open: [0; 2],
+                active: [0; 2],
+                small_peak: 0,
+                small_peak_at: Instant::now(),
+                handed_over: [0; 2],
+                peak_open: [0; 2],
+                sockets: [0; 2],
+                peak_sockets: 0,
+                admitted_bulk: 0,
+            }),
             admit: Notify::new(),
             pool: OnceLock::new(),
             pipeline: OnceLock::new(),
@@ -1104,7 +1128,13 @@ impl ConnectionGate for LaneGate {
         if st.open[BULK] + st.open[SMALL] < total && st.open[self.lane] < share {
             st.open[self.lane] += 1;
             st.peak_open[self.lane] = st.peak_open[self.lane].max(st.open[self.lane]);
-            tracing::debug!("auto: {} opens a connection: open {:?}, active {:?}, shares {share} of {total}, handed over {:?}", if self.lane == BULK { "pool" } else { "pipeline" }, st.open, st.active, st.handed_over);
+            tracing::debug!(
+                "auto: {} opens a connection: open {:?}, active {:?}, shares {share} of {total}, handed over {:?}",
+                if self.lane == BULK { "pool" } else { "pipeline" },
+                st.open,
+                st.active,
+                st.handed_over
+            );
             true
         } else {
             false
@@ -1249,14 +1279,23 @@ impl Drop for Demand {
 /// pipeline `t` ([`PipelineTransport::send_pair`]), so that they are written in one
 /// batch; returns the first response and discards the copy's. The probe ends when the
 /// copy's response has been read.
-fn probe_with(t: Arc<PipelineTransport>, state: Arc<Mutex<Probe>>, done: watch::Sender<u64>, req: Request) -> BoxFuture<'static, Result<Response, WireError>> {
+fn probe_with(
+    t: Arc<PipelineTransport>,
+    state: Arc<Mutex<Probe>>,
+    done: watch::Sender<u64>,
+    req: Request,
+) -> BoxFuture<'static, Result<Response, WireError>> {
     let copy = copy_of(&req);
     let [first, second] = t.send_pair(req, copy);
     Box::pin(async move {
         tokio::spawn(async move {
             let copy = second.await;
             let answered_well = match copy {
-                Ok(r) => r.status != http::StatusCode::BAD_REQUEST && r.status != http::StatusCode::HTTP_VERSION_NOT_SUPPORTED && r.body.collect(PROBE_DISCARD_LIMIT).await.is_ok(),
+                Ok(r) => {
+                    r.status != http::StatusCode::BAD_REQUEST
+                        && r.status != http::StatusCode::HTTP_VERSION_NOT_SUPPORTED
+                        && r.body.collect(PROBE_DISCARD_LIMIT).await.is_ok()
+                }
                 Err(_) => false,
             };
             let verified = t.verified();
@@ -1498,7 +1537,13 @@ mod tests {
         for id in 1..=2 {
             let (near, far) = tokio::io::duplex(1 << 16);
             far_ends.push(far);
-            let conn = crate::conn::Connection { io: Box::new(Counted::new(near, &live)), alpn_h2: false, receive_buffer: None, id, peer: ([127, 0, 0, 1], 9).into() };
+            let conn = crate::conn::Connection {
+                io: Box::new(Counted::new(near, &live)),
+                alpn_h2: false,
+                receive_buffer: None,
+                id,
+                peer: ([127, 0, 0, 1], 9).into(),
+            };
             h1.pool.adopt(conn).await.unwrap();
         }
         h1.lanes.demand(BULK, -2);
@@ -1512,7 +1557,10 @@ mod tests {
         h1.lanes.demand(SMALL, 1);
         assert_eq!(h1.pool.idle_connections(), 1, "the pool let one connection go");
         assert_eq!(live.load(Relaxed), 2, "its socket is not closed yet (its task has not run)");
-        assert!(Place::take(Some(&small_gate)).is_none(), "the pipeline may not open a third socket while both are open");
+        assert!(
+            Place::take(Some(&small_gate)).is_none(),
+            "the pipeline may not open a third socket while both are open"
+        );
 
         // The connection's task runs and closes the socket: now the place is free.
         for _ in 0..100 {
@@ -1523,7 +1571,11 @@ mod tests {
         }
         assert_eq!(live.load(Relaxed), 1, "the let-go connection's socket never closed");
         let place = Place::take(Some(&small_gate)).expect("the closed socket's place for the small lane");
-        assert_eq!((sockets(), places()), ([1, 0], [1, 1]), "the bulk lane's socket and place, and the small lane's place");
+        assert_eq!(
+            (sockets(), places()),
+            ([1, 0], [1, 1]),
+            "the bulk lane's socket and place, and the small lane's place"
+        );
         drop(place);
         assert_eq!(h1.lanes.lock().peak_sockets, 2);
         drop(far_ends);

@@ -16,7 +16,10 @@ pub enum RequestBody {
     Empty,
     Full(Bytes),
     /// Exactly `len` bytes from `stream`.
-    Stream { len: u64, stream: BoxStream<'static, io::Result<Bytes>> },
+    Stream {
+        len: u64,
+        stream: BoxStream<'static, io::Result<Bytes>>,
+    },
 }
 
 impl RequestBody {
@@ -85,7 +88,10 @@ impl ResponseBody {
     /// Reads the whole body; fails past `limit` bytes (for XML and error bodies).
     pub async fn collect(mut self, limit: usize) -> Result<Bytes, WireError> {
         if self.content_length.is_some_and(|n| n > limit as u64) {
-            return Err(WireError::protocol(format!("response body of {} bytes exceeds the {limit}-byte limit", self.content_length.unwrap_or(0))));
+            return Err(WireError::protocol(format!(
+                "response body of {} bytes exceeds the {limit}-byte limit",
+                self.content_length.unwrap_or(0)
+            )));
         }
         let mut out = Vec::new();
         while let Some(c) = self.chunk().await {

@@ -277,14 +277,21 @@ impl Connector {
                 Ok(Ok(c)) => return Ok(c),
                 Ok(Err(e)) if e.kind() == ErrorKind::Tls => return Err(e),
                 Ok(Err(e)) => last_err = Some(e),
-                Err(_) => last_err = Some(WireError::new(ErrorKind::Connect, format!("connecting to {addr} timed out after {:?}", self.inner.connect_timeout))),
+                Err(_) => {
+                    last_err = Some(WireError::new(
+                        ErrorKind::Connect,
+                        format!("connecting to {addr} timed out after {:?}", self.inner.connect_timeout),
+                    ))
+                }
             }
         }
         Err(last_err.unwrap_or_else(|| WireError::new(ErrorKind::Connect, "no address to connect to")))
     }
 
     async fn open(&self, addr: SocketAddr) -> Result<Connection, WireError> {
-        let tcp = TcpStream::connect(addr).await.map_err(|e| WireError::new(ErrorKind::Connect, format!("connecting to {addr}")).with_source(e))?;
+        let tcp = TcpStream::connect(addr)
+            .await
+            .map_err(|e| WireError::new(ErrorKind::Connect, format!("connecting to {addr}")).with_source(e))?;
         let _ = tcp.set_nodelay(true);
         let id = self.inner.opened.fetch_add(1, Relaxed) + 1;
         let watching = self.learn_rtt(&tcp);
@@ -294,12 +301,12 @@ impl Connector {
                 Ok(Connection { io: watched(tcp, watch), alpn_h2: false, receive_buffer, id, peer: addr })
             }
             Some((connector, name)) => {
-                let tls = connector
-                    .connect(name.clone(), tcp)
-                    .await
-                    .map_err(|e| WireError::new(ErrorKind::Tls, format!("TLS handshake with {}", self.inner.host)).with_source(e))?;
+                let tls = connector.connect(name.clone(), tcp).await.map_err(|e| {
+                    WireError::new(ErrorKind::Tls, format!("TLS handshake with {}", self.inner.host)).with_source(e)
+                })?;
                 let alpn_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-                let (watch, receive_buffer) = if watching && !alpn_h2 { self.watch(tls.get_ref().0) } else { (None, None) };
+                let (watch, receive_buffer) =
+                    if watching && !alpn_h2 { self.watch(tls.get_ref().0) } else { (None, None) };
                 Ok(Connection { io: watched(tls, watch), alpn_h2, receive_buffer, id, peer: addr })
             }
         }
@@ -330,7 +337,8 @@ impl Connector {
         watched.push(Arc::downgrade(&watch));
         // Read under the lock: `engage_window_cap` sets the flag before it takes the list,
         // so a socket is capped here, there, or (harmlessly) both.
-        let set = if self.inner.engaged.load(Relaxed) { self.current_cap().and_then(|cap| watch.set(cap)) } else { None };
+        let set =
+            if self.inner.engaged.load(Relaxed) { self.current_cap().and_then(|cap| watch.set(cap)) } else { None };
         (Some(watch), set)
     }
 
@@ -370,7 +378,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
         Pin::new(&mut self.io).poll_write(cx, buf)
     }
 
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
         Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
     }
 
@@ -445,7 +457,15 @@ mod socket {
         // SAFETY: tcp_info is plain data; getsockopt writes at most `len` bytes into it.
         let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
         let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-        let rc = unsafe { libc::getsockopt(tcp.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, (&mut info as *mut libc::tcp_info).cast(), &mut len) };
+        let rc = unsafe {
+            libc::getsockopt(
+                tcp.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_INFO,
+                (&mut info as *mut libc::tcp_info).cast(),
+                &mut len,
+            )
+        };
         (rc == 0 && info.tcpi_rtt > 0).then_some(info.tcpi_rtt as u64)
     }
 
@@ -478,10 +498,12 @@ pub fn client_config(ca_file: Option<&std::path::Path>) -> Result<rustls::Client
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     }
     if let Some(path) = ca_file {
-        let pem = std::fs::read(path).map_err(|e| WireError::config(format!("reading CA file {}", path.display())).with_source(e))?;
+        let pem = std::fs::read(path)
+            .map_err(|e| WireError::config(format!("reading CA file {}", path.display())).with_source(e))?;
         let mut added = 0;
         for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
-            let cert = cert.map_err(|e| WireError::config(format!("parsing CA file {}", path.display())).with_source(e))?;
+            let cert =
+                cert.map_err(|e| WireError::config(format!("parsing CA file {}", path.display())).with_source(e))?;
             roots.add(cert).map_err(|e| WireError::config(format!("CA file {}", path.display())).with_source(e))?;
             added += 1;
         }

@@ -165,7 +165,14 @@ pub struct ControllerOptions {
 
 impl Default for ControllerOptions {
     fn default() -> Self {
-        ControllerOptions { initial: 4, min: 1, max: 64, latency_tolerance: 2.0, throttle_backoff: 0.5, latency_backoff: 0.9 }
+        ControllerOptions {
+            initial: 4,
+            min: 1,
+            max: 64,
+            latency_tolerance: 2.0,
+            throttle_backoff: 0.5,
+            latency_backoff: 0.9,
+        }
     }
 }
 
@@ -397,7 +404,13 @@ impl Controller {
                 if s.in_flight < s.limit as usize {
                     s.in_flight += 1;
                     s.stats.in_flight = s.in_flight;
-                    return Permit { ctl: self.clone(), epoch: s.epoch, started: Instant::now(), done: false, counted: true };
+                    return Permit {
+                        ctl: self.clone(),
+                        epoch: s.epoch,
+                        started: Instant::now(),
+                        done: false,
+                        counted: true,
+                    };
                 }
             }
             notified.await;
@@ -470,7 +483,8 @@ impl Controller {
                     s.short = Some(s.short.map_or(l, |v| v + ws * (l - v)));
                     s.long = Some(s.long.map_or(l, |v| v + wl * (l - v)));
                 }
-                let congested = matches!((s.short, s.long), (Some(st), Some(lt)) if st > self.opts.latency_tolerance * lt);
+                let congested =
+                    matches!((s.short, s.long), (Some(st), Some(lt)) if st > self.opts.latency_tolerance * lt);
                 self.goodput_round(&mut s);
                 let held = s.gp.holds_growth();
                 s.round += 1;
@@ -512,7 +526,13 @@ impl Controller {
         }
         s.stats.limit = s.limit as usize;
         if s.limit as usize != before as usize {
-            tracing::trace!("controller: limit {} -> {} (slow start {}, growth held {})", before as usize, s.limit as usize, s.slow_start, s.gp.holds_growth());
+            tracing::trace!(
+                "controller: limit {} -> {} (slow start {}, growth held {})",
+                before as usize,
+                s.limit as usize,
+                s.slow_start,
+                s.gp.holds_growth()
+            );
         }
         drop(s);
         self.notify.notify_waiters();
@@ -598,7 +618,11 @@ impl Controller {
         } else {
             s.gp.high = 0;
         }
-        tracing::debug!("controller: round head latency median {:?}, floor {:?}", Duration::from_secs_f64(median), Duration::from_secs_f64(floor));
+        tracing::debug!(
+            "controller: round head latency median {:?}, floor {:?}",
+            Duration::from_secs_f64(median),
+            Duration::from_secs_f64(floor)
+        );
         if s.gp.high < HIGH_LATENCY_ROUNDS || s.gp.stalled == 0 {
             return;
         }

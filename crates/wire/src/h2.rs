@@ -75,7 +75,9 @@ use crate::body::RequestBody;
 use crate::conn::Connector;
 use crate::error::{ErrorKind, RetrySafety, WireError};
 use crate::pool::{await_head, set_content_length, timeout_error, BodyGuard, BodyTally, Progress};
-use crate::{Protocol, Request, Response, ResponseBody, ResponseMeta, Scheme, Transport, TransportConfig, TransportStats};
+use crate::{
+    Protocol, Request, Response, ResponseBody, ResponseMeta, Scheme, Transport, TransportConfig, TransportStats,
+};
 use ::h2::client::{Connection as H2Connection, SendRequest};
 use ::h2::{Ping, PingPong, Reason, RecvStream, SendStream};
 use bytes::Bytes;
@@ -375,7 +377,12 @@ async fn estimate(flow: Arc<Flow>, mut pings: PingPong) {
 
 /// Runs one connection: polls `h2`'s connection future, applies the windows the PING task
 /// asks for, and publishes the server's stream limit.
-async fn drive<T>(mut conn: H2Connection<T, Bytes>, flow: Arc<Flow>, limit: Arc<AtomicU32>, learned: Arc<AtomicU32>) -> Result<(), ::h2::Error>
+async fn drive<T>(
+    mut conn: H2Connection<T, Bytes>,
+    flow: Arc<Flow>,
+    limit: Arc<AtomicU32>,
+    learned: Arc<AtomicU32>,
+) -> Result<(), ::h2::Error>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
@@ -563,7 +570,6 @@ pub fn saturated(prev: Window, cur: Window) -> bool {
     cur.streams > prev.streams && prev.rate >= MIN_METERED_RATE && cur.rate < prev.rate * GROWTH_FACTOR
 }
 
-
 impl Inner {
     /// A connection entry whose opening runs in its own task; `existing` is a connection
     /// already open (auto's probe), else one is opened.
@@ -579,7 +585,11 @@ impl Inner {
         let task = tokio::spawn(async move {
             let opened = match existing {
                 Some(c) => Ok(c),
-                None => inner.connector.connect().await.map_err(|e| OpenError { kind: e.kind(), retry: e.retry(), message: e.to_string() }),
+                None => inner.connector.connect().await.map_err(|e| OpenError {
+                    kind: e.kind(),
+                    retry: e.retry(),
+                    message: e.to_string(),
+                }),
             };
             let r = match opened {
                 Ok(c) => inner.handshake(c, limit2, closed2.clone(), flow2).await,
@@ -591,7 +601,13 @@ impl Inner {
             r
         });
         let ready = async move {
-            task.await.unwrap_or_else(|e| Err(OpenError { kind: ErrorKind::Connect, retry: RetrySafety::Always, message: format!("connection task failed: {e}") }))
+            task.await.unwrap_or_else(|e| {
+                Err(OpenError {
+                    kind: ErrorKind::Connect,
+                    retry: RetrySafety::Always,
+                    message: format!("connection task failed: {e}"),
+                })
+            })
         }
         .boxed()
         .shared();
@@ -609,7 +625,13 @@ impl Inner {
         })
     }
 
-    async fn handshake(self: Arc<Self>, conn: crate::conn::Connection, limit: Arc<AtomicU32>, closed: Arc<AtomicBool>, flow: Arc<Flow>) -> Result<(Sender, u64), OpenError> {
+    async fn handshake(
+        self: Arc<Self>,
+        conn: crate::conn::Connection,
+        limit: Arc<AtomicU32>,
+        closed: Arc<AtomicBool>,
+        flow: Arc<Flow>,
+    ) -> Result<(Sender, u64), OpenError> {
         if self.config.endpoint.scheme == Scheme::Https && !conn.alpn_h2 {
             return Err(OpenError {
                 kind: ErrorKind::Protocol,
@@ -624,7 +646,11 @@ impl Inner {
             .max_send_buffer_size(MAX_SEND_BUF)
             .handshake::<_, Bytes>(conn.io)
             .await
-            .map_err(|e| OpenError { kind: ErrorKind::Protocol, retry: RetrySafety::Never, message: format!("HTTP/2 handshake: {e}") })?;
+            .map_err(|e| OpenError {
+                kind: ErrorKind::Protocol,
+                retry: RetrySafety::Never,
+                message: format!("HTTP/2 handshake: {e}"),
+            })?;
         self.opened.fetch_add(1, Relaxed);
         self.open.fetch_add(1, Relaxed);
         if let Some(pings) = connection.ping_pong() {
@@ -648,7 +674,9 @@ impl Inner {
         let now = Instant::now();
         let mut st = self.state.lock().unwrap();
         let idle_timeout = self.config.idle_timeout;
-        st.conns.retain(|c| !c.is_closed() && (c.in_flight.load(Relaxed) > 0 || c.last_used.lock().unwrap().elapsed() < idle_timeout));
+        st.conns.retain(|c| {
+            !c.is_closed() && (c.in_flight.load(Relaxed) > 0 || c.last_used.lock().unwrap().elapsed() < idle_timeout)
+        });
         for c in &st.conns {
             c.sample(now);
         }
@@ -663,7 +691,14 @@ impl Inner {
         };
         // A bulk stream also needs a connection that takes one more (`takes_bulk`).
         let fits = |c: &&Arc<Conn>| in_lane(c) && (lane == Lane::Small || c.takes_bulk());
-        let pick = |lane_only: bool| st.conns.iter().filter(below_limit).filter(|c| !lane_only || fits(c)).min_by_key(|c| (c.saturated(), c.in_flight.load(Relaxed))).cloned();
+        let pick = |lane_only: bool| {
+            st.conns
+                .iter()
+                .filter(below_limit)
+                .filter(|c| !lane_only || fits(c))
+                .min_by_key(|c| (c.saturated(), c.in_flight.load(Relaxed)))
+                .cloned()
+        };
         // At the cap, a stream shares another lane's connection rather than wait.
         let best = pick(true).or_else(|| if open_ok { None } else { pick(false) });
         let open_new = match &best {
@@ -687,7 +722,12 @@ impl Inner {
             match best {
                 Some(c) => c,
                 // All at their limit and the cap reached: wait in the least loaded one.
-                None => st.conns.iter().min_by_key(|c| c.in_flight.load(Relaxed)).cloned().expect("at the cap, so connections exist"),
+                None => st
+                    .conns
+                    .iter()
+                    .min_by_key(|c| c.in_flight.load(Relaxed))
+                    .cloned()
+                    .expect("at the cap, so connections exist"),
             }
         };
         conn.in_flight.fetch_add(1, Relaxed);
@@ -714,9 +754,10 @@ impl Inner {
             Scheme::Http => "http",
             Scheme::Https => "https",
         };
-        let uri: http::Uri = format!("{scheme}://{}{path_and_query}", self.config.endpoint.authority())
-            .parse()
-            .map_err(|e| WireError::config(format!("'{path_and_query}' is not a valid request target")).with_source(e))?;
+        let uri: http::Uri =
+            format!("{scheme}://{}{path_and_query}", self.config.endpoint.authority()).parse().map_err(|e| {
+                WireError::config(format!("'{path_and_query}' is not a valid request target")).with_source(e)
+            })?;
         let head_request = method == http::Method::HEAD;
         let mut body = body;
         let mut attempts = 0;
@@ -741,7 +782,13 @@ impl Inner {
             let on_wire = Instant::now();
             let failure = match self.attempt(sender, head, body, &conn).await {
                 Ok((resp, recv)) => {
-                    let meta = ResponseMeta { protocol: Protocol::Http2, connection_id: id, reused_connection: reused, time_to_head: started.elapsed(), head_latency: Some(on_wire.elapsed()) };
+                    let meta = ResponseMeta {
+                        protocol: Protocol::Http2,
+                        connection_id: id,
+                        reused_connection: reused,
+                        time_to_head: started.elapsed(),
+                        head_latency: Some(on_wire.elapsed()),
+                    };
                     return Ok(into_response(resp, recv, head_request, slot, meta));
                 }
                 Err(f) => f,
@@ -773,17 +820,34 @@ impl Inner {
 
     /// One try on one connection: open a stream, send the head and body, wait for the
     /// response head (time-out counted from the body's last progress).
-    async fn attempt(&self, sender: Sender, head: http::Request<()>, body: RequestBody, conn: &Arc<Conn>) -> Result<(http::response::Parts, RecvStream), Failure> {
+    async fn attempt(
+        &self,
+        sender: Sender,
+        head: http::Request<()>,
+        body: RequestBody,
+        conn: &Arc<Conn>,
+    ) -> Result<(http::response::Parts, RecvStream), Failure> {
         let limit = self.config.response_timeout;
         // Waits while the connection is at the server's stream limit.
         let mut sender = match sender.ready().await {
             Ok(s) => s,
-            Err(e) => return Err(Failure::Unsent(body, WireError::new(ErrorKind::Reset, "the HTTP/2 connection closed before the stream opened").with_source(e))),
+            Err(e) => {
+                return Err(Failure::Unsent(
+                    body,
+                    WireError::new(ErrorKind::Reset, "the HTTP/2 connection closed before the stream opened")
+                        .with_source(e),
+                ))
+            }
         };
         let end = body.is_empty();
         let (response, tx) = match sender.send_request(head, end) {
             Ok(x) => x,
-            Err(e) => return Err(Failure::Unsent(body, WireError::new(ErrorKind::Reset, "the HTTP/2 connection would not open a stream").with_source(e))),
+            Err(e) => {
+                return Err(Failure::Unsent(
+                    body,
+                    WireError::new(ErrorKind::Reset, "the HTTP/2 connection would not open a stream").with_source(e),
+                ))
+            }
         };
         let progress = Progress::new();
         progress.touch();
@@ -816,9 +880,16 @@ impl Inner {
 
 /// Sends a request body within the stream's flow-control capacity; a failure resets the
 /// stream (CANCEL) so the server does not take a short body as complete.
-async fn pump(mut tx: SendStream<Bytes>, body: RequestBody, counter: Arc<AtomicU64>, progress: Progress) -> Result<(), WireError> {
+async fn pump(
+    mut tx: SendStream<Bytes>,
+    body: RequestBody,
+    counter: Arc<AtomicU64>,
+    progress: Progress,
+) -> Result<(), WireError> {
     let r = match body {
-        RequestBody::Empty => tx.send_data(Bytes::new(), true).map_err(|e| body_error("the request could not be ended", e)),
+        RequestBody::Empty => {
+            tx.send_data(Bytes::new(), true).map_err(|e| body_error("the request could not be ended", e))
+        }
         RequestBody::Full(b) => send_all(&mut tx, b, true, &counter, &progress).await,
         RequestBody::Stream { len, mut stream } => {
             let mut sent = 0u64;
@@ -826,7 +897,10 @@ async fn pump(mut tx: SendStream<Bytes>, body: RequestBody, counter: Arc<AtomicU
             while let Some(chunk) = stream.next().await {
                 match chunk {
                     Ok(c) if sent + c.len() as u64 > len => {
-                        r = Err(WireError::new(ErrorKind::Config, format!("the request body stream is longer than its declared {len} bytes")));
+                        r = Err(WireError::new(
+                            ErrorKind::Config,
+                            format!("the request body stream is longer than its declared {len} bytes"),
+                        ));
                         break;
                     }
                     Ok(c) => {
@@ -837,13 +911,18 @@ async fn pump(mut tx: SendStream<Bytes>, body: RequestBody, counter: Arc<AtomicU
                         }
                     }
                     Err(e) => {
-                        r = Err(WireError::new(ErrorKind::Reset, "the request body failed while being sent").with_source(e));
+                        r =
+                            Err(WireError::new(ErrorKind::Reset, "the request body failed while being sent")
+                                .with_source(e));
                         break;
                     }
                 }
             }
             if r.is_ok() && sent != len {
-                r = Err(WireError::new(ErrorKind::Config, format!("the request body stream ended after {sent} of its declared {len} bytes")));
+                r = Err(WireError::new(
+                    ErrorKind::Config,
+                    format!("the request body stream ended after {sent} of its declared {len} bytes"),
+                ));
             }
             match r {
                 Ok(()) => tx.send_data(Bytes::new(), true).map_err(|e| body_error("the request could not be ended", e)),
@@ -857,7 +936,13 @@ async fn pump(mut tx: SendStream<Bytes>, body: RequestBody, counter: Arc<AtomicU
     r
 }
 
-async fn send_all(tx: &mut SendStream<Bytes>, mut data: Bytes, end: bool, counter: &AtomicU64, progress: &Progress) -> Result<(), WireError> {
+async fn send_all(
+    tx: &mut SendStream<Bytes>,
+    mut data: Bytes,
+    end: bool,
+    counter: &AtomicU64,
+    progress: &Progress,
+) -> Result<(), WireError> {
     while !data.is_empty() {
         tx.reserve_capacity(data.len().min(MAX_SEND_BUF));
         let cap = match std::future::poll_fn(|cx| tx.poll_capacity(cx)).await {
@@ -870,7 +955,8 @@ async fn send_all(tx: &mut SendStream<Bytes>, mut data: Bytes, end: bool, counte
         }
         let piece = data.split_to(cap.min(data.len()));
         let n = piece.len();
-        tx.send_data(piece, end && data.is_empty()).map_err(|e| body_error("the stream closed while its body was being sent", e))?;
+        tx.send_data(piece, end && data.is_empty())
+            .map_err(|e| body_error("the stream closed while its body was being sent", e))?;
         counter.fetch_add(n as u64, Relaxed);
         progress.touch();
     }
@@ -883,18 +969,33 @@ fn body_error(what: &str, e: ::h2::Error) -> WireError {
 
 fn classify(e: ::h2::Error) -> Failure {
     if e.reason() == Some(Reason::REFUSED_STREAM) {
-        return Failure::Refused(WireError::new(ErrorKind::Reset, "the server refused the stream").with_retry(RetrySafety::Always).with_source(e));
+        return Failure::Refused(
+            WireError::new(ErrorKind::Reset, "the server refused the stream")
+                .with_retry(RetrySafety::Always)
+                .with_source(e),
+        );
     }
     if e.is_go_away() || e.is_io() {
-        return Failure::ConnectionGone(WireError::new(ErrorKind::Reset, "the HTTP/2 connection closed before the response head").with_source(e));
+        return Failure::ConnectionGone(
+            WireError::new(ErrorKind::Reset, "the HTTP/2 connection closed before the response head").with_source(e),
+        );
     }
-    Failure::Other(WireError::new(ErrorKind::Reset, "the server reset the stream before the response head").with_source(e))
+    Failure::Other(
+        WireError::new(ErrorKind::Reset, "the server reset the stream before the response head").with_source(e),
+    )
 }
 
 /// Our response from `h2`'s; `head_request` because a response to HEAD, like a 204 or
 /// 304, has no body whatever its Content-Length says (RFC 9110 section 6.4.1).
-fn into_response(parts: http::response::Parts, recv: RecvStream, head_request: bool, slot: StreamSlot, meta: ResponseMeta) -> Response {
-    let bodiless = head_request || parts.status == http::StatusCode::NO_CONTENT || parts.status == http::StatusCode::NOT_MODIFIED;
+fn into_response(
+    parts: http::response::Parts,
+    recv: RecvStream,
+    head_request: bool,
+    slot: StreamSlot,
+    meta: ResponseMeta,
+) -> Response {
+    let bodiless =
+        head_request || parts.status == http::StatusCode::NO_CONTENT || parts.status == http::StatusCode::NOT_MODIFIED;
     let expected = if bodiless {
         Some(0)
     } else {

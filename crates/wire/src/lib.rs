@@ -13,14 +13,14 @@
 //! test, run unchanged over each. What differs is how requests share connections: that
 //! is the whole point of ferry (LAB.md section 1).
 
+pub mod auto;
 pub mod body;
 pub mod conn;
 pub mod controller;
 pub mod error;
+pub mod h2;
 pub mod pipeline;
 pub mod pool;
-pub mod h2;
-pub mod auto;
 
 pub use body::{RequestBody, ResponseBody};
 pub use error::{ErrorKind, RetrySafety, WireError};
@@ -48,7 +48,11 @@ pub struct Endpoint {
 impl Endpoint {
     /// Parses `http://host[:port]` or `https://host[:port]` (a trailing path is ignored).
     pub fn parse(url: &str) -> Result<Endpoint, WireError> {
-        let bad = || WireError::config(format!("'{url}' is not an endpoint URL like http://127.0.0.1:9000 or https://s3.amazonaws.com"));
+        let bad = || {
+            WireError::config(format!(
+                "'{url}' is not an endpoint URL like http://127.0.0.1:9000 or https://s3.amazonaws.com"
+            ))
+        };
         let (scheme, rest) = if let Some(r) = url.strip_prefix("http://") {
             (Scheme::Http, r)
         } else if let Some(r) = url.strip_prefix("https://") {
@@ -115,7 +119,14 @@ pub struct Request {
 
 impl Request {
     pub fn new(method: Method, path_and_query: impl Into<String>) -> Request {
-        Request { method, path_and_query: path_and_query.into(), headers: HeaderMap::new(), body: RequestBody::Empty, size_hint: None, hedge: true }
+        Request {
+            method,
+            path_and_query: path_and_query.into(),
+            headers: HeaderMap::new(),
+            body: RequestBody::Empty,
+            size_hint: None,
+            hedge: true,
+        }
     }
 
     /// RFC 9110 section 9.2.2: a request that may be repeated with the same effect.

@@ -232,7 +232,9 @@ impl Batch {
 
     /// Adds `n` requests written now, if a member is still unanswered.
     fn join(&self, n: usize) -> bool {
-        self.counts.fetch_update(Relaxed, Relaxed, |c| (c as u32 > 0).then(|| c + n as u64 * (Batch::ONE_MEMBER + 1))).is_ok()
+        self.counts
+            .fetch_update(Relaxed, Relaxed, |c| (c as u32 > 0).then(|| c + n as u64 * (Batch::ONE_MEMBER + 1)))
+            .is_ok()
     }
 
     /// Counts one member answered well; true when it was the last of two or more.
@@ -280,7 +282,10 @@ impl PipelineTransport {
     /// it opens one only when the gate allows, and when the gate says the lane holds
     /// more than its share it retires connections (no new requests; closed once their
     /// requests are answered), emptiest first.
-    pub(crate) fn with_gate(config: TransportConfig, gate: Option<Arc<dyn ConnectionGate>>) -> Result<PipelineTransport, WireError> {
+    pub(crate) fn with_gate(
+        config: TransportConfig,
+        gate: Option<Arc<dyn ConnectionGate>>,
+    ) -> Result<PipelineTransport, WireError> {
         let connector = Connector::new(&config, &[b"http/1.1"])?;
         Ok(PipelineTransport {
             shared: Arc::new(Shared {
@@ -332,7 +337,11 @@ impl PipelineTransport {
     /// connection is then the lane's first, not one opened beside the lane). Both are
     /// queued before this returns. When no connection can take the first now, both wait
     /// in `pending` and are placed one by one like any others.
-    pub(crate) fn send_pair(&self, first: Request, second: Request) -> [BoxFuture<'static, Result<Response, WireError>>; 2] {
+    pub(crate) fn send_pair(
+        &self,
+        first: Request,
+        second: Request,
+    ) -> [BoxFuture<'static, Result<Response, WireError>>; 2] {
         let shared = &self.shared;
         let mut jobs = Vec::with_capacity(2);
         let mut replies = Vec::with_capacity(2);
@@ -372,12 +381,13 @@ impl PipelineTransport {
             .map(|r| -> BoxFuture<'static, Result<Response, WireError>> {
                 Box::pin(async move {
                     let rx = r?;
-                    rx.await.unwrap_or_else(|_| Err(WireError::new(ErrorKind::Reset, "the pipeline dropped the request")))
+                    rx.await
+                        .unwrap_or_else(|_| Err(WireError::new(ErrorKind::Reset, "the pipeline dropped the request")))
                 })
             })
             .collect::<Vec<_>>()
-        .try_into()
-        .unwrap_or_else(|_| unreachable!("two replies"))
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("two replies"))
     }
 }
 
@@ -388,7 +398,10 @@ impl PipelineTransport {
     /// such place or requests already wait for room. `auto`'s hedges go this way (auto.rs,
     /// "Hedged small GETs"): a copy written behind another request's pending head would
     /// wait for the same kind of first byte it is meant to avoid.
-    pub(crate) fn try_send_unobstructed(&self, req: Request) -> Option<BoxFuture<'static, Result<Response, WireError>>> {
+    pub(crate) fn try_send_unobstructed(
+        &self,
+        req: Request,
+    ) -> Option<BoxFuture<'static, Result<Response, WireError>>> {
         let shared = &self.shared;
         if !req.is_pipelineable() {
             return None;
@@ -415,7 +428,9 @@ impl PipelineTransport {
             drop(job);
             return None;
         }
-        Some(Box::pin(async move { rx.await.unwrap_or_else(|_| Err(WireError::new(ErrorKind::Reset, "the pipeline dropped the request"))) }))
+        Some(Box::pin(async move {
+            rx.await.unwrap_or_else(|_| Err(WireError::new(ErrorKind::Reset, "the pipeline dropped the request")))
+        }))
     }
 }
 
@@ -526,7 +541,10 @@ impl Shared {
     /// are open, else the one with the fewest in flight below the depth. Returns the
     /// connection's index in `conns`, or the job back when no connection has room (the
     /// caller queues it again: by value, with no allocation on that busy path).
-    #[allow(clippy::result_large_err, reason = "the Err hands the job back unboxed; boxing would allocate each time every connection is busy")]
+    #[allow(
+        clippy::result_large_err,
+        reason = "the Err hands the job back unboxed; boxing would allocate each time every connection is busy"
+    )]
     fn place(self: &Arc<Self>, st: &mut State, job: Job) -> Result<usize, Job> {
         let room = st.conns.len() < self.max_connections;
         let depth = self.gate.as_ref().map_or(self.depth, |g| g.depth().clamp(1, self.depth));
@@ -564,7 +582,13 @@ impl Shared {
             Some(i) => i,
             None => {
                 st.next_key += 1;
-                let signals = Arc::new(Signals { writer: Notify::new(), reader: Notify::new(), abort: AtomicBool::new(false), abort_reason: Mutex::new(String::new()), writing_body: AtomicBool::new(false) });
+                let signals = Arc::new(Signals {
+                    writer: Notify::new(),
+                    reader: Notify::new(),
+                    abort: AtomicBool::new(false),
+                    abort_reason: Mutex::new(String::new()),
+                    writing_body: AtomicBool::new(false),
+                });
                 st.conns.push(Slot {
                     key: st.next_key,
                     signals: signals.clone(),
@@ -672,7 +696,9 @@ impl Shared {
                     self.resent.fetch_add(1, Relaxed);
                     requeue.push(job);
                 } else {
-                    let _ = job.reply.send(Err(WireError::new(ErrorKind::Reset, "the connection closed before the response head")));
+                    let _ = job
+                        .reply
+                        .send(Err(WireError::new(ErrorKind::Reset, "the connection closed before the response head")));
                 }
             }
             requeue.extend(slot.queued);
@@ -684,7 +710,10 @@ impl Shared {
             job.spoil_batch();
             job.attempts += 1;
             if !job.pipelineable {
-                let _ = job.reply.send(Err(WireError::new(ErrorKind::Reset, format!("the connection failed before the response head: {why}"))));
+                let _ = job.reply.send(Err(WireError::new(
+                    ErrorKind::Reset,
+                    format!("the connection failed before the response head: {why}"),
+                )));
             } else if job.attempts >= MAX_ATTEMPTS {
                 let msg = format!("gave up after {} connections failed before answering: {why}", job.attempts);
                 let _ = job.reply.send(Err(WireError::new(ErrorKind::Reset, msg)));
@@ -738,7 +767,8 @@ async fn run_connection(shared: Arc<Shared>, key: u64, signals: Arc<Signals>) {
     }
     let (rd, wr) = tokio::io::split(conn.io);
     tokio::spawn(run_writer(shared.clone(), key, signals.clone(), wr));
-    let reader = Reader { shared, key, signals, io: rd, buf: BytesMut::with_capacity(READ_CHUNK), connection_id: conn.id };
+    let reader =
+        Reader { shared, key, signals, io: rd, buf: BytesMut::with_capacity(READ_CHUNK), connection_id: conn.id };
     reader.run().await;
 }
 
@@ -836,7 +866,8 @@ async fn run_writer(shared: Arc<Shared>, key: u64, signals: Arc<Signals>, mut io
                         io.write_all(&chunk).await?;
                     }
                     if written != len {
-                        local_error = Some(format!("the request body stream gave {written} bytes, not the {len} announced"));
+                        local_error =
+                            Some(format!("the request body stream gave {written} bytes, not the {len} announced"));
                         return Ok(());
                     }
                 }
@@ -993,7 +1024,9 @@ impl Reader {
                     }
                     break Ok(head);
                 }
-                Ok(None) if self.buf.len() > MAX_HEAD_BYTES => break Err(WireError::protocol(format!("response head longer than {MAX_HEAD_BYTES} bytes"))),
+                Ok(None) if self.buf.len() > MAX_HEAD_BYTES => {
+                    break Err(WireError::protocol(format!("response head longer than {MAX_HEAD_BYTES} bytes")))
+                }
                 Ok(None) => {}
                 Err(e) => break Err(e),
             }
@@ -1030,7 +1063,9 @@ impl Reader {
             }
         };
         if head.status == StatusCode::SWITCHING_PROTOCOLS {
-            let _ = job.reply.send(Err(WireError::protocol("101 Switching Protocols to a request that asked for no upgrade")));
+            let _ = job
+                .reply
+                .send(Err(WireError::protocol("101 Switching Protocols to a request that asked for no upgrade")));
             self.shared.close(self.key, None, true);
             return false;
         }
@@ -1057,7 +1092,12 @@ impl Reader {
         let complete = match framing {
             Framing::Empty => {
                 self.account(batch, good_status);
-                let _ = reply.send(Ok(Response { status: head.status, headers: head.headers, body: ResponseBody::empty(), meta }));
+                let _ = reply.send(Ok(Response {
+                    status: head.status,
+                    headers: head.headers,
+                    body: ResponseBody::empty(),
+                    meta,
+                }));
                 true
             }
             framing => {
@@ -1068,7 +1108,12 @@ impl Reader {
                 };
                 // If the caller is gone, the body receiver drops with it and the body is
                 // discarded like a dropped body.
-                let _ = reply.send(Ok(Response { status: head.status, headers: head.headers, body: body_from_channel(rx, len), meta }));
+                let _ = reply.send(Ok(Response {
+                    status: head.status,
+                    headers: head.headers,
+                    body: body_from_channel(rx, len),
+                    meta,
+                }));
                 let mut tx = Some(tx);
                 let (complete, reusable, last) = self.stream_body(framing, &mut tx).await;
                 keep_alive &= reusable;
@@ -1093,7 +1138,8 @@ impl Reader {
     /// were answered well and no stray bytes followed the last.
     fn account(&self, batch: Option<Arc<Batch>>, good: bool) {
         let Some(b) = batch else { return };
-        let stray = !self.buf.is_empty() && self.shared.lock().conns.iter().find(|s| s.key == self.key).is_some_and(|s| s.written.is_empty());
+        let stray = !self.buf.is_empty()
+            && self.shared.lock().conns.iter().find(|s| s.key == self.key).is_some_and(|s| s.written.is_empty());
         if !good || stray {
             b.ok.store(false, Relaxed);
         } else if b.answered() && b.ok.load(Relaxed) {
@@ -1103,7 +1149,11 @@ impl Reader {
 
     /// Streams one body to its caller, all but its last piece. Returns (framing ended where
     /// it should, connection reusable, the last piece to deliver).
-    async fn stream_body(&mut self, framing: Framing, tx: &mut Option<mpsc::Sender<BodyMsg>>) -> (bool, bool, Option<Bytes>) {
+    async fn stream_body(
+        &mut self,
+        framing: Framing,
+        tx: &mut Option<mpsc::Sender<BodyMsg>>,
+    ) -> (bool, bool, Option<Bytes>) {
         let timeout = self.shared.response_timeout;
         match framing {
             Framing::Empty => unreachable!("no body to stream"),
@@ -1117,7 +1167,8 @@ impl Reader {
                         match self.read_more(tokio::time::Instant::now() + timeout).await {
                             Read::Data => continue,
                             r => {
-                                let msg = format!("{} after {} of {total} body bytes", read_why(&r, timeout), total - left);
+                                let msg =
+                                    format!("{} after {} of {total} body bytes", read_why(&r, timeout), total - left);
                                 fail(tx, WireError::new(ErrorKind::BodyTruncated, msg)).await;
                                 return (false, false, None);
                             }
@@ -1159,7 +1210,11 @@ impl Reader {
                     match self.read_more(tokio::time::Instant::now() + timeout).await {
                         Read::Data => {}
                         r => {
-                            let msg = format!("{} after {} decoded body bytes, before the last chunk", read_why(&r, timeout), decoder.decoded_bytes());
+                            let msg = format!(
+                                "{} after {} decoded body bytes, before the last chunk",
+                                read_why(&r, timeout),
+                                decoder.decoded_bytes()
+                            );
                             fail(tx, WireError::new(ErrorKind::BodyTruncated, msg)).await;
                             return (false, false, None);
                         }
@@ -1229,7 +1284,12 @@ fn body_from_channel(rx: mpsc::Receiver<BodyMsg>, len: Option<u64>) -> ResponseB
                 }
                 Some(BodyMsg::Chunk(b, last)) => return Some((Ok(b), (rx, last))),
                 Some(BodyMsg::Fail(e)) => return Some((Err(e), (rx, true))),
-                None => return Some((Err(WireError::new(ErrorKind::BodyTruncated, "the connection ended mid-body")), (rx, true))),
+                None => {
+                    return Some((
+                        Err(WireError::new(ErrorKind::BodyTruncated, "the connection ended mid-body")),
+                        (rx, true),
+                    ))
+                }
             }
         }
     });
@@ -1255,35 +1315,56 @@ fn parse_head(buf: &[u8]) -> Result<Option<(usize, Head)>, WireError> {
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(e) => return Err(WireError::protocol(format!("unparseable response head: {e}"))),
     };
-    let status = StatusCode::from_u16(resp.code.unwrap_or(0)).map_err(|_| WireError::protocol("invalid status code"))?;
+    let status =
+        StatusCode::from_u16(resp.code.unwrap_or(0)).map_err(|_| WireError::protocol("invalid status code"))?;
     let mut headers = HeaderMap::with_capacity(resp.headers.len());
     for f in resp.headers.iter() {
-        let name = HeaderName::from_bytes(f.name.as_bytes()).map_err(|_| WireError::protocol(format!("invalid header name '{}'", f.name)))?;
-        let value = HeaderValue::from_bytes(f.value).map_err(|_| WireError::protocol(format!("invalid value of header '{}'", f.name)))?;
+        let name = HeaderName::from_bytes(f.name.as_bytes())
+            .map_err(|_| WireError::protocol(format!("invalid header name '{}'", f.name)))?;
+        let value = HeaderValue::from_bytes(f.value)
+            .map_err(|_| WireError::protocol(format!("invalid value of header '{}'", f.name)))?;
         headers.append(name, value);
     }
     Ok(Some((n, Head { status, version: resp.version.unwrap_or(1), headers })))
 }
 
 fn has_token(headers: &HeaderMap, name: &HeaderName, token: &str) -> bool {
-    headers.get_all(name).iter().any(|v| v.to_str().unwrap_or("").split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+    headers
+        .get_all(name)
+        .iter()
+        .any(|v| v.to_str().unwrap_or("").split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
 }
 
 /// The body's framing and whether the connection stays open after it
 /// (RFC 9112 sections 6.3 and 9.3).
 fn framing(head_request: bool, head: &mut Head) -> Result<(Framing, bool), WireError> {
-    let mut keep_alive = if head.version >= 1 { !has_token(&head.headers, &CONNECTION, "close") } else { has_token(&head.headers, &CONNECTION, "keep-alive") };
+    let mut keep_alive = if head.version >= 1 {
+        !has_token(&head.headers, &CONNECTION, "close")
+    } else {
+        has_token(&head.headers, &CONNECTION, "keep-alive")
+    };
     let code = head.status.as_u16();
     if head_request || code == 204 || code == 304 {
         return Ok((Framing::Empty, keep_alive));
     }
     if head.headers.contains_key(TRANSFER_ENCODING) {
-        let last = head.headers.get_all(TRANSFER_ENCODING).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).map(str::trim).rfind(|t| !t.is_empty());
+        let last = head
+            .headers
+            .get_all(TRANSFER_ENCODING)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .rfind(|t| !t.is_empty());
         if head.headers.contains_key(CONTENT_LENGTH) {
             // Both: Transfer-Encoding wins and the connection must close after.
             keep_alive = false;
         }
-        return Ok(if last.is_some_and(|t| t.eq_ignore_ascii_case("chunked")) { (Framing::Chunked, keep_alive) } else { (Framing::UntilClose, false) });
+        return Ok(if last.is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
+            (Framing::Chunked, keep_alive)
+        } else {
+            (Framing::UntilClose, false)
+        });
     }
     let mut length = None;
     for v in head.headers.get_all(CONTENT_LENGTH) {

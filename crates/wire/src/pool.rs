@@ -49,6 +49,7 @@ use crate::{Protocol, Request, Response, ResponseMeta, Transport, TransportConfi
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::stream::{BoxStream, Stream, StreamExt};
+use futures_util::task::AtomicWaker;
 use http::header::{CONTENT_LENGTH, HOST};
 use http::{HeaderMap, HeaderValue, Method};
 use http_body::{Body, Frame, SizeHint};
@@ -63,7 +64,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use futures_util::task::AtomicWaker;
 use tokio::sync::oneshot;
 
 /// How long a reused connection may take to become ready after its previous response
@@ -172,7 +172,11 @@ impl PoolTransport {
     }
 
     /// A pool whose connections also need a place from `gate` (auto's shared cap).
-    pub(crate) fn with_gate(config: TransportConfig, connector: Connector, gate: Option<Arc<dyn ConnectionGate>>) -> PoolTransport {
+    pub(crate) fn with_gate(
+        config: TransportConfig,
+        connector: Connector,
+        gate: Option<Arc<dyn ConnectionGate>>,
+    ) -> PoolTransport {
         let max = config.max_connections.max(1);
         PoolTransport {
             pool: Arc::new(Pool {
@@ -404,7 +408,12 @@ impl Pool {
             let this_body = body.take().expect("a body for each attempt");
             let replay = if reused && idempotent && !fresh { this_body.try_clone() } else { None };
             let progress = Progress::new();
-            let hreq = build_request(&method, &path_and_query, &headers, WireBody::new(this_body, None, Some(progress.clone())))?;
+            let hreq = build_request(
+                &method,
+                &path_and_query,
+                &headers,
+                WireBody::new(this_body, None, Some(progress.clone())),
+            )?;
             self.sent.fetch_add(1, Relaxed);
             // One request per connection at a time: from here on, only the endpoint (and
             // the upload of this request's own body) stands between it and its head.
@@ -417,7 +426,13 @@ impl Pool {
                 }
                 Some(Ok(resp)) => {
                     let guard = PooledConn { pool: self.clone(), sender, id, slot, driver: HandBack(driver.clone()) };
-                    let meta = ResponseMeta { protocol: Protocol::Http1, connection_id: id, reused_connection: reused, time_to_head: started.elapsed(), head_latency: Some(on_wire.elapsed()) };
+                    let meta = ResponseMeta {
+                        protocol: Protocol::Http1,
+                        connection_id: id,
+                        reused_connection: reused,
+                        time_to_head: started.elapsed(),
+                        head_latency: Some(on_wire.elapsed()),
+                    };
                     return Ok(into_response(resp, method == Method::HEAD, Box::new(guard), meta, Some(driver)));
                 }
                 Some(Err(mut e)) => {
@@ -430,13 +445,19 @@ impl Pool {
                         if attempts < MAX_ATTEMPTS {
                             continue;
                         }
-                        return Err(WireError::new(ErrorKind::Reset, "connections kept closing before the request could be written").with_source(e.into_error()));
+                        return Err(WireError::new(
+                            ErrorKind::Reset,
+                            "connections kept closing before the request could be written",
+                        )
+                        .with_source(e.into_error()));
                     }
                     let err = map_head_error(e.into_error(), reused);
                     if err.kind() == ErrorKind::Reset && attempts < MAX_ATTEMPTS {
                         if let Some(replay) = replay {
                             // The keep-alive race: once, on a fresh connection.
-                            tracing::debug!("re-sending {method} {path_and_query} after a reused connection failed: {err}");
+                            tracing::debug!(
+                                "re-sending {method} {path_and_query} after a reused connection failed: {err}"
+                            );
                             self.resent.fetch_add(1, Relaxed);
                             fresh = true;
                             body = Some(replay);
@@ -602,7 +623,12 @@ pub(crate) fn set_content_length(method: &Method, headers: &mut HeaderMap, body:
     }
 }
 
-pub(crate) fn build_request(method: &Method, uri: &str, headers: &HeaderMap, body: WireBody) -> Result<http::Request<WireBody>, WireError> {
+pub(crate) fn build_request(
+    method: &Method,
+    uri: &str,
+    headers: &HeaderMap,
+    body: WireBody,
+) -> Result<http::Request<WireBody>, WireError> {
     let mut req = http::Request::builder()
         .method(method.clone())
         .uri(uri)
@@ -740,10 +766,12 @@ impl Body for WireBody {
                 return match s.poll_next_unpin(cx) {
                     Poll::Pending => Poll::Pending,
                     Poll::Ready(Some(Ok(b))) if b.is_empty() => continue,
-                    Poll::Ready(Some(Ok(b))) if b.len() as u64 > this.remaining => Poll::Ready(Some(Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "request body stream yielded more bytes than its announced length",
-                    )))),
+                    Poll::Ready(Some(Ok(b))) if b.len() as u64 > this.remaining => {
+                        Poll::Ready(Some(Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            "request body stream yielded more bytes than its announced length",
+                        ))))
+                    }
                     Poll::Ready(Some(Ok(b))) => {
                         this.sent(b.len());
                         Poll::Ready(Some(Ok(Frame::data(b))))
@@ -895,9 +923,16 @@ impl Stream for IncomingStream {
 /// `head_request` because a response to HEAD, like a 204 or 304, has no body whatever
 /// its Content-Length says (RFC 9110 section 6.4.1); hyper's h2 body still reports the
 /// header's length for them.
-pub(crate) fn into_response(resp: http::Response<Incoming>, head_request: bool, guard: Box<dyn BodyGuard>, meta: ResponseMeta, driver: Option<Arc<Driver>>) -> Response {
+pub(crate) fn into_response(
+    resp: http::Response<Incoming>,
+    head_request: bool,
+    guard: Box<dyn BodyGuard>,
+    meta: ResponseMeta,
+    driver: Option<Arc<Driver>>,
+) -> Response {
     let (parts, body) = resp.into_parts();
-    let bodiless = head_request || parts.status == http::StatusCode::NO_CONTENT || parts.status == http::StatusCode::NOT_MODIFIED;
+    let bodiless =
+        head_request || parts.status == http::StatusCode::NO_CONTENT || parts.status == http::StatusCode::NOT_MODIFIED;
     let expected = if bodiless { Some(0) } else { body.size_hint().exact() };
     let mut stream = IncomingStream { body, tally: BodyTally::new(guard, expected), driver };
     if stream.body.is_end_stream() {

@@ -71,7 +71,15 @@ async fn peer(slow: Duration) -> Peer {
     Peer { addr, seen, closed, answered }
 }
 
-async fn serve(mut sock: TcpStream, conn: usize, slow: Duration, seen: Arc<Mutex<Vec<Seen>>>, closed: Arc<AtomicUsize>, answered: Arc<Mutex<HashMap<String, usize>>>, first: Arc<Mutex<std::collections::HashSet<String>>>) {
+async fn serve(
+    mut sock: TcpStream,
+    conn: usize,
+    slow: Duration,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    closed: Arc<AtomicUsize>,
+    answered: Arc<Mutex<HashMap<String, usize>>>,
+    first: Arc<Mutex<std::collections::HashSet<String>>>,
+) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     loop {
@@ -81,7 +89,11 @@ async fn serve(mut sock: TcpStream, conn: usize, slow: Duration, seen: Arc<Mutex
             let mut lines = head.split("\r\n");
             let mut parts = lines.next().unwrap_or("").split(' ');
             let (method, path) = (parts.next().unwrap_or("").to_string(), parts.next().unwrap_or("").to_string());
-            let len: usize = lines.filter_map(|l| l.split_once(':')).find(|(k, _)| k.eq_ignore_ascii_case("content-length")).and_then(|(_, v)| v.trim().parse().ok()).unwrap_or(0);
+            let len: usize = lines
+                .filter_map(|l| l.split_once(':'))
+                .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+                .and_then(|(_, v)| v.trim().parse().ok())
+                .unwrap_or(0);
             if buf.len() < end + 4 + len {
                 break;
             }
@@ -176,7 +188,11 @@ async fn a_slow_head_is_answered_by_the_hedge() {
 
     fetch_body(&t, small("/b/slow-1")).await;
     let s = t.stats();
-    assert_eq!((s.hedges_sent - before.hedges_sent, s.hedges_won - before.hedges_won), (1, 1), "one copy, and its head came first");
+    assert_eq!(
+        (s.hedges_sent - before.hedges_sent, s.hedges_won - before.hedges_won),
+        (1, 1),
+        "one copy, and its head came first"
+    );
     assert_eq!(s.requests_sent - before.requests_sent, 2, "the copy counts as the request it is");
     let seen = peer.seen("/b/slow-1");
     assert_eq!(seen.len(), 2, "the peer saw the request and its copy: {seen:?}");
@@ -213,7 +229,11 @@ async fn hedges_stay_within_the_budget() {
     let smalls = 40 + slow;
     let budget = (smalls as f64 * HEDGE_BUDGET).floor() as u64;
     assert!(s.hedges_sent >= 1, "slow heads got copies while the budget lasted");
-    assert!(s.hedges_sent <= budget, "{} copies for {smalls} small requests: over the budget of {budget}", s.hedges_sent);
+    assert!(
+        s.hedges_sent <= budget,
+        "{} copies for {smalls} small requests: over the budget of {budget}",
+        s.hedges_sent
+    );
     // Requests the peer saw beyond one per path, less the probe's copy of the first.
     let mut per_path = HashMap::new();
     for seen in peer.seen.lock().unwrap().iter() {
@@ -299,7 +319,11 @@ async fn the_losers_head_latency_counts_in_the_hedge_delay() {
 
     fetch_body(&t, small("/b/slow-hedged")).await;
     let s = t.stats();
-    assert_eq!((s.hedges_sent - before.hedges_sent, s.hedges_won - before.hedges_won), (1, 1), "the copy answered first");
+    assert_eq!(
+        (s.hedges_sent - before.hedges_sent, s.hedges_won - before.hedges_won),
+        (1, 1),
+        "the copy answered first"
+    );
     assert!(t.hedge_delay().unwrap() < slow / 2, "the winner's fast head alone does not move it");
 
     // The primary's head comes after `slow`; once it is read, the delay has its sample.

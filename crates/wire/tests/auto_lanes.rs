@@ -29,7 +29,10 @@ fn get(path: &str, hint: Option<u64>) -> Request {
 /// seen: (open per TransportStats, pool lane, pipeline lane, both lanes at once). auto's
 /// `connections_open` counts sockets until they are dropped; `AutoTransport::sockets_open`
 /// also keeps the exact peak, which the tests check besides these samples.
-fn watch_connections(t: Arc<AutoTransport>, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<(u64, usize, usize, usize)> {
+fn watch_connections(
+    t: Arc<AutoTransport>,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<(u64, usize, usize, usize)> {
     tokio::spawn(async move {
         let (mut open, mut pool, mut pipe, mut both) = (0, 0, 0, 0);
         while !stop.load(SeqCst) {
@@ -218,7 +221,15 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
                 if c.increases > 0 {
                     lowest_after_start = lowest_after_start.min(c.limit);
                 }
-                eprintln!("{:>5} ms limit {:>2} lanes {:?} opened {:?} goodput best {:.0} MB/s held {}", start.elapsed().as_millis(), c.limit, t.lane_connections(), t.lane_openings(), c.goodput_best / 1e6, c.growth_held);
+                eprintln!(
+                    "{:>5} ms limit {:>2} lanes {:?} opened {:?} goodput best {:.0} MB/s held {}",
+                    start.elapsed().as_millis(),
+                    c.limit,
+                    t.lane_connections(),
+                    t.lane_openings(),
+                    c.goodput_best / 1e6,
+                    c.growth_held
+                );
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             lowest_after_start
@@ -265,8 +276,15 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
     // Every opening beyond the cap is a place one lane gave to the other (the leak the
     // bench's counts showed: the pool fills the cap before the smalls come, then closes
     // connections for the pipeline); the probe runs on the pipeline lane, inside the cap.
-    assert!(opened <= cap as u64 + pool_gave + pipe_gave, "{opened} opened: more than the cap and the handovers explain");
-    assert!(pool_gave + pipe_gave <= 2 * cap as u64, "lanes traded {} connections in a 2.5 s run: shares flap", pool_gave + pipe_gave);
+    assert!(
+        opened <= cap as u64 + pool_gave + pipe_gave,
+        "{opened} opened: more than the cap and the handovers explain"
+    );
+    assert!(
+        pool_gave + pipe_gave <= 2 * cap as u64,
+        "lanes traded {} connections in a 2.5 s run: shares flap",
+        pool_gave + pipe_gave
+    );
     // The latency back-off (CPU contention only here) leaves bulk its connections.
     assert!(lowest_limit >= 4, "the limit fell to {lowest_limit}: bulk starved");
     assert!(parts_in_second_half > 0, "no bulk part completed in the second half of the smalls' window");
@@ -296,7 +314,10 @@ async fn ranged_parts_back_to_back_reuse_their_connections() {
                         break;
                     }
                     let mut r = Request::new(Method::GET, "/synthetic/dl/size=201326592/large");
-                    r.headers.insert(http::header::RANGE, format!("bytes={}-{}", i * part, (i + 1) * part - 1).parse().unwrap());
+                    r.headers.insert(
+                        http::header::RANGE,
+                        format!("bytes={}-{}", i * part, (i + 1) * part - 1).parse().unwrap(),
+                    );
                     let resp = t.send(r).await.expect("part GET");
                     assert!(resp.status.is_success(), "part GET: {}", resp.status);
                     assert_eq!(resp.body.collect(4 << 20).await.unwrap().len() as u64, part);
@@ -311,7 +332,10 @@ async fn ranged_parts_back_to_back_reuse_their_connections() {
     let (pool_gave, pipe_gave) = t.handovers();
     eprintln!("{parts} parts on {workers} workers: {opened} connections opened, handed over {pool_gave}/{pipe_gave}; lanes {:?}", t.lane_openings());
     assert_eq!(t.stats().requests_sent, parts, "every part is one request");
-    assert!(opened <= workers, "{opened} connections opened for {parts} parts on {workers} workers: parts do not reuse connections");
+    assert!(
+        opened <= workers,
+        "{opened} connections opened for {parts} parts on {workers} workers: parts do not reuse connections"
+    );
     assert_eq!((pool_gave, pipe_gave), (0, 0), "places handed over with no small request to take them");
 }
 
@@ -362,7 +386,13 @@ async fn auto_opens_fewer_connections_than_the_pool_when_goodput_stops_growing()
 
 /// `workers` tasks reading 2 MiB ranges (bulk: larger than a small GET) of the synthetic
 /// 64 MiB object at `path`, over and over until `stop`, each part counted in `parts_done`.
-fn bulk_load(t: Arc<dyn Transport>, path: &'static str, workers: u64, stop: &Arc<AtomicBool>, parts_done: &Arc<AtomicU64>) -> Vec<tokio::task::JoinHandle<()>> {
+fn bulk_load(
+    t: Arc<dyn Transport>,
+    path: &'static str,
+    workers: u64,
+    stop: &Arc<AtomicBool>,
+    parts_done: &Arc<AtomicU64>,
+) -> Vec<tokio::task::JoinHandle<()>> {
     let part: u64 = 2 << 20;
     (0..workers)
         .map(|w| {
@@ -372,7 +402,8 @@ fn bulk_load(t: Arc<dyn Transport>, path: &'static str, workers: u64, stop: &Arc
                 while !stop.load(SeqCst) {
                     let from = (i % 32) * part;
                     let mut r = Request::new(Method::GET, path);
-                    r.headers.insert(http::header::RANGE, format!("bytes={}-{}", from, from + part - 1).parse().unwrap());
+                    r.headers
+                        .insert(http::header::RANGE, format!("bytes={}-{}", from, from + part - 1).parse().unwrap());
                     let resp = t.send(r).await.expect("bulk GET");
                     assert!(resp.status.is_success(), "bulk GET: {}", resp.status);
                     assert_eq!(resp.body.collect(4 << 20).await.unwrap().len() as u64, part);

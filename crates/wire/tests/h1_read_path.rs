@@ -24,20 +24,27 @@ async fn a_connection_whose_body_was_read_by_the_caller_serves_the_next_requests
     let data = pattern(24 * MIB);
     put(&t, "/bkt/big", RequestBody::from(data.clone())).await;
     for round in 0..3 {
-        let r = tokio::time::timeout(LIMIT, send(&t, Method::GET, "/bkt/big", RequestBody::Empty)).await.unwrap().unwrap();
+        let r =
+            tokio::time::timeout(LIMIT, send(&t, Method::GET, "/bkt/big", RequestBody::Empty)).await.unwrap().unwrap();
         assert_eq!(r.status, StatusCode::OK);
         assert_eq!(r.meta.protocol, Protocol::Http1);
         let got = tokio::time::timeout(LIMIT, r.body.collect(32 * MIB)).await.expect("body read in time").unwrap();
         assert!(got == data, "round {round}: {} bytes came back different", got.len());
         // A small request and a PUT on the same (only) connection right after.
-        let r = tokio::time::timeout(LIMIT, send(&t, Method::HEAD, "/bkt/big", RequestBody::Empty)).await.expect("HEAD answered in time").unwrap();
+        let r = tokio::time::timeout(LIMIT, send(&t, Method::HEAD, "/bkt/big", RequestBody::Empty))
+            .await
+            .expect("HEAD answered in time")
+            .unwrap();
         assert_eq!(r.status, StatusCode::OK);
         assert!(r.meta.reused_connection, "round {round}: the HEAD did not reuse the connection");
         drop(r);
-        let r = tokio::time::timeout(LIMIT, send(&t, Method::PUT, &format!("/bkt/small-{round}"), RequestBody::from(pattern(1000))))
-            .await
-            .expect("PUT answered in time")
-            .unwrap();
+        let r = tokio::time::timeout(
+            LIMIT,
+            send(&t, Method::PUT, &format!("/bkt/small-{round}"), RequestBody::from(pattern(1000))),
+        )
+        .await
+        .expect("PUT answered in time")
+        .unwrap();
         assert_eq!(r.status, StatusCode::OK);
     }
     assert_eq!(t.stats().connections_opened, 1, "every request should have used the one connection");
@@ -55,7 +62,10 @@ async fn a_body_dropped_half_way_closes_its_connection_and_the_next_request_open
     let first = tokio::time::timeout(LIMIT, r.body.chunk()).await.expect("a first chunk in time").unwrap().unwrap();
     assert!(!first.is_empty() && first.len() < data.len());
     drop(r);
-    let r = tokio::time::timeout(LIMIT, send(&t, Method::GET, "/bkt/big", RequestBody::Empty)).await.expect("answered in time").unwrap();
+    let r = tokio::time::timeout(LIMIT, send(&t, Method::GET, "/bkt/big", RequestBody::Empty))
+        .await
+        .expect("answered in time")
+        .unwrap();
     assert!(!r.meta.reused_connection, "a half-read connection must not be reused");
     let got = tokio::time::timeout(LIMIT, r.body.collect(32 * MIB)).await.expect("body read in time").unwrap();
     assert!(got == data);

@@ -33,8 +33,15 @@ async fn chunks(t: &Arc<dyn Transport>, path: &str) -> (Bytes, Vec<usize>) {
 /// chunks the server's storage yields (so they were gathered).
 fn assert_gathered(path: &str, sizes: &[usize]) {
     let total: usize = sizes.iter().sum();
-    assert!(sizes.iter().all(|&n| n <= MAX_FRAME_SIZE as usize), "GET {path}: a chunk above {MAX_FRAME_SIZE} bytes: {sizes:?}");
-    assert!(sizes.len() * (256 << 10) < total, "GET {path}: {} chunks for {total} bytes, not gathered: {sizes:?}", sizes.len());
+    assert!(
+        sizes.iter().all(|&n| n <= MAX_FRAME_SIZE as usize),
+        "GET {path}: a chunk above {MAX_FRAME_SIZE} bytes: {sizes:?}"
+    );
+    assert!(
+        sizes.len() * (256 << 10) < total,
+        "GET {path}: {} chunks for {total} bytes, not gathered: {sizes:?}",
+        sizes.len()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

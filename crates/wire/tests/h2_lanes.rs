@@ -60,7 +60,10 @@ async fn at_the_connection_cap_lanes_share_rather_than_wait() {
     let bulk = send(&t, Method::GET, "/syn/32MiB", RequestBody::Empty).await.unwrap();
     let mut r = ferry_wire::Request::new(Method::GET, "/syn/16KiB");
     r.size_hint = Some(16 * 1024);
-    let small = tokio::time::timeout(Duration::from_secs(1), t.send(r)).await.expect("a small request waited for the bulk stream").unwrap();
+    let small = tokio::time::timeout(Duration::from_secs(1), t.send(r))
+        .await
+        .expect("a small request waited for the bulk stream")
+        .unwrap();
     assert_eq!(small.meta.connection_id, bulk.meta.connection_id);
     assert_eq!(small.body.collect(1 << 20).await.unwrap().len(), 16 * 1024);
     drop(bulk);

@@ -58,16 +58,28 @@ type Policy = dyn Fn(usize, usize, &str, &str) -> Action + Send + Sync;
 /// Connection 0 waits until `gather` requests arrived before answering the first; before
 /// each answer the peer waits `settle` and reads whatever else arrived, so that `behind`
 /// shows what the client had written ahead.
-async fn peer(gather: usize, settle: Duration, policy: impl Fn(usize, usize, &str, &str) -> Action + Send + Sync + 'static) -> Peer {
+async fn peer(
+    gather: usize,
+    settle: Duration,
+    policy: impl Fn(usize, usize, &str, &str) -> Action + Send + Sync + 'static,
+) -> Peer {
     peer_with(gather, false, settle, policy).await
 }
 
 /// Like [`peer`], but every connection gathers `gather` requests before its first answer.
-async fn peer_gathering_on_every_connection(gather: usize, policy: impl Fn(usize, usize, &str, &str) -> Action + Send + Sync + 'static) -> Peer {
+async fn peer_gathering_on_every_connection(
+    gather: usize,
+    policy: impl Fn(usize, usize, &str, &str) -> Action + Send + Sync + 'static,
+) -> Peer {
     peer_with(gather, true, Duration::ZERO, policy).await
 }
 
-async fn peer_with(gather: usize, every: bool, settle: Duration, policy: impl Fn(usize, usize, &str, &str) -> Action + Send + Sync + 'static) -> Peer {
+async fn peer_with(
+    gather: usize,
+    every: bool,
+    settle: Duration,
+    policy: impl Fn(usize, usize, &str, &str) -> Action + Send + Sync + 'static,
+) -> Peer {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -105,7 +117,14 @@ fn parse_requests(buf: &mut Vec<u8>, queue: &mut VecDeque<(String, String)>) {
     }
 }
 
-async fn serve_conn(mut sock: TcpStream, conn: usize, gather: usize, settle: Duration, policy: Arc<Policy>, seen: Arc<Mutex<Vec<Seen>>>) {
+async fn serve_conn(
+    mut sock: TcpStream,
+    conn: usize,
+    gather: usize,
+    settle: Duration,
+    policy: Arc<Policy>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+) {
     let _ = sock.set_nodelay(true);
     let mut buf = Vec::new();
     let mut queue = VecDeque::new();
@@ -254,7 +273,8 @@ async fn requests_written_one_by_one_while_answers_are_owed_verify() {
         tasks.push(tokio::spawn(async move { fetch(&t, Method::GET, path).await }));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let res: Vec<_> = timed(futures_util::future::join_all(tasks)).await.unwrap().into_iter().map(|r| r.unwrap()).collect();
+    let res: Vec<_> =
+        timed(futures_util::future::join_all(tasks)).await.unwrap().into_iter().map(|r| r.unwrap()).collect();
     assert_echoed(&res, &EIGHT);
     assert_eq!(p.seen()[0].behind, 7);
     assert_eq!(t.stats().connections_opened, 1);
@@ -277,7 +297,8 @@ async fn requests_answered_before_the_next_is_sent_do_not_verify() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_closes_after_response_k_of_n_and_the_rest_are_resent() {
-    let p = peer(6, Duration::ZERO, |conn, i, _, path| if conn == 0 && i == 2 { Action::Close } else { echo(path) }).await;
+    let p =
+        peer(6, Duration::ZERO, |conn, i, _, path| if conn == 0 && i == 2 { Action::Close } else { echo(path) }).await;
     let t = transport(&p, 1, 8);
     let paths = &EIGHT[..6];
     let res = timed(fetch_all(&t, &gets(paths))).await.unwrap();
@@ -293,7 +314,10 @@ async fn connection_close_on_response_k_resends_the_rest_quietly() {
     let p = peer(5, Duration::ZERO, |conn, i, _, path| {
         if conn == 0 && i == 1 {
             let body = format!("body of {path}");
-            Action::WriteClose(format!("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}", body.len()).into_bytes())
+            Action::WriteClose(
+                format!("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+                    .into_bytes(),
+            )
         } else {
             echo(path)
         }
@@ -311,7 +335,14 @@ async fn connection_close_on_response_k_resends_the_rest_quietly() {
 /// A script mixing every framing: Content-Length, chunked with extensions and trailers,
 /// HEAD with a Content-Length, 100 Continue before a 200, 204, 304.
 fn mixed_script() -> (Vec<(Method, &'static str)>, Vec<Vec<u8>>) {
-    let reqs = vec![(Method::GET, "/len"), (Method::GET, "/chunked"), (Method::HEAD, "/head"), (Method::GET, "/continue"), (Method::GET, "/nocontent"), (Method::GET, "/notmodified")];
+    let reqs = vec![
+        (Method::GET, "/len"),
+        (Method::GET, "/chunked"),
+        (Method::HEAD, "/head"),
+        (Method::GET, "/continue"),
+        (Method::GET, "/nocontent"),
+        (Method::GET, "/notmodified"),
+    ];
     let resps = vec![
         ok("body of /len"),
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4;name=value\r\nbody\r\nb;a;b=\"q\"\r\n of /chunke\r\n1\r\nd\r\n0;last\r\nx-checksum: abc\r\nx-other: 1\r\n\r\n".to_vec(),
@@ -324,7 +355,10 @@ fn mixed_script() -> (Vec<(Method, &'static str)>, Vec<Vec<u8>>) {
 }
 
 fn check_mixed(res: &[Result<Got, WireError>], what: &str) {
-    let bodies: Vec<(u16, &[u8])> = res.iter().map(|r| r.as_ref().map(|g| (g.status, &g.body[..])).unwrap_or_else(|e| panic!("{what}: {e}"))).collect();
+    let bodies: Vec<(u16, &[u8])> = res
+        .iter()
+        .map(|r| r.as_ref().map(|g| (g.status, &g.body[..])).unwrap_or_else(|e| panic!("{what}: {e}")))
+        .collect();
     assert_eq!(bodies[0], (200, &b"body of /len"[..]), "{what}");
     assert_eq!(bodies[1], (200, &b"body of /chunked"[..]), "{what}");
     assert_eq!(bodies[2], (200, &b""[..]), "{what}");
@@ -338,7 +372,12 @@ fn check_mixed(res: &[Result<Got, WireError>], what: &str) {
 async fn every_response_delivered_one_byte_at_a_time_parses() {
     let (reqs, resps) = mixed_script();
     let all: Vec<u8> = resps.concat();
-    let p = peer(reqs.len(), Duration::ZERO, move |_, i, _, _| if i == 0 { Action::Slow(all.clone()) } else { Action::Nothing }).await;
+    let p = peer(
+        reqs.len(),
+        Duration::ZERO,
+        move |_, i, _, _| if i == 0 { Action::Slow(all.clone()) } else { Action::Nothing },
+    )
+    .await;
     let t = transport(&p, 1, 8);
     let res = timed(fetch_all(&t, &reqs)).await.unwrap();
     check_mixed(&res, "one byte at a time");
@@ -353,7 +392,14 @@ async fn the_script_split_at_every_byte_boundary_parses() {
     let len = all.len();
     // Connection c splits the whole script at byte c.
     let n = reqs.len();
-    let p = peer_gathering_on_every_connection(n, move |conn, i, _, _| if i == 0 { Action::SplitAt(all.clone(), conn.min(all.len())) } else { Action::Nothing }).await;
+    let p = peer_gathering_on_every_connection(n, move |conn, i, _, _| {
+        if i == 0 {
+            Action::SplitAt(all.clone(), conn.min(all.len()))
+        } else {
+            Action::Nothing
+        }
+    })
+    .await;
     for split in 0..=len {
         let t = transport(&p, 1, 8);
         let res = timed(fetch_all(&t, &reqs)).await.unwrap();
@@ -485,7 +531,9 @@ async fn a_request_failing_on_every_connection_gives_up_with_reset() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_small_body_is_discarded_and_the_connection_kept() {
     let big = "x".repeat(200_000);
-    let p = peer(2, Duration::ZERO, move |_, _, _, path| if path == "/big" { Action::Write(ok(&big)) } else { echo(path) }).await;
+    let p =
+        peer(2, Duration::ZERO, move |_, _, _, path| if path == "/big" { Action::Write(ok(&big)) } else { echo(path) })
+            .await;
     let t = transport(&p, 1, 8);
     let second = drop_first_body_then_fetch_second(&t).await;
     assert_echoed(&[second], &["/small"]);
@@ -513,7 +561,9 @@ async fn drop_first_body_then_fetch_second(t: &Arc<PipelineTransport>) -> Result
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_large_body_closes_and_resends_the_requests_behind() {
     let big = "x".repeat(4 << 20);
-    let p = peer(2, Duration::ZERO, move |_, _, _, path| if path == "/big" { Action::Write(ok(&big)) } else { echo(path) }).await;
+    let p =
+        peer(2, Duration::ZERO, move |_, _, _, path| if path == "/big" { Action::Write(ok(&big)) } else { echo(path) })
+            .await;
     let t = transport(&p, 1, 8);
     let second = drop_first_body_then_fetch_second(&t).await;
     assert_echoed(&[second], &["/small"]);
@@ -546,12 +596,17 @@ async fn a_request_with_a_body_travels_alone() {
     assert_echoed(&[res.0, res.1, res.2, res.3], &["/a", "/p", "/b", "/c"]);
     let seen = p.seen();
     let order: Vec<(&str, &str, usize)> = seen.iter().map(|s| (s.method.as_str(), s.path.as_str(), s.behind)).collect();
-    assert_eq!(order, vec![("GET", "/a", 0), ("PUT", "/p", 0), ("GET", "/b", 1), ("GET", "/c", 0)], "the PUT went alone; the GETs after it were pipelined");
+    assert_eq!(
+        order,
+        vec![("GET", "/a", 0), ("PUT", "/p", 0), ("GET", "/b", 1), ("GET", "/c", 0)],
+        "the PUT went alone; the GETs after it were pipelined"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_non_idempotent_request_is_never_sent_twice() {
-    let p = peer(0, Duration::ZERO, |_, _, method, path| if method == "POST" { Action::Close } else { echo(path) }).await;
+    let p =
+        peer(0, Duration::ZERO, |_, _, method, path| if method == "POST" { Action::Close } else { echo(path) }).await;
     let t = transport(&p, 2, 8);
     let mut post = Request::new(Method::POST, "/p?uploads");
     post.body = RequestBody::Full(Bytes::from_static(b"<x/>"));
@@ -589,7 +644,10 @@ async fn requests_spread_over_connections_fewest_in_flight_first() {
 async fn auto_carries_small_requests_on_its_pool_when_pipelining_fails() {
     let p = peer(1, Duration::ZERO, |_, _, _, path| {
         let body = format!("body of {path}");
-        Action::WriteClose(format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).into_bytes())
+        Action::WriteClose(
+            format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
+                .into_bytes(),
+        )
     })
     .await;
     let mut c = config(&p, 4, 4);
@@ -605,6 +663,8 @@ async fn auto_carries_small_requests_on_its_pool_when_pipelining_fails() {
             assert_eq!(body, Bytes::from(format!("body of /b/k{i}")));
         }
     });
-    tokio::time::timeout(Duration::from_secs(30), futures_util::future::join_all(gets)).await.expect("small GETs on auto's pool never finished");
+    tokio::time::timeout(Duration::from_secs(30), futures_util::future::join_all(gets))
+        .await
+        .expect("small GETs on auto's pool never finished");
     assert!(!auto.pipelining(), "a peer that closes after one answer cannot verify pipelining");
 }

@@ -76,7 +76,12 @@ async fn two_thousand_small_gets_over_four_connections_32_deep() {
                 let r = t.send(Request::new(Method::GET, format!("/small/k{i}"))).await.unwrap();
                 assert_eq!(r.status, 200, "GET k{i}");
                 let body = r.body.collect(1 << 20).await.unwrap();
-                assert!(body == object(i), "caller {i} got the wrong bytes ({} bytes starting {:?})", body.len(), String::from_utf8_lossy(&body[..body.len().min(16)]));
+                assert!(
+                    body == object(i),
+                    "caller {i} got the wrong bytes ({} bytes starting {:?})",
+                    body.len(),
+                    String::from_utf8_lossy(&body[..body.len().min(16)])
+                );
             })
         })
         .collect();
@@ -111,7 +116,12 @@ async fn with_resets_mid_body_every_caller_gets_its_bytes_or_body_truncated() {
                 assert_eq!(r.status, 200, "GET k{i}");
                 match r.body.collect(1 << 20).await {
                     Ok(body) => {
-                        assert!(body == object(i), "caller {i} got wrong bytes ({} bytes starting {:?})", body.len(), String::from_utf8_lossy(&body[..body.len().min(16)]));
+                        assert!(
+                            body == object(i),
+                            "caller {i} got wrong bytes ({} bytes starting {:?})",
+                            body.len(),
+                            String::from_utf8_lossy(&body[..body.len().min(16)])
+                        );
                         Ok(())
                     }
                     Err(e) => Err(e.kind()),
@@ -185,7 +195,11 @@ async fn head_latency_is_measured_only_for_requests_nothing_held_up() {
     let pool = ferry_wire::pool::PoolTransport::new(c).unwrap();
     for i in 0..4 {
         let r = pool.send(Request::new(Method::GET, format!("/lat/k{i}"))).await.unwrap();
-        assert!(r.meta.head_latency.is_some_and(|l| l >= delay.mul_f64(0.9) && l <= r.meta.time_to_head), "{:?}", r.meta);
+        assert!(
+            r.meta.head_latency.is_some_and(|l| l >= delay.mul_f64(0.9) && l <= r.meta.time_to_head),
+            "{:?}",
+            r.meta
+        );
         r.body.collect(1 << 20).await.unwrap();
     }
 }

@@ -48,7 +48,12 @@ async fn case_head(mode: Mode) {
     put(&t, "/bkt/k", RequestBody::from(pattern(12345))).await;
     let r = send(&t, Method::HEAD, "/bkt/k", RequestBody::Empty).await.unwrap();
     assert_eq!(r.status, StatusCode::OK);
-    assert_eq!(r.headers.get("content-length").map(|v| v.to_str().unwrap().to_string()), Some("12345".into()), "{:?}", r.headers);
+    assert_eq!(
+        r.headers.get("content-length").map(|v| v.to_str().unwrap().to_string()),
+        Some("12345".into()),
+        "{:?}",
+        r.headers
+    );
     assert!(r.body.collect(1024).await.unwrap().is_empty());
     // The connection is still good after a HEAD.
     let (status, got) = get_all(&t, "/bkt/k").await;
@@ -132,7 +137,8 @@ async fn case_reset_mid_body_is_truncation(mode: Mode) {
 async fn case_unreachable_port_is_connect_error(mode: Mode) {
     // A port that was just free: bind, note, close.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut config = ferry_wire::TransportConfig::new(ferry_wire::Endpoint::parse(&format!("http://127.0.0.1:{port}")).unwrap());
+    let mut config =
+        ferry_wire::TransportConfig::new(ferry_wire::Endpoint::parse(&format!("http://127.0.0.1:{port}")).unwrap());
     config.mode = mode;
     let t = ferry_wire::transport(config).unwrap();
     let e = match send(&t, Method::GET, "/bkt/k", RequestBody::Empty).await {
@@ -276,7 +282,10 @@ async fn stream_limit_case(srv: &common::Running, requests: usize, limit: usize,
     }
     let stats = t.stats();
     let needed = requests.div_ceil(limit) as u64;
-    assert!(stats.connections_opened >= needed && stats.connections_opened <= max_connections as u64, "{requests} streams at {limit} per connection: {stats:?}, {in_flight:?}");
+    assert!(
+        stats.connections_opened >= needed && stats.connections_opened <= max_connections as u64,
+        "{requests} streams at {limit} per connection: {stats:?}, {in_flight:?}"
+    );
 }
 
 /// No response head within `response_timeout`: a Timeout error, retry-safe for
@@ -323,7 +332,11 @@ async fn closes_on_second_request() -> (std::net::SocketAddr, std::sync::Arc<std
                     buf.extend_from_slice(&chunk[..n]);
                     while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
                         let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-                        let body_len: usize = head.lines().find_map(|l| l.strip_prefix("content-length:")).map(|v| v.trim().parse().unwrap()).unwrap_or(0);
+                        let body_len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .map(|v| v.trim().parse().unwrap())
+                            .unwrap_or(0);
                         if buf.len() < end + 4 + body_len {
                             break;
                         }
@@ -386,7 +399,10 @@ async fn auto_picks_h2_over_tls_and_h1_over_http() {
     assert_eq!(ferry_wire::Transport::stats(&auto).connections_opened, 1);
 
     let plain = start(false, |_| {});
-    let auto = ferry_wire::auto::AutoTransport::new(ferry_wire::TransportConfig::new(ferry_wire::Endpoint::parse(&plain.url()).unwrap())).unwrap();
+    let auto = ferry_wire::auto::AutoTransport::new(ferry_wire::TransportConfig::new(
+        ferry_wire::Endpoint::parse(&plain.url()).unwrap(),
+    ))
+    .unwrap();
     assert_eq!(auto.chosen(), Some("h1"));
     let r = ferry_wire::Transport::send(&auto, ferry_wire::Request::new(Method::PUT, "/bkt")).await.unwrap();
     assert_eq!(r.meta.protocol, Protocol::Http1);
@@ -530,7 +546,13 @@ async fn short_request_stream_fails_the_request() {
         let srv = start(false, |_| {});
         let t = srv.client(mode, |_| {});
         create_bucket(&t, "bkt").await;
-        let body = RequestBody::Stream { len: 1000, stream: futures_util::StreamExt::boxed(futures_util::stream::iter(vec![Ok(bytes::Bytes::from(vec![1u8; 10]))])) };
+        let body = RequestBody::Stream {
+            len: 1000,
+            stream: futures_util::StreamExt::boxed(futures_util::stream::iter(vec![Ok(bytes::Bytes::from(vec![
+                1u8;
+                10
+            ]))])),
+        };
         let r = send(&t, Method::PUT, "/bkt/short", body).await;
         match r {
             Err(_) => {}

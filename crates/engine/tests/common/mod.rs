@@ -7,7 +7,10 @@ use ferry_store::{Credentials, CredentialsSource, S3Client};
 
 /// A client of `srv` signing with the server's default keys (`ferry` / `ferry-secret`).
 pub fn client(srv: &BackgroundServer) -> S3Client {
-    S3Client::builder(srv.url()).credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret"))).build().unwrap()
+    S3Client::builder(srv.url())
+        .credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret")))
+        .build()
+        .unwrap()
 }
 
 /// `len` bytes from `seed` (xorshift): the same seed gives the same bytes, another seed

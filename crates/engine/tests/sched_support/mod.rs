@@ -24,7 +24,13 @@ pub fn server(configure: impl FnOnce(&mut ServeConfig)) -> BackgroundServer {
 
 /// Short backoffs so fault tests run quickly.
 pub fn fast_retry(max_attempts: u32) -> RetryConfig {
-    RetryConfig { max_attempts, base_delay: Duration::from_millis(2), throttled_base_delay: Duration::from_millis(5), max_delay: Duration::from_millis(20), ..RetryConfig::default() }
+    RetryConfig {
+        max_attempts,
+        base_delay: Duration::from_millis(2),
+        throttled_base_delay: Duration::from_millis(5),
+        max_delay: Duration::from_millis(20),
+        ..RetryConfig::default()
+    }
 }
 
 /// Counts what goes through a transport.
@@ -117,7 +123,8 @@ impl Transport for Counting {
 
 /// A signed client of `server` over `mode`, with its request counts.
 pub fn client(server: &BackgroundServer, mode: Mode, retry: RetryConfig) -> (S3Client, Arc<Counts>) {
-    let mut config = ClientConfig::new(&server.url()).unwrap().with_credentials(Credentials::new("ferry", "ferry-secret"));
+    let mut config =
+        ClientConfig::new(&server.url()).unwrap().with_credentials(Credentials::new("ferry", "ferry-secret"));
     config.retry = retry;
     let mut tc = TransportConfig::new(config.endpoint.clone());
     tc.mode = mode;
@@ -165,7 +172,11 @@ impl Transport for PerKeyDeleteFaults {
             for key in result.deleted.drain(..) {
                 let take = remaining.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)).is_ok();
                 if take {
-                    result.errors.push(ferry_proto::xml::DeleteError { key, code: "InternalError".into(), message: "injected per-key fault".into() });
+                    result.errors.push(ferry_proto::xml::DeleteError {
+                        key,
+                        code: "InternalError".into(),
+                        message: "injected per-key fault".into(),
+                    });
                 } else {
                     kept.push(key);
                 }
@@ -190,15 +201,21 @@ impl Transport for PerKeyDeleteFaults {
 /// A client whose DeleteObjects answers report the first `faults` deleted keys as
 /// InternalError (see [`PerKeyDeleteFaults`]), with request counts.
 pub fn client_with_per_key_faults(server: &BackgroundServer, faults: u64) -> (S3Client, Arc<Counts>) {
-    client_wrapped(server, |counting| Arc::new(PerKeyDeleteFaults { inner: counting, remaining: Arc::new(AtomicU64::new(faults)) }))
+    client_wrapped(server, |counting| {
+        Arc::new(PerKeyDeleteFaults { inner: counting, remaining: Arc::new(AtomicU64::new(faults)) })
+    })
 }
 
 /// A signed client of `server` (default transport) whose counting transport is wrapped
 /// by `wrap`, with its request counts.
-pub fn client_wrapped(server: &BackgroundServer, wrap: impl FnOnce(Arc<dyn Transport>) -> Arc<dyn Transport>) -> (S3Client, Arc<Counts>) {
+pub fn client_wrapped(
+    server: &BackgroundServer,
+    wrap: impl FnOnce(Arc<dyn Transport>) -> Arc<dyn Transport>,
+) -> (S3Client, Arc<Counts>) {
     let config = ClientConfig::new(&server.url()).unwrap().with_credentials(Credentials::new("ferry", "ferry-secret"));
     let tc = TransportConfig::new(config.endpoint.clone());
     let counts = Arc::new(Counts::default());
-    let counting: Arc<dyn Transport> = Arc::new(Counting { inner: ferry_wire::transport(tc).unwrap(), counts: counts.clone() });
+    let counting: Arc<dyn Transport> =
+        Arc::new(Counting { inner: ferry_wire::transport(tc).unwrap(), counts: counts.clone() });
     (S3Client::with_transport(wrap(counting), config), counts)
 }

@@ -57,7 +57,14 @@ pub async fn versioning(app: &App, route: &Route) -> Result<Response, S3Error> {
 
 fn entry(m: ferry_backend::ObjectMeta) -> ObjectEntry {
     let checksum_algorithm = m.checksums.first().and_then(|(a, _)| ChecksumAlgorithm::parse(a));
-    ObjectEntry { key: m.key, last_modified: m.last_modified, etag: m.etag, size: m.size, storage_class: "STANDARD".into(), checksum_algorithm }
+    ObjectEntry {
+        key: m.key,
+        last_modified: m.last_modified,
+        etag: m.etag,
+        size: m.size,
+        storage_class: "STANDARD".into(),
+        checksum_algorithm,
+    }
 }
 
 /// Continuation tokens are the last key or prefix returned, base64url-encoded: opaque to
@@ -80,8 +87,12 @@ pub async fn list_objects(app: &App, route: &Route) -> Result<Response, S3Error>
     let delimiter = route.param("delimiter").filter(|d| !d.is_empty()).map(str::to_string);
     let max_keys = match route.param("max-keys") {
         None => MAX_KEYS,
-        Some(v) => v.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| S3Error::invalid_argument("Provided max-keys not an integer or within integer range"))?.min(MAX_KEYS as i64)
-            as usize,
+        Some(v) => v
+            .parse::<i64>()
+            .ok()
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| S3Error::invalid_argument("Provided max-keys not an integer or within integer range"))?
+            .min(MAX_KEYS as i64) as usize,
     };
     let encoding_type_url = match route.param("encoding-type") {
         None => false,
@@ -100,7 +111,8 @@ pub async fn list_objects(app: &App, route: &Route) -> Result<Response, S3Error>
         let marker = route.param("marker").unwrap_or("").to_string();
         (Some(marker.clone()).filter(|m| !m.is_empty()), None, None, marker)
     };
-    let page = app.backend.list_objects(route.bucket(), &prefix, delimiter.as_deref(), start.as_deref(), max_keys).await?;
+    let page =
+        app.backend.list_objects(route.bucket(), &prefix, delimiter.as_deref(), start.as_deref(), max_keys).await?;
     let key_count = (page.objects.len() + page.common_prefixes.len()) as u32;
     let next = if page.is_truncated { page.next_marker.clone() } else { None };
     let contents: Vec<ObjectEntry> = page.objects.into_iter().map(entry).collect();

@@ -123,7 +123,11 @@ impl S3Error {
     }
 
     pub fn malformed_xml() -> S3Error {
-        S3Error::new(400, "MalformedXML", "The XML you provided was not well-formed or did not validate against our published schema.")
+        S3Error::new(
+            400,
+            "MalformedXML",
+            "The XML you provided was not well-formed or did not validate against our published schema.",
+        )
     }
 
     pub fn with_extra(mut self, name: &str, value: impl ToString) -> S3Error {
@@ -163,15 +167,19 @@ impl From<BackendError> for S3Error {
 
 /// Finds bucket, key and operation.
 pub fn route(req: &Request) -> Result<Route, S3Error> {
-    let path = percent_decode(&req.raw_path).map_err(|_| S3Error::invalid_argument("The request path is not valid UTF-8 after percent-decoding."))?;
+    let path = percent_decode(&req.raw_path)
+        .map_err(|_| S3Error::invalid_argument("The request path is not valid UTF-8 after percent-decoding."))?;
     let query = parse_query(&req.raw_query);
     let host = req.headers.get(http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
-    let hostname = host.rsplit_once(':').filter(|(_, p)| p.chars().all(|c| c.is_ascii_digit())).map(|(h, _)| h).unwrap_or(host);
+    let hostname =
+        host.rsplit_once(':').filter(|(_, p)| p.chars().all(|c| c.is_ascii_digit())).map(|(h, _)| h).unwrap_or(host);
     let rest = path.strip_prefix('/').unwrap_or(&path);
     let (bucket, key) = match hostname.strip_suffix(".localhost").filter(|b| !b.is_empty()) {
         Some(b) => (Some(b.to_string()), Some(rest.to_string()).filter(|k| !k.is_empty())),
         None => match rest.split_once('/') {
-            Some((b, k)) => (Some(b.to_string()).filter(|b| !b.is_empty()), Some(k.to_string()).filter(|k| !k.is_empty())),
+            Some((b, k)) => {
+                (Some(b.to_string()).filter(|b| !b.is_empty()), Some(k.to_string()).filter(|k| !k.is_empty()))
+            }
             None => (Some(rest.to_string()).filter(|b| !b.is_empty()), None),
         },
     };
@@ -249,13 +257,36 @@ pub fn route(req: &Request) -> Result<Route, S3Error> {
 /// Bucket sub-resources this server does not implement; answered 501 NotImplemented
 /// rather than misread as a listing.
 const BUCKET_SUBRESOURCES: &[&str] = &[
-    "acl", "policy", "cors", "lifecycle", "tagging", "website", "logging", "notification", "replication", "encryption",
-    "object-lock", "ownershipControls", "publicAccessBlock", "accelerate", "requestPayment", "analytics", "inventory",
-    "metrics", "intelligent-tiering", "versions",
+    "acl",
+    "policy",
+    "cors",
+    "lifecycle",
+    "tagging",
+    "website",
+    "logging",
+    "notification",
+    "replication",
+    "encryption",
+    "object-lock",
+    "ownershipControls",
+    "publicAccessBlock",
+    "accelerate",
+    "requestPayment",
+    "analytics",
+    "inventory",
+    "metrics",
+    "intelligent-tiering",
+    "versions",
 ];
-const OBJECT_SUBRESOURCES: &[&str] = &["acl", "tagging", "retention", "legal-hold", "torrent", "restore", "select", "attributes"];
+const OBJECT_SUBRESOURCES: &[&str] =
+    &["acl", "tagging", "retention", "legal-hold", "torrent", "restore", "select", "attributes"];
 
-pub async fn dispatch(app: &App, req: &mut Request, route: &Route, signing: Option<&SigningContext>) -> Result<Response, S3Error> {
+pub async fn dispatch(
+    app: &App,
+    req: &mut Request,
+    route: &Route,
+    signing: Option<&SigningContext>,
+) -> Result<Response, S3Error> {
     match route.op {
         Op::ListBuckets => bucket::list_buckets(app).await,
         Op::CreateBucket => bucket::create(app, req, route).await,
@@ -276,7 +307,11 @@ pub async fn dispatch(app: &App, req: &mut Request, route: &Route, signing: Opti
         Op::CompleteMultipartUpload => multipart::complete(app, req, route).await,
         Op::AbortMultipartUpload => multipart::abort(app, route).await,
         Op::ListParts => multipart::list_parts(app, route).await,
-        Op::NotImplemented => Err(S3Error::new(501, "NotImplemented", "A header or query you provided implies functionality that is not implemented.")),
+        Op::NotImplemented => Err(S3Error::new(
+            501,
+            "NotImplemented",
+            "A header or query you provided implies functionality that is not implemented.",
+        )),
     }
 }
 

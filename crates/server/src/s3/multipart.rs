@@ -57,16 +57,19 @@ pub async fn create(app: &App, req: &mut Request, route: &Route) -> Result<Respo
     app.backend.head_bucket(route.bucket()).await?;
     let mut template = meta_from_headers(req, route.key());
     let algo = match req.headers.get("x-amz-checksum-algorithm").and_then(|v| v.to_str().ok()) {
-        Some(v) => Some(ChecksumAlgorithm::parse(v).ok_or_else(|| S3Error::invalid_argument("Invalid checksum algorithm."))?),
+        Some(v) => {
+            Some(ChecksumAlgorithm::parse(v).ok_or_else(|| S3Error::invalid_argument("Invalid checksum algorithm."))?)
+        }
         None => None,
     };
-    let checksum_type = match req.headers.get(CHECKSUM_TYPE).and_then(|v| v.to_str().ok()).map(|s| s.to_ascii_uppercase()) {
-        Some(t) if t == "FULL_OBJECT" || t == "COMPOSITE" => t,
-        Some(t) => return Err(S3Error::invalid_argument(&format!("Invalid checksum type {t}."))),
-        // S3's defaults: COMPOSITE for a named algorithm, else CRC64NVME over the whole object.
-        None if algo.is_some() => "COMPOSITE".to_string(),
-        None => "FULL_OBJECT".to_string(),
-    };
+    let checksum_type =
+        match req.headers.get(CHECKSUM_TYPE).and_then(|v| v.to_str().ok()).map(|s| s.to_ascii_uppercase()) {
+            Some(t) if t == "FULL_OBJECT" || t == "COMPOSITE" => t,
+            Some(t) => return Err(S3Error::invalid_argument(&format!("Invalid checksum type {t}."))),
+            // S3's defaults: COMPOSITE for a named algorithm, else CRC64NVME over the whole object.
+            None if algo.is_some() => "COMPOSITE".to_string(),
+            None => "FULL_OBJECT".to_string(),
+        };
     let algo = algo.unwrap_or(ChecksumAlgorithm::Crc64Nvme);
     let crc = matches!(algo, ChecksumAlgorithm::Crc32 | ChecksumAlgorithm::Crc32c | ChecksumAlgorithm::Crc64Nvme);
     if checksum_type == "FULL_OBJECT" && !crc {
@@ -78,11 +81,21 @@ pub async fn create(app: &App, req: &mut Request, route: &Route) -> Result<Respo
     template.checksums = vec![(algo.as_str().to_string(), String::new())];
     template.headers.push((CHECKSUM_TYPE.to_string(), checksum_type.clone()));
     let id = app.backend.create_multipart(route.bucket(), template).await?;
-    let body = xml::InitiateMultipartUploadResult { bucket: route.bucket().to_string(), key: route.key().to_string(), upload_id: id }.to_xml();
+    let body = xml::InitiateMultipartUploadResult {
+        bucket: route.bucket().to_string(),
+        key: route.key().to_string(),
+        upload_id: id,
+    }
+    .to_xml();
     Ok(xml_response(body).header("x-amz-checksum-algorithm", algo.as_str()).header(CHECKSUM_TYPE, &checksum_type))
 }
 
-pub async fn upload_part(app: &App, req: &mut Request, route: &Route, signing: Option<&SigningContext>) -> Result<Response, S3Error> {
+pub async fn upload_part(
+    app: &App,
+    req: &mut Request,
+    route: &Route,
+    signing: Option<&SigningContext>,
+) -> Result<Response, S3Error> {
     let (bucket, key) = (route.bucket(), route.key());
     let id = upload_id(route)?;
     let number = part_number(route)?;
@@ -118,8 +131,13 @@ pub async fn upload_part_copy(app: &App, req: &mut Request, route: &Route) -> Re
     let range = match req.headers.get("x-amz-copy-source-range").and_then(|v| v.to_str().ok()) {
         None => None,
         Some(v) => {
-            let spec = parse_range_header(v).ok_or_else(|| S3Error::invalid_argument("The x-amz-copy-source-range value must be of the form bytes=first-last."))?;
-            Some(spec.resolve(src.size).map_err(|_| S3Error::new(400, "InvalidRange", "The requested range is not satisfiable"))?)
+            let spec = parse_range_header(v).ok_or_else(|| {
+                S3Error::invalid_argument("The x-amz-copy-source-range value must be of the form bytes=first-last.")
+            })?;
+            Some(
+                spec.resolve(src.size)
+                    .map_err(|_| S3Error::new(400, "InvalidRange", "The requested range is not satisfiable"))?,
+            )
         }
     };
     let (_, stream) = app.backend.get_object(&src_bucket, &src_key, range).await?;
@@ -152,7 +170,11 @@ pub async fn complete(app: &App, req: &mut Request, route: &Route) -> Result<Res
         return Err(S3Error::malformed_xml());
     }
     if requested.windows(2).any(|w| w[0].part_number >= w[1].part_number) {
-        return Err(S3Error::new(400, "InvalidPartOrder", "The list of parts was not in ascending order. Parts must be ordered by part number."));
+        return Err(S3Error::new(
+            400,
+            "InvalidPartOrder",
+            "The list of parts was not in ascending order. Parts must be ordered by part number.",
+        ));
     }
     let stored = app.backend.list_parts(bucket, key, &id).await?;
     let invalid_part = |n: u32| {
@@ -161,7 +183,8 @@ pub async fn complete(app: &App, req: &mut Request, route: &Route) -> Result<Res
     };
     let mut chosen = Vec::with_capacity(requested.len());
     for (i, want) in requested.iter().enumerate() {
-        let part = stored.iter().find(|p| p.part_number == want.part_number).ok_or_else(|| invalid_part(want.part_number))?;
+        let part =
+            stored.iter().find(|p| p.part_number == want.part_number).ok_or_else(|| invalid_part(want.part_number))?;
         if bare(&want.etag) != bare(&part.etag) {
             return Err(invalid_part(want.part_number));
         }
@@ -172,10 +195,14 @@ pub async fn complete(app: &App, req: &mut Request, route: &Route) -> Result<Res
             }
         }
         if i + 1 < requested.len() && part.size < MIN_PART_SIZE {
-            return Err(S3Error::new(400, "EntityTooSmall", "Your proposed upload is smaller than the minimum allowed object size.")
-                .with_extra("ProposedSize", part.size)
-                .with_extra("MinSizeAllowed", MIN_PART_SIZE)
-                .with_extra("PartNumber", part.part_number));
+            return Err(S3Error::new(
+                400,
+                "EntityTooSmall",
+                "Your proposed upload is smaller than the minimum allowed object size.",
+            )
+            .with_extra("ProposedSize", part.size)
+            .with_extra("MinSizeAllowed", MIN_PART_SIZE)
+            .with_extra("PartNumber", part.part_number));
         }
         chosen.push(part);
     }
@@ -203,7 +230,8 @@ pub async fn complete(app: &App, req: &mut Request, route: &Route) -> Result<Res
             Some(raw) if full_object(&info.meta) => {
                 let mut whole = raw[0].clone();
                 for (part, crc) in chosen.iter().zip(&raw).skip(1) {
-                    whole = crc_combine(algo, &whole, crc, part.size).ok_or_else(|| S3Error::new(500, "InternalError", "A part checksum could not be combined."))?;
+                    whole = crc_combine(algo, &whole, crc, part.size)
+                        .ok_or_else(|| S3Error::new(500, "InternalError", "A part checksum could not be combined."))?;
                 }
                 Some(base64::engine::general_purpose::STANDARD.encode(whole))
             }
@@ -214,7 +242,11 @@ pub async fn complete(app: &App, req: &mut Request, route: &Route) -> Result<Res
             // The client may state the whole object's checksum on Complete; hold it to it.
             if let Some(stated) = req.headers.get(algo.header_name()).and_then(|v| v.to_str().ok()) {
                 if stated.trim() != value {
-                    return Err(S3Error::new(400, "BadDigest", &format!("The {} you specified did not match the calculated checksum.", algo.as_str())));
+                    return Err(S3Error::new(
+                        400,
+                        "BadDigest",
+                        &format!("The {} you specified did not match the calculated checksum.", algo.as_str()),
+                    ));
                 }
             }
             meta.checksums.push((algo.as_str().to_string(), value.clone()));
@@ -265,7 +297,11 @@ pub async fn list_parts(app: &App, route: &Route) -> Result<Response, S3Error> {
                 last_modified: p.last_modified,
                 etag: p.etag,
                 size: p.size,
-                checksums: p.checksums.iter().filter_map(|(a, v)| ChecksumAlgorithm::parse(a).map(|a| (a, v.clone()))).collect(),
+                checksums: p
+                    .checksums
+                    .iter()
+                    .filter_map(|(a, v)| ChecksumAlgorithm::parse(a).map(|a| (a, v.clone())))
+                    .collect(),
             })
             .collect(),
     }
@@ -283,7 +319,11 @@ pub async fn list_uploads(app: &App, route: &Route) -> Result<Response, S3Error>
     let after: Vec<_> = all
         .into_iter()
         .filter(|u| u.key.starts_with(&prefix))
-        .filter(|u| key_marker.is_empty() || u.key > key_marker || (u.key == key_marker && !id_marker.is_empty() && u.upload_id > id_marker))
+        .filter(|u| {
+            key_marker.is_empty()
+                || u.key > key_marker
+                || (u.key == key_marker && !id_marker.is_empty() && u.upload_id > id_marker)
+        })
         .collect();
     let is_truncated = after.len() > max_uploads as usize;
     let page: Vec<_> = after.into_iter().take(max_uploads as usize).collect();
@@ -301,7 +341,10 @@ pub async fn list_uploads(app: &App, route: &Route) -> Result<Response, S3Error>
         delimiter: None,
         max_uploads,
         is_truncated,
-        uploads: page.into_iter().map(|u| xml::UploadEntry { key: u.key, upload_id: u.upload_id, initiated: u.initiated }).collect(),
+        uploads: page
+            .into_iter()
+            .map(|u| xml::UploadEntry { key: u.key, upload_id: u.upload_id, initiated: u.initiated })
+            .collect(),
         common_prefixes: Vec::new(),
     }
     .to_xml();

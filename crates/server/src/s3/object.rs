@@ -4,7 +4,7 @@
 use super::upload::{self, Digests};
 use super::{Route, S3Error};
 use crate::app::App;
-use crate::types::{RespBody, Request, Response};
+use crate::types::{Request, RespBody, Response};
 use ferry_backend::{ObjectMeta, ObjectStream};
 use ferry_proto::checksum::{md5_etag, ChecksumAlgorithm};
 use ferry_proto::encoding::{http_date, parse_http_date, percent_decode};
@@ -15,7 +15,8 @@ use http::Method;
 use std::time::SystemTime;
 
 /// Headers stored with an object and returned on GET/HEAD.
-pub const STORED_HEADERS: &[&str] = &["content-encoding", "content-disposition", "cache-control", "content-language", "expires"];
+pub const STORED_HEADERS: &[&str] =
+    &["content-encoding", "content-disposition", "cache-control", "content-language", "expires"];
 
 fn header<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
     req.headers.get(name).and_then(|v| v.to_str().ok())
@@ -36,7 +37,8 @@ pub fn meta_from_headers(req: &Request, key: &str) -> ObjectMeta {
         .map(|(h, v)| {
             // aws-chunked is transport framing, not part of the stored encoding.
             if h == "content-encoding" {
-                let kept: Vec<&str> = v.split(',').map(str::trim).filter(|e| !e.eq_ignore_ascii_case("aws-chunked")).collect();
+                let kept: Vec<&str> =
+                    v.split(',').map(str::trim).filter(|e| !e.eq_ignore_ascii_case("aws-chunked")).collect();
                 (h, kept.join(", "))
             } else {
                 (h, v)
@@ -71,7 +73,9 @@ fn object_headers(mut resp: Response, meta: &ObjectMeta, with_checksums: bool) -
         }
     }
     for (n, v) in &meta.user_meta {
-        if let (Ok(name), Ok(value)) = (http::HeaderName::from_bytes(format!("x-amz-meta-{n}").as_bytes()), http::HeaderValue::from_str(v)) {
+        if let (Ok(name), Ok(value)) =
+            (http::HeaderName::from_bytes(format!("x-amz-meta-{n}").as_bytes()), http::HeaderValue::from_str(v))
+        {
             resp.headers.append(name, value);
         }
     }
@@ -79,7 +83,8 @@ fn object_headers(mut resp: Response, meta: &ObjectMeta, with_checksums: bool) -
         for (algo, value) in &meta.checksums {
             if let Some(a) = ChecksumAlgorithm::parse(algo) {
                 resp = resp.header(a.header_name(), value);
-                resp = resp.header("x-amz-checksum-type", if value.contains('-') { "COMPOSITE" } else { "FULL_OBJECT" });
+                resp =
+                    resp.header("x-amz-checksum-type", if value.contains('-') { "COMPOSITE" } else { "FULL_OBJECT" });
             }
         }
     }
@@ -96,7 +101,8 @@ fn check_conditions(req: &Request, meta: &ObjectMeta, prefix: &str) -> Result<()
     // No string is built for a plain GET's headers (this runs on every GET).
     let h = |name: &str| if prefix.is_empty() { header(req, name) } else { header(req, &format!("{prefix}{name}")) };
     let modified = meta.last_modified;
-    let precondition = || S3Error::new(412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold.");
+    let precondition =
+        || S3Error::new(412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold.");
     let not_modified = || {
         let mut e = S3Error::new(304, "NotModified", "Not Modified");
         e.headers.push(("etag", meta.etag.clone()));
@@ -113,7 +119,11 @@ fn check_conditions(req: &Request, meta: &ObjectMeta, prefix: &str) -> Result<()
     }
     if let Some(v) = h("if-none-match") {
         if etag_matches(v, &meta.etag) {
-            return Err(if prefix.is_empty() && (req.method == Method::GET || req.method == Method::HEAD) { not_modified() } else { precondition() });
+            return Err(if prefix.is_empty() && (req.method == Method::GET || req.method == Method::HEAD) {
+                not_modified()
+            } else {
+                precondition()
+            });
         }
     } else if let Some(t) = h("if-modified-since").and_then(parse_http_date) {
         if trunc(modified) <= trunc(t) {
@@ -134,7 +144,8 @@ pub async fn get(app: &App, req: &mut Request, route: &Route) -> Result<Response
     if let Err(e) = check_conditions(req, &meta, "") {
         if e.status == 304 {
             // 304 carries no body, not even an error document.
-            let mut resp = Response::new(304).header("etag", &meta.etag).header("last-modified", &http_date(meta.last_modified));
+            let mut resp =
+                Response::new(304).header("etag", &meta.etag).header("last-modified", &http_date(meta.last_modified));
             resp.content_length = Some(0);
             return Ok(resp);
         }
@@ -154,7 +165,11 @@ pub async fn get(app: &App, req: &mut Request, route: &Route) -> Result<Response
     if let Some(p) = route.param("partNumber") {
         // Only part 1 of an object uploaded in one piece is addressable that way here.
         if p != "1" || meta.parts_count.is_some() {
-            return Err(S3Error::new(501, "NotImplemented", "GET by partNumber is supported only for part 1 of single-part objects."));
+            return Err(S3Error::new(
+                501,
+                "NotImplemented",
+                "GET by partNumber is supported only for part 1 of single-part objects.",
+            ));
         }
     }
     let checksum_mode = header(req, "x-amz-checksum-mode").is_some_and(|v| v.eq_ignore_ascii_case("ENABLED"));
@@ -200,7 +215,8 @@ async fn check_write_conditions(app: &App, req: &Request, bucket: &str, key: &st
         Err(ferry_backend::BackendError::NoSuchKey) => None,
         Err(e) => return Err(e.into()),
     };
-    let failed = || S3Error::new(412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold.");
+    let failed =
+        || S3Error::new(412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold.");
     if let Some(v) = if_none {
         if v.trim() != "*" {
             return Err(S3Error::new(501, "NotImplemented", "If-None-Match on PUT accepts only '*'."));
@@ -219,12 +235,19 @@ async fn check_write_conditions(app: &App, req: &Request, bucket: &str, key: &st
     Ok(())
 }
 
-pub async fn put(app: &App, req: &mut Request, route: &Route, signing: Option<&SigningContext>) -> Result<Response, S3Error> {
+pub async fn put(
+    app: &App,
+    req: &mut Request,
+    route: &Route,
+    signing: Option<&SigningContext>,
+) -> Result<Response, S3Error> {
     let (bucket, key) = (route.bucket(), route.key());
     check_write_conditions(app, req, bucket, key).await?;
     let (algo, declared) = upload::requested_checksum(req)?;
     let writer = app.backend.body_writer(bucket).await?;
-    let received = upload::receive(app, req, signing, writer, Some(algo.unwrap_or(ChecksumAlgorithm::Crc64Nvme)), declared).await?;
+    let received =
+        upload::receive(app, req, signing, writer, Some(algo.unwrap_or(ChecksumAlgorithm::Crc64Nvme)), declared)
+            .await?;
     let mut meta = meta_from_headers(req, key);
     meta.size = received.size;
     meta.etag = md5_etag(&received.md5);
@@ -252,7 +275,9 @@ pub fn copy_source(req: &Request) -> Result<(String, String), S3Error> {
     let decoded = decoded.strip_prefix('/').unwrap_or(&decoded);
     match decoded.split_once('/') {
         Some((b, k)) if !b.is_empty() && !k.is_empty() => Ok((b.to_string(), k.to_string())),
-        _ => Err(S3Error::invalid_argument("Copy Source must mention the source bucket and key: sourcebucket/sourcekey.")),
+        _ => Err(S3Error::invalid_argument(
+            "Copy Source must mention the source bucket and key: sourcebucket/sourcekey.",
+        )),
     }
 }
 
@@ -293,7 +318,9 @@ pub async fn copy(app: &App, req: &mut Request, route: &Route) -> Result<Respons
         ));
     }
     let algo = match header(req, "x-amz-checksum-algorithm") {
-        Some(v) => ChecksumAlgorithm::parse(v).ok_or_else(|| S3Error::invalid_argument("Invalid checksum algorithm."))?,
+        Some(v) => {
+            ChecksumAlgorithm::parse(v).ok_or_else(|| S3Error::invalid_argument("Invalid checksum algorithm."))?
+        }
         None => src_meta
             .checksums
             .iter()
@@ -303,13 +330,19 @@ pub async fn copy(app: &App, req: &mut Request, route: &Route) -> Result<Respons
     };
     let (_, stream) = app.backend.get_object(&src_bucket, &src_key, None).await?;
     let (writer, md5, sums, size) = copy_stream(app, bucket, stream, &[algo]).await?;
-    let mut meta = if replace { meta_from_headers(req, key) } else { ObjectMeta { key: key.to_string(), ..src_meta.clone() } };
+    let mut meta =
+        if replace { meta_from_headers(req, key) } else { ObjectMeta { key: key.to_string(), ..src_meta.clone() } };
     meta.size = size;
     meta.etag = md5_etag(&md5);
     meta.last_modified = SystemTime::now();
     meta.parts_count = None;
     meta.checksums = sums.iter().map(|(a, v)| (a.as_str().to_string(), v.clone())).collect();
     app.backend.put_object(bucket, writer, meta.clone()).await?;
-    let body = ferry_proto::xml::CopyObjectResult { etag: meta.etag.clone(), last_modified: meta.last_modified, checksums: sums }.to_xml();
+    let body = ferry_proto::xml::CopyObjectResult {
+        etag: meta.etag.clone(),
+        last_modified: meta.last_modified,
+        checksums: sums,
+    }
+    .to_xml();
     Ok(super::xml_response(body))
 }

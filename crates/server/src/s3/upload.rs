@@ -66,7 +66,9 @@ enum Payload {
     Sha256(String),
     Unsigned,
     /// aws-chunked framing.
-    Chunked { signed: bool },
+    Chunked {
+        signed: bool,
+    },
 }
 
 fn header<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
@@ -89,7 +91,8 @@ pub fn requested_checksum(req: &Request) -> Result<(Option<ChecksumAlgorithm>, O
     }
     for name in ["x-amz-sdk-checksum-algorithm", "x-amz-checksum-algorithm"] {
         if let Some(v) = header(req, name) {
-            let algo = ChecksumAlgorithm::parse(v).ok_or_else(|| S3Error::invalid_argument(&format!("Invalid checksum algorithm {v}.")))?;
+            let algo = ChecksumAlgorithm::parse(v)
+                .ok_or_else(|| S3Error::invalid_argument(&format!("Invalid checksum algorithm {v}.")))?;
             return Ok((Some(algo), None));
         }
     }
@@ -109,12 +112,20 @@ pub async fn receive(
     let payload = match header(req, "x-amz-content-sha256") {
         None | Some("UNSIGNED-PAYLOAD") => Payload::Unsigned,
         Some("STREAMING-UNSIGNED-PAYLOAD-TRAILER") => Payload::Chunked { signed: false },
-        Some("STREAMING-AWS4-HMAC-SHA256-PAYLOAD") | Some("STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER") => Payload::Chunked { signed: true },
+        Some("STREAMING-AWS4-HMAC-SHA256-PAYLOAD") | Some("STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER") => {
+            Payload::Chunked { signed: true }
+        }
         Some(v) if v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()) => Payload::Sha256(v.to_ascii_lowercase()),
         Some(v) if v.starts_with("STREAMING-") => {
             return Err(S3Error::new(501, "NotImplemented", &format!("Payload signing {v} is not implemented.")));
         }
-        Some(_) => return Err(S3Error::new(400, "InvalidArgument", "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-* or a SHA-256 hex digest.")),
+        Some(_) => {
+            return Err(S3Error::new(
+                400,
+                "InvalidArgument",
+                "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-* or a SHA-256 hex digest.",
+            ))
+        }
     };
     let content_md5 = match header(req, "content-md5") {
         Some(v) => Some(
@@ -142,7 +153,11 @@ pub async fn receive(
     };
     let max = app.limits.max_object_bytes;
     if declared_len.is_some_and(|n| n > max) {
-        return Err(S3Error::new(400, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed object size."));
+        return Err(S3Error::new(
+            400,
+            "EntityTooLarge",
+            "Your proposed upload exceeds the maximum allowed object size.",
+        ));
     }
     if let Some(n) = declared_len {
         // Lets the memory backend store the body in blocks that add up to exactly n.
@@ -154,7 +169,8 @@ pub async fn receive(
     let mut pending = BytesMut::new();
     let mut pieces = Vec::new();
     while let Some(chunk) = req.body.chunk().await {
-        let chunk = chunk.map_err(|e| S3Error::new(400, "IncompleteBody", &format!("The request body ended early: {e}.")))?;
+        let chunk =
+            chunk.map_err(|e| S3Error::new(400, "IncompleteBody", &format!("The request body ended early: {e}.")))?;
         match decoder.as_mut() {
             Some(d) => {
                 pending.extend_from_slice(&chunk);
@@ -168,7 +184,11 @@ pub async fn receive(
             }
             digests.update(&piece);
             if digests.size > max {
-                return Err(S3Error::new(400, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed object size."));
+                return Err(S3Error::new(
+                    400,
+                    "EntityTooLarge",
+                    "Your proposed upload exceeds the maximum allowed object size.",
+                ));
             }
             writer.write(piece).await?;
         }
@@ -179,32 +199,49 @@ pub async fn receive(
             return Err(S3Error::new(400, "IncompleteBody", "The aws-chunked body ended before its final chunk."));
         }
         if let Some(algo) = algorithm {
-            trailer_checksum = d.trailers().iter().find(|(n, _)| n.eq_ignore_ascii_case(algo.header_name())).map(|(_, v)| v.clone());
+            trailer_checksum =
+                d.trailers().iter().find(|(n, _)| n.eq_ignore_ascii_case(algo.header_name())).map(|(_, v)| v.clone());
         }
     }
     let (md5, checksums, size) = digests.finish();
     if let Some(n) = declared_len {
         if n != size {
-            return Err(S3Error::new(400, "IncompleteBody", &format!("You did not provide the number of bytes specified ({size} of {n}).")));
+            return Err(S3Error::new(
+                400,
+                "IncompleteBody",
+                &format!("You did not provide the number of bytes specified ({size} of {n})."),
+            ));
         }
     }
     if let (Payload::Sha256(expected), Some(s)) = (&payload, sha) {
         let got = hex::encode(s.finalize());
         if &got != expected {
-            return Err(S3Error::new(400, "XAmzContentSHA256Mismatch", "The provided 'x-amz-content-sha256' header does not match what was computed.")
-                .with_extra("ClientComputedContentSHA256", expected)
-                .with_extra("S3ComputedContentSHA256", got));
+            return Err(S3Error::new(
+                400,
+                "XAmzContentSHA256Mismatch",
+                "The provided 'x-amz-content-sha256' header does not match what was computed.",
+            )
+            .with_extra("ClientComputedContentSHA256", expected)
+            .with_extra("S3ComputedContentSHA256", got));
         }
     }
     if let Some(expected) = content_md5 {
         if expected[..] != md5[..] {
-            return Err(S3Error::new(400, "BadDigest", "The Content-MD5 you specified did not match what we received."));
+            return Err(S3Error::new(
+                400,
+                "BadDigest",
+                "The Content-MD5 you specified did not match what we received.",
+            ));
         }
     }
     if let Some(expected) = declared_checksum.or(trailer_checksum) {
         let (algo, got) = &checksums[0];
         if expected.trim() != got {
-            return Err(S3Error::new(400, "BadDigest", &format!("The {} you specified did not match the calculated checksum.", algo.as_str())));
+            return Err(S3Error::new(
+                400,
+                "BadDigest",
+                &format!("The {} you specified did not match the calculated checksum.", algo.as_str()),
+            ));
         }
     }
     Ok(Received { writer, size, md5, checksums })

@@ -59,7 +59,12 @@ pub fn pattern(len: usize) -> Bytes {
     Bytes::from((0..len).map(|i| (i.wrapping_mul(31) ^ (i >> 8)) as u8).collect::<Vec<u8>>())
 }
 
-pub async fn send(t: &Arc<dyn Transport>, method: Method, path: &str, body: RequestBody) -> Result<Response, WireError> {
+pub async fn send(
+    t: &Arc<dyn Transport>,
+    method: Method,
+    path: &str,
+    body: RequestBody,
+) -> Result<Response, WireError> {
     let mut req = Request::new(method, path);
     req.body = body;
     t.send(req).await
@@ -89,7 +94,8 @@ pub async fn get_all(t: &Arc<dyn Transport>, path: &str) -> (StatusCode, Bytes) 
 /// A streamed request body of `data` in chunks of `chunk` bytes.
 pub fn streamed(data: Bytes, chunk: usize) -> RequestBody {
     let len = data.len() as u64;
-    let pieces: Vec<std::io::Result<Bytes>> = (0..data.len()).step_by(chunk.max(1)).map(|i| Ok(data.slice(i..(i + chunk).min(data.len())))).collect();
+    let pieces: Vec<std::io::Result<Bytes>> =
+        (0..data.len()).step_by(chunk.max(1)).map(|i| Ok(data.slice(i..(i + chunk).min(data.len())))).collect();
     RequestBody::Stream { len, stream: futures_util::stream::iter(pieces).boxed() }
 }
 
