@@ -154,7 +154,9 @@ use crate::runner::{Outcome, RunOptions};
 use crate::workload::{ServerSpec, Size};
 use anyhow::{bail, Context, Result};
 use ferry_proto::checksum::Checksummer;
-use ferry_store::{ChecksumAlgorithm, Credentials, CredentialsSource, ListParams, Mode, ObjectRef, S3Client};
+use ferry_store::{
+    ChecksumAlgorithm, Credentials, CredentialsSource, ListParams, Mode, ObjectRef, ObjectStoreExt, S3Client,
+};
 use futures_util::StreamExt;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -1131,7 +1133,13 @@ async fn verify_remote(
         .await;
     problems.extend(checks.into_iter().filter_map(|r| r.err()));
     let keys: Vec<String> = objects.into_iter().map(|o| o.key).collect();
-    let report = ferry_engine::delete_many(c, BUCKET, futures_util::stream::iter(keys), &Default::default()).await;
+    let report = ferry_engine::delete_many(
+        &ferry_engine::Engine::new(c.clone()),
+        BUCKET,
+        futures_util::stream::iter(keys),
+        &Default::default(),
+    )
+    .await;
     if !report.failed.is_empty() {
         bail!(
             "deleting {prefix}: {} keys failed, first {}: {}",
@@ -1260,9 +1268,15 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                 let (client, path, obj) =
                     (&client, dir.join(name), ObjectRef::new(BUCKET, format!("data/{}/{name}", set.name)));
                 async move {
-                    ferry_engine::upload_file(client, &path, &obj, &Default::default(), None)
-                        .await
-                        .with_context(|| format!("PUT {obj}"))
+                    ferry_engine::upload_file(
+                        &ferry_engine::Engine::new(client.clone()),
+                        &path,
+                        &obj,
+                        &Default::default(),
+                        None,
+                    )
+                    .await
+                    .with_context(|| format!("PUT {obj}"))
                 }
             })
             .buffer_unordered(if set.bytes > 64 << 20 { 2 } else { 64 })

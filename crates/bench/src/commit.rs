@@ -240,7 +240,13 @@ impl CommitRun {
             }
             Strategy::Parallel => {
                 let keys = futures_util::stream::iter(self.deletes.iter().cloned());
-                let report = ferry_engine::delete_many(c, BUCKET, keys, &ferry_engine::DeleteOptions::default()).await;
+                let report = ferry_engine::delete_many(
+                    &ferry_engine::Engine::new(c.clone()),
+                    BUCKET,
+                    keys,
+                    &ferry_engine::DeleteOptions::default(),
+                )
+                .await;
                 for f in report.failed.iter().take(3) {
                     errors.add(format!("delete_many {}: {} {}", f.key, f.code, f.message));
                 }

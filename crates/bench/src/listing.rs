@@ -224,13 +224,24 @@ pub async fn list_flat(
     page_size: u32,
 ) -> Result<ListResult> {
     let opts = ferry_engine::ListOptions { page_size, ..ferry_engine::ListOptions::default() };
-    let listing = ferry_engine::list_flat_pruned(client, bucket, parent, dirs.iter().cloned(), &opts);
+    let listing = ferry_engine::list_flat_pruned(
+        &ferry_engine::Engine::new(client.clone()),
+        bucket,
+        parent,
+        dirs.iter().cloned(),
+        &opts,
+    );
     Ok(engine_result(listing, None, &format!("LIST {bucket}/{parent} (flat)")).await)
 }
 
 /// `ferry_engine::list_parallel` over `parent`, then the directory filter (`dirs` sorted).
 pub async fn list_key_range(client: &S3Client, bucket: &str, parent: &str, dirs: &[String]) -> Result<ListResult> {
-    let listing = ferry_engine::list_parallel(client, bucket, parent, &ferry_engine::ListOptions::default());
+    let listing = ferry_engine::list_parallel(
+        &ferry_engine::Engine::new(client.clone()),
+        bucket,
+        parent,
+        &ferry_engine::ListOptions::default(),
+    );
     Ok(engine_result(listing, Some(dirs), &format!("LIST {bucket}/{parent} (key ranges)")).await)
 }
 

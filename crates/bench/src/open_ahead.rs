@@ -184,7 +184,8 @@ impl OpenAheadRun {
                 if self.strategy == Strategy::OpenAheadFixed {
                     opts.max_open = ferry_engine::openahead::START_OPEN;
                 }
-                let mut reader = ferry_engine::OpenAhead::from_list(c, objects, opts);
+                let mut reader =
+                    ferry_engine::OpenAhead::from_list(&ferry_engine::Engine::new(c.clone()), objects, opts);
                 let mut i = 0usize;
                 loop {
                     let t = Instant::now();

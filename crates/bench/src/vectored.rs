@@ -151,7 +151,13 @@ impl VectoredRun {
         let ranges: Vec<std::ops::Range<u64>> = self.ranges.iter().map(|(o, l)| *o..o + l).collect();
         let meter = Meter::start(c);
         let mut errors = Errors::default();
-        let out = ferry_engine::get_ranges(c, &obj, &ranges, &ferry_engine::RangesOptions::default()).await;
+        let out = ferry_engine::get_ranges(
+            &ferry_engine::Engine::new(c.clone()),
+            &obj,
+            &ranges,
+            &ferry_engine::RangesOptions::default(),
+        )
+        .await;
         meter.record(c, rec, "");
         let requested: u64 = self.ranges.iter().map(|r| r.1).sum();
         rec.set("ranges", self.ranges.len() as f64);

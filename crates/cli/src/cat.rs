@@ -4,6 +4,7 @@
 use crate::common::{parse_s3, usage, Global};
 use anyhow::{Context, Result};
 use clap::Args;
+use ferry_engine::Engine;
 use ferry_store::{GetParams, ObjectRef};
 use std::io::Write;
 
@@ -28,8 +29,8 @@ pub async fn run(args: CatArgs, g: &Global) -> Result<()> {
 }
 
 /// Streams one object to stdout (shared with `cp s3://... -`).
-pub async fn to_stdout(client: &ferry_store::S3Client, obj: &ObjectRef) -> Result<()> {
-    let out = client.get_object(obj, GetParams::default()).await.with_context(|| obj.to_string())?;
+pub async fn to_stdout(client: &Engine, obj: &ObjectRef) -> Result<()> {
+    let out = client.get(obj, GetParams::default()).await.with_context(|| obj.to_string())?;
     let mut body = out.body;
     let mut stdout = std::io::stdout().lock();
     while let Some(chunk) = body.chunk().await {

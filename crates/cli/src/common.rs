@@ -18,7 +18,8 @@
 
 use anyhow::Result;
 use clap::Args;
-use ferry_store::{CredentialsSource, Mode, S3Client};
+use ferry_engine::Engine;
+use ferry_store::{CredentialsSource, DynObjectStore, Mode, Provider, StoreOptions, StoreUrl, UrlError};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -117,7 +118,12 @@ impl std::error::Error for PartialFailure {}
 /// Where data is: an object (or a key pattern), a local path, or stdin/stdout.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Location {
-    S3 { bucket: String, key: String },
+    /// `SCHEME://bucket/key`, parsed by the one URL model (`ferry_store::url`).
+    Object {
+        provider: Provider,
+        bucket: String,
+        key: String,
+    },
     Local(PathBuf),
     Stdio,
 }
@@ -125,14 +131,15 @@ pub enum Location {
 impl std::fmt::Display for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Location::S3 { bucket, key } => write!(f, "s3://{bucket}/{key}"),
+            Location::Object { provider, bucket, key } => write!(f, "{provider}://{bucket}/{key}"),
             Location::Local(p) => write!(f, "{}", p.display()),
             Location::Stdio => f.write_str("-"),
         }
     }
 }
 
-/// Parses `s3://bucket[/key]`, `-`, or a local path. Other URL schemes are refused.
+/// Parses `s3://bucket[/key]`, `-`, or a local path. A `gs://` or `az://` URL is
+/// understood, and refused until its provider is built in; other schemes are refused.
 pub fn parse_location(s: &str) -> Result<Location, UsageError> {
     if s == "-" {
         return Ok(Location::Stdio);
@@ -140,34 +147,22 @@ pub fn parse_location(s: &str) -> Result<Location, UsageError> {
     if s.is_empty() {
         return Err(UsageError("an empty path or URL".into()));
     }
-    let lower = s.to_ascii_lowercase();
-    if let Some(rest) = lower.strip_prefix("s3://").map(|_| &s[5..]) {
-        let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
-        if bucket.is_empty() {
-            return Err(UsageError(format!("{s:?} names no bucket: expected s3://bucket/key")));
-        }
-        if bucket.len() > 255 || !bucket.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_')) {
-            return Err(UsageError(format!("{bucket:?} is not a valid bucket name (letters, digits, '.', '-', '_')")));
-        }
-        if bucket.contains(['*', '?']) {
-            return Err(UsageError(format!("{s:?}: wildcards are not allowed in bucket names")));
-        }
-        return Ok(Location::S3 { bucket: bucket.to_owned(), key: key.to_owned() });
+    match StoreUrl::parse(s) {
+        Ok(u) if u.provider == Provider::S3 => Ok(Location::Object { provider: u.provider, bucket: u.bucket, key: u.key }),
+        Ok(u) => Err(UsageError(format!(
+            "{s:?}: {}:// URLs name {} objects, which this build of ferry cannot reach yet (use s3://bucket/key or a local path)",
+            u.provider.scheme(),
+            u.provider.name()
+        ))),
+        Err(UrlError::NotAUrl(_)) => Ok(Location::Local(PathBuf::from(s))),
+        Err(e) => Err(UsageError(e.to_string())),
     }
-    if let Some((scheme, _)) = s.split_once("://") {
-        if !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+') {
-            return Err(UsageError(format!(
-                "{s:?}: unsupported URL scheme {scheme:?} (use s3://bucket/key or a local path)"
-            )));
-        }
-    }
-    Ok(Location::Local(PathBuf::from(s)))
 }
 
 /// `s3://bucket/key` only.
 pub fn parse_s3(s: &str) -> Result<(String, String), UsageError> {
     match parse_location(s)? {
-        Location::S3 { bucket, key } => Ok((bucket, key)),
+        Location::Object { bucket, key, .. } => Ok((bucket, key)),
         _ => Err(UsageError(format!("{s:?} is not an s3://bucket/key URL"))),
     }
 }
@@ -267,8 +262,8 @@ impl Global {
     /// The client for these settings: built once per process and shared (so the lines
     /// of `ferry run` share connections). Missing credentials (without
     /// --no-sign-request) is a usage error, as in the AWS CLI.
-    pub fn client(&self) -> Result<S3Client> {
-        static CLIENTS: Mutex<Vec<(String, S3Client)>> = Mutex::new(Vec::new());
+    pub fn client(&self) -> Result<Engine> {
+        static CLIENTS: Mutex<Vec<(String, Engine)>> = Mutex::new(Vec::new());
         let key = format!(
             "{:?}|{:?}|{:?}|{}|{:?}|{:?}|{}|{}",
             self.endpoint_url,
@@ -284,12 +279,12 @@ impl Global {
         if let Some((_, c)) = cache.iter().find(|(k, _)| *k == key) {
             return Ok(c.clone());
         }
-        let c = self.build_client()?;
+        let c = Engine::new(self.build_client()?);
         cache.push((key, c.clone()));
         Ok(c)
     }
 
-    fn build_client(&self) -> Result<S3Client> {
+    fn build_client(&self) -> Result<DynObjectStore> {
         let source = if self.no_sign_request {
             CredentialsSource::Anonymous
         } else if let Some(p) = &self.profile {
@@ -308,17 +303,17 @@ impl Global {
             _ => {}
         }
         let endpoint = self.endpoint();
-        let mut b = S3Client::builder(endpoint.clone())
-            .region(self.region_name())
-            .credentials(source)
-            .mode(self.transport.unwrap_or_default().0);
-        if let Some(ca) = self.ca_bundle.clone().or_else(|| env("AWS_CA_BUNDLE").map(PathBuf::from)) {
-            b = b.ca_file(ca);
-        }
-        // Enough connections for the objects in flight, or the parts of four large
-        // downloads (the transport caps them).
-        b = b.max_connections(self.concurrency().max(self.part_concurrency() * 4).clamp(8, 256));
-        b.build().map_err(|e| match e {
+        let options = StoreOptions {
+            endpoint: endpoint.clone(),
+            region: Some(self.region_name()),
+            credentials: source,
+            mode: self.transport.unwrap_or_default().0,
+            ca_file: self.ca_bundle.clone().or_else(|| env("AWS_CA_BUNDLE").map(PathBuf::from)),
+            // Enough connections for the objects in flight, or the parts of four large
+            // downloads (the transport caps them).
+            max_connections: Some(self.concurrency().max(self.part_concurrency() * 4).clamp(8, 256)),
+        };
+        ferry_store::connect(Provider::S3, options).map_err(|e| match e {
             ferry_store::Error::Config(m) => usage(format!("endpoint {endpoint:?}: {m}")),
             e => anyhow::Error::new(e),
         })
@@ -467,12 +462,21 @@ mod tests {
 
     #[test]
     fn locations() {
-        assert_eq!(parse_location("s3://b/k/x").unwrap(), Location::S3 { bucket: "b".into(), key: "k/x".into() });
-        assert_eq!(parse_location("S3://b").unwrap(), Location::S3 { bucket: "b".into(), key: "".into() });
-        assert_eq!(parse_location("s3://b/").unwrap(), Location::S3 { bucket: "b".into(), key: "".into() });
+        assert_eq!(
+            parse_location("s3://b/k/x").unwrap(),
+            Location::Object { provider: Provider::S3, bucket: "b".into(), key: "k/x".into() }
+        );
+        assert_eq!(
+            parse_location("S3://b").unwrap(),
+            Location::Object { provider: Provider::S3, bucket: "b".into(), key: "".into() }
+        );
+        assert_eq!(
+            parse_location("s3://b/").unwrap(),
+            Location::Object { provider: Provider::S3, bucket: "b".into(), key: "".into() }
+        );
         assert_eq!(
             parse_location("s3://b/a b/*.txt").unwrap(),
-            Location::S3 { bucket: "b".into(), key: "a b/*.txt".into() }
+            Location::Object { provider: Provider::S3, bucket: "b".into(), key: "a b/*.txt".into() }
         );
         assert_eq!(parse_location("-").unwrap(), Location::Stdio);
         assert_eq!(parse_location("dir/file").unwrap(), Location::Local("dir/file".into()));
@@ -481,7 +485,8 @@ mod tests {
         assert!(parse_location("s3:///key").is_err());
         assert!(parse_location("s3://bad bucket/k").is_err());
         assert!(parse_location("s3://b*/k").is_err());
-        assert!(parse_location("gs://b/k").unwrap_err().0.contains("unsupported URL scheme"));
+        assert!(parse_location("gs://b/k").unwrap_err().0.contains("Google Cloud Storage"));
+        assert!(parse_location("ftp://h/k").unwrap_err().0.contains("unsupported URL scheme"));
         assert!(parse_location("").is_err());
         assert!(parse_s3("local").is_err());
     }

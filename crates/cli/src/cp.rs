@@ -39,7 +39,8 @@ use anyhow::{Context, Result};
 use bytes::{Bytes, BytesMut};
 use clap::Args;
 use ferry_engine::download::Mtime;
-use ferry_store::{ObjectInfo, ObjectRef, S3Client};
+use ferry_engine::Engine;
+use ferry_store::{ObjectInfo, ObjectRef};
 use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -164,7 +165,7 @@ impl Job {
 /// What runs jobs: the client, the settings, the output, the large-object slots.
 #[derive(Clone)]
 pub struct Runner {
-    pub client: S3Client,
+    pub client: Engine,
     pub g: Global,
     pub out: Output,
     large: Arc<Semaphore>,
@@ -179,7 +180,7 @@ pub struct Runner {
 }
 
 impl Runner {
-    pub fn new(client: S3Client, g: &Global, out: Output) -> Runner {
+    pub fn new(client: Engine, g: &Global, out: Output) -> Runner {
         let parts = Arc::new(Semaphore::new(DOWNLOAD_PARTS_AT_ONCE));
         Runner {
             client,
@@ -321,7 +322,7 @@ fn stdin_stream() -> BoxStream<'static, std::io::Result<Bytes>> {
 
 /// The jobs one source makes toward `dest`.
 pub fn jobs_for(
-    client: &S3Client,
+    client: &Engine,
     src: &Location,
     dest: &Location,
     recursive: bool,
@@ -332,7 +333,7 @@ pub fn jobs_for(
         (_, Location::Stdio) | (Location::Stdio, _) => {
             Err(usage("'-' is a whole object: cp - s3://bucket/key, or cp s3://bucket/key -"))
         }
-        (Location::Local(path), Location::S3 { bucket, key }) => {
+        (Location::Local(path), Location::Object { bucket, key, .. }) => {
             let s = path.to_string_lossy().into_owned();
             let is_dir = path.is_dir();
             if has_wildcard(&s) || (is_dir && recursive) {
@@ -363,7 +364,7 @@ pub fn jobs_for(
                 Ok(futures_util::stream::once(async move { Ok(job) }).boxed())
             }
         }
-        (Location::S3 { bucket, key }, dest) => {
+        (Location::Object { bucket, key, .. }, dest) => {
             if has_wildcard(key) || recursive {
                 let pattern = Pattern::new(key, true)?;
                 let p2 = pattern.clone();
@@ -384,7 +385,7 @@ pub fn jobs_for(
                                 },
                                 Err(refused) => *refused,
                             },
-                            Location::S3 { bucket: db, key: dk } => Job::Copy {
+                            Location::Object { bucket: db, key: dk, .. } => Job::Copy {
                                 src: obj,
                                 dst: ObjectRef::new(db.clone(), format!("{}{rel}", as_dir(dk))),
                                 size: Some(o.size),
@@ -404,7 +405,7 @@ pub fn jobs_for(
                         let path = if into_dir { p.join(base_name(key)) } else { p.clone() };
                         Job::Download { obj, path, size: None, etag: None, mtime: None }
                     }
-                    Location::S3 { bucket: db, key: dk } => {
+                    Location::Object { bucket: db, key: dk, .. } => {
                         let k = if dk.is_empty() || dk.ends_with('/') || many {
                             format!("{}{}", as_dir(dk), base_name(key))
                         } else {
@@ -437,7 +438,7 @@ pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
     // Whole objects through stdin/stdout.
     if let [src] = &locs[..] {
         match (src, &dest) {
-            (Location::Stdio, Location::S3 { bucket, key }) => {
+            (Location::Stdio, Location::Object { bucket, key, .. }) => {
                 if key.is_empty() || key.ends_with('/') || has_wildcard(key) {
                     return Err(usage("stdin needs a full object name: cp - s3://bucket/key"));
                 }
@@ -460,7 +461,7 @@ pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
                 }
                 return out.finish();
             }
-            (Location::S3 { bucket, key }, Location::Stdio) => {
+            (Location::Object { bucket, key, .. }, Location::Stdio) => {
                 if key.is_empty() || has_wildcard(key) {
                     return Err(usage("stdout takes one object: cp s3://bucket/key -"));
                 }

@@ -47,7 +47,7 @@ pub async fn run(args: LsArgs, g: &Global) -> Result<()> {
     let target = match args.url.as_deref() {
         None | Some("s3://") | Some("s3:") => None,
         Some(u) => match parse_location(u)? {
-            Location::S3 { bucket, key } => Some((bucket, key)),
+            Location::Object { bucket, key, .. } => Some((bucket, key)),
             _ => return Err(usage(format!("ls takes an s3:// URL, not {u:?}"))),
         },
     };
@@ -71,7 +71,7 @@ pub async fn run(args: LsArgs, g: &Global) -> Result<()> {
         if has_wildcard(&key) {
             return Err(usage("--incomplete takes a prefix, not a pattern"));
         }
-        let uploads = client.list_multipart_uploads(&bucket, &key).await.map_err(|e| {
+        let uploads = client.list_uploads(&bucket, &key).await.map_err(|e| {
             anyhow::Error::new(e).context(format!("listing the uploads in progress under s3://{bucket}/{key}"))
         })?;
         for u in &uploads {
@@ -94,7 +94,7 @@ pub async fn run(args: LsArgs, g: &Global) -> Result<()> {
         delimiter: Some("/".into()),
         ..Default::default()
     };
-    let mut pages = client.list_objects_v2(&bucket, params);
+    let mut pages = client.list(&bucket, params);
     while let Some(page) = pages.next().await {
         let page = page.map_err(|e| anyhow::Error::new(e).context(format!("listing s3://{bucket}/{key}")))?;
         for p in &page.common_prefixes {

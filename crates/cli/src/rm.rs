@@ -25,6 +25,7 @@ use crate::wildcard::{has_wildcard, list_matching, Pattern};
 use anyhow::Result;
 use clap::Args;
 use ferry_engine::DeleteOptions;
+use ferry_engine::Engine;
 use ferry_store::ObjectRef;
 use futures_util::stream::{StreamExt, TryStreamExt};
 use std::collections::HashMap;
@@ -95,7 +96,7 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
                 );
                 continue;
             }
-            match client.delete_object(&obj).await {
+            match client.delete(&obj).await {
                 Ok(()) => {
                     out.ok();
                     out.emit(|| format!("rm {obj}"), || serde_json::json!({"op": "rm", "object": obj.to_string()}));
@@ -158,14 +159,8 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
 }
 
 /// `rm --incomplete`: aborts every upload in progress under `prefix` (module note).
-async fn abort_incomplete(
-    client: &ferry_store::S3Client,
-    out: &Output,
-    bucket: &str,
-    prefix: &str,
-    dry: bool,
-) -> Result<()> {
-    let uploads = client.list_multipart_uploads(bucket, prefix).await.map_err(|e| {
+async fn abort_incomplete(client: &Engine, out: &Output, bucket: &str, prefix: &str, dry: bool) -> Result<()> {
+    let uploads = client.list_uploads(bucket, prefix).await.map_err(|e| {
         anyhow::Error::new(e).context(format!("listing the uploads in progress under s3://{bucket}/{prefix}"))
     })?;
     let name = |u: &ferry_store::UploadEntry| format!("s3://{bucket}/{}", u.key);
@@ -183,7 +178,7 @@ async fn abort_incomplete(
             checksum: None,
             full_object_checksum: false,
         };
-        let r = match client.abort_multipart(&upload).await {
+        let r = match client.abort_upload(&upload).await {
             Err(e) if e.is_not_found() => Ok(()),
             r => r,
         };

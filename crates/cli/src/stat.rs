@@ -23,7 +23,7 @@ pub async fn run(args: StatArgs, g: &Global) -> Result<()> {
     let client = g.client()?;
     let out = Output::new(g);
     let obj = ObjectRef::new(bucket, key);
-    let info = client.head_object(&obj).await.with_context(|| obj.to_string())?;
+    let info = client.head(&obj).await.with_context(|| obj.to_string())?;
     let sums: Vec<(String, String)> = info.checksums.iter().map(|(a, v)| (a.as_str().to_owned(), v.clone())).collect();
     out.emit(
         || {

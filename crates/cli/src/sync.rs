@@ -53,8 +53,9 @@ use crate::cp::{as_dir, Job, Runner};
 use crate::wildcard::{list_matching, walk, Pattern};
 use anyhow::{Context, Result};
 use clap::Args;
+use ferry_engine::Engine;
 use ferry_proto::checksum::{ChecksumAlgorithm, Checksummer};
-use ferry_store::{ObjectInfo, ObjectRef, S3Client};
+use ferry_store::{ObjectInfo, ObjectRef};
 use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -173,7 +174,7 @@ impl Side {
     }
 
     /// Every item, as `(relative name, meta)`, streamed.
-    fn list(&self, client: &S3Client) -> BoxStream<'static, Result<(String, Meta)>> {
+    fn list(&self, client: &Engine) -> BoxStream<'static, Result<(String, Meta)>> {
         match self {
             Side::Local(root) => {
                 if !root.exists() {
@@ -203,7 +204,7 @@ impl Side {
 fn side(loc: Location) -> Result<Side> {
     match loc {
         Location::Local(p) => Ok(Side::Local(p)),
-        Location::S3 { bucket, key } => Ok(Side::S3 { bucket, prefix: as_dir(&key) }),
+        Location::Object { bucket, key, .. } => Ok(Side::S3 { bucket, prefix: as_dir(&key) }),
         Location::Stdio => Err(usage("sync works on directories and prefixes, not '-'")),
     }
 }
@@ -226,13 +227,13 @@ async fn file_crc(path: &Path, algo: ChecksumAlgorithm) -> Result<String> {
 }
 
 /// `--checksum` with equal sizes: do the contents differ? `None`: nothing to compare.
-async fn contents_differ(client: &S3Client, src: &Side, dst: &Side, rel: &str) -> Result<Option<bool>> {
+async fn contents_differ(client: &Engine, src: &Side, dst: &Side, rel: &str) -> Result<Option<bool>> {
     let head = |s: &Side| {
         let obj = s.object(rel);
         let client = client.clone();
         async move {
             match obj {
-                Some(o) => Ok::<_, anyhow::Error>(Some(client.head_object(&o).await.with_context(|| o.to_string())?)),
+                Some(o) => Ok::<_, anyhow::Error>(Some(client.head(&o).await.with_context(|| o.to_string())?)),
                 None => Ok(None),
             }
         }
@@ -281,7 +282,7 @@ pub async fn run(args: SyncArgs, g: &Global) -> Result<()> {
 
     let planned = plan(in_order(src.list(&client), "source"), in_order(dst.list(&client), "destination"), mode);
     let dry = args.dry_run;
-    let (gone_tx, gone_rx) = tokio::sync::mpsc::channel::<String>(2 * ferry_store::object::DELETE_OBJECTS_MAX_KEYS);
+    let (gone_tx, gone_rx) = tokio::sync::mpsc::channel::<String>(2 * client.capabilities().max_batch_delete);
     let deleter = {
         let (client, dst, out) = (client.clone(), dst.clone(), out.clone());
         tokio::spawn(async move { delete_as_they_come(&client, &dst, gone_rx, dry, &out).await })
@@ -429,13 +430,13 @@ pub fn plan(src: Listing, dst: Listing, mode: Mode) -> BoxStream<'static, Result
 /// Removes what the join found only at the destination, as the names arrive: each at
 /// once locally (or when printing a dry run), on S3 in DeleteObjects batches of 1,000.
 async fn delete_as_they_come(
-    client: &S3Client,
+    client: &Engine,
     dst: &Side,
     mut rx: tokio::sync::mpsc::Receiver<String>,
     dry: bool,
     out: &Output,
 ) {
-    let batch = ferry_store::object::DELETE_OBJECTS_MAX_KEYS;
+    let batch = client.capabilities().max_batch_delete;
     let mut names = Vec::with_capacity(batch);
     loop {
         let room = batch - names.len();
@@ -473,7 +474,7 @@ fn make_job(src: &Side, dst: &Side, rel: &str, meta: &Meta) -> Job {
     }
 }
 
-async fn delete(client: &S3Client, dst: &Side, rels: &[String], dry: bool, out: &Output) {
+async fn delete(client: &Engine, dst: &Side, rels: &[String], dry: bool, out: &Output) {
     let say = |name: String| {
         out.emit(
             || format!("{}rm {name}", if dry { "(dry run) " } else { "" }),
@@ -497,9 +498,9 @@ async fn delete(client: &S3Client, dst: &Side, rels: &[String], dry: bool, out: 
             }
         }
         Side::S3 { bucket, prefix } => {
-            for chunk in rels.chunks(ferry_store::object::DELETE_OBJECTS_MAX_KEYS) {
+            for chunk in rels.chunks(client.capabilities().max_batch_delete) {
                 let keys: Vec<String> = chunk.iter().map(|r| format!("{prefix}{r}")).collect();
-                match client.delete_objects(bucket, &keys).await {
+                match client.delete_batch(bucket, &keys).await {
                     Ok(r) => {
                         for k in r.deleted {
                             out.ok();
@@ -570,7 +571,7 @@ mod tests {
         (decided, gone)
     }
 
-    async fn merged(src: &Side, dst: &Side, client: &S3Client, mode: Mode) -> (Vec<(String, Decision)>, Vec<String>) {
+    async fn merged(src: &Side, dst: &Side, client: &Engine, mode: Mode) -> (Vec<(String, Decision)>, Vec<String>) {
         let planned: Vec<Planned> =
             plan(in_order(src.list(client), "source"), in_order(dst.list(client), "destination"), mode)
                 .try_collect()
@@ -622,13 +623,10 @@ mod tests {
             "127.0.0.1:0".parse().unwrap(),
         ))
         .unwrap();
-        let client = S3Client::builder(srv.url())
-            .credentials(ferry_store::CredentialsSource::Explicit(ferry_store::Credentials::new(
-                "ferry",
-                "ferry-secret",
-            )))
-            .build()
-            .unwrap();
+        let mut options = ferry_store::StoreOptions::new(srv.url());
+        options.credentials =
+            ferry_store::CredentialsSource::Explicit(ferry_store::Credentials::new("ferry", "ferry-secret"));
+        let client = Engine::new(ferry_store::connect(ferry_store::Provider::S3, options).unwrap());
         client.create_bucket("sync").await.unwrap();
         for seed in 1..=4u64 {
             let mut rng = Rng(seed * 0x9e37_79b9_7f4a_7c15);
@@ -660,9 +658,9 @@ mod tests {
             let s3b = Side::S3 { bucket: "sync".into(), prefix: format!("u{seed}/") };
             for (rel, m) in Side::Local(mirror.clone()).list(&client).try_collect::<Vec<_>>().await.unwrap() {
                 client
-                    .put_object(
+                    .put(
                         &s3.object(&rel).unwrap(),
-                        bytes::Bytes::from(vec![b'y'; m.size as usize]),
+                        ferry_store::PutPayload::Bytes(bytes::Bytes::from(vec![b'y'; m.size as usize])),
                         Default::default(),
                     )
                     .await
@@ -671,9 +669,9 @@ mod tests {
             for (rel, m) in Side::Local(up.clone()).list(&client).try_collect::<Vec<_>>().await.unwrap() {
                 if rng.next(2) == 0 {
                     client
-                        .put_object(
+                        .put(
                             &s3b.object(&rel).unwrap(),
-                            bytes::Bytes::from(vec![b'z'; m.size as usize]),
+                            ferry_store::PutPayload::Bytes(bytes::Bytes::from(vec![b'z'; m.size as usize])),
                             Default::default(),
                         )
                         .await

@@ -16,7 +16,8 @@
 //! so both kinds of source come out sorted the same way.
 
 use anyhow::{Context, Result};
-use ferry_store::{ListParams, ObjectEntry, S3Client};
+use ferry_engine::Engine;
+use ferry_store::{ListParams, ObjectEntry};
 use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
 use globset::{GlobBuilder, GlobMatcher};
 use std::path::{Path, PathBuf};
@@ -88,7 +89,7 @@ impl Pattern {
 /// Objects of `bucket` that `pattern` names, streamed page by page. Keys ending in `/`
 /// (folder markers) are left out unless `markers`.
 pub fn list_matching(
-    client: &S3Client,
+    client: &Engine,
     bucket: &str,
     pattern: Pattern,
     markers: bool,
@@ -97,7 +98,7 @@ pub fn list_matching(
         ListParams { prefix: (!pattern.prefix.is_empty()).then(|| pattern.prefix.clone()), ..Default::default() };
     let b = bucket.to_owned();
     client
-        .list_objects_v2(bucket, params)
+        .list(bucket, params)
         .map_err(move |e| anyhow::Error::new(e).context(format!("listing s3://{b}/")))
         .map_ok(move |page| {
             let pattern = pattern.clone();

@@ -14,8 +14,9 @@ use bytes::Bytes;
 use ferry_engine::listing::{list_flat_pruned, list_parallel, list_per_directory, ListOptions};
 use ferry_engine::openahead::{OpenAhead, OpenAheadOptions};
 use ferry_engine::ranges::{get_ranges, CoalescePolicy, GapEstimator, RangesOptions};
+use ferry_engine::Engine;
 use ferry_server::{BackgroundServer, Profile, ServeConfig};
-use ferry_store::{Credentials, CredentialsSource, GetParams, Mode, ObjectRef, PutParams, S3Client};
+use ferry_store::{Credentials, CredentialsSource, GetParams, Mode, ObjectRef, PutParams, PutPayload, S3Client};
 use futures_util::StreamExt;
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,12 +30,14 @@ async fn main() {
     config.profile = Profile::S3;
     config.emulation = Profile::S3.emulation();
     let server = BackgroundServer::start(config).unwrap();
-    let c = S3Client::builder(server.url())
-        .region("us-east-1")
-        .credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret")))
-        .mode(Mode::H1Pool)
-        .build()
-        .unwrap();
+    let c = Engine::new(
+        S3Client::builder(server.url())
+            .region("us-east-1")
+            .credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret")))
+            .mode(Mode::H1Pool)
+            .build()
+            .unwrap(),
+    );
     c.create_bucket("figures").await.unwrap();
     match what.as_str() {
         "listing" => listing(&c, 1_752, true).await,
@@ -45,18 +48,18 @@ async fn main() {
     }
 }
 
-async fn put_many(c: &S3Client, objects: &[(ObjectRef, Bytes)]) {
+async fn put_many(c: &Engine, objects: &[(ObjectRef, Bytes)]) {
     futures_util::stream::iter(objects)
         .map(|(o, b)| {
             let c = c.clone();
-            async move { c.put_object(o, b.clone(), PutParams::default()).await.unwrap() }
+            async move { c.put(o, PutPayload::Bytes(b.clone()), PutParams::default()).await.unwrap() }
         })
         .buffer_unordered(64)
         .collect::<Vec<_>>()
         .await;
 }
 
-async fn listing(c: &S3Client, dirs: usize, per_directory: bool) {
+async fn listing(c: &Engine, dirs: usize, per_directory: bool) {
     let dirs: Vec<String> = (0..dirs).map(|d| format!("listing/part={d:05}/")).collect();
     let objects: Vec<(ObjectRef, Bytes)> = dirs
         .iter()
@@ -94,12 +97,16 @@ async fn listing(c: &S3Client, dirs: usize, per_directory: bool) {
     }
 }
 
-async fn vectored(c: &S3Client) {
+async fn vectored(c: &Engine) {
     let len: u64 = 256 << 20;
     let object = ObjectRef::new("figures", "table.hfile");
-    c.put_object(&object, Bytes::from(vec![7u8; len as usize]), PutParams { checksum: None, ..PutParams::default() })
-        .await
-        .unwrap();
+    c.put(
+        &object,
+        PutPayload::Bytes(Bytes::from(vec![7u8; len as usize])),
+        PutParams { checksum: None, ..PutParams::default() },
+    )
+    .await
+    .unwrap();
     let mut x = 0x2545_F491_4F6C_DD1Du64;
     let mut next = move |m: u64| {
         x ^= x << 13;
@@ -136,7 +143,7 @@ async fn vectored(c: &S3Client) {
     }
 }
 
-async fn open_ahead(c: &S3Client) {
+async fn open_ahead(c: &Engine) {
     let objects: Vec<(ObjectRef, Bytes)> = (0..400)
         .map(|i| (ObjectRef::new("figures", format!("scan/{i:05}")), Bytes::from(vec![1u8; 640_000])))
         .collect();
@@ -145,7 +152,7 @@ async fn open_ahead(c: &S3Client) {
     for _ in 0..REPEATS {
         let t = Instant::now();
         for o in &refs {
-            c.get_object(o, GetParams::default()).await.unwrap().body.collect().await.unwrap();
+            c.get(o, GetParams::default()).await.unwrap().body.collect().await.unwrap();
         }
         println!("open on demand: {} objects, {:?}", refs.len(), t.elapsed());
         let t = Instant::now();

@@ -16,7 +16,8 @@
 
 pub use ferry_wire::controller::{Controller, ControllerOptions, ControllerStats, Permit};
 
-use ferry_store::{Error, S3Client};
+use crate::admission::Engine;
+use ferry_store::Error;
 use std::sync::Arc;
 
 /// Reports a client result on a permit.
@@ -36,10 +37,10 @@ impl PermitExt for Permit {
     }
 }
 
-/// The controller of `client`'s endpoint: its transport's (auto keeps one per endpoint),
+/// The controller of `engine`'s endpoint: its transport's (auto keeps one per endpoint),
 /// or, for a transport that keeps none (a forced h1-pool, h1-pipeline or h2), one made
-/// for this client whose cap is the transport's connection cap; a fresh one starts in
+/// for that store whose cap is the transport's connection cap; a fresh one starts in
 /// slow start, so a fan-out reaches its width after a few answers.
-pub fn endpoint_controller(client: &S3Client) -> Arc<Controller> {
-    client.controller()
+pub fn endpoint_controller(engine: &Engine) -> Arc<Controller> {
+    engine.controller()
 }

@@ -20,7 +20,8 @@
 //! `multipart_threshold` (8 MiB) with parts of its `multipart_chunksize` (8 MiB): parts
 //! copy in parallel inside the service, and one path serves every large object, so the
 //! 5 GiB limit is not a cliff. The part size is chosen like an upload's (engine
-//! upload.rs): `part_size`, raised to fit S3's 10,000 parts, at least 5 MiB.
+//! upload.rs): the store's `PartLimits::plan` (S3: `part_size` raised to fit 10,000
+//! parts, at least 5 MiB).
 //!
 //! Nothing is left half-written: the copy appears under its name only at Complete, and
 //! every failure after Create aborts the upload. The If-Match on each part makes a copy
@@ -28,10 +29,13 @@
 //! A copy cancelled from outside (the process killed) leaves its upload in progress;
 //! S3 lifecycle rules (AbortIncompleteMultipartUpload) or `ferry` re-runs clean those.
 
+use crate::admission::Engine;
 use crate::download::ProgressFn;
 use ferry_proto::checksum::ChecksumAlgorithm;
-use ferry_store::multipart::{CopySource, MultipartUpload, MAX_PARTS, MAX_PART_SIZE, MIN_PART_SIZE};
-use ferry_store::{CompletedPart, CopyParams as CopyObjectParams, Error, ObjectInfo, ObjectRef, PutParams, S3Client};
+use ferry_store::{
+    CompletedPart, CopyParams as CopyObjectParams, CopySource, Error, MultipartUpload, ObjectInfo, ObjectRef,
+    PartLimits, PutParams,
+};
 use futures_util::stream::{StreamExt, TryStreamExt};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -39,8 +43,8 @@ use std::sync::Arc;
 /// How [`copy_object`] copies.
 #[derive(Clone, Debug)]
 pub struct CopyParams {
-    /// Objects larger than this are copied in parts; at most [`MAX_PART_SIZE`] (the
-    /// largest CopyObject source).
+    /// Objects larger than this are copied in parts; at most the store's
+    /// [`ferry_store::Capabilities::max_copy`] (S3: CopyObject's 5 GiB).
     pub multipart_threshold: u64,
     /// Part size, raised when needed to fit 10,000 parts.
     pub part_size: u64,
@@ -69,14 +73,10 @@ pub struct CopyOutput {
 /// Times AbortMultipartUpload is tried (each try with the client's own retries).
 const ABORT_TRIES: usize = 3;
 
-/// The part size for an object of `len` bytes (module note).
-pub fn part_size_for(len: u64, part_size: u64) -> u64 {
-    part_size.max(len.div_ceil(MAX_PARTS)).clamp(MIN_PART_SIZE, MAX_PART_SIZE)
-}
-
-/// The inclusive byte ranges of the parts of an object of `len` bytes.
-pub fn part_ranges(len: u64, part_size: u64) -> Vec<(u64, u64)> {
-    (0..len.div_ceil(part_size)).map(|i| (i * part_size, ((i + 1) * part_size).min(len) - 1)).collect()
+/// The inclusive byte ranges of the parts of an object of `len` bytes under `limits`.
+pub fn part_ranges(limits: &PartLimits, len: u64, part_size: u64) -> Vec<(u64, u64)> {
+    let plan = limits.plan(len, part_size);
+    PartLimits::spans(plan, len).filter(|(_, n)| *n > 0).map(|(at, n)| (at, at + n - 1)).collect()
 }
 
 /// The source's stored full-object CRC, strongest first (composite `-N` values do not
@@ -90,14 +90,14 @@ fn stored_crc(info: &ObjectInfo) -> Option<(ChecksumAlgorithm, String)> {
 /// Copies `src` to `dst` on the server (module note). `size` from a listing saves the
 /// HEAD of an object below the threshold.
 pub async fn copy_object(
-    client: &S3Client,
+    engine: &Engine,
     src: &ObjectRef,
     dst: &ObjectRef,
     size: Option<u64>,
     params: &CopyParams,
     progress: Option<ProgressFn>,
 ) -> Result<CopyOutput, Error> {
-    let threshold = params.multipart_threshold.min(MAX_PART_SIZE);
+    let threshold = params.multipart_threshold.min(engine.capabilities().max_copy);
     let whole = |n: u64, out: ferry_store::CopyObjectOutput| {
         if let Some(p) = &progress {
             p(n);
@@ -105,21 +105,27 @@ pub async fn copy_object(
         CopyOutput { size: n, etag: out.etag, parts: 0, checksum: None }
     };
     if let Some(n) = size.filter(|n| *n <= threshold) {
-        let out = client.copy_object(src, dst, CopyObjectParams::default()).await?;
+        let out = engine.copy(src, dst, CopyObjectParams::default()).await?;
         return Ok(whole(n, out));
     }
-    let info = client.head_object(src).await?;
+    let info = engine.head(src).await?;
     if info.size <= threshold {
-        let out = client
-            .copy_object(src, dst, CopyObjectParams { if_match: info.etag.clone(), ..Default::default() })
-            .await?;
+        let out = engine.copy(src, dst, CopyObjectParams { if_match: info.etag.clone(), ..Default::default() }).await?;
         return Ok(whole(info.size, out));
     }
-    copy_in_parts(client, src, dst, &info, params, progress).await
+    if engine.part_copy().is_none() {
+        return Err(Error::Config(format!(
+            "{} copies objects of at most {} bytes on the server; {src} has {}",
+            engine.provider().name(),
+            threshold,
+            info.size
+        )));
+    }
+    copy_in_parts(engine, src, dst, &info, params, progress).await
 }
 
 async fn copy_in_parts(
-    client: &S3Client,
+    engine: &Engine,
     src: &ObjectRef,
     dst: &ObjectRef,
     info: &ObjectInfo,
@@ -129,11 +135,11 @@ async fn copy_in_parts(
     let source_crc = stored_crc(info);
     let algo = source_crc.as_ref().map(|(a, _)| *a).unwrap_or(ChecksumAlgorithm::Crc64Nvme);
     let checked =
-        attempt(client, src, dst, info, Some((algo, source_crc.map(|(_, v)| v))), params, progress.clone()).await;
+        attempt(engine, src, dst, info, Some((algo, source_crc.map(|(_, v)| v))), params, progress.clone()).await;
     match checked {
         Err((e, 0)) if refuses_checksummed_copy(&e) => {
             tracing::info!(object = %dst, error = %e, "the server refused a part copy into a checksummed upload: copying without a checksum");
-            attempt(client, src, dst, info, None, params, progress).await.map_err(|(e, _)| e)
+            attempt(engine, src, dst, info, None, params, progress).await.map_err(|(e, _)| e)
         }
         r => r.map_err(|(e, _)| e),
     }
@@ -148,7 +154,7 @@ fn refuses_checksummed_copy(e: &Error) -> bool {
 /// One multipart copy: `checksum` is the upload's algorithm and the whole object's value
 /// when known. On failure the upload is aborted; the error comes with the bytes of the parts done.
 async fn attempt(
-    client: &S3Client,
+    engine: &Engine,
     src: &ObjectRef,
     dst: &ObjectRef,
     info: &ObjectInfo,
@@ -162,7 +168,7 @@ async fn attempt(
         checksum: checksum.as_ref().map(|(a, _)| *a),
         ..Default::default()
     };
-    let upload = client.create_multipart(dst, &put).await.map_err(|e| (e, 0))?;
+    let upload = engine.create_upload(dst, &put).await.map_err(|e| (e, 0))?;
     // Bytes of the parts copied, whoever else watches the progress.
     let done = Arc::new(AtomicU64::new(0));
     let d2 = done.clone();
@@ -172,18 +178,18 @@ async fn attempt(
             p(n);
         }
     });
-    let result = copy_parts(client, &upload, src, info, checksum.and_then(|(_, v)| v), params, Some(counted)).await;
+    let result = copy_parts(engine, &upload, src, info, checksum.and_then(|(_, v)| v), params, Some(counted)).await;
     match result {
         Ok(out) => Ok(out),
         Err(e) => {
-            abort(client, &upload).await;
+            abort(engine, &upload).await;
             Err((e, done.load(Ordering::Relaxed)))
         }
     }
 }
 
 async fn copy_parts(
-    client: &S3Client,
+    engine: &Engine,
     upload: &MultipartUpload,
     src: &ObjectRef,
     info: &ObjectInfo,
@@ -191,14 +197,15 @@ async fn copy_parts(
     params: &CopyParams,
     progress: Option<ProgressFn>,
 ) -> Result<CopyOutput, Error> {
-    let part_size = part_size_for(info.size, params.part_size);
-    let ranges = part_ranges(info.size, part_size);
+    let ranges = part_ranges(&engine.capabilities().parts, info.size, params.part_size);
+    let part_copy =
+        engine.part_copy().ok_or_else(|| Error::Config("this store has no server-side part copy".into()))?;
     let mut done: Vec<(CompletedPart, u64)> = futures_util::stream::iter(ranges.into_iter().enumerate())
         .map(|(i, (first, last))| {
             let source = CopySource { object: src.clone(), range: Some((first, last)), if_match: info.etag.clone() };
             let progress = progress.clone();
             async move {
-                let part = client.upload_part_copy(upload, i as u32 + 1, &source).await?;
+                let part = part_copy.upload_part_copy(upload, i as u32 + 1, &source).await?;
                 let len = last - first + 1;
                 if let Some(p) = &progress {
                     p(len);
@@ -212,19 +219,16 @@ async fn copy_parts(
     done.sort_by_key(|(p, _)| p.part_number);
     let stated = match source_crc {
         Some(v) => Some(v),
-        None => upload.checksum.and_then(|a| ferry_store::multipart::combine_part_crcs(a, &done)),
+        None => upload.checksum.and_then(|a| ferry_store::s3::multipart::combine_part_crcs(a, &done)),
     };
     let parts: Vec<CompletedPart> = done.into_iter().map(|(p, _)| p).collect();
     let n = parts.len() as u32;
-    let out = match stated {
-        Some(whole) => client.complete_multipart_checked(upload, &parts, whole).await,
-        None => client.complete_multipart(upload, &parts).await,
-    };
+    let out = engine.complete_upload(upload, &parts, stated).await;
     match out {
         Ok(out) => Ok(CopyOutput { size: info.size, etag: out.etag, parts: n, checksum: out.checksum }),
         Err(e @ Error::Integrity { .. }) => {
             // Completed, but not with the source's checksum: no wrong copy stays behind.
-            if let Err(d) = client.delete_object(&upload.object).await {
+            if let Err(d) = engine.delete(&upload.object).await {
                 tracing::warn!(object = %upload.object, error = %d, "could not remove a copy whose checksum differs from its source");
             }
             Err(e)
@@ -234,9 +238,9 @@ async fn copy_parts(
 }
 
 /// Aborts a failed copy's upload; an upload already gone counts as aborted.
-async fn abort(client: &S3Client, upload: &MultipartUpload) {
+async fn abort(engine: &Engine, upload: &MultipartUpload) {
     for attempt in 1..=ABORT_TRIES {
-        match client.abort_multipart(upload).await {
+        match engine.abort_upload(upload).await {
             Ok(()) | Err(Error::NotFound { .. }) => return,
             Err(e) if attempt == ABORT_TRIES => {
                 tracing::warn!(object = %upload.object, upload_id = %upload.upload_id, error = %e, "could not abort the failed multipart copy")
@@ -252,18 +256,20 @@ mod tests {
 
     #[test]
     fn parts_cover_the_object_within_s3_limits() {
+        let limits = ferry_store::s3::PART_LIMITS;
         for (len, asked) in
             [(6 << 30, 8 << 20), (5 << 40, 8 << 20), (8 << 20 | 1, 8 << 20), (10 << 20, 1 << 20), (3 << 30, 6 << 30)]
         {
-            let size = part_size_for(len, asked);
-            let r = part_ranges(len, size);
-            assert!(r.len() as u64 <= MAX_PARTS, "{len}: {} parts", r.len());
-            assert!((MIN_PART_SIZE..=MAX_PART_SIZE).contains(&size));
+            let size = limits.plan(len, asked).part_size;
+            let r = part_ranges(&limits, len, asked);
+            assert!(r.len() as u64 <= limits.max_parts, "{len}: {} parts", r.len());
+            assert!((limits.min_part..=limits.max_part).contains(&size));
             assert_eq!(r[0].0, 0);
             assert_eq!(r.last().unwrap().1, len - 1);
             assert!(r.windows(2).all(|w| w[1].0 == w[0].1 + 1), "contiguous");
             assert!(r.iter().all(|(a, b)| b - a < size));
         }
-        assert_eq!(part_ranges(12, 5), vec![(0, 4), (5, 9), (10, 11)]);
+        let tiny = PartLimits { min_part: 1, max_part: 100, max_parts: 100 };
+        assert_eq!(part_ranges(&tiny, 12, 5), vec![(0, 4), (5, 9), (10, 11)]);
     }
 }

@@ -25,7 +25,8 @@
 //! not see. The wait between attempts doubles from `retry_delay` (100 ms: the AWS SDKs'
 //! base delay, see ferry-store's retry.rs).
 
-use ferry_store::{Error, S3Client};
+use crate::admission::Engine;
+use ferry_store::Error;
 use futures_util::stream::{Stream, StreamExt};
 use std::time::Duration;
 
@@ -47,7 +48,7 @@ pub struct DeleteOptions {
 impl Default for DeleteOptions {
     fn default() -> Self {
         DeleteOptions {
-            batch_size: ferry_store::object::DELETE_OBJECTS_MAX_KEYS,
+            batch_size: DEFAULT_BATCH,
             concurrency: 8,
             attempts: 3,
             retry_delay: Duration::from_millis(100),
@@ -74,34 +75,34 @@ pub struct DeleteReport {
     pub requests: u64,
 }
 
+/// Keys per batch by default: S3's DeleteObjects limit; a store with a smaller one
+/// ([`ferry_store::Capabilities::max_batch_delete`]) lowers it.
+pub const DEFAULT_BATCH: usize = 1000;
+
 /// Deletes every key of `keys` from `bucket` (module note). Never fails as a whole:
 /// every key is either counted as deleted or reported in `failed`.
 ///
 /// ```no_run
-/// # async fn example(client: &ferry_store::S3Client) {
+/// # async fn example(engine: &ferry_engine::Engine) {
 /// use ferry_engine::delete::{delete_many, DeleteOptions};
 /// let keys = futures_util::stream::iter((0..5_000).map(|i| format!("table/.hoodie/old-{i}")));
-/// let report = delete_many(client, "bucket", keys, &DeleteOptions::default()).await;
+/// let report = delete_many(engine, "bucket", keys, &DeleteOptions::default()).await;
 /// println!("{} deleted in {} requests", report.deleted, report.requests);
 /// for f in &report.failed {
 ///     eprintln!("{}: {} {}", f.key, f.code, f.message);
 /// }
 /// # }
 /// ```
-pub async fn delete_many<S>(client: &S3Client, bucket: &str, keys: S, opts: &DeleteOptions) -> DeleteReport
+pub async fn delete_many<S>(engine: &Engine, bucket: &str, keys: S, opts: &DeleteOptions) -> DeleteReport
 where
     S: Stream<Item = String>,
 {
-    let batch = opts.batch_size.clamp(1, ferry_store::object::DELETE_OBJECTS_MAX_KEYS);
-    // `concurrency` is a cap; below it, the endpoint's controller decides (controller.rs).
-    let controller = client.controller();
+    let batch = opts.batch_size.clamp(1, engine.capabilities().max_batch_delete.max(1));
+    // `concurrency` is a cap; below it, the endpoint's controller decides (admission.rs).
     keys.chunks(batch)
-        .map(|keys| {
-            let controller = controller.clone();
-            async move {
-                let _room = controller.acquire().await;
-                delete_batch(client, bucket, keys, opts).await
-            }
+        .map(|keys| async move {
+            let _room = engine.admission().room().await;
+            delete_batch(engine, bucket, keys, opts).await
         })
         .buffer_unordered(opts.concurrency.max(1))
         .fold(DeleteReport::default(), |mut acc, r| async move {
@@ -113,7 +114,7 @@ where
         .await
 }
 
-async fn delete_batch(client: &S3Client, bucket: &str, keys: Vec<String>, opts: &DeleteOptions) -> DeleteReport {
+async fn delete_batch(engine: &Engine, bucket: &str, keys: Vec<String>, opts: &DeleteOptions) -> DeleteReport {
     let mut report = DeleteReport::default();
     let mut pending = keys;
     let attempts = opts.attempts.max(1);
@@ -127,7 +128,7 @@ async fn delete_batch(client: &S3Client, bucket: &str, keys: Vec<String>, opts: 
         let singles = pending.iter().filter(|k| !k.chars().all(xml_char)).count() as u64;
         report.requests += singles + u64::from(singles < pending.len() as u64);
         let last = attempt == attempts;
-        match client.delete_objects(bucket, &pending).await {
+        match engine.delete_batch(bucket, &pending).await {
             Ok(out) => {
                 report.deleted += out.deleted.len() as u64;
                 let mut again = Vec::new();

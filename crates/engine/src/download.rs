@@ -204,9 +204,10 @@
 //! 8 MiB parts: the low end of the cost-optimal request size on S3 (LAB.md section 1,
 //! AnyBlob), and the same part size uploads use.
 
+use crate::admission::Engine;
 use bytes::Bytes;
 use ferry_proto::checksum::{base64_decode, base64_encode, crc_combine, gf2_times, ChecksumAlgorithm, Checksummer};
-use ferry_store::{Error, GetParams, ObjectInfo, ObjectRef, RangeSpec, S3Client};
+use ferry_store::{Error, GetParams, ObjectInfo, ObjectRef, RangeSpec};
 use futures_util::stream::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -432,19 +433,19 @@ fn sync_dir(dir: &Path) {
 
 /// Downloads `object` to `dest` (module note). `dest`'s directory must exist.
 pub async fn download_file(
-    client: &S3Client,
+    engine: &Engine,
     object: &ObjectRef,
     dest: &Path,
     params: &DownloadParams,
     progress: Option<ProgressFn>,
 ) -> Result<DownloadOutput, Error> {
-    let info = client.head_object(object).await?;
-    download_with_info(client, object, info, dest, params, progress).await
+    let info = engine.head(object).await?;
+    download_with_info(engine, object, info, dest, params, progress).await
 }
 
 /// [`download_file`] when the object's HEAD is already known (saves a request).
 pub async fn download_with_info(
-    client: &S3Client,
+    engine: &Engine,
     object: &ObjectRef,
     info: ObjectInfo,
     dest: &Path,
@@ -455,9 +456,9 @@ pub async fn download_with_info(
     let part_size = params.part_size.max(1);
     let one_get = info.size <= part_size || info.etag.is_none();
     let result = if one_get {
-        single(client, object, &info, &tmp, progress).await
+        single(engine, object, &info, &tmp, progress).await
     } else {
-        ranged(client, object, &info, &tmp, &state_path, part_size, params, progress).await
+        ranged(engine, object, &info, &tmp, &state_path, part_size, params, progress).await
     };
     match result {
         Ok(done) => {
@@ -542,14 +543,14 @@ fn create_temp(path: &Path) -> std::io::Result<(std::fs::File, bool)> {
 /// chunks are gathered into batches of up to [`WRITE_BATCH`], and the file is created
 /// with the first: a small object costs one trip to the blocking pool for its bytes.
 async fn single(
-    client: &S3Client,
+    engine: &Engine,
     object: &ObjectRef,
     info: &ObjectInfo,
     tmp: &Path,
     progress: Option<ProgressFn>,
 ) -> Result<Fetched, Error> {
     let params = GetParams { if_match: info.etag.clone(), ..GetParams::default() };
-    let out = client.get_object(object, params).await?;
+    let out = engine.get(object, params).await?;
     let verified = match full_crc(&out.meta) {
         Some((a, _)) => Verified::Checksum(a),
         None if out.meta.etag.as_deref().is_some_and(|e| {
@@ -613,7 +614,7 @@ async fn single(
 
 #[allow(clippy::too_many_arguments)]
 async fn ranged(
-    client: &S3Client,
+    engine: &Engine,
     object: &ObjectRef,
     info: &ObjectInfo,
     tmp: &Path,
@@ -694,7 +695,7 @@ async fn ranged(
         };
     let ctx = Arc::new(PartCtx {
         writing: Mutex::new(()),
-        client: client.clone(),
+        engine: engine.clone(),
         object: object.clone(),
         tmp: tmp.to_path_buf(),
         file: file.clone(),
@@ -776,7 +777,7 @@ async fn ranged(
 
 /// What every part of one ranged download shares.
 struct PartCtx {
-    client: S3Client,
+    engine: Engine,
     object: ObjectRef,
     tmp: PathBuf,
     file: Arc<std::fs::File>,
@@ -939,7 +940,7 @@ impl Drop for Aborting {
 
 /// Fetches part `i` into the temp file and records its CRC (module note).
 async fn fetch_part(ctx: Arc<PartCtx>, i: u64) -> Result<(), Error> {
-    let PartCtx { client, object, file, state, progress, algo, part_size, .. } = &*ctx;
+    let PartCtx { engine, object, file, state, progress, algo, part_size, .. } = &*ctx;
     let (algo, part_size) = (*algo, *part_size);
     let tmp = ctx.tmp.as_path();
     // Parts in flight across the files of one command (module note), then
@@ -948,18 +949,14 @@ async fn fetch_part(ctx: Arc<PartCtx>, i: u64) -> Result<(), Error> {
         Some(b) => Some(b.clone().acquire_owned().await.map_err(|e| io(tmp, std::io::Error::other(e)))?),
         None => None,
     };
-    // Memory budget hook (scheduler): see `part_bytes_in_memory`.
-    let budget = client.memory_budget();
-    let _bytes = budget.acquire(part_bytes_in_memory(part_len(i, part_size, ctx.size))).await;
-    // `concurrency` caps parts in flight (and so memory); below it, the endpoint's
-    // controller decides (controller.rs).
-    let controller = client.controller();
-    let _room = controller.acquire().await;
+    // Admission (admission.rs): the part's bytes in memory (`part_bytes_in_memory`),
+    // then a place under the endpoint's limit; `concurrency` only caps it from above.
+    let _ticket = engine.admission().admit(part_bytes_in_memory(part_len(i, part_size, ctx.size))).await;
     let start = i * part_size;
     let len = part_len(i, part_size, ctx.size);
     let params =
         GetParams { if_match: Some(ctx.etag.clone()), ..GetParams::range(RangeSpec::FromTo(start, start + len - 1)) };
-    let out = client.get_object(object, params).await?;
+    let out = engine.get(object, params).await?;
     let mut body = out.body;
     let mut hasher = Checksummer::new(algo);
     let mut off = start;
@@ -1184,10 +1181,12 @@ mod tests {
             "127.0.0.1:0".parse().unwrap(),
         ))
         .unwrap();
-        let c = S3Client::builder(srv.url())
-            .credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret")))
-            .build()
-            .unwrap();
+        let c = crate::Engine::new(
+            ferry_store::S3Client::builder(srv.url())
+                .credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret")))
+                .build()
+                .unwrap(),
+        );
         c.create_bucket("cur").await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let bytes = noise(3 * 1024 * 1024 + 5, 0x2545_F491_4F6C_DD1D);
@@ -1216,10 +1215,12 @@ mod tests {
             "127.0.0.1:0".parse().unwrap(),
         ))
         .unwrap();
-        let c = S3Client::builder(srv.url())
-            .credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret")))
-            .build()
-            .unwrap();
+        let c = crate::Engine::new(
+            ferry_store::S3Client::builder(srv.url())
+                .credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret")))
+                .build()
+                .unwrap(),
+        );
         c.create_bucket("mtime").await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let when = std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_123);

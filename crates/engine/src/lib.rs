@@ -1,11 +1,17 @@
-//! ferry-engine: the scheduler (issue 5). The transports (ferry-wire) move bytes and the
-//! S3 client (ferry-store) speaks the API one request at a time; this crate decides what
-//! to request, how to cut it, and how much to have in flight.
+//! ferry-engine: the scheduler. The transports (ferry-wire) move bytes and the stores
+//! (ferry-store: S3 today, any provider behind its `ObjectStore` trait) speak an API one
+//! request at a time; this crate decides what to request, how to cut it, and how much
+//! to have in flight.
 //!
-//! Every entry point takes an [`ferry_store::S3Client`] (cheap to clone) and keeps its
-//! memory bounded by bytes in flight, whatever the number of objects or keys.
+//! Every entry point takes an [`Engine`]: a `dyn ObjectStore` and its [`Admission`]
+//! (cheap to clone), and keeps its memory bounded by bytes in flight, whatever the
+//! number of objects or keys. Nothing here names a provider: limits come from the
+//! store's `Capabilities`, provider-only abilities from typed capabilities
+//! (`ObjectStore::part_copy`).
 //!
 //! Modules:
+//! - [`admission`]: the one place a request waits (bytes in flight, then a place
+//!   under the endpoint's adaptive limit); [`Engine`].
 //! - [`ranges`]: split an object into parts; coalesce nearby ranges; `get_ranges`.
 //! - [`openahead`]: read a list of objects in order, opening the next ones early.
 //! - [`listing`]: flat listing merged against directories of interest; key-range
@@ -13,10 +19,12 @@
 //! - [`delete`]: batch delete through DeleteObjects, in parallel, per-key retries.
 //! - [`download`]: ranged parallel GET into a file, atomic and resumable.
 //! - [`upload`]: a file or stream to an object in parallel parts, resumable.
-//! - [`copy`]: server-side copy of any size (CopyObject, or parallel UploadPartCopy).
+//! - [`copy`]: server-side copy of any size (one copy call, or parallel part copies).
 //! - [`controller`]: AIMD concurrency per endpoint (the transport's, ferry-wire): the
 //!   fan-outs above wait for room under its limit; their `concurrency` options are caps.
 
+pub mod admission;
+pub use admission::{default_memory_budget, Admission, BudgetPermit, ByteBudget, Engine, Ticket};
 pub mod copy;
 pub mod delete;
 pub mod download;

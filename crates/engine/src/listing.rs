@@ -55,7 +55,8 @@
 //! listing-full`, `s3` profile, 17,520 x 6 keys, this 2-core machine): flat listing 106
 //! calls in 9.5-9.7 s, key-range parallel ~185 calls in 3.3-4.9 s.
 
-use ferry_store::{Error, ListParams, ObjectEntry, S3Client};
+use crate::admission::Engine;
+use ferry_store::{Error, ListParams, ObjectEntry};
 use futures_util::stream::{self, BoxStream, Stream, StreamExt};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -184,14 +185,14 @@ fn normalise_dirs(dirs: impl IntoIterator<Item = String>) -> Vec<String> {
 /// # Ok(()) }
 /// ```
 pub fn list_per_directory(
-    client: &S3Client,
+    engine: &Engine,
     bucket: &str,
     dirs: impl IntoIterator<Item = String>,
     opts: &ListOptions,
 ) -> Listing {
     let counters = Arc::new(Counters::default());
     counters.ranges.store(1, Relaxed);
-    let (client, bucket, page_size) = (client.clone(), bucket.to_owned(), opts.page_size);
+    let (engine, bucket, page_size) = (engine.clone(), bucket.to_owned(), opts.page_size);
     let c = counters.clone();
     // `concurrency` LISTs in flight, over a window 4x wider so that one slow directory
     // does not stall the others while its results are awaited in order.
@@ -199,7 +200,7 @@ pub fn list_per_directory(
     let permits = Arc::new(Semaphore::new(concurrency));
     let per_dir = stream::iter(normalise_dirs(dirs))
         .map(move |dir| {
-            let (client, bucket, c, permits) = (client.clone(), bucket.clone(), c.clone(), permits.clone());
+            let (engine, bucket, c, permits) = (engine.clone(), bucket.clone(), c.clone(), permits.clone());
             async move {
                 let _permit = permits.acquire_owned().await.map_err(|e| Error::Config(e.to_string()))?;
                 let params = ListParams {
@@ -208,7 +209,7 @@ pub fn list_per_directory(
                     max_keys: Some(page_size),
                     ..ListParams::default()
                 };
-                let mut pages = client.list_objects_v2(&bucket, params);
+                let mut pages = engine.list(&bucket, params);
                 let mut entries = Vec::new();
                 while let Some(p) = pages.next().await {
                     let p = p?;
@@ -241,7 +242,7 @@ pub fn list_per_directory(
 /// # Ok(()) }
 /// ```
 pub fn list_flat_pruned(
-    client: &S3Client,
+    engine: &Engine,
     bucket: &str,
     parent_prefix: &str,
     dirs_of_interest: impl IntoIterator<Item = String>,
@@ -268,7 +269,7 @@ pub fn list_flat_pruned(
         pruner: Pruner,
         counters: Arc<Counters>,
     }
-    let pages = (!dirs.is_empty()).then(|| client.list_objects_v2(bucket, params));
+    let pages = (!dirs.is_empty()).then(|| engine.list(bucket, params));
     let st = St { pages, pruner: Pruner::new(dirs), counters: counters.clone() };
     let s = stream::unfold(st, |mut st| async move {
         let pages = st.pages.as_mut()?;
@@ -355,17 +356,16 @@ impl Pruner {
 /// println!("{:?}", listing.stats());
 /// # Ok(()) }
 /// ```
-pub fn list_parallel(client: &S3Client, bucket: &str, prefix: &str, opts: &ListOptions) -> Listing {
+pub fn list_parallel(engine: &Engine, bucket: &str, prefix: &str, opts: &ListOptions) -> Listing {
     let counters = Arc::new(Counters::default());
     let shared = Arc::new(Shared {
-        client: client.clone(),
+        engine: engine.clone(),
         bucket: bucket.to_owned(),
         prefix: prefix.to_owned(),
         page_size: opts.page_size,
         max_ranges: opts.max_ranges.max(1),
         buffer_pages: opts.buffer_pages.max(1),
         requests: Semaphore::new(opts.concurrency.max(1)),
-        controller: client.controller(),
         live: AtomicUsize::new(0),
         counters: counters.clone(),
     });
@@ -407,7 +407,7 @@ enum Msg {
 }
 
 struct Shared {
-    client: S3Client,
+    engine: Engine,
     bucket: String,
     prefix: String,
     page_size: u32,
@@ -415,7 +415,6 @@ struct Shared {
     buffer_pages: usize,
     /// `ListOptions::concurrency`: a cap; the endpoint's controller decides below it.
     requests: Semaphore,
-    controller: Arc<crate::controller::Controller>,
     /// Channels not yet drained by the consumer.
     live: AtomicUsize,
     counters: Arc<Counters>,
@@ -465,13 +464,13 @@ async fn list_range(shared: &Arc<Shared>, lo: Option<String>, hi: Option<String>
         max_keys: Some(shared.page_size),
         ..ListParams::default()
     };
-    let mut pages = shared.client.list_objects_v2(&shared.bucket, params);
+    let mut pages = shared.engine.list(&shared.bucket, params);
     let mut sent = false;
     loop {
         let page = {
             let Ok(_permit) = shared.requests.acquire().await else { return sent };
-            // And room under the endpoint's adaptive limit (controller.rs).
-            let _room = shared.controller.acquire().await;
+            // And room under the endpoint's adaptive limit (admission.rs).
+            let _room = shared.engine.admission().room().await;
             pages.next().await
         };
         let page = match page {

@@ -83,9 +83,10 @@
 //! objects' bytes at one connection's 90 MB/s take 2.8 s: the grown window beats that,
 //! since up to 32 bodies stream at once.
 
+use crate::admission::Engine;
+use crate::admission::{BudgetPermit, ByteBudget};
 use bytes::Bytes;
-use ferry_store::client::{BudgetPermit, ByteBudget};
-use ferry_store::{Error, GetParams, ObjectBody, ObjectInfo, ObjectRef, RangeSpec, S3Client};
+use ferry_store::{Error, GetParams, ObjectBody, ObjectInfo, ObjectRef, RangeSpec};
 use futures_util::stream::{self, BoxStream, Stream, StreamExt};
 use std::collections::VecDeque;
 use std::sync::atomic::{
@@ -215,7 +216,7 @@ impl std::fmt::Debug for OpenedObject {
 /// # Ok(()) }
 /// ```
 pub struct OpenAhead {
-    client: S3Client,
+    engine: Engine,
     /// The objects, until the feeder takes them.
     input: Option<BoxStream<'static, ObjectRef>>,
     /// Slots opened by the feeder, in order.
@@ -277,12 +278,12 @@ enum Tail {
 impl OpenAhead {
     /// Reads `objects` in order. Inside a Tokio runtime the first objects are opened at
     /// once; otherwise on the first [`OpenAhead::next`].
-    pub fn new<S>(client: &S3Client, objects: S, opts: OpenAheadOptions) -> OpenAhead
+    pub fn new<S>(engine: &Engine, objects: S, opts: OpenAheadOptions) -> OpenAhead
     where
         S: Stream<Item = ObjectRef> + Send + 'static,
     {
         let mut me = OpenAhead {
-            client: client.clone(),
+            engine: engine.clone(),
             input: Some(objects.boxed()),
             slots: None,
             feeder: None,
@@ -299,8 +300,8 @@ impl OpenAhead {
         me
     }
 
-    pub fn from_list(client: &S3Client, objects: Vec<ObjectRef>, opts: OpenAheadOptions) -> OpenAhead {
-        OpenAhead::new(client, stream::iter(objects), opts)
+    pub fn from_list(engine: &Engine, objects: Vec<ObjectRef>, opts: OpenAheadOptions) -> OpenAhead {
+        OpenAhead::new(engine, stream::iter(objects), opts)
     }
 
     pub fn stats(&self) -> OpenAheadStats {
@@ -373,7 +374,7 @@ impl OpenAhead {
         let (tx, rx) = mpsc::unbounded_channel();
         let window = Window::new(&self.opts);
         self.window = Some(window.clone());
-        let (client, idle_limit, counters) = (self.client.clone(), self.opts.idle_limit, self.counters.clone());
+        let (engine, idle_limit, counters) = (self.engine.clone(), self.opts.idle_limit, self.counters.clone());
         self.feeder = Some(tokio::spawn(async move {
             loop {
                 let Ok(permit) = window.room.clone().acquire_owned().await else { return };
@@ -381,7 +382,7 @@ impl OpenAhead {
                 let (take_tx, take_rx) = oneshot::channel();
                 let headed = Arc::new(AtomicBool::new(false));
                 let task = tokio::spawn(prefetch(
-                    client.clone(),
+                    engine.clone(),
                     object.clone(),
                     window.clone(),
                     idle_limit,
@@ -416,9 +417,9 @@ impl OpenAhead {
             Tail::Live(body) => body.boxed(),
             Tail::Failed(e) => stream::once(async move { Err(e) }).boxed(),
             Tail::Reopen => {
-                let (client, object, meta, counters) =
-                    (self.client.clone(), object.clone(), pre.meta.clone(), self.counters.clone());
-                stream::once(async move { reopen(&client, &object, &meta, buffered, &counters).await })
+                let (engine, object, meta, counters) =
+                    (self.engine.clone(), object.clone(), pre.meta.clone(), self.counters.clone());
+                stream::once(async move { reopen(&engine, &object, &meta, buffered, &counters).await })
                     .flat_map(|r| match r {
                         Ok(body) => body.boxed(),
                         Err(e) => stream::once(async move { Err(e) }).boxed(),
@@ -503,7 +504,7 @@ const MIN_PER_OBJECT: Duration = Duration::from_micros(50);
 
 /// The rest of an object from `from`, pinned to the ETag first seen.
 async fn reopen(
-    client: &S3Client,
+    engine: &Engine,
     object: &ObjectRef,
     meta: &ObjectInfo,
     from: u64,
@@ -525,7 +526,7 @@ async fn reopen(
         checksum_mode: false,
         ..GetParams::default()
     };
-    let out = client.get_object(object, params).await?;
+    let out = engine.get(object, params).await?;
     if out.range.map(|(s, _)| s) != Some(from) {
         return Err(Error::Protocol {
             message: format!("re-opening {object} at byte {from} got range {:?}", out.range),
@@ -537,7 +538,7 @@ async fn reopen(
 
 /// A slot: open, read ahead up to `quota`, hold until taken or idle (module diagram).
 async fn prefetch(
-    client: S3Client,
+    engine: Engine,
     object: ObjectRef,
     window: Arc<Window>,
     idle_limit: Duration,
@@ -545,7 +546,7 @@ async fn prefetch(
     headed: Arc<AtomicBool>,
     counters: Arc<Counters>,
 ) -> Result<Prefetched, Error> {
-    let out = client.get_object(&object, GetParams::default()).await;
+    let out = engine.get(&object, GetParams::default()).await;
     headed.store(true, Release);
     let out = out?;
     // The read-ahead is bytes in flight of the client's budget (`S3Client::memory_budget`),
@@ -556,10 +557,9 @@ async fn prefetch(
     // that later slots hold); idle too long, closed.
     let quota = window.quota();
     let part = quota.min(out.meta.size);
-    let budget = client.memory_budget();
     let both = async {
         let own = window.bytes.acquire(part).await;
-        (own, budget.acquire(part).await)
+        (own, engine.admission().bytes(part).await)
     };
     let permit = tokio::select! {
         biased;

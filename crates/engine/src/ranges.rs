@@ -47,8 +47,9 @@
 //! gap (capped at 2 MiB), 32 GETs in 0.6-0.75 s, reading 261 MB for 61 MB asked (the
 //! ranges average 128 KiB apart, well under the gap, so the spans cover the object).
 
+use crate::admission::Engine;
 use bytes::{Bytes, BytesMut};
-use ferry_store::{Error, GetParams, ObjectRef, RangeSpec, S3Client};
+use ferry_store::{Error, GetParams, ObjectRef, RangeSpec};
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -337,7 +338,7 @@ pub struct RangesOutput {
 /// # Ok(()) }
 /// ```
 pub async fn get_ranges(
-    client: &S3Client,
+    engine: &Engine,
     object: &ObjectRef,
     ranges: &[Range<u64>],
     opts: &RangesOptions,
@@ -355,8 +356,8 @@ pub async fn get_ranges(
     let mut etag = opts.if_match.clone();
     let mut rest = 0;
     if etag.is_none() {
-        let _bytes = client.memory_budget().acquire(spans[0].range.end - spans[0].range.start).await;
-        let (bytes, tag) = fetch_span(client, object, &spans[0].range, None, &opts.estimator).await?;
+        let _ticket = engine.admission().admit(spans[0].range.end - spans[0].range.start).await;
+        let (bytes, tag) = fetch_span(engine, object, &spans[0].range, None, &opts.estimator).await?;
         data.push(bytes);
         etag = tag;
         rest = 1;
@@ -369,16 +370,14 @@ pub async fn get_ranges(
     }
     // Unordered: a slow span must not hold back the start of the ones after it.
     // `opts.concurrency` is a cap; below it, the endpoint's controller decides.
-    // Each span's bytes are taken from the client's memory budget while it is fetched
-    // (shared with the other fan-outs); the bytes handed back are the caller's.
-    let (controller, budget) = (client.controller(), client.memory_budget());
+    // Each span is admitted (its bytes, then a place: admission.rs) while it is fetched;
+    // the bytes handed back are the caller's.
     let mut fetched: Vec<(usize, Bytes)> = stream::iter(spans[rest..].iter().enumerate())
         .map(|(i, s)| {
-            let (etag, controller, budget) = (etag.clone(), controller.clone(), budget.clone());
+            let etag = etag.clone();
             async move {
-                let _bytes = budget.acquire(s.range.end - s.range.start).await;
-                let _room = controller.acquire().await;
-                fetch_span(client, object, &s.range, etag, &opts.estimator).await.map(|(b, _)| (i, b))
+                let _ticket = engine.admission().admit(s.range.end - s.range.start).await;
+                fetch_span(engine, object, &s.range, etag, &opts.estimator).await.map(|(b, _)| (i, b))
             }
         })
         .buffer_unordered(opts.concurrency.max(1))
@@ -410,7 +409,7 @@ fn union_len(ranges: &[Range<u64>]) -> u64 {
 
 /// One span's GET: the bytes and the ETag, recorded in the estimator.
 async fn fetch_span(
-    client: &S3Client,
+    engine: &Engine,
     object: &ObjectRef,
     range: &Range<u64>,
     if_match: Option<String>,
@@ -424,7 +423,7 @@ async fn fetch_span(
         ..GetParams::default()
     };
     let t0 = Instant::now();
-    let out = client.get_object(object, params).await?;
+    let out = engine.get(object, params).await?;
     let first_byte = t0.elapsed();
     let etag = out.meta.etag.clone();
     let size = out.meta.size;

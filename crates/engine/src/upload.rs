@@ -54,11 +54,12 @@
 //! by CRC, so a file that changed since is caught part by part, and the final combined
 //! CRC check covers the whole object.
 
+use crate::admission::{Admission, BudgetPermit, Engine};
 use crate::download::ProgressFn;
 use bytes::{Bytes, BytesMut};
 use ferry_proto::checksum::{base64_decode, base64_encode, crc_combine, ChecksumAlgorithm};
 use ferry_proto::xml::CompletedPart;
-use ferry_store::{Error, MultipartParams, MultipartUpload, ObjectRef, PutParams, S3Client, UploadSource};
+use ferry_store::{Error, MultipartUpload, ObjectRef, PartLimits, PartPayload, PutParams, PutPayload};
 use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
 use std::path::Path;
 use std::sync::Arc;
@@ -109,21 +110,16 @@ fn io(path: &Path, e: std::io::Error) -> Error {
     Error::Io { path: path.display().to_string(), error: e }
 }
 
-/// The part size for a file: `part_size`, raised to fit S3's 10,000 parts.
-fn part_size_for(len: u64, part_size: u64) -> u64 {
-    part_size.max(len.div_ceil(ferry_store::multipart::MAX_PARTS)).max(ferry_store::multipart::MIN_PART_SIZE)
-}
-
 /// Bytes a file's part of `len` holds in memory while it is sent, taken from the
 /// client's memory budget around each part: what ferry-store's streamed UploadPart
 /// holds (a chunk being read, one being written), not the part.
 pub fn part_bytes_in_memory(len: u64) -> u64 {
-    len.clamp(1, ferry_store::multipart::FILE_PART_BYTES_IN_MEMORY)
+    len.clamp(1, ferry_store::s3::multipart::FILE_PART_BYTES_IN_MEMORY)
 }
 
 /// Uploads a file (module note).
 pub async fn upload_file(
-    client: &S3Client,
+    engine: &Engine,
     path: &Path,
     object: &ObjectRef,
     params: &UploadParams,
@@ -132,33 +128,34 @@ pub async fn upload_file(
     let len = std::fs::metadata(path).map_err(|e| io(path, e))?.len();
     let mut put = params.put.clone();
     put.checksum = Some(ALGO);
-    if len < params.part_size.max(ferry_store::multipart::MIN_PART_SIZE) {
-        let out = client.put_object_file(object, path, put).await?;
+    let limits = engine.capabilities().parts;
+    if len < params.part_size.max(limits.min_part) {
+        let out = engine.put(object, PutPayload::File(path.to_path_buf()), put).await?;
         if let Some(p) = &progress {
             p(len);
         }
         return Ok(UploadOutput { size: len, etag: out.etag, resumed_bytes: 0, parts: 0 });
     }
-    let part_size = part_size_for(len, params.part_size);
-    let nparts = len.div_ceil(part_size);
+    let plan = limits.plan(len, params.part_size);
+    let (part_size, nparts) = (plan.part_size, plan.count);
     // The part's CRC from the file, for comparing with a kept part.
     let part_crc = |n: u64| {
         let off = (n - 1) * part_size;
-        ferry_store::multipart::file_range_checksum(path, off, (len - off).min(part_size), ALGO)
+        ferry_store::s3::multipart::file_range_checksum(path, off, (len - off).min(part_size), ALGO)
     };
 
     // Find an upload to continue, and the parts of it that still hold.
     let mut kept: Vec<(CompletedPart, u64)> = Vec::new();
     let mut upload = None;
     if params.resume {
-        if let Some(id) = newest_upload(client, object).await? {
+        if let Some(id) = newest_upload(engine, object).await? {
             let candidate = MultipartUpload {
                 object: object.clone(),
                 upload_id: id,
                 checksum: Some(ALGO),
                 full_object_checksum: true,
             };
-            match client.list_parts(&candidate).await {
+            match engine.list_parts(&candidate).await {
                 Ok(listed) => {
                     for p in listed {
                         let n = p.part_number as u64;
@@ -187,7 +184,7 @@ pub async fn upload_file(
     }
     let upload = match upload {
         Some(u) => u,
-        None => client.create_multipart(object, &put).await?,
+        None => engine.create_upload(object, &put).await?,
     };
     let resumed_bytes: u64 = kept.iter().map(|(_, n)| n).sum();
     if let Some(p) = &progress {
@@ -202,15 +199,15 @@ pub async fn upload_file(
             .map_ok(|n| {
                 let upload = &upload;
                 let progress = progress.clone();
-                let budget = client.memory_budget();
                 async move {
                     // Memory budget hook (scheduler): the part streams from the file as the
                     // socket takes it (ferry-store's upload_part_file), so it holds a few
                     // chunks, not the part (module note).
                     let off = (n - 1) * part_size;
                     let size = (len - off).min(part_size);
-                    let _bytes = budget.acquire(part_bytes_in_memory(size)).await;
-                    let part = client.upload_part_file(upload, n as u32, path, off, size).await?;
+                    let _bytes = engine.admission().bytes(part_bytes_in_memory(size)).await;
+                    let part = PartPayload::File { path: path.to_path_buf(), offset: off, len: size };
+                    let part = engine.upload_part(upload, n as u32, part).await?;
                     if let Some(p) = &progress {
                         p(size);
                     }
@@ -223,7 +220,7 @@ pub async fn upload_file(
     let result = match sent {
         Ok(mut parts) => {
             parts.extend(kept);
-            finish(client, &upload, parts).await
+            finish(engine, &upload, parts).await
         }
         Err(e) => Err(e),
     };
@@ -231,7 +228,7 @@ pub async fn upload_file(
         Ok(etag) => Ok(UploadOutput { size: len, etag: Some(etag), resumed_bytes, parts: nparts as u32 }),
         Err(e) => {
             if !params.resume || matches!(e, Error::Integrity { .. }) {
-                let _ = client.abort_multipart(&upload).await;
+                let _ = engine.abort_upload(&upload).await;
             }
             Err(e)
         }
@@ -240,7 +237,7 @@ pub async fn upload_file(
 
 /// Completes an upload, checking the server's whole-object CRC against the parts'.
 async fn finish(
-    client: &S3Client,
+    engine: &Engine,
     upload: &MultipartUpload,
     mut parts: Vec<(CompletedPart, u64)>,
 ) -> Result<String, Error> {
@@ -255,7 +252,7 @@ async fn finish(
         };
     }
     let list: Vec<CompletedPart> = parts.into_iter().map(|(p, _)| p).collect();
-    let out = client.complete_multipart(upload, &list).await?;
+    let out = engine.complete_upload(upload, &list, None).await?;
     if let (Some(ours), Some((a, theirs))) = (whole.map(|w| base64_encode(&w)), out.checksum.as_ref()) {
         if *a == ALGO && !theirs.contains('-') && &ours != theirs {
             return Err(Error::Integrity {
@@ -271,19 +268,19 @@ async fn finish(
 /// else a multipart upload cut as the bytes arrive (module note). Not resumable: the
 /// bytes of a stream cannot be read again.
 pub async fn upload_stream(
-    client: &S3Client,
+    engine: &Engine,
     stream: BoxStream<'static, std::io::Result<Bytes>>,
     object: &ObjectRef,
     params: &UploadParams,
     progress: Option<ProgressFn>,
 ) -> Result<UploadOutput, Error> {
-    let part_size = stream_part_size(params.part_size, params.expected_size)? as usize;
-    let mut stream = held_to(stream, stream_limit(part_size as u64, params.expected_size));
-    // Memory budget hook (scheduler): the first part is read before the upload knows
-    // whether it is one PUT, under the client's budget like every later part (the
-    // store's part cutter takes its own permit for each part it reads, so this one is
-    // given back when the multipart upload takes over).
-    let head_bytes = client.memory_budget().acquire(part_size as u64).await;
+    let limits = engine.capabilities().parts;
+    let part_size = stream_part_size(&limits, params.part_size, params.expected_size)? as usize;
+    let mut stream = held_to(stream, &limits, stream_limit(part_size as u64, params.expected_size));
+    // The first part is read before the upload knows whether it is one PUT, under the
+    // engine's budget like every later part (the part cutter takes its own permit for
+    // each part it reads, so this one is given back when the multipart upload takes over).
+    let head_bytes = engine.admission().bytes(part_size as u64).await;
     let mut first = BytesMut::new();
     let mut ended = false;
     while first.len() < part_size {
@@ -300,7 +297,7 @@ pub async fn upload_stream(
     put.checksum = Some(ALGO);
     if ended {
         let len = first.len() as u64;
-        let out = client.put_object(object, first.freeze(), put).await?;
+        let out = engine.put(object, PutPayload::Bytes(first.freeze()), put).await?;
         if let Some(p) = &progress {
             p(len);
         }
@@ -319,25 +316,110 @@ pub async fn upload_stream(
         }
         r
     });
-    let mp = MultipartParams { part_size: part_size as u64, concurrency: params.concurrency.max(1), put };
-    let out = client.upload_multipart(object, UploadSource::Stream(all.boxed()), mp).await?;
+    let upload = engine.create_upload(object, &put).await?;
+    let etag = match stream_parts(engine, &upload, all.boxed(), part_size, params.concurrency.max(1)).await {
+        Ok(etag) => etag,
+        Err(e) => {
+            if let Err(abort) = engine.abort_upload(&upload).await {
+                tracing::warn!(object = %object, upload_id = %upload.upload_id, error = %abort, "could not abort the failed multipart upload");
+            }
+            return Err(e);
+        }
+    };
     let size = counted.load(std::sync::atomic::Ordering::Relaxed);
-    Ok(UploadOutput { size, etag: Some(out.etag), resumed_bytes: 0, parts: size.div_ceil(part_size as u64) as u32 })
+    Ok(UploadOutput { size, etag: Some(etag), resumed_bytes: 0, parts: size.div_ceil(part_size as u64) as u32 })
+}
+
+/// Sends a stream as parts of `part_size`, cut as the bytes arrive, `concurrency` in
+/// flight, and completes the upload with the whole object's CRC combined from the
+/// parts'. Each part's bytes are admitted (memory) before they are read from the source
+/// and go back once the part is sent: a slow endpoint holds the reader, not a growing
+/// buffer. The caller aborts the upload if this fails.
+async fn stream_parts(
+    engine: &Engine,
+    upload: &MultipartUpload,
+    stream: BoxStream<'static, std::io::Result<Bytes>>,
+    part_size: usize,
+    concurrency: usize,
+) -> Result<String, Error> {
+    let max_parts = engine.capabilities().parts.max_parts;
+    let parts = cut_parts(stream, part_size, max_parts, engine.admission().clone());
+    let mut done: Vec<(CompletedPart, u64)> = parts
+        .map_ok(|(n, body, bytes)| {
+            let len = body.len() as u64;
+            async move {
+                let sent = engine.upload_part(upload, n, PartPayload::Bytes(body)).await.map(|p| (p, len));
+                drop(bytes);
+                sent
+            }
+        })
+        .try_buffer_unordered(concurrency)
+        .try_collect()
+        .await?;
+    if done.is_empty() {
+        // An upload needs at least one part; an empty source uploads one empty part.
+        let p = engine.upload_part(upload, 1, PartPayload::Bytes(Bytes::new())).await?;
+        done.push((p, 0));
+    }
+    finish(engine, upload, done).await
+}
+
+/// Cuts a byte stream into numbered parts of `part_size` (the last may be smaller), each
+/// with its bytes taken from `budget` before they are read.
+fn cut_parts(
+    stream: BoxStream<'static, std::io::Result<Bytes>>,
+    part_size: usize,
+    max_parts: u64,
+    admission: Arc<Admission>,
+) -> BoxStream<'static, Result<(u32, Bytes, BudgetPermit), Error>> {
+    struct St {
+        input: BoxStream<'static, std::io::Result<Bytes>>,
+        buf: BytesMut,
+        next: u32,
+        ended: bool,
+    }
+    let st = St { input: stream, buf: BytesMut::new(), next: 1, ended: false };
+    futures_util::stream::try_unfold(st, move |mut st| {
+        let admission = admission.clone();
+        async move {
+            let permit = admission.bytes(part_size as u64).await;
+            while !st.ended && st.buf.len() < part_size {
+                match st.input.next().await {
+                    Some(Ok(b)) => st.buf.extend_from_slice(&b),
+                    Some(Err(e)) => return Err(Error::Io { path: "upload source".into(), error: e }),
+                    None => st.ended = true,
+                }
+            }
+            if st.buf.is_empty() {
+                return Ok(None);
+            }
+            if st.next as u64 > max_parts {
+                return Err(Error::Config(format!(
+                    "the source needs more than {max_parts} parts of {part_size} bytes"
+                )));
+            }
+            let n = st.buf.len().min(part_size);
+            let part = st.buf.split_to(n).freeze();
+            let number = st.next;
+            st.next += 1;
+            Ok(Some(((number, part, permit), st)))
+        }
+    })
+    .boxed()
 }
 
 /// S3's largest object (5 TiB).
 const MAX_OBJECT_SIZE: u64 = 5 * 1024 * 1024 * 1024 * 1024;
 
-/// The part size for a stream: `part_size` (at least S3's 5 MiB), raised so that
-/// `expected` bytes fit 10,000 parts (module note).
-fn stream_part_size(part_size: u64, expected: Option<u64>) -> Result<u64, Error> {
-    use ferry_store::multipart::{MAX_PARTS, MIN_PART_SIZE};
+/// The part size for a stream: `part_size` (at least the smallest part), raised so that
+/// `expected` bytes fit the most parts (module note).
+fn stream_part_size(limits: &PartLimits, part_size: u64, expected: Option<u64>) -> Result<u64, Error> {
     if let Some(n) = expected.filter(|n| *n > MAX_OBJECT_SIZE) {
         return Err(Error::Config(format!(
             "--expected-size {n} is more than S3's largest object ({MAX_OBJECT_SIZE} bytes, 5 TiB)"
         )));
     }
-    Ok(part_size.max(MIN_PART_SIZE).max(expected.unwrap_or(0).div_ceil(MAX_PARTS)))
+    Ok(limits.plan_stream(part_size, expected))
 }
 
 /// What a stream may give: the stated size, else what 10,000 parts hold.
@@ -357,11 +439,13 @@ fn stream_limit(part_size: u64, expected: Option<u64>) -> StreamLimit {
 /// `stream`, failing with an error that names the limit as soon as it gives more.
 fn held_to(
     stream: BoxStream<'static, std::io::Result<Bytes>>,
+    limits: &PartLimits,
     limit: StreamLimit,
 ) -> BoxStream<'static, std::io::Result<Bytes>> {
+    let max_parts = limits.max_parts;
     let max = match limit {
         StreamLimit::Expected(n) => n,
-        StreamLimit::Parts { part_size } => part_size.saturating_mul(ferry_store::multipart::MAX_PARTS),
+        StreamLimit::Parts { part_size } => part_size.saturating_mul(max_parts),
     };
     let mut seen = 0u64;
     stream
@@ -372,7 +456,7 @@ fn held_to(
                 let msg = match limit {
                     StreamLimit::Expected(n) => format!("the stream is longer than --expected-size ({n} bytes); the upload was aborted"),
                     StreamLimit::Parts { part_size } => format!(
-                        "the stream is longer than {max} bytes, the most 10,000 parts of {part_size} bytes hold; give --expected-size BYTES for larger parts"
+                        "the stream is longer than {max} bytes, the most {max_parts} parts of {part_size} bytes hold; give --expected-size BYTES for larger parts"
                     ),
                 };
                 return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, msg));
@@ -383,8 +467,8 @@ fn held_to(
 }
 
 /// The id of the most recently started multipart upload of exactly this key.
-pub async fn newest_upload(client: &S3Client, object: &ObjectRef) -> Result<Option<String>, Error> {
-    let uploads = client.list_multipart_uploads(&object.bucket, &object.key).await?;
+pub async fn newest_upload(engine: &Engine, object: &ObjectRef) -> Result<Option<String>, Error> {
+    let uploads = engine.list_uploads(&object.bucket, &object.key).await?;
     Ok(uploads.into_iter().filter(|u| u.key == object.key).max_by_key(|u| u.initiated).map(|u| u.upload_id))
 }
 
@@ -392,26 +476,60 @@ pub async fn newest_upload(client: &S3Client, object: &ObjectRef) -> Result<Opti
 mod tests {
     use super::*;
 
+    const S3: PartLimits = ferry_store::s3::PART_LIMITS;
+
+    fn held_to_s3(
+        s: BoxStream<'static, std::io::Result<Bytes>>,
+        limit: StreamLimit,
+    ) -> BoxStream<'static, std::io::Result<Bytes>> {
+        held_to(s, &S3, limit)
+    }
+
+    #[tokio::test]
+    async fn parts_cover_the_source_exactly() {
+        let data: Vec<u8> = (0..(2 * 1024 * 1024 + 7)).map(|i| (i % 253) as u8).collect();
+        let pieces: Vec<std::io::Result<Bytes>> = data.chunks(100_000).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
+        // A budget larger than the whole source: collecting every part holds all permits.
+        let e = crate::Engine::new(
+            ferry_store::S3Client::builder("http://127.0.0.1:9")
+                .credentials(ferry_store::CredentialsSource::Anonymous)
+                .build()
+                .unwrap(),
+        )
+        .with_memory_budget(16 << 20);
+        let cut: Vec<_> =
+            cut_parts(futures_util::stream::iter(pieces).boxed(), 1024 * 1024, 10_000, e.admission().clone())
+                .try_collect()
+                .await
+                .unwrap();
+        let parts: Vec<(u32, Bytes)> = cut.into_iter().map(|(n, b, _permit)| (n, b)).collect();
+        assert_eq!(
+            parts.iter().map(|(n, b)| (*n, b.len())).collect::<Vec<_>>(),
+            vec![(1, 1 << 20), (2, 1 << 20), (3, 7)]
+        );
+        assert_eq!(parts.iter().flat_map(|(_, b)| b.to_vec()).collect::<Vec<_>>(), data);
+    }
+
     #[test]
     fn part_size_fits_ten_thousand_parts() {
-        assert_eq!(part_size_for(100 << 20, 8 << 20), 8 << 20);
+        assert_eq!(S3.plan(100 << 20, 8 << 20).part_size, 8 << 20);
         let huge = 200u64 << 30;
-        assert!(huge.div_ceil(part_size_for(huge, 8 << 20)) <= 10_000);
-        assert_eq!(part_size_for(1, 1), ferry_store::multipart::MIN_PART_SIZE);
+        assert!(huge.div_ceil(S3.plan(huge, 8 << 20).part_size) <= 10_000);
+        assert_eq!(S3.plan(1, 1).part_size, S3.min_part);
     }
 
     #[test]
     fn stream_parts_fit_the_expected_size() {
         let mib = 1u64 << 20;
-        assert_eq!(stream_part_size(8 * mib, None).unwrap(), 8 * mib);
-        assert_eq!(stream_part_size(mib, None).unwrap(), 5 * mib);
-        assert_eq!(stream_part_size(8 * mib, Some(10 * mib)).unwrap(), 8 * mib);
+        assert_eq!(stream_part_size(&S3, 8 * mib, None).unwrap(), 8 * mib);
+        assert_eq!(stream_part_size(&S3, mib, None).unwrap(), 5 * mib);
+        assert_eq!(stream_part_size(&S3, 8 * mib, Some(10 * mib)).unwrap(), 8 * mib);
         for expected in [80u64 << 30, 81 << 30, 1 << 40, 5 << 40, (5 << 40) - 1] {
-            let ps = stream_part_size(8 * mib, Some(expected)).unwrap();
+            let ps = stream_part_size(&S3, 8 * mib, Some(expected)).unwrap();
             assert!(expected.div_ceil(ps) <= 10_000, "{expected}: {ps}");
             assert!(ps >= 8 * mib);
         }
-        assert!(stream_part_size(8 * mib, Some((5 << 40) + 1)).is_err());
+        assert!(stream_part_size(&S3, 8 * mib, Some((5 << 40) + 1)).is_err());
     }
 
     fn pieces(n: usize, each: usize) -> BoxStream<'static, std::io::Result<Bytes>> {
@@ -420,11 +538,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_stream_is_held_to_its_limit() {
-        let all: Vec<Bytes> = held_to(pieces(4, 10), StreamLimit::Expected(40)).try_collect().await.unwrap();
+        let all: Vec<Bytes> = held_to_s3(pieces(4, 10), StreamLimit::Expected(40)).try_collect().await.unwrap();
         assert_eq!(all.iter().map(Bytes::len).sum::<usize>(), 40);
-        let err = held_to(pieces(4, 10), StreamLimit::Expected(39)).try_collect::<Vec<Bytes>>().await.unwrap_err();
+        let err = held_to_s3(pieces(4, 10), StreamLimit::Expected(39)).try_collect::<Vec<Bytes>>().await.unwrap_err();
         assert!(err.to_string().contains("--expected-size (39 bytes)"), "{err}");
-        let err = held_to(pieces(3, 6 << 20), StreamLimit::Parts { part_size: 1 })
+        let err = held_to_s3(pieces(3, 6 << 20), StreamLimit::Parts { part_size: 1 })
             .try_collect::<Vec<Bytes>>()
             .await
             .unwrap_err();

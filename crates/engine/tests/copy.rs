@@ -9,6 +9,7 @@ mod common;
 use bytes::Bytes;
 use common::{client, data};
 use ferry_engine::copy::{copy_object, CopyParams};
+use ferry_engine::Engine;
 use ferry_proto::checksum::{base64_encode, ChecksumAlgorithm, Checksummer};
 use ferry_server::config::{ServeConfig, Storage};
 use ferry_server::BackgroundServer;
@@ -59,7 +60,7 @@ async fn copy_in_parts_is_identical_with_checksum_and_metadata() {
     let seen = counted.clone();
     let params = CopyParams { multipart_threshold: 8 * MIB, part_size: 5 * MIB, concurrency: 4 };
     let out = copy_object(
-        &c,
+        &Engine::new(c.clone()),
         &src,
         &dst,
         None,
@@ -86,7 +87,7 @@ async fn copy_in_parts_is_identical_with_checksum_and_metadata() {
     c.put_object(&small, Bytes::from_static(b"tiny"), PutParams::default()).await.unwrap();
     for size in [Some(4), None] {
         let to = ObjectRef::new("cpy", "small-copy");
-        let out = copy_object(&c, &small, &to, size, &params, None).await.unwrap();
+        let out = copy_object(&Engine::new(c.clone()), &small, &to, size, &params, None).await.unwrap();
         assert_eq!((out.size, out.parts), (4, 0));
         assert_eq!(get(&c, &to, None).await, b"tiny");
     }
@@ -123,7 +124,8 @@ async fn failure_in_the_middle_leaves_no_object_and_no_upload() {
         }
     });
     let params = CopyParams { multipart_threshold: 8 * MIB, part_size: 5 * MIB, concurrency: 1 };
-    let err = copy_object(&c, &src, &dst, Some(30 * MIB), &params, Some(progress)).await.unwrap_err();
+    let err =
+        copy_object(&Engine::new(c.clone()), &src, &dst, Some(30 * MIB), &params, Some(progress)).await.unwrap_err();
     assert!(matches!(err, ferry_store::Error::NotFound { .. }), "{err}");
     assert_eq!(deleted.load(Ordering::SeqCst), 1, "one part was copied before the failure");
     assert!(
@@ -149,7 +151,7 @@ async fn six_gib_copies_past_the_copy_object_limit() {
     let dst = ObjectRef::new("big", "six");
     let len = 6 * 1024 * MIB;
     let params = CopyParams { multipart_threshold: 8 * MIB, part_size: 64 * MIB, concurrency: 4 };
-    let out = copy_object(&c, &src, &dst, Some(len), &params, None).await.unwrap();
+    let out = copy_object(&Engine::new(c.clone()), &src, &dst, Some(len), &params, None).await.unwrap();
     assert_eq!((out.size, out.parts), (len, 96));
     assert!(c.list_multipart_uploads("big", "").await.unwrap().is_empty());
     let stored = c.head_object(&dst).await.unwrap();

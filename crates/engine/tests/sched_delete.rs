@@ -6,6 +6,8 @@ mod sched_support;
 
 use bytes::Bytes;
 use ferry_engine::delete::{delete_many, DeleteOptions};
+use ferry_engine::Engine;
+use ferry_store::ObjectStoreExt;
 use ferry_store::{ListParams, Mode, ObjectRef, PutParams, RetryConfig, S3Client};
 use futures_util::StreamExt;
 use sched_support::{client, client_with_per_key_faults, fast_retry, server};
@@ -44,7 +46,7 @@ async fn deletes_thousands_including_keys_xml_cannot_carry() {
     let odd = ["ctl\u{1}key", "esc\u{1b}[0m", "nonchar\u{FFFF}", "tab\tand\nnewline", "ü/中文/🦀"];
     keys.extend(odd.iter().map(|s| s.to_string()));
     put_all(&c, "del", &keys).await;
-    let report = delete_many(&c, "del", futures_util::stream::iter(keys.clone()), &opts(3)).await;
+    let report = delete_many(&Engine::new(c.clone()), "del", futures_util::stream::iter(keys.clone()), &opts(3)).await;
     assert!(report.failed.is_empty(), "{:?}", report.failed);
     assert_eq!(report.deleted, keys.len() as u64);
     assert!(remaining(&c, "del").await.is_empty());
@@ -53,7 +55,13 @@ async fn deletes_thousands_including_keys_xml_cannot_carry() {
     assert_eq!(counts.get("DELETE batch"), 3);
     assert_eq!(counts.get("DELETE object"), 3);
     // Keys that do not exist count as deleted, as on S3.
-    let report = delete_many(&c, "del", futures_util::stream::iter(vec!["never-was".to_string()]), &opts(3)).await;
+    let report = delete_many(
+        &Engine::new(c.clone()),
+        "del",
+        futures_util::stream::iter(vec!["never-was".to_string()]),
+        &opts(3),
+    )
+    .await;
     assert_eq!((report.deleted, report.failed.len()), (1, 0));
 }
 
@@ -74,7 +82,8 @@ async fn server_faults_are_retried_per_batch() {
     put_all(&setup, "flaky", &keys).await;
     let (c, counts) = client(&srv, Mode::Auto, RetryConfig::none());
     // 0.5^25: no batch runs out of attempts in practice.
-    let report = delete_many(&c, "flaky", futures_util::stream::iter(keys.clone()), &opts(25)).await;
+    let report =
+        delete_many(&Engine::new(c.clone()), "flaky", futures_util::stream::iter(keys.clone()), &opts(25)).await;
     assert!(report.failed.is_empty(), "{:?}", &report.failed[..report.failed.len().min(3)]);
     assert_eq!(report.deleted, 5_000);
     assert!(report.requests >= 5);
@@ -88,7 +97,7 @@ async fn failures_are_reported_with_their_codes() {
     let srv = server(|c| c.faults.error_500_rate = 1.0);
     let (c, counts) = client(&srv, Mode::Auto, RetryConfig::none());
     let keys: Vec<String> = (0..1_500).map(|i| format!("k{i}")).collect();
-    let report = delete_many(&c, "any", futures_util::stream::iter(keys.clone()), &opts(3)).await;
+    let report = delete_many(&Engine::new(c.clone()), "any", futures_util::stream::iter(keys.clone()), &opts(3)).await;
     assert_eq!(report.deleted, 0);
     assert_eq!(report.failed.len(), 1_500);
     assert!(report.failed.iter().all(|f| f.code == "InternalError" && !f.message.is_empty()));
@@ -107,14 +116,19 @@ async fn failures_are_reported_with_their_codes() {
     c.create_bucket("perm").await.unwrap();
     put_all(&c, "perm", &["ok".to_string()]).await;
     let long = "x".repeat(1_100);
-    let report =
-        delete_many(&c, "perm", futures_util::stream::iter(vec!["ok".to_string(), long.clone()]), &opts(5)).await;
+    let report = delete_many(
+        &Engine::new(c.clone()),
+        "perm",
+        futures_util::stream::iter(vec!["ok".to_string(), long.clone()]),
+        &opts(5),
+    )
+    .await;
     assert_eq!(report.deleted, 1);
     assert_eq!(report.failed.len(), 1);
     assert_eq!((report.failed[0].key.as_str(), report.failed[0].code.as_str()), (long.as_str(), "KeyTooLongError"));
     assert_eq!(report.requests, 1);
     let report = delete_many(
-        &c,
+        &Engine::new(c.clone()),
         "synthetic",
         futures_util::stream::iter(vec!["1MiB/a".to_string(), "1MiB/b".to_string()]),
         &opts(5),
@@ -134,7 +148,8 @@ async fn transient_per_key_errors_are_retried() {
     let keys: Vec<String> = (0..2_000).map(|i| format!("p/{i}")).collect();
     put_all(&c, "perkey", &keys).await;
     let options = DeleteOptions { concurrency: 1, ..opts(3) };
-    let report = delete_many(&c, "perkey", futures_util::stream::iter(keys.clone()), &options).await;
+    let report =
+        delete_many(&Engine::new(c.clone()), "perkey", futures_util::stream::iter(keys.clone()), &options).await;
     assert!(report.failed.is_empty(), "{:?}", &report.failed[..report.failed.len().min(3)]);
     assert_eq!(report.deleted, 2_000);
     // Batch 1: 1,000 faulted, retried, 500 faulted again, retried; batch 2: clean.
@@ -145,7 +160,8 @@ async fn transient_per_key_errors_are_retried() {
     // With a single attempt they are reported instead.
     let (c, _) = client_with_per_key_faults(&srv, 10);
     put_all(&c, "perkey", &keys[..20]).await;
-    let report = delete_many(&c, "perkey", futures_util::stream::iter(keys[..20].to_vec()), &opts(1)).await;
+    let report =
+        delete_many(&Engine::new(c.clone()), "perkey", futures_util::stream::iter(keys[..20].to_vec()), &opts(1)).await;
     assert_eq!(report.failed.len(), 10);
     assert!(report.failed.iter().all(|f| f.code == "InternalError"));
 }

@@ -6,6 +6,8 @@ mod sched_support;
 
 use bytes::Bytes;
 use ferry_engine::listing::{dir_of, list_flat_pruned, list_parallel, list_per_directory, ListOptions};
+use ferry_engine::Engine;
+use ferry_store::ObjectStoreExt;
 use ferry_store::{ListParams, Mode, ObjectRef, PutParams, RetryConfig, S3Client};
 use futures_util::StreamExt;
 use sched_support::{client, server};
@@ -81,7 +83,10 @@ async fn pruned_and_per_directory_match_a_brute_force_filter() {
     for page_size in [1000, 37] {
         let opts = ListOptions { page_size, ..ListOptions::default() };
         let before = counts.get("LIST");
-        let (got, stats) = list_flat_pruned(&c, "prune", "t/", interest.clone(), &opts).collect_all().await.unwrap();
+        let (got, stats) = list_flat_pruned(&Engine::new(c.clone()), "prune", "t/", interest.clone(), &opts)
+            .collect_all()
+            .await
+            .unwrap();
         let got: Vec<String> = got.into_iter().map(|o| o.key).collect();
         assert_eq!(got, brute("t/"), "page size {page_size}");
         assert_eq!(counts.get("LIST") - before, stats.requests);
@@ -92,7 +97,8 @@ async fn pruned_and_per_directory_match_a_brute_force_filter() {
 
         // Per-directory: same directly-contained keys, one call per directory (+ pages).
         let before = counts.get("LIST");
-        let (per_dir, stats) = list_per_directory(&c, "prune", interest.clone(), &opts).collect_all().await.unwrap();
+        let (per_dir, stats) =
+            list_per_directory(&Engine::new(c.clone()), "prune", interest.clone(), &opts).collect_all().await.unwrap();
         // Directory by directory (in directory order), so nested directories like
         // `x/` and `x//` come out grouped, not interleaved in key order.
         let mut per_dir: Vec<String> = per_dir.into_iter().map(|o| o.key).collect();
@@ -105,12 +111,15 @@ async fn pruned_and_per_directory_match_a_brute_force_filter() {
 
     // Nothing of interest: nothing listed at all.
     let (got, stats) =
-        list_flat_pruned(&c, "prune", "t/", Vec::<String>::new(), &ListOptions::default()).collect_all().await.unwrap();
+        list_flat_pruned(&Engine::new(c.clone()), "prune", "t/", Vec::<String>::new(), &ListOptions::default())
+            .collect_all()
+            .await
+            .unwrap();
     assert!(got.is_empty());
     assert_eq!(stats.requests, 0);
     // Only the first directory: the listing starts at it and stops right after it.
     let (got, stats) = list_flat_pruned(
-        &c,
+        &Engine::new(c.clone()),
         "prune",
         "t/",
         vec!["t/part=00000/".to_string()],
@@ -180,7 +189,7 @@ async fn parallel_listing_equals_the_plain_listing() {
     for (page_size, max_ranges, concurrency) in [(1000, 64, 16), (20, 64, 16), (7, 4, 2), (13, 1, 1), (3, 200, 32)] {
         let opts = ListOptions { page_size, max_ranges, concurrency, buffer_pages: 1 };
         let before = counts.get("LIST");
-        let (got, stats) = list_parallel(&c, "par", "p/", &opts).collect_all().await.unwrap();
+        let (got, stats) = list_parallel(&Engine::new(c.clone()), "par", "p/", &opts).collect_all().await.unwrap();
         let got: Vec<String> = got.into_iter().map(|o| o.key).collect();
         assert_eq!(got, want, "page {page_size}, max ranges {max_ranges}");
         assert_eq!(counts.get("LIST") - before, stats.requests);
@@ -190,13 +199,15 @@ async fn parallel_listing_equals_the_plain_listing() {
         }
     }
     // A prefix with no keys, and the whole bucket.
-    let (got, stats) = list_parallel(&c, "par", "nothing/", &ListOptions::default()).collect_all().await.unwrap();
+    let (got, stats) =
+        list_parallel(&Engine::new(c.clone()), "par", "nothing/", &ListOptions::default()).collect_all().await.unwrap();
     assert!(got.is_empty());
     assert_eq!(stats.requests, 1);
-    let (got, _) = list_parallel(&c, "par", "", &ListOptions { page_size: 11, ..ListOptions::default() })
-        .collect_all()
-        .await
-        .unwrap();
+    let (got, _) =
+        list_parallel(&Engine::new(c.clone()), "par", "", &ListOptions { page_size: 11, ..ListOptions::default() })
+            .collect_all()
+            .await
+            .unwrap();
     assert_eq!(got.into_iter().map(|o| o.key).collect::<Vec<_>>(), plain(&c, "par", "").await);
 }
 
@@ -211,7 +222,7 @@ async fn parallel_listing_memory_is_bounded_by_ranges() {
     let keys = layout("b/", 500, 6);
     put_all(&c, "bound", &keys).await;
     let opts = ListOptions { page_size: 10, max_ranges: 5, buffer_pages: 1, concurrency: 8 };
-    let mut listing = list_parallel(&c, "bound", "b/", &opts);
+    let mut listing = list_parallel(&Engine::new(c.clone()), "bound", "b/", &opts);
     let mut taken = Vec::new();
     for _ in 0..3 {
         taken.push(listing.next().await.unwrap().unwrap().key);
@@ -238,19 +249,24 @@ async fn full_size_layout() {
     put_all(&c, "lab", &keys).await;
     let dirs: Vec<String> = (0..17_520).map(|d| format!("listing/part={d:05}/")).collect();
     let (got, stats) =
-        list_flat_pruned(&c, "lab", "listing/", dirs.clone(), &ListOptions::default()).collect_all().await.unwrap();
+        list_flat_pruned(&Engine::new(c.clone()), "lab", "listing/", dirs.clone(), &ListOptions::default())
+            .collect_all()
+            .await
+            .unwrap();
     assert_eq!(got.len(), keys.len());
     assert!(got.iter().zip(&keys).all(|(g, k)| &g.key == k));
     assert_eq!(stats.requests, 106);
     // Pruned to every tenth partition: the brute-force filter agrees.
     let some: BTreeSet<String> = dirs.iter().step_by(10).cloned().collect();
-    let (got, _) = list_flat_pruned(&c, "lab", "listing/", some.iter().cloned(), &ListOptions::default())
-        .collect_all()
-        .await
-        .unwrap();
+    let (got, _) =
+        list_flat_pruned(&Engine::new(c.clone()), "lab", "listing/", some.iter().cloned(), &ListOptions::default())
+            .collect_all()
+            .await
+            .unwrap();
     let brute: Vec<&String> = keys.iter().filter(|k| some.contains(dir_of(k))).collect();
     assert_eq!(got.iter().map(|o| &o.key).collect::<Vec<_>>(), brute);
-    let (par, stats) = list_parallel(&c, "lab", "listing/", &ListOptions::default()).collect_all().await.unwrap();
+    let (par, stats) =
+        list_parallel(&Engine::new(c.clone()), "lab", "listing/", &ListOptions::default()).collect_all().await.unwrap();
     assert_eq!(par.len(), keys.len());
     assert!(par.iter().zip(&keys).all(|(g, k)| &g.key == k));
     assert!(stats.ranges > 1);

@@ -1,5 +1,5 @@
-//! The client's memory budget (`S3Client::memory_budget`) against a real `ferry serve`:
-//! open-ahead, `get_ranges` and a ranged download of one client all draw from it at
+//! The engine's memory budget (`Engine::memory_budget`) against a real `ferry serve`:
+//! open-ahead, `get_ranges` and a ranged download of one engine all draw from it at
 //! once, and a slow consumer holds the bytes read ahead to the budget (not to
 //! open-ahead's own, larger `max_buffered`); every byte still arrives intact. An upload
 //! from a stream of unknown length to a slow endpoint reads its source only as far as
@@ -24,8 +24,8 @@ async fn a_slow_consumer_holds_bytes_in_flight_to_the_budget() {
     let (c, _) = client(&srv, Mode::Auto, RetryConfig::default());
     c.create_bucket("mem").await.unwrap();
     let budget_bytes: u64 = 3 << 20;
-    let c = c.with_memory_budget(budget_bytes);
-    let budget = c.memory_budget();
+    let e = ferry_engine::Engine::new(c.clone()).with_memory_budget(budget_bytes);
+    let budget = e.memory_budget();
 
     // 24 objects of 1 MiB read in order by a consumer that sleeps between chunks;
     // open-ahead alone would read ahead up to 64 MiB (8 slots x ~7 MiB).
@@ -43,9 +43,9 @@ async fn a_slow_consumer_holds_bytes_in_flight_to_the_budget() {
     let opts = OpenAheadOptions::default();
     assert!(opts.max_buffered > 10 * budget_bytes, "the test needs open-ahead's own bound far above the budget");
     let reader = {
-        let (c, objects) = (c.clone(), objects.clone());
+        let (e, objects) = (e.clone(), objects.clone());
         tokio::spawn(async move {
-            let mut reader = OpenAhead::from_list(&c, objects.iter().map(|(o, _)| o.clone()).collect(), opts);
+            let mut reader = OpenAhead::from_list(&e, objects.iter().map(|(o, _)| o.clone()).collect(), opts);
             let mut n = 0;
             while let Some(opened) = reader.next().await {
                 let opened = opened.unwrap();
@@ -65,14 +65,14 @@ async fn a_slow_consumer_holds_bytes_in_flight_to_the_budget() {
     // Meanwhile, the same client reads spans and downloads in parts.
     let ranges: Vec<std::ops::Range<u64>> = (0..12u64).map(|i| i * (1 << 20)..i * (1 << 20) + 300_000).collect();
     let ropts = RangesOptions { max_span: 1 << 20, ..RangesOptions::default() };
-    let got = get_ranges(&c, &big, &ranges, &ropts).await.unwrap();
+    let got = get_ranges(&e, &big, &ranges, &ropts).await.unwrap();
     for (r, part) in ranges.iter().zip(&got.parts) {
         assert!(part[..] == big_body[r.start as usize..r.end as usize]);
     }
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("big");
     let params = DownloadParams { part_size: 1 << 20, ..DownloadParams::default() };
-    download_file(&c, &big, &dest, &params, None).await.unwrap();
+    download_file(&e, &big, &dest, &params, None).await.unwrap();
     assert!(std::fs::read(&dest).unwrap() == big_body[..]);
 
     let stats = reader.await.unwrap();
@@ -108,10 +108,10 @@ async fn an_upload_from_a_stream_reads_ahead_only_within_the_budget() {
     let srv = server(|c| c.emulation.rate_per_conn = Some(16_000_000));
     let (c, counts) = client(&srv, Mode::H1Pool, RetryConfig::default());
     c.create_bucket("upload").await.unwrap();
-    let part: u64 = ferry_store::multipart::MIN_PART_SIZE;
+    let part: u64 = ferry_store::s3::multipart::MIN_PART_SIZE;
     let budget_bytes = 2 * part;
-    let c = c.with_memory_budget(budget_bytes);
-    let budget = c.memory_budget();
+    let e = ferry_engine::Engine::new(c.clone()).with_memory_budget(budget_bytes);
+    let budget = e.memory_budget();
     let body = data(8 * part as usize, 7);
     let pulled = Arc::new(AtomicU64::new(0));
     let chunks: Vec<std::io::Result<bytes::Bytes>> =
@@ -141,7 +141,7 @@ async fn an_upload_from_a_stream_reads_ahead_only_within_the_budget() {
     };
     let object = ObjectRef::new("upload", "from-stdin");
     let params = UploadParams { part_size: part, concurrency: 8, ..UploadParams::default() };
-    let out = upload_stream(&c, source, &object, &params, None).await.unwrap();
+    let out = upload_stream(&e, source, &object, &params, None).await.unwrap();
     done.store(true, SeqCst);
     watcher.await.unwrap();
     assert_eq!(out.size, body.len() as u64);

@@ -7,6 +7,7 @@ mod sched_support;
 
 use bytes::Bytes;
 use ferry_engine::openahead::{OpenAhead, OpenAheadOptions};
+use ferry_engine::Engine;
 use ferry_store::{Error, Mode, ObjectRef, PutParams, RetryConfig, S3Client};
 use ferry_wire::{Request, Response, Transport, TransportStats, WireError};
 use futures_util::future::BoxFuture;
@@ -38,7 +39,11 @@ async fn every_byte_in_order_within_the_bounds() {
         let opts = OpenAheadOptions { max_open: 4, max_buffered: 1 << 20, ..OpenAheadOptions::default() };
         let gets_before = counts.get("GET object");
         counts.reset_peak();
-        let mut reader = OpenAhead::from_list(&c, objects.iter().map(|(o, _)| o.clone()).collect(), opts.clone());
+        let mut reader = OpenAhead::from_list(
+            &Engine::new(c.clone()),
+            objects.iter().map(|(o, _)| o.clone()).collect(),
+            opts.clone(),
+        );
         let mut n = 0;
         while let Some(opened) = reader.next().await {
             let opened = opened.unwrap();
@@ -83,7 +88,8 @@ async fn idle_streams_are_closed_and_reopened() {
     // Each slot may buffer 48 KiB of its object (plus one chunk), then sits idle.
     let opts = OpenAheadOptions { max_open: 3, max_buffered: 3 * 64 * 1024, idle_limit: Duration::from_millis(50) };
     let gets_before = counts.get("GET object");
-    let mut reader = OpenAhead::from_list(&c, objects.iter().map(|(o, _)| o.clone()).collect(), opts);
+    let mut reader =
+        OpenAhead::from_list(&Engine::new(c.clone()), objects.iter().map(|(o, _)| o.clone()).collect(), opts);
     for (i, (_, want)) in objects.iter().enumerate() {
         tokio::time::sleep(Duration::from_millis(200)).await; // a slow consumer
         let got = reader.next().await.unwrap().unwrap().collect().await.unwrap();
@@ -109,7 +115,7 @@ async fn a_replaced_object_is_never_mixed_and_errors_keep_their_place() {
     let missing = ObjectRef::new("mix", "scan/missing");
     let list = vec![objects[0].0.clone(), objects[1].0.clone(), missing, objects[2].0.clone()];
     let opts = OpenAheadOptions { max_open: 3, max_buffered: 4 * 64 * 1024, idle_limit: Duration::from_millis(30) };
-    let mut reader = OpenAhead::from_list(&c, list, opts);
+    let mut reader = OpenAhead::from_list(&Engine::new(c.clone()), list, opts);
     // Taking the first object opens the next three; they buffer their share and go idle.
     let first = reader.next().await.unwrap().unwrap().collect().await.unwrap();
     assert!(first == objects[0].1);
@@ -133,7 +139,7 @@ async fn reads_from_a_stream_of_objects() {
     let (c, _) = client(&srv, Mode::Auto, RetryConfig::default());
     let objects = put_objects(&c, "strm", &[10, 20, 30, 40, 50]).await;
     let refs = objects.iter().map(|(o, _)| o.clone()).collect::<Vec<_>>();
-    let reader = OpenAhead::new(&c, futures_util::stream::iter(refs), OpenAheadOptions::default());
+    let reader = OpenAhead::new(&Engine::new(c.clone()), futures_util::stream::iter(refs), OpenAheadOptions::default());
     let got: Vec<Bytes> =
         futures_util::future::join_all(reader.into_stream().map(|o| o.unwrap().collect()).collect::<Vec<_>>().await)
             .await
@@ -149,7 +155,8 @@ async fn reads_from_a_stream_of_objects() {
         tokio::time::sleep(Duration::from_millis(10)).await;
         o
     });
-    let mut reader = OpenAhead::new(&c, slow, OpenAheadOptions { max_open: 3, ..OpenAheadOptions::default() });
+    let mut reader =
+        OpenAhead::new(&Engine::new(c.clone()), slow, OpenAheadOptions { max_open: 3, ..OpenAheadOptions::default() });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(reader.stats().opened, 3, "{:?}", reader.stats());
     let mut n = 0;
@@ -175,7 +182,8 @@ async fn the_window_grows_while_the_consumer_waits_for_first_bytes() {
     let objects = put_objects(&c, "grow", &[16 * 1024; 120]).await;
     let opts = OpenAheadOptions { max_open: 16, max_buffered: 1 << 20, ..OpenAheadOptions::default() };
     counts.reset_peak();
-    let mut reader = OpenAhead::from_list(&c, objects.iter().map(|(o, _)| o.clone()).collect(), opts.clone());
+    let mut reader =
+        OpenAhead::from_list(&Engine::new(c.clone()), objects.iter().map(|(o, _)| o.clone()).collect(), opts.clone());
     for (i, (_, want)) in objects.iter().enumerate() {
         let got = reader.next().await.unwrap().unwrap().collect().await.unwrap();
         assert!(got[..] == want[..], "object {i} differs");
@@ -239,7 +247,11 @@ async fn one_long_wait_grows_the_window_by_what_it_cost() {
         Arc::new(SlowHead { inner, key: "scan/0020.orc", delay: Duration::from_millis(400) })
     });
     let opts = OpenAheadOptions { max_open: 24, ..OpenAheadOptions::default() };
-    let mut reader = OpenAhead::from_list(&slow, objects.iter().map(|(o, _)| o.clone()).collect(), opts.clone());
+    let mut reader = OpenAhead::from_list(
+        &Engine::new(slow.clone()),
+        objects.iter().map(|(o, _)| o.clone()).collect(),
+        opts.clone(),
+    );
     for (i, (_, want)) in objects.iter().enumerate() {
         let got = reader.next().await.unwrap().unwrap().collect().await.unwrap();
         assert!(got[..] == want[..], "object {i} differs");
@@ -263,8 +275,11 @@ async fn the_window_stays_when_first_bytes_hide_behind_reading() {
     });
     let (c, _) = client(&srv, Mode::H1Pool, RetryConfig::default());
     let objects = put_objects(&c, "stay", &[1 << 20; 12]).await;
-    let mut reader =
-        OpenAhead::from_list(&c, objects.iter().map(|(o, _)| o.clone()).collect(), OpenAheadOptions::default());
+    let mut reader = OpenAhead::from_list(
+        &Engine::new(c.clone()),
+        objects.iter().map(|(o, _)| o.clone()).collect(),
+        OpenAheadOptions::default(),
+    );
     for (i, (_, want)) in objects.iter().enumerate() {
         let mut opened = reader.next().await.unwrap().unwrap();
         let mut got = Vec::new();

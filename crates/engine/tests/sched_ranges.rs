@@ -8,6 +8,7 @@
 mod sched_support;
 
 use ferry_engine::ranges::{coalesce, get_ranges, CoalescePolicy, RangesOptions};
+use ferry_engine::Engine;
 use ferry_store::{Error, Mode, ObjectRef, PutParams, RetryConfig};
 use sched_support::{client, data, server};
 use std::ops::Range;
@@ -53,7 +54,7 @@ async fn get_ranges_returns_the_slices_asked_for() {
         ] {
             let opts = RangesOptions { policy, concurrency: 8, ..RangesOptions::default() };
             let gets_before = counts.get("GET object");
-            let out = get_ranges(&c, &object, &asked, &opts).await.unwrap();
+            let out = get_ranges(&Engine::new(c.clone()), &object, &asked, &opts).await.unwrap();
             assert_eq!(out.parts.len(), asked.len());
             for (r, p) in asked.iter().zip(&out.parts) {
                 assert_eq!(&p[..], &body[r.start as usize..r.end as usize], "range {r:?} over {mode:?}");
@@ -84,26 +85,32 @@ async fn get_ranges_errors_are_clear() {
     c.put_object(&object, body.clone(), PutParams::default()).await.unwrap();
 
     // Past the end: an error naming the range and the size, not a short answer.
-    let e = get_ranges(&c, &object, &[0..10, 99_990..100_010], &RangesOptions::default()).await.unwrap_err();
+    let e = get_ranges(&Engine::new(c.clone()), &object, &[0..10, 99_990..100_010], &RangesOptions::default())
+        .await
+        .unwrap_err();
     assert!(matches!(&e, Error::Service { status: 416, .. }), "{e}");
     assert!(e.to_string().contains("100000 bytes"), "{e}");
-    let e = get_ranges(&c, &object, &[200_000..200_001], &RangesOptions::default()).await.unwrap_err();
+    let e =
+        get_ranges(&Engine::new(c.clone()), &object, &[200_000..200_001], &RangesOptions::default()).await.unwrap_err();
     assert_eq!(e.status(), Some(416), "{e}");
 
     // Another version than the one the caller pinned: Precondition.
     let opts =
         RangesOptions { if_match: Some("\"0123456789abcdef0123456789abcdef\"".into()), ..RangesOptions::default() };
-    let e = get_ranges(&c, &object, &[0..10], &opts).await.unwrap_err();
+    let e = get_ranges(&Engine::new(c.clone()), &object, &[0..10], &opts).await.unwrap_err();
     assert!(matches!(e, Error::Precondition { .. }), "{e}");
 
     // Nothing asked, or only empty ranges: nothing fetched.
     let before = counts.get("GET object");
-    let out = get_ranges(&c, &object, &[5..5], &RangesOptions::default()).await.unwrap();
+    let out = get_ranges(&Engine::new(c.clone()), &object, &[5..5], &RangesOptions::default()).await.unwrap();
     assert_eq!(out.parts, vec![bytes::Bytes::new()]);
     assert_eq!(counts.get("GET object"), before);
     assert_eq!(out.stats.requests, 0);
 
     // Missing object.
-    let e = get_ranges(&c, &ObjectRef::new("rerr", "missing"), &[0..10], &RangesOptions::default()).await.unwrap_err();
+    let e =
+        get_ranges(&Engine::new(c.clone()), &ObjectRef::new("rerr", "missing"), &[0..10], &RangesOptions::default())
+            .await
+            .unwrap_err();
     assert!(e.is_not_found(), "{e}");
 }

@@ -6,6 +6,7 @@ mod common;
 
 use bytes::Bytes;
 use common::data;
+use ferry_engine::Engine;
 use ferry_engine::{download_file, upload_file, DownloadParams, UploadParams, Verified};
 use ferry_proto::checksum::ChecksumAlgorithm;
 use ferry_server::{config::ServeConfig, BackgroundServer};
@@ -43,20 +44,26 @@ async fn upload_then_download_round_trip_verified() {
     std::fs::write(&src, &bytes).unwrap();
     let obj = ObjectRef::new("rtrip", "big");
     let params = UploadParams { part_size: 5 * 1024 * 1024, ..Default::default() };
-    let up = upload_file(&c, &src, &obj, &params, None).await.unwrap();
+    let up = upload_file(&Engine::new(c.clone()), &src, &obj, &params, None).await.unwrap();
     assert_eq!((up.size, up.parts, up.resumed_bytes), (bytes.len() as u64, 5, 0));
     let dest = dir.path().join("back.bin");
-    let dl = download_file(&c, &obj, &dest, &DownloadParams { part_size: 4 * 1024 * 1024, ..Default::default() }, None)
-        .await
-        .unwrap();
+    let dl = download_file(
+        &Engine::new(c.clone()),
+        &obj,
+        &dest,
+        &DownloadParams { part_size: 4 * 1024 * 1024, ..Default::default() },
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(dl.verified, Verified::Checksum(ChecksumAlgorithm::Crc64Nvme));
     assert_eq!(std::fs::read(&dest).unwrap(), bytes);
     assert!(leftovers(dir.path()).is_empty(), "{:?}", leftovers(dir.path()));
     // Small: one PUT, one verified GET.
     std::fs::write(&src, b"small").unwrap();
     let small = ObjectRef::new("rtrip", "small");
-    upload_file(&c, &src, &small, &params, None).await.unwrap();
-    let dl = download_file(&c, &small, &dest, &DownloadParams::default(), None).await.unwrap();
+    upload_file(&Engine::new(c.clone()), &src, &small, &params, None).await.unwrap();
+    let dl = download_file(&Engine::new(c.clone()), &small, &dest, &DownloadParams::default(), None).await.unwrap();
     assert_eq!(dl.verified, Verified::Checksum(ChecksumAlgorithm::Crc64Nvme));
     assert_eq!(std::fs::read(&dest).unwrap(), b"small");
 }
@@ -74,9 +81,10 @@ async fn a_file_upload_streams_its_parts_instead_of_holding_them() {
     let obj = ObjectRef::new("stream", "big");
     let part_size = 5 * 1024 * 1024;
     let params = UploadParams { part_size, concurrency: 5, ..Default::default() };
-    let up = upload_file(&c, &src, &obj, &params, None).await.unwrap();
+    let e = Engine::new(c.clone());
+    let up = upload_file(&e, &src, &obj, &params, None).await.unwrap();
     assert_eq!((up.size, up.parts), (bytes.len() as u64, 5));
-    let budget = c.memory_budget();
+    let budget = e.memory_budget();
     let bound = 5 * ferry_engine::upload::part_bytes_in_memory(part_size);
     assert!(
         budget.peak() > 0 && budget.peak() <= bound && bound < part_size,
@@ -99,7 +107,11 @@ async fn cancelled_download_never_shows_the_final_name_and_resumes() {
     let dest = dir.path().join("obj");
     let params =
         DownloadParams { part_size: 1024 * 1024, concurrency: 2, resume: true, durable: true, ..Default::default() };
-    let cut = tokio::time::timeout(Duration::from_millis(400), download_file(&c, &obj, &dest, &params, None)).await;
+    let cut = tokio::time::timeout(
+        Duration::from_millis(400),
+        download_file(&Engine::new(c.clone()), &obj, &dest, &params, None),
+    )
+    .await;
     assert!(cut.is_err(), "the download finished before it could be cancelled");
     assert!(!dest.exists(), "a cancelled download left a file under the final name");
     let (tmp, state) = ferry_engine::download::temp_paths(&dest);
@@ -113,7 +125,7 @@ async fn cancelled_download_never_shows_the_final_name_and_resumes() {
         let f = std::fs::OpenOptions::new().write(true).open(&tmp).unwrap();
         f.write_all_at(&[0xAA; 4096], done[0] * 1024 * 1024 + 100).unwrap();
     }
-    let dl = download_file(&c, &obj, &dest, &params, None).await.unwrap();
+    let dl = download_file(&Engine::new(c.clone()), &obj, &dest, &params, None).await.unwrap();
     assert_eq!(dl.resumed_bytes, (done.len() as u64 - 1) * 1024 * 1024, "every kept part but the damaged one");
     assert!(dl.resumed_bytes > 0 && dl.fetched_bytes < bytes.len() as u64, "{dl:?}");
     assert_eq!(dl.resumed_bytes + dl.fetched_bytes, bytes.len() as u64);
@@ -137,9 +149,13 @@ async fn upload_reuses_matching_parts_and_resends_the_rest() {
     c.upload_part(&upload, 1, Bytes::copy_from_slice(&bytes[..part])).await.unwrap();
     c.upload_part(&upload, 2, Bytes::from(data(part, 99))).await.unwrap();
     let params = UploadParams { part_size: part as u64, concurrency: 2, ..Default::default() };
-    let up = upload_file(&c, &src, &obj, &params, None).await.unwrap();
+    let up = upload_file(&Engine::new(c.clone()), &src, &obj, &params, None).await.unwrap();
     assert_eq!(up.resumed_bytes, part as u64, "only part 1 holds");
     let got = c.get_object(&obj, GetParams::default()).await.unwrap().body.collect().await.unwrap();
     assert_eq!(&got[..], &bytes[..]);
-    assert_eq!(ferry_engine::upload::newest_upload(&c, &obj).await.unwrap(), None, "the upload was completed");
+    assert_eq!(
+        ferry_engine::upload::newest_upload(&Engine::new(c.clone()), &obj).await.unwrap(),
+        None,
+        "the upload was completed"
+    );
 }

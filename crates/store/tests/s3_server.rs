@@ -4,10 +4,11 @@
 //! produced by the server; that case is covered by the scripted unit tests.
 
 use bytes::Bytes;
+use ferry_engine::upload::{upload_stream, UploadParams};
 use ferry_server::{BackgroundServer, ServeConfig};
 use ferry_store::{
-    CopyParams, Credentials, CredentialsSource, Error, GetParams, ListParams, Mode, MultipartParams, ObjectRef,
-    PutParams, RangeSpec, RetryConfig, S3Client, UploadSource,
+    CopyParams, Credentials, CredentialsSource, Error, GetParams, ListParams, Mode, ObjectRef, ObjectStore,
+    ObjectStoreExt, PutParams, PutPayload, RangeSpec, RetryConfig, S3Client,
 };
 use futures_util::StreamExt;
 use std::net::SocketAddr;
@@ -62,32 +63,33 @@ async fn faults_503_are_retried() {
     let body = data(200_000, 4);
     for i in 0..10 {
         let o = ObjectRef::new("f503", format!("k{i}"));
-        c.put_object(&o, body.clone(), PutParams::default()).await.unwrap();
-        c.head_object(&o).await.unwrap();
-        assert_eq!(c.get_object(&o, GetParams::default()).await.unwrap().body.collect().await.unwrap(), body);
+        c.put(&o, PutPayload::Bytes(body.clone()), PutParams::default()).await.unwrap();
+        c.head(&o).await.unwrap();
+        assert_eq!(c.get(&o, GetParams::default()).await.unwrap().body.collect().await.unwrap(), body);
     }
     let (objects, _) = c.list_all("f503", ListParams { max_keys: Some(3), ..ListParams::default() }).await.unwrap();
     assert_eq!(objects.len(), 10);
-    c.copy_object(&ObjectRef::new("f503", "k0"), &ObjectRef::new("f503", "copy"), CopyParams::default()).await.unwrap();
+    c.copy(&ObjectRef::new("f503", "k0"), &ObjectRef::new("f503", "copy"), CopyParams::default()).await.unwrap();
     let big = data(11 * 1024 * 1024, 5);
-    let out = c
-        .upload_multipart(
-            &ObjectRef::new("f503", "mpb"),
-            UploadSource::Stream(futures_util::stream::iter(vec![Ok(big.clone())]).boxed()),
-            MultipartParams { part_size: 5 * 1024 * 1024, concurrency: 3, ..MultipartParams::default() },
-        )
-        .await
-        .unwrap();
-    assert!(out.etag.ends_with("-3\""));
+    let out = upload_stream(
+        &ferry_engine::Engine::new(c.clone()),
+        futures_util::stream::iter(vec![Ok(big.clone())]).boxed(),
+        &ObjectRef::new("f503", "mpb"),
+        &UploadParams { part_size: 5 * 1024 * 1024, concurrency: 3, ..UploadParams::default() },
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(out.etag.unwrap().ends_with("-3\""));
     assert_eq!(
-        c.get_object(&ObjectRef::new("f503", "mpb"), GetParams::default()).await.unwrap().body.collect().await.unwrap(),
+        c.get(&ObjectRef::new("f503", "mpb"), GetParams::default()).await.unwrap().body.collect().await.unwrap(),
         big
     );
     let keys: Vec<String> = (0..10).map(|i| format!("k{i}")).chain(["copy".to_string(), "mpb".to_string()]).collect();
-    let out = c.delete_objects("f503", &keys).await.unwrap();
+    let out = c.delete_batch("f503", &keys).await.unwrap();
     assert!(out.errors.is_empty());
     for k in &keys {
-        c.delete_object(&ObjectRef::new("f503", k.as_str())).await.unwrap();
+        c.delete(&ObjectRef::new("f503", k.as_str())).await.unwrap();
     }
 }
 
@@ -105,11 +107,11 @@ async fn faults_reset_mid_body_are_resumed() {
     for i in 0..6u8 {
         let o = ObjectRef::new("reset", format!("obj{i}"));
         let body = data(4 * 1024 * 1024, i);
-        c.put_object(&o, body.clone(), PutParams::default()).await.unwrap();
-        let got = c.get_object(&o, GetParams::default()).await.unwrap();
+        c.put(&o, PutPayload::Bytes(body.clone()), PutParams::default()).await.unwrap();
+        let got = c.get(&o, GetParams::default()).await.unwrap();
         assert_eq!(got.body.collect().await.unwrap(), body, "object {i}");
         // Ranged GETs resume too.
-        let r = c.get_object(&o, GetParams::range(RangeSpec::FromTo(1000, 3_000_000))).await.unwrap();
+        let r = c.get(&o, GetParams::range(RangeSpec::FromTo(1000, 3_000_000))).await.unwrap();
         assert_eq!(r.body.collect().await.unwrap(), body.slice(1000..3_000_001));
     }
     // Resets did happen: each closes a pooled connection, so more than one was opened.
@@ -119,7 +121,7 @@ async fn faults_reset_mid_body_are_resumed() {
         let c = client(&server, mode, retry(12));
         let o = ObjectRef::new("reset", "obj1");
         assert_eq!(
-            c.get_object(&o, GetParams::default()).await.unwrap().body.collect().await.unwrap(),
+            c.get(&o, GetParams::default()).await.unwrap().body.collect().await.unwrap(),
             data(4 * 1024 * 1024, 1),
             "{mode:?}"
         );
@@ -136,12 +138,12 @@ async fn a_replaced_object_is_never_mixed_into_a_resumed_get() {
     let c = client(&server, Mode::H1Pool, retry(3));
     c.create_bucket("mix").await.unwrap();
     let o = ObjectRef::new("mix", "o");
-    c.put_object(&o, data(4 * 1024 * 1024, 1), PutParams::default()).await.unwrap();
-    let mut body = c.get_object(&o, GetParams::default()).await.unwrap().body;
+    c.put(&o, PutPayload::Bytes(data(4 * 1024 * 1024, 1)), PutParams::default()).await.unwrap();
+    let mut body = c.get(&o, GetParams::default()).await.unwrap().body;
     // Read what arrives before the cut, then replace the object.
     let first = body.chunk().await.unwrap().unwrap();
     assert!(!first.is_empty());
-    c.put_object(&o, data(4 * 1024 * 1024, 2), PutParams::default()).await.unwrap();
+    c.put(&o, PutPayload::Bytes(data(4 * 1024 * 1024, 2)), PutParams::default()).await.unwrap();
     let mut last = None;
     while let Some(item) = body.chunk().await {
         if let Err(e) = item {

@@ -1,11 +1,11 @@
 //! Unit tests of retry decisions, resume and integrity over the scripted transport
 //! (scripted.rs), which stands in for the network only here.
 
-use crate::body::Verifier;
-use crate::client::{ClientConfig, S3Client};
-use crate::credentials::Credentials;
 use crate::retry::RetryConfig;
-use crate::scripted::{Scripted, ScriptedTransport};
+use crate::s3::body::Verifier;
+use crate::s3::client::{ClientConfig, S3Client};
+use crate::s3::credentials::Credentials;
+use crate::s3::scripted::{Scripted, ScriptedTransport};
 use crate::{ChecksumAlgorithm, Error, GetParams, ObjectRef, PutParams};
 use bytes::Bytes;
 use ferry_wire::ErrorKind;
@@ -413,32 +413,6 @@ async fn delete_objects_splits_into_requests_of_1000_keys() {
 }
 
 #[tokio::test]
-async fn a_failed_part_aborts_the_upload() {
-    let init =
-        ferry_proto::xml::InitiateMultipartUploadResult { bucket: "b".into(), key: "k".into(), upload_id: "U".into() }
-            .to_xml();
-    let part_ok = Scripted::status(200).header("etag", "\"p\"");
-    let forbidden = || Scripted::status(403).body("<Error><Code>AccessDenied</Code><Message>no</Message></Error>");
-    // Concurrency 1 so the script order is deterministic: part 1 ok, part 2 refused, abort.
-    let t =
-        ScriptedTransport::with(vec![Scripted::status(200).body(init), part_ok, forbidden(), Scripted::status(204)]);
-    let c = client(&t, fast_retry());
-    let d = Bytes::from(data(11 * 1024 * 1024));
-    let source = crate::UploadSource::Stream(futures_util::stream::iter(vec![Ok(d)]).boxed());
-    let params = crate::MultipartParams { part_size: 5 * 1024 * 1024, concurrency: 1, put: PutParams::default() };
-    let e = c.upload_multipart(&obj(), source, params).await.unwrap_err();
-    assert!(matches!(e, Error::Auth { .. }), "{e:?}");
-    let reqs = t.requests();
-    assert_eq!(reqs.len(), 4);
-    assert_eq!(reqs[0].path_and_query, "/b/k?uploads");
-    assert_eq!(reqs[0].header("x-amz-checksum-type"), Some("FULL_OBJECT"));
-    assert_eq!(reqs[1].path_and_query, "/b/k?partNumber=1&uploadId=U");
-    assert_eq!(reqs[3].method, http::Method::DELETE);
-    assert_eq!(reqs[3].path_and_query, "/b/k?uploadId=U");
-    assert_eq!(t.remaining(), 0);
-}
-
-#[tokio::test]
 async fn a_streamed_put_is_aws_chunked_with_a_trailer_and_sent_once() {
     let d = data(200_000);
     let t = ScriptedTransport::with(vec![slow_down()]);
@@ -470,4 +444,32 @@ fn presigned_urls_verify_with_the_server_side_verifier() {
     let lookup = |ak: &str| (ak == "ferry").then(|| "ferry-secret".to_string());
     ferry_proto::sigv4::verify(&req, &lookup, std::time::SystemTime::now(), Duration::from_secs(900)).unwrap();
     assert!(c.presign_get(&obj(), Duration::from_secs(8 * 24 * 3600)).is_err());
+}
+
+#[tokio::test]
+async fn an_upload_by_hand_is_created_filled_and_aborted_with_s3s_requests() {
+    use crate::store::{ObjectStore, PartPayload};
+    let init =
+        ferry_proto::xml::InitiateMultipartUploadResult { bucket: "b".into(), key: "k".into(), upload_id: "U".into() }
+            .to_xml();
+    let t = ScriptedTransport::with(vec![
+        Scripted::status(200).body(init),
+        Scripted::status(200).header("etag", "\"p\""),
+        Scripted::status(204),
+    ]);
+    let c = client(&t, fast_retry());
+    let up = c.create_upload(&obj(), &PutParams::default()).await.unwrap();
+    let part = ObjectStore::upload_part(&c, &up, 1, PartPayload::Bytes(Bytes::from_static(b"x"))).await.unwrap();
+    assert_eq!(part.etag, "\"p\"");
+    c.abort_upload(&up).await.unwrap();
+    let reqs = t.requests();
+    assert_eq!(reqs.len(), 3);
+    assert_eq!((reqs[0].method.clone(), reqs[0].path_and_query.as_str()), (http::Method::POST, "/b/k?uploads"));
+    assert_eq!(reqs[0].header("x-amz-checksum-type"), Some("FULL_OBJECT"));
+    assert_eq!(
+        (reqs[1].method.clone(), reqs[1].path_and_query.as_str()),
+        (http::Method::PUT, "/b/k?partNumber=1&uploadId=U")
+    );
+    assert_eq!((reqs[2].method.clone(), reqs[2].path_and_query.as_str()), (http::Method::DELETE, "/b/k?uploadId=U"));
+    assert_eq!(t.remaining(), 0);
 }

@@ -14,42 +14,27 @@
 //! files) and buy a plain, replayable request that every S3-compatible server accepts;
 //! aws-chunked with trailers is only needed where the bytes cannot be read twice.
 
-use crate::body::{BodyState, ObjectBody, Verifier};
-use crate::client::{Op, OpBody, S3Client};
 use crate::error::{from_error_body, request_id, Error};
+use crate::s3::body::{BodyState, Verifier};
+use crate::s3::client::{Op, OpBody, S3Client};
 use bytes::{Bytes, BytesMut};
 use ferry_proto::checksum::{base64_encode, ChecksumAlgorithm, Checksummer};
 use ferry_proto::encoding::{parse_http_date, uri_encode};
-use ferry_proto::range::{parse_content_range, RangeSpec};
+use ferry_proto::range::parse_content_range;
 use ferry_wire::{RequestBody, Response};
 use futures_util::stream::{BoxStream, Stream, StreamExt};
 use http::{HeaderMap, Method};
 use md5::{Digest, Md5};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::SystemTime;
 
-pub use crate::client::ObjectRef;
+pub use crate::types::*;
 
 /// Largest XML response read (a 1,000-key listing with long keys is ~1 MB).
 pub(crate) const XML_LIMIT: usize = 16 * 1024 * 1024;
 
-/// What HEAD and GET say about an object.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ObjectInfo {
-    /// The whole object's size (also for a ranged GET).
-    pub size: u64,
-    /// As sent, quotes included.
-    pub etag: Option<String>,
-    pub last_modified: Option<SystemTime>,
-    pub content_type: Option<String>,
-    /// `x-amz-meta-*` values, names without the prefix, lower case.
-    pub metadata: BTreeMap<String, String>,
-    /// `x-amz-checksum-*` values (base64; `-N` for composite multipart checksums).
-    pub checksums: Vec<(ChecksumAlgorithm, String)>,
-}
-
 impl ObjectInfo {
+    /// What S3's HEAD and GET headers say about an object (`x-amz-meta-*`, `x-amz-checksum-*`).
     pub(crate) fn from_headers(headers: &HeaderMap) -> ObjectInfo {
         let get = |n: &str| headers.get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let size = match get("content-range").as_deref().and_then(parse_content_range) {
@@ -80,110 +65,6 @@ impl ObjectInfo {
         }
     }
 }
-
-/// GetObject parameters.
-#[derive(Clone, Debug)]
-pub struct GetParams {
-    pub range: Option<RangeSpec>,
-    pub if_match: Option<String>,
-    pub if_none_match: Option<String>,
-    pub if_modified_since: Option<SystemTime>,
-    pub if_unmodified_since: Option<SystemTime>,
-    /// Ask for the object's checksum (`x-amz-checksum-mode: ENABLED`) to verify a full
-    /// GET against it. On by default.
-    pub checksum_mode: bool,
-    /// The object's size when known (from a listing or a HEAD): with the `auto`
-    /// transport a small object's GET then goes down the pipeline (wire's auto.rs).
-    pub size_hint: Option<u64>,
-}
-
-impl Default for GetParams {
-    fn default() -> Self {
-        GetParams {
-            range: None,
-            if_match: None,
-            if_none_match: None,
-            if_modified_since: None,
-            if_unmodified_since: None,
-            checksum_mode: true,
-            size_hint: None,
-        }
-    }
-}
-
-impl GetParams {
-    pub fn range(range: RangeSpec) -> GetParams {
-        GetParams { range: Some(range), ..GetParams::default() }
-    }
-}
-
-/// GetObject result: the object's description and its body, streaming.
-#[derive(Debug)]
-pub struct GetObjectOutput {
-    pub meta: ObjectInfo,
-    /// `(first, last)` byte of the object in the body (inclusive).
-    pub range: Option<(u64, u64)>,
-    pub body: ObjectBody,
-}
-
-/// PutObject parameters.
-#[derive(Clone, Debug)]
-pub struct PutParams {
-    pub content_type: Option<String>,
-    /// Sent as `x-amz-meta-<name>`.
-    pub metadata: Vec<(String, String)>,
-    /// The checksum S3 verifies the upload against; `None` sends none.
-    pub checksum: Option<ChecksumAlgorithm>,
-    /// `If-None-Match: *`: fail with [`Error::Precondition`] if the key exists.
-    pub if_none_match_star: bool,
-    /// Also send Content-MD5 (bytes and files only).
-    pub content_md5: bool,
-}
-
-impl Default for PutParams {
-    fn default() -> Self {
-        PutParams {
-            content_type: None,
-            metadata: Vec::new(),
-            checksum: Some(ChecksumAlgorithm::Crc64Nvme),
-            if_none_match_star: false,
-            content_md5: false,
-        }
-    }
-}
-
-/// PutObject result.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PutObjectOutput {
-    pub etag: Option<String>,
-    /// The checksum sent (and, when the server echoed it, confirmed).
-    pub checksum: Option<(ChecksumAlgorithm, String)>,
-}
-
-/// CopyObject parameters.
-#[derive(Clone, Debug, Default)]
-pub struct CopyParams {
-    /// `Some`: replace the metadata (`x-amz-metadata-directive: REPLACE`); `None`: copy it.
-    pub metadata: Option<Vec<(String, String)>>,
-    pub content_type: Option<String>,
-    /// `x-amz-copy-source-if-match`.
-    pub if_match: Option<String>,
-}
-
-/// CopyObject result.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CopyObjectOutput {
-    pub etag: String,
-    pub last_modified: Option<SystemTime>,
-}
-
-/// DeleteObjects result: keys deleted, and one error per key that was not.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DeleteObjectsOutput {
-    pub deleted: Vec<String>,
-    pub errors: Vec<ferry_proto::xml::DeleteError>,
-}
-
 /// Whether XML 1.0 can carry `c` (https://www.w3.org/TR/xml/#charsets).
 fn xml_char(c: char) -> bool {
     matches!(c, '\u{9}' | '\u{A}' | '\u{D}' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
@@ -338,7 +219,7 @@ impl S3Client {
         let (sum, md5) = if params.checksum.is_some() || params.content_md5 {
             let mut hasher = params.checksum.map(Checksummer::new);
             let mut md5 = params.content_md5.then(Md5::new);
-            let mut stream = crate::client::file_stream(path.clone(), 0, len).await?;
+            let mut stream = crate::s3::client::file_stream(path.clone(), 0, len).await?;
             while let Some(chunk) = stream.next().await {
                 let chunk = chunk.map_err(|e| Error::Io { path: path.display().to_string(), error: e })?;
                 if let Some(h) = &mut hasher {

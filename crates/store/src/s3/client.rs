@@ -24,18 +24,11 @@
 //! `*.amazonaws.com`, except bucket names that are not valid DNS labels (dots, upper
 //! case), which S3 serves path-style. The transport connects to the endpoint host; the
 //! bucket only changes the Host header.
-//!
-//! Memory: each client carries one [`ByteBudget`] of bytes in flight that every fan-out
-//! of the engine draws from (ranged download parts, `get_ranges` spans, multipart upload
-//! parts, open-ahead read-ahead), sized from the connection cap
-//! ([`default_memory_budget`]) unless an expert sets it ([`S3ClientBuilder::memory_budget`],
-//! [`S3Client::with_memory_budget`]). It lives here, beside the controller, because both
-//! are per client and shared by its clones; the engine takes permits, the client only
-//! keeps the count.
 
-use crate::credentials::{self, Credentials, CredentialsSource};
 use crate::error::{self, Error};
 use crate::retry::{RetryBudget, RetryConfig};
+use crate::s3::credentials::{self, Credentials, CredentialsSource};
+use crate::types::ObjectRef;
 use bytes::Bytes;
 use ferry_proto::encoding::uri_encode;
 use ferry_proto::sigv4;
@@ -66,25 +59,6 @@ impl Addressing {
         } else {
             Addressing::PathStyle
         }
-    }
-}
-
-/// An object's location.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ObjectRef {
-    pub bucket: String,
-    pub key: String,
-}
-
-impl ObjectRef {
-    pub fn new(bucket: impl Into<String>, key: impl Into<String>) -> ObjectRef {
-        ObjectRef { bucket: bucket.into(), key: key.into() }
-    }
-}
-
-impl std::fmt::Display for ObjectRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "s3://{}/{}", self.bucket, self.key)
     }
 }
 
@@ -135,9 +109,6 @@ pub struct S3ClientBuilder {
     /// connection (h1-pipeline, and auto when it pipelines).
     pub pipeline_depth: Option<usize>,
     pub retry: RetryConfig,
-    /// `None`: [`default_memory_budget`] of the connection cap. Bytes the engine's
-    /// fan-outs may hold in flight at once, all of them together ([`ByteBudget`]).
-    pub memory_budget: Option<u64>,
 }
 
 impl S3ClientBuilder {
@@ -152,7 +123,6 @@ impl S3ClientBuilder {
             max_connections: None,
             pipeline_depth: None,
             retry: RetryConfig::default(),
-            memory_budget: None,
         }
     }
 
@@ -197,13 +167,6 @@ impl S3ClientBuilder {
         self
     }
 
-    /// An expert's cap on the bytes the engine holds in flight for this client (at
-    /// least 1 MiB); the default is [`default_memory_budget`].
-    pub fn memory_budget(mut self, bytes: u64) -> Self {
-        self.memory_budget = Some(bytes.max(MIN_MEMORY_BUDGET));
-        self
-    }
-
     /// Resolves credentials and region, and opens the transport (no connection yet).
     pub fn build(self) -> Result<S3Client, Error> {
         let endpoint = Endpoint::parse(&self.endpoint).map_err(|e| Error::Config(e.to_string()))?;
@@ -229,11 +192,7 @@ impl S3ClientBuilder {
             credentials,
             retry: self.retry,
         };
-        let client = S3Client::with_transport(transport, config);
-        Ok(match self.memory_budget {
-            Some(bytes) => client.with_memory_budget(bytes),
-            None => client,
-        })
+        Ok(S3Client::with_transport(transport, config))
     }
 }
 
@@ -257,8 +216,6 @@ pub(crate) struct Inner {
     /// the transport keeps none (then `execute` reports every response to it).
     pub(crate) controller: Arc<Controller>,
     pub(crate) feeds_controller: bool,
-    /// Bytes in flight for the engine's fan-outs, shared by all of them.
-    pub(crate) memory: Arc<ByteBudget>,
 }
 
 impl std::fmt::Debug for S3Client {
@@ -377,35 +334,7 @@ impl S3Client {
                 (Controller::new(ControllerOptions { max: OWN_CONTROLLER_MAX, ..ControllerOptions::default() }), true)
             }
         };
-        let memory = ByteBudget::new(default_memory_budget(controller.max()));
-        S3Client {
-            inner: Arc::new(Inner { transport, config, signing_creds, budget, controller, feeds_controller, memory }),
-        }
-    }
-
-    /// The same client (transport, controller, retry budget) drawing its bytes in flight
-    /// from a budget of `bytes` of its own (at least 1 MiB): an expert's override. Clones
-    /// made from the result share the new budget.
-    pub fn with_memory_budget(&self, bytes: u64) -> S3Client {
-        let i = &self.inner;
-        S3Client {
-            inner: Arc::new(Inner {
-                transport: i.transport.clone(),
-                config: i.config.clone(),
-                signing_creds: i.signing_creds.clone(),
-                budget: i.budget.clone(),
-                controller: i.controller.clone(),
-                feeds_controller: i.feeds_controller,
-                memory: ByteBudget::new(bytes.max(MIN_MEMORY_BUDGET)),
-            }),
-        }
-    }
-
-    /// The budget of bytes in flight that the engine's fan-outs (ranged download parts,
-    /// `get_ranges` spans, multipart upload parts, open-ahead buffers) all draw from
-    /// ([`ByteBudget`]); shared by this client's clones.
-    pub fn memory_budget(&self) -> Arc<ByteBudget> {
-        self.inner.memory.clone()
+        S3Client { inner: Arc::new(Inner { transport, config, signing_creds, budget, controller, feeds_controller }) }
     }
 
     /// The endpoint's adaptive concurrency controller (`ferry_wire::controller`): the
@@ -649,161 +578,13 @@ pub(crate) async fn file_stream(
     Ok(stream.boxed())
 }
 
-/// Smallest [`ByteBudget`]: one 1 MiB write batch.
-pub const MIN_MEMORY_BUDGET: u64 = 1 << 20;
-
-/// Part size the default budget is reckoned in: 8 MiB, the engine's default part (the
-/// cost-optimal request size on S3, LAB.md section 1).
-pub const BUDGET_PART_BYTES: u64 = 8 << 20;
-
-/// Bounds of the default budget: 64 MiB at least (8 parts), 1 GiB at most.
-pub const DEFAULT_MEMORY_BUDGET_RANGE: (u64, u64) = (64 << 20, 1 << 30);
-
-/// The default budget of bytes in flight for a connection cap: two 8 MiB parts per
-/// connection (one being received, one waiting for its consumer or its disk write), so
-/// that the budget never idles a connection the controller allows, within
-/// [`DEFAULT_MEMORY_BUDGET_RANGE`] (the AWS SDKs' 50 connections: 800 MiB; auto's 64:
-/// 1 GiB).
-pub fn default_memory_budget(max_connections: usize) -> u64 {
-    let (lo, hi) = DEFAULT_MEMORY_BUDGET_RANGE;
-    (2 * max_connections.max(1) as u64).saturating_mul(BUDGET_PART_BYTES).clamp(lo, hi)
-}
-
-/// Bytes in flight for one client, shared by every fan-out of the engine (issue 5: "a
-/// hard cap on connections and on memory in flight"). A fan-out takes a [`BudgetPermit`]
-/// for the bytes a request will bring into memory (a ranged part, a span, an upload
-/// part, an open-ahead slot's read-ahead) before sending it, and drops it once those
-/// bytes have left memory (written, handed over, sent). When the budget is spent the
-/// next fan-out waits: a slow consumer holds its bytes, so the fetches slow down with
-/// it instead of buffers growing (backpressure).
-///
-/// A tokio [`Semaphore`] counted in KiB (its permits are `u32` per acquisition): waiters
-/// are served in order, so a large part is not starved by a stream of small ones. A
-/// request larger than the whole budget takes all of it (it runs alone rather than
-/// never).
-#[derive(Debug)]
-pub struct ByteBudget {
-    sem: Arc<tokio::sync::Semaphore>,
-    total: u64,
-    /// Bytes held now, and the most held at once.
-    held: std::sync::Mutex<(u64, u64)>,
-}
-
-/// Bytes taken from a [`ByteBudget`]; given back on drop.
-#[derive(Debug)]
-pub struct BudgetPermit {
-    budget: Arc<ByteBudget>,
-    _permit: tokio::sync::OwnedSemaphorePermit,
-    bytes: u64,
-}
-
-impl ByteBudget {
-    pub fn new(total: u64) -> Arc<ByteBudget> {
-        let total = total.max(1024);
-        Arc::new(ByteBudget {
-            sem: Arc::new(tokio::sync::Semaphore::new(Self::kib(total) as usize)),
-            total,
-            held: std::sync::Mutex::new((0, 0)),
-        })
-    }
-
-    fn kib(bytes: u64) -> u32 {
-        bytes.div_ceil(1024).min(u32::MAX as u64) as u32
-    }
-
-    /// Waits until `bytes` (at most the whole budget) are free, and takes them.
-    pub async fn acquire(self: &Arc<Self>, bytes: u64) -> BudgetPermit {
-        let bytes = bytes.min(self.total);
-        let permit = self
-            .sem
-            .clone()
-            .acquire_many_owned(Self::kib(bytes))
-            .await
-            .expect("the budget's semaphore is never closed");
-        let mut h = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        h.0 += bytes;
-        h.1 = h.1.max(h.0);
-        drop(h);
-        BudgetPermit { budget: self.clone(), _permit: permit, bytes }
-    }
-
-    /// The budget's size in bytes.
-    pub fn total(&self) -> u64 {
-        self.total
-    }
-
-    /// Bytes held now.
-    pub fn held(&self) -> u64 {
-        self.held.lock().unwrap_or_else(|p| p.into_inner()).0
-    }
-
-    /// The most bytes held at once so far.
-    pub fn peak(&self) -> u64 {
-        self.held.lock().unwrap_or_else(|p| p.into_inner()).1
-    }
-}
-
-impl BudgetPermit {
-    /// Bytes this permit holds.
-    pub fn bytes(&self) -> u64 {
-        self.bytes
-    }
-}
-
-impl Drop for BudgetPermit {
-    fn drop(&mut self) {
-        let mut h = self.budget.held.lock().unwrap_or_else(|p| p.into_inner());
-        h.0 -= self.bytes;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn byte_budget_waits_when_spent_and_never_exceeds_its_size() {
-        let b = ByteBudget::new(10 << 20);
-        let a = b.acquire(6 << 20).await;
-        let c = b.acquire(4 << 20).await;
-        assert_eq!(b.held(), 10 << 20);
-        // Spent: the next acquisition waits until bytes come back.
-        let waiting = tokio::spawn({
-            let b = b.clone();
-            async move { b.acquire(3 << 20).await.bytes() }
-        });
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        assert!(!waiting.is_finished(), "acquired past the budget");
-        drop(a);
-        assert_eq!(waiting.await.unwrap(), 3 << 20);
-        drop(c);
-        assert_eq!(b.held(), 0);
-        // Larger than the budget: takes all of it, alone.
-        let all = b.acquire(1 << 40).await;
-        assert_eq!((all.bytes(), b.held(), b.peak()), (10 << 20, 10 << 20, 10 << 20));
-        assert_eq!(default_memory_budget(64), DEFAULT_MEMORY_BUDGET_RANGE.1);
-        assert_eq!(default_memory_budget(1), DEFAULT_MEMORY_BUDGET_RANGE.0);
-        assert_eq!(default_memory_budget(50), 800 << 20);
-    }
-
-    #[test]
-    fn an_expert_sets_the_memory_budget() {
-        let c = client("http://127.0.0.1:9000");
-        assert_eq!(c.memory_budget().total(), default_memory_budget(c.controller().max()));
-        let small = c.with_memory_budget(32 << 20);
-        assert_eq!(small.memory_budget().total(), 32 << 20);
-        assert!(Arc::ptr_eq(&small.controller(), &c.controller()), "the same endpoint's controller");
-        let b = S3Client::builder("http://127.0.0.1:9000")
-            .credentials(CredentialsSource::Anonymous)
-            .memory_budget(16 << 20)
-            .build()
-            .unwrap();
-        assert_eq!(b.memory_budget().total(), 16 << 20);
-    }
-
     fn client(endpoint: &str) -> S3Client {
         let config = ClientConfig::new(endpoint).unwrap();
-        S3Client::with_transport(Arc::new(crate::scripted::ScriptedTransport::new()), config)
+        S3Client::with_transport(Arc::new(crate::s3::scripted::ScriptedTransport::new()), config)
     }
 
     #[test]

@@ -1,20 +1,10 @@
-//! Multipart upload: the six calls (UploadPartCopy included), and
-//! [`S3Client::upload_multipart`] that runs them for a file or stream.
+//! Multipart upload: the six calls (UploadPartCopy included). Driving them (parts in
+//! parallel, abort on failure, resume) is the engine's (`ferry_engine::upload`).
 //!
-//! ```text
-//! stream ─► cut into parts of part_size (in order, one at a time)
-//!    └─► up to `concurrency` UploadPart in flight (each part a Bytes: retried as is)
-//! file ─► parts of part_size, up to `concurrency` UploadPart in flight, each streamed
-//!         from the file at its offset (checksum read first; re-read per attempt)
-//!          └─ all done ─► CompleteMultipartUpload (parts in order, whole-object CRC)
-//!          └─ any error ─► AbortMultipartUpload (best effort), the error returned
-//! ```
-//!
-//! Memory for a stream is bounded by `(concurrency + 1) * part_size`: parts are read
-//! only as upload slots free up. A file's part is never held whole: its checksum is
-//! computed in a first read (the header must precede the body), then the body streams
-//! from the file in `FILE_CHUNK`s as the socket takes them, so a part holds
-//! [`FILE_PART_BYTES_IN_MEMORY`] (a 4 x 1 GiB upload: engine's upload.rs has figures). With a CRC algorithm the upload is created FULL_OBJECT: each part
+//! A file's part is never held whole: its checksum is computed in a first read (the
+//! header must precede the body), then the body streams from the file in `FILE_CHUNK`s
+//! as the socket takes them, so a part holds [`FILE_PART_BYTES_IN_MEMORY`]. With a CRC
+//! algorithm the upload is created FULL_OBJECT: each part
 //! carries its CRC, and Complete states the whole object's CRC, combined from the parts'
 //! with `crc_combine` (no second read), which S3 checks against what it stored. SHA
 //! algorithms cannot be combined and use COMPOSITE (checksum of the part checksums).
@@ -26,17 +16,16 @@
 //! parallel for objects above CopyObject's 5 GiB limit.
 //! Spec: <https://docs.aws.amazon.com/AmazonS3/latest/API/API_UploadPartCopy.html>.
 
-use crate::client::{BudgetPermit, ByteBudget, ObjectRef, Op, OpBody, S3Client};
 use crate::error::{request_id, Error};
-use crate::object::{read_xml, PutParams};
-use bytes::{Bytes, BytesMut};
+use crate::s3::client::{Op, OpBody, S3Client};
+use crate::s3::object::{read_xml, PutParams};
+use crate::types::*;
+use bytes::Bytes;
 use ferry_proto::checksum::{base64_decode, base64_encode, crc_combine, ChecksumAlgorithm, Checksummer};
 use ferry_proto::encoding::uri_encode;
 use ferry_proto::xml::{CompletedPart, PartEntry};
-use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
 use http::Method;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 
 /// S3's smallest part (all but the last).
 pub const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
@@ -44,16 +33,6 @@ pub const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
 pub const MAX_PARTS: u64 = 10_000;
 /// S3's largest part (and largest CopyObject source).
 pub const MAX_PART_SIZE: u64 = 5 * 1024 * 1024 * 1024;
-
-/// Where an UploadPartCopy takes its bytes from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CopySource {
-    pub object: ObjectRef,
-    /// `(first, last)` byte, inclusive; `None` copies the whole object.
-    pub range: Option<(u64, u64)>,
-    /// `x-amz-copy-source-if-match`: the part fails (412) if the source changed.
-    pub if_match: Option<String>,
-}
 
 /// `<CopyPartResult>`: the part's ETag and, where the server computed them, checksums.
 fn parse_copy_part_result(body: &[u8]) -> Result<CompletedPart, ferry_proto::xml::XmlError> {
@@ -73,49 +52,6 @@ fn parse_copy_part_result(body: &[u8]) -> Result<CompletedPart, ferry_proto::xml
         .filter_map(|c| ChecksumAlgorithm::from_xml_tag(&c.name).map(|a| (a, c.text.trim().to_owned())))
         .collect();
     Ok(CompletedPart { part_number: 0, etag: etag.to_owned(), checksums })
-}
-
-/// An upload in progress.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MultipartUpload {
-    pub object: ObjectRef,
-    pub upload_id: String,
-    /// The algorithm each part is checksummed with.
-    pub checksum: Option<ChecksumAlgorithm>,
-    /// FULL_OBJECT (CRCs) or COMPOSITE.
-    pub full_object_checksum: bool,
-}
-
-/// CompleteMultipartUpload result.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CompleteMultipartOutput {
-    pub etag: String,
-    pub checksum: Option<(ChecksumAlgorithm, String)>,
-}
-
-/// Where an upload's bytes come from.
-pub enum UploadSource {
-    File(PathBuf),
-    Stream(BoxStream<'static, std::io::Result<Bytes>>),
-}
-
-/// Parameters of [`S3Client::upload_multipart`].
-#[derive(Clone, Debug)]
-pub struct MultipartParams {
-    /// Part size; raised if needed to fit 10,000 parts (files only).
-    pub part_size: u64,
-    /// Parts in flight at once.
-    pub concurrency: usize,
-    /// Content type, metadata and checksum of the object.
-    pub put: PutParams,
-}
-
-impl Default for MultipartParams {
-    /// 8 MiB parts: the low end of the cost-optimal request size on S3 (LAB.md section
-    /// 1, AnyBlob); 8 in flight, within one client's share of the default 50 connections.
-    fn default() -> Self {
-        MultipartParams { part_size: 8 * 1024 * 1024, concurrency: 8, put: PutParams::default() }
-    }
 }
 
 impl S3Client {
@@ -336,123 +272,6 @@ impl S3Client {
             marker = Some(r.next_part_number_marker);
         }
     }
-
-    /// Uploads a file or stream in parts, in parallel; aborts the upload on any failure
-    /// so nothing is left half-written.
-    pub async fn upload_multipart(
-        &self,
-        object: &ObjectRef,
-        source: UploadSource,
-        params: MultipartParams,
-    ) -> Result<CompleteMultipartOutput, Error> {
-        let concurrency = params.concurrency.max(1);
-        let (upload, result) = match source {
-            UploadSource::File(path) => {
-                let len = tokio::fs::metadata(&path)
-                    .await
-                    .map_err(|e| Error::Io { path: path.display().to_string(), error: e })?
-                    .len();
-                let part_size = params.part_size.max(len.div_ceil(MAX_PARTS)).max(MIN_PART_SIZE);
-                let upload = self.create_multipart(object, &params.put).await?;
-                let result = self.upload_file_parts(&upload, &path, len, part_size, concurrency).await;
-                (upload, result)
-            }
-            UploadSource::Stream(stream) => {
-                let part_size = params.part_size;
-                if part_size < MIN_PART_SIZE {
-                    return Err(Error::Config(format!(
-                        "part size {part_size} is below S3's minimum of {MIN_PART_SIZE} bytes"
-                    )));
-                }
-                let upload = self.create_multipart(object, &params.put).await?;
-                let result = self.upload_parts(&upload, stream, part_size as usize, concurrency).await;
-                (upload, result)
-            }
-        };
-        match result {
-            Ok(out) => Ok(out),
-            Err(e) => {
-                if let Err(abort) = self.abort_multipart(&upload).await {
-                    tracing::warn!(object = %object, upload_id = %upload.upload_id, error = %abort, "could not abort the failed multipart upload");
-                }
-                Err(e)
-            }
-        }
-    }
-
-    /// A file's parts, each streamed from the file by [`S3Client::upload_part_file`]
-    /// under a permit of [`FILE_PART_BYTES_IN_MEMORY`] from the client's budget.
-    async fn upload_file_parts(
-        &self,
-        upload: &MultipartUpload,
-        path: &Path,
-        len: u64,
-        part_size: u64,
-        concurrency: usize,
-    ) -> Result<CompleteMultipartOutput, Error> {
-        let nparts = len.div_ceil(part_size).max(1);
-        let done: Vec<(CompletedPart, u64)> = futures_util::stream::iter(1..=nparts)
-            .map(|n| {
-                let offset = (n - 1) * part_size;
-                let plen = (len - offset).min(part_size);
-                async move {
-                    let _bytes = self.inner.memory.acquire(FILE_PART_BYTES_IN_MEMORY.min(plen.max(1))).await;
-                    self.upload_part_file(upload, n as u32, path, offset, plen).await.map(|p| (p, plen))
-                }
-            })
-            .buffer_unordered(concurrency)
-            .try_collect()
-            .await?;
-        self.complete_with_parts(upload, done).await
-    }
-
-    /// Completes an upload from its sent parts (with their sizes), in part order, with
-    /// the whole object's CRC combined from theirs when the upload asked for one.
-    async fn complete_with_parts(
-        &self,
-        upload: &MultipartUpload,
-        mut done: Vec<(CompletedPart, u64)>,
-    ) -> Result<CompleteMultipartOutput, Error> {
-        done.sort_by_key(|(p, _)| p.part_number);
-        let whole = match upload.checksum {
-            Some(algo) if upload.full_object_checksum => combine_part_crcs(algo, &done),
-            _ => None,
-        };
-        let parts: Vec<CompletedPart> = done.into_iter().map(|(p, _)| p).collect();
-        self.complete_inner(upload, &parts, whole).await
-    }
-
-    async fn upload_parts(
-        &self,
-        upload: &MultipartUpload,
-        stream: BoxStream<'static, std::io::Result<Bytes>>,
-        part_size: usize,
-        concurrency: usize,
-    ) -> Result<CompleteMultipartOutput, Error> {
-        // Each part's bytes come from the client's memory budget (`ByteBudget`) before
-        // they are read from the source and go back once the part is sent: a slow
-        // endpoint holds the reader, not a growing buffer, and uploads share the budget
-        // with the engine's other fan-outs.
-        let parts = cut_parts(stream, part_size, self.inner.memory.clone());
-        let mut done: Vec<(CompletedPart, u64)> = parts
-            .map_ok(|(n, body, bytes)| {
-                let len = body.len() as u64;
-                async move {
-                    let sent = self.upload_part(upload, n, body).await.map(|p| (p, len));
-                    drop(bytes);
-                    sent
-                }
-            })
-            .try_buffer_unordered(concurrency)
-            .try_collect()
-            .await?;
-        if done.is_empty() {
-            // S3 needs at least one part; an empty source uploads one empty part.
-            let p = self.upload_part(upload, 1, Bytes::new()).await?;
-            done.push((p, 0));
-        }
-        self.complete_with_parts(upload, done).await
-    }
 }
 
 /// The whole object's CRC from the parts' CRCs and sizes (None when a part has none).
@@ -471,7 +290,7 @@ pub fn combine_part_crcs(algo: ChecksumAlgorithm, parts: &[(CompletedPart, u64)]
 /// Bytes an UploadPart streamed from a file holds in memory, the figure it takes from
 /// the client's budget: the chunk being read plus the one hyper is writing to the
 /// socket (its write buffer takes a chunk only when the one before is written).
-pub const FILE_PART_BYTES_IN_MEMORY: u64 = 2 * crate::client::FILE_CHUNK as u64;
+pub const FILE_PART_BYTES_IN_MEMORY: u64 = 2 * crate::s3::client::FILE_CHUNK as u64;
 
 /// The checksum (base64) of `len` bytes of the file at `path` from `offset`, read in
 /// chunks on the blocking pool (one hop per call, one chunk-sized buffer).
@@ -480,7 +299,7 @@ pub async fn file_range_checksum(path: &Path, offset: u64, len: u64, algo: Check
     tokio::task::spawn_blocking(move || {
         use std::os::unix::fs::FileExt;
         let f = std::fs::File::open(&p)?;
-        let mut buf = vec![0u8; crate::client::FILE_CHUNK.min(len as usize)];
+        let mut buf = vec![0u8; crate::s3::client::FILE_CHUNK.min(len as usize)];
         let mut hasher = Checksummer::new(algo);
         let mut at = offset;
         let end = offset + len;
@@ -498,70 +317,9 @@ pub async fn file_range_checksum(path: &Path, offset: u64, len: u64, algo: Check
     .map_err(|e| Error::Io { path: path.display().to_string(), error: e })
 }
 
-/// Cuts a byte stream into numbered parts of `part_size` (the last may be smaller), each
-/// with its bytes taken from `budget` before they are read.
-fn cut_parts(
-    stream: BoxStream<'static, std::io::Result<Bytes>>,
-    part_size: usize,
-    budget: Arc<ByteBudget>,
-) -> BoxStream<'static, Result<(u32, Bytes, BudgetPermit), Error>> {
-    struct St {
-        input: BoxStream<'static, std::io::Result<Bytes>>,
-        buf: BytesMut,
-        next: u32,
-        ended: bool,
-    }
-    let st = St { input: stream, buf: BytesMut::new(), next: 1, ended: false };
-    futures_util::stream::try_unfold(st, move |mut st| {
-        let budget = budget.clone();
-        async move {
-            let permit = budget.acquire(part_size as u64).await;
-            while !st.ended && st.buf.len() < part_size {
-                match st.input.next().await {
-                    Some(Ok(b)) => st.buf.extend_from_slice(&b),
-                    Some(Err(e)) => return Err(Error::Io { path: "upload source".into(), error: e }),
-                    None => st.ended = true,
-                }
-            }
-            if st.buf.is_empty() {
-                return Ok(None);
-            }
-            if st.next as u64 > MAX_PARTS {
-                return Err(Error::Config(format!(
-                    "the source needs more than {MAX_PARTS} parts of {part_size} bytes"
-                )));
-            }
-            let n = st.buf.len().min(part_size);
-            let part = st.buf.split_to(n).freeze();
-            let number = st.next;
-            st.next += 1;
-            Ok(Some(((number, part, permit), st)))
-        }
-    })
-    .boxed()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test]
-    async fn parts_cover_the_source_exactly() {
-        let data: Vec<u8> = (0..(2 * 1024 * 1024 + 7)).map(|i| (i % 253) as u8).collect();
-        let pieces: Vec<std::io::Result<Bytes>> = data.chunks(100_000).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
-        // A budget larger than the whole source: collecting every part holds all permits.
-        let budget = ByteBudget::new(16 << 20);
-        let cut: Vec<_> = cut_parts(futures_util::stream::iter(pieces).boxed(), 1024 * 1024, budget.clone())
-            .try_collect()
-            .await
-            .unwrap();
-        let parts: Vec<(u32, Bytes)> = cut.into_iter().map(|(n, b, _permit)| (n, b)).collect();
-        assert_eq!(
-            parts.iter().map(|(n, b)| (*n, b.len())).collect::<Vec<_>>(),
-            vec![(1, 1 << 20), (2, 1 << 20), (3, 7)]
-        );
-        assert_eq!(parts.iter().flat_map(|(_, b)| b.to_vec()).collect::<Vec<_>>(), data);
-    }
 
     #[test]
     fn copy_part_result_parses() {

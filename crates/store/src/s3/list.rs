@@ -7,33 +7,14 @@
 //! `ferry_proto::xml::parse_list_objects_v2` decodes them.
 //! Spec: <https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html>.
 
-use crate::client::{Op, S3Client};
 use crate::error::Error;
-use crate::object::read_xml;
+use crate::s3::client::{Op, S3Client};
+use crate::s3::object::read_xml;
+use crate::types::*;
 use futures_util::stream::{BoxStream, StreamExt};
 use http::Method;
 
 pub use ferry_proto::xml::ObjectEntry;
-
-/// ListObjectsV2 parameters.
-#[derive(Clone, Debug, Default)]
-pub struct ListParams {
-    pub prefix: Option<String>,
-    pub delimiter: Option<String>,
-    pub start_after: Option<String>,
-    /// Keys per page (S3 caps it at 1,000, its default).
-    pub max_keys: Option<u32>,
-}
-
-/// One page of a listing.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ListPage {
-    pub objects: Vec<ObjectEntry>,
-    /// With a delimiter: the "directories" on this page.
-    pub common_prefixes: Vec<String>,
-    /// The token for the next page, `None` on the last.
-    pub next_continuation_token: Option<String>,
-}
 
 struct ListState {
     client: S3Client,
@@ -65,18 +46,6 @@ impl S3Client {
             }
         })
         .boxed()
-    }
-
-    /// Every object under `params`, all pages collected (convenience for small listings).
-    pub async fn list_all(&self, bucket: &str, params: ListParams) -> Result<(Vec<ObjectEntry>, Vec<String>), Error> {
-        let mut pages = self.list_objects_v2(bucket, params);
-        let (mut objects, mut prefixes) = (Vec::new(), Vec::new());
-        while let Some(p) = pages.next().await {
-            let p = p?;
-            objects.extend(p.objects);
-            prefixes.extend(p.common_prefixes);
-        }
-        Ok((objects, prefixes))
     }
 
     async fn list_page(&self, bucket: &str, params: &ListParams, token: Option<&str>) -> Result<ListPage, Error> {

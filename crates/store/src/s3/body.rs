@@ -26,52 +26,16 @@
 //!   verifier carries on across the pieces. Resumes use the client's retry limit and
 //!   budget.
 
-use crate::client::{Op, S3Client};
 use crate::error::{request_id, Error};
+use crate::s3::client::{Op, S3Client};
+use crate::types::ObjectBody;
 use bytes::Bytes;
 use ferry_proto::checksum::{ChecksumAlgorithm, Checksummer};
 use ferry_proto::range::parse_content_range;
 use ferry_wire::{Response, ResponseBody};
-use futures_util::stream::{BoxStream, Stream, StreamExt};
+use futures_util::stream::StreamExt;
 use http::{HeaderMap, Method};
 use md5::{Digest, Md5};
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
-/// The streamed body of a GET: chunks in order, ending with an error if anything about
-/// the bytes was wrong.
-pub struct ObjectBody {
-    inner: BoxStream<'static, Result<Bytes, Error>>,
-}
-
-impl ObjectBody {
-    /// Reads the whole body into memory (for small objects and tests).
-    pub async fn collect(mut self) -> Result<Bytes, Error> {
-        let mut out = Vec::new();
-        while let Some(c) = self.inner.next().await {
-            out.extend_from_slice(&c?);
-        }
-        Ok(Bytes::from(out))
-    }
-
-    /// The next chunk; `None` at a verified end.
-    pub async fn chunk(&mut self) -> Option<Result<Bytes, Error>> {
-        self.inner.next().await
-    }
-}
-
-impl Stream for ObjectBody {
-    type Item = Result<Bytes, Error>;
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.inner.poll_next_unpin(cx)
-    }
-}
-
-impl std::fmt::Debug for ObjectBody {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ObjectBody")
-    }
-}
 
 /// Checks the bytes of a full object against what the server claimed.
 // One per response body, never in a collection: boxing the hasher would only add an
@@ -185,7 +149,7 @@ pub(crate) struct BodyState {
 impl BodyState {
     pub(crate) fn into_body(self) -> ObjectBody {
         let stream = futures_util::stream::unfold(self, |mut st| async move { st.next().await.map(|item| (item, st)) });
-        ObjectBody { inner: stream.boxed() }
+        ObjectBody::new(stream.boxed())
     }
 
     async fn next(&mut self) -> Option<Result<Bytes, Error>> {

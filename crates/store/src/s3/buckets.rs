@@ -4,21 +4,14 @@
 //! <https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListBuckets.html>,
 //! <https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListMultipartUploads.html>.
 
-use crate::client::{Op, S3Client};
 use crate::error::Error;
-use crate::object::read_xml;
+use crate::s3::client::{Op, S3Client};
+use crate::s3::object::read_xml;
+use crate::types::*;
 use ferry_proto::client_xml::{parse_list_buckets, parse_list_multipart_uploads};
 use http::Method;
-use std::time::SystemTime;
 
 pub use ferry_proto::xml::UploadEntry;
-
-/// One bucket of ListBuckets.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BucketEntry {
-    pub name: String,
-    pub creation_date: SystemTime,
-}
 
 /// Most pages one [`S3Client::list_multipart_uploads`] follows: 1,000 uploads each, so a
 /// million uploads under one prefix; a server whose markers never end cannot loop.

@@ -1,0 +1,249 @@
+//! The provider-neutral model: what names an object, what a store says about one, and
+//! the parameters and results of every [`crate::ObjectStore`] operation. Every provider
+//! reads and writes these; a provider's own spelling (S3's headers, GCS's JSON, Azure's
+//! `x-ms-*`) lives in its folder.
+
+use crate::error::Error;
+use bytes::Bytes;
+use ferry_proto::checksum::ChecksumAlgorithm;
+use ferry_proto::range::RangeSpec;
+use futures_util::stream::{BoxStream, Stream, StreamExt};
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::SystemTime;
+
+pub use ferry_proto::xml::{CompletedPart, DeleteError, ObjectEntry, PartEntry, UploadEntry};
+
+/// An object's location.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ObjectRef {
+    pub bucket: String,
+    pub key: String,
+}
+
+impl ObjectRef {
+    pub fn new(bucket: impl Into<String>, key: impl Into<String>) -> ObjectRef {
+        ObjectRef { bucket: bucket.into(), key: key.into() }
+    }
+}
+
+impl std::fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "s3://{}/{}", self.bucket, self.key)
+    }
+}
+
+/// What HEAD and GET say about an object.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ObjectInfo {
+    /// The whole object's size (also for a ranged GET).
+    pub size: u64,
+    /// As sent, quotes included.
+    pub etag: Option<String>,
+    pub last_modified: Option<SystemTime>,
+    pub content_type: Option<String>,
+    /// `x-amz-meta-*` values, names without the prefix, lower case.
+    pub metadata: BTreeMap<String, String>,
+    /// `x-amz-checksum-*` values (base64; `-N` for composite multipart checksums).
+    pub checksums: Vec<(ChecksumAlgorithm, String)>,
+}
+
+/// GetObject parameters.
+#[derive(Clone, Debug)]
+pub struct GetParams {
+    pub range: Option<RangeSpec>,
+    pub if_match: Option<String>,
+    pub if_none_match: Option<String>,
+    pub if_modified_since: Option<SystemTime>,
+    pub if_unmodified_since: Option<SystemTime>,
+    /// Ask for the object's checksum (`x-amz-checksum-mode: ENABLED`) to verify a full
+    /// GET against it. On by default.
+    pub checksum_mode: bool,
+    /// The object's size when known (from a listing or a HEAD): with the `auto`
+    /// transport a small object's GET then goes down the pipeline (wire's auto.rs).
+    pub size_hint: Option<u64>,
+}
+
+impl Default for GetParams {
+    fn default() -> Self {
+        GetParams {
+            range: None,
+            if_match: None,
+            if_none_match: None,
+            if_modified_since: None,
+            if_unmodified_since: None,
+            checksum_mode: true,
+            size_hint: None,
+        }
+    }
+}
+
+impl GetParams {
+    pub fn range(range: RangeSpec) -> GetParams {
+        GetParams { range: Some(range), ..GetParams::default() }
+    }
+}
+
+/// GetObject result: the object's description and its body, streaming.
+#[derive(Debug)]
+pub struct GetObjectOutput {
+    pub meta: ObjectInfo,
+    /// `(first, last)` byte of the object in the body (inclusive).
+    pub range: Option<(u64, u64)>,
+    pub body: ObjectBody,
+}
+
+/// PutObject parameters.
+#[derive(Clone, Debug)]
+pub struct PutParams {
+    pub content_type: Option<String>,
+    /// Sent as `x-amz-meta-<name>`.
+    pub metadata: Vec<(String, String)>,
+    /// The checksum S3 verifies the upload against; `None` sends none.
+    pub checksum: Option<ChecksumAlgorithm>,
+    /// `If-None-Match: *`: fail with [`Error::Precondition`] if the key exists.
+    pub if_none_match_star: bool,
+    /// Also send Content-MD5 (bytes and files only).
+    pub content_md5: bool,
+}
+
+impl Default for PutParams {
+    fn default() -> Self {
+        PutParams {
+            content_type: None,
+            metadata: Vec::new(),
+            checksum: Some(ChecksumAlgorithm::Crc64Nvme),
+            if_none_match_star: false,
+            content_md5: false,
+        }
+    }
+}
+
+/// PutObject result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PutObjectOutput {
+    pub etag: Option<String>,
+    /// The checksum sent (and, when the server echoed it, confirmed).
+    pub checksum: Option<(ChecksumAlgorithm, String)>,
+}
+
+/// CopyObject parameters.
+#[derive(Clone, Debug, Default)]
+pub struct CopyParams {
+    /// `Some`: replace the metadata (`x-amz-metadata-directive: REPLACE`); `None`: copy it.
+    pub metadata: Option<Vec<(String, String)>>,
+    pub content_type: Option<String>,
+    /// `x-amz-copy-source-if-match`.
+    pub if_match: Option<String>,
+}
+
+/// CopyObject result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CopyObjectOutput {
+    pub etag: String,
+    pub last_modified: Option<SystemTime>,
+}
+
+/// DeleteObjects result: keys deleted, and one error per key that was not.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeleteObjectsOutput {
+    pub deleted: Vec<String>,
+    pub errors: Vec<ferry_proto::xml::DeleteError>,
+}
+
+/// The streamed body of a GET: chunks in order, ending with an error if anything about
+/// the bytes was wrong.
+pub struct ObjectBody {
+    inner: BoxStream<'static, Result<Bytes, Error>>,
+}
+
+impl ObjectBody {
+    /// A body over a provider's stream of checked chunks (the provider does the checking:
+    /// see [`crate::ObjectStore`]'s contract).
+    pub fn new(inner: BoxStream<'static, Result<Bytes, Error>>) -> ObjectBody {
+        ObjectBody { inner }
+    }
+
+    /// Reads the whole body into memory (for small objects and tests).
+    pub async fn collect(mut self) -> Result<Bytes, Error> {
+        let mut out = Vec::new();
+        while let Some(c) = self.inner.next().await {
+            out.extend_from_slice(&c?);
+        }
+        Ok(Bytes::from(out))
+    }
+
+    /// The next chunk; `None` at a verified end.
+    pub async fn chunk(&mut self) -> Option<Result<Bytes, Error>> {
+        self.inner.next().await
+    }
+}
+
+impl Stream for ObjectBody {
+    type Item = Result<Bytes, Error>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.poll_next_unpin(cx)
+    }
+}
+
+impl std::fmt::Debug for ObjectBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ObjectBody")
+    }
+}
+
+/// ListObjectsV2 parameters.
+#[derive(Clone, Debug, Default)]
+pub struct ListParams {
+    pub prefix: Option<String>,
+    pub delimiter: Option<String>,
+    pub start_after: Option<String>,
+    /// Keys per page (S3 caps it at 1,000, its default).
+    pub max_keys: Option<u32>,
+}
+
+/// One page of a listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListPage {
+    pub objects: Vec<ObjectEntry>,
+    /// With a delimiter: the "directories" on this page.
+    pub common_prefixes: Vec<String>,
+    /// The token for the next page, `None` on the last.
+    pub next_continuation_token: Option<String>,
+}
+
+/// Where an UploadPartCopy takes its bytes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CopySource {
+    pub object: ObjectRef,
+    /// `(first, last)` byte, inclusive; `None` copies the whole object.
+    pub range: Option<(u64, u64)>,
+    /// `x-amz-copy-source-if-match`: the part fails (412) if the source changed.
+    pub if_match: Option<String>,
+}
+
+/// An upload in progress.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MultipartUpload {
+    pub object: ObjectRef,
+    pub upload_id: String,
+    /// The algorithm each part is checksummed with.
+    pub checksum: Option<ChecksumAlgorithm>,
+    /// FULL_OBJECT (CRCs) or COMPOSITE.
+    pub full_object_checksum: bool,
+}
+
+/// CompleteMultipartUpload result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompleteMultipartOutput {
+    pub etag: String,
+    pub checksum: Option<(ChecksumAlgorithm, String)>,
+}
+
+/// One bucket of ListBuckets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BucketEntry {
+    pub name: String,
+    pub creation_date: SystemTime,
+}
