@@ -95,6 +95,13 @@ fi
 
 # --- Rust build ------------------------------------------------------------------------
 command -v cargo >/dev/null || die "cargo not found (Rust toolchain missing)"
+# test.sh checks formatting and lints: rustfmt and clippy come with rustup's default profile.
+for comp in rustfmt clippy; do
+    if ! cargo "${comp/rustfmt/fmt}" --version >/dev/null 2>&1; then
+        say "rustup component add $comp"
+        run "rustup-$comp" rustup component add "$comp"
+    fi
+done
 if [[ ! -x "$ROOT/target/release/ferry" ]]; then say "cargo build --release (first build takes a few minutes)"; fi
 (cd "$ROOT" && run cargo cargo build --release)
 [[ -x "$ROOT/target/release/ferry" ]] || die "target/release/ferry was not built"

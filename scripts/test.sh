@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up (scripts/setup.sh), then run every test: the Rust workspace tests and the pytest
+# Set up (scripts/setup.sh), then check formatting (cargo fmt) and lints (clippy, warnings
+# are errors), then run every test: the Rust workspace tests and the pytest
 # suite in tests/ that drives the real `ferry serve` with real clients (boto3, AWS CLI,
 # s5cmd, rclone, curl, h2load, raw sockets). Exits non-zero if anything fails.
 #
@@ -20,6 +21,12 @@ else
     echo "== SKIPPED: MinIO is not available, so the conformance tests against a third-party S3 server will not run"
 fi
 SECONDS=0
+echo "== cargo fmt --check (width and rules in rustfmt.toml)"
+cargo fmt --all -- --check || status=1
+echo "== cargo clippy --workspace --all-targets -- -D warnings"
+# --release: clippy's check of the dependencies is then shared with nothing else, but its
+# profile matches the test build's, so its warnings are the tested code's.
+cargo clippy --workspace --all-targets --release -- -D warnings || status=1
 echo "== cargo test --workspace --release"
 # --release shares the build with target/release/ferry that setup.sh just made.
 cargo test --workspace --release --no-fail-fast || status=1
