@@ -327,7 +327,7 @@ async fn round_trip(t: &Target, mode: Mode) {
         let out = c
             .put(
                 &f,
-                PutPayload::File((&path).to_path_buf()),
+                PutPayload::File(path.to_path_buf()),
                 PutParams { checksum: Some(algo), content_md5: true, ..PutParams::default() },
             )
             .await
