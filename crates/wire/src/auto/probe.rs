@@ -1,0 +1,95 @@
+//! The pipelining probe: how auto earns `verified` for the small lane's pipeline.
+//!
+//! *Verified* is [`PipelineTransport::verified`]: a batch of two or more requests written
+//! in one write was answered correctly. To earn it without risking callers' requests on
+//! an endpoint that mishandles pipelining, auto runs a probe: the first small request
+//! goes to the small lane's own pipeline together with a copy of itself, both queued at
+//! once on one connection (`PipelineTransport::send_pair`), so that its writer sends
+//! them in one batch. The caller gets the first response, which any HTTP/1.1 server
+//! answers correctly; the copy's response is read and thrown away. If the batch was
+//! answered well, small requests go to the pipeline from then on, starting on the
+//! probe's connection; if the copy was answered badly, auto stays on the pool and tries
+//! again after [`PROBE_SPACING`] more small requests, at most [`PROBE_ATTEMPTS`] times. A
+//! probe whose answers were fine but did not verify (the lane had no place for the pair
+//! at once, so they were placed one by one) is retried with the next small request, at
+//! most [`PROBE_INCONCLUSIVE`] times. The cost is one duplicated small request per probe.
+//! The probe once ran on a one-connection pipeline of its own, with a place of its own
+//! under the limit: one TCP connection opened beside the lanes for every transport
+//! (mixed-hol below).
+//!
+//! While a probe is out, small requests wait for its verdict (one first-byte time)
+//! rather than join the pool's queue: `ferry bench small-objects` submits 1,024 GETs at
+//! once, and those that went to the pool while the probe ran held it for seconds.
+
+use super::copy_of;
+use super::lane::SMALL_GET_BYTES;
+use crate::error::WireError;
+use crate::pipeline::PipelineTransport;
+use crate::{Request, Response};
+use futures_util::future::BoxFuture;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+
+/// Small requests between two pipeline probes.
+pub const PROBE_SPACING: u64 = 100;
+
+/// Probes before auto settles on the pool for good.
+pub const PROBE_ATTEMPTS: u32 = 3;
+
+/// Probes answered well that did not verify before auto stops probing: each costs one
+/// duplicated small request.
+pub const PROBE_INCONCLUSIVE: u32 = 8;
+
+/// Largest body of the probe's copy that is read to discard it (it is small by rule).
+pub(super) const PROBE_DISCARD_LIMIT: usize = 2 * SMALL_GET_BYTES as usize;
+
+#[derive(Default)]
+pub(super) struct Probe {
+    pub(super) running: bool,
+    /// Probes whose batch was answered badly (or failed).
+    pub(super) attempts: u32,
+    /// Probes answered well that still did not verify: most likely the two requests were
+    /// not written in one batch (the connection opened between them). Not held against
+    /// the endpoint, but bounded.
+    pub(super) inconclusive: u32,
+    /// `small_seen` when the last probe started.
+    pub(super) last_at: u64,
+}
+
+/// Sends `req` and a copy of it queued together on one connection of the small lane's
+/// pipeline `t` ([`PipelineTransport::send_pair`]), so that they are written in one
+/// batch; returns the first response and discards the copy's. The probe ends when the
+/// copy's response has been read.
+pub(super) fn probe_with(
+    t: Arc<PipelineTransport>,
+    state: Arc<Mutex<Probe>>,
+    done: watch::Sender<u64>,
+    req: Request,
+) -> BoxFuture<'static, Result<Response, WireError>> {
+    let copy = copy_of(&req);
+    let [first, second] = t.send_pair(req, copy);
+    Box::pin(async move {
+        tokio::spawn(async move {
+            let copy = second.await;
+            let answered_well = match copy {
+                Ok(r) => {
+                    r.status != http::StatusCode::BAD_REQUEST
+                        && r.status != http::StatusCode::HTTP_VERSION_NOT_SUPPORTED
+                        && r.body.collect(PROBE_DISCARD_LIMIT).await.is_ok()
+                }
+                Err(_) => false,
+            };
+            let verified = t.verified();
+            tracing::debug!("auto: pipeline probe done, verified={verified}");
+            let mut p = state.lock().unwrap();
+            p.running = false;
+            if !verified && answered_well {
+                p.attempts -= 1;
+                p.inconclusive += 1;
+            }
+            drop(p);
+            done.send_modify(|n| *n += 1);
+        });
+        first.await
+    })
+}
