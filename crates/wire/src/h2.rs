@@ -28,7 +28,7 @@
 //!
 //! Connections and streams:
 //!
-//! - Lanes (issue 5): a request is small or bulk (`auto::lane`: known to move at most
+//! - Lanes (issue 5): a request is small or bulk (`lane::lane`: known to move at most
 //!   1 MiB, or not). A small stream goes to a connection that carries no bulk stream, so
 //!   it never shares a connection window or a TCP send queue with a large transfer; a
 //!   bulk stream goes to a connection that already carries bulk streams or nothing. When
@@ -70,11 +70,11 @@
 //! Prior knowledge (h2c) on http://; ALPN "h2" on https:// (a server that does not
 //! choose h2 fails the connection with a protocol error).
 
-use crate::auto::Lane;
-use crate::body::RequestBody;
+use crate::body::{BodyGuard, BodyTally, RequestBody};
 use crate::conn::Connector;
 use crate::error::{ErrorKind, RetrySafety, WireError};
-use crate::pool::{await_head, set_content_length, timeout_error, BodyGuard, BodyTally, Progress};
+use crate::exchange::{await_head, set_content_length, timeout_error, Progress};
+use crate::lane::{lane, Lane};
 use crate::{
     Protocol, Request, Response, ResponseBody, ResponseMeta, Scheme, Transport, TransportConfig, TransportStats,
 };
@@ -745,7 +745,7 @@ impl Inner {
     async fn send(self: Arc<Self>, req: Request) -> Result<Response, WireError> {
         let started = Instant::now();
         let idempotent = req.is_idempotent();
-        let lane = crate::auto::lane(&req);
+        let lane = lane(&req);
         let Request { method, path_and_query, mut headers, body, .. } = req;
         // HTTP/2 carries the authority in :authority (RFC 9113 section 8.3.1).
         headers.remove(HOST);

@@ -2,23 +2,36 @@
 //! returns a [`Response`] whose body is a stream with backpressure.
 //!
 //! ```text
-//!             ┌─ pool.rs      HTTP/1.1 keep-alive pool with a maximum size (hyper)
-//! Transport ──┼─ pipeline.rs  HTTP/1.1 pipelining, N connections x D in flight (ours)
-//!             ├─ h2.rs        HTTP/2 over several connections, large adaptive windows (hyper)
-//!             └─ auto.rs      chooses among them per endpoint and per request
-//!                   all use conn.rs: DNS resolved once, addresses spread, TCP, rustls
+//!   auto/         combines the transports: protocol by ALPN, size-aware lanes, hedging
+//!     │ uses
+//!     ├─ pool.rs      HTTP/1.1 keep-alive pool with a maximum size (hyper)
+//!     ├─ pipeline.rs  HTTP/1.1 pipelining, N connections x D in flight (ours)
+//!     └─ h2.rs        HTTP/2 over several connections, large adaptive windows (h2)
+//!          │ use (never each other, never auto)
+//!          ├─ gate.rs        a place under a connection cap shared by lanes
+//!          ├─ lane.rs        which requests are small
+//!          ├─ exchange.rs    framing headers, the response-head time-out
+//!          ├─ body.rs        request and response bodies, body bookkeeping
+//!          ├─ conn.rs        DNS resolved once, addresses spread, TCP, rustls, receive windows
+//!          └─ controller.rs  adaptive concurrency per endpoint (fed by auto)
 //! ```
+//!
+//! Dependencies flow down only: a transport never imports auto or another transport;
+//! what two of them share lives in a module below both.
 //!
 //! Every transport can carry every request, so the store and engine layers, and every
 //! test, run unchanged over each. What differs is how requests share connections: that
-//! is the whole point of ferry (LAB.md section 1).
+//! is the whole point of ferry (docs/lab/wire-facts.md).
 
 pub mod auto;
 pub mod body;
 pub mod conn;
 pub mod controller;
 pub mod error;
+mod exchange;
+mod gate;
 pub mod h2;
+pub mod lane;
 pub mod pipeline;
 pub mod pool;
 

@@ -99,10 +99,10 @@
 //! that choke on pipelining answer to the second request), and no stray bytes followed.
 //! A peer that drops or reorders pipelined requests fails these checks in practice.
 
-use crate::auto::{ConnectionGate, Place};
 use crate::body::{RequestBody, ResponseBody};
 use crate::conn::{Connector, Io};
 use crate::error::{ErrorKind, WireError};
+use crate::gate::{ConnectionGate, Place};
 use crate::{Protocol, Request, Response, ResponseMeta, Transport, TransportConfig, TransportStats};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use ferry_proto::chunked::ChunkedDecoder;

@@ -36,21 +36,23 @@
 //! own task takes over again when the body ends. Backpressure is unchanged: hyper reads
 //! only when its one-chunk body channel is empty.
 //!
-//! This module also holds the hyper glue shared with `h2.rs`: [`WireBody`] (request
-//! bodies with exact length), [`IncomingStream`] (hyper's body as a [`ResponseBody`] that
-//! tells its owner when it ended), [`await_head`] (the response time-out, counted from
-//! the last request byte handed to hyper) and the error mapping.
+//! This module also holds its hyper glue: [`WireBody`] (request bodies with exact
+//! length), [`IncomingStream`] (hyper's body as a [`ResponseBody`] that tells its owner
+//! when it ended) and the error mapping. What it shares with h2.rs lives below both:
+//! body bookkeeping ([`BodyTally`], [`BodyGuard`]) in body.rs, the response-head
+//! time-out ([`await_head`]) and framing headers in exchange.rs.
 
-use crate::auto::{ConnectionGate, Place};
-use crate::body::{RequestBody, ResponseBody};
+use crate::body::{BodyGuard, BodyTally, RequestBody, ResponseBody};
 use crate::conn::Connector;
 use crate::error::{ErrorKind, WireError};
+use crate::exchange::{await_head, set_content_length, timeout_error, Progress};
+use crate::gate::{ConnectionGate, Place};
 use crate::{Protocol, Request, Response, ResponseMeta, Transport, TransportConfig, TransportStats};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::stream::{BoxStream, Stream, StreamExt};
 use futures_util::task::AtomicWaker;
-use http::header::{CONTENT_LENGTH, HOST};
+use http::header::HOST;
 use http::{HeaderMap, HeaderValue, Method};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
@@ -616,13 +618,6 @@ impl PoolTransport {
 
 // ---- hyper glue shared with h2.rs -------------------------------------------------
 
-/// Sets Content-Length from the body (and 0 for empty PUT/POST, which S3 requires).
-pub(crate) fn set_content_length(method: &Method, headers: &mut HeaderMap, body: &RequestBody) {
-    if !body.is_empty() || matches!(*method, Method::PUT | Method::POST | Method::PATCH) {
-        headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
-    }
-}
-
 pub(crate) fn build_request(
     method: &Method,
     uri: &str,
@@ -638,10 +633,6 @@ pub(crate) fn build_request(
     Ok(req)
 }
 
-pub(crate) fn timeout_error(limit: Duration) -> WireError {
-    WireError::new(ErrorKind::Timeout, format!("no response head within {limit:?} of the request being written"))
-}
-
 /// Maps a hyper error that came before the response head.
 pub(crate) fn map_head_error(e: hyper::Error, reused: bool) -> WireError {
     if e.is_parse() || e.is_parse_status() || e.is_parse_too_large() {
@@ -655,44 +646,6 @@ pub(crate) fn map_head_error(e: hyper::Error, reused: bool) -> WireError {
     }
     let on = if reused { "a reused connection" } else { "a new connection" };
     WireError::new(ErrorKind::Reset, format!("{on} closed before the response head")).with_source(e)
-}
-
-/// The time the request body last made progress, for the response time-out.
-#[derive(Clone)]
-pub(crate) struct Progress {
-    base: Instant,
-    last_ms: Arc<AtomicU64>,
-}
-
-impl Progress {
-    pub(crate) fn new() -> Progress {
-        Progress { base: Instant::now(), last_ms: Arc::new(AtomicU64::new(0)) }
-    }
-
-    pub(crate) fn touch(&self) {
-        self.last_ms.store(self.base.elapsed().as_millis() as u64, Relaxed);
-    }
-
-    pub(crate) fn last(&self) -> Instant {
-        self.base + Duration::from_millis(self.last_ms.load(Relaxed))
-    }
-}
-
-/// Awaits a response head, failing (`None`) when none arrives within `limit` of the last
-/// request body chunk handed to hyper: a large upload is not cut by the head time-out.
-pub(crate) async fn await_head<F: Future>(fut: F, limit: Duration, progress: &Progress) -> Option<F::Output> {
-    tokio::pin!(fut);
-    loop {
-        let deadline = progress.last() + limit;
-        tokio::select! {
-            out = &mut fut => return Some(out),
-            _ = tokio::time::sleep_until(deadline.into()) => {
-                if progress.last() + limit <= Instant::now() {
-                    return None;
-                }
-            }
-        }
-    }
 }
 
 /// A request body as hyper sees it: exact length, bytes counted for the h2 throughput
@@ -797,87 +750,6 @@ impl Body for WireBody {
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::with_exact(self.remaining)
-    }
-}
-
-/// Whoever owns the connection or stream a response body comes from.
-pub(crate) trait BodyGuard: Send + 'static {
-    /// Response body bytes received.
-    fn data(&mut self, _n: usize) {}
-    /// The body was read to its end. Dropping the guard without this call means the
-    /// body was abandoned or failed.
-    fn finished(self: Box<Self>);
-}
-
-/// What the HTTP/1.1 and HTTP/2 response bodies share: data bytes counted against the
-/// announced length, the guard told once the last byte is in, and the errors for a body
-/// that ends short, fails, or runs long. Each error ends the body (the guard is dropped
-/// untold, so its connection or stream is not reused).
-pub(crate) struct BodyTally {
-    guard: Option<Box<dyn BodyGuard>>,
-    received: u64,
-    expected: Option<u64>,
-    done: bool,
-}
-
-impl BodyTally {
-    pub(crate) fn new(guard: Box<dyn BodyGuard>, expected: Option<u64>) -> BodyTally {
-        BodyTally { guard: Some(guard), received: 0, expected, done: false }
-    }
-
-    pub(crate) fn is_done(&self) -> bool {
-        self.done
-    }
-
-    /// The body is complete: tell the guard.
-    pub(crate) fn finish(&mut self) {
-        self.done = true;
-        if let Some(g) = self.guard.take() {
-            g.finished();
-        }
-    }
-
-    /// A chunk of data; `end_stream`: the source says nothing follows it. The connection
-    /// is handed back as soon as the last byte is in: a caller that stops after
-    /// Content-Length bytes must not cost a connection.
-    pub(crate) fn data(&mut self, data: Bytes, end_stream: bool) -> Result<Bytes, WireError> {
-        self.received += data.len() as u64;
-        if let Some(g) = self.guard.as_mut() {
-            g.data(data.len());
-        }
-        if self.expected.is_some_and(|n| self.received > n) {
-            self.end_failed();
-            return Err(WireError::protocol("response body longer than its Content-Length"));
-        }
-        if end_stream && self.expected.is_none_or(|n| self.received == n) {
-            self.finish();
-        }
-        Ok(data)
-    }
-
-    /// The source failed mid-body.
-    pub(crate) fn failed(&mut self, source: impl std::error::Error + Send + Sync + 'static) -> WireError {
-        self.truncated().with_source(source)
-    }
-
-    /// The source ended: `None` when the body is complete, else the truncation error.
-    pub(crate) fn ended(&mut self) -> Option<WireError> {
-        if self.expected.is_some_and(|n| self.received < n) {
-            return Some(self.truncated());
-        }
-        self.finish();
-        None
-    }
-
-    fn end_failed(&mut self) {
-        self.done = true;
-        self.guard = None;
-    }
-
-    fn truncated(&mut self) -> WireError {
-        self.end_failed();
-        let want = self.expected.map(|n| format!(" of {n}")).unwrap_or_default();
-        WireError::new(ErrorKind::BodyTruncated, format!("response body ended after {}{want} bytes", self.received))
     }
 }
 

@@ -23,10 +23,12 @@
 use super::hedge::{send_hedged, Hedger};
 use super::lanes::{Demand, LaneGate, Lanes, SmallTiming, BULK, SMALL};
 use super::probe::{probe_with, Probe, PROBE_ATTEMPTS, PROBE_INCONCLUSIVE, PROBE_SPACING};
-use super::{is_small, window_cap, ConnectionGate};
+use super::window_cap;
 use crate::conn::Connector;
 use crate::controller::Controller;
 use crate::error::WireError;
+use crate::gate::ConnectionGate;
+use crate::lane::is_small;
 use crate::pipeline::PipelineTransport;
 use crate::pool::PoolTransport;
 use crate::{Request, Response, Transport, TransportConfig, TransportStats};
@@ -213,8 +215,8 @@ pub(super) fn add(a: TransportStats, b: TransportStats) -> TransportStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auto::Place;
     use crate::controller::ControllerOptions;
+    use crate::gate::Place;
     use std::pin::Pin;
     use std::task::{Context, Poll};
     use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};

@@ -80,8 +80,8 @@
 //! It landed with the hedges and was not measured apart from them.
 
 use super::copy_of;
-use super::lane::is_small;
 use crate::error::WireError;
+use crate::lane::is_small;
 use crate::pipeline::PipelineTransport;
 use crate::{Request, Response, Transport};
 use futures_util::future::BoxFuture;

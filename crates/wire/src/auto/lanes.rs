@@ -127,8 +127,8 @@
 //! where before the limit stayed low; the loaded row's count is what the bench reports.
 //!
 
-use super::gate::ConnectionGate;
 use crate::controller::Controller;
+use crate::gate::ConnectionGate;
 use crate::pipeline::PipelineTransport;
 use crate::pool::PoolTransport;
 use crate::{Response, ResponseBody};

@@ -28,24 +28,22 @@
 //! - `probe.rs`: earning `verified` for the pipeline before callers' requests use it.
 //! - `hedge.rs`: hedged small GETs.
 //! - `window_cap.rs`: when the receive-window cap of the pool's connections engages.
-//! - `gate.rs`: the connection gate and its places, which the lanes hand to pool and
-//!   pipeline.
-//! - `lane.rs`: which requests are small.
+//!
+//! Below the transports, shared with them (no transport imports auto or another
+//! transport): `crate::gate` (the connection gate and the places the lanes hand to pool
+//! and pipeline) and `crate::lane` (which requests are small; h2 uses it too).
 
-mod gate;
 mod h1;
 mod hedge;
-mod lane;
 mod lanes;
 mod probe;
 mod window_cap;
 
-pub(crate) use gate::{ConnectionGate, Place};
+pub use crate::lane::{is_small, lane, range_len, Lane, SMALL_GET_BYTES};
 pub use hedge::{
     HEDGE_BUDGET, HEDGE_BURST, HEDGE_FLOOR, HEDGE_MIN_SAMPLES, HEDGE_PERCENTILE, HEDGE_QUIET_AFTER_THROTTLE,
     HEDGE_WINDOW,
 };
-pub use lane::{is_small, lane, range_len, Lane, SMALL_GET_BYTES};
 pub use probe::{PROBE_ATTEMPTS, PROBE_INCONCLUSIVE, PROBE_SPACING};
 
 use crate::conn::Connector;

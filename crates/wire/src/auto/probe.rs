@@ -22,8 +22,8 @@
 //! once, and those that went to the pool while the probe ran held it for seconds.
 
 use super::copy_of;
-use super::lane::SMALL_GET_BYTES;
 use crate::error::WireError;
+use crate::lane::SMALL_GET_BYTES;
 use crate::pipeline::PipelineTransport;
 use crate::{Request, Response};
 use futures_util::future::BoxFuture;

@@ -18,7 +18,7 @@ pub(crate) trait ConnectionGate: Send + Sync {
     /// called by [`Place`]'s drop, never directly.
     fn closed(&self);
     /// Sockets holding a place of this lane: `+1` when one is connected, `-1` once it is
-    /// closed (counts what is really open, for [`AutoTransport::sockets_open`]).
+    /// closed (counts what is really open, for [`crate::auto::AutoTransport::sockets_open`]).
     fn socket(&self, _delta: isize) {}
     /// Connections this lane must give back now (it gives them back as they free):
     /// those above its share that the cap or the other lane needs.
@@ -28,7 +28,7 @@ pub(crate) trait ConnectionGate: Send + Sync {
         usize::MAX
     }
     /// This lane is closing `n` connections because it holds more than its share: their
-    /// places go to the other lane (counted, see [`AutoTransport::handovers`]).
+    /// places go to the other lane (counted, see [`crate::auto::AutoTransport::handovers`]).
     fn handed_over(&self, _n: usize) {}
 }
 
