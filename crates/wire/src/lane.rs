@@ -1,28 +1,20 @@
 //! Which requests are small: the rule that sends a request to auto's pipeline lane and
 //! keeps h2's small streams off connections that carry bulk ones.
 
+pub use crate::request::range_len;
 use crate::Request;
-use http::header::RANGE;
-use http::{HeaderMap, Method};
+use http::Method;
 
 /// Largest ranged GET sent down the pipeline: 1 MiB takes ~12 ms at S3's 90 MB/s per
 /// connection (LAB.md section 1), less than the ~30 ms first-byte p50 that pipelining
 /// hides for the requests behind it; larger bodies would cost them more than they save.
 pub const SMALL_GET_BYTES: u64 = 1024 * 1024;
 
-/// The rule of the module note: a HEAD, or a GET of at most [`SMALL_GET_BYTES`] (by its
-/// Range, else by the caller's [`Request::size_hint`]), without a body.
+/// A HEAD, or a GET whose response is known to carry at most [`SMALL_GET_BYTES`]
+/// ([`Request::expected_len`]: a bounded Range, else the caller's size hint), without a
+/// request body.
 pub fn is_small(req: &Request) -> bool {
-    if !req.is_pipelineable() {
-        return false;
-    }
-    if req.method == Method::HEAD {
-        return true;
-    }
-    match range_len(&req.headers) {
-        Some(n) => n <= SMALL_GET_BYTES,
-        None => !req.headers.contains_key(RANGE) && req.size_hint.is_some_and(|n| n <= SMALL_GET_BYTES),
-    }
+    req.is_pipelineable() && req.expected_len().is_some_and(|n| n <= SMALL_GET_BYTES)
 }
 
 /// A request's lane (issue 5: small requests never queue behind a large transfer).
@@ -45,26 +37,10 @@ pub fn lane(req: &Request) -> Lane {
     }
 }
 
-/// Bytes asked for by a single `Range: bytes=a-b` or `bytes=-n` (RFC 9110 section
-/// 14.1.2); `None` for open-ended, multiple or unparseable ranges.
-pub fn range_len(headers: &HeaderMap) -> Option<u64> {
-    let v = headers.get(RANGE)?.to_str().ok()?.trim();
-    let spec = v.strip_prefix("bytes=")?.trim();
-    if spec.contains(',') {
-        return None;
-    }
-    let (a, b) = spec.split_once('-')?;
-    let (a, b) = (a.trim(), b.trim());
-    if a.is_empty() {
-        return b.parse().ok();
-    }
-    let (a, b): (u64, u64) = (a.parse().ok()?, b.parse().ok()?);
-    b.checked_sub(a).map(|d| d + 1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::header::RANGE;
     use http::HeaderValue;
 
     fn get(range: Option<&str>) -> Request {

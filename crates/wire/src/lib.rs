@@ -34,12 +34,14 @@ pub mod h2;
 pub mod lane;
 pub mod pipeline;
 pub mod pool;
+mod request;
 
 pub use body::{RequestBody, ResponseBody};
 pub use error::{ErrorKind, RetrySafety, WireError};
+pub use request::Request;
 
 use futures_util::future::BoxFuture;
-use http::{HeaderMap, Method, StatusCode};
+use http::{HeaderMap, StatusCode};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -107,50 +109,6 @@ impl Endpoint {
         } else {
             format!("{host}:{}", self.port)
         }
-    }
-}
-
-/// One HTTP request. The transport adds Host (from the endpoint) and framing headers
-/// (Content-Length) when absent.
-pub struct Request {
-    pub method: Method,
-    /// Already percent-encoded path and query, starting with '/'.
-    pub path_and_query: String,
-    pub headers: HeaderMap,
-    pub body: RequestBody,
-    /// Bytes the response body will carry, when the caller knows (from a listing or a
-    /// HEAD). `auto` sends a GET known to be small down the pipeline (auto.rs module
-    /// note); an unknown size counts as large.
-    pub size_hint: Option<u64>,
-    /// Whether `auto` may send a copy of this request when its response head is slow
-    /// (auto.rs, "Hedged small GETs"). True by default; only small GETs and HEADs are
-    /// ever hedged, whatever this says. A caller for whom a second identical request costs
-    /// something (a request-counting quota, a GET with side effects behind a proxy) sets
-    /// it false.
-    pub hedge: bool,
-}
-
-impl Request {
-    pub fn new(method: Method, path_and_query: impl Into<String>) -> Request {
-        Request {
-            method,
-            path_and_query: path_and_query.into(),
-            headers: HeaderMap::new(),
-            body: RequestBody::Empty,
-            size_hint: None,
-            hedge: true,
-        }
-    }
-
-    /// RFC 9110 section 9.2.2: a request that may be repeated with the same effect.
-    pub fn is_idempotent(&self) -> bool {
-        matches!(self.method, Method::GET | Method::HEAD | Method::PUT | Method::DELETE | Method::OPTIONS)
-    }
-
-    /// Whether the pipeline may carry it: safe methods without a body, which can be
-    /// re-sent on a fresh connection if the one they were written on dies.
-    pub fn is_pipelineable(&self) -> bool {
-        matches!(self.method, Method::GET | Method::HEAD) && self.body.is_empty()
     }
 }
 
