@@ -1,6 +1,7 @@
 //! What every transport does around one exchange, whatever carries it: framing headers
-//! and the response-head time-out. Shared by pool.rs, pipeline.rs and h2.rs, so that no
-//! transport imports another.
+//! (Content-Length) and the response-head time-out, which counts from the last request
+//! byte handed on, so that a large upload is not cut by it. Shared by pool.rs and h2.rs
+//! from below, so that no transport imports another.
 
 use crate::body::RequestBody;
 use crate::error::{ErrorKind, WireError};

@@ -1,6 +1,20 @@
 //! The connection gate: how a lane (pool.rs, pipeline.rs) asks for a place under a
-//! connection cap it shares with another lane, and the [`Place`] a socket holds until it
-//! closes.
+//! connection cap it shares with another lane (auto/lanes.rs implements the gate), and the
+//! [`Place`] a socket holds until it closes.
+//!
+//! ```text
+//!   Place::take ── try_open() yes ──► Taken ── connected: Place::hold(io) ──► Held by the socket
+//!       │ no: the lane waits,           │ connect failed: dropped             │ socket dropped
+//!       ▼ or places elsewhere           ▼                                     ▼
+//!     (none)                          closed()                     socket(-1), then closed()
+//! ```
+//!
+//! A place comes back only once the socket itself is closed, so the other lane's next
+//! connection never overlaps it and the sockets open never exceed the shared cap. Without
+//! a gate (a transport used on its own) a place is free and counts nothing.
+//!
+//! Calls come with the lane's own lock held: a gate takes no lock of a lane, and wakes
+//! lanes only from spawned tasks.
 
 use crate::conn::Io;
 use std::pin::Pin;

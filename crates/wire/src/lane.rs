@@ -1,13 +1,17 @@
-//! Which requests are small: the rule that sends a request to auto's pipeline lane and
-//! keeps h2's small streams off connections that carry bulk ones.
+//! Which requests are small: the rule that sends a request to auto's pipeline lane (and
+//! lets it be hedged) and keeps h2's small streams off connections that carry bulk ones.
+//!
+//! A request is small when it is known to move little: a HEAD, or a GET whose response is
+//! known to carry at most [`SMALL_GET_BYTES`] ([`Request::expected_len`]). Unknown counts
+//! as large until proven small, since one large body holds up everything behind it.
 
 pub use crate::request::range_len;
 use crate::Request;
 use http::Method;
 
 /// Largest ranged GET sent down the pipeline: 1 MiB takes ~12 ms at S3's 90 MB/s per
-/// connection (LAB.md section 1), less than the ~30 ms first-byte p50 that pipelining
-/// hides for the requests behind it; larger bodies would cost them more than they save.
+/// connection, less than the ~30 ms first-byte p50 that pipelining hides for the requests
+/// behind it (docs/lab/wire-facts.md); larger bodies would cost them more than they save.
 pub const SMALL_GET_BYTES: u64 = 1024 * 1024;
 
 /// A HEAD, or a GET whose response is known to carry at most [`SMALL_GET_BYTES`]
@@ -17,7 +21,7 @@ pub fn is_small(req: &Request) -> bool {
     req.is_pipelineable() && req.expected_len().is_some_and(|n| n <= SMALL_GET_BYTES)
 }
 
-/// A request's lane (issue 5: small requests never queue behind a large transfer).
+/// A request's lane: small requests never queue behind a large transfer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lane {
     /// Moves at most [`SMALL_GET_BYTES`] either way, as far as the request shows.

@@ -155,7 +155,7 @@ pub struct TransportStats {
     pub requests_sent: u64,
     /// Requests written again on a fresh connection after theirs closed unanswered.
     pub requests_resent: u64,
-    /// Copies of slow small requests sent by `auto` (auto.rs, "Hedged small GETs"), also
+    /// Copies of slow small requests sent by `auto` (auto/hedge.rs), also
     /// counted in `requests_sent`, and those whose response head came first.
     pub hedges_sent: u64,
     pub hedges_won: u64,
@@ -234,7 +234,7 @@ impl TransportConfig {
         TransportConfig {
             endpoint,
             mode: Mode::Auto,
-            // AWS SDKs default to 50 (LAB.md section 1); the lab's pool baseline uses it.
+            // AWS SDKs default to 50 (docs/lab/wire-facts.md); the lab's pool baseline uses it.
             max_connections: 50,
             pipeline_depth: 32,
             ca_file: None,

@@ -1,5 +1,5 @@
 //! h1-pool: a classic HTTP/1.1 keep-alive pool with a maximum size, the baseline that
-//! the AWS SDKs use (50 connections by default, LAB.md section 1).
+//! the AWS SDKs use (50 connections by default, docs/lab/wire-facts.md).
 //!
 //! Built on hyper's client connection API (`hyper::client::conn::http1`), one hyper
 //! connection per pooled socket, and not on hyper-util's legacy `Client`, whose pool has
@@ -82,18 +82,11 @@ const MAX_ATTEMPTS: usize = 4;
 type Sender = http1::SendRequest<WireBody>;
 
 /// Largest read buffer hyper may grow to on one connection: 64 KiB, below its ~400 KiB
-/// default. A body chunk is a slice of this buffer, so while the consumer holds chunks
-/// (a download's write batch) hyper reads into a fresh allocation of up to this size:
-/// memory per body in flight is a few times this figure, and the bytes a consumer copies
-/// on (into the page cache) were written by the socket read a buffer or two earlier, so
-/// a small buffer keeps them in cache. 4 x 1 GiB `ferry cp` down from one `ferry serve
-/// --memory` (16 parts, each its own task), against the 256 KiB cap before, 4
-/// interleaved rounds at load 3-4: wall 3.98-4.55 s beside 4.27-4.61, system CPU
-/// 3.8-4.3 s beside 4.3-5.0, peak RSS 30-31 MiB beside 42-64; `perf record` of 3 more
-/// rounds: `copy_folio_from_iter_atomic` (the copy into the page cache) 3.6-4.4k samples
-/// beside 7.6-11.2k, the whole process 21.5-26.7k beside 23.8-29.1k. (With a 128 KiB
-/// cap, before parts ran as tasks of their own, the wall time was higher: every read was
-/// on one thread then.) s5cmd, same rounds: 2.84-3.19 s, 3.6-4.0 s system, 20 MiB.
+/// default. A body chunk is a slice of this buffer, so memory per body in flight is a few
+/// times this figure, and the bytes a consumer copies on were read a buffer or two
+/// earlier, still in cache (less wall, system CPU and memory than 256 KiB: see
+/// docs/lab/wire-h1-read-path.md; re-measure with a 4 x 1 GiB `ferry cp` down from
+/// `ferry serve --memory`, comparing wall, system CPU and peak RSS).
 const READ_BUFFER_MAX: usize = 64 * 1024;
 
 /// HTTP/1.1 keep-alive pool with at most `config.max_connections` connections.
@@ -506,11 +499,9 @@ type ConnFuture = Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>>;
 /// through a one-chunk channel. With that task on one tokio worker and the reader on
 /// another (a `block_on` caller, or another worker), every chunk costs two cross-thread
 /// wake-ups, and the reader's checksum then pulls the just-received megabyte from the
-/// other core's cache. Reading in the consumer's poll removes the hop. `ferry bench
-/// bulk-get --quick --repeats 3 --peers none`, four runs of each binary alternated (12
-/// repeats each, a 2-core machine under other builds): the h1-pool row's client CPU per
-/// GiB, median, 0.434 -> 0.370 s; its share of iperf3 in the same repeat, median,
-/// 78% -> 96% (the no-checksum row 90% -> 154%).
+/// other core's cache. Reading in the consumer's poll removes the hop (client CPU per GiB
+/// down by a sixth: docs/lab/wire-h1-read-path.md; re-measure with `ferry bench bulk-get
+/// --quick --repeats 3 --peers none`).
 ///
 /// Sharing one future between two tasks is sound because each poll registers the polling
 /// task's wakers: while the body drives, socket readiness wakes the body's task; when the
@@ -566,7 +557,7 @@ impl Drop for HandBack {
     }
 }
 
-// ---- Shared cap: the hook auto.rs uses to share one connection cap between lanes ----
+// ---- Shared cap: the hook auto uses to share one connection cap between lanes (gate.rs) ----
 //
 // Without a gate (a plain h1-pool) none of this runs. With one, opening a connection also
 // needs a place from the gate, held by the socket until it is closed and then given back

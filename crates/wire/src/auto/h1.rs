@@ -1,24 +1,33 @@
-//! The HTTP/1.1 side of auto: one controller, one cap, two lanes that share it by demand.
+//! The HTTP/1.1 side of auto: each request goes to its lane (small: the pipeline once
+//! verified, else the pool; bulk: the pool, once admitted under bulk's share), and each
+//! response is reported to the endpoint's controller.
 //!
-//! auto keeps the endpoint's adaptive controller (controller.rs) and reports every
-//! response to it: 503 and 429 are throttling, any other answer a success. On h2 a
-//! success carries its latency (`ResponseMeta::head_latency`: from the request's first
-//! byte on the wire to its head), and the controller also backs off when first-byte
-//! times rise. On HTTP/1.1 a success carries its `head_latency` too, but to the
-//! controller's per-round rule ("Rising head latency" in controller.rs), which backs off
-//! only while goodput is not growing and never below half the best round's limit. Not
-//! `time_to_head`, which runs from the call to `send` and so includes waiting for a pool
-//! connection or behind earlier pipelined responses: that is auto's own queueing, and fed
-//! as latency it shrinks the limit in a spiral (100 bulk reads on 49 connections double
-//! it). Nor the moving averages that h2 uses: fed `head_latency`, they cut the limit under
-//! mixed-hol's bulk load, where the 2-core loopback's CPU contention raises first-byte
-//! times: in one of six repeats (`ferry bench mixed-hol --quick --peers none`) auto held
-//! 22 connections and its large reads stalled (74 MB/s beside ~450). Every bulk response
-//! body's bytes also go to `Controller::delivered`, and the limit stops growing once more
-//! connections stop adding bytes per second (controller.rs, "Growth follows
-//! goodput"), so auto does not open the whole cap for a load two cores cannot carry
-//! faster. Small responses' bytes do not count (lanes.rs, "small-objects"). How the
-//! lanes share the controller's limit: lanes.rs.
+//! ```text
+//!   send ─► lane? ─ small ─► window_cap check ─► verified? ─ yes ─► hedge.rs ─► pipeline
+//!              │                                    └─ no ─► probe.rs, or the pool
+//!              └─ bulk ─► Lanes::admit_bulk ─► pool
+//!   head ─► controller: 503/429 throttled; else success with head_latency
+//!   body ─► Demand counts the request in its lane until the body ends (lanes.rs);
+//!           bulk bytes go to Controller::delivered (goodput)
+//! ```
+//!
+//! What the controller is fed, and why:
+//!
+//! - `head_latency` (from the request's first byte on the wire to its head), never
+//!   `time_to_head`, which runs from the call to `send` and so holds auto's own queueing
+//!   (waiting for a pool connection, or behind earlier pipelined responses): fed as
+//!   latency, that shrinks the limit in a spiral.
+//! - On HTTP/1.1 the latency goes to the controller's per-round rule ("Rising head
+//!   latency" in controller.rs), which backs off only while goodput is not growing; the
+//!   moving averages h2 uses would read the client's own CPU load as congestion.
+//! - Bulk response bytes, so that the limit stops growing once more connections stop
+//!   adding bytes per second. Small responses' bytes do not count: a small request's
+//!   worth is its first byte, and counting them held small-only loads back.
+//!
+//! A small request the pool carries (no verified pipeline yet) counts as the pool's
+//! demand, or the pool's share would not grow for it.
+//!
+//! Measurements behind these choices: docs/lab/wire-auto-lanes.md.
 
 use super::hedge::{send_hedged, Hedger};
 use super::lanes::{Demand, LaneGate, Lanes, SmallTiming, BULK, SMALL};
@@ -258,7 +267,7 @@ mod tests {
         }
     }
 
-    /// The handover race, deterministically (module note, "One controller"): the pool
+    /// The handover race, deterministically (lanes.rs, a place comes back only with its socket): the pool
     /// lets an idle connection go for the small lane, but its socket closes only when the
     /// connection's own task next runs. On a current-thread runtime nothing runs between
     /// the two, so a place freed when the pool let go (the old order) would let the

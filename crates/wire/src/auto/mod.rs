@@ -6,32 +6,36 @@
 //!             └─ server chose http/1.1 ► HTTP/1.1 (the pool takes that connection)
 //!  http ──────────────────────────────► HTTP/1.1 (no ALPN; h2c only when forced with Mode::H2)
 //!
-//!  HTTP/1.1: small idempotent request ── pipeline verified? ── yes ─► PipelineTransport
-//!                                          └─ no ─► pool (one probe first, see below)
-//!            anything else ────────────────────────────────────────► PoolTransport
+//!  HTTP/1.1: small request ── pipeline verified? ── yes ─► PipelineTransport (hedged)
+//!                               └─ no ─► PoolTransport (a probe first when one is due)
+//!            anything else ──────────────────────────────► PoolTransport
 //! ```
 //!
-//! *Small* means [`Request::is_pipelineable`] (GET or HEAD without a body) and: a HEAD,
-//! or a GET whose Range asks for at most [`SMALL_GET_BYTES`], or a GET without a Range
-//! whose caller knows the object is that small ([`Request::size_hint`], from a listing
-//! or a HEAD). Any other GET counts as large: its object may be any size, and a large
-//! body holds up every response pipelined behind it.
+//! *Small* is [`is_small`] (lane.rs): a HEAD, or a GET without a body whose response is
+//! known to carry at most [`SMALL_GET_BYTES`] ([`Request::expected_len`]: a bounded
+//! Range, else the caller's size hint from a listing or a HEAD). Any other GET counts as
+//! large: its object may be any size, and a large body holds up every response pipelined
+//! behind it.
 //!
-//! Connection ids in [`crate::ResponseMeta`] are per sub-transport: the pool and h2 share
-//! auto's connector, the pipelines number their own.
+//! auto keeps the endpoint's adaptive controller (controller.rs) and reports every
+//! response to it, on h2 and on HTTP/1.1 alike; on HTTP/1.1 the controller's limit is the
+//! number of connections the two lanes share.
 //!
 //! # Where each idea lives
 //!
-//! - `h1.rs`: the HTTP/1.1 side, routing each request to its lane and reporting every
-//!   response to the controller.
+//! - `h1.rs`: the HTTP/1.1 side: routes each request to its lane, reports each response
+//!   to the controller, counts the demand until the body ends.
 //! - `lanes.rs`: the two lanes' shares of one connection cap, by demand.
-//! - `probe.rs`: earning `verified` for the pipeline before callers' requests use it.
-//! - `hedge.rs`: hedged small GETs.
+//! - `probe.rs`: how the pipeline earns `verified` before callers' requests use it.
+//! - `hedge.rs`: a copy of a small GET whose head is late.
 //! - `window_cap.rs`: when the receive-window cap of the pool's connections engages.
 //!
-//! Below the transports, shared with them (no transport imports auto or another
+//! Below the transports and shared with them (no transport imports auto or another
 //! transport): `crate::gate` (the connection gate and the places the lanes hand to pool
-//! and pipeline) and `crate::lane` (which requests are small; h2 uses it too).
+//! and pipeline), `crate::lane` (which requests are small; h2 uses it too).
+//!
+//! Connection ids in [`crate::ResponseMeta`] are per sub-transport: the pool and h2 share
+//! auto's connector, the pipeline numbers its own.
 
 mod h1;
 mod hedge;

@@ -1,25 +1,26 @@
-//! The pipelining probe: how auto earns `verified` for the small lane's pipeline.
+//! The pipelining probe: how auto earns `verified` for the small lane's pipeline without
+//! risking callers' requests on an endpoint that mishandles pipelining.
 //!
 //! *Verified* is [`PipelineTransport::verified`]: a batch of two or more requests written
-//! in one write was answered correctly. To earn it without risking callers' requests on
-//! an endpoint that mishandles pipelining, auto runs a probe: the first small request
-//! goes to the small lane's own pipeline together with a copy of itself, both queued at
-//! once on one connection (`PipelineTransport::send_pair`), so that its writer sends
-//! them in one batch. The caller gets the first response, which any HTTP/1.1 server
-//! answers correctly; the copy's response is read and thrown away. If the batch was
-//! answered well, small requests go to the pipeline from then on, starting on the
-//! probe's connection; if the copy was answered badly, auto stays on the pool and tries
-//! again after [`PROBE_SPACING`] more small requests, at most [`PROBE_ATTEMPTS`] times. A
-//! probe whose answers were fine but did not verify (the lane had no place for the pair
-//! at once, so they were placed one by one) is retried with the next small request, at
-//! most [`PROBE_INCONCLUSIVE`] times. The cost is one duplicated small request per probe.
-//! The probe once ran on a one-connection pipeline of its own, with a place of its own
-//! under the limit: one TCP connection opened beside the lanes for every transport
-//! (mixed-hol below).
+//! in one write was answered correctly. The first small request goes to the small lane's
+//! pipeline together with a copy of itself, both queued at once on one connection
+//! (`PipelineTransport::send_pair`), so that its writer sends them in one batch. The
+//! caller gets the first response, which any HTTP/1.1 server answers correctly; the
+//! copy's response is read and thrown away. The cost is one duplicated small request per
+//! probe, and the probe runs inside the small lane's places (no connection of its own).
 //!
-//! While a probe is out, small requests wait for its verdict (one first-byte time)
-//! rather than join the pool's queue: `ferry bench small-objects` submits 1,024 GETs at
-//! once, and those that went to the pool while the probe ran held it for seconds.
+//! ```text
+//!   Unverified ── small request, probe due ──► Running ── batch answered well ──► Verified
+//!       ▲                                          │                                (pipeline
+//!       │      copy answered badly (attempts += 1, └─ answered well, not verified    for good)
+//!       │      retry after PROBE_SPACING smalls)      (placed one by one:
+//!       └─────────────────────────────────────────    inconclusive += 1, retry next)
+//!   after PROBE_ATTEMPTS bad or PROBE_INCONCLUSIVE inconclusive probes: the pool for good
+//! ```
+//!
+//! While a probe is out, small requests wait for its verdict (one first-byte time) rather
+//! than join the pool's queue: with 1,024 GETs submitted at once, those that went to the
+//! pool while the probe ran held it for seconds (docs/lab/wire-auto-lanes.md).
 
 use super::copy_of;
 use crate::error::WireError;
