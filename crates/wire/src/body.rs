@@ -5,8 +5,8 @@
 //! the caller: nothing is read from the socket faster than the caller reads, which is
 //! the backpressure the transport contract promises.
 //!
-//! Body bookkeeping shared by pool.rs and h2.rs: [`BodyTally`] counts data bytes against
-//! the announced length and tells the owner's [`BodyGuard`] once the last byte is in (so
+//! Body bookkeeping shared by pool.rs and h2.rs: `BodyTally` counts data bytes against
+//! the announced length and tells the owner's `BodyGuard` once the last byte is in (so
 //! its connection or stream is reused at once); a body that ends short, fails or runs long
 //! becomes an error, and the guard is dropped untold (its connection is not reused).
 

@@ -30,9 +30,9 @@
 //! back a window it offered, so an established connection advertises less as the data
 //! already offered arrives; a capped socket never gets autotuning back. Left alone: the
 //! pipeline's connections (opened by its own connector), connections that ALPN made
-//! HTTP/2 (one carries many streams), paths whose product is under [`MIN_WINDOW_CAP`]
+//! HTTP/2 (one carries many streams), paths whose product is under `MIN_WINDOW_CAP`
 //! (loopback, a LAN: no queue worth capping, and the cap would bind a fast server first)
-//! and paths whose product exceeds `net.core.rmem_max` or [`MAX_WINDOW_CAP`] (long links
+//! and paths whose product exceeds `net.core.rmem_max` or `MAX_WINDOW_CAP` (long links
 //! need the kernel's autotuning, which setting `SO_RCVBUF` turns off for good).
 //!
 //! Why only on meeting: a full queue costs only what waits behind it, and capping a

@@ -32,9 +32,9 @@
 //!   stores' first-byte times are lognormal and a minimum would call noise congestion.
 //! - Growth follows goodput: the transport reports the response bytes it receives
 //!   ([`Controller::delivered`]; auto reports its bulk lane's only, a small request's
-//!   worth being its first byte). Per round (`limit` successes, at least [`MIN_ROUND`])
-//!   the rate is compared with the best of the last [`GOODPUT_WINDOW`] rounds, as BBR's
-//!   start-up finds a full pipe: in slow start it must beat it by [`SLOW_START_GROWTH`],
+//!   worth being its first byte). Per round (`limit` successes, at least `MIN_ROUND`)
+//!   the rate is compared with the best of the last `GOODPUT_WINDOW` rounds, as BBR's
+//!   start-up finds a full pipe: in slow start it must beat it by `SLOW_START_GROWTH`,
 //!   after it by anything. A round that does not grow holds growth (never a decrease);
 //!   a transport that reports no bytes (h2) keeps the plain AIMD.
 //! - Rising head latency, over HTTP/1.1 ([`Permit::success_with_head_latency`]): the
@@ -348,7 +348,7 @@ impl Controller {
     }
 
     /// Whether the limit is still in slow start below the cap: it grows within a round or
-    /// two, or slow start ends (at most [`FULL_PIPE_ROUNDS`] rounds without growth).
+    /// two, or slow start ends (at most `FULL_PIPE_ROUNDS` rounds without growth).
     pub fn in_slow_start(&self) -> bool {
         let s = self.lock();
         s.slow_start && s.limit < self.opts.max as f64
@@ -456,7 +456,7 @@ impl Controller {
 }
 
 impl Controller {
-    /// Ends the goodput round when it is due: `limit` successes and [`MIN_ROUND`] since
+    /// Ends the goodput round when it is due: `limit` successes and `MIN_ROUND` since
     /// it started. A round that moved no bytes (nothing reported them) measures nothing.
     fn goodput_round(&self, s: &mut State) {
         s.gp.done += 1;
@@ -681,7 +681,7 @@ mod tests {
         assert_eq!(ctl.stats().in_flight, 0);
     }
 
-    /// One goodput round: [`MIN_ROUND`] passes, `bytes` arrive, then `limit` successes.
+    /// One goodput round: `MIN_ROUND` passes, `bytes` arrive, then `limit` successes.
     async fn round(ctl: &Arc<Controller>, bytes: u64) {
         tokio::time::sleep(MIN_ROUND + Duration::from_millis(5)).await;
         ctl.delivered(bytes);

@@ -24,7 +24,7 @@
 //! at once and writes them in one `write` (a batch), moving them to `written` *before*
 //! writing so the reader always knows which response comes next; the reader parses the
 //! head of the oldest written request, hands the [`Response`] over, then streams its body
-//! through a channel of [`BODY_CHANNEL`] chunks. Only then does it read the next head:
+//! through a channel of `BODY_CHANNEL` chunks. Only then does it read the next head:
 //! response k+1 cannot be read until body k is consumed (backpressure, bounded memory).
 //!
 //! # Slot states (one request on one connection)

@@ -7,7 +7,7 @@
 //!
 //! A request takes the most recently used idle connection, or opens one when fewer than
 //! `max_connections` are open, or else waits in a FIFO queue until a connection is handed
-//! back or a slot frees up. Each open (or opening) connection holds one [`Slot`]; a slot
+//! back or a slot frees up. Each open (or opening) connection holds one `Slot`; a slot
 //! is released when its connection is dropped, so the cap counts sockets, not requests.
 //!
 //! ```text
@@ -31,16 +31,16 @@
 //! written is re-sent on another connection whatever its method.
 //!
 //! Reading a body: the response body polls its connection's hyper future itself before
-//! each chunk ([`Driver`]), so a bulk GET is read from the socket on the task that
+//! each chunk (`Driver`), so a bulk GET is read from the socket on the task that
 //! consumes (and checksums) it, with no cross-thread hand-off per chunk; the connection's
 //! own task takes over again when the body ends. Backpressure is unchanged: hyper reads
 //! only when its one-chunk body channel is empty.
 //!
-//! This module also holds its hyper glue: [`WireBody`] (request bodies with exact
-//! length), [`IncomingStream`] (hyper's body as a [`ResponseBody`] that tells its owner
+//! This module also holds its hyper glue: `WireBody` (request bodies with exact
+//! length), `IncomingStream` (hyper's body as a [`ResponseBody`] that tells its owner
 //! when it ended) and the error mapping. What it shares with h2.rs lives below both:
-//! body bookkeeping ([`BodyTally`], [`BodyGuard`]) in body.rs, the response-head
-//! time-out ([`await_head`]) and framing headers in exchange.rs.
+//! body bookkeeping (`BodyTally`, `BodyGuard`) in body.rs, the response-head
+//! time-out (`await_head`) and framing headers in exchange.rs.
 
 use crate::body::{BodyGuard, BodyTally, RequestBody, ResponseBody};
 use crate::conn::Connector;
