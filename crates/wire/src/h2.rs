@@ -84,7 +84,9 @@ pub const INITIAL_WINDOW: u32 = 8 * 1024 * 1024;
 /// (docs/lab/wire-facts.md).
 pub const MAX_WINDOW: u32 = 256 * 1024 * 1024;
 
-/// Wait after a PING round that did not grow the window.
+/// Wait after a PING round that did not grow the window: a steady transfer then costs a
+/// PING every 100 ms, and the window can still follow a transfer that speeds up later
+/// (a judgement; tests/h2_windows.rs checks the windows grow on a path with a round trip).
 pub const SAMPLE_PAUSE: Duration = Duration::from_millis(100);
 
 /// Largest DATA frame we accept: 1 MiB instead of 16 KiB cuts frame headers and wake-ups

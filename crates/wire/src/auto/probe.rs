@@ -31,14 +31,17 @@ use futures_util::future::BoxFuture;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
-/// Small requests between two pipeline probes.
+/// Small requests between two pipeline probes: a judgement, not a measurement; a probe
+/// that failed costs at most one duplicated request per hundred small ones (1%).
 pub const PROBE_SPACING: u64 = 100;
 
-/// Probes before auto settles on the pool for good.
+/// Probes before auto settles on the pool for good: a judgement, three chances for an
+/// endpoint whose first batch met a transient fault (an endpoint that never pipelines:
+/// tests/pipeline_scripted.rs, `auto_carries_small_requests_on_its_pool_when_pipelining_fails`).
 pub const PROBE_ATTEMPTS: u32 = 3;
 
 /// Probes answered well that did not verify before auto stops probing: each costs one
-/// duplicated small request.
+/// duplicated small request, so eight bound that cost (a judgement, not a measurement).
 pub const PROBE_INCONCLUSIVE: u32 = 8;
 
 /// Largest body of the probe's copy that is read to discard it (it is small by rule).
