@@ -5,11 +5,11 @@
 //! it) sends one request per connection at a time and waits for the whole response
 //! before the next; the mainstream clients of other languages (curl removed pipelining
 //! in 7.65, browsers never enabled it, the AWS SDKs use pools) do the same. Yet on S3,
-//! which speaks HTTP/1.1 only, pipelining fetched many small objects 30-40% faster (a
-//! published client, 32 connections x 32 deep: docs/lab/wire-facts.md), because each request's
-//! first-byte latency overlaps with the responses before it. So this module writes
-//! requests itself and parses responses with `httparse`; chunked bodies are decoded by
-//! `ferry_proto::chunked::ChunkedDecoder`, the decoder the server uses too.
+//! which speaks HTTP/1.1 only, pipelining fetched many small objects 30-40% faster
+//! (docs/lab/wire-facts.md), because each request's first-byte latency overlaps with the
+//! responses before it. So this module writes requests itself and parses responses with
+//! `httparse`; chunked bodies are decoded by `ferry_proto::chunked::ChunkedDecoder`, the
+//! decoder the server uses too.
 //!
 //! # How data flows
 //!
@@ -49,13 +49,11 @@
 //! charged with the failure: requests behind it had no chance to be answered. Each
 //! failure either answers at least one request or charges one, so the loop ends.
 //!
-//! `send_pair` queues two requests on one connection under one lock, so its writer
-//! sends them in one batch: `auto`'s pipelining probe.
-//!
-//! Under `auto` a `ConnectionGate` decides, besides the cap, whether a connection may
-//! be opened, how deep connections are filled, and when the lane holds more connections
-//! than its share: it then retires its emptiest connections (no new requests; closed
-//! once their written requests are answered) so that the pool gets them back.
+//! Under `auto` a `ConnectionGate` (gate.rs) decides, besides the cap, whether a
+//! connection may be opened, how deep connections are filled, and when the lane holds
+//! more connections than its share: it then retires its emptiest connections (no new
+//! requests; closed once their written requests are answered) so that the pool gets them
+//! back. `send_pair` writes two requests in one batch, for auto's probe.
 //!
 //! Requests that are not [`Request::is_pipelineable`] travel alone and are never re-sent
 //! once written; placement, re-sent requests first (`Shared::place`).
