@@ -4,8 +4,13 @@
 //! a stream of known length (sent once). A response body is a stream of chunks pulled by
 //! the caller: nothing is read from the socket faster than the caller reads, which is
 //! the backpressure the transport contract promises.
+//!
+//! Body bookkeeping shared by pool.rs and h2.rs: `BodyTally` counts data bytes against
+//! the announced length and tells the owner's `BodyGuard` once the last byte is in (so
+//! its connection or stream is reused at once); a body that ends short, fails or runs long
+//! becomes an error, and the guard is dropped untold (its connection is not reused).
 
-use crate::error::WireError;
+use crate::error::{ErrorKind, WireError};
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, Stream, StreamExt};
 use std::io;
@@ -109,5 +114,86 @@ impl Stream for ResponseBody {
     type Item = Result<Bytes, WireError>;
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.inner.poll_next_unpin(cx)
+    }
+}
+
+/// Whoever owns the connection or stream a response body comes from.
+pub(crate) trait BodyGuard: Send + 'static {
+    /// Response body bytes received.
+    fn data(&mut self, _n: usize) {}
+    /// The body was read to its end. Dropping the guard without this call means the
+    /// body was abandoned or failed.
+    fn finished(self: Box<Self>);
+}
+
+/// What the HTTP/1.1 and HTTP/2 response bodies share: data bytes counted against the
+/// announced length, the guard told once the last byte is in, and the errors for a body
+/// that ends short, fails, or runs long. Each error ends the body (the guard is dropped
+/// untold, so its connection or stream is not reused).
+pub(crate) struct BodyTally {
+    guard: Option<Box<dyn BodyGuard>>,
+    received: u64,
+    expected: Option<u64>,
+    done: bool,
+}
+
+impl BodyTally {
+    pub(crate) fn new(guard: Box<dyn BodyGuard>, expected: Option<u64>) -> BodyTally {
+        BodyTally { guard: Some(guard), received: 0, expected, done: false }
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The body is complete: tell the guard.
+    pub(crate) fn finish(&mut self) {
+        self.done = true;
+        if let Some(g) = self.guard.take() {
+            g.finished();
+        }
+    }
+
+    /// A chunk of data; `end_stream`: the source says nothing follows it. The connection
+    /// is handed back as soon as the last byte is in: a caller that stops after
+    /// Content-Length bytes must not cost a connection.
+    pub(crate) fn data(&mut self, data: Bytes, end_stream: bool) -> Result<Bytes, WireError> {
+        self.received += data.len() as u64;
+        if let Some(g) = self.guard.as_mut() {
+            g.data(data.len());
+        }
+        if self.expected.is_some_and(|n| self.received > n) {
+            self.end_failed();
+            return Err(WireError::protocol("response body longer than its Content-Length"));
+        }
+        if end_stream && self.expected.is_none_or(|n| self.received == n) {
+            self.finish();
+        }
+        Ok(data)
+    }
+
+    /// The source failed mid-body.
+    pub(crate) fn failed(&mut self, source: impl std::error::Error + Send + Sync + 'static) -> WireError {
+        self.truncated().with_source(source)
+    }
+
+    /// The source ended: `None` when the body is complete, else the truncation error.
+    pub(crate) fn ended(&mut self) -> Option<WireError> {
+        if self.expected.is_some_and(|n| self.received < n) {
+            return Some(self.truncated());
+        }
+        self.finish();
+        None
+    }
+
+    fn end_failed(&mut self) {
+        self.done = true;
+        self.guard = None;
+    }
+
+    fn truncated(&mut self) -> WireError {
+        self.end_failed();
+        let want = self.expected.map(|n| format!(" of {n}")).unwrap_or_default();
+        WireError::new(ErrorKind::BodyTruncated, format!("response body ended after {}{want} bytes", self.received))
     }
 }

@@ -8,79 +8,37 @@
 //! # Receive windows of HTTP/1.1 connections (auto)
 //!
 //! An HTTP/1.1 connection carries one response at a time, and an object store serves one
-//! response at a known rate (LAB.md: S3 85-90 MB/s per request, GCS 180 MB/s per stream,
-//! Azure 45). A receive window larger than that rate times the round trip cannot make the
-//! response come faster; it only lets the server put more of it in flight, and what is
-//! in flight beyond the path's own bandwidth x delay waits in the bottleneck's queue.
-//! Linux grows every socket's window towards `tcp_rmem`'s maximum (32 MiB here), so
-//! twenty bulk connections fill a NIC's queue however small the objects waiting behind
-//! them. Once the cap is engaged ([`Connector::engage_window_cap`]), each HTTP/1.1
-//! connection's receive buffer (`SO_RCVBUF`) is set to [`H1_RESPONSE_RATE`] x the
-//! smallest TCP handshake RTT this connector has seen; the smallest, because a
-//! connection opened while the queue is full measures the queue in its own RTT (the
-//! first trial, per-connection RTTs, reached 11.2x where this reaches the figures below).
+//! response at a known rate (S3 85-90 MB/s per request, GCS 180 MB/s per stream, Azure
+//! 45: docs/lab/wire-facts.md). A receive window larger than that rate times the round
+//! trip cannot make the response come faster; it only lets the server put more in
+//! flight, and what is in flight beyond the path's own bandwidth x delay waits in the
+//! bottleneck's queue, in front of the small responses behind it. Linux grows every
+//! socket's window towards `tcp_rmem`'s maximum, so twenty bulk connections fill a NIC's
+//! queue however small the objects waiting behind them.
 //!
-//! When: a full queue costs only what waits behind it. Auto watches the windows of the
-//! connections its connector opens (the pool's, which carry the bulk lane; the pipeline
-//! opens its own, never capped) from the start ([`Connector::watch_receive_windows`]:
-//! RTTs kept, sockets listed), and engages the cap the first time a small request is sent
-//! while a bulk one is still moving. From then on every watched connection still open is
-//! capped (TCP does not take back a window it offered, so an established one advertises
-//! less as the data already offered arrives) and each new one at its opening, for the
-//! transport's life (a capped socket cannot get autotuning back). A download alone, or
-//! small requests alone, keep the kernel's windows: the first cut, capping from the first
-//! connection, cost a quarter of a download from a server faster than the rate (figures
-//! below). Left alone also: connections that ALPN made HTTP/2 (one carries many streams
-//! at once), paths where the product is under 64 KiB (loopback, a LAN: no queue worth
-//! capping, and there the cap would bind a fast server first), and paths where it
-//! exceeds `net.core.rmem_max` or 4 MiB (long links: the kernel's autotuning is what
-//! they need, and setting `SO_RCVBUF` turns it off for that socket for good).
+//! ```text
+//!   new()  ── watch_receive_windows() ──►  Watching: handshake RTTs kept, sockets listed
+//!                                             │ engage_window_cap() (auto/window_cap.rs)
+//!                                             ▼
+//!                                          Capped: every watched socket still open, and
+//!                                          each new one at its opening, for good
+//! ```
 //!
-//! Measured on mixed-hol (`ferry bench mixed-hol --peers none --repeats 3 --link instance
-//! --auto-max-connections 50`: 1 ms, 2.5 Gbit/s, a 4 MiB queue), rounds of two builds
-//! alternated twice (6 runs a side, load average 0.5-6 on 2 cores). Rounds 1-3 capped
-//! from the first connection (the third round's second build hedged sooner: bench
-//! mixed_hol.rs); round 4 set the engaged cap beside that; medians:
+//! Capped, a connection's receive buffer (`SO_RCVBUF`) is [`H1_RESPONSE_RATE`] x the
+//! smallest TCP handshake RTT this connector has seen: the smallest, because a connection
+//! opened while the queue is full measures the queue in its own RTT. TCP does not take
+//! back a window it offered, so an established connection advertises less as the data
+//! already offered arrives; a capped socket never gets autotuning back. Left alone: the
+//! pipeline's connections (opened by its own connector), connections that ALPN made
+//! HTTP/2 (one carries many streams), paths whose product is under `MIN_WINDOW_CAP`
+//! (loopback, a LAN: no queue worth capping, and the cap would bind a fast server first)
+//! and paths whose product exceeds `net.core.rmem_max` or `MAX_WINDOW_CAP` (long links
+//! need the kernel's autotuning, which setting `SO_RCVBUF` turns off for good).
 //!
-//! | round | windows | small p99 loaded | unloaded | loaded / unloaded | pool p99 / auto p99 | large MB/s |
-//! |---|---|---|---|---|---|---|
-//! | 1 | kernel | 268 ms | 138 ms | 1.93 | 8.0x | 292 |
-//! | 1 | capped, 128 MB/s | 146 ms | 139 ms | 1.05 | 14.3x | 290 |
-//! | 2 | capped, 192 MB/s | 158 ms | 138 ms | 1.18 | 12.9x | 292 |
-//! | 2 | capped, 128 MB/s | 151 ms | 138 ms | 1.11 | 15.1x | 292 |
-//! | 3 | capped, 128 MB/s | 145 ms | 137 ms | 1.08 | 16.5x | 292 |
-//! | 4 | capped from the first connection | 146 ms | 138 ms | 1.06 | 16.0x | 292 |
-//! | 4 | engaged when smalls meet bulk (auto now) | 144 ms | 138 ms | 1.08 | 15.4x | 292 |
-//!
-//! In round 4 the p99 ratio's difference is the pool's (its p99 2.05-2.46 s beside
-//! 2.03-2.41); auto's own loaded p99 is the same, 140-148 ms beside 138-152.
-//!
-//! Our reading (from the figures, not traced packet by packet): with the kernel's windows
-//! the full queue drops packets, and a small object whose segment was dropped waits out a
-//! retransmission time-out (200 ms at least), the tail of its p99. Capped, the loaded
-//! tail is the unloaded one: the s3 profile's own first-byte spread, which hedging
-//! (`auto.rs`) is what shortens. The large objects' rate does not move: they are read as
-//! ranged parts on many connections. Untouched by construction: everything on loopback
-//! and the 110 ms bulk-wan link.
-//!
-//! What capping costs, measured across `--link region` (1 ms, 10 Gbit/s, a 16 MiB queue;
-//! on two cores the CPU binds at ~1.2 GB/s, and the RTT grows with it). Against the s3
-//! profile, nothing: `ferry bench mixed-hol --peers none --repeats 3 --link region
-//! --auto-max-connections 50`, capped from the first connection then the kernel's
-//! windows: large objects 1,205 MB/s beside 1,210 (done / alone 1.01 beside 1.06), small
-//! p99 loaded 164 ms beside 190. Against a server faster than the rate, a download alone
-//! lost a quarter when capped from the first connection: `ferry bench cli-transfer --set
-//! large --quick --peers none --link region --repeats 2` (lan profile, no per-connection
-//! limit), 5 runs a side alternated: ferry's 4 x 256 MiB download 734 MB/s (633-826, the
-//! runs' medians) beside 984 (899-1,024) with the kernel's windows, 17-20 connections
-//! beside 14-15 (the window binds: ~39 MB/s a connection from a ~128 KB window means an
-//! RTT near 3 ms, the loaded CPU's; inferred, not traced). Hence the engagement rule:
-//! the same command, the kernel's windows, capped from the first connection and engaged
-//! on meeting alternated twice at load 0.3-2.9: 994 and 1,023 MB/s, 660 and 762, 879 and
-//! 954 (a noisier pair beside a CI run: 774 and 629, 528 and 557, 652 and 849). Uploads
-//! are unchanged either way (the cap is on receiving). Still paid: a mixed load against
-//! a server faster than 128 MB/s a connection holds its bulk to the cap, the price of the
-//! small requests' tail.
+//! Why only on meeting: a full queue costs only what waits behind it, and capping a
+//! download alone cost a quarter of it from a server faster than the rate. With the cap,
+//! mixed-hol's loaded small p99 across `--link instance` fell to the unloaded one, and
+//! the large objects' rate did not move. Measurements: docs/lab/wire-receive-windows.md.
 
 use crate::error::{ErrorKind, WireError};
 use crate::{Scheme, TransportConfig};
@@ -140,15 +98,18 @@ struct Inner {
 
 /// The rate one HTTP/1.1 response is allowed to arrive at when windows are capped: above
 /// S3's 85-90 MB/s and Azure's 45 MB/s per request, so the cap binds the queue, not those
-/// servers. GCS streams at 180 MB/s; one connection to it is held to this rate, which the
-/// engine's ranged parts (several connections per large object) make up. 192 MB/s, above
-/// GCS, was measured beside it and kept more of the queue full (module doc).
+/// servers; GCS's 180 MB/s per stream is made up by the engine's ranged parts on several
+/// connections (192 MB/s kept more of the queue full: docs/lab/wire-receive-windows.md;
+/// re-measure with `ferry bench mixed-hol --peers none --repeats 3 --link instance`).
 pub const H1_RESPONSE_RATE: u64 = 128_000_000;
 
-/// Products below this are left to the kernel (see the module doc).
+/// Products below this are left to the kernel: 64 KiB, the window of a path with no
+/// queue worth capping (loopback, a LAN; module doc).
 const MIN_WINDOW_CAP: u64 = 64 << 10;
 
-/// Products above this are left to the kernel: a long link's windows are autotuning's job.
+/// Products above this are left to the kernel: a long link's windows are autotuning's job
+/// (4 MiB: 128 MB/s x 33 ms, well below the 110 ms transatlantic preset, well above a
+/// region's 1 ms).
 const MAX_WINDOW_CAP: u64 = 4 << 20;
 
 /// The receive buffer for a connection whose path's smallest RTT is `min_rtt`, when one

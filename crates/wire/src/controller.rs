@@ -1,146 +1,62 @@
 //! Adaptive concurrency per endpoint: how many connections (and requests) to have in
-//! flight, found from what the endpoint answers, so the user sets nothing (issue 5: "no
-//! knobs"); an expert sets only the hard cap.
+//! flight, found from what the endpoint answers, so that the user sets nothing and an
+//! expert sets only the hard cap.
 //!
-//! It lives in the wire layer because the signals are seen here: every response's status
-//! (503 SlowDown, 429) and its time to the response head. `auto` owns one controller per
-//! endpoint (its transport is per endpoint): it reports every response through an
-//! observation [`Permit`] from [`Controller::observe`] (which does not count against the
-//! limit: the transport never waits on its own controller), and it sizes its HTTP/1.1
-//! connections from [`Controller::limit`]. Callers above the transport (the engine's
-//! fan-outs) share the same controller through `Transport::controller` and wait for
-//! room with [`Controller::acquire`]; their permits carry no signal of their own (the
-//! transport already reported the response), so dropping them is enough.
+//! It lives in the wire layer because the signals are seen here: each response's status
+//! (503 SlowDown, 429), its latency and its bytes. `auto` owns one controller per endpoint
+//! and reports every response through an observation [`Permit`] from
+//! [`Controller::observe`] (not counted against the limit: a transport never waits on its
+//! own controller); it sizes its HTTP/1.1 connections from [`Controller::limit`]. Callers
+//! above the transport share the controller through `Transport::controller` and wait for
+//! room with [`Controller::acquire`]; their permits carry no signal (the transport has
+//! reported the response already), so dropping them is enough.
 //!
-//! The controller is AIMD with a slow start, in the manner of TCP congestion control,
-//! driven by three signals from completed requests:
+//! AIMD with a slow start, in the manner of TCP congestion control:
 //!
 //! ```text
-//!            every success, before the first decrease (slow start): limit += 1
-//!            (doubles per round of `limit` completions)
-//!   ┌──────────────────────────────────────────────────────────────────────┐
-//!   │ after it: one round of `limit` successes with latency holding         │
-//!   │           (short-term latency <= tolerance x long-term)  limit += 1   │
-//!   │ throttled (503 SlowDown, 429)                limit *= 0.5 (once/round)│
-//!   │ latency rising (short-term > tolerance x long-term) limit *= 0.9      │
-//!   └──────────────────────────────────────────────────────────────────────┘
-//!            always min <= limit <= max (the hard cap)
+//!   Slow start ── each success: limit += 1 (at most SLOW_START_STEP x per goodput round)
+//!      │ a throttle, a latency back-off, or FULL_PIPE_ROUNDS rounds without goodput growth
+//!      ▼
+//!   Avoidance ── a round of `limit` successes, latency holding, goodput not held: limit += 1
+//!      throttled (503, 429), once per round ........................ limit *= 0.5
+//!      h2: short-term latency > tolerance x long-term ............... limit *= 0.9
+//!      h1: round median head latency > tolerance x floor, HIGH_LATENCY_ROUNDS in a row,
+//!          goodput flat ..... limit *= 0.9, never below max(4, half the best round's limit)
+//!   always min <= limit <= max (the hard cap)
 //! ```
 //!
-//! Why latency stands for goodput: by Little's law, completions per second are requests
-//! in flight divided by latency. While a step up in concurrency leaves latency where it
-//! was, goodput grows in proportion; once the endpoint (or the link) saturates, extra
-//! requests only queue and latency rises with them, so rising latency is where goodput
-//! stops growing. Latency is compared short-term against long-term (two moving
-//! averages, as Netflix's Gradient2 limiter does) rather than against a minimum, because
-//! object stores' first-byte times are noisy (lognormal, p99 ~5x p50 on S3) and a
-//! minimum would call ordinary noise congestion.
+//! - Latency stands for goodput (Little's law: completions per second are requests in
+//!   flight over latency), so latency that rises while concurrency grows means the
+//!   endpoint or the link is full. Short-term is compared with long-term (two moving
+//!   averages, as Netflix's Gradient2 limiter does), not with a minimum, because object
+//!   stores' first-byte times are lognormal and a minimum would call noise congestion.
+//! - Growth follows goodput: the transport reports the response bytes it receives
+//!   ([`Controller::delivered`]; auto reports its bulk lane's only, a small request's
+//!   worth being its first byte). Per round (`limit` successes, at least `MIN_ROUND`)
+//!   the rate is compared with the best of the last `GOODPUT_WINDOW` rounds, as BBR's
+//!   start-up finds a full pipe: in slow start it must beat it by `SLOW_START_GROWTH`,
+//!   after it by anything. A round that does not grow holds growth (never a decrease);
+//!   a transport that reports no bytes (h2) keeps the plain AIMD.
+//! - Rising head latency, over HTTP/1.1 ([`Permit::success_with_head_latency`]): the
+//!   moving averages would read the client's own CPU load as congestion and starve bulk,
+//!   so the rule is per round with goodput as arbiter: latency that rises while bytes per
+//!   second still grow is the price of a fuller pipe; with goodput flat it is queueing.
+//!   A median, because first-byte times are lognormal. A latency decrease keeps the
+//!   goodput window, so the rounds after it hold growth instead of climbing straight back.
 //!
-//! # Growth follows goodput
+//! One decrease per round: a permit remembers the controller's epoch when it was taken;
+//! a throttle reported by a request sent before the last decrease is not counted again
+//! (a burst of SlowDowns would otherwise collapse the limit to 1).
 //!
-//! Latency alone cannot say when more connections stop paying: on HTTP/1.1 auto feeds
-//! none (auto.rs, "One controller"), and a pool of 8 MiB reads grew to the cap here
-//! although two cores moved no more bytes with 50 connections than with 15 (the `lan`
-//! profile, no rate per connection; under the `s3` profile's 90 MB/s per connection
-//! bulk keeps growing past 32, see the cap map in the bench's mixed_hol.rs). So the
-//! transport also reports the response bytes it receives ([`Controller::delivered`]; auto
-//! reports its bulk lane's only: a small request's worth is its first byte, auto.rs),
-//! and the controller measures goodput per round (a round: `limit` successes and at
-//! least [`MIN_ROUND`]), the way BBR's start-up finds a full pipe:
+//! Known limit: slow start overshoots by one step (the round at 1.5 L is judged after the
+//! growth towards 2.25 L has begun), so on loopback auto may still open the cap; across a
+//! link with a knee the rule finds the knee. Measurements and the experiments tried:
+//! docs/lab/wire-controller.md.
 //!
-//! ```text
-//!   round's rate >= 1.125 x best of the last 10 rounds (slow start) / > best (after)
-//!        yes ─► growth as above        no ─► growth held until a round grows again
-//!   3 rounds in a row without growth in slow start ─► slow start ends (no decrease)
-//!   slow start grows at most 1.5x per round while bytes are reported (SLOW_START_STEP)
-//! ```
-//!
-//! Holding never decreases the limit (only throttling and latency do), so a bulk
-//! transfer keeps the connections it has; a decrease clears the window so growth can
-//! resume after it. A transport that reports no bytes (h2, a forced transport through
-//! the client's own controller) keeps the plain AIMD. Why a window of 10 rounds: a best
-//! from before the load changed (another transfer ended) expires within a second or
-//! two. Why 3 rounds: BBR's figure, which tolerates a round of noise; 1.125: BBR's quarter
-//! of the growth a round's step offers (SLOW_START_GROWTH).
-//!
-//! Slow start overshoots by one step: a round grows the limit from L to 1.5 L and the
-//! next starts growing to 2.25 L before the round at 1.5 L is judged, so on mixed-hol
-//! (goodput +20-45% per step up to ~32) auto still opens 48-50 connections. Tried and
-//! reverted (commit 7f3bb18): hold each limit for one measured round, step 1.5x after a
-//! gain >= 30% and 1.25x below it, give the step back after two rounds gaining < 12.5%.
-//! Interleaved with this build (`ferry bench mixed-hol --quick --peers none --repeats
-//! 1`, load average 4-7): auto opened 15/50/17 connections but bulk fell to 364/1771/359
-//! MB/s (pool 1807/2502/1881) beside this build's 1920/2205/2113 MB/s with 50/50/49
-//! connections (pool 2069/2552/2401); judging on the first round alone, 12-14
-//! connections and 267-343 MB/s. Judged on a single limit, the rounds of a few 8 MiB
-//! reads in step gave back steps that paid; the stop needs a steadier measure than one
-//! or two such rounds.
-//!
-//! Where there is a knee, the rule finds it. Across `--link instance` (ferry-link: 1 ms
-//! RTT, 2.5 Gbit/s; the rows' bytes queue at the link, not at the CPU), mixed-hol's auto
-//! peaked at 20-26 connections (16-20 held) beside the pool's 50 and moved as much as the
-//! pool (done / link-limited 1.07 for both), and the cap map on that link put the knee
-//! between 16 and 24 (bench mixed_hol.rs, "On a link"). So the overshoot to 48-50 above
-//! is loopback's, whose CPU knee moves with the machine's load; no marginal-goodput rule
-//! was added for it.
-//!
-//! When auto's lanes split, the window can hold a best that bulk measured with more
-//! connections (a quick run on that link: limit 14 found with all places on bulk, then
-//! 7 went to the smalls, bulk fell to 216-272 MB/s beside a best of 313 and growth stayed
-//! held). Tried and not landed (commit 8cec2bc): clear the window when bulk hands places
-//! to the small lane. It fired as meant (one full run: 4 handovers at limit 15, growth
-//! resumed to 19-21 within 3 s), but interleaved with this build, `ferry bench mixed-hol
-//! --peers none --link instance --repeats 1` (full size, load average 3-7) gave done /
-//! link-limited 1.065 and 1.099 beside 1.067 and 1.093 (auto's 26/40 peak connections
-//! beside 28/25; the 40 was a slow-start overshoot, no handover in that run), and three
-//! quick pairs 1.050/0.997/1.029 beside 1.059/1.031/0.995: no gain to see. The old best
-//! expires within the window's 10 rounds (1.5-4 s here) and the link stays full meanwhile
-//! (bulk ~290 MB/s of 312 with the smalls' ~6%), so the held rounds cost little.
-//!
-//! # Rising head latency (HTTP/1.1)
-//!
-//! The moving averages above serve h2. Over HTTP/1.1, auto reports each response's
-//! `head_latency` (no client queueing in it) through [`Permit::success_with_head_latency`],
-//! and a second rule reads it per goodput round, so that latency the client's own CPU
-//! causes cannot starve bulk (auto.rs, "One controller": the moving averages cut the
-//! limit to 22 connections and bulk to 74 MB/s in one of six mixed-hol repeats):
-//!
-//! ```text
-//!   floor  = lowest round median of head latency over FLOOR_WINDOW (30 s)
-//!   round's median > tolerance (2x) x floor, 3 rounds in a row (HIGH_LATENCY_ROUNDS)
-//!     and the round's goodput did not grow ──► limit *= 0.9
-//!   never below max(4, half the limit of the window's best-goodput round)
-//! ```
-//!
-//! Goodput is the arbiter: latency that rises while bytes per second still grow is the
-//! price of a fuller pipe and is paid; latency that rises with goodput flat is queueing
-//! that more connections do not pay for. The bound keeps a CPU-bound client (whose
-//! first-byte times rise with its own load) at no less than half the connections that
-//! moved the most bytes. A median, not a mean, because first-byte times are lognormal.
-//! Rounds that move no bytes decide nothing (their goodput is unknown). A latency
-//! decrease keeps the goodput window (unlike a throttle), so the rounds after it, moving
-//! no more bytes, hold growth instead of climbing straight back.
-//!
-//! Measured on `ferry bench mixed-hol --quick --peers none` (one repeat at a time, the
-//! build without the rule interleaved with the build with it, 3 each, busy machine): the
-//! rule never fired there (round median 34-43 ms over a floor of 23-31 ms, under 2x);
-//! auto's loaded small p99 353/544/459 ms beside 274/523/529 ms without it, large
-//! 605/577/1015 MB/s beside 743/464/978: the same within the run-to-run spread. With the
-//! 1.5x slow-start step it fired once in two of three loaded runs (limit 50 -> 45, 43), and
-//! auto's rows stayed level with main's (p99 265/282/319 ms beside 238/347/592, large
-//! 647/1197/842 MB/s beside 966/749/663). Against an endpoint whose first-byte time grows
-//! with its requests in flight (`tests/auto_latency.rs`) it brings the limit down and
-//! stops at its floor.
-//!
-//! One decrease per round: a request's permit remembers the controller's epoch when it
-//! was taken; a throttle reported by a request sent before the last decrease is not
-//! counted again (the same burst of SlowDowns would otherwise collapse the limit to 1).
-//!
-//! Constants: start at 4 (a fresh endpoint is probed quickly by slow start); the cap
-//! defaults to 64, above the AWS SDKs' 50-connection pool (LAB.md section 1); halving
-//! on throttling is TCP's and the AWS SDKs' adaptive mode's reaction; the latency
-//! tolerance of 2x sits above the emulated S3's p50-to-p90 spread so that noise alone
-//! does not trigger it.
+//! Defaults ([`ControllerOptions`]): start at 4 (slow start probes a fresh endpoint
+//! quickly); cap 64, above the AWS SDKs' 50-connection pool (docs/lab/wire-facts.md);
+//! halving on throttling is TCP's and the AWS SDKs' adaptive mode's reaction; the latency
+//! tolerance of 2x sits above the emulated S3's p50-to-p90 spread.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -194,7 +110,7 @@ pub struct ControllerStats {
     pub goodput_best: f64,
     /// Whether growth is held because the last round's goodput did not grow.
     pub growth_held: bool,
-    /// Head-latency rounds (module note, "Rising head latency"): the last round's median,
+    /// Head-latency rounds (module note, "Rising head latency" rule): the last round's median,
     /// the floor (lowest round median of the window), and the decreases it made.
     pub head_latency_median: Duration,
     pub head_latency_floor: Duration,
@@ -216,7 +132,7 @@ struct State {
     stats: ControllerStats,
 }
 
-/// Goodput rounds (module note, "Growth follows goodput").
+/// Goodput rounds (module note, "Growth follows goodput" rule).
 #[derive(Debug)]
 struct Goodput {
     started: Instant,
@@ -279,47 +195,47 @@ impl Goodput {
     }
 }
 
-/// How far back the head-latency floor and the best round's limit look: ~30 s, long
-/// enough to hold the unloaded first-byte time through a bulk transfer's seconds of load
-/// (mixed-hol's window is 1.5-20 s), short enough that a floor from an endpoint that has
-/// since grown slower (another tenant, a farther region) expires.
+/// How far back the head-latency floor and the best round's limit look: long enough to
+/// hold the unloaded first-byte time through a bulk transfer's seconds of load, short
+/// enough that a floor from an endpoint that has since grown slower expires (see
+/// docs/lab/wire-controller.md; re-measure with `ferry bench mixed-hol --quick --peers none`).
 const FLOOR_WINDOW: Duration = Duration::from_secs(30);
 
 /// Rounds in a row with median head latency above tolerance x floor before a decrease:
-/// three, as for a full pipe (a single slow round is ordinary lognormal noise).
+/// three, as for a full pipe, since a single slow round is ordinary lognormal noise.
 const HIGH_LATENCY_ROUNDS: u32 = 3;
 
 /// The latency back-off never takes the limit below this (nor below half the best
-/// round's limit): four connections still carry a bulk transfer at S3's ~90 MB/s each.
+/// round's limit): four connections still carry a bulk transfer at S3's ~90 MB/s each
+/// (docs/lab/wire-facts.md).
 const LATENCY_FLOOR_LIMIT: f64 = 4.0;
 
 /// Head-latency samples kept per round (a round is `limit` successes, at most the cap).
 const MAX_ROUND_SAMPLES: usize = 1024;
 
-/// Rounds of goodput kept to find the best recent rate: ~10 rounds (a second or more at
-/// S3's first-byte times), so that a best from before the load changed expires.
+/// Rounds of goodput kept to find the best recent rate, a second or more at S3's
+/// first-byte times, so that a best from before the load changed expires (see
+/// docs/lab/wire-controller.md; re-measure with
+/// `ferry bench mixed-hol --peers none --link instance`).
 const GOODPUT_WINDOW: usize = 10;
 
 /// A round lasts at least this long, so that a round of fast small requests still spans
-/// a few first-byte times (S3 p50 ~30 ms, LAB.md section 1) and its rate is not noise.
+/// a few first-byte times (S3 p50 ~30 ms, docs/lab/wire-facts.md) and its rate is not noise.
 const MIN_ROUND: Duration = Duration::from_millis(100);
 
 /// Slow start goes on while each round's goodput beats the best before it by this
-/// factor: a quarter of what the round's step adds (BBR's start-up asks 25% per round of
-/// a 2x gain). With the 1.5x step and BBR's 1.25, slow start ended at a limit of 14 on
-/// mixed-hol and bulk got 413 MB/s beside the pool's 694 (one run, busy machine).
+/// factor: a quarter of what the round's step adds, as BBR's start-up asks 25% of a 2x
+/// gain (see docs/lab/wire-controller.md; re-measure with
+/// `ferry bench mixed-hol --quick --peers none`).
 const SLOW_START_GROWTH: f64 = 1.0 + (SLOW_START_STEP - 1.0) / 4.0;
 
 /// Most growth of the limit per goodput round in slow start while bytes are reported.
 /// Not TCP's doubling: the round that finds the pipe full has already opened its
-/// connections, so slow start overshoots the point where goodput stops growing by up to
-/// this factor, and those openings stay counted. With 2x, auto reached mixed-hol's cap of
-/// 50 although two cores carry the load with ~25 (`ferry bench mixed-hol --quick --peers
-/// none`: limit 50, 44 pool connections); 1.5x costs one or two more rounds (~100 ms each)
-/// to reach a limit of 30.
+/// connections, so slow start overshoots by up to this factor (see
+/// docs/lab/wire-controller.md; re-measure with `ferry bench mixed-hol --quick --peers none`).
 const SLOW_START_STEP: f64 = 1.5;
 
-/// Rounds without growth that end slow start (BBR's "full pipe": three).
+/// Rounds without growth that end slow start: BBR's "full pipe" figure, three.
 const FULL_PIPE_ROUNDS: u32 = 3;
 
 /// Limits requests in flight to one endpoint (module note). Share it (`Arc`) among all
@@ -432,7 +348,7 @@ impl Controller {
     }
 
     /// Whether the limit is still in slow start below the cap: it grows within a round or
-    /// two, or slow start ends (at most [`FULL_PIPE_ROUNDS`] rounds without growth).
+    /// two, or slow start ends (at most `FULL_PIPE_ROUNDS` rounds without growth).
     pub fn in_slow_start(&self) -> bool {
         let s = self.lock();
         s.slow_start && s.limit < self.opts.max as f64
@@ -540,7 +456,7 @@ impl Controller {
 }
 
 impl Controller {
-    /// Ends the goodput round when it is due: `limit` successes and [`MIN_ROUND`] since
+    /// Ends the goodput round when it is due: `limit` successes and `MIN_ROUND` since
     /// it started. A round that moved no bytes (nothing reported them) measures nothing.
     fn goodput_round(&self, s: &mut State) {
         s.gp.done += 1;
@@ -765,7 +681,7 @@ mod tests {
         assert_eq!(ctl.stats().in_flight, 0);
     }
 
-    /// One goodput round: [`MIN_ROUND`] passes, `bytes` arrive, then `limit` successes.
+    /// One goodput round: `MIN_ROUND` passes, `bytes` arrive, then `limit` successes.
     async fn round(ctl: &Arc<Controller>, bytes: u64) {
         tokio::time::sleep(MIN_ROUND + Duration::from_millis(5)).await;
         ctl.delivered(bytes);

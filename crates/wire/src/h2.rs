@@ -4,13 +4,13 @@
 //! Why windows matter: an HTTP/2 receiver grants the sender at most one window of
 //! unacknowledged bytes per stream and per connection, so a connection moves at most
 //! `window / RTT`. With hyper's client defaults (2 MiB stream, 5 MiB connection) one
-//! client topped out at 250 MB/s where fresh connections reached 794 MB/s (arrow-rs issue
-//! 5194, LAB.md section 1); rclone and arrow-rs users turned HTTP/2 off for this.
+//! client topped out at 250 MB/s where fresh connections reached 794 MB/s
+//! (docs/lab/wire-facts.md); users of other clients turned HTTP/2 off for this.
 //!
 //! Why the `h2` crate directly and not hyper's client: the window must follow the path.
 //! hyper 1.x either fixes both windows at build time or runs its own BDP estimator, which
 //! resets them to the RFC's 64 KiB and caps them at 16 MiB per connection (~150 MB/s at
-//! the 110 ms RTT of LAB.md's `transatlantic` link, a tenth of its 10 Gbit/s). `h2` lets
+//! the 110 ms RTT of the `transatlantic` link, a tenth of its 10 Gbit/s). `h2` lets
 //! the connection's owner change both windows at any time
 //! (`Connection::set_target_window_size`, `set_initial_window_size`) and send PINGs.
 //!
@@ -28,36 +28,15 @@
 //!
 //! Connections and streams:
 //!
-//! - Lanes (issue 5): a request is small or bulk (`auto::lane`: known to move at most
+//! - Lanes: a request is small or bulk (`lane::lane`: known to move at most
 //!   1 MiB, or not). A small stream goes to a connection that carries no bulk stream, so
 //!   it never shares a connection window or a TCP send queue with a large transfer; a
 //!   bulk stream goes to a connection that already carries bulk streams or nothing. When
 //!   no connection fits its lane, another is opened (up to `max_connections`); at the
 //!   cap, lanes are shared rather than waited for.
-//! - Within its lane, a new stream goes to the open connection with the fewest streams
-//!   in flight among those below their stream limit and not saturated (see below).
-//! - The stream limit is the server's SETTINGS_MAX_CONCURRENT_STREAMS as `h2` last
-//!   acknowledged it; until the server's SETTINGS arrive, the limit another connection to
-//!   the same endpoint learned, else (and when the server sets none)
-//!   [`DEFAULT_STREAM_LIMIT`].
-//! - Another connection is opened, up to `max_connections`, when every connection is at
-//!   its limit, or when every connection is saturated. A connection is *saturated* when,
-//!   over its last measurement window, it carried more streams than in the window before
-//!   but its bytes/s (both directions) grew by less than [`GROWTH_FACTOR`]: more streams
-//!   did not bring more bytes, so the connection (its windows or its TCP path) is the
-//!   bottleneck. The window is [`METER_WINDOW_RTTS`] of the connection's PING-measured
-//!   round trips ([`meter_window`]: 20 ms on loopback, 440 ms across the Atlantic;
-//!   [`METER_WINDOW`] until a PING has returned), so growth is judged per round trip, as
-//!   TCP and the window rule grow, and not per fixed interval. Windows are sampled when a
-//!   stream is placed; rates under [`MIN_METERED_RATE`] are never called saturated
-//!   (small-object traffic waits on first bytes, not on bandwidth). After opening a
-//!   connection for this reason, the next one waits two of its windows so the first can
-//!   ramp up.
-//! - A burst of bulk streams comes before any measurement: until its meter has closed a
-//!   window, a connection takes at most [`UNPROVEN_BULK_STREAMS`] bulk streams, and the
-//!   next bulk stream opens another connection (under the cap). Without this a burst of
-//!   64 workers shared one connection for as long as none of them finished, since the
-//!   saturation rule only runs when a stream is placed.
+//! - Within its lane, a new stream goes to the least loaded connection below its stream
+//!   limit and not saturated; another is opened when none fits (the rules, with the
+//!   stream limit, saturation and unproven connections: `Inner::place`).
 //! - When every connection is at its limit and the cap is reached, the stream goes to
 //!   the least loaded connection and waits in `h2` for a free stream.
 //! - A connection that closes is dropped from the set. A request refused by the server
@@ -70,11 +49,11 @@
 //! Prior knowledge (h2c) on http://; ALPN "h2" on https:// (a server that does not
 //! choose h2 fails the connection with a protocol error).
 
-use crate::auto::Lane;
-use crate::body::RequestBody;
+use crate::body::{BodyGuard, BodyTally, RequestBody};
 use crate::conn::Connector;
 use crate::error::{ErrorKind, RetrySafety, WireError};
-use crate::pool::{await_head, set_content_length, timeout_error, BodyGuard, BodyTally, Progress};
+use crate::exchange::{await_head, set_content_length, timeout_error, Progress};
+use crate::lane::{lane, Lane};
 use crate::{
     Protocol, Request, Response, ResponseBody, ResponseMeta, Scheme, Transport, TransportConfig, TransportStats,
 };
@@ -95,25 +74,26 @@ use tokio::sync::Notify;
 
 /// Both windows (connection, and SETTINGS_INITIAL_WINDOW_SIZE for each stream) when a
 /// connection opens: 8 MiB, 4x hyper's 2 MiB stream default. It already carries ~8 GB/s
-/// at LAB.md's `region` RTT (1 ms); on the 110 ms `transatlantic` link it reaches
+/// at the `region` preset's RTT (1 ms, docs/lab/wire-facts.md); on the 110 ms
+/// `transatlantic` link it reaches
 /// [`MAX_WINDOW`] after five doublings, about as long as TCP's own slow start.
 pub const INITIAL_WINDOW: u32 = 8 * 1024 * 1024;
 
 /// Largest window: 256 MiB, twice the 137 MB in flight on a 10 Gbit/s x 110 ms path
-/// (LAB.md's `transatlantic` preset), the same ceiling LAB.md sets for TCP's buffers there.
+/// (the `transatlantic` preset), the same ceiling the lab sets for TCP's buffers there
+/// (docs/lab/wire-facts.md).
 pub const MAX_WINDOW: u32 = 256 * 1024 * 1024;
 
-/// Wait after a PING round that did not grow the window.
+/// Wait after a PING round that did not grow the window: a steady transfer then costs a
+/// PING every 100 ms, and the window can still follow a transfer that speeds up later
+/// (a judgement; tests/h2_windows.rs checks the windows grow on a path with a round trip).
 pub const SAMPLE_PAUSE: Duration = Duration::from_millis(100);
 
 /// Largest DATA frame we accept: 1 MiB instead of 16 KiB cuts frame headers and wake-ups
-/// per byte 64-fold; at 10 Gbit/s one frame holds its connection for under 1 ms, small
-/// against first-byte latencies of 30-90 ms (LAB.md section 1). A server still sends
-/// frames no larger than its body pieces: `ferry serve` gathers its chunks up to this size
-/// (server `h2.rs`); with its 64 KiB pieces before that, a 1 GiB GET cost this client
-/// 0.62 CPU-s and with 1 MiB frames 0.30 (`ferry bench bulk-get --quick --peers none`,
-/// same run). Flow control needs no batching here: `h2` sends a WINDOW_UPDATE only once
-/// half a window is released (~50 writes per GiB at the initial window).
+/// per byte 64-fold, and at 10 Gbit/s holds its connection under 1 ms, small against
+/// first-byte latencies of 30-90 ms (half the client CPU per GiB: docs/lab/wire-h2.md;
+/// re-measure with `ferry bench bulk-get --quick --peers none`). Flow control needs no
+/// batching here: `h2` sends a WINDOW_UPDATE only once half a window is released.
 pub const MAX_FRAME_SIZE: u32 = 1024 * 1024;
 
 /// Send buffer per stream for uploads, one frame's worth.
@@ -121,7 +101,7 @@ const MAX_SEND_BUF: usize = 1024 * 1024;
 
 /// Streams per connection until the server's SETTINGS say otherwise, or when they set no
 /// limit: 100 is the floor RFC 9113 section 6.5.2 recommends and what GCS allows
-/// (LAB.md section 1).
+/// (docs/lab/wire-facts.md).
 pub const DEFAULT_STREAM_LIMIT: u32 = 100;
 
 /// Throughput measurement window while a connection's round trip is unknown, and the
@@ -139,17 +119,11 @@ pub const MIN_METER_WINDOW: Duration = Duration::from_millis(20);
 pub const METER_WINDOW_RTTS: u32 = 4;
 
 /// Bulk streams a connection takes before its meter has closed a window: 4. A burst of
-/// bulk streams (a sweep's workers starting together, the parts of a ranged download)
-/// is placed in one instant, before any throughput was measured; piled onto one
-/// connection they share one TCP slow start and one receive window for the whole run,
-/// because no stream ends (and so no stream is placed) for seconds on a long link.
-/// `ferry bench bulk-wan --quick --peers none` (transatlantic link) saw 16 and 64
-/// streams on a single connection; with 4 per unproven connection a burst of 64 opens 16
-/// connections (a quarter of h1-pool's one per stream), which then take more streams
-/// only while their measured rate grows. Two runs of each binary, back to back: the h2
-/// row at 16 workers went from 38 and 82 MB/s (1 connection) to 142 and 147 (4), at 64
-/// from 114 and 36 (1) to 155 and 119 (16); the link's delay line was CPU-starved by
-/// other builds (iperf3 -P N: 104-318 MB/s), so only the side-by-side counts.
+/// bulk streams is placed in one instant, before any throughput was measured; piled onto
+/// one connection they would share one TCP slow start and one receive window for the
+/// whole run. With 4, a burst of 64 opens 16 connections (a quarter of h1-pool's one per
+/// stream), which then take more streams only while their measured rate grows (see
+/// docs/lab/wire-h2.md; re-measure with `ferry bench bulk-wan --quick --peers none`).
 pub const UNPROVEN_BULK_STREAMS: usize = 4;
 
 /// The measurement window for a connection whose smallest PING round trip is `rtt`.
@@ -670,6 +644,31 @@ impl Inner {
 
     /// Chooses the connection for a new stream of `lane` (opening one when the rules say
     /// so) and counts the stream on it.
+    ///
+    /// - Within its lane, a new stream goes to the open connection with the fewest streams
+    ///   in flight among those below their stream limit and not saturated (see below).
+    /// - The stream limit is the server's SETTINGS_MAX_CONCURRENT_STREAMS as `h2` last
+    ///   acknowledged it; until the server's SETTINGS arrive, the limit another connection to
+    ///   the same endpoint learned, else (and when the server sets none)
+    ///   [`DEFAULT_STREAM_LIMIT`].
+    /// - Another connection is opened, up to `max_connections`, when every connection is at
+    ///   its limit, or when every connection is saturated. A connection is *saturated* when,
+    ///   over its last measurement window, it carried more streams than in the window before
+    ///   but its bytes/s (both directions) grew by less than [`GROWTH_FACTOR`]: more streams
+    ///   did not bring more bytes, so the connection (its windows or its TCP path) is the
+    ///   bottleneck. The window is [`METER_WINDOW_RTTS`] of the connection's PING-measured
+    ///   round trips ([`meter_window`]: 20 ms on loopback, 440 ms across the Atlantic;
+    ///   [`METER_WINDOW`] until a PING has returned), so growth is judged per round trip, as
+    ///   TCP and the window rule grow, and not per fixed interval. Windows are sampled when a
+    ///   stream is placed; rates under [`MIN_METERED_RATE`] are never called saturated
+    ///   (small-object traffic waits on first bytes, not on bandwidth). After opening a
+    ///   connection for this reason, the next one waits two of its windows so the first can
+    ///   ramp up.
+    /// - A burst of bulk streams comes before any measurement: until its meter has closed a
+    ///   window, a connection takes at most [`UNPROVEN_BULK_STREAMS`] bulk streams, and the
+    ///   next bulk stream opens another connection (under the cap). Without this a burst of
+    ///   64 workers shared one connection for as long as none of them finished, since the
+    ///   saturation rule only runs when a stream is placed.
     fn place(self: &Arc<Self>, lane: Lane) -> StreamSlot {
         let now = Instant::now();
         let mut st = self.state.lock().unwrap();
@@ -745,7 +744,7 @@ impl Inner {
     async fn send(self: Arc<Self>, req: Request) -> Result<Response, WireError> {
         let started = Instant::now();
         let idempotent = req.is_idempotent();
-        let lane = crate::auto::lane(&req);
+        let lane = lane(&req);
         let Request { method, path_and_query, mut headers, body, .. } = req;
         // HTTP/2 carries the authority in :authority (RFC 9113 section 8.3.1).
         headers.remove(HOST);
@@ -1076,7 +1075,7 @@ mod tests {
         assert_eq!(meter_window(Some(Duration::from_micros(50))), MIN_METER_WINDOW, "loopback");
         assert_eq!(meter_window(Some(Duration::from_millis(110))), Duration::from_millis(440), "transatlantic");
         assert_eq!(meter_window(Some(Duration::from_millis(300))), METER_WINDOW, "capped");
-        // A 1 ms link (LAB.md's region) judges growth 25 times as often as before.
+        // A 1 ms link (the region preset) judges growth 25 times as often as before.
         let t0 = Instant::now();
         let mut m = Meter::new(t0);
         let w = meter_window(Some(Duration::from_millis(1)));

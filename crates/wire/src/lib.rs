@@ -2,31 +2,46 @@
 //! returns a [`Response`] whose body is a stream with backpressure.
 //!
 //! ```text
-//!             ┌─ pool.rs      HTTP/1.1 keep-alive pool with a maximum size (hyper)
-//! Transport ──┼─ pipeline.rs  HTTP/1.1 pipelining, N connections x D in flight (ours)
-//!             ├─ h2.rs        HTTP/2 over several connections, large adaptive windows (hyper)
-//!             └─ auto.rs      chooses among them per endpoint and per request
-//!                   all use conn.rs: DNS resolved once, addresses spread, TCP, rustls
+//!   auto/         combines the transports: protocol by ALPN, size-aware lanes, hedging
+//!     │ uses
+//!     ├─ pool.rs      HTTP/1.1 keep-alive pool with a maximum size (hyper)
+//!     ├─ pipeline.rs  HTTP/1.1 pipelining, N connections x D in flight (ours)
+//!     └─ h2.rs        HTTP/2 over several connections, large adaptive windows (h2)
+//!          │ use (never each other, never auto)
+//!          ├─ gate.rs        a place under a connection cap shared by lanes
+//!          ├─ lane.rs        which requests are small
+//!          ├─ exchange.rs    framing headers, the response-head time-out
+//!          ├─ body.rs        request and response bodies, body bookkeeping
+//!          ├─ conn.rs        DNS resolved once, addresses spread, TCP, rustls, receive windows
+//!          └─ controller.rs  adaptive concurrency per endpoint (fed by auto)
 //! ```
+//!
+//! Dependencies flow down only: a transport never imports auto or another transport;
+//! what two of them share lives in a module below both.
 //!
 //! Every transport can carry every request, so the store and engine layers, and every
 //! test, run unchanged over each. What differs is how requests share connections: that
-//! is the whole point of ferry (LAB.md section 1).
+//! is the whole point of ferry (docs/lab/wire-facts.md).
 
 pub mod auto;
 pub mod body;
 pub mod conn;
 pub mod controller;
 pub mod error;
+mod exchange;
+mod gate;
 pub mod h2;
+pub mod lane;
 pub mod pipeline;
 pub mod pool;
+mod request;
 
 pub use body::{RequestBody, ResponseBody};
 pub use error::{ErrorKind, RetrySafety, WireError};
+pub use request::Request;
 
 use futures_util::future::BoxFuture;
-use http::{HeaderMap, Method, StatusCode};
+use http::{HeaderMap, StatusCode};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -97,50 +112,6 @@ impl Endpoint {
     }
 }
 
-/// One HTTP request. The transport adds Host (from the endpoint) and framing headers
-/// (Content-Length) when absent.
-pub struct Request {
-    pub method: Method,
-    /// Already percent-encoded path and query, starting with '/'.
-    pub path_and_query: String,
-    pub headers: HeaderMap,
-    pub body: RequestBody,
-    /// Bytes the response body will carry, when the caller knows (from a listing or a
-    /// HEAD). `auto` sends a GET known to be small down the pipeline (auto.rs module
-    /// note); an unknown size counts as large.
-    pub size_hint: Option<u64>,
-    /// Whether `auto` may send a copy of this request when its response head is slow
-    /// (auto.rs, "Hedged small GETs"). True by default; only small GETs and HEADs are
-    /// ever hedged, whatever this says. A caller for whom a second identical request costs
-    /// something (a request-counting quota, a GET with side effects behind a proxy) sets
-    /// it false.
-    pub hedge: bool,
-}
-
-impl Request {
-    pub fn new(method: Method, path_and_query: impl Into<String>) -> Request {
-        Request {
-            method,
-            path_and_query: path_and_query.into(),
-            headers: HeaderMap::new(),
-            body: RequestBody::Empty,
-            size_hint: None,
-            hedge: true,
-        }
-    }
-
-    /// RFC 9110 section 9.2.2: a request that may be repeated with the same effect.
-    pub fn is_idempotent(&self) -> bool {
-        matches!(self.method, Method::GET | Method::HEAD | Method::PUT | Method::DELETE | Method::OPTIONS)
-    }
-
-    /// Whether the pipeline may carry it: safe methods without a body, which can be
-    /// re-sent on a fresh connection if the one they were written on dies.
-    pub fn is_pipelineable(&self) -> bool {
-        matches!(self.method, Method::GET | Method::HEAD) && self.body.is_empty()
-    }
-}
-
 /// Which protocol answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
@@ -184,7 +155,7 @@ pub struct TransportStats {
     pub requests_sent: u64,
     /// Requests written again on a fresh connection after theirs closed unanswered.
     pub requests_resent: u64,
-    /// Copies of slow small requests sent by `auto` (auto.rs, "Hedged small GETs"), also
+    /// Copies of slow small requests sent by `auto` (auto/hedge.rs), also
     /// counted in `requests_sent`, and those whose response head came first.
     pub hedges_sent: u64,
     pub hedges_won: u64,
@@ -263,7 +234,7 @@ impl TransportConfig {
         TransportConfig {
             endpoint,
             mode: Mode::Auto,
-            // AWS SDKs default to 50 (LAB.md section 1); the lab's pool baseline uses it.
+            // AWS SDKs default to 50 (docs/lab/wire-facts.md); the lab's pool baseline uses it.
             max_connections: 50,
             pipeline_depth: 32,
             ca_file: None,

@@ -1,16 +1,15 @@
 //! HTTP/1.1 pipelining: N connections, each with up to D requests written back to back
-//! and their responses read in order (RFC 9112 section 9.3.2,
-//! <https://www.rfc-editor.org/rfc/rfc9112#section-9.3.2>).
+//! and their responses read in order (RFC 9112 section 9.3.2).
 //!
 //! Why hand-written: no Rust HTTP client pipelines. hyper's client (and reqwest on top of
 //! it) sends one request per connection at a time and waits for the whole response
 //! before the next; the mainstream clients of other languages (curl removed pipelining
 //! in 7.65, browsers never enabled it, the AWS SDKs use pools) do the same. Yet on S3,
 //! which speaks HTTP/1.1 only, pipelining fetched many small objects 30-40% faster
-//! (LAB.md section 1: gg's client, 32 connections x 32 deep), because each request's
-//! first-byte latency overlaps with the responses before it. So this module writes
-//! requests itself and parses responses with `httparse`; chunked bodies are decoded by
-//! `ferry_proto::chunked::ChunkedDecoder`, the decoder the server uses too.
+//! (docs/lab/wire-facts.md), because each request's first-byte latency overlaps with the
+//! responses before it. So this module writes requests itself and parses responses with
+//! `httparse`; chunked bodies are decoded by `ferry_proto::chunked::ChunkedDecoder`, the
+//! decoder the server uses too.
 //!
 //! # How data flows
 //!
@@ -25,7 +24,7 @@
 //! at once and writes them in one `write` (a batch), moving them to `written` *before*
 //! writing so the reader always knows which response comes next; the reader parses the
 //! head of the oldest written request, hands the [`Response`] over, then streams its body
-//! through a channel of [`BODY_CHANNEL`] chunks. Only then does it read the next head:
+//! through a channel of `BODY_CHANNEL` chunks. Only then does it read the next head:
 //! response k+1 cannot be read until body k is consumed (backpressure, bounded memory).
 //!
 //! # Slot states (one request on one connection)
@@ -50,59 +49,30 @@
 //! charged with the failure: requests behind it had no chance to be answered. Each
 //! failure either answers at least one request or charges one, so the loop ends.
 //!
-//! `send_pair` queues two requests on one connection under one lock, so its writer
-//! sends them in one batch: `auto`'s pipelining probe.
+//! Under `auto` a `ConnectionGate` (gate.rs) decides, besides the cap, whether a
+//! connection may be opened, how deep connections are filled, and when the lane holds
+//! more connections than its share: it then retires its emptiest connections (no new
+//! requests; closed once their written requests are answered) so that the pool gets them
+//! back. `send_pair` writes two requests in one batch, for auto's probe.
 //!
-//! Under `auto` a `ConnectionGate` decides, besides the cap, whether a connection may
-//! be opened, how deep connections are filled, and when the lane holds more connections
-//! than its share: it then retires its emptiest connections (no new requests; closed
-//! once their written requests are answered) so that the pool gets them back.
-//!
-//! Requests that are not [`Request::is_pipelineable`] (anything with a body, PUT, POST,
-//! DELETE) travel alone: they wait for a connection with nothing in flight, nothing is
-//! written behind them until they are answered, and once written they are never re-sent
-//! (a failure before the response head is a `Reset` error whose retry safety says
-//! whether the store layer may repeat it).
-//!
-//! Re-sent requests go through the same placement as new ones (an idle connection, else
-//! a new one while fewer than N are open), ahead of requests that were never written.
-//! A non-pipelineable request at the head of `pending` holds back the requests behind it
-//! until some connection goes idle: order is kept, and `auto` rarely sends such requests
-//! here.
+//! Requests that are not [`Request::is_pipelineable`] travel alone and are never re-sent
+//! once written; placement, re-sent requests first (`Shared::place`).
 //!
 //! # Time-outs
 //!
 //! `response_timeout` runs for each response head from the moment the reader starts
-//! waiting for it, which is after the request was written and after the body before it
-//! was read (a slow reader of body k does not time out request k+1). While an upload body
-//! is still being written the clock restarts, so a long PUT is not cut at its head. A
-//! time-out fails that request with `Timeout` (the store layer decides on a retry) and
-//! the requests behind it are re-sent on another connection. Body reads use the same
-//! value as an inactivity limit: no byte for that long is `BodyTruncated`.
+//! waiting for it, after the body before it was read (a slow reader of body k does not
+//! time out request k+1), and restarts while an upload body is still being written. A
+//! time-out fails that request with `Timeout`; the requests behind it are re-sent on
+//! another connection. Body reads use the same value as an inactivity limit.
 //!
-//! # Trade-off: a dropped body
-//!
-//! Dropping a body before its end leaves the rest of it on the socket, in front of the
-//! responses behind it. The reader discards up to [`MAX_DISCARD`] bytes (cheap: they are
-//! already in flight, and the requests behind keep their place); past that it closes the
-//! connection and re-sends the requests behind on a fresh one, which costs a connection
-//! set-up and a round trip but never reads megabytes nobody wants. A body that is held
-//! and not read stalls the requests behind it: that is the head-of-line price of
-//! pipelining, which is why `auto` sends only small requests this way.
-//!
-//! # What "verified" means
-//!
-//! [`PipelineTransport::verified`] turns true once a batch of two or more requests in
-//! flight together on one connection (each written before the response to the one
-//! before it began, in one write or several) was answered in full: every response parsed, framed exactly
-//! (Content-Length or chunked ending where it should), none was 400 or 505 (what servers
-//! that choke on pipelining answer to the second request), and no stray bytes followed.
-//! A peer that drops or reorders pipelined requests fails these checks in practice.
+//! A body dropped before its end is discarded up to [`MAX_DISCARD`], past that its
+//! connection closes; what "verified" checks: [`PipelineTransport::verified`].
 
-use crate::auto::{ConnectionGate, Place};
 use crate::body::{RequestBody, ResponseBody};
 use crate::conn::{Connector, Io};
 use crate::error::{ErrorKind, WireError};
+use crate::gate::{ConnectionGate, Place};
 use crate::{Protocol, Request, Response, ResponseMeta, Transport, TransportConfig, TransportStats};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use ferry_proto::chunked::ChunkedDecoder;
@@ -118,12 +88,21 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::{mpsc, oneshot, Notify};
 
 /// Failures charged to one request (as the oldest unanswered on a connection that failed,
-/// or on a connection that could not be opened) before it gives up. Three, as the brief
-/// of issue 3 asks: one stale keep-alive connection plus two real failures.
+/// or on a connection that could not be opened) before it gives up. Three: one stale
+/// keep-alive connection plus two real failures.
 pub const MAX_ATTEMPTS: u32 = 3;
 /// Body bytes read and thrown away after a caller dropped its body, before the connection
 /// is closed instead. 1 MiB is ~0.1 ms at 10 Gbit/s but ~10 ms at S3's 90 MB/s per
-/// connection (LAB.md section 1), about the cost of a new connection's round trip.
+/// connection (docs/lab/wire-facts.md), about the cost of a new connection's round trip.
+///
+/// Dropping a body before its end leaves the rest of it on the socket, in front of the
+/// responses behind it. The reader discards up to [`MAX_DISCARD`] bytes (cheap: they are
+/// already in flight, and the requests behind keep their place); past that it closes the
+/// connection and re-sends the requests behind on a fresh one, which costs a connection
+/// set-up and a round trip but never reads megabytes nobody wants. A body that is held
+/// and not read stalls the requests behind it: that is the head-of-line price of
+/// pipelining, which is why `auto` sends only small requests this way.
+///
 pub const MAX_DISCARD: u64 = 1024 * 1024;
 /// Largest response head accepted (the server side uses the same 64 KiB limit).
 const MAX_HEAD_BYTES: usize = 64 * 1024;
@@ -188,7 +167,7 @@ struct Slot {
     /// responses are still owed.
     batch: Option<Arc<Batch>>,
     /// The gate's place until the socket is connected; the socket holds it from then on
-    /// and gives it back once closed (auto.rs, `Place`).
+    /// and gives it back once closed (gate.rs, `Place`).
     place: Option<Place>,
 }
 
@@ -308,7 +287,14 @@ impl PipelineTransport {
     }
 
     /// True once the endpoint answered a batch of two or more pipelined requests
-    /// correctly (see the module note for what is checked). `auto` pipelines only then.
+    /// correctly. `auto` pipelines only then.
+    ///
+    /// [`PipelineTransport::verified`] turns true once a batch of two or more requests in
+    /// flight together on one connection (each written before the response to the one
+    /// before it began, in one write or several) was answered in full: every response parsed, framed exactly
+    /// (Content-Length or chunked ending where it should), none was 400 or 505 (what servers
+    /// that choke on pipelining answer to the second request), and no stray bytes followed.
+    /// A peer that drops or reorders pipelined requests fails these checks in practice.
     pub fn verified(&self) -> bool {
         self.shared.verified.load(Relaxed)
     }
@@ -395,7 +381,7 @@ impl PipelineTransport {
     /// Places a pipelineable request now, only where no response head is owed ahead of it:
     /// an idle connection, else a new one (if the cap and the gate allow), else one whose
     /// only request is having its body read. `None`, and nothing sent, when there is no
-    /// such place or requests already wait for room. `auto`'s hedges go this way (auto.rs,
+    /// such place or requests already wait for room. `auto`'s hedges go this way (auto/hedge.rs,
     /// "Hedged small GETs"): a copy written behind another request's pending head would
     /// wait for the same kind of first byte it is meant to avoid.
     pub(crate) fn try_send_unobstructed(
@@ -541,6 +527,18 @@ impl Shared {
     /// are open, else the one with the fewest in flight below the depth. Returns the
     /// connection's index in `conns`, or the job back when no connection has room (the
     /// caller queues it again: by value, with no allocation on that busy path).
+    ///
+    /// Requests that are not [`Request::is_pipelineable`] (anything with a body, PUT, POST,
+    /// DELETE) travel alone: they wait for a connection with nothing in flight, nothing is
+    /// written behind them until they are answered, and once written they are never re-sent
+    /// (a failure before the response head is a `Reset` error whose retry safety says
+    /// whether the store layer may repeat it).
+    ///
+    /// Re-sent requests go through the same placement as new ones (an idle connection, else
+    /// a new one while fewer than N are open), ahead of requests that were never written.
+    /// A non-pipelineable request at the head of `pending` holds back the requests behind it
+    /// until some connection goes idle: order is kept, and `auto` rarely sends such requests
+    /// here.
     #[allow(
         clippy::result_large_err,
         reason = "the Err hands the job back unboxed; boxing would allocate each time every connection is busy"
@@ -557,7 +555,7 @@ impl Shared {
         let idx = if job.pipelineable {
             // Behind a response whose head has come, a request waits out at most that
             // body; behind one whose head is still owed, also its first byte, which on S3
-            // is lognormal (auto.rs, "Hedged small GETs"): so those go last.
+            // is lognormal (auto/hedge.rs): so those go last.
             let best = st
                 .conns
                 .iter()

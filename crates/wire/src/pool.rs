@@ -1,5 +1,5 @@
 //! h1-pool: a classic HTTP/1.1 keep-alive pool with a maximum size, the baseline that
-//! the AWS SDKs use (50 connections by default, LAB.md section 1).
+//! the AWS SDKs use (50 connections by default, docs/lab/wire-facts.md).
 //!
 //! Built on hyper's client connection API (`hyper::client::conn::http1`), one hyper
 //! connection per pooled socket, and not on hyper-util's legacy `Client`, whose pool has
@@ -7,7 +7,7 @@
 //!
 //! A request takes the most recently used idle connection, or opens one when fewer than
 //! `max_connections` are open, or else waits in a FIFO queue until a connection is handed
-//! back or a slot frees up. Each open (or opening) connection holds one [`Slot`]; a slot
+//! back or a slot frees up. Each open (or opening) connection holds one `Slot`; a slot
 //! is released when its connection is dropped, so the cap counts sockets, not requests.
 //!
 //! ```text
@@ -31,26 +31,28 @@
 //! written is re-sent on another connection whatever its method.
 //!
 //! Reading a body: the response body polls its connection's hyper future itself before
-//! each chunk ([`Driver`]), so a bulk GET is read from the socket on the task that
+//! each chunk (`Driver`), so a bulk GET is read from the socket on the task that
 //! consumes (and checksums) it, with no cross-thread hand-off per chunk; the connection's
 //! own task takes over again when the body ends. Backpressure is unchanged: hyper reads
 //! only when its one-chunk body channel is empty.
 //!
-//! This module also holds the hyper glue shared with `h2.rs`: [`WireBody`] (request
-//! bodies with exact length), [`IncomingStream`] (hyper's body as a [`ResponseBody`] that
-//! tells its owner when it ended), [`await_head`] (the response time-out, counted from
-//! the last request byte handed to hyper) and the error mapping.
+//! This module also holds its hyper glue: `WireBody` (request bodies with exact
+//! length), `IncomingStream` (hyper's body as a [`ResponseBody`] that tells its owner
+//! when it ended) and the error mapping. What it shares with h2.rs lives below both:
+//! body bookkeeping (`BodyTally`, `BodyGuard`) in body.rs, the response-head
+//! time-out (`await_head`) and framing headers in exchange.rs.
 
-use crate::auto::{ConnectionGate, Place};
-use crate::body::{RequestBody, ResponseBody};
+use crate::body::{BodyGuard, BodyTally, RequestBody, ResponseBody};
 use crate::conn::Connector;
 use crate::error::{ErrorKind, WireError};
+use crate::exchange::{await_head, set_content_length, timeout_error, Progress};
+use crate::gate::{ConnectionGate, Place};
 use crate::{Protocol, Request, Response, ResponseMeta, Transport, TransportConfig, TransportStats};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::stream::{BoxStream, Stream, StreamExt};
 use futures_util::task::AtomicWaker;
-use http::header::{CONTENT_LENGTH, HOST};
+use http::header::HOST;
 use http::{HeaderMap, HeaderValue, Method};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
@@ -80,18 +82,11 @@ const MAX_ATTEMPTS: usize = 4;
 type Sender = http1::SendRequest<WireBody>;
 
 /// Largest read buffer hyper may grow to on one connection: 64 KiB, below its ~400 KiB
-/// default. A body chunk is a slice of this buffer, so while the consumer holds chunks
-/// (a download's write batch) hyper reads into a fresh allocation of up to this size:
-/// memory per body in flight is a few times this figure, and the bytes a consumer copies
-/// on (into the page cache) were written by the socket read a buffer or two earlier, so
-/// a small buffer keeps them in cache. 4 x 1 GiB `ferry cp` down from one `ferry serve
-/// --memory` (16 parts, each its own task), against the 256 KiB cap before, 4
-/// interleaved rounds at load 3-4: wall 3.98-4.55 s beside 4.27-4.61, system CPU
-/// 3.8-4.3 s beside 4.3-5.0, peak RSS 30-31 MiB beside 42-64; `perf record` of 3 more
-/// rounds: `copy_folio_from_iter_atomic` (the copy into the page cache) 3.6-4.4k samples
-/// beside 7.6-11.2k, the whole process 21.5-26.7k beside 23.8-29.1k. (With a 128 KiB
-/// cap, before parts ran as tasks of their own, the wall time was higher: every read was
-/// on one thread then.) s5cmd, same rounds: 2.84-3.19 s, 3.6-4.0 s system, 20 MiB.
+/// default. A body chunk is a slice of this buffer, so memory per body in flight is a few
+/// times this figure, and the bytes a consumer copies on were read a buffer or two
+/// earlier, still in cache (less wall, system CPU and memory than 256 KiB: see
+/// docs/lab/wire-h1-read-path.md; re-measure with a 4 x 1 GiB `ferry cp` down from
+/// `ferry serve --memory`, comparing wall, system CPU and peak RSS).
 const READ_BUFFER_MAX: usize = 64 * 1024;
 
 /// HTTP/1.1 keep-alive pool with at most `config.max_connections` connections.
@@ -504,11 +499,9 @@ type ConnFuture = Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>>;
 /// through a one-chunk channel. With that task on one tokio worker and the reader on
 /// another (a `block_on` caller, or another worker), every chunk costs two cross-thread
 /// wake-ups, and the reader's checksum then pulls the just-received megabyte from the
-/// other core's cache. Reading in the consumer's poll removes the hop. `ferry bench
-/// bulk-get --quick --repeats 3 --peers none`, four runs of each binary alternated (12
-/// repeats each, a 2-core machine under other builds): the h1-pool row's client CPU per
-/// GiB, median, 0.434 -> 0.370 s; its share of iperf3 in the same repeat, median,
-/// 78% -> 96% (the no-checksum row 90% -> 154%).
+/// other core's cache. Reading in the consumer's poll removes the hop (client CPU per GiB
+/// down by a sixth: docs/lab/wire-h1-read-path.md; re-measure with `ferry bench bulk-get
+/// --quick --repeats 3 --peers none`).
 ///
 /// Sharing one future between two tasks is sound because each poll registers the polling
 /// task's wakers: while the body drives, socket readiness wakes the body's task; when the
@@ -564,7 +557,7 @@ impl Drop for HandBack {
     }
 }
 
-// ---- Shared cap: the hook auto.rs uses to share one connection cap between lanes ----
+// ---- Shared cap: the hook auto uses to share one connection cap between lanes (gate.rs) ----
 //
 // Without a gate (a plain h1-pool) none of this runs. With one, opening a connection also
 // needs a place from the gate, held by the socket until it is closed and then given back
@@ -616,13 +609,6 @@ impl PoolTransport {
 
 // ---- hyper glue shared with h2.rs -------------------------------------------------
 
-/// Sets Content-Length from the body (and 0 for empty PUT/POST, which S3 requires).
-pub(crate) fn set_content_length(method: &Method, headers: &mut HeaderMap, body: &RequestBody) {
-    if !body.is_empty() || matches!(*method, Method::PUT | Method::POST | Method::PATCH) {
-        headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
-    }
-}
-
 pub(crate) fn build_request(
     method: &Method,
     uri: &str,
@@ -638,10 +624,6 @@ pub(crate) fn build_request(
     Ok(req)
 }
 
-pub(crate) fn timeout_error(limit: Duration) -> WireError {
-    WireError::new(ErrorKind::Timeout, format!("no response head within {limit:?} of the request being written"))
-}
-
 /// Maps a hyper error that came before the response head.
 pub(crate) fn map_head_error(e: hyper::Error, reused: bool) -> WireError {
     if e.is_parse() || e.is_parse_status() || e.is_parse_too_large() {
@@ -655,44 +637,6 @@ pub(crate) fn map_head_error(e: hyper::Error, reused: bool) -> WireError {
     }
     let on = if reused { "a reused connection" } else { "a new connection" };
     WireError::new(ErrorKind::Reset, format!("{on} closed before the response head")).with_source(e)
-}
-
-/// The time the request body last made progress, for the response time-out.
-#[derive(Clone)]
-pub(crate) struct Progress {
-    base: Instant,
-    last_ms: Arc<AtomicU64>,
-}
-
-impl Progress {
-    pub(crate) fn new() -> Progress {
-        Progress { base: Instant::now(), last_ms: Arc::new(AtomicU64::new(0)) }
-    }
-
-    pub(crate) fn touch(&self) {
-        self.last_ms.store(self.base.elapsed().as_millis() as u64, Relaxed);
-    }
-
-    pub(crate) fn last(&self) -> Instant {
-        self.base + Duration::from_millis(self.last_ms.load(Relaxed))
-    }
-}
-
-/// Awaits a response head, failing (`None`) when none arrives within `limit` of the last
-/// request body chunk handed to hyper: a large upload is not cut by the head time-out.
-pub(crate) async fn await_head<F: Future>(fut: F, limit: Duration, progress: &Progress) -> Option<F::Output> {
-    tokio::pin!(fut);
-    loop {
-        let deadline = progress.last() + limit;
-        tokio::select! {
-            out = &mut fut => return Some(out),
-            _ = tokio::time::sleep_until(deadline.into()) => {
-                if progress.last() + limit <= Instant::now() {
-                    return None;
-                }
-            }
-        }
-    }
 }
 
 /// A request body as hyper sees it: exact length, bytes counted for the h2 throughput
@@ -797,87 +741,6 @@ impl Body for WireBody {
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::with_exact(self.remaining)
-    }
-}
-
-/// Whoever owns the connection or stream a response body comes from.
-pub(crate) trait BodyGuard: Send + 'static {
-    /// Response body bytes received.
-    fn data(&mut self, _n: usize) {}
-    /// The body was read to its end. Dropping the guard without this call means the
-    /// body was abandoned or failed.
-    fn finished(self: Box<Self>);
-}
-
-/// What the HTTP/1.1 and HTTP/2 response bodies share: data bytes counted against the
-/// announced length, the guard told once the last byte is in, and the errors for a body
-/// that ends short, fails, or runs long. Each error ends the body (the guard is dropped
-/// untold, so its connection or stream is not reused).
-pub(crate) struct BodyTally {
-    guard: Option<Box<dyn BodyGuard>>,
-    received: u64,
-    expected: Option<u64>,
-    done: bool,
-}
-
-impl BodyTally {
-    pub(crate) fn new(guard: Box<dyn BodyGuard>, expected: Option<u64>) -> BodyTally {
-        BodyTally { guard: Some(guard), received: 0, expected, done: false }
-    }
-
-    pub(crate) fn is_done(&self) -> bool {
-        self.done
-    }
-
-    /// The body is complete: tell the guard.
-    pub(crate) fn finish(&mut self) {
-        self.done = true;
-        if let Some(g) = self.guard.take() {
-            g.finished();
-        }
-    }
-
-    /// A chunk of data; `end_stream`: the source says nothing follows it. The connection
-    /// is handed back as soon as the last byte is in: a caller that stops after
-    /// Content-Length bytes must not cost a connection.
-    pub(crate) fn data(&mut self, data: Bytes, end_stream: bool) -> Result<Bytes, WireError> {
-        self.received += data.len() as u64;
-        if let Some(g) = self.guard.as_mut() {
-            g.data(data.len());
-        }
-        if self.expected.is_some_and(|n| self.received > n) {
-            self.end_failed();
-            return Err(WireError::protocol("response body longer than its Content-Length"));
-        }
-        if end_stream && self.expected.is_none_or(|n| self.received == n) {
-            self.finish();
-        }
-        Ok(data)
-    }
-
-    /// The source failed mid-body.
-    pub(crate) fn failed(&mut self, source: impl std::error::Error + Send + Sync + 'static) -> WireError {
-        self.truncated().with_source(source)
-    }
-
-    /// The source ended: `None` when the body is complete, else the truncation error.
-    pub(crate) fn ended(&mut self) -> Option<WireError> {
-        if self.expected.is_some_and(|n| self.received < n) {
-            return Some(self.truncated());
-        }
-        self.finish();
-        None
-    }
-
-    fn end_failed(&mut self) {
-        self.done = true;
-        self.guard = None;
-    }
-
-    fn truncated(&mut self) -> WireError {
-        self.end_failed();
-        let want = self.expected.map(|n| format!(" of {n}")).unwrap_or_default();
-        WireError::new(ErrorKind::BodyTruncated, format!("response body ended after {}{want} bytes", self.received))
     }
 }
 

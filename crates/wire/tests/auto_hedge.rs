@@ -1,4 +1,4 @@
-//! auto's hedged small GETs (auto.rs, "Hedged small GETs") against a scripted HTTP/1.1
+//! auto's hedged small GETs (auto/hedge.rs) against a scripted HTTP/1.1
 //! peer on raw TCP: it answers pipelined requests in order, and holds the head of the
 //! first arrival of chosen paths for a set time (a slow first byte), answers others at
 //! once. What is checked is behaviour: which answer the caller got and whether it is

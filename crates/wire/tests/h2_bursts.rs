@@ -1,4 +1,4 @@
-//! A burst of streams on HTTP/2 (h2.rs module note): bulk streams placed before any
+//! A burst of streams on HTTP/2 (h2.rs, `Inner::place`): bulk streams placed before any
 //! connection was measured are spread at most `UNPROVEN_BULK_STREAMS` per connection, so
 //! a sweep's workers starting together do not share one TCP connection and one receive
 //! window for the whole run; small streams still share one connection; the connection

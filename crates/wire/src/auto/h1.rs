@@ -1,0 +1,336 @@
+//! The HTTP/1.1 side of auto: each request goes to its lane (small: the pipeline once
+//! verified, else the pool; bulk: the pool, once admitted under bulk's share), and each
+//! response is reported to the endpoint's controller.
+//!
+//! ```text
+//!   send ─► lane? ─ small ─► window_cap check ─► verified? ─ yes ─► hedge.rs ─► pipeline
+//!              │                                    └─ no ─► probe.rs, or the pool
+//!              └─ bulk ─► Lanes::admit_bulk ─► pool
+//!   head ─► controller: 503/429 throttled; else success with head_latency
+//!   body ─► Demand counts the request in its lane until the body ends (lanes.rs);
+//!           bulk bytes go to Controller::delivered (goodput)
+//! ```
+//!
+//! What the controller is fed, and why:
+//!
+//! - `head_latency` (from the request's first byte on the wire to its head), never
+//!   `time_to_head`, which runs from the call to `send` and so holds auto's own queueing
+//!   (waiting for a pool connection, or behind earlier pipelined responses): fed as
+//!   latency, that shrinks the limit in a spiral.
+//! - On HTTP/1.1 the latency goes to the controller's per-round rule ("Rising head
+//!   latency" in controller.rs), which backs off only while goodput is not growing; the
+//!   moving averages h2 uses would read the client's own CPU load as congestion.
+//! - Bulk response bytes, so that the limit stops growing once more connections stop
+//!   adding bytes per second. Small responses' bytes do not count: a small request's
+//!   worth is its first byte, and counting them held small-only loads back.
+//!
+//! A small request the pool carries (no verified pipeline yet) counts as the pool's
+//! demand, or the pool's share would not grow for it.
+//!
+//! Measurements behind these choices: docs/lab/wire-auto-lanes.md.
+
+use super::hedge::{send_hedged, Hedger};
+use super::lanes::{Demand, LaneGate, Lanes, SmallTiming, BULK, SMALL};
+use super::probe::{probe_with, Probe, PROBE_ATTEMPTS, PROBE_INCONCLUSIVE, PROBE_SPACING};
+use super::window_cap;
+use crate::conn::Connector;
+use crate::controller::Controller;
+use crate::error::WireError;
+use crate::gate::ConnectionGate;
+use crate::lane::is_small;
+use crate::pipeline::PipelineTransport;
+use crate::pool::PoolTransport;
+use crate::{Request, Response, Transport, TransportConfig, TransportStats};
+use futures_util::future::BoxFuture;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::watch;
+
+pub(super) struct H1 {
+    pub(super) pool: Arc<PoolTransport>,
+    pub(super) pipeline: Arc<PipelineTransport>,
+    pub(super) lanes: Arc<Lanes>,
+    pub(super) probe: Arc<Mutex<Probe>>,
+    /// Bumped when a probe ends: small requests that waited for its verdict go on.
+    pub(super) probe_done: watch::Sender<u64>,
+    pub(super) small_seen: AtomicU64,
+    pub(super) hedger: Arc<Hedger>,
+    /// The pool's connector, whose receive-window cap a small request beside bulk ones
+    /// engages (conn.rs, "Receive windows of HTTP/1.1 connections").
+    pub(super) connector: Connector,
+}
+
+impl Drop for H1 {
+    /// What the lanes did over the transport's life, for reading with
+    /// `FERRY_LOG=ferry_wire::auto=debug` (mixed-hol's connection counts).
+    fn drop(&mut self) {
+        let (handed, peak) = {
+            let st = self.lanes.lock();
+            (st.handed_over, st.peak_open)
+        };
+        tracing::debug!(
+            "auto: HTTP/1.1 lanes done: opened pool {} pipeline {} (probes included); handed over pool {} pipeline {}; peak lanes {:?}; controller {:?}",
+            self.pool.stats().connections_opened,
+            self.pipeline.stats().connections_opened,
+            handed[BULK],
+            handed[SMALL],
+            peak,
+            self.lanes.controller.stats()
+        );
+    }
+}
+
+impl H1 {
+    pub(super) fn new(
+        config: &TransportConfig,
+        connector: Connector,
+        controller: Arc<Controller>,
+    ) -> Result<H1, WireError> {
+        // Each lane may use the whole cap; the gates share it by demand (module note).
+        let lanes = Arc::new(Lanes::new(controller));
+        let gate = |lane| -> Arc<dyn ConnectionGate> { Arc::new(LaneGate { lanes: lanes.clone(), lane }) };
+        let pool = Arc::new(PoolTransport::with_gate(config.clone(), connector.clone(), Some(gate(BULK))));
+        let pipeline = Arc::new(PipelineTransport::with_gate(config.clone(), Some(gate(SMALL)))?);
+        let _ = lanes.pool.set(Arc::downgrade(&pool));
+        let _ = lanes.pipeline.set(Arc::downgrade(&pipeline));
+        Ok(H1 {
+            pool,
+            pipeline,
+            lanes,
+            probe: Arc::new(Mutex::new(Probe::default())),
+            probe_done: watch::channel(0).0,
+            small_seen: AtomicU64::new(0),
+            hedger: Arc::new(Hedger::default()),
+            connector,
+        })
+    }
+
+    pub(super) fn verified(&self) -> bool {
+        self.pipeline.verified()
+    }
+
+    pub(super) async fn send(&self, req: Request) -> Result<Response, WireError> {
+        let lane = if is_small(&req) { SMALL } else { BULK };
+        if lane == SMALL {
+            window_cap::small_request_sent(&self.connector, &self.lanes);
+        }
+        let sent = Instant::now();
+        let mut demand = Demand::new(self.lanes.clone(), lane);
+        let fut = if lane == BULK {
+            self.lanes.admit_bulk().await;
+            demand.admitted = true;
+            self.pool.send(req)
+        } else {
+            let (fut, on_pool) = self.send_small(req).await;
+            if on_pool {
+                // A small request the pool carries (no verified pipeline yet) is the
+                // pool's demand: counted as small, the pool's share would not grow for
+                // it, and with no bulk request active it waited for ever.
+                demand = Demand::new(self.lanes.clone(), BULK);
+            }
+            fut
+        };
+        let observation = self.lanes.controller.observe();
+        let result = fut.await;
+        match &result {
+            Ok(r) if matches!(r.status.as_u16(), 503 | 429) => {
+                observation.throttled();
+                self.hedger.throttled();
+            }
+            Ok(r) => match r.meta.head_latency {
+                Some(latency) => {
+                    if lane == SMALL {
+                        self.hedger.observe(latency);
+                    }
+                    observation.success_with_head_latency(latency)
+                }
+                _ => observation.success_unmeasured(),
+            },
+            Err(_) => drop(observation),
+        }
+        // The limit may have moved either way: both lanes look again.
+        self.lanes.nudge();
+        if lane == SMALL && tracing::enabled!(tracing::Level::TRACE) {
+            if let Ok(r) = &result {
+                demand.timing =
+                    Some(SmallTiming { sent, head_at: Instant::now(), head_latency: r.meta.head_latency, bytes: 0 });
+            }
+        }
+        result.map(|r| demand.until_body_end(r))
+    }
+
+    /// Routes a small request: the pipeline once verified; while a probe is out, after
+    /// its verdict; else the pool (with a probe first when one is due).
+    /// Also says whether the pool took it.
+    pub(super) async fn send_small(&self, req: Request) -> (BoxFuture<'static, Result<Response, WireError>>, bool) {
+        let mut done = self.probe_done.subscribe();
+        loop {
+            if self.verified() {
+                return (send_hedged(self.pipeline.clone(), self.hedger.clone(), req), false);
+            }
+            let running = self.probe.lock().unwrap().running;
+            if !running {
+                break;
+            }
+            // A probe is out: its verdict is one first-byte time away.
+            if done.changed().await.is_err() {
+                break;
+            }
+        }
+        let seen = self.small_seen.fetch_add(1, Relaxed);
+        let probe_now = {
+            let mut p = self.probe.lock().unwrap();
+            let due = p.attempts == 0 || seen >= p.last_at + PROBE_SPACING;
+            if !p.running && p.attempts < PROBE_ATTEMPTS && p.inconclusive < PROBE_INCONCLUSIVE && due {
+                p.running = true;
+                p.attempts += 1;
+                p.last_at = seen;
+                true
+            } else {
+                false
+            }
+        };
+        if probe_now {
+            (probe_with(self.pipeline.clone(), self.probe.clone(), self.probe_done.clone(), req), false)
+        } else {
+            (self.pool.send(req), true)
+        }
+    }
+
+    pub(super) fn stats(&self) -> TransportStats {
+        let mut s = add(self.pool.stats(), self.pipeline.stats());
+        // What is really open: the lanes count a socket until it is dropped, where each
+        // lane's own figure drops when it lets the connection go.
+        let st = self.lanes.lock();
+        s.connections_open = (st.sockets[BULK] + st.sockets[SMALL]) as u64;
+        s.hedges_sent = self.hedger.sent.load(Relaxed);
+        s.hedges_won = self.hedger.won.load(Relaxed);
+        s
+    }
+}
+
+pub(super) fn add(a: TransportStats, b: TransportStats) -> TransportStats {
+    TransportStats {
+        connections_opened: a.connections_opened + b.connections_opened,
+        connections_open: a.connections_open + b.connections_open,
+        requests_sent: a.requests_sent + b.requests_sent,
+        requests_resent: a.requests_resent + b.requests_resent,
+        hedges_sent: a.hedges_sent + b.hedges_sent,
+        hedges_won: a.hedges_won + b.hedges_won,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::ControllerOptions;
+    use crate::gate::Place;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+    use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+    /// A socket that counts itself among the live ones until it is dropped.
+    struct Counted {
+        io: tokio::io::DuplexStream,
+        live: Arc<AtomicU64>,
+    }
+
+    impl Counted {
+        fn new(io: tokio::io::DuplexStream, live: &Arc<AtomicU64>) -> Counted {
+            live.fetch_add(1, Relaxed);
+            Counted { io, live: live.clone() }
+        }
+    }
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.live.fetch_sub(1, Relaxed);
+        }
+    }
+
+    impl AsyncRead for Counted {
+        fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+        }
+    }
+
+    impl AsyncWrite for Counted {
+        fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+            Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+        }
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().io).poll_flush(cx)
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+        }
+    }
+
+    /// The handover race, deterministically (lanes.rs, a place comes back only with its socket): the pool
+    /// lets an idle connection go for the small lane, but its socket closes only when the
+    /// connection's own task next runs. On a current-thread runtime nothing runs between
+    /// the two, so a place freed when the pool let go (the old order) would let the
+    /// pipeline open a socket while both of the pool's were still open: three under a
+    /// limit of two. The place must come back only with the socket.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_place_comes_back_only_once_its_socket_is_closed() {
+        let config = TransportConfig::new(crate::Endpoint::parse("http://127.0.0.1:9").unwrap());
+        let connector = Connector::new(&config, &[]).unwrap();
+        let controller = Controller::new(ControllerOptions { initial: 4, max: 4, ..ControllerOptions::default() });
+        // A SlowDown: limit 2, slow start over (lanes hand places over only after it).
+        controller.observe().throttled();
+        assert_eq!((controller.limit(), controller.in_slow_start()), (2, false));
+        let h1 = H1::new(&config, connector, controller).unwrap();
+        // Two bulk requests fill the limit with two pool connections (sockets here are
+        // in-memory pipes whose far ends stay open: only the client closes them).
+        let live = Arc::new(AtomicU64::new(0));
+        let mut far_ends = Vec::new();
+        h1.lanes.demand(BULK, 2);
+        for id in 1..=2 {
+            let (near, far) = tokio::io::duplex(1 << 16);
+            far_ends.push(far);
+            let conn = crate::conn::Connection {
+                io: Box::new(Counted::new(near, &live)),
+                alpn_h2: false,
+                receive_buffer: None,
+                id,
+                peer: ([127, 0, 0, 1], 9).into(),
+            };
+            h1.pool.adopt(conn).await.unwrap();
+        }
+        h1.lanes.demand(BULK, -2);
+        let sockets = || h1.lanes.lock().sockets;
+        let places = || h1.lanes.lock().open;
+        assert_eq!((h1.pool.idle_connections(), live.load(Relaxed), sockets(), places()), (2, 2, [2, 0], [2, 0]));
+        let small_gate: Arc<dyn ConnectionGate> = Arc::new(LaneGate { lanes: h1.lanes.clone(), lane: SMALL });
+        assert!(Place::take(Some(&small_gate)).is_none(), "no place beside two sockets under a limit of two");
+
+        // A small request arrives: the pool gives one idle connection up for it.
+        h1.lanes.demand(SMALL, 1);
+        assert_eq!(h1.pool.idle_connections(), 1, "the pool let one connection go");
+        assert_eq!(live.load(Relaxed), 2, "its socket is not closed yet (its task has not run)");
+        assert!(
+            Place::take(Some(&small_gate)).is_none(),
+            "the pipeline may not open a third socket while both are open"
+        );
+
+        // The connection's task runs and closes the socket: now the place is free.
+        for _ in 0..100 {
+            if live.load(Relaxed) < 2 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(live.load(Relaxed), 1, "the let-go connection's socket never closed");
+        let place = Place::take(Some(&small_gate)).expect("the closed socket's place for the small lane");
+        assert_eq!(
+            (sockets(), places()),
+            ([1, 0], [1, 1]),
+            "the bulk lane's socket and place, and the small lane's place"
+        );
+        drop(place);
+        assert_eq!(h1.lanes.lock().peak_sockets, 2);
+        drop(far_ends);
+    }
+}

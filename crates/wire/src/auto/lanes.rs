@@ -1,0 +1,428 @@
+//! The two HTTP/1.1 lanes of auto, the pool (bulk) and the pipeline (small), sharing one
+//! connection cap by demand.
+//!
+//! The cap T is the controller's limit: it starts at 4, grows by slow start, halves on
+//! SlowDown, never exceeds `max_connections` (controller.rs). The lanes split it:
+//!
+//! ```text
+//!   small_want  = most small requests in flight lately (ebbs by one per SMALL_WANT_STEP)
+//!   reserve     = min(SMALL_RESERVE, T / SMALL_RESERVE_FRACTION)
+//!   small kept  = min(max(min(small_want, SMALL_CLAIM), reserve), T/2)
+//!   bulk share  = min(bulk requests in flight, T - small kept)    (>= 1 while any is active)
+//!   small share = T - bulk share
+//! ```
+//!
+//! Small requests alone may use all of T. Bulk requests get connections back, except those
+//! the small lane keeps (at most half of T), so that each small request has a connection
+//! of its own when it can; beyond [`SMALL_CLAIM`] small requests are pipelined on the
+//! lane's connections rather than take more places from bulk.
+//!
+//! Each lane asks through a [`ConnectionGate`] (gate.rs) before it opens a connection.
+//! Both lanes are counted under one lock, and a place is taken before a socket connects and
+//! given back only once the socket is closed: the sockets open never exceed T, even during
+//! a handover (`AutoTransport::sockets_open` keeps the peak, which the tests check).
+//!
+//! ```text
+//!   a lane's connection:  Open within share ── share falls ──► Over share
+//!     Over share ── nobody needs the place ──► kept (a bulk dip between two ranged parts)
+//!     Over share ── the other lane is short and no place is free, or (pipeline only) the
+//!                   limit fell ──► given back as it frees: the pool closes it when idle,
+//!                   the pipeline stops placing on it and closes it once answered
+//!   no handover while the controller is in slow start below the cap: growth comes first
+//! ```
+//!
+//! Bulk admission ([`Lanes::admit_bulk`]): a bulk request waits until fewer than bulk's
+//! share are in flight. A fallen limit bounds bulk requests there instead of closing the
+//! pool's connections, which stay idle ("parked") until the limit grows back, the small
+//! lane wants their places, or the idle time-out; a parked connection holds its place.
+//!
+//! Pipeline depth (`LaneGate::depth`): the configured depth while the controller is in
+//! slow start, the limit after it, so that a SlowDown halves requests in flight too.
+//!
+//! A request counts in its lane ([`Demand`]) from `send` to the end of its body (or its
+//! failure, or the drop of its body). Measurements behind the rules and constants, and
+//! the commands that repeat them: docs/lab/wire-auto-lanes.md.
+
+use crate::controller::Controller;
+use crate::gate::ConnectionGate;
+use crate::pipeline::PipelineTransport;
+use crate::pool::PoolTransport;
+use crate::{Response, ResponseBody};
+use futures_util::StreamExt;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+pub(super) const BULK: usize = 0;
+pub(super) const SMALL: usize = 1;
+
+/// How fast the small lane's claim on connections ebbs after a burst: one connection per
+/// step, so that shares do not flap with every arrival (a connection closed by one lane
+/// and reopened by the other); one second, ~30 first-byte times at S3's p50, lets a claim
+/// ebb within seconds (see docs/lab/wire-auto-lanes.md; re-measure with `ferry bench
+/// mixed-hol --quick --peers none`, counting connections opened).
+pub(super) const SMALL_WANT_STEP: Duration = Duration::from_secs(1);
+
+/// Places the small lane keeps from the start, before any small request is seen, at
+/// most one in [`SMALL_RESERVE_FRACTION`] of the total: as many as the lane ever claims
+/// from bulk ([`SMALL_CLAIM`]), so that the claim is met from the reserve and nothing is
+/// handed over; a quarter, so that a small cap (16 in `auto_lanes.rs`) keeps a few too,
+/// and bulk alone loses at most a quarter (see docs/lab/wire-auto-lanes.md; re-measure
+/// with `ferry bench mixed-hol --quick --peers none --repeats 5`).
+pub(super) const SMALL_RESERVE: usize = SMALL_CLAIM;
+pub(super) const SMALL_RESERVE_FRACTION: usize = 4;
+
+/// Most connections the small lane claims from bulk, however many small requests are in
+/// flight: beyond it they are pipelined on the lane's connections instead of each taking
+/// a pool connection's place (a handover). Eight: twice the ~4 in flight of mixed-hol's
+/// 100/s at S3's first-byte time, so a burst still finds connections of its own (see
+/// docs/lab/wire-auto-lanes.md; re-measure with `FERRY_LOG=ferry_wire::auto=debug ferry
+/// bench mixed-hol --quick --peers none`).
+pub(super) const SMALL_CLAIM: usize = 8;
+
+/// The two HTTP/1.1 lanes' connections and demand, under one lock (module note).
+pub(super) struct Lanes {
+    pub(super) controller: Arc<Controller>,
+    pub(super) state: Mutex<LaneState>,
+    /// Woken when a bulk request ends or the limit may have moved (`admit_bulk`).
+    pub(super) admit: Notify,
+    pub(super) pool: OnceLock<Weak<PoolTransport>>,
+    pub(super) pipeline: OnceLock<Weak<PipelineTransport>>,
+}
+
+pub(super) struct LaneState {
+    /// Connections open or opening, per lane.
+    pub(super) open: [usize; 2],
+    /// Requests from `send` to the end of their body, per lane.
+    pub(super) active: [usize; 2],
+    /// Most small requests active at once lately: follows a rise at once, ebbs by one
+    /// per [`SMALL_WANT_STEP`] since `small_peak_at`.
+    pub(super) small_peak: usize,
+    pub(super) small_peak_at: Instant,
+    /// Connections each lane closed to give its place to the other.
+    pub(super) handed_over: [u64; 2],
+    /// Most connections each lane held at once.
+    pub(super) peak_open: [usize; 2],
+    /// Sockets connected and not yet closed, per lane ([`Place`]), and the most at once
+    /// of both lanes together.
+    pub(super) sockets: [usize; 2],
+    pub(super) peak_sockets: usize,
+    /// Bulk requests admitted and not yet done ([`Lanes::admit_bulk`]).
+    pub(super) admitted_bulk: usize,
+}
+
+impl Lanes {
+    pub(super) fn new(controller: Arc<Controller>) -> Lanes {
+        Lanes {
+            controller,
+            state: Mutex::new(LaneState {
+                open: [0; 2],
+                active: [0; 2],
+                small_peak: 0,
+                small_peak_at: Instant::now(),
+                handed_over: [0; 2],
+                peak_open: [0; 2],
+                sockets: [0; 2],
+                peak_sockets: 0,
+                admitted_bulk: 0,
+            }),
+            admit: Notify::new(),
+            pool: OnceLock::new(),
+            pipeline: OnceLock::new(),
+        }
+    }
+
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, LaneState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Bulk requests admitted and not yet done.
+    pub(super) fn bulk_admitted(&self) -> usize {
+        self.lock().admitted_bulk
+    }
+
+    /// Connections for both lanes together: the controller's limit, whole (the probe
+    /// runs on the pipeline lane, inside it). A place is free again only once its socket
+    /// is closed ([`Place`]), so a handover never puts one socket more than the limit open,
+    /// even for a moment.
+    pub(super) fn total(&self) -> usize {
+        self.controller.limit().max(1)
+    }
+
+    /// Each lane's share of [`Lanes::total`] (the formula of the module note).
+    pub(super) fn shares(&self, st: &mut LaneState) -> [usize; 2] {
+        let t = self.total();
+        let steps = (st.small_peak_at.elapsed().as_millis() / SMALL_WANT_STEP.as_millis()) as usize;
+        if steps > 0 {
+            st.small_peak = st.small_peak.saturating_sub(steps).max(st.active[SMALL]);
+            st.small_peak_at = Instant::now();
+        }
+        let small_kept = Self::small_want(st).min(SMALL_CLAIM).max(Self::small_reserve(t)).min((t / 2).max(1));
+        let bulk = st.active[BULK].min(t.saturating_sub(small_kept));
+        // A bulk request never waits for ever: one connection at least while any is active.
+        let bulk = if st.active[BULK] > 0 { bulk.max(1) } else { bulk };
+        [bulk, t - bulk.min(t)]
+    }
+
+    /// Connections the small lane wants: the most small requests active at once lately.
+    pub(super) fn small_want(st: &LaneState) -> usize {
+        st.small_peak.max(st.active[SMALL])
+    }
+
+    /// Places of `t` that bulk never takes, small demand or not ([`SMALL_RESERVE`]).
+    pub(super) fn small_reserve(t: usize) -> usize {
+        SMALL_RESERVE.min(t / SMALL_RESERVE_FRACTION)
+    }
+
+    /// Of the connections `lane` must give back now, those the other lane is waiting for
+    /// (the rest go because the cap fell, and are no handover).
+    pub(super) fn wanted_by_other(&self, st: &mut LaneState, lane: usize) -> usize {
+        let shares = self.shares(st);
+        let t = self.total();
+        let open = st.open[BULK] + st.open[SMALL];
+        let other = 1 - lane;
+        let other_demand = if other == BULK { st.active[BULK] } else { Self::small_want(st) };
+        if self.controller.in_slow_start() {
+            // The limit grows (or slow start ends) within a round or two: the lane short
+            // of places gets them from the growth, not from connections closed for it
+            // (module note: no handover in slow start).
+            return 0;
+        }
+        let other_short = other_demand.min(shares[other]).saturating_sub(st.open[other]);
+        other_short.saturating_sub(t.saturating_sub(open))
+    }
+
+    /// Connections `lane` holds that it must give back now: those over its share, but
+    /// only as many as the cap needs (the limit fell) or the other lane wants and cannot
+    /// open in free places. A lane over its share that nobody needs keeps its connections:
+    /// a ranged download's part ends a moment before the next one is sent, and closing
+    /// the connection in between would cost a new TCP connection for most parts.
+    pub(super) fn excess(&self, st: &mut LaneState, lane: usize) -> usize {
+        let shares = self.shares(st);
+        let over_share = st.open[lane].saturating_sub(shares[lane]);
+        if over_share == 0 {
+            return 0;
+        }
+        // A fallen limit closes the pipeline's connections over it, not the pool's: bulk
+        // requests are bounded by admission (`admit_bulk`), and the pool's connections
+        // over the limit stay idle ("parked") until the limit grows back or the other lane
+        // wants their places (module note, "parked").
+        let over_cap = if lane == BULK { 0 } else { (st.open[BULK] + st.open[SMALL]).saturating_sub(self.total()) };
+        over_share.min(over_cap.max(self.wanted_by_other(st, lane)))
+    }
+
+    pub(super) fn demand(&self, lane: usize, delta: isize) {
+        let mut st = self.lock();
+        st.active[lane] = st.active[lane].saturating_add_signed(delta);
+        if lane == SMALL && st.active[SMALL] > st.small_peak {
+            st.small_peak = st.active[SMALL];
+            st.small_peak_at = Instant::now();
+        }
+        let other = 1 - lane;
+        let excess = self.excess(&mut st, other);
+        drop(st);
+        if delta > 0 && excess > 0 {
+            // This lane wants connections the other holds: the other starts giving them
+            // back (the pool closes idle ones now, busy ones as they come free).
+            if other == SMALL {
+                if let Some(p) = self.pipeline.get().and_then(Weak::upgrade) {
+                    p.nudge();
+                }
+            } else if let Some(p) = self.pool.get().and_then(Weak::upgrade) {
+                p.nudge();
+            }
+        }
+    }
+
+    /// Wakes both lanes (they take their own locks, so never call this under one).
+    pub(super) fn nudge(&self) {
+        if let Some(p) = self.pipeline.get().and_then(Weak::upgrade) {
+            p.nudge();
+        }
+        if let Some(p) = self.pool.get().and_then(Weak::upgrade) {
+            p.nudge();
+        }
+        self.admit.notify_waiters();
+    }
+
+    /// Waits until the bulk requests in flight are fewer than bulk's share, then counts
+    /// this one in (module note, "parked"): the limit bounds bulk requests
+    /// here, not by closing the pool's connections.
+    pub(super) async fn admit_bulk(&self) {
+        loop {
+            let notified = self.admit.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut st = self.lock();
+                let share = self.shares(&mut st)[BULK].max(1);
+                if st.admitted_bulk < share {
+                    st.admitted_bulk += 1;
+                    return;
+                }
+            }
+            notified.await;
+        }
+    }
+}
+
+/// One lane's view of `Lanes`.
+pub(super) struct LaneGate {
+    pub(super) lanes: Arc<Lanes>,
+    pub(super) lane: usize,
+}
+
+impl ConnectionGate for LaneGate {
+    fn try_open(&self) -> bool {
+        let mut st = self.lanes.lock();
+        let share = self.lanes.shares(&mut st)[self.lane];
+        let total = self.lanes.total();
+        if st.open[BULK] + st.open[SMALL] < total && st.open[self.lane] < share {
+            st.open[self.lane] += 1;
+            st.peak_open[self.lane] = st.peak_open[self.lane].max(st.open[self.lane]);
+            tracing::debug!(
+                "auto: {} opens a connection: open {:?}, active {:?}, shares {share} of {total}, handed over {:?}",
+                if self.lane == BULK { "pool" } else { "pipeline" },
+                st.open,
+                st.active,
+                st.handed_over
+            );
+            true
+        } else {
+            false
+        }
+    }
+
+    fn closed(&self) {
+        let mut st = self.lanes.lock();
+        st.open[self.lane] = st.open[self.lane].saturating_sub(1);
+        drop(st);
+        // Either lane may be waiting for this place (the socket closes after its lane let
+        // it go); the drop may run under a lane's lock, so they are woken from a task.
+        let lanes = Arc::downgrade(&self.lanes);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if let Some(lanes) = lanes.upgrade() {
+                    lanes.nudge();
+                }
+            });
+        }
+    }
+
+    fn socket(&self, delta: isize) {
+        let mut st = self.lanes.lock();
+        st.sockets[self.lane] = st.sockets[self.lane].saturating_add_signed(delta);
+        st.peak_sockets = st.peak_sockets.max(st.sockets[BULK] + st.sockets[SMALL]);
+    }
+
+    fn excess(&self) -> usize {
+        let mut st = self.lanes.lock();
+        self.lanes.excess(&mut st, self.lane)
+    }
+
+    fn handed_over(&self, n: usize) {
+        let mut st = self.lanes.lock();
+        let given = n.min(self.lanes.wanted_by_other(&mut st, self.lane));
+        st.handed_over[self.lane] += given as u64;
+    }
+
+    /// The configured depth while the controller is in slow start, the controller's limit
+    /// after it: a SlowDown (which ends slow start) then halves the requests in flight,
+    /// not only the connections. Not the limit in slow start too: with 1,000 small GETs
+    /// submitted at once, limit x limit in flight was too slow a ramp (see
+    /// docs/lab/wire-auto-lanes.md; re-measure with `ferry bench small-objects --quick
+    /// --peers none`). The pipeline still opens a connection before it stacks a request
+    /// behind another, so requests spread as the limit grows.
+    fn depth(&self) -> usize {
+        let c = &self.lanes.controller;
+        if c.in_slow_start() {
+            usize::MAX
+        } else {
+            c.limit()
+        }
+    }
+}
+
+/// A request counted in its lane's demand until its response body ends (or the request
+/// fails, or its body is dropped).
+pub(super) struct Demand {
+    pub(super) lanes: Arc<Lanes>,
+    pub(super) lane: usize,
+    /// Admitted under the bulk share ([`Lanes::admit_bulk`]): given back with the demand.
+    pub(super) admitted: bool,
+    /// A small request's times, traced when its body ends (`FERRY_LOG=ferry_wire::auto=trace`).
+    pub(super) timing: Option<SmallTiming>,
+}
+
+/// Where a small request's time went: before its head (waiting in the client, then
+/// `head_latency` from its first byte on the wire) and its body. Traced only.
+pub(super) struct SmallTiming {
+    pub(super) sent: Instant,
+    pub(super) head_at: Instant,
+    pub(super) head_latency: Option<Duration>,
+    pub(super) bytes: u64,
+}
+
+impl Drop for SmallTiming {
+    fn drop(&mut self) {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let to_head = self.head_at - self.sent;
+        let head = self.head_latency.unwrap_or_default();
+        tracing::trace!(
+            "auto: small done: {} bytes, total {:.1} ms = client {:.1} + head {:.1} + body {:.1}",
+            self.bytes,
+            ms(self.sent.elapsed()),
+            ms(to_head.saturating_sub(head)),
+            ms(head.min(to_head)),
+            ms(self.head_at.elapsed())
+        );
+    }
+}
+
+impl Demand {
+    pub(super) fn new(lanes: Arc<Lanes>, lane: usize) -> Demand {
+        lanes.demand(lane, 1);
+        Demand { lanes, lane, admitted: false, timing: None }
+    }
+
+    pub(super) fn until_body_end(self, mut r: Response) -> Response {
+        let len = r.body.content_length();
+        let body = std::mem::replace(&mut r.body, ResponseBody::empty());
+        // Goodput for the controller's growth (controller.rs): bulk bytes only. A small
+        // request's worth is its first byte, not its bytes (auto/h1.rs module note).
+        let controller = (self.lane == BULK).then(|| self.lanes.controller.clone());
+        let mut held = Some(self);
+        let stream = body.map(move |item| {
+            match item {
+                Ok(ref b) if !b.is_empty() => {
+                    if let Some(c) = &controller {
+                        c.delivered(b.len() as u64);
+                    }
+                    if let Some(t) = held.as_mut().and_then(|d| d.timing.as_mut()) {
+                        t.bytes += b.len() as u64;
+                    }
+                }
+                _ => {
+                    held.take();
+                }
+            }
+            item
+        });
+        // The stream (and the demand with it) also ends when the body is dropped; its
+        // last chunk does not come back as an empty one, so the count ends at the drop.
+        r.body = ResponseBody::new(stream.boxed(), len);
+        r
+    }
+}
+
+impl Drop for Demand {
+    fn drop(&mut self) {
+        if self.admitted {
+            self.lanes.lock().admitted_bulk -= 1;
+        }
+        self.lanes.demand(self.lane, -1);
+        if self.admitted {
+            self.lanes.admit.notify_waiters();
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! Which requests are small: the rule that sends a request to auto's pipeline lane (and
+//! lets it be hedged) and keeps h2's small streams off connections that carry bulk ones.
+//!
+//! A request is small when it is known to move little: a HEAD, or a GET whose response is
+//! known to carry at most [`SMALL_GET_BYTES`] ([`Request::expected_len`]). Unknown counts
+//! as large until proven small, since one large body holds up everything behind it.
+
+pub use crate::request::range_len;
+use crate::Request;
+use http::Method;
+
+/// Largest ranged GET sent down the pipeline: 1 MiB takes ~12 ms at S3's 90 MB/s per
+/// connection, less than the ~30 ms first-byte p50 that pipelining hides for the requests
+/// behind it (docs/lab/wire-facts.md); larger bodies would cost them more than they save.
+pub const SMALL_GET_BYTES: u64 = 1024 * 1024;
+
+/// A HEAD, or a GET whose response is known to carry at most [`SMALL_GET_BYTES`]
+/// ([`Request::expected_len`]: a bounded Range, else the caller's size hint), without a
+/// request body.
+pub fn is_small(req: &Request) -> bool {
+    req.is_pipelineable() && req.expected_len().is_some_and(|n| n <= SMALL_GET_BYTES)
+}
+
+/// A request's lane: small requests never queue behind a large transfer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// Moves at most [`SMALL_GET_BYTES`] either way, as far as the request shows.
+    Small,
+    /// Moves more, or an unknown amount ("unknown counts as large until proven small").
+    Bulk,
+}
+
+/// The lane of a request: [`is_small`] GETs and HEADs; requests with a body of at most
+/// [`SMALL_GET_BYTES`] other than GET (PUT, POST, DELETE: S3 answers them with a short
+/// XML or an empty body); everything else is bulk.
+pub fn lane(req: &Request) -> Lane {
+    if is_small(req) || (req.method != Method::GET && req.body.len() <= SMALL_GET_BYTES) {
+        Lane::Small
+    } else {
+        Lane::Bulk
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::header::RANGE;
+    use http::HeaderValue;
+
+    fn get(range: Option<&str>) -> Request {
+        let mut r = Request::new(Method::GET, "/b/k");
+        if let Some(v) = range {
+            r.headers.insert(RANGE, HeaderValue::from_str(v).unwrap());
+        }
+        r
+    }
+
+    #[test]
+    fn small_requests_are_heads_and_short_ranges() {
+        assert!(is_small(&Request::new(Method::HEAD, "/b/k")));
+        assert!(is_small(&get(Some("bytes=0-1048575"))));
+        assert!(!is_small(&get(Some("bytes=0-1048576"))));
+        assert!(is_small(&get(Some("bytes=-4096"))));
+        assert!(!is_small(&get(Some("bytes=100-"))), "open-ended");
+        assert!(!is_small(&get(Some("bytes=0-1,5-9"))), "multiple ranges");
+        assert!(!is_small(&get(None)), "unknown size");
+        let hinted = |n: u64, range: Option<&str>| {
+            let mut r = get(range);
+            r.size_hint = Some(n);
+            r
+        };
+        assert!(is_small(&hinted(16 * 1024, None)), "known small from a listing");
+        assert!(!is_small(&hinted(SMALL_GET_BYTES + 1, None)), "known large");
+        assert!(!is_small(&hinted(16 * 1024, Some("bytes=100-"))), "an open range is not bounded by the hint's rule");
+        assert!(!is_small(&Request::new(Method::PUT, "/b/k")));
+        assert_eq!(lane(&Request::new(Method::PUT, "/b/k")), Lane::Small, "an empty PUT (CopyObject, CreateBucket)");
+        let mut part = Request::new(Method::PUT, "/b/k?partNumber=1");
+        part.body = crate::RequestBody::Full(bytes::Bytes::from(vec![0u8; 8 << 20]));
+        assert_eq!(lane(&part), Lane::Bulk, "an 8 MiB part");
+        assert_eq!(lane(&get(None)), Lane::Bulk, "unknown size");
+        assert_eq!(lane(&get(Some("bytes=0-4095"))), Lane::Small);
+        assert!(!is_small(&Request::new(Method::DELETE, "/b/k")));
+    }
+}
