@@ -35,6 +35,70 @@ if [[ -n "${FERRY_MINIO:-}" ]]; then
     # --workspace keeps the feature set of the run above, so nothing is rebuilt.
     cargo test --release --workspace --test conformance -- --ignored || status=1
 fi
+# Tests that need a tool or a privilege are #[ignore = "needs ..."]: a plain `cargo test`
+# lists them as ignored, and one run without what it needs fails. They run here, one
+# cargo invocation per test binary, where what they need is present. A tool that
+# scripts/setup.sh or scripts/bench-setup.sh installs and that is missing fails the run;
+# root (this script may run through sudo for apt only) is said loudly.
+#   "BINARY TEST NEEDS": NEEDS is root, peers (.ferry-run/peers.json), commands on PATH,
+#   or manual (too long for this suite: run by hand with --ignored).
+IGNORED=(
+    "copy six_gib_copies_past_the_copy_object_limit manual"
+    "link * root,ip"
+    "bench small_objects_tiny_ceilings h2load,wrk"
+    "bench bulk_get_tiny_has_rows_and_rss_check iperf3"
+    "bench_link bulk_wan_tiny_on_loopback iperf3"
+    "bench_link bulk_wan_tiny_one_peer_beside_ferry_on_its_pull iperf3,peers"
+    "bench_link bulk_wan_tiny_across_the_region_link root,ip,iperf3"
+    "bench_link small_objects_across_the_region_link root,ip"
+    "bench_workloads commit_and_listing_peer_rows_when_installed peers"
+    "bench_workloads peer_rows_of_the_newer_workloads_when_installed peers"
+)
+# Every #[ignore]d test under crates/*/tests is in the list above (conformance's are the
+# MinIO run's): one added without an entry would never run.
+while read -r bin name; do
+    listed=0
+    for e in "${IGNORED[@]}"; do [[ "$e" == "$bin * "* || "$e" == "$bin $name "* ]] && listed=1; done
+    if [[ $bin != conformance && $listed -eq 0 ]]; then
+        echo "== FAILED: $bin::$name is #[ignore]d but scripts/test.sh never runs it (add it to IGNORED)"
+        status=1
+    fi
+done < <(awk 'FNR == 1 { bin = FILENAME; sub(/.*\//, "", bin); sub(/\.rs$/, "", bin); ign = 0 }
+              /^ *#\[ignore/ { ign = 1; next }
+              ign && /^ *(async )?fn / { n = $0; sub(/^ *(async )?fn /, "", n); sub(/\(.*/, "", n); print bin, n; ign = 0 }' \
+              crates/*/tests/*.rs)
+declare -A run_names=()
+bins=()
+for e in "${IGNORED[@]}"; do
+    read -r bin name needs <<<"$e"
+    missing=()
+    for need in ${needs//,/ }; do
+        case $need in
+            manual) missing+=(manual) ;;
+            root) [[ $(id -u) -eq 0 ]] || missing+=(root) ;;
+            peers) [[ -s .ferry-run/peers.json || -n "${FERRY_PEERS_JSON:-}" ]] || missing+=("the bench peers") ;;
+            *) command -v "$need" >/dev/null || missing+=("$need") ;;
+        esac
+    done
+    if [[ " ${missing[*]} " == *" manual "* ]]; then
+        echo "== NOT RUN (by hand only: cargo test --release --workspace --test $bin -- --ignored --exact $name): $bin $name"
+        continue
+    elif [[ " ${missing[*]} " == *" root "* ]]; then
+        echo "== NOT RUN (needs root): $bin $name"
+        continue
+    elif ((${#missing[@]})); then
+        echo "== FAILED: $bin $name needs ${missing[*]}, which scripts/setup.sh / scripts/bench-setup.sh install"
+        status=1
+        continue
+    fi
+    [[ -v "run_names[$bin]" ]] || bins+=("$bin")
+    [[ $name == "*" ]] && run_names[$bin]="" || run_names[$bin]+=" $name"
+done
+for bin in "${bins[@]}"; do
+    names=(${run_names[$bin]})
+    echo "== ignored tests of $bin, their needs present (cargo test --workspace --test $bin -- --ignored${names[*]:+ --exact ${names[*]}})"
+    cargo test --release --workspace --test "$bin" -- --ignored ${names[*]:+--exact "${names[@]}"} || status=1
+done
 echo "== cargo test: $([[ $status -eq 0 ]] && echo ok || echo FAILED) (${SECONDS}s)"
 
 SECONDS=0

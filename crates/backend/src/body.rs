@@ -48,7 +48,7 @@ use tokio::task::JoinHandle;
 
 use crate::{BackendError, Result};
 
-/// Largest chunk an [`ObjectStream`] yields: 256 KiB, the brief's bound; big enough that
+/// Largest chunk an [`ObjectStream`] yields: 256 KiB, big enough that
 /// per-chunk overhead (a blocking-pool hop on disk) is small next to the copy, small
 /// enough to keep per-stream memory low.
 pub const MAX_CHUNK_BYTES: usize = 256 * 1024;
@@ -57,8 +57,8 @@ pub const MAX_CHUNK_BYTES: usize = 256 * 1024;
 /// the unfilled end of its last block (none when the length was announced), and a GET's
 /// chunks ([`MAX_CHUNK_BYTES`]) are slices of one block. Not 1 MiB: mimalloc (the `ferry`
 /// binary's allocator) gives blocks of 1 MiB and more pages of their own with a header,
-/// 1 GiB in 1 MiB blocks took 1,096 MiB of RSS (2 and 4 MiB alike), in 256 or 512 KiB
-/// blocks 1,028 MiB.
+/// which took 7% more RSS for 1 GiB stored (docs/lab/backend-memory.md, with the
+/// re-measure steps).
 pub const BLOCK_BYTES: usize = 512 * 1024;
 
 /// First block of a memory body whose length was not announced (aws-chunked without a

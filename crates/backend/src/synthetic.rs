@@ -16,10 +16,9 @@
 //! (`mix` is the SplitMix64 finaliser; `key_hash` the first 8 bytes of SHA-256(key)). The
 //! pool's `j`-th little-endian u64 word of block `b` is wyrand's output for the counter
 //! state `seed_b + (j + 1) * WY_INC`. A GET hands out slices of the pool without copying,
-//! so serving synthetic bytes costs what sending from memory costs (the first version
-//! generated every byte per request, 4.8-5.1 GB/s on one core, and the 1 GiB GET
-//! reached ~64% of iperf3 on loopback; `scripts/bench-serve.sh --only bytes`). The bytes
-//! are not cryptographically random and not meant to be.
+//! so serving synthetic bytes costs what sending from memory costs (generating every
+//! byte per request held the 1 GiB GET to ~64% of iperf3; docs/lab/backend-synthetic.md).
+//! The bytes are not cryptographically random and not meant to be.
 //!
 //! # Metadata
 //!
@@ -42,15 +41,17 @@ use sha2::{Digest, Sha256};
 
 use crate::{BackendError, ObjectMeta, Result};
 
-/// Block size of the position-addressable generator (the brief's 64 KiB).
+/// Block size of the position-addressable generator: the unit a GET slices out of the
+/// pool (docs/lab/backend-synthetic.md).
 pub const SYNTHETIC_BLOCK_BYTES: usize = 64 * 1024;
 
-/// Bound on the CRC cache (the brief's 4096 entries; < 4 MiB even with 1 KiB keys).
+/// Bound on the CRC cache: < 4 MiB even with 1 KiB keys.
 pub const CRC_CACHE_ENTRIES: usize = 4096;
 
 /// Largest object that gets a CRC32C: 4 GiB. Generation plus CRC32C runs at 3.4-4.4 GB/s
-/// on this project's 2-core box (`synthetic_speed` test, release), so the first HEAD of a
-/// 4 GiB key takes about 1 s; larger ones would make TTFB of a cold key grow unbounded.
+/// on the lab machine (docs/lab/backend-synthetic.md; re-measure with the
+/// `synthetic_speed` test below), so the first HEAD of a 4 GiB key takes about 1 s;
+/// larger ones would make TTFB of a cold key grow unbounded.
 pub const DEFAULT_CRC_LIMIT_BYTES: u64 = 4 << 30;
 
 /// SplitMix64's increment (2^64 / golden ratio).
@@ -85,9 +86,8 @@ fn block_seed(key_hash: u64, block: u64) -> u64 {
 }
 
 /// Word `j` of a block: wyrand's output function (Wang Yi, wyhash) on the counter state
-/// `seed + (j + 1) * WY_INC`: one 64x64->128 multiply per 8 bytes, which measured ~1.6x
-/// faster here than SplitMix64's two multiplies: 4.8-5.1 GB/s vs 3.4 GB/s single-threaded
-/// (`synthetic_speed`, release, Xeon @ 2.8 GHz).
+/// `seed + (j + 1) * WY_INC`: one 64x64->128 multiply per 8 bytes, ~1.6x faster on the
+/// lab machine than SplitMix64's two (docs/lab/backend-synthetic.md; `synthetic_speed`).
 #[inline(always)]
 fn word(seed: u64, j: u64) -> u64 {
     let x = seed.wrapping_add((j + 1).wrapping_mul(WY_INC));
@@ -191,7 +191,8 @@ pub fn parse_synthetic_size(key: &str) -> Option<u64> {
 }
 
 /// CRC32C of the whole content of `key` (`size` bytes), straight from the pool's slices
-/// (no copy) with crc-fast (~50 GB/s here), so the first HEAD of a 1 GiB key costs ~20 ms.
+/// (no copy) with crc-fast (~50 GB/s on the lab machine, `synthetic_speed`), so the first
+/// HEAD of a 1 GiB key costs ~20 ms.
 pub(crate) fn content_crc32c(key: &str, size: u64) -> u32 {
     let kh = key_hash(key);
     let mut digest = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
@@ -408,7 +409,7 @@ mod tests {
     /// Generation speed. Meaningful only in release mode:
     /// `cargo test -p ferry-backend --release -- --ignored --nocapture synthetic_speed`.
     #[test]
-    #[ignore]
+    #[ignore = "a measurement, not a test"]
     fn synthetic_speed() {
         let kh = key_hash("speed");
         let mut buf = vec![0u8; crate::MAX_CHUNK_BYTES];

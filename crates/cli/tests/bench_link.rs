@@ -1,12 +1,17 @@
 //! End-to-end runs across the emulated link and of `bulk-wan`, tiny, against real
 //! `ferry serve` subprocesses of the binary under test (CARGO_BIN_EXE_ferry):
 //!
-//! - bulk-wan on loopback (any user): every client row pulled bytes over HTTPS without
-//!   errors, the iperf3 row is there, records carry params.concurrency / params.link;
-//!   with one peer (boto3, when installed), ferry on the peer's pull beside it;
-//! - bulk-wan across the `region` link and small-objects across it (root only, else
-//!   skipped with the reason on stderr): the servers ran in the link's server namespace
-//!   (their URL is the link's address) and the client reached them from the client's.
+//! - bulk-wan on loopback (any user, needs iperf3): every client row pulled bytes over
+//!   HTTPS without errors, the iperf3 row is there, records carry params.concurrency /
+//!   params.link; with one peer (boto3 from the bench peers), ferry on the peer's pull
+//!   beside it;
+//! - bulk-wan across the `region` link and small-objects across it (root only): the
+//!   servers ran in the link's server namespace (their URL is the link's address) and the
+//!   client reached them from the client's;
+//! - without root, bulk-wan falls back to no link, loudly.
+//!
+//! The tests that need a tool or root are `#[ignore = "needs ..."]`: `scripts/test.sh`
+//! runs them with `--ignored` where it is present, and run without it they fail.
 //!
 //! Only the shape of the results is checked, never a speed.
 
@@ -15,7 +20,6 @@ use ferry_bench::record::check_schema;
 use ferry_bench::workload::{self, Size, SmallObjectsParams};
 use ferry_bench::{RunOptions, ServerCommand};
 use ferry_link::{Link, Preset};
-use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,16 +34,11 @@ fn options(out: &std::path::Path, link: Option<Arc<Link>>) -> RunOptions {
     o
 }
 
-fn region_link(test: &str) -> Option<Arc<Link>> {
-    match Link::up(Preset::REGION) {
-        Ok(l) => Some(Arc::new(l)),
-        Err(e @ ferry_link::LinkError::NotRoot { .. }) => {
-            // Straight to the stream: libtest captures only the print macros.
-            let _ = writeln!(std::io::stderr(), "\n*** SKIPPED {test}: {e} ***\n");
-            None
-        }
-        Err(e) => panic!("bringing the region link up: {e}"),
-    }
+/// The `region` link; the test fails without root (it is `#[ignore]`d for that).
+fn region_link() -> Arc<Link> {
+    ferry_testkit::require::root();
+    ferry_testkit::require::tool("ip");
+    Arc::new(Link::up(Preset::REGION).unwrap_or_else(|e| panic!("bringing the region link up: {e}")))
 }
 
 fn tiny() -> BulkWanParams {
@@ -57,9 +56,6 @@ fn check_bulk_wan(outcome: &ferry_bench::Outcome, p: &BulkWanParams, out: &std::
     for r in &outcome.records {
         assert_eq!(r.params["concurrency"], 2);
         assert_eq!(r.params["link"], link);
-        if r.mode == "iperf3" && r.status == "absent" {
-            continue; // iperf3 not installed: reported, not a failure
-        }
         assert_eq!(r.status, "ok", "{}: {:?}", r.variant, r.error_samples);
         assert!(r.figure("bytes_per_s").unwrap() > 0.0, "{}", r.variant);
         assert!(r.figure("bytes_per_s_per_connection").unwrap() > 0.0, "{}", r.variant);
@@ -82,13 +78,15 @@ fn check_bulk_wan(outcome: &ferry_bench::Outcome, p: &BulkWanParams, out: &std::
     for v in &lines {
         check_schema(v).unwrap();
         assert_eq!(v["bench"], "bulk-wan");
-        assert!(v["figures"]["bytes_per_s"].is_number() || v["status"] == "absent");
+        assert!(v["figures"]["bytes_per_s"].is_number());
     }
     assert!(outcome.report.contains("| 2 | h2 |"), "{}", outcome.report);
 }
 
 #[test]
+#[ignore = "needs iperf3 (scripts/setup.sh installs it; scripts/test.sh runs it where it is)"]
 fn bulk_wan_tiny_on_loopback() {
+    ferry_testkit::require::tool("iperf3");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     let p = tiny();
@@ -98,16 +96,14 @@ fn bulk_wan_tiny_on_loopback() {
 
 /// `--quick`'s peer arrangement, tiny, on loopback: ferry h1-pool on the peers' pull,
 /// then one peer on the same objects, both once, both clean; the report and the claims
-/// line hold the peer against ferry's same pull. Skipped (loudly) without boto3.
+/// line hold the peer against ferry's same pull.
 #[test]
+#[ignore = "needs iperf3 and the bench peers' boto3 (scripts/bench-setup.sh; scripts/test.sh runs it where they are)"]
 fn bulk_wan_tiny_one_peer_beside_ferry_on_its_pull() {
     use ferry_bench::peers::Peer;
+    ferry_testkit::require::tool("iperf3");
     if let Err(why) = ferry_bench::peers::available(Peer::Boto3) {
-        let _ = writeln!(
-            std::io::stderr(),
-            "\n*** SKIPPED bulk_wan_tiny_one_peer_beside_ferry_on_its_pull: boto3: {why} ***\n"
-        );
-        return;
+        panic!("this test needs the bench peers' boto3 (run scripts/bench-setup.sh or set FERRY_PEERS_JSON): {why}");
     }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
@@ -148,8 +144,10 @@ fn bulk_wan_tiny_one_peer_beside_ferry_on_its_pull() {
 }
 
 #[test]
+#[ignore = "needs root and ip (network namespaces) and iperf3: scripts/test.sh runs it as root"]
 fn bulk_wan_tiny_across_the_region_link() {
-    let Some(link) = region_link("bulk_wan_tiny_across_the_region_link") else { return };
+    ferry_testkit::require::tool("iperf3");
+    let link = region_link();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     let p = tiny();
@@ -161,8 +159,9 @@ fn bulk_wan_tiny_across_the_region_link() {
 }
 
 #[test]
+#[ignore = "needs root and ip (network namespaces): scripts/test.sh runs it as root"]
 fn small_objects_across_the_region_link() {
-    let Some(link) = region_link("small_objects_across_the_region_link") else { return };
+    let link = region_link();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     let mut p = SmallObjectsParams::new(Size::Quick);

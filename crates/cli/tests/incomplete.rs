@@ -1,4 +1,4 @@
-//! End to end, the `ferry` binary under test against a `ferry_server::BackgroundServer`
+//! End to end, the `ferry` binary under test against an in-process `ferry serve`
 //! on a real socket:
 //!
 //! - `ls --incomplete` / `rm --incomplete`: uploads in progress (one left by a `cp -`
@@ -9,34 +9,22 @@
 //!   leaving no object and no upload in progress; a stated size picks larger parts (the
 //!   multipart ETag's `-N` counts them); the flag with a file source is a usage error.
 
-use ferry_server::{config::ServeConfig, BackgroundServer};
 use ferry_store::{Credentials, CredentialsSource, ObjectRef, PutParams, S3Client};
+use ferry_testkit::{FerryServe, Served, ACCESS_KEY, SECRET_KEY};
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn server() -> BackgroundServer {
-    BackgroundServer::start(ServeConfig::new("127.0.0.1:0".parse().unwrap())).unwrap()
+fn ferry(srv: &Served) -> Command {
+    ferry_testkit::cli::command(env!("CARGO_BIN_EXE_ferry"), &srv.url())
 }
 
-fn ferry(srv: &BackgroundServer) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ferry"));
-    c.env("AWS_ENDPOINT_URL", srv.url())
-        .env("AWS_ACCESS_KEY_ID", "ferry")
-        .env("AWS_SECRET_ACCESS_KEY", "ferry-secret")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_CONFIG_FILE", "/nonexistent/config")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
-        .env_remove("AWS_PROFILE");
-    c
-}
-
-fn run(srv: &BackgroundServer, args: &[&str]) -> Output {
+fn run(srv: &Served, args: &[&str]) -> Output {
     ferry(srv).args(args).stdin(Stdio::null()).output().unwrap()
 }
 
 /// `ferry cp [extra] - URL` with `data` on stdin.
-fn cp_stdin(srv: &BackgroundServer, extra: &[&str], url: &str, data: Vec<u8>) -> Output {
+fn cp_stdin(srv: &Served, extra: &[&str], url: &str, data: Vec<u8>) -> Output {
     let mut child = ferry(srv)
         .arg("cp")
         .args(extra)
@@ -67,7 +55,7 @@ fn ok(o: &Output) -> String {
 }
 
 /// The JSON lines of `ferry --json ls --incomplete URL`: (key, upload id).
-fn incomplete(srv: &BackgroundServer, url: &str) -> Vec<(String, String)> {
+fn incomplete(srv: &Served, url: &str) -> Vec<(String, String)> {
     let out = ok(&run(srv, &["--json", "ls", "--incomplete", url]));
     let mut v: Vec<(String, String)> = out
         .lines()
@@ -87,12 +75,12 @@ fn pattern(n: usize) -> Vec<u8> {
 
 #[test]
 fn incomplete_uploads_are_listed_and_aborted_by_prefix() {
-    let srv = server();
+    let srv = FerryServe::new().start();
     ok(&run(&srv, &["mb", "s3://inc"]));
     // Uploads in progress through the store, and one object that must survive.
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = S3Client::builder(srv.url())
-        .credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret")))
+        .credentials(CredentialsSource::Explicit(Credentials::new(ACCESS_KEY, SECRET_KEY)))
         .build()
         .unwrap();
     let mut made = Vec::new();
@@ -182,7 +170,7 @@ fn incomplete_uploads_are_listed_and_aborted_by_prefix() {
 
 #[test]
 fn stdin_is_held_to_its_expected_size() {
-    let srv = server();
+    let srv = FerryServe::new().start();
     ok(&run(&srv, &["mb", "s3://exp"]));
 
     // Longer than stated: a clear error, no object, no upload left in progress; both

@@ -35,32 +35,8 @@
 //! starved. They block in poll/recv/sleep, so they take only the CPU the traffic needs,
 //! and the kernel's RT throttling bounds them anyway.
 //!
-//! What it measured (issue 4; 2 vCPUs, load average 9-10 from other builds, CPU pressure
-//! "some" at 99%; `examples/hold.rs` holds a link up, iperf3 `-R -O 2` across it):
-//!
-//! - iperf3 alone, before coalescing: -P 1 4.9-6.6 Gbit/s, -P 8 3.6-4.4 Gbit/s; the
-//!   delay line took 1.35-1.90 CPU-s per GB carried. `perf`: 35% in the two copies
-//!   (`_copy_to_iter` reading, `_copy_from_iter` writing), 22% switching tasks (a
-//!   nanosleep per packet in the writer, a poll per packet in the reader). With
-//!   coalescing, side by side: 1.17-1.34 CPU-s per GB (-25%), throughput within noise.
-//! - Where it loses is not the delay line's threads: at -P 8 they took 45% (writer s2c),
-//!   35% (reader s2c), 13% and 8% of a core, none saturated, while the sending socket
-//!   was `app_limited` with ~1 KB not yet sent (`ss -ti`) and each iperf3 got ~20% of a
-//!   core. The machine's CPU is the limit: at ~1.2 CPU-s per GB the link alone needs ~1.5 of the 2 cores
-//!   for 10 Gbit/s, before the sender, the receiver (and TLS in the bench) get any.
-//!   LAB.md's ~10 Gbit/s was measured on an idle machine.
-//! - Segment sizes: 41-45 KiB on average with 1-8 streams, but 3-6 KiB at 64 streams
-//!   (bulk-wan, and iperf3 -P 64): TCP sizes TSO bursts to ~1 ms at each flow's pacing
-//!   rate, so many slow flows send small segments and the per-packet costs (two
-//!   syscalls, wake-ups, the ACKs back) multiply; a 1,000-packet TUN ring then
-//!   overflowed (1,305 and 4,646 drops in one bulk-wan --quick run), hence 4,096 now
-//!   (lib.rs). Raising `tcp_min_tso_segs` to 16 in the namespaces gave nothing
-//!   measurable within the noise, and changes the senders' behaviour: left at 2.
-//! - Not tried: `IFF_MULTI_QUEUE` (no thread is saturated, and more threads would
-//!   compete for the same 2 cores) and `IFF_NAPI` (its GRO has nothing to merge in
-//!   64 KiB segments). What would cut the copies is keeping packets in the kernel
-//!   (a `tc` BPF program stamping departure times on a veth, held by the `fq` qdisc),
-//!   a different design.
+//! What the delay line costs per GB carried, where the link loses on two shared cores
+//! (the CPU, not these threads), and what was tried: docs/lab/link-delay-line.md.
 
 use std::fs::File;
 use std::io::Write;
@@ -81,7 +57,9 @@ const RT_PRIORITY: libc::c_int = 10;
 /// Whatever the rate, never hold more than this in one direction.
 const HARD_CAP_BYTES: u64 = 1 << 30;
 const POLL: Duration = Duration::from_millis(100);
-/// Upper bound of [`coalescing`]'s wait.
+/// Upper bound of [`coalescing`]'s wait: with it the delay line took a quarter less CPU
+/// per GB carried at the same throughput (docs/lab/link-delay-line.md); re-measure with
+/// the `hold` example and iperf3 across it (examples/hold.rs).
 const MAX_COALESCE: Duration = Duration::from_micros(200);
 
 /// How long a thread of the delay line may wait to handle packets together rather than

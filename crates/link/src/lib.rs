@@ -1,4 +1,5 @@
-//! ferry-link: the lab's emulated network link (LAB.md section 3).
+//! ferry-link: the lab's emulated network link (docs/lab/link-delay-line.md has the facts it
+//! is built on and what it measured).
 //!
 //! The kernels here have no `netem`, so delay is made in user space:
 //!
@@ -97,8 +98,8 @@ pub struct Preset {
     pub queue_limit_bytes: u64,
 }
 
-/// 10 Gbit/s: the IN2P3-NCSA path of LAB.md; `region` keeps the same cap so the two
-/// presets differ in delay only.
+/// 10 Gbit/s: the IN2P3-NCSA path (docs/lab/link-delay-line.md); `region` keeps the same
+/// cap so the two presets differ in delay only.
 const TEN_GBIT: u64 = 10_000_000_000;
 /// 16 MiB of queue, ~13 ms at 10 Gbit/s: a deep-buffered router port; deep enough that a
 /// single CUBIC flow is not starved by its own bursts in slow start, shallow enough that
@@ -124,17 +125,12 @@ impl Preset {
     };
 
     /// 1 ms RTT, 2.5 Gbit/s: an instance's NIC in a region, in front of an object store
-    /// that serves each connection at its own rate (S3: ~90 MB/s). What `region` lacks on
-    /// this machine: there the two shared cores bind before the 10 Gbit/s cap (mixed-hol's
-    /// clients moved 560-695 MB/s across it), so, as on loopback, every added connection
-    /// added bytes until the CPU's knee, which moves with the machine's load. At 2.5 Gbit/s
-    /// the link binds with room to spare (`ferry bench link-check --link instance`: iperf3
-    /// -P 1 / -P 8 2.43 / 2.48 Gbit/s at load average 8.4, the delay line taking 0.75 of a
-    /// core; with a 16 MiB queue, 2.46 / 2.48 at 5.7; every mixed-hol row moved 288-320
-    /// MB/s across it, 4 Gbit/s still 412-534 of 500 and 5 Gbit/s 510-612 of 625, where
-    /// the CPU began to bind). So 50 connections at 90 MB/s oversubscribe it ~15x, as a
-    /// 50-connection SDK pool oversubscribes a real instance's 5-25 Gbit/s NIC (issue 5's
-    /// "fewer connections than the pool"). The queue is region's ~13 ms at this rate.
+    /// that serves each connection at its own rate (S3: ~90 MB/s). On two shared cores
+    /// `region` is CPU-bound before its cap; this one binds with room to spare, and 50
+    /// connections at 90 MB/s oversubscribe it ~15x, as a 50-connection SDK pool does a
+    /// real instance's NIC. The rate comes from link-check and mixed-hol runs at 2.5-5
+    /// Gbit/s (docs/lab/link-delay-line.md, "Why `instance` exists"); re-measure with
+    /// `ferry bench link-check --link instance`. The queue is region's ~13 ms at this rate.
     pub const INSTANCE: Preset = Preset {
         name: "instance",
         rtt: Duration::from_millis(1),
@@ -175,10 +171,12 @@ impl std::fmt::Display for Preset {
 pub const DEVICE: &str = "ferry0";
 pub const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
-/// TCP buffer sysctls in both namespaces: min, default, max (256 MiB, LAB.md section 3).
+/// TCP buffer sysctls in both namespaces: min, default, max (256 MiB: the 4 MiB default
+/// caps one stream at ~0.25 Gbit/s at 110 ms RTT; docs/lab/link-delay-line.md).
 pub const TCP_RMEM: &str = "4096 131072 268435456";
 pub const TCP_WMEM: &str = "4096 16384 268435456";
-/// The TUN devices' txqueuelen (see [`Link::up_for`]).
+/// The TUN devices' txqueuelen: a 1,000-packet ring overflowed under bulk-wan at 64
+/// connections (docs/lab/link-delay-line.md, "The TUN ring"; see [`Link::up_for`]).
 pub const TUN_RING_PACKETS: u32 = 4096;
 /// Default bound on a link's life.
 pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(3 * 3600);
@@ -298,11 +296,9 @@ impl Link {
             command("ip", &["-n", n, "addr", "add", &addr, "dev", DEVICE])?;
             // txqueuelen: the TUN ring, packets the kernel holds while the reader thread
             // is not draining it; a full ring drops (the device's tx_dropped), a loss no
-            // router model decided. With 64 connections TCP's segments shrink to a few KiB
-            // (TSO sizes them to ~1 ms at each flow's pacing rate) and a 1,000-packet ring
-            // overflowed under the bench (bulk-wan --quick: 1,305 and 4,646 drops at
-            // concurrency 64); 4,096 holds the model's 16 MiB queue in 4 KiB packets, and
-            // at most 256 MiB if all were 64 KiB.
+            // router model decided. With 64 connections TCP's segments shrink to a few KiB,
+            // so the ring holds the model's 16 MiB queue in 4 KiB packets
+            // ([`TUN_RING_PACKETS`]).
             command(
                 "ip",
                 &["-n", n, "link", "set", DEVICE, "mtu", "1500", "txqueuelen", &TUN_RING_PACKETS.to_string(), "up"],

@@ -7,8 +7,8 @@
 //! delay line never parses the header: it writes the bytes, header included, to the peer
 //! TUN, whose kernel takes the super-packet as if a NIC had coalesced it (GRO). The MTU
 //! stays 1500, so TCP still sees a normal path (MSS 1448); only the per-packet cost in
-//! the delay line drops ~40x. LAB.md section 3: ~10 Gbit/s at 110 ms RTT this way, ~3
-//! Gbit/s with plain 1500-byte packets.
+//! the delay line drops ~40x: ~10 Gbit/s at 110 ms RTT this way on an idle lab machine,
+//! ~3 Gbit/s with plain 1500-byte packets (docs/lab/link-delay-line.md).
 //!
 //! A TUN device belongs to the network namespace of the thread that created it, and
 //! disappears when its last descriptor closes (it is not made persistent), so a killed

@@ -3,8 +3,9 @@
 //! preset's RTT (a correctness check of the delay line, not a speed claim), stale
 //! namespaces of dead processes are cleaned, and the lifetime bound stops forwarding.
 //!
-//! Without root each test prints why it did not run, on stderr past the test harness's
-//! capture, and does nothing else.
+//! Every test but the first needs root: they are `#[ignore]`d, so a plain `cargo test`
+//! lists them as ignored, and `scripts/test.sh` runs them with `--ignored` when it runs as
+//! root. Run without root, they fail.
 
 use ferry_link::{netns, Link, Preset, DEVICE, SERVER_IP};
 use std::io::{Read, Write};
@@ -12,15 +13,15 @@ use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn root(test: &str) -> bool {
-    match ferry_link::check_root() {
-        Ok(()) => true,
-        Err(e) => {
-            // Straight to the stream: libtest captures only the print macros.
-            let _ = writeln!(std::io::stderr(), "\n*** SKIPPED {test}: {e} ***\n");
-            false
-        }
-    }
+/// What every test here but the first needs: root (namespaces, devices, sysctls) and
+/// iproute2's `ip`. Run without them, the test fails. The guard it returns runs these
+/// tests one at a time: [`Link::up`] deletes the namespaces of dead processes, which
+/// would race with the test that plants one to see it deleted.
+fn need_root() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ferry_testkit::require::root();
+    ferry_testkit::require::tool("ip");
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn device_exists(ns: &str) -> bool {
@@ -48,10 +49,9 @@ fn presets_are_the_labs() {
 }
 
 #[test]
+#[ignore = "needs root and ip (network namespaces): scripts/test.sh runs it as root"]
 fn up_then_drop_leaves_nothing() {
-    if !root("up_then_drop_leaves_nothing") {
-        return;
-    }
+    let _serial = need_root();
     let link = Link::up(Preset::REGION).unwrap();
     let (c, s) = (link.client_namespace().to_owned(), link.server_namespace().to_owned());
     assert!(netns::exists(&c) && netns::exists(&s), "namespaces {c} {s} exist while up");
@@ -64,10 +64,9 @@ fn up_then_drop_leaves_nothing() {
 }
 
 #[test]
+#[ignore = "needs root and ip (network namespaces): scripts/test.sh runs it as root"]
 fn tcp_crosses_the_link_and_sees_at_least_the_preset_rtt() {
-    if !root("tcp_crosses_the_link_and_sees_at_least_the_preset_rtt") {
-        return;
-    }
+    let _serial = need_root();
     let preset = Preset::TRANSATLANTIC;
     let link = Link::up(preset).unwrap();
     let listener = link.in_server(|| TcpListener::bind((SERVER_IP, 0))).unwrap().unwrap();
@@ -137,10 +136,9 @@ fn tcp_crosses_the_link_and_sees_at_least_the_preset_rtt() {
 }
 
 #[test]
+#[ignore = "needs root and ip (network namespaces): scripts/test.sh runs it as root"]
 fn stale_namespaces_of_dead_processes_are_deleted() {
-    if !root("stale_namespaces_of_dead_processes_are_deleted") {
-        return;
-    }
+    let _serial = need_root();
     let mut child = Command::new("true").spawn().unwrap();
     let dead = child.id();
     child.wait().unwrap();
@@ -157,10 +155,9 @@ fn stale_namespaces_of_dead_processes_are_deleted() {
 }
 
 #[test]
+#[ignore = "needs root and ip (network namespaces): scripts/test.sh runs it as root"]
 fn lifetime_bound_stops_forwarding() {
-    if !root("lifetime_bound_stops_forwarding") {
-        return;
-    }
+    let _serial = need_root();
     let link = Link::up_for(Preset::REGION, Duration::from_millis(1500)).unwrap();
     assert_eq!(link.ping(1, Duration::ZERO).unwrap().len(), 1, "forwards while alive");
     std::thread::sleep(Duration::from_millis(1800));

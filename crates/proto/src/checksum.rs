@@ -15,7 +15,10 @@
 //! Multipart objects carry derived values:
 //! - ETag = `"hex(md5(md5_1 || .. || md5_n))-n"`;
 //! - COMPOSITE checksum = `base64(H(raw_1 || .. || raw_n))-n` with H the
-//!   part algorithm.
+//!   part algorithm;
+//! - FULL_OBJECT checksum = the CRC of the whole object, combined from the parts' CRCs
+//!   and lengths ([`full_object_crc`], over [`crc_combine`]); the client and the server
+//!   both call it.
 
 use base64::Engine as _;
 use md5::{Digest as _, Md5};
@@ -249,6 +252,33 @@ pub fn crc_combine(algo: ChecksumAlgorithm, crc_a: &[u8], crc_b: &[u8], len_b: u
     Some(combined.to_be_bytes()[8 - bytes..].to_vec())
 }
 
+/// S3's FULL_OBJECT multipart checksum: the CRC of the whole object from each part's raw
+/// CRC and byte length, in part order, with [`crc_combine`] (the parts are not read
+/// again). The client checks a multipart download or upload with it, and the server
+/// computes it on CompleteMultipartUpload, so both sides combine the same way.
+///
+/// The first part's CRC is the start value as given; `None` when there are no parts, or
+/// when a later part cannot be combined (a SHA algorithm, a CRC of the wrong width).
+pub fn full_object_crc<'a>(
+    algo: ChecksumAlgorithm,
+    parts: impl IntoIterator<Item = (&'a [u8], u64)>,
+) -> Option<Vec<u8>> {
+    let mut parts = parts.into_iter();
+    let (first, _) = parts.next()?;
+    parts.try_fold(first.to_vec(), |whole, (crc, len)| crc_combine(algo, &whole, crc, len))
+}
+
+/// [`full_object_crc`] over base64 values, as headers and XML carry them; `None` also
+/// when a value is not base64.
+pub fn full_object_crc_base64<'a>(
+    algo: ChecksumAlgorithm,
+    parts: impl IntoIterator<Item = (&'a str, u64)>,
+) -> Option<String> {
+    let raw: Vec<(Vec<u8>, u64)> =
+        parts.into_iter().map(|(b64, len)| base64_decode(b64).map(|r| (r, len))).collect::<Option<_>>()?;
+    full_object_crc(algo, raw.iter().map(|(r, len)| (r.as_slice(), *len))).map(|w| base64_encode(&w))
+}
+
 /// The product of a GF(2) matrix (`mat[i]`: the column for bit `i`) and a vector: the
 /// XOR of the columns whose bits are set. Also used by callers that cache a matrix
 /// (ferry-engine's part CRC combine).
@@ -330,6 +360,27 @@ mod tests {
             let _ = c.finish();
             println!("{algo}: {:.1} GB/s", (256u64 << 20) as f64 / t.elapsed().as_secs_f64() / 1e9);
         }
+    }
+
+    #[test]
+    fn full_object_crc_of_parts_is_the_crc_of_the_whole() {
+        let parts: [&[u8]; 4] = [b"hello ", b"", b"wor", b"ld, and more"];
+        let whole: Vec<u8> = parts.concat();
+        for algo in [ChecksumAlgorithm::Crc32, ChecksumAlgorithm::Crc32c, ChecksumAlgorithm::Crc64Nvme] {
+            let raw: Vec<Vec<u8>> = parts.iter().map(|p| algo.digest(p)).collect();
+            let combined = full_object_crc(algo, raw.iter().zip(parts).map(|(c, p)| (c.as_slice(), p.len() as u64)));
+            assert_eq!(combined, Some(algo.digest(&whole)), "{algo}");
+            let b64: Vec<String> = raw.iter().map(|c| base64_encode(c)).collect();
+            let combined =
+                full_object_crc_base64(algo, b64.iter().zip(parts).map(|(c, p)| (c.as_str(), p.len() as u64)));
+            assert_eq!(combined, Some(base64_encode(&algo.digest(&whole))), "{algo}");
+        }
+        let one = ChecksumAlgorithm::Crc32c.digest(b"x");
+        assert_eq!(full_object_crc(ChecksumAlgorithm::Crc32c, [(one.as_slice(), 1)]), Some(one.clone()));
+        assert_eq!(full_object_crc(ChecksumAlgorithm::Crc32c, []), None);
+        assert_eq!(full_object_crc(ChecksumAlgorithm::Crc32c, [(one.as_slice(), 1), (&[1u8, 2][..], 2)]), None);
+        assert_eq!(full_object_crc_base64(ChecksumAlgorithm::Crc32c, [("AAAAAA==", 1), ("not base64!", 2)]), None);
+        assert_eq!(full_object_crc(ChecksumAlgorithm::Sha256, [(&[0u8; 32][..], 1), (&[0u8; 32][..], 1)]), None);
     }
 
     #[test]

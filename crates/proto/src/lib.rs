@@ -9,7 +9,8 @@
 //! - [`sigv4`]: request signing and verification;
 //! - [`chunked`]: HTTP/1.1 chunked and S3 aws-chunked body decoders;
 //! - [`range`]: `Range` / `Content-Range` with S3 semantics;
-//! - [`xml`]: S3 XML bodies, writers and parsers.
+//! - [`xml`]: S3 XML bodies, writers and parsers;
+//! - [`client_xml`]: parsers for the XML answers the client reads.
 
 pub mod checksum;
 pub mod chunked;

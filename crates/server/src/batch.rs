@@ -4,8 +4,8 @@
 //! the frame head, and it must flush that chain before it can encode the next frame
 //! (`FramedWrite::poll_ready`). Served straight to a socket, every 16 KiB response thus
 //! cost its own `writev` (and on loopback, the peer's whole receive path run inside that
-//! syscall): `perf record -g` on `ferry serve` under `h2load -c 16 -m 32` put 35% of the
-//! server's CPU under `writev`, where nghttpd writes many frames per call.
+//! syscall), a third of the server's CPU under `h2load` (docs/lab/server-write-path.md),
+//! where nghttpd writes many frames per call.
 //!
 //! [`Batched`] sits between `h2` and the socket and makes the frames of one connection
 //! poll go out together:

@@ -1,7 +1,7 @@
 //! Configuration of `ferry serve`: where to listen, what to store, and how to behave.
 //!
 //! Every emulation knob has a value in [`Emulation`]; a [`Profile`] is only a named set of
-//! those values (LAB.md section 2), and any flag given on the command line overrides the
+//! those values (docs/lab/server-emulation.md), and any flag given on the command line overrides the
 //! profile's value. The values in force are printed at start ([`ServeConfig::describe`]) so
 //! that a benchmark record can carry them.
 
@@ -16,7 +16,7 @@ pub enum Storage {
     Disk(PathBuf),
 }
 
-/// Named emulation profiles (LAB.md section 2).
+/// Named emulation profiles (docs/lab/server-emulation.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Profile {
     Lan,
@@ -45,7 +45,8 @@ impl Profile {
         }
     }
 
-    /// The profile's emulation values. Figures come from LAB.md section 1-2: S3 first
+    /// The profile's emulation values. Figures come from published and measured facts
+    /// (docs/lab/server-emulation.md, with their sources): S3 first
     /// byte p50 ~30 ms with a p99 near 150 ms, LIST p50 60 ms, 85-90 MB/s per connection,
     /// 5,500 GET/s and 3,500 PUT/s per prefix; GCS first byte >3x S3 (p50 ~90 ms) with
     /// ~2x the throughput; Azure ~30 ms and ~4x less throughput than GCS.

@@ -228,10 +228,8 @@ impl TokenBucket {
 /// up every wait lost it for good. A longer lag is idleness (between responses, a slow
 /// reader): then only one [`PACER_BURST_BYTES`] of credit is kept.
 ///
-/// Before the catch-up (ttfb-throughput, issue 4: e5dba7e), a 32 MiB GET through curl
-/// read 105 MB/s from the gcs profile (180 MB/s), 80 MB/s from s3 (90) and 43.6 MB/s
-/// from azure (45): the faster the rate, the larger the share of each chunk's time lost
-/// to late wake-ups, which flattened the published gcs/s3 ratio of ~2x to ~1.3x.
+/// Without the catch-up, each profile read well under its rate (gcs 105 of 180 MB/s),
+/// which flattened the published gcs/s3 ratio (docs/lab/server-emulation.md).
 pub struct Pacer {
     bytes_per_sec: f64,
     /// The virtual time at which everything sent so far would have finished.
@@ -245,6 +243,8 @@ const PACER_BURST_BYTES: f64 = 64.0 * 1024.0;
 /// The most a stream may have fallen behind its schedule and still make it up (see
 /// [`Pacer`]): tokio's timer resolution is 1 ms, and on the lab's 2 shared cores a wake-up
 /// is often a few ms late. At 180 MB/s, 10 ms is 1.8 MB sent without waiting, once.
+/// Re-measure: a 32 MiB GET of the synthetic bucket through curl from each profile
+/// (docs/lab/server-emulation.md, "The pacer's catch-up").
 pub const PACER_CATCH_UP: Duration = Duration::from_millis(10);
 
 impl Pacer {

@@ -3,8 +3,9 @@
 //!
 //! Why not hyper's server: hyper reads the next pipelined request only after the previous
 //! response is written, so a pipelined request's emulated first-byte delay would start
-//! late and pipelining could never win. LAB.md requires the opposite (think time starts
-//! when the request arrives), which needs a reader that runs ahead of the writer.
+//! late and pipelining could never win. A real object store does the opposite (think time
+//! starts when the request arrives; docs/lab/server-emulation.md), which needs a reader
+//! that runs ahead of the writer.
 //!
 //! Each connection is two halves joined by an in-order queue of response slots:
 //!

@@ -48,8 +48,9 @@ use std::task::Poll;
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-/// Stream window: 16 MiB, ~1.2 Gbit/s per upload stream at 110 ms RTT (LAB.md's
-/// transatlantic preset), the same size the client's h2 transport uses.
+/// Stream window: 16 MiB, ~1.2 Gbit/s per upload stream at 110 ms RTT (the link's
+/// transatlantic preset, docs/lab/link-delay-line.md), the same size the client's h2
+/// transport uses.
 const INITIAL_STREAM_WINDOW: u32 = 16 * 1024 * 1024;
 /// Connection window: 64 MiB, room for several such streams at once.
 const INITIAL_CONNECTION_WINDOW: u32 = 64 * 1024 * 1024;
@@ -224,9 +225,8 @@ const PACE_PIECE: usize = 64 * 1024;
 /// frame(s) and never merges two, so 64 KiB chunks (the synthetic bucket's block) made
 /// 16,384 frames per GiB, each a wake-up and a lock on both sides. Gathering the chunks
 /// that are ready into one [`Piece`] costs no copy: `h2` writes the frame with one
-/// `writev`. `ferry bench bulk-get --quick --repeats 3 --peers none`, before and after
-/// side by side (two sessions): h2's client CPU went from 0.53-0.66 to 0.30-0.32 s/GiB
-/// (h1-pool: 0.36-0.49) and its rate from 56-67% to 105-147% of iperf3.
+/// `writev`; it took h2's client CPU per GiB down by ~half (docs/lab/server-write-path.md;
+/// re-measure: `ferry bench bulk-get --quick --repeats 3 --peers none`).
 const GATHER_BYTES: usize = 1024 * 1024;
 
 async fn next_frame(mut st: OutState) -> Option<(io::Result<Frame<Piece>>, OutState)> {

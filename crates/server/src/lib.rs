@@ -21,8 +21,8 @@
 //! connection's socket, its h2 streams, its emulation timers and the handlers they run
 //! are all woken and polled on one thread. This is how nghttpd and most fast servers are
 //! built. On a work-stealing runtime, the same connection's wake-ups crossed between
-//! worker threads: with `h2load -c 16 -m 32` on 16 KiB GETs (scripts/bench-serve.sh), one
-//! tokio worker served ~1.9x the requests/s of two, because of those hand-offs. The cost:
+//! worker threads, and one worker served more requests/s than two
+//! (docs/lab/server-write-path.md; `scripts/bench-serve.sh --only rate`). The cost:
 //! a connection cannot move off a busy thread, so N connections of very unequal weight
 //! can leave a core idle; uploads that hash (MD5 and the checksums are sequential per
 //! object) still spawn tasks of their own, but on their connection's thread.

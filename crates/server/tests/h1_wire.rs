@@ -1,22 +1,15 @@
 //! Byte-level tests of the HTTP/1.1 server: pipelining, framing and malformed input,
 //! driven over a real TCP socket against a server started in-process.
 
-use ferry_server::{BackgroundServer, Faults, ServeConfig};
+use ferry_server::{Faults, ServeConfig};
+use ferry_testkit::{FerryServe, Served};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-struct Running {
-    addr: SocketAddr,
-    _server: BackgroundServer,
-}
-
-fn start(configure: impl FnOnce(&mut ServeConfig)) -> Running {
-    let mut config = ServeConfig::new("127.0.0.1:0".parse().unwrap());
-    config.credentials = None;
-    configure(&mut config);
-    let server = BackgroundServer::start(config).unwrap();
-    Running { addr: server.addr(), _server: server }
+/// An anonymous in-memory server, after `configure`.
+fn start(configure: impl FnOnce(&mut ServeConfig)) -> Served {
+    FerryServe::new().anonymous().configure(configure).start()
 }
 
 fn connect(addr: SocketAddr) -> TcpStream {
@@ -103,11 +96,11 @@ fn closed(s: &mut TcpStream) -> bool {
 #[test]
 fn thirty_two_pipelined_requests_in_one_write_come_back_in_order() {
     let srv = start(|_| {});
-    put(srv.addr, "/pipe", b"");
+    put(srv.addr(), "/pipe", b"");
     for i in 0..32 {
-        put(srv.addr, &format!("/pipe/k{i}"), &object(i));
+        put(srv.addr(), &format!("/pipe/k{i}"), &object(i));
     }
-    let mut s = connect(srv.addr);
+    let mut s = connect(srv.addr());
     let mut all = String::new();
     for i in 0..32 {
         let method = if i == 5 { "HEAD" } else { "GET" };
@@ -130,8 +123,8 @@ fn thirty_two_pipelined_requests_in_one_write_come_back_in_order() {
 #[test]
 fn a_request_delivered_one_byte_at_a_time_is_parsed() {
     let srv = start(|_| {});
-    put(srv.addr, "/slow", b"");
-    let mut s = connect(srv.addr);
+    put(srv.addr(), "/slow", b"");
+    let mut s = connect(srv.addr());
     s.set_nodelay(true).unwrap();
     let req =
         b"PUT /slow/k HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhelloGET /slow/k HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -147,8 +140,8 @@ fn a_request_delivered_one_byte_at_a_time_is_parsed() {
 #[test]
 fn chunked_request_body_and_expect_continue() {
     let srv = start(|_| {});
-    put(srv.addr, "/chunk", b"");
-    let mut s = connect(srv.addr);
+    put(srv.addr(), "/chunk", b"");
+    let mut s = connect(srv.addr());
     s.write_all(b"PUT /chunk/k HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n")
         .unwrap();
     let mut buf = Vec::new();
@@ -163,9 +156,9 @@ fn chunked_request_body_and_expect_continue() {
 #[test]
 fn connection_close_on_request_k_ends_after_response_k() {
     let srv = start(|_| {});
-    put(srv.addr, "/cls", b"");
-    put(srv.addr, "/cls/a", b"A");
-    let mut s = connect(srv.addr);
+    put(srv.addr(), "/cls", b"");
+    put(srv.addr(), "/cls/a", b"A");
+    let mut s = connect(srv.addr());
     s.write_all(
         b"GET /cls/a HTTP/1.1\r\nHost: x\r\n\r\nGET /cls/a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /cls/a HTTP/1.1\r\nHost: x\r\n\r\n",
     )
@@ -180,7 +173,7 @@ fn connection_close_on_request_k_ends_after_response_k() {
 #[test]
 fn http10_without_keep_alive_closes() {
     let srv = start(|_| {});
-    let mut s = connect(srv.addr);
+    let mut s = connect(srv.addr());
     let r = request(&mut s, "GET / HTTP/1.0\r\n\r\n");
     assert_eq!(r.status, 200);
     assert!(closed(&mut s));
@@ -197,7 +190,7 @@ fn malformed_requests_get_s3_errors_and_the_server_keeps_serving() {
         (format!("GET / HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "a".repeat(70 * 1024)).into_bytes(), 431),
     ];
     for (raw, status) in cases {
-        let mut s = connect(srv.addr);
+        let mut s = connect(srv.addr());
         s.write_all(&raw).unwrap();
         let r = read_response(&mut s, &mut Vec::new(), false)
             .unwrap_or_else(|| panic!("no response to {:?}", String::from_utf8_lossy(&raw[..20])));
@@ -206,21 +199,21 @@ fn malformed_requests_get_s3_errors_and_the_server_keeps_serving() {
         assert!(body.contains("<Error>") && body.contains("<Code>"), "S3 error body expected: {body}");
         assert!(closed(&mut s), "connection closed after a malformed request");
     }
-    let mut s = connect(srv.addr);
+    let mut s = connect(srv.addr());
     assert_eq!(request(&mut s, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").status, 200);
 }
 
 #[test]
 fn a_truncated_upload_leaves_nothing_behind() {
     let srv = start(|_| {});
-    put(srv.addr, "/trunc", b"");
+    put(srv.addr(), "/trunc", b"");
     {
-        let mut s = connect(srv.addr);
+        let mut s = connect(srv.addr());
         s.write_all(b"PUT /trunc/k HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n").unwrap();
         s.write_all(&[7u8; 5000]).unwrap();
     }
     std::thread::sleep(Duration::from_millis(200));
-    let mut s = connect(srv.addr);
+    let mut s = connect(srv.addr());
     let r = request(&mut s, "GET /trunc/k HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(r.status, 404);
     assert!(String::from_utf8_lossy(&r.body).contains("NoSuchKey"));
@@ -234,9 +227,9 @@ fn pipelined_first_byte_delays_overlap() {
         c.emulation.ttfb_p50 = Duration::from_millis(200);
         c.emulation.ttfb_p99 = Duration::from_millis(200);
     });
-    put(srv.addr, "/ttfb", b"");
-    put(srv.addr, "/ttfb/k", b"x");
-    let mut s = connect(srv.addr);
+    put(srv.addr(), "/ttfb", b"");
+    put(srv.addr(), "/ttfb/k", b"x");
+    let mut s = connect(srv.addr());
     let all: String = (0..10).map(|_| "GET /ttfb/k HTTP/1.1\r\nHost: x\r\n\r\n").collect();
     let t0 = Instant::now();
     s.write_all(all.as_bytes()).unwrap();
@@ -252,9 +245,9 @@ fn pipelined_first_byte_delays_overlap() {
 #[test]
 fn reset_fault_cuts_the_body_short() {
     let srv = start(|c| c.faults = Faults { reset_rate: 1.0, seed: 3, ..Faults::default() });
-    put(srv.addr, "/rst", b"");
-    put(srv.addr, "/rst/k", &vec![1u8; 1 << 20]);
-    let mut s = connect(srv.addr);
+    put(srv.addr(), "/rst", b"");
+    put(srv.addr(), "/rst/k", &vec![1u8; 1 << 20]);
+    let mut s = connect(srv.addr());
     s.write_all(b"GET /rst/k HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     let mut got = Vec::new();
     let mut tmp = [0u8; 65536];
@@ -272,7 +265,7 @@ fn reset_fault_cuts_the_body_short() {
 #[test]
 fn a_stalled_request_head_times_out_with_request_timeout() {
     let srv = start(|c| c.limits.request_timeout = Duration::from_millis(300));
-    let mut s = connect(srv.addr);
+    let mut s = connect(srv.addr());
     s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap();
     let r = read_response(&mut s, &mut Vec::new(), false).expect("a 400 after the time-out");
     assert_eq!(r.status, 400);
@@ -283,7 +276,7 @@ fn a_stalled_request_head_times_out_with_request_timeout() {
 #[test]
 fn an_idle_keep_alive_connection_is_closed() {
     let srv = start(|c| c.limits.idle_timeout = Duration::from_millis(300));
-    let mut s = connect(srv.addr);
+    let mut s = connect(srv.addr());
     assert_eq!(request(&mut s, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").status, 200);
     let t0 = Instant::now();
     assert!(closed(&mut s));
@@ -293,9 +286,9 @@ fn an_idle_keep_alive_connection_is_closed() {
 #[test]
 fn connections_over_the_cap_get_503() {
     let srv = start(|c| c.limits.max_connections = 1);
-    let mut first = connect(srv.addr);
+    let mut first = connect(srv.addr());
     assert_eq!(request(&mut first, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").status, 200);
-    let mut second = connect(srv.addr);
+    let mut second = connect(srv.addr());
     let r = read_response(&mut second, &mut Vec::new(), false).expect("a 503 on the second connection");
     assert_eq!(r.status, 503);
     assert!(String::from_utf8_lossy(&r.body).contains("SlowDown"));
@@ -306,9 +299,9 @@ fn connections_over_the_cap_get_503() {
 #[test]
 fn a_pipelined_put_then_get_of_one_key_takes_effect_in_order() {
     let srv = start(|_| {});
-    put(srv.addr, "/ord", b"");
-    put(srv.addr, "/ord/k", b"old");
-    let mut s = connect(srv.addr);
+    put(srv.addr(), "/ord", b"");
+    put(srv.addr(), "/ord/k", b"old");
+    let mut s = connect(srv.addr());
     s.write_all(
         b"GET /ord/k HTTP/1.1\r\nHost: x\r\n\r\nPUT /ord/k HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nnewGET /ord/k HTTP/1.1\r\nHost: x\r\n\r\nDELETE /ord/k HTTP/1.1\r\nHost: x\r\n\r\nGET /ord/k HTTP/1.1\r\nHost: x\r\n\r\n",
     )
@@ -324,10 +317,10 @@ fn a_pipelined_put_then_get_of_one_key_takes_effect_in_order() {
 #[test]
 fn requests_above_the_per_prefix_rate_get_slow_down() {
     let srv = start(|c| c.emulation.get_rate_limit = Some(10));
-    put(srv.addr, "/thr", b"");
-    put(srv.addr, "/thr/a/k", b"x");
-    put(srv.addr, "/thr/b/k", b"y");
-    let mut s = connect(srv.addr);
+    put(srv.addr(), "/thr", b"");
+    put(srv.addr(), "/thr/a/k", b"x");
+    put(srv.addr(), "/thr/b/k", b"y");
+    let mut s = connect(srv.addr());
     let all: String = (0..30).map(|_| "GET /thr/a/k HTTP/1.1\r\nHost: x\r\n\r\n").collect();
     s.write_all(all.as_bytes()).unwrap();
     let mut buf = Vec::new();
@@ -343,7 +336,7 @@ fn requests_above_the_per_prefix_rate_get_slow_down() {
 fn large_bodies_arrive_byte_exact_through_gathered_writes() {
     let srv = start(|_| {});
     // Synthetic content is served as many 64 KiB slices of a shared pool.
-    let mut s = connect(srv.addr);
+    let mut s = connect(srv.addr());
     let size = 5 * 1024 * 1024 + 123;
     let r = request(&mut s, &format!("GET /synthetic/size={size}/k HTTP/1.1\r\nHost: x\r\n\r\n"));
     assert_eq!(r.status, 200);
@@ -353,9 +346,9 @@ fn large_bodies_arrive_byte_exact_through_gathered_writes() {
     assert_eq!(r.status, 206);
     assert_eq!(r.body, ferry_backend::synthetic_bytes("1MiB/k", 70000, 230001));
     // A stored object uploaded in many small writes.
-    put(srv.addr, "/big", b"");
+    put(srv.addr(), "/big", b"");
     let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
-    put(srv.addr, "/big/k", &data);
+    put(srv.addr(), "/big/k", &data);
     let r = request(&mut s, "GET /big/k HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(r.body, data);
 }

@@ -4,16 +4,10 @@
 //! in one read, and a slow client whose body arrives in 4 and 17 KiB pieces. The server
 //! announces each body's length, so the blocks add up to exactly the bytes.
 
-use ferry_server::{BackgroundServer, ServeConfig};
+use ferry_testkit::FerryServe;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
-
-fn start() -> BackgroundServer {
-    let mut config = ServeConfig::new("127.0.0.1:0".parse().unwrap());
-    config.credentials = None;
-    BackgroundServer::start(config).unwrap()
-}
 
 /// Reads one response (head and Content-Length body) and returns (status, body).
 fn response(s: &mut TcpStream) -> (u16, Vec<u8>) {
@@ -44,7 +38,7 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 
 #[test]
 fn stored_bodies_hold_only_their_bytes() {
-    let server = start();
+    let server = FerryServe::new().anonymous().start();
     let mut s = TcpStream::connect(server.addr()).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     s.set_nodelay(true).unwrap();

@@ -1,25 +1,25 @@
 //! The client conformance suite: written once, run for every storage target x transport.
 //!
 //! Targets: `ferry serve` in-process with memory and with disk storage, and MinIO, a
-//! third-party S3 server that checks SigV4 strictly (built by `scripts/setup.sh`; the
-//! MinIO tests are `#[ignore]`d in a plain `cargo test` and run by `scripts/test.sh` with
-//! `--ignored` when `FERRY_MINIO` names the binary, so a machine without it reports them
-//! as ignored instead of passing them silently). Transports: h1-pool, h1-pipeline, h2 and
+//! third-party S3 server that checks SigV4 strictly (`ferry_testkit::minio`, built by
+//! `scripts/setup.sh`; the MinIO tests are `#[ignore]`d in a plain `cargo test` and run by
+//! `scripts/test.sh` with `--ignored` when `FERRY_MINIO` names the binary, so a machine
+//! without it reports them as ignored instead of passing them silently). Transports: h1-pool, h1-pipeline, h2 and
 //! auto; MinIO is served over plain http here, where it speaks only HTTP/1.1, so its h2
 //! row is absent. A new case added to `suite!` reaches every cell of the matrix.
 
 use bytes::Bytes;
 use ferry_engine::upload::{upload_file, upload_stream, UploadParams};
 use ferry_engine::Engine;
-use ferry_server::{BackgroundServer, ServeConfig, Storage};
 use ferry_store::{
     ChecksumAlgorithm, CopyParams, Credentials, CredentialsSource, DynObjectStore, Error, GetParams, ListParams, Mode,
     ObjectRef, ObjectStore, ObjectStoreExt, PartPayload, PutParams, PutPayload, RangeSpec, RetryConfig, S3Client,
 };
+use ferry_testkit::minio::Minio;
+use ferry_testkit::{FerryServe, Served, ACCESS_KEY, SECRET_KEY};
 use futures_util::{StreamExt, TryStreamExt};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 /// A server the suite runs against.
@@ -28,7 +28,7 @@ struct Target {
     access_key: &'static str,
     secret_key: &'static str,
     /// Keeps an in-process server alive (None for the shared MinIO process).
-    _ferry: Option<Ferry>,
+    _ferry: Option<Served>,
 }
 
 impl Target {
@@ -64,131 +64,14 @@ impl Target {
     }
 
     fn ferry(disk: bool) -> Target {
-        let f = Ferry::start(disk);
-        Target { addr: f.addr, access_key: "ferry", secret_key: "ferry-secret", _ferry: Some(f) }
+        let f = if disk { FerryServe::new().disk() } else { FerryServe::new() }.start();
+        Target { addr: f.addr(), access_key: ACCESS_KEY, secret_key: SECRET_KEY, _ferry: Some(f) }
     }
 
     fn minio() -> Target {
-        Target { addr: minio_addr(), access_key: MINIO_USER, secret_key: MINIO_PASSWORD, _ferry: None }
-    }
-}
-
-struct Ferry {
-    addr: SocketAddr,
-    _server: BackgroundServer,
-    _dir: Option<tempfile::TempDir>,
-}
-
-impl Ferry {
-    fn start(disk: bool) -> Ferry {
-        let mut config = ServeConfig::new("127.0.0.1:0".parse().unwrap());
-        let dir = disk.then(|| tempfile::tempdir().unwrap());
-        if let Some(d) = &dir {
-            config.storage = Storage::Disk(d.path().to_path_buf());
-        }
-        let server = BackgroundServer::start(config).unwrap();
-        Ferry { addr: server.addr(), _server: server, _dir: dir }
-    }
-}
-
-/// The status code of an unsigned `GET path` (None when nothing answered).
-fn status_of(addr: SocketAddr, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
-    let mut buf = [0u8; 12];
-    s.read_exact(&mut buf).ok()?;
-    Some(String::from_utf8_lossy(&buf[9..12]).into_owned())
-}
-
-const MINIO_USER: &str = "ferryconformance";
-const MINIO_PASSWORD: &str = "ferry-conformance-secret";
-
-/// One MinIO process for the whole test binary, started on first use, with a
-/// parent-death signal tied to a thread that lives as long as the test process, so it
-/// never outlives the tests. Its log goes to a file beside its data, never to the test's
-/// own stdout/stderr (an inherited pipe would keep a caller's pipeline open).
-fn minio_addr() -> SocketAddr {
-    static ADDR: OnceLock<SocketAddr> = OnceLock::new();
-    *ADDR.get_or_init(|| {
-        let bin = std::env::var("FERRY_MINIO").unwrap_or_else(|_| {
-            panic!("FERRY_MINIO is not set: these tests need MinIO (scripts/setup.sh builds it; scripts/test.sh sets FERRY_MINIO)")
-        });
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        sweep_minio_dirs();
-        let data = std::env::temp_dir().join(format!("ferry-minio-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&data);
-        // The test harness leaves through exit(3), which runs atexit handlers and no
-        // destructors; statics are never dropped.
-        extern "C" fn remove_data() {
-            let data = std::env::temp_dir().join(format!("ferry-minio-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&data);
-            let _ = std::fs::remove_file(data.with_extension("log"));
-        }
-        // SAFETY: registers a plain extern "C" function with no captured state.
-        unsafe {
-            libc::atexit(remove_data);
-        }
-        std::fs::create_dir_all(&data).unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::os::unix::process::CommandExt;
-            let log = std::fs::File::create(data.with_extension("log")).unwrap();
-            let mut cmd = std::process::Command::new(&bin);
-            cmd.args(["server", data.to_str().unwrap(), "--address", &addr.to_string(), "--quiet"])
-                .env("MINIO_ROOT_USER", MINIO_USER)
-                .env("MINIO_ROOT_PASSWORD", MINIO_PASSWORD)
-                .env("MINIO_BROWSER", "off")
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(log);
-            // SAFETY: prctl only sets this process's parent-death signal; it allocates
-            // nothing and is async-signal-safe, as pre_exec requires.
-            unsafe {
-                cmd.pre_exec(|| {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                    Ok(())
-                });
-            }
-            let child = cmd.spawn().expect("starting MinIO");
-            tx.send(()).unwrap();
-            let _keep = child;
-            // This thread must outlive every test: the death signal is tied to it.
-            loop {
-                std::thread::park();
-            }
-        });
-        rx.recv().unwrap();
-        // Wait until MinIO answers its health endpoint with 200, then until an S3 call
-        // (an anonymous ListBuckets: 403) is no longer 503: "ready" comes before its
-        // IAM and bucket metadata are loaded (XMinioServerNotInitialized).
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        for (path, ready) in [("/minio/health/ready", "200"), ("/", "403")] {
-            loop {
-                if status_of(addr, path).as_deref() == Some(ready) {
-                    break;
-                }
-                assert!(std::time::Instant::now() < deadline, "MinIO did not answer {path} with {ready} at {addr}");
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        }
-        addr
-    })
-}
-
-/// Removes the MinIO data directories (and logs) of test processes that are gone: a
-/// killed run cannot clean up after itself, and each one leaves ~200 MB in /tmp.
-fn sweep_minio_dirs() {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name.strip_prefix("ferry-minio-").map(|r| r.trim_end_matches(".log")) else { continue };
-        if pid.parse::<u32>().is_ok() && !std::path::Path::new("/proc").join(pid).exists() {
-            let _ =
-                if name.ends_with(".log") { std::fs::remove_file(e.path()) } else { std::fs::remove_dir_all(e.path()) };
-        }
+        let m: &Minio = ferry_testkit::minio::minio();
+        let (access_key, secret_key) = m.credentials();
+        Target { addr: m.addr, access_key, secret_key, _ferry: None }
     }
 }
 

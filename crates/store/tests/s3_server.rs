@@ -5,26 +5,14 @@
 
 use bytes::Bytes;
 use ferry_engine::upload::{upload_stream, UploadParams};
-use ferry_server::{BackgroundServer, ServeConfig};
+use ferry_server::Faults;
 use ferry_store::{
     CopyParams, Credentials, CredentialsSource, Error, GetParams, ListParams, Mode, ObjectRef, ObjectStore,
     ObjectStoreExt, PutParams, PutPayload, RangeSpec, RetryConfig, S3Client,
 };
+use ferry_testkit::{FerryServe, Served, ACCESS_KEY, REGION, SECRET_KEY};
 use futures_util::StreamExt;
-use std::net::SocketAddr;
 use std::time::Duration;
-
-struct Running {
-    addr: SocketAddr,
-    _server: BackgroundServer,
-}
-
-fn start(configure: impl FnOnce(&mut ServeConfig)) -> Running {
-    let mut config = ServeConfig::new("127.0.0.1:0".parse().unwrap());
-    configure(&mut config);
-    let server = BackgroundServer::start(config).unwrap();
-    Running { addr: server.addr(), _server: server }
-}
 
 fn retry(max_attempts: u32) -> RetryConfig {
     RetryConfig {
@@ -35,10 +23,10 @@ fn retry(max_attempts: u32) -> RetryConfig {
     }
 }
 
-fn client(server: &Running, mode: Mode, retry: RetryConfig) -> S3Client {
-    S3Client::builder(format!("http://{}", server.addr))
-        .region("us-east-1")
-        .credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret")))
+fn client(server: &Served, mode: Mode, retry: RetryConfig) -> S3Client {
+    S3Client::builder(server.url())
+        .region(REGION)
+        .credentials(CredentialsSource::Explicit(Credentials::new(ACCESS_KEY, SECRET_KEY)))
         .mode(mode)
         .retry(retry)
         .build()
@@ -54,10 +42,7 @@ fn data(n: usize, seed: u8) -> Bytes {
 /// attempts (0.3^12, about 5e-7) does not make the test flaky.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_503_are_retried() {
-    let server = start(|c| {
-        c.faults.error_503_rate = 0.3;
-        c.faults.seed = 7;
-    });
+    let server = FerryServe::new().faults(Faults { error_503_rate: 0.3, seed: 7, ..Faults::default() }).start();
     let c = client(&server, Mode::Auto, retry(12));
     c.create_bucket("f503").await.unwrap();
     let body = data(200_000, 4);
@@ -98,10 +83,7 @@ async fn faults_503_are_retried() {
 /// attempt (0.5^12, about 2e-4) out of the way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_reset_mid_body_are_resumed() {
-    let server = start(|c| {
-        c.faults.reset_rate = 0.5;
-        c.faults.seed = 11;
-    });
+    let server = FerryServe::new().faults(Faults { reset_rate: 0.5, seed: 11, ..Faults::default() }).start();
     let c = client(&server, Mode::H1Pool, retry(12));
     c.create_bucket("reset").await.unwrap();
     for i in 0..6u8 {
@@ -131,10 +113,7 @@ async fn faults_reset_mid_body_are_resumed() {
 /// An object replaced while its GET is being resumed is not mixed: If-Match fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replaced_object_is_never_mixed_into_a_resumed_get() {
-    let server = start(|c| {
-        c.faults.reset_rate = 1.0;
-        c.faults.seed = 3;
-    });
+    let server = FerryServe::new().faults(Faults { reset_rate: 1.0, seed: 3, ..Faults::default() }).start();
     let c = client(&server, Mode::H1Pool, retry(3));
     c.create_bucket("mix").await.unwrap();
     let o = ObjectRef::new("mix", "o");

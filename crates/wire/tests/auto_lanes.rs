@@ -3,9 +3,9 @@
 //! after; the pipeline and the pool share one connection cap by demand, and auto never
 //! holds more connections than the cap, whatever the lanes do. No test asserts a speed.
 
-mod common;
-
-use common::{create_bucket, put, start};
+use ferry_testkit::data::pattern;
+use ferry_testkit::http::{create_bucket, put};
+use ferry_testkit::{FerryServe, Served};
 use ferry_wire::auto::AutoTransport;
 use ferry_wire::{Mode, Request, RequestBody, Transport};
 use futures_util::future::join_all;
@@ -14,8 +14,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn auto(srv: &common::Running, max_connections: usize) -> Arc<AutoTransport> {
-    common::auto(srv, max_connections, Duration::from_secs(20))
+fn auto(srv: &Served, max_connections: usize) -> Arc<AutoTransport> {
+    let config = srv.client_config(Mode::Auto, |c| {
+        c.max_connections = max_connections;
+        c.response_timeout = Duration::from_secs(20);
+    });
+    Arc::new(AutoTransport::new(config).unwrap())
 }
 
 /// A GET whose caller knows the object's size (auto's small lane when `hint` is small).
@@ -75,14 +79,17 @@ async fn get_many(t: &Arc<AutoTransport>, paths: &[String], hint: Option<u64>, l
 /// the limit grows again. The cap holds throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_backs_off_under_slowdown_and_recovers() {
-    let srv = start(false, |c| {
-        c.emulation.get_rate_limit = Some(100);
-        c.emulation.ttfb_p50 = Duration::from_millis(5);
-        c.emulation.ttfb_p99 = Duration::from_millis(20);
-    });
+    let srv = FerryServe::new()
+        .anonymous()
+        .configure(|c| {
+            c.emulation.get_rate_limit = Some(100);
+            c.emulation.ttfb_p50 = Duration::from_millis(5);
+            c.emulation.ttfb_p99 = Duration::from_millis(20);
+        })
+        .start();
     let cap = 16;
     let t = auto(&srv, cap);
-    let plain: Arc<dyn Transport> = srv.client(Mode::H1Pool, |_| {});
+    let plain: Arc<dyn Transport> = srv.transport(Mode::H1Pool, |_| {});
     create_bucket(&plain, "ctl").await;
     put(&plain, "/ctl/hot/object", RequestBody::from(bytes::Bytes::from_static(b"hot"))).await;
     let spread: Vec<String> = (0..300).map(|i| format!("/ctl/p{i}/object")).collect();
@@ -126,16 +133,19 @@ async fn controller_backs_off_under_slowdown_and_recovers() {
 /// the cap (TransportStats, sampled every millisecond).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lanes_share_the_cap_by_demand() {
-    let srv = start(false, |c| {
-        c.emulation.ttfb_p50 = Duration::from_millis(10);
-        c.emulation.ttfb_p99 = Duration::from_millis(40);
-    });
+    let srv = FerryServe::new()
+        .anonymous()
+        .configure(|c| {
+            c.emulation.ttfb_p50 = Duration::from_millis(10);
+            c.emulation.ttfb_p99 = Duration::from_millis(40);
+        })
+        .start();
     let cap = 8;
     let t = auto(&srv, cap);
-    let plain: Arc<dyn Transport> = srv.client(Mode::H1Pool, |_| {});
+    let plain: Arc<dyn Transport> = srv.transport(Mode::H1Pool, |_| {});
     create_bucket(&plain, "lanes").await;
-    let small = common::pattern(4096);
-    let large = common::pattern(2 << 20);
+    let small = pattern(4096);
+    let large = pattern(2 << 20);
     for i in 0..40 {
         put(&plain, &format!("/lanes/small-{i}"), RequestBody::from(small.clone())).await;
     }
@@ -191,16 +201,19 @@ async fn lanes_share_the_cap_by_demand() {
 /// in the second half of the smalls' window.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mixed_load_opens_no_more_connections_than_the_cap() {
-    let srv = start(false, |c| {
-        c.emulation.ttfb_p50 = Duration::from_millis(20);
-        c.emulation.ttfb_p99 = Duration::from_millis(80);
-        c.emulation.rate_per_conn = Some(20_000_000);
-    });
+    let srv = FerryServe::new()
+        .anonymous()
+        .configure(|c| {
+            c.emulation.ttfb_p50 = Duration::from_millis(20);
+            c.emulation.ttfb_p99 = Duration::from_millis(80);
+            c.emulation.rate_per_conn = Some(20_000_000);
+        })
+        .start();
     let cap = 16;
     let t = auto(&srv, cap);
-    let plain: Arc<dyn Transport> = srv.client(Mode::H1Pool, |_| {});
+    let plain: Arc<dyn Transport> = srv.transport(Mode::H1Pool, |_| {});
     create_bucket(&plain, "mix").await;
-    let small = common::pattern(16 * 1024);
+    let small = pattern(16 * 1024);
     for i in 0..16 {
         put(&plain, &format!("/mix/p{i}/small"), RequestBody::from(small.clone())).await;
     }
@@ -298,7 +311,7 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
 /// no place handed over, since no small request asks for one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ranged_parts_back_to_back_reuse_their_connections() {
-    let srv = start(false, |_| {});
+    let srv = FerryServe::new().anonymous().start();
     let t = auto(&srv, 16);
     let workers = 6u64;
     let part: u64 = 2 << 20;
@@ -351,20 +364,23 @@ async fn ranged_parts_back_to_back_reuse_their_connections() {
 /// that only a hang reaches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_opens_fewer_connections_than_the_pool_when_goodput_stops_growing() {
-    let srv = start(false, |c| {
-        c.emulation.ttfb_p50 = Duration::from_millis(10);
-        c.emulation.ttfb_p99 = Duration::from_millis(10);
-        c.emulation.rate_per_conn = Some(40_000_000);
-        c.emulation.ttfb_per_request_in_flight = Duration::from_millis(20);
-    });
+    let srv = FerryServe::new()
+        .anonymous()
+        .configure(|c| {
+            c.emulation.ttfb_p50 = Duration::from_millis(10);
+            c.emulation.ttfb_p99 = Duration::from_millis(10);
+            c.emulation.rate_per_conn = Some(40_000_000);
+            c.emulation.ttfb_per_request_in_flight = Duration::from_millis(20);
+        })
+        .start();
     let cap = 48;
-    let plain: Arc<dyn Transport> = srv.client(Mode::H1Pool, |_| {});
+    let plain: Arc<dyn Transport> = srv.transport(Mode::H1Pool, |_| {});
     create_bucket(&plain, "fewer").await;
-    let small = common::pattern(16 * 1024);
+    let small = pattern(16 * 1024);
     for i in 0..16 {
         put(&plain, &format!("/fewer/p{i}/small"), RequestBody::from(small.clone())).await;
     }
-    let pool = srv.client(Mode::H1Pool, |c| {
+    let pool = srv.transport(Mode::H1Pool, |c| {
         c.max_connections = cap;
         c.response_timeout = Duration::from_secs(60);
     });

@@ -5,18 +5,20 @@
 //! floor. No test asserts a speed: the server's delays are its emulation's, and every wait
 //! has a time-out only a hang reaches.
 
-mod common;
-
-use common::start;
+use ferry_testkit::{FerryServe, Served};
 use ferry_wire::auto::AutoTransport;
-use ferry_wire::{Request, Transport};
+use ferry_wire::{Mode, Request, Transport};
 use http::Method;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn auto(srv: &common::Running, max_connections: usize) -> Arc<AutoTransport> {
-    common::auto(srv, max_connections, Duration::from_secs(30))
+fn auto(srv: &Served, max_connections: usize) -> Arc<AutoTransport> {
+    let config = srv.client_config(Mode::Auto, |c| {
+        c.max_connections = max_connections;
+        c.response_timeout = Duration::from_secs(30);
+    });
+    Arc::new(AutoTransport::new(config).unwrap())
 }
 
 /// First byte 5 ms plus 4 ms per object request already in progress: at 4 connections
@@ -27,11 +29,14 @@ fn auto(srv: &common::Running, max_connections: usize) -> Arc<AutoTransport> {
 /// never goes below 4 (nor, by the rule, below half its best round's limit).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latency_that_grows_with_load_brings_the_limit_down() {
-    let srv = start(false, |c| {
-        c.emulation.ttfb_p50 = Duration::from_millis(5);
-        c.emulation.ttfb_p99 = Duration::from_millis(5);
-        c.emulation.ttfb_per_request_in_flight = Duration::from_millis(4);
-    });
+    let srv = FerryServe::new()
+        .anonymous()
+        .configure(|c| {
+            c.emulation.ttfb_p50 = Duration::from_millis(5);
+            c.emulation.ttfb_p99 = Duration::from_millis(5);
+            c.emulation.ttfb_per_request_in_flight = Duration::from_millis(4);
+        })
+        .start();
     let cap = 32;
     let t = auto(&srv, cap);
     let ctl = t.controller().expect("auto keeps a controller");

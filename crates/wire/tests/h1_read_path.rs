@@ -6,9 +6,9 @@
 //! the connection's own task to be polling again). Every wait has a time-out, so a lost
 //! hand-back fails instead of hanging.
 
-mod common;
-
-use common::{create_bucket, pattern, put, send};
+use ferry_testkit::data::pattern;
+use ferry_testkit::http::{create_bucket, put, send};
+use ferry_testkit::FerryServe;
 use ferry_wire::{Mode, Protocol, RequestBody};
 use http::{Method, StatusCode};
 use std::time::Duration;
@@ -18,8 +18,8 @@ const LIMIT: Duration = Duration::from_secs(20);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_whose_body_was_read_by_the_caller_serves_the_next_requests() {
-    let srv = common::start(false, |_| {});
-    let t = srv.client(Mode::H1Pool, |c| c.max_connections = 1);
+    let srv = FerryServe::new().anonymous().start();
+    let t = srv.transport(Mode::H1Pool, |c| c.max_connections = 1);
     create_bucket(&t, "bkt").await;
     let data = pattern(24 * MIB);
     put(&t, "/bkt/big", RequestBody::from(data.clone())).await;
@@ -52,8 +52,8 @@ async fn a_connection_whose_body_was_read_by_the_caller_serves_the_next_requests
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_dropped_half_way_closes_its_connection_and_the_next_request_opens_another() {
-    let srv = common::start(false, |_| {});
-    let t = srv.client(Mode::H1Pool, |c| c.max_connections = 1);
+    let srv = FerryServe::new().anonymous().start();
+    let t = srv.transport(Mode::H1Pool, |c| c.max_connections = 1);
     create_bucket(&t, "bkt").await;
     let data = pattern(24 * MIB);
     put(&t, "/bkt/big", RequestBody::from(data.clone())).await;
@@ -74,8 +74,8 @@ async fn a_body_dropped_half_way_closes_its_connection_and_the_next_request_open
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_dropped_from_the_idle_list_after_a_body_read_is_closed() {
-    let srv = common::start(false, |_| {});
-    let t = srv.client(Mode::H1Pool, |c| {
+    let srv = FerryServe::new().anonymous().start();
+    let t = srv.transport(Mode::H1Pool, |c| {
         c.max_connections = 1;
         c.idle_timeout = Duration::from_millis(200);
     });

@@ -5,11 +5,9 @@
 //! cap still holds. All heads are awaited before any body is read, so every stream is in
 //! flight when the next is placed.
 
-mod common;
-
-use common::start;
+use ferry_testkit::{FerryServe, Served};
 use ferry_wire::h2::{H2Transport, UNPROVEN_BULK_STREAMS};
-use ferry_wire::{Endpoint, Request, Response, Transport, TransportConfig};
+use ferry_wire::{Request, Response, Transport};
 use futures_util::future::join_all;
 use http::Method;
 use std::collections::HashMap;
@@ -17,8 +15,8 @@ use std::sync::Arc;
 
 const MIB: u64 = 1024 * 1024;
 
-fn transport(srv: &common::Running, max_connections: usize) -> Arc<dyn Transport> {
-    let mut c = TransportConfig::new(Endpoint::parse(&srv.url()).unwrap());
+fn transport(srv: &Served, max_connections: usize) -> Arc<dyn Transport> {
+    let mut c = srv.transport_config();
     c.max_connections = max_connections;
     Arc::new(H2Transport::new(c).unwrap())
 }
@@ -58,7 +56,7 @@ async fn read_all(responses: Vec<Response>, each: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_bulk_streams_spreads_over_connections_before_any_is_measured() {
-    let srv = start(false, |c| c.synthetic_bucket = Some("syn".into()));
+    let srv = FerryServe::new().anonymous().configure(|c| c.synthetic_bucket = Some("syn".into())).start();
     let t = transport(&srv, 16);
     let responses = burst(&t, 16, "/syn/2MiB", None).await;
     let spread = per_connection(&responses);
@@ -70,7 +68,7 @@ async fn a_burst_of_bulk_streams_spreads_over_connections_before_any_is_measured
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_small_streams_shares_one_connection() {
-    let srv = start(false, |c| c.synthetic_bucket = Some("syn".into()));
+    let srv = FerryServe::new().anonymous().configure(|c| c.synthetic_bucket = Some("syn".into())).start();
     let t = transport(&srv, 16);
     let responses = burst(&t, 16, "/syn/16KiB", Some(16 * 1024)).await;
     assert_eq!(per_connection(&responses).len(), 1);
@@ -80,7 +78,7 @@ async fn a_burst_of_small_streams_shares_one_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_the_cap_a_burst_of_bulk_streams_shares_the_connections_there_are() {
-    let srv = start(false, |c| c.synthetic_bucket = Some("syn".into()));
+    let srv = FerryServe::new().anonymous().configure(|c| c.synthetic_bucket = Some("syn".into())).start();
     let t = transport(&srv, 2);
     let responses = burst(&t, 16, "/syn/1MiB", None).await;
     let spread = per_connection(&responses);

@@ -5,10 +5,10 @@
 //! chunk, so the chunks a reader sees show the frames; the bytes must come out whole and
 //! in order however the server cut and glued them.
 
-mod common;
-
 use bytes::Bytes;
-use common::{create_bucket, get_all, pattern, put, send, start, streamed};
+use ferry_testkit::data::pattern;
+use ferry_testkit::http::{create_bucket, get_all, put, send, streamed};
+use ferry_testkit::FerryServe;
 use ferry_wire::h2::MAX_FRAME_SIZE;
 use ferry_wire::{Mode, RequestBody, Transport};
 use futures_util::StreamExt;
@@ -46,8 +46,8 @@ fn assert_gathered(path: &str, sizes: &[usize]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stored_object_arrives_whole_in_frames_of_up_to_a_mebibyte() {
-    let srv = start(false, |_| {});
-    let h2 = srv.client(Mode::H2, |_| {});
+    let srv = FerryServe::new().anonymous().start();
+    let h2 = srv.transport(Mode::H2, |_| {});
     create_bucket(&h2, "frames").await;
     // Not a multiple of any chunk or frame size, uploaded in 20 KiB pieces.
     let data = pattern((6 << 20) + 12_345);
@@ -59,9 +59,9 @@ async fn a_stored_object_arrives_whole_in_frames_of_up_to_a_mebibyte() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_synthetic_object_over_h2_matches_the_same_over_h1() {
-    let srv = start(false, |c| c.synthetic_bucket = Some("syn".into()));
-    let h2 = srv.client(Mode::H2, |_| {});
-    let h1 = srv.client(Mode::H1Pool, |_| {});
+    let srv = FerryServe::new().anonymous().configure(|c| c.synthetic_bucket = Some("syn".into())).start();
+    let h2 = srv.transport(Mode::H2, |_| {});
+    let h1 = srv.transport(Mode::H1Pool, |_| {});
     let path = "/syn/8MiB";
     let (body, sizes) = chunks(&h2, path).await;
     let (status, expected) = get_all(&h1, path).await;

@@ -2,11 +2,10 @@
 //! connection, small requests are carried by another, so they never wait behind its
 //! bytes in a shared connection window or TCP send queue.
 
-mod common;
-
-use common::{send, start};
+use ferry_testkit::http::send;
+use ferry_testkit::FerryServe;
 use ferry_wire::h2::H2Transport;
-use ferry_wire::{Endpoint, RequestBody, Transport, TransportConfig};
+use ferry_wire::{RequestBody, Transport};
 use futures_util::StreamExt;
 use http::Method;
 use std::sync::Arc;
@@ -14,12 +13,15 @@ use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn small_requests_avoid_the_connection_carrying_a_bulk_stream() {
-    let srv = start(false, |c| {
-        c.synthetic_bucket = Some("syn".into());
-        // 32 MiB at 16 MB/s per stream: the bulk stream stays in flight for ~2 s.
-        c.emulation.rate_per_conn = Some(16_000_000);
-    });
-    let mut c = TransportConfig::new(Endpoint::parse(&srv.url()).unwrap());
+    let srv = FerryServe::new()
+        .anonymous()
+        .configure(|c| {
+            c.synthetic_bucket = Some("syn".into());
+            // 32 MiB at 16 MB/s per stream: the bulk stream stays in flight for ~2 s.
+            c.emulation.rate_per_conn = Some(16_000_000);
+        })
+        .start();
+    let mut c = srv.transport_config();
     c.max_connections = 4;
     let h2 = Arc::new(H2Transport::new(c).unwrap());
     let t: Arc<dyn Transport> = h2.clone();
@@ -50,11 +52,14 @@ async fn small_requests_avoid_the_connection_carrying_a_bulk_stream() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_the_connection_cap_lanes_share_rather_than_wait() {
-    let srv = start(false, |c| {
-        c.synthetic_bucket = Some("syn".into());
-        c.emulation.rate_per_conn = Some(16_000_000);
-    });
-    let mut c = TransportConfig::new(Endpoint::parse(&srv.url()).unwrap());
+    let srv = FerryServe::new()
+        .anonymous()
+        .configure(|c| {
+            c.synthetic_bucket = Some("syn".into());
+            c.emulation.rate_per_conn = Some(16_000_000);
+        })
+        .start();
+    let mut c = srv.transport_config();
     c.max_connections = 1;
     let t: Arc<dyn Transport> = Arc::new(H2Transport::new(c).unwrap());
     let bulk = send(&t, Method::GET, "/syn/32MiB", RequestBody::Empty).await.unwrap();

@@ -7,9 +7,8 @@
 //! client's PINGs and the server's DATA see the delay as they would on a long link (the
 //! lab's netns link needs root; this needs nothing).
 
-mod common;
-
-use common::{create_bucket, send, start};
+use ferry_testkit::http::{create_bucket, send};
+use ferry_testkit::{FerryServe, Served};
 use ferry_wire::h2::{H2Transport, INITIAL_WINDOW};
 use ferry_wire::{Endpoint, RequestBody, Transport, TransportConfig};
 use futures_util::StreamExt;
@@ -68,9 +67,9 @@ async fn relay(mut from: tokio::net::tcp::OwnedReadHalf, mut to: tokio::net::tcp
 }
 
 /// An h2 transport to the synthetic bucket through the delay proxy.
-async fn setup() -> (common::Running, Arc<H2Transport>, Arc<dyn Transport>) {
-    let srv = start(false, |c| c.synthetic_bucket = Some("syn".into()));
-    let proxy = delay_proxy(srv.addr, DELAY).await;
+async fn setup() -> (Served, Arc<H2Transport>, Arc<dyn Transport>) {
+    let srv = FerryServe::new().anonymous().configure(|c| c.synthetic_bucket = Some("syn".into())).start();
+    let proxy = delay_proxy(srv.addr(), DELAY).await;
     let mut c = TransportConfig::new(Endpoint::parse(&format!("http://{proxy}")).unwrap());
     c.max_connections = 1;
     c.response_timeout = Duration::from_secs(30);

@@ -2,7 +2,8 @@
 //! GETs in the right callers' hands, and reset faults that cut bodies part-way.
 
 use bytes::Bytes;
-use ferry_server::{BackgroundServer, Faults, ServeConfig};
+use ferry_server::Faults;
+use ferry_testkit::FerryServe;
 use ferry_wire::pipeline::PipelineTransport;
 use ferry_wire::{Endpoint, ErrorKind, Request, RequestBody, Transport, TransportConfig};
 use futures_util::StreamExt;
@@ -10,20 +11,6 @@ use http::Method;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-
-struct Running {
-    addr: SocketAddr,
-    _server: BackgroundServer,
-}
-
-/// Starts `ferry serve` (anonymous, in memory) on its own runtime thread.
-fn start(configure: impl FnOnce(&mut ServeConfig)) -> Running {
-    let mut config = ServeConfig::new("127.0.0.1:0".parse().unwrap());
-    config.credentials = None;
-    configure(&mut config);
-    let server = BackgroundServer::start(config).unwrap();
-    Running { addr: server.addr(), _server: server }
-}
 
 fn transport(addr: SocketAddr, conns: usize, depth: usize) -> Arc<PipelineTransport> {
     let mut c = TransportConfig::new(Endpoint::parse(&format!("http://{addr}")).unwrap());
@@ -64,8 +51,8 @@ async fn upload(t: &Arc<PipelineTransport>, bucket: &str, n: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_small_gets_over_four_connections_32_deep() {
-    let srv = start(|_| {});
-    let t = transport(srv.addr, 4, 32);
+    let srv = FerryServe::new().anonymous().start();
+    let t = transport(srv.addr(), 4, 32);
     let n = 2000;
     tokio::time::timeout(Duration::from_secs(120), upload(&t, "small", n)).await.expect("uploads finish");
     let before = t.stats();
@@ -97,12 +84,15 @@ async fn two_thousand_small_gets_over_four_connections_32_deep() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_resets_mid_body_every_caller_gets_its_bytes_or_body_truncated() {
-    let srv = start(|c| {
-        c.emulation.ttfb_p50 = Duration::from_millis(50);
-        c.emulation.ttfb_p99 = Duration::from_millis(50);
-        c.faults = Faults { reset_rate: 0.2, seed: 7, ..Faults::default() };
-    });
-    let t = transport(srv.addr, 4, 32);
+    let srv = FerryServe::new()
+        .anonymous()
+        .faults(Faults { reset_rate: 0.2, seed: 7, ..Faults::default() })
+        .configure(|c| {
+            c.emulation.ttfb_p50 = Duration::from_millis(50);
+            c.emulation.ttfb_p99 = Duration::from_millis(50);
+        })
+        .start();
+    let t = transport(srv.addr(), 4, 32);
     let n = 500;
     tokio::time::timeout(Duration::from_secs(120), upload(&t, "faulty", n)).await.expect("uploads finish");
     let tasks: Vec<_> = (0..n)
@@ -154,11 +144,14 @@ async fn with_resets_mid_body_every_caller_gets_its_bytes_or_body_truncated() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn head_latency_is_measured_only_for_requests_nothing_held_up() {
     let delay = Duration::from_millis(40);
-    let srv = start(|c| {
-        c.emulation.ttfb_p50 = delay;
-        c.emulation.ttfb_p99 = delay;
-    });
-    let t = transport(srv.addr, 1, 16);
+    let srv = FerryServe::new()
+        .anonymous()
+        .configure(|c| {
+            c.emulation.ttfb_p50 = delay;
+            c.emulation.ttfb_p99 = delay;
+        })
+        .start();
+    let t = transport(srv.addr(), 1, 16);
     tokio::time::timeout(Duration::from_secs(60), upload(&t, "lat", 8)).await.expect("uploads finish");
     let tasks: Vec<_> = (0..8)
         .map(|i| {
@@ -190,7 +183,7 @@ async fn head_latency_is_measured_only_for_requests_nothing_held_up() {
     r.body.collect(1 << 20).await.unwrap();
 
     // The pool: one request per connection, so every request is measured.
-    let mut c = TransportConfig::new(Endpoint::parse(&format!("http://{}", srv.addr)).unwrap());
+    let mut c = srv.transport_config();
     c.max_connections = 2;
     let pool = ferry_wire::pool::PoolTransport::new(c).unwrap();
     for i in 0..4 {

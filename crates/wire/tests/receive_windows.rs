@@ -3,19 +3,18 @@
 //! want a cap tell the connector the path's RTT (`assume_min_rtt`); the socket option is
 //! set and read back from the kernel either way.
 
-mod common;
-
-use common::{create_bucket, get_all, pattern, put, start};
+use ferry_testkit::data::pattern;
+use ferry_testkit::http::{create_bucket, get_all, put};
+use ferry_testkit::{FerryServe, Served};
+use ferry_wire::auto::AutoTransport;
 use ferry_wire::conn::{window_cap, Connector, H1_RESPONSE_RATE};
-use ferry_wire::{Endpoint, Request, RequestBody, Transport, TransportConfig};
+use ferry_wire::{Mode, Request, RequestBody, Transport};
 use http::Method;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn connector(srv: &common::Running, alpn: &[&[u8]]) -> Connector {
-    let mut config = TransportConfig::new(Endpoint::parse(&srv.url()).unwrap());
-    config.ca_file = srv.ca_file.clone();
-    Connector::new(&config, alpn).unwrap()
+fn connector(srv: &Served, alpn: &[&[u8]]) -> Connector {
+    Connector::new(&srv.transport_config(), alpn).unwrap()
 }
 
 fn rmem_max() -> u64 {
@@ -29,7 +28,7 @@ fn expected(rtt: Duration) -> Option<u32> {
 
 #[tokio::test]
 async fn an_http1_connection_gets_the_window_its_path_needs() {
-    let srv = start(false, |_| {});
+    let srv = FerryServe::new().anonymous().start();
     let c = connector(&srv, &[]);
     // Off unless asked.
     c.assume_min_rtt(Duration::from_millis(1));
@@ -43,7 +42,7 @@ async fn an_http1_connection_gets_the_window_its_path_needs() {
 
 #[tokio::test]
 async fn loopback_is_left_to_the_kernel() {
-    let srv = start(false, |_| {});
+    let srv = FerryServe::new().anonymous().start();
     let c = connector(&srv, &[]);
     c.cap_receive_windows();
     let conn = c.connect().await.unwrap();
@@ -52,7 +51,7 @@ async fn loopback_is_left_to_the_kernel() {
 
 #[tokio::test]
 async fn the_smallest_rtt_seen_sizes_every_later_window() {
-    let srv = start(false, |_| {});
+    let srv = FerryServe::new().anonymous().start();
     let c = connector(&srv, &[]);
     c.cap_receive_windows();
     c.assume_min_rtt(Duration::from_millis(3));
@@ -67,7 +66,7 @@ async fn the_smallest_rtt_seen_sizes_every_later_window() {
 
 #[tokio::test]
 async fn tls_caps_http1_but_not_http2() {
-    let srv = start(true, |_| {});
+    let srv = FerryServe::new().anonymous().tls().start();
     let h2 = connector(&srv, &[b"h2", b"http/1.1"]);
     h2.cap_receive_windows();
     h2.assume_min_rtt(Duration::from_millis(1));
@@ -85,7 +84,7 @@ async fn tls_caps_http1_but_not_http2() {
 
 #[tokio::test]
 async fn engaging_caps_the_connections_already_open() {
-    let srv = start(false, |_| {});
+    let srv = FerryServe::new().anonymous().start();
     let c = connector(&srv, &[]);
     c.watch_receive_windows();
     c.assume_min_rtt(Duration::from_millis(1));
@@ -113,8 +112,8 @@ async fn engaging_caps_the_connections_already_open() {
 /// still moving, never for either kind alone (nothing waits behind a queue then).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_caps_windows_once_small_requests_meet_bulk_ones() {
-    let srv = start(false, |_| {});
-    let auto = common::auto(&srv, 8, Duration::from_secs(20));
+    let srv = FerryServe::new().anonymous().start();
+    let auto = Arc::new(AutoTransport::new(srv.client_config(Mode::Auto, |c| c.max_connections = 8)).unwrap());
     auto.connector().assume_min_rtt(Duration::from_millis(1));
     let want = expected(Duration::from_millis(1)).expect("rmem_max leaves room for a cap");
     let t: Arc<dyn Transport> = auto.clone();

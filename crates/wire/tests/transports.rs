@@ -3,9 +3,9 @@
 //! reaches all of them. Tests check behaviour (bytes, statuses, error kinds, connection
 //! counts), never speed.
 
-mod common;
-
-use common::{create_bucket, get_all, pattern, put, send, start, streamed};
+use ferry_testkit::data::pattern;
+use ferry_testkit::http::{create_bucket, get_all, put, send, streamed};
+use ferry_testkit::{FerryServe, Served};
 use ferry_wire::{ErrorKind, Mode, Protocol, RequestBody};
 use http::{Method, StatusCode};
 use std::time::Duration;
@@ -21,8 +21,8 @@ fn expected_protocol(mode: Mode, tls: bool) -> Protocol {
 }
 
 async fn case_round_trip_sizes(mode: Mode, tls: bool) {
-    let srv = start(tls, |_| {});
-    let t = srv.client(mode, |_| {});
+    let srv = if tls { FerryServe::new().anonymous().tls() } else { FerryServe::new().anonymous() }.start();
+    let t = srv.transport(mode, |_| {});
     create_bucket(&t, "bkt").await;
     for size in [0, 1, MIB, 20 * MIB] {
         let data = pattern(size);
@@ -42,8 +42,8 @@ async fn case_round_trip_sizes(mode: Mode, tls: bool) {
 }
 
 async fn case_head(mode: Mode) {
-    let srv = start(false, |_| {});
-    let t = srv.client(mode, |_| {});
+    let srv = FerryServe::new().anonymous().start();
+    let t = srv.transport(mode, |_| {});
     create_bucket(&t, "bkt").await;
     put(&t, "/bkt/k", RequestBody::from(pattern(12345))).await;
     let r = send(&t, Method::HEAD, "/bkt/k", RequestBody::Empty).await.unwrap();
@@ -62,8 +62,8 @@ async fn case_head(mode: Mode) {
 }
 
 async fn case_not_found_has_readable_xml(mode: Mode) {
-    let srv = start(false, |_| {});
-    let t = srv.client(mode, |_| {});
+    let srv = FerryServe::new().anonymous().start();
+    let t = srv.transport(mode, |_| {});
     create_bucket(&t, "bkt").await;
     let (status, body) = get_all(&t, "/bkt/missing").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
@@ -72,8 +72,8 @@ async fn case_not_found_has_readable_xml(mode: Mode) {
 }
 
 async fn case_concurrency_respects_max_connections(mode: Mode) {
-    let srv = start(false, |_| {});
-    let t = srv.client(mode, |c| c.max_connections = 4);
+    let srv = FerryServe::new().anonymous().start();
+    let t = srv.transport(mode, |c| c.max_connections = 4);
     create_bucket(&t, "bkt").await;
     let data = pattern(64 * 1024);
     put(&t, "/bkt/k", RequestBody::from(data.clone())).await;
@@ -94,8 +94,8 @@ async fn case_concurrency_respects_max_connections(mode: Mode) {
 }
 
 async fn case_dropped_body_does_not_break_the_next_request(mode: Mode) {
-    let srv = start(false, |_| {});
-    let t = srv.client(mode, |c| c.max_connections = 1);
+    let srv = FerryServe::new().anonymous().start();
+    let t = srv.transport(mode, |c| c.max_connections = 1);
     create_bucket(&t, "bkt").await;
     let big = pattern(20 * MIB);
     put(&t, "/bkt/big", RequestBody::from(big.clone())).await;
@@ -117,8 +117,8 @@ async fn case_dropped_body_does_not_break_the_next_request(mode: Mode) {
 }
 
 async fn case_reset_mid_body_is_truncation(mode: Mode) {
-    let srv = start(false, |c| c.faults.reset_rate = 1.0);
-    let t = srv.client(mode, |_| {});
+    let srv = FerryServe::new().anonymous().configure(|c| c.faults.reset_rate = 1.0).start();
+    let t = srv.transport(mode, |_| {});
     create_bucket(&t, "bkt").await;
     put(&t, "/bkt/k", RequestBody::from(pattern(4 * MIB))).await;
     for _ in 0..2 {
@@ -150,8 +150,8 @@ async fn case_unreachable_port_is_connect_error(mode: Mode) {
 }
 
 async fn case_tls_with_self_signed_ca(mode: Mode) {
-    let srv = start(true, |_| {});
-    let t = srv.client(mode, |_| {});
+    let srv = FerryServe::new().anonymous().tls().start();
+    let t = srv.transport(mode, |_| {});
     create_bucket(&t, "bkt").await;
     let data = pattern(3 * MIB + 5);
     put(&t, "/bkt/k", RequestBody::from(data.clone())).await;
@@ -161,8 +161,8 @@ async fn case_tls_with_self_signed_ca(mode: Mode) {
 }
 
 async fn case_untrusted_certificate_is_tls_error(mode: Mode) {
-    let srv = start(true, |_| {});
-    let t = srv.client(mode, |c| c.ca_file = None);
+    let srv = FerryServe::new().anonymous().tls().start();
+    let t = srv.transport(mode, |c| c.ca_file = None);
     let e = match send(&t, Method::GET, "/", RequestBody::Empty).await {
         Ok(r) => panic!("got {} without trusting the CA", r.status),
         Err(e) => e,
@@ -240,11 +240,14 @@ suite!(pipeline, Mode::H1Pipeline);
 /// spread them over at least three connections, never above 100 streams on any.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2_opens_connections_past_the_stream_limit() {
-    let srv = start(false, |c| {
-        c.limits.h2_max_streams = 100;
-        c.emulation.ttfb_p50 = Duration::from_millis(400);
-        c.emulation.ttfb_p99 = Duration::from_millis(400);
-    });
+    let srv = FerryServe::new()
+        .anonymous()
+        .configure(|c| {
+            c.limits.h2_max_streams = 100;
+            c.emulation.ttfb_p50 = Duration::from_millis(400);
+            c.emulation.ttfb_p99 = Duration::from_millis(400);
+        })
+        .start();
     stream_limit_case(&srv, 300, 100, 8).await;
 }
 
@@ -252,16 +255,19 @@ async fn h2_opens_connections_past_the_stream_limit() {
 /// connection, 30 slow requests, at least three connections.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2_follows_the_servers_max_concurrent_streams() {
-    let srv = start(false, |c| {
-        c.limits.h2_max_streams = 10;
-        c.emulation.ttfb_p50 = Duration::from_millis(400);
-        c.emulation.ttfb_p99 = Duration::from_millis(400);
-    });
+    let srv = FerryServe::new()
+        .anonymous()
+        .configure(|c| {
+            c.limits.h2_max_streams = 10;
+            c.emulation.ttfb_p50 = Duration::from_millis(400);
+            c.emulation.ttfb_p99 = Duration::from_millis(400);
+        })
+        .start();
     stream_limit_case(&srv, 30, 10, 8).await;
 }
 
-async fn stream_limit_case(srv: &common::Running, requests: usize, limit: usize, max_connections: usize) {
-    let mut c = ferry_wire::TransportConfig::new(ferry_wire::Endpoint::parse(&srv.url()).unwrap());
+async fn stream_limit_case(srv: &Served, requests: usize, limit: usize, max_connections: usize) {
+    let mut c = srv.transport_config();
     c.max_connections = max_connections;
     let h2 = std::sync::Arc::new(ferry_wire::h2::H2Transport::new(c).unwrap());
     let t: std::sync::Arc<dyn ferry_wire::Transport> = h2.clone();
@@ -292,12 +298,15 @@ async fn stream_limit_case(srv: &common::Running, requests: usize, limit: usize,
 /// idempotent requests only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_first_byte_times_out() {
-    let srv = start(false, |c| {
-        c.emulation.ttfb_p50 = Duration::from_secs(3);
-        c.emulation.ttfb_p99 = Duration::from_secs(3);
-    });
+    let srv = FerryServe::new()
+        .anonymous()
+        .configure(|c| {
+            c.emulation.ttfb_p50 = Duration::from_secs(3);
+            c.emulation.ttfb_p99 = Duration::from_secs(3);
+        })
+        .start();
     for mode in [Mode::H1Pool, Mode::H2] {
-        let t = srv.client(mode, |c| c.response_timeout = Duration::from_millis(300));
+        let t = srv.transport(mode, |c| c.response_timeout = Duration::from_millis(300));
         let e = match send(&t, Method::GET, "/bkt/k", RequestBody::Empty).await {
             Ok(r) => panic!("{mode:?}: got {} before the first byte delay", r.status),
             Err(e) => e,
@@ -386,10 +395,8 @@ async fn pool_resends_idempotent_requests_after_the_keep_alive_race() {
 /// Auto chooses by ALPN on https (h2 here) and HTTP/1.1 on plain http.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_picks_h2_over_tls_and_h1_over_http() {
-    let tls = start(true, |_| {});
-    let mut c = ferry_wire::TransportConfig::new(ferry_wire::Endpoint::parse(&tls.url()).unwrap());
-    c.ca_file = tls.ca_file.clone();
-    let auto = ferry_wire::auto::AutoTransport::new(c).unwrap();
+    let tls = FerryServe::new().anonymous().tls().start();
+    let auto = ferry_wire::auto::AutoTransport::new(tls.transport_config()).unwrap();
     assert_eq!(auto.chosen(), None, "https decides at the first request");
     let r = ferry_wire::Transport::send(&auto, ferry_wire::Request::new(Method::PUT, "/bkt")).await.unwrap();
     assert_eq!(r.meta.protocol, Protocol::Http2);
@@ -398,11 +405,8 @@ async fn auto_picks_h2_over_tls_and_h1_over_http() {
     // The probe connection was adopted, not thrown away.
     assert_eq!(ferry_wire::Transport::stats(&auto).connections_opened, 1);
 
-    let plain = start(false, |_| {});
-    let auto = ferry_wire::auto::AutoTransport::new(ferry_wire::TransportConfig::new(
-        ferry_wire::Endpoint::parse(&plain.url()).unwrap(),
-    ))
-    .unwrap();
+    let plain = FerryServe::new().anonymous().start();
+    let auto = ferry_wire::auto::AutoTransport::new(plain.transport_config()).unwrap();
     assert_eq!(auto.chosen(), Some("h1"));
     let r = ferry_wire::Transport::send(&auto, ferry_wire::Request::new(Method::PUT, "/bkt")).await.unwrap();
     assert_eq!(r.meta.protocol, Protocol::Http1);
@@ -411,8 +415,8 @@ async fn auto_picks_h2_over_tls_and_h1_over_http() {
 /// Auto over TLS to an endpoint without h2 (like S3) uses HTTP/1.1.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_uses_h1_when_alpn_says_http11() {
-    let srv = start(true, |c| c.emulation.h2 = false);
-    let t = srv.client(Mode::Auto, |_| {});
+    let srv = FerryServe::new().anonymous().tls().configure(|c| c.emulation.h2 = false).start();
+    let t = srv.transport(Mode::Auto, |_| {});
     create_bucket(&t, "bkt").await;
     let r = send(&t, Method::GET, "/bkt/missing", RequestBody::Empty).await.unwrap();
     assert_eq!(r.meta.protocol, Protocol::Http1);
@@ -423,8 +427,8 @@ async fn auto_uses_h1_when_alpn_says_http11() {
 /// large ones stay on the pool. Every answer is right either way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_pipelines_small_requests_after_the_probe() {
-    let srv = start(false, |_| {});
-    let mut c = ferry_wire::TransportConfig::new(ferry_wire::Endpoint::parse(&srv.url()).unwrap());
+    let srv = FerryServe::new().anonymous().start();
+    let mut c = srv.transport_config();
     c.max_connections = 4;
     let auto = std::sync::Arc::new(ferry_wire::auto::AutoTransport::new(c).unwrap());
     let t: std::sync::Arc<dyn ferry_wire::Transport> = auto.clone();
@@ -482,8 +486,8 @@ async fn auto_pipelines_small_requests_after_the_probe() {
 /// error for the caller: hyper's readiness check or the one re-send covers it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pool_survives_server_closing_idle_connections() {
-    let srv = start(false, |c| c.limits.idle_timeout = Duration::from_millis(200));
-    let t = srv.client(Mode::H1Pool, |c| c.max_connections = 2);
+    let srv = FerryServe::new().anonymous().configure(|c| c.limits.idle_timeout = Duration::from_millis(200)).start();
+    let t = srv.transport(Mode::H1Pool, |c| c.max_connections = 2);
     create_bucket(&t, "bkt").await;
     put(&t, "/bkt/k", RequestBody::from(pattern(10))).await;
     for _ in 0..3 {
@@ -501,8 +505,8 @@ async fn pool_survives_server_closing_idle_connections() {
 /// client's idle time-out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pool_reuses_then_closes_idle_connections() {
-    let srv = start(false, |_| {});
-    let t = srv.client(Mode::H1Pool, |c| c.idle_timeout = Duration::from_millis(300));
+    let srv = FerryServe::new().anonymous().start();
+    let t = srv.transport(Mode::H1Pool, |c| c.idle_timeout = Duration::from_millis(300));
     create_bucket(&t, "bkt").await;
     put(&t, "/bkt/k", RequestBody::from(pattern(10))).await;
     let mut reused = 0;
@@ -522,8 +526,8 @@ async fn pool_reuses_then_closes_idle_connections() {
 /// opening more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pool_of_one_serialises_requests() {
-    let srv = start(false, |_| {});
-    let t = srv.client(Mode::H1Pool, |c| c.max_connections = 1);
+    let srv = FerryServe::new().anonymous().start();
+    let t = srv.transport(Mode::H1Pool, |c| c.max_connections = 1);
     create_bucket(&t, "bkt").await;
     put(&t, "/bkt/k", RequestBody::from(pattern(100_000))).await;
     let tasks: Vec<_> = (0..20)
@@ -543,8 +547,8 @@ async fn pool_of_one_serialises_requests() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_request_stream_fails_the_request() {
     for mode in [Mode::H1Pool, Mode::H2] {
-        let srv = start(false, |_| {});
-        let t = srv.client(mode, |_| {});
+        let srv = FerryServe::new().anonymous().start();
+        let t = srv.transport(mode, |_| {});
         create_bucket(&t, "bkt").await;
         let body = RequestBody::Stream {
             len: 1000,

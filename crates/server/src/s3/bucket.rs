@@ -1,5 +1,13 @@
 //! Bucket operations: ListBuckets, Create/Head/DeleteBucket, GetBucketLocation,
 //! GetBucketVersioning, ListObjects (v1 and v2) and DeleteObjects.
+//!
+//! Each handler checks the request's parameters the way S3 does (same error codes), asks
+//! ferry-backend, and writes the S3 XML answer (ferry_proto::xml). Listing semantics (the
+//! delimiter's roll-up, `start-after`, pages) live in the backend's list.rs; here they are
+//! only mapped to the API: V2's continuation token is the last key or prefix returned,
+//! base64url-encoded, so paging needs no server state, and V1's `marker` is the same
+//! position in the clear. DeleteObjects deletes key by key and reports each key's outcome
+//! (or, with `Quiet`, only the failures), at most 1,000 keys per request, as S3 allows.
 
 use super::{read_xml, xml_response, Route, S3Error};
 use crate::app::App;

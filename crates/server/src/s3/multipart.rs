@@ -9,7 +9,8 @@
 //! algorithm, CRC64NVME when none was named, as S3 does), and the object's checksum is
 //! either COMPOSITE (a checksum of the parts' checksums, `-N`) or, for the CRCs,
 //! FULL_OBJECT: the CRC of the whole object, combined from the parts' CRCs and sizes
-//! without reading them again (`ferry_proto::checksum::crc_combine`).
+//! without reading them again (`ferry_proto::checksum::full_object_crc`, which the
+//! client uses too).
 
 use super::object::{copy_source, copy_stream, meta_from_headers};
 use super::upload::{self};
@@ -18,7 +19,9 @@ use crate::app::App;
 use crate::types::{Request, Response};
 use base64::Engine;
 use ferry_backend::PartMeta;
-use ferry_proto::checksum::{composite_checksum, crc_combine, md5_etag, multipart_etag, ChecksumAlgorithm};
+use ferry_proto::checksum::{
+    base64_encode, composite_checksum, full_object_crc, md5_etag, multipart_etag, ChecksumAlgorithm,
+};
 use ferry_proto::range::parse_range_header;
 use ferry_proto::sigv4::SigningContext;
 use ferry_proto::xml;
@@ -228,12 +231,10 @@ pub async fn complete(app: &App, req: &mut Request, route: &Route) -> Result<Res
             .collect();
         let value = match raw {
             Some(raw) if full_object(&info.meta) => {
-                let mut whole = raw[0].clone();
-                for (part, crc) in chosen.iter().zip(&raw).skip(1) {
-                    whole = crc_combine(algo, &whole, crc, part.size)
+                let whole =
+                    full_object_crc(algo, chosen.iter().zip(&raw).map(|(part, crc)| (crc.as_slice(), part.size)))
                         .ok_or_else(|| S3Error::new(500, "InternalError", "A part checksum could not be combined."))?;
-                }
-                Some(base64::engine::general_purpose::STANDARD.encode(whole))
+                Some(base64_encode(&whole))
             }
             Some(raw) => Some(composite_checksum(algo, &raw)),
             None => None,

@@ -1,5 +1,24 @@
 //! Object operations: GetObject/HeadObject (ranges, conditions, checksums), PutObject
 //! (plain and conditional), CopyObject and DeleteObject.
+//!
+//! A GET reads the object's metadata first and answers everything it can from it alone:
+//! the conditions (`If-Match`, `If-None-Match`, `If-(Un)Modified-Since`: 304/412), the
+//! range (S3's rule: an unparseable one is ignored, an unsatisfiable one is 416;
+//! ferry_proto::range), the stored headers and, on request (`x-amz-checksum-mode`) and
+//! for a whole object only, the stored checksums. Only then does it open the body, a
+//! stream the transport writes with pacing and faults (types.rs):
+//!
+//! ```text
+//!   head_object ─► conditions ─► range ─► headers ─► HEAD: done
+//!                                                 └► get_object stream ─► Response body
+//! ```
+//!
+//! A PUT streams its body through upload.rs (decode, verify, stage, commit), so nothing is
+//! visible before every digest matched; a conditional PUT (`If-None-Match: *`,
+//! `If-Match`) is checked against the current object first. CopyObject checks the
+//! source's conditions (`x-amz-copy-source-if-*`), then streams the source into a staged
+//! body while computing its MD5 and checksum afresh ([`copy_stream`], shared with
+//! UploadPartCopy), so a copy's digests are those of the bytes it wrote.
 
 use super::upload::{self, Digests};
 use super::{Route, S3Error};

@@ -6,7 +6,7 @@
 //! as the socket takes them, so a part holds [`FILE_PART_BYTES_IN_MEMORY`]. With a CRC
 //! algorithm the upload is created FULL_OBJECT: each part
 //! carries its CRC, and Complete states the whole object's CRC, combined from the parts'
-//! with `crc_combine` (no second read), which S3 checks against what it stored. SHA
+//! with `full_object_crc` (no second read), which S3 checks against what it stored. SHA
 //! algorithms cannot be combined and use COMPOSITE (checksum of the part checksums).
 //! Limits (<https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html>): parts
 //! of 5 MiB to 5 GiB, the last may be smaller, at most 10,000 parts.
@@ -21,7 +21,7 @@ use crate::s3::client::{Op, OpBody, S3Client};
 use crate::s3::object::{read_xml, PutParams};
 use crate::types::*;
 use bytes::Bytes;
-use ferry_proto::checksum::{base64_decode, base64_encode, crc_combine, ChecksumAlgorithm, Checksummer};
+use ferry_proto::checksum::{base64_encode, full_object_crc_base64, ChecksumAlgorithm, Checksummer};
 use ferry_proto::encoding::uri_encode;
 use ferry_proto::xml::{CompletedPart, PartEntry};
 use http::Method;
@@ -274,17 +274,14 @@ impl S3Client {
     }
 }
 
-/// The whole object's CRC from the parts' CRCs and sizes (None when a part has none).
+/// The whole object's CRC from the parts' CRCs and sizes (None when a part has none):
+/// [`ferry_proto::checksum::full_object_crc_base64`], which the server uses too.
 pub fn combine_part_crcs(algo: ChecksumAlgorithm, parts: &[(CompletedPart, u64)]) -> Option<String> {
-    let mut whole: Option<Vec<u8>> = None;
-    for (p, len) in parts {
-        let raw = base64_decode(&p.checksums.iter().find(|(a, _)| *a == algo)?.1)?;
-        whole = Some(match whole {
-            None => raw,
-            Some(w) => crc_combine(algo, &w, &raw, *len)?,
-        });
-    }
-    whole.map(|w| base64_encode(&w))
+    let crcs: Vec<(&str, u64)> = parts
+        .iter()
+        .map(|(p, len)| p.checksums.iter().find(|(a, _)| *a == algo).map(|(_, v)| (v.as_str(), *len)))
+        .collect::<Option<_>>()?;
+    full_object_crc_base64(algo, crcs)
 }
 
 /// Bytes an UploadPart streamed from a file holds in memory, the figure it takes from
