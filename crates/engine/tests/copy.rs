@@ -11,9 +11,8 @@ use common::{client, data};
 use ferry_engine::copy::{copy_object, CopyParams};
 use ferry_engine::Engine;
 use ferry_proto::checksum::{base64_encode, ChecksumAlgorithm, Checksummer};
-use ferry_server::config::{ServeConfig, Storage};
-use ferry_server::BackgroundServer;
 use ferry_store::{Credentials, CredentialsSource, GetParams, ObjectRef, PutParams, RangeSpec, S3Client};
+use ferry_testkit::FerryServe;
 use futures_util::StreamExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -44,7 +43,7 @@ const MIB: u64 = 1024 * 1024;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_in_parts_is_identical_with_checksum_and_metadata() {
-    let srv = BackgroundServer::start(ServeConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+    let srv = FerryServe::new().start();
     let c = client(&srv);
     c.create_bucket("cpy").await.unwrap();
     let bytes = data(41 * MIB as usize + 3, 7);
@@ -95,7 +94,7 @@ async fn copy_in_parts_is_identical_with_checksum_and_metadata() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failure_in_the_middle_leaves_no_object_and_no_upload() {
-    let srv = BackgroundServer::start(ServeConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+    let srv = FerryServe::new().start();
     let c = client(&srv);
     c.create_bucket("cpf").await.unwrap();
     let src = ObjectRef::new("cpf", "src");
@@ -142,9 +141,7 @@ async fn failure_in_the_middle_leaves_no_object_and_no_upload() {
 #[ignore = "writes 6 GiB of parts and a 6 GiB object to disk (~1-2 min); run with --ignored"]
 async fn six_gib_copies_past_the_copy_object_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = ServeConfig::new("127.0.0.1:0".parse().unwrap());
-    config.storage = Storage::Disk(dir.path().to_path_buf());
-    let srv = BackgroundServer::start(config).unwrap();
+    let srv = FerryServe::new().data_dir(dir.path()).start();
     let c = client(&srv);
     c.create_bucket("big").await.unwrap();
     let src = ObjectRef::new("synthetic", "6GiB/copy-source");

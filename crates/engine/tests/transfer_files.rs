@@ -9,18 +9,16 @@ use common::data;
 use ferry_engine::Engine;
 use ferry_engine::{download_file, upload_file, DownloadParams, UploadParams, Verified};
 use ferry_proto::checksum::ChecksumAlgorithm;
-use ferry_server::{config::ServeConfig, BackgroundServer};
 use ferry_store::{GetParams, ObjectRef, PutParams, S3Client};
+use ferry_testkit::{FerryServe, Served};
 use std::path::Path;
 use std::time::Duration;
 
-fn server(rate_per_conn: Option<u64>) -> BackgroundServer {
-    let mut config = ServeConfig::new("127.0.0.1:0".parse().unwrap());
-    config.emulation.rate_per_conn = rate_per_conn;
-    BackgroundServer::start(config).unwrap()
+fn server(rate_per_conn: Option<u64>) -> Served {
+    FerryServe::new().configure(|c| c.emulation.rate_per_conn = rate_per_conn).start()
 }
 
-async fn client(srv: &BackgroundServer, bucket: &str) -> S3Client {
+async fn client(srv: &Served, bucket: &str) -> S3Client {
     let c = common::client(srv);
     c.create_bucket(bucket).await.unwrap();
     c

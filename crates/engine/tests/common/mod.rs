@@ -1,28 +1,15 @@
-//! What the engine's transfer tests (copy.rs, transfer_files.rs) share: a signing client
-//! for an in-process `ferry serve` with its default credentials, and deterministic test
-//! bytes. (The scheduler tests have their own helpers in sched_support/, with faults.)
+//! What the engine's transfer tests (copy.rs, transfer_files.rs) share beyond
+//! `ferry_testkit`: a signing client of an in-process `ferry serve` (testkit names no
+//! client type, so the S3 client is built here, once).
 
-use ferry_server::BackgroundServer;
 use ferry_store::{Credentials, CredentialsSource, S3Client};
+pub use ferry_testkit::data::seeded as data;
+use ferry_testkit::{Served, ACCESS_KEY, SECRET_KEY};
 
-/// A client of `srv` signing with the server's default keys (`ferry` / `ferry-secret`).
-pub fn client(srv: &BackgroundServer) -> S3Client {
+/// A client of `srv` signing with the server's default keys.
+pub fn client(srv: &Served) -> S3Client {
     S3Client::builder(srv.url())
-        .credentials(CredentialsSource::Explicit(Credentials::new("ferry", "ferry-secret")))
+        .credentials(CredentialsSource::Explicit(Credentials::new(ACCESS_KEY, SECRET_KEY)))
         .build()
         .unwrap()
-}
-
-/// `len` bytes from `seed` (xorshift): the same seed gives the same bytes, another seed
-/// other bytes, so a part swapped or taken from the wrong object shows.
-pub fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
