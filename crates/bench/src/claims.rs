@@ -20,86 +20,8 @@ use crate::stats::Spread;
 
 pub const RULE: &str = "reproduced: \"yes\" = published direction and size within 2x of the published figure; \"direction only\" = right direction, size further off; \"no\" = wrong direction or under 10%; \"none published\" = no published size, the engine row's direction against naive is stated; \"baseline only\" = a share of the ceiling, no strategy compared";
 
-/// One row of the claims table.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Headline {
-    pub workload: String,
-    pub published: String,
-    pub measured: String,
-    pub verdict: String,
-}
-
-/// Per-repeat `num.figure / den.figure` over clean runs of both, as a spread.
-pub fn paired_ratio(records: &[RunRecord], num: &str, den: &str, figure: &str) -> Option<Spread> {
-    Spread::of(&crate::record::per_repeat_ratios(records, num, den, figure, |r| r.status == "ok"))
-}
-
-/// The most repeats any record of `records` says its run had.
-fn repeats_of(records: &[RunRecord]) -> usize {
-    records.iter().map(|r| r.repeats).max().unwrap_or(0)
-}
-
-fn median(records: &[RunRecord], variant: &str, figure: &str) -> Option<f64> {
-    Spread::of(
-        &records
-            .iter()
-            .filter(|r| r.variant == variant && r.status == "ok")
-            .filter_map(|r| r.figure(figure))
-            .collect::<Vec<_>>(),
-    )
-    .map(|s| s.median)
-}
-
-/// The verdict for a multiplicative effect `ratio` (> 1 is the published direction)
-/// against a published range `lo..=hi` of that ratio.
-pub fn judge_ratio(ratio: f64, lo: f64, hi: f64) -> &'static str {
-    if ratio < 1.1 {
-        "no"
-    } else if ratio >= lo / 2.0 && ratio <= hi * 2.0 {
-        "yes"
-    } else {
-        "direction only"
-    }
-}
-
-/// The verdict for a gain in percent (> 0 is the published direction) against a
-/// published range in percent.
-pub fn judge_percent(gain: f64, lo: f64, hi: f64) -> &'static str {
-    if gain < 10.0 {
-        "no"
-    } else if gain >= lo / 2.0 && gain <= hi * 2.0 {
-        "yes"
-    } else {
-        "direction only"
-    }
-}
-
-fn x(s: &Spread) -> String {
-    if s.n > 1 {
-        format!("{:.1}x ({:.1}-{:.1})", s.median, s.min, s.max)
-    } else {
-        format!("{:.1}x", s.median)
-    }
-}
-
-/// A ratio below 1 needs two decimals: `0.07x (0.05-0.10)`.
-fn x2(s: &Spread) -> String {
-    if s.n > 1 && s.min != s.max {
-        format!("{:.2}x ({:.2}-{:.2})", s.median, s.min, s.max)
-    } else {
-        format!("{:.2}x", s.median)
-    }
-}
-
-/// A time ratio `other / this` (> 1: this row is faster) in words: "2.0x (1.5-3.0)
-/// faster", or, below 1, the inverse as "slower" ("0.2x faster" read as a gain).
-pub fn faster_or_slower(s: &Spread) -> String {
-    if s.median >= 1.0 {
-        return format!("{} faster", x(s));
-    }
-    let inv = Spread { n: s.n, median: 1.0 / s.median, min: 1.0 / s.max, max: 1.0 / s.min };
-    format!("{} slower", x(&inv))
-}
+pub use crate::verdict::Headline;
+use crate::verdict::*;
 
 pub fn headline(workload: &str, records: &[RunRecord]) -> Headline {
     let h = |published: &str, measured: String, verdict: &str| Headline {
@@ -553,18 +475,6 @@ mod tests {
     }
 
     #[test]
-    fn verdicts() {
-        assert_eq!(judge_percent(35.0, 30.0, 40.0), "yes");
-        assert_eq!(judge_percent(16.0, 30.0, 40.0), "yes");
-        assert_eq!(judge_percent(12.0, 30.0, 40.0), "direction only");
-        assert_eq!(judge_percent(200.0, 30.0, 40.0), "direction only");
-        assert_eq!(judge_percent(-5.0, 30.0, 40.0), "no");
-        assert_eq!(judge_ratio(15.0, 15.0, 15.0), "yes");
-        assert_eq!(judge_ratio(2.0, 15.0, 15.0), "direction only");
-        assert_eq!(judge_ratio(1.05, 15.0, 15.0), "no");
-    }
-
-    #[test]
     fn paired_by_repeat() {
         let rs = vec![
             rec("a", 1, "f", 10.0),
@@ -583,13 +493,6 @@ mod tests {
         assert!(h.measured.contains("+35%"), "{}", h.measured);
         assert_eq!(headline("small-objects", &[]).verdict, "no");
         assert!(table(&[h]).contains("| small-objects |"));
-    }
-
-    #[test]
-    fn a_ratio_below_one_reads_slower() {
-        let s = |median, min, max| Spread { n: 3, median, min, max };
-        assert_eq!(faster_or_slower(&s(2.0, 1.5, 3.0)), "2.0x (1.5-3.0) faster");
-        assert_eq!(faster_or_slower(&s(0.2, 0.125, 0.5)), "5.0x (2.0-8.0) slower");
     }
 
     #[test]

@@ -1629,7 +1629,7 @@ pub fn render(
             let ours = row_label(dir, set, Tool::Ferry);
             for tool in [Tool::S5cmd, Tool::Rclone] {
                 let theirs = row_label(dir, set, tool);
-                if let Some(r) = crate::claims::paired_ratio(records, &ours, &theirs, "bytes_per_s") {
+                if let Some(r) = crate::verdict::paired_ratio(records, &ours, &theirs, "bytes_per_s") {
                     let _ = writeln!(
                         s,
                         "- {} {}: ferry / {} = {:.2}x ({:.2}-{:.2}, {} repeats)",

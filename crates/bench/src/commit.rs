@@ -35,8 +35,9 @@
 //! type in the bench (GET, PUT, DeleteObjects) and cross-checked with the transport's
 //! total.
 
+use crate::measure::{body, Errors, Meter};
 use crate::record::RunRecord;
-use crate::scenario::{body, Errors, Meter, Scenario};
+use crate::scenario::Step;
 use crate::workload::{ClientSpec, Column, ServerSpec, Size, Task, Variant, Workload};
 use anyhow::{Context, Result};
 use bytes::BytesMut;
@@ -145,8 +146,10 @@ pub struct CommitRun {
 
 /// `keys`, each with body `b`, into [`BUCKET`].
 async fn put_many(c: &S3Client, keys: &[String], b: bytes::Bytes, concurrency: usize) -> Result<()> {
-    crate::scenario::put_all(c, BUCKET, keys.iter().map(|k| (k.clone(), b.clone())), concurrency).await
+    crate::measure::put_all(c, BUCKET, keys.iter().map(|k| (k.clone(), b.clone())), concurrency).await
 }
+
+crate::impl_scenario!(CommitRun);
 
 impl CommitRun {
     pub fn setup_key(&self) -> String {
@@ -159,7 +162,7 @@ impl CommitRun {
     }
 
     pub fn params(&self) -> Map<String, Value> {
-        crate::scenario::one_param(
+        crate::measure::one_param(
             "delete_strategy",
             match self.strategy {
                 Strategy::Naive => "DeleteObjects batches of 1,000, one after another",
@@ -294,7 +297,7 @@ pub fn commit(size: Size, p: &CommitParams) -> Workload {
         workload: NAME,
         server: Some(0),
         client: Some(client),
-        task: Task::Scenario(Scenario::Commit(run)),
+        task: Task::Scenario(Step::new(run)),
         note: None,
         once: false,
     };
@@ -369,7 +372,7 @@ mod tests {
         assert_eq!(d.iter().collect::<std::collections::HashSet<_>>().len(), 5_000);
         assert_eq!(file_keys(500)[499], "commit/table/fg-00499.parquet");
         let w = commit(Size::Full, &f);
-        assert!(matches!(&w.variants[1].task, Task::Scenario(Scenario::Commit(r)) if r.strategy == Strategy::Parallel));
+        assert!(w.variants[1].task.step::<CommitRun>().is_some_and(|r| r.strategy == Strategy::Parallel));
         assert!(w.variants.iter().all(|v| !matches!(v.task, Task::NotYet { .. })));
         assert_eq!(w.params["deletes"], 5_000);
         // Peers: only the ones the issue sets beside commit, each a clean-only row.

@@ -24,12 +24,14 @@
 //! client namespace (runner.rs), and every record carries `params.link`. `bulk-wan`
 //! (bulk_wan.rs) has its own runner across the link.
 
+pub mod bulk_get;
 pub mod bulk_wan;
 pub mod ceilings;
 pub mod claims;
 pub mod cli_transfer;
 pub mod commit;
 pub mod listing;
+pub mod measure;
 pub mod mixed_hol;
 pub mod open_ahead;
 pub mod peers;
@@ -38,14 +40,18 @@ pub mod record;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod small_objects;
 pub mod stats;
 pub mod suite;
 pub mod sys;
 pub mod ttfb;
 pub mod vectored;
+pub mod verdict;
 pub mod workload;
 
+pub use bulk_get::BulkGetParams;
 pub use process::{ServerCommand, ServerProcess};
 pub use record::{RunContext, RunRecord};
 pub use runner::{run, Outcome, RunOptions};
-pub use workload::{BulkGetParams, Size, SmallObjectsParams, Workload};
+pub use small_objects::SmallObjectsParams;
+pub use workload::{Size, Workload};

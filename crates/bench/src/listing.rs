@@ -294,7 +294,7 @@ fn client(url: &str, creds: &CredentialsSource, conns: usize) -> Result<S3Client
 async fn put_layout(client: &S3Client, p: &ListingParams, keys: &[String]) -> Result<()> {
     client.create_bucket(&p.bucket).await.with_context(|| format!("creating bucket {}", p.bucket))?;
     let body = Bytes::from(vec![b'x'; p.body_size]);
-    crate::scenario::put_all(client, &p.bucket, keys.iter().map(|k| (k.clone(), body.clone())), p.put_concurrency).await
+    crate::measure::put_all(client, &p.bucket, keys.iter().map(|k| (k.clone(), body.clone())), p.put_concurrency).await
 }
 
 pub fn params_json(p: &ListingParams) -> Map<String, Value> {
@@ -553,7 +553,7 @@ pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunCon
             s,
             "- key-range parallel (list_parallel, {} LISTs in flight): {c:.0} calls, {} than flat (per repeat)",
             p.key_range_concurrency(),
-            crate::claims::faster_or_slower(&w),
+            crate::verdict::faster_or_slower(&w),
         ),
         _ => writeln!(s, "- key-range parallel: no paired clean runs"),
     };

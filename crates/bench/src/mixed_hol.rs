@@ -350,8 +350,9 @@
 //! arrivals, so the late start neither helps nor hurts boto3's figures: it is a boto3 user's
 //! cost of starting 100 threads, not head-of-line blocking.
 
+use crate::measure::{body, cdf, get_drain, log_uniform_sizes, set_percentiles, Errors, Meter};
 use crate::record::RunRecord;
-use crate::scenario::{body, cdf, get_drain, log_uniform_sizes, set_percentiles, Errors, Meter, Scenario};
+use crate::scenario::Step;
 use crate::workload::{ClientSpec, Column, ServerSpec, Size, Task, Variant, Workload};
 use anyhow::{Context, Result};
 use ferry_store::{GetParams, Mode, ObjectRef, RangeSpec, S3Client};
@@ -691,6 +692,8 @@ pub async fn warm_up(window: &LoadWindow, warmup: Duration, alone: Duration) -> 
     WarmUp { alone: (window.total() - b0, t0.elapsed()), points }
 }
 
+crate::impl_scenario!(MixedHolRun);
+
 impl MixedHolRun {
     /// Bytes of the large objects, each read once.
     pub fn large_total_bytes(&self) -> u64 {
@@ -706,7 +709,7 @@ impl MixedHolRun {
         let max = self.smalls.iter().map(|s| s.1).max().unwrap_or(0) as usize;
         let buf = body(max, 0);
         let smalls = self.smalls.iter().map(|(key, size)| (key.clone(), buf.slice(..*size as usize)));
-        crate::scenario::put_all(c, BUCKET, smalls, self.put_concurrency).await?;
+        crate::measure::put_all(c, BUCKET, smalls, self.put_concurrency).await?;
         // The first access of a synthetic key computes its CRC (a pass over the object):
         // done here, untimed.
         for key in self.larges.iter() {
@@ -1025,7 +1028,7 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
                 workload: NAME,
                 server: Some(server),
                 client: Some(ClientSpec { mode, max_connections: connections, pipeline_depth: p.pipeline_depth }),
-                task: Task::Scenario(Scenario::MixedHol(MixedHolRun {
+                task: Task::Scenario(Step::new(MixedHolRun {
                     phase,
                     smalls: smalls.clone(),
                     small_rate: p.small_rate,
@@ -1160,7 +1163,7 @@ mod tests {
             (CLIENTS.len() + 1) * 2,
             "the clients and the small-pool row"
         );
-        let Task::Scenario(Scenario::MixedHol(r)) = &w.variants[1].task else { panic!("not mixed-hol") };
+        let Some(r) = w.variants[1].task.step::<MixedHolRun>() else { panic!("not mixed-hol") };
         assert_eq!(r.phase, Phase::Loaded);
         assert_eq!(r.smalls.len(), 30);
         assert!(r.smalls.iter().all(|(_, s)| (4096..=1 << 20).contains(s)));
@@ -1170,7 +1173,7 @@ mod tests {
         assert_eq!(r.parts.len(), 64);
         // Only auto's smalls carry the size hint; each mode warms up for its own ramp.
         for v in &w.variants {
-            let Task::Scenario(Scenario::MixedHol(r)) = &v.task else { panic!("not mixed-hol") };
+            let Some(r) = v.task.step::<MixedHolRun>() else { panic!("not mixed-hol") };
             let mode = v.client.unwrap().mode;
             assert_eq!(r.size_hint, mode == Mode::Auto, "{}", v.label);
             let warmup =
@@ -1230,7 +1233,7 @@ mod tests {
         );
         assert_eq!(w.params["auto_max_connections"], json!([24, 50]));
         for v in &w.variants {
-            let Task::Scenario(Scenario::MixedHol(r)) = &v.task else { panic!("not mixed-hol") };
+            let Some(r) = v.task.step::<MixedHolRun>() else { panic!("not mixed-hol") };
             assert_eq!(r.size_hint, v.client.unwrap().mode == Mode::Auto, "{}", v.label);
         }
     }
@@ -1355,7 +1358,7 @@ mod tests {
             "measured once per workload run"
         );
         for v in &w.variants {
-            if let Task::Scenario(Scenario::MixedHol(r)) = &v.task {
+            if let Some(r) = v.task.step::<MixedHolRun>() {
                 assert_eq!(r.link_bytes_per_s, Some(312_500_000.0), "{}: 2.5 Gbit/s of payload", v.label);
             }
         }
@@ -1397,5 +1400,53 @@ mod tests {
         // Part j of every object comes before part j+1 of any.
         assert_eq!(parts[..3].iter().map(|p| p.1).collect::<Vec<_>>(), [0, 0, 0]);
         assert_eq!(large_parts(1, 5, 100), [(0, 0, 4)]);
+    }
+
+    fn report_rec(variant: &str, repeat: usize, p50: f64, p99: f64) -> RunRecord {
+        let mut r = RunRecord { variant: variant.into(), repeat, status: "ok".into(), ..RunRecord::default() };
+        r.set("small_latency_p50_ms", p50);
+        r.set("small_latency_p99_ms", p99);
+        r
+    }
+
+    #[test]
+    fn mixed_hol_rows_carry_their_ratio_to_the_loaded_pool_per_repeat() {
+        let w = mixed_hol(Size::Quick, &MixedHolParams::new(Size::Quick));
+        let ctx = crate::record::RunContext {
+            bench: "mixed-hol".into(),
+            run_id: "1-2".into(),
+            git_sha: None,
+            git_dirty: None,
+            machine: crate::sys::Machine { nproc: 2, kernel: "6.1".into() },
+        };
+        // Paired by repeat: auto is 1/10 then 1/5 of the pool (median 0.15), its p99 1/20
+        // both times; a repeat without the pool's row pairs with nothing.
+        let records = vec![
+            report_rec("h1-pool · unloaded", 1, 5.0, 9.0),
+            report_rec("h1-pool · loaded", 1, 100.0, 400.0),
+            report_rec("auto · loaded", 1, 10.0, 20.0),
+            report_rec("h1-pool · loaded", 2, 50.0, 200.0),
+            report_rec("auto · loaded", 2, 10.0, 10.0),
+            report_rec("auto · loaded", 3, 1.0, 1.0),
+        ];
+        let table = crate::report::render(&w, &records, &ctx);
+        let row = |label: &str| {
+            table
+                .lines()
+                .find(|l| l.starts_with(&format!("| {label} |")))
+                .unwrap_or_else(|| panic!("no row {label} in\n{table}"))
+                .to_owned()
+        };
+        let cells = |label: &str| row(label).split(" | ").map(str::to_owned).collect::<Vec<_>>();
+        let header: Vec<String> =
+            table.lines().find(|l| l.starts_with("| row |")).unwrap().split(" | ").map(str::to_owned).collect();
+        let col =
+            |name: &str| header.iter().position(|h| h.starts_with(name)).unwrap_or_else(|| panic!("no column {name}"));
+        let (p50, p99) = (col("p50 / h1-pool's"), col("p99 / h1-pool's"));
+        assert_eq!(cells("auto · loaded")[p50], "0.15x (0.10-0.20)");
+        assert_eq!(cells("auto · loaded")[p99], "0.05x");
+        assert_eq!(cells("h1-pool · loaded")[p50], "1.00x");
+        // Unloaded rows are not held against the loaded pool.
+        assert_eq!(cells("h1-pool · unloaded")[p50], "-");
     }
 }

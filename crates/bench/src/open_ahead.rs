@@ -64,8 +64,9 @@
 //! Synthetic CRCs are computed by the server on a key's first access (0.2 ms for 640 KiB,
 //! well under the 30 ms first byte), so nothing is warmed.
 
+use crate::measure::{get_drain, set_percentiles, Errors, Meter};
 use crate::record::RunRecord;
-use crate::scenario::{get_drain, set_percentiles, Errors, Meter, Scenario};
+use crate::scenario::Step;
 use crate::workload::{ClientSpec, Column, ServerSpec, Size, Task, Variant, Workload};
 use anyhow::Result;
 use ferry_store::{GetParams, Mode, ObjectRef, S3Client};
@@ -133,6 +134,8 @@ pub struct OpenAheadRun {
     pub object_bytes: u64,
 }
 
+crate::impl_scenario!(OpenAheadRun);
+
 impl OpenAheadRun {
     pub fn setup_key(&self) -> String {
         "nothing (synthetic objects)".into()
@@ -143,7 +146,7 @@ impl OpenAheadRun {
     }
 
     pub fn params(&self) -> Map<String, Value> {
-        crate::scenario::one_param(
+        crate::measure::one_param(
             "strategy",
             match self.strategy {
                 Strategy::OnDemand => "on demand: the next GET is sent when the current object has been read",
@@ -271,11 +274,7 @@ pub fn open_ahead(size: Size, p: &OpenAheadParams) -> Workload {
         workload: NAME,
         server: Some(server),
         client: Some(client),
-        task: Task::Scenario(Scenario::OpenAhead(OpenAheadRun {
-            strategy,
-            keys: keys.clone(),
-            object_bytes: p.object_bytes,
-        })),
+        task: Task::Scenario(Step::new(OpenAheadRun { strategy, keys: keys.clone(), object_bytes: p.object_bytes })),
         note: note.map(str::to_owned),
         once: false,
     };
@@ -328,16 +327,12 @@ mod tests {
             ]
         );
         let w = open_ahead(Size::Quick, &q);
-        assert!(
-            matches!(&w.variants[1].task, Task::Scenario(Scenario::OpenAhead(r)) if r.strategy == Strategy::OpenAhead)
-        );
+        assert!(w.variants[1].task.step::<OpenAheadRun>().is_some_and(|r| r.strategy == Strategy::OpenAhead));
         // The bound: on demand, on a server of the same profile without a first byte.
-        assert!(
-            matches!(&w.variants[2].task, Task::Scenario(Scenario::OpenAhead(r)) if r.strategy == Strategy::OpenAheadFixed)
-        );
+        assert!(w.variants[2].task.step::<OpenAheadRun>().is_some_and(|r| r.strategy == Strategy::OpenAheadFixed));
         let bound = &w.variants[3];
         assert_eq!(bound.label, BOUND_ROW);
-        assert!(matches!(&bound.task, Task::Scenario(Scenario::OpenAhead(r)) if r.strategy == Strategy::OnDemand));
+        assert!(bound.task.step::<OpenAheadRun>().is_some_and(|r| r.strategy == Strategy::OnDemand));
         let args = w.servers[bound.server.unwrap()].args();
         assert!(
             args.windows(2).any(|a| a == ["--profile", "s3"])

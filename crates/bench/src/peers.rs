@@ -808,7 +808,7 @@ impl PeerResult {
     /// (mixed-hol's small_latency_*, ttfb's ttfb_* and throughput_*, open-ahead's open_*
     /// and object_*, vectored's gets_issued and bytes_over_read, commit's requests_get/put).
     fn record_op_figures(&self, rec: &mut RunRecord, wall_s: f64) {
-        use crate::scenario::{cdf, percentile_curve, set_percentiles};
+        use crate::measure::{cdf, percentile_curve, set_percentiles};
         let lat = self.latencies_s.clone().unwrap_or_default();
         let mut fb = self.first_bytes_s.clone().unwrap_or_default();
         let get_count = |s: &Option<ServerCounters>, op: &str| s.as_ref().and_then(|s| s.requests.get(op).copied());
@@ -854,7 +854,7 @@ impl PeerResult {
                             rec.set(name, v);
                         }
                     }
-                    if rec.workload == crate::ttfb::NAME {
+                    if rec.workload == "ttfb-throughput" {
                         rec.set_series("throughput_Bps", percentile_curve(&tput));
                         rec.params.insert("op".into(), json!(if self.op == "get_many" { "get" } else { "put" }));
                         rec.params.insert("object_size".into(), json!(size));

@@ -338,8 +338,8 @@ async fn put_all(client: &S3Client, setup: &crate::workload::PutSetup) -> Result
 async fn put_objects(client: &S3Client, setup: &crate::workload::PutSetup) -> Result<()> {
     // Distinct bytes per object are not needed (the server stores what it is sent); one
     // buffer, cloned by reference count.
-    let body = crate::scenario::body(setup.object_size, 0);
-    crate::scenario::put_all(
+    let body = crate::measure::body(setup.object_size, 0);
+    crate::measure::put_all(
         client,
         &setup.bucket,
         setup.keys.iter().map(|k| (k.clone(), body.clone())),

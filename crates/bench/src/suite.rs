@@ -29,11 +29,11 @@ fn bulk_wan(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome> 
 }
 
 fn small_objects(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome> {
-    let mut p = crate::workload::SmallObjectsParams::new(s);
+    let mut p = crate::small_objects::SmallObjectsParams::new(s);
     p.repeats = repeats.unwrap_or(p.repeats);
     // s3fs fits file-like access, not many small GETs (peers.rs's DEFAULT).
     p.peers = o.peers.iter().copied().filter(|x| crate::peers::Peer::DEFAULT.contains(x)).collect();
-    crate::run(&crate::workload::small_objects(s, &p), o)
+    crate::run(&crate::small_objects::small_objects(s, &p), o)
 }
 
 fn mixed_hol(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome> {

@@ -21,8 +21,9 @@
 //! published numbers (crates/server config.rs), so this workload checks that the lab's
 //! model shows them end to end through a real client, not that the clouds behave so.
 
+use crate::measure::{body, get_drain, percentile_curve, set_percentiles, Errors, Meter};
 use crate::record::RunRecord;
-use crate::scenario::{body, get_drain, percentile_curve, set_percentiles, Errors, Meter, Scenario};
+use crate::scenario::Step;
 use crate::stats::percentiles;
 use crate::workload::{ClientSpec, Column, ServerSpec, Size, Task, Variant, Workload};
 use anyhow::{Context, Result};
@@ -135,6 +136,8 @@ pub fn get_key(size: u64) -> String {
 pub fn put_key(size: u64, k: usize) -> String {
     format!("ttfb/put/size={size}/obj-{k}")
 }
+
+crate::impl_scenario!(TtfbRun);
 
 impl TtfbRun {
     pub fn setup_key(&self) -> String {
@@ -290,7 +293,7 @@ pub fn ttfb_throughput(size: Size, p: &TtfbParams) -> Workload {
             workload: NAME,
             server: Some(i),
             client: Some(ClientSpec { mode: Mode::H1Pool, max_connections: conns, pipeline_depth: 1 }),
-            task: Task::Scenario(Scenario::Ttfb(task)),
+            task: Task::Scenario(Step::new(task)),
             note: None,
             once: false,
         };

@@ -18,8 +18,9 @@
 //!   fetched to save requests (the engine's `RangesStats`); every returned part is
 //!   checked to have its range's length.
 
+use crate::measure::{get_drain, set_percentiles, Errors, Meter};
 use crate::record::RunRecord;
-use crate::scenario::{get_drain, set_percentiles, Errors, Meter, Scenario};
+use crate::scenario::Step;
 use crate::workload::{ClientSpec, Column, ServerSpec, Size, Task, Variant, Workload};
 use anyhow::{Context, Result};
 use ferry_store::{GetParams, Mode, ObjectRef, RangeSpec, S3Client};
@@ -115,6 +116,8 @@ pub struct VectoredRun {
     pub in_flight: usize,
 }
 
+crate::impl_scenario!(VectoredRun);
+
 impl VectoredRun {
     pub fn setup_key(&self) -> String {
         format!("{SYNTHETIC}/{} (HEAD)", self.key)
@@ -128,7 +131,7 @@ impl VectoredRun {
     }
 
     pub fn params(&self) -> Map<String, Value> {
-        crate::scenario::one_param(
+        crate::measure::one_param(
             "strategy",
             match self.strategy {
                 Strategy::Naive => "naive: one GET per range",
@@ -247,7 +250,7 @@ pub fn vectored(size: Size, p: &VectoredParams) -> Workload {
             workload: NAME,
             server: Some(0),
             client: Some(client),
-            task: Task::Scenario(Scenario::Vectored(VectoredRun {
+            task: Task::Scenario(Step::new(VectoredRun {
                 strategy: Strategy::Naive,
                 key: p.key(),
                 ranges: rs.clone(),
@@ -261,7 +264,7 @@ pub fn vectored(size: Size, p: &VectoredParams) -> Workload {
             workload: NAME,
             server: Some(0),
             client: Some(client),
-            task: Task::Scenario(Scenario::Vectored(VectoredRun {
+            task: Task::Scenario(Step::new(VectoredRun {
                 strategy: Strategy::Coalesced,
                 key: p.key(),
                 ranges: rs.clone(),
@@ -338,9 +341,7 @@ mod tests {
     fn workload_rows() {
         let w = vectored(Size::Quick, &VectoredParams::new(Size::Quick));
         assert_eq!(w.variants.len(), 2);
-        assert!(
-            matches!(&w.variants[1].task, Task::Scenario(Scenario::Vectored(r)) if r.strategy == Strategy::Coalesced)
-        );
+        assert!(w.variants[1].task.step::<VectoredRun>().is_some_and(|r| r.strategy == Strategy::Coalesced));
         assert!(w.variants.iter().all(|v| !matches!(v.task, Task::NotYet { .. })));
         assert_eq!(w.servers[0].profile, "s3");
         assert_eq!(w.params["object"], "synthetic/vectored/size=134217728/table.hfile");

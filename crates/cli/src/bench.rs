@@ -10,8 +10,10 @@
 use crate::units::{parse_bytes, parse_duration};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
+use ferry_bench::bulk_get::{self, BulkGetParams};
 use ferry_bench::peers::{Peer, PeerSelection};
-use ferry_bench::workload::{self, BulkGetParams, Size, SmallObjectsParams};
+use ferry_bench::small_objects::{self, SmallObjectsParams};
+use ferry_bench::workload::Size;
 use ferry_bench::{RunOptions, ServerCommand};
 use ferry_link::{Link, LinkError, Preset};
 use std::path::PathBuf;
@@ -570,7 +572,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             p.repeats = a.common.repeats.map_or(p.repeats, |r| r as usize);
             p.auto_ranged = !a.no_auto_ranged;
             p.peers = a.common.peers.resolve(&Peer::DEFAULT);
-            (workload::small_objects(size(&a.common), &p), &a.common)
+            (small_objects::small_objects(size(&a.common), &p), &a.common)
         }
         Workload::BulkGet(a) => {
             let mut p = BulkGetParams::new(size(&a.common));
@@ -583,7 +585,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
                 p.rss_check = Some((s.clone(), parse_bytes(s).map_err(anyhow::Error::msg)?));
             }
             p.peers = a.common.peers.resolve(&Peer::DEFAULT);
-            (workload::bulk_get(size(&a.common), &p), &a.common)
+            (bulk_get::bulk_get(size(&a.common), &p), &a.common)
         }
     };
     let opts = options(c)?;
