@@ -6,6 +6,8 @@
 //! larger object once (`--rss-check`) that records the process's peak RSS. Rows run the
 //! runner's generic [`Task::GetOne`] and [`Task::Iperf3`]; the table is [`Shape::Bytes`].
 
+use crate::record::RunRecord;
+use crate::verdict::{paired_ratio, Headline};
 use crate::workload::{Claim, ClientSpec, ServerSpec, Shape, Size, Task, Variant, Workload};
 use ferry_store::Mode;
 use serde_json::json;
@@ -107,12 +109,54 @@ pub fn bulk_get(size: Size, p: &BulkGetParams) -> Workload {
         repeats: p.repeats.max(1),
         params: params.as_object().cloned().unwrap_or_default(),
         shape: Shape::Bytes,
+        headline: None,
         claims: vec![Claim::ShareOfCeiling {
             ceiling: "iperf3 (loopback)".into(),
             goal: ">= 90% of iperf3 (client issue)",
         }],
         notes: vec!["client CPU: getrusage(RUSAGE_SELF) of the bench process; the server is another process.".into()],
     }
+}
+
+/// The claims table's row for `bulk-get`: h1-pool's one-connection MB/s as a share of iperf3 on loopback (goal >= 90%).
+pub fn claim(records: &[RunRecord]) -> Headline {
+    let h = |published: &str, measured: String, verdict: &str| Headline::new("bulk-get", published, measured, verdict);
+    #[allow(unused)]
+    let none = || "no paired clean runs".to_string();
+    let published = ">= 90% of iperf3 on loopback (client issue)";
+    match paired_ratio(records, "h1-pool (1 connection)", "iperf3 (loopback)", "bytes_per_s") {
+        Some(s) => h(
+            published,
+            format!("h1-pool {:.0}% of iperf3", s.median * 100.0),
+            if s.median >= 0.9 { "yes" } else { "no" },
+        ),
+        None => h(published, none(), "no"),
+    }
+}
+
+/// `bulk-get` as the suite's table holds it (workload.rs's [`crate::workload::WorkloadDef`]).
+pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef {
+    name: "bulk-get",
+    quick: "one GET of a 1 GiB synthetic object per mode, lan profile, beside iperf3 on loopback",
+    full: "the same as quick",
+    peers: &crate::peers::Peer::DEFAULT,
+    in_suite: false,
+    default_link: None,
+    run: run_with_defaults,
+    claim,
+};
+
+/// Runs `bulk-get` with its default parameters at `s` (`repeats` when given) and the peers
+/// of `o` that it sets beside ferry.
+pub fn run_with_defaults(
+    s: Size,
+    repeats: Option<usize>,
+    o: &crate::options::RunOptions,
+) -> anyhow::Result<crate::options::Outcome> {
+    let mut p = BulkGetParams::new(s);
+    p.repeats = repeats.unwrap_or(p.repeats);
+    p.peers = WORKLOAD.peers_of(o);
+    crate::runner::run(&bulk_get(s, &p), o)
 }
 
 #[cfg(test)]

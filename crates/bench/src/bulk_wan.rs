@@ -152,12 +152,13 @@
 //! small runner (time-bounded workers, a concurrency axis), reusing the server guard,
 //! record schema, spread math and rusage of the generic one.
 
+use crate::options::{Outcome, RunOptions};
 use crate::process::{self, ServerProcess};
 use crate::record::{RunContext, RunRecord};
 use crate::report::cell;
-use crate::runner::{Outcome, RunOptions};
 use crate::stats::Spread;
 use crate::sys;
+use crate::verdict::{median, paired_ratio, repeats_of, x2, Headline};
 use crate::workload::Size;
 use anyhow::{Context, Result};
 use ferry_store::{CredentialsSource, GetParams, Mode, ObjectRef, S3Client};
@@ -1564,6 +1565,122 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
         }
     }
     s
+}
+
+/// The claims table's row for `bulk-wan`: each ferry row's MB/s as a share of iperf3's at the sweep's top point (baseline only).
+pub fn claim(records: &[RunRecord]) -> Headline {
+    let h = |published: &str, measured: String, verdict: &str| Headline::new("bulk-wan", published, measured, verdict);
+    #[allow(unused)]
+    let none = || "no paired clean runs".to_string();
+    // At the largest concurrency iperf3 ran: each ferry client's bytes/s over iperf3's
+    // of the same repeat (paired ratios: median and range), h2 over h1-pool, and the
+    // peers over ferry on their own pull.
+    let published = PUBLISHED;
+    let conc = |r: &RunRecord| r.params.get("concurrency").and_then(serde_json::Value::as_u64);
+    let top = records.iter().filter(|r| r.mode == "iperf3" && r.status == "ok").filter_map(conc).max();
+    let Some(c) = top else { return h(published, none(), "baseline only") };
+    let at: Vec<RunRecord> = records.iter().filter(|r| conc(r) == Some(c)).cloned().collect();
+    let ceiling = at.iter().find(|r| r.mode == "iperf3").map(|r| r.variant.clone()).unwrap_or_default();
+    let pct = |s: &Spread| {
+        if s.n > 1 {
+            format!("{:.0}% ({:.0}-{:.0})", s.median * 100.0, s.min * 100.0, s.max * 100.0)
+        } else {
+            format!("{:.0}%", s.median * 100.0)
+        }
+    };
+    // Each repeat's rows over the ceiling of that repeat, or over iperf3's only run
+    // (quick runs it once: bulk_wan::ceiling_for).
+    let refs: Vec<&RunRecord> = at.iter().collect();
+    let shares: Vec<String> = ["h1-pool", "h2", "auto"]
+        .iter()
+        .filter_map(|m| {
+            Spread::of(&shares_of_ceiling(&refs, m, &ceiling, "bytes_per_s")).map(|s| format!("{m} {}", pct(&s)))
+        })
+        .collect();
+    if shares.is_empty() {
+        return h(published, none(), "baseline only");
+    }
+    let iperf3 = median(&at, &ceiling, "bytes_per_s").unwrap_or(0.0);
+    let once = at.iter().filter(|r| r.variant == ceiling && r.status == "ok").count() == 1 && repeats_of(&at) > 1;
+    let link = records
+        .iter()
+        .find_map(|r| r.params.get("link").and_then(serde_json::Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| "none".into());
+    let warm = at.iter().any(|r| r.figure("warm_connections") == Some(1.0));
+    let how = if warm {
+        "iperf3 and each ferry client's repeat 1 counted after their own ramp (one rule), its later repeats on kept connections"
+    } else {
+        "every row counted after its warm-up"
+    };
+    // A ceiling under the rows it bounds (iperf3's streams lost to their own loss
+    // recoveries in that repeat) makes a share over 100% that is no gain: say so.
+    let mut repeats: Vec<usize> = at
+        .iter()
+        .filter(|r| ["h1-pool", "h2", "auto"].contains(&r.variant.as_str()) && r.status == "ok")
+        .map(|r| r.repeat)
+        .collect();
+    repeats.sort_unstable();
+    repeats.dedup();
+    let under = repeats
+        .iter()
+        .filter(|&&k| {
+            let Some(i3) = ceiling_for(&refs, &ceiling, k).and_then(|r| r.figure("bytes_per_s")) else {
+                return false;
+            };
+            at.iter().any(|r| {
+                r.repeat == k
+                    && r.status == "ok"
+                    && ["h1-pool", "h2", "auto"].contains(&r.variant.as_str())
+                    && r.figure("bytes_per_s").is_some_and(|v| v > i3)
+            })
+        })
+        .count();
+    let under = if under > 0 {
+        format!("; iperf3 under a ferry row in {under} of {} repeats (its retransmits and the link's drops say why): a share over 100% there is a weak ceiling, not a gain", repeats.len())
+    } else {
+        String::new()
+    };
+    let h2 = paired_ratio(&at, "h2", "h1-pool", "bytes_per_s")
+        .map(|s| format!("; h2 / h1-pool {}", x2(&s)))
+        .unwrap_or_default();
+    let peers = peers_against_same_pull(&at).map(|l| format!("; {l}")).unwrap_or_default();
+    h(
+        published,
+        format!(
+            "at {c} streams, MB/s over iperf3 -P {c}'s {} ({:.0} MB/s, link {link}; {how}): {}{under}{h2}{peers}",
+            if once { "(run once, the first repeat; every repeat held against it)" } else { "in the same repeat" },
+            iperf3 / 1e6,
+            shares.join(", ")
+        ),
+        "baseline only",
+    )
+}
+
+/// `bulk-wan` as the suite's table holds it (workload.rs's [`crate::workload::WorkloadDef`]).
+pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef {
+    name: "bulk-wan",
+    quick: "16 streams, objects ~ Normal(32 MiB, 20% sd), 1.5 s counted windows, TLS, transatlantic link",
+    full: "1 to 256 streams, objects ~ Normal(128 MiB, 20% sd), 10 s counted windows, TLS, transatlantic link",
+    peers: &PEERS,
+    in_suite: true,
+    default_link: Some("transatlantic"),
+    run: run_with_defaults,
+    claim,
+};
+
+/// Runs `bulk-wan` with its default parameters at `s` (`repeats` when given) and the peers
+/// of `o` that it sets beside ferry.
+pub fn run_with_defaults(
+    s: Size,
+    repeats: Option<usize>,
+    o: &crate::options::RunOptions,
+) -> anyhow::Result<crate::options::Outcome> {
+    // Across the emulated link when the options carry one (`ferry bench all` brings up the
+    // transatlantic link for it as root), else on loopback.
+    let mut p = BulkWanParams::new(s);
+    p.repeats = repeats.unwrap_or(p.repeats);
+    p.peers = WORKLOAD.peers_of(o);
+    run(s, &p, o)
 }
 
 #[cfg(test)]

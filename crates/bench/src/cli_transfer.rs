@@ -146,11 +146,11 @@
 //! while these runs are processes. It reuses the server guard (process.rs), peers.json
 //! (peers.rs), the record schema (record.rs) and the spread math (stats.rs).
 
+use crate::options::{Outcome, RunOptions};
 use crate::peers::{Peer, ServerCounters};
 use crate::process::ServerProcess;
 use crate::record::{RunContext, RunRecord};
 use crate::report::cell;
-use crate::runner::{Outcome, RunOptions};
 use crate::workload::{ServerSpec, Size};
 use anyhow::{bail, Context, Result};
 use ferry_proto::checksum::Checksummer;
@@ -1660,6 +1660,37 @@ pub fn render(
     }
     crate::report::not_clean(&mut s, records);
     s
+}
+
+/// `cli-transfer` as the suite's table holds it (workload.rs's [`crate::workload::WorkloadDef`]).
+pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef {
+    name: "cli-transfer",
+    quick:
+        "ferry cp, s5cmd and rclone as child processes, up and down: 1,000 x 16 KiB and 4 x 256 MiB files, lan profile",
+    full: "the same with 10,000 x 16 KiB and 4 x 1 GiB files",
+    peers: &[crate::peers::Peer::S5cmd, crate::peers::Peer::Rclone],
+    in_suite: false,
+    default_link: None,
+    run: run_with_defaults,
+    claim,
+};
+
+/// Runs `cli-transfer` with its default parameters at `s` (`repeats` when given) and the peers
+/// of `o` that it sets beside ferry.
+pub fn run_with_defaults(
+    s: Size,
+    repeats: Option<usize>,
+    o: &crate::options::RunOptions,
+) -> anyhow::Result<crate::options::Outcome> {
+    let mut p = CliTransferParams::new(s);
+    p.repeats = repeats.unwrap_or(p.repeats);
+    p.peers = WORKLOAD.peers_of(o);
+    run(s, &p, o)
+}
+
+/// cli-transfer is not in the suite's claims table: its report holds its own comparisons.
+pub fn claim(_records: &[crate::record::RunRecord]) -> crate::verdict::Headline {
+    crate::verdict::Headline::new(NAME, "-", "no headline registered (its report compares each row)".into(), "-")
 }
 
 #[cfg(test)]

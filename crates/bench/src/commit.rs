@@ -38,6 +38,8 @@
 use crate::measure::{body, Errors, Meter};
 use crate::record::RunRecord;
 use crate::scenario::Step;
+use crate::stats::Spread;
+use crate::verdict::{faster_or_slower, median, paired_ratio, x, Headline};
 use crate::workload::{ClientSpec, Column, ServerSpec, Size, Task, Variant, Workload};
 use anyhow::{Context, Result};
 use bytes::BytesMut;
@@ -351,8 +353,111 @@ pub fn commit(size: Size, p: &CommitParams) -> Workload {
             p.connections,
             p.put_concurrency
         )],
+        headline: Some(claim),
         ..Workload::scenario(NAME, size, vec![s3], variants, p.repeats, params, COLUMNS)
     }
+}
+
+/// The claims table's row for `commit`: the clean's time, naive against the engine's delete_many (none published).
+pub fn claim(records: &[RunRecord]) -> Headline {
+    let h = |published: &str, measured: String, verdict: &str| Headline::new("commit", published, measured, verdict);
+    #[allow(unused)]
+    let none = || "no paired clean runs".to_string();
+    let m = |v: &str, f: &str| median(records, v, f);
+    match (
+        paired_ratio(records, NAIVE_ROW, PARALLEL_ROW, "clean_s"),
+        paired_ratio(records, NAIVE_ROW, PARALLEL_ROW, "wall_s"),
+    ) {
+        (Some(clean), Some(wall)) => {
+            let req = |v: &str| {
+                format!(
+                    "{:.0} GET, {:.0} PUT, {:.0} DeleteObjects",
+                    m(v, "requests_get").unwrap_or(0.0),
+                    m(v, "requests_put").unwrap_or(0.0),
+                    m(v, "requests_delete_objects").unwrap_or(0.0)
+                )
+            };
+            let verdict = if clean.median >= 1.1 {
+                "none published: the engine's clean is faster"
+            } else {
+                "none published: the engine's clean is not faster"
+            };
+            // The commit phases run the same code in both rows, so the whole run's
+            // ratio would carry their noise (a slow naive commit read as the engine's
+            // gain): the clean's saving as a share of the naive run, per repeat.
+            let saved: Vec<f64> = records
+                .iter()
+                .filter(|r| r.variant == NAIVE_ROW && r.status == "ok")
+                .filter_map(|a| {
+                    let b = records
+                        .iter()
+                        .find(|b| b.variant == PARALLEL_ROW && b.repeat == a.repeat && b.status == "ok")?;
+                    Some(
+                        (a.figure("clean_s")? - b.figure("clean_s")?) / a.figure("wall_s").filter(|w| *w > 0.0)?
+                            * 100.0,
+                    )
+                })
+                .collect();
+            let whole = match Spread::of(&saved) {
+                Some(s) if s.n > 1 => format!("the clean's saving is {:.0}% ({:.0}-{:.0}) of the naive run (both commit phases run the same code; whole run {} as timed)", s.median, s.min, s.max, faster_or_slower(&wall)),
+                Some(s) => format!("the clean's saving is {:.0}% of the naive run (both commit phases run the same code; whole run {} as timed)", s.median, faster_or_slower(&wall)),
+                None => format!("whole run {}", faster_or_slower(&wall)),
+            };
+            let peers: Vec<String> = PEERS
+                .iter()
+                .filter_map(|p| {
+                    let label = format!("{} {}", p.name(), PEER_SUFFIX);
+                    m(&label, "wall_s").map(|w| {
+                        format!(
+                            "{} clean {w:.2} s ({:.0} requests)",
+                            p.name(),
+                            m(&label, "requests_sent").unwrap_or(0.0)
+                        )
+                    })
+                })
+                .collect();
+            let peers = if peers.is_empty() { String::new() } else { format!("; peers: {}", peers.join(", ")) };
+            h(
+                PUBLISHED,
+                format!(
+                    "clean {:.2} s -> {:.2} s ({} faster); {whole}; naive {}, engine {}{peers}",
+                    m(NAIVE_ROW, "clean_s").unwrap_or(0.0),
+                    m(PARALLEL_ROW, "clean_s").unwrap_or(0.0),
+                    x(&clean),
+                    req(NAIVE_ROW),
+                    req(PARALLEL_ROW),
+                ),
+                verdict,
+            )
+        }
+        _ => h(PUBLISHED, none(), "no"),
+    }
+}
+
+/// `commit` as the suite's table holds it (workload.rs's [`crate::workload::WorkloadDef`]).
+pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef {
+    name: "commit",
+    quick: "32 x (GET 4 MiB, modify, PUT), then DeleteObjects of 5,000 keys",
+    full: "500 x (GET 4 MiB, modify, PUT), then DeleteObjects of 5,000 keys",
+    peers: &[crate::peers::Peer::Boto3, crate::peers::Peer::S5cmd, crate::peers::Peer::Obstore],
+    in_suite: true,
+    default_link: None,
+    run: run_with_defaults,
+    claim,
+};
+
+/// Runs `commit` with its default parameters at `s` (`repeats` when given) and the peers
+/// of `o` that it sets beside ferry.
+pub fn run_with_defaults(
+    s: Size,
+    repeats: Option<usize>,
+    o: &crate::options::RunOptions,
+) -> anyhow::Result<crate::options::Outcome> {
+    let mut p = CommitParams::new(s);
+    p.repeats = repeats.unwrap_or(p.repeats);
+    // The clean's peers (PEERS) and the commit's (REWRITE_PEERS): the constructor splits them.
+    p.peers = WORKLOAD.peers_of(o);
+    crate::runner::run(&commit(s, &p), o)
 }
 
 #[cfg(test)]

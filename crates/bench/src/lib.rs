@@ -34,6 +34,7 @@ pub mod listing;
 pub mod measure;
 pub mod mixed_hol;
 pub mod open_ahead;
+pub mod options;
 pub mod peers;
 pub mod process;
 pub mod record;
@@ -50,8 +51,9 @@ pub mod verdict;
 pub mod workload;
 
 pub use bulk_get::BulkGetParams;
+pub use options::{Outcome, RunOptions};
 pub use process::{ServerCommand, ServerProcess};
 pub use record::{RunContext, RunRecord};
-pub use runner::{run, Outcome, RunOptions};
+pub use runner::run;
 pub use small_objects::SmallObjectsParams;
 pub use workload::{Size, Workload};

@@ -31,11 +31,12 @@
 //! which the generic runner's `Task`/`Shape` do not have); it reuses the server guard
 //! (process.rs), the record schema (record.rs), the spread math (stats.rs) and rusage (sys.rs).
 
+use crate::options::{Outcome, RunOptions};
 use crate::process::ServerProcess;
 use crate::record::{RunContext, RunRecord};
-use crate::runner::{Outcome, RunOptions};
 use crate::stats::Spread;
 use crate::sys;
+use crate::verdict::{faster_or_slower, judge_ratio, median, paired_ratio, x, Headline};
 use crate::workload::{ServerSpec, Size};
 use anyhow::{Context, Result};
 use bytes::Bytes;
@@ -585,6 +586,64 @@ pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunCon
     }
     crate::report::not_clean(&mut s, records);
     s
+}
+
+/// The claims table's row for `listing`: per-directory LIST against flat + merge join (calls and wall time) against Qubole's 8x.
+pub fn claim(records: &[RunRecord]) -> Headline {
+    let h = |published: &str, measured: String, verdict: &str| Headline::new("listing", published, measured, verdict);
+    #[allow(unused)]
+    let none = || "no paired clean runs".to_string();
+    let published = PUBLISHED;
+    let find = |p: &str| records.iter().find(|r| r.variant.starts_with(p)).map(|r| r.variant.clone());
+    match (find("per-directory"), find("flat")) {
+        (Some(pd), Some(fl)) => {
+            match (paired_ratio(records, &pd, &fl, "list_calls"), paired_ratio(records, &pd, &fl, "wall_s")) {
+                (Some(_), Some(w)) => {
+                    let (a, b) = (
+                        median(records, &pd, "list_calls").unwrap_or(0.0),
+                        median(records, &fl, "list_calls").unwrap_or(0.0),
+                    );
+                    let mut kr = paired_ratio(records, &fl, KEY_RANGE_ROW, "wall_s")
+                        .map(|k| format!("; key-range parallel {} than flat", faster_or_slower(&k)))
+                        .unwrap_or_default();
+                    for p in PEERS {
+                        let l = peer_label(p);
+                        if let (Some(w), Some(c)) = (median(records, &l, "wall_s"), median(records, &l, "list_calls")) {
+                            kr.push_str(&format!("; {l} {c:.0} calls in {w:.2} s"));
+                        }
+                    }
+                    h(published, format!("{a:.0} calls -> {b:.0}, flat {} faster{kr} (the call ratio scales with dirs: quick has fewer)", x(&w)), judge_ratio(w.median, 8.0, 8.0))
+                }
+                _ => h(published, none(), "no"),
+            }
+        }
+        _ => h(published, none(), "no"),
+    }
+}
+
+/// `listing` as the suite's table holds it (workload.rs's [`crate::workload::WorkloadDef`]).
+pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef {
+    name: "listing",
+    quick: "175 directories x 6 files (1,050 keys), per-directory LISTs one at a time, s3 profile",
+    full: "17,520 directories x 6 files (105,120 keys), per-directory LISTs 16 at a time, s3 profile",
+    peers: &PEERS,
+    in_suite: true,
+    default_link: None,
+    run: run_with_defaults,
+    claim,
+};
+
+/// Runs `listing` with its default parameters at `s` (`repeats` when given) and the peers
+/// of `o` that it sets beside ferry.
+pub fn run_with_defaults(
+    s: Size,
+    repeats: Option<usize>,
+    o: &crate::options::RunOptions,
+) -> anyhow::Result<crate::options::Outcome> {
+    let mut p = ListingParams::new(s);
+    p.repeats = repeats.unwrap_or(p.repeats);
+    p.peers = WORKLOAD.peers_of(o);
+    run(s, &p, o)
 }
 
 #[cfg(test)]

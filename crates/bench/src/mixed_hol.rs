@@ -353,6 +353,8 @@
 use crate::measure::{body, cdf, get_drain, log_uniform_sizes, set_percentiles, Errors, Meter};
 use crate::record::RunRecord;
 use crate::scenario::Step;
+use crate::stats::Spread;
+use crate::verdict::{judge_ratio, paired_ratio, x, x2, Headline};
 use crate::workload::{ClientSpec, Column, ServerSpec, Size, Task, Variant, Workload};
 use anyhow::{Context, Result};
 use ferry_store::{GetParams, Mode, ObjectRef, RangeSpec, S3Client};
@@ -1140,8 +1142,131 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
             "peer rows (bench/peers/driver.py's mixed_hol op): the same smalls, parts and arrival schedule, driven as each peer's users would (the row's note says how), repeated and interleaved like ferry's rows.".into(),
             "p50 / p99 / h1-pool's: each loaded row's small-GET latency over h1-pool's loaded latency in the same repeat (below 1: better than the 50-connection pool; 0.07x is 15x better); the median of those ratios (min-max). A peer row that ran once (--quick) is paired with repeat 1.".into(),
         ],
+        headline: Some(claim),
         ..Workload::scenario(NAME, size, vec![s3, s3_h2], variants, p.repeats, params, if p.link.is_some() { LINK_COLUMNS } else { COLUMNS })
     }
+}
+
+/// The claims table's row for `mixed-hol`: the pool's small-GET latency loaded over unloaded against Onehouse's 15x, with auto's
+/// against the loaded pool, the large objects' done time and, on a link, the connections held.
+pub fn claim(records: &[RunRecord]) -> Headline {
+    let h = |published: &str, measured: String, verdict: &str| Headline::new("mixed-hol", published, measured, verdict);
+    #[allow(unused)]
+    let none = || "no paired clean runs".to_string();
+    let published = "15x small-GET latency beside large GETs in an SDK pool (Onehouse)";
+    let r = |c: &str, f: &str| paired_ratio(records, &row_label(c, Phase::Loaded), &row_label(c, Phase::Unloaded), f);
+    match r("h1-pool", "small_latency_p50_ms") {
+        Some(p50) => {
+            let p99 = |c: &str| {
+                r(c, "small_latency_p99_ms").map(|s| format!("{:.1}x", s.median)).unwrap_or_else(|| "-".into())
+            };
+            let others: Vec<String> = ["auto", "h2 [s3 --h2 on]", "h1-pipeline"]
+                .iter()
+                .filter_map(|c| r(c, "small_latency_p50_ms").map(|s| format!("{c} {:.1}x / {}", s.median, p99(c))))
+                .collect();
+            // The SDK-pool peers are the published case itself.
+            let peers: Vec<String> = PEERS
+                .iter()
+                .filter_map(|p| {
+                    r(p.name(), "small_latency_p50_ms")
+                        .map(|s| format!("{} {:.1}x / {}", p.name(), s.median, p99(p.name())))
+                })
+                .collect();
+            let peers = if peers.is_empty() { String::new() } else { format!("; peers: {}", peers.join(", ")) };
+            // The "15x better than a 50-connection pool" of the issue: auto's loaded
+            // latency over the pool's loaded latency, paired by repeat.
+            let vs_pool = |f: &str| paired_ratio(records, &row_label("auto", Phase::Loaded), POOL_LOADED_ROW, f);
+            let auto = match (vs_pool("small_latency_p50_ms"), vs_pool("small_latency_p99_ms")) {
+                (Some(a), Some(b)) if a.median > 0.0 && b.median > 0.0 => format!(
+                    "; auto loaded / h1-pool loaded (same repeat), p50 / p99: {} / {} ({:.1}x / {:.1}x better)",
+                    x2(&a),
+                    x2(&b),
+                    1.0 / a.median,
+                    1.0 / b.median
+                ),
+                _ => String::new(),
+            };
+            // Issue 5's "large objects done within 10% of the link-limited time":
+            // per loaded row, the large objects' time at the rate while the smalls
+            // ran over the time at the same load's rate alone (mixed_hol.rs).
+            let figure_spread = |v: &str, f: &str| {
+                Spread::of(
+                    &records
+                        .iter()
+                        .filter(|r| r.variant == v && r.status == "ok")
+                        .filter_map(|r| r.figure(f))
+                        .collect::<Vec<_>>(),
+                )
+            };
+            let spread = |v: &str| figure_spread(v, "large_done_over_alone");
+            let large = match spread(&row_label("auto", Phase::Loaded)) {
+                Some(a) => format!(
+                    "; large objects done / alone (goal <= 1.10): auto {}{}",
+                    x2(&a),
+                    spread(POOL_LOADED_ROW).map(|p| format!(", h1-pool {}", x2(&p))).unwrap_or_default()
+                ),
+                None => String::new(),
+            };
+            // On a link (mixed_hol.rs, "On a link"): the same goal held against the
+            // link's rate, and the connections each side held while the smalls ran
+            // (issue 5: "with fewer connections than the pool").
+            let auto_row = row_label("auto", Phase::Loaded);
+            let link = match (
+                figure_spread(&auto_row, "large_done_over_link"),
+                figure_spread(POOL_LOADED_ROW, "large_done_over_link"),
+            ) {
+                (Some(a), pool) => {
+                    let held = |v: &str| {
+                        figure_spread(v, "connections_open_mean_window")
+                            .map(|s| format!("{:.0}", s.median))
+                            .unwrap_or_else(|| "-".into())
+                    };
+                    format!(
+                        "; large done / link-limited (goal <= 1.10): auto {}{}; connections held while the smalls ran: auto {}, h1-pool {}",
+                        x2(&a),
+                        pool.map(|p| format!(", h1-pool {}", x2(&p))).unwrap_or_default(),
+                        held(&auto_row),
+                        held(POOL_LOADED_ROW)
+                    )
+                }
+                _ => String::new(),
+            };
+            // A cap map (`--auto-max-connections`) has no plain auto, h2 or pipeline rows.
+            let others = if others.is_empty() { String::new() } else { format!("; {}", others.join(", ")) };
+            h(
+                published,
+                format!("small GET latency loaded/unloaded, p50 / p99: h1-pool (50 conns) {} / {}{others}{peers}{auto}{large}{link}", x(&p50), p99("h1-pool")),
+                judge_ratio(p50.median, 15.0, 15.0),
+            )
+        }
+        None => h(published, none(), "no"),
+    }
+}
+
+/// `mixed-hol` as the suite's table holds it (workload.rs's [`crate::workload::WorkloadDef`]).
+pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef {
+    name: "mixed-hol",
+    quick: "40 small GETs (4 KiB-1 MiB) beside ranged 8 MiB reads held in flight, s3 profile",
+    full: "2,000 small GETs at 100/s beside 100 ranged 8 MiB reads held in flight, s3 profile",
+    peers: &PEERS,
+    in_suite: true,
+    default_link: None,
+    run: run_with_defaults,
+    claim,
+};
+
+/// Runs `mixed-hol` with its default parameters at `s` (`repeats` when given) and the peers
+/// of `o` that it sets beside ferry.
+pub fn run_with_defaults(
+    s: Size,
+    repeats: Option<usize>,
+    o: &crate::options::RunOptions,
+) -> anyhow::Result<crate::options::Outcome> {
+    let mut p = MixedHolParams::new(s);
+    p.repeats = repeats.unwrap_or(p.repeats);
+    p.peers = WORKLOAD.peers_of(o);
+    p.link = o.link.as_ref().map(|l| l.preset());
+    crate::runner::run(&mixed_hol(s, &p), o)
 }
 
 #[cfg(test)]

@@ -144,8 +144,11 @@ pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
                 let _ = writeln!(s, "| {l} | {} |", cells.join(" | "));
             }
             s.push('\n');
-            let h = crate::claims::headline(w.name, records);
-            let _ = writeln!(s, "- published: {} / measured: {} / reproduced: {}", h.published, h.measured, h.verdict);
+            if let Some(claim) = w.headline {
+                let h = claim(records);
+                let _ =
+                    writeln!(s, "- published: {} / measured: {} / reproduced: {}", h.published, h.measured, h.verdict);
+            }
         }
         Shape::Bytes => {
             let ceiling = w.claims.iter().find_map(|c| match c {

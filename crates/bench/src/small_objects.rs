@@ -7,7 +7,9 @@
 //! once by [`PutSetup`]; the table is [`Shape::Requests`].
 
 use crate::ceilings::{LatencyBoundRun, RateCeiling, RateTool};
+use crate::record::RunRecord;
 use crate::scenario::Step;
+use crate::verdict::{judge_percent, paired_ratio, Headline};
 use crate::workload::{Claim, ClientSpec, PutSetup, ServerSpec, Shape, Size, Task, Variant, Workload};
 use ferry_store::Mode;
 use serde_json::json;
@@ -162,6 +164,7 @@ pub fn small_objects(size: Size, p: &SmallObjectsParams) -> Workload {
         repeats: p.repeats.max(1),
         params: params.as_object().cloned().unwrap_or_default(),
         shape: Shape::Requests,
+        headline: None,
         claims: vec![
             Claim::Speedup { numerator: "h1-pipeline".into(), denominator: "h1-pool".into(), published: "pipelining +30-40% (gg/llama, real S3)" },
             Claim::Speedup { numerator: "auto".into(), denominator: "h1-pool".into(), published: "none (auto should match the better of pool and pipeline)" },
@@ -243,6 +246,56 @@ fn small_objects_ceilings(size: Size, p: &SmallObjectsParams, setup: &PutSetup) 
             "latency bound of a client with C requests in flight, no pipelining: C / L, L = median first byte of sequential GETs in this run (p50 column: L)",
         ),
     ]
+}
+
+/// The claims table's row for `small-objects`: h1-pipeline's objects/s over h1-pool's, paired by repeat, against gg/llama's +30-40%.
+pub fn claim(records: &[RunRecord]) -> Headline {
+    let h =
+        |published: &str, measured: String, verdict: &str| Headline::new("small-objects", published, measured, verdict);
+    #[allow(unused)]
+    let none = || "no paired clean runs".to_string();
+    let published = "pipelining +30-40% objects/s over a pool (gg/llama, real S3)";
+    match paired_ratio(records, "h1-pipeline", "h1-pool", "objects_per_s") {
+        Some(s) => {
+            let g = (s.median - 1.0) * 100.0;
+            h(
+                published,
+                format!(
+                    "h1-pipeline / h1-pool: {g:+.0}% (range {:+.0}% to {:+.0}%)",
+                    (s.min - 1.0) * 100.0,
+                    (s.max - 1.0) * 100.0
+                ),
+                judge_percent(g, 30.0, 40.0),
+            )
+        }
+        None => h(published, none(), "no"),
+    }
+}
+
+/// `small-objects` as the suite's table holds it (workload.rs's [`crate::workload::WorkloadDef`]).
+pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef {
+    name: "small-objects",
+    quick: "1,000 GETs of 16 KiB over 32 connections, s3 profile (each peer row the first 256)",
+    full: "10,000 GETs of 16 KiB over 32 connections, s3 profile",
+    peers: &crate::peers::Peer::DEFAULT,
+    in_suite: true,
+    default_link: None,
+    run: run_with_defaults,
+    claim,
+};
+
+/// Runs `small-objects` with its default parameters at `s` (`repeats` when given) and the peers
+/// of `o` that it sets beside ferry.
+pub fn run_with_defaults(
+    s: Size,
+    repeats: Option<usize>,
+    o: &crate::options::RunOptions,
+) -> anyhow::Result<crate::options::Outcome> {
+    let mut p = SmallObjectsParams::new(s);
+    p.repeats = repeats.unwrap_or(p.repeats);
+    // s3fs fits file-like access, not many small GETs (peers.rs's DEFAULT).
+    p.peers = WORKLOAD.peers_of(o);
+    crate::runner::run(&small_objects(s, &p), o)
 }
 
 #[cfg(test)]

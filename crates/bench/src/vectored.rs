@@ -21,6 +21,7 @@
 use crate::measure::{get_drain, set_percentiles, Errors, Meter};
 use crate::record::RunRecord;
 use crate::scenario::Step;
+use crate::verdict::{median, paired_ratio, x, Headline};
 use crate::workload::{ClientSpec, Column, ServerSpec, Size, Task, Variant, Workload};
 use anyhow::{Context, Result};
 use ferry_store::{GetParams, Mode, ObjectRef, RangeSpec, S3Client};
@@ -310,8 +311,62 @@ pub fn vectored(size: Size, p: &VectoredParams) -> Workload {
             p.in_flight,
             p.connections
         ), "peer rows (driver.py's get_ranges): GETs issued and MiB over-read are the server's counts (its response body bytes less the bytes asked for); latency is per GET for boto3, the whole call for obstore and s3fs.".into()],
+        headline: Some(claim),
         ..Workload::scenario(NAME, size, vec![s3], variants, p.repeats, params, COLUMNS)
     }
+}
+
+/// The claims table's row for `vectored`: GETs issued and wall time, one GET per range against coalescing (none published).
+pub fn claim(records: &[RunRecord]) -> Headline {
+    let h = |published: &str, measured: String, verdict: &str| Headline::new("vectored", published, measured, verdict);
+    #[allow(unused)]
+    let none = || "no paired clean runs".to_string();
+    let m = |v: &str, f: &str| median(records, v, f);
+    match (
+        paired_ratio(records, NAIVE_ROW, COALESCED_ROW, "wall_s"),
+        m(NAIVE_ROW, "gets_issued"),
+        m(COALESCED_ROW, "gets_issued"),
+        m(COALESCED_ROW, "bytes_over_read"),
+    ) {
+        (Some(w), Some(gn), Some(gc), Some(o)) => {
+            let verdict = if gc < gn && w.median >= 1.1 {
+                "none published: fewer GETs and faster"
+            } else {
+                "none published: not both fewer GETs and faster"
+            };
+            h(
+                PUBLISHED,
+                format!("{gn:.0} GETs -> {gc:.0}, {} faster, {:.1} MiB over-read", x(&w), o / 1048576.0),
+                verdict,
+            )
+        }
+        _ => h(PUBLISHED, none(), "no"),
+    }
+}
+
+/// `vectored` as the suite's table holds it (workload.rs's [`crate::workload::WorkloadDef`]).
+pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef {
+    name: "vectored",
+    quick: "1,000 ranges of 4-64 KiB in one 128 MiB object",
+    full: "2,000 ranges of 4-64 KiB in one 256 MiB object",
+    peers: &PEERS,
+    in_suite: true,
+    default_link: None,
+    run: run_with_defaults,
+    claim,
+};
+
+/// Runs `vectored` with its default parameters at `s` (`repeats` when given) and the peers
+/// of `o` that it sets beside ferry.
+pub fn run_with_defaults(
+    s: Size,
+    repeats: Option<usize>,
+    o: &crate::options::RunOptions,
+) -> anyhow::Result<crate::options::Outcome> {
+    let mut p = VectoredParams::new(s);
+    p.repeats = repeats.unwrap_or(p.repeats);
+    p.peers = WORKLOAD.peers_of(o);
+    crate::runner::run(&vectored(s, &p), o)
 }
 
 #[cfg(test)]

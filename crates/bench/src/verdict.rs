@@ -28,6 +28,12 @@ pub struct Headline {
     pub verdict: String,
 }
 
+impl Headline {
+    pub fn new(workload: &str, published: &str, measured: String, verdict: &str) -> Headline {
+        Headline { workload: workload.into(), published: published.into(), measured, verdict: verdict.into() }
+    }
+}
+
 /// Per-repeat `num.figure / den.figure` over clean runs of both, as a spread.
 pub fn paired_ratio(records: &[RunRecord], num: &str, den: &str, figure: &str) -> Option<Spread> {
     Spread::of(&crate::record::per_repeat_ratios(records, num, den, figure, |r| r.status == "ok"))

@@ -205,6 +205,9 @@ impl Column {
     }
 }
 
+// PartialEq compares `headline` by address: tests compare workloads built twice by the same
+// constructor, where the same function is the same pointer.
+#[allow(unpredictable_function_pointer_comparisons)]
 #[derive(Clone, Debug, PartialEq)]
 pub struct Workload {
     pub name: &'static str,
@@ -220,6 +223,8 @@ pub struct Workload {
     pub params: Map<String, Value>,
     pub shape: Shape,
     pub claims: Vec<Claim>,
+    /// The workload's claims-table row, printed under a [`Shape::Columns`] table.
+    pub headline: Option<ClaimFn>,
     /// Lines printed under the table.
     pub notes: Vec<String>,
 }
@@ -249,7 +254,41 @@ impl Workload {
             params: params.as_object().cloned().unwrap_or_default(),
             shape: Shape::Columns(columns),
             claims: vec![],
+            headline: None,
             notes: vec![],
         }
+    }
+}
+
+/// Runs one workload at `size`, with `repeats` instead of its default when given.
+pub type RunFn = fn(Size, Option<usize>, &crate::options::RunOptions) -> anyhow::Result<crate::options::Outcome>;
+
+/// Reads a workload's records as one row of the claims table.
+pub type ClaimFn = fn(&[crate::record::RunRecord]) -> crate::verdict::Headline;
+
+/// One workload of the lab as a value: each workload file defines one (`WORKLOAD`) beside
+/// its constructor, its run and its claim, and suite.rs registers them all in one table.
+/// `ferry bench all` runs those `in_suite`, in the table's order, then reads each one's
+/// claim; `ferry bench NAME` finds its entry by name.
+#[derive(Clone, Copy, Debug)]
+pub struct WorkloadDef {
+    pub name: &'static str,
+    /// What the `--quick` size runs (under a minute) and what the full, published one does.
+    pub quick: &'static str,
+    pub full: &'static str,
+    /// The peers it sets beside ferry's rows; `--peers` is narrowed to these.
+    pub peers: &'static [crate::peers::Peer],
+    /// Part of `ferry bench all`.
+    pub in_suite: bool,
+    /// The link it crosses unless `--link` says otherwise (bulk-wan: transatlantic).
+    pub default_link: Option<&'static str>,
+    pub run: RunFn,
+    pub claim: ClaimFn,
+}
+
+impl WorkloadDef {
+    /// The options' peers that this workload runs, in the options' order.
+    pub fn peers_of(&self, o: &crate::options::RunOptions) -> Vec<crate::peers::Peer> {
+        o.peers.iter().copied().filter(|p| self.peers.contains(p)).collect()
     }
 }
