@@ -834,14 +834,7 @@ pub fn params_json(p: &BulkWanParams, sizes: &[u64], link: &str) -> Map<String, 
 /// Runs the sweep: one TLS server, then for each repeat and each concurrency point the
 /// ferry clients and iperf3, interleaved.
 pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> {
-    let started = Instant::now();
-    let ctx = RunContext::detect("bulk-wan");
-    let say = |s: &str| {
-        if opts.progress {
-            eprintln!("{s}");
-        }
-    };
-    let mut out = crate::record::JsonLines::open(opts.out.as_deref())?;
+    let mut session = crate::runner::Session::open("bulk-wan", opts)?;
     let link = opts.link.as_deref();
     let host = link.map(|l| l.server_ip().to_string()).unwrap_or_else(|| "127.0.0.1".into());
     let (cert, key) = certificate(&host, &opts.log_dir)?;
@@ -851,7 +844,7 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
             .map(|s| s.to_string())
             .chain([cert.display().to_string(), "--key".into(), key.display().to_string()])
             .collect();
-    say(&format!("bulk-wan: starting ferry serve --tls on link {}", opts.link_name()));
+    session.say(&format!("bulk-wan: starting ferry serve --tls on link {}", opts.link_name()));
     // Started from this (the main) thread: PR_SET_PDEATHSIG follows the thread.
     let mut server = ServerProcess::start(&opts.server, &args, opts.server_lifetime, &opts.log_dir)
         .context("starting the TLS server")?;
@@ -875,7 +868,7 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
         keys.iter().chain(peer_keys.iter().filter(|k| !keys.contains(k))).cloned().collect();
     // Warm: one HEAD per object, so the server's per-key CRC (computed on first access,
     // cached) is ready for every row alike rather than charged to whichever row comes first.
-    say(&format!("bulk-wan: warming {} objects (HEAD each)", warm_keys.len()));
+    session.say(&format!("bulk-wan: warming {} objects (HEAD each)", warm_keys.len()));
     let warm = S3Client::builder(server.url.clone())
         .region("us-east-1")
         .credentials(CredentialsSource::Anonymous)
@@ -931,7 +924,6 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
     }
     let server_json = json!({"label": "lan+tls", "args": server.args, "banner": server.banner});
     let repeats = p.repeats.max(1);
-    let mut records: Vec<RunRecord> = Vec::new();
     let window = Duration::from_secs_f64(p.run_seconds.max(0.1));
     let omit = Duration::from_secs(p.omit_seconds as u64);
     // Warm clients, by (mode, concurrency), kept across repeats.
@@ -947,7 +939,7 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
             }
             for row in rows {
                 let label = row.map(|m| mode_name(m).to_owned()).unwrap_or_else(|| iperf3_label(c));
-                say(&format!("bulk-wan · concurrency {c} · {label} · repeat {k} of {repeats}"));
+                session.say(&format!("bulk-wan · concurrency {c} · {label} · repeat {k} of {repeats}"));
                 let mut rec = RunRecord {
                     workload: "bulk-wan".into(),
                     size: size.name().into(),
@@ -1202,8 +1194,7 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                 if let (Some(a), Some(l)) = (link0, link) {
                     link_figures(&mut rec, &a, &l.stats());
                 }
-                out.write(&rec, &ctx)?;
-                records.push(rec);
+                session.record(rec)?;
             }
             // The peers at this point: whole objects, `c` of them with `c` in flight (they
             // have no time window), over the same TLS server and link; with `peers_once`,
@@ -1211,7 +1202,7 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
             let peer_repeats = if p.peers_once { 1 } else { repeats };
             let peers_here = p.peers.iter().any(|x| PEERS.contains(x)) && k <= peer_repeats;
             if p.same_pull && peers_here {
-                say(&format!("bulk-wan · concurrency {c} · {SAME_PULL_ROW} · repeat {k} of {peer_repeats}"));
+                session.say(&format!("bulk-wan · concurrency {c} · {SAME_PULL_ROW} · repeat {k} of {peer_repeats}"));
                 let n = c.max(1).min(peer_keys.len());
                 let mut rec = RunRecord {
                     workload: "bulk-wan".into(),
@@ -1243,11 +1234,10 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                 if let (Some(a), Some(l)) = (link0, link) {
                     link_figures(&mut rec, &a, &l.stats());
                 }
-                out.write(&rec, &ctx)?;
-                records.push(rec);
+                session.record(rec)?;
             }
             for peer in p.peers.iter().copied().filter(|x| PEERS.contains(x) && k <= peer_repeats) {
-                say(&format!("bulk-wan · concurrency {c} · {} · repeat {k} of {peer_repeats}", peer.name()));
+                session.say(&format!("bulk-wan · concurrency {c} · {} · repeat {k} of {peer_repeats}", peer.name()));
                 let n = c.max(1).min(peer_keys.len());
                 let op = crate::peers::PeerOp::GetMany {
                     bucket: BUCKET.into(),
@@ -1320,18 +1310,15 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                         rec.figure("bytes")
                     ));
                 }
-                out.write(&rec, &ctx)?;
-                records.push(rec);
+                session.record(rec)?;
             }
         }
     }
     drop(rt);
     drop(server);
     let _ = std::fs::remove_file(&cert);
-    let report = render(size, p, opts, &records, &ctx);
-    // The peers' fork servers belong to this workload's servers (and namespace).
-    crate::peers::end_sessions();
-    Ok(Outcome { records, report, wall: started.elapsed() })
+    let report = render(size, p, opts, &session.records, &session.ctx);
+    Ok(session.finish(report))
 }
 
 /// The figures of a [`SAME_PULL_ROW`] record, named as a peer's: a whole run, so only

@@ -1209,14 +1209,7 @@ fn set_ceiling_shares(group: &mut [RunRecord]) {
 
 /// Runs `cli-transfer` and returns its records and report.
 pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outcome> {
-    let started = Instant::now();
-    let ctx = RunContext::detect(NAME);
-    let say = |s: &str| {
-        if opts.progress {
-            eprintln!("{s}");
-        }
-    };
-    let mut out = crate::record::JsonLines::open(opts.out.as_deref())?;
+    let mut session = crate::runner::Session::open(NAME, opts)?;
     let (tools, absent) = installed(&p.peers, &opts.server.program);
     let work = WorkDir(p.work_dir.join(format!("ferry-cli-transfer-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&work.0);
@@ -1226,12 +1219,12 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
 
     let mut sums = Vec::new();
     for (i, set) in p.sets.iter().enumerate() {
-        say(&format!("{NAME}: writing {} files of {} under {}", set.files, human(set.bytes), work.0.display()));
+        session.say(&format!("{NAME}: writing {} files of {} under {}", set.files, human(set.bytes), work.0.display()));
         sums.push(write_set(&work.0.join("src").join(set.name), set, i as u64)?);
     }
 
     let spec = ServerSpec { label: p.profile, profile: p.profile, extra_args: vec![], signed: true };
-    say(&format!("{NAME}: starting ferry serve --profile {} --memory", p.profile));
+    session.say(&format!("{NAME}: starting ferry serve --profile {} --memory", p.profile));
     // Started from this (the main) thread: PR_SET_PDEATHSIG follows the thread.
     let mut server = ServerProcess::start(&opts.server, &spec.args(), opts.server_lifetime, &opts.log_dir)
         .context("starting the server")?;
@@ -1252,7 +1245,12 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
         .build()?;
     rt.block_on(client.create_bucket(BUCKET)).context("creating the bench bucket")?;
     for set in &p.sets {
-        say(&format!("{NAME}: putting {} ({}) under data/{}/ with ferry-engine", set.label(), set.name, set.name));
+        session.say(&format!(
+            "{NAME}: putting {} ({}) under data/{}/ with ferry-engine",
+            set.label(),
+            set.name,
+            set.name
+        ));
         let dir = work.0.join("src").join(set.name);
         let names = set.names();
         let put = futures_util::stream::iter(names.iter())
@@ -1275,7 +1273,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     // Downloads' own filesystem (module note), dropped (unmounted) before `work`.
     let largest = p.sets.iter().map(|s| s.files as u64 * s.bytes).max().unwrap_or(0);
     let dest = DestFs::make(&work.0, largest + largest / 2 + (1 << 30));
-    say(&format!("{NAME}: {}", dest.describe()));
+    session.say(&format!("{NAME}: {}", dest.describe()));
     // The first large write onto the fresh filesystem is slow (module note); written once
     // here, untimed, the largest set does not slow the first download of repeat 1, which
     // the rotation always gives to the same tool (ferry).
@@ -1285,7 +1283,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
         std::fs::create_dir_all(&warm).with_context(|| format!("creating {}", warm.display()))?;
         write_ceiling(&warm, set, CEILING_THREADS)?;
         std::fs::remove_dir_all(&warm).with_context(|| format!("removing {}", warm.display()))?;
-        say(&format!(
+        session.say(&format!(
             "{NAME}: wrote {} once onto the download filesystem, untimed, in {:.1} s (module note)",
             set.label(),
             started.elapsed().as_secs_f64()
@@ -1297,7 +1295,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
         sync_filesystem(d)?;
     }
     let baseline = unflushed_bytes().unwrap_or(0);
-    say(&format!(
+    session.say(&format!(
         "{NAME}: unflushed page cache after setup {} MiB (each run starts within {} MiB of it, or after {:?})",
         baseline >> 20,
         SETTLE_SLACK >> 20,
@@ -1352,13 +1350,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     let downloaders: Vec<Installed> = tools.iter().cloned().chain(ceilings).collect();
     let server_json = json!({"label": spec.label, "args": spec.args(), "banner": server.banner});
     let repeats = p.repeats.max(1);
-    let mut records: Vec<RunRecord> = Vec::new();
     let mut commands: BTreeMap<String, String> = BTreeMap::new();
-    let mut write = |rec: RunRecord, records: &mut Vec<RunRecord>| -> Result<()> {
-        out.write(&rec, &ctx)?;
-        records.push(rec);
-        Ok(())
-    };
     for k in 1..=repeats {
         for (si, set) in p.sets.iter().enumerate() {
             for dir in [Direction::Upload, Direction::Download] {
@@ -1371,7 +1363,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                 };
                 for t in rotated(runners, k - 1) {
                     let label = row_label(dir, set, t.tool);
-                    say(&format!("{NAME} · {label} · repeat {k} of {repeats}"));
+                    session.say(&format!("{NAME} · {label} · repeat {k} of {repeats}"));
                     let mut rec = RunRecord {
                         workload: NAME.into(),
                         size: size.name().into(),
@@ -1499,7 +1491,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                 }
                 set_ceiling_shares(&mut group);
                 for rec in group {
-                    write(rec, &mut records)?;
+                    session.record(rec)?;
                 }
             }
         }
@@ -1519,15 +1511,15 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                     params: params.clone(),
                     ..RunRecord::default()
                 };
-                write(rec, &mut records)?;
+                session.record(rec)?;
             }
         }
     }
     drop(rt);
     drop(server);
     drop(dest);
-    let report = render(size, p, &records, &ctx, &commands);
-    Ok(Outcome { records, report, wall: started.elapsed() })
+    let report = render(size, p, &session.records, &session.ctx, &commands);
+    Ok(session.finish(report))
 }
 
 /// The report's line on one set's download ceilings: which of the two binds, by repeat,

@@ -100,6 +100,10 @@ pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
         v
     };
     match w.shape {
+        Shape::Own(table) => {
+            s.push_str(&table(w, records));
+            return s;
+        }
         Shape::Requests => {
             let _ = writeln!(s, "| mode | objects/s | p50 ms | p90 ms | p99 ms | TCP conns opened | requests resent | client CPU s | CPU s / 1k req | errors |");
             let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");

@@ -63,12 +63,56 @@ impl Server {
     }
 }
 
+/// What every run of a workload shares, whoever schedules its rows: the run's context
+/// (git, machine, run id: record.rs), the JSON lines file (each record appended and flushed
+/// at once), the progress line on stderr, and the records so far. [`run`] drives one for a
+/// [`Workload`]; bulk-wan and cli-transfer, whose rows are not the runner's tasks, drive
+/// theirs through the same calls.
+pub struct Session {
+    pub ctx: RunContext,
+    pub records: Vec<RunRecord>,
+    out: crate::record::JsonLines,
+    progress: Progress,
+    started: Instant,
+}
+
+impl Session {
+    pub fn open(name: &str, opts: &RunOptions) -> Result<Session> {
+        let started = Instant::now();
+        Ok(Session {
+            ctx: RunContext::detect(name),
+            records: Vec::new(),
+            out: crate::record::JsonLines::open(opts.out.as_deref())?,
+            progress: Progress::new(opts.progress),
+            started,
+        })
+    }
+
+    /// One progress line: rewritten in place on a terminal, one line each otherwise.
+    pub fn say(&self, line: &str) {
+        self.progress.line(line);
+    }
+
+    /// Appends `rec` to the JSON lines (flushed at once) and keeps it.
+    pub fn record(&mut self, rec: RunRecord) -> Result<()> {
+        self.out.write(&rec, &self.ctx)?;
+        self.records.push(rec);
+        Ok(())
+    }
+
+    /// Ends the run with its Markdown `report`. The peers' fork servers belong to this
+    /// workload's servers (and namespace), so they end here too.
+    pub fn finish(self, report: String) -> Outcome {
+        self.progress.done();
+        crate::peers::end_sessions();
+        Outcome { records: self.records, report, wall: self.started.elapsed() }
+    }
+}
+
 /// Runs `w` and returns its records and report.
 pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
-    let started = Instant::now();
-    let ctx = RunContext::detect(w.name);
-    let progress = Progress::new(opts.progress);
-    let mut out = crate::record::JsonLines::open(opts.out.as_deref())?;
+    let mut session = Session::open(w.name, opts)?;
+    let progress = session.progress;
 
     // Servers start from this (the main) thread: PR_SET_PDEATHSIG follows the thread.
     let mut servers = Vec::new();
@@ -128,7 +172,6 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
         prepared.push(key);
     }
 
-    let mut records = Vec::new();
     let mut schedule: Vec<(usize, &Variant)> = Vec::new();
     for k in 1..=w.repeats {
         schedule.extend(w.variants.iter().filter(|v| !v.once).map(|v| (k, v)));
@@ -263,16 +306,12 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
             rec.status = "failed".into();
             rec.error_samples.push(format!("{e:#}"));
         }
-        out.write(&rec, &ctx)?;
-        records.push(rec);
+        session.record(rec)?;
     }
-    progress.done();
     drop(rt);
     drop(servers);
-    let report = crate::report::render(w, &records, &ctx);
-    // The peers' fork servers belong to this workload's servers (and namespace).
-    crate::peers::end_sessions();
-    Ok(Outcome { records, report, wall: started.elapsed() })
+    let report = crate::report::render(w, &session.records, &session.ctx);
+    Ok(session.finish(report))
 }
 
 async fn put_all(client: &S3Client, setup: &crate::workload::PutSetup) -> Result<()> {
@@ -634,6 +673,7 @@ fn server_requests_into(rec: &mut RunRecord, server: &crate::peers::ServerCounte
 
 /// The live progress line on stderr: rewritten in place on a terminal, one line per run
 /// otherwise.
+#[derive(Clone, Copy)]
 struct Progress {
     enabled: bool,
     tty: bool,

@@ -160,12 +160,17 @@ pub enum Claim {
 }
 
 /// Which table shape the report uses.
+// PartialEq compares `Own` by address (see [`Workload`]).
+#[allow(unpredictable_function_pointer_comparisons)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Shape {
     Requests,
     Bytes,
     /// One row per variant, these columns (the newer workloads declare their own).
     Columns(&'static [Column]),
+    /// The workload's own table and lines after the heading (listing: two figures share a
+    /// cell); the report adds nothing after it.
+    Own(fn(&Workload, &[crate::record::RunRecord]) -> String),
 }
 
 /// One column of a [`Shape::Columns`] table: the median (min-max) of `figure` x `scale`,
