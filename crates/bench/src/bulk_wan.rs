@@ -24,121 +24,18 @@
 //!   the ceiling: plain TCP without TLS, the server sending as in a GET (without `-R`
 //!   iperf3 measured the other direction of the link).
 //!
-//! Why a warm-up: slow start to the bandwidth-delay product of 10 Gbit/s x 110 ms (137.5
-//! MB) takes ~13 round trips, 1.5 s, and the TLS and TCP handshakes 3 more: over a 3 s
-//! window counted from the start (what the first version did) most of the window was
-//! ramp-up, for iperf3 as for the clients, and the rows measured mostly how fast each
-//! ramps, on a machine whose 2 cores were busy. The figure of the table is now the
-//! steady state in the same window for every row; the figure from the first byte is kept
-//! beside it (`bytes_per_s_with_ramp`, iperf3's from its per-second intervals), since a
-//! real pull also pays its ramp.
+//! A cold row's warm-up ends when its receive rate stops growing ([`ramp_ended`]: sampled
+//! every 100 ms, under 15% growth over 300 ms, between 0.7 s and a 2 s cap), then its window
+//! is counted; iperf3's 100 ms intervals are cut by the same rule ([`measured_window`]).
+//! `--quick` keeps each ferry client warm across repeats ([`BulkWanParams::warm_clients`]),
+//! runs iperf3 once, longer, as the ceiling of every repeat ([`ceiling_for`]), and runs the
+//! peers once on a shorter pull of their own, held against ferry h1-pool on the same pull
+//! ([`SAME_PULL_ROW`]). Why each of these, what was tried instead, and the figures:
+//! docs/lab/bench-bulk-wan.md.
 //!
-//! What a row is held against: iperf3 runs one process per side, single-threaded (3.x),
-//! with one user-space copy per side; a ferry row adds TLS (AES-GCM on both sides) and
-//! HTTP. The delay line takes CPU for every byte on the same 2 cores (two copies, and the
-//! receiving kernel's TCP work, done inside its TUN writes), recorded as `link_cpu_s` for
-//! every row, iperf3's included. So on this machine the "ceiling" is what plain TCP gets
-//! through a CPU-bound link, not 10 Gbit/s; see ferry-link's delay.rs for the link's own
-//! figures. In one `--quick` run (transatlantic, load average ~12 from other builds):
-//! iperf3 -P 1 / 16 / 64 carried 530 / 478 / 353 MB/s in the counted window (267 / 369 /
-//! 279 MB/s with ramp), every ferry row and peer below it at every point; the delay line
-//! took 1.7 / 2.1 / 3.1 CPU-s in those 4 s runs, up to 0.8 of the 2 cores, and at 64
-//! streams its segments averaged 14 KiB instead of ~55 KiB for one stream. No drops at the
-//! TUN rings; 49 at the queue model for the one BBR stream's startup overshoot.
-//!
-//! `--quick` (under a minute; 58.7 and 58.9 s in two runs at load average 8-10, 83 s
-//! before at load 6-8): concurrency 16 only; h1-pool, h2, auto and `iperf3 -P 16` in 3
-//! interleaved repeats with a 1.5 s counted window; the four peers and ferry on their pull
-//! in the first repeat only. Where the time went before (one run, load 6-8, seconds):
-//! link, server and HEADs 1.2; cold ferry rows 4.1-4.4 each; warm rows 2.2-3.0, once 8.0
-//! (a drain stuck behind a loss recovery); iperf3 6.7 each (`-t 4`, plus its 16 streams
-//! connecting one after another, ~1.8 s, and the end-of-test exchange); peers 1.9-3.1
-//! each, 27 in all. What quick does to fit, and what each figure then means:
-//!
-//! - warm clients ([`BulkWanParams::warm_clients`]): each ferry client is built once. Its
-//!   repeat-1 row starts cold and runs the measured warm-up (handshakes, slow start: its
-//!   "with ramp" figure), then its window; its repeat-2 and -3 rows run on the same open
-//!   connections after 0.3 s. The server's namespace sets `tcp_slow_start_after_idle=0`,
-//!   so the congestion window survives the ~20 s a client waits while the other rows run
-//!   (Linux would otherwise restart it from 10 segments after one RTO of idleness). An
-//!   HTTP/1.1 row ends by reading its bodies in flight to their end, uncounted (a dropped
-//!   HTTP/1.1 body closes its connection), for at most [`BulkWanParams::drain_grace`]
-//!   (`drain_s` in the record); an h2 row (h2, and auto once it chose h2) drops them: a
-//!   dropped h2 body resets its stream and the connection stays (the transport's
-//!   contract), which saves the 0.3-1.5 s a drain cost each of those rows. A bulk pull of
-//!   the published kind runs for minutes on connections that stay open: its steady state
-//!   is what the counted window measures;
-//! - iperf3 runs `-t 4 -i 0.1` and the ferry rows' ramp rule ([`ramp_ended`]) is applied
-//!   to its 100 ms intervals ([`measured_window`]), after which its figure is the best
-//!   1.5 s of what is left (1.5-2.6 s): the same ramp rule and window length as a cold
-//!   ferry row, but the most of several windows where a ferry row has one, so a share of
-//!   it is a floor. Tried at e695ae3: `-t 3`, one window left after the ramp, exactly a
-//!   cold ferry row's measure, 1 s less a repeat; in one quick suite (load ~9) iperf3 then
-//!   read 415, 442 and 796 MB/s with 218k-784k retransmits and 5,000-11,500 drops at the
-//!   link's queue (16 streams overflowing it and recovering inside the window), beside
-//!   ferry's 640-934 MB/s: shares of 85-225%, a ceiling below the rows it bounds. So
-//!   the best window stays (lab8's reason, the same loss recoveries), and the claims line
-//!   says how often iperf3 still fell under a ferry row. Repeat 1 of a ferry row is
-//!   measured after its own cold ramp like iperf3; repeats 2-3 on kept connections (no
-//!   ramp at all); iperf3 cannot keep connections and stays cold;
-//! - iperf3 runs once, in the first repeat, for `-t 10` ([`BulkWanParams::iperf3_once`];
-//!   `-t 4` in each repeat until lab10, which still fell under a ferry row in 2 of 3
-//!   repeats of one suite), and every repeat's rows are held against it ([`ceiling_for`]).
-//!   What was tried, side by side across the link held up by `examples/hold.rs` (3
-//!   interleaved repeats each, load average 9-10, best 1.5 s window per run, MB/s):
-//!   `-P 16 -t 4` 866-972 (16 MiB queue) and 469-1220 (64 MiB); `-P 4` 857-1353 and
-//!   666-1179; `-P 8` 600-948 and 700-889; `-P 16 --fq-rate 400M` 989-1269 and 887-1166;
-//!   `-P 16 -t 10` 990-1339, with fq-rate 1198-1588. A 4x queue changed neither the
-//!   drops (47k beside 52k over the 12 runs of each) nor the spread: the drops come from
-//!   bursts the delay line reads at once after falling behind on 2 busy cores, larger
-//!   than any queue a router would have. Fewer streams are no steadier and no longer the
-//!   point's `-P 16`; pacing helped a little but caps the ceiling by a rate we choose. A
-//!   longer run helped most: the same losses, but more windows after them to find the
-//!   link's most. The lab cannot make plain TCP steady on this CPU-bound link; it can
-//!   give it time. The claims line still says when iperf3 fell under a ferry row;
-//! - the peers (boto3, awscrt, s5cmd, rclone), in the first repeat only (a repeat of all
-//!   four cost ~9-11 s, more than the three ferry rows), pull 16 whole objects of their
-//!   own, ~ Normal(8 MiB, 20%) instead of 32 MiB (a pull of ~1.5-3 s, about a window),
-//!   each in a process of its own whose clock starts at its first request. A pull that
-//!   short is mostly handshakes and slow start, so it is held against two references:
-//!   ferry h1-pool on the same pull ([`SAME_PULL_ROW`], just before them: a new client,
-//!   the same objects and concurrency, timed the same way: the like-for-like one), and
-//!   iperf3's first as many seconds of the same repeat (a floor: iperf3's clock starts
-//!   once its 16 streams are up). The server's counters around a peer run are read from
-//!   the server's namespace (across the link two scrapes cost ~0.7 s a row).
-//!
-//! Dropped from quick, with the measure each cut gives up: the points 1 and 64 (the
-//! one-stream and many-stream ends of the published shape: the full sweep has them),
-//! cold ferry rows in repeats 2-3 (a cold row pays ~2 s of ramp for 1.5 s counted), the
-//! peers' repeats 2-3 (their spread: one pair per peer against ferry's same pull), and
-//! 32 MiB objects for the peers.
-//!
-//! The full size keeps the cold rows (every row its own connections, fixed 3 s warm-up,
-//! 10 s window, iperf3 `-O 3 -t 10`) and the peers on the rows' objects. Before e5dba7e
-//! quick also ran concurrency 1 and each peer once per point (141 s on quiet cores); the
-//! one-stream view is the full sweep's first point. The warm-up rule: sampled every
-//! 100 ms, a cold row's warm-up ends when the receive rate over the last 300 ms grew less
-//! than 15% over the 300 ms before ([`ramp_ended`]; slow start multiplies it by ~6 in 300
-//! ms at 110 ms RTT), at 0.7 s at the earliest and at the 2 s cap at the latest. The
-//! warm-up each row ran is in its record (`omit_s`, `warmup_capped`, `warm_connections`)
-//! and the table. Under load the cap, not the rule, often sets it (the rate still grows by
-//! more than 15% per 300 ms at 2 s), so a cold row's window may hold some ramp (a floor).
-//! What it answers: h1 against h2 against plain TCP at 16 streams over the same link, each
-//! in its steady state, and the peers' short pulls against ferry's on the same pull and
-//! iperf3's over the same time; the full sweep (1-256, 10 s windows) is the published shape.
-//!
-//! A ferry row that receives nothing in its counted window is an error row, never a
-//! 0 MB/s figure: its error sample gives the requests sent, connections, when the first
-//! body byte came (`first_body_byte_s`, also in every record) and the bytes of the
-//! warm-up. Once, under load, h2 at 64 streams received 0 bytes in 2 s + 2 s with 16
-//! connections and 64 requests sent. Not reproduced in 6 more runs at 64 streams (3 at
-//! load average ~9, 3 beside two busy loops at ~13: h2 52-194 MB/s), but those runs
-//! show where it would come from: h2's first body byte came 1.1-1.5 s after the start
-//! (first-byte p50 0.5-1.2 s) against h1-pool's 0.5 s, so a run whose heads are delayed
-//! past 4 s by CPU starvation has nothing in its window. Why h2's heads come later at 64
-//! streams over 16 connections (4 streams per connection, a response head queued in
-//! the server's TCP send buffer behind other streams' DATA during slow start is one
-//! candidate) is for the wire crate to find.
+//! A ferry row that receives nothing in its counted window is an error row, never a 0 MB/s
+//! figure; its error sample says where its time went (requests sent, connections, first body
+//! byte).
 //!
 //! Per-connection throughput is the aggregate over `connections_opened` (iperf3: over N;
 //! a peer: over the connections the server counted during its run, from its whole-run
@@ -148,9 +45,9 @@
 //!
 //! Records: `params.concurrency`, `params.link`, `figures.bytes_per_s` and
 //! `figures.bytes_per_s_per_connection`; iperf3 records have mode "iperf3" (the plot of
-//! throughput vs concurrency reads these). Like listing.rs, this workload has its own
-//! small runner (time-bounded workers, a concurrency axis), reusing the server guard,
-//! record schema, spread math and rusage of the generic one.
+//! throughput vs concurrency reads these). Its schedule (concurrency points one after
+//! another, time-bounded workers, clients kept across repeats) is its own; the JSON lines,
+//! the progress line and the outcome go through the runner's [`crate::runner::Session`].
 
 use crate::options::{Outcome, RunOptions};
 use crate::process::{self, ServerProcess};
@@ -177,9 +74,11 @@ pub const BUCKET: &str = "synthetic";
 /// Warm-up of a `--quick` run. One stream from an initial window of 10 segments reaches
 /// the transatlantic bandwidth-delay product (137.5 MB) in log2(137.5 MB / 14.5 kB) = 13
 /// round trips, 1.45 s at 110 ms, after 3 round trips of TCP + TLS 1.3 handshake and the
-/// first request: 1.8 s. Many streams ramp up together and get there sooner.
+/// first request: 1.8 s. Many streams ramp up together and get there sooner
+/// (`ferry bench link-check --link transatlantic` measures the link it assumes).
 pub const QUICK_OMIT_SECONDS: u32 = 2;
-/// Counted window of a `--quick` run: 1.5 s, ~14 round trips at 110 ms.
+/// Counted window of a `--quick` run: 1.5 s, ~14 round trips at 110 ms, the longest that
+/// kept the workload near its minute (docs/lab/bench-bulk-wan.md).
 pub const QUICK_WINDOW_SECONDS: f64 = 1.5;
 /// Idle time-out of a warm client's connections: longer than a round of every other row.
 const WARM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -257,18 +156,16 @@ pub const PEERS: [crate::peers::Peer; 4] =
 impl BulkWanParams {
     pub fn new(size: Size) -> BulkWanParams {
         match size {
-            // --quick: 16 streams (the claim's point) x (3 clients + iperf3) x 3 repeats,
-            // the peers and ferry on their pull once: ~59 s at load average 8-10 (every
-            // peer in every repeat, iperf3 -t 4 and h2 rows draining: 81-97 s; with the
-            // points 1 and 16: 141 s on quiet cores); see the module doc for what each cut
-            // keeps.
+            // --quick: 16 streams (the claim's point) x (3 clients + iperf3) x 3 repeats, the
+            // peers and ferry on their pull once: about a minute (docs/lab/bench-quick-sizes.md and
+            // docs/lab/bench-bulk-wan.md say what each cut keeps; `ferry bench bulk-wan --quick`).
             Size::Quick => BulkWanParams {
                 mean_bytes: 32 << 20,
                 sd_fraction: 0.2,
                 seed: 1,
                 // Keys are reused round-robin (a row moves up to ~1.5 GB, ~45 objects): 24
-                // keep the HEAD warm-up short (the server computes each synthetic key's
-                // CRC, 6.6 s for 56 keys at load average 11).
+                // keep the HEAD warm-up short (the server computes each synthetic key's CRC
+                // on first access; docs/lab/bench-quick-sizes.md).
                 objects: 24,
                 concurrency: vec![16],
                 run_seconds: QUICK_WINDOW_SECONDS,
@@ -283,15 +180,10 @@ impl BulkWanParams {
                 warm_omit: Duration::from_millis(300),
                 peer_mean_bytes: 8 << 20,
                 iperf3_warmup: Warmup::Measured,
-                // One run of 10 s in repeat 1 (until lab10: -t 4 in each repeat). In 4 s a
-                // run of 16 streams spends ~1.5 s in slow start and the rest recovering
-                // from the losses its overshoot causes at the CPU-bound link (5,000-11,000
-                // drops at the link's queue a run), so its best 1.5 s window varied 470-1350
-                // MB/s and fell under a ferry row in 2 of 3 repeats of one quick suite.
-                // Side by side across the link (examples/hold.rs, 3 interleaved repeats,
-                // load average 9-10): -t 4 best windows 866-972 and 469-1220 MB/s
-                // (16 and 64 MiB queues), -t 10 990-1339; ferry's rows 527-632 (h1-pool
-                // 573-735) in a quick run at load 7-8.
+                // One run of 10 s in repeat 1: in 4 s, 16 streams spend most of the run in
+                // slow start and loss recovery at the CPU-bound link, and the best window fell
+                // under a ferry row; 10 s gives it windows after the losses (docs/lab/bench-quick-sizes.md;
+                // `ferry bench bulk-wan --quick` re-measures it).
                 iperf3_seconds: 10,
                 iperf3_once: true,
                 same_pull: true,
@@ -345,7 +237,9 @@ pub const RAMP_MIN: Duration = Duration::from_millis(700);
 /// rate by ~6; a ramp still on its way grows far more than [`RAMP_GROWTH`].
 const RAMP_SPAN: usize = 3;
 /// The rate has stopped growing when the last span's is at most this factor of the span
-/// before (10-15% is the step-to-step noise of the CPU-bound link seen here).
+/// before (10-15% is the step-to-step noise of the CPU-bound link seen here; each row's
+/// `omit_s` and `warmup_capped` in the JSON lines of `ferry bench bulk-wan --quick` show
+/// where the rule ended the warm-up).
 const RAMP_GROWTH: f64 = 1.15;
 
 /// Whether a pull's ramp-up is over, from its cumulative bytes sampled every

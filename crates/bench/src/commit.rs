@@ -88,12 +88,10 @@ pub const DELETE_PREFIX: &str = "commit/old/";
 impl CommitParams {
     pub fn new(size: Size) -> CommitParams {
         let (files, deletes) = match size {
-            // Quick: 32 files, 2 rounds of the 16 in flight (at 100 a commit-phase run took
-            // ~8 s and the workload 84-160 s under load; at 48, 38 s quiet and 70 s at
-            // load average 9.5; each run's commit phase is the same in both rows, so more
-            // rounds add time, not contrast). The clean keeps the full 5,000 deletes: 5
-            // DeleteObjects batches, where serial and parallel batches differ (with 2,000,
-            // lab7's quick size, 2 batches: 1.0x). Deleting is cheap for the server's
+            // Quick: 32 files, 2 rounds of the 16 in flight (the commit phase is the same code
+            // in both rows, so more rounds add time, not contrast). The clean keeps the full
+            // 5,000 deletes: 5 DeleteObjects batches, where serial and parallel batches
+            // differ (docs/lab/bench-quick-sizes.md; `ferry bench commit --quick`). Deleting is cheap for the server's
             // memory backend; re-creating the 5,000 objects before each run is the cost,
             // untimed, on a setup client of `put_concurrency` connections.
             Size::Quick => (32, 5_000),

@@ -2,13 +2,10 @@
 //! one is read saved ~30% of a scan's time, since opening costs >= 50 ms).
 //!
 //! One consumer reads N objects of 640 KiB (655,360 bytes) in order, each to its end, the
-//! way a query engine scans the files of a table: full 80,000, quick 64 (LAB.md's quick
-//! 4,000 at ~37 ms each is ~2.5 minutes per run; at 300 the workload took 138 s in `ferry
-//! bench all --quick` under a load average of 10, at 150 with each peer row run once 50 s;
-//! the peers now repeat 3 times like ferry's rows, ~2.5 s a run each at 64). 64 still
-//! answers the claim: the saving is per object (the first byte hidden behind the previous
-//! object's body), so the on-demand/open-ahead ratio does not depend on N once the
-//! 8-object window has filled, 8 times over here. The objects come from the server's synthetic bucket
+//! way a query engine scans the files of a table: full 80,000, quick 64. 64 still answers
+//! the claim: the saving is per object (the first byte hidden behind the previous object's
+//! body), so the on-demand/open-ahead ratio does not depend on N once the window has filled.
+//! The objects come from the server's synthetic bucket
 //! (`synthetic/open-ahead/size=655360/part-NNNNNN.parquet`: nothing to PUT), `s3` profile:
 //! 30 ms first byte, then 640 KiB at 90 MB/s = ~7 ms of body.
 //!
@@ -35,34 +32,14 @@
 //!   had before it grew with stalls (engine's openahead.rs, "The window follows the
 //!   first-byte tail"), so what the growing window adds is measured in the same run.
 //!
-//! Measured with the window growing by the places a stall showed it short (engine's
-//! openahead.rs; `ferry bench open-ahead --quick --peers none --repeats 3`, 3 runs
-//! alternated with 3 of the one-place-per-stall rule below, load 3.9-6.2): open-ahead
-//! 0.31 s by median over 9 repeats, its window at the cap of 32 in all 9; open-ahead /
-//! bound 0.65 (0.55-1.11), under the bound (up to 32 bodies stream at once, the bound
-//! reads one at a time), the fixed window 1.19 (1.05-1.25); open-ahead / on demand 0.10
-//! (0.07-0.16). The one-place-per-stall rule in the same runs: 0.48 s, window 16-20,
-//! open-ahead / bound 0.96 (0.78-1.49).
-//!
-//! Before that (`ferry bench open-ahead --quick --peers none --repeats 7`, load average
-//! 5-6), wall time medians (min-max): on demand 2.78 s (2.56-3.53), open-ahead 0.47
-//! (0.36-0.70) with its window at 17 (16-22), the window fixed at 8 0.62 (0.54-0.76), the
-//! bandwidth bound 0.47 (0.47-0.57). Paired by repeat, open-ahead / bound 1.01
-//! (0.76-1.43), within issue 5's 10% at the median; the fixed window 1.33 (0.99-1.62).
-//! 64 objects are over in half a second, so one stalled repeat moves the spread, and the
-//! window has grown only to 16-22 by the end (each early stall costs the consumer a whole
-//! first byte before the window catches up): in `scripts/bench.sh`'s run at 246020c (3
-//! repeats, peers beside) open-ahead / bound was 1.24 (0.83-1.52) and the fixed window
-//! 1.22 (1.12-1.26), no gain at this size. At 400 objects (engine's sched_figures) the
-//! window reaches 32 and the gain is clear (1.6-2.8 s against 3.1-4.9 s); the full
-//! 80,000 was not run (~50 minutes on demand).
-//!
 //! All rows use an h1-pool of 50 connections, the client's default: enough for the
 //! open-ahead window at its largest (32 + the object being read), and the on-demand
-//! reader only ever uses one. (Until the window grew it was 16, for 8 + 1.)
+//! reader only ever uses one.
 //!
 //! Synthetic CRCs are computed by the server on a key's first access (0.2 ms for 640 KiB,
 //! well under the 30 ms first byte), so nothing is warmed.
+//!
+//! How the quick size was chosen and what the window measured: docs/lab/bench-open-ahead.md.
 
 use crate::measure::{get_drain, set_percentiles, Errors, Meter};
 use crate::record::RunRecord;

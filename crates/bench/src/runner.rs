@@ -10,6 +10,9 @@
 //! records ─► report.rs: Markdown table of medians (min-max) and the claims
 //! ```
 //!
+//! What every workload's run shares, whoever schedules its rows (JSON lines, progress,
+//! records, the outcome), is a [`Session`]; bulk-wan and cli-transfer drive one themselves.
+//!
 //! Every run builds a fresh client, so "connections opened" counts what one run needed,
 //! and measures client CPU as the difference of getrusage(RUSAGE_SELF) around it (the
 //! runtime's threads are idle between runs; the servers are other processes).

@@ -32,9 +32,8 @@ pub struct SmallObjectsParams {
     /// CLI's `--peers` fills it).
     pub peers: Vec<crate::peers::Peer>,
     /// How many of the objects each peer row GETs (the first ones; at most `objects`).
-    /// Quick: 256, 8 rounds of 32 in flight, so a peer's objects/s is past its first
-    /// round (boto3 ~1 s a run at ~270 objects/s); at 2,000 boto3 and s5cmd took 11-17 s a
-    /// run each, at 400 the peers were ~30 of the workload's 64 s. Full: all of them.
+    /// Quick: 256, 8 rounds of 32 in flight, so a peer's objects/s is past its first round
+    /// (docs/lab/bench-quick-sizes.md; `ferry bench small-objects --quick`). Full: all of them.
     pub peer_objects: usize,
     /// Ceiling rows (ceilings.rs): h2load and wrk against an anonymous twin of the s3
     /// server, and the C/L bound with C = `connections`.
@@ -44,9 +43,8 @@ pub struct SmallObjectsParams {
 impl SmallObjectsParams {
     pub fn new(size: Size) -> SmallObjectsParams {
         SmallObjectsParams {
-            // Quick: 1,000 (2,000 until e5dba7e): h1-pool, the slowest ferry row, still runs
-            // ~1.3 s a repeat (40 rounds of its 32 connections at ~33 ms), well past its
-            // ramp; at 2,000 the workload took 64 s with peers at 3 repeats.
+            // Quick: 1,000, where h1-pool (the slowest row) still runs ~1.3 s a repeat, past its
+            // ramp (docs/lab/bench-quick-sizes.md; `ferry bench small-objects --quick` re-measures it).
             objects: match size {
                 Size::Quick => 1_000,
                 Size::Full => 10_000,
@@ -195,9 +193,8 @@ fn small_objects_ceilings(size: Size, p: &SmallObjectsParams, setup: &PutSetup) 
         connections: p.connections,
         streams: p.pipeline_depth,
         requests: p.objects,
-        // Quick: wrk runs for 1 s (3 until e5dba7e: 9 s of the workload): ~800
-        // requests at the s3 profile's 30 ms over 32 connections, a steady rate after the
-        // first round.
+        // Quick: wrk runs for 1 s, ~800 requests at the s3 profile's 30 ms over 32
+        // connections, a steady rate after the first round (docs/lab/bench-quick-sizes.md).
         seconds: match size {
             Size::Quick => 1,
             Size::Full => 10,

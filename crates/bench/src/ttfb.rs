@@ -68,14 +68,10 @@ pub const PEER_PROFILE: &str = "s3";
 impl TtfbParams {
     pub fn new(size: Size) -> TtfbParams {
         match size {
-            // Quick: 12 probes (p50 is the claim's figure), 4 GETs at 3 of the 5 sizes (16
-            // KiB, 1 MiB, 32 MiB: the small, middle and large ends of the figure; 32 MiB
-            // is the claim's) and 4 PUTs at 1 MiB (the profiles pace responses, not
-            // uploads: PUT 32 MiB read ~100-140 MB/s on every profile, and its rows were
-            // 1-2 s each here); the peer rows in every repeat. With all 5 sizes both ways,
-            // 20 probes and the peers run once it took 72 s (33 peer rows each paying
-            // Python's start-up); with the peers repeated, 3 sizes both ways and 20
-            // probes, 90 s at load average 13; with PUT at 32 MiB only, 81 s at 10.
+            // Quick: 12 probes (p50 is the claim's figure), 4 GETs at the small, middle and
+            // large ends (32 MiB is the claim's) and 4 PUTs at 1 MiB (the profiles pace
+            // responses, not uploads); the peer rows in every repeat. Larger quick sizes
+            // took 72-90 s (docs/lab/bench-quick-sizes.md; `ferry bench ttfb-throughput --quick`).
             Size::Quick => TtfbParams {
                 probes: 12,
                 sizes: quick_sizes(),

@@ -60,8 +60,8 @@ impl VectoredParams {
     /// Full: the published 2,000 ranges in 256 MiB. Quick: 1,000 ranges in 128 MiB, the
     /// same density (one range per 128 KiB slot), so coalescing meets the same gaps and
     /// over-reads the same share; half the GETs keep the peer rows (boto3's 2,000 GETs:
-    /// ~6 s a run, s3fs ~4 s) in the minute at 3 repeats. Until e5dba7e quick was the full
-    /// size with each peer row run once.
+    /// ~6 s a run, s3fs ~4 s) in the minute at 3 repeats (docs/lab/bench-quick-sizes.md; `ferry bench vectored
+    /// --quick`).
     pub fn new(size: Size) -> VectoredParams {
         let (ranges, object_bytes) = match size {
             Size::Quick => (1_000, 128 << 20),

@@ -1,12 +1,15 @@
 //! Workloads as data: what servers to start, what to put in them first, which client
-//! variants to run, how many times, and which published claim the result is held against.
-//! The runner (runner.rs) knows how to execute each [`Task`]; a workload only declares.
+//! variants to run, how many times, how the table looks and which claim it is held
+//! against. The runner (runner.rs) knows how to execute each [`Task`]; a workload only
+//! declares. [`WorkloadDef`] is a workload as the suite's table holds it: its name, sizes,
+//! peers, run and claim.
 //!
-//! Adding a workload of LAB.md section 4 means writing one constructor here (and, when it
-//! needs a new kind of step, one [`Task`] arm in the runner). A workload of scenario rows
-//! (scenario.rs) starts from [`Workload::scenario`] and its servers from
-//! [`ServerSpec::profile`] / [`ServerSpec::s3_h2`]; its table ends with the shared
-//! [`Column::CONNECTIONS_OPENED`], [`Column::CLIENT_CPU`] and [`Column::ERRORS`].
+//! Adding a workload of LAB.md section 4 means one file: its parameters, a constructor of a
+//! [`Workload`] (when it needs its own step, a [`crate::scenario::Scenario`] type), its claim,
+//! its `WORKLOAD` value; then one line in suite.rs. A workload of scenario rows starts from
+//! [`Workload::scenario`] and its servers from [`ServerSpec::profile`] /
+//! [`ServerSpec::s3_h2`]; its table ends with the shared [`Column::CONNECTIONS_OPENED`],
+//! [`Column::CLIENT_CPU`] and [`Column::ERRORS`]. This module names no workload.
 
 use ferry_store::Mode;
 use serde_json::{Map, Value};
