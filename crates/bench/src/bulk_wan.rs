@@ -1788,4 +1788,54 @@ mod tests {
         let falling = [0, 8000, 16000, 24000, 32000, 36000, 40000, 44000];
         assert!(ramp_ended(&falling));
     }
+
+    fn claim_rec(variant: &str, repeat: usize, figure: &str, v: f64) -> RunRecord {
+        let mut r = RunRecord { variant: variant.into(), repeat, status: "ok".into(), ..RunRecord::default() };
+        r.set(figure, v);
+        r
+    }
+
+    #[test]
+    fn bulk_wan_shares_are_paired_by_repeat_at_the_top_point() {
+        let mut rs = Vec::new();
+        // iperf3 1000 then 500 MB/s; h1-pool 600 then 400; h2 300 then 300.
+        for (k, i3, h1, h2) in [(1, 1000e6, 600e6, 300e6), (2, 500e6, 400e6, 300e6)] {
+            for (variant, mode, v) in [("iperf3 -P 16", "iperf3", i3), ("h1-pool", "h1-pool", h1), ("h2", "h2", h2)] {
+                let mut r = claim_rec(variant, k, "bytes_per_s", v);
+                r.mode = mode.into();
+                r.params.insert("concurrency".into(), serde_json::json!(16));
+                r.params.insert("link".into(), serde_json::json!("transatlantic"));
+                rs.push(r);
+            }
+        }
+        let h = claim(&rs);
+        assert_eq!(h.verdict, "baseline only");
+        // Paired: 60% and 80% (median 70%), not 500 / 750 of the medians (67%).
+        assert!(h.measured.contains("h1-pool 70% (60-80)"), "{}", h.measured);
+        assert!(h.measured.contains("h2 45% (30-60)"), "{}", h.measured);
+        assert!(h.measured.contains("h2 / h1-pool 0.62x (0.50-0.75)"), "{}", h.measured);
+        assert!(h.measured.contains("at 16 streams") && h.measured.contains("link transatlantic"), "{}", h.measured);
+        assert!(!h.measured.contains("iperf3 under a ferry row"), "{}", h.measured);
+        assert_eq!(claim(&[]).verdict, "baseline only");
+        // Repeat 2's iperf3 below h1-pool: said, with the count.
+        let i3 = rs.iter_mut().find(|r| r.variant == "iperf3 -P 16" && r.repeat == 2).unwrap();
+        i3.set("bytes_per_s", 350e6);
+        let h = claim(&rs);
+        assert!(h.measured.contains("iperf3 under a ferry row in 1 of 2 repeats"), "{}", h.measured);
+        // iperf3 run once (quick): every repeat's rows held against that one run.
+        rs.retain(|r| !(r.variant == "iperf3 -P 16" && r.repeat == 2));
+        for r in rs.iter_mut() {
+            r.repeats = 2;
+        }
+        let h = claim(&rs);
+        // h1-pool 600 and 400 over 1000: 60% and 40%; h2 300 twice: 30%.
+        assert!(h.measured.contains("h1-pool 50% (40-60)"), "{}", h.measured);
+        assert!(h.measured.contains("h2 30% (30-30)"), "{}", h.measured);
+        assert!(
+            h.measured.contains("(run once, the first repeat; every repeat held against it) (1000 MB/s"),
+            "{}",
+            h.measured
+        );
+        assert!(!h.measured.contains("iperf3 under a ferry row"), "{}", h.measured);
+    }
 }

@@ -1257,4 +1257,66 @@ mod tests {
         // Unloaded rows are not held against the loaded pool.
         assert_eq!(cells("h1-pool · unloaded")[p50], "-");
     }
+
+    fn claim_rec(variant: &str, repeat: usize, figure: &str, v: f64) -> RunRecord {
+        let mut r = RunRecord { variant: variant.into(), repeat, status: "ok".into(), ..RunRecord::default() };
+        r.set(figure, v);
+        r
+    }
+
+    #[test]
+    fn mixed_hol_prints_auto_against_the_loaded_pool() {
+        let mut rs = Vec::new();
+        for k in 1..=2 {
+            let (pool, auto) = (20.0 * k as f64, 2.0 * k as f64);
+            for (row, p50) in [
+                ("h1-pool · unloaded", 10.0),
+                ("h1-pool · loaded", pool),
+                ("auto · unloaded", 1.0),
+                ("auto · loaded", auto),
+            ] {
+                let mut r = claim_rec(row, k, "small_latency_p50_ms", p50);
+                r.set("small_latency_p99_ms", 2.0 * p50);
+                if row.ends_with(" · loaded") {
+                    r.set("large_done_over_alone", if row.starts_with("auto") { 1.0 + 0.02 * k as f64 } else { 1.5 });
+                }
+                rs.push(r);
+            }
+        }
+        let h = claim(&rs);
+        // auto is a tenth of the pool in both repeats: 0.10x, 10x better.
+        assert!(
+            h.measured.contains(
+                "auto loaded / h1-pool loaded (same repeat), p50 / p99: 0.10x / 0.10x (10.0x / 10.0x better)"
+            ),
+            "{}",
+            h.measured
+        );
+        // Large objects done against the same load alone: auto's spread, the pool's beside it.
+        assert!(
+            h.measured.contains("large objects done / alone (goal <= 1.10): auto 1.03x (1.02-1.04), h1-pool 1.50x"),
+            "{}",
+            h.measured
+        );
+        // No link, no link clause.
+        assert!(!h.measured.contains("link-limited"), "{}", h.measured);
+        // On a link: done / link-limited and the connections held, auto's beside the pool's.
+        let mut linked = rs.clone();
+        for r in linked.iter_mut().filter(|r| r.variant.ends_with(" · loaded")) {
+            let auto = r.variant.starts_with("auto");
+            r.set("large_done_over_link", if auto { 1.07 } else { 1.02 });
+            r.set("connections_open_mean_window", if auto { 19.4 } else { 50.0 });
+        }
+        let h = claim(&linked);
+        assert!(h.measured.contains("large done / link-limited (goal <= 1.10): auto 1.07x, h1-pool 1.02x; connections held while the smalls ran: auto 19, h1-pool 50"), "{}", h.measured);
+        // Without auto's loaded rows (a cap map), no such clauses and no empty segment.
+        rs.retain(|r| !r.variant.starts_with("auto · "));
+        let h = claim(&rs);
+        assert!(!h.measured.contains("auto loaded /"));
+        assert!(
+            !h.measured.contains(";  ") && !h.measured.contains("; ;") && !h.measured.ends_with("; "),
+            "{}",
+            h.measured
+        );
+    }
 }

@@ -392,4 +392,35 @@ mod tests {
         assert!(w.variants[4..].iter().all(|v| matches!(&v.task, Task::Peer { op: crate::peers::PeerOp::ReadInOrder { keys, object_size, .. }, .. } if keys.len() == 64 && *object_size == 640 * 1024)));
         assert!(w.variants.iter().all(|v| !v.once), "peer rows repeat like ferry's");
     }
+
+    fn claim_rec(variant: &str, repeat: usize, figure: &str, v: f64) -> RunRecord {
+        let mut r = RunRecord { variant: variant.into(), repeat, status: "ok".into(), ..RunRecord::default() };
+        r.set(figure, v);
+        r
+    }
+
+    #[test]
+    fn open_ahead_is_held_against_its_bandwidth_bound_by_repeat() {
+        let mut rs = Vec::new();
+        // open-ahead / bound by repeat: 1.10, 1.05, 1.02.
+        for (k, naive, ahead, bound) in [(1, 2.2, 0.55, 0.50), (2, 2.4, 0.63, 0.60), (3, 2.3, 0.51, 0.50)] {
+            rs.push(claim_rec(NAIVE_ROW, k, "wall_s", naive));
+            rs.push(claim_rec(OPEN_AHEAD_ROW, k, "wall_s", ahead));
+            rs.push(claim_rec(BOUND_ROW, k, "wall_s", bound));
+        }
+        let h = claim(&rs);
+        assert!(h.measured.contains("open-ahead / bandwidth bound (no first byte) 1.05 (1.02-1.10)"), "{}", h.measured);
+        assert!(!h.measured.contains("window fixed"), "{}", h.measured);
+        // The fixed window's row, paired with the bound the same way: 1.30, 1.25, 1.20.
+        for (k, fixed) in [(1, 0.65), (2, 0.75), (3, 0.60)] {
+            rs.push(claim_rec(FIXED_ROW, k, "wall_s", fixed));
+        }
+        let h = claim(&rs);
+        assert!(h.measured.contains("open-ahead / bandwidth bound (no first byte) 1.05 (1.02-1.10), with the window fixed at 8 1.25 (1.20-1.30)"), "{}", h.measured);
+        // Without the bound's rows the line says nothing of it.
+        let h = claim(&rs.iter().filter(|r| r.variant != BOUND_ROW).cloned().collect::<Vec<_>>());
+        assert!(!h.measured.contains("window fixed"), "{}", h.measured);
+        assert!(!h.measured.contains("bandwidth bound"), "{}", h.measured);
+        assert!(h.measured.contains("open-ahead / on demand wall time"), "{}", h.measured);
+    }
 }

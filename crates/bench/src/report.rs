@@ -71,8 +71,8 @@ fn ratios(records: &[RunRecord], num: &str, den: &str, figure: &str) -> Vec<f64>
 }
 
 /// The first lines of every workload's report: `## ferry bench NAME (size, N repeats,
-/// interleaved EXTRA)`, then git, machine and run id. Workloads with their own runner
-/// (listing, bulk-wan, cli-transfer) write their parameters' line after it.
+/// interleaved EXTRA)`, then git, machine and run id. Workloads with their own table or
+/// schedule (listing, bulk-wan, cli-transfer) write their parameters' line after it.
 pub fn heading(s: &mut String, name: &str, size: crate::workload::Size, repeats: usize, extra: &str, ctx: &RunContext) {
     let _ = writeln!(
         s,

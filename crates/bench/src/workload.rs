@@ -239,9 +239,9 @@ pub struct Workload {
 
 impl Workload {
     /// A workload of scenario rows (scenario.rs) reported in `columns`: no shared setup
-    /// (each scenario sets itself up), nothing to warm, no generic claim (claims.rs holds
-    /// its headline), `params` (a JSON object) written into every record. Notes follow
-    /// with struct-update syntax.
+    /// (each scenario sets itself up), nothing to warm, no generic claim and no headline
+    /// (the workload sets `headline: Some(claim)`), `params` (a JSON object) written into
+    /// every record. Notes and the headline follow with struct-update syntax.
     pub fn scenario(
         name: &'static str,
         size: Size,
