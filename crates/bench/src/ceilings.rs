@@ -22,8 +22,8 @@
 //! `requests: ...`, wrk's `Requests/sec:` and `--latency` distribution); the raw
 //! command is kept in the record's note so a figure can be reproduced by hand.
 
+use crate::measure::{get_drain, set_percentiles, Errors, Meter};
 use crate::record::RunRecord;
-use crate::scenario::{get_drain, set_percentiles, Errors, Meter};
 use anyhow::Result;
 use ferry_store::{GetParams, ObjectRef, S3Client};
 use serde_json::{json, Map, Value};
@@ -274,6 +274,11 @@ impl LatencyBoundRun {
         "nothing (the workload's objects)".into()
     }
 
+    /// Nothing to prepare: the bound probes the workload's own objects.
+    pub async fn setup(&self, _c: &S3Client) -> Result<()> {
+        Ok(())
+    }
+
     pub fn params(&self) -> Map<String, Value> {
         let v = json!({"bound": "concurrency / median first byte", "bound_concurrency": self.concurrency, "bound_probes": self.probes});
         v.as_object().cloned().unwrap_or_default()
@@ -303,6 +308,8 @@ impl LatencyBoundRun {
         Ok(())
     }
 }
+
+crate::impl_scenario!(LatencyBoundRun);
 
 /// Requests per second that `concurrency` slots each held `latency_s` can finish.
 pub fn bound(concurrency: usize, latency_s: f64) -> f64 {

@@ -31,126 +31,29 @@
 //! Downloads land on a disk (not tmpfs), so a tool that fsyncs pays for it here (ferry
 //! only with `--fsync`, which this bench does not pass: engine's download.rs).
 //!
-//! The destination filesystem. As root the bench makes the downloads a filesystem of their
-//! own: an ext4 image in the work directory (mkfs defaults, so with a journal; inode
-//! tables initialised at mkfs), attached to a loop device with direct I/O (one page cache,
-//! not two) and mounted without `discard`; unmounted and removed at the end. Why: this
-//! machine's root filesystem is ext4 *without a journal* (no /proc/fs/jbd2 entry for vda),
-//! and there ext4 will not hand out an inode freed in the last 30-35 s while another is
-//! free (`recently_deleted()` in fs/ext4/ialloc.c, no-journal only): each file created
-//! walks the group's bitmap past every recently deleted inode, probing the buffer cache
-//! for each. After one tool's 10,000-file copy was deleted, the next tool's 10,000 creates
-//! cost seconds of kernel CPU in the tool itself: ferry 1.4 s wall / 1.8 s CPU first in
-//! its repeat, 6.6 s / 11 s after another tool (full run at 13141bd; s5cmd and rclone the
-//! same). Between ext4_request_inode and the inode's journal start (ftrace events) the
-//! median create took 0.7 ms after a delete, 0.2 ms otherwise; 10,000 creates of 16 KiB
-//! in one thread, on a fresh loop ext4: 1.5-6.5 s system CPU without a journal (right
-//! after a delete, and some runs 40 s later), 0.32-0.34 s with one whatever came before;
-//! ferry's download on the journaled one 1.4-2.3 s wall whatever came before, with or
-//! without `discard`. Waiting out the window (35 s before each small download) would
-//! not do (a create 40 s after a delete still measured 4.2 s), and most users' ext4 has a
-//! journal: the journaled image models "one copy on a machine not still cleaning up the
-//! last one", and keeps other processes' deletes on / out of the runs. Without root (or
-//! without mkfs.ext4, losetup or mount) the downloads go to the work directory as before;
-//! the report and every record say which (`download_fs`, `download_fs_ext4_journal`).
-//! On the journaled image the order stopped deciding the row: full run at 1789de7 (load
-//! 6-9), ferry's 10,000 x 16 KiB download took 1.94-2.07 CPU-s and 1.35-1.59 s whether
-//! it ran first, second or third in its repeat (s5cmd 4.13-4.80, rclone 3.35-4.26 CPU-s).
+//! Downloads land on a journaled ext4 image of their own when the bench runs as root (this
+//! machine's root filesystem has no journal, where ext4 is slow to reuse inodes freed in the
+//! last ~30 s, so one tool's deletes made the next tool's creates cost seconds); else in the
+//! work directory. Every record says which (`download_fs`, `download_fs_ext4_journal`).
 //!
-//! Each run is timed on a machine that is not still flushing an earlier one: the user
-//! this models runs one copy at a time, not the fourth 4 GiB download in two minutes. A
-//! download ends with its bytes in the page cache, mostly dirty (4 GiB is near this
-//! machine's `dirty_ratio`); left alone, the next tool's run would share the disk with
-//! that writeback and be throttled by `balance_dirty_pages` for it, so whichever tool
-//! ran second paid for the first (last session: one collapsed repeat for every tool, 335
-//! to 572 MB/s beside 700 to 1,050). So between runs, untimed: the copy is removed, the
-//! work directory's filesystem is flushed (syncfs(2)), and the bench waits until
-//! /proc/meminfo's Dirty + Writeback are within 64 MiB of where they were after setup
-//! (at most 30 s, since the machine is shared and others write too). Each record holds
-//! the settle's time (`settle_s`), whether it got there (`settled`) and the unflushed
-//! bytes before and after (`unflushed_before_settle_bytes`, `unflushed_at_start_bytes`).
-//! The tool's own writeback during its run is its cost and stays in the timing.
+//! Each run starts on a settled machine (untimed): the copy before it removed, the
+//! filesystem flushed (syncfs(2)), and /proc/meminfo's Dirty + Writeback back within 64 MiB
+//! of where they were after setup (at most 30 s); uploads read a source warm in the page
+//! cache. Downloads are also held against two ceilings run the same way in the same repeat:
+//! the set written from memory onto the download filesystem (disk) and its GETs into memory
+//! (network); each download record carries its share of each (`share_of_*_ceiling`) and its
+//! CPU over theirs (`cpu_over_ceilings`).
 //!
-//! Uploads read a source that is warm in the page cache for every tool alike: before each
-//! upload run the set's files are read through once (untimed; `warm_s` records it, near a
-//! second for 4 GiB when it was already cached). Removing each download frees its pages,
-//! so the cache holds the source (4.2 GiB) with room to spare on this 24 GiB machine.
-//!
-//! Downloads are also held against two ceilings, measured in the same repeat and run the
-//! way a tool is (a child of the reaper, after the same settle, its copy checked and
-//! removed after it, rotated in with the tools); their records have `mode` disk-ceiling
-//! or network-ceiling and `client.ceiling` "disk" or "network":
-//! - disk (`write_ceiling`, `ferry __cli-transfer-ceiling disk`): the set written from
-//!   memory onto the download filesystem as a good downloader writes, with nothing else
-//!   to do: 4 threads, each file sized with fallocate(2), 1 MiB pwrites front to back, no
-//!   temp name, no rename, no fsync (the tools do not sync either);
-//! - network (`read_ceiling`, `... net`): the set's GETs from the server into memory,
-//!   dropped: ferry-store, 8 MiB ranges, ferry's parts and objects in flight, no checksum.
-//!
-//! Each tool's download record gets its bytes/s over each ceiling of its own repeat
-//! (`share_of_disk_ceiling`, `share_of_network_ceiling`), over the lower of the two
-//! (`share_of_ceiling`: the bound if receiving and writing overlapped for free), over both
-//! in series (`share_of_serial_ceiling`, 1 / (1/disk + 1/network): the bound if each byte
-//! costs both on the same saturated cores), and its CPU over the ceilings' CPU summed
-//! (`cpu_over_ceilings`: what it spends beyond the two copies every download makes).
-//!
-//! What they showed (full runs: f3f1cdf, `ferry bench cli-transfer --set large --repeats
-//! 5`, load 5-10; 990a6a4, `ferry bench cli-transfer` (both sets, 3 repeats), load 2.4-8.7;
-//! medians, min-max): the disk does not bound the 4 x 1 GiB download. Written from memory
-//! without fsync, the 4 GiB went into the page cache at 3,533 MB/s (953-5,070) and 4,351
-//! (3,359-5,819), for 0.79 (0.43-2.80) and 0.85 (0.71-1.11) CPU-s; the GETs into memory
-//! ran at 1,956 MB/s (659-3,914) and 2,644 (2,402-4,040), for 1.20 and 1.06 CPU-s; the
-//! disk was the lower ceiling in 1 of 5 and 0 of 3 repeats.
-//!
-//! | 4 x 1 GiB down (f3f1cdf; 990a6a4) | MB/s | of the lower ceiling | of both in series | CPU s | CPU / ceilings' |
-//! |---|---|---|---|---|---|
-//! | ferry | 918 (295-1,520); 1,130 (1,062-1,297) | 45% (38-95); 40% (32-47) | 69% (64-149); 65% (54-81) | 3.81; 3.22 | 1.98x (0.94-2.64); 1.86x (1.37-2.00) |
-//! | s5cmd | 953 (753-1,513); 1,160 (756-1,295) | 49% (32-125); 32% (31-44) | 71% (53-193); 54% (54-71) | 4.03; 3.94 | 1.79x (0.75-2.48); 2.23x (1.82-2.26) |
-//! | rclone | 751 (655-812); 986 (696-1,217) | 42% (19-99); 30% (26-41) | 60% (34-153); 51% (42-70) | 4.04; 4.42 | 1.82x (1.00-3.29); 2.21x (1.48-2.92) |
-//!
-//! (ferry / s5cmd 1.00x (0.36-1.22) and 1.00x (0.92-1.50), ferry / rclone 1.20x
-//! (0.45-2.02) and 1.15x (1.07-1.52), paired.) The three sit together well under both
-//! ceilings, each spending about twice the CPU that receiving and writing alone cost,
-//! and with two cores shared at these loads a tool's wall time is that CPU over the
-//! share of the cores it gets: the row is bound by CPU, and the tie with s5cmd is one of
-//! CPU per byte, not the disk's. perf of one 4 x 1 GiB download each, by hand onto the
-//! same loop ext4: the two profiles alike, the kernel's copy into the page cache 25-30%
-//! of samples and out of the socket 9-10%, the inode lock's slow paths 4% and 8% (parts
-//! of one file written at once); ferry's own CRC64NVME 2.5%, its context switches
-//! (`finish_task_switch`) 6% beside s5cmd's 1.5% (sampled, ferry's run took 26-29 s
-//! beside s5cmd's 8-9; unsampled, 3 pairs at load 10-13, ferry 6.6-11.0 s and 3.7-4.7
-//! CPU-s, s5cmd 6.2-9.7 s and 4.2-4.7). So what ferry could still win here is CPU per
-//! byte beyond the two copies (download.rs lists what was tried for its wake-ups and
-//! per-file writes), not disk time. The small set is no closer to its disk: 10,000 x 16
-//! KiB (990a6a4) written from memory at 830 MB/s (580-994), the GETs into memory 317
-//! (308-318, the lower in 3 of 3); ferry 132 MB/s (98-162), 42% (31-53) of it, s5cmd
-//! 12% (8-13), rclone 15% (5-15).
-//!
-//! The ceilings swing as the tools do (the disk one 953-5,070 MB/s, 0.43-2.80 CPU-s for
-//! the same copies), so a share is only worth its pairing by repeat. The first 4 GiB
-//! written after a fresh mount was slow every time (569-1,144 MB/s, 3.7-5.0 CPU-s, beside
-//! 1,628-4,676 MB/s after; 4 threads x 1 GiB by hand, 4 mounts), and perf put the
-//! difference in the copy itself (77% of samples in `copy_folio_from_iter_atomic` beside
-//! 49%). That fits this VM returning free memory to its host (virtio-balloon free page
-//! reporting, `page_reporting.page_reporting_order=11` on the kernel command line), so
-//! that writing into freed memory faults it back in; that cause is not proven here.
-//! Sizing the files first did not matter: fallocate, `FALLOC_FL_KEEP_SIZE`, `set_len` or
-//! nothing, 3-5 interleaved rounds each, all within 1,628-4,676 MB/s.
-//! Since the tools' order rotates from ferry, that first write was always ferry's
-//! download in repeat 1 (cli15, two runs at 89dba38: 3.86 and 4.24 s there, 2.01-2.76 s
-//! in four of repeats 2 and 3, 7.74 in the fifth, where the network ceiling fell to a
-//! third too; its CPU alike in all), so setup now writes the largest set once onto
-//! the fresh filesystem, untimed, and removes it before the first run.
-//!
-//! The runner is its own (like listing.rs): the generic runner's tasks hold an S3Client,
-//! while these runs are processes. It reuses the server guard (process.rs), peers.json
-//! (peers.rs), the record schema (record.rs) and the spread math (stats.rs).
+//! What the ceilings and the tools measured, and why each of these steps is there:
+//! docs/lab/bench-cli-transfer.md. Its runs are processes, not S3Client calls, so its schedule
+//! is its own; the JSON lines, the progress line and the outcome go through the runner's
+//! [`crate::runner::Session`].
 
+use crate::options::{Outcome, RunOptions};
 use crate::peers::{Peer, ServerCounters};
 use crate::process::ServerProcess;
 use crate::record::{RunContext, RunRecord};
 use crate::report::cell;
-use crate::runner::{Outcome, RunOptions};
 use crate::workload::{ServerSpec, Size};
 use anyhow::{bail, Context, Result};
 use ferry_proto::checksum::Checksummer;
@@ -505,7 +408,8 @@ fn unflushed_bytes() -> Option<u64> {
 
 /// How far above the bench's starting Dirty + Writeback a settle may stop: the machine is
 /// shared, so other writers' pages come and go; 64 MiB is under a second of this disk's
-/// writeback and far below the GiBs a large download leaves.
+/// writeback and far below the GiBs a large download leaves (each record's
+/// `unflushed_at_start_bytes` from `ferry bench cli-transfer --quick` shows what is left).
 const SETTLE_SLACK: u64 = 64 << 20;
 /// The longest a settle waits before the next run starts anyway (recorded as not settled).
 const SETTLE_LIMIT: Duration = Duration::from_secs(30);
@@ -725,9 +629,8 @@ pub const REAP_ARG: &str = "__cli-transfer-reap";
 /// Why a reaper: Linux starts a forked child's peak RSS at the parent's resident
 /// anonymous memory (fork copies those page-table entries, and exec keeps the old mm's
 /// high-water mark in the process's `maxrss`). Forked straight from the bench, a tool's
-/// "peak RSS" was at least the bench's own: every tool measured 185-209 MiB in the runs
-/// right after setup had left the bench's heap large, 18-63 MiB later (quick run,
-/// 9d1f46e). So the bench starts a fresh `ferry` process (exec: a new mm, a heap of a
+/// "peak RSS" was at least the bench's own (185-209 MiB right after setup, 18-63 MiB later:
+/// docs/lab/bench-quick-sizes.md). So the bench starts a fresh `ferry` process (exec: a new mm, a heap of a
 /// few hundred KiB when it forks), which forks and execs the tool, reaps it with wait4
 /// and writes its wall time, CPU and peak RSS to a file. The tool gets PR_SET_PDEATHSIG
 /// from the reaper as the reaper gets it from the bench, so a killed run leaves nothing.
@@ -1168,10 +1071,8 @@ fn installed(peers: &[Peer], ferry: &Path) -> (Vec<Installed>, Vec<(Tool, String
 }
 
 /// The tools in the order repeat `k` (from 0) runs them: rotated by one each repeat, so
-/// no tool is always the one that runs first after the other direction or set (in two
-/// full runs at 9d1f46e and 8b262e5 with ferry always first, ferry's first 4 x 1 GiB
-/// download, right after rclone's 4 x 1 GiB upload, was its slowest: 11.8 and 12.6 s
-/// beside 3.9-6.4 s in the other repeats).
+/// no tool is always the one that runs first after the other direction or set (with a
+/// fixed order, the first tool's first large download was its slowest: docs/lab/bench-quick-sizes.md).
 fn rotated<T>(tools: &[T], k: usize) -> impl Iterator<Item = &T> {
     let n = tools.len().max(1);
     tools.iter().cycle().skip(k % n).take(tools.len())
@@ -1217,14 +1118,7 @@ fn set_ceiling_shares(group: &mut [RunRecord]) {
 
 /// Runs `cli-transfer` and returns its records and report.
 pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outcome> {
-    let started = Instant::now();
-    let ctx = RunContext::detect(NAME);
-    let say = |s: &str| {
-        if opts.progress {
-            eprintln!("{s}");
-        }
-    };
-    let mut out = crate::record::JsonLines::open(opts.out.as_deref())?;
+    let mut session = crate::runner::Session::open(NAME, opts)?;
     let (tools, absent) = installed(&p.peers, &opts.server.program);
     let work = WorkDir(p.work_dir.join(format!("ferry-cli-transfer-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&work.0);
@@ -1234,12 +1128,12 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
 
     let mut sums = Vec::new();
     for (i, set) in p.sets.iter().enumerate() {
-        say(&format!("{NAME}: writing {} files of {} under {}", set.files, human(set.bytes), work.0.display()));
+        session.say(&format!("{NAME}: writing {} files of {} under {}", set.files, human(set.bytes), work.0.display()));
         sums.push(write_set(&work.0.join("src").join(set.name), set, i as u64)?);
     }
 
     let spec = ServerSpec { label: p.profile, profile: p.profile, extra_args: vec![], signed: true };
-    say(&format!("{NAME}: starting ferry serve --profile {} --memory", p.profile));
+    session.say(&format!("{NAME}: starting ferry serve --profile {} --memory", p.profile));
     // Started from this (the main) thread: PR_SET_PDEATHSIG follows the thread.
     let mut server = ServerProcess::start(&opts.server, &spec.args(), opts.server_lifetime, &opts.log_dir)
         .context("starting the server")?;
@@ -1260,7 +1154,12 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
         .build()?;
     rt.block_on(client.create_bucket(BUCKET)).context("creating the bench bucket")?;
     for set in &p.sets {
-        say(&format!("{NAME}: putting {} ({}) under data/{}/ with ferry-engine", set.label(), set.name, set.name));
+        session.say(&format!(
+            "{NAME}: putting {} ({}) under data/{}/ with ferry-engine",
+            set.label(),
+            set.name,
+            set.name
+        ));
         let dir = work.0.join("src").join(set.name);
         let names = set.names();
         let put = futures_util::stream::iter(names.iter())
@@ -1289,7 +1188,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     // Downloads' own filesystem (module note), dropped (unmounted) before `work`.
     let largest = p.sets.iter().map(|s| s.files as u64 * s.bytes).max().unwrap_or(0);
     let dest = DestFs::make(&work.0, largest + largest / 2 + (1 << 30));
-    say(&format!("{NAME}: {}", dest.describe()));
+    session.say(&format!("{NAME}: {}", dest.describe()));
     // The first large write onto the fresh filesystem is slow (module note); written once
     // here, untimed, the largest set does not slow the first download of repeat 1, which
     // the rotation always gives to the same tool (ferry).
@@ -1299,7 +1198,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
         std::fs::create_dir_all(&warm).with_context(|| format!("creating {}", warm.display()))?;
         write_ceiling(&warm, set, CEILING_THREADS)?;
         std::fs::remove_dir_all(&warm).with_context(|| format!("removing {}", warm.display()))?;
-        say(&format!(
+        session.say(&format!(
             "{NAME}: wrote {} once onto the download filesystem, untimed, in {:.1} s (module note)",
             set.label(),
             started.elapsed().as_secs_f64()
@@ -1311,7 +1210,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
         sync_filesystem(d)?;
     }
     let baseline = unflushed_bytes().unwrap_or(0);
-    say(&format!(
+    session.say(&format!(
         "{NAME}: unflushed page cache after setup {} MiB (each run starts within {} MiB of it, or after {:?})",
         baseline >> 20,
         SETTLE_SLACK >> 20,
@@ -1366,13 +1265,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     let downloaders: Vec<Installed> = tools.iter().cloned().chain(ceilings).collect();
     let server_json = json!({"label": spec.label, "args": spec.args(), "banner": server.banner});
     let repeats = p.repeats.max(1);
-    let mut records: Vec<RunRecord> = Vec::new();
     let mut commands: BTreeMap<String, String> = BTreeMap::new();
-    let mut write = |rec: RunRecord, records: &mut Vec<RunRecord>| -> Result<()> {
-        out.write(&rec, &ctx)?;
-        records.push(rec);
-        Ok(())
-    };
     for k in 1..=repeats {
         for (si, set) in p.sets.iter().enumerate() {
             for dir in [Direction::Upload, Direction::Download] {
@@ -1385,7 +1278,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                 };
                 for t in rotated(runners, k - 1) {
                     let label = row_label(dir, set, t.tool);
-                    say(&format!("{NAME} · {label} · repeat {k} of {repeats}"));
+                    session.say(&format!("{NAME} · {label} · repeat {k} of {repeats}"));
                     let mut rec = RunRecord {
                         workload: NAME.into(),
                         size: size.name().into(),
@@ -1513,7 +1406,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                 }
                 set_ceiling_shares(&mut group);
                 for rec in group {
-                    write(rec, &mut records)?;
+                    session.record(rec)?;
                 }
             }
         }
@@ -1533,15 +1426,15 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                     params: params.clone(),
                     ..RunRecord::default()
                 };
-                write(rec, &mut records)?;
+                session.record(rec)?;
             }
         }
     }
     drop(rt);
     drop(server);
     drop(dest);
-    let report = render(size, p, &records, &ctx, &commands);
-    Ok(Outcome { records, report, wall: started.elapsed() })
+    let report = render(size, p, &session.records, &session.ctx, &commands);
+    Ok(session.finish(report))
 }
 
 /// The report's line on one set's download ceilings: which of the two binds, by repeat,
@@ -1643,7 +1536,7 @@ pub fn render(
             let ours = row_label(dir, set, Tool::Ferry);
             for tool in [Tool::S5cmd, Tool::Rclone] {
                 let theirs = row_label(dir, set, tool);
-                if let Some(r) = crate::claims::paired_ratio(records, &ours, &theirs, "bytes_per_s") {
+                if let Some(r) = crate::verdict::paired_ratio(records, &ours, &theirs, "bytes_per_s") {
                     let _ = writeln!(
                         s,
                         "- {} {}: ferry / {} = {:.2}x ({:.2}-{:.2}, {} repeats)",
@@ -1674,6 +1567,37 @@ pub fn render(
     }
     crate::report::not_clean(&mut s, records);
     s
+}
+
+/// `cli-transfer` as the suite's table holds it (workload.rs's [`crate::workload::WorkloadDef`]).
+pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef {
+    name: "cli-transfer",
+    quick:
+        "ferry cp, s5cmd and rclone as child processes, up and down: 1,000 x 16 KiB and 4 x 256 MiB files, lan profile",
+    full: "the same with 10,000 x 16 KiB and 4 x 1 GiB files",
+    peers: &[crate::peers::Peer::S5cmd, crate::peers::Peer::Rclone],
+    in_suite: false,
+    default_link: None,
+    run: run_with_defaults,
+    claim,
+};
+
+/// Runs `cli-transfer` with its default parameters at `s` (`repeats` when given) and the peers
+/// of `o` that it sets beside ferry.
+pub fn run_with_defaults(
+    s: Size,
+    repeats: Option<usize>,
+    o: &crate::options::RunOptions,
+) -> anyhow::Result<crate::options::Outcome> {
+    let mut p = CliTransferParams::new(s);
+    p.repeats = repeats.unwrap_or(p.repeats);
+    p.peers = WORKLOAD.peers_of(o);
+    run(s, &p, o)
+}
+
+/// cli-transfer is not in the suite's claims table: its report holds its own comparisons.
+pub fn claim(_records: &[crate::record::RunRecord]) -> crate::verdict::Headline {
+    crate::verdict::Headline::new(NAME, "-", "no headline registered (its report compares each row)".into(), "-")
 }
 
 #[cfg(test)]

@@ -1,51 +1,70 @@
-//! ferry-bench: the lab (LAB.md; issue 4). Workloads run against `ferry serve`
-//! subprocesses with an emulation profile, for ferry's client in each transport mode and
-//! beside a ceiling (iperf3), interleaved over repeats, reported as JSON lines and a
-//! Markdown table of medians with their spread.
+//! ferry-bench: the lab (LAB.md). Workloads run against `ferry serve` subprocesses with an
+//! emulation profile, ferry's client in each transport mode beside the peers (the tools
+//! users would otherwise pick) and the ceilings (iperf3, h2load, wrk), interleaved over
+//! repeats, reported as JSON lines and a Markdown table of medians with their spread.
 //!
 //! ```text
-//! workload.rs  workloads as data: servers, setup, variants (client x task), claims
-//!      │
-//! runner.rs    the one runner: start servers (process.rs) ─► setup ─► repeats x variants
-//!      │         each run ─► record.rs (one JSON line, appended and flushed at once)
-//! report.rs    medians (stats.rs, nearest-rank percentiles) ─► Markdown table + claims
-//! sys.rs       getrusage (client CPU, peak RSS), /proc RSS, machine, git sha
+//! suite.rs     the one table: every workload's WorkloadDef (name, sizes, peers, run, claim)
+//! claims.rs    the claims table of `ferry bench all`: each workload's claim, laid out
+//!    │
+//! small_objects.rs  bulk_get.rs  mixed_hol.rs  ttfb.rs  listing.rs  open_ahead.rs
+//! commit.rs  vectored.rs  bulk_wan.rs  cli_transfer.rs        (the workloads: none imports another)
+//!    │  each: params (quick/full), a constructor of a Workload (data), its scenario step,
+//!    │        its claim, and its WORKLOAD value
+//!    ▼
+//! runner.rs    the one runner: servers ─► setup ─► repeats x variants ─► Session (JSON lines,
+//!    │           progress, records) ─► report.rs
+//! workload.rs  the data types: Workload, Variant, Task, ServerSpec, Column, Shape, WorkloadDef
+//! scenario.rs  the Scenario trait: a workload's own step (setup once, run once per row)
+//! report.rs    the Markdown table (cells, heading, not-clean list)
+//! ceilings.rs  rate ceilings (h2load, wrk) and the C/L latency bound, rows any workload adds
+//! peers.rs     the peers through bench/peers/driver.py, as rows of the runner
+//!    │
+//! options.rs  verdict.rs  measure.rs  record.rs  stats.rs  process.rs  sys.rs   (bottom: shared words)
 //! ```
 //!
-//! The servers are other processes, so `getrusage(RUSAGE_SELF)` is the client's CPU
-//! alone. `small-objects` and `bulk-get` (plus its rss-check) use the runner's generic
-//! tasks; `mixed-hol`, `vectored`, `commit`, `ttfb-throughput` and `open-ahead` each live in
-//! their own file as a constructor plus a scenario step (scenario.rs) that the same runner
-//! executes; `listing` keeps its own small runner (listing.rs). suite.rs lists the workloads
-//! of `ferry bench all`, claims.rs holds each one's published headline and verdict rule.
+//! Dependencies flow down only: a workload file imports the framework and the bottom modules,
+//! never another workload; only suite.rs (and claims.rs through it) names them all. bulk-wan
+//! and cli-transfer schedule their own rows (a concurrency sweep with clients kept warm
+//! across repeats; child processes instead of S3Client calls) but record, report progress
+//! and finish through the runner's `Session` like every other workload.
 //!
-//! `--link region|transatlantic` (ferry-link, LAB.md section 3): [`RunOptions::link`]
-//! puts the servers in the link's server namespace (process.rs) and the client in its
-//! client namespace (runner.rs), and every record carries `params.link`. `bulk-wan`
-//! (bulk_wan.rs) has its own runner across the link.
+//! The servers are other processes, so `getrusage(RUSAGE_SELF)` is the client's CPU alone.
+//! `--link region|transatlantic|instance` (ferry-link, LAB.md section 3): [`RunOptions::link`]
+//! puts the servers in the link's server namespace (process.rs) and the client in its client
+//! namespace (runner.rs), and every record carries `params.link`. Measurement notes for each
+//! workload are in docs/lab/bench-*.md.
 
+pub mod bulk_get;
 pub mod bulk_wan;
 pub mod ceilings;
 pub mod claims;
 pub mod cli_transfer;
 pub mod commit;
 pub mod listing;
+pub mod measure;
 pub mod mixed_hol;
 pub mod open_ahead;
+pub mod options;
 pub mod peers;
 pub mod process;
 pub mod record;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod small_objects;
 pub mod stats;
 pub mod suite;
 pub mod sys;
 pub mod ttfb;
 pub mod vectored;
+pub mod verdict;
 pub mod workload;
 
+pub use bulk_get::BulkGetParams;
+pub use options::{Outcome, RunOptions};
 pub use process::{ServerCommand, ServerProcess};
 pub use record::{RunContext, RunRecord};
-pub use runner::{run, Outcome, RunOptions};
-pub use workload::{BulkGetParams, Size, SmallObjectsParams, Workload};
+pub use runner::run;
+pub use small_objects::SmallObjectsParams;
+pub use workload::{Size, Workload};

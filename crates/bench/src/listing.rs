@@ -27,19 +27,20 @@
 //! `requests_sent`. After timing, the keys seen are checked against the
 //! layout: every key exactly once (`keys_missing`, `keys_duplicated`).
 //!
-//! This workload has its own small runner (it needs LIST tasks and a calls/wall table,
-//! which the generic runner's `Task`/`Shape` do not have); it reuses the server guard
-//! (process.rs), the record schema (record.rs), the spread math (stats.rs) and rusage (sys.rs).
+//! It runs on the one runner: each strategy is a [`ListingRun`] step (scenario.rs) whose
+//! setup PUTs the layout once, the peers are the runner's peer rows, and the table is the
+//! workload's own ([`Shape::Own`]: two figures share a cell).
 
-use crate::process::ServerProcess;
-use crate::record::{RunContext, RunRecord};
-use crate::runner::{Outcome, RunOptions};
+use crate::options::{Outcome, RunOptions};
+use crate::record::RunRecord;
+use crate::scenario::Step;
 use crate::stats::Spread;
 use crate::sys;
-use crate::workload::{ServerSpec, Size};
+use crate::verdict::{faster_or_slower, judge_ratio, median, paired_ratio, x, Headline};
+use crate::workload::{ClientSpec, ServerSpec, Shape, Size, Task, Variant, Workload};
 use anyhow::{Context, Result};
 use bytes::Bytes;
-use ferry_store::{Credentials, CredentialsSource, ListParams, Mode, S3Client};
+use ferry_store::{ListParams, Mode, S3Client};
 use futures_util::StreamExt;
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
@@ -49,6 +50,7 @@ use std::time::Instant;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+pub const NAME: &str = "listing";
 pub const PARENT: &str = "listing/";
 pub const FILES_PER_DIR: usize = 6;
 pub const PUBLISHED: &str = "17,520 calls -> 106, 8x faster (Qubole)";
@@ -286,26 +288,95 @@ pub fn check_keys(expected: &[String], seen: &[String]) -> (u64, u64) {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Strategy {
+pub enum Strategy {
     PerDirectory,
     Flat,
     KeyRange,
 }
 
-fn client(url: &str, creds: &CredentialsSource, conns: usize) -> Result<S3Client> {
-    Ok(S3Client::builder(url.to_owned())
-        .region("us-east-1")
-        .credentials(creds.clone())
-        .mode(Mode::H1Pool)
-        .max_connections(conns.max(1))
-        .pipeline_depth(1)
-        .build()?)
+/// One strategy's step (scenario.rs). The layout is PUT once per server by whichever step
+/// the runner prepares first; the three steps share `put_s`, so every record carries the
+/// PUTs' time as `setup_put_s`. A run lists with its strategy, then checks the keys seen
+/// against the layout (untimed).
+#[derive(Clone, Debug)]
+pub struct ListingRun {
+    pub strategy: Strategy,
+    pub bucket: String,
+    pub dirs: Arc<Vec<String>>,
+    pub keys: Arc<Vec<String>>,
+    pub body_size: usize,
+    pub page_size: u32,
+    pub per_dir_concurrency: usize,
+    pub put_concurrency: usize,
+    /// Seconds the layout's PUTs took, as f64 bits (0: not yet).
+    put_s: Arc<AtomicU64>,
 }
 
-async fn put_layout(client: &S3Client, p: &ListingParams, keys: &[String]) -> Result<()> {
-    client.create_bucket(&p.bucket).await.with_context(|| format!("creating bucket {}", p.bucket))?;
-    let body = Bytes::from(vec![b'x'; p.body_size]);
-    crate::scenario::put_all(client, &p.bucket, keys.iter().map(|k| (k.clone(), body.clone())), p.put_concurrency).await
+impl PartialEq for ListingRun {
+    fn eq(&self, o: &ListingRun) -> bool {
+        (self.strategy, &self.bucket, &self.dirs, &self.keys, self.body_size, self.page_size)
+            == (o.strategy, &o.bucket, &o.dirs, &o.keys, o.body_size, o.page_size)
+            && (self.per_dir_concurrency, self.put_concurrency) == (o.per_dir_concurrency, o.put_concurrency)
+    }
+}
+
+crate::impl_scenario!(ListingRun);
+
+impl ListingRun {
+    pub fn setup_key(&self) -> String {
+        format!("listing: {} keys in {}", self.keys.len(), self.bucket)
+    }
+
+    pub async fn setup(&self, client: &S3Client) -> Result<()> {
+        let t = Instant::now();
+        client.create_bucket(&self.bucket).await.with_context(|| format!("creating bucket {}", self.bucket))?;
+        let body = Bytes::from(vec![b'x'; self.body_size]);
+        let objects = self.keys.iter().map(|k| (k.clone(), body.clone()));
+        crate::measure::put_all(client, &self.bucket, objects, self.put_concurrency).await?;
+        self.put_s.store(t.elapsed().as_secs_f64().to_bits(), Relaxed);
+        Ok(())
+    }
+
+    pub fn params(&self) -> Map<String, Value> {
+        Map::new()
+    }
+
+    pub async fn run(&self, c: &S3Client, rec: &mut RunRecord) -> Result<()> {
+        let cpu0 = sys::cpu_time();
+        let t0 = Instant::now();
+        let res = match self.strategy {
+            Strategy::PerDirectory => list_per_directory(c, &self.bucket, &self.dirs, self.per_dir_concurrency).await,
+            Strategy::Flat => list_flat(c, &self.bucket, PARENT, &self.dirs, self.page_size).await,
+            Strategy::KeyRange => list_key_range(c, &self.bucket, PARENT, &self.dirs).await,
+        }?;
+        let wall = t0.elapsed();
+        let cpu = sys::cpu_time().saturating_sub(cpu0);
+        let stats = c.transport().stats();
+        let (missing, dup) = check_keys(&self.keys, &res.keys);
+        let secs = wall.as_secs_f64();
+        rec.set("list_calls", res.calls as f64);
+        rec.set("requests_sent", stats.requests_sent as f64);
+        rec.set("requests_resent", stats.requests_resent as f64);
+        rec.set("connections_opened", stats.connections_opened as f64);
+        rec.set("keys_seen", res.keys_seen as f64);
+        rec.set("keys_kept", res.keys.len() as f64);
+        rec.set("keys_expected", self.keys.len() as f64);
+        rec.set("keys_missing", missing as f64);
+        rec.set("keys_duplicated", dup as f64);
+        rec.set("wall_s", secs);
+        rec.set("calls_per_s", res.calls as f64 / secs);
+        rec.set("client_cpu_s", cpu.as_secs_f64());
+        rec.set("errors", res.errors as f64);
+        rec.set("setup_put_s", f64::from_bits(self.put_s.load(Relaxed)));
+        rec.error_samples = res.samples;
+        if res.errors > 0 || missing > 0 || dup > 0 {
+            rec.status = "errors".into();
+            if missing > 0 || dup > 0 {
+                rec.error_samples.push(format!("{missing} keys missing, {dup} duplicated or unexpected"));
+            }
+        }
+        Ok(())
+    }
 }
 
 pub fn params_json(p: &ListingParams) -> Map<String, Value> {
@@ -325,187 +396,101 @@ pub fn params_json(p: &ListingParams) -> Map<String, Value> {
     .unwrap_or_default()
 }
 
-/// Runs the listing workload: one s3 server, the layout PUT once, then per-directory,
-/// flat and key-range parallel interleaved over the repeats.
-pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> {
-    // This runner builds its client runtime itself: its threads start in the link's
-    // client namespace when there is a link.
-    let _client_ns = opts.link.as_ref().map(|l| l.enter_client()).transpose()?;
-    let started = Instant::now();
-    let ctx = RunContext::detect("listing");
-    let say = |s: &str| {
-        if opts.progress {
-            eprintln!("{s}");
-        }
+/// The listing workload as data: one s3 server, the layout PUT once, then per-directory,
+/// flat and key-range parallel (and the peers' flat listings) interleaved over the repeats.
+pub fn listing(size: Size, p: &ListingParams) -> Workload {
+    let put_s = Arc::new(AtomicU64::new(0));
+    let (dirs, keys) = (Arc::new(listing_dirs(p.dirs)), Arc::new(listing_keys(p.dirs, p.files_per_dir)));
+    let step = |strategy| ListingRun {
+        strategy,
+        bucket: p.bucket.clone(),
+        dirs: dirs.clone(),
+        keys: keys.clone(),
+        body_size: p.body_size,
+        page_size: p.page_size,
+        per_dir_concurrency: p.per_dir_concurrency,
+        put_concurrency: p.put_concurrency,
+        put_s: put_s.clone(),
     };
-    let mut out = crate::record::JsonLines::open(opts.out.as_deref())?;
-    let spec = ServerSpec::profile("s3");
-    say("listing: starting ferry serve --profile s3 --memory");
-    // Started from this (the main) thread: PR_SET_PDEATHSIG follows the thread.
-    let mut server = ServerProcess::start(&opts.server, &spec.args(), opts.server_lifetime, &opts.log_dir)
-        .context("starting the s3 server")?;
-    let creds = CredentialsSource::Explicit(Credentials::new(
-        server.banner_value("access key").unwrap_or("ferry").to_owned(),
-        server.banner_value("secret key").unwrap_or("ferry-secret").to_owned(),
-    ));
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let keys = listing_keys(p.dirs, p.files_per_dir);
-    let dirs = listing_dirs(p.dirs);
-    say(&format!(
-        "listing: putting {} keys ({} dirs x {}) with {} in flight",
-        keys.len(),
-        p.dirs,
-        p.files_per_dir,
-        p.put_concurrency
-    ));
-    let t_put = Instant::now();
-    rt.block_on(put_layout(&client(&server.url, &creds, p.put_concurrency)?, p, &keys))?;
-    let put_s = t_put.elapsed().as_secs_f64();
-
-    let mut params = params_json(p);
-    // Like the generic runner's records: which link the LISTs crossed.
-    params.insert("link".into(), json!(opts.link_name()));
-    let server_json = json!({"label": spec.label, "args": spec.args(), "banner": server.banner});
-    let repeats = p.repeats.max(1);
-    let mut records = Vec::new();
-    let mut write = |rec: &RunRecord, records: &mut Vec<RunRecord>| -> Result<()> {
-        out.write(rec, &ctx)?;
-        records.push(rec.clone());
-        Ok(())
+    let row = |label: String, strategy, conns: usize, note: Option<String>| Variant {
+        label,
+        workload: NAME,
+        server: Some(0),
+        client: Some(ClientSpec { mode: Mode::H1Pool, max_connections: conns.max(1), pipeline_depth: 1 }),
+        task: Task::Scenario(Step::new(step(strategy))),
+        note,
+        once: false,
     };
-    for k in 1..=repeats {
-        for strategy in [Strategy::PerDirectory, Strategy::Flat, Strategy::KeyRange] {
-            let (label, conns, note) = match strategy {
-                Strategy::PerDirectory => (
-                    p.per_dir_label(),
-                    p.per_dir_concurrency,
-                    (p.per_dir_concurrency != 1).then(|| {
-                        format!(
-                            "concurrency {} rather than Hive/Presto's 1: {} serial calls at ~60 ms would take ~{:.0} minutes",
-                            p.per_dir_concurrency,
-                            p.dirs,
-                            p.dirs as f64 * 0.072 / 60.0
-                        )
-                    }),
-                ),
-                Strategy::Flat => (p.flat_label(), 1, None),
-                Strategy::KeyRange => (KEY_RANGE_ROW.to_string(), p.key_range_concurrency(), None),
-            };
-            say(&format!("listing · {label} · repeat {k} of {repeats}"));
-            let mut rec = RunRecord {
-                workload: "listing".into(),
-                size: size.name().into(),
-                mode: "h1-pool".into(),
-                variant: label.clone(),
-                repeat: k,
-                repeats,
-                status: "ok".into(),
-                profile: Some("s3".into()),
-                server: Some(server_json.clone()),
-                client: Some(json!({"mode": "h1-pool", "max_connections": conns, "pipeline_depth": 1})),
-                params: params.clone(),
-                note,
-                ..RunRecord::default()
-            };
-            if !server.alive() {
-                anyhow::bail!("the s3 server died (log: {})", server.log.display());
-            }
-            let c = client(&server.url, &creds, conns)?;
-            let cpu0 = sys::cpu_time();
-            let t0 = Instant::now();
-            let fut = async {
-                match strategy {
-                    Strategy::PerDirectory => list_per_directory(&c, &p.bucket, &dirs, p.per_dir_concurrency).await,
-                    Strategy::Flat => list_flat(&c, &p.bucket, PARENT, &dirs, p.page_size).await,
-                    Strategy::KeyRange => list_key_range(&c, &p.bucket, PARENT, &dirs).await,
-                }
-            };
-            let r = rt.block_on(async { tokio::time::timeout(opts.run_timeout, fut).await });
-            let wall = t0.elapsed();
-            let cpu = sys::cpu_time().saturating_sub(cpu0);
-            match r {
-                Err(_) => {
-                    rec.status = "timeout".into();
-                    rec.error_samples.push(format!("unfinished after the {:?} run time-out", opts.run_timeout));
-                }
-                Ok(Err(e)) => {
-                    rec.status = "failed".into();
-                    rec.error_samples.push(format!("{e:#}"));
-                }
-                Ok(Ok(res)) => {
-                    let stats = c.transport().stats();
-                    let (missing, dup) = check_keys(&keys, &res.keys);
-                    let secs = wall.as_secs_f64();
-                    rec.set("list_calls", res.calls as f64);
-                    rec.set("requests_sent", stats.requests_sent as f64);
-                    rec.set("requests_resent", stats.requests_resent as f64);
-                    rec.set("connections_opened", stats.connections_opened as f64);
-                    rec.set("keys_seen", res.keys_seen as f64);
-                    rec.set("keys_kept", res.keys.len() as f64);
-                    rec.set("keys_expected", keys.len() as f64);
-                    rec.set("keys_missing", missing as f64);
-                    rec.set("keys_duplicated", dup as f64);
-                    rec.set("wall_s", secs);
-                    rec.set("calls_per_s", res.calls as f64 / secs);
-                    rec.set("client_cpu_s", cpu.as_secs_f64());
-                    rec.set("errors", res.errors as f64);
-                    rec.set("setup_put_s", put_s);
-                    rec.error_samples = res.samples;
-                    if res.errors > 0 || missing > 0 || dup > 0 {
-                        rec.status = "errors".into();
-                        if missing > 0 || dup > 0 {
-                            rec.error_samples.push(format!("{missing} keys missing, {dup} duplicated or unexpected"));
-                        }
-                    }
-                }
-            }
-            write(&rec, &mut records)?;
-        }
-        for peer in p.peers.iter().copied().filter(|x| PEERS.contains(x)) {
-            let label = peer_label(peer);
-            say(&format!("listing · {label} · repeat {k} of {repeats}"));
-            let mut rec = RunRecord {
-                workload: "listing".into(),
-                size: size.name().into(),
-                mode: peer.name().into(),
-                variant: label,
-                repeat: k,
-                repeats,
-                status: "ok".into(),
-                profile: Some("s3".into()),
-                server: Some(server_json.clone()),
-                params: params.clone(),
-                ..RunRecord::default()
-            };
-            let op = crate::peers::PeerOp::List { bucket: p.bucket.clone(), prefix: PARENT.into() };
-            let endpoint = crate::peers::Endpoint::of_server(&server, spec.signed);
-            crate::peers::run(peer, &endpoint, &op, opts.run_timeout).record_into(&mut rec);
-            if rec.status == "ok" {
-                // ListObjectsV2, or V1 (rclone 1.60 lists with V1: "ListObjects").
-                let calls: f64 = ["requests_ListObjectsV2", "requests_ListObjectsV1", "requests_ListObjects"]
-                    .iter()
-                    .filter_map(|f| rec.figure(f))
-                    .sum();
-                if calls > 0.0 {
-                    rec.set("list_calls", calls);
-                }
-                if let Some(n) = rec.figure("objects") {
-                    rec.set("keys_seen", n);
-                    if n as usize != keys.len() {
-                        rec.status = "errors".into();
-                        rec.error_samples.push(format!("{n} keys listed, {} expected", keys.len()));
-                    }
-                }
-            }
-            write(&rec, &mut records)?;
-        }
+    let per_dir_note = (p.per_dir_concurrency != 1).then(|| {
+        format!(
+            "concurrency {} rather than Hive/Presto's 1: {} serial calls at ~60 ms would take ~{:.0} minutes",
+            p.per_dir_concurrency,
+            p.dirs,
+            p.dirs as f64 * 0.072 / 60.0
+        )
+    });
+    let mut variants = vec![
+        row(p.per_dir_label(), Strategy::PerDirectory, p.per_dir_concurrency, per_dir_note),
+        row(p.flat_label(), Strategy::Flat, 1, None),
+        row(KEY_RANGE_ROW.to_string(), Strategy::KeyRange, p.key_range_concurrency(), None),
+    ];
+    for peer in p.peers.iter().copied().filter(|x| PEERS.contains(x)) {
+        variants.push(Variant {
+            label: peer_label(peer),
+            workload: NAME,
+            server: Some(0),
+            client: None,
+            task: Task::Peer {
+                peer,
+                op: crate::peers::PeerOp::List {
+                    bucket: p.bucket.clone(),
+                    prefix: PARENT.into(),
+                    expect_keys: Some(keys.len()),
+                },
+                before: None,
+            },
+            note: None,
+            once: false,
+        });
     }
-    drop(rt);
-    drop(server);
-    let report = render(size, p, &records, &ctx);
-    // The peers' fork servers belong to this workload's servers (and namespace).
-    crate::peers::end_sessions();
-    Ok(Outcome { records, report, wall: started.elapsed() })
+    Workload {
+        headline: Some(claim),
+        shape: Shape::Own(table),
+        ..Workload::scenario(
+            NAME,
+            size,
+            vec![ServerSpec::profile("s3")],
+            variants,
+            p.repeats,
+            Value::Object(params_json(p)),
+            &[],
+        )
+    }
+}
+
+/// Runs the listing workload through the one runner.
+pub fn run(size: Size, p: &ListingParams, opts: &RunOptions) -> Result<Outcome> {
+    crate::runner::run(&listing(size, p), opts)
+}
+
+/// The parameters a [`listing`] workload was built with, read back from its data.
+fn params_of(w: &Workload) -> ListingParams {
+    let n = |k: &str| w.params.get(k).and_then(Value::as_u64);
+    let mut p = ListingParams::new(w.size);
+    p.dirs = n("dirs").map_or(p.dirs, |v| v as usize);
+    p.files_per_dir = n("files_per_dir").map_or(p.files_per_dir, |v| v as usize);
+    p.per_dir_concurrency = n("per_dir_concurrency").map_or(p.per_dir_concurrency, |v| v as usize);
+    p.page_size = n("page_size").map_or(p.page_size, |v| v as u32);
+    p.repeats = w.repeats;
+    p.peers = w
+        .variants
+        .iter()
+        .filter_map(|v| match &v.task {
+            Task::Peer { peer, .. } => Some(*peer),
+            _ => None,
+        })
+        .collect();
+    p
 }
 
 fn cell(rs: &[&RunRecord], figure: &str, digits: usize) -> String {
@@ -517,10 +502,12 @@ fn ratios(records: &[RunRecord], num: &str, den: &str, figure: &str) -> Vec<f64>
     crate::record::per_repeat_ratios(records, num, den, figure, |r| r.status == "ok")
 }
 
-pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunContext) -> String {
+/// The listing's own table and lines ([`Shape::Own`]), under the runner's heading: two
+/// figures share a cell (missing / dup keys), and the per-directory row's label carries
+/// its concurrency.
+pub fn table(w: &Workload, records: &[RunRecord]) -> String {
     let mut s = String::new();
-    let repeats = p.repeats.max(1);
-    crate::report::heading(&mut s, "listing", size, repeats, "", ctx);
+    let p = &params_of(w);
     let _ =
         writeln!(s, "{} dirs x {} files = {} keys, s3 profile (LIST p50 60 ms)\n", p.dirs, p.files_per_dir, p.keys());
     let _ = writeln!(s, "| strategy | LIST calls | keys seen | wall s | client CPU s | TCP conns opened | missing / dup keys | errors |");
@@ -564,7 +551,7 @@ pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunCon
             s,
             "- key-range parallel (list_parallel, {} LISTs in flight): {c:.0} calls, {} than flat (per repeat)",
             p.key_range_concurrency(),
-            crate::claims::faster_or_slower(&w),
+            crate::verdict::faster_or_slower(&w),
         ),
         _ => writeln!(s, "- key-range parallel: no paired clean runs"),
     };
@@ -596,6 +583,64 @@ pub fn render(size: Size, p: &ListingParams, records: &[RunRecord], ctx: &RunCon
     }
     crate::report::not_clean(&mut s, records);
     s
+}
+
+/// The claims table's row for `listing`: per-directory LIST against flat + merge join (calls and wall time) against Qubole's 8x.
+pub fn claim(records: &[RunRecord]) -> Headline {
+    let h = |published: &str, measured: String, verdict: &str| Headline::new("listing", published, measured, verdict);
+    #[allow(unused)]
+    let none = || "no paired clean runs".to_string();
+    let published = PUBLISHED;
+    let find = |p: &str| records.iter().find(|r| r.variant.starts_with(p)).map(|r| r.variant.clone());
+    match (find("per-directory"), find("flat")) {
+        (Some(pd), Some(fl)) => {
+            match (paired_ratio(records, &pd, &fl, "list_calls"), paired_ratio(records, &pd, &fl, "wall_s")) {
+                (Some(_), Some(w)) => {
+                    let (a, b) = (
+                        median(records, &pd, "list_calls").unwrap_or(0.0),
+                        median(records, &fl, "list_calls").unwrap_or(0.0),
+                    );
+                    let mut kr = paired_ratio(records, &fl, KEY_RANGE_ROW, "wall_s")
+                        .map(|k| format!("; key-range parallel {} than flat", faster_or_slower(&k)))
+                        .unwrap_or_default();
+                    for p in PEERS {
+                        let l = peer_label(p);
+                        if let (Some(w), Some(c)) = (median(records, &l, "wall_s"), median(records, &l, "list_calls")) {
+                            kr.push_str(&format!("; {l} {c:.0} calls in {w:.2} s"));
+                        }
+                    }
+                    h(published, format!("{a:.0} calls -> {b:.0}, flat {} faster{kr} (the call ratio scales with dirs: quick has fewer)", x(&w)), judge_ratio(w.median, 8.0, 8.0))
+                }
+                _ => h(published, none(), "no"),
+            }
+        }
+        _ => h(published, none(), "no"),
+    }
+}
+
+/// `listing` as the suite's table holds it (workload.rs's [`crate::workload::WorkloadDef`]).
+pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef {
+    name: "listing",
+    quick: "175 directories x 6 files (1,050 keys), per-directory LISTs one at a time, s3 profile",
+    full: "17,520 directories x 6 files (105,120 keys), per-directory LISTs 16 at a time, s3 profile",
+    peers: &PEERS,
+    in_suite: true,
+    default_link: None,
+    run: run_with_defaults,
+    claim,
+};
+
+/// Runs `listing` with its default parameters at `s` (`repeats` when given) and the peers
+/// of `o` that it sets beside ferry.
+pub fn run_with_defaults(
+    s: Size,
+    repeats: Option<usize>,
+    o: &crate::options::RunOptions,
+) -> anyhow::Result<crate::options::Outcome> {
+    let mut p = ListingParams::new(s);
+    p.repeats = repeats.unwrap_or(p.repeats);
+    p.peers = WORKLOAD.peers_of(o);
+    run(s, &p, o)
 }
 
 #[cfg(test)]

@@ -32,326 +32,28 @@
 //! (`load_warmup` for auto and h2, whose controller and windows ramp; shorter for the
 //! pool, the pipeline and the peers, which send the whole load at once).
 //!
+//!
 //! Large goodput is the bytes of large parts received while the smalls ran, over that
 //! time, counted chunk by chunk as they arrive ([`LoadWindow`]), whichever part they belong
-//! to. Counting whole parts begun inside the window (as this once did) drops the parts that
-//! straddle either end: with 100 parts of 8 MiB in flight a part takes about as long as the
-//! quick window (1.5 s), so that undercounted ferry's rows and read 0 for boto3-tuned's.
+//! to, so parts that straddle either end of the window still count.
 //!
-//! ## Large objects done (issue 5: "within 10% of the link-limited time")
+//! Large objects "done" (issue 5: within 10% of the link-limited time): a loaded run's load
+//! never finishes, so done is a time from a rate, the large bytes over the loaded rate, held
+//! against the same client's same load alone over the last `load_alone` of its warm-up
+//! (`large_done_over_alone`, goal <= 1.10). The adjacent span of the same run is the
+//! reference because two shared cores drift between runs by tens of percent. Across a link
+//! (`--link`) the link's own rate is a second reference (`large_done_over_link`) and the
+//! connections each client held while the smalls ran are recorded. `--auto-max-connections`
+//! runs the cap map instead: the pool and one auto row per cap.
 //!
-//! A loaded run's load is closed-loop (it never finishes), so "done" is a time derived
-//! from a rate: `large_done_s` is the large objects' bytes, each read once, over the large
-//! rate while the smalls ran. Its reference is the same client's same load alone: the
-//! large rate over the last `load_alone` of the warm-up (quick: 0.3 s, the smalls' arrival
-//! window, at the end of 0.5-1 s by client; full: 1 s of 2 s), just before the first small, on the same connections with nothing else in flight
-//! (`large_alone_bytes_per_s`, `large_alone_done_s`). `large_done_over_alone` = alone rate /
-//! loaded rate: 1.00 when the smalls cost the large objects nothing, the goal at most
-//! 1.10. Why this reference: on this machine the "link" is two shared cores (loopback,
-//! CPU-bound), whose capacity drifts with other work by tens of percent between runs, so
-//! a reference from another run (an unloaded large run, the best of the run) would mostly
-//! measure that drift; the adjacent span of the same run does not, and it costs no extra
-//! run. Its risk: a client still ramping at the warm-up's end has a low reference, which
-//! flatters its ratio; the warm-up before the alone span is left for the ramp, chosen per
-//! client from the warm-up's own samples (series `large_warmup_bytes`, every 50 ms): auto
-//! reaches its rate at 0.6-0.8 s, the pool and the pipeline within 0.2 s.
-//!
-//! What `--quick` keeps and drops: every row and figure of the full size but the extra
-//! 10-connection pool row, with 30 smalls (p99 is their largest) in 3 repeats, the 64 MiB
-//! large objects, and warm-ups cut to each client's ramp plus a 0.3 s alone span.
-//!
-//! ## Fewer connections than the pool: the cap map (issue 5)
-//!
-//! `--auto-max-connections 24,32,40,50` runs the h1-pool and one auto row per cap
-//! instead of the usual rows (the cap is each record's `client.max_connections`), to
-//! ask whether a count well below 50 still moves the large objects within 10% of the
-//! best. Full size, `ferry bench mixed-hol --peers none --repeats 2` and `--repeats 3
-//! --auto-max-connections 24,32,40,50`, 5 interleaved repeats in all at load average
-//! 3-12 (other engineers' builds and benches beside); medians (min-max); the ratio pairs
-//! each row with auto at 50 in the same repeat:
-//!
-//! ```text
-//!  auto cap  large MB/s alone   loaded            / cap 50's        small p99 ms    opened      held
-//!     24     1128 (1090-1149)    973 (819-1048)   0.67 (0.38-0.81)  173 (161-237)   37 (28-51)  23.8
-//!     32     1459 (767-1537)    1407 (1096-1514)  0.84 (0.58-1.14)  163 (149-244)   32 (32-36)  32.0
-//!     40     1599 (683-2000)    1411 (894-1885)   0.89 (0.47-1.35)  167 (151-630)   40 (40-57)  39.9
-//!     50     1706 (1293-2668)   1396 (1008-2600)  1                 290 (151-794)   50 (50-51)  50.0
-//!  h1-pool   1469 (1402-1610)   1676 (1248-2339)  1.20 (0.49-1.67) 1017 (446-1557)  50          50.0
-//! ```
-//!
-//! Up to ~32 connections auto's large rate is what its connections carry, not what the
-//! machine allows: alone at a cap of 24 it moved 1,090-1,149 MB/s in every repeat
-//! whatever the load, ~63 MB/s for each of its ~18 bulk connections (the small lane
-//! keeps 6-8 places of the cap), which is the s3 profile's 90 MB/s with a ~30 ms first
-//! byte before each 8 MiB part (8 MiB per ~123 ms: ~68 MB/s). Above that the two shared
-//! cores bind, at a level that moves with the other work on the machine: at a cap of 50
-//! (42 bulk connections, ~2.65 GB/s if the connections were the limit) auto moved
-//! 1.0-2.7 GB/s. So taking connections away lengthens the large objects' time until the
-//! CPU's ceiling, and that ceiling depends on the moment: in the busiest repeats 32
-//! connections did as well as 50 (1.10x, 1.14x), in the quietest 0.58x. Per repeat no
-//! count clearly below 50 stayed within 10% of it (medians 0.67, 0.84, 0.89). On this
-//! machine "fewer connections than the pool" and "large objects within 10% of the
-//! link-limited time" conflict (on loopback; across a link they do not: "On a link"
-//! below): the emulated link is per connection (like S3), so the
-//! link-limited time itself grows as connections go, and the only knee is the CPU's,
-//! which moves with the machine's load between runs. The controller's goodput rule
-//! (controller.rs, "Growth follows goodput") is the part that should stop at such a
-//! knee when there is one; on a quiet machine growing to the cap is right. The cap map
-//! also shows what the smaller counts gave the smalls: a lower p99 (163-173 ms beside
-//! 290 at 50, less CPU contention), and that a capped auto can open more connections
-//! than its cap over a run (24: 28-51 opened, never more than 24 at once): places
-//! handed over between the lanes (auto.rs, "handovers"; one `--quick` run at a cap of
-//! 24 with `FERRY_LOG=ferry_wire::auto=debug`: pool 19 + pipeline 8 opened, 3 handed
-//! over by the pool).
-//!
-//! ## On a link
-//!
-//! Where it stands: since HTTP/1.1 receive windows follow the path (the bullet "Windows
-//! that follow the path" below), auto's loaded small p99 is its unloaded one (~145 ms)
-//! and 15.1-16.5x better than the 50-connection pool's in the median of the last three
-//! rounds (14.3x in the first); the figures before it are history, kept for what they
-//! found.
-//!
-//! Loopback has no aggregate link, which is why the cap map above found no knee but the
-//! CPU's. A real client has one: an instance's NIC (5-25 Gbit/s) in front of S3's ~90
-//! MB/s per connection, which a 50-connection pool oversubscribes. `--link instance`
-//! (ferry-link: 1 ms RTT, 2.5 Gbit/s, a 4 MiB queue; the preset's note says why that
-//! rate: on two shared cores it is the link that binds, not the CPU) emulates that case.
-//! With a link each loaded row also reports `large_link_limited_s` (the large objects at
-//! the preset's rate, 312.5 MB/s of payload), `large_done_over_link` (issue 5's "within
-//! 10% of the link-limited time") and `link_used` (large and small bytes while the smalls
-//! ran, over that rate), and an iperf3 -P 1 row measures the link once per workload run.
-//!
-//! Full size, `ferry bench mixed-hol --peers none --repeats 3 --link instance` (load
-//! average 6-7), medians (min-max); iperf3 -P 1 carried 309 MB/s:
-//!
-//! ```text
-//!                 small p50 ms  small p99 ms         large   done /  link   conns opened /
-//!                 unl.  loaded  unl.  loaded         MB/s    link    used   peak / held  CPU s
-//!  h1-pool (50)   37    1870    167   2302 (2232-2351)  293   1.07   0.99   50 / 50 / 50  4.6
-//!  auto           37      59    171    277 (269-322)    293   1.07   1.00   28 / 24 / 19.4 5.4
-//!  h2 (25 conns)  38     495    170   3044 (1172-6533)  290   1.08   0.98   25 / 25 / 25  5.1
-//!  h1-pipeline    38    1708    169   7062 (6431-7081)  296   1.06   0.99   50 / 50 / 50  5.4
-//!  h1-pool (10)   38    2951    161   3094 (3094-3422)  276   1.13   0.94   10 / 10 / 10  5.5
-//! ```
-//!
-//! - Every 50-connection row and auto fill the link (`link_used` 0.98-1.00), so their
-//!   done / link-limited is the same 1.06-1.08: the ~7% is the smalls' own bytes (100/s of
-//!   ~186 KB on average: 18.6 MB/s, 6% of the link) sharing it. Auto meets "within 10%
-//!   of the link-limited time" (1.07, 1.07-1.07) with fewer connections than the pool:
-//!   24 at most (20-26), 19.4 held on average while the smalls ran, 28 opened (24-30; the
-//!   lanes hand places over, see the cap map) beside the pool's 50.
-//! - Auto's small p99 is 1.6x its unloaded p99 (goal: at most 2x); beside the pool in the
-//!   same repeat it is 0.12x (0.12-0.14), 8.3x better, and 0.03x at p50 (31.6x).
-//! - The 15x: on the link the 50-connection pool's own loaded/unloaded ratio is 50x at
-//!   p50 and 13.8x at p99, beside 2.7-5x at p99 on loopback. Each of its connections now
-//!   gets ~1/50 of the link (~6 MB/s), so an 8 MiB part takes ~1.3 s and a connection
-//!   frees every ~27 ms; a small waits behind the ~50 queued parts (~1.4 s) and then
-//!   moves at a connection's share. So Onehouse's case appears here with the SDK's
-//!   default pool, and auto is more than 15x better than it at p50 (31.6x), not at p99 (8.3x:
-//!   auto's loaded p99 is bounded by the s3 profile's lognormal first byte, unloaded p99
-//!   ~170 ms, and the pool's p99 by the queue).
-//! - Where auto's loaded excess comes from (`FERRY_LOG=ferry_wire::auto=trace` traces each
-//!   small's time as client wait + head latency + body; two quick runs, 30 smalls loaded
-//!   and 30 unloaded each, load average 6-8.5): the mean small took 52-55 ms loaded beside
-//!   45-46 unloaded. Its body moved at ~35 MB/s beside ~85 unloaded (smalls over 256 KiB:
-//!   16-17 ms beside 7 ms: one flow's share of a link bulk fills), and 8 of 30 were
-//!   written behind another small on their pipelined connection (0-1 of 30 unloaded),
-//!   waiting out its lognormal first byte: those averaged 58-77 ms, the rest 47-49. The
-//!   slowest loaded smalls (91-157 ms) were mostly such queued ones. So the excess is the
-//!   link's share in the body and first-byte head-of-line inside the small lane; the
-//!   head latencies measured (smalls not queued) did not rise (mean 26-28 ms loaded,
-//!   35-41 unloaded). Thin samples (30 a row): a full-size trace would firm it up.
-//! - Hedged small GETs (auto.rs, "Hedged small GETs": a copy of a small GET whose head
-//!   is later than the p95 of recent head latencies, on a connection with no head owed,
-//!   within a 5% budget). Same command, main's build (d542b73) and the hedging build
-//!   alternated twice (main, new, new, main; 6 repeats each; load average 2.5-11):
-//!
-//! ```text
-//!             small p50 ms   small p99 ms                   p99: pool's over  done / link        held   copies sent / won
-//!             loaded         unl.             loaded         auto's (same rep.)                          (loaded, of 2,000)
-//!  main       62 (54-63)     233 (149-444)    323 (254-387)   7.2x (5.5-8.9)   1.07 (1.07-1.10)   20.1   -
-//!  hedging    56 (44-61)     137 (133-145)    211 (148-398)  12.3x (5.7-18.3)  1.08 (1.07-1.22)   18.6   94 (79-98) / 23 (16-29)
-//! ```
-//!
-//!   So the unloaded p99 falls to ~the s3 profile's own first-byte p99 and the loaded p99
-//!   by a third, and auto's p99 beats the pool's by 12x in the median repeat, 15x or more
-//!   in 2 of 6 (15.9x, 18.3x; the pool's own loaded p99 ranged 2.0-3.7 s): "15x better
-//!   at p99" is not met steadily. In 2 of the 6 (the 15.9x among them) auto held only 9-11
-//!   connections (peak 11-14) and the large objects took 1.15 and 1.22x the link-limited
-//!   time; main did not in its 6. Not traced yet. A run of this build alone after them
-//!   (`--repeats 2 --auto-max-connections 50`, which runs the pool and auto only, with
-//!   `FERRY_LOG=ferry_wire::controller=debug`): loaded p99 257 and 300 ms, 7.7x the pool's
-//!   both, 18.6-18.8 held, done / link 1.07; the low count did not recur. Its log shows
-//!   slow start ending at a limit of 14-15 in the bulk-only warm-up, where goodput reached
-//!   the link's ~312 MB/s: a limit that stays there is one candidate for the 9-11.
-//! - A p90 delay with a 10% budget, and the loser's head latency measured (auto.rs,
-//!   "Hedged small GETs"): no 15x either. Over 21 loaded repeats of hedging builds
-//!   (`--repeats 3 --auto-max-connections 50`, load average 2.8-9) the pool's p99 over
-//!   auto's was 2.4-12.7x (the 2.4 beside a test build), the pool's own 1.9-2.7 s. Where
-//!   auto's loaded tail is (`FERRY_LOG=ferry_wire::auto=trace`, one repeat; the tracing
-//!   slows it: p99 489 ms, 4.3x): of the 20 slowest loaded smalls, 16 had been written
-//!   behind another small's owed head on their connection and waited 288 ms on average
-//!   for it, 14 spent over 100 ms on their own body; bodies over 500 KB moved at a
-//!   median 8 MB/s loaded beside 98 unloaded, and 729 of 2,000 smalls were queued behind
-//!   a head loaded beside 4 unloaded. So the tail is the smalls' share of a full link, not the first byte: each
-//!   small body is one flow of ~20-25 behind the link's 4 MiB queue (~13 ms), its
-//!   connection idle between smalls (a sender's TCP restarts slow start after idle, the
-//!   Linux default; not checked here), and the slow bodies hold up the smalls pipelined
-//!   behind them. Hedging reaches first bytes only.
-//! - Bulk that fills the link without queueing ahead of the smalls: tried, not landed.
-//!   A temporary build set `SO_RCVBUF` on auto's bulk connections only (64 or 128 KiB,
-//!   which the kernel doubles; the pipeline's left alone), so their windows add up to
-//!   about the link's bandwidth-delay product plus a little queue instead of the 4 MiB
-//!   queue. Same command, alternated base, 64K, 128K, 128K, 64K, base (6 repeats each,
-//!   load average 1.1-4):
-//!
-//! ```text
-//!           small p99 ms     loaded /           p50   pool p99 over       >= 15x  done / link        held
-//!           loaded           unloaded p99       ms    auto's (same rep.)
-//!  base     260 (157-414)    1.86 (1.19-2.99)   59     9.0x (5.5-14.7)    0 of 6  1.07 (1.07-1.09)   19.9
-//!  64 KiB   140 (134-149)    1.03 (1.02-1.06)   38    15.7x (14.6-17.3)   4 of 6  1.07 (1.07-1.10)   19.4
-//!  128 KiB  142 (134-177)    1.05 (0.97-1.27)   41    15.2x (13.6-18.3)   3 of 6  1.07 (1.07-1.08)   19.2
-//! ```
-//!
-//!   So the loaded p99 falls to the unloaded one (the s3 profile's first byte with
-//!   hedging, ~135 ms) with the large objects as fast (292 MB/s), and "15x better than
-//!   the pool" becomes the pool's p99 over that floor: met in the median, not in every
-//!   repeat. Why not landed: a fixed window is a rate cap per connection (128 KiB,
-//!   doubled, over a 110 ms RTT is 1-2 MB/s: bulk-wan's transatlantic link would crawl),
-//!   and setting `SO_RCVBUF` turns off the kernel's receive autotuning. The window has
-//!   to follow the measured RTT and the link's rate (what the controller's goodput
-//!   rounds already find), and bulk-wan must be measured beside it. The next step for
-//!   the 15x.
-//! - Windows that follow the path, landed (conn.rs, "Receive windows of HTTP/1.1
-//!   connections"): each HTTP/1.1 connection of auto's pool gets a receive buffer of 128
-//!   MB/s x the smallest handshake RTT its endpoint has shown (128 KB on this link), once
-//!   a small request has met a bulk one (rounds 1-3 below capped from the first
-//!   connection; round 4, in conn.rs, set the two side by side: the same p99), and
-//!   paths where that is under 64 KiB (loopback) or over 4 MiB / `rmem_max` (bulk-wan's
-//!   110 ms) keep the kernel's autotuning. Same command, two rounds of two builds
-//!   alternated twice (6 repeats a side; load average 1.5-6): an experiment build
-//!   switching the cap on by environment against itself, then the cap built in at 192
-//!   MB/s against the experiment at 128; medians (min-max):
-//!
-//! ```text
-//!                      small p99 ms    loaded /     p50   pool p99 over       >= 15x  done / link  large  held
-//!                      loaded          unl. p99     ms    auto's (same rep.)                       MB/s
-//!  kernel windows      268 (237-386)   1.93         60     8.0x (6.1-9.1)     0 of 6  1.07         292    20.0
-//!  capped, 128 MB/s    146 (139-147)   1.05         43    14.3x (13.7-15.5)   1 of 6  1.08         290    19.8
-//!  (second round)
-//!  capped, 192 MB/s    158 (152-183)   1.18         45    12.9x (12.2-15.8)   2 of 6  1.07         292    18.9
-//!  capped, 128 MB/s    151 (138-159)   1.11         43    15.1x (12.6-16.1)   4 of 6  1.07         292    20.1
-//!  (third round: the landed build, its hedging switched by environment)
-//!  hedge p95, 5%       145 (141-149)   1.08         41    16.5x (15.0-17.1)   5 of 6  1.07         292    18.8
-//!  hedge p90, 10%      138 (130-143)   1.06         41    16.5x (14.3-17.3)   5 of 6  1.07         291    19.7
-//! ```
-//!
-//!   So the loaded tail is the unloaded one (~138 ms, the s3 profile's first byte with
-//!   p95 hedging), steadily, and the 15x is the pool's p99 (2.0-2.4 s) over that floor:
-//!   met in the median of the second and third rounds (15.1x, 16.5x), in 10 of their
-//!   12 repeats, not in the first (14.3x, where the pool's p99 was 2.0-2.2 s beside
-//!   2.2-2.4 in the third). The third round also tried hedging sooner (auto.rs, "Hedged
-//!   small GETs"): p90 with a 10% budget took 7 ms off auto's loaded p99 and 9 off the
-//!   unloaded (128 ms, 119-133) for twice the copies (178 per 2,000 smalls beside 92);
-//!   the pool's p99 over auto's did not move (16.5x both), so p95 and 5% stay.
-//!   What the cap costs elsewhere (conn.rs, "Receive windows"): nothing to the s3
-//!   profile's bulk across `--link region`; capped from the first connection, a quarter
-//!   of a `ferry cp` download from a server faster than 128 MB/s a connection across the
-//!   same link, which is why it now waits for small requests to meet bulk ones.
-//! - The 9-11 did not recur in 25 loaded repeats with
-//!   `FERRY_LOG=ferry_wire::controller=debug` (the 8 runs of the hedge settings above and
-//!   the trace): slow start ended at 14 in 23 of them (21 in 2), auto held 14.8-26.3 on
-//!   average, done / link 1.07-1.12 (the 1.10 and 1.12 beside a build); in the window
-//!   runs' 18, held 12.9-26.3 (12.9 once, peak 16, done / link 1.09).
-//!   What the log shows instead of a stale best: after slow start the head-latency rule
-//!   (controller.rs, "Rising head latency") cut the limit 30 times in the 25 (0-7 a run,
-//!   to 12 at the lowest). Its floor is the first rounds' ~21 ms median on an empty link;
-//!   on the full link the queue puts round medians at 35-60 ms, over 2x. 10 of the 30
-//!   cuts came when the round's goodput was already over 10% below the window's best:
-//!   the rule reads falling goodput as "did not grow" and cuts further. A candidate for
-//!   the 9-11, not shown to be its cause; left as it is.
-//!
-//! Where the knee is, `--auto-max-connections 12,16,24,50` on the same link (full size,
-//! 3 repeats, load average 7-9; pool in the same run: 286 MB/s, done / link 1.09):
-//!
-//! ```text
-//!  auto cap   large MB/s        done / link        link used   small p99 ms   peak  held
-//!     12      269 (268-285)     1.16 (1.10-1.16)   0.92        218 (180-1070)  12   11.9
-//!     16      271 (269-290)     1.15 (1.08-1.16)   0.93        189 (184-1066)  16   15.1
-//!     24      288 (267-291)     1.08 (1.07-1.17)   0.98        346 (339-380)   24   19.6
-//!     50      291 (267-293)     1.07 (1.07-1.17)   0.99        277 (262-303)   21   17.4
-//! ```
-//!
-//! The knee is between 16 and 24 connections (the small lane keeps 6-8 of them, so ~10-16
-//! carry the bulk): below it the link is left 7-8% idle, above it nothing more moves.
-//! Uncapped, auto peaked at 20-26 connections in the two runs (held 16-20), at the knee, by the controller's goodput
-//! rule (controller.rs, "Growth follows goodput"): with a link the rounds' goodput stops
-//! growing where the link fills, a steadier signal than the CPU's moving knee on loopback.
-//! So no new rule was needed for this case, and the cap map's conflict on loopback is the
-//! loopback's, not the goal's. Checked in one `--quick` run with
-//! `FERRY_LOG=ferry_wire::controller=trace,ferry_wire::auto=debug` (`--repeats 1
-//! --auto-max-connections 50`): the loaded rounds moved 246, 313, 313, 311, 306 MB/s at
-//! limits 4, 6, 9, 14, 14; growth held from 14 and slow start ended there.
-//!
-//! What that run also showed, left as it is: the limit was found while the bulk lane had
-//! all 14 places; when the smalls began, the pipeline lane took 7 of them (the pool handed
-//! 4 connections over), the bulk rounds fell to 272 and 216 MB/s, and growth stayed held
-//! because the 313 MB/s best was still in the 10-round window. At the full size the best
-//! expires within a few seconds and growth resumes (peak 20-26); in the quick window of
-//! 0.3 s it does not, so that run's auto row used 0.88 of the link (done / link 1.20; the
-//! 3-repeat quick run before it: 1.07, 1.04-1.07). Clearing a best that the lanes' split
-//! made stale on a handover, as a decrease clears it, was tried and not landed: no gain
-//! in 3 quick and 2 full interleaved pairs (controller.rs, "Growth follows goodput").
-//!
-//! ## Does the lab reproduce Onehouse's 15x, and for whom?
-//!
-//! Measured (`ferry bench mixed-hol --quick --peers boto3`, 3 repeats, load average 7.5;
-//! and full size `--peers none --repeats 2`, load 7-8), small GET latency loaded over
-//! unloaded, p50 / p99: boto3 with its default pool of 10 21.7x / 10.5x (quick); the
-//! 50-connection h1-pool 8.8x / 2.7x (quick), 12.7x / 5.0x (full); the 10-connection
-//! h1-pool row 67x / 17x (full: p50 2.3 s beside 35 ms); auto 1.3-1.5x / 0.9-1.1x. So the
-//! 15x is reproduced by boto3 (on p50, and nearly on p99) and by a 10-connection pool, not
-//! by the 50-connection pool, and "15x better than the pool" cannot be met by any client
-//! here: auto's loaded p99 is at or below its unloaded p99, and the pool's own ratio is
-//! 2.7-5x, so auto is 3-4x better than the pool at p99 (9.8x at p50, full size).
-//!
-//! Why the 50-connection pool sees less: a small GET waits in the pool's queue until a
-//! connection frees, and with 8 MiB parts one frees often. At S3's 90 MB/s a part takes
-//! ~30 ms to first byte and ~93 ms to transfer, so 50 connections free one every ~2.5 ms;
-//! on two shared cores moving ~1.4-2 GB/s a part takes ~200-300 ms and one frees every
-//! ~4-6 ms. A small behind ~50 queued parts then waits ~50 frees, ~200-300 ms, added to a
-//! first byte whose unloaded p99 is already ~150 ms (lognormal): p50 rises ~9-13x, p99
-//! only ~3-5x. A pool reading whole 256 MiB objects (as an SDK's plain `get_object` does)
-//! frees a connection every ~60 ms at 50 x 90 MB/s, so the same queue costs seconds:
-//! that is Onehouse's case, and the 10-connection row shows its size here. boto3's
-//! figure has a second cause beside the queue: its client CPU (2.4 CPU s beside the
-//! pool's 0.7 for the same quick load) on threads that hold the GIL; and its default pool
-//! of 10 does not bound its connections (urllib3 with `block=False` opens a connection
-//! when none is idle and discards it on return when the pool is full: boto3's loaded rows
-//! opened 110-132 TCP connections), so it is not a pool of 10 in the queueing sense.
-//! Parameters left as they are: 8 MiB parts are what the AnyBlob figures advise (LAB.md
-//! section 1) and what ferry's own range reads use; the published case's whole-object
-//! reads would be a second load, proposed rather than swapped in.
-//!
-//! The machine matters: on loopback, 50 connections at the s3 profile's 90 MB/s each ask
-//! for more than two shared cores can move, so the load is CPU-bound here and slows every
-//! client's smalls somewhat (the client and server share those cores). That part of the
-//! loaded/unloaded ratio is not head-of-line blocking; the gap between clients in the same
-//! run is.
-//!
-//! boto3's loaded rows open their window late: the driver starts the load's 100 threads
-//! one by one, and each `Thread.start()` waits until the new thread runs, which needs the
-//! GIL that the threads already started hold while they sign requests and copy bodies. In
-//! one quick run that loop took 8.9 s, the 0.3 s warm-up sleep itself 0.31 s, so the smalls
-//! began 9.2 s after the start (record figures `load_threads_started_s`,
-//! `load_warmup_slept_s`, `smalls_window_opened_s`; the row's note says it). The smalls
-//! still meet a load at full strength, and their latency runs from their own scheduled
-//! arrivals, so the late start neither helps nor hurts boto3's figures: it is a boto3 user's
-//! cost of starting 100 threads, not head-of-line blocking.
+//! The figures these rows gave, the cap map, the link runs and whether the lab reproduces
+//! Onehouse's 15x (and for whom): docs/lab/bench-mixed-hol.md.
 
+use crate::measure::{body, cdf, get_drain, log_uniform_sizes, set_percentiles, Errors, Meter};
 use crate::record::RunRecord;
-use crate::scenario::{body, cdf, get_drain, log_uniform_sizes, set_percentiles, Errors, Meter, Scenario};
+use crate::scenario::Step;
+use crate::stats::Spread;
+use crate::verdict::{judge_ratio, paired_ratio, x, x2, Headline};
 use crate::workload::{ClientSpec, Column, ServerSpec, Size, Task, Variant, Workload};
 use anyhow::{Context, Result};
 use ferry_store::{GetParams, Mode, ObjectRef, RangeSpec, S3Client};
@@ -431,14 +133,9 @@ impl MixedHolParams {
             },
             part_bytes: 8 << 20,
             large_in_flight: 100,
-            // Quick: 30 arrivals at 100/s, a 0.3 s window (150 until e5dba7e: 104 s for
-            // the workload with each peer row run once; 60 with the peers repeated: 87 s
-            // at load average 13; 40 until lab10: 62 s on a quiet machine, over the
-            // minute). The load is the same, so each small still meets ~50 queued parts;
-            // p99 of 30 is their largest (nearest rank), as it was of 40, and the 3
-            // repeats give its spread. A loaded run lasts the warm-up, the window and the
-            // slowest small (0.1-1 s for ferry's rows, 0.5-2 s for the peers' under load);
-            // an unloaded run, the window and ~0.1 s.
+            // Quick: 30 arrivals at 100/s, a 0.3 s window: each small still meets ~50 queued
+            // parts, p99 of 30 is their largest, and the workload fits its minute (docs/lab/bench-quick-sizes.md;
+            // `ferry bench mixed-hol --quick` re-measures it).
             smalls: match size {
                 Size::Quick => 30,
                 Size::Full => 2_000,
@@ -450,19 +147,9 @@ impl MixedHolParams {
             prefixes: 16,
             connections: 50,
             pipeline_depth: 16,
-            // Quick: 1 s for auto and h2. The load's 100 GETs are sent and the pool full
-            // after ~200 ms, but auto's controller is still in slow start then: with a
-            // 200 ms warm-up the 0.4 s window measured its ramp (quick, 3 repeats at
-            // 64f30e2: auto's large MB/s 969 (362-1192) beside the pool's 2313), where the
-            // 20 s window of the full size gave 2303 beside 2530 (one repeat, same build).
-            // The warm-up's samples (series large_warmup_bytes, every 50 ms) show the
-            // ramps per 100 ms (quick, 3 repeats, load average 5-9): auto reaches its
-            // steady rate at 0.6-0.8 s (216 361 430 741 954 1705 2304 2515 2675 MB/s),
-            // h2 at ~0.5-0.7 s; h1-pool and h1-pipeline are within ~20% of theirs from the
-            // first 100 ms (2086 2746 2510 ...) and steady from 0.2 s; the peers' threads
-            // or tasks start and their rate is up by 0.3-0.4 s (boto3: 0 306 1262 1341
-            // ...). Bulk transfers of the published case run for seconds before and after
-            // a small GET; the ramp is bulk-get's and bulk-wan's to show.
+            // Quick: 1 s for auto and h2, whose controller and windows reach their steady
+            // rate at 0.5-0.8 s (series large_warmup_bytes of `ferry bench mixed-hol --quick
+            // --peers none`; docs/lab/bench-quick-sizes.md). The ramp is bulk-get's and bulk-wan's to show.
             load_warmup: match size {
                 Size::Quick => Duration::from_secs(1),
                 Size::Full => Duration::from_secs(2),
@@ -477,10 +164,8 @@ impl MixedHolParams {
                 Size::Quick => Duration::from_millis(700),
                 Size::Full => Duration::from_secs(2),
             },
-            // The warm-up's end (quick: 0.3 s, the smalls' arrival window; full: 1 s).
-            // Until lab10 the quick warm-up was 1 s for every client with the last 0.5 s
-            // alone; at 0.5-1 s auto was still ramping in one repeat of three (alone 2169
-            // beside 2403 MB/s while the smalls ran), at 0.7-1 s it is past its ramp.
+            // The warm-up's end (quick: 0.3 s, the smalls' arrival window; full: 1 s), after
+            // every client's ramp (docs/lab/bench-quick-sizes.md).
             load_alone: match size {
                 Size::Quick => Duration::from_millis(300),
                 Size::Full => Duration::from_secs(1),
@@ -488,8 +173,8 @@ impl MixedHolParams {
             repeats: 3,
             put_concurrency: 64,
             peers: Vec::new(),
-            // Quick leaves the extra 10-connection row out (7.4 s of loaded runs in 87 s):
-            // boto3's row, on that same default pool of 10, shows the published case.
+            // Quick leaves the extra 10-connection row out (7.4 s of its minute): boto3's row,
+            // on that same default pool of 10, shows the published case.
             small_pool_row: size == Size::Full,
             auto_caps: Vec::new(),
             link: None,
@@ -691,6 +376,8 @@ pub async fn warm_up(window: &LoadWindow, warmup: Duration, alone: Duration) -> 
     WarmUp { alone: (window.total() - b0, t0.elapsed()), points }
 }
 
+crate::impl_scenario!(MixedHolRun);
+
 impl MixedHolRun {
     /// Bytes of the large objects, each read once.
     pub fn large_total_bytes(&self) -> u64 {
@@ -706,7 +393,7 @@ impl MixedHolRun {
         let max = self.smalls.iter().map(|s| s.1).max().unwrap_or(0) as usize;
         let buf = body(max, 0);
         let smalls = self.smalls.iter().map(|(key, size)| (key.clone(), buf.slice(..*size as usize)));
-        crate::scenario::put_all(c, BUCKET, smalls, self.put_concurrency).await?;
+        crate::measure::put_all(c, BUCKET, smalls, self.put_concurrency).await?;
         // The first access of a synthetic key computes its CRC (a pass over the object):
         // done here, untimed.
         for key in self.larges.iter() {
@@ -865,7 +552,8 @@ struct OpenSampler {
 }
 
 /// How often [`OpenSampler`] reads the open connections: 20 ms, a fifth of a part's
-/// transfer at S3's 90 MB/s, so the mean is steady; a peak shorter than it can be missed.
+/// transfer at S3's 90 MB/s, so the mean is steady; a peak shorter than it can be missed
+/// (`connections_open_mean_window` of `ferry bench mixed-hol --quick --link instance`).
 const OPEN_SAMPLE: Duration = Duration::from_millis(20);
 
 impl OpenSampler {
@@ -1025,7 +713,7 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
                 workload: NAME,
                 server: Some(server),
                 client: Some(ClientSpec { mode, max_connections: connections, pipeline_depth: p.pipeline_depth }),
-                task: Task::Scenario(Scenario::MixedHol(MixedHolRun {
+                task: Task::Scenario(Step::new(MixedHolRun {
                     phase,
                     smalls: smalls.clone(),
                     small_rate: p.small_rate,
@@ -1137,8 +825,131 @@ pub fn mixed_hol(size: Size, p: &MixedHolParams) -> Workload {
             "peer rows (bench/peers/driver.py's mixed_hol op): the same smalls, parts and arrival schedule, driven as each peer's users would (the row's note says how), repeated and interleaved like ferry's rows.".into(),
             "p50 / p99 / h1-pool's: each loaded row's small-GET latency over h1-pool's loaded latency in the same repeat (below 1: better than the 50-connection pool; 0.07x is 15x better); the median of those ratios (min-max). A peer row that ran once (--quick) is paired with repeat 1.".into(),
         ],
+        headline: Some(claim),
         ..Workload::scenario(NAME, size, vec![s3, s3_h2], variants, p.repeats, params, if p.link.is_some() { LINK_COLUMNS } else { COLUMNS })
     }
+}
+
+/// The claims table's row for `mixed-hol`: the pool's small-GET latency loaded over unloaded against Onehouse's 15x, with auto's
+/// against the loaded pool, the large objects' done time and, on a link, the connections held.
+pub fn claim(records: &[RunRecord]) -> Headline {
+    let h = |published: &str, measured: String, verdict: &str| Headline::new("mixed-hol", published, measured, verdict);
+    #[allow(unused)]
+    let none = || "no paired clean runs".to_string();
+    let published = "15x small-GET latency beside large GETs in an SDK pool (Onehouse)";
+    let r = |c: &str, f: &str| paired_ratio(records, &row_label(c, Phase::Loaded), &row_label(c, Phase::Unloaded), f);
+    match r("h1-pool", "small_latency_p50_ms") {
+        Some(p50) => {
+            let p99 = |c: &str| {
+                r(c, "small_latency_p99_ms").map(|s| format!("{:.1}x", s.median)).unwrap_or_else(|| "-".into())
+            };
+            let others: Vec<String> = ["auto", "h2 [s3 --h2 on]", "h1-pipeline"]
+                .iter()
+                .filter_map(|c| r(c, "small_latency_p50_ms").map(|s| format!("{c} {:.1}x / {}", s.median, p99(c))))
+                .collect();
+            // The SDK-pool peers are the published case itself.
+            let peers: Vec<String> = PEERS
+                .iter()
+                .filter_map(|p| {
+                    r(p.name(), "small_latency_p50_ms")
+                        .map(|s| format!("{} {:.1}x / {}", p.name(), s.median, p99(p.name())))
+                })
+                .collect();
+            let peers = if peers.is_empty() { String::new() } else { format!("; peers: {}", peers.join(", ")) };
+            // The "15x better than a 50-connection pool" of the issue: auto's loaded
+            // latency over the pool's loaded latency, paired by repeat.
+            let vs_pool = |f: &str| paired_ratio(records, &row_label("auto", Phase::Loaded), POOL_LOADED_ROW, f);
+            let auto = match (vs_pool("small_latency_p50_ms"), vs_pool("small_latency_p99_ms")) {
+                (Some(a), Some(b)) if a.median > 0.0 && b.median > 0.0 => format!(
+                    "; auto loaded / h1-pool loaded (same repeat), p50 / p99: {} / {} ({:.1}x / {:.1}x better)",
+                    x2(&a),
+                    x2(&b),
+                    1.0 / a.median,
+                    1.0 / b.median
+                ),
+                _ => String::new(),
+            };
+            // Issue 5's "large objects done within 10% of the link-limited time":
+            // per loaded row, the large objects' time at the rate while the smalls
+            // ran over the time at the same load's rate alone (mixed_hol.rs).
+            let figure_spread = |v: &str, f: &str| {
+                Spread::of(
+                    &records
+                        .iter()
+                        .filter(|r| r.variant == v && r.status == "ok")
+                        .filter_map(|r| r.figure(f))
+                        .collect::<Vec<_>>(),
+                )
+            };
+            let spread = |v: &str| figure_spread(v, "large_done_over_alone");
+            let large = match spread(&row_label("auto", Phase::Loaded)) {
+                Some(a) => format!(
+                    "; large objects done / alone (goal <= 1.10): auto {}{}",
+                    x2(&a),
+                    spread(POOL_LOADED_ROW).map(|p| format!(", h1-pool {}", x2(&p))).unwrap_or_default()
+                ),
+                None => String::new(),
+            };
+            // On a link (mixed_hol.rs, "On a link"): the same goal held against the
+            // link's rate, and the connections each side held while the smalls ran
+            // (issue 5: "with fewer connections than the pool").
+            let auto_row = row_label("auto", Phase::Loaded);
+            let link = match (
+                figure_spread(&auto_row, "large_done_over_link"),
+                figure_spread(POOL_LOADED_ROW, "large_done_over_link"),
+            ) {
+                (Some(a), pool) => {
+                    let held = |v: &str| {
+                        figure_spread(v, "connections_open_mean_window")
+                            .map(|s| format!("{:.0}", s.median))
+                            .unwrap_or_else(|| "-".into())
+                    };
+                    format!(
+                        "; large done / link-limited (goal <= 1.10): auto {}{}; connections held while the smalls ran: auto {}, h1-pool {}",
+                        x2(&a),
+                        pool.map(|p| format!(", h1-pool {}", x2(&p))).unwrap_or_default(),
+                        held(&auto_row),
+                        held(POOL_LOADED_ROW)
+                    )
+                }
+                _ => String::new(),
+            };
+            // A cap map (`--auto-max-connections`) has no plain auto, h2 or pipeline rows.
+            let others = if others.is_empty() { String::new() } else { format!("; {}", others.join(", ")) };
+            h(
+                published,
+                format!("small GET latency loaded/unloaded, p50 / p99: h1-pool (50 conns) {} / {}{others}{peers}{auto}{large}{link}", x(&p50), p99("h1-pool")),
+                judge_ratio(p50.median, 15.0, 15.0),
+            )
+        }
+        None => h(published, none(), "no"),
+    }
+}
+
+/// `mixed-hol` as the suite's table holds it (workload.rs's [`crate::workload::WorkloadDef`]).
+pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef {
+    name: "mixed-hol",
+    quick: "40 small GETs (4 KiB-1 MiB) beside ranged 8 MiB reads held in flight, s3 profile",
+    full: "2,000 small GETs at 100/s beside 100 ranged 8 MiB reads held in flight, s3 profile",
+    peers: &PEERS,
+    in_suite: true,
+    default_link: None,
+    run: run_with_defaults,
+    claim,
+};
+
+/// Runs `mixed-hol` with its default parameters at `s` (`repeats` when given) and the peers
+/// of `o` that it sets beside ferry.
+pub fn run_with_defaults(
+    s: Size,
+    repeats: Option<usize>,
+    o: &crate::options::RunOptions,
+) -> anyhow::Result<crate::options::Outcome> {
+    let mut p = MixedHolParams::new(s);
+    p.repeats = repeats.unwrap_or(p.repeats);
+    p.peers = WORKLOAD.peers_of(o);
+    p.link = o.link.as_ref().map(|l| l.preset());
+    crate::runner::run(&mixed_hol(s, &p), o)
 }
 
 #[cfg(test)]
@@ -1160,7 +971,7 @@ mod tests {
             (CLIENTS.len() + 1) * 2,
             "the clients and the small-pool row"
         );
-        let Task::Scenario(Scenario::MixedHol(r)) = &w.variants[1].task else { panic!("not mixed-hol") };
+        let Some(r) = w.variants[1].task.step::<MixedHolRun>() else { panic!("not mixed-hol") };
         assert_eq!(r.phase, Phase::Loaded);
         assert_eq!(r.smalls.len(), 30);
         assert!(r.smalls.iter().all(|(_, s)| (4096..=1 << 20).contains(s)));
@@ -1170,7 +981,7 @@ mod tests {
         assert_eq!(r.parts.len(), 64);
         // Only auto's smalls carry the size hint; each mode warms up for its own ramp.
         for v in &w.variants {
-            let Task::Scenario(Scenario::MixedHol(r)) = &v.task else { panic!("not mixed-hol") };
+            let Some(r) = v.task.step::<MixedHolRun>() else { panic!("not mixed-hol") };
             let mode = v.client.unwrap().mode;
             assert_eq!(r.size_hint, mode == Mode::Auto, "{}", v.label);
             let warmup =
@@ -1230,7 +1041,7 @@ mod tests {
         );
         assert_eq!(w.params["auto_max_connections"], json!([24, 50]));
         for v in &w.variants {
-            let Task::Scenario(Scenario::MixedHol(r)) = &v.task else { panic!("not mixed-hol") };
+            let Some(r) = v.task.step::<MixedHolRun>() else { panic!("not mixed-hol") };
             assert_eq!(r.size_hint, v.client.unwrap().mode == Mode::Auto, "{}", v.label);
         }
     }
@@ -1355,7 +1166,7 @@ mod tests {
             "measured once per workload run"
         );
         for v in &w.variants {
-            if let Task::Scenario(Scenario::MixedHol(r)) = &v.task {
+            if let Some(r) = v.task.step::<MixedHolRun>() {
                 assert_eq!(r.link_bytes_per_s, Some(312_500_000.0), "{}: 2.5 Gbit/s of payload", v.label);
             }
         }
@@ -1397,5 +1208,115 @@ mod tests {
         // Part j of every object comes before part j+1 of any.
         assert_eq!(parts[..3].iter().map(|p| p.1).collect::<Vec<_>>(), [0, 0, 0]);
         assert_eq!(large_parts(1, 5, 100), [(0, 0, 4)]);
+    }
+
+    fn report_rec(variant: &str, repeat: usize, p50: f64, p99: f64) -> RunRecord {
+        let mut r = RunRecord { variant: variant.into(), repeat, status: "ok".into(), ..RunRecord::default() };
+        r.set("small_latency_p50_ms", p50);
+        r.set("small_latency_p99_ms", p99);
+        r
+    }
+
+    #[test]
+    fn mixed_hol_rows_carry_their_ratio_to_the_loaded_pool_per_repeat() {
+        let w = mixed_hol(Size::Quick, &MixedHolParams::new(Size::Quick));
+        let ctx = crate::record::RunContext {
+            bench: "mixed-hol".into(),
+            run_id: "1-2".into(),
+            git_sha: None,
+            git_dirty: None,
+            machine: crate::sys::Machine { nproc: 2, kernel: "6.1".into() },
+        };
+        // Paired by repeat: auto is 1/10 then 1/5 of the pool (median 0.15), its p99 1/20
+        // both times; a repeat without the pool's row pairs with nothing.
+        let records = vec![
+            report_rec("h1-pool · unloaded", 1, 5.0, 9.0),
+            report_rec("h1-pool · loaded", 1, 100.0, 400.0),
+            report_rec("auto · loaded", 1, 10.0, 20.0),
+            report_rec("h1-pool · loaded", 2, 50.0, 200.0),
+            report_rec("auto · loaded", 2, 10.0, 10.0),
+            report_rec("auto · loaded", 3, 1.0, 1.0),
+        ];
+        let table = crate::report::render(&w, &records, &ctx);
+        let row = |label: &str| {
+            table
+                .lines()
+                .find(|l| l.starts_with(&format!("| {label} |")))
+                .unwrap_or_else(|| panic!("no row {label} in\n{table}"))
+                .to_owned()
+        };
+        let cells = |label: &str| row(label).split(" | ").map(str::to_owned).collect::<Vec<_>>();
+        let header: Vec<String> =
+            table.lines().find(|l| l.starts_with("| row |")).unwrap().split(" | ").map(str::to_owned).collect();
+        let col =
+            |name: &str| header.iter().position(|h| h.starts_with(name)).unwrap_or_else(|| panic!("no column {name}"));
+        let (p50, p99) = (col("p50 / h1-pool's"), col("p99 / h1-pool's"));
+        assert_eq!(cells("auto · loaded")[p50], "0.15x (0.10-0.20)");
+        assert_eq!(cells("auto · loaded")[p99], "0.05x");
+        assert_eq!(cells("h1-pool · loaded")[p50], "1.00x");
+        // Unloaded rows are not held against the loaded pool.
+        assert_eq!(cells("h1-pool · unloaded")[p50], "-");
+    }
+
+    fn claim_rec(variant: &str, repeat: usize, figure: &str, v: f64) -> RunRecord {
+        let mut r = RunRecord { variant: variant.into(), repeat, status: "ok".into(), ..RunRecord::default() };
+        r.set(figure, v);
+        r
+    }
+
+    #[test]
+    fn mixed_hol_prints_auto_against_the_loaded_pool() {
+        let mut rs = Vec::new();
+        for k in 1..=2 {
+            let (pool, auto) = (20.0 * k as f64, 2.0 * k as f64);
+            for (row, p50) in [
+                ("h1-pool · unloaded", 10.0),
+                ("h1-pool · loaded", pool),
+                ("auto · unloaded", 1.0),
+                ("auto · loaded", auto),
+            ] {
+                let mut r = claim_rec(row, k, "small_latency_p50_ms", p50);
+                r.set("small_latency_p99_ms", 2.0 * p50);
+                if row.ends_with(" · loaded") {
+                    r.set("large_done_over_alone", if row.starts_with("auto") { 1.0 + 0.02 * k as f64 } else { 1.5 });
+                }
+                rs.push(r);
+            }
+        }
+        let h = claim(&rs);
+        // auto is a tenth of the pool in both repeats: 0.10x, 10x better.
+        assert!(
+            h.measured.contains(
+                "auto loaded / h1-pool loaded (same repeat), p50 / p99: 0.10x / 0.10x (10.0x / 10.0x better)"
+            ),
+            "{}",
+            h.measured
+        );
+        // Large objects done against the same load alone: auto's spread, the pool's beside it.
+        assert!(
+            h.measured.contains("large objects done / alone (goal <= 1.10): auto 1.03x (1.02-1.04), h1-pool 1.50x"),
+            "{}",
+            h.measured
+        );
+        // No link, no link clause.
+        assert!(!h.measured.contains("link-limited"), "{}", h.measured);
+        // On a link: done / link-limited and the connections held, auto's beside the pool's.
+        let mut linked = rs.clone();
+        for r in linked.iter_mut().filter(|r| r.variant.ends_with(" · loaded")) {
+            let auto = r.variant.starts_with("auto");
+            r.set("large_done_over_link", if auto { 1.07 } else { 1.02 });
+            r.set("connections_open_mean_window", if auto { 19.4 } else { 50.0 });
+        }
+        let h = claim(&linked);
+        assert!(h.measured.contains("large done / link-limited (goal <= 1.10): auto 1.07x, h1-pool 1.02x; connections held while the smalls ran: auto 19, h1-pool 50"), "{}", h.measured);
+        // Without auto's loaded rows (a cap map), no such clauses and no empty segment.
+        rs.retain(|r| !r.variant.starts_with("auto · "));
+        let h = claim(&rs);
+        assert!(!h.measured.contains("auto loaded /"));
+        assert!(
+            !h.measured.contains(";  ") && !h.measured.contains("; ;") && !h.measured.ends_with("; "),
+            "{}",
+            h.measured
+        );
     }
 }

@@ -227,6 +227,8 @@ pub enum PeerOp {
     List {
         bucket: String,
         prefix: String,
+        /// Keys the listing must print (checked after the run; not sent to the driver).
+        expect_keys: Option<usize>,
     },
     /// Delete `keys`. `prefix`: they are every key under it, so a peer whose users delete
     /// by wildcard (s5cmd `rm 's3://b/prefix/*'`) does so.
@@ -310,7 +312,7 @@ impl PeerOp {
             PeerOp::PutMany { bucket, keys, object_size, concurrency } => {
                 json!({"bucket": bucket, "keys": keys, "object_size": object_size, "concurrency": concurrency})
             }
-            PeerOp::List { bucket, prefix } => json!({"bucket": bucket, "prefix": prefix, "concurrency": 1}),
+            PeerOp::List { bucket, prefix, .. } => json!({"bucket": bucket, "prefix": prefix, "concurrency": 1}),
             PeerOp::DeleteMany { bucket, keys, concurrency, prefix } => {
                 json!({"bucket": bucket, "keys": keys, "concurrency": concurrency, "prefix": prefix})
             }
@@ -532,6 +534,8 @@ pub struct PeerResult {
     /// What the server saw during the run ([`ServerCounters`]; `None` when the endpoint
     /// is not a ferry server or its metrics could not be read).
     pub server: Option<ServerCounters>,
+    /// Objects the op must report (a listing's keys); checked in `record_into`.
+    pub expect_objects: Option<u64>,
 }
 
 /// Runs `op` with `peer` against `endpoint`, bounded by `timeout` (plus [`KILL_GRACE`]).
@@ -787,6 +791,10 @@ fn run_installed(
         peak_rss_bytes: num("peak_rss_bytes"),
         ..base
     };
+    r.expect_objects = match op {
+        PeerOp::List { expect_keys, .. } => expect_keys.map(|n| n as u64),
+        _ => None,
+    };
     if let Some(want) = op.expected_bytes() {
         if r.errors == 0 && r.bytes != want {
             r.errors = 1;
@@ -808,7 +816,7 @@ impl PeerResult {
     /// (mixed-hol's small_latency_*, ttfb's ttfb_* and throughput_*, open-ahead's open_*
     /// and object_*, vectored's gets_issued and bytes_over_read, commit's requests_get/put).
     fn record_op_figures(&self, rec: &mut RunRecord, wall_s: f64) {
-        use crate::scenario::{cdf, percentile_curve, set_percentiles};
+        use crate::measure::{cdf, percentile_curve, set_percentiles};
         let lat = self.latencies_s.clone().unwrap_or_default();
         let mut fb = self.first_bytes_s.clone().unwrap_or_default();
         let get_count = |s: &Option<ServerCounters>, op: &str| s.as_ref().and_then(|s| s.requests.get(op).copied());
@@ -854,7 +862,7 @@ impl PeerResult {
                             rec.set(name, v);
                         }
                     }
-                    if rec.workload == crate::ttfb::NAME {
+                    if rec.workload == "ttfb-throughput" {
                         rec.set_series("throughput_Bps", percentile_curve(&tput));
                         rec.params.insert("op".into(), json!(if self.op == "get_many" { "get" } else { "put" }));
                         rec.params.insert("object_size".into(), json!(size));
@@ -968,6 +976,24 @@ impl PeerResult {
             }
         }
         rec.error_samples.extend(self.error_samples);
+        // A listing's calls are the server's count of its LIST requests (ListObjectsV2, or
+        // V1: rclone 1.60 lists with V1, "ListObjects"), its keys the ones it printed.
+        if self.op == "list" && rec.status == "ok" {
+            let calls: f64 = ["requests_ListObjectsV2", "requests_ListObjectsV1", "requests_ListObjects"]
+                .iter()
+                .filter_map(|f| rec.figure(f))
+                .sum();
+            if calls > 0.0 {
+                rec.set("list_calls", calls);
+            }
+            if let Some(n) = rec.figure("objects") {
+                rec.set("keys_seen", n);
+                if let Some(want) = self.expect_objects.filter(|w| n as u64 != *w) {
+                    rec.status = "errors".into();
+                    rec.error_samples.push(format!("{n} keys listed, {want} expected"));
+                }
+            }
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! {"schema":1, "bench":"small-objects", "workload":"small-objects", "size":"quick",
 //!  "mode":"h1-pipeline", "variant":"h1-pipeline", "repeat":2, "repeats":3,
 //!  "run_id":"1718000000-4242", "time_unix":1718000012.5, "status":"ok",
-//!  "git_sha":"1b46c13...", "git_dirty":false, "machine":{"nproc":2,"kernel":"6.1.0"},
+//!  "git_sha":"<40 hex digits>", "git_dirty":false, "machine":{"nproc":2,"kernel":"6.1.0"},
 //!  "profile":"s3", "server":{"label":"s3","args":[...],"banner":[...]},
 //!  "client":{"mode":"h1-pipeline","max_connections":32,"pipeline_depth":32},
 //!  "params":{...every workload parameter...}, "figures":{...every figure, numbers...},

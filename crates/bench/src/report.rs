@@ -71,8 +71,8 @@ fn ratios(records: &[RunRecord], num: &str, den: &str, figure: &str) -> Vec<f64>
 }
 
 /// The first lines of every workload's report: `## ferry bench NAME (size, N repeats,
-/// interleaved EXTRA)`, then git, machine and run id. Workloads with their own runner
-/// (listing, bulk-wan, cli-transfer) write their parameters' line after it.
+/// interleaved EXTRA)`, then git, machine and run id. Workloads with their own table or
+/// schedule (listing, bulk-wan, cli-transfer) write their parameters' line after it.
 pub fn heading(s: &mut String, name: &str, size: crate::workload::Size, repeats: usize, extra: &str, ctx: &RunContext) {
     let _ = writeln!(
         s,
@@ -100,6 +100,10 @@ pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
         v
     };
     match w.shape {
+        Shape::Own(table) => {
+            s.push_str(&table(w, records));
+            return s;
+        }
         Shape::Requests => {
             let _ = writeln!(s, "| mode | objects/s | p50 ms | p90 ms | p99 ms | TCP conns opened | requests resent | client CPU s | CPU s / 1k req | errors |");
             let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
@@ -144,8 +148,11 @@ pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
                 let _ = writeln!(s, "| {l} | {} |", cells.join(" | "));
             }
             s.push('\n');
-            let h = crate::claims::headline(w.name, records);
-            let _ = writeln!(s, "- published: {} / measured: {} / reproduced: {}", h.published, h.measured, h.verdict);
+            if let Some(claim) = w.headline {
+                let h = claim(records);
+                let _ =
+                    writeln!(s, "- published: {} / measured: {} / reproduced: {}", h.published, h.measured, h.verdict);
+            }
         }
         Shape::Bytes => {
             let ceiling = w.claims.iter().find_map(|c| match c {
@@ -272,60 +279,4 @@ pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
     }
     not_clean(&mut s, records);
     s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::mixed_hol::{mixed_hol, MixedHolParams};
-    use crate::sys::Machine;
-    use crate::workload::Size;
-
-    fn rec(variant: &str, repeat: usize, p50: f64, p99: f64) -> RunRecord {
-        let mut r = RunRecord { variant: variant.into(), repeat, status: "ok".into(), ..RunRecord::default() };
-        r.set("small_latency_p50_ms", p50);
-        r.set("small_latency_p99_ms", p99);
-        r
-    }
-
-    #[test]
-    fn mixed_hol_rows_carry_their_ratio_to_the_loaded_pool_per_repeat() {
-        let w = mixed_hol(Size::Quick, &MixedHolParams::new(Size::Quick));
-        let ctx = RunContext {
-            bench: "mixed-hol".into(),
-            run_id: "1-2".into(),
-            git_sha: None,
-            git_dirty: None,
-            machine: Machine { nproc: 2, kernel: "6.1".into() },
-        };
-        // Paired by repeat: auto is 1/10 then 1/5 of the pool (median 0.15), its p99 1/20
-        // both times; a repeat without the pool's row pairs with nothing.
-        let records = vec![
-            rec("h1-pool · unloaded", 1, 5.0, 9.0),
-            rec("h1-pool · loaded", 1, 100.0, 400.0),
-            rec("auto · loaded", 1, 10.0, 20.0),
-            rec("h1-pool · loaded", 2, 50.0, 200.0),
-            rec("auto · loaded", 2, 10.0, 10.0),
-            rec("auto · loaded", 3, 1.0, 1.0),
-        ];
-        let table = render(&w, &records, &ctx);
-        let row = |label: &str| {
-            table
-                .lines()
-                .find(|l| l.starts_with(&format!("| {label} |")))
-                .unwrap_or_else(|| panic!("no row {label} in\n{table}"))
-                .to_owned()
-        };
-        let cells = |label: &str| row(label).split(" | ").map(str::to_owned).collect::<Vec<_>>();
-        let header: Vec<String> =
-            table.lines().find(|l| l.starts_with("| row |")).unwrap().split(" | ").map(str::to_owned).collect();
-        let col =
-            |name: &str| header.iter().position(|h| h.starts_with(name)).unwrap_or_else(|| panic!("no column {name}"));
-        let (p50, p99) = (col("p50 / h1-pool's"), col("p99 / h1-pool's"));
-        assert_eq!(cells("auto · loaded")[p50], "0.15x (0.10-0.20)");
-        assert_eq!(cells("auto · loaded")[p99], "0.05x");
-        assert_eq!(cells("h1-pool · loaded")[p50], "1.00x");
-        // Unloaded rows are not held against the loaded pool.
-        assert_eq!(cells("h1-pool · unloaded")[p50], "-");
-    }
 }

@@ -10,11 +10,14 @@
 //! records ─► report.rs: Markdown table of medians (min-max) and the claims
 //! ```
 //!
+//! What every workload's run shares, whoever schedules its rows (JSON lines, progress,
+//! records, the outcome), is a [`Session`]; bulk-wan and cli-transfer drive one themselves.
+//!
 //! Every run builds a fresh client, so "connections opened" counts what one run needed,
 //! and measures client CPU as the difference of getrusage(RUSAGE_SELF) around it (the
 //! runtime's threads are idle between runs; the servers are other processes).
 
-use crate::process::{Iperf3Result, ServerCommand, ServerProcess};
+use crate::process::{Iperf3Result, ServerProcess};
 use crate::record::{RunContext, RunRecord};
 use crate::stats::percentiles;
 use crate::sys;
@@ -24,68 +27,14 @@ use ferry_store::Mode;
 use ferry_store::{Credentials, CredentialsSource, GetParams, ObjectRef, RangeSpec, S3Client};
 use serde_json::json;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-/// How a workload is run (not what it measures).
-#[derive(Clone, Debug)]
-pub struct RunOptions {
-    pub server: ServerCommand,
-    /// JSON lines are appended here; `None` writes none.
-    pub out: Option<PathBuf>,
-    /// Where the servers' stderr logs go.
-    pub log_dir: PathBuf,
-    /// Live progress on stderr.
-    pub progress: bool,
-    /// One run (one variant, one repeat) is cut off after this long and recorded as
-    /// "timeout".
-    pub run_timeout: Duration,
-    /// Servers are killed after this long whatever happens.
-    pub server_lifetime: Duration,
-    /// The emulated link (ferry-link): servers in its server namespace, the client in its
-    /// client namespace, `params.link` in every record. Set it with [`RunOptions::set_link`],
-    /// which also hands it to `server`.
-    pub link: Option<Arc<ferry_link::Link>>,
-    /// Peers to run beside ferry where a workload has peer rows (`ferry bench all`).
-    pub peers: Vec<crate::peers::Peer>,
-}
-
-impl RunOptions {
-    pub fn new(server: ServerCommand) -> RunOptions {
-        RunOptions {
-            server,
-            out: None,
-            log_dir: std::env::temp_dir(),
-            progress: true,
-            run_timeout: Duration::from_secs(300),
-            server_lifetime: Duration::from_secs(3600),
-            link: None,
-            peers: Vec::new(),
-        }
-    }
-
-    pub fn set_link(&mut self, link: Option<Arc<ferry_link::Link>>) {
-        self.server.link = link.clone();
-        self.link = link;
-    }
-
-    /// The link preset's name, or "none": `params.link` of every record.
-    pub fn link_name(&self) -> &'static str {
-        self.link.as_ref().map(|l| l.preset().name).unwrap_or("none")
-    }
-}
-
-/// What a workload produced.
-pub struct Outcome {
-    pub records: Vec<RunRecord>,
-    /// The Markdown report (table, claims, notes).
-    pub report: String,
-    pub wall: Duration,
-}
+pub use crate::options::{Outcome, RunOptions};
 
 struct Server {
     proc: ServerProcess,
@@ -117,12 +66,56 @@ impl Server {
     }
 }
 
+/// What every run of a workload shares, whoever schedules its rows: the run's context
+/// (git, machine, run id: record.rs), the JSON lines file (each record appended and flushed
+/// at once), the progress line on stderr, and the records so far. [`run`] drives one for a
+/// [`Workload`]; bulk-wan and cli-transfer, whose rows are not the runner's tasks, drive
+/// theirs through the same calls.
+pub struct Session {
+    pub ctx: RunContext,
+    pub records: Vec<RunRecord>,
+    out: crate::record::JsonLines,
+    progress: Progress,
+    started: Instant,
+}
+
+impl Session {
+    pub fn open(name: &str, opts: &RunOptions) -> Result<Session> {
+        let started = Instant::now();
+        Ok(Session {
+            ctx: RunContext::detect(name),
+            records: Vec::new(),
+            out: crate::record::JsonLines::open(opts.out.as_deref())?,
+            progress: Progress::new(opts.progress),
+            started,
+        })
+    }
+
+    /// One progress line: rewritten in place on a terminal, one line each otherwise.
+    pub fn say(&self, line: &str) {
+        self.progress.line(line);
+    }
+
+    /// Appends `rec` to the JSON lines (flushed at once) and keeps it.
+    pub fn record(&mut self, rec: RunRecord) -> Result<()> {
+        self.out.write(&rec, &self.ctx)?;
+        self.records.push(rec);
+        Ok(())
+    }
+
+    /// Ends the run with its Markdown `report`. The peers' fork servers belong to this
+    /// workload's servers (and namespace), so they end here too.
+    pub fn finish(self, report: String) -> Outcome {
+        self.progress.done();
+        crate::peers::end_sessions();
+        Outcome { records: self.records, report, wall: self.started.elapsed() }
+    }
+}
+
 /// Runs `w` and returns its records and report.
 pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
-    let started = Instant::now();
-    let ctx = RunContext::detect(w.name);
-    let progress = Progress::new(opts.progress);
-    let mut out = crate::record::JsonLines::open(opts.out.as_deref())?;
+    let mut session = Session::open(w.name, opts)?;
+    let progress = session.progress;
 
     // Servers start from this (the main) thread: PR_SET_PDEATHSIG follows the thread.
     let mut servers = Vec::new();
@@ -182,7 +175,6 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
         prepared.push(key);
     }
 
-    let mut records = Vec::new();
     let mut schedule: Vec<(usize, &Variant)> = Vec::new();
     for k in 1..=w.repeats {
         schedule.extend(w.variants.iter().filter(|v| !v.once).map(|v| (k, v)));
@@ -317,16 +309,12 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
             rec.status = "failed".into();
             rec.error_samples.push(format!("{e:#}"));
         }
-        out.write(&rec, &ctx)?;
-        records.push(rec);
+        session.record(rec)?;
     }
-    progress.done();
     drop(rt);
     drop(servers);
-    let report = crate::report::render(w, &records, &ctx);
-    // The peers' fork servers belong to this workload's servers (and namespace).
-    crate::peers::end_sessions();
-    Ok(Outcome { records, report, wall: started.elapsed() })
+    let report = crate::report::render(w, &session.records, &session.ctx);
+    Ok(session.finish(report))
 }
 
 async fn put_all(client: &S3Client, setup: &crate::workload::PutSetup) -> Result<()> {
@@ -338,8 +326,8 @@ async fn put_all(client: &S3Client, setup: &crate::workload::PutSetup) -> Result
 async fn put_objects(client: &S3Client, setup: &crate::workload::PutSetup) -> Result<()> {
     // Distinct bytes per object are not needed (the server stores what it is sent); one
     // buffer, cloned by reference count.
-    let body = crate::scenario::body(setup.object_size, 0);
-    crate::scenario::put_all(
+    let body = crate::measure::body(setup.object_size, 0);
+    crate::measure::put_all(
         client,
         &setup.bucket,
         setup.keys.iter().map(|k| (k.clone(), body.clone())),
@@ -688,6 +676,7 @@ fn server_requests_into(rec: &mut RunRecord, server: &crate::peers::ServerCounte
 
 /// The live progress line on stderr: rewritten in place on a terminal, one line per run
 /// otherwise.
+#[derive(Clone, Copy)]
 struct Progress {
     enabled: bool,
     tty: bool,

@@ -1,10 +1,10 @@
-//! Workload-specific steps for the one runner ([`crate::workload::Task::Scenario`]).
+//! A workload's own step, run by the one runner ([`crate::workload::Task::Scenario`]).
 //!
 //! small-objects and bulk-get fit the runner's generic tasks (GET everything, GET one); the
-//! newer workloads of LAB.md section 4 each need their own step (mixed sizes submitted at
+//! other workloads of LAB.md section 4 each need their own step (mixed sizes submitted at
 //! once, ranged reads, read-modify-write plus batch delete, sequential first-byte probes,
-//! an in-order consumer). Each lives in its own file as a small value type with three
-//! methods, and this enum dispatches to them:
+//! an in-order consumer, LIST strategies). Each lives in its workload's file as a small
+//! value type implementing [`Scenario`]:
 //!
 //! ```text
 //! setup_key()  which setup it needs ("mixed-hol: 2000 small objects, seed 7")
@@ -14,285 +14,94 @@
 //! ```
 //!
 //! The runner owns repeats, interleaving, time-outs, records and the report; a scenario
-//! owns only what one run does. What several scenarios do alike lives here once:
-//! [`put_all`] (every setup that writes objects, the runner's too), [`get_drain`],
-//! [`Meter`], [`Errors`], [`set_percentiles`], [`one_param`]. Each scenario's strategy enum holds the naive way and the
-//! engine's (`get_ranges`, `OpenAhead`, `delete_many`), so both run side by side on the
-//! same server; a strategy the engine lacks would be a [`crate::workload::Task::NotYet`]
-//! row beside them (none is left today).
+//! owns only what one run does. A trait object rather than an enum of every workload's
+//! type, so this module (and workload.rs, which holds a [`Step`]) names no workload: the
+//! dependencies flow from the workload files down to the framework, never across.
+//! What several scenarios do alike lives in measure.rs.
 
 use crate::record::RunRecord;
-use crate::stats::percentiles;
 use anyhow::Result;
-use ferry_store::{GetParams, ObjectRef, S3Client};
-use rand::{Rng, SeedableRng};
+use ferry_store::S3Client;
+use futures_util::future::LocalBoxFuture;
 use serde_json::{Map, Value};
-use std::time::{Duration, Instant};
+use std::any::Any;
+use std::fmt::Debug;
+use std::sync::Arc;
 
-pub use crate::commit::CommitRun;
-pub use crate::mixed_hol::MixedHolRun;
-pub use crate::open_ahead::OpenAheadRun;
-pub use crate::ttfb::TtfbRun;
-pub use crate::vectored::VectoredRun;
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum Scenario {
-    MixedHol(MixedHolRun),
-    Vectored(VectoredRun),
-    Commit(CommitRun),
-    Ttfb(TtfbRun),
-    OpenAhead(OpenAheadRun),
-    /// The C/L bound row (ceilings.rs).
-    LatencyBound(crate::ceilings::LatencyBoundRun),
+/// One workload's step: see the module doc for the order the runner calls these in.
+pub trait Scenario: Debug + Send + Sync + 'static {
+    /// Which setup the step needs; steps with the same key share one setup per server.
+    fn setup_key(&self) -> String;
+    /// Untimed preparation on one server (PUTs, HEADs).
+    fn setup<'a>(&'a self, c: &'a S3Client) -> LocalBoxFuture<'a, Result<()>>;
+    /// Merged into the record's params.
+    fn params(&self) -> Map<String, Value>;
+    /// One timed run with a fresh client.
+    fn run<'a>(&'a self, c: &'a S3Client, rec: &'a mut RunRecord) -> LocalBoxFuture<'a, Result<()>>;
+    /// For [`Step::get`] and equality (tests compare workloads built twice).
+    fn as_any(&self) -> &dyn Any;
+    fn eq_step(&self, other: &dyn Scenario) -> bool;
 }
 
-impl Scenario {
-    pub fn setup_key(&self) -> String {
-        match self {
-            Scenario::MixedHol(s) => s.setup_key(),
-            Scenario::Vectored(s) => s.setup_key(),
-            Scenario::Commit(s) => s.setup_key(),
-            Scenario::Ttfb(s) => s.setup_key(),
-            Scenario::OpenAhead(s) => s.setup_key(),
-            Scenario::LatencyBound(s) => s.setup_key(),
+/// Implements [`Scenario`] for a type with inherent `setup_key`, `setup`, `params` and
+/// `run` methods of the same shapes (async `setup` and `run`) and `PartialEq`.
+#[macro_export]
+macro_rules! impl_scenario {
+    ($t:ty) => {
+        impl $crate::scenario::Scenario for $t {
+            fn setup_key(&self) -> String {
+                <$t>::setup_key(self)
+            }
+            fn setup<'a>(
+                &'a self,
+                c: &'a ferry_store::S3Client,
+            ) -> futures_util::future::LocalBoxFuture<'a, anyhow::Result<()>> {
+                Box::pin(<$t>::setup(self, c))
+            }
+            fn params(&self) -> serde_json::Map<String, serde_json::Value> {
+                <$t>::params(self)
+            }
+            fn run<'a>(
+                &'a self,
+                c: &'a ferry_store::S3Client,
+                rec: &'a mut $crate::record::RunRecord,
+            ) -> futures_util::future::LocalBoxFuture<'a, anyhow::Result<()>> {
+                Box::pin(<$t>::run(self, c, rec))
+            }
+            fn as_any(&self) -> &dyn std::any::Any {
+                self
+            }
+            fn eq_step(&self, other: &dyn $crate::scenario::Scenario) -> bool {
+                other.as_any().downcast_ref::<$t>().is_some_and(|o| o == self)
+            }
         }
+    };
+}
+
+/// A shared handle on one [`Scenario`], as a [`crate::workload::Task`] holds it.
+#[derive(Clone, Debug)]
+pub struct Step(Arc<dyn Scenario>);
+
+impl Step {
+    pub fn new(s: impl Scenario) -> Step {
+        Step(Arc::new(s))
     }
 
-    pub async fn setup(&self, c: &S3Client) -> Result<()> {
-        match self {
-            Scenario::MixedHol(s) => s.setup(c).await,
-            Scenario::Vectored(s) => s.setup(c).await,
-            Scenario::Commit(s) => s.setup(c).await,
-            Scenario::Ttfb(s) => s.setup(c).await,
-            Scenario::OpenAhead(s) => s.setup(c).await,
-            Scenario::LatencyBound(_) => Ok(()),
-        }
-    }
-
-    pub fn params(&self) -> Map<String, Value> {
-        match self {
-            Scenario::MixedHol(s) => s.params(),
-            Scenario::Vectored(s) => s.params(),
-            Scenario::Commit(s) => s.params(),
-            Scenario::Ttfb(s) => s.params(),
-            Scenario::OpenAhead(s) => s.params(),
-            Scenario::LatencyBound(s) => s.params(),
-        }
-    }
-
-    pub async fn run(&self, c: &S3Client, rec: &mut RunRecord) -> Result<()> {
-        match self {
-            Scenario::MixedHol(s) => s.run(c, rec).await,
-            Scenario::Vectored(s) => s.run(c, rec).await,
-            Scenario::Commit(s) => s.run(c, rec).await,
-            Scenario::Ttfb(s) => s.run(c, rec).await,
-            Scenario::OpenAhead(s) => s.run(c, rec).await,
-            Scenario::LatencyBound(s) => s.run(c, rec).await,
-        }
+    /// The step as its concrete type, when it is one.
+    pub fn get<T: Scenario>(&self) -> Option<&T> {
+        self.0.as_any().downcast_ref::<T>()
     }
 }
 
-/// A scenario's params of one entry: `{name: value}` (the strategy a row runs).
-pub fn one_param(name: &str, value: impl Into<Value>) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert(name.to_owned(), value.into());
-    m
-}
-
-/// `n` sizes drawn log-uniformly from `[min, max]` (the log of the size is uniform, so
-/// each doubling is equally likely), with a seeded generator: the same seed gives the
-/// same sizes on every machine running this build.
-pub fn log_uniform_sizes(n: usize, min: u64, max: u64, seed: u64) -> Vec<u64> {
-    let (lo, hi) = ((min.max(1) as f64).ln(), (max.max(min).max(1) as f64).ln());
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    (0..n)
-        .map(|_| {
-            let x = if hi > lo { rng.gen_range(lo..=hi) } else { lo };
-            (x.exp().round() as u64).clamp(min, max.max(min))
-        })
-        .collect()
-}
-
-/// A sorted sample as a percentile curve: `[100 * i / n, sample_i]` for i = 1..=n (the
-/// nearest-rank percentile of each sample), with `[0, min]` first.
-pub fn percentile_curve(sorted: &[f64]) -> Vec<[f64; 2]> {
-    let n = sorted.len();
-    if n == 0 {
-        return Vec::new();
-    }
-    let mut out = Vec::with_capacity(n + 1);
-    out.push([0.0, sorted[0]]);
-    out.extend(sorted.iter().enumerate().map(|(i, v)| [100.0 * (i + 1) as f64 / n as f64, *v]));
-    out
-}
-
-/// A sorted sample as an empirical CDF: `[sample_i, i / n]` for i = 1..=n.
-pub fn cdf(sorted: &[f64]) -> Vec<[f64; 2]> {
-    let n = sorted.len();
-    sorted.iter().enumerate().map(|(i, v)| [*v, (i + 1) as f64 / n as f64]).collect()
-}
-
-/// Writes `<prefix>_p50_<unit>`, `_p90_`, `_p99_`, `_max_` of `samples` (scaled by
-/// `scale`) and sorts them in place.
-pub fn set_percentiles(rec: &mut RunRecord, prefix: &str, unit: &str, samples: &mut [f64], scale: f64) {
-    let ps = percentiles(samples, &[50.0, 90.0, 99.0, 100.0]);
-    for (name, p) in ["p50", "p90", "p99", "max"].iter().zip(ps) {
-        if let Some(v) = p {
-            rec.set(&format!("{prefix}_{name}_{unit}"), v * scale);
-        }
+impl std::ops::Deref for Step {
+    type Target = dyn Scenario;
+    fn deref(&self) -> &Self::Target {
+        &*self.0
     }
 }
 
-/// The transport's counters and the process's CPU time at one instant; the difference of
-/// two is what a run cost.
-#[derive(Clone, Copy, Debug)]
-pub struct Meter {
-    t: Instant,
-    cpu: Duration,
-    conns: u64,
-    sent: u64,
-    resent: u64,
-    hedges: (u64, u64),
-}
-
-impl Meter {
-    pub fn start(c: &S3Client) -> Meter {
-        let s = c.transport().stats();
-        Meter {
-            t: Instant::now(),
-            cpu: crate::sys::cpu_time(),
-            conns: s.connections_opened,
-            sent: s.requests_sent,
-            resent: s.requests_resent,
-            hedges: (s.hedges_sent, s.hedges_won),
-        }
-    }
-
-    pub fn elapsed(&self) -> Duration {
-        self.t.elapsed()
-    }
-
-    /// Writes `wall_s`, `client_cpu_s`, `connections_opened`, `requests_sent`,
-    /// `requests_resent`, `hedges_sent`, `hedges_won` (all since `start`) with `prefix`
-    /// before each name.
-    pub fn record(&self, c: &S3Client, rec: &mut RunRecord, prefix: &str) -> Duration {
-        let s = c.transport().stats();
-        let wall = self.t.elapsed();
-        rec.set(&format!("{prefix}wall_s"), wall.as_secs_f64());
-        rec.set(&format!("{prefix}client_cpu_s"), crate::sys::cpu_time().saturating_sub(self.cpu).as_secs_f64());
-        rec.set(&format!("{prefix}connections_opened"), s.connections_opened.saturating_sub(self.conns) as f64);
-        rec.set(&format!("{prefix}requests_sent"), s.requests_sent.saturating_sub(self.sent) as f64);
-        rec.set(&format!("{prefix}requests_resent"), s.requests_resent.saturating_sub(self.resent) as f64);
-        rec.set(&format!("{prefix}hedges_sent"), s.hedges_sent.saturating_sub(self.hedges.0) as f64);
-        rec.set(&format!("{prefix}hedges_won"), s.hedges_won.saturating_sub(self.hedges.1) as f64);
-        wall
-    }
-}
-
-/// PUTs every `(key, body)` into `bucket` (which exists), at most `concurrency` at once;
-/// the first failure ends it. The setup step of every workload that writes objects.
-pub async fn put_all(
-    c: &S3Client,
-    bucket: &str,
-    objects: impl IntoIterator<Item = (String, bytes::Bytes)>,
-    concurrency: usize,
-) -> Result<()> {
-    use anyhow::Context;
-    let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
-    let mut set = tokio::task::JoinSet::new();
-    for (key, body) in objects {
-        let permit = sem.clone().acquire_owned().await?;
-        let (c, obj) = (c.clone(), ObjectRef::new(bucket, key));
-        set.spawn(async move {
-            let r =
-                c.put_object(&obj, body, ferry_store::PutParams::default()).await.with_context(|| format!("PUT {obj}"));
-            drop(permit);
-            r
-        });
-        while let Some(done) = set.try_join_next() {
-            done??;
-        }
-    }
-    while let Some(r) = set.join_next().await {
-        r??;
-    }
-    Ok(())
-}
-
-/// GETs an object, dropping its body chunk by chunk: (bytes, time to the response head).
-pub async fn get_drain(c: &S3Client, obj: &ObjectRef, params: GetParams) -> Result<(u64, Duration)> {
-    let t0 = Instant::now();
-    let mut out = c.get_object(obj, params).await?;
-    let head = t0.elapsed();
-    let mut n = 0u64;
-    while let Some(chunk) = out.body.chunk().await {
-        n += chunk?.len() as u64;
-    }
-    Ok((n, head))
-}
-
-/// Up to [`ERROR_SAMPLES`] error messages, and a count.
-#[derive(Debug, Default)]
-pub struct Errors {
-    pub count: u64,
-    pub samples: Vec<String>,
-}
-
-pub const ERROR_SAMPLES: usize = 5;
-
-impl Errors {
-    pub fn add(&mut self, e: impl std::fmt::Display) {
-        self.count += 1;
-        if self.samples.len() < ERROR_SAMPLES {
-            self.samples.push(e.to_string());
-        }
-    }
-
-    /// Writes `errors` and, when there were any, status "errors" and the samples.
-    pub fn record(self, rec: &mut RunRecord) {
-        rec.set("errors", self.count as f64);
-        if self.count > 0 {
-            rec.status = "errors".into();
-            rec.error_samples.extend(self.samples);
-        }
-    }
-}
-
-/// `n` bytes of a repeating pattern (the server stores what it is sent; distinct bytes per
-/// object are not needed).
-pub fn body(n: usize, salt: u8) -> bytes::Bytes {
-    bytes::Bytes::from((0..n).map(|i| (i % 251) as u8 ^ salt).collect::<Vec<u8>>())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn log_uniform_is_seeded_and_bounded() {
-        let a = log_uniform_sizes(2_000, 4096, 1 << 20, 7);
-        assert_eq!(a, log_uniform_sizes(2_000, 4096, 1 << 20, 7), "same seed, same sizes");
-        assert_ne!(a, log_uniform_sizes(2_000, 4096, 1 << 20, 8));
-        assert!(a.iter().all(|s| (4096..=1 << 20).contains(s)));
-        // Log-uniform: each of the 8 doublings from 4 KiB to 1 MiB holds about 1/8.
-        for d in 0..8 {
-            let (lo, hi) = (4096u64 << d, 4096u64 << (d + 1));
-            let n = a.iter().filter(|s| **s >= lo && **s < hi).count();
-            assert!((150..=350).contains(&n), "doubling {d}: {n} of 2000");
-        }
-        assert_eq!(log_uniform_sizes(3, 5, 5, 1), vec![5, 5, 5]);
-    }
-
-    #[test]
-    fn curves() {
-        let v = [1.0, 2.0, 3.0, 4.0];
-        assert_eq!(percentile_curve(&v), vec![[0.0, 1.0], [25.0, 1.0], [50.0, 2.0], [75.0, 3.0], [100.0, 4.0]]);
-        assert_eq!(cdf(&v), vec![[1.0, 0.25], [2.0, 0.5], [3.0, 0.75], [4.0, 1.0]]);
-        assert!(percentile_curve(&[]).is_empty() && cdf(&[]).is_empty());
-        // Each point of the percentile curve agrees with the nearest-rank percentile.
-        let w: Vec<f64> = (1..=37).map(|i| (i * i) as f64).collect();
-        for [p, y] in percentile_curve(&w) {
-            assert_eq!(crate::stats::percentile_nearest_rank(&w, p), Some(y), "p{p}");
-        }
+impl PartialEq for Step {
+    fn eq(&self, other: &Step) -> bool {
+        self.0.eq_step(&*other.0)
     }
 }

@@ -1,80 +1,60 @@
-//! `ferry bench all`: the workloads of the suite, in the order they run, one line each.
-//! Adding a workload is one line in [`SUITE`] and one arm in claims.rs.
+//! The one table of the lab's workloads, each a [`WorkloadDef`] value defined in its own
+//! file beside its constructor, its run and its claim. `ferry bench all` runs those marked
+//! `in_suite`, in this order, and reads each one's claim into the claims table (claims.rs);
+//! `ferry bench NAME` finds its entry with [`find`].
+//!
+//! Adding a workload is one file (its `WORKLOAD` value) and one line here. This is the top
+//! of the crate: it is the one module that names every workload.
 
-use crate::runner::{Outcome, RunOptions};
-use crate::workload::Size;
-use anyhow::Result;
+use crate::workload::WorkloadDef;
 
-/// Runs one workload at `size`, with `repeats` instead of its default when given.
-pub type RunFn = fn(Size, Option<usize>, &RunOptions) -> Result<Outcome>;
-
-pub const SUITE: &[(&str, RunFn)] = &[
-    ("small-objects", small_objects),
-    ("mixed-hol", mixed_hol),
-    ("ttfb-throughput", ttfb_throughput),
-    ("listing", listing),
-    ("open-ahead", open_ahead),
-    ("commit", commit),
-    ("vectored", vectored),
-    ("bulk-wan", bulk_wan),
+pub const ALL: &[WorkloadDef] = &[
+    crate::small_objects::WORKLOAD,
+    crate::mixed_hol::WORKLOAD,
+    crate::ttfb::WORKLOAD,
+    crate::listing::WORKLOAD,
+    crate::open_ahead::WORKLOAD,
+    crate::commit::WORKLOAD,
+    crate::vectored::WORKLOAD,
+    crate::bulk_wan::WORKLOAD,
+    crate::bulk_get::WORKLOAD,
+    crate::cli_transfer::WORKLOAD,
 ];
 
-/// Across the emulated link when the options carry one (`ferry bench all` brings up the
-/// transatlantic link for it as root), else on loopback.
-fn bulk_wan(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome> {
-    let mut p = crate::bulk_wan::BulkWanParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = o.peers.clone();
-    crate::bulk_wan::run(s, &p, o)
+/// The workloads of `ferry bench all`, in the order they run.
+pub fn suite() -> impl Iterator<Item = &'static WorkloadDef> {
+    ALL.iter().filter(|w| w.in_suite)
 }
 
-fn small_objects(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome> {
-    let mut p = crate::workload::SmallObjectsParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    // s3fs fits file-like access, not many small GETs (peers.rs's DEFAULT).
-    p.peers = o.peers.iter().copied().filter(|x| crate::peers::Peer::DEFAULT.contains(x)).collect();
-    crate::run(&crate::workload::small_objects(s, &p), o)
+/// The entry named `name`.
+pub fn find(name: &str) -> Option<&'static WorkloadDef> {
+    ALL.iter().find(|w| w.name == name)
 }
 
-fn mixed_hol(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome> {
-    let mut p = crate::mixed_hol::MixedHolParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = o.peers.clone();
-    p.link = o.link.as_ref().map(|l| l.preset());
-    crate::run(&crate::mixed_hol::mixed_hol(s, &p), o)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn ttfb_throughput(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome> {
-    let mut p = crate::ttfb::TtfbParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = o.peers.clone();
-    crate::run(&crate::ttfb::ttfb_throughput(s, &p), o)
-}
-
-fn listing(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome> {
-    let mut p = crate::listing::ListingParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = o.peers.clone();
-    crate::listing::run(s, &p, o)
-}
-
-fn open_ahead(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome> {
-    let mut p = crate::open_ahead::OpenAheadParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = o.peers.clone();
-    crate::run(&crate::open_ahead::open_ahead(s, &p), o)
-}
-
-fn commit(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome> {
-    let mut p = crate::commit::CommitParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = o.peers.clone();
-    crate::run(&crate::commit::commit(s, &p), o)
-}
-
-fn vectored(s: Size, repeats: Option<usize>, o: &RunOptions) -> Result<Outcome> {
-    let mut p = crate::vectored::VectoredParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = o.peers.clone();
-    crate::run(&crate::vectored::vectored(s, &p), o)
+    #[test]
+    fn the_suite_is_the_published_eight_in_order_and_names_are_unique() {
+        let names: Vec<&str> = suite().map(|w| w.name).collect();
+        assert_eq!(
+            names,
+            [
+                "small-objects",
+                "mixed-hol",
+                "ttfb-throughput",
+                "listing",
+                "open-ahead",
+                "commit",
+                "vectored",
+                "bulk-wan"
+            ]
+        );
+        for w in ALL {
+            assert_eq!(find(w.name).map(|f| f.name), Some(w.name));
+            assert!(!w.quick.is_empty() && !w.full.is_empty() && !w.peers.is_empty(), "{}", w.name);
+        }
+        assert_eq!(ALL.iter().filter(|w| w.default_link.is_some()).count(), 1);
+    }
 }

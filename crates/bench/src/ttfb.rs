@@ -21,9 +21,11 @@
 //! published numbers (crates/server config.rs), so this workload checks that the lab's
 //! model shows them end to end through a real client, not that the clouds behave so.
 
+use crate::measure::{body, get_drain, percentile_curve, set_percentiles, Errors, Meter};
 use crate::record::RunRecord;
-use crate::scenario::{body, get_drain, percentile_curve, set_percentiles, Errors, Meter, Scenario};
+use crate::scenario::Step;
 use crate::stats::percentiles;
+use crate::verdict::{judge_ratio, paired_ratio, x, Headline};
 use crate::workload::{ClientSpec, Column, ServerSpec, Size, Task, Variant, Workload};
 use anyhow::{Context, Result};
 use ferry_store::{GetParams, Mode, ObjectRef, PutParams, S3Client};
@@ -66,14 +68,10 @@ pub const PEER_PROFILE: &str = "s3";
 impl TtfbParams {
     pub fn new(size: Size) -> TtfbParams {
         match size {
-            // Quick: 12 probes (p50 is the claim's figure), 4 GETs at 3 of the 5 sizes (16
-            // KiB, 1 MiB, 32 MiB: the small, middle and large ends of the figure; 32 MiB
-            // is the claim's) and 4 PUTs at 1 MiB (the profiles pace responses, not
-            // uploads: PUT 32 MiB read ~100-140 MB/s on every profile, and its rows were
-            // 1-2 s each here); the peer rows in every repeat. With all 5 sizes both ways,
-            // 20 probes and the peers run once it took 72 s (33 peer rows each paying
-            // Python's start-up); with the peers repeated, 3 sizes both ways and 20
-            // probes, 90 s at load average 13; with PUT at 32 MiB only, 81 s at 10.
+            // Quick: 12 probes (p50 is the claim's figure), 4 GETs at the small, middle and
+            // large ends (32 MiB is the claim's) and 4 PUTs at 1 MiB (the profiles pace
+            // responses, not uploads); the peer rows in every repeat. Larger quick sizes
+            // took 72-90 s (docs/lab/bench-quick-sizes.md; `ferry bench ttfb-throughput --quick`).
             Size::Quick => TtfbParams {
                 probes: 12,
                 sizes: quick_sizes(),
@@ -135,6 +133,8 @@ pub fn get_key(size: u64) -> String {
 pub fn put_key(size: u64, k: usize) -> String {
     format!("ttfb/put/size={size}/obj-{k}")
 }
+
+crate::impl_scenario!(TtfbRun);
 
 impl TtfbRun {
     pub fn setup_key(&self) -> String {
@@ -290,7 +290,7 @@ pub fn ttfb_throughput(size: Size, p: &TtfbParams) -> Workload {
             workload: NAME,
             server: Some(i),
             client: Some(ClientSpec { mode: Mode::H1Pool, max_connections: conns, pipeline_depth: 1 }),
-            task: Task::Scenario(Scenario::Ttfb(task)),
+            task: Task::Scenario(Step::new(task)),
             note: None,
             once: false,
         };
@@ -377,8 +377,84 @@ pub fn ttfb_throughput(size: Size, p: &TtfbParams) -> Workload {
             "full percentile curves are in the JSON (series ttfb_s, throughput_Bps); bench/plot.py draws them.".into(),
             format!("peer rows (the {PEER_PROFILE} profile): first byte is when the peer hands over the response head (boto3 get_object returns, the CRT's on_headers, obstore's get_async returns); GET/PUT throughput per request = size / its latency, as for ferry; repeated and interleaved like ferry's rows."),
         ],
+        headline: Some(claim),
         ..Workload::scenario(NAME, size, servers, variants, p.repeats, params, COLUMNS)
     }
+}
+
+/// The claims table's row for `ttfb-throughput`: the profiles' first-byte and 32 MiB GET throughput ratios against PerfKitBenchmarker's.
+pub fn claim(records: &[RunRecord]) -> Headline {
+    let h = |published: &str, measured: String, verdict: &str| {
+        Headline::new("ttfb-throughput", published, measured, verdict)
+    };
+    #[allow(unused)]
+    let none = || "no paired clean runs".to_string();
+    let published = "GCS first byte >3x S3; GCS throughput ~2x S3, ~4x Azure (PerfKitBenchmarker)";
+    let ttfb = paired_ratio(records, &probe_row("gcs"), &probe_row("s3"), "ttfb_p50_ms");
+    let big = |p: &str| transfer_row(p, Op::Get, "32MiB");
+    let gs = paired_ratio(records, &big("gcs"), &big("s3"), "throughput_p50_Bps");
+    let ga = paired_ratio(records, &big("gcs"), &big("azure"), "throughput_p50_Bps");
+    // The body's rate after the first byte: the profiles' per-connection rates
+    // (180 / 90 / 45 MB/s) as a client sees them; size / latency above includes
+    // gcs's 3x longer first byte, so at 32 MiB it reads ~1.5x for a 2x rate.
+    let body = |den: &str| paired_ratio(records, &big("gcs"), &big(den), "body_rate_p50_Bps").map(|s| x(&s));
+    let body = match (body("s3"), body("azure")) {
+        (Some(a), Some(b)) => {
+            format!("; GET 32 MiB body MB/s after the first byte p50 gcs/s3 {a}, gcs/azure {b}")
+        }
+        _ => String::new(),
+    };
+    match (ttfb, gs, ga) {
+        (Some(t), Some(a), Some(b)) => {
+            let ok = judge_ratio(t.median, 3.0, 3.0) == "yes"
+                && judge_ratio(a.median, 2.0, 2.0) == "yes"
+                && judge_ratio(b.median, 4.0, 4.0) == "yes";
+            let any_wrong = t.median < 1.1 || a.median < 1.1 || b.median < 1.1;
+            let verdict = if ok {
+                "yes (the profiles were set from these figures)"
+            } else if any_wrong {
+                "no"
+            } else {
+                "direction only"
+            };
+            h(
+                published,
+                format!(
+                    "first byte p50 gcs/s3 {}; GET 32 MiB per-request MB/s p50 gcs/s3 {}, gcs/azure {}{body}",
+                    x(&t),
+                    x(&a),
+                    x(&b)
+                ),
+                verdict,
+            )
+        }
+        _ => h(published, none(), "no"),
+    }
+}
+
+/// `ttfb-throughput` as the suite's table holds it (workload.rs's [`crate::workload::WorkloadDef`]).
+pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef {
+    name: "ttfb-throughput",
+    quick: "12 first-byte GETs; 4 GETs each at 16 KiB, 1 MiB, 32 MiB and 4 PUTs at 1 MiB; profiles s3, gcs, azure",
+    full: "1,000 first-byte GETs; 100 GETs and PUTs each at 16 KiB, 256 KiB, 1 MiB, 8 MiB, 32 MiB; profiles s3, gcs, azure",
+    peers: &PEERS,
+    in_suite: true,
+    default_link: None,
+    run: run_with_defaults,
+    claim,
+};
+
+/// Runs `ttfb-throughput` with its default parameters at `s` (`repeats` when given) and the peers
+/// of `o` that it sets beside ferry.
+pub fn run_with_defaults(
+    s: Size,
+    repeats: Option<usize>,
+    o: &crate::options::RunOptions,
+) -> anyhow::Result<crate::options::Outcome> {
+    let mut p = TtfbParams::new(s);
+    p.repeats = repeats.unwrap_or(p.repeats);
+    p.peers = WORKLOAD.peers_of(o);
+    crate::runner::run(&ttfb_throughput(s, &p), o)
 }
 
 #[cfg(test)]

@@ -18,8 +18,10 @@
 //!   fetched to save requests (the engine's `RangesStats`); every returned part is
 //!   checked to have its range's length.
 
+use crate::measure::{get_drain, set_percentiles, Errors, Meter};
 use crate::record::RunRecord;
-use crate::scenario::{get_drain, set_percentiles, Errors, Meter, Scenario};
+use crate::scenario::Step;
+use crate::verdict::{median, paired_ratio, x, Headline};
 use crate::workload::{ClientSpec, Column, ServerSpec, Size, Task, Variant, Workload};
 use anyhow::{Context, Result};
 use ferry_store::{GetParams, Mode, ObjectRef, RangeSpec, S3Client};
@@ -58,8 +60,8 @@ impl VectoredParams {
     /// Full: the published 2,000 ranges in 256 MiB. Quick: 1,000 ranges in 128 MiB, the
     /// same density (one range per 128 KiB slot), so coalescing meets the same gaps and
     /// over-reads the same share; half the GETs keep the peer rows (boto3's 2,000 GETs:
-    /// ~6 s a run, s3fs ~4 s) in the minute at 3 repeats. Until e5dba7e quick was the full
-    /// size with each peer row run once.
+    /// ~6 s a run, s3fs ~4 s) in the minute at 3 repeats (docs/lab/bench-quick-sizes.md; `ferry bench vectored
+    /// --quick`).
     pub fn new(size: Size) -> VectoredParams {
         let (ranges, object_bytes) = match size {
             Size::Quick => (1_000, 128 << 20),
@@ -115,6 +117,8 @@ pub struct VectoredRun {
     pub in_flight: usize,
 }
 
+crate::impl_scenario!(VectoredRun);
+
 impl VectoredRun {
     pub fn setup_key(&self) -> String {
         format!("{SYNTHETIC}/{} (HEAD)", self.key)
@@ -128,7 +132,7 @@ impl VectoredRun {
     }
 
     pub fn params(&self) -> Map<String, Value> {
-        crate::scenario::one_param(
+        crate::measure::one_param(
             "strategy",
             match self.strategy {
                 Strategy::Naive => "naive: one GET per range",
@@ -253,7 +257,7 @@ pub fn vectored(size: Size, p: &VectoredParams) -> Workload {
             workload: NAME,
             server: Some(0),
             client: Some(client),
-            task: Task::Scenario(Scenario::Vectored(VectoredRun {
+            task: Task::Scenario(Step::new(VectoredRun {
                 strategy: Strategy::Naive,
                 key: p.key(),
                 ranges: rs.clone(),
@@ -267,7 +271,7 @@ pub fn vectored(size: Size, p: &VectoredParams) -> Workload {
             workload: NAME,
             server: Some(0),
             client: Some(client),
-            task: Task::Scenario(Scenario::Vectored(VectoredRun {
+            task: Task::Scenario(Step::new(VectoredRun {
                 strategy: Strategy::Coalesced,
                 key: p.key(),
                 ranges: rs.clone(),
@@ -313,8 +317,62 @@ pub fn vectored(size: Size, p: &VectoredParams) -> Workload {
             p.in_flight,
             p.connections
         ), "peer rows (driver.py's get_ranges): GETs issued and MiB over-read are the server's counts (its response body bytes less the bytes asked for); latency is per GET for boto3, the whole call for obstore and s3fs.".into()],
+        headline: Some(claim),
         ..Workload::scenario(NAME, size, vec![s3], variants, p.repeats, params, COLUMNS)
     }
+}
+
+/// The claims table's row for `vectored`: GETs issued and wall time, one GET per range against coalescing (none published).
+pub fn claim(records: &[RunRecord]) -> Headline {
+    let h = |published: &str, measured: String, verdict: &str| Headline::new("vectored", published, measured, verdict);
+    #[allow(unused)]
+    let none = || "no paired clean runs".to_string();
+    let m = |v: &str, f: &str| median(records, v, f);
+    match (
+        paired_ratio(records, NAIVE_ROW, COALESCED_ROW, "wall_s"),
+        m(NAIVE_ROW, "gets_issued"),
+        m(COALESCED_ROW, "gets_issued"),
+        m(COALESCED_ROW, "bytes_over_read"),
+    ) {
+        (Some(w), Some(gn), Some(gc), Some(o)) => {
+            let verdict = if gc < gn && w.median >= 1.1 {
+                "none published: fewer GETs and faster"
+            } else {
+                "none published: not both fewer GETs and faster"
+            };
+            h(
+                PUBLISHED,
+                format!("{gn:.0} GETs -> {gc:.0}, {} faster, {:.1} MiB over-read", x(&w), o / 1048576.0),
+                verdict,
+            )
+        }
+        _ => h(PUBLISHED, none(), "no"),
+    }
+}
+
+/// `vectored` as the suite's table holds it (workload.rs's [`crate::workload::WorkloadDef`]).
+pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef {
+    name: "vectored",
+    quick: "1,000 ranges of 4-64 KiB in one 128 MiB object",
+    full: "2,000 ranges of 4-64 KiB in one 256 MiB object",
+    peers: &PEERS,
+    in_suite: true,
+    default_link: None,
+    run: run_with_defaults,
+    claim,
+};
+
+/// Runs `vectored` with its default parameters at `s` (`repeats` when given) and the peers
+/// of `o` that it sets beside ferry.
+pub fn run_with_defaults(
+    s: Size,
+    repeats: Option<usize>,
+    o: &crate::options::RunOptions,
+) -> anyhow::Result<crate::options::Outcome> {
+    let mut p = VectoredParams::new(s);
+    p.repeats = repeats.unwrap_or(p.repeats);
+    p.peers = WORKLOAD.peers_of(o);
+    crate::runner::run(&vectored(s, &p), o)
 }
 
 #[cfg(test)]
@@ -344,9 +402,7 @@ mod tests {
     fn workload_rows() {
         let w = vectored(Size::Quick, &VectoredParams::new(Size::Quick));
         assert_eq!(w.variants.len(), 2);
-        assert!(
-            matches!(&w.variants[1].task, Task::Scenario(Scenario::Vectored(r)) if r.strategy == Strategy::Coalesced)
-        );
+        assert!(w.variants[1].task.step::<VectoredRun>().is_some_and(|r| r.strategy == Strategy::Coalesced));
         assert!(w.variants.iter().all(|v| !matches!(v.task, Task::NotYet { .. })));
         assert_eq!(w.servers[0].profile, "s3");
         assert_eq!(w.params["object"], "synthetic/vectored/size=134217728/table.hfile");

@@ -3,11 +3,11 @@
 //! record schema including `series`, and the report's rows for strategies not yet in the
 //! engine. No speed is asserted anywhere.
 
+use ferry_bench::measure::{cdf, log_uniform_sizes, percentile_curve};
 use ferry_bench::record::{check_schema, RunContext, RunRecord};
-use ferry_bench::scenario::{cdf, log_uniform_sizes, percentile_curve, Scenario};
 use ferry_bench::stats::{percentile_nearest_rank, percentiles, Spread};
 use ferry_bench::sys::Machine;
-use ferry_bench::workload::{Size, Task};
+use ferry_bench::workload::Size;
 use ferry_bench::{commit, listing, mixed_hol, open_ahead, ttfb, vectored};
 use serde_json::json;
 
@@ -37,7 +37,7 @@ fn mixed_hol_smalls_are_seeded_log_uniform_within_bounds() {
     assert!((40_000.0..100_000.0).contains(&med), "median {med}");
     // The larges are keys of the synthetic bucket naming their size.
     let w = mixed_hol::mixed_hol(Size::Full, &p);
-    let Task::Scenario(Scenario::MixedHol(r)) = &w.variants[0].task else {
+    let Some(r) = w.variants[0].task.step::<mixed_hol::MixedHolRun>() else {
         panic!("mixed-hol rows run the mixed-hol step")
     };
     assert_eq!(r.larges.len(), 8);
@@ -166,12 +166,12 @@ fn report_shows_a_not_yet_row_and_the_headline() {
 
 #[test]
 fn suite_lists_every_workload_once() {
-    let names: Vec<&str> = ferry_bench::suite::SUITE.iter().map(|(n, _)| *n).collect();
+    let names: Vec<&str> = ferry_bench::suite::suite().map(|w| w.name).collect();
     assert_eq!(
         names,
         ["small-objects", "mixed-hol", "ttfb-throughput", "listing", "open-ahead", "commit", "vectored", "bulk-wan"]
     );
     for n in names {
-        assert_ne!(ferry_bench::claims::headline(n, &[]).published, "-", "{n} has a headline in claims.rs");
+        assert_ne!(ferry_bench::claims::headline(n, &[]).published, "-", "{n} has a headline (its claim function)");
     }
 }

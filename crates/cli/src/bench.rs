@@ -10,8 +10,10 @@
 use crate::units::{parse_bytes, parse_duration};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
+use ferry_bench::bulk_get::{self, BulkGetParams};
 use ferry_bench::peers::{Peer, PeerSelection};
-use ferry_bench::workload::{self, BulkGetParams, Size, SmallObjectsParams};
+use ferry_bench::small_objects::{self, SmallObjectsParams};
+use ferry_bench::workload::Size;
 use ferry_bench::{RunOptions, ServerCommand};
 use ferry_link::{Link, LinkError, Preset};
 use std::path::PathBuf;
@@ -471,14 +473,11 @@ fn run_mixed_hol_caps(a: &MixedHolArgs) -> Result<()> {
 }
 
 fn run_one(name: &str, c: &Common) -> Result<ferry_bench::Outcome> {
-    let (_, f) = ferry_bench::suite::SUITE
-        .iter()
-        .find(|(n, _)| *n == name)
-        .ok_or_else(|| anyhow::anyhow!("no workload {name} in the suite"))?;
+    let w = ferry_bench::suite::find(name).ok_or_else(|| anyhow::anyhow!("no workload {name} in the suite"))?;
     // bulk-wan is the long-link workload: across the transatlantic link unless --link says.
-    let default_link = (name == "bulk-wan").then_some(Preset::TRANSATLANTIC);
+    let default_link = w.default_link.and_then(Preset::by_name);
     let opts = options_with_link(c, default_link)?;
-    let outcome = f(size(c), repeats(c), &opts)?;
+    let outcome = (w.run)(size(c), repeats(c), &opts)?;
     println!("{}", outcome.report);
     println!(
         "{} runs in {:.1} s; JSON lines appended to {}\n",
@@ -497,13 +496,13 @@ fn run_all(a: &SuiteArgs) -> Result<()> {
     // Each workload's wall time (servers, setup and every run), for the quick suite's
     // budget: under a minute each, ~10 minutes in all (issue 4).
     let mut walls = Vec::new();
-    for (name, _) in ferry_bench::suite::SUITE {
+    for name in ferry_bench::suite::suite().map(|w| w.name) {
         if !a.common.no_progress {
             eprintln!("ferry bench all: {name} ({:.0} s so far)", started.elapsed().as_secs_f64());
         }
         let t0 = std::time::Instant::now();
         let result = run_one(name, &a.common);
-        walls.push((*name, t0.elapsed().as_secs_f64(), result.as_ref().map_or(0, |o| o.records.len())));
+        walls.push((name, t0.elapsed().as_secs_f64(), result.as_ref().map_or(0, |o| o.records.len())));
         match result {
             Ok(o) => rows.push(ferry_bench::claims::headline(name, &o.records)),
             Err(e) => rows.push(ferry_bench::claims::Headline {
@@ -570,7 +569,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             p.repeats = a.common.repeats.map_or(p.repeats, |r| r as usize);
             p.auto_ranged = !a.no_auto_ranged;
             p.peers = a.common.peers.resolve(&Peer::DEFAULT);
-            (workload::small_objects(size(&a.common), &p), &a.common)
+            (small_objects::small_objects(size(&a.common), &p), &a.common)
         }
         Workload::BulkGet(a) => {
             let mut p = BulkGetParams::new(size(&a.common));
@@ -583,7 +582,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
                 p.rss_check = Some((s.clone(), parse_bytes(s).map_err(anyhow::Error::msg)?));
             }
             p.peers = a.common.peers.resolve(&Peer::DEFAULT);
-            (workload::bulk_get(size(&a.common), &p), &a.common)
+            (bulk_get::bulk_get(size(&a.common), &p), &a.common)
         }
     };
     let opts = options(c)?;

@@ -7,8 +7,10 @@
 //! guard). Only the shape of the results is checked: every mode produced a row with
 //! objects > 0 and no errors. No speed is asserted.
 
+use ferry_bench::bulk_get::{self, BulkGetParams};
 use ferry_bench::record::check_schema;
-use ferry_bench::workload::{self, BulkGetParams, Size, SmallObjectsParams};
+use ferry_bench::small_objects::{self, SmallObjectsParams};
+use ferry_bench::workload::Size;
 use ferry_bench::{RunOptions, ServerCommand};
 use std::time::Duration;
 
@@ -35,7 +37,7 @@ fn small_objects_tiny_every_mode_has_a_clean_row() {
     p.connections = 4;
     p.pipeline_depth = 4;
     p.ceilings = false;
-    let w = workload::small_objects(Size::Quick, &p);
+    let w = small_objects::small_objects(Size::Quick, &p);
     let outcome = ferry_bench::run(&w, &options(&out)).unwrap();
     assert_eq!(outcome.records.len(), w.variants.len());
     for v in &w.variants {
@@ -74,7 +76,7 @@ fn small_objects_tiny_ceilings() {
     p.connections = 4;
     p.pipeline_depth = 4;
     p.auto_ranged = false;
-    let w = workload::small_objects(Size::Quick, &p);
+    let w = small_objects::small_objects(Size::Quick, &p);
     let outcome = ferry_bench::run(&w, &options(&out)).unwrap();
     for tool in ["h2load", "wrk"] {
         let r = outcome.records.iter().find(|r| r.mode == tool).unwrap_or_else(|| panic!("no {tool} row"));
@@ -83,7 +85,7 @@ fn small_objects_tiny_ceilings() {
         assert_eq!(r.figure("errors"), Some(0.0), "{tool}");
         assert!(r.note.as_deref().unwrap().contains(&format!("`{tool} ")), "the command is in the note");
     }
-    let b = outcome.records.iter().find(|r| r.variant == workload::SMALL_OBJECTS_BOUND_ROW).unwrap();
+    let b = outcome.records.iter().find(|r| r.variant == small_objects::SMALL_OBJECTS_BOUND_ROW).unwrap();
     assert_eq!(b.status, "ok", "{:?}", b.error_samples);
     let l = b.figure("ttfb_p50_ms").unwrap() / 1e3;
     assert!((b.figure("objects_per_s").unwrap() - 4.0 / l).abs() < 1e-6 * (4.0 / l), "C/L with C = 4 connections");
@@ -102,7 +104,7 @@ fn bulk_get_tiny_has_rows_and_rss_check() {
     p.repeats = 1;
     p.iperf3_seconds = 1;
     p.rss_check = Some(("16MiB".into(), 16 << 20));
-    let w = workload::bulk_get(Size::Quick, &p);
+    let w = bulk_get::bulk_get(Size::Quick, &p);
     let outcome = ferry_bench::run(&w, &options(&out)).unwrap();
     for v in &w.variants {
         let r =

@@ -17,7 +17,8 @@
 
 use ferry_bench::bulk_wan::{self, BulkWanParams};
 use ferry_bench::record::check_schema;
-use ferry_bench::workload::{self, Size, SmallObjectsParams};
+use ferry_bench::small_objects::{self, SmallObjectsParams};
+use ferry_bench::workload::Size;
 use ferry_bench::{RunOptions, ServerCommand};
 use ferry_link::{Link, Preset};
 use std::sync::Arc;
@@ -171,7 +172,7 @@ fn small_objects_across_the_region_link() {
     p.pipeline_depth = 4;
     p.auto_ranged = false;
     p.ceilings = false;
-    let w = workload::small_objects(Size::Quick, &p);
+    let w = small_objects::small_objects(Size::Quick, &p);
     let (c_ns, s_ns) = (link.client_namespace().to_owned(), link.server_namespace().to_owned());
     let outcome = ferry_bench::run(&w, &options(&out, Some(link))).unwrap();
     for r in &outcome.records {
