@@ -1,4 +1,20 @@
-//! The `ferry` command line. One module per verb; this file only dispatches.
+//! The `ferry` command line. One module per verb; this file parses, sets the process up
+//! and dispatches.
+//!
+//! ```text
+//! process start ─► no_huge_pages (a constructor, before mimalloc's and any allocation)
+//! main ─► Cli::parse ─► serve / bench: huge pages back on, their own runtimes
+//!                   └─► data verbs (ls, cp, sync, rm, ...): keep_freed_memory,
+//!                       a multi-thread runtime whose blocking pool is sized per verb
+//!                       (BLOCKING_THREADS, UPLOAD_BLOCKING_THREADS) ─► dispatch ─► verb::run
+//! ```
+//!
+//! The process setup is about memory: a transfer's peak RSS is mostly its allocator's
+//! heaps, one per thread that touched the bytes, so the allocator keeps what it frees
+//! (reused at once, no page faults), no heap starts in a 2 MiB huge page, and the
+//! blocking pool has as few threads as the verb needs. docs/lab/cli-memory.md and
+//! docs/lab/cli-blocking-threads.md have the measurements and the commands.
+//!
 //! Exit codes: 0 success, 1 an operation failed, 2 a usage error (common.rs).
 
 mod bench;
@@ -20,7 +36,8 @@ use clap::{Parser, Subcommand};
 
 /// mimalloc instead of glibc malloc: the server allocates and frees many small buffers
 /// per request across threads, where glibc's malloc showed up at ~10% of CPU in a
-/// profile of 16 KiB GETs over h2 (perf record against `scripts/bench-serve.sh --only rate`).
+/// profile of 16 KiB GETs over h2 (`perf record` against `scripts/bench-serve.sh --only
+/// rate`; docs/lab/cli-memory.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -90,15 +107,11 @@ extern "C" {
 /// A data verb keeps the memory mimalloc frees instead of handing it back to the kernel
 /// (`madvise`) after `purge_delay`: a transfer frees and reallocates its receive buffers
 /// and write batches all the time, and each purge makes the next use of those pages
-/// fault in fresh zeroed ones. 4 x 1 GiB `ferry cp` down from `ferry serve --memory`,
-/// 6 pairs interleaved at load 10-14: system CPU 6.1-10.3 s beside 7.7-16.3 s for the
-/// default (lower in 6/6 pairs), peak RSS the same (67-73 MiB), since what is kept is
-/// reused. Again with huge pages off (`no_huge_pages`), 4 x 1 GiB down onto a journaled
-/// loop ext4, 3 pairs at load 8-9: `MIMALLOC_PURGE_DELAY=10` 17.8-20.7 MiB beside
-/// 18.3-19.8, wall and CPU the same: no gain. `ferry serve` (long-running) keeps the
-/// default and returns memory. A
-/// `MIMALLOC_PURGE_DELAY` in the environment wins; the option is set only while it
-/// still holds a default of v2 (10 ms) or v3 (1,000 ms), a guard should the index move.
+/// fault in fresh zeroed ones (system CPU 6.1-10.3 s against 7.7-16.3 s for 4 x 1 GiB
+/// down, peak RSS the same; docs/lab/cli-memory.md, with the command). `ferry serve`
+/// (long-running) keeps the default and returns memory. A `MIMALLOC_PURGE_DELAY` in the
+/// environment wins; the option is set only while it still holds a default of v2 (10
+/// ms) or v3 (1,000 ms), a guard should the index move.
 fn keep_freed_memory() {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
         return;
@@ -115,21 +128,16 @@ fn keep_freed_memory() {
 /// A data verb runs without transparent huge pages. mimalloc asks for them on its arenas
 /// (`MADV_HUGEPAGE`, its `allow_thp` option, on by default), so the first touch of each
 /// thread's heap region faults in a whole 2 MiB page, and with memory kept
-/// (`keep_freed_memory`) and ten threads (two workers, eight blocking) that was most of
-/// the peak RSS: 4 x 512 MiB `ferry cp --recursive` down from `ferry serve --memory`, 3
-/// pairs interleaved at load 8, 41-47 MiB with them and 16-17 MiB without (s5cmd: 21),
-/// wall 1.28-1.56 s beside 1.61-2.13; up, 41-45 MiB beside 23-24, CPU 10-20% higher
-/// (more, smaller page faults), wall within the noise. `MIMALLOC_ALLOW_THP=0` has the same
-/// effect, but mimalloc reads it before `main` runs; prctl(PR_SET_THP_DISABLE) takes
-/// effect for every later fault, including in the arena mimalloc already reserved.
+/// (`keep_freed_memory`) and ten threads that was most of the peak RSS (41-47 MiB with
+/// them, 16-17 without, for 4 x 512 MiB down; docs/lab/cli-memory.md, with the command).
+/// `MIMALLOC_ALLOW_THP=0` has the same effect, but mimalloc reads it before `main` runs;
+/// prctl(PR_SET_THP_DISABLE) takes effect for every later fault, including in the arena
+/// mimalloc already reserved.
 ///
 /// So it runs before anything allocates: as a constructor ahead of mimalloc's own (an
 /// `.init_array` entry with a priority, which the linker places before the unprioritized
-/// ones). Called when the command line had been parsed, as it was, the allocations made
-/// until then had faulted in three huge pages of the arena, 6 MiB of a 13.5 MiB idle RSS
-/// (`ferry run -` waiting on stdin: smaps AnonHugePages 6144 kB, all in mimalloc's
-/// arena) that stayed for the whole transfer; called first thing in `main`, two (4 MiB)
-/// were already there. Verbs that want huge pages (`serve`, `bench`, and the bench's
+/// ones); any later, the allocations made until then have faulted in huge pages that stay
+/// for the whole transfer. Verbs that want huge pages (`serve`, `bench`, and the bench's
 /// reaper, whose children inherit the setting across fork and exec) turn them back on
 /// with [`allow_huge_pages`] before they allocate much or start anything.
 extern "C" fn no_huge_pages() {
@@ -152,20 +160,16 @@ fn allow_huge_pages() {
 /// Threads of the blocking pool, where file work runs (reads of upload chunks, download
 /// writes, create, rename, fsync). Each thread that has run a transfer keeps its own
 /// allocator heap (freed memory is kept: `keep_freed_memory`), so peak RSS grows with the
-/// threads: 4 x 1 GiB `ferry cp --recursive` up to one `ferry serve --memory` (16 parts
-/// in flight, load 8-12), 16 threads 64-67 MiB, 8 threads 47 MiB, 4 threads 33-36 MiB
-/// (s5cmd 26), wall time within the noise. But 2,000 x 16 KiB down, one small file per
-/// job and 64 at once, took 1.1-1.2 s with 4 threads in 2 of 3 pairs beside 0.6 with 16,
-/// and 8 threads ran as fast as 16 (0.47-1.39 s beside 0.59-1.11, 3 pairs): 8 keeps
-/// several fsyncs and small-file writes in flight without a heap per part in flight.
+/// threads; 8 keeps several fsyncs and small-file writes in flight (as fast as 16 for
+/// 2,000 x 16 KiB down, 4 was slower) without a heap per part in flight (47 MiB for 4 x
+/// 1 GiB up, 64-67 with 16). docs/lab/cli-blocking-threads.md has the figures and the
+/// commands that re-measure them.
 const BLOCKING_THREADS: usize = 8;
 
 /// Blocking threads when every source is local and the destination is S3 (`cp`, `sync`):
 /// an upload reads its chunks there and needs no threads for creates or fsyncs, so fewer
-/// heaps. 4 x 1 GiB `ferry cp --recursive` up to one `ferry serve --memory`, 3 pairs
-/// interleaved at load 7-12: peak RSS 26.2-27.2 MiB with 4 beside 28.2-31.7 with 8
-/// (s5cmd 27 in the bench), wall 24.3-31.8 s beside 24.9-30.7 (noise); 10,000 x 16 KiB
-/// up, 1.4-2.1 s beside 1.8-2.2, system CPU 1.0 s beside 1.3-1.6.
+/// heaps: 26-27 MiB peak RSS for 4 x 1 GiB up beside 28-32 with 8, wall within the noise
+/// (docs/lab/cli-blocking-threads.md, with the command).
 const UPLOAD_BLOCKING_THREADS: usize = 4;
 
 /// The blocking pool's size for `command`.
@@ -185,30 +189,8 @@ fn blocking_threads(command: &Command) -> usize {
     }
 }
 
-/// Runs a data verb on a fresh runtime.
-///
-/// Where its peak RSS goes (issue 6 compares it with s5cmd's and rclone's). `/proc/PID/
-/// smaps` at the sampled peak of 4 x 1 GiB `ferry cp --recursive` to and from one `ferry
-/// serve --memory` (load 6-7), and `ferry run -` idling on stdin for the floor:
-///
-/// | MiB | idle | up | down |
-/// |---|---|---|---|
-/// | mimalloc's arena (every Rust allocation) | 1.3 | 10.1 | 9.6 |
-/// | the binary's pages (text 5.2-5.3, rodata 1.3, data 0.4) | 5.2 | 7.0 | 7.0 |
-/// | libc, libm, ld.so, libgcc | 1.8 | 1.9 | 1.9 |
-/// | thread stacks (7 threads up, 11 down: 20-80 KiB touched each) | 0.1 | 0.3 | 0.4 |
-/// | total | 7.7 | 19.5 | 19.2 |
-///
-/// The file-backed part (~9 MiB; clean pages shared with the page cache) is mostly
-/// fault-around: the kernel maps up to 64 KiB of cached neighbours with each page of the
-/// binary touched. The heap during an upload is the 256 KiB chunks streamed from the
-/// files (16 parts in flight, each with a chunk being read and one or two queued in
-/// hyper's write buffer) plus the CRC pre-pass's buffers (engine's upload.rs); during a
-/// download, the receive buffers pinned by the write batches (16 parts x up to two 128
-/// KiB batches; engine's download.rs), and it rises by 3-4 MiB when the disk throttles
-/// the writes and more threads (two workers, eight blocking) take turns at them. Until
-/// huge pages were turned off before the first allocation (`no_huge_pages`), 6 MiB more
-/// sat in three huge pages faulted in at start.
+/// Runs a data verb on a fresh runtime (module note). Where its peak RSS goes, by
+/// mapping, is in docs/lab/cli-memory.md.
 fn data_verb(command: Command, g: common::Global) -> anyhow::Result<()> {
     keep_freed_memory();
     let rt = tokio::runtime::Builder::new_multi_thread()

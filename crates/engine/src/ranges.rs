@@ -15,8 +15,8 @@
 //!   every completed GET feeds the GapEstimator (first byte time, bandwidth)
 //! ```
 //!
-//! **Why coalesce.** A GET costs a round trip and a first byte (S3: p50 ~30 ms, LAB.md
-//! section 1) before any data flows; bytes on an open response flow at the connection's
+//! **Why coalesce.** A GET costs a round trip and a first byte (S3: p50 ~30 ms,
+//! docs/lab/store-s3-facts.md) before any data flows; bytes on an open response flow at the connection's
 //! rate (~90 MB/s on S3). Reading a hole of `g` bytes inside a span costs `g / bandwidth`;
 //! a separate request costs about one first-byte time. So two ranges are worth merging
 //! when the hole between them is below `first_byte x bandwidth` (the same rule AnyBlob
@@ -58,7 +58,7 @@ use std::time::{Duration, Instant};
 const MIB: u64 = 1024 * 1024;
 
 /// Default part size: 8 MiB, the low end of the cost-optimal request size on S3
-/// (8-16 MiB, AnyBlob, LAB.md section 1).
+/// (8-16 MiB, AnyBlob; docs/lab/store-s3-facts.md).
 pub const DEFAULT_PART_SIZE: u64 = 8 * MIB;
 
 /// Most parts of a multipart upload (S3's limit); [`split`] never makes more.
