@@ -51,9 +51,8 @@
 //! `max_ranges x (buffer_pages + 1)` pages are held at once, for any number of keys.
 //! LIST calls in flight are capped by `concurrency`.
 //!
-//! Measured (`cargo run --release -p ferry-engine --example sched_figures --
-//! listing-full`, `s3` profile, 17,520 x 6 keys, this 2-core machine): flat listing 106
-//! calls in 9.5-9.7 s, key-range parallel ~185 calls in 3.3-4.9 s.
+//! `cargo run --release -p ferry-engine --example sched_figures -- listing-full` and
+//! `ferry bench listing` compare the three (docs/lab/engine-listing.md has the figures).
 
 use crate::admission::Engine;
 use ferry_store::{Error, ListParams, ObjectEntry};

@@ -41,11 +41,9 @@
 //! range past the end of the object is an error (416 `InvalidRange`), never a short
 //! answer.
 //!
-//! Measured (`cargo run --release -p ferry-engine --example sched_figures -- vectored`,
-//! `s3` profile, 2,000 ranges of 4-64 KiB in a 256 MiB object, 32 GETs in flight):
-//! merging only touching ranges, 1,552 GETs in 5.3-6.5 s; coalesced with the measured
-//! gap (capped at 2 MiB), 32 GETs in 0.6-0.75 s, reading 261 MB for 61 MB asked (the
-//! ranges average 128 KiB apart, well under the gap, so the spans cover the object).
+//! `cargo run --release -p ferry-engine --example sched_figures -- vectored` and `ferry
+//! bench vectored` compare coalescing with merging only touching ranges
+//! (docs/lab/engine-ranges.md has the figures).
 
 use crate::admission::Engine;
 use bytes::{Bytes, BytesMut};
