@@ -176,10 +176,10 @@ fn normalise_dirs(dirs: impl IntoIterator<Item = String>) -> Vec<String> {
 /// `a/` and `a//` therefore do not interleave in global key order).
 ///
 /// ```no_run
-/// # async fn example(client: &ferry_store::S3Client) -> Result<(), ferry_store::Error> {
+/// # async fn example(engine: &ferry_engine::Engine) -> Result<(), ferry_store::Error> {
 /// use ferry_engine::listing::{list_per_directory, ListOptions};
 /// let dirs = vec!["table/part=00001/".to_string(), "table/part=00002/".to_string()];
-/// let (entries, stats) = list_per_directory(client, "bucket", dirs, &ListOptions::default()).collect_all().await?;
+/// let (entries, stats) = list_per_directory(engine, "bucket", dirs, &ListOptions::default()).collect_all().await?;
 /// println!("{} keys in {} calls", entries.len(), stats.requests);
 /// # Ok(()) }
 /// ```
@@ -232,10 +232,10 @@ pub fn list_per_directory(
 /// page at a time. Directories without a trailing `/` get one.
 ///
 /// ```no_run
-/// # async fn example(client: &ferry_store::S3Client) -> Result<(), ferry_store::Error> {
+/// # async fn example(engine: &ferry_engine::Engine) -> Result<(), ferry_store::Error> {
 /// use ferry_engine::listing::{list_flat_pruned, ListOptions};
 /// let dirs = (0..17_520).step_by(10).map(|d| format!("table/part={d:05}/"));
-/// let listing = list_flat_pruned(client, "bucket", "table/", dirs, &ListOptions::default());
+/// let listing = list_flat_pruned(engine, "bucket", "table/", dirs, &ListOptions::default());
 /// let (entries, stats) = listing.collect_all().await?;
 /// println!("{} keys in {} calls", entries.len(), stats.requests);
 /// # Ok(()) }
@@ -344,10 +344,10 @@ impl Pruner {
 /// yields them in key order, exactly as one plain listing would.
 ///
 /// ```no_run
-/// # async fn example(client: &ferry_store::S3Client) -> Result<(), ferry_store::Error> {
+/// # async fn example(engine: &ferry_engine::Engine) -> Result<(), ferry_store::Error> {
 /// use ferry_engine::listing::{list_parallel, ListOptions};
 /// use futures_util::StreamExt;
-/// let mut listing = list_parallel(client, "bucket", "table/", &ListOptions::default());
+/// let mut listing = list_parallel(engine, "bucket", "table/", &ListOptions::default());
 /// while let Some(entry) = listing.next().await {
 ///     let entry = entry?;
 ///     println!("{} {}", entry.key, entry.size);

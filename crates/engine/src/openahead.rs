@@ -175,11 +175,11 @@ impl std::fmt::Debug for OpenedObject {
 /// Reads objects in order, opening the next ones in the background (module note).
 ///
 /// ```no_run
-/// # async fn example(client: &ferry_store::S3Client) -> Result<(), ferry_store::Error> {
+/// # async fn example(engine: &ferry_engine::Engine) -> Result<(), ferry_store::Error> {
 /// use ferry_engine::openahead::{OpenAhead, OpenAheadOptions};
 /// use futures_util::StreamExt;
 /// let objects = (0..4_000).map(|i| ferry_store::ObjectRef::new("bucket", format!("scan/{i:05}.orc"))).collect();
-/// let mut reader = OpenAhead::from_list(client, objects, OpenAheadOptions::default());
+/// let mut reader = OpenAhead::from_list(engine, objects, OpenAheadOptions::default());
 /// while let Some(opened) = reader.next().await {
 ///     let mut opened = opened?;
 ///     while let Some(chunk) = opened.body.next().await {

@@ -327,10 +327,10 @@ pub struct RangesOutput {
 /// concurrent GETs; returns exactly the bytes asked for, in the order asked.
 ///
 /// ```no_run
-/// # async fn example(client: &ferry_store::S3Client) -> Result<(), ferry_store::Error> {
+/// # async fn example(engine: &ferry_engine::Engine) -> Result<(), ferry_store::Error> {
 /// use ferry_engine::ranges::{get_ranges, RangesOptions};
 /// let object = ferry_store::ObjectRef::new("bucket", "table.hfile");
-/// let out = get_ranges(client, &object, &[4096..8192, 0..64, 1_000_000..1_000_100], &RangesOptions::default()).await?;
+/// let out = get_ranges(engine, &object, &[4096..8192, 0..64, 1_000_000..1_000_100], &RangesOptions::default()).await?;
 /// assert_eq!(out.parts[1].len(), 64);
 /// println!("{} GETs, {} bytes over-read", out.stats.requests, out.stats.over_read);
 /// # Ok(()) }
