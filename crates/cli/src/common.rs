@@ -66,7 +66,7 @@ pub struct Global {
     pub part_size: Option<u64>,
     /// Downloads: fsync each file before renaming it into place, so it survives a power
     /// loss or kernel crash too (a killed ferry never leaves a partial file either way).
-    /// Costs the disk's write speed: see ferry-engine's download.rs.
+    /// Costs the disk's write speed: see ferry-engine's download/mod.rs.
     #[arg(long)]
     pub fsync: bool,
 }

@@ -257,7 +257,7 @@ impl Runner {
                 let mut p = self.g.download_params();
                 p.resume = self.resume;
                 p.budget = Some(self.parts.clone());
-                // Set on the temp file before the rename (engine's download.rs); the
+                // Set on the temp file before the rename (engine's download/); the
                 // listing's time when there is one, so `sync` compares the same time.
                 p.mtime = match mtime {
                     Some(t) => Mtime::At(*t),

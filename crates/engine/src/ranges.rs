@@ -9,7 +9,7 @@
 //!     └─ coalesce(ranges, policy) ─► Spans: disjoint, sorted, each <= max_span, holes < max_gap
 //!          └─ first span: GET Range ─► its ETag
 //!               └─ other spans: GET Range + If-Match: ETag, at most `concurrency` in flight,
-//!                  each holding its length from the client's memory budget while fetched
+//!                  each admitted for its length (admission.rs) while fetched
 //!                    └─ each requested range sliced (or stitched) out of its span(s),
 //!                       returned in the order asked
 //!   every completed GET feeds the GapEstimator (first byte time, bandwidth)
