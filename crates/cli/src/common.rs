@@ -199,7 +199,8 @@ fn config_value(profile: &str, key: &str) -> Option<String> {
 }
 
 /// Objects in flight by default: enough to hide per-request latency for small objects
-/// (~30 ms first byte on S3, docs/lab/store-s3-facts.md), within the transport's connection cap.
+/// (~30 ms first byte on S3, docs/lab/store-s3-facts.md), within the transport's connection
+/// cap; `ferry bench cli-transfer --quick` measures `ferry cp` with it beside the peers.
 const DEFAULT_CONCURRENCY: usize = 64;
 /// Parts of one object in flight, as ferry-store's multipart default.
 const DEFAULT_PART_CONCURRENCY: usize = 8;

@@ -283,7 +283,9 @@ extern "C" {
     fn mi_collect(force: bool);
 }
 
-/// How often the server asks the allocator to return memory freed a while ago.
+/// How often the server asks the allocator to return memory freed a while ago: mimalloc
+/// v3's `purge_delay`, so freed memory goes back within about two of them;
+/// `scripts/server-rss.py` re-measures it (docs/lab/cli-serve-memory.md).
 const RELEASE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Hands memory freed by deletes and overwrites back to the kernel once it has gone

@@ -130,7 +130,8 @@ impl Admission {
     }
 }
 
-/// Smallest [`ByteBudget`]: one 1 MiB write batch.
+/// Smallest [`ByteBudget`]: 1 MiB, room for a download part's two write batches or an
+/// upload part's two file chunks, so no single part runs alone by default.
 pub const MIN_MEMORY_BUDGET: u64 = 1 << 20;
 
 /// Part size the default budget is reckoned in: 8 MiB, the engine's default part (the

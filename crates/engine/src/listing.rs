@@ -71,7 +71,8 @@ pub struct ListOptions {
     /// LIST calls in flight: directories at once for [`list_per_directory`], ranges
     /// listing at once for [`list_parallel`]. 16: S3 serves thousands of LISTs per
     /// second per prefix, and 16 x 1,000 keys per 60 ms round trip (the `s3`
-    /// profile of `ferry serve`) is ~250,000 keys/s, more than one consumer usually parses.
+    /// profile of `ferry serve`) is ~250,000 keys/s, more than one consumer usually parses
+    /// (docs/lab/engine-listing.md; `ferry bench listing --quick` re-measures).
     pub concurrency: usize,
     /// [`list_parallel`]: most key ranges undrained at once (module note).
     pub max_ranges: usize,

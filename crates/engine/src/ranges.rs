@@ -62,7 +62,9 @@ pub const DEFAULT_PART_SIZE: u64 = 8 * MIB;
 /// Most parts of a multipart upload (S3's limit); [`split`] never makes more.
 pub const MAX_PARTS: u64 = 10_000;
 
-/// Upper bound of the measured gap (module note).
+/// Upper bound of the measured gap (module note): a quarter of the 8 MiB default span;
+/// re-measured with `cargo run --release -p ferry-engine --example sched_figures --
+/// vectored` (docs/lab/engine-ranges.md).
 pub const MAX_GAP_CAP: u64 = 2 * MIB;
 
 /// Splits `[0, len)` into consecutive parts of `part_size` bytes (the last may be
@@ -220,7 +222,8 @@ struct Estimates {
     samples: u64,
 }
 
-/// Assumed before any measurement (module note).
+/// Assumed before any measurement (module note): a third of S3's first byte and about
+/// half its per-connection rate, so an unknown endpoint is not flooded with over-read.
 const PRIOR_FIRST_BYTE: Duration = Duration::from_millis(10);
 const PRIOR_BANDWIDTH: f64 = 50e6;
 /// Weight of a new sample in the moving averages: the last ~5 GETs dominate.
