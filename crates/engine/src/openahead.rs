@@ -39,8 +39,9 @@
 //! by the places it was short: a wait of W with the consumer taking an object every T
 //! (smoothed over ~4 objects) means the object should have been opened W / T handovers
 //! earlier, so the window grows by that, rounded up (one place at once, so the feeder
-//! opens another during the wait, the rest when the wait is over). Large objects never
-//! stall and keep 8. It never shrinks: stalls are a property of the endpoint's tail.
+//! opens another during the wait, the rest when the wait is over). Objects whose reading
+//! outlasts the next one's first byte never stall and keep 8. It never shrinks: stalls
+//! are a property of the endpoint's tail.
 //!
 //! Idle streams: a server closes a response that is not read for a while (S3 answers
 //! RequestTimeout after ~20 s of no progress; `ferry serve`'s `request_timeout` is also
