@@ -66,7 +66,7 @@ pub struct Global {
     pub part_size: Option<u64>,
     /// Downloads: fsync each file before renaming it into place, so it survives a power
     /// loss or kernel crash too (a killed ferry never leaves a partial file either way).
-    /// Costs the disk's write speed: see ferry-engine's download.rs.
+    /// Costs the disk's write speed: see ferry-engine's download/mod.rs.
     #[arg(long)]
     pub fsync: bool,
 }
@@ -199,11 +199,12 @@ fn config_value(profile: &str, key: &str) -> Option<String> {
 }
 
 /// Objects in flight by default: enough to hide per-request latency for small objects
-/// (LAB.md: ~30 ms first byte on S3), within the transport's connection cap.
+/// (~30 ms first byte on S3, docs/lab/store-s3-facts.md), within the transport's connection
+/// cap; `ferry bench cli-transfer --quick` measures `ferry cp` with it beside the peers.
 const DEFAULT_CONCURRENCY: usize = 64;
 /// Parts of one object in flight, as ferry-store's multipart default.
 const DEFAULT_PART_CONCURRENCY: usize = 8;
-/// 8 MiB: the low end of S3's cost-optimal request size (LAB.md section 1, AnyBlob).
+/// 8 MiB: the low end of S3's cost-optimal request size (AnyBlob; docs/lab/store-s3-facts.md).
 const DEFAULT_PART_SIZE: u64 = 8 * 1024 * 1024;
 
 impl Global {

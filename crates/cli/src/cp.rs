@@ -17,9 +17,8 @@
 //! are in flight however many files there are; each streams from its file and holds a
 //! couple of 256 KiB chunks, not the part (engine's upload.rs). Downloads buffer no more
 //! than a write batch per part in flight, and all downloads of one command share a
-//! budget of [`DOWNLOAD_PARTS_AT_ONCE`] parts in flight (engine's download.rs has the
-//! measurements: on 4 x 1 GiB peak RSS is 30-31 MiB with wire's 64 KiB read buffers,
-//! s5cmd's 20-22).
+//! budget of [`DOWNLOAD_PARTS_AT_ONCE`] parts in flight (engine's download/ has the
+//! design; docs/lab/cli-cp-memory.md the measurements).
 //!
 //! Names follow the AWS CLI: a destination ending in `/` (or an existing directory)
 //! receives the source's base name; `--recursive` copies what is under the source
@@ -49,13 +48,13 @@ use std::time::SystemTime;
 use tokio::sync::Semaphore;
 
 /// Large uploads (more than one part) at once: bounds the parts in flight (module
-/// note). Two files of 8 parts keep 16 parts in flight; with four, when parts were held
-/// whole in memory, a 4 x 1 GiB upload to `ferry serve` peaked at 303 MiB RSS (s5cmd:
-/// 27 MiB) at the same speed.
+/// note). Two files of 8 parts keep 16 parts in flight; four cost peak RSS at the same
+/// speed (docs/lab/cli-cp-memory.md, with the command).
 pub const LARGE_UPLOADS_AT_ONCE: usize = 2;
 
 /// Ranged GETs in flight across all the downloads of one command (module note): two
-/// files' worth of 8 parts; 8 and 32 gave the same CPU on 4 x 1 GiB, 16 the lower RSS.
+/// files' worth of 8 parts; 8 and 32 gave the same CPU, 16 the lower RSS
+/// (docs/lab/cli-cp-memory.md, with the command).
 pub const DOWNLOAD_PARTS_AT_ONCE: usize = 16;
 
 #[derive(Args, Debug, Clone)]
@@ -258,7 +257,7 @@ impl Runner {
                 let mut p = self.g.download_params();
                 p.resume = self.resume;
                 p.budget = Some(self.parts.clone());
-                // Set on the temp file before the rename (engine's download.rs); the
+                // Set on the temp file before the rename (engine's download/); the
                 // listing's time when there is one, so `sync` compares the same time.
                 p.mtime = match mtime {
                     Some(t) => Mtime::At(*t),

@@ -1,4 +1,14 @@
-//! The `ferry` command line. One module per verb; this file only dispatches.
+//! The `ferry` command line. One module per verb; this file parses and dispatches, and
+//! process.rs sets the process up (allocator, huge pages, the blocking pool's size).
+//!
+//! ```text
+//! process start ─► process::no_huge_pages (a constructor, before any allocation)
+//! main ─► Cli::parse ─► serve / bench: huge pages back on, their own runtimes
+//!                   └─► data verbs (ls, cp, sync, rm, ...): keep_freed_memory,
+//!                       a multi-thread runtime whose blocking pool is sized per verb
+//!                       ─► dispatch ─► verb::run
+//! ```
+//!
 //! Exit codes: 0 success, 1 an operation failed, 2 a usage error (common.rs).
 
 mod bench;
@@ -8,6 +18,7 @@ mod common;
 mod cp;
 mod ls;
 mod presign;
+mod process;
 mod rm;
 mod run;
 mod serve;
@@ -17,12 +28,6 @@ mod units;
 mod wildcard;
 
 use clap::{Parser, Subcommand};
-
-/// mimalloc instead of glibc malloc: the server allocates and frees many small buffers
-/// per request across threads, where glibc's malloc showed up at ~10% of CPU in a
-/// profile of 16 KiB GETs over h2 (perf record against `scripts/bench-serve.sh --only rate`).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// ferry: fast, trustworthy movement of data in and out of object storage.
 #[derive(Parser)]
@@ -77,143 +82,13 @@ pub(crate) enum Command {
     Run(run::RunArgs),
 }
 
-/// mimalloc's `purge_delay` option (`mi_option_purge_delay`, index 15 of `mi_option_t`
-/// in mimalloc v2 and v3 alike; not among the constants libmimalloc-sys exports).
-const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
-
-extern "C" {
-    // mimalloc's C API, linked in by the mimalloc crate's libmimalloc-sys.
-    fn mi_option_get(option: std::ffi::c_int) -> std::ffi::c_long;
-    fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
-}
-
-/// A data verb keeps the memory mimalloc frees instead of handing it back to the kernel
-/// (`madvise`) after `purge_delay`: a transfer frees and reallocates its receive buffers
-/// and write batches all the time, and each purge makes the next use of those pages
-/// fault in fresh zeroed ones. 4 x 1 GiB `ferry cp` down from `ferry serve --memory`,
-/// 6 pairs interleaved at load 10-14: system CPU 6.1-10.3 s beside 7.7-16.3 s for the
-/// default (lower in 6/6 pairs), peak RSS the same (67-73 MiB), since what is kept is
-/// reused. Again with huge pages off (`no_huge_pages`), 4 x 1 GiB down onto a journaled
-/// loop ext4, 3 pairs at load 8-9: `MIMALLOC_PURGE_DELAY=10` 17.8-20.7 MiB beside
-/// 18.3-19.8, wall and CPU the same: no gain. `ferry serve` (long-running) keeps the
-/// default and returns memory. A
-/// `MIMALLOC_PURGE_DELAY` in the environment wins; the option is set only while it
-/// still holds a default of v2 (10 ms) or v3 (1,000 ms), a guard should the index move.
-fn keep_freed_memory() {
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
-        return;
-    }
-    // SAFETY: plain calls into the linked allocator's option table, which takes any
-    // value at any time (options are read as they are used).
-    unsafe {
-        if matches!(mi_option_get(MI_OPTION_PURGE_DELAY), 10 | 1000) {
-            mi_option_set(MI_OPTION_PURGE_DELAY, -1);
-        }
-    }
-}
-
-/// A data verb runs without transparent huge pages. mimalloc asks for them on its arenas
-/// (`MADV_HUGEPAGE`, its `allow_thp` option, on by default), so the first touch of each
-/// thread's heap region faults in a whole 2 MiB page, and with memory kept
-/// (`keep_freed_memory`) and ten threads (two workers, eight blocking) that was most of
-/// the peak RSS: 4 x 512 MiB `ferry cp --recursive` down from `ferry serve --memory`, 3
-/// pairs interleaved at load 8, 41-47 MiB with them and 16-17 MiB without (s5cmd: 21),
-/// wall 1.28-1.56 s beside 1.61-2.13; up, 41-45 MiB beside 23-24, CPU 10-20% higher
-/// (more, smaller page faults), wall within the noise. `MIMALLOC_ALLOW_THP=0` has the same
-/// effect, but mimalloc reads it before `main` runs; prctl(PR_SET_THP_DISABLE) takes
-/// effect for every later fault, including in the arena mimalloc already reserved.
-///
-/// So it runs before anything allocates: as a constructor ahead of mimalloc's own (an
-/// `.init_array` entry with a priority, which the linker places before the unprioritized
-/// ones). Called when the command line had been parsed, as it was, the allocations made
-/// until then had faulted in three huge pages of the arena, 6 MiB of a 13.5 MiB idle RSS
-/// (`ferry run -` waiting on stdin: smaps AnonHugePages 6144 kB, all in mimalloc's
-/// arena) that stayed for the whole transfer; called first thing in `main`, two (4 MiB)
-/// were already there. Verbs that want huge pages (`serve`, `bench`, and the bench's
-/// reaper, whose children inherit the setting across fork and exec) turn them back on
-/// with [`allow_huge_pages`] before they allocate much or start anything.
-extern "C" fn no_huge_pages() {
-    // SAFETY: a plain prctl on this process; failure (an old kernel) only leaves THP on.
-    let _ = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
-}
-
-/// [`no_huge_pages`] as a constructor run before mimalloc's (priority 100; mimalloc's is
-/// unprioritized under gcc, 101 under clang).
-#[used]
-#[link_section = ".init_array.00100"]
-static NO_HUGE_PAGES_AT_START: extern "C" fn() = no_huge_pages;
-
-/// Undoes [`no_huge_pages`] for a long-running or process-starting verb.
-fn allow_huge_pages() {
-    // SAFETY: as in no_huge_pages.
-    let _ = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0) };
-}
-
-/// Threads of the blocking pool, where file work runs (reads of upload chunks, download
-/// writes, create, rename, fsync). Each thread that has run a transfer keeps its own
-/// allocator heap (freed memory is kept: `keep_freed_memory`), so peak RSS grows with the
-/// threads: 4 x 1 GiB `ferry cp --recursive` up to one `ferry serve --memory` (16 parts
-/// in flight, load 8-12), 16 threads 64-67 MiB, 8 threads 47 MiB, 4 threads 33-36 MiB
-/// (s5cmd 26), wall time within the noise. But 2,000 x 16 KiB down, one small file per
-/// job and 64 at once, took 1.1-1.2 s with 4 threads in 2 of 3 pairs beside 0.6 with 16,
-/// and 8 threads ran as fast as 16 (0.47-1.39 s beside 0.59-1.11, 3 pairs): 8 keeps
-/// several fsyncs and small-file writes in flight without a heap per part in flight.
-const BLOCKING_THREADS: usize = 8;
-
-/// Blocking threads when every source is local and the destination is S3 (`cp`, `sync`):
-/// an upload reads its chunks there and needs no threads for creates or fsyncs, so fewer
-/// heaps. 4 x 1 GiB `ferry cp --recursive` up to one `ferry serve --memory`, 3 pairs
-/// interleaved at load 7-12: peak RSS 26.2-27.2 MiB with 4 beside 28.2-31.7 with 8
-/// (s5cmd 27 in the bench), wall 24.3-31.8 s beside 24.9-30.7 (noise); 10,000 x 16 KiB
-/// up, 1.4-2.1 s beside 1.8-2.2, system CPU 1.0 s beside 1.3-1.6.
-const UPLOAD_BLOCKING_THREADS: usize = 4;
-
-/// The blocking pool's size for `command`.
-fn blocking_threads(command: &Command) -> usize {
-    let remote = |p: &str| p.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("s3://"));
-    let upload = match command {
-        Command::Cp(a) => {
-            a.paths.split_last().is_some_and(|(dest, srcs)| remote(dest) && !srcs.iter().any(|s| remote(s)))
-        }
-        Command::Sync(a) => remote(&a.dest) && !remote(&a.source),
-        _ => false,
-    };
-    if upload {
-        UPLOAD_BLOCKING_THREADS
-    } else {
-        BLOCKING_THREADS
-    }
-}
-
-/// Runs a data verb on a fresh runtime.
-///
-/// Where its peak RSS goes (issue 6 compares it with s5cmd's and rclone's). `/proc/PID/
-/// smaps` at the sampled peak of 4 x 1 GiB `ferry cp --recursive` to and from one `ferry
-/// serve --memory` (load 6-7), and `ferry run -` idling on stdin for the floor:
-///
-/// | MiB | idle | up | down |
-/// |---|---|---|---|
-/// | mimalloc's arena (every Rust allocation) | 1.3 | 10.1 | 9.6 |
-/// | the binary's pages (text 5.2-5.3, rodata 1.3, data 0.4) | 5.2 | 7.0 | 7.0 |
-/// | libc, libm, ld.so, libgcc | 1.8 | 1.9 | 1.9 |
-/// | thread stacks (7 threads up, 11 down: 20-80 KiB touched each) | 0.1 | 0.3 | 0.4 |
-/// | total | 7.7 | 19.5 | 19.2 |
-///
-/// The file-backed part (~9 MiB; clean pages shared with the page cache) is mostly
-/// fault-around: the kernel maps up to 64 KiB of cached neighbours with each page of the
-/// binary touched. The heap during an upload is the 256 KiB chunks streamed from the
-/// files (16 parts in flight, each with a chunk being read and one or two queued in
-/// hyper's write buffer) plus the CRC pre-pass's buffers (engine's upload.rs); during a
-/// download, the receive buffers pinned by the write batches (16 parts x up to two 128
-/// KiB batches; engine's download.rs), and it rises by 3-4 MiB when the disk throttles
-/// the writes and more threads (two workers, eight blocking) take turns at them. Until
-/// huge pages were turned off before the first allocation (`no_huge_pages`), 6 MiB more
-/// sat in three huge pages faulted in at start.
+/// Runs a data verb on a fresh runtime (module note; process.rs says why the pool's
+/// size depends on the verb).
 fn data_verb(command: Command, g: common::Global) -> anyhow::Result<()> {
-    keep_freed_memory();
+    process::keep_freed_memory();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .max_blocking_threads(blocking_threads(&command))
+        .max_blocking_threads(process::blocking_threads(&command))
         .build()?;
     rt.block_on(dispatch(command, g))
 }
@@ -278,7 +153,7 @@ fn main() -> std::process::ExitCode {
     // must fork it with as small a heap as it can (cli_transfer.rs: reap_main says why).
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == ferry_bench::cli_transfer::REAP_ARG) {
-        allow_huge_pages();
+        process::allow_huge_pages();
         return std::process::ExitCode::from(ferry_bench::cli_transfer::reap_main(&args[2..]).clamp(0, 255) as u8);
     }
     // Its download ceilings run as child processes of this binary too, timed like a tool.
@@ -292,11 +167,11 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => {
-            allow_huge_pages();
+            process::allow_huge_pages();
             serve::run(*args)
         }
         Command::Bench(args) => {
-            allow_huge_pages();
+            process::allow_huge_pages();
             bench::run(args)
         }
         other => data_verb(other, cli.global),
@@ -313,27 +188,5 @@ fn main() -> std::process::ExitCode {
             eprintln!("ferry: error: {e:#}");
             std::process::ExitCode::from(code)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn uploads_get_the_smaller_blocking_pool() {
-        let threads = |args: &[&str]| blocking_threads(&Cli::try_parse_from(args).unwrap().command);
-        assert_eq!(threads(&["ferry", "cp", "-r", "dir/", "s3://b/p/"]), UPLOAD_BLOCKING_THREADS);
-        assert_eq!(threads(&["ferry", "cp", "a", "b", "S3://b/p/"]), UPLOAD_BLOCKING_THREADS);
-        assert_eq!(threads(&["ferry", "sync", "dir/", "s3://b/p/"]), UPLOAD_BLOCKING_THREADS);
-        assert_eq!(threads(&["ferry", "cp", "-r", "s3://b/p/", "dir/"]), BLOCKING_THREADS, "a download creates files");
-        assert_eq!(threads(&["ferry", "cp", "s3://b/x", "s3://b/y"]), BLOCKING_THREADS);
-        assert_eq!(
-            threads(&["ferry", "cp", "a", "s3://b/x", "s3://b/y/"]),
-            BLOCKING_THREADS,
-            "a mixed copy keeps the larger pool"
-        );
-        assert_eq!(threads(&["ferry", "sync", "s3://b/p/", "dir/"]), BLOCKING_THREADS);
-        assert_eq!(threads(&["ferry", "ls", "s3://b/"]), BLOCKING_THREADS);
     }
 }

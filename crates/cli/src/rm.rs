@@ -36,7 +36,7 @@ const GROUP_KEYS: usize = 8_000;
 
 /// Groups at once: a second group's requests start while the first's slowest batch (or
 /// its retries) finishes. More would exceed S3's 3,500 writes/s per prefix by more
-/// (LAB.md section 1) and buy SlowDown.
+/// (docs/lab/store-s3-facts.md) and buy SlowDown.
 const GROUPS_IN_FLIGHT: usize = 2;
 
 /// AbortMultipartUpload requests in flight for `rm --incomplete`.

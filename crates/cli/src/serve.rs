@@ -283,17 +283,18 @@ extern "C" {
     fn mi_collect(force: bool);
 }
 
-/// How often the server asks the allocator to return memory freed a while ago.
+/// How often the server asks the allocator to return memory freed a while ago: mimalloc
+/// v3's `purge_delay`, so freed memory goes back within about two of them;
+/// `scripts/server-rss.py` re-measures it (docs/lab/cli-serve-memory.md).
 const RELEASE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Hands memory freed by deletes and overwrites back to the kernel once it has gone
 /// unused for mimalloc's `purge_delay` (1 s in v3). mimalloc only purges when the
-/// allocator is called, so an idle server kept it all: 2 x 256 MiB PUT then deleted,
-/// RSS stayed at 1,017 MiB with nothing stored until the next PUT. `mi_collect(false)`
-/// on whichever runtime worker runs this task runs the arenas' delayed purges for every
-/// thread; memory
-/// reused within the delay, as in a steady PUT/DELETE load, is never purged, so nothing
-/// is faulted back in. Measured with `scripts/server-rss.py` (commit message).
+/// allocator is called, so an idle server kept it all until the next request.
+/// `mi_collect(false)` on whichever runtime worker runs this task runs the arenas'
+/// delayed purges for every thread; memory reused within the delay, as in a steady
+/// PUT/DELETE load, is never purged, so nothing is faulted back in. Measured with
+/// `scripts/server-rss.py` (docs/lab/cli-serve-memory.md has the figures and the command).
 async fn release_freed_memory() {
     let mut tick = tokio::time::interval(RELEASE_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -28,13 +28,9 @@
 //! Memory is bounded whatever the number of items: each listing holds one page (1,000
 //! keys) or, locally, one sorted entry list per directory on the walk's current path;
 //! the join holds one item per side; then `--concurrency` decisions and jobs in flight
-//! and up to 1,000 names waiting for a DeleteObjects. The first version indexed the
-//! whole destination in a HashMap (~100 bytes per item). Peak RSS of a sync with nothing
-//! to do, 100,000 one-byte keys in 1,000 directories, `ferry serve --memory`,
-//! `/usr/bin/time -v`, old and new binaries interleaved, 3 to 6 runs each: S3 -> local
-//! 39-49 MB before, 25-42 MB after; local -> S3 41-62 MB before, 29-45 MB after; 10,000
-//! keys 24-36 MB after, 100 keys 17-20 MB (the process's floor). The join also needs no
-//! listing to finish before the first copy starts.
+//! and up to 1,000 names waiting for a DeleteObjects, instead of an index of the whole
+//! destination (~100 bytes per item; docs/lab/cli-sync-memory.md compares the two). The
+//! join also needs no listing to finish before the first copy starts.
 //!
 //! The join trusts the order: S3 returns keys sorted (ListObjectsV2's contract) and the
 //! walk sorts. A listing found out of order stops the sync with an error, but only when

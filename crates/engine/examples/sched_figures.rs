@@ -1,7 +1,8 @@
 //! Side-by-side figures for the scheduler's pieces against an in-process `ferry serve
 //! --profile s3` (LIST p50 60 ms, first byte p50 30 ms, 90 MB/s per connection), until
 //! the lab (`ferry bench`) runs these workloads itself. Quick sizes only; the two
-//! strategies of each workload alternate (A B A B) in one process, as LAB.md asks.
+//! strategies of each workload alternate (A B A B) in one process, as the lab's
+//! rule for comparisons asks (side by side, same run).
 //!
 //! ```sh
 //! cargo run --release -p ferry-engine --example sched_figures -- listing    # 1,752 x 6 keys

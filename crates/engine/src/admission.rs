@@ -130,11 +130,12 @@ impl Admission {
     }
 }
 
-/// Smallest [`ByteBudget`]: one 1 MiB write batch.
+/// Smallest [`ByteBudget`]: 1 MiB, room for a download part's two write batches or an
+/// upload part's two file chunks, so no single part runs alone by default.
 pub const MIN_MEMORY_BUDGET: u64 = 1 << 20;
 
 /// Part size the default budget is reckoned in: 8 MiB, the engine's default part (the
-/// cost-optimal request size on S3, LAB.md section 1).
+/// cost-optimal request size on S3, docs/lab/store-s3-facts.md).
 pub const BUDGET_PART_BYTES: u64 = 8 << 20;
 
 /// Bounds of the default budget: 64 MiB at least (8 parts), 1 GiB at most.
@@ -150,8 +151,8 @@ pub fn default_memory_budget(max_connections: usize) -> u64 {
     (2 * max_connections.max(1) as u64).saturating_mul(BUDGET_PART_BYTES).clamp(lo, hi)
 }
 
-/// Bytes in flight for one client, shared by every fan-out of the engine (issue 5: "a
-/// hard cap on connections and on memory in flight"). A fan-out takes a [`BudgetPermit`]
+/// Bytes in flight for one client, shared by every fan-out of the engine: a hard cap on
+/// memory in flight, as the connection cap is on connections. A fan-out takes a [`BudgetPermit`]
 /// for the bytes a request will bring into memory (a ranged part, a span, an upload
 /// part, an open-ahead slot's read-ahead) before sending it, and drops it once those
 /// bytes have left memory (written, handed over, sent). When the budget is spent the

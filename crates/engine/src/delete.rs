@@ -1,6 +1,7 @@
 //! Batch delete: any number of keys through DeleteObjects, 1,000 keys per request,
 //! several requests in flight, per-key failures retried a bounded number of times and
-//! then reported (Hudi's cleaner deletes 5,000 files per commit; LAB.md `commit`).
+//! then reported (Hudi's cleaner deletes 5,000 files per commit; `ferry bench commit`
+//! reproduces it).
 //!
 //! ```text
 //! keys (a stream) ─► batches of <= 1,000 ─► at most `concurrency` batches in flight
@@ -36,7 +37,7 @@ pub struct DeleteOptions {
     /// Keys per DeleteObjects request (at most S3's 1,000).
     pub batch_size: usize,
     /// DeleteObjects requests in flight. 8, i.e. 8,000 keys: every key counts against
-    /// S3's 3,500 writes/s per prefix (LAB.md section 1), which 8 requests of 1,000 keys
+    /// S3's 3,500 writes/s per prefix (docs/lab/store-s3-facts.md), which 8 requests of 1,000 keys
     /// already exceed when each takes under ~2 s; more mostly buys SlowDown.
     pub concurrency: usize,
     /// Attempts per key, the first included.
@@ -172,7 +173,7 @@ fn retryable(e: &Error) -> bool {
     matches!(e, Error::Throttled { .. } | Error::Transport(_)) || e.status().is_some_and(|s| s >= 500)
 }
 
-/// Whether XML 1.0 can carry `c` (<https://www.w3.org/TR/xml/#charsets>); ferry-store
+/// Whether XML 1.0 can carry `c` (XML 1.0, section 2.2, "Characters"); ferry-store
 /// sends keys with other characters through DeleteObject, one request each.
 fn xml_char(c: char) -> bool {
     matches!(c, '\u{9}' | '\u{A}' | '\u{D}' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)

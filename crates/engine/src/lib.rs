@@ -17,11 +17,16 @@
 //! - [`listing`]: flat listing merged against directories of interest; key-range
 //!   parallel listing.
 //! - [`delete`]: batch delete through DeleteObjects, in parallel, per-key retries.
-//! - [`download`]: ranged parallel GET into a file, atomic and resumable.
+//! - [`download`]: ranged parallel GET into a file, atomic and resumable (a module
+//!   tree: plan, resume state, writer, fetch).
 //! - [`upload`]: a file or stream to an object in parallel parts, resumable.
 //! - [`copy`]: server-side copy of any size (one copy call, or parallel part copies).
 //! - [`controller`]: AIMD concurrency per endpoint (the transport's, ferry-wire): the
 //!   fan-outs above wait for room under its limit; their `concurrency` options are caps.
+//!
+//! Measurements behind the defaults, with the commands that repeat them, are in
+//! `docs/lab/engine-*.md`; the facts about the services they rest on in
+//! `docs/lab/store-s3-facts.md`.
 
 pub mod admission;
 pub use admission::{default_memory_budget, Admission, BudgetPermit, ByteBudget, Engine, Ticket};

@@ -51,9 +51,8 @@
 //! `max_ranges x (buffer_pages + 1)` pages are held at once, for any number of keys.
 //! LIST calls in flight are capped by `concurrency`.
 //!
-//! Measured (`cargo run --release -p ferry-engine --example sched_figures --
-//! listing-full`, `s3` profile, 17,520 x 6 keys, this 2-core machine): flat listing 106
-//! calls in 9.5-9.7 s, key-range parallel ~185 calls in 3.3-4.9 s.
+//! `cargo run --release -p ferry-engine --example sched_figures -- listing-full` and
+//! `ferry bench listing` compare the three (docs/lab/engine-listing.md has the figures).
 
 use crate::admission::Engine;
 use ferry_store::{Error, ListParams, ObjectEntry};
@@ -71,8 +70,9 @@ pub struct ListOptions {
     pub page_size: u32,
     /// LIST calls in flight: directories at once for [`list_per_directory`], ranges
     /// listing at once for [`list_parallel`]. 16: S3 serves thousands of LISTs per
-    /// second per prefix, and 16 x 1,000 keys per 60 ms round trip (LAB.md's s3
-    /// profile) is ~250,000 keys/s, more than one consumer usually parses.
+    /// second per prefix, and 16 x 1,000 keys per 60 ms round trip (the `s3`
+    /// profile of `ferry serve`) is ~250,000 keys/s, more than one consumer usually parses
+    /// (docs/lab/engine-listing.md; `ferry bench listing --quick` re-measures).
     pub concurrency: usize,
     /// [`list_parallel`]: most key ranges undrained at once (module note).
     pub max_ranges: usize,

@@ -1,7 +1,7 @@
 //! Open-ahead: read many objects in order while the next ones are already opened, so
 //! the consumer never waits for a first byte (Qubole measured 30% on a scan of many
-//! small files; LAB.md `open-ahead`). This is the engine's `Prefetcher` for whole
-//! objects.
+//! small files; the `open-ahead` workload of `ferry bench` reproduces it). This is the
+//! engine's `Prefetcher` for whole objects.
 //!
 //! ```text
 //! objects (list or stream) ─► feeder task: one slot per object, at most max_open
@@ -24,64 +24,36 @@
 //! part is taken from a byte budget of `max_buffered` of the reader's own before the slot
 //! reads (a slot started when the window was smaller keeps its larger part until the
 //! consumer has read it; a newer slot waits for bytes meanwhile, its stream held unread),
-//! so the bytes held never exceed `max_buffered` plus one transport chunk per part
-//! (chunks are whatever the transport delivers, up to its read buffer). The transport's
-//! backpressure holds the rest on the server. Each slot's part is also taken from the
-//! client's memory budget (`S3Client::memory_budget`, shared by all the engine's
-//! fan-outs) and given back when the consumer has read what the slot buffered, so
-//! open-ahead beside other transfers of the same client stays within one bound.
+//! so the bytes held never exceed `max_buffered` plus one transport chunk per part. The
+//! transport's backpressure holds the rest on the server. Each slot's part is also taken
+//! from the engine's memory budget (admission.rs, shared by all the engine's fan-outs)
+//! and given back when the consumer has read it, so open-ahead beside other transfers of
+//! the same engine stays within one bound.
 //!
-//! # The window follows the first-byte tail
-//!
-//! The consumer takes objects in order, so one slow first byte holds it however many
-//! objects behind it have arrived, and a fixed window of 8 did not cover S3's tail
-//! (lognormal, p50 30 ms, p99 ~150 ms): `ferry bench open-ahead --quick` read 64 x 640
-//! KiB in 0.60 s (0.57-0.95) where the same reader with a zero first byte (the bench's
-//! bandwidth bound) took 0.48 s, 1.22x (1.19-2.03), and a simulation of in-order reads
-//! with that lognormal gave the same 0.58 s at a window of 8, 0.46 s at 12, 0.38 s at 16.
-//! A larger fixed window would hold idle connections for large objects, whose first bytes
-//! hide behind the body being read. So the window starts at [`START_OPEN`] and grows, up
-//! to `max_open`, each time the consumer takes an object whose response head has not
-//! arrived yet (it is about to wait for a first byte that opening ahead was meant to
-//! hide), the first object excepted (nothing was opened before it). It grows by the
-//! places it was short: a wait of W with the consumer taking an object every T (its time
-//! from one handover to the next `next()`, smoothed over ~4 objects) means the object
-//! waited for should have been opened W / T handovers earlier, so the window grows by
-//! that, rounded up (one place at once, so the feeder opens another during the wait, and
-//! the rest when the wait is over). Objects large enough that reading one outlasts the
-//! next one's first byte never stall, so they keep 8; small objects behind a heavy tail
-//! reach the window their tail needs after the first long wait instead of one place per
-//! stall. It never shrinks: stalls are a property of the endpoint's tail, which a reader
-//! keeps.
+//! The window follows the first-byte tail. The consumer takes objects in order, so one
+//! slow first byte holds it however many objects behind it have arrived, and a fixed
+//! window does not cover S3's tail; a larger fixed one would hold idle connections for
+//! large objects, whose first bytes hide behind the body being read. So the window
+//! starts at [`START_OPEN`] and grows, up to `max_open`, each time the consumer takes an
+//! object whose response head has not arrived yet (the first object excepted). It grows
+//! by the places it was short: a wait of W with the consumer taking an object every T
+//! (smoothed over ~4 objects) means the object should have been opened W / T handovers
+//! earlier, so the window grows by that, rounded up (one place at once, so the feeder
+//! opens another during the wait, the rest when the wait is over). Objects whose reading
+//! outlasts the next one's first byte never stall and keep 8. It never shrinks: stalls
+//! are a property of the endpoint's tail.
 //!
 //! Idle streams: a server closes a response that is not read for a while (S3 answers
 //! RequestTimeout after ~20 s of no progress; `ferry serve`'s `request_timeout` is also
-//! 20 s), and a closed stream would fail in the consumer's hands. So a slot closes its
-//! stream itself after `idle_limit` without reading (default 10 s, half the server's
-//! limit) and the consumer transparently re-opens from the first byte not yet buffered,
-//! with `If-Match` on the ETag so two versions are never mixed (a change in between is
-//! an [`Error::Precondition`] in the body). After a re-open, the bytes are checked by
-//! length and ETag but no longer against the whole object's checksum, which needs the
-//! bytes of one response from the start.
+//! 20 s), so a slot closes its stream itself after `idle_limit` without reading, and the
+//! consumer transparently re-opens from the first byte not yet buffered, with `If-Match`
+//! on the ETag so two versions are never mixed (a change in between is an
+//! [`Error::Precondition`] in the body). After a re-open, the bytes are checked by length
+//! and ETag, no longer by the whole object's checksum, which needs one response's bytes.
 //!
 //! Errors come in order: the n-th item is the n-th object's, a failed open does not stop
-//! the objects after it.
-//!
-//! Growing by one place per stall was too slow for short scans: at `ferry bench
-//! open-ahead --quick` (64 objects) the window had reached only 16-20 when the scan
-//! ended, each early stall having cost a whole first byte. Growing by the places short,
-//! the same bench (6 runs of 3 repeats, this rule and the one before alternated, load
-//! 3.9-6.2) read the 64 objects in 0.31 s where the one-per-stall rule took 0.48, the
-//! window reached its cap of 32 in 9 of 9 repeats (16-20 before), and open-ahead / the
-//! bandwidth bound, paired by repeat, was 0.65 (0.55-1.11) against 0.96 (0.78-1.49); the
-//! window fixed at 8 1.19 and 1.23 in the same runs.
-//!
-//! Measured (`cargo run --release -p ferry-engine --example sched_figures -- open-ahead`,
-//! `s3` profile, 400 x 640 KB read in order, 2 repeats, load average 5-7): opening each
-//! on demand 17.8-19.8 s; open-ahead with the defaults 1.6-2.8 s (the window grew to its
-//! cap of 32 after 33-37 stalls); the window held at 8, 3.1-4.9 s (77-97 stalls). The
-//! objects' bytes at one connection's 90 MB/s take 2.8 s: the grown window beats that,
-//! since up to 32 bodies stream at once.
+//! the objects after it. The measurements behind the window's rule and its constants are
+//! in docs/lab/engine-open-ahead.md.
 
 use crate::admission::Engine;
 use crate::admission::{BudgetPermit, ByteBudget};
@@ -107,6 +79,7 @@ pub struct OpenAheadOptions {
     /// still waits for first bytes (module note). 32: enough for S3's first-byte tail
     /// behind 640 KB objects (a simulated window of 32 reads them at 4.6 ms each, faster
     /// than one connection carries them); within the client's default 50 connections.
+    /// Re-measured with `ferry bench open-ahead --quick` (docs/lab/engine-open-ahead.md).
     pub max_open: usize,
     /// Bytes read ahead in total, shared equally among the open slots and the object
     /// being read. 64 MiB: ~7 MiB each with the starting 8 slots, about one cost-optimal
@@ -124,9 +97,11 @@ impl Default for OpenAheadOptions {
 }
 
 /// The window a reader starts with. 8: on S3 (first byte ~30 ms, 90 MB/s per connection,
-/// LAB.md) a 640 KB object takes ~7 ms to transfer, so about 5 objects must be in their
-/// first byte at any time to keep one connection's worth of bytes flowing; 8 leaves room
-/// for part of the first-byte tail, and the window grows for the rest (module note).
+/// docs/lab/store-s3-facts.md) a 640 KB object takes ~7 ms to transfer, so about 5
+/// objects must be in their first byte at any time to keep one connection's worth of
+/// bytes flowing; 8 leaves room for part of the first-byte tail, and the window grows for
+/// the rest (module note). Re-measured with `ferry bench open-ahead --quick`
+/// (docs/lab/engine-open-ahead.md).
 pub const START_OPEN: usize = 8;
 
 /// Counters of an [`OpenAhead`].
@@ -549,7 +524,7 @@ async fn prefetch(
     let out = engine.get(&object, GetParams::default()).await;
     headed.store(true, Release);
     let out = out?;
-    // The read-ahead is bytes in flight of the client's budget (`S3Client::memory_budget`),
+    // The read-ahead is bytes in flight of the engine's budget (admission.rs),
     // shared with every other fan-out: the slot takes what it may buffer (its quota, or
     // the object if smaller) before reading, from the reader's own read-ahead budget
     // first. Waiting for room, it keeps the stream unread like a full slot: taken

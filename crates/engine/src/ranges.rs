@@ -9,14 +9,14 @@
 //!     └─ coalesce(ranges, policy) ─► Spans: disjoint, sorted, each <= max_span, holes < max_gap
 //!          └─ first span: GET Range ─► its ETag
 //!               └─ other spans: GET Range + If-Match: ETag, at most `concurrency` in flight,
-//!                  each holding its length from the client's memory budget while fetched
+//!                  each admitted for its length (admission.rs) while fetched
 //!                    └─ each requested range sliced (or stitched) out of its span(s),
 //!                       returned in the order asked
 //!   every completed GET feeds the GapEstimator (first byte time, bandwidth)
 //! ```
 //!
-//! **Why coalesce.** A GET costs a round trip and a first byte (S3: p50 ~30 ms, LAB.md
-//! section 1) before any data flows; bytes on an open response flow at the connection's
+//! **Why coalesce.** A GET costs a round trip and a first byte (S3: p50 ~30 ms,
+//! docs/lab/store-s3-facts.md) before any data flows; bytes on an open response flow at the connection's
 //! rate (~90 MB/s on S3). Reading a hole of `g` bytes inside a span costs `g / bandwidth`;
 //! a separate request costs about one first-byte time. So two ranges are worth merging
 //! when the hole between them is below `first_byte x bandwidth` (the same rule AnyBlob
@@ -41,11 +41,9 @@
 //! range past the end of the object is an error (416 `InvalidRange`), never a short
 //! answer.
 //!
-//! Measured (`cargo run --release -p ferry-engine --example sched_figures -- vectored`,
-//! `s3` profile, 2,000 ranges of 4-64 KiB in a 256 MiB object, 32 GETs in flight):
-//! merging only touching ranges, 1,552 GETs in 5.3-6.5 s; coalesced with the measured
-//! gap (capped at 2 MiB), 32 GETs in 0.6-0.75 s, reading 261 MB for 61 MB asked (the
-//! ranges average 128 KiB apart, well under the gap, so the spans cover the object).
+//! `cargo run --release -p ferry-engine --example sched_figures -- vectored` and `ferry
+//! bench vectored` compare coalescing with merging only touching ranges
+//! (docs/lab/engine-ranges.md has the figures).
 
 use crate::admission::Engine;
 use bytes::{Bytes, BytesMut};
@@ -58,13 +56,15 @@ use std::time::{Duration, Instant};
 const MIB: u64 = 1024 * 1024;
 
 /// Default part size: 8 MiB, the low end of the cost-optimal request size on S3
-/// (8-16 MiB, AnyBlob, LAB.md section 1).
+/// (8-16 MiB, AnyBlob; docs/lab/store-s3-facts.md).
 pub const DEFAULT_PART_SIZE: u64 = 8 * MIB;
 
 /// Most parts of a multipart upload (S3's limit); [`split`] never makes more.
 pub const MAX_PARTS: u64 = 10_000;
 
-/// Upper bound of the measured gap (module note).
+/// Upper bound of the measured gap (module note): a quarter of the 8 MiB default span;
+/// re-measured with `cargo run --release -p ferry-engine --example sched_figures --
+/// vectored` (docs/lab/engine-ranges.md).
 pub const MAX_GAP_CAP: u64 = 2 * MIB;
 
 /// Splits `[0, len)` into consecutive parts of `part_size` bytes (the last may be
@@ -222,7 +222,8 @@ struct Estimates {
     samples: u64,
 }
 
-/// Assumed before any measurement (module note).
+/// Assumed before any measurement (module note): a third of S3's first byte and about
+/// half its per-connection rate, so an unknown endpoint is not flooded with over-read.
 const PRIOR_FIRST_BYTE: Duration = Duration::from_millis(10);
 const PRIOR_BANDWIDTH: f64 = 50e6;
 /// Weight of a new sample in the moving averages: the last ~5 GETs dominate.

@@ -26,28 +26,13 @@
 //!
 //! A file's parts stream from the file (ferry-store's `upload_part_file`) instead of
 //! being read whole into memory: a first pass computes the part's CRC (sent as a header,
-//! so it must be known before the body), then each attempt reads the range again in 256
-//! KiB chunks as hyper writes them. A part then holds a couple of chunks, not 8 MiB
-//! ([`part_bytes_in_memory`], taken from the client's budget), for a second read of the
+//! so it must be known before the body), then each attempt reads the range again in
+//! chunks as hyper writes them. A part then holds a couple of chunks, not 8 MiB
+//! ([`part_bytes_in_memory`], taken from the engine's budget), for a second read of the
 //! part that the page cache normally serves. A file changed between the two reads fails
 //! the part (the server checks the stated CRC: BadDigest), never completes wrong bytes.
-//! Measured (`ferry cp --recursive` of 4 x 1 GiB up to one `ferry serve --memory`, 2
-//! files x 8 parts in flight, load ~10): peak RSS 82 MiB beside 204 MiB for parts held
-//! whole, wall and CPU within the noise (42 s / 1.3 u / 4.0 s beside 59 / 1.2 / 2.8).
-//! What the rest of the peak RSS was (64-67 MiB beside s5cmd's 26, 4 x 1 GiB up, one
-//! knob at a time, load 8-12): mostly the blocking pool, whose threads read the chunks
-//! and each keep the allocator heap they used (the CLI keeps freed memory: its main.rs);
-//! 16 threads 64-67 MiB, 8 threads 47, 4 threads 33-36, wall time within the noise. The
-//! CLI now runs 8 (its main.rs, `BLOCKING_THREADS`, which has why not 4). Fewer parts
-//! in flight cut less (4 instead of 16: 52 MiB), and allocating the chunks on the async
-//! side instead of the reading thread did not help (60-61 MiB).
-//! Since then (huge pages off from the first allocation, 4 blocking threads for an
-//! upload: the CLI's main.rs has the whole breakdown) the peak is 19.6-23.1 MiB, ~10 of
-//! it heap, most of that the chunks in flight. Halving ferry-store's `FILE_CHUNK` to 128
-//! KiB took the peak to 15.8-17.4 MiB but was slower in 5 of 5 interleaved pairs (4 x 1
-//! GiB up, load 5.7-7.9: 34.5-46.1 s beside 21.3-41.9) and took 0.5-1.3 CPU-s more:
-//! twice the trips to the blocking pool, and each part's pipeline to the socket half as
-//! deep while those trips wait for a core. Not kept.
+//! Where an upload's memory goes (the chunks in flight, the blocking pool's threads and
+//! their allocator heaps) and what each knob bought is in docs/lab/engine-upload-memory.md.
 //!
 //! An interrupted upload is left in progress (not aborted) when `resume` is on, so the
 //! next run can find it; with `resume` off a failure aborts it. Kept parts are compared
@@ -111,7 +96,7 @@ fn io(path: &Path, e: std::io::Error) -> Error {
 }
 
 /// Bytes a file's part of `len` holds in memory while it is sent, taken from the
-/// client's memory budget around each part: what ferry-store's streamed UploadPart
+/// engine's memory budget around each part: what ferry-store's streamed UploadPart
 /// holds (a chunk being read, one being written), not the part.
 pub fn part_bytes_in_memory(len: u64) -> u64 {
     len.clamp(1, ferry_store::s3::multipart::FILE_PART_BYTES_IN_MEMORY)

@@ -237,7 +237,7 @@ async fn parallel_listing_memory_is_bounded_by_ranges() {
     assert_eq!(taken, keys);
 }
 
-/// The 17,520 x 6 layout of LAB.md (105,120 keys): flat + merge join takes 106 calls
+/// The 17,520 x 6 layout of the `listing` workload (105,120 keys): flat + merge join takes 106 calls
 /// where per-directory takes 17,520, and key-range parallel listing returns the same
 /// keys in the same order as the plain listing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

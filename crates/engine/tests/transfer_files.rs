@@ -1,4 +1,4 @@
-//! download.rs and upload.rs against an in-process `ferry serve` (real HTTP on a real
+//! download/ and upload.rs against an in-process `ferry serve` (real HTTP on a real
 //! socket): round trip, atomic landing, resume of a cancelled download from its state,
 //! and resume of an upload from the parts already uploaded.
 

@@ -14,7 +14,7 @@
 //! ```
 //!
 //! Classification reads the status and the S3 `<Code>` (a protocol field, listed in
-//! <https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html>), never the
+//! the S3 API Reference, "Error responses"), never the
 //! human-readable message. The request id comes from `x-amz-request-id`, else the body.
 
 use ferry_wire::{ErrorKind, WireError};

@@ -29,15 +29,14 @@
 //! faults test, about 1 run in 10 at a 15% fault rate); the AWS SDKs retry it too.
 //! Other POSTs default to not idempotent (`Op::new`): a new one must choose.
 //!
-//! Backoff is "full jitter" (<https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/>):
-//! `sleep = random(0, min(cap, base * 2^retry))`. The constants follow the AWS SDKs'
-//! "standard" retry mode
-//! (<https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html>):
+//! Backoff is "full jitter": `sleep = random(0, min(cap, base * 2^retry))`. The
+//! constants follow the AWS SDKs' "standard" retry mode (AWS SDKs and Tools Reference
+//! Guide, "Retry behavior"):
 //! base 100 ms, 500 ms after throttling (the Java SDK v2's throttled base), cap 20 s; a
 //! token bucket of 500, a retry costs 5 (a time-out 10), a success returns 1.
 //!
 //! `max_attempts` defaults to 5, not the SDK's 3: ferry runs many requests at once, so
-//! bursts of SlowDown at S3's per-prefix limits (LAB.md section 1) are expected and
+//! bursts of SlowDown at S3's per-prefix limits (docs/lab/store-s3-facts.md) are expected and
 //! short; 5 attempts give up to ~1.5 s (transient) or ~7.5 s (throttled) of expected
 //! backoff, and the shared budget still stops retry storms against a dead endpoint.
 

@@ -1,8 +1,7 @@
 //! The service- and bucket-level listings beside ListObjectsV2: ListBuckets, and
 //! ListMultipartUploads (followed over its key/upload-id markers), which a resumed upload
-//! uses to find the upload it left. Specs:
-//! <https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListBuckets.html>,
-//! <https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListMultipartUploads.html>.
+//! uses to find the upload it left. Specs: S3 API Reference, ListBuckets and
+//! ListMultipartUploads.
 
 use crate::error::Error;
 use crate::s3::client::{Op, S3Client};

@@ -197,7 +197,7 @@ impl S3ClientBuilder {
 }
 
 /// Hard cap of a client's own controller (a transport that keeps none): the controller's
-/// default, above the AWS SDKs' 50-connection pool (LAB.md section 1); each fan-out of the
+/// default, above the AWS SDKs' 50-connection pool (docs/lab/store-s3-facts.md); each fan-out of the
 /// engine also has a cap of its own.
 const OWN_CONTROLLER_MAX: usize = 64;
 

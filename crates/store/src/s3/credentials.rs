@@ -10,8 +10,8 @@
 //!          └─ else anonymous (unsigned requests)
 //! ```
 //!
-//! Key for key, the credentials file wins over the config file, as in the SDKs
-//! (<https://docs.aws.amazon.com/sdkref/latest/guide/file-format.html>). The source that
+//! Key for key, the credentials file wins over the config file, as in the SDKs (AWS
+//! SDKs and Tools Reference Guide, "Shared config and credentials files"). The source that
 //! supplied the keys is logged with `tracing::debug!` (never the secret).
 //!
 //! Not covered: instance metadata (IMDS), SSO, `credential_process`, `role_arn`

@@ -5,7 +5,7 @@
 //! tokens are followed until `IsTruncated` is false. `encoding-type=url` is always
 //! requested, so keys that XML 1.0 cannot carry (control characters) arrive intact, and
 //! `ferry_proto::xml::parse_list_objects_v2` decodes them.
-//! Spec: <https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html>.
+//! Spec: S3 API Reference, ListObjectsV2.
 
 use crate::error::Error;
 use crate::s3::client::{Op, S3Client};

@@ -14,8 +14,8 @@
 //! objects and states it with `x-amz-checksum-mode: ENABLED`; a multipart upload with a
 //! CRC is created FULL_OBJECT so Complete can state the whole object's CRC; parts are
 //! 5 MiB to 5 GiB, at most 10,000 of them; DeleteObjects takes 1,000 keys; CopyObject
-//! copies up to 5 GiB, UploadPartCopy the rest
-//! (<https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html>).
+//! copies up to 5 GiB, UploadPartCopy the rest (S3 User Guide, "Amazon S3 multipart
+//! upload limits"; docs/lab/store-s3-facts.md).
 
 pub mod body;
 pub mod buckets;

@@ -8,13 +8,13 @@
 //! carries its CRC, and Complete states the whole object's CRC, combined from the parts'
 //! with `full_object_crc` (no second read), which S3 checks against what it stored. SHA
 //! algorithms cannot be combined and use COMPOSITE (checksum of the part checksums).
-//! Limits (<https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html>): parts
-//! of 5 MiB to 5 GiB, the last may be smaller, at most 10,000 parts.
+//! Limits (S3 User Guide, "Amazon S3 multipart upload limits"): parts of 5 MiB to 5
+//! GiB, the last may be smaller, at most 10,000 parts.
 //!
 //! [`S3Client::upload_part_copy`] fills a part from a byte range of an existing object,
 //! server side (`x-amz-copy-source-range`); ferry-engine's `copy` module runs it in
 //! parallel for objects above CopyObject's 5 GiB limit.
-//! Spec: <https://docs.aws.amazon.com/AmazonS3/latest/API/API_UploadPartCopy.html>.
+//! Spec: S3 API Reference, UploadPartCopy.
 
 use crate::error::{request_id, Error};
 use crate::s3::client::{Op, OpBody, S3Client};

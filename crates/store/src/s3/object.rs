@@ -65,7 +65,7 @@ impl ObjectInfo {
         }
     }
 }
-/// Whether XML 1.0 can carry `c` (https://www.w3.org/TR/xml/#charsets).
+/// Whether XML 1.0 can carry `c` (XML 1.0, section 2.2, "Characters").
 fn xml_char(c: char) -> bool {
     matches!(c, '\u{9}' | '\u{A}' | '\u{D}' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
 }
@@ -418,8 +418,8 @@ const AWS_CHUNK: usize = 64 * 1024;
 type SharedSum = std::sync::Arc<std::sync::Mutex<Option<(ChecksumAlgorithm, String)>>>;
 
 /// Frames `stream` (exactly `len` bytes) as aws-chunked with a checksum trailer
-/// (<https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-streaming.html>, unsigned
-/// chunks). Returns the encoded length, the encoded stream, and a cell holding the
+/// (S3 API Reference, "Signature Version 4 streaming", unsigned chunks with a
+/// trailer). Returns the encoded length, the encoded stream, and a cell holding the
 /// checksum once the stream has ended.
 pub(crate) fn aws_chunked(
     stream: BoxStream<'static, std::io::Result<Bytes>>,
