@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install the benchmark's peers (LAB.md section 5) into virtualenvs the bench owns, and
-# write .ferry-run/peers.json: per peer, its version and path, or why it is absent.
+# Install the benchmark's peers (docs/lab/README.md section 5) into virtualenvs the bench
+# owns, and write .ferry-run/peers.json: per peer, its version and path, or why it is
+# absent.
 #
 # Idempotent and quiet on success: a venv is (re)built only when its requirements file
 # changed or an import fails; pip's output goes to .ferry-run/bench-setup-*.log. A peer

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's first command: set up a fresh machine, then run the lab's quick suite
-# (`ferry bench all --quick`): every workload of LAB.md section 4 against `ferry serve`
+# (`ferry bench all --quick`): every workload of docs/lab/README.md section 4 against `ferry serve`
 # subprocesses with their emulation profiles, ferry's transports beside the peers (boto3,
 # awscrt, obstore, s5cmd, rclone) and the ceilings (iperf3), then the claims table
 # (published headline | measured | reproduced?) and PNG plots.

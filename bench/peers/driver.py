@@ -525,7 +525,7 @@ class Boto3Peer:
             for _ in range(int(spec["large_in_flight"])):
                 threading.Thread(target=gated, daemon=True).start()
             go.set()
-            # Where a late start of the smalls goes (issue 4): starting the load's threads,
+            # Where a late start of the smalls goes: starting the load's threads,
             # or the warm-up's sleep overrunning because this thread waits for the GIL
             # that the load's threads hold while they sign requests and copy bodies.
             tally.figures["load_threads_started_s"] = time.monotonic() - t0

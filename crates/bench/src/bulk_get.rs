@@ -1,4 +1,4 @@
-//! `bulk-get` (the client issue: one large GET at >= 90% of iperf3 on loopback, and client
+//! `bulk-get` (the client's goal: one large GET at >= 90% of iperf3 on loopback, and client
 //! memory bounded during a download of any size).
 //!
 //! One synthetic object (never stored: the server makes its bytes) from the `lan` profile,
@@ -12,7 +12,7 @@ use crate::workload::{Claim, ClientSpec, ServerSpec, Shape, Size, Task, Variant,
 use ferry_store::Mode;
 use serde_json::json;
 
-/// Parameters of `bulk-get` (the client issue's bytes claim and its memory claim).
+/// Parameters of `bulk-get` (the client's bytes goal and its memory goal).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BulkGetParams {
     /// Synthetic object size as written in the key ("1GiB").
@@ -110,10 +110,7 @@ pub fn bulk_get(size: Size, p: &BulkGetParams) -> Workload {
         params: params.as_object().cloned().unwrap_or_default(),
         shape: Shape::Bytes,
         headline: None,
-        claims: vec![Claim::ShareOfCeiling {
-            ceiling: "iperf3 (loopback)".into(),
-            goal: ">= 90% of iperf3 (client issue)",
-        }],
+        claims: vec![Claim::ShareOfCeiling { ceiling: "iperf3 (loopback)".into(), goal: ">= 90% of iperf3" }],
         notes: vec!["client CPU: getrusage(RUSAGE_SELF) of the bench process; the server is another process.".into()],
     }
 }
@@ -123,7 +120,7 @@ pub fn claim(records: &[RunRecord]) -> Headline {
     let h = |published: &str, measured: String, verdict: &str| Headline::new("bulk-get", published, measured, verdict);
     #[allow(unused)]
     let none = || "no paired clean runs".to_string();
-    let published = ">= 90% of iperf3 on loopback (client issue)";
+    let published = ">= 90% of iperf3 on loopback (ferry's own goal)";
     match paired_ratio(records, "h1-pool (1 connection)", "iperf3 (loopback)", "bytes_per_s") {
         Some(s) => h(
             published,

@@ -1,5 +1,5 @@
-//! `bulk-wan` (LAB.md section 4; IN2P3: HTTPS bulk pull across the Atlantic, HTTP/1.1 vs
-//! HTTP/2 vs iperf3).
+//! `bulk-wan` (docs/lab/README.md section 4; IN2P3: HTTPS bulk pull across the Atlantic,
+//! HTTP/1.1 vs HTTP/2 vs iperf3).
 //!
 //! One `ferry serve --tls --profile lan --memory --anonymous` subprocess serves the
 //! synthetic bucket: object `i` is `synthetic/bulk-wan/size=<n_i>/obj-<i>`, its size drawn
@@ -89,7 +89,7 @@ const WARM_CONNECTIONS: usize = 64;
 #[derive(Clone, Debug, PartialEq)]
 pub struct BulkWanParams {
     pub mean_bytes: u64,
-    /// Standard deviation as a fraction of the mean (LAB.md: 20%).
+    /// Standard deviation as a fraction of the mean (docs/lab/README.md section 4: 20%).
     pub sd_fraction: f64,
     pub seed: u64,
     /// Distinct objects (keys are reused round-robin when a run needs more).

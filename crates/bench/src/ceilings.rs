@@ -1,5 +1,5 @@
-//! Ceilings measured in the same run as the rows they bound (issue 4: "h2load or wrk for
-//! request rate; the C/latency bound for latency-bound workloads").
+//! Ceilings measured in the same run as the rows they bound: h2load or wrk for request
+//! rate, the C/latency bound for latency-bound workloads (docs/lab/README.md, section 1).
 //!
 //! Two kinds, both rows of the workload they bound:
 //!

@@ -1,5 +1,6 @@
-//! `cli-transfer` (issue 6, Speed): the `ferry` command line beside s5cmd and rclone, each
-//! run as the child process its users run, on the same `ferry serve` and profile.
+//! `cli-transfer` (docs/lab/README.md, section 4): the `ferry` command line beside s5cmd
+//! and rclone, each run as the child process its users run, on the same `ferry serve` and
+//! profile.
 //!
 //! ```text
 //! setup (untimed): a local tree of N small files (10,000 x 16 KiB; quick 1,000) and
@@ -28,8 +29,9 @@
 //! files. s5cmd's defaults (256 workers, 5 parts of 50 MB per file) and ferry's (64
 //! objects, 8 parts of 8 MiB per file) are left as they are.
 //!
-//! Downloads land on a disk (not tmpfs), so a tool that fsyncs pays for it here (ferry
-//! only with `--fsync`, which this bench does not pass: engine's download.rs).
+//! Downloads land on a disk (not tmpfs), so a tool that fsyncs pays for it here (ferry only
+//! with `--fsync`, which this bench does not pass: crates/engine/src/download/,
+//! docs/lab/engine-download.md).
 //!
 //! Downloads land on a journaled ext4 image of their own when the bench runs as root (this
 //! machine's root filesystem has no journal, where ext4 is slow to reuse inodes freed in the
@@ -680,18 +682,19 @@ fn parse_reaped(line: &str) -> Option<(Duration, Duration, u64, i32)> {
 pub const CEILING_ARG: &str = "__cli-transfer-ceiling";
 
 /// Threads of the disk ceiling: one per file of the large set (4 x 1 GiB, each written
-/// front to back by its own thread), and the same 4 share the small set's files. More
-/// than the 2 cores would only queue on the directory's lock (download.rs: perf showed
-/// `rwsem_spin_on_owner` on it at 24-35% of a 10,000-file copy's kernel time).
+/// front to back by its own thread), and the same 4 share the small set's files. More than
+/// the 2 cores would only queue on the directory's lock (docs/lab/engine-download.md: perf
+/// showed `rwsem_spin_on_owner` on it at 24-35% of a 10,000-file copy's kernel time).
 const CEILING_THREADS: usize = 4;
 /// The disk ceiling's write size: one `pwrite` per MiB. Copying into the page cache costs
-/// the same per byte from 128 KiB up (download.rs: 128 KiB batches brought ferry's copy to
-/// s5cmd's), so 1 MiB takes the per-call cost out without a buffer of a part's size.
+/// the same per byte from 128 KiB up (docs/lab/engine-download.md, "Write batches": 128 KiB
+/// batches brought ferry's copy to s5cmd's), so 1 MiB takes the per-call cost out without a
+/// buffer of a part's size.
 const CEILING_WRITE: usize = 1 << 20;
 /// The network ceiling's ranges and how many are in flight: ferry's own defaults (8 MiB
-/// parts, 16 parts per command: download.rs's `PartBudget`; 64 objects at once, as
-/// `ferry cp --concurrency`), so it is the most this server and loopback hand a client
-/// shaped like ferry's, with nothing written anywhere.
+/// parts, 16 parts per command: `PartBudget` in crates/engine/src/download/mod.rs; 64
+/// objects at once, as `ferry cp --concurrency`), so it is the most this server and
+/// loopback hand a client shaped like ferry's, with nothing written anywhere.
 const CEILING_PART: u64 = 8 << 20;
 const CEILING_PARTS_IN_FLIGHT: usize = 16;
 const CEILING_OBJECTS_IN_FLIGHT: usize = 64;
@@ -1553,7 +1556,7 @@ pub fn render(
         }
         ceiling_line(&mut s, set, records);
     }
-    let _ = writeln!(s, "- goal (issue 6): ferry ahead of both peers on every row; the copies are checked file by file (size and CRC64NVME) after each run, untimed");
+    let _ = writeln!(s, "- goal: ferry ahead of both peers on every row; the copies are checked file by file (size and CRC64NVME) after each run, untimed");
     let unsettled = records.iter().filter(|r| r.figure("settled") == Some(0.0)).count();
     let _ = writeln!(s, "- before each run (untimed): uploads' source read through once (warm in the page cache for every tool), the last copy removed (right after its own run), syncfs, and a wait until Dirty + Writeback are back near the post-setup level ({unsettled} runs started before they were)");
     if let Some(note) = records.iter().find_map(|r| r.params.get("download_fs_note").and_then(Value::as_str)) {

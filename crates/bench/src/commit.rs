@@ -1,4 +1,5 @@
-//! `commit` (LAB.md section 4; Apache Hudi's commit and cleaner on object storage).
+//! `commit` (docs/lab/README.md section 4; Apache Hudi's commit and cleaner on object
+//! storage).
 //!
 //! A Hudi commit rewrites the file groups it touches (read a base file, merge, write a
 //! new version); the cleaner then deletes old file versions in bulk. One run:
@@ -76,7 +77,7 @@ pub struct CommitParams {
     pub peers: Vec<crate::peers::Peer>,
 }
 
-/// The peers the issue sets beside commit's clean.
+/// The peers set beside commit's clean (docs/lab/README.md section 5).
 pub const PEERS: [crate::peers::Peer; 2] = [crate::peers::Peer::Boto3, crate::peers::Peer::S5cmd];
 /// The peers beside the commit phase (driver.py's rewrite_many: GET, modify, PUT per file).
 pub const REWRITE_PEERS: [crate::peers::Peer; 2] = [crate::peers::Peer::Boto3, crate::peers::Peer::Obstore];
@@ -484,7 +485,7 @@ mod tests {
         assert!(w.variants[1].task.step::<CommitRun>().is_some_and(|r| r.strategy == Strategy::Parallel));
         assert!(w.variants.iter().all(|v| !matches!(v.task, Task::NotYet { .. })));
         assert_eq!(w.params["deletes"], 5_000);
-        // Peers: only the ones the issue sets beside commit, each a clean-only row.
+        // Peers: only the ones set beside commit, each a clean-only row.
         let mut f = f.clone();
         f.peers = vec![crate::peers::Peer::Boto3, crate::peers::Peer::Rclone, crate::peers::Peer::S5cmd];
         let w = commit(Size::Full, &f);

@@ -1,7 +1,8 @@
-//! ferry-bench: the lab (LAB.md). Workloads run against `ferry serve` subprocesses with an
-//! emulation profile, ferry's client in each transport mode beside the peers (the tools
-//! users would otherwise pick) and the ceilings (iperf3, h2load, wrk), interleaved over
-//! repeats, reported as JSON lines and a Markdown table of medians with their spread.
+//! ferry-bench: the lab (docs/lab/README.md). Workloads run against `ferry serve`
+//! subprocesses with an emulation profile, ferry's client in each transport mode beside the
+//! peers (the tools users would otherwise pick) and the ceilings (iperf3, h2load, wrk),
+//! interleaved over repeats, reported as JSON lines and a Markdown table of medians with
+//! their spread.
 //!
 //! ```text
 //! suite.rs     the one table: every workload's WorkloadDef (name, sizes, peers, run, claim)
@@ -30,10 +31,10 @@
 //! and finish through the runner's `Session` like every other workload.
 //!
 //! The servers are other processes, so `getrusage(RUSAGE_SELF)` is the client's CPU alone.
-//! `--link region|transatlantic|instance` (ferry-link, LAB.md section 3): [`RunOptions::link`]
-//! puts the servers in the link's server namespace (process.rs) and the client in its client
-//! namespace (runner.rs), and every record carries `params.link`. Measurement notes for each
-//! workload are in docs/lab/bench-*.md.
+//! `--link region|transatlantic|instance` (ferry-link, docs/lab/README.md section 3):
+//! [`RunOptions::link`] puts the servers in the link's server namespace (process.rs) and
+//! the client in its client namespace (runner.rs), and every record carries `params.link`.
+//! Measurement notes for each workload are in docs/lab/bench-*.md.
 
 pub mod bulk_get;
 pub mod bulk_wan;

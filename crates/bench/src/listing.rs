@@ -1,4 +1,4 @@
-//! `listing` (LAB.md section 4; Qubole: 17,520 LIST calls -> 106, 8x faster).
+//! `listing` (docs/lab/README.md section 4; Qubole: 17,520 LIST calls -> 106, 8x faster).
 //!
 //! Layout: D directories x 6 files, `listing/part=NNNNN/file-K.parquet`, a tiny body each
 //! (full: 17,520 dirs = 105,120 keys; quick: 175 dirs = 1,050 keys), PUT once with
@@ -73,7 +73,7 @@ pub struct ListingParams {
     pub peers: Vec<crate::peers::Peer>,
 }
 
-/// The peers the issue sets beside listing.
+/// The peers set beside listing (docs/lab/README.md section 5).
 pub const PEERS: [crate::peers::Peer; 2] = [crate::peers::Peer::S5cmd, crate::peers::Peer::Rclone];
 
 /// A peer's row label.

@@ -1,5 +1,5 @@
-//! `mixed-hol` (LAB.md section 4; Onehouse: small-object latency 15x worse when small GETs
-//! share an SDK's connection pool with large ones).
+//! `mixed-hol` (docs/lab/README.md section 4; Onehouse: small-object latency 15x worse when
+//! small GETs share an SDK's connection pool with large ones).
 //!
 //! ## The model
 //!
@@ -37,14 +37,14 @@
 //! time, counted chunk by chunk as they arrive ([`LoadWindow`]), whichever part they belong
 //! to, so parts that straddle either end of the window still count.
 //!
-//! Large objects "done" (issue 5: within 10% of the link-limited time): a loaded run's load
-//! never finishes, so done is a time from a rate, the large bytes over the loaded rate, held
-//! against the same client's same load alone over the last `load_alone` of its warm-up
-//! (`large_done_over_alone`, goal <= 1.10). The adjacent span of the same run is the
-//! reference because two shared cores drift between runs by tens of percent. Across a link
-//! (`--link`) the link's own rate is a second reference (`large_done_over_link`) and the
-//! connections each client held while the smalls ran are recorded. `--auto-max-connections`
-//! runs the cap map instead: the pool and one auto row per cap.
+//! Large objects "done" (the goal: within 10% of the link-limited time): a loaded run's
+//! load never finishes, so done is a time from a rate, the large bytes over the loaded
+//! rate, held against the same client's same load alone over the last `load_alone` of its
+//! warm-up (`large_done_over_alone`, goal <= 1.10). The adjacent span of the same run is
+//! the reference because two shared cores drift between runs by tens of percent. Across a
+//! link (`--link`) the link's own rate is a second reference (`large_done_over_link`) and
+//! the connections each client held while the smalls ran are recorded.
+//! `--auto-max-connections` runs the cap map instead: the pool and one auto row per cap.
 //!
 //! The figures these rows gave, the cap map, the link runs and whether the lab reproduces
 //! Onehouse's 15x (and for whom): docs/lab/bench-mixed-hol.md.
@@ -313,7 +313,7 @@ pub fn large_done_figures(rec: &mut RunRecord, total: u64, loaded_rate: f64, alo
 /// The link-limited figures of a loaded run on a link of `link_rate` bytes per second:
 /// the large objects (`total` bytes, each once) at the link's rate, and the time they take
 /// at the loaded rate over it (1.00: the link carried nothing but large bytes while the
-/// smalls ran; issue 5's goal: at most 1.10). `link_used`: the large and small bytes
+/// smalls ran; the goal: at most 1.10). `link_used`: the large and small bytes
 /// received while the smalls ran (`small_rate`: the smalls' bytes over that window) over
 /// the link's rate, so that a ratio above 1 can be told apart as the smalls' share of a
 /// full link (~6% at the full size: 100/s of ~186 KB on average) or a link left idle.
@@ -856,7 +856,7 @@ pub fn claim(records: &[RunRecord]) -> Headline {
                 })
                 .collect();
             let peers = if peers.is_empty() { String::new() } else { format!("; peers: {}", peers.join(", ")) };
-            // The "15x better than a 50-connection pool" of the issue: auto's loaded
+            // The goal of "15x better than a 50-connection pool": auto's loaded
             // latency over the pool's loaded latency, paired by repeat.
             let vs_pool = |f: &str| paired_ratio(records, &row_label("auto", Phase::Loaded), POOL_LOADED_ROW, f);
             let auto = match (vs_pool("small_latency_p50_ms"), vs_pool("small_latency_p99_ms")) {
@@ -869,7 +869,7 @@ pub fn claim(records: &[RunRecord]) -> Headline {
                 ),
                 _ => String::new(),
             };
-            // Issue 5's "large objects done within 10% of the link-limited time":
+            // The goal of "large objects done within 10% of the link-limited time":
             // per loaded row, the large objects' time at the rate while the smalls
             // ran over the time at the same load's rate alone (mixed_hol.rs).
             let figure_spread = |v: &str, f: &str| {
@@ -892,7 +892,7 @@ pub fn claim(records: &[RunRecord]) -> Headline {
             };
             // On a link (mixed_hol.rs, "On a link"): the same goal held against the
             // link's rate, and the connections each side held while the smalls ran
-            // (issue 5: "with fewer connections than the pool").
+            // (the goal: "with fewer connections than the pool").
             let auto_row = row_label("auto", Phase::Loaded);
             let link = match (
                 figure_spread(&auto_row, "large_done_over_link"),

@@ -1,5 +1,5 @@
-//! `open-ahead` (LAB.md section 4; Qubole: opening the next S3 object while the current
-//! one is read saved ~30% of a scan's time, since opening costs >= 50 ms).
+//! `open-ahead` (docs/lab/README.md section 4; Qubole: opening the next S3 object while the
+//! current one is read saved ~30% of a scan's time, since opening costs >= 50 ms).
 //!
 //! One consumer reads N objects of 640 KiB (655,360 bytes) in order, each to its end, the
 //! way a query engine scans the files of a table: full 80,000, quick 64. 64 still answers
@@ -21,7 +21,7 @@
 //! - bandwidth bound: the on-demand reader against a second server of the same profile
 //!   whose first byte is zero (`--ttfb-p50 0ms --ttfb-p99 0ms`, the 90 MB/s per connection
 //!   kept): what an in-order reader takes when opening costs nothing but a request's round
-//!   trip, i.e. the object bytes at one connection's rate. Issue 5 asks open-ahead to be
+//!   trip, i.e. the object bytes at one connection's rate. The goal is open-ahead
 //!   within 10% of it; the claims line pairs the two rows by repeat. It is measured, not
 //!   computed (64 x 640 KiB at 90 MB/s would be 0.47 s), so the client's own per-object
 //!   cost (request, response parsing, the consumer's loop) is in the bound as it is in
@@ -280,7 +280,7 @@ pub fn open_ahead(size: Size, p: &OpenAheadParams) -> Workload {
         notes: vec![
             format!("{} objects of {} KiB read in order by one consumer, s3 profile (30 ms first byte, 90 MB/s per connection); h1-pool of 50 connections (the client's default) for every row.", p.objects, p.object_bytes >> 10),
             "share of time opening: the sum of the consumer's waits for each response head over the wall time (on demand: it bounds what opening ahead can save; open-ahead: what it did not hide).".into(),
-            "bandwidth bound: the on-demand reader against a second s3-profile server whose first byte is zero (--ttfb-p50 0ms): what reading in order costs when opening is free; open-ahead / bound is issue 5's 'within 10% of the bandwidth bound'.".into(),
+            "bandwidth bound: the on-demand reader against a second s3-profile server whose first byte is zero (--ttfb-p50 0ms): what reading in order costs when opening is free; open-ahead / bound is the goal's 'within 10% of the bandwidth bound'.".into(),
             "peer rows (driver.py's read_in_order): none of them opens ahead, so they sit beside the on-demand row; s3fs's open returns before any GET, so it has no open figures.".into(),
         ],
         headline: Some(claim),
@@ -300,7 +300,7 @@ pub fn claim(records: &[RunRecord]) -> Headline {
             let share = median(records, NAIVE_ROW, "open_share")
                 .map(|s| format!("; on demand spent {:.0}% waiting for first bytes", s * 100.0))
                 .unwrap_or_default();
-            // Issue 5's "within 10% of the bandwidth bound": the same reader with
+            // The goal of "within 10% of the bandwidth bound": the same reader with
             // opening free (open_ahead.rs), paired by repeat.
             let bound = paired_ratio(records, OPEN_AHEAD_ROW, BOUND_ROW, "wall_s")
                 .map(|b| {

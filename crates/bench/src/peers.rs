@@ -1,5 +1,6 @@
-//! Peers: the tools users would pick instead of ferry (LAB.md section 5), run against the
-//! same `ferry serve` in the same run, so every ferry row has its competitors beside it.
+//! Peers: the tools users would pick instead of ferry (docs/lab/README.md section 5), run
+//! against the same `ferry serve` in the same run, so every ferry row has its competitors
+//! beside it.
 //!
 //! ```text
 //! scripts/bench-setup.sh ─► .ferry-run/bench-venv{,-s3fs} + .ferry-run/peers.json

@@ -1,10 +1,10 @@
 //! A workload's own step, run by the one runner ([`crate::workload::Task::Scenario`]).
 //!
 //! small-objects and bulk-get fit the runner's generic tasks (GET everything, GET one); the
-//! other workloads of LAB.md section 4 each need their own step (mixed sizes submitted at
-//! once, ranged reads, read-modify-write plus batch delete, sequential first-byte probes,
-//! an in-order consumer, LIST strategies). Each lives in its workload's file as a small
-//! value type implementing [`Scenario`]:
+//! other workloads of docs/lab/README.md section 4 each need their own step (mixed sizes
+//! submitted at once, ranged reads, read-modify-write plus batch delete, sequential
+//! first-byte probes, an in-order consumer, LIST strategies). Each lives in its workload's
+//! file as a small value type implementing [`Scenario`]:
 //!
 //! ```text
 //! setup_key()  which setup it needs ("mixed-hol: 2000 small objects, seed 7")

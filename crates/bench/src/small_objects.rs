@@ -1,4 +1,5 @@
-//! `small-objects` (LAB.md section 4; gg/llama: pipelining +30-40% objects/s over a pool).
+//! `small-objects` (docs/lab/README.md section 4; gg/llama: pipelining +30-40% objects/s
+//! over a pool).
 //!
 //! GET many 16 KiB objects from the `s3` profile (30 ms first byte) with 32 connections:
 //! h1-pool against h1-pipeline (32 deep) against auto, plus an extra h2 row against a second
@@ -14,7 +15,8 @@ use crate::workload::{Claim, ClientSpec, PutSetup, ServerSpec, Shape, Size, Task
 use ferry_store::Mode;
 use serde_json::json;
 
-/// Parameters of `small-objects` (LAB.md section 4: gg/llama's pipelining result).
+/// Parameters of `small-objects` (docs/lab/README.md section 4: gg/llama's pipelining
+/// result).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SmallObjectsParams {
     pub objects: usize,
@@ -96,7 +98,7 @@ pub fn small_objects(size: Size, p: &SmallObjectsParams) -> Workload {
     let mut variants = vec![
         v("h1-pool", 0, Mode::H1Pool, false, None),
         v("h1-pipeline", 0, Mode::H1Pipeline, false, None),
-        v("auto", 0, Mode::Auto, false, Some("GETs carry size_hint (the object's size, as after a listing): auto sends GETs of <= 1 MiB down its pipeline lane (auto.rs)")),
+        v("auto", 0, Mode::Auto, false, Some("GETs carry size_hint (the object's size, as after a listing): auto sends GETs of <= 1 MiB down its pipeline lane (wire's auto/mod.rs)")),
     ];
     if p.auto_ranged {
         variants.push(v(

@@ -1,6 +1,6 @@
-//! `ttfb-throughput` (LAB.md section 4; PerfKitBenchmarker's object_storage_service
-//! benchmark and its write-up's Figure 1: GCS first byte >3x S3's; GCS throughput ~2x S3's
-//! and ~4x Azure's).
+//! `ttfb-throughput` (docs/lab/README.md section 4; PerfKitBenchmarker's
+//! object_storage_service benchmark and its write-up's Figure 1: GCS first byte >3x S3's;
+//! GCS throughput ~2x S3's and ~4x Azure's).
 //!
 //! Per emulation profile (`s3`, `gcs`, `azure`: one `ferry serve` each), in rows:
 //! - first byte: `probes` sequential GETs of a 1 KiB synthetic object; the time from
@@ -373,7 +373,7 @@ pub fn ttfb_throughput(size: Size, p: &TtfbParams) -> Workload {
                 p.in_flight
             ),
             "per-request MB/s = size / (request start to end of body): the first byte is inside it, so at 32 MiB gcs/s3 is ~1.5x where the profiles' rates are 2x (180 vs 90 MB/s per connection: GET body MB/s p50 is that rate, from the response head on).".into(),
-            "the profiles' first-byte and rate figures were set from the published numbers (LAB.md section 2), so agreement shows the lab's model end to end, not the clouds.".into(),
+            "the profiles' first-byte and rate figures were set from the published numbers (docs/lab/README.md section 2), so agreement shows the lab's model end to end, not the clouds.".into(),
             "full percentile curves are in the JSON (series ttfb_s, throughput_Bps); bench/plot.py draws them.".into(),
             format!("peer rows (the {PEER_PROFILE} profile): first byte is when the peer hands over the response head (boto3 get_object returns, the CRT's on_headers, obstore's get_async returns); GET/PUT throughput per request = size / its latency, as for ferry; repeated and interleaved like ferry's rows."),
         ],

@@ -1,5 +1,5 @@
-//! `vectored` (LAB.md section 4; HBase HFile metadata reads: many small ranges of one
-//! large file).
+//! `vectored` (docs/lab/README.md section 4; HBase HFile metadata reads: many small ranges
+//! of one large file).
 //!
 //! 2,000 ranges of 4-64 KiB inside one 256 MiB object of the synthetic bucket
 //! (`synthetic/vectored/size=268435456/table.hfile`, nothing to PUT), `s3` profile. The

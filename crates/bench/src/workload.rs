@@ -4,12 +4,13 @@
 //! declares. [`WorkloadDef`] is a workload as the suite's table holds it: its name, sizes,
 //! peers, run and claim.
 //!
-//! Adding a workload of LAB.md section 4 means one file: its parameters, a constructor of a
-//! [`Workload`] (when it needs its own step, a [`crate::scenario::Scenario`] type), its claim,
-//! its `WORKLOAD` value; then one line in suite.rs. A workload of scenario rows starts from
-//! [`Workload::scenario`] and its servers from [`ServerSpec::profile`] /
-//! [`ServerSpec::s3_h2`]; its table ends with the shared [`Column::CONNECTIONS_OPENED`],
-//! [`Column::CLIENT_CPU`] and [`Column::ERRORS`]. This module names no workload.
+//! Adding a workload of docs/lab/README.md section 4 means one file: its parameters, a
+//! constructor of a [`Workload`] (when it needs its own step, a
+//! [`crate::scenario::Scenario`] type), its claim, its `WORKLOAD` value; then one line in
+//! suite.rs. A workload of scenario rows starts from [`Workload::scenario`] and its servers
+//! from [`ServerSpec::profile`] / [`ServerSpec::s3_h2`]; its table ends with the shared
+//! [`Column::CONNECTIONS_OPENED`], [`Column::CLIENT_CPU`] and [`Column::ERRORS`]. This
+//! module names no workload.
 
 use ferry_store::Mode;
 use serde_json::{Map, Value};
@@ -100,7 +101,7 @@ pub struct PutSetup {
 pub enum Task {
     /// GET every object of the [`PutSetup`], at most `in_flight` at once (a semaphore
     /// bounds the spawned tasks). `ranged`: each GET carries `Range: bytes=0-(size-1)`,
-    /// which is what lets auto send it down the pipeline (auto.rs module note).
+    /// which is what lets auto send it down the pipeline (wire's auto/mod.rs module note).
     /// `size_hint`: each GET carries `GetParams::size_hint` = the object's size, as a
     /// caller that listed first knows it; auto sends such GETs (<= 1 MiB) down its small
     /// lane, the other modes ignore it.
@@ -115,7 +116,7 @@ pub enum Task {
     /// A workload's own step (scenario.rs: mixed-hol, vectored, commit, ttfb-throughput,
     /// open-ahead): its setup runs once per server, its run fills the record.
     Scenario(crate::scenario::Step),
-    /// A strategy the engine does not have yet (scheduler issue 5): one record with status
+    /// A strategy the engine does not have yet: one record with status
     /// "not-implemented", the reason as its note, and no figures, so the gap shows. When
     /// the engine has it, the variant's task becomes a [`Task::Scenario`] calling it.
     NotYet { reason: String },

@@ -62,7 +62,7 @@ enum Workload {
     /// HFile metadata reads: 2,000 ranges of 4-64 KiB in one 256 MiB object, one GET per
     /// range vs the engine's coalescing get_ranges (quick: 1,000 in 128 MiB, the same density).
     Vectored(SuiteArgs),
-    /// The command line beside s5cmd and rclone (issue 6): `ferry cp --recursive`, `s5cmd
+    /// The command line beside s5cmd and rclone: `ferry cp --recursive`, `s5cmd
     /// cp`, `rclone copy` as child processes, up and down, 10,000 x 16 KiB and 4 x 1 GiB
     /// files (quick: 1,000 and 4 x 256 MiB), lan profile; objects/s, bytes/s, the child's
     /// CPU and peak RSS; every copy checked by CRC64NVME. --peers: s5cmd, rclone.
@@ -105,7 +105,7 @@ struct Common {
     /// No progress line on stderr.
     #[arg(long)]
     no_progress: bool,
-    /// Emulated link between client and server (needs root; LAB.md section 3):
+    /// Emulated link between client and server (needs root; docs/lab/README.md section 3):
     /// region (1 ms RTT), transatlantic (110 ms RTT, 10 Gbit/s), instance (1 ms RTT,
     /// 2.5 Gbit/s: an instance NIC in a region) or none (loopback)
     /// [default: none; bulk-wan: transatlantic].
@@ -494,7 +494,7 @@ fn run_all(a: &SuiteArgs) -> Result<()> {
     let started = std::time::Instant::now();
     let mut rows = Vec::new();
     // Each workload's wall time (servers, setup and every run), for the quick suite's
-    // budget: under a minute each, ~10 minutes in all (issue 4).
+    // budget: under a minute each, ~10 minutes in all.
     let mut walls = Vec::new();
     for name in ferry_bench::suite::suite().map(|w| w.name) {
         if !a.common.no_progress {

@@ -1,4 +1,4 @@
-//! The one error a user of the S3 client sees, by meaning (STYLE.md "Errors").
+//! The one error a user of the S3 client sees, by meaning.
 //!
 //! Every failure ends up as one [`Error`] variant that says what the caller can do:
 //! `NotFound` and `Precondition` are answers, `Throttled` and `Transport` are usually

@@ -61,7 +61,7 @@ pub struct GetParams {
     /// GET against it. On by default.
     pub checksum_mode: bool,
     /// The object's size when known (from a listing or a HEAD): with the `auto`
-    /// transport a small object's GET then goes down the pipeline (wire's auto.rs).
+    /// transport a small object's GET then goes down the pipeline (wire's auto/mod.rs).
     pub size_hint: Option<u64>,
 }
 

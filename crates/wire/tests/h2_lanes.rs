@@ -1,4 +1,4 @@
-//! Lanes on HTTP/2 (h2.rs module note, issue 5): while a large transfer streams on one
+//! Lanes on HTTP/2 (h2.rs module note): while a large transfer streams on one
 //! connection, small requests are carried by another, so they never wait behind its
 //! bytes in a shared connection window or TCP send queue.
 
