@@ -478,7 +478,7 @@ def test_ferry_bench_reports_an_absent_peer(tmp_path):
 
 
 def test_ferry_bench_prints_a_progress_line_per_run(tmp_path):
-    """The live progress line (issue 4): which workload, which client, repeat k of n, for
+    """The live progress line: which workload, which client, repeat k of n, for
     every run, interleaved across clients. Off a terminal it is one line per run on stderr;
     --no-progress silences it. Each ferry row also has its requests by type, as the server
     answered them."""
