@@ -53,7 +53,7 @@ async fn copy_in_parts_is_identical_with_checksum_and_metadata() {
         metadata: vec![("colour".into(), "blue".into())],
         ..Default::default()
     };
-    c.put_object(&src, Bytes::from(bytes.clone()), put).await.unwrap();
+    c.put_object(&src, bytes.clone(), put).await.unwrap();
     let dst = ObjectRef::new("cpy", "dst/big copy.bin");
     let counted = Arc::new(AtomicU64::new(0));
     let seen = counted.clone();
@@ -98,7 +98,7 @@ async fn failure_in_the_middle_leaves_no_object_and_no_upload() {
     let c = client(&srv);
     c.create_bucket("cpf").await.unwrap();
     let src = ObjectRef::new("cpf", "src");
-    c.put_object(&src, Bytes::from(data(30 * MIB as usize, 3)), PutParams::default()).await.unwrap();
+    c.put_object(&src, data(30 * MIB as usize, 3), PutParams::default()).await.unwrap();
     let dst = ObjectRef::new("cpf", "dst");
     // After the first part is copied, the source is deleted (from another runtime, before
     // the copy goes on): the next part fails with NoSuchKey, after Create and a part.

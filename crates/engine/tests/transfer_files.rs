@@ -100,7 +100,7 @@ async fn cancelled_download_never_shows_the_final_name_and_resumes() {
     let c = client(&srv, "dlres").await;
     let bytes = data(24 * 1024 * 1024 + 11, 2);
     let obj = ObjectRef::new("dlres", "obj");
-    c.put_object(&obj, Bytes::from(bytes.clone()), PutParams::default()).await.unwrap();
+    c.put_object(&obj, bytes.clone(), PutParams::default()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("obj");
     let params =
@@ -145,7 +145,7 @@ async fn upload_reuses_matching_parts_and_resends_the_rest() {
     let put = PutParams { checksum: Some(ChecksumAlgorithm::Crc64Nvme), ..Default::default() };
     let upload = c.create_multipart(&obj, &put).await.unwrap();
     c.upload_part(&upload, 1, Bytes::copy_from_slice(&bytes[..part])).await.unwrap();
-    c.upload_part(&upload, 2, Bytes::from(data(part, 99))).await.unwrap();
+    c.upload_part(&upload, 2, data(part, 99)).await.unwrap();
     let params = UploadParams { part_size: part as u64, concurrency: 2, ..Default::default() };
     let up = upload_file(&Engine::new(c.clone()), &src, &obj, &params, None).await.unwrap();
     assert_eq!(up.resumed_bytes, part as u64, "only part 1 holds");

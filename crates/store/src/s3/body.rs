@@ -26,8 +26,9 @@
 //!   verifier carries on across the pieces. Resumes use the client's retry limit and
 //!   budget.
 
-use crate::error::{request_id, Error};
+use crate::error::Error;
 use crate::s3::client::{Op, S3Client};
+use crate::s3::error::request_id;
 use crate::types::ObjectBody;
 use bytes::Bytes;
 use ferry_proto::checksum::{ChecksumAlgorithm, Checksummer};

@@ -25,9 +25,10 @@
 //! case), which S3 serves path-style. The transport connects to the endpoint host; the
 //! bucket only changes the Host header.
 
-use crate::error::{self, Error};
+use crate::error::Error;
 use crate::retry::{RetryBudget, RetryConfig};
 use crate::s3::credentials::{self, Credentials, CredentialsSource};
+use crate::s3::error;
 use crate::types::ObjectRef;
 use bytes::Bytes;
 use ferry_proto::encoding::uri_encode;

@@ -21,6 +21,7 @@ pub mod body;
 pub mod buckets;
 pub mod client;
 pub mod credentials;
+pub mod error;
 pub mod list;
 pub mod multipart;
 pub mod object;

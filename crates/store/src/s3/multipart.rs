@@ -16,8 +16,9 @@
 //! parallel for objects above CopyObject's 5 GiB limit.
 //! Spec: S3 API Reference, UploadPartCopy.
 
-use crate::error::{request_id, Error};
+use crate::error::Error;
 use crate::s3::client::{Op, OpBody, S3Client};
+use crate::s3::error::request_id;
 use crate::s3::object::{read_xml, PutParams};
 use crate::types::*;
 use bytes::Bytes;

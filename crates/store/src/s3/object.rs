@@ -14,9 +14,10 @@
 //! files) and buy a plain, replayable request that every S3-compatible server accepts;
 //! aws-chunked with trailers is only needed where the bytes cannot be read twice.
 
-use crate::error::{from_error_body, request_id, Error};
+use crate::error::Error;
 use crate::s3::body::{BodyState, Verifier};
 use crate::s3::client::{Op, OpBody, S3Client};
+use crate::s3::error::{from_error_body, request_id};
 use bytes::{Bytes, BytesMut};
 use ferry_proto::checksum::{base64_encode, ChecksumAlgorithm, Checksummer};
 use ferry_proto::encoding::{parse_http_date, uri_encode};
