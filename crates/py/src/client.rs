@@ -1,0 +1,843 @@
+//! `ferry.Client`: the Python face of one endpoint's engine.
+//!
+//! ```text
+//! Client(settings) ─► per process: connect(Provider::S3, StoreOptions) ─► Engine
+//!   method(url, ...) ─► StoreUrl::parse (bad URL: ValueError) ─► ops.rs / the engine
+//!                    ─► sync: runtime::block_on (GIL released) | *_async: asyncio awaitable
+//! ```
+//!
+//! The engine is rebuilt in a forked child (its connections belong to the parent's
+//! runtime, whose threads the child does not have): the client keeps the pid that built
+//! it, and the lock around it is only taken with the GIL held (runtime.rs). Pickling
+//! sends the settings the client was made with, so a worker process builds its own.
+
+use crate::buffer::Buffer;
+use crate::errors::{bad_url, py_result, to_pyerr};
+use crate::runtime::{awaitable, block_on, enter, runtime};
+use crate::{ops, settings};
+use bytes::Bytes;
+use ferry_engine::{ByteBudget, Engine, GapEstimator, OpenAhead, OpenAheadOptions, RangesOptions};
+use ferry_store::{
+    Credentials, CredentialsSource, Error, ListParams, Mode, ObjectEntry, ObjectInfo as StoreInfo, ObjectRef,
+    Provider, StoreOptions, StoreUrl, UrlError,
+};
+use futures_util::stream::{self, BoxStream, StreamExt};
+use pyo3::exceptions::{PyStopIteration, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+/// Objects in flight in `get_many` by default, as the command line's `--concurrency`:
+/// enough to hide S3's ~30 ms first byte behind 16 KiB objects (LAB.md).
+const DEFAULT_CONCURRENCY: usize = 64;
+/// Bytes read from a file object (or taken from an iterable) per chunk handed to Rust.
+const READ_CHUNK: usize = 1024 * 1024;
+/// Listing entries handed to Python per wake-up of the listing task.
+const LIST_BATCH: usize = 1000;
+
+#[derive(Clone, Debug)]
+enum Creds {
+    Default,
+    Keys(Credentials),
+    Anonymous,
+}
+
+#[pyclass(frozen, module = "ferry", name = "Client")]
+pub struct Client {
+    endpoint_url: Option<String>,
+    region: Option<String>,
+    profile: Option<String>,
+    creds: Creds,
+    transport: String,
+    max_connections: Option<usize>,
+    /// The endpoint in force (endpoint_url, or the AWS settings chain).
+    endpoint: String,
+    state: Mutex<Option<(u32, Engine)>>,
+    estimator: Arc<GapEstimator>,
+}
+
+fn parse_creds(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Creds> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else { return Ok(Creds::Default) };
+    if let Ok(s) = obj.extract::<String>() {
+        return match s.as_str() {
+            "anonymous" => Ok(Creds::Anonymous),
+            _ => Err(PyValueError::new_err("credentials: a dict, an (access_key_id, secret_access_key) tuple, or 'anonymous'")),
+        };
+    }
+    if let Ok(b) = obj.extract::<bool>() {
+        return if b { Ok(Creds::Default) } else { Ok(Creds::Anonymous) };
+    }
+    if let Ok(d) = obj.cast::<PyDict>() {
+        let get = |k: &str| -> PyResult<Option<String>> {
+            match d.get_item(k)? {
+                Some(v) if !v.is_none() => Ok(Some(v.extract()?)),
+                _ => Ok(None),
+            }
+        };
+        let (Some(key), Some(secret)) = (get("access_key_id")?, get("secret_access_key")?) else {
+            return Err(PyValueError::new_err("credentials dict needs access_key_id and secret_access_key"));
+        };
+        let mut c = Credentials::new(key, secret);
+        c.session_token = get("session_token")?;
+        return Ok(Creds::Keys(c));
+    }
+    if let Ok((key, secret)) = obj.extract::<(String, String)>() {
+        return Ok(Creds::Keys(Credentials::new(key, secret)));
+    }
+    if let Ok((key, secret, token)) = obj.extract::<(String, String, Option<String>)>() {
+        let mut c = Credentials::new(key, secret);
+        c.session_token = token;
+        return Ok(Creds::Keys(c));
+    }
+    Err(PyTypeError::new_err("credentials: a dict, an (access_key_id, secret_access_key) tuple, or 'anonymous'"))
+}
+
+impl Client {
+    /// This process's engine (module note).
+    fn engine(&self, py: Python<'_>) -> PyResult<Engine> {
+        let pid = std::process::id();
+        let mut slot = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((p, e)) = slot.as_ref() {
+            if *p == pid {
+                return Ok(e.clone());
+            }
+        }
+        if let Some(old) = slot.take() {
+            // The parent's engine: its connections' tasks are not in this process.
+            std::mem::forget(old);
+        }
+        let engine = self.build(py)?;
+        *slot = Some((pid, engine.clone()));
+        Ok(engine)
+    }
+
+    fn build(&self, py: Python<'_>) -> PyResult<Engine> {
+        let mode = Mode::parse(&self.transport).ok_or_else(|| {
+            PyValueError::new_err(format!("transport {:?}: auto, h1-pool, h1-pipeline or h2", self.transport))
+        })?;
+        let credentials = match &self.creds {
+            Creds::Default => match &self.profile {
+                Some(p) => CredentialsSource::Profile(Some(p.clone())),
+                None => CredentialsSource::Default,
+            },
+            Creds::Keys(c) => CredentialsSource::Explicit(c.clone()),
+            Creds::Anonymous => CredentialsSource::Anonymous,
+        };
+        let options = StoreOptions {
+            endpoint: self.endpoint.clone(),
+            region: Some(settings::region(self.region.as_deref(), self.profile.as_deref())),
+            credentials,
+            mode,
+            ca_file: settings::ca_bundle(),
+            max_connections: self.max_connections,
+        };
+        let store = enter(py, || ferry_store::connect(Provider::S3, options)).map_err(|e| to_pyerr(py, e))?;
+        Ok(enter(py, || Engine::new(store)))
+    }
+
+    fn object(&self, url: &str) -> PyResult<ObjectRef> {
+        let u = self.url(url)?;
+        if u.key.is_empty() {
+            return Err(bad_url(url, "names a bucket, not an object"));
+        }
+        Ok(u.object())
+    }
+
+    fn url(&self, url: &str) -> PyResult<StoreUrl> {
+        let u = StoreUrl::parse(url).map_err(|e| match e {
+            UrlError::NotAUrl(_) => bad_url(url, "not an object URL like s3://bucket/key"),
+            e => bad_url(url, e),
+        })?;
+        if u.provider != Provider::S3 {
+            return Err(bad_url(url, format!("{}:// is not built into this ferry yet", u.provider.scheme())));
+        }
+        Ok(u)
+    }
+
+    fn urls(&self, urls: &Bound<'_, PyAny>) -> PyResult<Vec<ObjectRef>> {
+        if urls.is_instance_of::<PyString>() {
+            return Err(PyTypeError::new_err("expected a list of URLs, not one string"));
+        }
+        urls.try_iter()?.map(|u| self.object(&u?.extract::<String>()?)).collect()
+    }
+
+    fn ranges_options(&self) -> RangesOptions {
+        RangesOptions { estimator: self.estimator.clone(), ..RangesOptions::default() }
+    }
+}
+
+fn buffers(py: Python<'_>, results: Vec<Result<Bytes, Error>>, return_exceptions: bool) -> PyResult<Py<PyList>> {
+    let mut items: Vec<Py<PyAny>> = Vec::with_capacity(results.len());
+    for r in results {
+        match r {
+            Ok(b) => items.push(Py::new(py, Buffer::new(b))?.into_any()),
+            Err(e) => {
+                let err = to_pyerr(py, e);
+                if !return_exceptions {
+                    return Err(err);
+                }
+                items.push(err.into_value(py).into_any());
+            }
+        }
+    }
+    Ok(PyList::new(py, items)?.unbind())
+}
+
+fn ranges_of(starts: Vec<u64>, ends: Vec<u64>) -> PyResult<Vec<std::ops::Range<u64>>> {
+    if starts.len() != ends.len() {
+        return Err(PyValueError::new_err(format!("{} starts but {} ends", starts.len(), ends.len())));
+    }
+    starts
+        .into_iter()
+        .zip(ends)
+        .map(|(s, e)| {
+            if e < s {
+                Err(PyValueError::new_err(format!("range {s}..{e} ends before it starts")))
+            } else {
+                Ok(s..e)
+            }
+        })
+        .collect()
+}
+
+/// What `put` was given.
+enum PutSource {
+    Bytes(Bytes),
+    Path(PathBuf),
+}
+
+fn put_source(data: &Bound<'_, PyAny>) -> PyResult<Option<PutSource>> {
+    if data.is_instance_of::<PyString>() || data.hasattr("__fspath__")? {
+        let p: PathBuf = data.extract()?;
+        return Ok(Some(PutSource::Path(p)));
+    }
+    if let Ok(b) = data.cast::<Buffer>() {
+        return Ok(Some(PutSource::Bytes(b.get().bytes.clone())));
+    }
+    if let Ok(view) = pyo3::buffer::PyBuffer::<u8>::get(data) {
+        return Ok(Some(PutSource::Bytes(Bytes::from(view.to_vec(data.py())?))));
+    }
+    Ok(None)
+}
+
+async fn put_known(engine: Engine, object: ObjectRef, source: PutSource) -> Result<PutResult, Error> {
+    let params = ferry_engine::UploadParams { resume: false, ..Default::default() };
+    let out = match source {
+        PutSource::Path(p) => ferry_engine::upload_file(&engine, &p, &object, &params, None).await?,
+        PutSource::Bytes(b) => {
+            let part = params.part_size as usize;
+            let pieces: Vec<std::io::Result<Bytes>> =
+                (0..b.len()).step_by(part.max(1)).map(|at| Ok(b.slice(at..(at + part).min(b.len())))).collect();
+            let body = if pieces.is_empty() { stream::iter(vec![Ok(Bytes::new())]).boxed() } else { stream::iter(pieces).boxed() };
+            ferry_engine::upload_stream(&engine, body, &object, &params, None).await?
+        }
+    };
+    Ok(PutResult { etag: out.etag, size: out.size, parts: out.parts })
+}
+
+/// `None` or a quoted string, as Python's repr shows them.
+fn py_repr(s: &Option<String>) -> String {
+    match s {
+        Some(s) => format!("{s:?}"),
+        None => "None".into(),
+    }
+}
+
+/// What `put` stored.
+#[pyclass(frozen, module = "ferry", name = "PutResult", get_all)]
+pub struct PutResult {
+    pub etag: Option<String>,
+    pub size: u64,
+    /// 0 for a single PUT.
+    pub parts: u32,
+}
+
+#[pymethods]
+impl PutResult {
+    fn __repr__(&self) -> String {
+        format!("PutResult(etag={}, size={}, parts={})", py_repr(&self.etag), self.size, self.parts)
+    }
+}
+
+/// What a store says about an object (`head`), or a listing entry (`list`).
+#[pyclass(frozen, module = "ferry", name = "ObjectInfo")]
+pub struct ObjectInfo {
+    #[pyo3(get)]
+    pub url: String,
+    #[pyo3(get)]
+    pub bucket: String,
+    #[pyo3(get)]
+    pub key: String,
+    #[pyo3(get)]
+    pub size: u64,
+    #[pyo3(get)]
+    pub etag: Option<String>,
+    #[pyo3(get)]
+    pub content_type: Option<String>,
+    #[pyo3(get)]
+    pub metadata: BTreeMap<String, String>,
+    /// The stored full-object checksum, base64 (HEAD only; listings name the algorithm).
+    #[pyo3(get)]
+    pub checksum: Option<String>,
+    #[pyo3(get)]
+    pub checksum_algorithm: Option<String>,
+    /// A common prefix of a non-recursive listing ("directory"), not an object.
+    #[pyo3(get)]
+    pub is_dir: bool,
+    modified: Option<SystemTime>,
+}
+
+#[pymethods]
+impl ObjectInfo {
+    /// Last-Modified as a timezone-aware `datetime` (UTC), or `None`.
+    #[getter]
+    fn last_modified<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(t) = self.modified else { return Ok(None) };
+        let secs = match t.duration_since(SystemTime::UNIX_EPOCH) {
+            Ok(d) => d.as_secs_f64(),
+            Err(e) => -e.duration().as_secs_f64(),
+        };
+        let dt = py.import("datetime")?;
+        let utc = dt.getattr("timezone")?.getattr("utc")?;
+        Ok(Some(dt.getattr("datetime")?.call_method1("fromtimestamp", (secs, utc))?))
+    }
+
+    fn __repr__(&self) -> String {
+        if self.is_dir {
+            format!("ObjectInfo(url={:?}, is_dir=True)", self.url)
+        } else {
+            format!("ObjectInfo(url={:?}, size={}, etag={})", self.url, self.size, py_repr(&self.etag))
+        }
+    }
+}
+
+impl ObjectInfo {
+    fn from_head(object: &ObjectRef, info: StoreInfo) -> ObjectInfo {
+        let checksum = info.checksums.first().cloned();
+        ObjectInfo {
+            url: format!("s3://{}/{}", object.bucket, object.key),
+            bucket: object.bucket.clone(),
+            key: object.key.clone(),
+            size: info.size,
+            etag: info.etag,
+            content_type: info.content_type,
+            metadata: info.metadata,
+            checksum_algorithm: checksum.as_ref().map(|c| c.0.as_str().to_owned()),
+            checksum: checksum.map(|c| c.1),
+            is_dir: false,
+            modified: info.last_modified,
+        }
+    }
+
+    fn from_entry(bucket: &str, e: ObjectEntry) -> ObjectInfo {
+        ObjectInfo {
+            url: format!("s3://{bucket}/{}", e.key),
+            bucket: bucket.to_owned(),
+            key: e.key,
+            size: e.size,
+            etag: Some(e.etag),
+            content_type: None,
+            metadata: BTreeMap::new(),
+            checksum: None,
+            checksum_algorithm: e.checksum_algorithm.map(|a| a.as_str().to_owned()),
+            is_dir: false,
+            modified: Some(e.last_modified),
+        }
+    }
+
+    fn dir(bucket: &str, prefix: String) -> ObjectInfo {
+        ObjectInfo {
+            url: format!("s3://{bucket}/{prefix}"),
+            bucket: bucket.to_owned(),
+            key: prefix,
+            size: 0,
+            etag: None,
+            content_type: None,
+            metadata: BTreeMap::new(),
+            checksum: None,
+            checksum_algorithm: None,
+            is_dir: true,
+            modified: None,
+        }
+    }
+}
+
+type Entries = BoxStream<'static, Vec<Result<ObjectInfo, Error>>>;
+
+/// The iterator `list` returns: entries in key order, a batch fetched per wake-up.
+#[pyclass(module = "ferry", name = "ListIterator")]
+pub struct ListIterator {
+    stream: Mutex<Option<Entries>>,
+    ready: Mutex<VecDeque<Result<ObjectInfo, Error>>>,
+}
+
+#[pymethods]
+impl ListIterator {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<ObjectInfo> {
+        loop {
+            if let Some(item) = self.ready.lock().unwrap_or_else(|p| p.into_inner()).pop_front() {
+                return item.map_err(|e| to_pyerr(py, e));
+            }
+            let Some(mut s) = self.stream.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+                return Err(PyStopIteration::new_err(()));
+            };
+            let (s, batch) = block_on(py, async move {
+                let batch = s.next().await;
+                (s, batch)
+            })?;
+            match batch {
+                Some(b) => {
+                    self.ready.lock().unwrap_or_else(|p| p.into_inner()).extend(b);
+                    *self.stream.lock().unwrap_or_else(|p| p.into_inner()) = Some(s);
+                }
+                None => return Err(PyStopIteration::new_err(())),
+            }
+        }
+    }
+}
+
+/// The iterator `iter_get` returns: one `Buffer` per URL, in order, opened ahead.
+#[pyclass(module = "ferry", name = "GetIterator")]
+pub struct GetIterator {
+    reader: Mutex<Option<OpenAhead>>,
+}
+
+#[pymethods]
+impl GetIterator {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Buffer> {
+        let Some(mut reader) = self.reader.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+            return Err(PyStopIteration::new_err(()));
+        };
+        let (reader, item) = block_on(py, async move {
+            let item = match reader.next().await {
+                Some(Ok(opened)) => Some(opened.collect().await),
+                Some(Err(e)) => Some(Err(e)),
+                None => None,
+            };
+            (reader, item)
+        })?;
+        match item {
+            Some(r) => {
+                *self.reader.lock().unwrap_or_else(|p| p.into_inner()) = Some(reader);
+                r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
+            }
+            None => Err(PyStopIteration::new_err(())),
+        }
+    }
+}
+
+fn expires_of(expires: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(expires).map_err(|_| PyValueError::new_err(format!("expires={expires}: seconds, > 0")))
+}
+
+#[pymethods]
+impl Client {
+    #[new]
+    #[pyo3(signature = (endpoint_url=None, region=None, profile=None, credentials=None, transport="auto", max_connections=None))]
+    fn new(
+        py: Python<'_>,
+        endpoint_url: Option<String>,
+        region: Option<String>,
+        profile: Option<String>,
+        credentials: Option<&Bound<'_, PyAny>>,
+        transport: &str,
+        max_connections: Option<usize>,
+    ) -> PyResult<Client> {
+        let creds = parse_creds(credentials)?;
+        let resolved_region = settings::region(region.as_deref(), profile.as_deref());
+        let endpoint = settings::endpoint(endpoint_url.as_deref(), &resolved_region, profile.as_deref());
+        let client = Client {
+            endpoint_url,
+            region,
+            profile,
+            creds,
+            transport: transport.to_owned(),
+            max_connections,
+            endpoint,
+            state: Mutex::new(None),
+            estimator: Arc::new(GapEstimator::new()),
+        };
+        // Settings errors (a bad endpoint or transport, unreadable profile files) now, not
+        // at the first call.
+        client.engine(py)?;
+        Ok(client)
+    }
+
+    /// The endpoint in force.
+    #[getter]
+    fn endpoint_url(&self) -> &str {
+        &self.endpoint
+    }
+
+    fn __repr__(&self) -> String {
+        format!("ferry.Client(endpoint_url={:?}, transport={:?})", self.endpoint, self.transport)
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        let py = slf.py();
+        let me = slf.get();
+        let creds: Py<PyAny> = match &me.creds {
+            Creds::Default => py.None(),
+            Creds::Anonymous => PyString::new(py, "anonymous").into_any().unbind(),
+            Creds::Keys(c) => {
+                let d = PyDict::new(py);
+                d.set_item("access_key_id", &c.access_key_id)?;
+                d.set_item("secret_access_key", &c.secret_access_key)?;
+                d.set_item("session_token", &c.session_token)?;
+                d.into_any().unbind()
+            }
+        };
+        let args = (
+            me.endpoint_url.clone(),
+            me.region.clone(),
+            me.profile.clone(),
+            creds,
+            me.transport.clone(),
+            me.max_connections,
+        );
+        PyTuple::new(py, [slf.get_type().into_any(), args.into_pyobject(py)?.into_any()])
+    }
+
+    /// The whole object as a `Buffer` (large objects in parallel ranged GETs, verified).
+    fn get(&self, py: Python<'_>, url: &str) -> PyResult<Buffer> {
+        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let r = block_on(py, ops::get_object(engine, object, None))?;
+        r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
+    }
+
+    fn get_async<'py>(&self, py: Python<'py>, url: &str) -> PyResult<Bound<'py, PyAny>> {
+        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        awaitable(py, async move { py_result(ops::get_object(engine, object, None).await).map(Buffer::new) })
+    }
+
+    /// Bytes `start..end` (end exclusive) of an object.
+    fn get_range(&self, py: Python<'_>, url: &str, start: u64, end: u64) -> PyResult<Buffer> {
+        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let r = block_on(py, ops::get_range(engine, object, start, end, None))?;
+        r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
+    }
+
+    fn get_range_async<'py>(&self, py: Python<'py>, url: &str, start: u64, end: u64) -> PyResult<Bound<'py, PyAny>> {
+        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        awaitable(py, async move { py_result(ops::get_range(engine, object, start, end, None).await).map(Buffer::new) })
+    }
+
+    /// `get_range` pinned to one version: fails with `Precondition` if the ETag changed
+    /// (used by `open`'s file objects).
+    #[pyo3(signature = (url, start, end, etag=None))]
+    fn _get_range_if_match(&self, py: Python<'_>, url: &str, start: u64, end: u64, etag: Option<String>) -> PyResult<Buffer> {
+        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let r = block_on(py, ops::get_range(engine, object, start, end, etag))?;
+        r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
+    }
+
+    /// Many ranges of one object, coalesced into fewer GETs by the engine.
+    fn get_ranges(&self, py: Python<'_>, url: &str, starts: Vec<u64>, ends: Vec<u64>) -> PyResult<Vec<Buffer>> {
+        let (engine, object, ranges) = (self.engine(py)?, self.object(url)?, ranges_of(starts, ends)?);
+        let opts = self.ranges_options();
+        // The engine's get_ranges future is not `Send` to the compiler (a higher-ranked
+        // closure inside it), so it runs on this thread, in the runtime, GIL released.
+        let rt = runtime(py);
+        let r = py.detach(move || rt.block_on(async move { ferry_engine::get_ranges(&engine, &object, &ranges, &opts).await }));
+        r.map(|out| out.parts.into_iter().map(Buffer::new).collect()).map_err(|e| to_pyerr(py, e))
+    }
+
+    fn get_ranges_async<'py>(
+        &self,
+        py: Python<'py>,
+        url: &str,
+        starts: Vec<u64>,
+        ends: Vec<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (engine, object, ranges) = (self.engine(py)?, self.object(url)?, ranges_of(starts, ends)?);
+        let opts = self.ranges_options();
+        awaitable(py, async move {
+            // As in get_ranges: on a blocking thread of the runtime, which drives it.
+            let handle = tokio::runtime::Handle::current();
+            let run = move || handle.block_on(ferry_engine::get_ranges(&engine, &object, &ranges, &opts));
+            let out = tokio::task::spawn_blocking(run)
+                .await
+                .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("get_ranges task failed: {e}")))?;
+            let out = py_result(out)?;
+            Ok(out.parts.into_iter().map(Buffer::new).collect::<Vec<_>>())
+        })
+    }
+
+    /// Many objects, results in input order.
+    #[pyo3(signature = (urls, max_bytes_in_flight=None, concurrency=None, return_exceptions=false))]
+    fn get_many(
+        &self,
+        py: Python<'_>,
+        urls: &Bound<'_, PyAny>,
+        max_bytes_in_flight: Option<u64>,
+        concurrency: Option<usize>,
+        return_exceptions: bool,
+    ) -> PyResult<Py<PyList>> {
+        let (engine, objects) = (self.engine(py)?, self.urls(urls)?);
+        let budget = max_bytes_in_flight.map(ByteBudget::new);
+        let n = concurrency.unwrap_or(DEFAULT_CONCURRENCY);
+        let results = block_on(py, ops::get_many(engine, objects, n, budget))?;
+        buffers(py, results, return_exceptions)
+    }
+
+    #[pyo3(signature = (urls, max_bytes_in_flight=None, concurrency=None, return_exceptions=false))]
+    fn get_many_async<'py>(
+        &self,
+        py: Python<'py>,
+        urls: &Bound<'py, PyAny>,
+        max_bytes_in_flight: Option<u64>,
+        concurrency: Option<usize>,
+        return_exceptions: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (engine, objects) = (self.engine(py)?, self.urls(urls)?);
+        let budget = max_bytes_in_flight.map(ByteBudget::new);
+        let n = concurrency.unwrap_or(DEFAULT_CONCURRENCY);
+        awaitable(py, async move {
+            let results = ops::get_many(engine, objects, n, budget).await;
+            Python::attach(|py| buffers(py, results, return_exceptions))
+        })
+    }
+
+    /// The objects in order, the next ones opened ahead (bounded memory).
+    fn iter_get(&self, py: Python<'_>, urls: &Bound<'_, PyAny>) -> PyResult<GetIterator> {
+        let (engine, objects) = (self.engine(py)?, self.urls(urls)?);
+        let reader = enter(py, || OpenAhead::from_list(&engine, objects, OpenAheadOptions::default()));
+        Ok(GetIterator { reader: Mutex::new(Some(reader)) })
+    }
+
+    /// Stores `data`: bytes-like, a path (`str` or `os.PathLike`), a binary file object,
+    /// or an iterable of bytes-like chunks. Multipart when large.
+    fn put(&self, py: Python<'_>, url: &str, data: &Bound<'_, PyAny>) -> PyResult<PutResult> {
+        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        if let Some(source) = put_source(data)? {
+            let r = block_on(py, put_known(engine, object, source))?;
+            return r.map_err(|e| to_pyerr(py, e));
+        }
+        put_streamed(py, engine, object, data)
+    }
+
+    /// `put` for bytes-like data and paths.
+    fn put_async<'py>(&self, py: Python<'py>, url: &str, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let Some(source) = put_source(data)? else {
+            return Err(PyTypeError::new_err("put_async takes bytes-like data or a path; use put for file objects"));
+        };
+        awaitable(py, async move { py_result(put_known(engine, object, source).await) })
+    }
+
+    fn head(&self, py: Python<'_>, url: &str) -> PyResult<ObjectInfo> {
+        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let o = object.clone();
+        let r = block_on(py, async move { engine.head(&o).await })?;
+        r.map(|info| ObjectInfo::from_head(&object, info)).map_err(|e| to_pyerr(py, e))
+    }
+
+    fn head_async<'py>(&self, py: Python<'py>, url: &str) -> PyResult<Bound<'py, PyAny>> {
+        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        awaitable(py, async move {
+            let info = py_result(engine.head(&object).await)?;
+            Ok(ObjectInfo::from_head(&object, info))
+        })
+    }
+
+    /// Entries under a prefix, in key order. Not recursive: one level, with "directories"
+    /// (`is_dir`); recursive: every object, listed in parallel key ranges.
+    #[pyo3(signature = (url_prefix, recursive=false))]
+    fn list(&self, py: Python<'_>, url_prefix: &str, recursive: bool) -> PyResult<ListIterator> {
+        let (engine, u) = (self.engine(py)?, self.url(url_prefix)?);
+        let bucket = u.bucket.clone();
+        let entries: Entries = if recursive {
+            let opts = ferry_engine::ListOptions::default();
+            ferry_engine::list_parallel(&engine, &u.bucket, &u.key, &opts)
+                .map(move |r| r.map(|e| ObjectInfo::from_entry(&bucket, e)))
+                .ready_chunks(LIST_BATCH)
+                .boxed()
+        } else {
+            let params = ListParams {
+                prefix: Some(u.key.clone()).filter(|k| !k.is_empty()),
+                delimiter: Some("/".into()),
+                ..ListParams::default()
+            };
+            engine
+                .list(&u.bucket, params)
+                .map(move |page| match page {
+                    Ok(p) => {
+                        let mut items: Vec<Result<ObjectInfo, Error>> = Vec::new();
+                        let mut objects = p.objects.into_iter().peekable();
+                        let mut dirs = p.common_prefixes.into_iter().peekable();
+                        // Both are in key order: merge them.
+                        loop {
+                            let take_dir = match (objects.peek(), dirs.peek()) {
+                                (Some(o), Some(d)) => d < &o.key,
+                                (None, Some(_)) => true,
+                                (_, None) => false,
+                            };
+                            if take_dir {
+                                items.push(Ok(ObjectInfo::dir(&bucket, dirs.next().expect("peeked"))));
+                            } else if let Some(o) = objects.next() {
+                                items.push(Ok(ObjectInfo::from_entry(&bucket, o)));
+                            } else {
+                                break;
+                            }
+                        }
+                        items
+                    }
+                    Err(e) => vec![Err(e)],
+                })
+                .boxed()
+        };
+        Ok(ListIterator { stream: Mutex::new(Some(entries)), ready: Mutex::new(VecDeque::new()) })
+    }
+
+    /// Deletes one object, or many (batched, in parallel). Deleting a missing object
+    /// succeeds.
+    fn delete(&self, py: Python<'_>, url_or_urls: &Bound<'_, PyAny>) -> PyResult<()> {
+        let engine = self.engine(py)?;
+        if let Ok(url) = url_or_urls.extract::<String>() {
+            let object = self.object(&url)?;
+            let r = block_on(py, async move { engine.delete(&object).await })?;
+            return r.map_err(|e| to_pyerr(py, e));
+        }
+        let mut by_bucket: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for o in self.urls(url_or_urls)? {
+            by_bucket.entry(o.bucket).or_default().push(o.key);
+        }
+        let failures = block_on(py, async move {
+            let mut failed = Vec::new();
+            for (bucket, keys) in by_bucket {
+                let opts = ferry_engine::DeleteOptions::default();
+                let report = ferry_engine::delete_many(&engine, &bucket, stream::iter(keys), &opts).await;
+                failed.extend(report.failed.into_iter().map(|f| (bucket.clone(), f)));
+            }
+            failed
+        })?;
+        if let Some((bucket, first)) = failures.first() {
+            let e = Error::Service {
+                status: 0,
+                code: first.code.clone(),
+                message: format!(
+                    "{} of the objects were not deleted; s3://{bucket}/{}: {}",
+                    failures.len(),
+                    first.key,
+                    first.message
+                ),
+                request_id: None,
+            };
+            return Err(to_pyerr(py, e));
+        }
+        Ok(())
+    }
+
+    /// Server-side copy (in parts when large).
+    fn copy(&self, py: Python<'_>, src: &str, dst: &str) -> PyResult<()> {
+        let (engine, src, dst) = (self.engine(py)?, self.object(src)?, self.object(dst)?);
+        let r = block_on(py, async move {
+            ferry_engine::copy::copy_object(&engine, &src, &dst, None, &Default::default(), None).await
+        })?;
+        r.map(|_| ()).map_err(|e| to_pyerr(py, e))
+    }
+
+    /// A URL anyone can GET the object with for `expires` seconds (at most 7 days).
+    #[pyo3(signature = (url, expires=3600.0))]
+    fn presign(&self, py: Python<'_>, url: &str, expires: f64) -> PyResult<String> {
+        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        engine.presign_get(&object, expires_of(expires)?).map_err(|e| to_pyerr(py, e))
+    }
+
+    /// A read-only binary file object over the object (ferry/_file.py), pinned to the
+    /// version it opened.
+    #[pyo3(signature = (url, block_size=None))]
+    fn open<'py>(slf: &Bound<'py, Self>, url: &str, block_size: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
+        slf.get().object(url)?;
+        let class = slf.py().import("ferry._file")?.getattr("ObjectFile")?;
+        match block_size {
+            Some(n) => class.call1((slf, url, n)),
+            None => class.call1((slf, url)),
+        }
+    }
+
+    fn create_bucket(&self, py: Python<'_>, name: String) -> PyResult<()> {
+        let engine = self.engine(py)?;
+        let r = block_on(py, async move { engine.create_bucket(&name).await })?;
+        r.map_err(|e| to_pyerr(py, e))
+    }
+
+    fn delete_bucket(&self, py: Python<'_>, name: String) -> PyResult<()> {
+        let engine = self.engine(py)?;
+        let r = block_on(py, async move { engine.delete_bucket(&name).await })?;
+        r.map_err(|e| to_pyerr(py, e))
+    }
+}
+
+/// `put` from a file object or an iterable: Python reads chunks (GIL held), Rust
+/// uploads them as they come (multipart once past one part), through a small channel
+/// whose sends wait with the GIL released.
+fn put_streamed(py: Python<'_>, engine: Engine, object: ObjectRef, data: &Bound<'_, PyAny>) -> PyResult<PutResult> {
+    let read = if data.hasattr("read")? { Some(data.getattr("read")?) } else { None };
+    let mut iter = match read {
+        Some(_) => None,
+        None => Some(data.try_iter().map_err(|_| {
+            PyTypeError::new_err("put data: bytes-like, a path, a binary file object, or an iterable of bytes")
+        })?),
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
+    let body = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) }).boxed();
+    let params = ferry_engine::UploadParams { resume: false, ..Default::default() };
+    let task = runtime(py).spawn(async move { ferry_engine::upload_stream(&engine, body, &object, &params, None).await });
+    let mut failure: Option<PyErr> = None;
+    loop {
+        let chunk = match (&read, &mut iter) {
+            (Some(read), _) => read.call1((READ_CHUNK,)),
+            (None, Some(it)) => match it.next() {
+                Some(c) => c,
+                None => break,
+            },
+            (None, None) => break,
+        };
+        let chunk = match chunk.and_then(|c| {
+            let view = pyo3::buffer::PyBuffer::<u8>::get(&c)?;
+            view.to_vec(py)
+        }) {
+            Ok(c) => c,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        };
+        if chunk.is_empty() {
+            if read.is_some() {
+                break;
+            }
+            continue;
+        }
+        let sent = py.detach(|| tx.blocking_send(Ok(Bytes::from(chunk))));
+        if sent.is_err() {
+            break; // the upload ended (failed): its error is below
+        }
+    }
+    if failure.is_some() {
+        // Fail the upload (it aborts any multipart upload it started), then raise.
+        let _ = py.detach(|| tx.blocking_send(Err(std::io::Error::other("the Python data source raised"))));
+    }
+    drop(tx);
+    let r = block_on(py, task)?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    match r {
+        Ok(Ok(out)) => Ok(PutResult { etag: out.etag, size: out.size, parts: out.parts }),
+        Ok(Err(e)) => Err(to_pyerr(py, e)),
+        Err(e) => Err(pyo3::exceptions::PyRuntimeError::new_err(format!("upload task failed: {e}"))),
+    }
+}
