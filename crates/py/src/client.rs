@@ -18,8 +18,8 @@ use crate::{ops, settings};
 use bytes::Bytes;
 use ferry_engine::{ByteBudget, Engine, GapEstimator, OpenAhead, OpenAheadOptions, RangesOptions};
 use ferry_store::{
-    Credentials, CredentialsSource, Error, ListParams, Mode, ObjectEntry, ObjectInfo as StoreInfo, ObjectRef,
-    Provider, StoreOptions, StoreUrl, UrlError,
+    Credentials, CredentialsSource, Error, ListParams, Mode, ObjectEntry, ObjectInfo as StoreInfo, ObjectRef, Provider,
+    StoreOptions, StoreUrl, UrlError,
 };
 use futures_util::stream::{self, BoxStream, StreamExt};
 use pyo3::exceptions::{PyStopIteration, PyTypeError, PyValueError};
@@ -64,7 +64,9 @@ fn parse_creds(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Creds> {
     if let Ok(s) = obj.extract::<String>() {
         return match s.as_str() {
             "anonymous" => Ok(Creds::Anonymous),
-            _ => Err(PyValueError::new_err("credentials: a dict, an (access_key_id, secret_access_key) tuple, or 'anonymous'")),
+            _ => Err(PyValueError::new_err(
+                "credentials: a dict, an (access_key_id, secret_access_key) tuple, or 'anonymous'",
+            )),
         };
     }
     if let Ok(b) = obj.extract::<bool>() {
@@ -193,13 +195,15 @@ fn ranges_of(starts: Vec<u64>, ends: Vec<u64>) -> PyResult<Vec<std::ops::Range<u
     starts
         .into_iter()
         .zip(ends)
-        .map(|(s, e)| {
-            if e < s {
-                Err(PyValueError::new_err(format!("range {s}..{e} ends before it starts")))
-            } else {
-                Ok(s..e)
-            }
-        })
+        .map(
+            |(s, e)| {
+                if e < s {
+                    Err(PyValueError::new_err(format!("range {s}..{e} ends before it starts")))
+                } else {
+                    Ok(s..e)
+                }
+            },
+        )
         .collect()
 }
 
@@ -231,7 +235,11 @@ async fn put_known(engine: Engine, object: ObjectRef, source: PutSource) -> Resu
             let part = params.part_size as usize;
             let pieces: Vec<std::io::Result<Bytes>> =
                 (0..b.len()).step_by(part.max(1)).map(|at| Ok(b.slice(at..(at + part).min(b.len())))).collect();
-            let body = if pieces.is_empty() { stream::iter(vec![Ok(Bytes::new())]).boxed() } else { stream::iter(pieces).boxed() };
+            let body = if pieces.is_empty() {
+                stream::iter(vec![Ok(Bytes::new())]).boxed()
+            } else {
+                stream::iter(pieces).boxed()
+            };
             ferry_engine::upload_stream(&engine, body, &object, &params, None).await?
         }
     };
@@ -536,7 +544,14 @@ impl Client {
     /// `get_range` pinned to one version: fails with `Precondition` if the ETag changed
     /// (used by `open`'s file objects).
     #[pyo3(signature = (url, start, end, etag=None))]
-    fn _get_range_if_match(&self, py: Python<'_>, url: &str, start: u64, end: u64, etag: Option<String>) -> PyResult<Buffer> {
+    fn _get_range_if_match(
+        &self,
+        py: Python<'_>,
+        url: &str,
+        start: u64,
+        end: u64,
+        etag: Option<String>,
+    ) -> PyResult<Buffer> {
         let (engine, object) = (self.engine(py)?, self.object(url)?);
         let r = block_on(py, ops::get_range(engine, object, start, end, etag))?;
         r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
@@ -549,7 +564,9 @@ impl Client {
         // The engine's get_ranges future is not `Send` to the compiler (a higher-ranked
         // closure inside it), so it runs on this thread, in the runtime, GIL released.
         let rt = runtime(py);
-        let r = py.detach(move || rt.block_on(async move { ferry_engine::get_ranges(&engine, &object, &ranges, &opts).await }));
+        let r = py.detach(move || {
+            rt.block_on(async move { ferry_engine::get_ranges(&engine, &object, &ranges, &opts).await })
+        });
         r.map(|out| out.parts.into_iter().map(Buffer::new).collect()).map_err(|e| to_pyerr(py, e))
     }
 
@@ -794,7 +811,8 @@ fn put_streamed(py: Python<'_>, engine: Engine, object: ObjectRef, data: &Bound<
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
     let body = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) }).boxed();
     let params = ferry_engine::UploadParams { resume: false, ..Default::default() };
-    let task = runtime(py).spawn(async move { ferry_engine::upload_stream(&engine, body, &object, &params, None).await });
+    let task =
+        runtime(py).spawn(async move { ferry_engine::upload_stream(&engine, body, &object, &params, None).await });
     let mut failure: Option<PyErr> = None;
     loop {
         let chunk = match (&read, &mut iter) {

@@ -143,8 +143,10 @@ pub async fn get_parts(engine: Engine, object: ObjectRef, meta: ObjectInfo) -> R
         let mut whole = first.clone().unwrap_or_default();
         for (part, range) in crcs.iter().zip(&parts).skip(1) {
             let part = part.as_deref().unwrap_or_default();
-            whole = crc_combine(*algo, &whole, part, range.end - range.start)
-                .ok_or_else(|| Error::Protocol { message: format!("cannot combine {algo} values"), request_id: None })?;
+            whole = crc_combine(*algo, &whole, part, range.end - range.start).ok_or_else(|| Error::Protocol {
+                message: format!("cannot combine {algo} values"),
+                request_id: None,
+            })?;
         }
         if &whole != stored {
             return Err(Error::Integrity {
@@ -153,8 +155,8 @@ pub async fn get_parts(engine: Engine, object: ObjectRef, meta: ObjectInfo) -> R
             });
         }
     }
-    let buf = Arc::try_unwrap(buf)
-        .map_err(|_| Error::Config(format!("{object}: a part task outlived its download")))?;
+    let buf =
+        Arc::try_unwrap(buf).map_err(|_| Error::Config(format!("{object}: a part task outlived its download")))?;
     // SAFETY: every part wrote exactly its range (fetch_part checks lengths), the parts
     // cover 0..size, and every task has been joined.
     Ok(Bytes::from(unsafe { buf.into_vec(size as usize) }))
@@ -195,7 +197,12 @@ async fn fetch_part(
     }
     if at != end {
         return Err(Error::Integrity {
-            message: format!("{object}: range {}..{} ended after {} bytes", range.start, range.end, at - range.start as usize),
+            message: format!(
+                "{object}: range {}..{} ended after {} bytes",
+                range.start,
+                range.end,
+                at - range.start as usize
+            ),
             request_id: None,
         });
     }
