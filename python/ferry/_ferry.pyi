@@ -153,17 +153,24 @@ class Client:
 
             header = await client.get_range_async("s3://bucket/file.bin", 0, 4096)
         """
-    def get_ranges(self, url: str, starts: Sequence[int], ends: Sequence[int]) -> list[Buffer]:
-        """Many ranges of one object (``end`` exclusive), in the order asked. Nearby
-        ranges are coalesced into fewer GETs by the engine (the gap it reads through
-        follows the measured first-byte time x bandwidth); the result holds exactly the
-        bytes asked for.
+    def get_ranges(
+        self, url_or_urls: str | Sequence[str], starts: Sequence[int], ends: Sequence[int], max_gap: int | None = None
+    ) -> list[Buffer]:
+        """Many ranges (``end`` exclusive) of one object, or of several (one URL per
+        range), in the order asked. Nearby ranges of an object are coalesced into fewer
+        GETs by the engine: it reads through holes smaller than the measured first-byte
+        time x bandwidth, or than ``max_gap`` bytes when given (0: only touching ranges
+        merge). The result holds exactly the bytes asked for; all ranges of an object
+        come from one version (If-Match on its ETag).
 
         Example::
 
             a, b = client.get_ranges("s3://bucket/table.hfile", [0, 1_000_000], [64, 1_000_100])
+            x, y = client.get_ranges(["s3://b/f1", "s3://b/f2"], [0, 0], [100, 100])
         """
-    def get_ranges_async(self, url: str, starts: Sequence[int], ends: Sequence[int]) -> Awaitable[list[Buffer]]:
+    def get_ranges_async(
+        self, url_or_urls: str | Sequence[str], starts: Sequence[int], ends: Sequence[int], max_gap: int | None = None
+    ) -> Awaitable[list[Buffer]]:
         """`get_ranges`, awaitable.
 
         Example::

@@ -81,10 +81,26 @@ def test_get_ranges_coalesced_exact(client, bucket):
     ends = [2 * MIB + 4096, 64, 300, 250, 1_000_001, 3 * MIB, 7]
     parts = client.get_ranges(url, starts, ends)
     assert [bytes(p) for p in parts] == [data[s:e] for s, e in zip(starts, ends)]
+    assert [bytes(p) for p in client.get_ranges(url, starts, ends, max_gap=0)] == [data[s:e] for s, e in zip(starts, ends)]
+    assert [bytes(p) for p in client.get_ranges(url, starts, ends, max_gap=4 * MIB)] == [data[s:e] for s, e in zip(starts, ends)]
     with pytest.raises(ValueError):
         client.get_ranges(url, [0, 1], [5])
     with pytest.raises(ValueError):
         client.get_ranges(url, [10], [5])
+
+
+def test_get_ranges_over_several_objects(client, bucket):
+    a, b = blob(200_000, seed=40), blob(300_000, seed=41)
+    client.put(f"s3://{bucket}/ra", a)
+    client.put(f"s3://{bucket}/rb", b)
+    urls = [f"s3://{bucket}/rb", f"s3://{bucket}/ra", f"s3://{bucket}/rb", f"s3://{bucket}/ra"]
+    starts, ends = [5, 0, 250_000, 199_000], [50, 10, 260_000, 200_000]
+    want = [b[5:50], a[0:10], b[250_000:260_000], a[199_000:200_000]]
+    assert [bytes(p) for p in client.get_ranges(urls, starts, ends)] == want
+    with pytest.raises(ValueError):
+        client.get_ranges(urls[:2], starts, ends)
+    with pytest.raises(ferry.NotFound):
+        client.get_ranges([f"s3://{bucket}/ra", f"s3://{bucket}/none"], [0, 0], [1, 1])
 
 
 def test_get_many_in_input_order(client, bucket):

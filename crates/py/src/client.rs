@@ -16,7 +16,7 @@ use crate::errors::{bad_url, py_result, to_pyerr};
 use crate::runtime::{awaitable, block_on, enter, runtime};
 use crate::{ops, settings};
 use bytes::Bytes;
-use ferry_engine::{ByteBudget, Engine, GapEstimator, OpenAhead, OpenAheadOptions, RangesOptions};
+use ferry_engine::{ByteBudget, CoalescePolicy, Engine, GapEstimator, OpenAhead, OpenAheadOptions, RangesOptions};
 use ferry_store::{
     Credentials, CredentialsSource, Error, ListParams, Mode, ObjectEntry, ObjectInfo as StoreInfo, ObjectRef, Provider,
     StoreOptions, StoreUrl, UrlError,
@@ -166,8 +166,42 @@ impl Client {
         urls.try_iter()?.map(|u| self.object(&u?.extract::<String>()?)).collect()
     }
 
-    fn ranges_options(&self) -> RangesOptions {
-        RangesOptions { estimator: self.estimator.clone(), ..RangesOptions::default() }
+    /// The engine's options; `max_gap` (bytes read through between two ranges rather
+    /// than sending another GET) replaces the policy its estimator would choose.
+    /// The ranges grouped by object: one URL for all, or one URL per range.
+    fn range_groups(
+        &self,
+        url_or_urls: &Bound<'_, PyAny>,
+        starts: Vec<u64>,
+        ends: Vec<u64>,
+    ) -> PyResult<(Vec<ops::RangeGroup>, usize)> {
+        let ranges = ranges_of(starts, ends)?;
+        let n = ranges.len();
+        if let Ok(url) = url_or_urls.extract::<String>() {
+            let group = ops::RangeGroup { object: self.object(&url)?, slots: (0..n).collect(), ranges };
+            return Ok((vec![group], n));
+        }
+        let objects = self.urls(url_or_urls)?;
+        if objects.len() != n {
+            return Err(PyValueError::new_err(format!("{} URLs but {n} ranges", objects.len())));
+        }
+        let mut groups: Vec<ops::RangeGroup> = Vec::new();
+        let mut index: std::collections::HashMap<ObjectRef, usize> = std::collections::HashMap::new();
+        for (slot, (object, range)) in objects.into_iter().zip(ranges).enumerate() {
+            let g = *index.entry(object.clone()).or_insert_with(|| {
+                groups.push(ops::RangeGroup { object, slots: Vec::new(), ranges: Vec::new() });
+                groups.len() - 1
+            });
+            groups[g].slots.push(slot);
+            groups[g].ranges.push(range);
+        }
+        Ok((groups, n))
+    }
+
+    fn ranges_options(&self, max_gap: Option<u64>) -> RangesOptions {
+        let mut opts = RangesOptions { estimator: self.estimator.clone(), ..RangesOptions::default() };
+        opts.policy = max_gap.map(|max_gap| CoalescePolicy { max_gap, max_span: opts.max_span.max(max_gap) });
+        opts
     }
 }
 
@@ -558,36 +592,43 @@ impl Client {
     }
 
     /// Many ranges of one object, coalesced into fewer GETs by the engine.
-    fn get_ranges(&self, py: Python<'_>, url: &str, starts: Vec<u64>, ends: Vec<u64>) -> PyResult<Vec<Buffer>> {
-        let (engine, object, ranges) = (self.engine(py)?, self.object(url)?, ranges_of(starts, ends)?);
-        let opts = self.ranges_options();
+    #[pyo3(signature = (url_or_urls, starts, ends, max_gap=None))]
+    fn get_ranges(
+        &self,
+        py: Python<'_>,
+        url_or_urls: &Bound<'_, PyAny>,
+        starts: Vec<u64>,
+        ends: Vec<u64>,
+        max_gap: Option<u64>,
+    ) -> PyResult<Vec<Buffer>> {
+        let (engine, (groups, n)) = (self.engine(py)?, self.range_groups(url_or_urls, starts, ends)?);
+        let opts = self.ranges_options(max_gap);
         // The engine's get_ranges future is not `Send` to the compiler (a higher-ranked
         // closure inside it), so it runs on this thread, in the runtime, GIL released.
         let rt = runtime(py);
-        let r = py.detach(move || {
-            rt.block_on(async move { ferry_engine::get_ranges(&engine, &object, &ranges, &opts).await })
-        });
-        r.map(|out| out.parts.into_iter().map(Buffer::new).collect()).map_err(|e| to_pyerr(py, e))
+        let r = py.detach(move || rt.block_on(ops::get_ranges_grouped(&engine, &groups, n, &opts)));
+        r.map(|parts| parts.into_iter().map(Buffer::new).collect()).map_err(|e| to_pyerr(py, e))
     }
 
+    #[pyo3(signature = (url_or_urls, starts, ends, max_gap=None))]
     fn get_ranges_async<'py>(
         &self,
         py: Python<'py>,
-        url: &str,
+        url_or_urls: &Bound<'py, PyAny>,
         starts: Vec<u64>,
         ends: Vec<u64>,
+        max_gap: Option<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (engine, object, ranges) = (self.engine(py)?, self.object(url)?, ranges_of(starts, ends)?);
-        let opts = self.ranges_options();
+        let (engine, (groups, n)) = (self.engine(py)?, self.range_groups(url_or_urls, starts, ends)?);
+        let opts = self.ranges_options(max_gap);
         awaitable(py, async move {
             // As in get_ranges: on a blocking thread of the runtime, which drives it.
             let handle = tokio::runtime::Handle::current();
-            let run = move || handle.block_on(ferry_engine::get_ranges(&engine, &object, &ranges, &opts));
+            let run = move || handle.block_on(ops::get_ranges_grouped(&engine, &groups, n, &opts));
             let out = tokio::task::spawn_blocking(run)
                 .await
                 .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("get_ranges task failed: {e}")))?;
-            let out = py_result(out)?;
-            Ok(out.parts.into_iter().map(Buffer::new).collect::<Vec<_>>())
+            Ok(py_result(out)?.into_iter().map(Buffer::new).collect::<Vec<_>>())
         })
     }
 

@@ -250,3 +250,34 @@ pub async fn get_range(
     let len = out.range.map(|(a, b)| b + 1 - a).unwrap_or(out.meta.size);
     collect_sized(out.body, len).await
 }
+
+/// The ranges of one object, and where each goes in the caller's order.
+pub struct RangeGroup {
+    pub object: ObjectRef,
+    pub slots: Vec<usize>,
+    pub ranges: Vec<Range<u64>>,
+}
+
+/// `get_ranges` over several objects: the engine's coalescing `get_ranges` per object,
+/// the objects at once, the parts put back in the caller's order (`n` in all).
+///
+/// Not `Send` to the compiler (a higher-ranked closure inside the engine's future): the
+/// caller drives it on its own thread, inside the runtime (client.rs).
+pub async fn get_ranges_grouped(
+    engine: &Engine,
+    groups: &[RangeGroup],
+    n: usize,
+    opts: &ferry_engine::RangesOptions,
+) -> Result<Vec<Bytes>, Error> {
+    let outs = futures_util::future::try_join_all(
+        groups.iter().map(|g| ferry_engine::get_ranges(engine, &g.object, &g.ranges, opts)),
+    )
+    .await?;
+    let mut parts = vec![Bytes::new(); n];
+    for (g, out) in groups.iter().zip(outs) {
+        for (slot, part) in g.slots.iter().zip(out.parts) {
+            parts[*slot] = part;
+        }
+    }
+    Ok(parts)
+}
