@@ -228,12 +228,19 @@ class Client:
             for buf in client.iter_get(urls):
                 consume(buf)
         """
-    def put(self, url: str, data: _BufferLike | str | os.PathLike[str] | Any | Iterable[_BufferLike]) -> PutResult:
+    def put(
+        self,
+        url: str,
+        data: _BufferLike | str | os.PathLike[str] | Any | Iterable[_BufferLike],
+        if_not_exists: bool = False,
+    ) -> PutResult:
         """Stores ``data``: bytes-like (``bytes``, ``bytearray``, ``memoryview``, a
         `Buffer`, a numpy array), a local path (``str`` or ``os.PathLike``), a binary
         file object (read in 1 MiB chunks), or an iterable of bytes-like chunks. One PUT
         up to 8 MiB, else a multipart upload in 8 MiB parts (CRC64NVME checked by the
         server); a failure aborts the upload, so nothing half-written is ever visible.
+        ``if_not_exists=True`` raises `Precondition` if the key exists (atomically for a
+        single PUT, ``If-None-Match: *``; by a HEAD before a multipart upload).
 
         Example::
 
@@ -242,7 +249,9 @@ class Client:
             with open("big.tar", "rb") as f:
                 client.put("s3://bucket/big.tar", f)
         """
-    def put_async(self, url: str, data: _BufferLike | str | os.PathLike[str]) -> Awaitable[PutResult]:
+    def put_async(
+        self, url: str, data: _BufferLike | str | os.PathLike[str], if_not_exists: bool = False
+    ) -> Awaitable[PutResult]:
         """`put` for bytes-like data and paths, awaitable.
 
         Example::

@@ -136,7 +136,10 @@ class FerryFileSystem(AsyncFileSystem):
 
     # -- writes ---------------------------------------------------------------------
     async def _pipe_file(self, path, value, mode="overwrite", **kwargs):
-        await self.client.put_async(self._url(path), value)
+        try:
+            await self.client.put_async(self._url(path), value, if_not_exists=(mode == "create"))
+        except ferry.Precondition as e:
+            raise FileExistsError(path) from e
 
     async def _put_file(self, lpath, rpath, mode="overwrite", **kwargs):
         if os.path.isdir(lpath):
@@ -239,6 +242,8 @@ class FerryFileSystem(AsyncFileSystem):
         if mode == "rb":
             return self.client.open(self._url(path), block_size=block_size if block_size not in (None, "default") else None)
         if mode in ("wb", "xb"):
+            if mode == "xb" and self.exists(path):
+                raise FileExistsError(path)
             return _Writer(self, path, mode=mode, block_size=block_size or "default", autocommit=autocommit)
         raise ValueError(f"mode {mode!r}: ferry files are 'rb' or 'wb'")
 
@@ -255,8 +260,15 @@ class _Writer(AbstractBufferedFile):
         self._spool.write(self.buffer.read())
         if final:
             self._spool.seek(0)
-            self.fs.client.put(self.fs._url(self.path), self._spool)
-            self._spool.close()
+            try:
+                if self.mode == "xb":
+                    self.fs.client.put(self.fs._url(self.path), self._spool.read(), if_not_exists=True)
+                else:
+                    self.fs.client.put(self.fs._url(self.path), self._spool)
+            except ferry.Precondition as e:
+                raise FileExistsError(self.path) from e
+            finally:
+                self._spool.close()
         return True
 
     def _fetch_range(self, start, end):

@@ -185,6 +185,21 @@ def test_put_large_file_object_multipart(client, bucket, tmp_path):
         assert client.get(f"s3://{bucket}/{key}") == data
 
 
+def test_put_if_not_exists(client, bucket, tmp_path):
+    url = f"s3://{bucket}/once"
+    client.put(url, b"first", if_not_exists=True)
+    with pytest.raises(ferry.Precondition):
+        client.put(url, b"second", if_not_exists=True)
+    assert bytes(client.get(url)) == b"first"
+    big = tmp_path / "big"
+    big.write_bytes(blob(9 * MIB, seed=14))
+    client.put(url + "-big", big, if_not_exists=True)
+    with pytest.raises(ferry.Precondition):
+        client.put(url + "-big", big, if_not_exists=True)
+    client.put(url, b"third")  # without the condition: replaced
+    assert bytes(client.get(url)) == b"third"
+
+
 def test_put_source_raising_aborts(client, bucket):
     def chunks():
         yield b"x" * (9 * MIB)

@@ -18,8 +18,8 @@ use crate::{ops, settings};
 use bytes::Bytes;
 use ferry_engine::{ByteBudget, CoalescePolicy, Engine, GapEstimator, OpenAhead, OpenAheadOptions, RangesOptions};
 use ferry_store::{
-    Credentials, CredentialsSource, Error, ListParams, Mode, ObjectEntry, ObjectInfo as StoreInfo, ObjectRef, Provider,
-    StoreOptions, StoreUrl, UrlError,
+    Credentials, CredentialsSource, Error, ListParams, Mode, ObjectEntry, ObjectInfo as StoreInfo, ObjectRef,
+    ObjectStoreExt, Provider, PutParams, PutPayload, StoreOptions, StoreUrl, UrlError,
 };
 use futures_util::stream::{self, BoxStream, StreamExt};
 use pyo3::exceptions::{PyStopIteration, PyTypeError, PyValueError};
@@ -261,8 +261,41 @@ fn put_source(data: &Bound<'_, PyAny>) -> PyResult<Option<PutSource>> {
     Ok(None)
 }
 
-async fn put_known(engine: Engine, object: ObjectRef, source: PutSource) -> Result<PutResult, Error> {
+/// `put` of a known source. `if_not_exists`: a single PUT is sent with `If-None-Match: *`
+/// (the store refuses it atomically if the key exists); a multipart one is checked with a
+/// HEAD first, since ferry-store's completion does not take the condition.
+async fn put_known(
+    engine: Engine,
+    object: ObjectRef,
+    source: PutSource,
+    if_not_exists: bool,
+) -> Result<PutResult, Error> {
     let params = ferry_engine::UploadParams { resume: false, ..Default::default() };
+    if if_not_exists {
+        let len = match &source {
+            PutSource::Bytes(b) => b.len() as u64,
+            PutSource::Path(p) => {
+                std::fs::metadata(p).map_err(|e| Error::Io { path: p.display().to_string(), error: e })?.len()
+            }
+        };
+        if len <= params.part_size {
+            let payload = match source {
+                PutSource::Bytes(b) => PutPayload::Bytes(b),
+                PutSource::Path(p) => PutPayload::File(p),
+            };
+            let put = PutParams { if_none_match_star: true, ..PutParams::default() };
+            let out = engine.put(&object, payload, put).await?;
+            return Ok(PutResult { etag: out.etag, size: len, parts: 0 });
+        }
+        if engine.exists(&object).await? {
+            return Err(Error::Precondition {
+                status: 412,
+                code: "PreconditionFailed".into(),
+                message: format!("{object} exists (if_not_exists)"),
+                request_id: None,
+            });
+        }
+    }
     let out = match source {
         PutSource::Path(p) => ferry_engine::upload_file(&engine, &p, &object, &params, None).await?,
         PutSource::Bytes(b) => {
@@ -676,22 +709,33 @@ impl Client {
 
     /// Stores `data`: bytes-like, a path (`str` or `os.PathLike`), a binary file object,
     /// or an iterable of bytes-like chunks. Multipart when large.
-    fn put(&self, py: Python<'_>, url: &str, data: &Bound<'_, PyAny>) -> PyResult<PutResult> {
+    #[pyo3(signature = (url, data, if_not_exists=false))]
+    fn put(&self, py: Python<'_>, url: &str, data: &Bound<'_, PyAny>, if_not_exists: bool) -> PyResult<PutResult> {
         let (engine, object) = (self.engine(py)?, self.object(url)?);
         if let Some(source) = put_source(data)? {
-            let r = block_on(py, put_known(engine, object, source))?;
+            let r = block_on(py, put_known(engine, object, source, if_not_exists))?;
             return r.map_err(|e| to_pyerr(py, e));
+        }
+        if if_not_exists {
+            return Err(PyTypeError::new_err("if_not_exists takes bytes-like data or a path"));
         }
         put_streamed(py, engine, object, data)
     }
 
     /// `put` for bytes-like data and paths.
-    fn put_async<'py>(&self, py: Python<'py>, url: &str, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    #[pyo3(signature = (url, data, if_not_exists=false))]
+    fn put_async<'py>(
+        &self,
+        py: Python<'py>,
+        url: &str,
+        data: &Bound<'py, PyAny>,
+        if_not_exists: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let (engine, object) = (self.engine(py)?, self.object(url)?);
         let Some(source) = put_source(data)? else {
             return Err(PyTypeError::new_err("put_async takes bytes-like data or a path; use put for file objects"));
         };
-        awaitable(py, async move { py_result(put_known(engine, object, source).await) })
+        awaitable(py, async move { py_result(put_known(engine, object, source, if_not_exists).await) })
     }
 
     fn head(&self, py: Python<'_>, url: &str) -> PyResult<ObjectInfo> {
