@@ -172,6 +172,19 @@ def test_put_sources(client, bucket, tmp_path):
         client.put(f"s3://{bucket}/src/bad", 12345)
 
 
+def test_put_numpy_arrays(client, bucket):
+    arr = np.arange(1_000_000, dtype=np.float64)
+    client.put(f"s3://{bucket}/np/f64", arr)  # contiguous: sent from the array's memory
+    got = np.frombuffer(client.get(f"s3://{bucket}/np/f64"), dtype=np.float64)
+    assert np.array_equal(got, arr)
+    strided = arr[::3]  # not contiguous: copied first
+    client.put(f"s3://{bucket}/np/strided", strided)
+    assert np.array_equal(np.frombuffer(client.get(f"s3://{bucket}/np/strided"), dtype=np.float64), strided)
+    big = np.random.default_rng(15).integers(0, 1 << 30, 5_000_000, dtype=np.int32)  # 20 MB: multipart
+    assert client.put(f"s3://{bucket}/np/big", big).parts == 3
+    assert np.array_equal(np.frombuffer(client.get(f"s3://{bucket}/np/big"), dtype=np.int32), big)
+
+
 def test_put_large_file_object_multipart(client, bucket, tmp_path):
     data = blob(19 * MIB, seed=6)
     path = tmp_path / "big.bin"

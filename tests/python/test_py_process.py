@@ -192,3 +192,67 @@ def test_transports(server, bucket):
         c = server.client(transport=transport)
         c.put(f"s3://{bucket}/t-{transport}", transport.encode() * 1000)
         assert bytes(c.get(f"s3://{bucket}/t-{transport}")) == transport.encode() * 1000
+
+
+def test_ctrl_c_interrupts_a_blocked_call(bucket):
+    import signal
+
+    # First bytes take ~3 s: the call is still waiting when SIGINT arrives.
+    with FerryServer(flags=["--ttfb-p50", "3s", "--ttfb-p99", "3s"]) as slow:
+        c = slow.client()
+        c.create_bucket(bucket)
+        c.put(f"s3://{bucket}/slow", b"x")
+        main = threading.main_thread().ident
+        timer = threading.Timer(0.5, signal.pthread_kill, args=(main, signal.SIGINT))
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            c.get(f"s3://{bucket}/slow")
+        took = time.monotonic() - started
+        timer.join()
+        assert took < 2.0, took
+
+
+def test_threads_share_a_client(client, bucket):
+    from concurrent.futures import ThreadPoolExecutor
+
+    blobs = {f"s3://{bucket}/thr/{i}": os.urandom(1000 + i) for i in range(64)}
+
+    def roundtrip(item):
+        url, data = item
+        client.put(url, data)
+        return bytes(client.get(url)) == data
+
+    with ThreadPoolExecutor(16) as ex:
+        assert all(ex.map(roundtrip, blobs.items()))
+
+
+def test_iterators_do_not_cross_fork(client, bucket):
+    client.put(f"s3://{bucket}/it/a", b"a")
+    it = client.list(f"s3://{bucket}/it/", recursive=True)
+    gets = client.iter_get([f"s3://{bucket}/it/a"])
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(r)
+            answers = []
+            for iterator in (it, gets):
+                try:
+                    next(iterator)
+                    answers.append(b"N")
+                except RuntimeError:
+                    answers.append(b"R")
+            os.write(w, b"".join(answers))
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        got = f.read()
+    os.waitpid(pid, 0)
+    assert got == b"RR"
+    # In the parent they still work.
+    assert next(it).key == "it/a"
+    assert bytes(next(gets)) == b"a"

@@ -22,6 +22,7 @@ use ferry_store::{
     ObjectStoreExt, Provider, PutParams, PutPayload, StoreOptions, StoreUrl, UrlError,
 };
 use futures_util::stream::{self, BoxStream, StreamExt};
+use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyStopIteration, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
@@ -252,13 +253,42 @@ fn put_source(data: &Bound<'_, PyAny>) -> PyResult<Option<PutSource>> {
         let p: PathBuf = data.extract()?;
         return Ok(Some(PutSource::Path(p)));
     }
+    match bytes_of(data) {
+        Ok(b) => Ok(Some(PutSource::Bytes(b))),
+        Err(_) => Ok(None),
+    }
+}
+
+/// A Python buffer held open (its exporter pinned) so Rust can read it without a copy.
+struct HeldBuffer(PyUntypedBuffer);
+
+impl AsRef<[u8]> for HeldBuffer {
+    fn as_ref(&self) -> &[u8] {
+        let len = self.0.len_bytes();
+        if len == 0 {
+            return &[];
+        }
+        // SAFETY: a C-contiguous buffer of `len` bytes (checked in bytes_of), valid while
+        // the export is held, which is as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.0.buf_ptr() as *const u8, len) }
+    }
+}
+
+/// The bytes of any bytes-like object: a `Buffer`'s own, a contiguous buffer held open
+/// (no copy: `bytes`, `bytearray`, numpy arrays of any dtype, `memoryview`s), else a
+/// contiguous copy (`memoryview(obj).tobytes()`). A writable buffer changed while it is
+/// sent fails the upload's checksum; it is never stored changed.
+fn bytes_of(data: &Bound<'_, PyAny>) -> PyResult<Bytes> {
     if let Ok(b) = data.cast::<Buffer>() {
-        return Ok(Some(PutSource::Bytes(b.get().bytes.clone())));
+        return Ok(b.get().bytes.clone());
     }
-    if let Ok(view) = pyo3::buffer::PyBuffer::<u8>::get(data) {
-        return Ok(Some(PutSource::Bytes(Bytes::from(view.to_vec(data.py())?))));
+    let view = PyUntypedBuffer::get(data)?;
+    if view.is_c_contiguous() {
+        return Ok(Bytes::from_owner(HeldBuffer(view)));
     }
-    Ok(None)
+    drop(view);
+    let copy = data.py().import("builtins")?.getattr("memoryview")?.call1((data,))?.call_method0("tobytes")?;
+    Ok(Bytes::from_owner(HeldBuffer(PyUntypedBuffer::get(&copy)?)))
 }
 
 /// `put` of a known source. `if_not_exists`: a single PUT is sent with `If-None-Match: *`
@@ -440,11 +470,24 @@ impl ObjectInfo {
     }
 }
 
+/// An iterator's tasks run on the runtime of the process that made it: in a forked
+/// child they do not exist, and waiting for them would hang.
+fn same_process(pid: u32) -> PyResult<()> {
+    if pid == std::process::id() {
+        Ok(())
+    } else {
+        Err(pyo3::exceptions::PyRuntimeError::new_err(
+            "this iterator was made in another process (before a fork): make a new one in this process",
+        ))
+    }
+}
+
 type Entries = BoxStream<'static, Vec<Result<ObjectInfo, Error>>>;
 
 /// The iterator `list` returns: entries in key order, a batch fetched per wake-up.
 #[pyclass(module = "ferry", name = "ListIterator")]
 pub struct ListIterator {
+    pid: u32,
     stream: Mutex<Option<Entries>>,
     ready: Mutex<VecDeque<Result<ObjectInfo, Error>>>,
 }
@@ -456,6 +499,7 @@ impl ListIterator {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<ObjectInfo> {
+        same_process(self.pid)?;
         loop {
             if let Some(item) = self.ready.lock().unwrap_or_else(|p| p.into_inner()).pop_front() {
                 return item.map_err(|e| to_pyerr(py, e));
@@ -481,6 +525,7 @@ impl ListIterator {
 /// The iterator `iter_get` returns: one `Buffer` per URL, in order, opened ahead.
 #[pyclass(module = "ferry", name = "GetIterator")]
 pub struct GetIterator {
+    pid: u32,
     reader: Mutex<Option<OpenAhead>>,
 }
 
@@ -491,6 +536,7 @@ impl GetIterator {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Buffer> {
+        same_process(self.pid)?;
         let Some(mut reader) = self.reader.lock().unwrap_or_else(|p| p.into_inner()).take() else {
             return Err(PyStopIteration::new_err(()));
         };
@@ -704,7 +750,7 @@ impl Client {
     fn iter_get(&self, py: Python<'_>, urls: &Bound<'_, PyAny>) -> PyResult<GetIterator> {
         let (engine, objects) = (self.engine(py)?, self.urls(urls)?);
         let reader = enter(py, || OpenAhead::from_list(&engine, objects, OpenAheadOptions::default()));
-        Ok(GetIterator { reader: Mutex::new(Some(reader)) })
+        Ok(GetIterator { pid: std::process::id(), reader: Mutex::new(Some(reader)) })
     }
 
     /// Stores `data`: bytes-like, a path (`str` or `os.PathLike`), a binary file object,
@@ -799,7 +845,11 @@ impl Client {
                 })
                 .boxed()
         };
-        Ok(ListIterator { stream: Mutex::new(Some(entries)), ready: Mutex::new(VecDeque::new()) })
+        Ok(ListIterator {
+            pid: std::process::id(),
+            stream: Mutex::new(Some(entries)),
+            ready: Mutex::new(VecDeque::new()),
+        })
     }
 
     /// Deletes one object, or many (batched, in parallel). Deleting a missing object
@@ -908,10 +958,7 @@ fn put_streamed(py: Python<'_>, engine: Engine, object: ObjectRef, data: &Bound<
             },
             (None, None) => break,
         };
-        let chunk = match chunk.and_then(|c| {
-            let view = pyo3::buffer::PyBuffer::<u8>::get(&c)?;
-            view.to_vec(py)
-        }) {
+        let chunk = match chunk.and_then(|c| bytes_of(&c)) {
             Ok(c) => c,
             Err(e) => {
                 failure = Some(e);
@@ -924,7 +971,7 @@ fn put_streamed(py: Python<'_>, engine: Engine, object: ObjectRef, data: &Bound<
             }
             continue;
         }
-        let sent = py.detach(|| tx.blocking_send(Ok(Bytes::from(chunk))));
+        let sent = py.detach(|| tx.blocking_send(Ok(chunk)));
         if sent.is_err() {
             break; // the upload ended (failed): its error is below
         }
