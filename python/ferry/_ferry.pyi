@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import Any, Awaitable, Iterable, Iterator, Literal, Mapping, Sequence, overload
+from typing import Any, Awaitable, Callable, Iterable, Iterator, Literal, Mapping, Sequence, overload
 
 from typing_extensions import Buffer as _BufferLike
 
@@ -122,10 +122,12 @@ class Client:
     @property
     def endpoint_url(self) -> str:
         """The endpoint in force."""
-    def get(self, url: str) -> Buffer:
+    def get(self, url: str, callback: Callable[[int, int | None], object] | None = None) -> Buffer:
         """The whole object. Objects above 16 MiB are read in parallel 8 MiB ranged GETs
         (pinned to one ETag) into one buffer and checked against the stored full-object
-        CRC; smaller ones in one GET, checked by the store.
+        CRC; smaller ones in one GET, checked by the store. ``callback(bytes_done,
+        bytes_total)`` is called from this thread as bytes arrive (every 100 ms at
+        most) and at the end; an exception it raises stops the call.
 
         Example::
 
@@ -184,6 +186,7 @@ class Client:
         max_bytes_in_flight: int | None = None,
         concurrency: int | None = None,
         return_exceptions: Literal[False] = False,
+        callback: Callable[[int, int | None], object] | None = None,
     ) -> list[Buffer]: ...
     @overload
     def get_many(
@@ -192,13 +195,15 @@ class Client:
         max_bytes_in_flight: int | None = None,
         concurrency: int | None = None,
         return_exceptions: bool = ...,
+        callback: Callable[[int, int | None], object] | None = None,
     ) -> list[Buffer | Exception]: ...
-    def get_many(self, urls, max_bytes_in_flight=None, concurrency=None, return_exceptions=False):
+    def get_many(self, urls, max_bytes_in_flight=None, concurrency=None, return_exceptions=False, callback=None):
         """Many objects at once, scheduled in Rust (64 in flight by default, below the
         endpoint's adaptive limit; large ones split as in `get`), results in input
         order. ``max_bytes_in_flight`` bounds the bytes being received at once. With
         ``return_exceptions=True`` a failed object's place holds its exception (as
-        ``asyncio.gather``); otherwise the first failure raises.
+        ``asyncio.gather``); otherwise the first failure raises. ``callback`` as in
+        `get` (the total grows as the objects' sizes become known).
 
         Example::
 
@@ -233,6 +238,7 @@ class Client:
         url: str,
         data: _BufferLike | str | os.PathLike[str] | Any | Iterable[_BufferLike],
         if_not_exists: bool = False,
+        callback: Callable[[int, int | None], object] | None = None,
     ) -> PutResult:
         """Stores ``data``: bytes-like (``bytes``, ``bytearray``, ``memoryview``, a
         `Buffer`, a numpy array), a local path (``str`` or ``os.PathLike``), a binary
@@ -241,6 +247,8 @@ class Client:
         server); a failure aborts the upload, so nothing half-written is ever visible.
         ``if_not_exists=True`` raises `Precondition` if the key exists (atomically for a
         single PUT, ``If-None-Match: *``; by a HEAD before a multipart upload).
+        Contiguous bytes-like data is sent from its own memory (no copy). ``callback``
+        as in `get` (``bytes_total`` is ``None`` for file objects and iterables).
 
         Example::
 
@@ -314,6 +322,17 @@ class Client:
 
             with client.open("s3://bucket/table.parquet") as f:
                 table = pyarrow.parquet.read_table(f, columns=["a", "b"])
+        """
+    def stats(self) -> dict[str, Any]:
+        """Counters of this process's client: ``transport``, ``connections_opened``,
+        ``connections_open``, ``requests_sent``, ``requests_resent``, ``hedges_sent``,
+        ``hedges_won``, and the endpoint controller's ``concurrency_limit``,
+        ``in_flight``, ``throttles``, ``head_latency_median_s``,
+        ``goodput_best_bytes_per_s``.
+
+        Example::
+
+            print(client.stats()["requests_sent"])
         """
     def create_bucket(self, name: str) -> None:
         """Creates a bucket.

@@ -339,3 +339,56 @@ def test_bucket_calls(client):
     client.delete_bucket("py-made-here")
     with pytest.raises(ferry.NotFound):
         client.head("s3://py-made-here/k")
+
+
+def test_progress_callbacks(client, bucket, tmp_path):
+    data = blob(30 * MIB, seed=16)
+    seen = []
+
+    def cb(done, total):
+        seen.append((done, total))
+
+    client.put(f"s3://{bucket}/prog", data, callback=cb)
+    assert seen and seen[-1] == (len(data), len(data))
+    assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))
+    seen.clear()
+    path = tmp_path / "p.bin"
+    path.write_bytes(data[:9 * MIB])
+    client.put(f"s3://{bucket}/prog-path", path, callback=cb)
+    assert seen[-1] == (9 * MIB, 9 * MIB)
+    seen.clear()
+    client.put(f"s3://{bucket}/prog-file", io.BytesIO(data[:3 * MIB]), callback=cb)
+    assert seen[-1] == (3 * MIB, None)
+    seen.clear()
+    assert client.get(f"s3://{bucket}/prog", callback=cb) == data
+    assert seen[-1] == (len(data), len(data))
+    seen.clear()
+    got = client.get_many([f"s3://{bucket}/prog", f"s3://{bucket}/prog-path"], callback=cb)
+    assert [len(g) for g in got] == [len(data), 9 * MIB]
+    assert seen[-1] == (len(data) + 9 * MIB, len(data) + 9 * MIB)
+
+
+def test_a_raising_callback_stops_the_call(bucket):
+    from ferry.testing import FerryServer
+
+    with FerryServer(flags=["--rate-per-conn", "20000000"]) as srv:  # 20 MB/s: the get takes a while
+        c = srv.client()
+        c.create_bucket(bucket)
+        c.put(f"s3://{bucket}/big", blob(40 * MIB, seed=17))
+
+        def cb(done, total):
+            if done > 0:
+                raise RuntimeError("enough")
+
+        with pytest.raises(RuntimeError, match="enough"):
+            c.get(f"s3://{bucket}/big", callback=cb)
+
+
+def test_stats(server, bucket):
+    c = server.client(transport="h1-pool")
+    c.put(f"s3://{bucket}/st", b"x")
+    c.get(f"s3://{bucket}/st")
+    s = c.stats()
+    assert s["transport"] == "h1-pool"
+    assert s["requests_sent"] >= 2 and s["connections_opened"] >= 1
+    assert s["concurrency_limit"] >= 1 and s["throttles"] == 0

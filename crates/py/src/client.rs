@@ -13,7 +13,7 @@
 
 use crate::buffer::Buffer;
 use crate::errors::{bad_url, py_result, to_pyerr};
-use crate::runtime::{awaitable, block_on, enter, runtime};
+use crate::runtime::{awaitable, block_on, block_on_ticking, enter, runtime};
 use crate::{ops, settings};
 use bytes::Bytes;
 use ferry_engine::{ByteBudget, CoalescePolicy, Engine, GapEstimator, OpenAhead, OpenAheadOptions, RangesOptions};
@@ -299,8 +299,10 @@ async fn put_known(
     object: ObjectRef,
     source: PutSource,
     if_not_exists: bool,
+    progress: ops::Tracker,
 ) -> Result<PutResult, Error> {
     let params = ferry_engine::UploadParams { resume: false, ..Default::default() };
+    let on_bytes = progress_fn(&progress);
     if if_not_exists {
         let len = match &source {
             PutSource::Bytes(b) => b.len() as u64,
@@ -315,6 +317,9 @@ async fn put_known(
             };
             let put = PutParams { if_none_match_star: true, ..PutParams::default() };
             let out = engine.put(&object, payload, put).await?;
+            if let Some(p) = &on_bytes {
+                p(len);
+            }
             return Ok(PutResult { etag: out.etag, size: len, parts: 0 });
         }
         if engine.exists(&object).await? {
@@ -327,7 +332,7 @@ async fn put_known(
         }
     }
     let out = match source {
-        PutSource::Path(p) => ferry_engine::upload_file(&engine, &p, &object, &params, None).await?,
+        PutSource::Path(p) => ferry_engine::upload_file(&engine, &p, &object, &params, on_bytes).await?,
         PutSource::Bytes(b) => {
             let part = params.part_size as usize;
             let pieces: Vec<std::io::Result<Bytes>> =
@@ -337,7 +342,7 @@ async fn put_known(
             } else {
                 stream::iter(pieces).boxed()
             };
-            ferry_engine::upload_stream(&engine, body, &object, &params, None).await?
+            ferry_engine::upload_stream(&engine, body, &object, &params, on_bytes).await?
         }
     };
     Ok(PutResult { etag: out.etag, size: out.size, parts: out.parts })
@@ -558,6 +563,39 @@ impl GetIterator {
     }
 }
 
+/// A `callback(bytes_done, bytes_total)` fed from a tracker between waits: called when
+/// the count moved, and once at the end. `bytes_total` is `None` while unknown.
+fn reporter(
+    callback: Option<Py<PyAny>>,
+    progress: &ops::Tracker,
+    total_known: Option<u64>,
+) -> impl FnMut(Python<'_>) -> PyResult<()> {
+    let progress = progress.clone();
+    let mut last: Option<u64> = None;
+    move |py| {
+        let (Some(cb), Some(p)) = (&callback, &progress) else { return Ok(()) };
+        let done = p.done.load(std::sync::atomic::Ordering::Relaxed);
+        if last == Some(done) {
+            return Ok(());
+        }
+        last = Some(done);
+        let total = total_known.or_else(|| Some(p.total.load(std::sync::atomic::Ordering::Relaxed)).filter(|t| *t > 0));
+        cb.call1(py, (done, total)).map(|_| ())
+    }
+}
+
+/// The engine's progress function (bytes as they are sent) over a tracker.
+fn progress_fn(progress: &ops::Tracker) -> Option<ferry_engine::ProgressFn> {
+    let p = progress.clone()?;
+    Some(Arc::new(move |n| {
+        p.done.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }))
+}
+
+fn tracker(callback: &Option<Py<PyAny>>) -> ops::Tracker {
+    callback.as_ref().map(|_| Arc::new(ops::Progress::default()))
+}
+
 fn expires_of(expires: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(expires).map_err(|_| PyValueError::new_err(format!("expires={expires}: seconds, > 0")))
 }
@@ -631,15 +669,18 @@ impl Client {
     }
 
     /// The whole object as a `Buffer` (large objects in parallel ranged GETs, verified).
-    fn get(&self, py: Python<'_>, url: &str) -> PyResult<Buffer> {
+    #[pyo3(signature = (url, callback=None))]
+    fn get(&self, py: Python<'_>, url: &str, callback: Option<Py<PyAny>>) -> PyResult<Buffer> {
         let (engine, object) = (self.engine(py)?, self.object(url)?);
-        let r = block_on(py, ops::get_object(engine, object, None))?;
+        let progress = tracker(&callback);
+        let tick = reporter(callback, &progress, None);
+        let r = block_on_ticking(py, ops::get_object(engine, object, None, progress), tick)?;
         r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
     }
 
     fn get_async<'py>(&self, py: Python<'py>, url: &str) -> PyResult<Bound<'py, PyAny>> {
         let (engine, object) = (self.engine(py)?, self.object(url)?);
-        awaitable(py, async move { py_result(ops::get_object(engine, object, None).await).map(Buffer::new) })
+        awaitable(py, async move { py_result(ops::get_object(engine, object, None, None).await).map(Buffer::new) })
     }
 
     /// Bytes `start..end` (end exclusive) of an object.
@@ -712,7 +753,7 @@ impl Client {
     }
 
     /// Many objects, results in input order.
-    #[pyo3(signature = (urls, max_bytes_in_flight=None, concurrency=None, return_exceptions=false))]
+    #[pyo3(signature = (urls, max_bytes_in_flight=None, concurrency=None, return_exceptions=false, callback=None))]
     fn get_many(
         &self,
         py: Python<'_>,
@@ -720,11 +761,14 @@ impl Client {
         max_bytes_in_flight: Option<u64>,
         concurrency: Option<usize>,
         return_exceptions: bool,
+        callback: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyList>> {
         let (engine, objects) = (self.engine(py)?, self.urls(urls)?);
         let budget = max_bytes_in_flight.map(ByteBudget::new);
         let n = concurrency.unwrap_or(DEFAULT_CONCURRENCY);
-        let results = block_on(py, ops::get_many(engine, objects, n, budget))?;
+        let progress = tracker(&callback);
+        let tick = reporter(callback, &progress, None);
+        let results = block_on_ticking(py, ops::get_many(engine, objects, n, budget, progress), tick)?;
         buffers(py, results, return_exceptions)
     }
 
@@ -741,7 +785,7 @@ impl Client {
         let budget = max_bytes_in_flight.map(ByteBudget::new);
         let n = concurrency.unwrap_or(DEFAULT_CONCURRENCY);
         awaitable(py, async move {
-            let results = ops::get_many(engine, objects, n, budget).await;
+            let results = ops::get_many(engine, objects, n, budget, None).await;
             Python::attach(|py| buffers(py, results, return_exceptions))
         })
     }
@@ -755,17 +799,30 @@ impl Client {
 
     /// Stores `data`: bytes-like, a path (`str` or `os.PathLike`), a binary file object,
     /// or an iterable of bytes-like chunks. Multipart when large.
-    #[pyo3(signature = (url, data, if_not_exists=false))]
-    fn put(&self, py: Python<'_>, url: &str, data: &Bound<'_, PyAny>, if_not_exists: bool) -> PyResult<PutResult> {
+    #[pyo3(signature = (url, data, if_not_exists=false, callback=None))]
+    fn put(
+        &self,
+        py: Python<'_>,
+        url: &str,
+        data: &Bound<'_, PyAny>,
+        if_not_exists: bool,
+        callback: Option<Py<PyAny>>,
+    ) -> PyResult<PutResult> {
         let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let progress = tracker(&callback);
         if let Some(source) = put_source(data)? {
-            let r = block_on(py, put_known(engine, object, source, if_not_exists))?;
+            let total = match &source {
+                PutSource::Bytes(b) => Some(b.len() as u64),
+                PutSource::Path(p) => std::fs::metadata(p).ok().map(|m| m.len()),
+            };
+            let tick = reporter(callback, &progress, total);
+            let r = block_on_ticking(py, put_known(engine, object, source, if_not_exists, progress), tick)?;
             return r.map_err(|e| to_pyerr(py, e));
         }
         if if_not_exists {
             return Err(PyTypeError::new_err("if_not_exists takes bytes-like data or a path"));
         }
-        put_streamed(py, engine, object, data)
+        put_streamed(py, engine, object, data, progress, callback)
     }
 
     /// `put` for bytes-like data and paths.
@@ -781,7 +838,7 @@ impl Client {
         let Some(source) = put_source(data)? else {
             return Err(PyTypeError::new_err("put_async takes bytes-like data or a path; use put for file objects"));
         };
-        awaitable(py, async move { py_result(put_known(engine, object, source, if_not_exists).await) })
+        awaitable(py, async move { py_result(put_known(engine, object, source, if_not_exists, None).await) })
     }
 
     fn head(&self, py: Python<'_>, url: &str) -> PyResult<ObjectInfo> {
@@ -919,6 +976,28 @@ impl Client {
         }
     }
 
+    /// Counters of this process's client: the transport's (connections, requests,
+    /// re-sends, hedges) and the endpoint's adaptive concurrency controller's.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let engine = self.engine(py)?;
+        let t = engine.transport().stats();
+        let c = engine.controller().stats();
+        let d = PyDict::new(py);
+        d.set_item("transport", engine.transport().name())?;
+        d.set_item("connections_opened", t.connections_opened)?;
+        d.set_item("connections_open", t.connections_open)?;
+        d.set_item("requests_sent", t.requests_sent)?;
+        d.set_item("requests_resent", t.requests_resent)?;
+        d.set_item("hedges_sent", t.hedges_sent)?;
+        d.set_item("hedges_won", t.hedges_won)?;
+        d.set_item("concurrency_limit", c.limit)?;
+        d.set_item("in_flight", c.in_flight)?;
+        d.set_item("throttles", c.throttles)?;
+        d.set_item("head_latency_median_s", c.head_latency_median.as_secs_f64())?;
+        d.set_item("goodput_best_bytes_per_s", c.goodput_best)?;
+        Ok(d)
+    }
+
     fn create_bucket(&self, py: Python<'_>, name: String) -> PyResult<()> {
         let engine = self.engine(py)?;
         let r = block_on(py, async move { engine.create_bucket(&name).await })?;
@@ -935,7 +1014,14 @@ impl Client {
 /// `put` from a file object or an iterable: Python reads chunks (GIL held), Rust
 /// uploads them as they come (multipart once past one part), through a small channel
 /// whose sends wait with the GIL released.
-fn put_streamed(py: Python<'_>, engine: Engine, object: ObjectRef, data: &Bound<'_, PyAny>) -> PyResult<PutResult> {
+fn put_streamed(
+    py: Python<'_>,
+    engine: Engine,
+    object: ObjectRef,
+    data: &Bound<'_, PyAny>,
+    progress: ops::Tracker,
+    callback: Option<Py<PyAny>>,
+) -> PyResult<PutResult> {
     let read = if data.hasattr("read")? { Some(data.getattr("read")?) } else { None };
     let mut iter = match read {
         Some(_) => None,
@@ -946,8 +1032,10 @@ fn put_streamed(py: Python<'_>, engine: Engine, object: ObjectRef, data: &Bound<
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
     let body = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) }).boxed();
     let params = ferry_engine::UploadParams { resume: false, ..Default::default() };
+    let on_bytes = progress_fn(&progress);
+    let mut tick = reporter(callback, &progress, None);
     let task =
-        runtime(py).spawn(async move { ferry_engine::upload_stream(&engine, body, &object, &params, None).await });
+        runtime(py).spawn(async move { ferry_engine::upload_stream(&engine, body, &object, &params, on_bytes).await });
     let mut failure: Option<PyErr> = None;
     loop {
         let chunk = match (&read, &mut iter) {
@@ -975,13 +1063,17 @@ fn put_streamed(py: Python<'_>, engine: Engine, object: ObjectRef, data: &Bound<
         if sent.is_err() {
             break; // the upload ended (failed): its error is below
         }
+        if let Err(e) = tick(py) {
+            failure = Some(e);
+            break;
+        }
     }
     if failure.is_some() {
         // Fail the upload (it aborts any multipart upload it started), then raise.
         let _ = py.detach(|| tx.blocking_send(Err(std::io::Error::other("the Python data source raised"))));
     }
     drop(tx);
-    let r = block_on(py, task)?;
+    let r = block_on_ticking(py, task, tick)?;
     if let Some(e) = failure {
         return Err(e);
     }

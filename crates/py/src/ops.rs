@@ -25,8 +25,31 @@ use ferry_proto::checksum::{base64_decode, crc_combine, ChecksumAlgorithm, Check
 use ferry_store::{Error, GetParams, ObjectBody, ObjectInfo, ObjectRef, RangeSpec};
 use futures_util::stream::{self, StreamExt};
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use tokio::task::JoinSet;
+
+/// Bytes moved so far and the total when known (0 until then), shared with the waiting
+/// Python thread, which reports them to a `callback` between its waits (runtime.rs).
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub done: AtomicU64,
+    pub total: AtomicU64,
+}
+
+pub type Tracker = Option<Arc<Progress>>;
+
+fn add(p: &Tracker, n: usize) {
+    if let Some(p) = p {
+        p.done.fetch_add(n as u64, Relaxed);
+    }
+}
+
+fn add_total(p: &Tracker, n: u64) {
+    if let Some(p) = p {
+        p.total.fetch_add(n, Relaxed);
+    }
+}
 
 /// Objects above this are read in parallel parts: 2 x [`PART_SIZE`], so a split always
 /// gives at least two parts' worth of parallelism for the dropped first response.
@@ -38,31 +61,39 @@ pub const PART_SIZE: u64 = 8 * 1024 * 1024;
 pub const PART_CONCURRENCY: usize = 8;
 
 /// One object into memory (module note).
-pub async fn get_object(engine: Engine, object: ObjectRef, budget: Option<Arc<ByteBudget>>) -> Result<Bytes, Error> {
+pub async fn get_object(
+    engine: Engine,
+    object: ObjectRef,
+    budget: Option<Arc<ByteBudget>>,
+    progress: Tracker,
+) -> Result<Bytes, Error> {
     // A place under the endpoint's limit for the first GET; the parts of a large object
     // take places of their own once it is given back.
     let room = engine.admission().room().await;
     let out = engine.get(&object, GetParams::default()).await?;
     let size = out.meta.size;
+    add_total(&progress, size);
     if size <= SPLIT_AT || out.meta.etag.is_none() {
         let _held = match &budget {
             Some(b) => Some(b.acquire(size.min(b.total())).await),
             None => None,
         };
-        let bytes = collect_sized(out.body, size).await;
+        let bytes = collect_sized(out.body, size, &progress).await;
         drop(room);
         return bytes;
     }
     drop(out.body);
     drop(room);
-    get_parts(engine, object, out.meta).await
+    get_parts(engine, object, out.meta, progress).await
 }
 
 /// A body into one allocation of its announced size.
-pub async fn collect_sized(mut body: ObjectBody, size: u64) -> Result<Bytes, Error> {
+pub async fn collect_sized(mut body: ObjectBody, size: u64, progress: &Tracker) -> Result<Bytes, Error> {
     let mut out = Vec::with_capacity(size as usize);
     while let Some(chunk) = body.chunk().await {
-        out.extend_from_slice(&chunk?);
+        let chunk = chunk?;
+        out.extend_from_slice(&chunk);
+        add(progress, chunk.len());
     }
     Ok(Bytes::from(out))
 }
@@ -117,7 +148,7 @@ impl Drop for Shared {
 }
 
 /// Parallel ranged GETs of a known object into one buffer, verified (module note).
-pub async fn get_parts(engine: Engine, object: ObjectRef, meta: ObjectInfo) -> Result<Bytes, Error> {
+pub async fn get_parts(engine: Engine, object: ObjectRef, meta: ObjectInfo, progress: Tracker) -> Result<Bytes, Error> {
     let size = meta.size;
     let crc = full_crc(&meta);
     let algo = crc.as_ref().map(|c| c.0);
@@ -126,12 +157,12 @@ pub async fn get_parts(engine: Engine, object: ObjectRef, meta: ObjectInfo) -> R
     let gate = Arc::new(tokio::sync::Semaphore::new(PART_CONCURRENCY));
     let mut tasks = JoinSet::new();
     for (i, range) in parts.iter().cloned().enumerate() {
-        let (engine, object, etag, buf, gate) =
-            (engine.clone(), object.clone(), meta.etag.clone(), buf.clone(), gate.clone());
+        let (engine, object, etag, buf, gate, progress) =
+            (engine.clone(), object.clone(), meta.etag.clone(), buf.clone(), gate.clone(), progress.clone());
         tasks.spawn(async move {
             let _part = gate.acquire_owned().await;
             let _room = engine.admission().room().await;
-            fetch_part(&engine, &object, range, etag, algo, &buf).await.map(|crc| (i, crc))
+            fetch_part(&engine, &object, range, etag, algo, &buf, &progress).await.map(|crc| (i, crc))
         });
     }
     let mut crcs: Vec<Option<Vec<u8>>> = vec![None; parts.len()];
@@ -170,6 +201,7 @@ async fn fetch_part(
     etag: Option<String>,
     algo: Option<ChecksumAlgorithm>,
     buf: &Shared,
+    progress: &Tracker,
 ) -> Result<Option<Vec<u8>>, Error> {
     let params = GetParams {
         range: Some(RangeSpec::FromTo(range.start, range.end - 1)),
@@ -194,6 +226,7 @@ async fn fetch_part(
             h.update(&chunk);
         }
         at += chunk.len();
+        add(progress, chunk.len());
     }
     if at != end {
         return Err(Error::Integrity {
@@ -217,14 +250,15 @@ pub async fn get_many(
     objects: Vec<ObjectRef>,
     concurrency: usize,
     budget: Option<Arc<ByteBudget>>,
+    progress: Tracker,
 ) -> Vec<Result<Bytes, Error>> {
     let n = objects.len();
     let mut out: Vec<Option<Result<Bytes, Error>>> = (0..n).map(|_| None).collect();
     let mut done = stream::iter(objects.into_iter().enumerate())
         .map(|(i, o)| {
-            let (engine, budget) = (engine.clone(), budget.clone());
+            let (engine, budget, progress) = (engine.clone(), budget.clone(), progress.clone());
             // A task per object: each body is read on a task of its own.
-            let task = tokio::spawn(get_object(engine, o, budget));
+            let task = tokio::spawn(get_object(engine, o, budget, progress));
             async move { (i, task.await.unwrap_or_else(|e| Err(Error::Config(format!("get task failed: {e}"))))) }
         })
         .buffer_unordered(concurrency.max(1));
@@ -248,7 +282,7 @@ pub async fn get_range(
     let params = GetParams { range: Some(RangeSpec::FromTo(start, end - 1)), if_match, ..GetParams::default() };
     let out = engine.get(&object, params).await?;
     let len = out.range.map(|(a, b)| b + 1 - a).unwrap_or(out.meta.size);
-    collect_sized(out.body, len).await
+    collect_sized(out.body, len, &None).await
 }
 
 /// The ranges of one object, and where each goes in the caller's order.

@@ -59,16 +59,30 @@ where
     F: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
+    block_on_ticking(py, fut, |_| Ok(()))
+}
+
+/// [`block_on`], calling `tick` with the GIL held between waits (every
+/// [`SIGNAL_POLL`]) and once more when `fut` is done; an error from `tick` aborts the
+/// task and is returned.
+pub fn block_on_ticking<F, T>(py: Python<'_>, fut: F, mut tick: impl FnMut(Python<'_>) -> PyResult<()>) -> PyResult<T>
+where
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
     let rt = runtime(py);
     let mut task = rt.spawn(fut);
     loop {
         let waited = py.detach(|| rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut task).await }));
         match waited {
-            Ok(Ok(out)) => return Ok(out),
+            Ok(Ok(out)) => {
+                tick(py)?;
+                return Ok(out);
+            }
             Ok(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Ok(Err(e)) => return Err(pyo3::exceptions::PyRuntimeError::new_err(format!("ferry task ended: {e}"))),
             Err(_elapsed) => {
-                if let Err(e) = py.check_signals() {
+                if let Err(e) = py.check_signals().and_then(|()| tick(py)) {
                     task.abort();
                     return Err(e);
                 }
