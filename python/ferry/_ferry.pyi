@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import Any, Awaitable, Callable, Iterable, Iterator, Literal, Mapping, Sequence, overload
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Literal, Mapping, Sequence, overload
 
 from typing_extensions import Buffer as _BufferLike
 
@@ -66,17 +66,24 @@ class PutResult:
     #: Parts of a multipart upload; 0 for a single PUT.
     parts: int
 
-class ListIterator(Iterator[ObjectInfo]):
-    """Entries of `Client.list` in key order, fetched a page at a time as you iterate."""
+class ListIterator(Iterator[ObjectInfo], AsyncIterator[ObjectInfo]):
+    """Entries of `Client.list` in key order, fetched a page at a time as you iterate
+    (``for`` or ``async for``). One call at a time; an iterator made before a ``fork``
+    raises `RuntimeError` in the child."""
 
     def __iter__(self) -> ListIterator: ...
     def __next__(self) -> ObjectInfo: ...
+    def __aiter__(self) -> ListIterator: ...
+    def __anext__(self) -> Awaitable[ObjectInfo]: ...
 
-class GetIterator(Iterator[Buffer]):
-    """The objects of `Client.iter_get`, in order, the next ones opened ahead."""
+class GetIterator(Iterator[Buffer], AsyncIterator[Buffer]):
+    """The objects of `Client.iter_get`, in order, the next ones opened ahead (``for``
+    or ``async for``)."""
 
     def __iter__(self) -> GetIterator: ...
     def __next__(self) -> Buffer: ...
+    def __aiter__(self) -> GetIterator: ...
+    def __anext__(self) -> Awaitable[Buffer]: ...
 
 class Client:
     """A client of one endpoint, over ferry's Rust engine.

@@ -70,3 +70,31 @@ def test_async_in_two_event_loops(client, bucket):
     # Outside a running loop there is nothing to await on.
     with pytest.raises(RuntimeError):
         client.get_async(f"s3://{bucket}/two")
+
+
+def test_async_for_over_list_and_iter_get(client, bucket):
+    blobs = [blob(3000 + i, seed=i) for i in range(30)]
+    urls = [f"s3://{bucket}/ai/{i:02}" for i in range(30)]
+    for u, b in zip(urls, blobs):
+        client.put(u, b)
+
+    async def main():
+        keys = [e.key async for e in client.list(f"s3://{bucket}/ai/", recursive=True)]
+        assert keys == [f"ai/{i:02}" for i in range(30)]
+        got = [bytes(b) async for b in client.iter_get(urls)]
+        assert got == blobs
+        it = client.iter_get([urls[0], f"s3://{bucket}/ai/missing", urls[1]])
+        assert bytes(await it.__anext__()) == blobs[0]
+        with pytest.raises(ferry.NotFound):
+            await it.__anext__()
+        assert bytes(await it.__anext__()) == blobs[1]
+        with pytest.raises(StopAsyncIteration):
+            await it.__anext__()
+        # A second __anext__ while the first is pending is refused, not mixed up.
+        it = client.list(f"s3://{bucket}/ai/")
+        first = it.__anext__()
+        with pytest.raises(RuntimeError, match="in use"):
+            it.__anext__()
+        assert (await first).key == "ai/00"
+
+    asyncio.run(main())

@@ -23,7 +23,7 @@ use ferry_store::{
 };
 use futures_util::stream::{self, BoxStream, StreamExt};
 use pyo3::buffer::PyUntypedBuffer;
-use pyo3::exceptions::{PyStopIteration, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyStopAsyncIteration, PyStopIteration, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::collections::{BTreeMap, VecDeque};
@@ -489,12 +489,73 @@ fn same_process(pid: u32) -> PyResult<()> {
 
 type Entries = BoxStream<'static, Vec<Result<ObjectInfo, Error>>>;
 
+/// Where an iterator's Rust state is between calls: taken out while a `__next__` (or an
+/// `__anext__` awaitable) works on it, so no lock is held across a wait.
+enum Slot<T> {
+    Ready(T),
+    Busy,
+    Done,
+}
+
+struct IterState<T>(Mutex<Slot<T>>);
+
+impl<T> IterState<T> {
+    fn new(t: T) -> IterState<T> {
+        IterState(Mutex::new(Slot::Ready(t)))
+    }
+
+    /// The state to work on; `None` when the iterator is exhausted.
+    fn take(&self) -> PyResult<Option<T>> {
+        let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match std::mem::replace(&mut *slot, Slot::Busy) {
+            Slot::Ready(t) => Ok(Some(t)),
+            Slot::Done => {
+                *slot = Slot::Done;
+                Ok(None)
+            }
+            Slot::Busy => Err(pyo3::exceptions::PyRuntimeError::new_err(
+                "this iterator is in use by another call, or an earlier call on it was interrupted",
+            )),
+        }
+    }
+
+    /// Gives the state back (`None`: exhausted).
+    fn put(&self, t: Option<T>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = match t {
+            Some(t) => Slot::Ready(t),
+            None => Slot::Done,
+        };
+    }
+}
+
+/// A listing in progress: entries fetched but not yet handed out, and the stream.
+struct ListState {
+    ready: VecDeque<Result<ObjectInfo, Error>>,
+    stream: Entries,
+}
+
+impl ListState {
+    /// The next entry, fetching the next batch when none is ready; the state back
+    /// (`None` once the listing ended).
+    async fn next(mut self) -> (Option<ListState>, Option<Result<ObjectInfo, Error>>) {
+        loop {
+            if let Some(item) = self.ready.pop_front() {
+                return (Some(self), Some(item));
+            }
+            match self.stream.next().await {
+                Some(batch) => self.ready.extend(batch),
+                None => return (None, None),
+            }
+        }
+    }
+}
+
 /// The iterator `list` returns: entries in key order, a batch fetched per wake-up.
-#[pyclass(module = "ferry", name = "ListIterator")]
+/// Iterable with `for` and `async for`.
+#[pyclass(frozen, module = "ferry", name = "ListIterator")]
 pub struct ListIterator {
     pid: u32,
-    stream: Mutex<Option<Entries>>,
-    ready: Mutex<VecDeque<Result<ObjectInfo, Error>>>,
+    state: IterState<ListState>,
 }
 
 #[pymethods]
@@ -505,33 +566,52 @@ impl ListIterator {
 
     fn __next__(&self, py: Python<'_>) -> PyResult<ObjectInfo> {
         same_process(self.pid)?;
-        loop {
-            if let Some(item) = self.ready.lock().unwrap_or_else(|p| p.into_inner()).pop_front() {
-                return item.map_err(|e| to_pyerr(py, e));
-            }
-            let Some(mut s) = self.stream.lock().unwrap_or_else(|p| p.into_inner()).take() else {
-                return Err(PyStopIteration::new_err(()));
-            };
-            let (s, batch) = block_on(py, async move {
-                let batch = s.next().await;
-                (s, batch)
-            })?;
-            match batch {
-                Some(b) => {
-                    self.ready.lock().unwrap_or_else(|p| p.into_inner()).extend(b);
-                    *self.stream.lock().unwrap_or_else(|p| p.into_inner()) = Some(s);
-                }
-                None => return Err(PyStopIteration::new_err(())),
-            }
+        let Some(state) = self.state.take()? else { return Err(PyStopIteration::new_err(())) };
+        let (state, item) = block_on(py, state.next())?;
+        self.state.put(state);
+        match item {
+            Some(r) => r.map_err(|e| to_pyerr(py, e)),
+            None => Err(PyStopIteration::new_err(())),
         }
+    }
+
+    fn __aiter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __anext__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let me = slf.get();
+        same_process(me.pid)?;
+        let state = me.state.take()?;
+        let owner: Py<ListIterator> = slf.clone().unbind();
+        awaitable(py, async move {
+            let Some(state) = state else { return Err(PyStopAsyncIteration::new_err(())) };
+            let (state, item) = state.next().await;
+            Python::attach(|py| owner.bind(py).get().state.put(state));
+            match item {
+                Some(r) => py_result(r),
+                None => Err(PyStopAsyncIteration::new_err(())),
+            }
+        })
+    }
+}
+
+/// The next object of an open-ahead reader, whole; the reader back (`None` at the end).
+async fn next_object(mut reader: OpenAhead) -> (Option<OpenAhead>, Option<Result<Bytes, Error>>) {
+    match reader.next().await {
+        Some(Ok(opened)) => (Some(reader), Some(opened.collect().await)),
+        Some(Err(e)) => (Some(reader), Some(Err(e))),
+        None => (None, None),
     }
 }
 
 /// The iterator `iter_get` returns: one `Buffer` per URL, in order, opened ahead.
-#[pyclass(module = "ferry", name = "GetIterator")]
+/// Iterable with `for` and `async for`.
+#[pyclass(frozen, module = "ferry", name = "GetIterator")]
 pub struct GetIterator {
     pid: u32,
-    reader: Mutex<Option<OpenAhead>>,
+    state: IterState<OpenAhead>,
 }
 
 #[pymethods]
@@ -542,24 +622,34 @@ impl GetIterator {
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Buffer> {
         same_process(self.pid)?;
-        let Some(mut reader) = self.reader.lock().unwrap_or_else(|p| p.into_inner()).take() else {
-            return Err(PyStopIteration::new_err(()));
-        };
-        let (reader, item) = block_on(py, async move {
-            let item = match reader.next().await {
-                Some(Ok(opened)) => Some(opened.collect().await),
-                Some(Err(e)) => Some(Err(e)),
-                None => None,
-            };
-            (reader, item)
-        })?;
+        let Some(reader) = self.state.take()? else { return Err(PyStopIteration::new_err(())) };
+        let (reader, item) = block_on(py, next_object(reader))?;
+        self.state.put(reader);
         match item {
-            Some(r) => {
-                *self.reader.lock().unwrap_or_else(|p| p.into_inner()) = Some(reader);
-                r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
-            }
+            Some(r) => r.map(Buffer::new).map_err(|e| to_pyerr(py, e)),
             None => Err(PyStopIteration::new_err(())),
         }
+    }
+
+    fn __aiter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __anext__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let me = slf.get();
+        same_process(me.pid)?;
+        let reader = me.state.take()?;
+        let owner: Py<GetIterator> = slf.clone().unbind();
+        awaitable(py, async move {
+            let Some(reader) = reader else { return Err(PyStopAsyncIteration::new_err(())) };
+            let (reader, item) = next_object(reader).await;
+            Python::attach(|py| owner.bind(py).get().state.put(reader));
+            match item {
+                Some(r) => py_result(r).map(Buffer::new),
+                None => Err(PyStopAsyncIteration::new_err(())),
+            }
+        })
     }
 }
 
@@ -794,7 +884,7 @@ impl Client {
     fn iter_get(&self, py: Python<'_>, urls: &Bound<'_, PyAny>) -> PyResult<GetIterator> {
         let (engine, objects) = (self.engine(py)?, self.urls(urls)?);
         let reader = enter(py, || OpenAhead::from_list(&engine, objects, OpenAheadOptions::default()));
-        Ok(GetIterator { pid: std::process::id(), reader: Mutex::new(Some(reader)) })
+        Ok(GetIterator { pid: std::process::id(), state: IterState::new(reader) })
     }
 
     /// Stores `data`: bytes-like, a path (`str` or `os.PathLike`), a binary file object,
@@ -904,8 +994,7 @@ impl Client {
         };
         Ok(ListIterator {
             pid: std::process::id(),
-            stream: Mutex::new(Some(entries)),
-            ready: Mutex::new(VecDeque::new()),
+            state: IterState::new(ListState { ready: VecDeque::new(), stream: entries }),
         })
     }
 
