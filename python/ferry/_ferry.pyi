@@ -85,6 +85,15 @@ class GetIterator(Iterator[Buffer], AsyncIterator[Buffer]):
     def __aiter__(self) -> GetIterator: ...
     def __anext__(self) -> Awaitable[Buffer]: ...
 
+class PendingRange:
+    """A range fetched in the background (`Client._get_range_ahead`: the read-ahead of
+    `Client.open`'s files); dropping it aborts the fetch."""
+
+    start: int
+    end: int
+    def result(self) -> Buffer:
+        """The bytes, waiting for them with the GIL released (once)."""
+
 class Client:
     """A client of one endpoint, over ferry's Rust engine.
 
@@ -355,4 +364,6 @@ class Client:
 
             client.delete_bucket("scratch")
         """
+    def _get_range_if_match(self, url: str, start: int, end: int, etag: str | None = None) -> Buffer: ...
+    def _get_range_ahead(self, url: str, start: int, end: int, etag: str | None = None) -> PendingRange: ...
     def __reduce__(self) -> tuple[Any, ...]: ...

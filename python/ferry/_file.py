@@ -6,6 +6,12 @@ a file never mixes two versions of an object: a change in between raises
 at the position read (a sequential reader makes one GET per block; a reader of a
 Parquet footer one GET for the footer's block); a read larger than a block is fetched
 as it is, straight into the caller's buffer.
+
+Read-ahead: once a block is fetched where the previous one ended (the reader is going
+through the object in order), the next block is requested in the background
+(`Client._get_range_ahead`, a task on ferry's runtime) while the caller reads this one,
+so a sequential reader waits for first bytes only at its start. A seek elsewhere drops
+the block read ahead (its request is aborted).
 """
 
 from __future__ import annotations
@@ -33,6 +39,10 @@ class ObjectFile(io.RawIOBase):
         self._pos = 0
         self._block_start = 0
         self._block = memoryview(b"")
+        self._ahead = None  # PendingRange of the block after the current one
+        #: Blocks served by read-ahead, and blocks fetched while the reader waited.
+        self.ahead_hits = 0
+        self.fetches = 0
 
     # io.RawIOBase
     def readable(self) -> bool:
@@ -61,7 +71,25 @@ class ObjectFile(io.RawIOBase):
         return pos
 
     def _fetch(self, start: int, end: int):
+        self.fetches += 1
         return self._client._get_range_if_match(self.url, start, end, self.etag)
+
+    def _load_block(self) -> None:
+        """Makes the block at the position current, from read-ahead when it has it."""
+        start = self._pos
+        end = min(self.size, start + self._block_size)
+        sequential = start == self._block_start + len(self._block) and len(self._block) > 0
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead.start == start and ahead.end == end:
+            self._block = memoryview(ahead.result())
+            self.ahead_hits += 1
+        else:
+            del ahead  # dropped: its request is aborted
+            self._block = memoryview(self._fetch(start, end))
+        self._block_start = start
+        if sequential and end < self.size:
+            nxt = min(self.size, end + self._block_size)
+            self._ahead = self._client._get_range_ahead(self.url, end, nxt, self.etag)
 
     def _cached(self, n: int) -> memoryview | None:
         """Up to `n` bytes at the position from the current block, if it holds the position."""
@@ -83,9 +111,7 @@ class ObjectFile(io.RawIOBase):
                 out[:len(data)] = data
                 self._pos += len(data)
                 return len(data)
-            end = min(self.size, self._pos + self._block_size)
-            self._block = memoryview(self._fetch(self._pos, end))
-            self._block_start = self._pos
+            self._load_block()
             got = self._cached(n)
             if got is None:
                 return 0
@@ -121,6 +147,10 @@ class ObjectFile(io.RawIOBase):
         data = bytes(self._fetch(self._pos, self.size))
         self._pos += len(data)
         return data
+
+    def close(self) -> None:
+        self._ahead = None
+        super().close()
 
     def __repr__(self) -> str:
         return f"<ferry.ObjectFile {self.url!r} size={self.size} pos={self._pos}>"

@@ -321,6 +321,25 @@ def test_open_file_object(client, bucket):
         assert f.read(1000) == data[:1000]
 
 
+def test_open_reads_ahead_when_sequential(client, bucket):
+    data = blob(10 * MIB + 5, seed=18)
+    url = f"s3://{bucket}/ahead"
+    client.put(url, data)
+    with client.open(url, block_size=MIB) as f:
+        out = bytearray()
+        while chunk := f.read(64 * 1024):
+            out += chunk
+        assert bytes(out) == data
+        # 11 blocks: the first two fetched while the reader waited, the rest read ahead.
+        assert (f.fetches, f.ahead_hits) == (2, 9)
+    with client.open(url, block_size=MIB) as f:
+        f.seek(5 * MIB)
+        assert f.read(10) == data[5 * MIB:5 * MIB + 10]
+        f.seek(100)  # random access: no read-ahead taken
+        assert f.read(10) == data[100:110]
+        assert f.ahead_hits == 0
+
+
 def test_open_pins_the_version(client, bucket):
     url = f"s3://{bucket}/pinned"
     client.put(url, blob(3 * MIB, seed=12))

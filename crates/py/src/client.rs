@@ -653,6 +653,41 @@ impl GetIterator {
     }
 }
 
+/// A range being fetched in the background (`Client._get_range_ahead`); dropping it
+/// aborts the fetch.
+#[pyclass(frozen, module = "ferry", name = "PendingRange")]
+pub struct PendingRange {
+    pid: u32,
+    #[pyo3(get)]
+    start: u64,
+    #[pyo3(get)]
+    end: u64,
+    task: Mutex<Option<tokio::task::JoinHandle<Result<Bytes, Error>>>>,
+}
+
+#[pymethods]
+impl PendingRange {
+    /// The bytes, waiting for them with the GIL released (once).
+    fn result(&self, py: Python<'_>) -> PyResult<Buffer> {
+        same_process(self.pid)?;
+        let Some(task) = self.task.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err("this range was already taken"));
+        };
+        match block_on(py, task)? {
+            Ok(r) => r.map(Buffer::new).map_err(|e| to_pyerr(py, e)),
+            Err(e) => Err(pyo3::exceptions::PyRuntimeError::new_err(format!("range task failed: {e}"))),
+        }
+    }
+}
+
+impl Drop for PendingRange {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+            task.abort();
+        }
+    }
+}
+
 /// A `callback(bytes_done, bytes_total)` fed from a tracker between waits: called when
 /// the count moved, and once at the end. `bytes_total` is `None` while unknown.
 fn reporter(
@@ -799,6 +834,22 @@ impl Client {
         let (engine, object) = (self.engine(py)?, self.object(url)?);
         let r = block_on(py, ops::get_range(engine, object, start, end, etag))?;
         r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
+    }
+
+    /// `_get_range_if_match` started now, its bytes taken later (`PendingRange.result`):
+    /// the read-ahead of `open`'s file objects.
+    #[pyo3(signature = (url, start, end, etag=None))]
+    fn _get_range_ahead(
+        &self,
+        py: Python<'_>,
+        url: &str,
+        start: u64,
+        end: u64,
+        etag: Option<String>,
+    ) -> PyResult<PendingRange> {
+        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let task = runtime(py).spawn(ops::get_range(engine, object, start, end, etag));
+        Ok(PendingRange { pid: std::process::id(), start, end, task: Mutex::new(Some(task)) })
     }
 
     /// Many ranges of one object, coalesced into fewer GETs by the engine.

@@ -28,6 +28,7 @@ fn _ferry(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::PutResult>()?;
     m.add_class::<client::ListIterator>()?;
     m.add_class::<client::GetIterator>()?;
+    m.add_class::<client::PendingRange>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
