@@ -118,7 +118,11 @@ py_hash="$(cd "$ROOT" && find pyproject.toml python crates/py crates/engine crat
 py_stamp="$VENV/.ferry-py-source"
 if [[ "$(cat "$py_stamp" 2>/dev/null)" != "$py_hash" ]] || ! "$VENV/bin/python" -c 'import ferry' >/dev/null 2>&1; then
     say "pip install . (the ferry Python package) into .venv"
-    run py-package env PATH="$VENV/bin:$PATH" "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+    # One abi3 wheel for CPython 3.11+; older ones get a module of their own version.
+    py_args=""
+    "$VENV/bin/python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || py_args="--no-default-features"
+    run py-package env PATH="$VENV/bin:$PATH" MATURIN_PEP517_ARGS="$py_args" \
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
         --no-build-isolation --no-deps --force-reinstall "$ROOT"
     echo "$py_hash" >"$py_stamp"
 fi

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import io
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-import ferry.arrow
+# Optional extras (scripts/requirements.txt pins them for CPython 3.11+).
+np = pytest.importorskip("numpy")
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+import ferry.arrow  # noqa: E402
 
 
 def _parquet(n: int, seed: int, row_group_size: int = 20_000) -> tuple[pa.Table, bytes]:

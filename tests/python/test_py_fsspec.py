@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import pickle
 
-import fsspec
-import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 import pytest
 
-import ferry
-from ferry.fsspec import FerryFileSystem, register
+# Optional extras (scripts/requirements.txt pins them for CPython 3.11+): where absent,
+# these tests are reported skipped with the reason.
+fsspec = pytest.importorskip("fsspec")
+np = pytest.importorskip("numpy")
+pd = pytest.importorskip("pandas")
+pa = pytest.importorskip("pyarrow")
+ds = pytest.importorskip("pyarrow.dataset")
+pq = pytest.importorskip("pyarrow.parquet")
 
-from test_py_calls import blob
+import ferry  # noqa: E402
+from ferry.fsspec import FerryFileSystem, register  # noqa: E402
+
+from test_py_calls import blob  # noqa: E402
 
 
 @pytest.fixture

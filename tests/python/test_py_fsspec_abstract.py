@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import itertools
 
-import fsspec
-import fsspec.tests.abstract as abstract
 import pytest
+
+fsspec = pytest.importorskip("fsspec")
+abstract = pytest.importorskip("fsspec.tests.abstract")
 
 _roots = itertools.count(1)
 

@@ -5,6 +5,7 @@ CRC64NVME; the parallel ranged parts of a large `get` by their CRCs combined).""
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 
@@ -73,10 +74,7 @@ def proxy(server):
 
 
 def test_corrupted_bytes_raise_integrity(server, client, bucket, proxy):
-    import numpy as np
-
-    small = np.random.default_rng(50).integers(0, 256, 300_000, dtype=np.uint8).tobytes()
-    large = np.random.default_rng(51).integers(0, 256, 20 * MIB, dtype=np.uint8).tobytes()
+    small, large = random.Random(50).randbytes(300_000), random.Random(51).randbytes(20 * MIB)
     client.put(f"s3://{bucket}/small", small)
     client.put(f"s3://{bucket}/large", large)
 

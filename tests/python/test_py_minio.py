@@ -7,6 +7,7 @@ with the reason."""
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -16,7 +17,6 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import ferry
@@ -80,7 +80,7 @@ def mc(minio):
 
 
 def blob(n, seed):
-    return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8).tobytes()
+    return random.Random(seed).randbytes(n)
 
 
 def test_round_trips(mc):

@@ -34,9 +34,12 @@ use std::time::{Duration, SystemTime};
 /// Objects in flight in `get_many` by default, as the command line's `--concurrency`:
 /// enough to hide S3's ~30 ms first byte behind 16 KiB objects (LAB.md).
 const DEFAULT_CONCURRENCY: usize = 64;
-/// Bytes read from a file object (or taken from an iterable) per chunk handed to Rust.
+/// Bytes read from a file object per chunk handed to Rust: 1 MiB, so a chunk's hand-off
+/// (a channel send, the GIL released and taken back) is small beside its bytes, while the
+/// upload's 8 MiB parts are cut from a few chunks and the channel (4 chunks) holds little.
 const READ_CHUNK: usize = 1024 * 1024;
-/// Listing entries handed to Python per wake-up of the listing task.
+/// Listing entries handed to Python per wake-up of the listing task: S3's page (1,000
+/// keys), so a wake-up usually brings a whole page.
 const LIST_BATCH: usize = 1000;
 
 #[derive(Clone, Debug)]
