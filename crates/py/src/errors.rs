@@ -1,0 +1,61 @@
+//! ferry-store's one `Error` (by meaning) as Python exceptions.
+//!
+//! The classes live in Python (`ferry/exceptions.py`), because `NotFound` is also a
+//! `FileNotFoundError` and `Auth` also a `PermissionError`, and multiple inheritance
+//! from the builtin exceptions is plain there. This module looks a class up by name
+//! and raises an instance carrying `request_id`, `code` and `status`:
+//!
+//! ```text
+//! Error::NotFound     ─► ferry.NotFound      (FileNotFoundError)
+//! Error::Precondition ─► ferry.Precondition
+//! Error::Throttled    ─► ferry.Throttled
+//! Error::Auth         ─► ferry.Auth          (PermissionError)
+//! Error::Transport    ─► ferry.Transport     (ConnectionError)
+//! Error::Protocol     ─► ferry.Protocol
+//! Error::Integrity    ─► ferry.Integrity
+//! Error::Service      ─► ferry.ServiceError
+//! Error::Config       ─► ferry.ConfigError   (ValueError)
+//! Error::Io           ─► OSError with the errno and the path
+//! ```
+
+use ferry_store::Error;
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+/// The Python exception for `e`.
+pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
+    let class = match &e {
+        Error::NotFound { .. } => "NotFound",
+        Error::Precondition { .. } => "Precondition",
+        Error::Throttled { .. } => "Throttled",
+        Error::Auth { .. } => "Auth",
+        Error::Transport(_) => "Transport",
+        Error::Protocol { .. } => "Protocol",
+        Error::Integrity { .. } => "Integrity",
+        Error::Config(_) => "ConfigError",
+        Error::Io { path, error } => {
+            let errno = error.raw_os_error().unwrap_or(0);
+            return PyOSError::new_err((errno, e.to_string(), path.clone()));
+        }
+        _ => "ServiceError",
+    };
+    let made = (|| -> PyResult<PyErr> {
+        let cls = py.import("ferry.exceptions")?.getattr(class)?;
+        let exc = cls.call1((e.to_string(),))?;
+        exc.setattr("request_id", e.request_id())?;
+        exc.setattr("code", e.code())?;
+        exc.setattr("status", e.status())?;
+        Ok(PyErr::from_value(exc))
+    })();
+    made.unwrap_or_else(|err| PyRuntimeError::new_err(format!("{e} (and ferry.exceptions failed: {err})")))
+}
+
+/// Maps a result's error, attaching to Python for it (async tasks run without the GIL).
+pub fn py_result<T>(r: Result<T, Error>) -> PyResult<T> {
+    r.map_err(|e| Python::attach(|py| to_pyerr(py, e)))
+}
+
+/// A bad URL: `ValueError`, before anything is sent.
+pub fn bad_url(url: &str, why: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(format!("{url:?}: {why}"))
+}

@@ -1,0 +1,34 @@
+//! ferry-py: the PyO3 glue of the `ferry` Python package (`ferry._ferry`). The package's
+//! Python half (python/ferry: exceptions, `open`'s file object, the pytest fixture) sits
+//! beside it; the work is done here, over ferry-engine and the `ObjectStore` trait.
+//!
+//! ```text
+//! ferry.Client ─► client.rs (settings, URLs, Python types) ─► ops.rs / ferry-engine
+//!                   │                                           └─► dyn ObjectStore
+//!                   ├─ runtime.rs: one Tokio runtime per process (fork-safe), GIL released,
+//!                   │              asyncio awaitables through pyo3-async-runtimes
+//!                   ├─ buffer.rs:  ferry.Buffer, bytes out through the buffer protocol
+//!                   └─ errors.rs:  ferry-store's Error ─► ferry.NotFound, ferry.Auth, ...
+//! ```
+
+mod buffer;
+mod client;
+mod errors;
+mod ops;
+mod runtime;
+mod settings;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _ferry(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<client::Client>()?;
+    m.add_class::<buffer::Buffer>()?;
+    m.add_class::<client::ObjectInfo>()?;
+    m.add_class::<client::PutResult>()?;
+    m.add_class::<client::ListIterator>()?;
+    m.add_class::<client::GetIterator>()?;
+    m.add_class::<client::PendingRange>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,47 @@
+"""ferry: a fast object-storage client (S3 and the services that speak its API).
+
+Rust does the work (ferry's engine: parallel ranged GETs, coalesced ranges, open-ahead,
+parallel listing, batch deletes, end-to-end checksums); Python gets `ferry.Buffer`s it
+can read without a copy, iterators, file objects, and asyncio twins of the calls.
+
+    import ferry
+    client = ferry.Client(endpoint_url="http://127.0.0.1:9000")
+    client.put("s3://bucket/hello.txt", b"hello")
+    assert bytes(client.get("s3://bucket/hello.txt")) == b"hello"
+"""
+
+from __future__ import annotations
+
+from ferry._ferry import Buffer, Client, GetIterator, ListIterator, ObjectInfo, PutResult, __version__
+from ferry.exceptions import (
+    Auth,
+    ConfigError,
+    Error,
+    Integrity,
+    NotFound,
+    Precondition,
+    Protocol,
+    ServiceError,
+    Throttled,
+    Transport,
+)
+
+__all__ = [
+    "Client",
+    "Buffer",
+    "ObjectInfo",
+    "PutResult",
+    "ListIterator",
+    "GetIterator",
+    "Error",
+    "NotFound",
+    "Precondition",
+    "Throttled",
+    "Auth",
+    "Transport",
+    "Protocol",
+    "Integrity",
+    "ServiceError",
+    "ConfigError",
+    "__version__",
+]

@@ -1,0 +1,369 @@
+"""Type stubs of ferry's Rust extension (crates/py). Every call has a sync form that
+releases the GIL while it waits, and most an ``*_async`` twin awaitable on asyncio
+(call it inside a running event loop)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Literal, Mapping, Sequence, overload
+
+from typing_extensions import Buffer as _BufferLike
+
+__version__: str
+
+Transport = Literal["auto", "h1-pool", "h1-pipeline", "h2"]
+Credentials = Mapping[str, str | None] | tuple[str, str] | tuple[str, str, str | None] | Literal["anonymous"] | bool
+
+class Buffer:
+    """Bytes received by Rust, exposed through the buffer protocol without a copy.
+
+    Read-only, one-dimensional, format ``B``. ``memoryview(buf)``,
+    ``numpy.frombuffer(buf, dtype=numpy.uint8)``, ``pyarrow.py_buffer(buf)``,
+    ``hashlib.sha256(buf)`` and ``file.write(buf)`` all read the same memory;
+    ``bytes(buf)`` copies.
+
+    Example::
+
+        buf = client.get("s3://bucket/array.bin")
+        arr = numpy.frombuffer(buf, dtype=numpy.float32)   # no copy
+    """
+
+    def __len__(self) -> int: ...
+    def __bytes__(self) -> bytes: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    def __eq__(self, other: object) -> bool:
+        """Equal to another Buffer or any bytes-like object with the same bytes."""
+    def to_bytes(self) -> bytes:
+        """A copy as ``bytes`` (the same as ``bytes(buf)``)."""
+
+class ObjectInfo:
+    """What the store says about an object (`Client.head`), or one entry of
+    `Client.list` (where ``content_type``, ``metadata`` and ``checksum`` are not known,
+    and a "directory" of a non-recursive listing has ``is_dir=True``)."""
+
+    url: str
+    bucket: str
+    key: str
+    size: int
+    etag: str | None
+    content_type: str | None
+    metadata: dict[str, str]
+    #: The stored full-object checksum (base64), from HEAD.
+    checksum: str | None
+    #: ``"CRC64NVME"``, ``"CRC32C"``, ...
+    checksum_algorithm: str | None
+    is_dir: bool
+    @property
+    def last_modified(self) -> datetime.datetime | None:
+        """Last-Modified, timezone-aware (UTC)."""
+
+class PutResult:
+    """What `Client.put` stored."""
+
+    etag: str | None
+    size: int
+    #: Parts of a multipart upload; 0 for a single PUT.
+    parts: int
+
+class ListIterator(Iterator[ObjectInfo], AsyncIterator[ObjectInfo]):
+    """Entries of `Client.list` in key order, fetched a page at a time as you iterate
+    (``for`` or ``async for``). One call at a time; an iterator made before a ``fork``
+    raises `RuntimeError` in the child."""
+
+    def __iter__(self) -> ListIterator: ...
+    def __next__(self) -> ObjectInfo: ...
+    def __aiter__(self) -> ListIterator: ...
+    def __anext__(self) -> Awaitable[ObjectInfo]: ...
+
+class GetIterator(Iterator[Buffer], AsyncIterator[Buffer]):
+    """The objects of `Client.iter_get`, in order, the next ones opened ahead (``for``
+    or ``async for``)."""
+
+    def __iter__(self) -> GetIterator: ...
+    def __next__(self) -> Buffer: ...
+    def __aiter__(self) -> GetIterator: ...
+    def __anext__(self) -> Awaitable[Buffer]: ...
+
+class PendingRange:
+    """A range fetched in the background (`Client._get_range_ahead`: the read-ahead of
+    `Client.open`'s files); dropping it aborts the fetch."""
+
+    start: int
+    end: int
+    def result(self) -> Buffer:
+        """The bytes, waiting for them with the GIL released (once)."""
+
+class Client:
+    """A client of one endpoint, over ferry's Rust engine.
+
+    Settings not given are found as the AWS SDKs and the ``ferry`` command line find
+    them: ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` / the profile's
+    ``endpoint_url``; ``AWS_REGION`` / the profile's ``region``; credentials from
+    ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``, then ``~/.aws/credentials`` and
+    ``~/.aws/config`` (``AWS_PROFILE`` or ``profile``).
+
+    Args:
+        endpoint_url: ``http://127.0.0.1:9000``, ``https://s3.eu-west-1.amazonaws.com``.
+        region: the region requests are signed for.
+        profile: a profile of the shared AWS files.
+        credentials: ``{"access_key_id": ..., "secret_access_key": ..., "session_token": ...}``,
+            a ``(key, secret)`` tuple, or ``"anonymous"`` for unsigned requests.
+        transport: ``"auto"`` (default), ``"h1-pool"``, ``"h1-pipeline"`` or ``"h2"``.
+        max_connections: a cap on the transport's connections.
+
+    The client is safe to share between threads, survives ``fork`` (a child builds its
+    own runtime and connections on first use, e.g. in PyTorch DataLoader workers) and
+    pickles as its settings (explicit credentials included), so ``spawn`` workers and
+    Dask tasks rebuild it.
+
+    Example::
+
+        import ferry
+        client = ferry.Client("http://127.0.0.1:9000",
+                              credentials={"access_key_id": "ferry", "secret_access_key": "ferry-secret"})
+        client.put("s3://bucket/hello.txt", b"hello")
+        assert bytes(client.get("s3://bucket/hello.txt")) == b"hello"
+    """
+
+    def __init__(
+        self,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        profile: str | None = None,
+        credentials: Credentials | None = None,
+        transport: Transport = "auto",
+        max_connections: int | None = None,
+    ) -> None: ...
+    @property
+    def endpoint_url(self) -> str:
+        """The endpoint in force."""
+    def get(self, url: str, callback: Callable[[int, int | None], object] | None = None) -> Buffer:
+        """The whole object. Objects above 16 MiB are read in parallel 8 MiB ranged GETs
+        (pinned to one ETag) into one buffer and checked against the stored full-object
+        CRC; smaller ones in one GET, checked by the store. ``callback(bytes_done,
+        bytes_total)`` is called from this thread as bytes arrive (every 100 ms at
+        most) and at the end; an exception it raises stops the call.
+
+        Example::
+
+            buf = client.get("s3://bucket/table.parquet")
+            table = pyarrow.parquet.read_table(pyarrow.BufferReader(buf))
+        """
+    def get_async(self, url: str) -> Awaitable[Buffer]:
+        """`get`, awaitable.
+
+        Example::
+
+            buf = await client.get_async("s3://bucket/key")
+        """
+    def get_range(self, url: str, start: int, end: int) -> Buffer:
+        """Bytes ``start`` to ``end`` (exclusive, as Python slices count) of an object.
+
+        Example::
+
+            header = client.get_range("s3://bucket/file.bin", 0, 4096)
+        """
+    def get_range_async(self, url: str, start: int, end: int) -> Awaitable[Buffer]:
+        """`get_range`, awaitable.
+
+        Example::
+
+            header = await client.get_range_async("s3://bucket/file.bin", 0, 4096)
+        """
+    def get_ranges(
+        self, url_or_urls: str | Sequence[str], starts: Sequence[int], ends: Sequence[int], max_gap: int | None = None
+    ) -> list[Buffer]:
+        """Many ranges (``end`` exclusive) of one object, or of several (one URL per
+        range), in the order asked. Nearby ranges of an object are coalesced into fewer
+        GETs by the engine: it reads through holes smaller than the measured first-byte
+        time x bandwidth, or than ``max_gap`` bytes when given (0: only touching ranges
+        merge). The result holds exactly the bytes asked for; all ranges of an object
+        come from one version (If-Match on its ETag).
+
+        Example::
+
+            a, b = client.get_ranges("s3://bucket/table.hfile", [0, 1_000_000], [64, 1_000_100])
+            x, y = client.get_ranges(["s3://b/f1", "s3://b/f2"], [0, 0], [100, 100])
+        """
+    def get_ranges_async(
+        self, url_or_urls: str | Sequence[str], starts: Sequence[int], ends: Sequence[int], max_gap: int | None = None
+    ) -> Awaitable[list[Buffer]]:
+        """`get_ranges`, awaitable.
+
+        Example::
+
+            parts = await client.get_ranges_async("s3://bucket/f", [0, 100], [10, 200])
+        """
+    @overload
+    def get_many(
+        self,
+        urls: Iterable[str],
+        max_bytes_in_flight: int | None = None,
+        concurrency: int | None = None,
+        return_exceptions: Literal[False] = False,
+        callback: Callable[[int, int | None], object] | None = None,
+    ) -> list[Buffer]: ...
+    @overload
+    def get_many(
+        self,
+        urls: Iterable[str],
+        max_bytes_in_flight: int | None = None,
+        concurrency: int | None = None,
+        return_exceptions: bool = ...,
+        callback: Callable[[int, int | None], object] | None = None,
+    ) -> list[Buffer | Exception]: ...
+    def get_many(self, urls, max_bytes_in_flight=None, concurrency=None, return_exceptions=False, callback=None):
+        """Many objects at once, scheduled in Rust (64 in flight by default, below the
+        endpoint's adaptive limit; large ones split as in `get`), results in input
+        order. ``max_bytes_in_flight`` bounds the bytes being received at once. With
+        ``return_exceptions=True`` a failed object's place holds its exception (as
+        ``asyncio.gather``); otherwise the first failure raises. ``callback`` as in
+        `get` (the total grows as the objects' sizes become known).
+
+        Example::
+
+            bufs = client.get_many([f"s3://bucket/shard-{i}.bin" for i in range(1000)])
+        """
+    def get_many_async(
+        self,
+        urls: Iterable[str],
+        max_bytes_in_flight: int | None = None,
+        concurrency: int | None = None,
+        return_exceptions: bool = False,
+    ) -> Awaitable[list[Any]]:
+        """`get_many`, awaitable.
+
+        Example::
+
+            bufs = await client.get_many_async(urls)
+        """
+    def iter_get(self, urls: Iterable[str]) -> GetIterator:
+        """The objects one at a time, in order, with the next ones opened ahead (the
+        engine's open-ahead: a window that grows from 8 to 32 while first bytes are
+        still waited for) and bounded read-ahead memory. A failed object raises in its
+        place; iterating on continues with the next.
+
+        Example::
+
+            for buf in client.iter_get(urls):
+                consume(buf)
+        """
+    def put(
+        self,
+        url: str,
+        data: _BufferLike | str | os.PathLike[str] | Any | Iterable[_BufferLike],
+        if_not_exists: bool = False,
+        callback: Callable[[int, int | None], object] | None = None,
+    ) -> PutResult:
+        """Stores ``data``: bytes-like (``bytes``, ``bytearray``, ``memoryview``, a
+        `Buffer`, a numpy array), a local path (``str`` or ``os.PathLike``), a binary
+        file object (read in 1 MiB chunks), or an iterable of bytes-like chunks. One PUT
+        up to 8 MiB, else a multipart upload in 8 MiB parts (CRC64NVME checked by the
+        server); a failure aborts the upload, so nothing half-written is ever visible.
+        ``if_not_exists=True`` raises `Precondition` if the key exists (atomically for a
+        single PUT, ``If-None-Match: *``; by a HEAD before a multipart upload).
+        Contiguous bytes-like data is sent from its own memory (no copy). ``callback``
+        as in `get` (``bytes_total`` is ``None`` for file objects and iterables).
+
+        Example::
+
+            client.put("s3://bucket/data.bin", numpy_array)
+            client.put("s3://bucket/model.pt", "/tmp/model.pt")
+            with open("big.tar", "rb") as f:
+                client.put("s3://bucket/big.tar", f)
+        """
+    def put_async(
+        self, url: str, data: _BufferLike | str | os.PathLike[str], if_not_exists: bool = False
+    ) -> Awaitable[PutResult]:
+        """`put` for bytes-like data and paths, awaitable.
+
+        Example::
+
+            await client.put_async("s3://bucket/k", b"bytes")
+        """
+    def head(self, url: str) -> ObjectInfo:
+        """Size, ETag, Last-Modified, content type, metadata and stored checksum.
+
+        Example::
+
+            size = client.head("s3://bucket/key").size
+        """
+    def head_async(self, url: str) -> Awaitable[ObjectInfo]:
+        """`head`, awaitable.
+
+        Example::
+
+            info = await client.head_async("s3://bucket/key")
+        """
+    def list(self, url_prefix: str, recursive: bool = False) -> ListIterator:
+        """Entries under ``url_prefix`` in key order, streamed page by page. Not
+        recursive: one level, common prefixes as ``is_dir`` entries (``s3://b/dir/``
+        lists the children of ``dir/``); recursive: every object, listed in parallel
+        key ranges by the engine.
+
+        Example::
+
+            total = sum(e.size for e in client.list("s3://bucket/table/", recursive=True))
+        """
+    def delete(self, url_or_urls: str | Iterable[str]) -> None:
+        """Deletes an object, or many in batches of 1,000 sent in parallel. Deleting a
+        missing object succeeds; keys the service refused raise `ServiceError`.
+
+        Example::
+
+            client.delete([e.url for e in client.list("s3://bucket/tmp/", recursive=True)])
+        """
+    def copy(self, src: str, dst: str) -> None:
+        """Copies on the server, in parallel part copies above 8 MiB.
+
+        Example::
+
+            client.copy("s3://bucket/a", "s3://bucket/b")
+        """
+    def presign(self, url: str, expires: float = 3600) -> str:
+        """A URL that lets anyone GET the object for ``expires`` seconds (up to 7 days).
+
+        Example::
+
+            url = client.presign("s3://bucket/report.pdf", expires=600)
+        """
+    def open(self, url: str, block_size: int | None = None) -> Any:
+        """A read-only, seekable binary file object (``read``, ``readinto``, ``seek``,
+        ``tell``, a context manager), pinned to the version it opened (a change raises
+        `Precondition`). Small reads come from ``block_size`` blocks (4 MiB) fetched at
+        the position read.
+
+        Example::
+
+            with client.open("s3://bucket/table.parquet") as f:
+                table = pyarrow.parquet.read_table(f, columns=["a", "b"])
+        """
+    def stats(self) -> dict[str, Any]:
+        """Counters of this process's client: ``transport``, ``connections_opened``,
+        ``connections_open``, ``requests_sent``, ``requests_resent``, ``hedges_sent``,
+        ``hedges_won``, and the endpoint controller's ``concurrency_limit``,
+        ``in_flight``, ``throttles``, ``head_latency_median_s``,
+        ``goodput_best_bytes_per_s``.
+
+        Example::
+
+            print(client.stats()["requests_sent"])
+        """
+    def create_bucket(self, name: str) -> None:
+        """Creates a bucket.
+
+        Example::
+
+            client.create_bucket("scratch")
+        """
+    def delete_bucket(self, name: str) -> None:
+        """Deletes an empty bucket.
+
+        Example::
+
+            client.delete_bucket("scratch")
+        """
+    def _get_range_if_match(self, url: str, start: int, end: int, etag: str | None = None) -> Buffer: ...
+    def _get_range_ahead(self, url: str, start: int, end: int, etag: str | None = None) -> PendingRange: ...
+    def __reduce__(self) -> tuple[Any, ...]: ...
