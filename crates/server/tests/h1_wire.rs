@@ -153,6 +153,26 @@ fn chunked_request_body_and_expect_continue() {
     assert_eq!(r.body, b"hello, world");
 }
 
+/// An empty PUT that expects 100-continue gets its 100 before the 200, as from S3: the
+/// AWS CLI's botocore, answered with a final status alone, reuses that status for the
+/// next expecting request on the connection and hangs for its read time-out.
+#[test]
+fn an_empty_put_expecting_continue_gets_its_100_first() {
+    let srv = start(|_| {});
+    put(srv.addr(), "/empty", b"");
+    let mut s = connect(srv.addr());
+    s.write_all(b"PUT /empty/k HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nExpect: 100-continue\r\n\r\n").unwrap();
+    let mut buf = Vec::new();
+    assert_eq!(read_response(&mut s, &mut buf, false).unwrap().status, 100);
+    assert_eq!(read_response(&mut s, &mut buf, false).unwrap().status, 200);
+    // The connection carries the next expecting request as usual.
+    s.write_all(b"PUT /empty/k2 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut s, &mut buf, false).unwrap().status, 100);
+    s.write_all(b"abc").unwrap();
+    assert_eq!(read_response(&mut s, &mut buf, false).unwrap().status, 200);
+    assert_eq!(request(&mut s, "GET /empty/k2 HTTP/1.1\r\nHost: x\r\n\r\n").body, b"abc");
+}
+
 #[test]
 fn connection_close_on_request_k_ends_after_response_k() {
     let srv = start(|_| {});
