@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 /// Objects in flight in `get_many` by default, as the command line's `--concurrency`:
-/// enough to hide S3's ~30 ms first byte behind 16 KiB objects (LAB.md).
+/// enough to hide S3's ~30 ms first byte behind 16 KiB objects (docs/lab/README.md, profiles).
 const DEFAULT_CONCURRENCY: usize = 64;
 /// Bytes read from a file object per chunk handed to Rust: 1 MiB, so a chunk's hand-off
 /// (a channel send, the GIL released and taken back) is small beside its bytes, while the

@@ -54,7 +54,7 @@ fn add_total(p: &Tracker, n: u64) {
 /// Objects above this are read in parallel parts: 2 x [`PART_SIZE`], so a split always
 /// gives at least two parts' worth of parallelism for the dropped first response.
 pub const SPLIT_AT: u64 = 2 * PART_SIZE;
-/// 8 MiB: the low end of S3's cost-optimal request size (LAB.md section 1, AnyBlob), as
+/// 8 MiB: the low end of S3's cost-optimal request size (docs/lab/store-s3-facts.md, AnyBlob), as
 /// the command line's parts.
 pub const PART_SIZE: u64 = 8 * 1024 * 1024;
 /// Parts of one object in flight, as the command line's `--part-concurrency`.
