@@ -305,7 +305,7 @@ impl Global {
         }
         let endpoint = self.endpoint();
         let options = StoreOptions {
-            endpoint: endpoint.clone(),
+            endpoint: Some(endpoint.clone()),
             region: Some(self.region_name()),
             credentials: source,
             mode: self.transport.unwrap_or_default().0,

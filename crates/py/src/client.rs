@@ -133,7 +133,7 @@ impl Client {
             Creds::Anonymous => CredentialsSource::Anonymous,
         };
         let options = StoreOptions {
-            endpoint: self.endpoint.clone(),
+            endpoint: Some(self.endpoint.clone()),
             region: Some(settings::region(self.region.as_deref(), self.profile.as_deref())),
             credentials,
             mode,

@@ -15,7 +15,9 @@
 //! much to have in flight) lives in ferry-engine. One params struct per operation; an
 //! [`ObjectRef`] names an object.
 
+pub mod azure;
 pub mod error;
+pub mod gcs;
 pub mod retry;
 pub mod s3;
 pub mod store;

@@ -288,9 +288,14 @@ pub type DynObjectStore = Arc<dyn ObjectStore>;
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
     /// The service's URL (`https://s3.us-east-1.amazonaws.com`, `http://127.0.0.1:9000`).
-    pub endpoint: String,
+    /// `None`: the provider's own default (S3: the region's AWS endpoint; each other
+    /// provider documents its lookup, such as an emulator named in the environment).
+    pub endpoint: Option<String>,
     /// `None`: the provider's own lookup (S3: AWS_REGION, the profile, else us-east-1).
     pub region: Option<String>,
+    /// S3's sources as they are. To the other providers `Default` means their own
+    /// lookup (the way that provider's SDKs find credentials) and `Anonymous` means
+    /// unsigned; the S3-only variants are a configuration error there.
     pub credentials: crate::CredentialsSource,
     pub mode: ferry_wire::Mode,
     /// A CA bundle to trust besides the system's.
@@ -302,7 +307,7 @@ pub struct StoreOptions {
 impl StoreOptions {
     pub fn new(endpoint: impl Into<String>) -> StoreOptions {
         StoreOptions {
-            endpoint: endpoint.into(),
+            endpoint: Some(endpoint.into()),
             region: None,
             credentials: crate::CredentialsSource::Default,
             mode: ferry_wire::Mode::Auto,
@@ -317,7 +322,10 @@ impl StoreOptions {
 pub fn connect(provider: Provider, options: StoreOptions) -> Result<DynObjectStore, Error> {
     match provider {
         Provider::S3 => {
-            let mut b = crate::S3Client::builder(options.endpoint).credentials(options.credentials).mode(options.mode);
+            let endpoint = options.endpoint.unwrap_or_else(|| {
+                format!("https://s3.{}.amazonaws.com", options.region.as_deref().unwrap_or("us-east-1"))
+            });
+            let mut b = crate::S3Client::builder(endpoint).credentials(options.credentials).mode(options.mode);
             if let Some(r) = options.region {
                 b = b.region(r);
             }
@@ -329,9 +337,8 @@ pub fn connect(provider: Provider, options: StoreOptions) -> Result<DynObjectSto
             }
             Ok(Arc::new(b.build()?))
         }
-        other => {
-            Err(Error::Config(format!("{} ({}://) is not built into this ferry yet", other.name(), other.scheme())))
-        }
+        Provider::Gcs => crate::gcs::connect(options),
+        Provider::Azure => crate::azure::connect(options),
     }
 }
 
