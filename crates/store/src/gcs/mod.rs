@@ -26,6 +26,8 @@ pub mod error;
 pub mod list;
 pub mod object;
 pub mod presign;
+#[cfg(test)]
+mod tests;
 pub mod upload;
 
 use crate::error::Error;

@@ -673,11 +673,7 @@ async fn collect_exact(mut stream: BoxStream<'static, std::io::Result<Bytes>>, l
 /// The per-call answers of a batch response (multipart/mixed of `application/http`
 /// parts, each `Content-ID: <response-N>`), in call order. A 2xx or a 404 is a delete
 /// done.
-pub(crate) fn parse_batch(
-    content_type: &str,
-    body: &[u8],
-    n: usize,
-) -> Result<Vec<KeyResult>, String> {
+pub(crate) fn parse_batch(content_type: &str, body: &[u8], n: usize) -> Result<Vec<KeyResult>, String> {
     let boundary = content_type
         .split(';')
         .find_map(|p| p.trim().strip_prefix("boundary="))
