@@ -65,6 +65,7 @@ IGNORED=(
     "bench_workloads commit_and_listing_peer_rows_when_installed peers"
     "bench_workloads peer_rows_of_the_newer_workloads_when_installed peers"
     "gcs_rclone * fake-gcs,rclone"
+    "gcs * fake-gcs"
 )
 # Every #[ignore]d test under crates/*/tests is in the list above (conformance's are the
 # MinIO run's): one added without an entry would never run.
