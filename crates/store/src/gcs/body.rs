@@ -15,7 +15,7 @@
 //! bytes, so it is checked for nothing but not being cut: its length is unknown.
 
 use crate::error::Error;
-use crate::gcs::client::{GcsClient, Op};
+use crate::gcs::client::{gs, GcsClient, Op};
 use crate::gcs::error::request_id;
 use crate::gcs::object::goog_hash;
 use crate::s3::body::Verifier;
@@ -162,7 +162,7 @@ impl GcsBody {
         tokio::time::sleep(retry.backoff(self.resumes - 1, class)).await;
         let from = self.start + self.received;
         let to = self.start + expected - 1;
-        tracing::debug!(object = %self.object, from, to, error = %failure, "resuming GET");
+        tracing::debug!(object = %gs(&self.object), from, to, error = %failure, "resuming GET");
         let mut op = Op::new(
             "objects.get media (resume)",
             Method::GET,
@@ -180,7 +180,7 @@ impl GcsBody {
             return Err(Error::Precondition {
                 status: 412,
                 code: "conditionNotMet".into(),
-                message: format!("{} changed to generation {got:?} while being read", self.object),
+                message: format!("{} changed to generation {got:?} while being read", gs(&self.object)),
                 request_id: rid,
             });
         }

@@ -7,7 +7,8 @@
 //!        └─ execute(op, handle) ── per attempt: bearer token (auth.rs, cached) ─► Transport::send
 //!              │                                   ├─ 2xx (or an expected 308) ─► handle(resp)
 //!              │                                   └─ else ─► error::from_response
-//!              └─ on Err: the shared retry policy (crate::retry: class, attempts, budget, jitter)
+//!              └─ on Err: the shared retry policy (crate::retry: class, attempts, budget, jitter;
+//!                 a 429/503's Retry-After is the least it waits)
 //! ```
 //!
 //! Endpoint: `https://storage.googleapis.com` unless `STORAGE_EMULATOR_HOST` names an
@@ -29,6 +30,7 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Google's production endpoint for the JSON API.
 pub const DEFAULT_ENDPOINT: &str = "https://storage.googleapis.com";
@@ -39,6 +41,11 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'
 /// One path segment or query value, percent-encoded.
 pub(crate) fn enc(s: &str) -> String {
     utf8_percent_encode(s, SEGMENT).to_string()
+}
+
+/// An object's `gs://` URL, for messages (`ObjectRef`'s Display says `s3://`).
+pub(crate) fn gs(o: &crate::types::ObjectRef) -> String {
+    format!("gs://{}/{}", o.bucket, o.key)
 }
 
 /// The emulator's URL from `STORAGE_EMULATOR_HOST` (`host:port` gets `http://`).
@@ -256,11 +263,20 @@ impl GcsClient {
                     _ => drop(permit),
                 }
             }
+            let mut retry_after: Option<Duration> = None;
             let result = match sent {
                 Ok(resp) if resp.status.is_success() || (op.accept_308 && resp.status.as_u16() == 308) => {
                     handle(resp).await
                 }
-                Ok(resp) => Err(error::from_response(resp, is_head).await),
+                Ok(resp) => {
+                    retry_after = resp
+                        .headers
+                        .get("retry-after")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                        .map(Duration::from_secs);
+                    Err(error::from_response(resp, is_head).await)
+                }
                 Err(e) => Err(Error::Transport(e)),
             };
             let e = match result {
@@ -283,7 +299,11 @@ impl GcsClient {
                     tracing::debug!(op = op.name, error = %e, "retry budget exhausted; not retrying");
                     return Err(e);
                 }
-                let sleep = retry.backoff(attempt - 1, class);
+                // A throttling answer's Retry-After (seconds) is a floor, up to the cap.
+                let mut sleep = retry.backoff(attempt - 1, class);
+                if let (RetryClass::Throttled, Some(ra)) = (class, retry_after) {
+                    sleep = sleep.max(ra.min(retry.max_delay));
+                }
                 tracing::debug!(op = op.name, attempt, ?sleep, error = %e, "retrying");
                 tokio::time::sleep(sleep).await;
             }

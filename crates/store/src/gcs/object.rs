@@ -24,7 +24,7 @@
 
 use crate::error::Error;
 use crate::gcs::body::GcsBody;
-use crate::gcs::client::{enc, Body, GcsClient, Op};
+use crate::gcs::client::{enc, gs, Body, GcsClient, Op};
 use crate::gcs::error::request_id;
 use crate::types::*;
 use bytes::{Bytes, BytesMut};
@@ -213,7 +213,7 @@ impl GcsClient {
             Some(tag) => match parse_generation(tag) {
                 Some(g) => Some(g),
                 None => {
-                    return Err(precondition(412, format!("{tag:?} is not a generation of {object}"), None));
+                    return Err(precondition(412, format!("{tag:?} is not a generation of {}", gs(object)), None));
                 }
             },
             None => None,
@@ -234,22 +234,22 @@ impl GcsClient {
         let got = meta.etag.as_deref().and_then(parse_generation);
         if let (Some(want), Some(got)) = (pinned, got) {
             if want != got {
-                return Err(precondition(412, format!("{object} is at generation {got}, not {want}"), rid));
+                return Err(precondition(412, format!("{} is at generation {got}, not {want}", gs(object)), rid));
             }
         }
         if let (Some(not), Some(got)) = (not, got) {
             if not == got {
-                return Err(precondition(304, format!("{object} is still generation {got}"), rid));
+                return Err(precondition(304, format!("{} is still generation {got}", gs(object)), rid));
             }
         }
         if let Some(t) = params.if_unmodified_since {
             if meta.last_modified.is_some_and(|m| m > t) {
-                return Err(precondition(412, format!("{object} changed since {t:?}"), rid));
+                return Err(precondition(412, format!("{} changed since {t:?}", gs(object)), rid));
             }
         }
         if let Some(t) = params.if_modified_since {
             if meta.last_modified.is_some_and(|m| m <= t) {
-                return Err(precondition(304, format!("{object} unchanged since {t:?}"), rid));
+                return Err(precondition(304, format!("{} unchanged since {t:?}", gs(object)), rid));
             }
         }
         GcsBody::start(self.clone(), object.clone(), resp, meta)
@@ -577,7 +577,7 @@ impl GcsClient {
         let if_gen = match params.if_match.as_deref() {
             Some(t) => Some(
                 parse_generation(t)
-                    .ok_or_else(|| precondition(412, format!("{t:?} is not a generation of {source}"), None))?,
+                    .ok_or_else(|| precondition(412, format!("{t:?} is not a generation of {}", gs(source)), None))?,
             ),
             None => None,
         };
@@ -635,7 +635,7 @@ impl GcsClient {
 fn check_stored_crc(object: &ObjectRef, v: &serde_json::Value, ours: &str) -> Result<(), Error> {
     match v["crc32c"].as_str() {
         Some(theirs) if !ours.is_empty() && theirs != ours => Err(Error::integrity(
-            format!("{object}: the server stored CRC32C {theirs}, the bytes sent have {ours}"),
+            format!("{}: the server stored CRC32C {theirs}, the bytes sent have {ours}", gs(object)),
             None,
         )),
         _ => Ok(()),

@@ -262,7 +262,7 @@ async fn media_reads_accept_gzip_and_check_the_stored_crc() {
     let (s2, crc2) = (stored.clone(), crc.clone());
     let storage = Peer::start(move |req, _| {
         if req.target.contains("throttled") {
-            return (429, vec![("retry-after".into(), "0".into())], b"{}".to_vec());
+            return (429, vec![("retry-after".into(), "1".into())], b"{}".to_vec());
         }
         let mut body = s2.to_vec();
         if req.target.contains("corrupt") {
@@ -286,9 +286,12 @@ async fn media_reads_accept_gzip_and_check_the_stored_crc() {
     assert!(seen[0].target.starts_with("/storage/v1/b/b/o/z.gz?alt=media"), "{}", seen[0].target);
     let e = c.get(&ObjectRef::new("b", "corrupt"), GetParams::default()).await.unwrap().body.collect().await;
     assert!(matches!(e, Err(Error::Integrity { .. })), "{e:?}");
+    // Three attempts, each retry waiting at least the 1 s the answer asked for.
+    let t0 = std::time::Instant::now();
     let e = c.head(&ObjectRef::new("b", "throttled")).await.unwrap_err();
     assert!(matches!(e, Error::Throttled { status: 429, .. }), "{e:?}");
     assert_eq!(storage.seen().iter().filter(|s| s.target.contains("throttled")).count(), 3);
+    assert!(t0.elapsed() >= std::time::Duration::from_secs(2), "Retry-After was not honoured: {:?}", t0.elapsed());
 }
 
 /// A V4 signed URL: the query Google documents, signed over the canonical request with

@@ -27,7 +27,7 @@
 //! fails with `Integrity`. Composite objects have no MD5.
 
 use crate::error::Error;
-use crate::gcs::client::{enc, GcsClient, Op};
+use crate::gcs::client::{enc, gs, GcsClient, Op};
 use crate::gcs::object::{combine_crc32c, generation, num, parse_time, Media};
 use crate::store::PartPayload;
 use crate::types::*;
@@ -302,7 +302,7 @@ impl GcsClient {
         };
         if let Some(message) = bad {
             let _ = self.delete_object(&upload.object).await;
-            return Err(Error::integrity(format!("{}: {message}", upload.object), None));
+            return Err(Error::integrity(format!("{}: {message}", gs(&upload.object)), None));
         }
         let mut names = l.all;
         names.extend(intermediate);
@@ -387,7 +387,7 @@ fn part_entry(n: u32, v: &serde_json::Value) -> PartEntry {
 fn no_such_upload(upload: &MultipartUpload) -> Error {
     Error::NotFound {
         code: "NoSuchUpload".into(),
-        message: format!("no upload {} of {}", upload.upload_id, upload.object),
+        message: format!("no upload {} of {}", upload.upload_id, gs(&upload.object)),
         request_id: None,
     }
 }
@@ -396,7 +396,7 @@ fn invalid_part(upload: &MultipartUpload, why: String) -> Error {
     Error::Service {
         status: 400,
         code: "InvalidPart".into(),
-        message: format!("{}: {why}", upload.object),
+        message: format!("{}: {why}", gs(&upload.object)),
         request_id: None,
     }
 }
