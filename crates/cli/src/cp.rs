@@ -536,10 +536,9 @@ pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
     out.finish()
 }
 
-/// The provider of a command's objects (S3 when it names none). A command whose objects
-/// are at two providers is refused here; `cp` from objects at one provider to objects at
-/// another does not come here (it streams, `run`), `sync` across providers does not
-/// stream yet.
+/// The provider of a command's objects (S3 when it names none). Objects at two
+/// providers are refused here; `cp` and `sync` from objects at one provider to objects
+/// at another do not come here (their copies stream through this machine).
 pub fn one_provider<'a>(providers: impl IntoIterator<Item = &'a Option<Provider>>) -> Result<Provider> {
     let mut found: Option<Provider> = None;
     for p in providers.into_iter().flatten() {

@@ -182,9 +182,10 @@ fn endpoint_flag_over_https_h2() {
     assert!(ok(ferry(&["ls", &format!("gs://{b}/")])).contains("x.bin"));
 }
 
-/// `cp` between providers streams through this machine: s3:// (an in-process `ferry
-/// serve`) to gs:// and back, one object past the part size and a `--recursive` tree;
-/// bytes equal at the far end, nothing left in progress.
+/// `cp` and `sync` between providers stream through this machine: s3:// (an in-process
+/// `ferry serve`) to gs:// and back, one object past the part size and a `--recursive`
+/// tree; bytes equal at the far end, nothing left in progress; sync idempotent, and
+/// `--delete` removing at the other provider.
 #[ignore = "needs fake-gcs-server: run by scripts/test.sh with FERRY_FAKE_GCS set"]
 #[test]
 fn copies_between_providers() {
@@ -226,4 +227,14 @@ fn copies_between_providers() {
     assert_eq!(tree(&dir.path().join("back")), tree(&dir.path().join("t")));
     let listed = ok(ferry(&["ls", "--incomplete", &format!("gs://{gsb}/")]));
     assert_eq!(listed.trim(), "", "no upload left in progress");
+
+    // sync across providers: copies, then nothing, then --delete removes what the source lost.
+    let (from, to) = (format!("s3://{s3b}/t/"), format!("gs://{gsb}/synced/"));
+    assert_eq!(ok(ferry(&["sync", &from, &to])).lines().count(), 3);
+    assert_eq!(ok(ferry(&["sync", &from, &to])).trim(), "");
+    ok(ferry(&["rm", &format!("s3://{s3b}/t/u/c.txt")]));
+    let out = ok(ferry(&["sync", "--delete", &from, &to]));
+    assert!(out.contains(&format!("rm gs://{gsb}/synced/u/c.txt")) && out.lines().count() == 1, "{out}");
+    let left = ok(ferry(&["ls", &format!("gs://{gsb}/synced/u/")]));
+    assert!(left.contains("u/b.txt") && !left.contains("u/c.txt"), "{left}");
 }
