@@ -43,10 +43,10 @@ pub(crate) type KeyResult = Result<(), (String, String)>;
 /// Keys per batch request: the JSON API's limit on calls in one batch.
 pub const BATCH_MAX: usize = 100;
 
-/// Size of a resumable upload's chunks: a multiple of 256 KiB as the JSON API requires
-/// of every chunk but the last; 8 MiB is the chunk size of Google's Go and Python
-/// clients (16 MiB in Go, 100 MiB in Python by default; 8 MiB bounds the memory a
-/// stream holds per upload).
+/// Size of a resumable upload's chunks: a multiple of 256 KiB, as the JSON API requires
+/// of every chunk but the last. Google's Go client sends 16 MiB chunks by default and
+/// the Python one 100 MiB; 8 MiB (rclone's default for GCS) bounds what one stream holds
+/// in memory while keeping the requests per GiB at 128.
 pub const RESUMABLE_CHUNK: usize = 8 << 20;
 
 /// Streams up to this long are sent in one multipart request, held in memory.

@@ -322,3 +322,63 @@ fn signed_urls_verify_with_the_public_key() {
     assert_eq!(c.presign_get(&o, exp).unwrap(), "http://127.0.0.1:1/storage/v1/b/bkt/o/dir%2Fa%20b%2B.txt?alt=media");
     assert!(c.presign_get(&o, std::time::Duration::from_secs(8 * 24 * 3600)).is_err());
 }
+
+/// Listing pages in S3's model: `start_after` goes out as `startOffset` and the object
+/// of that very name is dropped; a prefix repeated on a later page comes once; the
+/// hidden upload prefix is left out.
+#[tokio::test]
+async fn listing_maps_start_after_and_prefixes() {
+    let storage = Peer::start(|req, _| {
+        assert!(req.target.starts_with("/storage/v1/b/b/o?"), "{}", req.target);
+        if req.target.contains("pageToken=p2") {
+            json(200, serde_json::json!({"items": [object_json("k3", 1)], "prefixes": ["b/", "c/"]}))
+        } else {
+            assert!(req.target.contains("startOffset=k1") && req.target.contains("maxResults=1000"), "{}", req.target);
+            json(
+                200,
+                serde_json::json!({
+                    "items": [object_json("k1", 1), object_json("k2", 1), object_json(".ferry-upload/x/upload", 0)],
+                    "prefixes": [".ferry-upload/", "a/", "b/"], "nextPageToken": "p2",
+                }),
+            )
+        }
+    });
+    let c = client_for(&storage.url, Auth::Anonymous);
+    let params = ListParams { start_after: Some("k1".into()), delimiter: Some("/".into()), ..ListParams::default() };
+    let pages: Vec<ListPage> = futures_util::TryStreamExt::try_collect(c.list("b", params)).await.unwrap();
+    let keys: Vec<&str> = pages.iter().flat_map(|p| p.objects.iter().map(|o| o.key.as_str())).collect();
+    let prefixes: Vec<&str> = pages.iter().flat_map(|p| p.common_prefixes.iter().map(String::as_str)).collect();
+    assert_eq!(keys, vec!["k2", "k3"]);
+    assert_eq!(prefixes, vec!["a/", "b/", "c/"]);
+    assert_eq!(pages[0].next_continuation_token.as_deref(), Some("p2"));
+    assert_eq!(pages[1].next_continuation_token, None);
+}
+
+/// A server without the batch endpoint (a proxy, another emulator): one DELETE per key,
+/// a missing key counted as deleted. fake-gcs-server has the endpoint, so this path is
+/// shown here.
+#[tokio::test]
+async fn batch_delete_falls_back_to_single_deletes() {
+    let storage = Peer::start(|req, _| match (req.method.as_str(), req.target.as_str()) {
+        ("POST", "/batch/storage/v1") => (404, vec![], b"Not Found".to_vec()),
+        ("DELETE", t) if t.ends_with("/o/gone") => {
+            json(404, serde_json::json!({"error": {"code": 404, "message": "No such object"}}))
+        }
+        ("DELETE", t) if t.ends_with("/o/locked") => {
+            json(403, serde_json::json!({"error": {"code": 403, "message": "no", "errors": [{"reason": "forbidden"}]}}))
+        }
+        ("DELETE", _) => (204, vec![], Vec::new()),
+        other => panic!("unexpected {other:?}"),
+    });
+    let c = client_for(&storage.url, Auth::Anonymous);
+    let keys: Vec<String> = ["a", "dir/b", "gone", "locked"].iter().map(|k| k.to_string()).collect();
+    let out = c.delete_batch("b", &keys).await.unwrap();
+    assert_eq!(out.deleted, vec!["a", "dir/b", "gone"]);
+    assert_eq!(
+        out.errors.iter().map(|e| (e.key.as_str(), e.code.as_str())).collect::<Vec<_>>(),
+        vec![("locked", "forbidden")]
+    );
+    let deletes: Vec<String> =
+        storage.seen().iter().filter(|s| s.method == "DELETE").map(|s| s.target.clone()).collect();
+    assert!(deletes.contains(&"/storage/v1/b/b/o/dir%2Fb".to_owned()), "{deletes:?}");
+}
