@@ -45,7 +45,7 @@ pub const BATCH_MAX: usize = 100;
 
 /// Size of a resumable upload's chunks: a multiple of 256 KiB, as the JSON API requires
 /// of every chunk but the last. Google's Go client sends 16 MiB chunks by default and
-/// the Python one 100 MiB; 8 MiB (rclone's default for GCS) bounds what one stream holds
+/// the Python one 100 MiB; 8 MiB (ferry's default part size) bounds what one stream holds
 /// in memory while keeping the requests per GiB at 128.
 pub const RESUMABLE_CHUNK: usize = 8 << 20;
 
