@@ -3,7 +3,8 @@
 //!
 //! - the verbs: `mb`, `cp` up (small, and past the part size: a composite upload) and
 //!   down (ranged parallel GETs pinned to a generation), `cp -` from stdin, `ls`,
-//!   `stat` (the stored CRC32C), `cat`, `rm`, `rm --recursive`, `rb`;
+//!   `stat` (the stored CRC32C), `cat`, `ls/rm --incomplete` (uploads in progress), `rm`,
+//!   `rm --recursive`, `rb`;
 //! - `sync` both ways, idempotent, and `--checksum` comparing GCS's CRC32C with local
 //!   bytes;
 //! - the endpoint from `STORAGE_EMULATOR_HOST` (Google's clients' variable) or from
@@ -97,6 +98,24 @@ fn verbs_over_gs_urls() {
     let missing = run(&url, &["cat", &gs("nope")]);
     assert!(!missing.status.success());
     assert!(text(&missing.stderr).contains("not found"), "{}", text(&missing.stderr));
+
+    // An upload left in progress (parts under the hidden prefix): listed, then aborted.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let store = {
+        let mut o = ferry_store::StoreOptions::new(url.clone());
+        o.credentials = ferry_store::CredentialsSource::Anonymous;
+        ferry_store::connect(ferry_store::Provider::Gcs, o).unwrap()
+    };
+    let left = ferry_store::ObjectRef::new(b.as_str(), "left/behind.bin");
+    rt.block_on(async {
+        let up = store.create_upload(&left, &ferry_store::PutParams::default()).await.unwrap();
+        store.upload_part(&up, 1, ferry_store::PartPayload::Bytes(data(1000, 3).into())).await.unwrap();
+    });
+    let inc = ok(run(&url, &["ls", "--incomplete", &format!("gs://{b}/")]));
+    assert!(inc.contains("left/behind.bin"), "{inc}");
+    ok(run(&url, &["rm", "--incomplete", &format!("gs://{b}/left/")]));
+    assert!(rt.block_on(store.list_uploads(&b, "")).unwrap().is_empty());
+    assert_eq!(ok(run(&url, &["ls", "--incomplete", &format!("gs://{b}/")])).trim(), "");
 
     ok(run(&url, &["rm", &gs("a/small.txt")]));
     assert!(!run(&url, &["stat", &gs("a/small.txt")]).status.success());
