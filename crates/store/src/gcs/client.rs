@@ -72,6 +72,9 @@ pub(crate) enum Body {
         len: u64,
         tail: Bytes,
     },
+    /// Pieces in memory sent one after another (a multipart/related upload of bytes:
+    /// the framing around the caller's buffer, which is not copied).
+    Chunks(Vec<Bytes>),
 }
 
 /// One JSON API call, before its token.
@@ -221,6 +224,11 @@ impl GcsClient {
         let body = match &op.body {
             Body::Empty => RequestBody::Empty,
             Body::Bytes(b) => RequestBody::from(b.clone()),
+            Body::Chunks(pieces) => {
+                let len = pieces.iter().map(|p| p.len() as u64).sum();
+                let pieces: Vec<std::io::Result<Bytes>> = pieces.iter().cloned().map(Ok).collect();
+                RequestBody::Stream { len, stream: futures_util::stream::iter(pieces).boxed() }
+            }
             Body::Framed { head, path, offset, len, tail } => {
                 let file = crate::s3::client::file_stream(path.clone(), *offset, *len).await?;
                 let total = head.len() as u64 + *len + tail.len() as u64;

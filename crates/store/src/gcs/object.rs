@@ -289,13 +289,7 @@ impl GcsClient {
         let resource = upload_resource(&object.key, ct, &params.metadata, Some(&crc), md5.as_deref());
         let (head, tail) = framing(&resource, ct);
         let body = match media {
-            Media::Bytes(b) => {
-                let mut all = BytesMut::with_capacity(head.len() + b.len() + tail.len());
-                all.extend_from_slice(&head);
-                all.extend_from_slice(&b);
-                all.extend_from_slice(&tail);
-                Body::Bytes(all.freeze())
-            }
+            Media::Bytes(b) => Body::Chunks(vec![head, b, tail]),
             Media::File { path, offset, len } => Body::Framed { head, path, offset, len, tail },
         };
         let mut op = Op::new("objects.insert", Method::POST, format!("/upload/storage/v1/b/{}/o", enc(&object.bucket)))
