@@ -640,7 +640,7 @@ async fn gcs_streams_batches_generations(t: &Target, mode: Mode) {
 
 /// The trait's multipart upload as compose: 40 parts (more than one compose takes, so
 /// a tree), invisible to listings until complete, nothing left under the hidden prefix
-/// after.
+/// after; a missing part refused; an engine upload resumed from the parts already sent.
 async fn gcs_compose_tree(t: &Target, mode: Mode) {
     let c = t.client(mode);
     let b = t.bucket("gcompose", mode);
@@ -695,5 +695,23 @@ async fn gcs_compose_tree(t: &Target, mode: Mode) {
     let e = c.complete_upload(&up, &[p1, p2], None).await.unwrap_err();
     assert!(matches!(e, Error::Service { status: 400, .. }), "{e:?}");
     c.abort_upload(&up).await.unwrap();
+    assert!(c.list_uploads(b.as_str(), "").await.unwrap().is_empty());
+
+    // A resumed upload keeps the parts already sent: each part object carries the
+    // engine's CRC64NVME in its metadata, which list_parts gives back for the check.
+    let body = data(12 << 20, 5);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("resume.bin");
+    std::fs::write(&path, &body).unwrap();
+    let o = ObjectRef::new(b.as_str(), "resumed");
+    let put = PutParams { checksum: Some(ChecksumAlgorithm::Crc64Nvme), ..PutParams::default() };
+    let up = c.create_upload(&o, &put).await.unwrap();
+    let first = PartPayload::File { path: path.clone(), offset: 0, len: 5 << 20 };
+    c.upload_part(&up, 1, first).await.unwrap();
+    let engine = Engine::new(c.clone());
+    let params = UploadParams { part_size: 5 << 20, concurrency: 2, resume: true, ..UploadParams::default() };
+    let out = upload_file(&engine, &path, &o, &params, None).await.unwrap();
+    assert_eq!((out.resumed_bytes, out.parts), (5 << 20, 3));
+    assert_eq!(c.get(&o, GetParams::default()).await.unwrap().body.collect().await.unwrap(), body);
     assert!(c.list_uploads(b.as_str(), "").await.unwrap().is_empty());
 }
