@@ -14,6 +14,10 @@
 #           ~/.cache/ferry/bin (outside the repo, so fresh clones on one machine share it;
 #           about 2.5 min on a quiet 2-core machine the first time). FERRY_SKIP_MINIO=1
 #           skips it; the tests that need it then report themselves skipped.
+#   Lab     with FERRY_COMPAT_TOOLS=1 (scripts/compat.sh sets it; scripts/test.sh does
+#           not): versitygw (its S3 integration test suite) and the MinIO client `mc`,
+#           each `go install`ed at a pinned version into ~/.cache/ferry/bin, a few
+#           minutes each the first time.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -150,3 +154,28 @@ if [[ "${FERRY_SKIP_MINIO:-0}" != 1 && ! -x "$MINIO_BIN" ]]; then
 fi
 # test.sh reads where MinIO is (or that it is absent) from here.
 if [[ -x "$MINIO_BIN" ]]; then echo "$MINIO_BIN" >"$LOGDIR/minio-bin"; else rm -f "$LOGDIR/minio-bin"; fi
+
+# --- Lab tools for scripts/compat.sh: versitygw's S3 test suite, the MinIO client ------
+# go_tool NAME MODULE/PATH VERSION: builds once into ~/.cache/ferry/bin/NAME-VERSION and
+# records the path in .ferry-run/NAME-bin.
+go_tool() {
+    local name="$1" pkg="$2" version="$3"
+    local bin="$HOME/.cache/ferry/bin/$name-$version"
+    if [[ ! -x "$bin" ]]; then
+        command -v go >/dev/null || die "go not found: $name cannot be built"
+        say "go install $pkg@$version (first time only, a few minutes)"
+        local tmpbin
+        tmpbin="$(mktemp -d)"
+        GOBIN="$tmpbin" run "$name" go install "$pkg@$version"
+        mkdir -p "$(dirname "$bin")"
+        mv "$tmpbin/$(basename "$pkg")" "$bin"
+        rm -rf "$tmpbin"
+    fi
+    echo "$bin" >"$LOGDIR/$name-bin"
+}
+if [[ "${FERRY_COMPAT_TOOLS:-0}" == 1 ]]; then
+    go_tool versitygw github.com/versity/versitygw/cmd/versitygw v1.8.0
+    # mc publishes no tagged module versions; this pseudo-version is its newest commit
+    # the module proxy lists.
+    go_tool mc github.com/minio/mc v0.0.0-20250313080218-cf909e1063a9
+fi
