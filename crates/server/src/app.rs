@@ -18,6 +18,7 @@ use crate::s3::{self, Op, Route, S3Error};
 use crate::types::{Request, Response};
 use anyhow::{Context, Result};
 use ferry_backend::Backend;
+use ferry_proto::sigv2;
 use ferry_proto::sigv4::{self, SigningContext};
 use ferry_proto::xml::ErrorBody;
 use http::Method;
@@ -118,7 +119,10 @@ impl App {
 
     /// Handles one request from either transport.
     pub async fn handle(&self, mut req: Request) -> Response {
-        if req.raw_path == METRICS_PATH && req.method == Method::GET {
+        // Path-style only: on a virtual-hosted request (`bucket.localhost`) the same path
+        // names the key `_ferry/metrics` in that bucket. Path-style, `_ferry` can never
+        // be a bucket (names start with a letter or digit), so no object is shadowed.
+        if req.raw_path == METRICS_PATH && req.method == Method::GET && s3::virtual_host_bucket(&req).is_none() {
             return Response::with_body(200, "text/plain; version=0.0.4", self.metrics.render());
         }
         let request_id = self.request_id();
@@ -154,7 +158,7 @@ impl App {
     }
 
     async fn run(&self, req: &mut Request, route: &Route) -> Result<Response, S3Error> {
-        let signing = self.authenticate(req)?;
+        let signing = self.authenticate(req, route)?;
         match self.emulator.injected_error() {
             Some(InjectedError::Internal) => {
                 return Err(S3Error::new(
@@ -177,9 +181,10 @@ impl App {
         Box::pin(s3::dispatch(self, req, route, signing.as_ref())).await
     }
 
-    /// Verifies SigV4 unless the server is anonymous. Returns the signing context that an
-    /// aws-chunked body's chunk signatures chain from.
-    fn authenticate(&self, req: &Request) -> Result<Option<SigningContext>, S3Error> {
+    /// Verifies SigV4 (or the legacy SigV2, header or presigned query; proto's sigv2.rs)
+    /// unless the server is anonymous. Returns the signing context that an aws-chunked
+    /// body's chunk signatures chain from (none for SigV2, which has no chunk signing).
+    fn authenticate(&self, req: &Request, route: &Route) -> Result<Option<SigningContext>, S3Error> {
         let Some((access, secret)) = &self.credentials else { return Ok(None) };
         let signable = sigv4::SignableRequest {
             method: req.method.as_str(),
@@ -188,6 +193,13 @@ impl App {
             headers: &req.headers,
         };
         let lookup = |key: &str| if key == access { Some(secret.clone()) } else { None };
+        if sigv2::is_sigv2(&signable) {
+            let bucket_host = route.bucket.as_deref().filter(|_| route.virtual_host);
+            return match sigv2::verify(&signable, bucket_host, &lookup, SystemTime::now(), MAX_SKEW) {
+                Ok(_) => Ok(None),
+                Err(e) => Err(S3Error::new(e.status(), e.code(), &e.message)),
+            };
+        }
         match sigv4::verify(&signable, &lookup, SystemTime::now(), MAX_SKEW) {
             Ok(ctx) => Ok(Some(ctx)),
             Err(e) => Err(S3Error::new(e.status(), e.code(), &e.message)),

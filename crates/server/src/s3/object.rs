@@ -5,8 +5,10 @@
 //! the conditions (`If-Match`, `If-None-Match`, `If-(Un)Modified-Since`: 304/412), the
 //! range (S3's rule: an unparseable one is ignored, an unsatisfiable one is 416;
 //! ferry_proto::range), the stored headers and, on request (`x-amz-checksum-mode`) and
-//! for a whole object only, the stored checksums. Only then does it open the body, a
-//! stream the transport writes with pacing and faults (types.rs):
+//! for a whole object only, the stored checksums. `?partNumber=N` is a range too: the
+//! bytes of part N, from the part sizes kept at CompleteMultipartUpload (an object
+//! stored in one piece is its own part 1), with `x-amz-mp-parts-count`. Only then does
+//! it open the body, a stream the transport writes with pacing and faults (types.rs):
 //!
 //! ```text
 //!   head_object ─► conditions ─► range ─► headers ─► HEAD: done
@@ -43,10 +45,19 @@ fn header<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
 
 /// Metadata a PUT, copy with REPLACE, or multipart create takes from request headers.
 pub fn meta_from_headers(req: &Request, key: &str) -> ObjectMeta {
-    let mut user_meta = Vec::new();
+    // A name sent more than once keeps every value, joined with ',' in the order sent
+    // (as S3 combines repeated headers).
+    let mut user_meta: Vec<(String, String)> = Vec::new();
     for (name, value) in req.headers.iter() {
         if let Some(n) = name.as_str().strip_prefix("x-amz-meta-") {
-            user_meta.push((n.to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned()));
+            let value = String::from_utf8_lossy(value.as_bytes());
+            match user_meta.iter_mut().find(|(k, _)| k == n) {
+                Some((_, v)) => {
+                    v.push(',');
+                    v.push_str(&value);
+                }
+                None => user_meta.push((n.to_string(), value.into_owned())),
+            }
         }
     }
     let headers = STORED_HEADERS
@@ -75,6 +86,7 @@ pub fn meta_from_headers(req: &Request, key: &str) -> ObjectMeta {
         user_meta,
         checksums: Vec::new(),
         parts_count: None,
+        part_sizes: Vec::new(),
     }
 }
 
@@ -157,8 +169,42 @@ fn trunc(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
+/// A `versionId` query names the one version kept ("null") or none at all.
+pub fn check_version(route: &Route) -> Result<(), S3Error> {
+    match route.param("versionId") {
+        None | Some("null") => Ok(()),
+        Some(_) => Err(super::no_such_version()),
+    }
+}
+
+/// The inclusive byte range of part `n` (1-based) of an object, from the part sizes
+/// recorded at CompleteMultipartUpload; an object stored in one piece is its part 1.
+fn part_range(meta: &ObjectMeta, n: &str) -> Result<Option<(u64, u64)>, S3Error> {
+    let invalid = || S3Error::invalid_argument("Part number must be an integer between 1 and 10000, inclusive");
+    let n: usize = n.parse().ok().filter(|n| (1..=10_000).contains(n)).ok_or_else(invalid)?;
+    let sizes: &[u64] = if meta.part_sizes.is_empty() { &[meta.size] } else { &meta.part_sizes };
+    let Some(size) = sizes.get(n - 1) else {
+        return Err(S3Error::new(416, "InvalidPartNumber", "The requested partnumber is not satisfiable")
+            .with_extra("PartNumberRequested", n)
+            .with_extra("ActualPartCount", sizes.len()));
+    };
+    if *size == 0 {
+        return Ok(None);
+    }
+    let start: u64 = sizes[..n - 1].iter().sum();
+    Ok(Some((start, start + size - 1)))
+}
+
 pub async fn get(app: &App, req: &mut Request, route: &Route) -> Result<Response, S3Error> {
     let (bucket, key) = (route.bucket(), route.key());
+    check_version(route)?;
+    if let Some(n) = route.param("partNumber") {
+        // Checked before the object is looked up, as S3 does: a bad number is 400 even
+        // for a key that does not exist.
+        if !n.parse::<u32>().is_ok_and(|n| (1..=10_000).contains(&n)) {
+            return Err(S3Error::invalid_argument("Part number must be an integer between 1 and 10000, inclusive"));
+        }
+    }
     let meta = app.backend.head_object(bucket, key).await?;
     if let Err(e) = check_conditions(req, &meta, "") {
         if e.status == 304 {
@@ -170,7 +216,16 @@ pub async fn get(app: &App, req: &mut Request, route: &Route) -> Result<Response
         }
         return Err(e);
     }
+    let part_number = route.param("partNumber");
+    if part_number.is_some() && header(req, "range").is_some() {
+        return Err(S3Error::new(
+            400,
+            "InvalidRequest",
+            "Cannot specify both Range header and partNumber query parameter",
+        ));
+    }
     let range = match header(req, "range").and_then(parse_range_header) {
+        None if part_number.is_some() => part_range(&meta, part_number.unwrap_or_default())?,
         None => None,
         Some(spec) => match spec.resolve(meta.size) {
             Ok(r) => Some(r),
@@ -181,21 +236,16 @@ pub async fn get(app: &App, req: &mut Request, route: &Route) -> Result<Response
             }
         },
     };
-    if let Some(p) = route.param("partNumber") {
-        // Only part 1 of an object uploaded in one piece is addressable that way here.
-        if p != "1" || meta.parts_count.is_some() {
-            return Err(S3Error::new(
-                501,
-                "NotImplemented",
-                "GET by partNumber is supported only for part 1 of single-part objects.",
-            ));
-        }
-    }
     let checksum_mode = header(req, "x-amz-checksum-mode").is_some_and(|v| v.eq_ignore_ascii_case("ENABLED"));
     let status = if range.is_some() { 206 } else { 200 };
     let mut resp = object_headers(Response::new(status), &meta, checksum_mode && range.is_none());
     if let Some((start, end)) = range {
         resp = resp.header("content-range", &content_range(start, end, meta.size));
+    }
+    if part_number.is_some() {
+        if let Some(n) = meta.parts_count {
+            resp = resp.header("x-amz-mp-parts-count", &n.to_string());
+        }
     }
     for (param, name) in [
         ("response-content-type", "content-type"),
@@ -261,6 +311,7 @@ pub async fn put(
     signing: Option<&SigningContext>,
 ) -> Result<Response, S3Error> {
     let (bucket, key) = (route.bucket(), route.key());
+    super::refuse_object_lock(req)?;
     check_write_conditions(app, req, bucket, key).await?;
     let (algo, declared) = upload::requested_checksum(req)?;
     let writer = app.backend.body_writer(bucket).await?;
@@ -282,6 +333,7 @@ pub async fn put(
 }
 
 pub async fn delete(app: &App, route: &Route) -> Result<Response, S3Error> {
+    check_version(route)?;
     app.backend.delete_object(route.bucket(), route.key()).await?;
     Ok(Response::new(204))
 }
@@ -328,7 +380,17 @@ pub async fn copy(app: &App, req: &mut Request, route: &Route) -> Result<Respons
     let src_meta = app.backend.head_object(&src_bucket, &src_key).await?;
     check_conditions(req, &src_meta, "x-amz-copy-source-")?;
     check_write_conditions(app, req, bucket, key).await?;
-    let replace = header(req, "x-amz-metadata-directive").is_some_and(|v| v.eq_ignore_ascii_case("REPLACE"));
+    super::refuse_object_lock(req)?;
+    let replace = match header(req, "x-amz-metadata-directive") {
+        None => false,
+        Some(v) if v.eq_ignore_ascii_case("COPY") => false,
+        Some(v) if v.eq_ignore_ascii_case("REPLACE") => true,
+        Some(v) => {
+            return Err(S3Error::invalid_argument("Unknown metadata directive.")
+                .with_extra("ArgumentName", "x-amz-metadata-directive")
+                .with_extra("ArgumentValue", v))
+        }
+    };
     if src_bucket == bucket && src_key == key && !replace {
         return Err(S3Error::new(
             400,
@@ -355,6 +417,7 @@ pub async fn copy(app: &App, req: &mut Request, route: &Route) -> Result<Respons
     meta.etag = md5_etag(&md5);
     meta.last_modified = SystemTime::now();
     meta.parts_count = None;
+    meta.part_sizes = Vec::new();
     meta.checksums = sums.iter().map(|(a, v)| (a.as_str().to_string(), v.clone())).collect();
     app.backend.put_object(bucket, writer, meta.clone()).await?;
     let body = ferry_proto::xml::CopyObjectResult {
