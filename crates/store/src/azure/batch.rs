@@ -16,8 +16,9 @@
 //! --batch_B--
 //! ```
 //!
-//! Each sub-request is authorised on its own (Shared Key signed like a lone request,
-//! or the same bearer token). A SAS or anonymous client cannot sign sub-requests, so it
+//! Each sub-request is authorised on its own (Shared Key signed like a lone request
+//! but without `x-ms-version`, which only the outer request carries; or the same
+//! bearer token). A SAS or anonymous client cannot sign sub-requests, so it
 //! deletes one request per blob instead. A sub-request answered 404 counts as deleted,
 //! as the trait's delete of a missing object succeeds; any other failure is that key's
 //! entry in `errors`.
@@ -106,14 +107,11 @@ impl AzureClient {
         for (i, key) in keys.iter().enumerate() {
             let path = self.path(Some(container), Some(key));
             let mut headers = HeaderMap::new();
-            self.authorise(&Method::DELETE, &path, &[], &mut headers, 0).await?;
+            self.authorise(&Method::DELETE, &path, &[], &mut headers, 0, true).await?;
             body.push_str(&format!(
                 "--{boundary}\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\nContent-ID: {i}\r\n\r\nDELETE {path} HTTP/1.1\r\n"
             ));
             for (n, v) in &headers {
-                if n.as_str() == "x-ms-version" {
-                    continue;
-                }
                 body.push_str(&format!("{}: {}\r\n", n.as_str(), v.to_str().unwrap_or("")));
             }
             body.push_str("Content-Length: 0\r\n\r\n");

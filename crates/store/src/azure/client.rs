@@ -227,8 +227,9 @@ impl AzureClient {
             .join("&")
     }
 
-    /// Adds the date, version and authorisation to `headers` for a request to `path`
-    /// with `query`; returns the query string to send (with a SAS appended).
+    /// Adds the date, the version (unless `sub_request`: a batch's sub-requests carry
+    /// none, batch.rs) and the authorisation to `headers` for a request to `path` with
+    /// `query`; returns the query string to send (with a SAS appended).
     pub(crate) async fn authorise(
         &self,
         method: &Method,
@@ -236,8 +237,11 @@ impl AzureClient {
         query: &[(String, String)],
         headers: &mut HeaderMap,
         content_length: u64,
+        sub_request: bool,
     ) -> Result<String, Error> {
-        headers.insert("x-ms-version", HeaderValue::from_static(API_VERSION));
+        if !sub_request {
+            headers.insert("x-ms-version", HeaderValue::from_static(API_VERSION));
+        }
         let date = ferry_proto::encoding::http_date(SystemTime::now());
         headers.insert("x-ms-date", HeaderValue::from_str(&date).expect("an HTTP date is header text"));
         let mut raw_query = Self::raw_query(query);
@@ -291,7 +295,7 @@ impl AzureClient {
         if len > 0 || matches!(op.method, Method::PUT | Method::POST) {
             headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
         }
-        let raw_query = self.authorise(&op.method, &path, &op.query, &mut headers, len).await?;
+        let raw_query = self.authorise(&op.method, &path, &op.query, &mut headers, len, false).await?;
         let path_and_query = if raw_query.is_empty() { path } else { format!("{path}?{raw_query}") };
         Ok(Some(Request {
             method: op.method.clone(),
