@@ -20,6 +20,12 @@ if [[ -s .ferry-run/minio-bin ]]; then
 else
     echo "== SKIPPED: MinIO is not available, so the conformance tests against a third-party S3 server will not run"
 fi
+# ... and against Azurite (Azure Blob Storage) when setup.sh could install it.
+if [[ -s .ferry-run/azurite-bin ]]; then
+    export FERRY_AZURITE="$(cat .ferry-run/azurite-bin)"
+else
+    echo "== SKIPPED: Azurite is not available, so the Azure tests will not run"
+fi
 SECONDS=0
 echo "== cargo fmt --check (width and rules in rustfmt.toml)"
 cargo fmt --all -- --check || status=1
@@ -33,14 +39,19 @@ cargo test --workspace --release --no-fail-fast || status=1
 if [[ -n "${FERRY_MINIO:-}" ]]; then
     echo "== conformance suite against MinIO (cargo test --workspace --test conformance -- --ignored)"
     # --workspace keeps the feature set of the run above, so nothing is rebuilt.
-    cargo test --release --workspace --test conformance -- --ignored || status=1
+    cargo test --release --workspace --test conformance -- --ignored minio:: || status=1
+fi
+if [[ -n "${FERRY_AZURITE:-}" ]]; then
+    echo "== conformance suite against Azurite (cargo test --workspace --test conformance -- --ignored azurite::)"
+    cargo test --release --workspace --test conformance -- --ignored azurite:: || status=1
 fi
 # Tests that need a tool or a privilege are #[ignore = "needs ..."]: a plain `cargo test`
 # lists them as ignored, and one run without what it needs fails. They run here, one
 # cargo invocation per test binary, where what they need is present. A tool that
 # scripts/setup.sh or scripts/bench-setup.sh installs and that is missing fails the run;
 # root (this script may run through sudo for apt only) is said loudly.
-#   "BINARY TEST NEEDS": NEEDS is root, peers (.ferry-run/peers.json), commands on PATH,
+#   "BINARY TEST NEEDS": NEEDS is root, peers (.ferry-run/peers.json), azurite
+#   (FERRY_AZURITE), commands on PATH,
 #   or manual (too long for this suite: run by hand with --ignored).
 IGNORED=(
     "copy six_gib_copies_past_the_copy_object_limit manual"
@@ -55,7 +66,7 @@ IGNORED=(
     "bench_workloads peer_rows_of_the_newer_workloads_when_installed peers"
 )
 # Every #[ignore]d test under crates/*/tests is in the list above (conformance's are the
-# MinIO run's): one added without an entry would never run.
+# MinIO and Azurite runs'): one added without an entry would never run.
 while read -r bin name; do
     listed=0
     for e in "${IGNORED[@]}"; do [[ "$e" == "$bin * "* || "$e" == "$bin $name "* ]] && listed=1; done
@@ -77,6 +88,7 @@ for e in "${IGNORED[@]}"; do
             manual) missing+=(manual) ;;
             root) [[ $(id -u) -eq 0 ]] || missing+=(root) ;;
             peers) [[ -s .ferry-run/peers.json || -n "${FERRY_PEERS_JSON:-}" ]] || missing+=("the bench peers") ;;
+            azurite) [[ -n "${FERRY_AZURITE:-}" ]] || missing+=(Azurite) ;;
             *) command -v "$need" >/dev/null || missing+=("$need") ;;
         esac
     done
