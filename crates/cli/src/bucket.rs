@@ -1,15 +1,16 @@
 //! `ferry mb` and `ferry rb`: create and remove buckets.
 
-use crate::common::{parse_s3, usage, Global, Output};
+use crate::common::{parse_object, usage, Global, Output};
 use anyhow::{Context, Result};
 use clap::Args;
+use ferry_store::StoreUrl;
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "Example:\n  ferry mb s3://new-bucket")]
 pub struct MbArgs {
     #[command(flatten)]
     pub g: crate::common::Global,
-    /// s3://bucket
+    /// s3://bucket, gs://bucket or az://container
     pub url: String,
 }
 
@@ -20,32 +21,34 @@ pub struct MbArgs {
 pub struct RbArgs {
     #[command(flatten)]
     pub g: crate::common::Global,
-    /// s3://bucket
+    /// s3://bucket, gs://bucket or az://container
     pub url: String,
 }
 
-fn bucket_only(url: &str) -> Result<String> {
-    let (bucket, key) = parse_s3(url)?;
-    if !key.is_empty() {
-        return Err(usage(format!("{url:?} names a key; give s3://bucket")));
+fn bucket_only(url: &str) -> Result<StoreUrl> {
+    let u = parse_object(url)?;
+    if !u.key.is_empty() {
+        return Err(usage(format!("{url:?} names a key; give {}://bucket", u.provider)));
     }
-    Ok(bucket)
+    Ok(u)
 }
 
 pub async fn mb(args: MbArgs, g: &Global) -> Result<()> {
-    let bucket = bucket_only(&args.url)?;
-    let client = g.client()?;
-    client.create_bucket(&bucket).await.with_context(|| format!("make bucket s3://{bucket}"))?;
+    let u = bucket_only(&args.url)?;
+    let (p, bucket) = (u.provider, u.bucket);
+    let client = g.client(p)?;
+    client.create_bucket(&bucket).await.with_context(|| format!("make bucket {p}://{bucket}"))?;
     let out = Output::new(g);
-    out.emit(|| format!("mb s3://{bucket}"), || serde_json::json!({"op": "mb", "bucket": bucket}));
+    out.emit(|| format!("mb {p}://{bucket}"), || serde_json::json!({"op": "mb", "bucket": bucket}));
     out.finish()
 }
 
 pub async fn rb(args: RbArgs, g: &Global) -> Result<()> {
-    let bucket = bucket_only(&args.url)?;
-    let client = g.client()?;
-    client.delete_bucket(&bucket).await.with_context(|| format!("remove bucket s3://{bucket}"))?;
+    let u = bucket_only(&args.url)?;
+    let (p, bucket) = (u.provider, u.bucket);
+    let client = g.client(p)?;
+    client.delete_bucket(&bucket).await.with_context(|| format!("remove bucket {p}://{bucket}"))?;
     let out = Output::new(g);
-    out.emit(|| format!("rb s3://{bucket}"), || serde_json::json!({"op": "rb", "bucket": bucket}));
+    out.emit(|| format!("rb {p}://{bucket}"), || serde_json::json!({"op": "rb", "bucket": bucket}));
     out.finish()
 }

@@ -1,7 +1,7 @@
 //! `ferry cat`: an object's bytes to stdout, streamed (the body is verified as it
 //! passes; a mismatch at the end is an error and exit code 1).
 
-use crate::common::{parse_s3, usage, Global};
+use crate::common::{object_url, parse_object, usage, Global};
 use anyhow::{Context, Result};
 use clap::Args;
 use ferry_engine::Engine;
@@ -15,26 +15,28 @@ use std::io::Write;
 pub struct CatArgs {
     #[command(flatten)]
     pub g: crate::common::Global,
-    /// s3://bucket/key
+    /// s3://bucket/key, gs://bucket/key or az://container/key
     pub url: String,
 }
 
 pub async fn run(args: CatArgs, g: &Global) -> Result<()> {
-    let (bucket, key) = parse_s3(&args.url)?;
+    let u = parse_object(&args.url)?;
+    let (provider, bucket, key) = (u.provider, u.bucket, u.key);
     if key.is_empty() || crate::wildcard::has_wildcard(&key) {
         return Err(usage(format!("cat takes one object, not {:?}", args.url)));
     }
-    let client = g.client()?;
-    to_stdout(&client, &ObjectRef::new(bucket, key)).await
+    let client = g.client(provider)?;
+    to_stdout(&client, provider, &ObjectRef::new(bucket, key)).await
 }
 
 /// Streams one object to stdout (shared with `cp s3://... -`).
-pub async fn to_stdout(client: &Engine, obj: &ObjectRef) -> Result<()> {
-    let out = client.get(obj, GetParams::default()).await.with_context(|| obj.to_string())?;
+pub async fn to_stdout(client: &Engine, provider: ferry_store::Provider, obj: &ObjectRef) -> Result<()> {
+    let name = object_url(provider, obj);
+    let out = client.get(obj, GetParams::default()).await.with_context(|| name.clone())?;
     let mut body = out.body;
     let mut stdout = std::io::stdout().lock();
     while let Some(chunk) = body.chunk().await {
-        let chunk = chunk.with_context(|| obj.to_string())?;
+        let chunk = chunk.with_context(|| name.clone())?;
         match stdout.write_all(&chunk) {
             Ok(()) => {}
             // The reader went away (`| head`): not an error of ours.

@@ -30,8 +30,11 @@ use std::sync::{Arc, Mutex};
 /// (`ferry ls --json`); after wins. Not clap-global: `serve --profile` means something else.
 #[derive(Args, Clone, Debug, Default)]
 pub struct Global {
-    /// The S3 endpoint, e.g. http://127.0.0.1:9000 (else AWS_ENDPOINT_URL, the profile's
-    /// endpoint_url, or AWS S3 in the region).
+    /// The service endpoint, e.g. http://127.0.0.1:9000. S3: else AWS_ENDPOINT_URL, the
+    /// profile's endpoint_url, or AWS S3 in the region. gs:// and az://: else their
+    /// provider's own lookup (STORAGE_EMULATOR_HOST; the Azure account or connection
+    /// string). It applies to every URL of the command, so a copy between providers
+    /// takes each endpoint from its provider's environment instead.
     #[arg(long, value_name = "URL")]
     pub endpoint_url: Option<String>,
     /// The region requests are signed for (else AWS_REGION, the profile's, us-east-1).
@@ -128,6 +131,16 @@ pub enum Location {
     Stdio,
 }
 
+impl Location {
+    /// The provider of an object location.
+    pub fn provider(&self) -> Option<Provider> {
+        match self {
+            Location::Object { provider, .. } => Some(*provider),
+            _ => None,
+        }
+    }
+}
+
 impl std::fmt::Display for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -138,8 +151,8 @@ impl std::fmt::Display for Location {
     }
 }
 
-/// Parses `s3://bucket[/key]`, `-`, or a local path. A `gs://` or `az://` URL is
-/// understood, and refused until its provider is built in; other schemes are refused.
+/// Parses `s3://bucket[/key]`, `gs://bucket[/object]`, `az://container[/blob]`, `-`, or a
+/// local path; other schemes are refused.
 pub fn parse_location(s: &str) -> Result<Location, UsageError> {
     if s == "-" {
         return Ok(Location::Stdio);
@@ -148,23 +161,25 @@ pub fn parse_location(s: &str) -> Result<Location, UsageError> {
         return Err(UsageError("an empty path or URL".into()));
     }
     match StoreUrl::parse(s) {
-        Ok(u) if u.provider == Provider::S3 => Ok(Location::Object { provider: u.provider, bucket: u.bucket, key: u.key }),
-        Ok(u) => Err(UsageError(format!(
-            "{s:?}: {}:// URLs name {} objects, which this build of ferry cannot reach yet (use s3://bucket/key or a local path)",
-            u.provider.scheme(),
-            u.provider.name()
-        ))),
+        Ok(u) => Ok(Location::Object { provider: u.provider, bucket: u.bucket, key: u.key }),
         Err(UrlError::NotAUrl(_)) => Ok(Location::Local(PathBuf::from(s))),
         Err(e) => Err(UsageError(e.to_string())),
     }
 }
 
-/// `s3://bucket/key` only.
-pub fn parse_s3(s: &str) -> Result<(String, String), UsageError> {
+/// An object URL only (`SCHEME://bucket/key`), for the verbs that take no local path.
+pub fn parse_object(s: &str) -> Result<StoreUrl, UsageError> {
     match parse_location(s)? {
-        Location::Object { bucket, key, .. } => Ok((bucket, key)),
-        _ => Err(UsageError(format!("{s:?} is not an s3://bucket/key URL"))),
+        Location::Object { provider, bucket, key } => Ok(StoreUrl { provider, bucket, key }),
+        _ => Err(UsageError(format!(
+            "{s:?} is not an object URL (s3://bucket/key, gs://bucket/key, az://container/key)"
+        ))),
     }
+}
+
+/// How an object is named to the user: `SCHEME://bucket/key`.
+pub fn object_url(provider: Provider, obj: &ferry_store::ObjectRef) -> String {
+    format!("{provider}://{}/{}", obj.bucket, obj.key)
 }
 
 fn env(name: &str) -> Option<String> {
@@ -263,10 +278,10 @@ impl Global {
     /// The client for these settings: built once per process and shared (so the lines
     /// of `ferry run` share connections). Missing credentials (without
     /// --no-sign-request) is a usage error, as in the AWS CLI.
-    pub fn client(&self) -> Result<Engine> {
+    pub fn client(&self, provider: Provider) -> Result<Engine> {
         static CLIENTS: Mutex<Vec<(String, Engine)>> = Mutex::new(Vec::new());
         let key = format!(
-            "{:?}|{:?}|{:?}|{}|{:?}|{:?}|{}|{}",
+            "{provider}|{:?}|{:?}|{:?}|{}|{:?}|{:?}|{}|{}",
             self.endpoint_url,
             self.region,
             self.profile,
@@ -280,12 +295,40 @@ impl Global {
         if let Some((_, c)) = cache.iter().find(|(k, _)| *k == key) {
             return Ok(c.clone());
         }
-        let c = Engine::new(self.build_client()?);
+        let store = match provider {
+            Provider::S3 => self.build_s3()?,
+            other => self.build_other(other)?,
+        };
+        let c = Engine::new(store);
         cache.push((key, c.clone()));
         Ok(c)
     }
 
-    fn build_client(&self) -> Result<DynObjectStore> {
+    /// Enough connections for the objects in flight, or the parts of four large
+    /// downloads (the transport caps them).
+    fn max_connections(&self) -> usize {
+        self.concurrency().max(self.part_concurrency() * 4).clamp(8, 256)
+    }
+
+    /// A provider other than S3 finds its own endpoint and credentials (its module says
+    /// how); `--endpoint-url`, `--no-sign-request`, `--ca-bundle` and `--transport` apply
+    /// to it as to S3, the AWS settings (region, profile) do not.
+    fn build_other(&self, provider: Provider) -> Result<DynObjectStore> {
+        let options = StoreOptions {
+            endpoint: self.endpoint_url.clone(),
+            region: None,
+            credentials: if self.no_sign_request { CredentialsSource::Anonymous } else { CredentialsSource::Default },
+            mode: self.transport.unwrap_or_default().0,
+            ca_file: self.ca_bundle.clone(),
+            max_connections: Some(self.max_connections()),
+        };
+        ferry_store::connect(provider, options).map_err(|e| match e {
+            ferry_store::Error::Config(m) => usage(m),
+            e => anyhow::Error::new(e),
+        })
+    }
+
+    fn build_s3(&self) -> Result<DynObjectStore> {
         let source = if self.no_sign_request {
             CredentialsSource::Anonymous
         } else if let Some(p) = &self.profile {
@@ -310,9 +353,7 @@ impl Global {
             credentials: source,
             mode: self.transport.unwrap_or_default().0,
             ca_file: self.ca_bundle.clone().or_else(|| env("AWS_CA_BUNDLE").map(PathBuf::from)),
-            // Enough connections for the objects in flight, or the parts of four large
-            // downloads (the transport caps them).
-            max_connections: Some(self.concurrency().max(self.part_concurrency() * 4).clamp(8, 256)),
+            max_connections: Some(self.max_connections()),
         };
         ferry_store::connect(Provider::S3, options).map_err(|e| match e {
             ferry_store::Error::Config(m) => usage(format!("endpoint {endpoint:?}: {m}")),
@@ -486,9 +527,16 @@ mod tests {
         assert!(parse_location("s3:///key").is_err());
         assert!(parse_location("s3://bad bucket/k").is_err());
         assert!(parse_location("s3://b*/k").is_err());
-        assert!(parse_location("gs://b/k").unwrap_err().0.contains("Google Cloud Storage"));
+        assert_eq!(
+            parse_location("gs://b/k").unwrap(),
+            Location::Object { provider: Provider::Gcs, bucket: "b".into(), key: "k".into() }
+        );
+        assert_eq!(
+            parse_location("az://c/d/e").unwrap(),
+            Location::Object { provider: Provider::Azure, bucket: "c".into(), key: "d/e".into() }
+        );
         assert!(parse_location("ftp://h/k").unwrap_err().0.contains("unsupported URL scheme"));
         assert!(parse_location("").is_err());
-        assert!(parse_s3("local").is_err());
+        assert!(parse_object("local").is_err());
     }
 }

@@ -32,14 +32,14 @@
 //! such uploads). Its part size is fixed before the first byte, so a stream above
 //! 10,000 parts of --part-size needs `--expected-size` (engine's upload.rs).
 
-use crate::common::{parse_location, usage, Global, Location, Output};
+use crate::common::{object_url, parse_location, usage, Global, Location, Output};
 use crate::wildcard::{has_wildcard, list_matching, local_matching, Pattern};
 use anyhow::{Context, Result};
 use bytes::{Bytes, BytesMut};
 use clap::Args;
 use ferry_engine::download::Mtime;
 use ferry_engine::Engine;
-use ferry_store::{ObjectInfo, ObjectRef};
+use ferry_store::{ObjectInfo, ObjectRef, Provider};
 use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -137,18 +137,19 @@ pub fn local_below(dir: &std::path::Path, rel: &str, src: &ObjectRef) -> Result<
 }
 
 impl Job {
-    pub fn source(&self) -> String {
+    /// The source's name for the user; `p` is the provider of the job's objects.
+    pub fn source(&self, p: Provider) -> String {
         match self {
             Job::Upload { path, .. } => path.display().to_string(),
-            Job::Download { obj, .. } => obj.to_string(),
-            Job::Copy { src, .. } | Job::Refuse { src, .. } => src.to_string(),
+            Job::Download { obj, .. } => object_url(p, obj),
+            Job::Copy { src, .. } | Job::Refuse { src, .. } => object_url(p, src),
         }
     }
-    pub fn dest(&self) -> String {
+    pub fn dest(&self, p: Provider) -> String {
         match self {
-            Job::Upload { obj, .. } => obj.to_string(),
+            Job::Upload { obj, .. } => object_url(p, obj),
             Job::Download { path, .. } => path.display().to_string(),
-            Job::Copy { dst, .. } => dst.to_string(),
+            Job::Copy { dst, .. } => object_url(p, dst),
             Job::Refuse { .. } => String::new(),
         }
     }
@@ -225,15 +226,16 @@ impl Runner {
 
     /// One job, its result reported.
     pub async fn run_one(&self, job: &Job) {
+        let p = self.client.provider();
         match self.execute(job).await {
             Ok((size, resumed)) => {
                 self.out.ok();
                 self.out.emit(
-                    || format!("cp {} {}", job.source(), job.dest()),
-                    || serde_json::json!({"op": "cp", "source": job.source(), "dest": job.dest(), "size": size, "resumed_bytes": resumed}),
+                    || format!("cp {} {}", job.source(p), job.dest(p)),
+                    || serde_json::json!({"op": "cp", "source": job.source(p), "dest": job.dest(p), "size": size, "resumed_bytes": resumed}),
                 );
             }
-            Err(e) => self.out.fail("cp", &job.source(), &format!("{e:#}")),
+            Err(e) => self.out.fail("cp", &job.source(p), &format!("{e:#}")),
         }
     }
 
@@ -395,7 +397,10 @@ pub fn jobs_for(
                     .boxed())
             } else {
                 if key.is_empty() {
-                    return Err(usage(format!("s3://{bucket} is a bucket: use --recursive, or name a key")));
+                    return Err(usage(format!(
+                        "{}://{bucket} is a bucket: use --recursive, or name a key",
+                        client.provider()
+                    )));
                 }
                 let obj = ObjectRef::new(bucket.clone(), key.clone());
                 let job = match dest {
@@ -433,7 +438,8 @@ pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
     if args.expected_size.is_some() && !matches!(&locs[..], [Location::Stdio]) {
         return Err(usage("--expected-size is for a copy from stdin: cp --expected-size BYTES - s3://bucket/key"));
     }
-    let client = g.client()?;
+    let providers: Vec<Option<Provider>> = locs.iter().chain([&dest]).map(Location::provider).collect();
+    let client = g.client(one_provider(providers.iter())?)?;
     // Whole objects through stdin/stdout.
     if let [src] = &locs[..] {
         match (src, &dest) {
@@ -452,8 +458,8 @@ pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
                     Ok(r) => {
                         out.ok();
                         out.emit(
-                            || format!("cp - {obj}"),
-                            || serde_json::json!({"op": "cp", "source": "-", "dest": obj.to_string(), "size": r.size}),
+                            || format!("cp - {}", object_url(client.provider(), &obj)),
+                            || serde_json::json!({"op": "cp", "source": "-", "dest": object_url(client.provider(), &obj), "size": r.size}),
                         );
                     }
                     Err(e) => out.fail("cp", "-", &e),
@@ -464,7 +470,8 @@ pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
                 if key.is_empty() || has_wildcard(key) {
                     return Err(usage("stdout takes one object: cp s3://bucket/key -"));
                 }
-                return crate::cat::to_stdout(&client, &ObjectRef::new(bucket.clone(), key.clone())).await;
+                return crate::cat::to_stdout(&client, client.provider(), &ObjectRef::new(bucket.clone(), key.clone()))
+                    .await;
             }
             _ => {}
         }
@@ -483,6 +490,25 @@ pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
         runner.run_all(jobs).await?;
     }
     out.finish()
+}
+
+/// The provider of a command's objects (S3 when it names none). A command whose objects
+/// are at two providers is refused: its copies would have to stream through this
+/// machine, which `cp` and `sync` do not do yet.
+pub fn one_provider<'a>(providers: impl IntoIterator<Item = &'a Option<Provider>>) -> Result<Provider> {
+    let mut found: Option<Provider> = None;
+    for p in providers.into_iter().flatten() {
+        match found {
+            Some(f) if f != *p => {
+                return Err(usage(format!(
+                    "copies between providers ({f}:// and {p}://) are not supported yet: \
+                     copy to a local directory, then from it"
+                )))
+            }
+            _ => found = Some(*p),
+        }
+    }
+    Ok(found.unwrap_or(Provider::S3))
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use crate::common::{parse_location, short_time, usage, Global, Location, Output}
 use crate::wildcard::{has_wildcard, list_matching, Pattern};
 use anyhow::Result;
 use clap::Args;
-use ferry_store::{ListParams, ObjectEntry, UploadEntry};
+use ferry_store::{ListParams, ObjectEntry, Provider, UploadEntry};
 use futures_util::stream::StreamExt;
 
 #[derive(Args, Debug, Clone)]
@@ -44,24 +44,26 @@ fn object_json(bucket: &str, o: &ObjectEntry) -> serde_json::Value {
 }
 
 pub async fn run(args: LsArgs, g: &Global) -> Result<()> {
-    let target = match args.url.as_deref() {
-        None | Some("s3://") | Some("s3:") => None,
+    // No URL, or a scheme alone (`s3://`, `gs://`, `az://`): that provider's buckets.
+    let (provider, target) = match args.url.as_deref() {
+        None => (Provider::S3, None),
+        Some(u) if bare_scheme(u).is_some() => (bare_scheme(u).unwrap(), None),
         Some(u) => match parse_location(u)? {
-            Location::Object { bucket, key, .. } => Some((bucket, key)),
-            _ => return Err(usage(format!("ls takes an s3:// URL, not {u:?}"))),
+            Location::Object { provider, bucket, key } => (provider, Some((bucket, key))),
+            _ => return Err(usage(format!("ls takes an object URL (s3://, gs://, az://), not {u:?}"))),
         },
     };
     if args.incomplete && target.is_none() {
         return Err(usage("--incomplete lists the uploads of one bucket: ferry ls --incomplete s3://bucket[/prefix]"));
     }
-    let client = g.client()?;
+    let client = g.client(provider)?;
     let out = Output::new(g);
     let Some((bucket, key)) = target else {
         for ferry_store::BucketEntry { name, creation_date } in client.list_buckets().await? {
             let created = Some(creation_date).filter(|t| *t != std::time::UNIX_EPOCH);
             let when = created.map(short_time).unwrap_or_default();
             out.emit(
-                || format!("{when:19}  s3://{name}"),
+                || format!("{when:19}  {provider}://{name}"),
                 || serde_json::json!({"type": "bucket", "name": name, "created": created.map(crate::common::rfc3339)}),
             );
         }
@@ -72,10 +74,10 @@ pub async fn run(args: LsArgs, g: &Global) -> Result<()> {
             return Err(usage("--incomplete takes a prefix, not a pattern"));
         }
         let uploads = client.list_uploads(&bucket, &key).await.map_err(|e| {
-            anyhow::Error::new(e).context(format!("listing the uploads in progress under s3://{bucket}/{key}"))
+            anyhow::Error::new(e).context(format!("listing the uploads in progress under {provider}://{bucket}/{key}"))
         })?;
         for u in &uploads {
-            out.emit(|| upload_line(&bucket, u), || upload_json(&bucket, u));
+            out.emit(|| upload_line(provider, &bucket, u), || upload_json(&bucket, u));
         }
         return out.finish();
     }
@@ -96,7 +98,7 @@ pub async fn run(args: LsArgs, g: &Global) -> Result<()> {
     };
     let mut pages = client.list(&bucket, params);
     while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| anyhow::Error::new(e).context(format!("listing s3://{bucket}/{key}")))?;
+        let page = page.map_err(|e| anyhow::Error::new(e).context(format!("listing {provider}://{bucket}/{key}")))?;
         for p in &page.common_prefixes {
             out.emit(
                 || format!("{:>19}  {:>12}  {p}", "", "DIR"),
@@ -110,8 +112,14 @@ pub async fn run(args: LsArgs, g: &Global) -> Result<()> {
     out.finish()
 }
 
-fn upload_line(bucket: &str, u: &UploadEntry) -> String {
-    format!("{}  {}  s3://{bucket}/{}", short_time(u.initiated), u.upload_id, u.key)
+fn upload_line(provider: Provider, bucket: &str, u: &UploadEntry) -> String {
+    format!("{}  {}  {provider}://{bucket}/{}", short_time(u.initiated), u.upload_id, u.key)
+}
+
+/// `s3://` or `s3:` (any provider's scheme) with nothing after it.
+fn bare_scheme(u: &str) -> Option<Provider> {
+    let scheme = u.strip_suffix("://").or_else(|| u.strip_suffix(':'))?;
+    Provider::from_scheme(scheme)
 }
 
 fn upload_json(bucket: &str, u: &UploadEntry) -> serde_json::Value {

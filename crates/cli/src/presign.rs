@@ -1,7 +1,7 @@
 //! `ferry presign`: a URL anyone can GET the object with until it expires (SigV4 query
 //! signing, at most 7 days as S3 allows). Nothing is sent to the server.
 
-use crate::common::{parse_s3, usage, Global, Output};
+use crate::common::{object_url, parse_object, usage, Global, Output};
 use anyhow::Result;
 use clap::Args;
 use ferry_store::ObjectRef;
@@ -14,7 +14,7 @@ use std::time::Duration;
 pub struct PresignArgs {
     #[command(flatten)]
     pub g: crate::common::Global,
-    /// s3://bucket/key
+    /// s3://bucket/key, gs://bucket/key or az://container/key
     pub url: String,
     /// Seconds the URL stays valid (1 to 604800).
     #[arg(long, default_value_t = 3600)]
@@ -22,20 +22,21 @@ pub struct PresignArgs {
 }
 
 pub async fn run(args: PresignArgs, g: &Global) -> Result<()> {
-    let (bucket, key) = parse_s3(&args.url)?;
+    let u = parse_object(&args.url)?;
+    let (provider, bucket, key) = (u.provider, u.bucket, u.key);
     if key.is_empty() || crate::wildcard::has_wildcard(&key) {
         return Err(usage(format!("presign takes one object, not {:?}", args.url)));
     }
     if args.expires_in == 0 || args.expires_in > 604_800 {
         return Err(usage(format!("--expires-in must be 1 to 604800 seconds, not {}", args.expires_in)));
     }
-    let client = g.client()?;
+    let client = g.client(provider)?;
     let obj = ObjectRef::new(bucket, key);
     let url = client.presign_get(&obj, Duration::from_secs(args.expires_in))?;
     let out = Output::new(g);
     out.emit(
         || url.clone(),
-        || serde_json::json!({"op": "presign", "object": obj.to_string(), "url": url, "expires_in": args.expires_in}),
+        || serde_json::json!({"op": "presign", "object": object_url(provider, &obj), "url": url, "expires_in": args.expires_in}),
     );
     out.finish()
 }

@@ -20,13 +20,13 @@
 //! of a bucket lifecycle rule. Objects are never touched. An upload already gone when
 //! its abort arrives (completed or aborted meanwhile: NoSuchUpload) counts as removed.
 
-use crate::common::{parse_s3, usage, Global, Output};
+use crate::common::{object_url, parse_object, usage, Global, Output};
 use crate::wildcard::{has_wildcard, list_matching, Pattern};
 use anyhow::Result;
 use clap::Args;
 use ferry_engine::DeleteOptions;
 use ferry_engine::Engine;
-use ferry_store::ObjectRef;
+use ferry_store::{ObjectRef, StoreUrl};
 use futures_util::stream::{StreamExt, TryStreamExt};
 use std::collections::HashMap;
 
@@ -67,7 +67,7 @@ pub struct RmArgs {
 pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
     let mut targets = Vec::new();
     for u in &args.urls {
-        let (bucket, key) = parse_s3(u)?;
+        let StoreUrl { provider, bucket, key } = parse_object(u)?;
         if args.incomplete && has_wildcard(&key) {
             return Err(usage("--incomplete takes a prefix, not a pattern"));
         }
@@ -76,32 +76,35 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
                 "{u:?} names a bucket: use --recursive to remove every object in it (or rb to remove the bucket)"
             )));
         }
-        targets.push((bucket, key));
+        targets.push((provider, bucket, key));
     }
-    let client = g.client()?;
     let out = Output::new(g);
     if args.incomplete {
-        for (bucket, prefix) in targets {
-            abort_incomplete(&client, &out, &bucket, &prefix, args.dry_run).await?;
+        for (provider, bucket, prefix) in targets {
+            abort_incomplete(&g.client(provider)?, &out, &bucket, &prefix, args.dry_run).await?;
         }
         return out.finish();
     }
-    for (bucket, key) in targets {
+    for (provider, bucket, key) in targets {
+        let client = g.client(provider)?;
         if !args.recursive && !has_wildcard(&key) {
             let obj = ObjectRef::new(bucket.clone(), key.clone());
             if args.dry_run {
                 out.emit(
-                    || format!("(dry run) rm {obj}"),
-                    || serde_json::json!({"op": "rm", "object": obj.to_string(), "dry_run": true}),
+                    || format!("(dry run) rm {}", object_url(provider, &obj)),
+                    || serde_json::json!({"op": "rm", "object": object_url(provider, &obj), "dry_run": true}),
                 );
                 continue;
             }
             match client.delete(&obj).await {
                 Ok(()) => {
                     out.ok();
-                    out.emit(|| format!("rm {obj}"), || serde_json::json!({"op": "rm", "object": obj.to_string()}));
+                    out.emit(
+                        || format!("rm {}", object_url(provider, &obj)),
+                        || serde_json::json!({"op": "rm", "object": object_url(provider, &obj)}),
+                    );
                 }
-                Err(e) => out.fail("rm", &obj.to_string(), &e),
+                Err(e) => out.fail("rm", &object_url(provider, &obj), &e),
             }
             continue;
         }
@@ -115,7 +118,7 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
                 let bucket = bucket.clone();
                 let out = out.clone();
                 async move {
-                    let name = |k: &str| format!("s3://{bucket}/{k}");
+                    let name = |k: &str| format!("{provider}://{bucket}/{k}");
                     if dry {
                         for k in &keys {
                             out.emit(
@@ -160,10 +163,11 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
 
 /// `rm --incomplete`: aborts every upload in progress under `prefix` (module note).
 async fn abort_incomplete(client: &Engine, out: &Output, bucket: &str, prefix: &str, dry: bool) -> Result<()> {
+    let provider = client.provider();
     let uploads = client.list_uploads(bucket, prefix).await.map_err(|e| {
-        anyhow::Error::new(e).context(format!("listing the uploads in progress under s3://{bucket}/{prefix}"))
+        anyhow::Error::new(e).context(format!("listing the uploads in progress under {provider}://{bucket}/{prefix}"))
     })?;
-    let name = |u: &ferry_store::UploadEntry| format!("s3://{bucket}/{}", u.key);
+    let name = |u: &ferry_store::UploadEntry| format!("{provider}://{bucket}/{}", u.key);
     let json = |u: &ferry_store::UploadEntry, dry: bool| serde_json::json!({"op": "rm", "object": name(u), "upload_id": u.upload_id, "incomplete": true, "dry_run": dry});
     if dry {
         for u in &uploads {

@@ -1,7 +1,7 @@
 //! `ferry stat`: what HEAD says about an object (size, ETag, date, type, checksums,
 //! metadata).
 
-use crate::common::{parse_s3, rfc3339, usage, Global, Output};
+use crate::common::{object_url, parse_object, rfc3339, usage, Global, Output};
 use anyhow::{Context, Result};
 use clap::Args;
 use ferry_store::ObjectRef;
@@ -11,23 +11,24 @@ use ferry_store::ObjectRef;
 pub struct StatArgs {
     #[command(flatten)]
     pub g: crate::common::Global,
-    /// s3://bucket/key
+    /// s3://bucket/key, gs://bucket/key or az://container/key
     pub url: String,
 }
 
 pub async fn run(args: StatArgs, g: &Global) -> Result<()> {
-    let (bucket, key) = parse_s3(&args.url)?;
+    let u = parse_object(&args.url)?;
+    let (provider, bucket, key) = (u.provider, u.bucket, u.key);
     if key.is_empty() || crate::wildcard::has_wildcard(&key) {
         return Err(usage(format!("stat takes one object, not {:?}", args.url)));
     }
-    let client = g.client()?;
+    let client = g.client(provider)?;
     let out = Output::new(g);
     let obj = ObjectRef::new(bucket, key);
-    let info = client.head(&obj).await.with_context(|| obj.to_string())?;
+    let info = client.head(&obj).await.with_context(|| object_url(provider, &obj))?;
     let sums: Vec<(String, String)> = info.checksums.iter().map(|(a, v)| (a.as_str().to_owned(), v.clone())).collect();
     out.emit(
         || {
-            let mut s = format!("Name:          {obj}\nSize:          {}\nETag:          {}\n", info.size, info.etag.as_deref().unwrap_or("-"));
+            let mut s = format!("Name:          {}\n", object_url(provider, &obj)) + &format!("Size:          {}\nETag:          {}\n", info.size, info.etag.as_deref().unwrap_or("-"));
             s += &format!("Last-Modified: {}\nContent-Type:  {}\n", info.last_modified.map(rfc3339).unwrap_or_default(), info.content_type.as_deref().unwrap_or("-"));
             for (a, v) in &sums {
                 s += &format!("Checksum:      {a} {v}\n");

@@ -51,7 +51,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use ferry_engine::Engine;
 use ferry_proto::checksum::{ChecksumAlgorithm, Checksummer};
-use ferry_store::{ObjectInfo, ObjectRef};
+use ferry_store::{ObjectInfo, ObjectRef, Provider};
 use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -151,20 +151,27 @@ pub fn decide(src: &Meta, dst: Option<&Meta>, mode: Mode) -> Decision {
 #[derive(Clone, Debug)]
 enum Side {
     Local(PathBuf),
-    S3 { bucket: String, prefix: String },
+    Remote { provider: Provider, bucket: String, prefix: String },
 }
 
 impl Side {
     fn name(&self, rel: &str) -> String {
         match self {
             Side::Local(root) => root.join(rel).display().to_string(),
-            Side::S3 { bucket, prefix } => format!("s3://{bucket}/{prefix}{rel}"),
+            Side::Remote { provider, bucket, prefix } => format!("{provider}://{bucket}/{prefix}{rel}"),
+        }
+    }
+
+    fn provider(&self) -> Option<Provider> {
+        match self {
+            Side::Remote { provider, .. } => Some(*provider),
+            Side::Local(_) => None,
         }
     }
 
     fn object(&self, rel: &str) -> Option<ObjectRef> {
         match self {
-            Side::S3 { bucket, prefix } => Some(ObjectRef::new(bucket.clone(), format!("{prefix}{rel}"))),
+            Side::Remote { bucket, prefix, .. } => Some(ObjectRef::new(bucket.clone(), format!("{prefix}{rel}"))),
             Side::Local(_) => None,
         }
     }
@@ -181,7 +188,7 @@ impl Side {
                 )
                 .boxed()
             }
-            Side::S3 { bucket, prefix } => {
+            Side::Remote { bucket, prefix, .. } => {
                 let pattern = Pattern::new(prefix, true).expect("a prefix is a valid pattern");
                 let p2 = pattern.clone();
                 list_matching(client, bucket, pattern, false)
@@ -200,7 +207,7 @@ impl Side {
 fn side(loc: Location) -> Result<Side> {
     match loc {
         Location::Local(p) => Ok(Side::Local(p)),
-        Location::Object { bucket, key, .. } => Ok(Side::S3 { bucket, prefix: as_dir(&key) }),
+        Location::Object { provider, bucket, key } => Ok(Side::Remote { provider, bucket, prefix: as_dir(&key) }),
         Location::Stdio => Err(usage("sync works on directories and prefixes, not '-'")),
     }
 }
@@ -272,7 +279,8 @@ pub async fn run(args: SyncArgs, g: &Global) -> Result<()> {
     } else {
         Mode::SizeAndTime
     };
-    let client = g.client()?;
+    let provider = crate::cp::one_provider([&src.provider(), &dst.provider()])?;
+    let client = g.client(provider)?;
     let out = Output::new(g);
     let runner = Runner::new(client.clone(), g, out.clone());
 
@@ -317,8 +325,8 @@ pub async fn run(args: SyncArgs, g: &Global) -> Result<()> {
                 Ok(match a {
                     Action::Copy(job, reason) if dry => {
                         out2.emit(
-                            || format!("(dry run) cp {} {}  ({})", job.source(), job.dest(), reason.as_str()),
-                            || serde_json::json!({"op": "cp", "source": job.source(), "dest": job.dest(), "reason": reason.as_str(), "dry_run": true}),
+                            || format!("(dry run) cp {} {}  ({})", job.source(provider), job.dest(provider), reason.as_str()),
+                            || serde_json::json!({"op": "cp", "source": job.source(provider), "dest": job.dest(provider), "reason": reason.as_str(), "dry_run": true}),
                         );
                         None
                     }
@@ -450,10 +458,10 @@ async fn delete_as_they_come(
 
 fn make_job(src: &Side, dst: &Side, rel: &str, meta: &Meta) -> Job {
     match (src, dst) {
-        (Side::Local(root), Side::S3 { .. }) => {
+        (Side::Local(root), Side::Remote { .. }) => {
             Job::Upload { path: root.join(rel), obj: dst.object(rel).expect("s3 side"), size: meta.size }
         }
-        (Side::S3 { .. }, Side::Local(root)) => {
+        (Side::Remote { .. }, Side::Local(root)) => {
             let obj = src.object(rel).expect("s3 side");
             match crate::cp::local_below(root, rel, &obj) {
                 Ok(path) => {
@@ -493,20 +501,24 @@ async fn delete(client: &Engine, dst: &Side, rels: &[String], dry: bool, out: &O
                 }
             }
         }
-        Side::S3 { bucket, prefix } => {
+        Side::Remote { provider, bucket, prefix } => {
             for chunk in rels.chunks(client.capabilities().max_batch_delete) {
                 let keys: Vec<String> = chunk.iter().map(|r| format!("{prefix}{r}")).collect();
                 match client.delete_batch(bucket, &keys).await {
                     Ok(r) => {
                         for k in r.deleted {
                             out.ok();
-                            say(format!("s3://{bucket}/{k}"));
+                            say(format!("{provider}://{bucket}/{k}"));
                         }
                         for e in r.errors {
-                            out.fail("rm", &format!("s3://{bucket}/{}", e.key), &format!("{} {}", e.code, e.message));
+                            out.fail(
+                                "rm",
+                                &format!("{provider}://{bucket}/{}", e.key),
+                                &format!("{} {}", e.code, e.message),
+                            );
                         }
                     }
-                    Err(e) => keys.iter().for_each(|k| out.fail("rm", &format!("s3://{bucket}/{k}"), &e)),
+                    Err(e) => keys.iter().for_each(|k| out.fail("rm", &format!("{provider}://{bucket}/{k}"), &e)),
                 }
             }
         }
@@ -625,7 +637,7 @@ mod tests {
         let client = Engine::new(ferry_store::connect(ferry_store::Provider::S3, options).unwrap());
         client.create_bucket("sync").await.unwrap();
         for seed in 1..=4u64 {
-            let mut rng = Rng(seed * 0x9e37_79b9_7f4a_7c15);
+            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
             let dir = tempfile::tempdir().unwrap();
             let (up, mirror) = (dir.path().join("up"), dir.path().join("mirror"));
             let write = |root: &Path, rel: &str, len: usize, age_s: u64| {
@@ -650,8 +662,8 @@ mod tests {
                     }
                 }
             }
-            let s3 = Side::S3 { bucket: "sync".into(), prefix: format!("t{seed}/") };
-            let s3b = Side::S3 { bucket: "sync".into(), prefix: format!("u{seed}/") };
+            let s3 = Side::Remote { provider: Provider::S3, bucket: "sync".into(), prefix: format!("t{seed}/") };
+            let s3b = Side::Remote { provider: Provider::S3, bucket: "sync".into(), prefix: format!("u{seed}/") };
             for (rel, m) in Side::Local(mirror.clone()).list(&client).try_collect::<Vec<_>>().await.unwrap() {
                 client
                     .put(

@@ -96,10 +96,10 @@ pub fn list_matching(
 ) -> BoxStream<'static, Result<ObjectEntry>> {
     let params =
         ListParams { prefix: (!pattern.prefix.is_empty()).then(|| pattern.prefix.clone()), ..Default::default() };
-    let b = bucket.to_owned();
+    let b = format!("{}://{bucket}/", client.provider());
     client
         .list(bucket, params)
-        .map_err(move |e| anyhow::Error::new(e).context(format!("listing s3://{b}/")))
+        .map_err(move |e| anyhow::Error::new(e).context(format!("listing {b}")))
         .map_ok(move |page| {
             let pattern = pattern.clone();
             futures_util::stream::iter(
