@@ -125,6 +125,24 @@ pub(crate) fn blob_read_sas(
     format!("sv={}&se={}&sr=b&sp=r&sig={}", enc(version), enc(expiry), enc(&sig))
 }
 
+/// The query of a service SAS for a whole container (`sr=c`) with permissions `sp`
+/// (`rl`, `racwdl`, ...), valid until `expiry`: for tools that take a container SAS URL
+/// (rclone's `sas_url`) and for tests.
+pub fn container_sas(
+    account: &str,
+    key: &[u8],
+    container: &str,
+    permissions: &str,
+    expiry: &str,
+    version: &str,
+) -> String {
+    let resource = format!("/blob/{account}/{container}");
+    let fields = [permissions, "", expiry, &resource, "", "", "", version, "c", "", "", "", "", "", "", ""];
+    let sig = hmac_base64(key, &fields.join("\n"));
+    let enc = |v: &str| ferry_proto::encoding::uri_encode(v, true);
+    format!("sv={}&se={}&sr=c&sp={}&sig={}", enc(version), enc(expiry), enc(permissions), enc(&sig))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
