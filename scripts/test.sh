@@ -56,7 +56,7 @@ fi
 IGNORED=(
     "copy six_gib_copies_past_the_copy_object_limit manual"
     "azure * azurite,rclone"
-    "cli_azure * azurite,rclone"
+    "cli_azure * azurite"
     "link * root,ip"
     "bench small_objects_tiny_ceilings h2load,wrk"
     "bench bulk_get_tiny_has_rows_and_rss_check iperf3"
