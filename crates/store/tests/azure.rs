@@ -3,13 +3,16 @@
 //! - Against Azurite (`#[ignore = "needs Azurite"]`, run by scripts/test.sh): an
 //!   interrupted block upload is resumed by the engine, reusing the blocks Get Block
 //!   List reports; a SAS client reads with a read/list container SAS and is refused a
-//!   write; rclone (its `azureblob` backend, a real peer) reads what ferry wrote and
+//!   write; an anonymous client reads a container once its access level is public;
+//!   rclone (its `azureblob` backend, a real peer) reads what ferry wrote and
 //!   ferry reads what rclone wrote, rclone's own block ids included.
 //! - Against scripted peers on real sockets (no Azure here to ask for tokens, and
 //!   Azurite accepts bearer tokens only over HTTPS with its OAuth mode): Entra ID's client
 //!   secret flow and the managed identity endpoint hand out tokens that are cached and
 //!   sent as `Authorization: Bearer`; a throttled answer (503 ServerBusy with
-//!   Retry-After) is waited out and retried.
+//!   Retry-After) is waited out and retried; a body whose MD5 is not the blob's
+//!   Content-MD5 ends with an integrity error, and a cut body is resumed with
+//!   `x-ms-range` and `If-Match`, its MD5 checked across the pieces.
 
 use bytes::Bytes;
 use ferry_engine::upload::{upload_file, UploadParams};
@@ -249,13 +252,19 @@ async fn peer(reply: Reply) -> (std::net::SocketAddr, Arc<Mutex<Vec<Seen>>>) {
                         l.len() - 1
                     };
                     let (status, hs, body) = reply(&s, index);
-                    let mut out = format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\n", body.len());
-                    for (n, v) in hs {
+                    // `x-test-cut: N` announces N bytes, sends the body given, and closes.
+                    let cut: Option<usize> =
+                        hs.iter().find(|(n, _)| n == "x-test-cut").map(|(_, v)| v.parse().unwrap());
+                    let mut out = format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\n", cut.unwrap_or(body.len()));
+                    for (n, v) in hs.iter().filter(|(n, _)| n != "x-test-cut") {
                         out.push_str(&format!("{n}: {v}\r\n"));
                     }
                     out.push_str("\r\n");
                     out.push_str(&body);
                     w.write_all(out.as_bytes()).await.unwrap();
+                    if cut.is_some() {
+                        return;
+                    }
                 }
             });
         }
@@ -427,4 +436,82 @@ async fn server_busy_is_waited_out_for_its_retry_after_and_errors_keep_the_reque
     let c = blob_client(addr, AzureCredential::Anonymous, RetryConfig { max_attempts: 2, ..RetryConfig::default() });
     let e = c.head(&ObjectRef::new("c", "always-busy")).await.unwrap_err();
     assert!(matches!(e, Error::Throttled { status: 429, .. }), "{e:?}");
+}
+
+fn md5_b64(b: &[u8]) -> String {
+    use md5::Digest;
+    ferry_proto::checksum::base64_encode(&md5::Md5::digest(b))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_read_is_checked_against_content_md5_and_a_cut_body_resumes_pinned_to_its_etag() {
+    let body: String = (0..1000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    let whole = body.clone();
+    let (addr, seen) = peer(Box::new(move |s, _| {
+        let md5 = md5_b64(whole.as_bytes());
+        let base = vec![("etag".to_string(), "\"0x8DB\"".to_string()), ("content-md5".to_string(), md5)];
+        if s.line.starts_with("GET /acct/c/bad-md5") {
+            let mut h = base.clone();
+            h[1].1 = md5_b64(b"other bytes");
+            return (200, h, whole.clone());
+        }
+        match s.header("x-ms-range") {
+            None => {
+                let mut h = base;
+                h.push(("x-test-cut".into(), "1000".into()));
+                (200, h, whole[..400].to_owned())
+            }
+            Some(r) => {
+                assert_eq!(r, "bytes=400-999");
+                assert_eq!(s.header("if-match"), Some("\"0x8DB\""));
+                (
+                    206,
+                    vec![("etag".into(), "\"0x8DB\"".into()), ("content-range".into(), "bytes 400-999/1000".into())],
+                    whole[400..].to_owned(),
+                )
+            }
+        }
+    }))
+    .await;
+    let retry = RetryConfig { base_delay: Duration::from_millis(1), ..RetryConfig::default() };
+    let c = blob_client(addr, AzureCredential::Anonymous, retry);
+    let got = c.get(&ObjectRef::new("c", "cut"), GetParams::default()).await.unwrap().body.collect().await.unwrap();
+    assert_eq!(got, Bytes::from(body.clone()));
+    assert_eq!(seen.lock().unwrap().len(), 2);
+    let e =
+        c.get(&ObjectRef::new("c", "bad-md5"), GetParams::default()).await.unwrap().body.collect().await.unwrap_err();
+    assert!(matches!(&e, Error::Integrity { message, .. } if message.contains("MD5")), "{e:?}");
+}
+
+#[ignore = "needs Azurite: run by scripts/test.sh with FERRY_AZURITE set"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anonymous_client_reads_a_public_container() {
+    let c = emulator();
+    let container = unique("public");
+    c.create_bucket(&container).await.unwrap();
+    let o = ObjectRef::new(container.as_str(), "open.txt");
+    c.put(&o, PutPayload::Bytes(Bytes::from_static(b"for everyone")), PutParams::default()).await.unwrap();
+    let mut options = StoreOptions::new(azurite().blob_endpoint());
+    options.credentials = CredentialsSource::Anonymous;
+    let anon = ferry_store::connect(Provider::Azure, options).unwrap();
+    // Private until the container's access level says otherwise.
+    let e = anon.get_bytes(&o).await.unwrap_err();
+    assert!(e.is_not_found() || matches!(e, Error::Auth { .. }), "{e:?}");
+    let admin = AzureClientBuilder::new(
+        AzureConfig::resolve(
+            Some(&azurite().blob_endpoint()),
+            &CredentialsSource::Explicit(Credentials::new(ACCOUNT, ACCOUNT_KEY)),
+        )
+        .unwrap(),
+    )
+    .build()
+    .unwrap();
+    admin.set_container_public_access(&container, Some("container")).await.unwrap();
+    assert_eq!(anon.get_bytes(&o).await.unwrap(), Bytes::from_static(b"for everyone"));
+    let (objects, _) = anon.list_all(&container, Default::default()).await.unwrap();
+    assert_eq!(objects.len(), 1);
+    assert_eq!(
+        anon.presign_get(&o, Duration::from_secs(60)).unwrap(),
+        format!("{}/{container}/open.txt", azurite().blob_endpoint())
+    );
 }

@@ -198,6 +198,17 @@ impl AzureClient {
         self.execute(&mut op, |_| async { Ok(()) }).await
     }
 
+    /// Set Container ACL with only a public access level: `Some("blob")` (anonymous
+    /// reads of blobs), `Some("container")` (reads and listing), `None` (private).
+    /// Stored access policies are not kept: the ACL becomes empty.
+    pub async fn set_container_public_access(&self, container: &str, level: Option<&str>) -> Result<(), Error> {
+        let mut op = Op::new("SetContainerACL", Method::PUT, Some(container), None)
+            .query("restype", "container")
+            .query("comp", "acl")
+            .header_opt("x-ms-blob-public-access", level)?;
+        self.execute(&mut op, |_| async { Ok(()) }).await
+    }
+
     /// Delete Container, refused while it holds a blob (module note).
     pub async fn delete_container(&self, container: &str) -> Result<(), Error> {
         let page = self.list_blobs_page(container, None, None, None, Some(1), false).await?;
