@@ -2,7 +2,8 @@
 //! third-party Blob service on a real socket), configured as a user would: only
 //! `AZURE_STORAGE_CONNECTION_STRING`. Every verb: mb, cp up and down (files, trees, a
 //! block upload, stdin and stdout), ls, cat, stat, presign, sync (with --delete), rm and
-//! rb. `#[ignore = "needs Azurite"]`: scripts/test.sh runs them where setup installed it.
+//! rb; the Azure portal's blob URLs (`https://ACCOUNT.blob.core.windows.net/...`), whose
+//! account must be the credentials'. `#[ignore = "needs Azurite"]`: scripts/test.sh runs them where setup installed it.
 
 use ferry_testkit::azurite::azurite;
 use std::io::Write;
@@ -180,4 +181,28 @@ fn plain_get(url: &str) -> (u16, Vec<u8>) {
     let split = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
     let head = String::from_utf8_lossy(&buf[..split]).into_owned();
     (head.split_whitespace().nth(1).unwrap().parse().unwrap(), buf[split + 4..].to_vec())
+}
+
+#[ignore = "needs Azurite: run by scripts/test.sh with FERRY_AZURITE set"]
+#[test]
+fn portal_urls_name_a_blob_and_their_account_must_match_the_credentials() {
+    let c = container("portal");
+    ok(&["mb", &format!("az://{c}")]);
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("p.txt");
+    std::fs::write(&f, "via the portal's URL").unwrap();
+    // The emulator's account, reached at Azurite's endpoint: the URL gives container and
+    // blob (its %-encoding decoded, as an HTTP URL's), --endpoint-url the address.
+    let endpoint = azurite().blob_endpoint();
+    let portal = format!("https://devstoreaccount1.blob.core.windows.net/{c}/a%20dir/p.txt");
+    ok(&["--endpoint-url", &endpoint, "cp", f.to_str().unwrap(), &portal]);
+    assert_eq!(ok(&["cat", &format!("az://{c}/a dir/p.txt")]), "via the portal's URL");
+    assert_eq!(ok(&["--endpoint-url", &endpoint, "cat", &portal]), "via the portal's URL");
+    // Another account's URL with this account's key is refused before anything is sent.
+    let o = run(&["cat", &format!("https://someoneelse.blob.core.windows.net/{c}/a%20dir/p.txt")]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("someoneelse"), "{}", text(&o.stderr));
+    // Two accounts in one command: a usage error.
+    let o = run(&["cp", "https://a1.blob.core.windows.net/c/x", "https://a2.blob.core.windows.net/c/y"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
 }

@@ -178,6 +178,15 @@ impl AzureConfig {
             }
         };
         let (endpoint, base_path) = split_endpoint(&url)?;
+        // An endpoint that names its account (ACCOUNT.blob.core.windows.net) wins over
+        // an account from elsewhere only if they agree: a key signs for one account.
+        if let (Some(named), Some(hint)) = (account_of(&endpoint, "").as_deref(), account_hint.as_deref()) {
+            if named != hint {
+                return Err(Error::Config(format!(
+                    "the endpoint {url} is account {named:?}, the credentials are for {hint:?}"
+                )));
+            }
+        }
         let account = account_hint.or_else(|| account_of(&endpoint, &base_path)).ok_or_else(|| {
             Error::Config(format!("cannot tell the storage account from {url:?}: set AZURE_STORAGE_ACCOUNT"))
         })?;
@@ -252,5 +261,13 @@ mod tests {
         assert_eq!(c.account, "other");
         assert!(matches!(c.credential, AzureCredential::Anonymous));
         assert!(AzureConfig::resolve_with(None, &CredentialsSource::Default, &env(&[])).is_err());
+        let mismatch = env(&[("AZURE_STORAGE_ACCOUNT", "mine")]);
+        let e = AzureConfig::resolve_with(
+            Some("https://theirs.blob.core.windows.net"),
+            &CredentialsSource::Default,
+            &mismatch,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("theirs"), "{e}");
     }
 }
