@@ -46,7 +46,39 @@ fn time_of(e: &Element, name: &str) -> SystemTime {
     e.child_text(name).and_then(|t| parse_http_date(t.trim())).unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
+/// For each `<Name` element of a listing, in document order, whether it carries
+/// `Encoded="true"`: Azure percent-encodes a name that XML 1.0 cannot carry (a control
+/// character) and says so with that attribute ("List Blobs", Response body), which the
+/// shared XML reader does not keep. In a List Blobs answer without `include=tags`
+/// `<Name>` appears only as a blob's or prefix's name, so the order matches.
+fn encoded_names(body: &[u8]) -> Vec<bool> {
+    let text = String::from_utf8_lossy(body);
+    let mut out = Vec::new();
+    let mut rest = text.as_ref();
+    while let Some(i) = rest.find("<Name") {
+        rest = &rest[i + 5..];
+        let Some(end) = rest.find('>') else { break };
+        let attrs = &rest[..end];
+        if attrs.is_empty() || attrs.starts_with([' ', '\t', '\r', '\n', '/']) {
+            out.push(attrs.replace('\'', "\"").replace(char::is_whitespace, "").contains("Encoded=\"true\""));
+        }
+        rest = &rest[end..];
+    }
+    out
+}
+
 pub(crate) fn parse_blob_page(body: &[u8]) -> Result<BlobPage, XmlError> {
+    let encoded = encoded_names(body);
+    let mut names_seen = 0usize;
+    let mut name_of = |raw: &str| -> String {
+        let e = encoded.get(names_seen).copied().unwrap_or(false);
+        names_seen += 1;
+        if e {
+            ferry_proto::encoding::percent_decode(raw).unwrap_or_else(|_| raw.to_owned())
+        } else {
+            raw.to_owned()
+        }
+    };
     let root = ferry_proto::xml::parse_document(body)?;
     if root.name != "EnumerationResults" {
         return Err(xerr(&format!("expected <EnumerationResults>, found <{}>", root.name)));
@@ -56,7 +88,7 @@ pub(crate) fn parse_blob_page(body: &[u8]) -> Result<BlobPage, XmlError> {
         for c in &blobs.children {
             match c.name.as_str() {
                 "Blob" => {
-                    let key = c.child_text("Name").ok_or_else(|| xerr("<Blob> without <Name>"))?.to_owned();
+                    let key = name_of(c.child_text("Name").ok_or_else(|| xerr("<Blob> without <Name>"))?);
                     let props = c.child("Properties").ok_or_else(|| xerr("<Blob> without <Properties>"))?;
                     page.blobs.push(ObjectEntry {
                         key,
@@ -69,7 +101,7 @@ pub(crate) fn parse_blob_page(body: &[u8]) -> Result<BlobPage, XmlError> {
                 }
                 "BlobPrefix" => page
                     .prefixes
-                    .push(c.child_text("Name").ok_or_else(|| xerr("<BlobPrefix> without <Name>"))?.to_owned()),
+                    .push(name_of(c.child_text("Name").ok_or_else(|| xerr("<BlobPrefix> without <Name>"))?)),
                 _ => {}
             }
         }
@@ -272,6 +304,14 @@ mod tests {
         assert_eq!(p.next_marker.as_deref(), Some("2!token"));
         let last = parse_blob_page(b"<EnumerationResults><Blobs/><NextMarker/></EnumerationResults>").unwrap();
         assert!(last.next_marker.is_none() && last.blobs.is_empty());
+    }
+
+    #[test]
+    fn encoded_names_are_decoded() {
+        let xml = br#"<EnumerationResults><Blobs><Blob><Name Encoded="true">weird%2F%01ctl</Name><Properties><Content-Length>1</Content-Length></Properties></Blob><Blob><Name>plain%01</Name><Properties/></Blob><BlobPrefix><Name Encoded='true'>d%01%2F</Name></BlobPrefix></Blobs></EnumerationResults>"#;
+        let p = parse_blob_page(xml).unwrap();
+        assert_eq!(p.blobs.iter().map(|b| b.key.as_str()).collect::<Vec<_>>(), vec!["weird/\u{1}ctl", "plain%01"]);
+        assert_eq!(p.prefixes, vec!["d\u{1}/"]);
     }
 
     #[test]
