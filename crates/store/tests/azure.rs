@@ -515,3 +515,25 @@ async fn an_anonymous_client_reads_a_public_container() {
         format!("{}/{container}/open.txt", azurite().blob_endpoint())
     );
 }
+
+#[ignore = "needs Azurite: run by scripts/test.sh with FERRY_AZURITE set"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_upload_commits_with_the_content_type_and_metadata_it_started_with() {
+    let c = emulator();
+    let container = unique("meta");
+    c.create_bucket(&container).await.unwrap();
+    let o = ObjectRef::new(container.as_str(), "table.csv");
+    let params = PutParams {
+        content_type: Some("text/csv".into()),
+        metadata: vec![("Origin".into(), "ferry".into())],
+        ..PutParams::default()
+    };
+    let up = c.create_upload(&o, &params).await.unwrap();
+    let p2 = c.upload_part(&up, 2, PartPayload::Bytes(Bytes::from_static(b"3,4\n"))).await.unwrap();
+    let p1 = c.upload_part(&up, 1, PartPayload::Bytes(Bytes::from_static(b"a,b\n1,2\n"))).await.unwrap();
+    c.complete_upload(&up, &[p2, p1], None).await.unwrap();
+    let info = c.head(&o).await.unwrap();
+    assert_eq!(info.content_type.as_deref(), Some("text/csv"));
+    assert_eq!(info.metadata.get("origin").map(String::as_str), Some("ferry"));
+    assert_eq!(c.get_bytes(&o).await.unwrap(), Bytes::from_static(b"a,b\n1,2\n3,4\n"));
+}

@@ -20,6 +20,9 @@
 //! is next committed (by Put Blob or Put Block List) or after a week, which is what an
 //! abort leaves behind: no object appears, the blocks still count against the blob's
 //! 100,000 uncommitted blocks, and `list_uploads` still lists the upload until then.
+//! Azure takes a blob's content type and metadata with Put Block List, so those given
+//! to `create_upload` wait in the client, by upload id, until the commit; an upload
+//! resumed by another process commits without them (the id has no room for them).
 //! Limits ("Put Block", "Scalability targets for Blob storage"): blocks up to 4,000 MiB,
 //! at most 50,000 committed blocks per blob; no minimum block size.
 
@@ -102,12 +105,15 @@ pub(crate) async fn read_xml<T>(
 impl AzureClient {
     /// Starts an upload: only an id (nothing exists on the service until a block arrives).
     pub fn create_block_upload(&self, object: &ObjectRef, params: &PutParams) -> MultipartUpload {
-        MultipartUpload {
-            object: object.clone(),
-            upload_id: new_upload_id(),
-            checksum: params.checksum,
-            full_object_checksum: false,
+        let upload_id = new_upload_id();
+        if params.content_type.is_some() || !params.metadata.is_empty() {
+            self.inner
+                .upload_params
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(upload_id.clone(), params.clone());
         }
+        MultipartUpload { object: object.clone(), upload_id, checksum: params.checksum, full_object_checksum: false }
     }
 
     /// Put Block for part `part`, with Content-MD5; the part's CRC64NVME goes in the id.
@@ -147,13 +153,14 @@ impl AzureClient {
         })
     }
 
-    /// Put Block List of `parts` in part order: the blob appears, whole.
+    /// Put Block List of `parts` in part order: the blob appears, whole, with the
+    /// content type and metadata its upload was started with (by this client).
     pub async fn put_block_list(
         &self,
         upload: &MultipartUpload,
         parts: &[CompletedPart],
-        params: Option<&PutParams>,
     ) -> Result<CompleteMultipartOutput, Error> {
+        let params = self.inner.upload_params.lock().unwrap_or_else(|p| p.into_inner()).get(&upload.upload_id).cloned();
         let mut parts = parts.to_vec();
         parts.sort_by_key(|p| p.part_number);
         if parts.windows(2).any(|w| w[0].part_number == w[1].part_number) {
@@ -173,7 +180,7 @@ impl AzureClient {
             .header("content-type", "application/xml")?
             .header("content-md5", &md5)?
             .body(OpBody::Bytes(body));
-        if let Some(p) = params {
+        if let Some(p) = &params {
             op = op.header_opt("x-ms-blob-content-type", p.content_type.as_deref())?;
             for (k, v) in &p.metadata {
                 op = op.header(&format!("x-ms-meta-{}", k.to_ascii_lowercase()), v)?;
@@ -188,6 +195,7 @@ impl AzureClient {
                     .unwrap_or_default())
             })
             .await?;
+        self.inner.upload_params.lock().unwrap_or_else(|p| p.into_inner()).remove(&upload.upload_id);
         Ok(CompleteMultipartOutput { etag, checksum: None })
     }
 

@@ -50,6 +50,9 @@ pub(crate) struct Inner {
     pub(crate) budget: Arc<RetryBudget>,
     pub(crate) controller: Arc<Controller>,
     pub(crate) feeds_controller: bool,
+    /// Content type and metadata of the block uploads this client started, by upload
+    /// id, for Put Block List (blocks.rs): Azure takes them at commit, not at start.
+    pub(crate) upload_params: std::sync::Mutex<std::collections::HashMap<String, crate::types::PutParams>>,
 }
 
 impl std::fmt::Debug for AzureClient {
@@ -178,7 +181,17 @@ impl AzureClient {
                 (Controller::new(ControllerOptions { max: OWN_CONTROLLER_MAX, ..ControllerOptions::default() }), true)
             }
         };
-        AzureClient { inner: Arc::new(Inner { transport, config, retry, budget, controller, feeds_controller }) }
+        AzureClient {
+            inner: Arc::new(Inner {
+                transport,
+                config,
+                retry,
+                budget,
+                controller,
+                feeds_controller,
+                upload_params: Default::default(),
+            }),
+        }
     }
 
     pub fn config(&self) -> &AzureConfig {

@@ -139,7 +139,7 @@ impl ObjectStore for AzureClient {
     ) -> Result<CompleteMultipartOutput, Error> {
         // Azure keeps no whole-object CRC to state it to; each block's MD5 was checked
         // by Azure as it arrived and its CRC is in its id (blocks.rs).
-        self.put_block_list(upload, parts, None).await
+        self.put_block_list(upload, parts).await
     }
 
     async fn abort_upload(&self, _upload: &MultipartUpload) -> Result<(), Error> {
