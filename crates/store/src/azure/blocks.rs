@@ -10,10 +10,12 @@
 //! complete      ─► Put Block List <Latest>B1</Latest>... in part order
 //! abort         ─► nothing: Azure has no call that drops uncommitted blocks
 //! list_uploads  ─► List Blobs include=uncommittedblobs under the prefix, then Get Block
-//!                  List per blob: one request per blob listed
+//!                  List per blob: one request per blob listed (at most 10,000 examined)
 //! ```
 //!
-//! Every id of a blob has the same length (Azure refuses mixed lengths in one blob), and
+//! Every id of a blob has the same length (Azure refuses mixed lengths in one blob: a
+//! blob holding another tool's uncommitted blocks of another length refuses ours until
+//! it is committed or they expire), and
 //! carries what a resumed upload must compare: the engine's resume keeps a part whose
 //! stored CRC64NVME equals its bytes' CRC, and reads it from the id, so a resumed upload
 //! works unchanged over Azure. Uncommitted blocks are discarded by Azure when the blob
