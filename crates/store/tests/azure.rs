@@ -14,7 +14,9 @@
 //!   Content-MD5 ends with an integrity error, and a cut body is resumed with
 //!   `x-ms-range` and `If-Match`, its MD5 checked across the pieces; a Copy Blob left
 //!   `pending` is polled until `success`, and one that ends `failed` is an error (Azurite
-//!   completes every copy at once, so only a scripted peer shows the pending state).
+//!   completes every copy at once, so only a scripted peer shows the pending state);
+//!   Blob Batch's wire format: 256 signed sub-requests per POST, each key's answer read
+//!   back from the multipart response (Azurite's batch runs in the conformance suite).
 
 use bytes::Bytes;
 use ferry_engine::upload::{upload_file, UploadParams};
@@ -568,4 +570,44 @@ async fn a_pending_copy_is_polled_until_it_succeeds_and_a_failed_one_is_an_error
     assert_eq!(put.header("x-ms-copy-source"), Some(format!("http://{addr}/acct/c/src").as_str()));
     let e = c.copy(&ObjectRef::new("c", "src"), &ObjectRef::new("c", "doomed"), Default::default()).await.unwrap_err();
     assert!(matches!(&e, Error::Service { code, .. } if code == "CopyFailed"), "{e:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_deletes_go_256_to_a_request_and_report_each_key() {
+    let (addr, seen) = peer(Box::new(|s, _| {
+        let boundary = s.header("content-type").unwrap().split("boundary=").nth(1).unwrap().to_owned();
+        let parts: Vec<&str> = s.body.split(&format!("--{boundary}")).filter(|p| p.contains("DELETE ")).collect();
+        let mut body = String::new();
+        for (i, p) in parts.iter().enumerate() {
+            // Every sub-request is a signed DELETE of one blob, without x-ms-version.
+            assert!(p.contains(&format!("Content-ID: {i}\r\n")), "{p}");
+            assert!(p.contains("\r\nx-ms-date: ") && p.contains("\r\nauthorization: SharedKey acct:"), "{p}");
+            assert!(!p.contains("x-ms-version"), "{p}");
+            let line = p.lines().find(|l| l.starts_with("DELETE ")).unwrap();
+            let (status, extra) = if line.contains("/forbidden ") {
+                ("403 Forbidden", "x-ms-error-code: AuthorizationFailure\r\n")
+            } else if line.contains("/gone ") {
+                ("404 Not Found", "x-ms-error-code: BlobNotFound\r\n")
+            } else {
+                ("202 Accepted", "")
+            };
+            body.push_str(&format!("--batchresponse_r\r\nContent-Type: application/http\r\nContent-ID: {i}\r\n\r\nHTTP/1.1 {status}\r\n{extra}x-ms-request-id: s{i}\r\n\r\n"));
+        }
+        body.push_str("--batchresponse_r--\r\n");
+        (202, vec![("content-type".into(), "multipart/mixed; boundary=batchresponse_r".into())], body)
+    }))
+    .await;
+    let key = ferry_proto::checksum::base64_encode(b"a key");
+    let mut config = AzureConfig::resolve(Some(&format!("http://{addr}/acct")), &CredentialsSource::Anonymous).unwrap();
+    config.credential = AzureCredential::SharedKey(Arc::new(ferry_proto::checksum::base64_decode(&key).unwrap()));
+    let c = AzureClientBuilder::new(config).mode(Mode::H1Pool).retry(RetryConfig::none()).build().unwrap();
+    let mut keys: Vec<String> = (0..298).map(|i| format!("k/{i:03}")).collect();
+    keys.push("forbidden".into());
+    keys.push("gone".into());
+    let out = c.delete_batch("c", &keys).await.unwrap();
+    let posts: Vec<String> = seen.lock().unwrap().iter().map(|s| s.line.clone()).collect();
+    assert_eq!(posts, vec!["POST /acct/c?restype=container&comp=batch HTTP/1.1"; 2]);
+    assert_eq!(out.deleted.len(), 299, "a missing blob counts as deleted");
+    assert_eq!(out.errors.len(), 1);
+    assert_eq!((out.errors[0].key.as_str(), out.errors[0].code.as_str()), ("forbidden", "AuthorizationFailure"));
 }
