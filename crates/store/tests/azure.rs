@@ -16,7 +16,9 @@
 //!   `pending` is polled until `success`, and one that ends `failed` is an error (Azurite
 //!   completes every copy at once, so only a scripted peer shows the pending state);
 //!   Blob Batch's wire format: 256 signed sub-requests per POST, each key's answer read
-//!   back from the multipart response (Azurite's batch runs in the conformance suite).
+//!   back from the multipart response (Azurite's batch runs in the conformance suite);
+//!   a streamed Put Blob whose stored MD5 is not its bytes' is deleted and fails; and an
+//!   Azure store refuses h2 up front.
 
 use bytes::Bytes;
 use ferry_engine::upload::{upload_file, UploadParams};
@@ -610,4 +612,42 @@ async fn batch_deletes_go_256_to_a_request_and_report_each_key() {
     assert_eq!(out.deleted.len(), 299, "a missing blob counts as deleted");
     assert_eq!(out.errors.len(), 1);
     assert_eq!((out.errors[0].key.as_str(), out.errors[0].code.as_str()), ("forbidden", "AuthorizationFailure"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_put_whose_stored_md5_differs_is_deleted_and_fails() {
+    let (addr, seen) = peer(Box::new(|s, _| {
+        if s.line.starts_with("PUT ") {
+            return (
+                201,
+                vec![("content-md5".into(), md5_b64(b"not what was sent")), ("etag".into(), "\"0x9\"".into())],
+                String::new(),
+            );
+        }
+        (202, vec![], String::new())
+    }))
+    .await;
+    let c = blob_client(addr, AzureCredential::Anonymous, RetryConfig::none());
+    let chunks = vec![Ok(Bytes::from_static(b"streamed ")), Ok(Bytes::from_static(b"bytes"))];
+    let e = c
+        .put(
+            &ObjectRef::new("c", "s"),
+            PutPayload::Stream { len: 14, stream: futures_util::StreamExt::boxed(futures_util::stream::iter(chunks)) },
+            PutParams::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(&e, Error::Integrity { message, .. } if message.contains("deleted")), "{e:?}");
+    let lines: Vec<String> = seen.lock().unwrap().iter().map(|s| s.line.clone()).collect();
+    assert_eq!(lines, vec!["PUT /acct/c/s HTTP/1.1", "DELETE /acct/c/s HTTP/1.1"]);
+    assert_eq!(seen.lock().unwrap()[0].body, "streamed bytes");
+}
+
+#[test]
+fn h2_is_refused_for_azure() {
+    let mut options = StoreOptions::new("http://127.0.0.1:1/acct");
+    options.credentials = CredentialsSource::Anonymous;
+    options.mode = Mode::H2;
+    let e = ferry_store::connect(Provider::Azure, options).unwrap_err();
+    assert!(matches!(&e, Error::Config(m) if m.contains("HTTP/1.1")), "{e:?}");
 }
