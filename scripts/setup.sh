@@ -22,6 +22,10 @@
 #           not): versitygw (its S3 integration test suite) and the MinIO client `mc`,
 #           each `go install`ed at a pinned version into ~/.cache/ferry/bin, a few
 #           minutes each the first time.
+#   Azurite Microsoft's Azure Storage emulator, for the Azure client's conformance and
+#           command-line tests: `npm install azurite@3.35.0` into
+#           ~/.cache/ferry/azurite-3.35.0 (outside the repo, like MinIO). 3.35.0 is the
+#           last release that runs on Node 20. FERRY_SKIP_AZURITE=1 skips it.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -205,3 +209,27 @@ if [[ "${FERRY_COMPAT_TOOLS:-0}" == 1 ]]; then
     # the module proxy lists.
     go_tool mc github.com/minio/mc v0.0.0-20250313080218-cf909e1063a9
 fi
+# --- Azurite (Azure Storage emulator for the Azure client's tests) ---------------------
+AZURITE_VERSION="3.35.0"
+AZURITE_DIR="$HOME/.cache/ferry/azurite-$AZURITE_VERSION"
+AZURITE_BIN="$AZURITE_DIR/node_modules/.bin/azurite-blob"
+if [[ "${FERRY_SKIP_AZURITE:-0}" != 1 ]] && [[ "$("$AZURITE_BIN" --version 2>/dev/null)" != "$AZURITE_VERSION" ]]; then
+    if command -v npm >/dev/null; then
+        say "npm install azurite@$AZURITE_VERSION (first time only)"
+        tmpdir="$(mktemp -d)"
+        if npm install --prefix "$tmpdir" --save-exact --no-audit --no-fund "azurite@$AZURITE_VERSION" \
+            >"$LOGDIR/setup-azurite.log" 2>&1 && [[ "$("$tmpdir/node_modules/.bin/azurite-blob" --version 2>/dev/null)" == "$AZURITE_VERSION" ]]; then
+            rm -rf "$AZURITE_DIR"
+            mkdir -p "$(dirname "$AZURITE_DIR")"
+            mv "$tmpdir" "$AZURITE_DIR"
+        else
+            rm -rf "$tmpdir"
+            tail -n 20 "$LOGDIR/setup-azurite.log" >&2
+            say "WARNING: Azurite could not be installed (log: $LOGDIR/setup-azurite.log); the Azure tests will be skipped"
+        fi
+    else
+        say "WARNING: npm not found: the Azure tests (Azurite) will be skipped"
+    fi
+fi
+# test.sh reads where Azurite is (or that it is absent) from here.
+if [[ -x "$AZURITE_BIN" ]]; then echo "$AZURITE_BIN" >"$LOGDIR/azurite-bin"; else rm -f "$LOGDIR/azurite-bin"; fi

@@ -26,6 +26,12 @@ if [[ -s .ferry-run/fake-gcs-bin ]]; then
 else
     echo "== SKIPPED: fake-gcs-server is not available, so the Google Cloud Storage tests against an emulator will not run"
 fi
+# ... and against Azurite (Azure Blob Storage) when setup.sh could install it.
+if [[ -s .ferry-run/azurite-bin ]]; then
+    export FERRY_AZURITE="$(cat .ferry-run/azurite-bin)"
+else
+    echo "== SKIPPED: Azurite is not available, so the Azure tests will not run"
+fi
 SECONDS=0
 echo "== cargo fmt --check (width and rules in rustfmt.toml)"
 cargo fmt --all -- --check || status=1
@@ -45,16 +51,22 @@ if [[ -n "${FERRY_FAKE_GCS:-}" ]]; then
     echo "== conformance suite against fake-gcs-server (cargo test --workspace --test conformance -- --ignored gcs::)"
     cargo test --release --workspace --test conformance -- --ignored gcs:: || status=1
 fi
+if [[ -n "${FERRY_AZURITE:-}" ]]; then
+    echo "== conformance suite against Azurite (cargo test --workspace --test conformance -- --ignored azurite::)"
+    cargo test --release --workspace --test conformance -- --ignored azurite:: || status=1
+fi
 # Tests that need a tool or a privilege are #[ignore = "needs ..."]: a plain `cargo test`
 # lists them as ignored, and one run without what it needs fails. They run here, one
 # cargo invocation per test binary, where what they need is present. A tool that
 # scripts/setup.sh or scripts/bench-setup.sh installs and that is missing fails the run;
 # root (this script may run through sudo for apt only) is said loudly.
 #   "BINARY TEST NEEDS": NEEDS is root, peers (.ferry-run/peers.json), fake-gcs
-#   (FERRY_FAKE_GCS, from .ferry-run/fake-gcs-bin), commands on PATH,
+#   (FERRY_FAKE_GCS, from .ferry-run/fake-gcs-bin), azurite (FERRY_AZURITE), commands on PATH,
 #   or manual (too long for this suite: run by hand with --ignored).
 IGNORED=(
     "copy six_gib_copies_past_the_copy_object_limit manual"
+    "azure * azurite,rclone"
+    "cli_azure * azurite"
     "link * root,ip"
     "bench small_objects_tiny_ceilings h2load,wrk"
     "bench bulk_get_tiny_has_rows_and_rss_check iperf3"
@@ -68,7 +80,7 @@ IGNORED=(
     "gcs * fake-gcs"
 )
 # Every #[ignore]d test under crates/*/tests is in the list above (conformance's are the
-# MinIO run's): one added without an entry would never run.
+# MinIO and Azurite runs'): one added without an entry would never run.
 while read -r bin name; do
     listed=0
     for e in "${IGNORED[@]}"; do [[ "$e" == "$bin * "* || "$e" == "$bin $name "* ]] && listed=1; done
@@ -91,6 +103,7 @@ for e in "${IGNORED[@]}"; do
             root) [[ $(id -u) -eq 0 ]] || missing+=(root) ;;
             peers) [[ -s .ferry-run/peers.json || -n "${FERRY_PEERS_JSON:-}" ]] || missing+=("the bench peers") ;;
             fake-gcs) [[ -n "${FERRY_FAKE_GCS:-}" ]] || missing+=(fake-gcs-server) ;;
+            azurite) [[ -n "${FERRY_AZURITE:-}" ]] || missing+=(Azurite) ;;
             *) command -v "$need" >/dev/null || missing+=("$need") ;;
         esac
     done
@@ -99,6 +112,10 @@ for e in "${IGNORED[@]}"; do
         continue
     elif [[ " ${missing[*]} " == *" root "* ]]; then
         echo "== NOT RUN (needs root): $bin $name"
+        continue
+    elif [[ " ${missing[*]} " == *" Azurite "* || " ${missing[*]} " == *" fake-gcs-server "* ]]; then
+        # Like MinIO: setup.sh warns when it cannot install an emulator (no go or npm, no network).
+        echo "== NOT RUN (${missing[*]} not available; scripts/setup.sh said why): $bin $name"
         continue
     elif ((${#missing[@]})); then
         echo "== FAILED: $bin $name needs ${missing[*]}, which scripts/setup.sh / scripts/bench-setup.sh install"

@@ -160,11 +160,38 @@ pub fn parse_location(s: &str) -> Result<Location, UsageError> {
     if s.is_empty() {
         return Err(UsageError("an empty path or URL".into()));
     }
+    if let Some(account) = StoreUrl::azure_account(s) {
+        note_portal_account(&account)?;
+    }
     match StoreUrl::parse(s) {
         Ok(u) => Ok(Location::Object { provider: u.provider, bucket: u.bucket, key: u.key }),
         Err(UrlError::NotAUrl(_)) => Ok(Location::Local(PathBuf::from(s))),
         Err(e) => Err(UsageError(e.to_string())),
     }
+}
+
+/// The account of the Azure portal URLs on the command line
+/// (`https://ACCOUNT.blob.core.windows.net/container/blob`, parsed as `az://` URLs): their
+/// endpoint, unless `--endpoint-url` names one. One account per command.
+static PORTAL_ACCOUNT: Mutex<Option<String>> = Mutex::new(None);
+
+fn note_portal_account(account: &str) -> Result<(), UsageError> {
+    let mut a = PORTAL_ACCOUNT.lock().unwrap_or_else(|p| p.into_inner());
+    match a.as_deref() {
+        Some(other) if other != account => {
+            Err(UsageError(format!("URLs of two Azure storage accounts ({other}, {account}) in one command")))
+        }
+        _ => {
+            *a = Some(account.to_owned());
+            Ok(())
+        }
+    }
+}
+
+/// `https://ACCOUNT.blob.core.windows.net` of the portal URLs given, if any.
+fn portal_endpoint() -> Option<String> {
+    let a = PORTAL_ACCOUNT.lock().unwrap_or_else(|p| p.into_inner());
+    a.as_ref().map(|account| format!("https://{account}.blob.core.windows.net"))
 }
 
 /// An object URL only (`SCHEME://bucket/key`), for the verbs that take no local path.
@@ -314,8 +341,9 @@ impl Global {
     /// how); `--endpoint-url`, `--no-sign-request`, `--ca-bundle` and `--transport` apply
     /// to it as to S3, the AWS settings (region, profile) do not.
     fn build_other(&self, provider: Provider) -> Result<DynObjectStore> {
+        let portal = if provider == Provider::Azure { portal_endpoint() } else { None };
         let options = StoreOptions {
-            endpoint: self.endpoint_url.clone(),
+            endpoint: self.endpoint_url.clone().or(portal),
             region: None,
             credentials: if self.no_sign_request { CredentialsSource::Anonymous } else { CredentialsSource::Default },
             mode: self.transport.unwrap_or_default().0,

@@ -4,6 +4,8 @@
 //! Azure) and a key, kept byte for byte (a key may hold spaces, `?`, `*`, `%`: nothing is
 //! percent-decoded, since these are names, not HTTP URLs). The command line, the Python
 //! package and the engine's callers all parse here, so a new provider is one more arm.
+//! A blob's portal URL (`https://ACCOUNT.blob.core.windows.net/container/blob`) parses
+//! as the `az://` URL it names; its account is read with [`StoreUrl::azure_account`].
 
 use std::fmt;
 
@@ -80,9 +82,14 @@ impl StoreUrl {
         StoreUrl { provider, bucket: bucket.into(), key: key.into() }
     }
 
-    /// Parses `SCHEME://bucket[/key]`. A string without `://` is [`UrlError::NotAUrl`].
+    /// Parses `SCHEME://bucket[/key]`, and a blob's URL as the Azure portal shows it
+    /// (`https://ACCOUNT.blob.core.windows.net/container/blob`, whose account
+    /// [`StoreUrl::azure_account`] reads). A string without `://` is [`UrlError::NotAUrl`].
     pub fn parse(s: &str) -> Result<StoreUrl, UrlError> {
         let Some((scheme, rest)) = s.split_once("://") else { return Err(UrlError::NotAUrl(s.to_owned())) };
+        if let Some((_, path)) = azure_portal(scheme, rest) {
+            return StoreUrl::parse(&format!("az://{path}"));
+        }
         if scheme.is_empty() || !scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+') {
             return Err(UrlError::NotAUrl(s.to_owned()));
         }
@@ -101,10 +108,34 @@ impl StoreUrl {
         Ok(StoreUrl { provider, bucket: bucket.to_owned(), key: key.to_owned() })
     }
 
+    /// The storage account of an Azure portal URL (`https://ACCOUNT.blob.core.windows.net/...`);
+    /// `None` for every other string (an `az://` URL takes its account from the
+    /// environment).
+    pub fn azure_account(s: &str) -> Option<String> {
+        let (scheme, rest) = s.split_once("://")?;
+        azure_portal(scheme, rest).map(|(account, _)| account.to_owned())
+    }
+
     /// The object this URL names.
     pub fn object(&self) -> crate::ObjectRef {
         crate::ObjectRef::new(&self.bucket, &self.key)
     }
+}
+
+/// `(account, "container/blob")` of `https://ACCOUNT.blob.core.windows.net/container/blob`
+/// (any `blob.core.*` cloud suffix; the blob name as the portal shows it, %-encoded, is
+/// decoded: a portal URL is an HTTP URL, unlike `az://`).
+fn azure_portal<'a>(scheme: &str, rest: &'a str) -> Option<(&'a str, String)> {
+    if !scheme.eq_ignore_ascii_case("https") && !scheme.eq_ignore_ascii_case("http") {
+        return None;
+    }
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let (account, domain) = host.split_once('.')?;
+    if account.is_empty() || !domain.to_ascii_lowercase().starts_with("blob.core.") {
+        return None;
+    }
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    Some((account, ferry_proto::encoding::percent_decode(path).unwrap_or_else(|_| path.to_owned())))
 }
 
 impl fmt::Display for StoreUrl {
@@ -132,6 +163,16 @@ mod tests {
         assert_eq!(StoreUrl::parse("s3://b").unwrap(), StoreUrl::new(Provider::S3, "b", ""));
         assert_eq!(StoreUrl::parse("s3://b/a b/q?*.txt").unwrap().key, "a b/q?*.txt");
         assert_eq!(StoreUrl::parse("gs://b/o").unwrap().to_string(), "gs://b/o");
+    }
+
+    #[test]
+    fn azure_portal_urls_are_az_urls() {
+        let u = "https://myacct.blob.core.windows.net/photos/2024/a%20b.jpg?sv=x";
+        assert_eq!(StoreUrl::parse(u).unwrap(), StoreUrl::new(Provider::Azure, "photos", "2024/a b.jpg"));
+        assert_eq!(StoreUrl::azure_account(u).as_deref(), Some("myacct"));
+        assert_eq!(StoreUrl::parse("https://myacct.blob.core.windows.net/c").unwrap().key, "");
+        assert_eq!(StoreUrl::azure_account("az://c/b"), None);
+        assert!(matches!(StoreUrl::parse("https://example.com/x"), Err(UrlError::UnknownScheme { .. })));
     }
 
     #[test]

@@ -243,7 +243,7 @@ pub(crate) enum OpBody {
 }
 
 impl OpBody {
-    fn replayable(&self) -> bool {
+    pub(crate) fn replayable(&self) -> bool {
         !matches!(self, OpBody::Once(_))
     }
 }

@@ -1,0 +1,365 @@
+//! Blob operations: Get Blob Properties, Get Blob, Put Blob, Delete Blob, Copy Blob.
+//!
+//! Put Blob always carries `Content-MD5`, which Azure checks before it stores the blob
+//! and then keeps as the blob's MD5 (a GET of the whole blob is checked against it,
+//! body.rs):
+//!
+//! | source | Content-MD5 | retried? |
+//! |---|---|---|
+//! | bytes | computed up front | yes |
+//! | file | computed in a first read, then the file streams | yes, re-read |
+//! | stream | cannot precede the body: the MD5 Azure computed and returns is compared with ours as it passed; a mismatch deletes the blob | no |
+//!
+//! Azure has no suffix ranges (`x-ms-range: bytes=-n` is not in its grammar), so a
+//! suffix is turned into `bytes=a-b` with the size (from the caller's hint, else a
+//! HEAD whose ETag then pins the GET with `If-Match`). Copy Blob is asynchronous in
+//! the service: the answer's `x-ms-copy-status` is polled until it leaves `pending`.
+
+use crate::azure::body::AzureBody;
+use crate::azure::client::{pause, AzureClient, Op};
+use crate::azure::config::AzureCredential;
+use crate::azure::error::request_id;
+use crate::error::Error;
+use crate::s3::client::OpBody;
+use crate::types::*;
+use bytes::Bytes;
+use ferry_proto::checksum::base64_encode;
+use ferry_proto::encoding::parse_http_date;
+use ferry_proto::range::{parse_content_range, RangeSpec};
+use ferry_wire::{RequestBody, Response};
+use futures_util::stream::{BoxStream, StreamExt};
+use http::{HeaderMap, Method};
+use md5::{Digest, Md5};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Largest Put Blob (5,000 MiB since version 2019-12-12; "Put Blob", Remarks).
+pub const MAX_PUT_BLOB: u64 = 5000 * 1024 * 1024;
+
+/// How often a pending Copy Blob is polled, and for how long at most: a copy within one
+/// account completes at once in practice; across accounts it runs in the background.
+const COPY_POLL: Duration = Duration::from_millis(200);
+const COPY_POLL_LIMIT: Duration = Duration::from_secs(3600);
+
+/// What Azure's blob headers say about a blob (`x-ms-meta-*` lower-cased).
+pub(crate) fn info_from_headers(headers: &HeaderMap) -> ObjectInfo {
+    let get = |n: &str| headers.get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let size = match get("content-range").as_deref().and_then(parse_content_range) {
+        Some((_, _, Some(total))) => total,
+        _ => get("content-length").and_then(|v| v.trim().parse().ok()).unwrap_or(0),
+    };
+    let metadata: BTreeMap<String, String> = headers
+        .iter()
+        .filter_map(|(n, v)| {
+            let m = n.as_str().strip_prefix("x-ms-meta-")?;
+            Some((m.to_owned(), v.to_str().ok()?.to_owned()))
+        })
+        .collect();
+    ObjectInfo {
+        size,
+        etag: get("etag").map(|e| quoted(&e)),
+        last_modified: get("last-modified").as_deref().and_then(parse_http_date),
+        content_type: get("content-type"),
+        metadata,
+        checksums: Vec::new(),
+    }
+}
+
+/// An ETag with its quotes (listings send them bare in some versions).
+pub(crate) fn quoted(etag: &str) -> String {
+    let t = etag.trim();
+    if t.starts_with('"') {
+        t.to_owned()
+    } else {
+        format!("\"{t}\"")
+    }
+}
+
+fn put_headers(mut op: Op, params: &PutParams, md5: Option<&str>) -> Result<Op, Error> {
+    op = op
+        .header("x-ms-blob-type", "BlockBlob")?
+        .header_opt("x-ms-blob-content-type", params.content_type.as_deref())?
+        .header_opt("content-md5", md5)?;
+    for (k, v) in &params.metadata {
+        op = op.header(&format!("x-ms-meta-{}", k.to_ascii_lowercase()), v)?;
+    }
+    if params.if_none_match_star {
+        op = op.header("if-none-match", "*")?;
+    }
+    Ok(op)
+}
+
+fn put_output(r: &Response) -> PutObjectOutput {
+    PutObjectOutput { etag: r.headers.get("etag").and_then(|v| v.to_str().ok()).map(quoted), checksum: None }
+}
+
+/// The MD5 (base64) of `len` bytes of a file from `offset`, and its CRC64NVME.
+pub(crate) async fn file_digests(path: &std::path::Path, offset: u64, len: u64) -> Result<(String, u64), Error> {
+    let p = path.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::File::open(&p)?;
+        let mut buf = vec![0u8; crate::s3::client::FILE_CHUNK.min(len.max(1) as usize)];
+        let mut md5 = Md5::new();
+        let mut crc = ferry_proto::checksum::Checksummer::new(ferry_proto::checksum::ChecksumAlgorithm::Crc64Nvme);
+        let (mut at, end) = (offset, offset + len);
+        while at < end {
+            let want = ((end - at) as usize).min(buf.len());
+            f.read_exact_at(&mut buf[..want], at)?;
+            md5.update(&buf[..want]);
+            crc.update(&buf[..want]);
+            at += want as u64;
+        }
+        let crc = u64::from_be_bytes(crc.finish().try_into().expect("CRC64 is 8 bytes"));
+        Ok((base64_encode(&md5.finalize()), crc))
+    })
+    .await
+    .map_err(std::io::Error::other)
+    .and_then(|r| r)
+    .map_err(|e| Error::Io { path: path.display().to_string(), error: e })
+}
+
+impl AzureClient {
+    /// Get Blob Properties.
+    pub async fn head_blob(&self, object: &ObjectRef) -> Result<ObjectInfo, Error> {
+        let mut op = Op::new("GetBlobProperties", Method::HEAD, Some(&object.bucket), Some(&object.key));
+        self.execute(&mut op, |r| async move { Ok(info_from_headers(&r.headers)) }).await
+    }
+
+    /// Get Blob: the body streams, checked, resumed if cut (body.rs).
+    pub async fn get_blob(&self, object: &ObjectRef, params: GetParams) -> Result<GetObjectOutput, Error> {
+        let mut if_match = params.if_match.clone();
+        let (range, size_hint) = match params.range {
+            None => (None, params.size_hint),
+            Some(RangeSpec::FromTo(a, b)) => (Some((a, Some(b))), Some(b.saturating_sub(a) + 1)),
+            Some(RangeSpec::From(a)) => (Some((a, None)), params.size_hint.map(|s| s.saturating_sub(a))),
+            Some(RangeSpec::Suffix(n)) => {
+                let size = match params.size_hint {
+                    Some(s) => s,
+                    None => {
+                        let info = self.head_blob(object).await?;
+                        if if_match.is_none() {
+                            if_match = info.etag.clone();
+                        }
+                        info.size
+                    }
+                };
+                if size == 0 || n == 0 {
+                    (None, Some(0))
+                } else {
+                    let first = size.saturating_sub(n);
+                    (Some((first, Some(size - 1))), Some(size - first))
+                }
+            }
+        };
+        let x_range = range.map(|(a, b)| match b {
+            Some(b) => format!("bytes={a}-{b}"),
+            None => format!("bytes={a}-"),
+        });
+        let mut op = Op::new("GetBlob", Method::GET, Some(&object.bucket), Some(&object.key))
+            .header_opt("x-ms-range", x_range.as_deref())?
+            .header_opt("if-match", if_match.as_deref())?
+            .header_opt("if-none-match", params.if_none_match.as_deref())?
+            .header_opt("if-modified-since", params.if_modified_since.map(ferry_proto::encoding::http_date).as_deref())?
+            .header_opt(
+                "if-unmodified-since",
+                params.if_unmodified_since.map(ferry_proto::encoding::http_date).as_deref(),
+            )?;
+        op.size_hint = size_hint;
+        let resp = self.execute(&mut op, |r| async move { Ok(r) }).await?;
+        let rid = request_id(&resp.headers);
+        let meta = info_from_headers(&resp.headers);
+        let content_length = resp.body.content_length();
+        let (start, range, md5) = if resp.status.as_u16() == 206 {
+            let cr = resp.headers.get("content-range").and_then(|v| v.to_str().ok()).and_then(parse_content_range);
+            let Some((s, e, _)) = cr else { return Err(Error::protocol("206 without a valid Content-Range", rid)) };
+            if content_length.is_some_and(|n| n != e - s + 1) {
+                return Err(Error::protocol(
+                    format!("Content-Range {s}-{e} disagrees with Content-Length {content_length:?}"),
+                    rid,
+                ));
+            }
+            (s, Some((s, e)), None)
+        } else {
+            let md5 = resp
+                .headers
+                .get("content-md5")
+                .and_then(|v| v.to_str().ok())
+                .filter(|_| params.checksum_mode)
+                .map(|v| (Md5::new(), v.trim().to_owned()));
+            (0, None, md5)
+        };
+        let expected = match range {
+            Some((s, e)) => Some(e - s + 1),
+            None => content_length,
+        };
+        let body = AzureBody {
+            client: self.clone(),
+            container: object.bucket.clone(),
+            blob: object.key.clone(),
+            etag: meta.etag.clone(),
+            body: resp.body,
+            start,
+            expected,
+            received: 0,
+            md5,
+            request_id: rid,
+            resumes: 0,
+            done: false,
+        };
+        Ok(GetObjectOutput { meta, range, body: body.into_body() })
+    }
+
+    /// Put Blob from memory.
+    pub async fn put_blob(&self, object: &ObjectRef, body: Bytes, params: PutParams) -> Result<PutObjectOutput, Error> {
+        let md5 = base64_encode(&Md5::digest(&body));
+        let op = Op::new("PutBlob", Method::PUT, Some(&object.bucket), Some(&object.key));
+        let mut op = put_headers(op, &params, Some(&md5))?.body(OpBody::Bytes(body));
+        self.execute(&mut op, |r| async move { Ok(put_output(&r)) }).await
+    }
+
+    /// Put Blob from a file: its MD5 first, then the file streams.
+    pub async fn put_blob_file(
+        &self,
+        object: &ObjectRef,
+        path: PathBuf,
+        params: PutParams,
+    ) -> Result<PutObjectOutput, Error> {
+        let len = tokio::fs::metadata(&path)
+            .await
+            .map_err(|e| Error::Io { path: path.display().to_string(), error: e })?
+            .len();
+        if len > MAX_PUT_BLOB {
+            return Err(Error::Config(format!("Put Blob takes at most {MAX_PUT_BLOB} bytes; use a block upload")));
+        }
+        let (md5, _) = file_digests(&path, 0, len).await?;
+        let op = Op::new("PutBlob", Method::PUT, Some(&object.bucket), Some(&object.key));
+        let mut op = put_headers(op, &params, Some(&md5))?.body(OpBody::File { path, offset: 0, len });
+        self.execute(&mut op, |r| async move { Ok(put_output(&r)) }).await
+    }
+
+    /// Put Blob from a stream of exactly `len` bytes, sent once (module note).
+    pub async fn put_blob_stream(
+        &self,
+        object: &ObjectRef,
+        len: u64,
+        stream: BoxStream<'static, std::io::Result<Bytes>>,
+        params: PutParams,
+    ) -> Result<PutObjectOutput, Error> {
+        let hasher = Arc::new(Mutex::new(Some(Md5::new())));
+        let h = hasher.clone();
+        let mut seen = 0u64;
+        let counted = stream
+            .map(move |r| {
+                let b = r?;
+                seen += b.len() as u64;
+                if seen > len {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("stream is longer than the {len} bytes declared"),
+                    ));
+                }
+                if let Some(m) = h.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                    m.update(&b);
+                }
+                Ok(b)
+            })
+            .boxed();
+        let op = Op::new("PutBlob", Method::PUT, Some(&object.bucket), Some(&object.key));
+        let mut op =
+            put_headers(op, &params, None)?.body(OpBody::Once(Some(RequestBody::Stream { len, stream: counted })));
+        let resp = self.execute(&mut op, |r| async move { Ok(r) }).await?;
+        let ours = hasher.lock().unwrap_or_else(|p| p.into_inner()).take().map(|m| base64_encode(&m.finalize()));
+        let theirs = resp.headers.get("content-md5").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        if let (Some(ours), Some(theirs)) = (ours, theirs) {
+            if ours != theirs.trim() {
+                let rid = request_id(&resp.headers);
+                let _ = self.delete_blob(object).await;
+                return Err(Error::integrity(
+                    format!("Azure stored MD5 {theirs}, the stream's bytes have {ours}; the blob was deleted"),
+                    rid,
+                ));
+            }
+        }
+        Ok(put_output(&resp))
+    }
+
+    /// Delete Blob (a missing blob is not an error, as the trait wants).
+    pub async fn delete_blob(&self, object: &ObjectRef) -> Result<(), Error> {
+        let mut op = Op::new("DeleteBlob", Method::DELETE, Some(&object.bucket), Some(&object.key));
+        match self.execute(&mut op, |_| async { Ok(()) }).await {
+            Err(e)
+                if e.is_not_found() && !matches!(&e, Error::NotFound { code, .. } if code == "ContainerNotFound") =>
+            {
+                Ok(())
+            }
+            r => r,
+        }
+    }
+
+    /// Copy Blob within the account, polled until done (module note).
+    pub async fn copy_blob(
+        &self,
+        source: &ObjectRef,
+        dest: &ObjectRef,
+        params: CopyParams,
+    ) -> Result<CopyObjectOutput, Error> {
+        if params.content_type.is_some() {
+            return Err(Error::Config(
+                "Azure's Copy Blob keeps the source's content type; setting another one is not supported".into(),
+            ));
+        }
+        let mut url = format!("{}{}", self.origin(), self.path(Some(&source.bucket), Some(&source.key)));
+        if let AzureCredential::Sas(sas) = &self.config().credential {
+            url = format!("{url}?{sas}");
+        }
+        let mut op = Op::new("CopyBlob", Method::PUT, Some(&dest.bucket), Some(&dest.key))
+            .header("x-ms-copy-source", &url)?
+            .header_opt("x-ms-source-if-match", params.if_match.as_deref())?;
+        if let Some(meta) = &params.metadata {
+            for (k, v) in meta {
+                op = op.header(&format!("x-ms-meta-{}", k.to_ascii_lowercase()), v)?;
+            }
+        }
+        let (mut status, mut etag, mut last_modified) = self
+            .execute(&mut op, |r| async move {
+                let get = |n: &str| r.headers.get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
+                Ok((get("x-ms-copy-status"), get("etag"), get("last-modified")))
+            })
+            .await?;
+        let started = std::time::Instant::now();
+        while status.as_deref() == Some("pending") {
+            if started.elapsed() > COPY_POLL_LIMIT {
+                return Err(Error::protocol(
+                    format!("Copy Blob to {dest} still pending after {COPY_POLL_LIMIT:?}"),
+                    None,
+                ));
+            }
+            pause(COPY_POLL).await;
+            let mut op = Op::new("GetBlobProperties", Method::HEAD, Some(&dest.bucket), Some(&dest.key));
+            (status, etag, last_modified) = self
+                .execute(&mut op, |r| async move {
+                    let get = |n: &str| r.headers.get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
+                    Ok((get("x-ms-copy-status"), get("etag"), get("last-modified")))
+                })
+                .await?;
+        }
+        match status.as_deref() {
+            None | Some("success") => {}
+            Some(other) => {
+                return Err(Error::Service {
+                    status: 500,
+                    code: "CopyFailed".into(),
+                    message: format!("Copy Blob to {dest} ended {other}"),
+                    request_id: None,
+                })
+            }
+        }
+        Ok(CopyObjectOutput {
+            etag: etag.map(|e| quoted(&e)).unwrap_or_default(),
+            last_modified: last_modified.as_deref().and_then(parse_http_date),
+        })
+    }
+}

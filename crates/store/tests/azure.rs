@@ -1,0 +1,653 @@
+//! Azure Blob Storage beyond the conformance suite:
+//!
+//! - Against Azurite (`#[ignore = "needs Azurite"]`, run by scripts/test.sh): an
+//!   interrupted block upload is resumed by the engine, reusing the blocks Get Block
+//!   List reports; a SAS client reads with a read/list container SAS and is refused a
+//!   write; an anonymous client reads a container once its access level is public;
+//!   rclone (its `azureblob` backend, a real peer) reads what ferry wrote and
+//!   ferry reads what rclone wrote, rclone's own block ids included.
+//! - Against scripted peers on real sockets (no Azure here to ask for tokens, and
+//!   Azurite accepts bearer tokens only over HTTPS with its OAuth mode): Entra ID's client
+//!   secret flow and the managed identity endpoint hand out tokens that are cached and
+//!   sent as `Authorization: Bearer`; a throttled answer (503 ServerBusy with
+//!   Retry-After) is waited out and retried; a body whose MD5 is not the blob's
+//!   Content-MD5 ends with an integrity error, and a cut body is resumed with
+//!   `x-ms-range` and `If-Match`, its MD5 checked across the pieces; a Copy Blob left
+//!   `pending` is polled until `success`, and one that ends `failed` is an error (Azurite
+//!   completes every copy at once, so only a scripted peer shows the pending state);
+//!   Blob Batch's wire format: 256 signed sub-requests per POST, each key's answer read
+//!   back from the multipart response (Azurite's batch runs in the conformance suite);
+//!   a streamed Put Blob whose stored MD5 is not its bytes' is deleted and fails; and an
+//!   Azure store refuses h2 up front.
+
+use bytes::Bytes;
+use ferry_engine::upload::{upload_file, UploadParams};
+use ferry_engine::Engine;
+use ferry_store::azure::token::{TokenFlow, TokenSource};
+use ferry_store::azure::{AzureClient, AzureClientBuilder, AzureConfig, AzureCredential};
+use ferry_store::{
+    Credentials, CredentialsSource, DynObjectStore, Error, GetParams, Mode, ObjectRef, ObjectStore, ObjectStoreExt,
+    PartPayload, Provider, PutParams, PutPayload, RetryConfig, StoreOptions,
+};
+use ferry_testkit::azurite::{azurite, ACCOUNT, ACCOUNT_KEY};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+fn data(n: usize, seed: u8) -> Bytes {
+    Bytes::from((0..n).map(|i| ((i * 7 + seed as usize) % 253) as u8).collect::<Vec<u8>>())
+}
+
+fn emulator() -> DynObjectStore {
+    let mut options = StoreOptions::new(azurite().blob_endpoint());
+    options.credentials = CredentialsSource::Explicit(Credentials::new(ACCOUNT, ACCOUNT_KEY));
+    ferry_store::connect(Provider::Azure, options).unwrap()
+}
+
+fn unique(base: &str) -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    format!("{base}-{}-{}", std::process::id() % 100_000, N.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
+#[ignore = "needs Azurite: run by scripts/test.sh with FERRY_AZURITE set"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_block_upload_resumes_with_the_blocks_azure_holds() {
+    let c = emulator();
+    let container = unique("resume");
+    c.create_bucket(&container).await.unwrap();
+    let body = data(11 * 1024 * 1024 + 5, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.bin");
+    std::fs::write(&path, &body).unwrap();
+    let o = ObjectRef::new(container.as_str(), "big.bin");
+    let part = 4u64 << 20;
+    // A first run that sent parts 1 and 3 and died: blocks uncommitted, no blob.
+    let up = c.create_upload(&o, &PutParams::default()).await.unwrap();
+    for n in [1u64, 3] {
+        let off = (n - 1) * part;
+        let len = (body.len() as u64 - off).min(part);
+        c.upload_part(&up, n as u32, PartPayload::File { path: path.clone(), offset: off, len }).await.unwrap();
+    }
+    assert!(c.head(&o).await.unwrap_err().is_not_found());
+    let listed = c.list_parts(&up).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|p| (p.part_number, p.size)).collect::<Vec<_>>(),
+        vec![(1, part), (3, 3 * 1024 * 1024 + 5)]
+    );
+    // The rerun finds the upload, keeps both parts (CRC from the block ids equal to the
+    // file's) and sends only part 2.
+    let engine = Engine::new(c.clone());
+    let params = UploadParams { part_size: part, concurrency: 2, resume: true, ..UploadParams::default() };
+    let out = upload_file(&engine, &path, &o, &params, None).await.unwrap();
+    assert_eq!(out.resumed_bytes, part + 3 * 1024 * 1024 + 5);
+    assert_eq!(out.parts, 3);
+    assert_eq!(c.get_bytes(&o).await.unwrap(), body);
+    // Committing discarded the uncommitted blocks: no upload is left in progress.
+    assert!(c.list_uploads(&container, "big.bin").await.unwrap().is_empty());
+}
+
+#[ignore = "needs Azurite: run by scripts/test.sh with FERRY_AZURITE set"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sas_client_reads_and_lists_and_is_refused_a_write() {
+    let c = emulator();
+    let container = unique("sas");
+    c.create_bucket(&container).await.unwrap();
+    let o = ObjectRef::new(container.as_str(), "dir/readable.txt");
+    c.put(&o, PutPayload::Bytes(Bytes::from_static(b"through a SAS")), PutParams::default()).await.unwrap();
+    let key = ferry_proto::checksum::base64_decode(ACCOUNT_KEY).unwrap();
+    let sas = ferry_store::azure::auth::container_sas(
+        ACCOUNT,
+        &key,
+        &container,
+        "rl",
+        "2099-01-01T00:00:00Z",
+        ferry_store::azure::API_VERSION,
+    );
+    let mut config = AzureConfig::resolve(Some(&azurite().blob_endpoint()), &CredentialsSource::Anonymous).unwrap();
+    config.credential = AzureCredential::Sas(sas);
+    let reader: DynObjectStore = Arc::new(AzureClientBuilder::new(config).mode(Mode::H1Pool).build().unwrap());
+    assert_eq!(reader.get_bytes(&o).await.unwrap(), Bytes::from_static(b"through a SAS"));
+    let (objects, _) = reader.list_all(&container, Default::default()).await.unwrap();
+    assert_eq!(objects.iter().map(|e| e.key.as_str()).collect::<Vec<_>>(), vec!["dir/readable.txt"]);
+    let e = reader
+        .put(
+            &ObjectRef::new(container.as_str(), "nope"),
+            PutPayload::Bytes(Bytes::from_static(b"x")),
+            PutParams::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Auth { status: 403, .. }), "{e:?}");
+    // Its presigned URL is the blob's URL with the same SAS.
+    assert!(reader.presign_get(&o, Duration::from_secs(60)).unwrap().contains("sr=c&sp=rl"));
+}
+
+fn rclone(container_sas_url: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("rclone")
+        .env("RCLONE_CONFIG_AZ_TYPE", "azureblob")
+        .env("RCLONE_CONFIG_AZ_SAS_URL", container_sas_url)
+        .env("RCLONE_CONFIG", "/nonexistent/rclone.conf")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[ignore = "needs Azurite and rclone: run by scripts/test.sh with FERRY_AZURITE set"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rclone_reads_what_ferry_wrote_and_ferry_reads_what_rclone_wrote() {
+    ferry_testkit::require::tool("rclone");
+    let c = emulator();
+    let container = unique("rclone");
+    c.create_bucket(&container).await.unwrap();
+    // ferry writes a small blob (Put Blob) and a block upload of three blocks.
+    let small = data(1000, 2);
+    c.put(
+        &ObjectRef::new(container.as_str(), "ferry/small.bin"),
+        PutPayload::Bytes(small.clone()),
+        PutParams::default(),
+    )
+    .await
+    .unwrap();
+    let big = data(9 * 1024 * 1024, 3);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("big.bin"), &big).unwrap();
+    let engine = Engine::new(c.clone());
+    let params = UploadParams { part_size: 4 << 20, resume: false, ..UploadParams::default() };
+    upload_file(
+        &engine,
+        &dir.path().join("big.bin"),
+        &ObjectRef::new(container.as_str(), "ferry/big.bin"),
+        &params,
+        None,
+    )
+    .await
+    .unwrap();
+    let key = ferry_proto::checksum::base64_decode(ACCOUNT_KEY).unwrap();
+    let sas = ferry_store::azure::auth::container_sas(
+        ACCOUNT,
+        &key,
+        &container,
+        "racwdl",
+        "2099-01-01T00:00:00Z",
+        ferry_store::azure::API_VERSION,
+    );
+    let url = format!("{}/{container}?{sas}", azurite().blob_endpoint());
+    let out = dir.path().join("from-rclone");
+    let r = rclone(&url, &["copy", &format!("az:{container}/ferry"), out.to_str().unwrap()]);
+    assert!(r.status.success(), "rclone copy: {}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(std::fs::read(out.join("small.bin")).unwrap(), small);
+    assert_eq!(std::fs::read(out.join("big.bin")).unwrap(), big);
+    // rclone writes a file above its upload cutoff (4 MiB here) as 4 MiB blocks with its
+    // own block ids and stores its MD5; ferry reads it back whole, MD5-checked.
+    let theirs = data(10 * 1024 * 1024 + 3, 4);
+    let src = dir.path().join("theirs");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("t.bin"), &theirs).unwrap();
+    let dest = format!("az:{container}/rclone");
+    let r = rclone(
+        &url,
+        &["copy", "--azureblob-upload-cutoff", "4M", "--azureblob-chunk-size", "4M", src.to_str().unwrap(), &dest],
+    );
+    assert!(r.status.success(), "rclone copy: {}", String::from_utf8_lossy(&r.stderr));
+    let o = ObjectRef::new(container.as_str(), "rclone/t.bin");
+    assert_eq!(c.head(&o).await.unwrap().size, theirs.len() as u64);
+    assert_eq!(c.get(&o, GetParams::default()).await.unwrap().body.collect().await.unwrap(), theirs);
+}
+
+/// One request as a scripted peer saw it.
+#[derive(Clone, Debug)]
+struct Seen {
+    line: String,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+type Reply = Box<dyn Fn(&Seen, usize) -> (u16, Vec<(String, String)>, String) + Send + Sync>;
+
+/// A scripted HTTP/1.1 peer on a real socket: answers each request with `reply(request,
+/// index)` and records what it saw.
+async fn peer(reply: Reply) -> (std::net::SocketAddr, Arc<Mutex<Vec<Seen>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let (log, reply) = (seen.clone(), Arc::new(reply));
+    tokio::spawn(async move {
+        loop {
+            let Ok((sock, _)) = listener.accept().await else { return };
+            let (log, reply) = (log.clone(), reply.clone());
+            tokio::spawn(async move {
+                let (r, mut w) = sock.into_split();
+                let mut r = BufReader::new(r);
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let mut headers = Vec::new();
+                    loop {
+                        let mut h = String::new();
+                        r.read_line(&mut h).await.unwrap();
+                        let h = h.trim_end();
+                        if h.is_empty() {
+                            break;
+                        }
+                        let (n, v) = h.split_once(':').unwrap();
+                        headers.push((n.trim().to_owned(), v.trim().to_owned()));
+                    }
+                    let len: usize = headers
+                        .iter()
+                        .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+                        .map(|(_, v)| v.parse().unwrap())
+                        .unwrap_or(0);
+                    let mut body = vec![0u8; len];
+                    r.read_exact(&mut body).await.unwrap();
+                    let s = Seen {
+                        line: line.trim_end().to_owned(),
+                        headers,
+                        body: String::from_utf8_lossy(&body).into_owned(),
+                    };
+                    let index = {
+                        let mut l = log.lock().unwrap();
+                        l.push(s.clone());
+                        l.len() - 1
+                    };
+                    let (status, hs, body) = reply(&s, index);
+                    // `x-test-cut: N` announces N bytes, sends the body given, and closes.
+                    let cut: Option<usize> =
+                        hs.iter().find(|(n, _)| n == "x-test-cut").map(|(_, v)| v.parse().unwrap());
+                    let mut out = format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\n", cut.unwrap_or(body.len()));
+                    for (n, v) in hs.iter().filter(|(n, _)| n != "x-test-cut") {
+                        out.push_str(&format!("{n}: {v}\r\n"));
+                    }
+                    out.push_str("\r\n");
+                    out.push_str(&body);
+                    w.write_all(out.as_bytes()).await.unwrap();
+                    if cut.is_some() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// A blob peer answering Get Blob Properties as Azure does, for a client with `credential`.
+fn blob_client(addr: std::net::SocketAddr, credential: AzureCredential, retry: RetryConfig) -> AzureClient {
+    let mut config = AzureConfig::resolve(Some(&format!("http://{addr}/acct")), &CredentialsSource::Anonymous).unwrap();
+    config.credential = credential;
+    AzureClientBuilder::new(config).mode(Mode::H1Pool).retry(retry).build().unwrap()
+}
+
+fn blob_properties() -> (u16, Vec<(String, String)>, String) {
+    (
+        200,
+        vec![
+            ("etag".into(), "\"0x8D1\"".into()),
+            ("x-ms-request-id".into(), "rid".into()),
+            ("x-ms-meta-owner".into(), "ferry".into()),
+        ],
+        String::new(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_secret_tokens_are_fetched_once_and_sent_as_bearer() {
+    let (token_addr, token_seen) = peer(Box::new(|_, i| {
+        (
+            200,
+            vec![("content-type".into(), "application/json".into())],
+            format!(r#"{{"token_type":"Bearer","expires_in":3599,"access_token":"tok-{i}"}}"#),
+        )
+    }))
+    .await;
+    let (blob_addr, blob_seen) = peer(Box::new(|_, _| blob_properties())).await;
+    let source = TokenSource::new(TokenFlow::ClientSecret {
+        authority: format!("http://{token_addr}"),
+        tenant: "my-tenant".into(),
+        client_id: "my-app".into(),
+        secret: "s3cr&t".into(),
+    })
+    .unwrap();
+    let source = Arc::new(source);
+    let c = blob_client(blob_addr, AzureCredential::Token(source.clone()), RetryConfig::none());
+    for _ in 0..3 {
+        let info = c.head(&ObjectRef::new("c", "b")).await.unwrap();
+        assert_eq!(info.metadata.get("owner").map(String::as_str), Some("ferry"));
+    }
+    assert_eq!(source.fetches(), 1);
+    let t = token_seen.lock().unwrap()[0].clone();
+    assert_eq!(t.line, "POST /my-tenant/oauth2/v2.0/token HTTP/1.1");
+    assert_eq!(t.header("content-type"), Some("application/x-www-form-urlencoded"));
+    for field in [
+        "grant_type=client_credentials",
+        "client_id=my-app",
+        "client_secret=s3cr%26t",
+        "scope=https%3A%2F%2Fstorage.azure.com%2F.default",
+    ] {
+        assert!(t.body.split('&').any(|f| f == field), "{field} not in {}", t.body);
+    }
+    let seen = blob_seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3);
+    for s in &seen {
+        assert_eq!(s.line, "HEAD /acct/c/b HTTP/1.1");
+        assert_eq!(s.header("authorization"), Some("Bearer tok-0"));
+        assert_eq!(s.header("x-ms-version"), Some(ferry_store::azure::API_VERSION));
+        assert!(s.header("x-ms-date").is_some());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_identity_tokens_carry_the_identity_header_and_refresh_when_short_lived() {
+    // A token that expires within the refresh margin is fetched again on next use.
+    let (token_addr, token_seen) = peer(Box::new(|_, i| {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        (
+            200,
+            vec![],
+            format!(
+                r#"{{"access_token":"mi-{i}","expires_on":"{}","resource":"https://storage.azure.com/"}}"#,
+                now + 60
+            ),
+        )
+    }))
+    .await;
+    let (blob_addr, blob_seen) = peer(Box::new(|_, _| blob_properties())).await;
+    let source = Arc::new(
+        TokenSource::new(TokenFlow::ManagedIdentity {
+            endpoint: format!("http://{token_addr}/msi/token"),
+            header: Some("secret-header".into()),
+            client_id: None,
+        })
+        .unwrap(),
+    );
+    let c = blob_client(blob_addr, AzureCredential::Token(source.clone()), RetryConfig::none());
+    c.head(&ObjectRef::new("c", "b")).await.unwrap();
+    c.head(&ObjectRef::new("c", "b")).await.unwrap();
+    assert_eq!(source.fetches(), 2);
+    let t = token_seen.lock().unwrap()[0].clone();
+    assert_eq!(t.line, "GET /msi/token?api-version=2019-08-01&resource=https%3A%2F%2Fstorage.azure.com%2F HTTP/1.1");
+    assert_eq!(t.header("x-identity-header"), Some("secret-header"));
+    let seen = blob_seen.lock().unwrap().clone();
+    assert_eq!(
+        seen.iter().map(|s| s.header("authorization").unwrap().to_owned()).collect::<Vec<_>>(),
+        vec!["Bearer mi-0", "Bearer mi-1"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_endpoint_error_is_an_auth_error() {
+    let (token_addr, _) = peer(Box::new(|_, _| {
+        (
+            400,
+            vec![],
+            r#"{"error":"invalid_client","error_description":"AADSTS7000215: Invalid client secret provided."}"#.into(),
+        )
+    }))
+    .await;
+    let (blob_addr, blob_seen) = peer(Box::new(|_, _| blob_properties())).await;
+    let source = TokenSource::new(TokenFlow::ClientSecret {
+        authority: format!("http://{token_addr}"),
+        tenant: "t".into(),
+        client_id: "c".into(),
+        secret: "wrong".into(),
+    })
+    .unwrap();
+    let c = blob_client(blob_addr, AzureCredential::Token(Arc::new(source)), RetryConfig::none());
+    let e = c.head(&ObjectRef::new("c", "b")).await.unwrap_err();
+    assert!(matches!(&e, Error::Auth { status: 400, code, .. } if code == "invalid_client"), "{e:?}");
+    assert!(blob_seen.lock().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_busy_is_waited_out_for_its_retry_after_and_errors_keep_the_request_id() {
+    let (addr, seen) = peer(Box::new(|s, i| {
+        if s.line.starts_with("HEAD /acct/c/busy") && i == 0 {
+            return (
+                503,
+                vec![("x-ms-error-code".into(), "ServerBusy".into()), ("retry-after".into(), "1".into()), ("x-ms-request-id".into(), "r0".into())],
+                String::new(),
+            );
+        }
+        if s.line.starts_with("GET /acct/c/missing") {
+            let body = "<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>BlobNotFound</Code><Message>The specified blob does not exist.</Message></Error>";
+            return (404, vec![("x-ms-error-code".into(), "BlobNotFound".into()), ("x-ms-request-id".into(), "r404".into())], body.into());
+        }
+        if s.line.starts_with("HEAD /acct/c/always-busy") {
+            return (429, vec![("x-ms-request-id".into(), format!("r{i}"))], String::new());
+        }
+        blob_properties()
+    }))
+    .await;
+    let retry = RetryConfig {
+        base_delay: Duration::from_millis(1),
+        throttled_base_delay: Duration::from_millis(1),
+        ..RetryConfig::default()
+    };
+    let c = blob_client(addr, AzureCredential::Anonymous, retry);
+    let started = std::time::Instant::now();
+    c.head(&ObjectRef::new("c", "busy")).await.unwrap();
+    // The 1 s Retry-After held the retry back although the backoff alone was ~1 ms.
+    assert!(started.elapsed() >= Duration::from_secs(1), "{:?}", started.elapsed());
+    assert_eq!(seen.lock().unwrap().len(), 2);
+    let e = c.get(&ObjectRef::new("c", "missing"), GetParams::default()).await.unwrap_err();
+    assert!(matches!(&e, Error::NotFound { code, .. } if code == "BlobNotFound"), "{e:?}");
+    assert_eq!(e.request_id(), Some("r404"));
+    let c = blob_client(addr, AzureCredential::Anonymous, RetryConfig { max_attempts: 2, ..RetryConfig::default() });
+    let e = c.head(&ObjectRef::new("c", "always-busy")).await.unwrap_err();
+    assert!(matches!(e, Error::Throttled { status: 429, .. }), "{e:?}");
+}
+
+fn md5_b64(b: &[u8]) -> String {
+    use md5::Digest;
+    ferry_proto::checksum::base64_encode(&md5::Md5::digest(b))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_read_is_checked_against_content_md5_and_a_cut_body_resumes_pinned_to_its_etag() {
+    let body: String = (0..1000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    let whole = body.clone();
+    let (addr, seen) = peer(Box::new(move |s, _| {
+        let md5 = md5_b64(whole.as_bytes());
+        let base = vec![("etag".to_string(), "\"0x8DB\"".to_string()), ("content-md5".to_string(), md5)];
+        if s.line.starts_with("GET /acct/c/bad-md5") {
+            let mut h = base.clone();
+            h[1].1 = md5_b64(b"other bytes");
+            return (200, h, whole.clone());
+        }
+        match s.header("x-ms-range") {
+            None => {
+                let mut h = base;
+                h.push(("x-test-cut".into(), "1000".into()));
+                (200, h, whole[..400].to_owned())
+            }
+            Some(r) => {
+                assert_eq!(r, "bytes=400-999");
+                assert_eq!(s.header("if-match"), Some("\"0x8DB\""));
+                (
+                    206,
+                    vec![("etag".into(), "\"0x8DB\"".into()), ("content-range".into(), "bytes 400-999/1000".into())],
+                    whole[400..].to_owned(),
+                )
+            }
+        }
+    }))
+    .await;
+    let retry = RetryConfig { base_delay: Duration::from_millis(1), ..RetryConfig::default() };
+    let c = blob_client(addr, AzureCredential::Anonymous, retry);
+    let got = c.get(&ObjectRef::new("c", "cut"), GetParams::default()).await.unwrap().body.collect().await.unwrap();
+    assert_eq!(got, Bytes::from(body.clone()));
+    assert_eq!(seen.lock().unwrap().len(), 2);
+    let e =
+        c.get(&ObjectRef::new("c", "bad-md5"), GetParams::default()).await.unwrap().body.collect().await.unwrap_err();
+    assert!(matches!(&e, Error::Integrity { message, .. } if message.contains("MD5")), "{e:?}");
+}
+
+#[ignore = "needs Azurite: run by scripts/test.sh with FERRY_AZURITE set"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anonymous_client_reads_a_public_container() {
+    let c = emulator();
+    let container = unique("public");
+    c.create_bucket(&container).await.unwrap();
+    let o = ObjectRef::new(container.as_str(), "open.txt");
+    c.put(&o, PutPayload::Bytes(Bytes::from_static(b"for everyone")), PutParams::default()).await.unwrap();
+    let mut options = StoreOptions::new(azurite().blob_endpoint());
+    options.credentials = CredentialsSource::Anonymous;
+    let anon = ferry_store::connect(Provider::Azure, options).unwrap();
+    // Private until the container's access level says otherwise.
+    let e = anon.get_bytes(&o).await.unwrap_err();
+    assert!(e.is_not_found() || matches!(e, Error::Auth { .. }), "{e:?}");
+    let admin = AzureClientBuilder::new(
+        AzureConfig::resolve(
+            Some(&azurite().blob_endpoint()),
+            &CredentialsSource::Explicit(Credentials::new(ACCOUNT, ACCOUNT_KEY)),
+        )
+        .unwrap(),
+    )
+    .build()
+    .unwrap();
+    admin.set_container_public_access(&container, Some("container")).await.unwrap();
+    assert_eq!(anon.get_bytes(&o).await.unwrap(), Bytes::from_static(b"for everyone"));
+    let (objects, _) = anon.list_all(&container, Default::default()).await.unwrap();
+    assert_eq!(objects.len(), 1);
+    assert_eq!(
+        anon.presign_get(&o, Duration::from_secs(60)).unwrap(),
+        format!("{}/{container}/open.txt", azurite().blob_endpoint())
+    );
+}
+
+#[ignore = "needs Azurite: run by scripts/test.sh with FERRY_AZURITE set"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_upload_commits_with_the_content_type_and_metadata_it_started_with() {
+    let c = emulator();
+    let container = unique("meta");
+    c.create_bucket(&container).await.unwrap();
+    let o = ObjectRef::new(container.as_str(), "table.csv");
+    let params = PutParams {
+        content_type: Some("text/csv".into()),
+        metadata: vec![("Origin".into(), "ferry".into())],
+        ..PutParams::default()
+    };
+    let up = c.create_upload(&o, &params).await.unwrap();
+    let p2 = c.upload_part(&up, 2, PartPayload::Bytes(Bytes::from_static(b"3,4\n"))).await.unwrap();
+    let p1 = c.upload_part(&up, 1, PartPayload::Bytes(Bytes::from_static(b"a,b\n1,2\n"))).await.unwrap();
+    c.complete_upload(&up, &[p2, p1], None).await.unwrap();
+    let info = c.head(&o).await.unwrap();
+    assert_eq!(info.content_type.as_deref(), Some("text/csv"));
+    assert_eq!(info.metadata.get("origin").map(String::as_str), Some("ferry"));
+    assert_eq!(c.get_bytes(&o).await.unwrap(), Bytes::from_static(b"a,b\n1,2\n3,4\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_copy_is_polled_until_it_succeeds_and_a_failed_one_is_an_error() {
+    let heads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let h = heads.clone();
+    let (addr, seen) = peer(Box::new(move |s, _| {
+        let status = |v: &str| ("x-ms-copy-status".to_string(), v.to_string());
+        if s.line.starts_with("PUT /acct/c/dest") {
+            return (202, vec![status("pending"), ("etag".into(), "\"0x1\"".into())], String::new());
+        }
+        if s.line.starts_with("PUT /acct/c/doomed") {
+            return (202, vec![status("failed")], String::new());
+        }
+        if s.line.starts_with("HEAD /acct/c/dest") {
+            let n = h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let v = if n == 0 { "pending" } else { "success" };
+            return (200, vec![status(v), ("etag".into(), "\"0x2\"".into())], String::new());
+        }
+        (404, vec![("x-ms-error-code".into(), "BlobNotFound".into())], String::new())
+    }))
+    .await;
+    let c = blob_client(addr, AzureCredential::Anonymous, RetryConfig::none());
+    let out = c.copy(&ObjectRef::new("c", "src"), &ObjectRef::new("c", "dest"), Default::default()).await.unwrap();
+    assert_eq!(out.etag, "\"0x2\"");
+    assert_eq!(heads.load(std::sync::atomic::Ordering::SeqCst), 2);
+    let put = seen.lock().unwrap()[0].clone();
+    assert_eq!(put.header("x-ms-copy-source"), Some(format!("http://{addr}/acct/c/src").as_str()));
+    let e = c.copy(&ObjectRef::new("c", "src"), &ObjectRef::new("c", "doomed"), Default::default()).await.unwrap_err();
+    assert!(matches!(&e, Error::Service { code, .. } if code == "CopyFailed"), "{e:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_deletes_go_256_to_a_request_and_report_each_key() {
+    let (addr, seen) = peer(Box::new(|s, _| {
+        let boundary = s.header("content-type").unwrap().split("boundary=").nth(1).unwrap().to_owned();
+        let parts: Vec<&str> = s.body.split(&format!("--{boundary}")).filter(|p| p.contains("DELETE ")).collect();
+        let mut body = String::new();
+        for (i, p) in parts.iter().enumerate() {
+            // Every sub-request is a signed DELETE of one blob, without x-ms-version.
+            assert!(p.contains(&format!("Content-ID: {i}\r\n")), "{p}");
+            assert!(p.contains("\r\nx-ms-date: ") && p.contains("\r\nauthorization: SharedKey acct:"), "{p}");
+            assert!(!p.contains("x-ms-version"), "{p}");
+            let line = p.lines().find(|l| l.starts_with("DELETE ")).unwrap();
+            let (status, extra) = if line.contains("/forbidden ") {
+                ("403 Forbidden", "x-ms-error-code: AuthorizationFailure\r\n")
+            } else if line.contains("/gone ") {
+                ("404 Not Found", "x-ms-error-code: BlobNotFound\r\n")
+            } else {
+                ("202 Accepted", "")
+            };
+            body.push_str(&format!("--batchresponse_r\r\nContent-Type: application/http\r\nContent-ID: {i}\r\n\r\nHTTP/1.1 {status}\r\n{extra}x-ms-request-id: s{i}\r\n\r\n"));
+        }
+        body.push_str("--batchresponse_r--\r\n");
+        (202, vec![("content-type".into(), "multipart/mixed; boundary=batchresponse_r".into())], body)
+    }))
+    .await;
+    let key = ferry_proto::checksum::base64_encode(b"a key");
+    let mut config = AzureConfig::resolve(Some(&format!("http://{addr}/acct")), &CredentialsSource::Anonymous).unwrap();
+    config.credential = AzureCredential::SharedKey(Arc::new(ferry_proto::checksum::base64_decode(&key).unwrap()));
+    let c = AzureClientBuilder::new(config).mode(Mode::H1Pool).retry(RetryConfig::none()).build().unwrap();
+    let mut keys: Vec<String> = (0..298).map(|i| format!("k/{i:03}")).collect();
+    keys.push("forbidden".into());
+    keys.push("gone".into());
+    let out = c.delete_batch("c", &keys).await.unwrap();
+    let posts: Vec<String> = seen.lock().unwrap().iter().map(|s| s.line.clone()).collect();
+    assert_eq!(posts, vec!["POST /acct/c?restype=container&comp=batch HTTP/1.1"; 2]);
+    assert_eq!(out.deleted.len(), 299, "a missing blob counts as deleted");
+    assert_eq!(out.errors.len(), 1);
+    assert_eq!((out.errors[0].key.as_str(), out.errors[0].code.as_str()), ("forbidden", "AuthorizationFailure"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_put_whose_stored_md5_differs_is_deleted_and_fails() {
+    let (addr, seen) = peer(Box::new(|s, _| {
+        if s.line.starts_with("PUT ") {
+            return (
+                201,
+                vec![("content-md5".into(), md5_b64(b"not what was sent")), ("etag".into(), "\"0x9\"".into())],
+                String::new(),
+            );
+        }
+        (202, vec![], String::new())
+    }))
+    .await;
+    let c = blob_client(addr, AzureCredential::Anonymous, RetryConfig::none());
+    let chunks = vec![Ok(Bytes::from_static(b"streamed ")), Ok(Bytes::from_static(b"bytes"))];
+    let e = c
+        .put(
+            &ObjectRef::new("c", "s"),
+            PutPayload::Stream { len: 14, stream: futures_util::StreamExt::boxed(futures_util::stream::iter(chunks)) },
+            PutParams::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(&e, Error::Integrity { message, .. } if message.contains("deleted")), "{e:?}");
+    let lines: Vec<String> = seen.lock().unwrap().iter().map(|s| s.line.clone()).collect();
+    assert_eq!(lines, vec!["PUT /acct/c/s HTTP/1.1", "DELETE /acct/c/s HTTP/1.1"]);
+    assert_eq!(seen.lock().unwrap()[0].body, "streamed bytes");
+}
+
+#[test]
+fn h2_is_refused_for_azure() {
+    let mut options = StoreOptions::new("http://127.0.0.1:1/acct");
+    options.credentials = CredentialsSource::Anonymous;
+    options.mode = Mode::H2;
+    let e = ferry_store::connect(Provider::Azure, options).unwrap_err();
+    assert!(matches!(&e, Error::Config(m) if m.contains("HTTP/1.1")), "{e:?}");
+}
