@@ -9,9 +9,11 @@
 //!                   │              asyncio awaitables through pyo3-async-runtimes
 //!                   ├─ buffer.rs:  ferry.Buffer, bytes out through the buffer protocol
 //!                   └─ errors.rs:  ferry-store's Error ─► ferry.NotFound, ferry.Auth, ...
+//! `ferry` console script ─► cli.rs ─► ferry-cli's main_from_args (the whole command line)
 //! ```
 
 mod buffer;
+mod cli;
 mod client;
 mod errors;
 mod ops;
@@ -29,6 +31,7 @@ fn _ferry(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::ListIterator>()?;
     m.add_class::<client::GetIterator>()?;
     m.add_class::<client::PendingRange>()?;
+    m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
