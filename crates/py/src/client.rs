@@ -12,10 +12,12 @@
 //! sends the settings the client was made with, so a worker process builds its own.
 
 use crate::buffer::Buffer;
-use crate::errors::{bad_url, py_result, to_pyerr};
+use crate::errors::{bad_url, from_anyhow, py_result, to_pyerr};
 use crate::runtime::{awaitable, block_on, block_on_ticking, enter, runtime};
+use crate::transfer::{self, Prepared, TransferOptions, TransferSummary};
 use crate::{ops, settings};
 use bytes::Bytes;
+use ferry_cli::sync::{Mode as SyncMode, Side};
 use ferry_engine::{ByteBudget, CoalescePolicy, Engine, GapEstimator, OpenAhead, OpenAheadOptions, RangesOptions};
 use ferry_store::{
     Credentials, CredentialsSource, Error, ListParams, Mode, ObjectEntry, ObjectInfo as StoreInfo, ObjectRef,
@@ -59,7 +61,8 @@ pub struct Client {
     max_connections: Option<usize>,
     /// The endpoint in force (endpoint_url, or the AWS settings chain).
     endpoint: String,
-    state: Mutex<Option<(u32, Engine)>>,
+    /// This process's engines, one per provider, each built on first use (module note).
+    state: Mutex<Option<(u32, Vec<(Provider, Engine)>)>>,
     estimator: Arc<GapEstimator>,
 }
 
@@ -102,25 +105,30 @@ fn parse_creds(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Creds> {
 }
 
 impl Client {
-    /// This process's engine (module note).
+    /// This process's S3 engine (bucket calls, and the counters of `stats`).
     fn engine(&self, py: Python<'_>) -> PyResult<Engine> {
+        self.engine_for(py, Provider::S3)
+    }
+
+    /// This process's engine for `provider`, built on first use (module note).
+    fn engine_for(&self, py: Python<'_>, provider: Provider) -> PyResult<Engine> {
         let pid = std::process::id();
         let mut slot = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((p, e)) = slot.as_ref() {
-            if *p == pid {
-                return Ok(e.clone());
-            }
+        if slot.as_ref().is_some_and(|(p, _)| *p != pid) {
+            // The parent's engines: their connections' tasks are not in this process.
+            std::mem::forget(slot.take());
         }
-        if let Some(old) = slot.take() {
-            // The parent's engine: its connections' tasks are not in this process.
-            std::mem::forget(old);
+        let engines = &mut slot.get_or_insert_with(|| (pid, Vec::new())).1;
+        if let Some((_, e)) = engines.iter().find(|(p, _)| *p == provider) {
+            return Ok(e.clone());
         }
-        let engine = self.build(py)?;
-        *slot = Some((pid, engine.clone()));
+        let engine = self.build(py, provider)?;
+        engines.push((provider, engine.clone()));
         Ok(engine)
     }
 
-    fn build(&self, py: Python<'_>) -> PyResult<Engine> {
+    /// The store of `provider` for this client's settings (module note: which apply).
+    fn build(&self, py: Python<'_>, provider: Provider) -> PyResult<Engine> {
         let mode = Mode::parse(&self.transport).ok_or_else(|| {
             PyValueError::new_err(format!("transport {:?}: auto, h1-pool, h1-pipeline or h2", self.transport))
         })?;
@@ -132,42 +140,52 @@ impl Client {
             Creds::Keys(c) => CredentialsSource::Explicit(c.clone()),
             Creds::Anonymous => CredentialsSource::Anonymous,
         };
-        let options = StoreOptions {
-            endpoint: Some(self.endpoint.clone()),
-            region: Some(settings::region(self.region.as_deref(), self.profile.as_deref())),
-            credentials,
-            mode,
-            ca_file: settings::ca_bundle(),
-            max_connections: self.max_connections,
+        let options = match provider {
+            Provider::S3 => StoreOptions {
+                endpoint: Some(self.endpoint.clone()),
+                region: Some(settings::region(self.region.as_deref(), self.profile.as_deref())),
+                credentials,
+                mode,
+                ca_file: settings::ca_bundle(),
+                max_connections: self.max_connections,
+            },
+            _ => StoreOptions {
+                endpoint: self.endpoint_url.clone(),
+                region: None,
+                credentials: match credentials {
+                    CredentialsSource::Anonymous => CredentialsSource::Anonymous,
+                    _ => CredentialsSource::Default,
+                },
+                mode,
+                ca_file: None,
+                max_connections: self.max_connections,
+            },
         };
-        let store = enter(py, || ferry_store::connect(Provider::S3, options)).map_err(|e| to_pyerr(py, e))?;
+        let store = enter(py, || ferry_store::connect(provider, options)).map_err(|e| to_pyerr(py, e))?;
         Ok(enter(py, || Engine::new(store)))
     }
 
-    fn object(&self, url: &str) -> PyResult<ObjectRef> {
+    /// An object URL's object and the engine of its provider.
+    fn target(&self, py: Python<'_>, url: &str) -> PyResult<(Engine, ObjectRef)> {
         let u = self.url(url)?;
         if u.key.is_empty() {
             return Err(bad_url(url, "names a bucket, not an object"));
         }
-        Ok(u.object())
+        Ok((self.engine_for(py, u.provider)?, u.object()))
     }
 
     fn url(&self, url: &str) -> PyResult<StoreUrl> {
-        let u = StoreUrl::parse(url).map_err(|e| match e {
+        StoreUrl::parse(url).map_err(|e| match e {
             UrlError::NotAUrl(_) => bad_url(url, "not an object URL like s3://bucket/key"),
             e => bad_url(url, e),
-        })?;
-        if u.provider != Provider::S3 {
-            return Err(bad_url(url, format!("{}:// is not built into this ferry yet", u.provider.scheme())));
-        }
-        Ok(u)
+        })
     }
 
-    fn urls(&self, urls: &Bound<'_, PyAny>) -> PyResult<Vec<ObjectRef>> {
+    fn targets(&self, py: Python<'_>, urls: &Bound<'_, PyAny>) -> PyResult<Vec<(Engine, ObjectRef)>> {
         if urls.is_instance_of::<PyString>() {
             return Err(PyTypeError::new_err("expected a list of URLs, not one string"));
         }
-        urls.try_iter()?.map(|u| self.object(&u?.extract::<String>()?)).collect()
+        urls.try_iter()?.map(|u| self.target(py, &u?.extract::<String>()?)).collect()
     }
 
     /// The engine's options; `max_gap` (bytes read through between two ranges rather
@@ -175,6 +193,7 @@ impl Client {
     /// The ranges grouped by object: one URL for all, or one URL per range.
     fn range_groups(
         &self,
+        py: Python<'_>,
         url_or_urls: &Bound<'_, PyAny>,
         starts: Vec<u64>,
         ends: Vec<u64>,
@@ -182,18 +201,20 @@ impl Client {
         let ranges = ranges_of(starts, ends)?;
         let n = ranges.len();
         if let Ok(url) = url_or_urls.extract::<String>() {
-            let group = ops::RangeGroup { object: self.object(&url)?, slots: (0..n).collect(), ranges };
+            let (engine, object) = self.target(py, &url)?;
+            let group = ops::RangeGroup { engine, object, slots: (0..n).collect(), ranges };
             return Ok((vec![group], n));
         }
-        let objects = self.urls(url_or_urls)?;
+        let objects = self.targets(py, url_or_urls)?;
         if objects.len() != n {
             return Err(PyValueError::new_err(format!("{} URLs but {n} ranges", objects.len())));
         }
         let mut groups: Vec<ops::RangeGroup> = Vec::new();
-        let mut index: std::collections::HashMap<ObjectRef, usize> = std::collections::HashMap::new();
-        for (slot, (object, range)) in objects.into_iter().zip(ranges).enumerate() {
-            let g = *index.entry(object.clone()).or_insert_with(|| {
-                groups.push(ops::RangeGroup { object, slots: Vec::new(), ranges: Vec::new() });
+        let mut index: std::collections::HashMap<(Provider, ObjectRef), usize> = std::collections::HashMap::new();
+        for (slot, ((engine, object), range)) in objects.into_iter().zip(ranges).enumerate() {
+            let key = (engine.provider(), object.clone());
+            let g = *index.entry(key).or_insert_with(|| {
+                groups.push(ops::RangeGroup { engine, object, slots: Vec::new(), ranges: Vec::new() });
                 groups.len() - 1
             });
             groups[g].slots.push(slot);
@@ -428,10 +449,10 @@ impl ObjectInfo {
 }
 
 impl ObjectInfo {
-    fn from_head(object: &ObjectRef, info: StoreInfo) -> ObjectInfo {
+    fn from_head(provider: Provider, object: &ObjectRef, info: StoreInfo) -> ObjectInfo {
         let checksum = info.checksums.first().cloned();
         ObjectInfo {
-            url: format!("s3://{}/{}", object.bucket, object.key),
+            url: format!("{}://{}/{}", provider.scheme(), object.bucket, object.key),
             bucket: object.bucket.clone(),
             key: object.key.clone(),
             size: info.size,
@@ -445,9 +466,9 @@ impl ObjectInfo {
         }
     }
 
-    fn from_entry(bucket: &str, e: ObjectEntry) -> ObjectInfo {
+    fn from_entry(scheme: &str, bucket: &str, e: ObjectEntry) -> ObjectInfo {
         ObjectInfo {
-            url: format!("s3://{bucket}/{}", e.key),
+            url: format!("{scheme}://{bucket}/{}", e.key),
             bucket: bucket.to_owned(),
             key: e.key,
             size: e.size,
@@ -461,9 +482,9 @@ impl ObjectInfo {
         }
     }
 
-    fn dir(bucket: &str, prefix: String) -> ObjectInfo {
+    fn dir(scheme: &str, bucket: &str, prefix: String) -> ObjectInfo {
         ObjectInfo {
-            url: format!("s3://{bucket}/{prefix}"),
+            url: format!("{scheme}://{bucket}/{prefix}"),
             bucket: bucket.to_owned(),
             key: prefix,
             size: 0,
@@ -720,6 +741,55 @@ fn progress_fn(progress: &ops::Tracker) -> Option<ferry_engine::ProgressFn> {
     }))
 }
 
+/// A local path or object URL argument: `str` or `os.PathLike`.
+fn path_arg(o: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(s) = o.extract::<String>() {
+        return Ok(s);
+    }
+    let p: PathBuf = o.extract().map_err(|_| PyTypeError::new_err("expected a path or URL (str or os.PathLike)"))?;
+    Ok(p.to_string_lossy().into_owned())
+}
+
+/// A `callback(bytes_done, bytes_total)` for cp and sync, from the runner's byte counts.
+fn transfer_reporter(callback: Option<Py<PyAny>>, prep: Arc<Prepared>) -> impl FnMut(Python<'_>) -> PyResult<()> {
+    let mut last: Option<u64> = None;
+    move |py| {
+        let Some(cb) = &callback else { return Ok(()) };
+        let (done, total) = prep.progress();
+        if last == Some(done) {
+            return Ok(());
+        }
+        last = Some(done);
+        cb.call1(py, (done, Some(total).filter(|t| *t > 0))).map(|_| ())
+    }
+}
+
+/// The summary of a finished cp or sync, or the exception for its first failure (with
+/// the summary as its `summary`).
+fn finish(
+    py: Python<'_>,
+    verb: &str,
+    r: anyhow::Result<()>,
+    tally: transfer::SharedTally,
+) -> PyResult<TransferSummary> {
+    let (summary, first) = TransferSummary::from_tally(tally);
+    let err = match (r, first) {
+        (Err(e), _) => from_anyhow(py, &e, format!("{verb}: {e:#}")),
+        (Ok(()), Some(e)) => {
+            let (what, why) = &summary.failed[0];
+            let n = summary.failed.len();
+            from_anyhow(
+                py,
+                &e,
+                format!("{verb}: {n} of {} failed; the first: {what}: {why}", n as u64 + summary.objects),
+            )
+        }
+        (Ok(()), None) => return Ok(summary),
+    };
+    err.value(py).setattr("summary", Py::new(py, summary)?)?;
+    Err(err)
+}
+
 fn tracker(callback: &Option<Py<PyAny>>) -> ops::Tracker {
     callback.as_ref().map(|_| Arc::new(ops::Progress::default()))
 }
@@ -799,7 +869,7 @@ impl Client {
     /// The whole object as a `Buffer` (large objects in parallel ranged GETs, verified).
     #[pyo3(signature = (url, callback=None))]
     fn get(&self, py: Python<'_>, url: &str, callback: Option<Py<PyAny>>) -> PyResult<Buffer> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
         let progress = tracker(&callback);
         let tick = reporter(callback, &progress, None);
         let r = block_on_ticking(py, ops::get_object(engine, object, None, progress), tick)?;
@@ -807,19 +877,19 @@ impl Client {
     }
 
     fn get_async<'py>(&self, py: Python<'py>, url: &str) -> PyResult<Bound<'py, PyAny>> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
         awaitable(py, async move { py_result(ops::get_object(engine, object, None, None).await).map(Buffer::new) })
     }
 
     /// Bytes `start..end` (end exclusive) of an object.
     fn get_range(&self, py: Python<'_>, url: &str, start: u64, end: u64) -> PyResult<Buffer> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
         let r = block_on(py, ops::get_range(engine, object, start, end, None))?;
         r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
     }
 
     fn get_range_async<'py>(&self, py: Python<'py>, url: &str, start: u64, end: u64) -> PyResult<Bound<'py, PyAny>> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
         awaitable(py, async move { py_result(ops::get_range(engine, object, start, end, None).await).map(Buffer::new) })
     }
 
@@ -834,7 +904,7 @@ impl Client {
         end: u64,
         etag: Option<String>,
     ) -> PyResult<Buffer> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
         let r = block_on(py, ops::get_range(engine, object, start, end, etag))?;
         r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
     }
@@ -850,7 +920,7 @@ impl Client {
         end: u64,
         etag: Option<String>,
     ) -> PyResult<PendingRange> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
         let task = runtime(py).spawn(ops::get_range(engine, object, start, end, etag));
         Ok(PendingRange { pid: std::process::id(), start, end, task: Mutex::new(Some(task)) })
     }
@@ -865,12 +935,12 @@ impl Client {
         ends: Vec<u64>,
         max_gap: Option<u64>,
     ) -> PyResult<Vec<Buffer>> {
-        let (engine, (groups, n)) = (self.engine(py)?, self.range_groups(url_or_urls, starts, ends)?);
+        let (groups, n) = self.range_groups(py, url_or_urls, starts, ends)?;
         let opts = self.ranges_options(max_gap);
         // The engine's get_ranges future is not `Send` to the compiler (a higher-ranked
         // closure inside it), so it runs on this thread, in the runtime, GIL released.
         let rt = runtime(py);
-        let r = py.detach(move || rt.block_on(ops::get_ranges_grouped(&engine, &groups, n, &opts)));
+        let r = py.detach(move || rt.block_on(ops::get_ranges_grouped(&groups, n, &opts)));
         r.map(|parts| parts.into_iter().map(Buffer::new).collect()).map_err(|e| to_pyerr(py, e))
     }
 
@@ -883,12 +953,12 @@ impl Client {
         ends: Vec<u64>,
         max_gap: Option<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (engine, (groups, n)) = (self.engine(py)?, self.range_groups(url_or_urls, starts, ends)?);
+        let (groups, n) = self.range_groups(py, url_or_urls, starts, ends)?;
         let opts = self.ranges_options(max_gap);
         awaitable(py, async move {
             // As in get_ranges: on a blocking thread of the runtime, which drives it.
             let handle = tokio::runtime::Handle::current();
-            let run = move || handle.block_on(ops::get_ranges_grouped(&engine, &groups, n, &opts));
+            let run = move || handle.block_on(ops::get_ranges_grouped(&groups, n, &opts));
             let out = tokio::task::spawn_blocking(run)
                 .await
                 .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("get_ranges task failed: {e}")))?;
@@ -907,12 +977,12 @@ impl Client {
         return_exceptions: bool,
         callback: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyList>> {
-        let (engine, objects) = (self.engine(py)?, self.urls(urls)?);
+        let objects = self.targets(py, urls)?;
         let budget = max_bytes_in_flight.map(ByteBudget::new);
         let n = concurrency.unwrap_or(DEFAULT_CONCURRENCY);
         let progress = tracker(&callback);
         let tick = reporter(callback, &progress, None);
-        let results = block_on_ticking(py, ops::get_many(engine, objects, n, budget, progress), tick)?;
+        let results = block_on_ticking(py, ops::get_many(objects, n, budget, progress), tick)?;
         buffers(py, results, return_exceptions)
     }
 
@@ -925,18 +995,28 @@ impl Client {
         concurrency: Option<usize>,
         return_exceptions: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (engine, objects) = (self.engine(py)?, self.urls(urls)?);
+        let objects = self.targets(py, urls)?;
         let budget = max_bytes_in_flight.map(ByteBudget::new);
         let n = concurrency.unwrap_or(DEFAULT_CONCURRENCY);
         awaitable(py, async move {
-            let results = ops::get_many(engine, objects, n, budget, None).await;
+            let results = ops::get_many(objects, n, budget, None).await;
             Python::attach(|py| buffers(py, results, return_exceptions))
         })
     }
 
     /// The objects in order, the next ones opened ahead (bounded memory).
     fn iter_get(&self, py: Python<'_>, urls: &Bound<'_, PyAny>) -> PyResult<GetIterator> {
-        let (engine, objects) = (self.engine(py)?, self.urls(urls)?);
+        let objects = self.targets(py, urls)?;
+        let engine = match objects.first() {
+            Some((first, _)) => {
+                if objects.iter().any(|(e, _)| e.provider() != first.provider()) {
+                    return Err(PyValueError::new_err("iter_get reads from one provider per call"));
+                }
+                first.clone()
+            }
+            None => self.engine(py)?,
+        };
+        let objects = objects.into_iter().map(|(_, o)| o).collect();
         let reader = enter(py, || OpenAhead::from_list(&engine, objects, OpenAheadOptions::default()));
         Ok(GetIterator { pid: std::process::id(), state: IterState::new(reader) })
     }
@@ -952,7 +1032,7 @@ impl Client {
         if_not_exists: bool,
         callback: Option<Py<PyAny>>,
     ) -> PyResult<PutResult> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
         let progress = tracker(&callback);
         if let Some(source) = put_source(data)? {
             let total = match &source {
@@ -978,7 +1058,7 @@ impl Client {
         data: &Bound<'py, PyAny>,
         if_not_exists: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
         let Some(source) = put_source(data)? else {
             return Err(PyTypeError::new_err("put_async takes bytes-like data or a path; use put for file objects"));
         };
@@ -986,17 +1066,19 @@ impl Client {
     }
 
     fn head(&self, py: Python<'_>, url: &str) -> PyResult<ObjectInfo> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
+        let provider = engine.provider();
         let o = object.clone();
         let r = block_on(py, async move { engine.head(&o).await })?;
-        r.map(|info| ObjectInfo::from_head(&object, info)).map_err(|e| to_pyerr(py, e))
+        r.map(|info| ObjectInfo::from_head(provider, &object, info)).map_err(|e| to_pyerr(py, e))
     }
 
     fn head_async<'py>(&self, py: Python<'py>, url: &str) -> PyResult<Bound<'py, PyAny>> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
+        let provider = engine.provider();
         awaitable(py, async move {
             let info = py_result(engine.head(&object).await)?;
-            Ok(ObjectInfo::from_head(&object, info))
+            Ok(ObjectInfo::from_head(provider, &object, info))
         })
     }
 
@@ -1004,12 +1086,13 @@ impl Client {
     /// (`is_dir`); recursive: every object, listed in parallel key ranges.
     #[pyo3(signature = (url_prefix, recursive=false))]
     fn list(&self, py: Python<'_>, url_prefix: &str, recursive: bool) -> PyResult<ListIterator> {
-        let (engine, u) = (self.engine(py)?, self.url(url_prefix)?);
-        let bucket = u.bucket.clone();
+        let u = self.url(url_prefix)?;
+        let engine = self.engine_for(py, u.provider)?;
+        let (bucket, scheme) = (u.bucket.clone(), u.provider.scheme());
         let entries: Entries = if recursive {
             let opts = ferry_engine::ListOptions::default();
             ferry_engine::list_parallel(&engine, &u.bucket, &u.key, &opts)
-                .map(move |r| r.map(|e| ObjectInfo::from_entry(&bucket, e)))
+                .map(move |r| r.map(|e| ObjectInfo::from_entry(scheme, &bucket, e)))
                 .ready_chunks(LIST_BATCH)
                 .boxed()
         } else {
@@ -1033,9 +1116,9 @@ impl Client {
                                 (_, None) => false,
                             };
                             if take_dir {
-                                items.push(Ok(ObjectInfo::dir(&bucket, dirs.next().expect("peeked"))));
+                                items.push(Ok(ObjectInfo::dir(scheme, &bucket, dirs.next().expect("peeked"))));
                             } else if let Some(o) = objects.next() {
-                                items.push(Ok(ObjectInfo::from_entry(&bucket, o)));
+                                items.push(Ok(ObjectInfo::from_entry(scheme, &bucket, o)));
                             } else {
                                 break;
                             }
@@ -1055,22 +1138,23 @@ impl Client {
     /// Deletes one object, or many (batched, in parallel). Deleting a missing object
     /// succeeds.
     fn delete(&self, py: Python<'_>, url_or_urls: &Bound<'_, PyAny>) -> PyResult<()> {
-        let engine = self.engine(py)?;
         if let Ok(url) = url_or_urls.extract::<String>() {
-            let object = self.object(&url)?;
+            let (engine, object) = self.target(py, &url)?;
             let r = block_on(py, async move { engine.delete(&object).await })?;
             return r.map_err(|e| to_pyerr(py, e));
         }
-        let mut by_bucket: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for o in self.urls(url_or_urls)? {
-            by_bucket.entry(o.bucket).or_default().push(o.key);
+        // Batches per provider and bucket; the engines kept beside, in first-seen order.
+        let mut by_bucket: BTreeMap<(String, String), (Engine, Vec<String>)> = BTreeMap::new();
+        for (engine, o) in self.targets(py, url_or_urls)? {
+            let place = (engine.provider().scheme().to_owned(), o.bucket);
+            by_bucket.entry(place).or_insert_with(|| (engine, Vec::new())).1.push(o.key);
         }
         let failures = block_on(py, async move {
             let mut failed = Vec::new();
-            for (bucket, keys) in by_bucket {
+            for ((scheme, bucket), (engine, keys)) in by_bucket {
                 let opts = ferry_engine::DeleteOptions::default();
                 let report = ferry_engine::delete_many(&engine, &bucket, stream::iter(keys), &opts).await;
-                failed.extend(report.failed.into_iter().map(|f| (bucket.clone(), f)));
+                failed.extend(report.failed.into_iter().map(|f| (format!("{scheme}://{bucket}"), f)));
             }
             failed
         })?;
@@ -1079,7 +1163,7 @@ impl Client {
                 status: 0,
                 code: first.code.clone(),
                 message: format!(
-                    "{} of the objects were not deleted; s3://{bucket}/{}: {}",
+                    "{} of the objects were not deleted; {bucket}/{}: {}",
                     failures.len(),
                     first.key,
                     first.message
@@ -1093,7 +1177,10 @@ impl Client {
 
     /// Server-side copy (in parts when large).
     fn copy(&self, py: Python<'_>, src: &str, dst: &str) -> PyResult<()> {
-        let (engine, src, dst) = (self.engine(py)?, self.object(src)?, self.object(dst)?);
+        let ((engine, src), (dst_engine, dst)) = (self.target(py, src)?, self.target(py, dst)?);
+        if engine.provider() != dst_engine.provider() {
+            return Err(PyValueError::new_err("copy is server-side, within one provider: use get and put between two"));
+        }
         let r = block_on(py, async move {
             ferry_engine::copy::copy_object(&engine, &src, &dst, None, &Default::default(), None).await
         })?;
@@ -1103,7 +1190,7 @@ impl Client {
     /// A URL anyone can GET the object with for `expires` seconds (at most 7 days).
     #[pyo3(signature = (url, expires=3600.0))]
     fn presign(&self, py: Python<'_>, url: &str, expires: f64) -> PyResult<String> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
         engine.presign_get(&object, expires_of(expires)?).map_err(|e| to_pyerr(py, e))
     }
 
@@ -1111,12 +1198,108 @@ impl Client {
     /// version it opened.
     #[pyo3(signature = (url, block_size=None))]
     fn open<'py>(slf: &Bound<'py, Self>, url: &str, block_size: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
-        slf.get().object(url)?;
+        slf.get().target(slf.py(), url)?;
         let class = slf.py().import("ferry._file")?.getattr("ObjectFile")?;
         match block_size {
             Some(n) => class.call1((slf, url, n)),
             None => class.call1((slf, url)),
         }
+    }
+
+    /// Copies files and objects, as `ferry cp` (transfer.rs): local -> object store,
+    /// object store -> local (atomic, resumable), or server side; one item, several
+    /// sources (`src` a list), or what is under a directory or prefix (`recursive`).
+    #[pyo3(signature = (src, dst, recursive=false, resume=true, content_type=None, concurrency=None, part_size=None, callback=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn cp(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        dst: &Bound<'_, PyAny>,
+        recursive: bool,
+        resume: bool,
+        content_type: Option<String>,
+        concurrency: Option<usize>,
+        part_size: Option<u64>,
+        callback: Option<Py<PyAny>>,
+    ) -> PyResult<TransferSummary> {
+        let usage = |e: ferry_cli::common::UsageError| PyValueError::new_err(e.0);
+        let mut sources = Vec::new();
+        if src.is_instance_of::<PyString>() || src.hasattr("__fspath__")? {
+            sources.push(transfer::location(&path_arg(src)?).map_err(usage)?);
+        } else {
+            for s in src.try_iter()? {
+                sources.push(transfer::location(&path_arg(&s?)?).map_err(usage)?);
+            }
+        }
+        if sources.is_empty() {
+            return Err(PyValueError::new_err("cp: no sources"));
+        }
+        let dest = transfer::location(&path_arg(dst)?).map_err(usage)?;
+        let provider =
+            transfer::one_provider(sources.iter().chain([&dest])).map_err(|e| from_anyhow(py, &e, format!("{e:#}")))?;
+        let opts = TransferOptions { resume, content_type, concurrency, part_size, ..Default::default() };
+        let prep = Arc::new(Prepared::new(self.engine_for(py, provider)?, &opts));
+        let tally = transfer::SharedTally::default();
+        let work = {
+            let (prep, tally) = (prep.clone(), tally.clone());
+            async move { transfer::cp(&prep, sources, dest, recursive, tally).await }
+        };
+        let r = block_on_ticking(py, work, transfer_reporter(callback, prep))?;
+        finish(py, "cp", r, tally)
+    }
+
+    /// Makes `dst` like `src` (directories or prefixes), as `ferry sync`: copies what
+    /// the destination lacks or has different, and with `delete` removes what the
+    /// source lacks (transfer.rs).
+    #[pyo3(signature = (src, dst, delete=false, checksum=false, dry_run=false, size_only=false, concurrency=None, part_size=None, callback=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn sync(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        dst: &Bound<'_, PyAny>,
+        delete: bool,
+        checksum: bool,
+        dry_run: bool,
+        size_only: bool,
+        concurrency: Option<usize>,
+        part_size: Option<u64>,
+        callback: Option<Py<PyAny>>,
+    ) -> PyResult<TransferSummary> {
+        let side = |o: &Bound<'_, PyAny>| -> PyResult<Side> {
+            let loc = transfer::location(&path_arg(o)?).map_err(|e| PyValueError::new_err(e.0))?;
+            ferry_cli::sync::side(loc).map_err(|e| PyValueError::new_err(format!("{e:#}")))
+        };
+        let (src, dst) = (side(src)?, side(dst)?);
+        if let Side::Local(root) = &src {
+            if matches!(dst, Side::Local(_)) {
+                return Err(PyValueError::new_err("sync: both sides are local"));
+            }
+            if !root.is_dir() {
+                return Err(PyValueError::new_err(format!("sync: {} is not a directory", root.display())));
+            }
+        }
+        if checksum && size_only {
+            return Err(PyValueError::new_err("sync: checksum and size_only exclude each other"));
+        }
+        let mode = match (checksum, size_only) {
+            (true, _) => SyncMode::Checksum,
+            (_, true) => SyncMode::SizeOnly,
+            _ => SyncMode::SizeAndTime,
+        };
+        let provider = ferry_cli::cp::one_provider([&src.provider(), &dst.provider()])
+            .map_err(|e| from_anyhow(py, &e, format!("{e:#}")))?;
+        let opts = TransferOptions { resume: true, concurrency, part_size, ..Default::default() };
+        let prep = Arc::new(Prepared::new(self.engine_for(py, provider)?, &opts));
+        let tally = transfer::SharedTally::default();
+        let o = transfer::SyncOptions { delete, dry_run, mode };
+        let work = {
+            let (prep, tally) = (prep.clone(), tally.clone());
+            async move { transfer::sync(&prep, src, dst, o, tally).await }
+        };
+        let r = block_on_ticking(py, work, transfer_reporter(callback, prep))?;
+        finish(py, "sync", r, tally)
     }
 
     /// Counters of this process's client: the transport's (connections, requests,

@@ -19,6 +19,7 @@ mod errors;
 mod ops;
 mod runtime;
 mod settings;
+mod transfer;
 
 use pyo3::prelude::*;
 
@@ -31,6 +32,7 @@ fn _ferry(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::ListIterator>()?;
     m.add_class::<client::GetIterator>()?;
     m.add_class::<client::PendingRange>()?;
+    m.add_class::<transfer::TransferSummary>()?;
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
