@@ -10,9 +10,9 @@ has the longer note).
 
 Signals: the interpreter turns SIGINT into ``KeyboardInterrupt``, which only Python code
 can see; the command line runs in Rust for its whole life, so SIGINT and SIGTERM get
-their default action back first, and Ctrl-C stops ``ferry cp`` or ``ferry serve`` as it
-stops the binary (an interrupted download leaves its ``.ferry-part`` to resume from,
-never a partial file under the final name).
+their default action back while it runs (called from the main thread), and Ctrl-C
+stops ``ferry cp`` or ``ferry serve`` as it stops the binary (an interrupted download
+leaves its ``.ferry-part`` to resume from, never a partial file under the final name).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,11 +33,16 @@ def main(argv: list[str] | None = None) -> int:
     if not args:
         args = ["ferry"]
     program = shutil.which(args[0]) or (os.path.abspath(args[0]) if os.sep in args[0] else None)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_DFL)
     sys.stdout.flush()
     sys.stderr.flush()
-    return _cli_main(args, program)
+    if threading.current_thread() is not threading.main_thread():
+        return _cli_main(args, program)
+    saved = {sig: signal.signal(sig, signal.SIG_DFL) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _cli_main(args, program)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
 
 
 if __name__ == "__main__":

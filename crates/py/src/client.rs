@@ -449,6 +449,11 @@ impl ObjectInfo {
 }
 
 impl ObjectInfo {
+    /// Last-Modified, when known.
+    pub(crate) fn modified(&self) -> Option<SystemTime> {
+        self.modified
+    }
+
     fn from_head(provider: Provider, object: &ObjectRef, info: StoreInfo) -> ObjectInfo {
         let checksum = info.checksums.first().cloned();
         ObjectInfo {
@@ -553,7 +558,7 @@ impl<T> IterState<T> {
 }
 
 /// A listing in progress: entries fetched but not yet handed out, and the stream.
-struct ListState {
+pub(crate) struct ListState {
     ready: VecDeque<Result<ObjectInfo, Error>>,
     stream: Entries,
 }
@@ -561,7 +566,7 @@ struct ListState {
 impl ListState {
     /// The next entry, fetching the next batch when none is ready; the state back
     /// (`None` once the listing ended).
-    async fn next(mut self) -> (Option<ListState>, Option<Result<ObjectInfo, Error>>) {
+    pub(crate) async fn next(mut self) -> (Option<ListState>, Option<Result<ObjectInfo, Error>>) {
         loop {
             if let Some(item) = self.ready.pop_front() {
                 return (Some(self), Some(item));
@@ -601,6 +606,49 @@ impl ListIterator {
 
     fn __aiter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
         slf
+    }
+
+    /// The rest of the listing as an Arrow C stream (arrow.rs), for
+    /// `pyarrow.RecordBatchReader.from_stream` and any reader of the Arrow PyCapsule
+    /// interface; the iterator is used up by it. `requested_schema` is not honoured (the
+    /// interface lets a producer keep its own).
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_stream__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = requested_schema;
+        same_process(self.pid)?;
+        let list = self.state.take()?;
+        self.state.put(None);
+        let stream = Box::into_raw(Box::new(crate::arrow::stream(runtime(py), list)));
+        // SAFETY: a capsule over our boxed stream, named as the interface asks (a static
+        // name); its destructor releases a stream nobody took and frees the box.
+        unsafe {
+            let capsule = pyo3::ffi::PyCapsule_New(
+                stream as *mut std::ffi::c_void,
+                c"arrow_array_stream".as_ptr(),
+                Some(crate::arrow::drop_capsule),
+            );
+            if capsule.is_null() {
+                drop(Box::from_raw(stream));
+            }
+            Bound::from_owned_ptr_or_err(py, capsule)
+        }
+    }
+
+    /// The rest of the listing as a `pyarrow.Table` (key, size, last_modified, etag,
+    /// is_dir), built in Arrow memory without a Python object per entry.
+    fn to_arrow<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let reader = slf.py().import("pyarrow")?.getattr("RecordBatchReader")?.getattr("from_stream")?.call1((slf,))?;
+        reader.call_method0("read_all")
+    }
+
+    /// The rest of the listing as a `pyarrow.RecordBatchReader`, a batch per up to
+    /// 16,384 entries, fetched as it is read.
+    fn to_arrow_reader<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        slf.py().import("pyarrow")?.getattr("RecordBatchReader")?.getattr("from_stream")?.call1((slf,))
     }
 
     fn __anext__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {

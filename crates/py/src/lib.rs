@@ -12,6 +12,7 @@
 //! `ferry` console script ─► cli.rs ─► ferry-cli's main_from_args (the whole command line)
 //! ```
 
+mod arrow;
 mod buffer;
 mod cli;
 mod client;
