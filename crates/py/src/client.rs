@@ -14,15 +14,18 @@
 use crate::buffer::Buffer;
 use crate::errors::{bad_url, from_anyhow, py_result, to_pyerr};
 use crate::runtime::{awaitable, block_on, block_on_ticking, enter, runtime};
+use crate::stats::{Counters, Counting, OPERATIONS};
 use crate::transfer::{self, Prepared, TransferOptions, TransferSummary};
 use crate::{ops, settings};
 use bytes::Bytes;
 use ferry_cli::sync::{Mode as SyncMode, Side};
 use ferry_engine::{ByteBudget, CoalescePolicy, Engine, GapEstimator, OpenAhead, OpenAheadOptions, RangesOptions};
 use ferry_store::{
-    Credentials, CredentialsSource, Error, ListParams, Mode, ObjectEntry, ObjectInfo as StoreInfo, ObjectRef,
-    ObjectStoreExt, Provider, PutParams, PutPayload, StoreOptions, StoreUrl, UrlError,
+    ClientConfig, Credentials, CredentialsSource, DynObjectStore, Error, ListParams, Mode, ObjectEntry,
+    ObjectInfo as StoreInfo, ObjectRef, ObjectStoreExt, Provider, PutParams, PutPayload, S3Client, StoreOptions,
+    StoreUrl, UrlError,
 };
+use ferry_wire::{Endpoint, TransportConfig};
 use futures_util::stream::{self, BoxStream, StreamExt};
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyStopAsyncIteration, PyStopIteration, PyTypeError, PyValueError};
@@ -44,6 +47,13 @@ const READ_CHUNK: usize = 1024 * 1024;
 /// keys), so a wake-up usually brings a whole page.
 const LIST_BATCH: usize = 1000;
 
+/// One provider's engine in this process, and the counters under it (stats.rs; S3's).
+struct Built {
+    provider: Provider,
+    engine: Engine,
+    counters: Option<Arc<Counters>>,
+}
+
 #[derive(Clone, Debug)]
 enum Creds {
     Default,
@@ -62,7 +72,7 @@ pub struct Client {
     /// The endpoint in force (endpoint_url, or the AWS settings chain).
     endpoint: String,
     /// This process's engines, one per provider, each built on first use (module note).
-    state: Mutex<Option<(u32, Vec<(Provider, Engine)>)>>,
+    state: Mutex<Option<(u32, Vec<Built>)>>,
     estimator: Arc<GapEstimator>,
 }
 
@@ -119,16 +129,43 @@ impl Client {
             std::mem::forget(slot.take());
         }
         let engines = &mut slot.get_or_insert_with(|| (pid, Vec::new())).1;
-        if let Some((_, e)) = engines.iter().find(|(p, _)| *p == provider) {
-            return Ok(e.clone());
+        if let Some(b) = engines.iter().find(|b| b.provider == provider) {
+            return Ok(b.engine.clone());
         }
-        let engine = self.build(py, provider)?;
-        engines.push((provider, engine.clone()));
+        let built = self.build(py, provider)?;
+        let engine = built.engine.clone();
+        engines.push(built);
         Ok(engine)
     }
 
+    /// The S3 engine's request counters (stats.rs), once it is built.
+    fn counters(&self, py: Python<'_>) -> PyResult<Option<Arc<Counters>>> {
+        self.engine(py)?;
+        let slot = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(slot.as_ref().and_then(|(_, v)| v.iter().find(|b| b.provider == Provider::S3)?.counters.clone()))
+    }
+
+    /// The S3 store, built here rather than by `ferry_store::connect` to put the counting
+    /// transport (stats.rs) under it; the same steps as ferry-store's S3 builder.
+    fn s3_store(&self, options: StoreOptions) -> Result<(DynObjectStore, Arc<Counters>), Error> {
+        let url = options.endpoint.unwrap_or_default();
+        let endpoint = Endpoint::parse(&url).map_err(|e| Error::Config(e.to_string()))?;
+        let mut tc = TransportConfig::new(endpoint);
+        tc.mode = options.mode;
+        tc.ca_file = options.ca_file;
+        if let Some(n) = options.max_connections {
+            tc.max_connections = n;
+        }
+        let counting = Arc::new(Counting::new(ferry_wire::transport(tc)?));
+        let counters = counting.counters.clone();
+        let mut config = ClientConfig::new(&url)?;
+        config.region = options.region.unwrap_or_else(|| "us-east-1".into());
+        config.credentials = options.credentials.resolve()?;
+        Ok((Arc::new(S3Client::with_transport(counting, config)), counters))
+    }
+
     /// The store of `provider` for this client's settings (module note: which apply).
-    fn build(&self, py: Python<'_>, provider: Provider) -> PyResult<Engine> {
+    fn build(&self, py: Python<'_>, provider: Provider) -> PyResult<Built> {
         let mode = Mode::parse(&self.transport).ok_or_else(|| {
             PyValueError::new_err(format!("transport {:?}: auto, h1-pool, h1-pipeline or h2", self.transport))
         })?;
@@ -161,8 +198,12 @@ impl Client {
                 max_connections: self.max_connections,
             },
         };
-        let store = enter(py, || ferry_store::connect(provider, options)).map_err(|e| to_pyerr(py, e))?;
-        Ok(enter(py, || Engine::new(store)))
+        let (store, counters) = match provider {
+            Provider::S3 => enter(py, || self.s3_store(options)).map(|(s, c)| (s, Some(c))),
+            _ => enter(py, || ferry_store::connect(provider, options)).map(|s| (s, None)),
+        }
+        .map_err(|e| to_pyerr(py, e))?;
+        Ok(Built { provider, engine: enter(py, || Engine::new(store)), counters })
     }
 
     /// An object URL's object and the engine of its provider.
@@ -1369,6 +1410,17 @@ impl Client {
         d.set_item("throttles", c.throttles)?;
         d.set_item("head_latency_median_s", c.head_latency_median.as_secs_f64())?;
         d.set_item("goodput_best_bytes_per_s", c.goodput_best)?;
+        let counted = self.counters(py)?.map(|c| c.snapshot());
+        let by_type = PyDict::new(py);
+        for (i, op) in OPERATIONS.iter().enumerate() {
+            by_type.set_item(op, counted.as_ref().map_or(0, |s| s.requests[i].1))?;
+        }
+        d.set_item("requests", by_type)?;
+        d.set_item("retries", counted.as_ref().map_or(0, |s| s.retryable))?;
+        d.set_item("bytes_in", counted.as_ref().map_or(0, |s| s.bytes_in))?;
+        d.set_item("bytes_out", counted.as_ref().map_or(0, |s| s.bytes_out))?;
+        d.set_item("first_byte_p50_s", counted.as_ref().and_then(|s| s.first_byte_p50_s))?;
+        d.set_item("first_byte_p95_s", counted.as_ref().and_then(|s| s.first_byte_p95_s))?;
         Ok(d)
     }
 

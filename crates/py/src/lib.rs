@@ -20,6 +20,7 @@ mod errors;
 mod ops;
 mod runtime;
 mod settings;
+mod stats;
 mod transfer;
 
 use pyo3::prelude::*;
