@@ -965,9 +965,15 @@ impl Client {
         r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
     }
 
-    fn get_async<'py>(&self, py: Python<'py>, url: &str) -> PyResult<Bound<'py, PyAny>> {
+    #[pyo3(signature = (url, callback=None))]
+    fn get_async<'py>(&self, py: Python<'py>, url: &str, callback: Option<Py<PyAny>>) -> PyResult<Bound<'py, PyAny>> {
         let (engine, object) = self.target(py, url)?;
-        awaitable(py, async move { py_result(ops::get_object(engine, object, None, None).await).map(Buffer::new) })
+        let progress = tracker(&callback);
+        let report = LoopReporter::new(py, callback, &progress, None)?;
+        awaitable(py, async move {
+            let got = reporting(report, ops::get_object(engine, object, None, progress)).await;
+            py_result(got).map(Buffer::new)
+        })
     }
 
     /// Bytes `start..end` (end exclusive) of an object.
@@ -1075,7 +1081,7 @@ impl Client {
         buffers(py, results, return_exceptions)
     }
 
-    #[pyo3(signature = (urls, max_bytes_in_flight=None, concurrency=None, return_exceptions=false))]
+    #[pyo3(signature = (urls, max_bytes_in_flight=None, concurrency=None, return_exceptions=false, callback=None))]
     fn get_many_async<'py>(
         &self,
         py: Python<'py>,
@@ -1083,12 +1089,15 @@ impl Client {
         max_bytes_in_flight: Option<u64>,
         concurrency: Option<usize>,
         return_exceptions: bool,
+        callback: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let objects = self.targets(py, urls)?;
         let budget = max_bytes_in_flight.map(ByteBudget::new);
         let n = concurrency.unwrap_or(DEFAULT_CONCURRENCY);
+        let progress = tracker(&callback);
+        let report = LoopReporter::new(py, callback, &progress, None)?;
         awaitable(py, async move {
-            let results = ops::get_many(objects, n, budget, None).await;
+            let results = reporting(report, ops::get_many(objects, n, budget, progress)).await;
             Python::attach(|py| buffers(py, results, return_exceptions))
         })
     }
@@ -1138,20 +1147,35 @@ impl Client {
         put_streamed(py, engine, object, data, progress, callback)
     }
 
-    /// `put` for bytes-like data and paths.
-    #[pyo3(signature = (url, data, if_not_exists=false))]
+    /// `put`, awaitable: bytes-like data and paths; file objects and iterables are read
+    /// on the runtime's blocking threads.
+    #[pyo3(signature = (url, data, if_not_exists=false, callback=None))]
     fn put_async<'py>(
         &self,
         py: Python<'py>,
         url: &str,
         data: &Bound<'py, PyAny>,
         if_not_exists: bool,
+        callback: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (engine, object) = self.target(py, url)?;
-        let Some(source) = put_source(data)? else {
-            return Err(PyTypeError::new_err("put_async takes bytes-like data or a path; use put for file objects"));
-        };
-        awaitable(py, async move { py_result(put_known(engine, object, source, if_not_exists, None).await) })
+        let progress = tracker(&callback);
+        if let Some(source) = put_source(data)? {
+            let total = match &source {
+                PutSource::Bytes(b) => Some(b.len() as u64),
+                PutSource::Path(p) => std::fs::metadata(p).ok().map(|m| m.len()),
+            };
+            let report = LoopReporter::new(py, callback, &progress, total)?;
+            return awaitable(py, async move {
+                py_result(reporting(report, put_known(engine, object, source, if_not_exists, progress)).await)
+            });
+        }
+        if if_not_exists {
+            return Err(PyTypeError::new_err("if_not_exists takes bytes-like data or a path"));
+        }
+        let source = ChunkSource::new(data)?;
+        let report = LoopReporter::new(py, callback, &progress, None)?;
+        awaitable(py, async move { reporting(report, put_chunks_async(engine, object, source, progress)).await })
     }
 
     fn head(&self, py: Python<'_>, url: &str) -> PyResult<ObjectInfo> {
@@ -1435,6 +1459,161 @@ impl Client {
         let r = block_on(py, async move { engine.delete_bucket(&name).await })?;
         r.map_err(|e| to_pyerr(py, e))
     }
+}
+
+/// A file object's `read` or an iterable's iterator, for `put_async`.
+enum ChunkSource {
+    Read(Py<PyAny>),
+    Iter(Py<PyAny>),
+}
+
+impl ChunkSource {
+    fn new(data: &Bound<'_, PyAny>) -> PyResult<ChunkSource> {
+        if data.hasattr("read")? {
+            return Ok(ChunkSource::Read(data.getattr("read")?.unbind()));
+        }
+        let it = data.try_iter().map_err(|_| {
+            PyTypeError::new_err("put data: bytes-like, a path, a binary file object, or an iterable of bytes")
+        })?;
+        Ok(ChunkSource::Iter(it.into_any().unbind()))
+    }
+
+    /// The next chunk (`None` at the end), read with the GIL held.
+    fn next(&self, py: Python<'_>) -> PyResult<Option<Bytes>> {
+        loop {
+            match self {
+                ChunkSource::Read(read) => {
+                    let chunk = bytes_of(read.bind(py).call1((READ_CHUNK,))?.as_any())?;
+                    return Ok(Some(chunk).filter(|c| !c.is_empty()));
+                }
+                ChunkSource::Iter(it) => match it.bind(py).call_method0("__next__") {
+                    Ok(c) => {
+                        let chunk = bytes_of(&c)?;
+                        if !chunk.is_empty() {
+                            return Ok(Some(chunk));
+                        }
+                    }
+                    Err(e) if e.is_instance_of::<PyStopIteration>(py) => return Ok(None),
+                    Err(e) => return Err(e),
+                },
+            }
+        }
+    }
+}
+
+/// `put_async` from a file object or an iterable: each chunk is read on a blocking thread
+/// of the runtime (the GIL taken there, the event loop's thread left free) and handed to
+/// the upload through a small channel, as `put` does from the calling thread.
+async fn put_chunks_async(
+    engine: Engine,
+    object: ObjectRef,
+    source: ChunkSource,
+    progress: ops::Tracker,
+) -> PyResult<PutResult> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
+    let body = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) }).boxed();
+    let params = ferry_engine::UploadParams { resume: false, ..Default::default() };
+    let on_bytes = progress_fn(&progress);
+    let upload =
+        tokio::spawn(async move { ferry_engine::upload_stream(&engine, body, &object, &params, on_bytes).await });
+    let source = Arc::new(source);
+    let mut failure = None;
+    loop {
+        let src = source.clone();
+        let chunk = tokio::task::spawn_blocking(move || Python::attach(|py| src.next(py)))
+            .await
+            .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("a read task failed: {e}")))?;
+        match chunk {
+            Ok(Some(c)) => {
+                if tx.send(Ok(c)).await.is_err() {
+                    break; // the upload ended (failed): its error is below
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                // Fail the upload (it aborts any multipart upload it started), then raise.
+                let _ = tx.send(Err(std::io::Error::other("the Python data source raised"))).await;
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    drop(tx);
+    let out = upload.await.map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("upload task failed: {e}")));
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let out = py_result(out?)?;
+    Ok(PutResult { etag: out.etag, size: out.size, parts: out.parts })
+}
+
+/// A `callback(bytes_done, bytes_total)` for an async call: called on the event loop's
+/// thread (`call_soon_threadsafe`) every [`ASYNC_TICK`] while the count moves, and once
+/// at the end, before the awaitable's result is set, so the last call precedes the
+/// `await`'s return. An exception it raises goes to the loop's exception handler; it
+/// does not stop the call (a sync call's callback does).
+struct LoopReporter {
+    event_loop: Py<PyAny>,
+    callback: Py<PyAny>,
+    progress: Arc<ops::Progress>,
+    total_known: Option<u64>,
+    last: std::sync::atomic::AtomicU64,
+}
+
+/// How often an async call's progress is looked at: as a sync call's (runtime.rs).
+const ASYNC_TICK: Duration = Duration::from_millis(100);
+
+impl LoopReporter {
+    fn new(
+        py: Python<'_>,
+        callback: Option<Py<PyAny>>,
+        progress: &ops::Tracker,
+        total_known: Option<u64>,
+    ) -> PyResult<Option<Arc<LoopReporter>>> {
+        let (Some(callback), Some(progress)) = (callback, progress.clone()) else { return Ok(None) };
+        let event_loop = py.import("asyncio")?.call_method0("get_running_loop")?.unbind();
+        Ok(Some(Arc::new(LoopReporter {
+            event_loop,
+            callback,
+            progress,
+            total_known,
+            last: std::sync::atomic::AtomicU64::new(u64::MAX),
+        })))
+    }
+
+    fn report(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let done = self.progress.done.load(Relaxed);
+        if self.last.swap(done, Relaxed) == done {
+            return;
+        }
+        let total = self.total_known.or_else(|| Some(self.progress.total.load(Relaxed)).filter(|t| *t > 0));
+        Python::attach(|py| {
+            let cb = self.callback.clone_ref(py);
+            if let Err(e) = self.event_loop.call_method1(py, "call_soon_threadsafe", (cb, done, total)) {
+                // The loop is closed: nobody is waiting for the call any more.
+                e.write_unraisable(py, None);
+            }
+        });
+    }
+}
+
+/// `fut`, with `report`'s callback fed while it runs and once at its end.
+async fn reporting<F: std::future::Future>(report: Option<Arc<LoopReporter>>, fut: F) -> F::Output {
+    let Some(report) = report else { return fut.await };
+    let ticker = {
+        let report = report.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(ASYNC_TICK).await;
+                report.report();
+            }
+        })
+    };
+    let out = fut.await;
+    ticker.abort();
+    report.report();
+    out
 }
 
 /// `put` from a file object or an iterable: Python reads chunks (GIL held), Rust
