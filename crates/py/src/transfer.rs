@@ -104,6 +104,8 @@ impl Prepared {
     pub fn new(engine: Engine, opts: &TransferOptions) -> Prepared {
         let g = opts.global();
         let out = Output::new(&g);
+        // A hidden bar starts without a length, and grows one only from a known start.
+        out.progress.bar.set_length(0);
         let mut runner = Runner::new(engine, &g, out.clone());
         runner.resume = opts.resume;
         runner.content_type = opts.content_type.clone();
