@@ -77,7 +77,7 @@ fn operation(req: &Request) -> usize {
 /// A path naming no object (`/` or `/bucket`): listing buckets or a bucket's objects.
 fn is_bucket(req: &Request) -> bool {
     let path = req.path_and_query.split('?').next().unwrap_or("/");
-    path.trim_start_matches('/').split_once('/').map_or(true, |(_, key)| key.is_empty())
+    !matches!(path.trim_start_matches('/').split_once('/'), Some((_, key)) if !key.is_empty())
 }
 
 /// The counters, shared by the transport wrapper and `stats()`.
