@@ -23,6 +23,11 @@ use crate::Command;
 /// in mimalloc v2 and v3 alike; not among the constants libmimalloc-sys exports).
 const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
 
+// The crate's C library carries the functions below; named here so that it is linked
+// into whatever links this library (the Python extension too, where mimalloc is not the
+// allocator and the option is moot), not only into the binary that declares it global.
+extern crate mimalloc as _;
+
 extern "C" {
     // mimalloc's C API, linked in by the mimalloc crate's libmimalloc-sys.
     fn mi_option_get(option: std::ffi::c_int) -> std::ffi::c_long;
