@@ -1,14 +1,26 @@
-//! `ferry.Client`: the Python face of one endpoint's engine.
+//! `ferry.Client`: the Python face of the engines of one set of settings.
 //!
 //! ```text
-//! Client(settings) ─► per process: connect(Provider::S3, StoreOptions) ─► Engine
-//!   method(url, ...) ─► StoreUrl::parse (bad URL: ValueError) ─► ops.rs / the engine
+//! Client(settings) ─► per process, per provider, on first use of its scheme:
+//!                     s3://      ─► s3_store: S3Client over the counting transport (stats.rs)
+//!                     gs://, az:// ─► ferry_store::connect(provider, StoreOptions) ─► Engine
+//!   method(url, ...) ─► StoreUrl::parse (bad URL: ValueError) ─► that provider's engine
+//!                    ─► ops.rs / transfer.rs / the engine
 //!                    ─► sync: runtime::block_on (GIL released) | *_async: asyncio awaitable
 //! ```
 //!
-//! The engine is rebuilt in a forked child (its connections belong to the parent's
+//! Which settings reach which provider: S3 takes all of them (endpoint_url or the AWS
+//! chain, region, profile, credentials, transport, max_connections, AWS_CA_BUNDLE). GCS
+//! and Azure find their endpoint and credentials as their stores do (their environment,
+//! their files), so only what the user said to this client carries over: an explicit
+//! endpoint_url (never the AWS_* chain), transport, max_connections, and anonymous
+//! credentials; AWS keys, region and profile are S3's. A provider this ferry cannot
+//! connect to fails at the first call on its scheme (ConfigError), not at `Client()`;
+//! the S3 engine is built at `Client()`, so bad common settings fail there.
+//!
+//! The engines are rebuilt in a forked child (their connections belong to the parent's
 //! runtime, whose threads the child does not have): the client keeps the pid that built
-//! it, and the lock around it is only taken with the GIL held (runtime.rs). Pickling
+//! them, and the lock around them is only taken with the GIL held (runtime.rs). Pickling
 //! sends the settings the client was made with, so a worker process builds its own.
 
 use crate::buffer::Buffer;
