@@ -108,7 +108,7 @@ def test_stats_by_operation(server, bucket):
 
 
 def test_stats_count_the_retried_failures(bucket):
-    with FerryServer(flags=["--fault-503-rate", "0.2", "--seed", "3"]) as srv:
+    with FerryServer(flags=["--fault-503-rate", "0.1", "--seed", "3"]) as srv:
         c = srv.client()
         c.create_bucket(bucket)
         for i in range(40):
