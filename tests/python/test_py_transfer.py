@@ -229,3 +229,30 @@ def test_sync_usage_mistakes(client, bucket, tmp_path):
         client.sync(tmp_path, f"s3://{bucket}/p/", checksum=True, size_only=True)
     with pytest.raises(ValueError, match="between providers"):
         client.sync(f"gs://{bucket}/p/", f"s3://{bucket}/p/")
+
+
+def test_cp_download_resumes_after_an_interruption(bucket, tmp_path):
+    from ferry.testing import FerryServer
+
+    data = blob(40 * MIB, seed=9)
+    with FerryServer(flags=["--rate-per-conn", "20000000"]) as srv:  # 20 MB/s a connection
+        c = srv.client()
+        c.create_bucket(bucket)
+        c.put(f"s3://{bucket}/big.bin", data)
+        out = tmp_path / "out"
+        out.mkdir()
+
+        def stop(done, total):
+            if done > 20 * MIB:
+                raise RuntimeError("interrupted")
+
+        with pytest.raises(RuntimeError, match="interrupted"):
+            c.cp(f"s3://{bucket}/big.bin", out / "big.bin", part_size=MIB, callback=stop)
+        # Nothing under the final name; the finished parts wait beside it.
+        assert not (out / "big.bin").exists()
+        left = [p.name for p in out.iterdir()]
+        assert left and all(n.startswith(".big.bin.ferry-") for n in left), left
+        s = c.cp(f"s3://{bucket}/big.bin", out / "big.bin", part_size=MIB)
+        assert s.resumed_bytes > 0 and s.bytes == len(data)
+        assert (out / "big.bin").read_bytes() == data
+        assert [p.name for p in out.iterdir()] == ["big.bin"]
