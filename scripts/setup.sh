@@ -128,6 +128,8 @@ if [[ "$(cat "$py_stamp" 2>/dev/null)" != "$py_hash" ]] || ! "$VENV/bin/python" 
 fi
 "$VENV/bin/python" -c 'import ferry; ferry.Client("http://127.0.0.1:1")' >/dev/null 2>&1 \
     || die "the ferry Python package does not import (log: $LOGDIR/setup-py-package.log)"
+"$VENV/bin/ferry" --version >/dev/null 2>&1 \
+    || die "the package's ferry command (.venv/bin/ferry) does not run (log: $LOGDIR/setup-py-package.log)"
 
 # --- MinIO (third-party S3 server for conformance tests) -------------------------------
 MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
