@@ -474,6 +474,42 @@ class Client:
             s = client.sync("./site", "s3://bucket/site/", delete=True)
             print(f"{s.objects} copied, {s.skipped} unchanged, {s.deleted} removed")
         """
+    def cp_async(
+        self,
+        src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        dst: str | os.PathLike[str],
+        recursive: bool = False,
+        resume: bool = True,
+        content_type: str | None = None,
+        concurrency: int | None = None,
+        part_size: int | None = None,
+        callback: Callable[[int, int | None], object] | None = None,
+    ) -> Awaitable[TransferSummary]:
+        """`cp`, awaitable; usage mistakes raise at the call, failures at the await;
+        ``callback`` as in `get_async`.
+
+        Example::
+
+            s = await client.cp_async("s3://bucket/data/", "./data/", recursive=True)
+        """
+    def sync_async(
+        self,
+        src: str | os.PathLike[str],
+        dst: str | os.PathLike[str],
+        delete: bool = False,
+        checksum: bool = False,
+        dry_run: bool = False,
+        size_only: bool = False,
+        concurrency: int | None = None,
+        part_size: int | None = None,
+        callback: Callable[[int, int | None], object] | None = None,
+    ) -> Awaitable[TransferSummary]:
+        """`sync`, awaitable; as `cp_async`.
+
+        Example::
+
+            s = await client.sync_async("./site", "s3://bucket/site/", delete=True)
+        """
     def stats(self) -> dict[str, Any]:
         """Counters of this process's client (its S3 engine), cumulative since it was
         made in this process:

@@ -4,6 +4,7 @@ pandas/pyarrow reading what was moved."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import time
@@ -256,3 +257,35 @@ def test_cp_download_resumes_after_an_interruption(bucket, tmp_path):
         assert s.resumed_bytes > 0 and s.bytes == len(data)
         assert (out / "big.bin").read_bytes() == data
         assert [p.name for p in out.iterdir()] == ["big.bin"]
+
+
+def test_cp_and_sync_async(client, bucket, tmp_path):
+    import threading
+
+    src = tmp_path / "src"
+    make_tree(src, TREE)
+    seen, threads = [], set()
+
+    def cb(done, total):
+        seen.append((done, total))
+        threads.add(threading.get_ident())
+
+    async def main():
+        s = await client.cp_async(src, f"s3://{bucket}/acp/", recursive=True, callback=cb)
+        assert s.objects == len(TREE)
+        total = sum(map(len, TREE.values()))
+        assert seen[-1] == (total, total)
+        s = await client.sync_async(f"s3://{bucket}/acp/", tmp_path / "dst")
+        assert s.objects == len(TREE)
+        s = await client.sync_async(f"s3://{bucket}/acp/", tmp_path / "dst")
+        assert (s.objects, s.skipped) == (0, len(TREE))
+        with pytest.raises(ValueError, match="local"):
+            client.cp_async(src, tmp_path / "x")  # refused at the call, before any await
+        with pytest.raises(ferry.NotFound) as e:
+            await client.cp_async(f"s3://{bucket}/acp/missing", tmp_path / "m")
+        assert e.value.summary.failed
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert threads == {loop_thread}
+    assert read_tree(tmp_path / "dst") == TREE

@@ -59,6 +59,20 @@ const READ_CHUNK: usize = 1024 * 1024;
 /// keys), so a wake-up usually brings a whole page.
 const LIST_BATCH: usize = 1000;
 
+/// A cp or sync, ready to run.
+type TransferWork = futures_util::future::BoxFuture<'static, anyhow::Result<()>>;
+
+/// `sync`'s flags besides its paths.
+#[derive(Clone, Copy)]
+struct SyncFlags {
+    delete: bool,
+    checksum: bool,
+    dry_run: bool,
+    size_only: bool,
+    concurrency: Option<usize>,
+    part_size: Option<u64>,
+}
+
 /// One provider's engine in this process, and the counters under it (stats.rs; S3's).
 struct Built {
     provider: Provider,
@@ -274,6 +288,82 @@ impl Client {
             groups[g].ranges.push(range);
         }
         Ok((groups, n))
+    }
+
+    /// `cp`'s arguments checked and its work made, not started (usage mistakes raise here).
+    fn plan_cp(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        dst: &Bound<'_, PyAny>,
+        recursive: bool,
+        opts: &TransferOptions,
+    ) -> PyResult<(Arc<Prepared>, transfer::SharedTally, TransferWork)> {
+        let usage = |e: ferry_cli::common::UsageError| PyValueError::new_err(e.0);
+        let mut sources = Vec::new();
+        if src.is_instance_of::<PyString>() || src.hasattr("__fspath__")? {
+            sources.push(transfer::location(&path_arg(src)?).map_err(usage)?);
+        } else {
+            for s in src.try_iter()? {
+                sources.push(transfer::location(&path_arg(&s?)?).map_err(usage)?);
+            }
+        }
+        if sources.is_empty() {
+            return Err(PyValueError::new_err("cp: no sources"));
+        }
+        let dest = transfer::location(&path_arg(dst)?).map_err(usage)?;
+        let provider =
+            transfer::one_provider(sources.iter().chain([&dest])).map_err(|e| from_anyhow(py, &e, format!("{e:#}")))?;
+        let prep = Arc::new(Prepared::new(self.engine_for(py, provider)?, opts));
+        let tally = transfer::SharedTally::default();
+        let work = {
+            let (prep, tally) = (prep.clone(), tally.clone());
+            Box::pin(async move { transfer::cp(&prep, sources, dest, recursive, tally).await })
+        };
+        Ok((prep, tally, work))
+    }
+
+    /// `sync`'s arguments checked and its work made, not started.
+    fn plan_sync(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        dst: &Bound<'_, PyAny>,
+        f: SyncFlags,
+    ) -> PyResult<(Arc<Prepared>, transfer::SharedTally, TransferWork)> {
+        let side = |o: &Bound<'_, PyAny>| -> PyResult<Side> {
+            let loc = transfer::location(&path_arg(o)?).map_err(|e| PyValueError::new_err(e.0))?;
+            ferry_cli::sync::side(loc).map_err(|e| PyValueError::new_err(format!("{e:#}")))
+        };
+        let (src, dst) = (side(src)?, side(dst)?);
+        if let Side::Local(root) = &src {
+            if matches!(dst, Side::Local(_)) {
+                return Err(PyValueError::new_err("sync: both sides are local"));
+            }
+            if !root.is_dir() {
+                return Err(PyValueError::new_err(format!("sync: {} is not a directory", root.display())));
+            }
+        }
+        if f.checksum && f.size_only {
+            return Err(PyValueError::new_err("sync: checksum and size_only exclude each other"));
+        }
+        let mode = match (f.checksum, f.size_only) {
+            (true, _) => SyncMode::Checksum,
+            (_, true) => SyncMode::SizeOnly,
+            _ => SyncMode::SizeAndTime,
+        };
+        let provider = ferry_cli::cp::one_provider([&src.provider(), &dst.provider()])
+            .map_err(|e| from_anyhow(py, &e, format!("{e:#}")))?;
+        let opts =
+            TransferOptions { resume: true, concurrency: f.concurrency, part_size: f.part_size, ..Default::default() };
+        let prep = Arc::new(Prepared::new(self.engine_for(py, provider)?, &opts));
+        let tally = transfer::SharedTally::default();
+        let o = transfer::SyncOptions { delete: f.delete, dry_run: f.dry_run, mode };
+        let work = {
+            let (prep, tally) = (prep.clone(), tally.clone());
+            Box::pin(async move { transfer::sync(&prep, src, dst, o, tally).await })
+        };
+        Ok((prep, tally, work))
     }
 
     fn ranges_options(&self, max_gap: Option<u64>) -> RangesOptions {
@@ -1348,30 +1438,34 @@ impl Client {
         part_size: Option<u64>,
         callback: Option<Py<PyAny>>,
     ) -> PyResult<TransferSummary> {
-        let usage = |e: ferry_cli::common::UsageError| PyValueError::new_err(e.0);
-        let mut sources = Vec::new();
-        if src.is_instance_of::<PyString>() || src.hasattr("__fspath__")? {
-            sources.push(transfer::location(&path_arg(src)?).map_err(usage)?);
-        } else {
-            for s in src.try_iter()? {
-                sources.push(transfer::location(&path_arg(&s?)?).map_err(usage)?);
-            }
-        }
-        if sources.is_empty() {
-            return Err(PyValueError::new_err("cp: no sources"));
-        }
-        let dest = transfer::location(&path_arg(dst)?).map_err(usage)?;
-        let provider =
-            transfer::one_provider(sources.iter().chain([&dest])).map_err(|e| from_anyhow(py, &e, format!("{e:#}")))?;
         let opts = TransferOptions { resume, content_type, concurrency, part_size, ..Default::default() };
-        let prep = Arc::new(Prepared::new(self.engine_for(py, provider)?, &opts));
-        let tally = transfer::SharedTally::default();
-        let work = {
-            let (prep, tally) = (prep.clone(), tally.clone());
-            async move { transfer::cp(&prep, sources, dest, recursive, tally).await }
-        };
+        let (prep, tally, work) = self.plan_cp(py, src, dst, recursive, &opts)?;
         let r = block_on_ticking(py, work, transfer_reporter(callback, prep))?;
         finish(py, "cp", r, tally)
+    }
+
+    /// `cp`, awaitable (`callback` as in `get_async`).
+    #[pyo3(signature = (src, dst, recursive=false, resume=true, content_type=None, concurrency=None, part_size=None, callback=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn cp_async<'py>(
+        &self,
+        py: Python<'py>,
+        src: &Bound<'py, PyAny>,
+        dst: &Bound<'py, PyAny>,
+        recursive: bool,
+        resume: bool,
+        content_type: Option<String>,
+        concurrency: Option<usize>,
+        part_size: Option<u64>,
+        callback: Option<Py<PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let opts = TransferOptions { resume, content_type, concurrency, part_size, ..Default::default() };
+        let (prep, tally, work) = self.plan_cp(py, src, dst, recursive, &opts)?;
+        let report = LoopReporter::for_transfer(py, callback, prep)?;
+        awaitable(py, async move {
+            let r = reporting(report, work).await;
+            Python::attach(|py| finish(py, "cp", r, tally))
+        })
     }
 
     /// Makes `dst` like `src` (directories or prefixes), as `ferry sync`: copies what
@@ -1392,39 +1486,35 @@ impl Client {
         part_size: Option<u64>,
         callback: Option<Py<PyAny>>,
     ) -> PyResult<TransferSummary> {
-        let side = |o: &Bound<'_, PyAny>| -> PyResult<Side> {
-            let loc = transfer::location(&path_arg(o)?).map_err(|e| PyValueError::new_err(e.0))?;
-            ferry_cli::sync::side(loc).map_err(|e| PyValueError::new_err(format!("{e:#}")))
-        };
-        let (src, dst) = (side(src)?, side(dst)?);
-        if let Side::Local(root) = &src {
-            if matches!(dst, Side::Local(_)) {
-                return Err(PyValueError::new_err("sync: both sides are local"));
-            }
-            if !root.is_dir() {
-                return Err(PyValueError::new_err(format!("sync: {} is not a directory", root.display())));
-            }
-        }
-        if checksum && size_only {
-            return Err(PyValueError::new_err("sync: checksum and size_only exclude each other"));
-        }
-        let mode = match (checksum, size_only) {
-            (true, _) => SyncMode::Checksum,
-            (_, true) => SyncMode::SizeOnly,
-            _ => SyncMode::SizeAndTime,
-        };
-        let provider = ferry_cli::cp::one_provider([&src.provider(), &dst.provider()])
-            .map_err(|e| from_anyhow(py, &e, format!("{e:#}")))?;
-        let opts = TransferOptions { resume: true, concurrency, part_size, ..Default::default() };
-        let prep = Arc::new(Prepared::new(self.engine_for(py, provider)?, &opts));
-        let tally = transfer::SharedTally::default();
-        let o = transfer::SyncOptions { delete, dry_run, mode };
-        let work = {
-            let (prep, tally) = (prep.clone(), tally.clone());
-            async move { transfer::sync(&prep, src, dst, o, tally).await }
-        };
+        let flags = SyncFlags { delete, checksum, dry_run, size_only, concurrency, part_size };
+        let (prep, tally, work) = self.plan_sync(py, src, dst, flags)?;
         let r = block_on_ticking(py, work, transfer_reporter(callback, prep))?;
         finish(py, "sync", r, tally)
+    }
+
+    /// `sync`, awaitable (`callback` as in `get_async`).
+    #[pyo3(signature = (src, dst, delete=false, checksum=false, dry_run=false, size_only=false, concurrency=None, part_size=None, callback=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn sync_async<'py>(
+        &self,
+        py: Python<'py>,
+        src: &Bound<'py, PyAny>,
+        dst: &Bound<'py, PyAny>,
+        delete: bool,
+        checksum: bool,
+        dry_run: bool,
+        size_only: bool,
+        concurrency: Option<usize>,
+        part_size: Option<u64>,
+        callback: Option<Py<PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let flags = SyncFlags { delete, checksum, dry_run, size_only, concurrency, part_size };
+        let (prep, tally, work) = self.plan_sync(py, src, dst, flags)?;
+        let report = LoopReporter::for_transfer(py, callback, prep)?;
+        awaitable(py, async move {
+            let r = reporting(report, work).await;
+            Python::attach(|py| finish(py, "sync", r, tally))
+        })
     }
 
     /// Counters of this process's client: the transport's (connections, requests,
@@ -1567,8 +1657,8 @@ async fn put_chunks_async(
 struct LoopReporter {
     event_loop: Py<PyAny>,
     callback: Py<PyAny>,
-    progress: Arc<ops::Progress>,
-    total_known: Option<u64>,
+    /// Bytes done and the total when known.
+    read: Box<dyn Fn() -> (u64, Option<u64>) + Send + Sync>,
     last: std::sync::atomic::AtomicU64,
 }
 
@@ -1583,23 +1673,45 @@ impl LoopReporter {
         total_known: Option<u64>,
     ) -> PyResult<Option<Arc<LoopReporter>>> {
         let (Some(callback), Some(progress)) = (callback, progress.clone()) else { return Ok(None) };
+        let read = move || {
+            use std::sync::atomic::Ordering::Relaxed;
+            let total = total_known.or_else(|| Some(progress.total.load(Relaxed)).filter(|t| *t > 0));
+            (progress.done.load(Relaxed), total)
+        };
+        LoopReporter::with(py, callback, Box::new(read))
+    }
+
+    /// For cp and sync: the runner's counts (transfer.rs).
+    fn for_transfer(
+        py: Python<'_>,
+        callback: Option<Py<PyAny>>,
+        prep: Arc<Prepared>,
+    ) -> PyResult<Option<Arc<LoopReporter>>> {
+        let Some(callback) = callback else { return Ok(None) };
+        let read = move || {
+            let (done, total) = prep.progress();
+            (done, Some(total).filter(|t| *t > 0))
+        };
+        LoopReporter::with(py, callback, Box::new(read))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn with(
+        py: Python<'_>,
+        callback: Py<PyAny>,
+        read: Box<dyn Fn() -> (u64, Option<u64>) + Send + Sync>,
+    ) -> PyResult<Option<Arc<LoopReporter>>> {
         let event_loop = py.import("asyncio")?.call_method0("get_running_loop")?.unbind();
-        Ok(Some(Arc::new(LoopReporter {
-            event_loop,
-            callback,
-            progress,
-            total_known,
-            last: std::sync::atomic::AtomicU64::new(u64::MAX),
-        })))
+        let last = std::sync::atomic::AtomicU64::new(u64::MAX);
+        Ok(Some(Arc::new(LoopReporter { event_loop, callback, read, last })))
     }
 
     fn report(&self) {
         use std::sync::atomic::Ordering::Relaxed;
-        let done = self.progress.done.load(Relaxed);
+        let (done, total) = (self.read)();
         if self.last.swap(done, Relaxed) == done {
             return;
         }
-        let total = self.total_known.or_else(|| Some(self.progress.total.load(Relaxed)).filter(|t| *t > 0));
         Python::attach(|py| {
             let cb = self.callback.clone_ref(py);
             if let Err(e) = self.event_loop.call_method1(py, "call_soon_threadsafe", (cb, done, total)) {
