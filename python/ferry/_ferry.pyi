@@ -485,8 +485,9 @@ class Client:
         part_size: int | None = None,
         callback: Callable[[int, int | None], object] | None = None,
     ) -> Awaitable[TransferSummary]:
-        """`cp`, awaitable; usage mistakes raise at the call, failures at the await;
-        ``callback`` as in `get_async`.
+        """`cp`, awaitable: mistakes in the arguments themselves raise at the call,
+        those found on the paths (a directory without ``recursive``, two local paths)
+        and failures at the await; ``callback`` as in `get_async`.
 
         Example::
 

@@ -280,7 +280,9 @@ def test_cp_and_sync_async(client, bucket, tmp_path):
         s = await client.sync_async(f"s3://{bucket}/acp/", tmp_path / "dst")
         assert (s.objects, s.skipped) == (0, len(TREE))
         with pytest.raises(ValueError, match="local"):
-            client.cp_async(src, tmp_path / "x")  # refused at the call, before any await
+            await client.cp_async(src, tmp_path / "x")
+        with pytest.raises(ValueError, match="exclude"):
+            client.sync_async(src, f"s3://{bucket}/p/", checksum=True, size_only=True)  # at the call
         with pytest.raises(ferry.NotFound) as e:
             await client.cp_async(f"s3://{bucket}/acp/missing", tmp_path / "m")
         assert e.value.summary.failed
