@@ -312,9 +312,8 @@ impl Client {
             return Err(PyValueError::new_err("cp: no sources"));
         }
         let dest = transfer::location(&path_arg(dst)?).map_err(usage)?;
-        let provider =
-            transfer::one_provider(sources.iter().chain([&dest])).map_err(|e| from_anyhow(py, &e, format!("{e:#}")))?;
-        let prep = Arc::new(Prepared::new(self.engine_for(py, provider)?, opts));
+        let (from, to) = transfer::cp_providers(&sources, &dest).map_err(|e| from_anyhow(py, &e, format!("{e:#}")))?;
+        let prep = Arc::new(Prepared::new(self.engine_for(py, to)?, self.engine_for(py, from)?, opts));
         let tally = transfer::SharedTally::default();
         let work = {
             let (prep, tally) = (prep.clone(), tally.clone());
@@ -352,11 +351,10 @@ impl Client {
             (_, true) => SyncMode::SizeOnly,
             _ => SyncMode::SizeAndTime,
         };
-        let provider = ferry_cli::cp::one_provider([&src.provider(), &dst.provider()])
-            .map_err(|e| from_anyhow(py, &e, format!("{e:#}")))?;
+        let (from, to) = transfer::sync_providers(&src, &dst).map_err(|e| from_anyhow(py, &e, format!("{e:#}")))?;
         let opts =
             TransferOptions { resume: true, concurrency: f.concurrency, part_size: f.part_size, ..Default::default() };
-        let prep = Arc::new(Prepared::new(self.engine_for(py, provider)?, &opts));
+        let prep = Arc::new(Prepared::new(self.engine_for(py, to)?, self.engine_for(py, from)?, &opts));
         let tally = transfer::SharedTally::default();
         let o = transfer::SyncOptions { delete: f.delete, dry_run: f.dry_run, mode };
         let work = {

@@ -12,7 +12,9 @@
 //!   upload   ─► ferry_engine::upload_file   (one PUT or parallel parts; resumes an upload)
 //!   download ─► ferry_engine::download_*    (ranged GETs into .NAME.ferry-part, verified,
 //!                                            renamed into place; resumes from its state)
-//!   copy     ─► ferry_engine::copy          (server side, parallel part copies when large)
+//!   copy     ─► ferry_engine::copy          (server side, parallel part copies when large;
+//!                                            between providers, s3:// -> gs:// say, the
+//!                                            source's GET streamed into the other's upload)
 //!   each result ─► Tally (objects, bytes, skipped, removed, failures with their reasons)
 //! ```
 //!
@@ -101,12 +103,16 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    pub fn new(engine: Engine, opts: &TransferOptions) -> Prepared {
+    /// `engine` writes (and, within one provider, does everything); `source` lists and
+    /// reads the source objects of a copy between providers (ferry-cli's cp.rs streams
+    /// those through this machine).
+    pub fn new(engine: Engine, source: Engine, opts: &TransferOptions) -> Prepared {
         let g = opts.global();
         let out = Output::new(&g);
         // A hidden bar starts without a length, and grows one only from a known start.
         out.progress.bar.set_length(0);
         let mut runner = Runner::new(engine, &g, out.clone());
+        runner.source = source;
         runner.resume = opts.resume;
         runner.content_type = opts.content_type.clone();
         Prepared { runner, out }
@@ -127,16 +133,36 @@ pub fn location(s: &str) -> Result<Location, UsageError> {
     }
 }
 
-/// The one provider of a transfer's objects (S3 when it names none): a copy between two
-/// providers would stream through this machine, which cp and sync do not do.
-pub fn one_provider<'a>(locs: impl IntoIterator<Item = &'a Location>) -> anyhow::Result<Provider> {
-    let providers: Vec<Option<Provider>> = locs.into_iter().map(Location::provider).collect();
-    ferry_cli::cp::one_provider(providers.iter())
+/// The providers a cp's objects are at, `(source's, destination's)`: two when every
+/// source is an object at one provider and the destination an object at another (the
+/// copies stream through this machine), else the one of all its objects (S3 when it
+/// names none; objects at two providers otherwise are refused), as `ferry cp` decides.
+pub fn cp_providers(sources: &[Location], dest: &Location) -> anyhow::Result<(Provider, Provider)> {
+    let of_sources: Vec<Option<Provider>> = sources.iter().map(Location::provider).collect();
+    match (ferry_cli::cp::one_provider(of_sources.iter()), dest.provider()) {
+        (Ok(a), Some(b)) if a != b && of_sources.iter().all(Option::is_some) => Ok((a, b)),
+        _ => {
+            let all: Vec<Option<Provider>> = of_sources.into_iter().chain([dest.provider()]).collect();
+            let p = ferry_cli::cp::one_provider(all.iter())?;
+            Ok((p, p))
+        }
+    }
+}
+
+/// `sync`'s providers, `(source's, destination's)`, as `ferry sync` decides.
+pub fn sync_providers(src: &Side, dst: &Side) -> anyhow::Result<(Provider, Provider)> {
+    match (src.provider(), dst.provider()) {
+        (Some(a), Some(b)) if a != b => Ok((a, b)),
+        (a, b) => {
+            let p = ferry_cli::cp::one_provider([&a, &b])?;
+            Ok((p, p))
+        }
+    }
 }
 
 /// Runs jobs `concurrency` at once, each result counted.
 async fn run_jobs(runner: &Runner, jobs: BoxStream<'_, anyhow::Result<Job>>, t: &SharedTally) -> anyhow::Result<()> {
-    let p = runner.client.provider();
+    let p = runner.source.provider();
     let results = jobs
         .map_ok(|job| {
             if let Some(n) = job_size(&job) {
@@ -187,7 +213,7 @@ pub async fn cp(
         }
     }
     for src in &sources {
-        let jobs = jobs_for(&prep.runner.client, src, &dest, recursive, many)?;
+        let jobs = jobs_for(&prep.runner.source, src, &dest, recursive, many)?;
         run_jobs(&prep.runner, jobs, &t).await?;
     }
     Ok(())
@@ -210,26 +236,28 @@ enum Action {
 /// `sync` of `src` into `dst` (module note; ferry-cli's sync.rs has the rule and why
 /// the join may act as it goes).
 pub async fn sync(prep: &Prepared, src: Side, dst: Side, o: SyncOptions, t: SharedTally) -> anyhow::Result<()> {
-    let engine = prep.runner.client.clone();
-    let provider = engine.provider();
+    let (engine, source) = (prep.runner.client.clone(), prep.runner.source.clone());
+    let (ps, pd) = (source.provider(), engine.provider());
     let planned = plan::plan(
-        plan::in_order(src.list(&engine), "source"),
+        plan::in_order(src.list(&source), "source"),
         plan::in_order(dst.list(&engine), "destination"),
         o.mode,
     );
     let actions = planned
         .map_ok(|p| {
-            let (engine, src, dst) = (engine.clone(), src.clone(), dst.clone());
+            let (engine, source, src, dst) = (engine.clone(), source.clone(), src.clone(), dst.clone());
             async move {
                 let (rel, meta, d) = match p {
                     Planned::Extra { rel } => return Ok::<_, anyhow::Error>(Action::Remove(rel)),
                     Planned::Decide { rel, src: meta, dst: theirs, decision } => {
                         let d = match decision {
-                            Decision::Compare => match plan::contents_differ(&engine, &src, &dst, &rel).await? {
-                                Some(true) => Decision::Copy(Reason::Checksum),
-                                Some(false) => Decision::Skip,
-                                None => plan::decide(&meta, theirs.as_ref(), Mode::SizeAndTime),
-                            },
+                            Decision::Compare => {
+                                match plan::contents_differ((&source, &engine), &src, &dst, &rel).await? {
+                                    Some(true) => Decision::Copy(Reason::Checksum),
+                                    Some(false) => Decision::Skip,
+                                    None => plan::decide(&meta, theirs.as_ref(), Mode::SizeAndTime),
+                                }
+                            }
                             d => d,
                         };
                         (rel, meta, d)
@@ -249,7 +277,7 @@ pub async fn sync(prep: &Prepared, src: Side, dst: Side, o: SyncOptions, t: Shar
             async move {
                 Ok(match a {
                     Action::Copy(job, reason) if o.dry_run => {
-                        let planned = ("cp".into(), job.source(provider), job.dest(provider), reason.as_str().into());
+                        let planned = ("cp".into(), job.source(ps), job.dest(pd), reason.as_str().into());
                         tally(&t).planned.push(planned);
                         None
                     }
