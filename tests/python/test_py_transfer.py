@@ -228,8 +228,6 @@ def test_sync_usage_mistakes(client, bucket, tmp_path):
         client.sync(tmp_path / "missing", f"s3://{bucket}/p/")
     with pytest.raises(ValueError, match="exclude"):
         client.sync(tmp_path, f"s3://{bucket}/p/", checksum=True, size_only=True)
-    with pytest.raises(ValueError, match="between providers"):
-        client.sync(f"gs://{bucket}/p/", f"s3://{bucket}/p/")
 
 
 def test_cp_download_resumes_after_an_interruption(bucket, tmp_path):
