@@ -167,7 +167,9 @@ class Client:
     given), ``transport``, ``max_connections`` and ``credentials="anonymous"`` apply
     to them too; ``region``, ``profile``, explicit keys and ``AWS_*`` variables are
     S3's. A provider this ferry does not have yet raises `ConfigError` at the first
-    call that uses its scheme.
+    call that uses its scheme. A client for two providers at once (``cp`` from
+    ``s3://`` to ``gs://``) leaves ``endpoint_url`` unset and lets each provider find
+    its own (``AWS_ENDPOINT_URL``, ``STORAGE_EMULATOR_HOST``).
 
     The client is safe to share between threads, survives ``fork`` (a child builds its
     own runtime and connections on first use, e.g. in PyTorch DataLoader workers) and
@@ -424,7 +426,8 @@ class Client:
         directory to objects (one PUT, or parallel 8 MiB parts), objects to local files
         (parallel ranged GETs into ``.NAME.ferry-part``, verified, renamed into place:
         never a partial file under the final name), or objects to objects (server
-        side). Names follow the AWS CLI: a ``dst`` ending in ``/`` (or an existing
+        side; between providers, ``s3://`` to ``gs://`` say, each object's GET is
+        streamed into the other's upload through this machine). Names follow the AWS CLI: a ``dst`` ending in ``/`` (or an existing
         directory, or several sources) receives each source's base name; with
         ``recursive`` what is under a directory or prefix is copied below ``dst``. A
         wildcard (``*`` in a segment, ``**`` across) in a source selects what matches.
@@ -437,8 +440,8 @@ class Client:
         failure's exception (`NotFound`, `Auth`, ..., ``OSError`` for a local file)
         with ``N of M failed`` in its message and the `TransferSummary` as its
         ``summary``. Usage mistakes (two local paths, a directory without
-        ``recursive``, a bucket without a key, objects at two providers) raise
-        ``ValueError`` before anything is sent.
+        ``recursive``, a bucket without a key) raise ``ValueError`` before anything is
+        sent.
 
         Example::
 
