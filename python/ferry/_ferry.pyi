@@ -427,8 +427,9 @@ class Client:
         (parallel ranged GETs into ``.NAME.ferry-part``, verified, renamed into place:
         never a partial file under the final name), or objects to objects (server
         side; between providers, ``s3://`` to ``gs://`` say, each object's GET is
-        streamed into the other's upload through this machine). Names follow the AWS CLI: a ``dst`` ending in ``/`` (or an existing
-        directory, or several sources) receives each source's base name; with
+        streamed into the other's upload through this machine). Names follow the AWS
+        CLI: a ``dst`` ending in ``/`` (or an existing directory, or several sources)
+        receives each source's base name; with
         ``recursive`` what is under a directory or prefix is copied below ``dst``. A
         wildcard (``*`` in a segment, ``**`` across) in a source selects what matches.
         An interrupted transfer run again continues (``resume=False`` starts over).
