@@ -122,10 +122,10 @@ if [[ ! -x "$ROOT/target/release/ferry" ]]; then say "cargo build --release (fir
 # --- The Python package (pyproject.toml: crates/py + python/ferry, built by maturin) ---
 # Installed into .venv when its sources changed since the last install: the stamp is a
 # hash of everything the wheel is built from (the Python half, the glue crate, the Rust
-# crates under it, the lock file). --no-build-isolation: maturin comes from the venv
+# crates under it, the command line's among them, the lock file). --no-build-isolation: maturin comes from the venv
 # (scripts/requirements.txt), and the build shares target/ with the cargo build above.
 py_hash="$(cd "$ROOT" && find pyproject.toml python crates/py crates/engine crates/store crates/wire crates/proto \
-    Cargo.toml Cargo.lock -type f -not -name '*.pyc' -not -path '*/__pycache__/*' -print0 \
+    crates/cli crates/server crates/backend crates/bench crates/link Cargo.toml Cargo.lock -type f -not -name '*.pyc' -not -path '*/__pycache__/*' -print0 \
     | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
 py_stamp="$VENV/.ferry-py-source"
 if [[ "$(cat "$py_stamp" 2>/dev/null)" != "$py_hash" ]] || ! "$VENV/bin/python" -c 'import ferry' >/dev/null 2>&1; then
@@ -140,6 +140,8 @@ if [[ "$(cat "$py_stamp" 2>/dev/null)" != "$py_hash" ]] || ! "$VENV/bin/python" 
 fi
 "$VENV/bin/python" -c 'import ferry; ferry.Client("http://127.0.0.1:1")' >/dev/null 2>&1 \
     || die "the ferry Python package does not import (log: $LOGDIR/setup-py-package.log)"
+"$VENV/bin/ferry" --version >/dev/null 2>&1 \
+    || die "the package's ferry command (.venv/bin/ferry) does not run (log: $LOGDIR/setup-py-package.log)"
 
 # --- MinIO (third-party S3 server for conformance tests) -------------------------------
 MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"

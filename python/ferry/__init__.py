@@ -12,7 +12,16 @@ can read without a copy, iterators, file objects, and asyncio twins of the calls
 
 from __future__ import annotations
 
-from ferry._ferry import Buffer, Client, GetIterator, ListIterator, ObjectInfo, PutResult, __version__
+from ferry._ferry import (
+    Buffer,
+    Client,
+    GetIterator,
+    ListIterator,
+    ObjectInfo,
+    PutResult,
+    TransferSummary,
+    __version__,
+)
 from ferry.exceptions import (
     Auth,
     ConfigError,
@@ -31,6 +40,7 @@ __all__ = [
     "Buffer",
     "ObjectInfo",
     "PutResult",
+    "TransferSummary",
     "ListIterator",
     "GetIterator",
     "Error",

@@ -8,6 +8,8 @@ import datetime
 import os
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Literal, Mapping, Sequence, overload
 
+import pyarrow
+
 from typing_extensions import Buffer as _BufferLike
 
 __version__: str
@@ -68,13 +70,59 @@ class PutResult:
 
 class ListIterator(Iterator[ObjectInfo], AsyncIterator[ObjectInfo]):
     """Entries of `Client.list` in key order, fetched a page at a time as you iterate
-    (``for`` or ``async for``). One call at a time; an iterator made before a ``fork``
-    raises `RuntimeError` in the child."""
+    (``for`` or ``async for``), or all at once as Arrow (`to_arrow`). One call at a
+    time; an iterator made before a ``fork`` raises `RuntimeError` in the child."""
 
     def __iter__(self) -> ListIterator: ...
     def __next__(self) -> ObjectInfo: ...
     def __aiter__(self) -> ListIterator: ...
     def __anext__(self) -> Awaitable[ObjectInfo]: ...
+    def to_arrow(self) -> pyarrow.Table:
+        """The rest of the listing as a ``pyarrow.Table`` with columns ``key``
+        (string), ``size`` (uint64), ``last_modified`` (timestamp[us, UTC], null for a
+        directory), ``etag`` (string, null for a directory) and ``is_dir`` (bool),
+        built in Arrow memory through the Arrow C stream interface: a million keys make
+        no Python objects. Uses the iterator up; a listing error raises ``OSError``
+        with the store's message.
+
+        Example::
+
+            table = client.list("s3://bucket/logs/", recursive=True).to_arrow()
+            big = table.filter(pyarrow.compute.greater(table["size"], 1 << 30))
+        """
+    def to_arrow_reader(self) -> pyarrow.RecordBatchReader:
+        """`to_arrow` as a ``pyarrow.RecordBatchReader``: batches of up to 16,384
+        entries, each fetched as it is read.
+
+        Example::
+
+            for batch in client.list("s3://bucket/", recursive=True).to_arrow_reader():
+                total += pyarrow.compute.sum(batch["size"]).as_py()
+        """
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The Arrow PyCapsule interface (``pyarrow.table(it)``, polars, duckdb, ...):
+        a capsule of an ``ArrowArrayStream`` over the rest of the listing, with the
+        schema of `to_arrow` (``requested_schema`` is not honoured)."""
+
+class TransferSummary:
+    """What `Client.cp` or `Client.sync` did; on failure, the raised exception's
+    ``summary``."""
+
+    #: Objects or files transferred.
+    objects: int
+    #: Their bytes (including any an interrupted earlier run had moved).
+    bytes: int
+    #: Bytes reused from an interrupted earlier transfer instead of sent again.
+    resumed_bytes: int
+    #: `sync`: items already alike at the destination.
+    skipped: int
+    #: `sync(delete=True)`: extras removed from the destination.
+    deleted: int
+    #: ``(source, reason)`` of each failure.
+    failed: list[tuple[str, str]]
+    #: `sync(dry_run=True)`: ``(op, source, dest, reason)`` of each action it would take
+    #: (``op`` is ``"cp"`` or ``"rm"``).
+    planned: list[tuple[str, str, str, str]]
 
 class GetIterator(Iterator[Buffer], AsyncIterator[Buffer]):
     """The objects of `Client.iter_get`, in order, the next ones opened ahead (``for``
@@ -111,6 +159,17 @@ class Client:
             a ``(key, secret)`` tuple, or ``"anonymous"`` for unsigned requests.
         transport: ``"auto"`` (default), ``"h1-pool"``, ``"h1-pipeline"`` or ``"h2"``.
         max_connections: a cap on the transport's connections.
+
+    URLs name their provider: ``s3://`` goes to the endpoint above; ``gs://`` and
+    ``az://`` each get an engine of their own, built on first use of the scheme with
+    that provider's own settings lookup (its environment variables and credential
+    files, not the AWS ones). Of this client's arguments, ``endpoint_url`` (when
+    given), ``transport``, ``max_connections`` and ``credentials="anonymous"`` apply
+    to them too; ``region``, ``profile``, explicit keys and ``AWS_*`` variables are
+    S3's. A provider this ferry does not have yet raises `ConfigError` at the first
+    call that uses its scheme. A client for two providers at once (``cp`` from
+    ``s3://`` to ``gs://``) leaves ``endpoint_url`` unset and lets each provider find
+    its own (``AWS_ENDPOINT_URL``, ``STORAGE_EMULATOR_HOST``).
 
     The client is safe to share between threads, survives ``fork`` (a child builds its
     own runtime and connections on first use, e.g. in PyTorch DataLoader workers) and
@@ -150,8 +209,11 @@ class Client:
             buf = client.get("s3://bucket/table.parquet")
             table = pyarrow.parquet.read_table(pyarrow.BufferReader(buf))
         """
-    def get_async(self, url: str) -> Awaitable[Buffer]:
-        """`get`, awaitable.
+    def get_async(self, url: str, callback: Callable[[int, int | None], object] | None = None) -> Awaitable[Buffer]:
+        """`get`, awaitable. ``callback(bytes_done, bytes_total)`` is called on the
+        event loop's thread every 100 ms while bytes arrive and once before the await
+        returns; an exception it raises goes to the loop's exception handler and does
+        not stop the call.
 
         Example::
 
@@ -231,8 +293,9 @@ class Client:
         max_bytes_in_flight: int | None = None,
         concurrency: int | None = None,
         return_exceptions: bool = False,
+        callback: Callable[[int, int | None], object] | None = None,
     ) -> Awaitable[list[Any]]:
-        """`get_many`, awaitable.
+        """`get_many`, awaitable; ``callback`` as in `get_async`.
 
         Example::
 
@@ -274,13 +337,22 @@ class Client:
                 client.put("s3://bucket/big.tar", f)
         """
     def put_async(
-        self, url: str, data: _BufferLike | str | os.PathLike[str], if_not_exists: bool = False
+        self,
+        url: str,
+        data: _BufferLike | str | os.PathLike[str] | Any | Iterable[_BufferLike],
+        if_not_exists: bool = False,
+        callback: Callable[[int, int | None], object] | None = None,
     ) -> Awaitable[PutResult]:
-        """`put` for bytes-like data and paths, awaitable.
+        """`put`, awaitable: the same sources; a file object or an iterable is read on
+        the runtime's threads (one 1 MiB ``read`` or one ``next`` at a time, the GIL
+        taken there), so the event loop is not blocked by the reads. ``if_not_exists``
+        takes bytes-like data and paths only. ``callback`` as in `get_async`.
 
         Example::
 
             await client.put_async("s3://bucket/k", b"bytes")
+            with open("big.tar", "rb") as f:
+                await client.put_async("s3://bucket/big.tar", f)
         """
     def head(self, url: str) -> ObjectInfo:
         """Size, ETag, Last-Modified, content type, metadata and stored checksum.
@@ -339,16 +411,135 @@ class Client:
             with client.open("s3://bucket/table.parquet") as f:
                 table = pyarrow.parquet.read_table(f, columns=["a", "b"])
         """
-    def stats(self) -> dict[str, Any]:
-        """Counters of this process's client: ``transport``, ``connections_opened``,
-        ``connections_open``, ``requests_sent``, ``requests_resent``, ``hedges_sent``,
-        ``hedges_won``, and the endpoint controller's ``concurrency_limit``,
-        ``in_flight``, ``throttles``, ``head_latency_median_s``,
-        ``goodput_best_bytes_per_s``.
+    def cp(
+        self,
+        src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        dst: str | os.PathLike[str],
+        recursive: bool = False,
+        resume: bool = True,
+        content_type: str | None = None,
+        concurrency: int | None = None,
+        part_size: int | None = None,
+        callback: Callable[[int, int | None], object] | None = None,
+    ) -> TransferSummary:
+        """Copies as ``ferry cp`` does, with this client's settings: a local file or
+        directory to objects (one PUT, or parallel 8 MiB parts), objects to local files
+        (parallel ranged GETs into ``.NAME.ferry-part``, verified, renamed into place:
+        never a partial file under the final name), or objects to objects (server
+        side; between providers, ``s3://`` to ``gs://`` say, each object's GET is
+        streamed into the other's upload through this machine). Names follow the AWS
+        CLI: a ``dst`` ending in ``/`` (or an existing directory, or several sources)
+        receives each source's base name; with
+        ``recursive`` what is under a directory or prefix is copied below ``dst``. A
+        wildcard (``*`` in a segment, ``**`` across) in a source selects what matches.
+        An interrupted transfer run again continues (``resume=False`` starts over).
+        ``concurrency`` objects at once (64), ``part_size`` for parts (8 MiB).
+        ``callback(bytes_done, bytes_total)`` as in `get` (the total grows as
+        listings stream).
+
+        Each item fails alone and the others go on; then the call raises the first
+        failure's exception (`NotFound`, `Auth`, ..., ``OSError`` for a local file)
+        with ``N of M failed`` in its message and the `TransferSummary` as its
+        ``summary``. Usage mistakes (two local paths, a directory without
+        ``recursive``, a bucket without a key) raise ``ValueError`` before anything is
+        sent.
 
         Example::
 
-            print(client.stats()["requests_sent"])
+            client.cp("./photos", "s3://bucket/photos/", recursive=True)
+            client.cp("s3://bucket/model.pt", "/tmp/")
+            s = client.cp("s3://bucket/logs/**.gz", "./logs/")
+            print(s.objects, s.bytes)
+        """
+    def sync(
+        self,
+        src: str | os.PathLike[str],
+        dst: str | os.PathLike[str],
+        delete: bool = False,
+        checksum: bool = False,
+        dry_run: bool = False,
+        size_only: bool = False,
+        concurrency: int | None = None,
+        part_size: int | None = None,
+        callback: Callable[[int, int | None], object] | None = None,
+    ) -> TransferSummary:
+        """Makes the directory or prefix ``dst`` like ``src``, as ``ferry sync``:
+        copies (as `cp`) what ``dst`` lacks, what differs in size, or what is newer at
+        the source (whole seconds; downloads carry the object's Last-Modified, so a
+        second sync copies nothing). ``checksum=True`` compares the stored
+        CRC64NVME/CRC32C with the same CRC of the local bytes when sizes are equal;
+        ``size_only=True`` compares sizes only. ``delete=True`` removes what the source
+        lacks (objects in batches of 1,000). ``dry_run=True`` does nothing and lists
+        the actions in ``summary.planned``. Items alike are counted in ``skipped``.
+        Failures and ``callback`` as in `cp`.
+
+        Example::
+
+            s = client.sync("./site", "s3://bucket/site/", delete=True)
+            print(f"{s.objects} copied, {s.skipped} unchanged, {s.deleted} removed")
+        """
+    def cp_async(
+        self,
+        src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        dst: str | os.PathLike[str],
+        recursive: bool = False,
+        resume: bool = True,
+        content_type: str | None = None,
+        concurrency: int | None = None,
+        part_size: int | None = None,
+        callback: Callable[[int, int | None], object] | None = None,
+    ) -> Awaitable[TransferSummary]:
+        """`cp`, awaitable: mistakes in the arguments themselves raise at the call,
+        those found on the paths (a directory without ``recursive``, two local paths)
+        and failures at the await; ``callback`` as in `get_async`.
+
+        Example::
+
+            s = await client.cp_async("s3://bucket/data/", "./data/", recursive=True)
+        """
+    def sync_async(
+        self,
+        src: str | os.PathLike[str],
+        dst: str | os.PathLike[str],
+        delete: bool = False,
+        checksum: bool = False,
+        dry_run: bool = False,
+        size_only: bool = False,
+        concurrency: int | None = None,
+        part_size: int | None = None,
+        callback: Callable[[int, int | None], object] | None = None,
+    ) -> Awaitable[TransferSummary]:
+        """`sync`, awaitable; as `cp_async`.
+
+        Example::
+
+            s = await client.sync_async("./site", "s3://bucket/site/", delete=True)
+        """
+    def stats(self) -> dict[str, Any]:
+        """Counters of this process's client (its S3 engine), cumulative since it was
+        made in this process:
+
+        - ``requests``: a dict of requests sent by S3 operation, every attempt counted
+          (retries included): ``GET``, ``HEAD``, ``PUT``, ``LIST`` (objects, buckets,
+          uploads or parts), ``DELETE``, ``DELETE_BATCH`` (DeleteObjects), ``COPY``,
+          ``CREATE_UPLOAD``, ``UPLOAD_PART``, ``COMPLETE_UPLOAD``, ``ABORT_UPLOAD``,
+          ``OTHER``.
+        - ``retries``: attempts that failed in a way the client retries when the
+          operation and its attempts allow (429, 5xx, a transport error), so about one
+          retry each.
+        - ``bytes_out`` (request bodies) and ``bytes_in`` (response bodies as read).
+        - ``first_byte_p50_s``, ``first_byte_p95_s``: time from sending a request to its
+          response head, in seconds (within 4.5%: a log histogram), ``None`` before
+          any response.
+        - the transport's ``transport``, ``connections_opened``, ``connections_open``,
+          ``requests_sent``, ``requests_resent``, ``hedges_sent``, ``hedges_won``;
+        - the endpoint controller's ``concurrency_limit``, ``in_flight``,
+          ``throttles``, ``head_latency_median_s``, ``goodput_best_bytes_per_s``.
+
+        Example::
+
+            s = client.stats()
+            print(s["requests"]["GET"], s["first_byte_p95_s"], s["bytes_in"])
         """
     def create_bucket(self, name: str) -> None:
         """Creates a bucket.
@@ -367,3 +558,6 @@ class Client:
     def _get_range_if_match(self, url: str, start: int, end: int, etag: str | None = None) -> Buffer: ...
     def _get_range_ahead(self, url: str, start: int, end: int, etag: str | None = None) -> PendingRange: ...
     def __reduce__(self) -> tuple[Any, ...]: ...
+
+def _cli_main(argv: Sequence[str], program: str | None = None) -> int:
+    """The ``ferry`` command line in this process (``ferry._cli.main``): its exit code."""

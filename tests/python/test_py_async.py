@@ -49,14 +49,73 @@ def test_async_gather_many(client, bucket):
     asyncio.run(main())
 
 
-def test_async_put_rejects_file_objects(client, bucket):
+def test_async_put_from_file_objects_and_iterables(client, bucket, tmp_path):
     import io
 
-    async def main():
-        await client.put_async(f"s3://{bucket}/f", io.BytesIO(b"x"))
+    big = blob(20 * MIB + 3, seed=22)  # above one 8 MiB part: a multipart upload from chunks
 
-    with pytest.raises(TypeError):
+    def chunks():
+        for at in range(0, len(big), 3 * MIB):
+            yield big[at:at + 3 * MIB]
+
+    async def main():
+        out = await client.put_async(f"s3://{bucket}/f", io.BytesIO(b"x" * 1000))
+        assert (out.size, out.parts) == (1000, 0)
+        out = await client.put_async(f"s3://{bucket}/it", chunks())
+        assert out.size == len(big) and out.parts == 3
+        path = tmp_path / "big.bin"
+        path.write_bytes(big)
+        with open(path, "rb") as f:
+            out = await client.put_async(f"s3://{bucket}/file", f)
+        assert out.size == len(big)
+        with pytest.raises(TypeError, match="if_not_exists"):
+            await client.put_async(f"s3://{bucket}/x", io.BytesIO(b"x"), if_not_exists=True)
+
+    asyncio.run(main())
+    assert client.get(f"s3://{bucket}/f") == b"x" * 1000
+    assert client.get(f"s3://{bucket}/it") == big
+    assert client.get(f"s3://{bucket}/file") == big
+
+
+def test_async_put_source_raising_aborts(client, bucket):
+    def chunks():
+        yield blob(9 * MIB, seed=23)  # past one part: the multipart upload has begun
+        raise OSError("the source broke")
+
+    async def main():
+        await client.put_async(f"s3://{bucket}/broken", chunks())
+
+    with pytest.raises(OSError, match="the source broke"):
         asyncio.run(main())
+    with pytest.raises(ferry.NotFound):
+        client.head(f"s3://{bucket}/broken")
+
+
+def test_async_callbacks_run_on_the_loop(client, bucket):
+    import threading
+
+    data = blob(30 * MIB, seed=24)
+    seen, threads = [], set()
+
+    def cb(done, total):
+        seen.append((done, total))
+        threads.add(threading.get_ident())
+
+    async def main():
+        loop_thread = threading.get_ident()
+        await client.put_async(f"s3://{bucket}/cb", data, callback=cb)
+        assert seen[-1] == (len(data), len(data))
+        seen.clear()
+        got = await client.get_async(f"s3://{bucket}/cb", callback=cb)
+        assert got == data and seen[-1] == (len(data), len(data))
+        seen.clear()
+        await client.get_many_async([f"s3://{bucket}/cb", f"s3://{bucket}/cb"], callback=cb)
+        assert seen[-1] == (2 * len(data), 2 * len(data))
+        assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))
+        return loop_thread
+
+    loop_thread = asyncio.run(main())
+    assert threads == {loop_thread}
 
 
 def test_async_in_two_event_loops(client, bucket):

@@ -133,11 +133,6 @@ def test_a_bucket_url_is_not_an_object(client, bucket):
         client.get(f"s3://{bucket}")
 
 
-def test_gs_urls_are_refused_for_now(client):
-    with pytest.raises(ValueError, match="gs://"):
-        client.get("gs://bucket/key")
-
-
 def test_connection_refused_is_transport():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -427,7 +427,7 @@ fn options(c: &Common) -> Result<RunOptions> {
 
 /// The run options, with the link of `--link` (else `default_link`) up.
 fn options_with_link(c: &Common, default_link: Option<Preset>) -> Result<RunOptions> {
-    let mut o = RunOptions::new(ServerCommand::current_exe()?);
+    let mut o = RunOptions::new(ServerCommand::ferry(crate::program()?));
     o.out = Some(c.out.clone());
     o.progress = !c.no_progress;
     o.run_timeout = c.run_timeout;

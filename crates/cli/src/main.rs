@@ -1,192 +1,22 @@
-//! The `ferry` command line. One module per verb; this file parses and dispatches, and
-//! process.rs sets the process up (allocator, huge pages, the blocking pool's size).
-//!
-//! ```text
-//! process start ─► process::no_huge_pages (a constructor, before any allocation)
-//! main ─► Cli::parse ─► serve / bench: huge pages back on, their own runtimes
-//!                   └─► data verbs (ls, cp, sync, rm, ...): keep_freed_memory,
-//!                       a multi-thread runtime whose blocking pool is sized per verb
-//!                       ─► dispatch ─► verb::run
-//! ```
-//!
-//! Exit codes: 0 success, 1 an operation failed, 2 a usage error (common.rs).
+//! The `ferry` binary: the command line of the ferry-cli library (lib.rs) over this
+//! process's arguments, with what only an executable's own `main` may set up: mimalloc as
+//! the global allocator, and transparent huge pages off from the first allocation
+//! (process.rs says why for both). The Python package's console script runs the same
+//! command line without them.
 
-mod bench;
-mod bucket;
-mod cat;
-mod common;
-mod cp;
-mod ls;
-mod presign;
-mod process;
-mod rm;
-mod run;
-mod serve;
-mod stat;
-mod sync;
-mod units;
-mod wildcard;
+/// mimalloc instead of glibc malloc: the server allocates and frees many small buffers
+/// per request across threads, where glibc's malloc showed up at ~10% of CPU in a
+/// profile of 16 KiB GETs over h2 (`perf record` against `scripts/bench-serve.sh --only
+/// rate`; docs/lab/cli-memory.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use clap::{Parser, Subcommand};
-
-/// ferry: fast, trustworthy movement of data in and out of object storage.
-#[derive(Parser)]
-#[command(name = "ferry", version, about, long_about = None, after_help = AFTER_HELP)]
-pub(crate) struct Cli {
-    #[command(subcommand)]
-    pub(crate) command: Command,
-    #[command(flatten)]
-    pub(crate) global: common::Global,
-}
-
-const AFTER_HELP: &str = "Examples:
-  export AWS_ENDPOINT_URL=http://127.0.0.1:9000 AWS_ACCESS_KEY_ID=ferry AWS_SECRET_ACCESS_KEY=ferry-secret
-  ferry mb s3://bucket
-  ferry cp --recursive ./data s3://bucket/data/
-  ferry ls s3://bucket/data/
-  ferry sync --delete s3://bucket/data/ ./copy/
-  ferry cat s3://bucket/data/readme.txt
-  ferry rm 's3://bucket/data/**.tmp'
-
-Settings are found as the AWS CLI finds them: --endpoint-url / AWS_ENDPOINT_URL,
---region / AWS_REGION, --profile / AWS_PROFILE, ~/.aws/credentials and ~/.aws/config.
-Exit codes: 0 success, 1 an operation failed (each failure is named on stderr), 2 usage.";
-
-#[derive(Subcommand)]
-pub(crate) enum Command {
-    /// Run an S3-compatible server (memory, disk or synthetic data) that can behave like
-    /// S3, GCS or Azure.
-    Serve(Box<serve::ServeArgs>),
-    /// Run the lab's workloads against `ferry serve` subprocesses and report side by side.
-    Bench(bench::BenchArgs),
-    /// List buckets, a prefix (one level, or --recursive), or the keys a wildcard names.
-    Ls(ls::LsArgs),
-    /// Copy objects and files: local <-> S3, S3 -> S3, stdin/stdout with '-'.
-    Cp(cp::CpArgs),
-    /// Make a destination like a source: copy what differs (size and mtime, or
-    /// --checksum), optionally --delete what the source lacks.
-    Sync(sync::SyncArgs),
-    /// Remove objects: one key, a wildcard, or --recursive under a prefix.
-    Rm(rm::RmArgs),
-    /// Write an object to stdout.
-    Cat(cat::CatArgs),
-    /// Show an object's size, ETag, dates, checksums and metadata.
-    Stat(stat::StatArgs),
-    /// Make a bucket.
-    Mb(bucket::MbArgs),
-    /// Remove an (empty) bucket.
-    Rb(bucket::RbArgs),
-    /// Print a presigned GET URL for an object.
-    Presign(presign::PresignArgs),
-    /// Run ferry commands from a file or stdin, one per line, in parallel.
-    Run(run::RunArgs),
-}
-
-/// Runs a data verb on a fresh runtime (module note; process.rs says why the pool's
-/// size depends on the verb).
-fn data_verb(command: Command, g: common::Global) -> anyhow::Result<()> {
-    process::keep_freed_memory();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .max_blocking_threads(process::blocking_threads(&command))
-        .build()?;
-    rt.block_on(dispatch(command, g))
-}
-
-pub(crate) async fn dispatch(command: Command, g: common::Global) -> anyhow::Result<()> {
-    match command {
-        Command::Ls(a) => {
-            let g = g.merged(&a.g);
-            ls::run(a, &g).await
-        }
-        Command::Cp(a) => {
-            let g = g.merged(&a.g);
-            cp::run(a, &g).await
-        }
-        Command::Sync(a) => {
-            let g = g.merged(&a.g);
-            sync::run(a, &g).await
-        }
-        Command::Rm(a) => {
-            let g = g.merged(&a.g);
-            rm::run(a, &g).await
-        }
-        Command::Cat(a) => {
-            let g = g.merged(&a.g);
-            cat::run(a, &g).await
-        }
-        Command::Stat(a) => {
-            let g = g.merged(&a.g);
-            stat::run(a, &g).await
-        }
-        Command::Mb(a) => {
-            let g = g.merged(&a.g);
-            bucket::mb(a, &g).await
-        }
-        Command::Rb(a) => {
-            let g = g.merged(&a.g);
-            bucket::rb(a, &g).await
-        }
-        Command::Presign(a) => {
-            let g = g.merged(&a.g);
-            presign::run(a, &g).await
-        }
-        Command::Run(a) => {
-            let g = g.merged(&a.g);
-            run::run(a, &g).await
-        }
-        Command::Serve(_) | Command::Bench(_) => anyhow::bail!("serve and bench are not data verbs"),
-    }
-}
-
-/// The exit code for an error: 2 for usage errors, 1 for the rest.
-fn exit_code(e: &anyhow::Error) -> u8 {
-    if e.downcast_ref::<common::UsageError>().is_some() {
-        2
-    } else {
-        1
-    }
-}
+/// [`ferry_cli::process::no_huge_pages`] as a constructor run before mimalloc's
+/// (priority 100; mimalloc's is unprioritized under gcc, 101 under clang).
+#[used]
+#[link_section = ".init_array.00100"]
+static NO_HUGE_PAGES_AT_START: extern "C" fn() = ferry_cli::process::no_huge_pages;
 
 fn main() -> std::process::ExitCode {
-    // `ferry bench cli-transfer` starts each measured tool through this binary, which
-    // must fork it with as small a heap as it can (cli_transfer.rs: reap_main says why).
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.get(1).is_some_and(|a| a == ferry_bench::cli_transfer::REAP_ARG) {
-        process::allow_huge_pages();
-        return std::process::ExitCode::from(ferry_bench::cli_transfer::reap_main(&args[2..]).clamp(0, 255) as u8);
-    }
-    // Its download ceilings run as child processes of this binary too, timed like a tool.
-    if args.get(1).is_some_and(|a| a == ferry_bench::cli_transfer::CEILING_ARG) {
-        return std::process::ExitCode::from(ferry_bench::cli_transfer::ceiling_main(&args[2..]).clamp(0, 255) as u8);
-    }
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("FERRY_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
-    let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Serve(args) => {
-            process::allow_huge_pages();
-            serve::run(*args)
-        }
-        Command::Bench(args) => {
-            process::allow_huge_pages();
-            bench::run(args)
-        }
-        other => data_verb(other, cli.global),
-    };
-    match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        // Each failed operation was already reported where it happened.
-        Err(e) if e.downcast_ref::<common::PartialFailure>().is_some() => {
-            eprintln!("ferry: {e}");
-            std::process::ExitCode::from(1)
-        }
-        Err(e) => {
-            let code = exit_code(&e);
-            eprintln!("ferry: error: {e:#}");
-            std::process::ExitCode::from(code)
-        }
-    }
+    std::process::ExitCode::from(ferry_cli::main_from_args(std::env::args_os()).clamp(0, 255) as u8)
 }

@@ -7,7 +7,8 @@
 //! serve, bench ─► allow_huge_pages (long-running, or starting other processes)
 //! ```
 //!
-//! - mimalloc is the allocator (the server's small buffers across threads).
+//! - mimalloc is the binary's allocator (the server's small buffers across threads;
+//!   main.rs declares it, with the constructor below, since only an executable may).
 //! - A data verb keeps what it frees: reused at once, no page faults for fresh pages.
 //! - No heap starts in a 2 MiB transparent huge page, which with memory kept and ten
 //!   threads was most of a transfer's peak RSS.
@@ -18,16 +19,14 @@
 
 use crate::Command;
 
-/// mimalloc instead of glibc malloc: the server allocates and frees many small buffers
-/// per request across threads, where glibc's malloc showed up at ~10% of CPU in a
-/// profile of 16 KiB GETs over h2 (`perf record` against `scripts/bench-serve.sh --only
-/// rate`; docs/lab/cli-memory.md).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// mimalloc's `purge_delay` option (`mi_option_purge_delay`, index 15 of `mi_option_t`
 /// in mimalloc v2 and v3 alike; not among the constants libmimalloc-sys exports).
 const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
+
+// The crate's C library carries the functions below; named here so that it is linked
+// into whatever links this library (the Python extension too, where mimalloc is not the
+// allocator and the option is moot), not only into the binary that declares it global.
+extern crate mimalloc as _;
 
 extern "C" {
     // mimalloc's C API, linked in by the mimalloc crate's libmimalloc-sys.
@@ -65,22 +64,16 @@ pub(crate) fn keep_freed_memory() {
 /// prctl(PR_SET_THP_DISABLE) takes effect for every later fault, including in the arena
 /// mimalloc already reserved.
 ///
-/// So it runs before anything allocates: as a constructor ahead of mimalloc's own (an
-/// `.init_array` entry with a priority, which the linker places before the unprioritized
-/// ones); any later, the allocations made until then have faulted in huge pages that stay
-/// for the whole transfer. Verbs that want huge pages (`serve`, `bench`, and the bench's
+/// So it runs before anything allocates: as the binary's constructor (main.rs), ahead
+/// of mimalloc's own (an `.init_array` entry with a priority, which the linker places
+/// before the unprioritized ones); any later, the allocations made until then have
+/// faulted in huge pages that stay for the whole transfer. Verbs that want huge pages (`serve`, `bench`, and the bench's
 /// reaper, whose children inherit the setting across fork and exec) turn them back on
 /// with [`allow_huge_pages`] before they allocate much or start anything.
-extern "C" fn no_huge_pages() {
+pub extern "C" fn no_huge_pages() {
     // SAFETY: a plain prctl on this process; failure (an old kernel) only leaves THP on.
     let _ = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
 }
-
-/// [`no_huge_pages`] as a constructor run before mimalloc's (priority 100; mimalloc's is
-/// unprioritized under gcc, 101 under clang).
-#[used]
-#[link_section = ".init_array.00100"]
-static NO_HUGE_PAGES_AT_START: extern "C" fn() = no_huge_pages;
 
 /// Undoes [`no_huge_pages`] for a long-running or process-starting verb.
 pub(crate) fn allow_huge_pages() {

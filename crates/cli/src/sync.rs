@@ -114,7 +114,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Reason::Missing => "missing at the destination",
             Reason::Size => "sizes differ",
@@ -152,27 +152,27 @@ pub fn decide(src: &Meta, dst: Option<&Meta>, mode: Mode) -> Decision {
 
 /// One side of a sync.
 #[derive(Clone, Debug)]
-enum Side {
+pub enum Side {
     Local(PathBuf),
     Remote { provider: Provider, bucket: String, prefix: String },
 }
 
 impl Side {
-    fn name(&self, rel: &str) -> String {
+    pub fn name(&self, rel: &str) -> String {
         match self {
             Side::Local(root) => root.join(rel).display().to_string(),
             Side::Remote { provider, bucket, prefix } => format!("{provider}://{bucket}/{prefix}{rel}"),
         }
     }
 
-    fn provider(&self) -> Option<Provider> {
+    pub fn provider(&self) -> Option<Provider> {
         match self {
             Side::Remote { provider, .. } => Some(*provider),
             Side::Local(_) => None,
         }
     }
 
-    fn object(&self, rel: &str) -> Option<ObjectRef> {
+    pub fn object(&self, rel: &str) -> Option<ObjectRef> {
         match self {
             Side::Remote { bucket, prefix, .. } => Some(ObjectRef::new(bucket.clone(), format!("{prefix}{rel}"))),
             Side::Local(_) => None,
@@ -180,7 +180,7 @@ impl Side {
     }
 
     /// Every item, as `(relative name, meta)`, streamed.
-    fn list(&self, client: &Engine) -> BoxStream<'static, Result<(String, Meta)>> {
+    pub fn list(&self, client: &Engine) -> BoxStream<'static, Result<(String, Meta)>> {
         match self {
             Side::Local(root) => {
                 if !root.exists() {
@@ -207,7 +207,7 @@ impl Side {
     }
 }
 
-fn side(loc: Location) -> Result<Side> {
+pub fn side(loc: Location) -> Result<Side> {
     match loc {
         Location::Local(p) => Ok(Side::Local(p)),
         Location::Object { provider, bucket, key } => Ok(Side::Remote { provider, bucket, prefix: as_dir(&key) }),
@@ -233,7 +233,7 @@ async fn file_crc(path: &Path, algo: ChecksumAlgorithm) -> Result<String> {
 }
 
 /// `--checksum` with equal sizes: do the contents differ? `None`: nothing to compare.
-async fn contents_differ(clients: (&Engine, &Engine), src: &Side, dst: &Side, rel: &str) -> Result<Option<bool>> {
+pub async fn contents_differ(clients: (&Engine, &Engine), src: &Side, dst: &Side, rel: &str) -> Result<Option<bool>> {
     let head = |s: &Side, client: &Engine| {
         let obj = s.object(rel);
         let client = client.clone();
@@ -375,11 +375,11 @@ enum Action {
     Nothing,
 }
 
-type Listing = BoxStream<'static, Result<(String, Meta)>>;
+pub type Listing = BoxStream<'static, Result<(String, Meta)>>;
 
 /// Fails a listing that is not strictly increasing: the join would otherwise take an
 /// item for missing (and --delete remove it).
-fn in_order(list: Listing, side: &'static str) -> Listing {
+pub fn in_order(list: Listing, side: &'static str) -> Listing {
     list.scan(None::<String>, move |last, item| {
         let item = item.and_then(|(rel, meta)| match last.as_deref() {
             Some(l) if l >= rel.as_str() => Err(anyhow::anyhow!(
@@ -468,7 +468,7 @@ async fn delete_as_they_come(
     }
 }
 
-fn make_job(src: &Side, dst: &Side, rel: &str, meta: &Meta) -> Job {
+pub fn make_job(src: &Side, dst: &Side, rel: &str, meta: &Meta) -> Job {
     match (src, dst) {
         (Side::Local(root), Side::Remote { .. }) => {
             Job::Upload { path: root.join(rel), obj: dst.object(rel).expect("s3 side"), size: meta.size }

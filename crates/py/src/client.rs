@@ -1,26 +1,43 @@
-//! `ferry.Client`: the Python face of one endpoint's engine.
+//! `ferry.Client`: the Python face of the engines of one set of settings.
 //!
 //! ```text
-//! Client(settings) ─► per process: connect(Provider::S3, StoreOptions) ─► Engine
-//!   method(url, ...) ─► StoreUrl::parse (bad URL: ValueError) ─► ops.rs / the engine
+//! Client(settings) ─► per process, per provider, on first use of its scheme:
+//!                     s3://      ─► s3_store: S3Client over the counting transport (stats.rs)
+//!                     gs://, az:// ─► ferry_store::connect(provider, StoreOptions) ─► Engine
+//!   method(url, ...) ─► StoreUrl::parse (bad URL: ValueError) ─► that provider's engine
+//!                    ─► ops.rs / transfer.rs / the engine
 //!                    ─► sync: runtime::block_on (GIL released) | *_async: asyncio awaitable
 //! ```
 //!
-//! The engine is rebuilt in a forked child (its connections belong to the parent's
+//! Which settings reach which provider: S3 takes all of them (endpoint_url or the AWS
+//! chain, region, profile, credentials, transport, max_connections, AWS_CA_BUNDLE). GCS
+//! and Azure find their endpoint and credentials as their stores do (their environment,
+//! their files), so only what the user said to this client carries over: an explicit
+//! endpoint_url (never the AWS_* chain), transport, max_connections, and anonymous
+//! credentials; AWS keys, region and profile are S3's. A provider this ferry cannot
+//! connect to fails at the first call on its scheme (ConfigError), not at `Client()`;
+//! the S3 engine is built at `Client()`, so bad common settings fail there.
+//!
+//! The engines are rebuilt in a forked child (their connections belong to the parent's
 //! runtime, whose threads the child does not have): the client keeps the pid that built
-//! it, and the lock around it is only taken with the GIL held (runtime.rs). Pickling
+//! them, and the lock around them is only taken with the GIL held (runtime.rs). Pickling
 //! sends the settings the client was made with, so a worker process builds its own.
 
 use crate::buffer::Buffer;
-use crate::errors::{bad_url, py_result, to_pyerr};
+use crate::errors::{bad_url, from_anyhow, py_result, to_pyerr};
 use crate::runtime::{awaitable, block_on, block_on_ticking, enter, runtime};
+use crate::stats::{Counters, Counting, OPERATIONS};
+use crate::transfer::{self, Prepared, TransferOptions, TransferSummary};
 use crate::{ops, settings};
 use bytes::Bytes;
+use ferry_cli::sync::{Mode as SyncMode, Side};
 use ferry_engine::{ByteBudget, CoalescePolicy, Engine, GapEstimator, OpenAhead, OpenAheadOptions, RangesOptions};
 use ferry_store::{
-    Credentials, CredentialsSource, Error, ListParams, Mode, ObjectEntry, ObjectInfo as StoreInfo, ObjectRef,
-    ObjectStoreExt, Provider, PutParams, PutPayload, StoreOptions, StoreUrl, UrlError,
+    ClientConfig, Credentials, CredentialsSource, DynObjectStore, Error, ListParams, Mode, ObjectEntry,
+    ObjectInfo as StoreInfo, ObjectRef, ObjectStoreExt, Provider, PutParams, PutPayload, S3Client, StoreOptions,
+    StoreUrl, UrlError,
 };
+use ferry_wire::{Endpoint, TransportConfig};
 use futures_util::stream::{self, BoxStream, StreamExt};
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyStopAsyncIteration, PyStopIteration, PyTypeError, PyValueError};
@@ -42,6 +59,27 @@ const READ_CHUNK: usize = 1024 * 1024;
 /// keys), so a wake-up usually brings a whole page.
 const LIST_BATCH: usize = 1000;
 
+/// A cp or sync, ready to run.
+type TransferWork = futures_util::future::BoxFuture<'static, anyhow::Result<()>>;
+
+/// `sync`'s flags besides its paths.
+#[derive(Clone, Copy)]
+struct SyncFlags {
+    delete: bool,
+    checksum: bool,
+    dry_run: bool,
+    size_only: bool,
+    concurrency: Option<usize>,
+    part_size: Option<u64>,
+}
+
+/// One provider's engine in this process, and the counters under it (stats.rs; S3's).
+struct Built {
+    provider: Provider,
+    engine: Engine,
+    counters: Option<Arc<Counters>>,
+}
+
 #[derive(Clone, Debug)]
 enum Creds {
     Default,
@@ -59,7 +97,8 @@ pub struct Client {
     max_connections: Option<usize>,
     /// The endpoint in force (endpoint_url, or the AWS settings chain).
     endpoint: String,
-    state: Mutex<Option<(u32, Engine)>>,
+    /// This process's engines, one per provider, each built on first use (module note).
+    state: Mutex<Option<(u32, Vec<Built>)>>,
     estimator: Arc<GapEstimator>,
 }
 
@@ -102,25 +141,57 @@ fn parse_creds(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Creds> {
 }
 
 impl Client {
-    /// This process's engine (module note).
+    /// This process's S3 engine (bucket calls, and the counters of `stats`).
     fn engine(&self, py: Python<'_>) -> PyResult<Engine> {
+        self.engine_for(py, Provider::S3)
+    }
+
+    /// This process's engine for `provider`, built on first use (module note).
+    fn engine_for(&self, py: Python<'_>, provider: Provider) -> PyResult<Engine> {
         let pid = std::process::id();
         let mut slot = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((p, e)) = slot.as_ref() {
-            if *p == pid {
-                return Ok(e.clone());
-            }
+        if slot.as_ref().is_some_and(|(p, _)| *p != pid) {
+            // The parent's engines: their connections' tasks are not in this process.
+            std::mem::forget(slot.take());
         }
-        if let Some(old) = slot.take() {
-            // The parent's engine: its connections' tasks are not in this process.
-            std::mem::forget(old);
+        let engines = &mut slot.get_or_insert_with(|| (pid, Vec::new())).1;
+        if let Some(b) = engines.iter().find(|b| b.provider == provider) {
+            return Ok(b.engine.clone());
         }
-        let engine = self.build(py)?;
-        *slot = Some((pid, engine.clone()));
+        let built = self.build(py, provider)?;
+        let engine = built.engine.clone();
+        engines.push(built);
         Ok(engine)
     }
 
-    fn build(&self, py: Python<'_>) -> PyResult<Engine> {
+    /// The S3 engine's request counters (stats.rs), once it is built.
+    fn counters(&self, py: Python<'_>) -> PyResult<Option<Arc<Counters>>> {
+        self.engine(py)?;
+        let slot = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(slot.as_ref().and_then(|(_, v)| v.iter().find(|b| b.provider == Provider::S3)?.counters.clone()))
+    }
+
+    /// The S3 store, built here rather than by `ferry_store::connect` to put the counting
+    /// transport (stats.rs) under it; the same steps as ferry-store's S3 builder.
+    fn s3_store(&self, options: StoreOptions) -> Result<(DynObjectStore, Arc<Counters>), Error> {
+        let url = options.endpoint.unwrap_or_default();
+        let endpoint = Endpoint::parse(&url).map_err(|e| Error::Config(e.to_string()))?;
+        let mut tc = TransportConfig::new(endpoint);
+        tc.mode = options.mode;
+        tc.ca_file = options.ca_file;
+        if let Some(n) = options.max_connections {
+            tc.max_connections = n;
+        }
+        let counting = Arc::new(Counting::new(ferry_wire::transport(tc)?));
+        let counters = counting.counters.clone();
+        let mut config = ClientConfig::new(&url)?;
+        config.region = options.region.unwrap_or_else(|| "us-east-1".into());
+        config.credentials = options.credentials.resolve()?;
+        Ok((Arc::new(S3Client::with_transport(counting, config)), counters))
+    }
+
+    /// The store of `provider` for this client's settings (module note: which apply).
+    fn build(&self, py: Python<'_>, provider: Provider) -> PyResult<Built> {
         let mode = Mode::parse(&self.transport).ok_or_else(|| {
             PyValueError::new_err(format!("transport {:?}: auto, h1-pool, h1-pipeline or h2", self.transport))
         })?;
@@ -132,42 +203,56 @@ impl Client {
             Creds::Keys(c) => CredentialsSource::Explicit(c.clone()),
             Creds::Anonymous => CredentialsSource::Anonymous,
         };
-        let options = StoreOptions {
-            endpoint: Some(self.endpoint.clone()),
-            region: Some(settings::region(self.region.as_deref(), self.profile.as_deref())),
-            credentials,
-            mode,
-            ca_file: settings::ca_bundle(),
-            max_connections: self.max_connections,
+        let options = match provider {
+            Provider::S3 => StoreOptions {
+                endpoint: Some(self.endpoint.clone()),
+                region: Some(settings::region(self.region.as_deref(), self.profile.as_deref())),
+                credentials,
+                mode,
+                ca_file: settings::ca_bundle(),
+                max_connections: self.max_connections,
+            },
+            _ => StoreOptions {
+                endpoint: self.endpoint_url.clone(),
+                region: None,
+                credentials: match credentials {
+                    CredentialsSource::Anonymous => CredentialsSource::Anonymous,
+                    _ => CredentialsSource::Default,
+                },
+                mode,
+                ca_file: None,
+                max_connections: self.max_connections,
+            },
         };
-        let store = enter(py, || ferry_store::connect(Provider::S3, options)).map_err(|e| to_pyerr(py, e))?;
-        Ok(enter(py, || Engine::new(store)))
+        let (store, counters) = match provider {
+            Provider::S3 => enter(py, || self.s3_store(options)).map(|(s, c)| (s, Some(c))),
+            _ => enter(py, || ferry_store::connect(provider, options)).map(|s| (s, None)),
+        }
+        .map_err(|e| to_pyerr(py, e))?;
+        Ok(Built { provider, engine: enter(py, || Engine::new(store)), counters })
     }
 
-    fn object(&self, url: &str) -> PyResult<ObjectRef> {
+    /// An object URL's object and the engine of its provider.
+    fn target(&self, py: Python<'_>, url: &str) -> PyResult<(Engine, ObjectRef)> {
         let u = self.url(url)?;
         if u.key.is_empty() {
             return Err(bad_url(url, "names a bucket, not an object"));
         }
-        Ok(u.object())
+        Ok((self.engine_for(py, u.provider)?, u.object()))
     }
 
     fn url(&self, url: &str) -> PyResult<StoreUrl> {
-        let u = StoreUrl::parse(url).map_err(|e| match e {
+        StoreUrl::parse(url).map_err(|e| match e {
             UrlError::NotAUrl(_) => bad_url(url, "not an object URL like s3://bucket/key"),
             e => bad_url(url, e),
-        })?;
-        if u.provider != Provider::S3 {
-            return Err(bad_url(url, format!("{}:// is not built into this ferry yet", u.provider.scheme())));
-        }
-        Ok(u)
+        })
     }
 
-    fn urls(&self, urls: &Bound<'_, PyAny>) -> PyResult<Vec<ObjectRef>> {
+    fn targets(&self, py: Python<'_>, urls: &Bound<'_, PyAny>) -> PyResult<Vec<(Engine, ObjectRef)>> {
         if urls.is_instance_of::<PyString>() {
             return Err(PyTypeError::new_err("expected a list of URLs, not one string"));
         }
-        urls.try_iter()?.map(|u| self.object(&u?.extract::<String>()?)).collect()
+        urls.try_iter()?.map(|u| self.target(py, &u?.extract::<String>()?)).collect()
     }
 
     /// The engine's options; `max_gap` (bytes read through between two ranges rather
@@ -175,6 +260,7 @@ impl Client {
     /// The ranges grouped by object: one URL for all, or one URL per range.
     fn range_groups(
         &self,
+        py: Python<'_>,
         url_or_urls: &Bound<'_, PyAny>,
         starts: Vec<u64>,
         ends: Vec<u64>,
@@ -182,24 +268,100 @@ impl Client {
         let ranges = ranges_of(starts, ends)?;
         let n = ranges.len();
         if let Ok(url) = url_or_urls.extract::<String>() {
-            let group = ops::RangeGroup { object: self.object(&url)?, slots: (0..n).collect(), ranges };
+            let (engine, object) = self.target(py, &url)?;
+            let group = ops::RangeGroup { engine, object, slots: (0..n).collect(), ranges };
             return Ok((vec![group], n));
         }
-        let objects = self.urls(url_or_urls)?;
+        let objects = self.targets(py, url_or_urls)?;
         if objects.len() != n {
             return Err(PyValueError::new_err(format!("{} URLs but {n} ranges", objects.len())));
         }
         let mut groups: Vec<ops::RangeGroup> = Vec::new();
-        let mut index: std::collections::HashMap<ObjectRef, usize> = std::collections::HashMap::new();
-        for (slot, (object, range)) in objects.into_iter().zip(ranges).enumerate() {
-            let g = *index.entry(object.clone()).or_insert_with(|| {
-                groups.push(ops::RangeGroup { object, slots: Vec::new(), ranges: Vec::new() });
+        let mut index: std::collections::HashMap<(Provider, ObjectRef), usize> = std::collections::HashMap::new();
+        for (slot, ((engine, object), range)) in objects.into_iter().zip(ranges).enumerate() {
+            let key = (engine.provider(), object.clone());
+            let g = *index.entry(key).or_insert_with(|| {
+                groups.push(ops::RangeGroup { engine, object, slots: Vec::new(), ranges: Vec::new() });
                 groups.len() - 1
             });
             groups[g].slots.push(slot);
             groups[g].ranges.push(range);
         }
         Ok((groups, n))
+    }
+
+    /// `cp`'s arguments checked and its work made, not started (usage mistakes raise here).
+    fn plan_cp(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        dst: &Bound<'_, PyAny>,
+        recursive: bool,
+        opts: &TransferOptions,
+    ) -> PyResult<(Arc<Prepared>, transfer::SharedTally, TransferWork)> {
+        let usage = |e: ferry_cli::common::UsageError| PyValueError::new_err(e.0);
+        let mut sources = Vec::new();
+        if src.is_instance_of::<PyString>() || src.hasattr("__fspath__")? {
+            sources.push(transfer::location(&path_arg(src)?).map_err(usage)?);
+        } else {
+            for s in src.try_iter()? {
+                sources.push(transfer::location(&path_arg(&s?)?).map_err(usage)?);
+            }
+        }
+        if sources.is_empty() {
+            return Err(PyValueError::new_err("cp: no sources"));
+        }
+        let dest = transfer::location(&path_arg(dst)?).map_err(usage)?;
+        let (from, to) = transfer::cp_providers(&sources, &dest).map_err(|e| from_anyhow(py, &e, format!("{e:#}")))?;
+        let prep = Arc::new(Prepared::new(self.engine_for(py, to)?, self.engine_for(py, from)?, opts));
+        let tally = transfer::SharedTally::default();
+        let work = {
+            let (prep, tally) = (prep.clone(), tally.clone());
+            Box::pin(async move { transfer::cp(&prep, sources, dest, recursive, tally).await })
+        };
+        Ok((prep, tally, work))
+    }
+
+    /// `sync`'s arguments checked and its work made, not started.
+    fn plan_sync(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        dst: &Bound<'_, PyAny>,
+        f: SyncFlags,
+    ) -> PyResult<(Arc<Prepared>, transfer::SharedTally, TransferWork)> {
+        let side = |o: &Bound<'_, PyAny>| -> PyResult<Side> {
+            let loc = transfer::location(&path_arg(o)?).map_err(|e| PyValueError::new_err(e.0))?;
+            ferry_cli::sync::side(loc).map_err(|e| PyValueError::new_err(format!("{e:#}")))
+        };
+        let (src, dst) = (side(src)?, side(dst)?);
+        if let Side::Local(root) = &src {
+            if matches!(dst, Side::Local(_)) {
+                return Err(PyValueError::new_err("sync: both sides are local"));
+            }
+            if !root.is_dir() {
+                return Err(PyValueError::new_err(format!("sync: {} is not a directory", root.display())));
+            }
+        }
+        if f.checksum && f.size_only {
+            return Err(PyValueError::new_err("sync: checksum and size_only exclude each other"));
+        }
+        let mode = match (f.checksum, f.size_only) {
+            (true, _) => SyncMode::Checksum,
+            (_, true) => SyncMode::SizeOnly,
+            _ => SyncMode::SizeAndTime,
+        };
+        let (from, to) = transfer::sync_providers(&src, &dst).map_err(|e| from_anyhow(py, &e, format!("{e:#}")))?;
+        let opts =
+            TransferOptions { resume: true, concurrency: f.concurrency, part_size: f.part_size, ..Default::default() };
+        let prep = Arc::new(Prepared::new(self.engine_for(py, to)?, self.engine_for(py, from)?, &opts));
+        let tally = transfer::SharedTally::default();
+        let o = transfer::SyncOptions { delete: f.delete, dry_run: f.dry_run, mode };
+        let work = {
+            let (prep, tally) = (prep.clone(), tally.clone());
+            Box::pin(async move { transfer::sync(&prep, src, dst, o, tally).await })
+        };
+        Ok((prep, tally, work))
     }
 
     fn ranges_options(&self, max_gap: Option<u64>) -> RangesOptions {
@@ -428,10 +590,15 @@ impl ObjectInfo {
 }
 
 impl ObjectInfo {
-    fn from_head(object: &ObjectRef, info: StoreInfo) -> ObjectInfo {
+    /// Last-Modified, when known.
+    pub(crate) fn modified(&self) -> Option<SystemTime> {
+        self.modified
+    }
+
+    fn from_head(provider: Provider, object: &ObjectRef, info: StoreInfo) -> ObjectInfo {
         let checksum = info.checksums.first().cloned();
         ObjectInfo {
-            url: format!("s3://{}/{}", object.bucket, object.key),
+            url: format!("{}://{}/{}", provider.scheme(), object.bucket, object.key),
             bucket: object.bucket.clone(),
             key: object.key.clone(),
             size: info.size,
@@ -445,9 +612,9 @@ impl ObjectInfo {
         }
     }
 
-    fn from_entry(bucket: &str, e: ObjectEntry) -> ObjectInfo {
+    fn from_entry(scheme: &str, bucket: &str, e: ObjectEntry) -> ObjectInfo {
         ObjectInfo {
-            url: format!("s3://{bucket}/{}", e.key),
+            url: format!("{scheme}://{bucket}/{}", e.key),
             bucket: bucket.to_owned(),
             key: e.key,
             size: e.size,
@@ -461,9 +628,9 @@ impl ObjectInfo {
         }
     }
 
-    fn dir(bucket: &str, prefix: String) -> ObjectInfo {
+    fn dir(scheme: &str, bucket: &str, prefix: String) -> ObjectInfo {
         ObjectInfo {
-            url: format!("s3://{bucket}/{prefix}"),
+            url: format!("{scheme}://{bucket}/{prefix}"),
             bucket: bucket.to_owned(),
             key: prefix,
             size: 0,
@@ -532,7 +699,7 @@ impl<T> IterState<T> {
 }
 
 /// A listing in progress: entries fetched but not yet handed out, and the stream.
-struct ListState {
+pub(crate) struct ListState {
     ready: VecDeque<Result<ObjectInfo, Error>>,
     stream: Entries,
 }
@@ -540,7 +707,7 @@ struct ListState {
 impl ListState {
     /// The next entry, fetching the next batch when none is ready; the state back
     /// (`None` once the listing ended).
-    async fn next(mut self) -> (Option<ListState>, Option<Result<ObjectInfo, Error>>) {
+    pub(crate) async fn next(mut self) -> (Option<ListState>, Option<Result<ObjectInfo, Error>>) {
         loop {
             if let Some(item) = self.ready.pop_front() {
                 return (Some(self), Some(item));
@@ -580,6 +747,49 @@ impl ListIterator {
 
     fn __aiter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
         slf
+    }
+
+    /// The rest of the listing as an Arrow C stream (arrow.rs), for
+    /// `pyarrow.RecordBatchReader.from_stream` and any reader of the Arrow PyCapsule
+    /// interface; the iterator is used up by it. `requested_schema` is not honoured (the
+    /// interface lets a producer keep its own).
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_stream__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = requested_schema;
+        same_process(self.pid)?;
+        let list = self.state.take()?;
+        self.state.put(None);
+        let stream = Box::into_raw(Box::new(crate::arrow::stream(runtime(py), list)));
+        // SAFETY: a capsule over our boxed stream, named as the interface asks (a static
+        // name); its destructor releases a stream nobody took and frees the box.
+        unsafe {
+            let capsule = pyo3::ffi::PyCapsule_New(
+                stream as *mut std::ffi::c_void,
+                c"arrow_array_stream".as_ptr(),
+                Some(crate::arrow::drop_capsule),
+            );
+            if capsule.is_null() {
+                drop(Box::from_raw(stream));
+            }
+            Bound::from_owned_ptr_or_err(py, capsule)
+        }
+    }
+
+    /// The rest of the listing as a `pyarrow.Table` (key, size, last_modified, etag,
+    /// is_dir), built in Arrow memory without a Python object per entry.
+    fn to_arrow<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let reader = slf.py().import("pyarrow")?.getattr("RecordBatchReader")?.getattr("from_stream")?.call1((slf,))?;
+        reader.call_method0("read_all")
+    }
+
+    /// The rest of the listing as a `pyarrow.RecordBatchReader`, a batch per up to
+    /// 16,384 entries, fetched as it is read.
+    fn to_arrow_reader<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        slf.py().import("pyarrow")?.getattr("RecordBatchReader")?.getattr("from_stream")?.call1((slf,))
     }
 
     fn __anext__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
@@ -720,6 +930,55 @@ fn progress_fn(progress: &ops::Tracker) -> Option<ferry_engine::ProgressFn> {
     }))
 }
 
+/// A local path or object URL argument: `str` or `os.PathLike`.
+fn path_arg(o: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(s) = o.extract::<String>() {
+        return Ok(s);
+    }
+    let p: PathBuf = o.extract().map_err(|_| PyTypeError::new_err("expected a path or URL (str or os.PathLike)"))?;
+    Ok(p.to_string_lossy().into_owned())
+}
+
+/// A `callback(bytes_done, bytes_total)` for cp and sync, from the runner's byte counts.
+fn transfer_reporter(callback: Option<Py<PyAny>>, prep: Arc<Prepared>) -> impl FnMut(Python<'_>) -> PyResult<()> {
+    let mut last: Option<u64> = None;
+    move |py| {
+        let Some(cb) = &callback else { return Ok(()) };
+        let (done, total) = prep.progress();
+        if last == Some(done) {
+            return Ok(());
+        }
+        last = Some(done);
+        cb.call1(py, (done, Some(total).filter(|t| *t > 0))).map(|_| ())
+    }
+}
+
+/// The summary of a finished cp or sync, or the exception for its first failure (with
+/// the summary as its `summary`).
+fn finish(
+    py: Python<'_>,
+    verb: &str,
+    r: anyhow::Result<()>,
+    tally: transfer::SharedTally,
+) -> PyResult<TransferSummary> {
+    let (summary, first) = TransferSummary::from_tally(tally);
+    let err = match (r, first) {
+        (Err(e), _) => from_anyhow(py, &e, format!("{verb}: {e:#}")),
+        (Ok(()), Some(e)) => {
+            let (what, why) = &summary.failed[0];
+            let n = summary.failed.len();
+            from_anyhow(
+                py,
+                &e,
+                format!("{verb}: {n} of {} failed; the first: {what}: {why}", n as u64 + summary.objects),
+            )
+        }
+        (Ok(()), None) => return Ok(summary),
+    };
+    err.value(py).setattr("summary", Py::new(py, summary)?)?;
+    Err(err)
+}
+
 fn tracker(callback: &Option<Py<PyAny>>) -> ops::Tracker {
     callback.as_ref().map(|_| Arc::new(ops::Progress::default()))
 }
@@ -799,27 +1058,33 @@ impl Client {
     /// The whole object as a `Buffer` (large objects in parallel ranged GETs, verified).
     #[pyo3(signature = (url, callback=None))]
     fn get(&self, py: Python<'_>, url: &str, callback: Option<Py<PyAny>>) -> PyResult<Buffer> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
         let progress = tracker(&callback);
         let tick = reporter(callback, &progress, None);
         let r = block_on_ticking(py, ops::get_object(engine, object, None, progress), tick)?;
         r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
     }
 
-    fn get_async<'py>(&self, py: Python<'py>, url: &str) -> PyResult<Bound<'py, PyAny>> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
-        awaitable(py, async move { py_result(ops::get_object(engine, object, None, None).await).map(Buffer::new) })
+    #[pyo3(signature = (url, callback=None))]
+    fn get_async<'py>(&self, py: Python<'py>, url: &str, callback: Option<Py<PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        let (engine, object) = self.target(py, url)?;
+        let progress = tracker(&callback);
+        let report = LoopReporter::new(py, callback, &progress, None)?;
+        awaitable(py, async move {
+            let got = reporting(report, ops::get_object(engine, object, None, progress)).await;
+            py_result(got).map(Buffer::new)
+        })
     }
 
     /// Bytes `start..end` (end exclusive) of an object.
     fn get_range(&self, py: Python<'_>, url: &str, start: u64, end: u64) -> PyResult<Buffer> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
         let r = block_on(py, ops::get_range(engine, object, start, end, None))?;
         r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
     }
 
     fn get_range_async<'py>(&self, py: Python<'py>, url: &str, start: u64, end: u64) -> PyResult<Bound<'py, PyAny>> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
         awaitable(py, async move { py_result(ops::get_range(engine, object, start, end, None).await).map(Buffer::new) })
     }
 
@@ -834,7 +1099,7 @@ impl Client {
         end: u64,
         etag: Option<String>,
     ) -> PyResult<Buffer> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
         let r = block_on(py, ops::get_range(engine, object, start, end, etag))?;
         r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
     }
@@ -850,7 +1115,7 @@ impl Client {
         end: u64,
         etag: Option<String>,
     ) -> PyResult<PendingRange> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
         let task = runtime(py).spawn(ops::get_range(engine, object, start, end, etag));
         Ok(PendingRange { pid: std::process::id(), start, end, task: Mutex::new(Some(task)) })
     }
@@ -865,12 +1130,12 @@ impl Client {
         ends: Vec<u64>,
         max_gap: Option<u64>,
     ) -> PyResult<Vec<Buffer>> {
-        let (engine, (groups, n)) = (self.engine(py)?, self.range_groups(url_or_urls, starts, ends)?);
+        let (groups, n) = self.range_groups(py, url_or_urls, starts, ends)?;
         let opts = self.ranges_options(max_gap);
         // The engine's get_ranges future is not `Send` to the compiler (a higher-ranked
         // closure inside it), so it runs on this thread, in the runtime, GIL released.
         let rt = runtime(py);
-        let r = py.detach(move || rt.block_on(ops::get_ranges_grouped(&engine, &groups, n, &opts)));
+        let r = py.detach(move || rt.block_on(ops::get_ranges_grouped(&groups, n, &opts)));
         r.map(|parts| parts.into_iter().map(Buffer::new).collect()).map_err(|e| to_pyerr(py, e))
     }
 
@@ -883,12 +1148,12 @@ impl Client {
         ends: Vec<u64>,
         max_gap: Option<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (engine, (groups, n)) = (self.engine(py)?, self.range_groups(url_or_urls, starts, ends)?);
+        let (groups, n) = self.range_groups(py, url_or_urls, starts, ends)?;
         let opts = self.ranges_options(max_gap);
         awaitable(py, async move {
             // As in get_ranges: on a blocking thread of the runtime, which drives it.
             let handle = tokio::runtime::Handle::current();
-            let run = move || handle.block_on(ops::get_ranges_grouped(&engine, &groups, n, &opts));
+            let run = move || handle.block_on(ops::get_ranges_grouped(&groups, n, &opts));
             let out = tokio::task::spawn_blocking(run)
                 .await
                 .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("get_ranges task failed: {e}")))?;
@@ -907,16 +1172,16 @@ impl Client {
         return_exceptions: bool,
         callback: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyList>> {
-        let (engine, objects) = (self.engine(py)?, self.urls(urls)?);
+        let objects = self.targets(py, urls)?;
         let budget = max_bytes_in_flight.map(ByteBudget::new);
         let n = concurrency.unwrap_or(DEFAULT_CONCURRENCY);
         let progress = tracker(&callback);
         let tick = reporter(callback, &progress, None);
-        let results = block_on_ticking(py, ops::get_many(engine, objects, n, budget, progress), tick)?;
+        let results = block_on_ticking(py, ops::get_many(objects, n, budget, progress), tick)?;
         buffers(py, results, return_exceptions)
     }
 
-    #[pyo3(signature = (urls, max_bytes_in_flight=None, concurrency=None, return_exceptions=false))]
+    #[pyo3(signature = (urls, max_bytes_in_flight=None, concurrency=None, return_exceptions=false, callback=None))]
     fn get_many_async<'py>(
         &self,
         py: Python<'py>,
@@ -924,19 +1189,32 @@ impl Client {
         max_bytes_in_flight: Option<u64>,
         concurrency: Option<usize>,
         return_exceptions: bool,
+        callback: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (engine, objects) = (self.engine(py)?, self.urls(urls)?);
+        let objects = self.targets(py, urls)?;
         let budget = max_bytes_in_flight.map(ByteBudget::new);
         let n = concurrency.unwrap_or(DEFAULT_CONCURRENCY);
+        let progress = tracker(&callback);
+        let report = LoopReporter::new(py, callback, &progress, None)?;
         awaitable(py, async move {
-            let results = ops::get_many(engine, objects, n, budget, None).await;
+            let results = reporting(report, ops::get_many(objects, n, budget, progress)).await;
             Python::attach(|py| buffers(py, results, return_exceptions))
         })
     }
 
     /// The objects in order, the next ones opened ahead (bounded memory).
     fn iter_get(&self, py: Python<'_>, urls: &Bound<'_, PyAny>) -> PyResult<GetIterator> {
-        let (engine, objects) = (self.engine(py)?, self.urls(urls)?);
+        let objects = self.targets(py, urls)?;
+        let engine = match objects.first() {
+            Some((first, _)) => {
+                if objects.iter().any(|(e, _)| e.provider() != first.provider()) {
+                    return Err(PyValueError::new_err("iter_get reads from one provider per call"));
+                }
+                first.clone()
+            }
+            None => self.engine(py)?,
+        };
+        let objects = objects.into_iter().map(|(_, o)| o).collect();
         let reader = enter(py, || OpenAhead::from_list(&engine, objects, OpenAheadOptions::default()));
         Ok(GetIterator { pid: std::process::id(), state: IterState::new(reader) })
     }
@@ -952,7 +1230,7 @@ impl Client {
         if_not_exists: bool,
         callback: Option<Py<PyAny>>,
     ) -> PyResult<PutResult> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
         let progress = tracker(&callback);
         if let Some(source) = put_source(data)? {
             let total = match &source {
@@ -969,34 +1247,51 @@ impl Client {
         put_streamed(py, engine, object, data, progress, callback)
     }
 
-    /// `put` for bytes-like data and paths.
-    #[pyo3(signature = (url, data, if_not_exists=false))]
+    /// `put`, awaitable: bytes-like data and paths; file objects and iterables are read
+    /// on the runtime's blocking threads.
+    #[pyo3(signature = (url, data, if_not_exists=false, callback=None))]
     fn put_async<'py>(
         &self,
         py: Python<'py>,
         url: &str,
         data: &Bound<'py, PyAny>,
         if_not_exists: bool,
+        callback: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
-        let Some(source) = put_source(data)? else {
-            return Err(PyTypeError::new_err("put_async takes bytes-like data or a path; use put for file objects"));
-        };
-        awaitable(py, async move { py_result(put_known(engine, object, source, if_not_exists, None).await) })
+        let (engine, object) = self.target(py, url)?;
+        let progress = tracker(&callback);
+        if let Some(source) = put_source(data)? {
+            let total = match &source {
+                PutSource::Bytes(b) => Some(b.len() as u64),
+                PutSource::Path(p) => std::fs::metadata(p).ok().map(|m| m.len()),
+            };
+            let report = LoopReporter::new(py, callback, &progress, total)?;
+            return awaitable(py, async move {
+                py_result(reporting(report, put_known(engine, object, source, if_not_exists, progress)).await)
+            });
+        }
+        if if_not_exists {
+            return Err(PyTypeError::new_err("if_not_exists takes bytes-like data or a path"));
+        }
+        let source = ChunkSource::new(data)?;
+        let report = LoopReporter::new(py, callback, &progress, None)?;
+        awaitable(py, async move { reporting(report, put_chunks_async(engine, object, source, progress)).await })
     }
 
     fn head(&self, py: Python<'_>, url: &str) -> PyResult<ObjectInfo> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
+        let provider = engine.provider();
         let o = object.clone();
         let r = block_on(py, async move { engine.head(&o).await })?;
-        r.map(|info| ObjectInfo::from_head(&object, info)).map_err(|e| to_pyerr(py, e))
+        r.map(|info| ObjectInfo::from_head(provider, &object, info)).map_err(|e| to_pyerr(py, e))
     }
 
     fn head_async<'py>(&self, py: Python<'py>, url: &str) -> PyResult<Bound<'py, PyAny>> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
+        let provider = engine.provider();
         awaitable(py, async move {
             let info = py_result(engine.head(&object).await)?;
-            Ok(ObjectInfo::from_head(&object, info))
+            Ok(ObjectInfo::from_head(provider, &object, info))
         })
     }
 
@@ -1004,12 +1299,13 @@ impl Client {
     /// (`is_dir`); recursive: every object, listed in parallel key ranges.
     #[pyo3(signature = (url_prefix, recursive=false))]
     fn list(&self, py: Python<'_>, url_prefix: &str, recursive: bool) -> PyResult<ListIterator> {
-        let (engine, u) = (self.engine(py)?, self.url(url_prefix)?);
-        let bucket = u.bucket.clone();
+        let u = self.url(url_prefix)?;
+        let engine = self.engine_for(py, u.provider)?;
+        let (bucket, scheme) = (u.bucket.clone(), u.provider.scheme());
         let entries: Entries = if recursive {
             let opts = ferry_engine::ListOptions::default();
             ferry_engine::list_parallel(&engine, &u.bucket, &u.key, &opts)
-                .map(move |r| r.map(|e| ObjectInfo::from_entry(&bucket, e)))
+                .map(move |r| r.map(|e| ObjectInfo::from_entry(scheme, &bucket, e)))
                 .ready_chunks(LIST_BATCH)
                 .boxed()
         } else {
@@ -1033,9 +1329,9 @@ impl Client {
                                 (_, None) => false,
                             };
                             if take_dir {
-                                items.push(Ok(ObjectInfo::dir(&bucket, dirs.next().expect("peeked"))));
+                                items.push(Ok(ObjectInfo::dir(scheme, &bucket, dirs.next().expect("peeked"))));
                             } else if let Some(o) = objects.next() {
-                                items.push(Ok(ObjectInfo::from_entry(&bucket, o)));
+                                items.push(Ok(ObjectInfo::from_entry(scheme, &bucket, o)));
                             } else {
                                 break;
                             }
@@ -1055,22 +1351,23 @@ impl Client {
     /// Deletes one object, or many (batched, in parallel). Deleting a missing object
     /// succeeds.
     fn delete(&self, py: Python<'_>, url_or_urls: &Bound<'_, PyAny>) -> PyResult<()> {
-        let engine = self.engine(py)?;
         if let Ok(url) = url_or_urls.extract::<String>() {
-            let object = self.object(&url)?;
+            let (engine, object) = self.target(py, &url)?;
             let r = block_on(py, async move { engine.delete(&object).await })?;
             return r.map_err(|e| to_pyerr(py, e));
         }
-        let mut by_bucket: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for o in self.urls(url_or_urls)? {
-            by_bucket.entry(o.bucket).or_default().push(o.key);
+        // Batches per provider and bucket; the engines kept beside, in first-seen order.
+        let mut by_bucket: BTreeMap<(String, String), (Engine, Vec<String>)> = BTreeMap::new();
+        for (engine, o) in self.targets(py, url_or_urls)? {
+            let place = (engine.provider().scheme().to_owned(), o.bucket);
+            by_bucket.entry(place).or_insert_with(|| (engine, Vec::new())).1.push(o.key);
         }
         let failures = block_on(py, async move {
             let mut failed = Vec::new();
-            for (bucket, keys) in by_bucket {
+            for ((scheme, bucket), (engine, keys)) in by_bucket {
                 let opts = ferry_engine::DeleteOptions::default();
                 let report = ferry_engine::delete_many(&engine, &bucket, stream::iter(keys), &opts).await;
-                failed.extend(report.failed.into_iter().map(|f| (bucket.clone(), f)));
+                failed.extend(report.failed.into_iter().map(|f| (format!("{scheme}://{bucket}"), f)));
             }
             failed
         })?;
@@ -1079,7 +1376,7 @@ impl Client {
                 status: 0,
                 code: first.code.clone(),
                 message: format!(
-                    "{} of the objects were not deleted; s3://{bucket}/{}: {}",
+                    "{} of the objects were not deleted; {bucket}/{}: {}",
                     failures.len(),
                     first.key,
                     first.message
@@ -1093,7 +1390,10 @@ impl Client {
 
     /// Server-side copy (in parts when large).
     fn copy(&self, py: Python<'_>, src: &str, dst: &str) -> PyResult<()> {
-        let (engine, src, dst) = (self.engine(py)?, self.object(src)?, self.object(dst)?);
+        let ((engine, src), (dst_engine, dst)) = (self.target(py, src)?, self.target(py, dst)?);
+        if engine.provider() != dst_engine.provider() {
+            return Err(PyValueError::new_err("copy is server-side, within one provider: use get and put between two"));
+        }
         let r = block_on(py, async move {
             ferry_engine::copy::copy_object(&engine, &src, &dst, None, &Default::default(), None).await
         })?;
@@ -1103,7 +1403,7 @@ impl Client {
     /// A URL anyone can GET the object with for `expires` seconds (at most 7 days).
     #[pyo3(signature = (url, expires=3600.0))]
     fn presign(&self, py: Python<'_>, url: &str, expires: f64) -> PyResult<String> {
-        let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let (engine, object) = self.target(py, url)?;
         engine.presign_get(&object, expires_of(expires)?).map_err(|e| to_pyerr(py, e))
     }
 
@@ -1111,12 +1411,108 @@ impl Client {
     /// version it opened.
     #[pyo3(signature = (url, block_size=None))]
     fn open<'py>(slf: &Bound<'py, Self>, url: &str, block_size: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
-        slf.get().object(url)?;
+        slf.get().target(slf.py(), url)?;
         let class = slf.py().import("ferry._file")?.getattr("ObjectFile")?;
         match block_size {
             Some(n) => class.call1((slf, url, n)),
             None => class.call1((slf, url)),
         }
+    }
+
+    /// Copies files and objects, as `ferry cp` (transfer.rs): local -> object store,
+    /// object store -> local (atomic, resumable), or server side; one item, several
+    /// sources (`src` a list), or what is under a directory or prefix (`recursive`).
+    #[pyo3(signature = (src, dst, recursive=false, resume=true, content_type=None, concurrency=None, part_size=None, callback=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn cp(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        dst: &Bound<'_, PyAny>,
+        recursive: bool,
+        resume: bool,
+        content_type: Option<String>,
+        concurrency: Option<usize>,
+        part_size: Option<u64>,
+        callback: Option<Py<PyAny>>,
+    ) -> PyResult<TransferSummary> {
+        let opts = TransferOptions { resume, content_type, concurrency, part_size, ..Default::default() };
+        let (prep, tally, work) = self.plan_cp(py, src, dst, recursive, &opts)?;
+        let r = block_on_ticking(py, work, transfer_reporter(callback, prep))?;
+        finish(py, "cp", r, tally)
+    }
+
+    /// `cp`, awaitable (`callback` as in `get_async`).
+    #[pyo3(signature = (src, dst, recursive=false, resume=true, content_type=None, concurrency=None, part_size=None, callback=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn cp_async<'py>(
+        &self,
+        py: Python<'py>,
+        src: &Bound<'py, PyAny>,
+        dst: &Bound<'py, PyAny>,
+        recursive: bool,
+        resume: bool,
+        content_type: Option<String>,
+        concurrency: Option<usize>,
+        part_size: Option<u64>,
+        callback: Option<Py<PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let opts = TransferOptions { resume, content_type, concurrency, part_size, ..Default::default() };
+        let (prep, tally, work) = self.plan_cp(py, src, dst, recursive, &opts)?;
+        let report = LoopReporter::for_transfer(py, callback, prep)?;
+        awaitable(py, async move {
+            let r = reporting(report, work).await;
+            Python::attach(|py| finish(py, "cp", r, tally))
+        })
+    }
+
+    /// Makes `dst` like `src` (directories or prefixes), as `ferry sync`: copies what
+    /// the destination lacks or has different, and with `delete` removes what the
+    /// source lacks (transfer.rs).
+    #[pyo3(signature = (src, dst, delete=false, checksum=false, dry_run=false, size_only=false, concurrency=None, part_size=None, callback=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn sync(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        dst: &Bound<'_, PyAny>,
+        delete: bool,
+        checksum: bool,
+        dry_run: bool,
+        size_only: bool,
+        concurrency: Option<usize>,
+        part_size: Option<u64>,
+        callback: Option<Py<PyAny>>,
+    ) -> PyResult<TransferSummary> {
+        let flags = SyncFlags { delete, checksum, dry_run, size_only, concurrency, part_size };
+        let (prep, tally, work) = self.plan_sync(py, src, dst, flags)?;
+        let r = block_on_ticking(py, work, transfer_reporter(callback, prep))?;
+        finish(py, "sync", r, tally)
+    }
+
+    /// `sync`, awaitable (`callback` as in `get_async`).
+    #[pyo3(signature = (src, dst, delete=false, checksum=false, dry_run=false, size_only=false, concurrency=None, part_size=None, callback=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn sync_async<'py>(
+        &self,
+        py: Python<'py>,
+        src: &Bound<'py, PyAny>,
+        dst: &Bound<'py, PyAny>,
+        delete: bool,
+        checksum: bool,
+        dry_run: bool,
+        size_only: bool,
+        concurrency: Option<usize>,
+        part_size: Option<u64>,
+        callback: Option<Py<PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let flags = SyncFlags { delete, checksum, dry_run, size_only, concurrency, part_size };
+        let (prep, tally, work) = self.plan_sync(py, src, dst, flags)?;
+        let report = LoopReporter::for_transfer(py, callback, prep)?;
+        awaitable(py, async move {
+            let r = reporting(report, work).await;
+            Python::attach(|py| finish(py, "sync", r, tally))
+        })
     }
 
     /// Counters of this process's client: the transport's (connections, requests,
@@ -1138,6 +1534,17 @@ impl Client {
         d.set_item("throttles", c.throttles)?;
         d.set_item("head_latency_median_s", c.head_latency_median.as_secs_f64())?;
         d.set_item("goodput_best_bytes_per_s", c.goodput_best)?;
+        let counted = self.counters(py)?.map(|c| c.snapshot());
+        let by_type = PyDict::new(py);
+        for (i, op) in OPERATIONS.iter().enumerate() {
+            by_type.set_item(op, counted.as_ref().map_or(0, |s| s.requests[i].1))?;
+        }
+        d.set_item("requests", by_type)?;
+        d.set_item("retries", counted.as_ref().map_or(0, |s| s.retryable))?;
+        d.set_item("bytes_in", counted.as_ref().map_or(0, |s| s.bytes_in))?;
+        d.set_item("bytes_out", counted.as_ref().map_or(0, |s| s.bytes_out))?;
+        d.set_item("first_byte_p50_s", counted.as_ref().and_then(|s| s.first_byte_p50_s))?;
+        d.set_item("first_byte_p95_s", counted.as_ref().and_then(|s| s.first_byte_p95_s))?;
         Ok(d)
     }
 
@@ -1152,6 +1559,183 @@ impl Client {
         let r = block_on(py, async move { engine.delete_bucket(&name).await })?;
         r.map_err(|e| to_pyerr(py, e))
     }
+}
+
+/// A file object's `read` or an iterable's iterator, for `put_async`.
+enum ChunkSource {
+    Read(Py<PyAny>),
+    Iter(Py<PyAny>),
+}
+
+impl ChunkSource {
+    fn new(data: &Bound<'_, PyAny>) -> PyResult<ChunkSource> {
+        if data.hasattr("read")? {
+            return Ok(ChunkSource::Read(data.getattr("read")?.unbind()));
+        }
+        let it = data.try_iter().map_err(|_| {
+            PyTypeError::new_err("put data: bytes-like, a path, a binary file object, or an iterable of bytes")
+        })?;
+        Ok(ChunkSource::Iter(it.into_any().unbind()))
+    }
+
+    /// The next chunk (`None` at the end), read with the GIL held.
+    fn next(&self, py: Python<'_>) -> PyResult<Option<Bytes>> {
+        loop {
+            match self {
+                ChunkSource::Read(read) => {
+                    let chunk = bytes_of(read.bind(py).call1((READ_CHUNK,))?.as_any())?;
+                    return Ok(Some(chunk).filter(|c| !c.is_empty()));
+                }
+                ChunkSource::Iter(it) => match it.bind(py).call_method0("__next__") {
+                    Ok(c) => {
+                        let chunk = bytes_of(&c)?;
+                        if !chunk.is_empty() {
+                            return Ok(Some(chunk));
+                        }
+                    }
+                    Err(e) if e.is_instance_of::<PyStopIteration>(py) => return Ok(None),
+                    Err(e) => return Err(e),
+                },
+            }
+        }
+    }
+}
+
+/// `put_async` from a file object or an iterable: each chunk is read on a blocking thread
+/// of the runtime (the GIL taken there, the event loop's thread left free) and handed to
+/// the upload through a small channel, as `put` does from the calling thread.
+async fn put_chunks_async(
+    engine: Engine,
+    object: ObjectRef,
+    source: ChunkSource,
+    progress: ops::Tracker,
+) -> PyResult<PutResult> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
+    let body = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) }).boxed();
+    let params = ferry_engine::UploadParams { resume: false, ..Default::default() };
+    let on_bytes = progress_fn(&progress);
+    let upload =
+        tokio::spawn(async move { ferry_engine::upload_stream(&engine, body, &object, &params, on_bytes).await });
+    let source = Arc::new(source);
+    let mut failure = None;
+    loop {
+        let src = source.clone();
+        let chunk = tokio::task::spawn_blocking(move || Python::attach(|py| src.next(py)))
+            .await
+            .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("a read task failed: {e}")))?;
+        match chunk {
+            Ok(Some(c)) => {
+                if tx.send(Ok(c)).await.is_err() {
+                    break; // the upload ended (failed): its error is below
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                // Fail the upload (it aborts any multipart upload it started), then raise.
+                let _ = tx.send(Err(std::io::Error::other("the Python data source raised"))).await;
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    drop(tx);
+    let out = upload.await.map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("upload task failed: {e}")));
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let out = py_result(out?)?;
+    Ok(PutResult { etag: out.etag, size: out.size, parts: out.parts })
+}
+
+/// A `callback(bytes_done, bytes_total)` for an async call: called on the event loop's
+/// thread (`call_soon_threadsafe`) every [`ASYNC_TICK`] while the count moves, and once
+/// at the end, before the awaitable's result is set, so the last call precedes the
+/// `await`'s return. An exception it raises goes to the loop's exception handler; it
+/// does not stop the call (a sync call's callback does).
+struct LoopReporter {
+    event_loop: Py<PyAny>,
+    callback: Py<PyAny>,
+    /// Bytes done and the total when known.
+    read: Box<dyn Fn() -> (u64, Option<u64>) + Send + Sync>,
+    last: std::sync::atomic::AtomicU64,
+}
+
+/// How often an async call's progress is looked at: as a sync call's (runtime.rs).
+const ASYNC_TICK: Duration = Duration::from_millis(100);
+
+impl LoopReporter {
+    fn new(
+        py: Python<'_>,
+        callback: Option<Py<PyAny>>,
+        progress: &ops::Tracker,
+        total_known: Option<u64>,
+    ) -> PyResult<Option<Arc<LoopReporter>>> {
+        let (Some(callback), Some(progress)) = (callback, progress.clone()) else { return Ok(None) };
+        let read = move || {
+            use std::sync::atomic::Ordering::Relaxed;
+            let total = total_known.or_else(|| Some(progress.total.load(Relaxed)).filter(|t| *t > 0));
+            (progress.done.load(Relaxed), total)
+        };
+        LoopReporter::with(py, callback, Box::new(read))
+    }
+
+    /// For cp and sync: the runner's counts (transfer.rs).
+    fn for_transfer(
+        py: Python<'_>,
+        callback: Option<Py<PyAny>>,
+        prep: Arc<Prepared>,
+    ) -> PyResult<Option<Arc<LoopReporter>>> {
+        let Some(callback) = callback else { return Ok(None) };
+        let read = move || {
+            let (done, total) = prep.progress();
+            (done, Some(total).filter(|t| *t > 0))
+        };
+        LoopReporter::with(py, callback, Box::new(read))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn with(
+        py: Python<'_>,
+        callback: Py<PyAny>,
+        read: Box<dyn Fn() -> (u64, Option<u64>) + Send + Sync>,
+    ) -> PyResult<Option<Arc<LoopReporter>>> {
+        let event_loop = py.import("asyncio")?.call_method0("get_running_loop")?.unbind();
+        let last = std::sync::atomic::AtomicU64::new(u64::MAX);
+        Ok(Some(Arc::new(LoopReporter { event_loop, callback, read, last })))
+    }
+
+    fn report(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (done, total) = (self.read)();
+        if self.last.swap(done, Relaxed) == done {
+            return;
+        }
+        Python::attach(|py| {
+            let cb = self.callback.clone_ref(py);
+            if let Err(e) = self.event_loop.call_method1(py, "call_soon_threadsafe", (cb, done, total)) {
+                // The loop is closed: nobody is waiting for the call any more.
+                e.write_unraisable(py, None);
+            }
+        });
+    }
+}
+
+/// `fut`, with `report`'s callback fed while it runs and once at its end.
+async fn reporting<F: std::future::Future>(report: Option<Arc<LoopReporter>>, fut: F) -> F::Output {
+    let Some(report) = report else { return fut.await };
+    let ticker = {
+        let report = report.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(ASYNC_TICK).await;
+                report.report();
+            }
+        })
+    };
+    let out = fut.await;
+    ticker.abort();
+    report.report();
+    out
 }
 
 /// `put` from a file object or an iterable: Python reads chunks (GIL held), Rust

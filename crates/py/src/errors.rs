@@ -24,7 +24,13 @@ use pyo3::prelude::*;
 
 /// The Python exception for `e`.
 pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
-    let class = match &e {
+    let message = e.to_string();
+    error_for(py, &e, message)
+}
+
+/// The exception `e` maps to, with `message` as its text.
+fn error_for(py: Python<'_>, e: &Error, message: String) -> PyErr {
+    let class = match e {
         Error::NotFound { .. } => "NotFound",
         Error::Precondition { .. } => "Precondition",
         Error::Throttled { .. } => "Throttled",
@@ -35,19 +41,40 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
         Error::Config(_) => "ConfigError",
         Error::Io { path, error } => {
             let errno = error.raw_os_error().unwrap_or(0);
-            return PyOSError::new_err((errno, e.to_string(), path.clone()));
+            return PyOSError::new_err((errno, message, path.clone()));
         }
         _ => "ServiceError",
     };
     let made = (|| -> PyResult<PyErr> {
         let cls = py.import("ferry.exceptions")?.getattr(class)?;
-        let exc = cls.call1((e.to_string(),))?;
+        let exc = cls.call1((message.clone(),))?;
         exc.setattr("request_id", e.request_id())?;
         exc.setattr("code", e.code())?;
         exc.setattr("status", e.status())?;
         Ok(PyErr::from_value(exc))
     })();
-    made.unwrap_or_else(|err| PyRuntimeError::new_err(format!("{e} (and ferry.exceptions failed: {err})")))
+    made.unwrap_or_else(|err| PyRuntimeError::new_err(format!("{message} (and ferry.exceptions failed: {err})")))
+}
+
+/// The exception for an error of the command line's code (cp and sync planning), with
+/// `message` as its text: a usage mistake is a `ValueError`; a store's error keeps its
+/// class; a local file's, `OSError`; anything else `ferry.Error`.
+pub fn from_anyhow(py: Python<'_>, e: &anyhow::Error, message: String) -> PyErr {
+    if e.downcast_ref::<ferry_cli::common::UsageError>().is_some() {
+        return PyValueError::new_err(message);
+    }
+    for cause in e.chain() {
+        if let Some(store) = cause.downcast_ref::<Error>() {
+            return error_for(py, store, message);
+        }
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            return PyOSError::new_err((io.raw_os_error().unwrap_or(0), message));
+        }
+    }
+    match py.import("ferry.exceptions").and_then(|m| m.getattr("Error")?.call1((message.clone(),))) {
+        Ok(exc) => PyErr::from_value(exc),
+        Err(err) => PyRuntimeError::new_err(format!("{message} (and ferry.exceptions failed: {err})")),
+    }
 }
 
 /// Maps a result's error, attaching to Python for it (async tasks run without the GIL).

@@ -9,14 +9,19 @@
 //!                   │              asyncio awaitables through pyo3-async-runtimes
 //!                   ├─ buffer.rs:  ferry.Buffer, bytes out through the buffer protocol
 //!                   └─ errors.rs:  ferry-store's Error ─► ferry.NotFound, ferry.Auth, ...
+//! `ferry` console script ─► cli.rs ─► ferry-cli's main_from_args (the whole command line)
 //! ```
 
+mod arrow;
 mod buffer;
+mod cli;
 mod client;
 mod errors;
 mod ops;
 mod runtime;
 mod settings;
+mod stats;
+mod transfer;
 
 use pyo3::prelude::*;
 
@@ -29,6 +34,8 @@ fn _ferry(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::ListIterator>()?;
     m.add_class::<client::GetIterator>()?;
     m.add_class::<client::PendingRange>()?;
+    m.add_class::<transfer::TransferSummary>()?;
+    m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -246,8 +246,7 @@ async fn fetch_part(
 /// `concurrency` objects at once (the endpoint's controller decides below that); with a
 /// budget, a body waits for its bytes before it is read.
 pub async fn get_many(
-    engine: Engine,
-    objects: Vec<ObjectRef>,
+    objects: Vec<(Engine, ObjectRef)>,
     concurrency: usize,
     budget: Option<Arc<ByteBudget>>,
     progress: Tracker,
@@ -255,8 +254,8 @@ pub async fn get_many(
     let n = objects.len();
     let mut out: Vec<Option<Result<Bytes, Error>>> = (0..n).map(|_| None).collect();
     let mut done = stream::iter(objects.into_iter().enumerate())
-        .map(|(i, o)| {
-            let (engine, budget, progress) = (engine.clone(), budget.clone(), progress.clone());
+        .map(|(i, (engine, o))| {
+            let (budget, progress) = (budget.clone(), progress.clone());
             // A task per object: each body is read on a task of its own.
             let task = tokio::spawn(get_object(engine, o, budget, progress));
             async move { (i, task.await.unwrap_or_else(|e| Err(Error::Config(format!("get task failed: {e}"))))) }
@@ -287,6 +286,7 @@ pub async fn get_range(
 
 /// The ranges of one object, and where each goes in the caller's order.
 pub struct RangeGroup {
+    pub engine: Engine,
     pub object: ObjectRef,
     pub slots: Vec<usize>,
     pub ranges: Vec<Range<u64>>,
@@ -298,13 +298,12 @@ pub struct RangeGroup {
 /// Not `Send` to the compiler (a higher-ranked closure inside the engine's future): the
 /// caller drives it on its own thread, inside the runtime (client.rs).
 pub async fn get_ranges_grouped(
-    engine: &Engine,
     groups: &[RangeGroup],
     n: usize,
     opts: &ferry_engine::RangesOptions,
 ) -> Result<Vec<Bytes>, Error> {
     let outs = futures_util::future::try_join_all(
-        groups.iter().map(|g| ferry_engine::get_ranges(engine, &g.object, &g.ranges, opts)),
+        groups.iter().map(|g| ferry_engine::get_ranges(&g.engine, &g.object, &g.ranges, opts)),
     )
     .await?;
     let mut parts = vec![Bytes::new(); n];
