@@ -240,7 +240,7 @@ impl Runner {
                     || serde_json::json!({"op": "cp", "source": job.source(p), "dest": job.dest(p), "size": size, "resumed_bytes": resumed}),
                 );
             }
-            Err(e) => self.out.fail("cp", &job.source(p), &format!("{e:#}")),
+            Err(e) => self.out.fail_copy("cp", &job.source(p), &job.dest(p), &crate::common::explain(&e)),
         }
     }
 

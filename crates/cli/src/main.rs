@@ -185,7 +185,7 @@ fn main() -> std::process::ExitCode {
         }
         Err(e) => {
             let code = exit_code(&e);
-            eprintln!("ferry: error: {e:#}");
+            eprintln!("ferry: error: {}", common::explain(&e));
             std::process::ExitCode::from(code)
         }
     }
