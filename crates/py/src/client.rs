@@ -12,7 +12,7 @@
 //! sends the settings the client was made with, so a worker process builds its own.
 
 use crate::buffer::Buffer;
-use crate::errors::{bad_url, py_result, to_pyerr};
+use crate::errors::{at, bad_url, py_result, py_result_at, to_pyerr};
 use crate::runtime::{awaitable, block_on, block_on_ticking, enter, runtime};
 use crate::{ops, settings};
 use bytes::Bytes;
@@ -803,24 +803,31 @@ impl Client {
         let progress = tracker(&callback);
         let tick = reporter(callback, &progress, None);
         let r = block_on_ticking(py, ops::get_object(engine, object, None, progress), tick)?;
-        r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
+        at(py, url, r).map(Buffer::new)
     }
 
     fn get_async<'py>(&self, py: Python<'py>, url: &str) -> PyResult<Bound<'py, PyAny>> {
         let (engine, object) = (self.engine(py)?, self.object(url)?);
-        awaitable(py, async move { py_result(ops::get_object(engine, object, None, None).await).map(Buffer::new) })
+        let url = url.to_owned();
+        awaitable(
+            py,
+            async move { py_result_at(&url, ops::get_object(engine, object, None, None).await).map(Buffer::new) },
+        )
     }
 
     /// Bytes `start..end` (end exclusive) of an object.
     fn get_range(&self, py: Python<'_>, url: &str, start: u64, end: u64) -> PyResult<Buffer> {
         let (engine, object) = (self.engine(py)?, self.object(url)?);
         let r = block_on(py, ops::get_range(engine, object, start, end, None))?;
-        r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
+        at(py, url, r).map(Buffer::new)
     }
 
     fn get_range_async<'py>(&self, py: Python<'py>, url: &str, start: u64, end: u64) -> PyResult<Bound<'py, PyAny>> {
         let (engine, object) = (self.engine(py)?, self.object(url)?);
-        awaitable(py, async move { py_result(ops::get_range(engine, object, start, end, None).await).map(Buffer::new) })
+        let url = url.to_owned();
+        awaitable(py, async move {
+            py_result_at(&url, ops::get_range(engine, object, start, end, None).await).map(Buffer::new)
+        })
     }
 
     /// `get_range` pinned to one version: fails with `Precondition` if the ETag changed
@@ -836,7 +843,7 @@ impl Client {
     ) -> PyResult<Buffer> {
         let (engine, object) = (self.engine(py)?, self.object(url)?);
         let r = block_on(py, ops::get_range(engine, object, start, end, etag))?;
-        r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
+        at(py, url, r).map(Buffer::new)
     }
 
     /// `_get_range_if_match` started now, its bytes taken later (`PendingRange.result`):
@@ -961,7 +968,7 @@ impl Client {
             };
             let tick = reporter(callback, &progress, total);
             let r = block_on_ticking(py, put_known(engine, object, source, if_not_exists, progress), tick)?;
-            return r.map_err(|e| to_pyerr(py, e));
+            return at(py, url, r);
         }
         if if_not_exists {
             return Err(PyTypeError::new_err("if_not_exists takes bytes-like data or a path"));
@@ -982,20 +989,22 @@ impl Client {
         let Some(source) = put_source(data)? else {
             return Err(PyTypeError::new_err("put_async takes bytes-like data or a path; use put for file objects"));
         };
-        awaitable(py, async move { py_result(put_known(engine, object, source, if_not_exists, None).await) })
+        let url = url.to_owned();
+        awaitable(py, async move { py_result_at(&url, put_known(engine, object, source, if_not_exists, None).await) })
     }
 
     fn head(&self, py: Python<'_>, url: &str) -> PyResult<ObjectInfo> {
         let (engine, object) = (self.engine(py)?, self.object(url)?);
         let o = object.clone();
         let r = block_on(py, async move { engine.head(&o).await })?;
-        r.map(|info| ObjectInfo::from_head(&object, info)).map_err(|e| to_pyerr(py, e))
+        at(py, url, r).map(|info| ObjectInfo::from_head(&object, info))
     }
 
     fn head_async<'py>(&self, py: Python<'py>, url: &str) -> PyResult<Bound<'py, PyAny>> {
         let (engine, object) = (self.engine(py)?, self.object(url)?);
+        let url = url.to_owned();
         awaitable(py, async move {
-            let info = py_result(engine.head(&object).await)?;
+            let info = py_result_at(&url, engine.head(&object).await)?;
             Ok(ObjectInfo::from_head(&object, info))
         })
     }
@@ -1059,7 +1068,7 @@ impl Client {
         if let Ok(url) = url_or_urls.extract::<String>() {
             let object = self.object(&url)?;
             let r = block_on(py, async move { engine.delete(&object).await })?;
-            return r.map_err(|e| to_pyerr(py, e));
+            return at(py, &url, r);
         }
         let mut by_bucket: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for o in self.urls(url_or_urls)? {
@@ -1093,18 +1102,19 @@ impl Client {
 
     /// Server-side copy (in parts when large).
     fn copy(&self, py: Python<'_>, src: &str, dst: &str) -> PyResult<()> {
+        let what = format!("{src} to {dst}");
         let (engine, src, dst) = (self.engine(py)?, self.object(src)?, self.object(dst)?);
         let r = block_on(py, async move {
             ferry_engine::copy::copy_object(&engine, &src, &dst, None, &Default::default(), None).await
         })?;
-        r.map(|_| ()).map_err(|e| to_pyerr(py, e))
+        at(py, &what, r).map(|_| ())
     }
 
     /// A URL anyone can GET the object with for `expires` seconds (at most 7 days).
     #[pyo3(signature = (url, expires=3600.0))]
     fn presign(&self, py: Python<'_>, url: &str, expires: f64) -> PyResult<String> {
         let (engine, object) = (self.engine(py)?, self.object(url)?);
-        engine.presign_get(&object, expires_of(expires)?).map_err(|e| to_pyerr(py, e))
+        at(py, url, engine.presign_get(&object, expires_of(expires)?))
     }
 
     /// A read-only binary file object over the object (ferry/_file.py), pinned to the

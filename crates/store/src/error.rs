@@ -67,7 +67,8 @@ fn said(message: &str) -> String {
 /// known, so one line says what to search the server's logs for.
 fn tail(status: Option<u16>, code: &str, request_id: &Option<String>) -> String {
     let mut parts: Vec<String> = Vec::new();
-    match (status, code) {
+    // Status 0: not from a server's answer (a report made of several, say).
+    match (status.filter(|s| *s != 0), code) {
         (Some(s), "") => parts.push(s.to_string()),
         (Some(s), c) => parts.push(format!("{s} {c}")),
         (None, "") => {}
