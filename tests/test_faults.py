@@ -238,7 +238,7 @@ def _settle(site, name, p, record_property, rerun_srv):
         site.check(name, complete=True, srv=rerun_srv)
         record_property("outcome", "completed")
         return "completed"
-    _clear_error(p)
+    record_property("error", _clear_error(p))
     site.check(name, complete=False, srv=rerun_srv)
     cmd, verify = site.op(name)
     again = site.ferry(*cmd, srv=rerun_srv)
@@ -370,6 +370,7 @@ def test_matrix_disk_full(tmp_path, op, seed, record_property):
         p = site.ferry(*cmd, srv=srv, preexec_fn=None if mnt else limit)
         assert p.returncode != 0, f"a {op} larger than the disk succeeded"
         line = _clear_error(p, site_names=("s3://fault/", str(target)))
+        record_property("error", line)
         assert ("No space left" in line) or ("File too large" in line), line
         outputs = ({target / "got" / "big.bin": site.big} if op == "cp-down"
                    else {target / "got" / "t" / Path(k).name: v for k, v in site.tree.items()})
@@ -414,6 +415,7 @@ def test_matrix_credentials_changed(tmp_path, seed, record_property):
             lines = [line for line in err.splitlines() if line.startswith("ferry: error:")]
             assert lines, err
             assert any("not authorised" in line or "cannot connect" in line for line in lines), err
+            record_property("error", lines[0])
         site.check("sync-up", complete=False, srv=srv2)
         again = site.ferry(*cmd, srv=srv2)
         assert again.returncode == 0, again.err
@@ -523,6 +525,7 @@ def test_matrix_bad_body(tmp_path, kind, op, seed, record_property):
         assert peer.mutated > 0, "the peer changed no response"
         assert p.returncode != 0, f"a {kind} body was accepted:\n{p.err[-2000:]}"
         line = _clear_error(p, site_names=(f"s3://fault/{key}",))
+        record_property("error", line)
         assert any(w in line for w in ("integrity", "cut short", "checksum", "length", "disagrees")), line
         assert not dest.exists(), f"{dest} exists after a {kind} body"
         again = site.ferry(*cmd, srv=srv)

@@ -14,6 +14,10 @@
 //! AWS CLI do), so the keys of a group are held until its report says which failed.
 //! That bounds memory at `GROUP_KEYS * (GROUPS_IN_FLIGHT + 1)` keys for any listing.
 //!
+//! A key with `*` or `?` is a pattern (an object of that very name is among its
+//! matches); `--raw` takes it as one key. `--dry-run` ends with how many objects the
+//! pattern or prefix reached.
+//!
 //! `--incomplete` aborts the multipart uploads in progress under a prefix instead
 //! (ListMultipartUploads, then AbortMultipartUpload, [`ABORTS_IN_FLIGHT`] at once):
 //! their parts are billed as storage until then, and nothing else removes them short

@@ -254,6 +254,8 @@ fn a_key_that_exists_is_itself_not_a_pattern() {
     assert_eq!(ok(&run(&srv, &["cat", "s3://lit/q?mark.txt"])), "literal");
     assert_eq!(ok(&run(&srv, &["cat", "s3://lit/st*r.txt"])), "star");
     assert!(ok(&run(&srv, &["stat", "s3://lit/st*r.txt"])).contains("Size:          4"));
+    // presign names the key as given, its `*` percent-encoded in the URL.
+    assert!(ok(&run(&srv, &["presign", "s3://lit/st*r.txt"])).contains("/lit/st%2Ar.txt?"));
     // No object is named `q*`: a pattern, matching two, copied into a directory.
     let d = dir.path().join("d");
     ok(&run(&srv, &["cp", "s3://lit/q*", &format!("{}/", d.display())]));
