@@ -407,7 +407,16 @@ def test_matrix_credentials_changed(tmp_path, seed, record_property):
     time.sleep(random.Random(seed).uniform(0.05, 0.4))
     site.stop()
     new_keys = ("ferry-fault-ak2", "ferry-fault-other-secret-987")
-    srv2 = site.start(keys=new_keys, addr=f"127.0.0.1:{port}")
+    # The same port, so the running sync meets the new keys; until the old sockets are
+    # gone (or while another process's connection holds the port) the bind may fail.
+    for attempt in range(40):
+        try:
+            srv2 = site.start(keys=new_keys, addr=f"127.0.0.1:{port}")
+            break
+        except pytest.fail.Exception:
+            if attempt == 39:
+                raise
+            time.sleep(0.25)
     _, err = proc.communicate(timeout=120)
     err = err.decode("utf-8", "replace")
     try:
