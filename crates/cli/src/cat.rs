@@ -2,6 +2,7 @@
 //! passes; a mismatch at the end is an error and exit code 1).
 
 use crate::common::{object_url, parse_object, usage, Global};
+use crate::wildcard::{one_object, Literal};
 use anyhow::{Context, Result};
 use clap::Args;
 use ferry_engine::Engine;
@@ -17,16 +18,21 @@ pub struct CatArgs {
     pub g: crate::common::Global,
     /// s3://bucket/key, gs://bucket/key or az://container/key
     pub url: String,
+    /// Take `*` and `?` in the key literally: no wildcard expansion.
+    #[arg(long)]
+    pub raw: bool,
 }
 
 pub async fn run(args: CatArgs, g: &Global) -> Result<()> {
     let u = parse_object(&args.url)?;
     let (provider, bucket, key) = (u.provider, u.bucket, u.key);
-    if key.is_empty() || crate::wildcard::has_wildcard(&key) {
+    if key.is_empty() {
         return Err(usage(format!("cat takes one object, not {:?}", args.url)));
     }
     let client = g.client(provider)?;
-    to_stdout(&client, provider, &ObjectRef::new(bucket, key)).await
+    // The key itself when such an object exists, else the one its wildcard matches.
+    let obj = one_object(&client, &ObjectRef::new(bucket, key), Literal::from_raw(args.raw), "cat").await?;
+    to_stdout(&client, provider, &obj).await
 }
 
 /// Streams one object to stdout (shared with `cp s3://... -`).

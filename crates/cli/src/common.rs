@@ -103,6 +103,23 @@ pub fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(msg.into()))
 }
 
+/// An error as one line: its contexts and causes joined by ": ", each said once.
+/// anyhow's `{:#}` prints every source after its error, and ours already carry their
+/// source's words (a transport error names the OS error it wraps), so a refused
+/// connection read "connection refused" three times; a cause whose text the line
+/// already holds is left out.
+pub fn explain(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || parts.last().is_some_and(|l| l.contains(&text)) {
+            continue;
+        }
+        parts.push(text);
+    }
+    parts.join(": ")
+}
+
 /// Some operations of a verb failed (each was reported): exit code 1.
 #[derive(Debug)]
 pub struct PartialFailure {
@@ -456,6 +473,24 @@ impl Output {
             eprintln!("ferry: error: {op} {what}: {err}");
             if self.json {
                 let v = serde_json::json!({"op": op, "object": what, "error": err.to_string()});
+                let _ = writeln!(std::io::stdout().lock(), "{v}");
+            }
+        });
+    }
+
+    /// A copy failed: said as `cp SOURCE to DEST: cause`, so both names are there; its
+    /// JSON line names the source as `object` (as [`Output::fail`]) and the `dest`.
+    pub fn fail_copy(&self, op: &str, source: &str, dest: &str, err: &dyn std::fmt::Display) {
+        if dest.is_empty() {
+            return self.fail(op, source, err);
+        }
+        self.total.fetch_add(1, Ordering::Relaxed);
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.progress.bar.suspend(|| {
+            eprintln!("ferry: error: {op} {source} to {dest}: {err}");
+            if self.json {
+                let v = serde_json::json!({"op": op, "object": source, "dest": dest, "error": err.to_string()});
                 let _ = writeln!(std::io::stdout().lock(), "{v}");
             }
         });

@@ -41,7 +41,7 @@
 //! 10,000 parts of --part-size needs `--expected-size` (engine's upload.rs).
 
 use crate::common::{object_url, parse_location, usage, Global, Location, Output};
-use crate::wildcard::{has_wildcard, list_matching, local_matching, Pattern};
+use crate::wildcard::{has_wildcard, list_matching, literal_or_pattern, local_matching, Literal, OneObject, Pattern};
 use anyhow::{Context, Result};
 use bytes::{Bytes, BytesMut};
 use clap::Args;
@@ -102,6 +102,11 @@ pub struct CpArgs {
     /// 78 GiB with 8 MiB), and a stream longer than this fails (the upload aborted).
     #[arg(long, value_name = "BYTES", value_parser = crate::units::parse_bytes)]
     pub expected_size: Option<u64>,
+    /// Take `*` and `?` in sources literally: no wildcard expansion (keys and file names
+    /// may contain them). Without it, a source that names an existing object or file
+    /// is that one, and a pattern only otherwise.
+    #[arg(long)]
+    pub raw: bool,
 }
 
 /// One transfer.
@@ -247,7 +252,7 @@ impl Runner {
                     || serde_json::json!({"op": "cp", "source": job.source(ps), "dest": job.dest(pd), "size": size, "resumed_bytes": resumed}),
                 );
             }
-            Err(e) => self.out.fail("cp", &job.source(ps), &format!("{e:#}")),
+            Err(e) => self.out.fail_copy("cp", &job.source(ps), &job.dest(pd), &crate::common::explain(&e)),
         }
     }
 
@@ -355,13 +360,16 @@ fn stdin_stream() -> BoxStream<'static, std::io::Result<Bytes>> {
     .boxed()
 }
 
-/// The jobs one source makes toward `dest`.
+/// The jobs one source makes toward `dest`. `*` and `?` in a source make a pattern
+/// unless `literal` says otherwise (wildcard.rs module note): a file or object of that
+/// very name is itself, unless `--raw`, whatever its name.
 pub fn jobs_for(
     client: &Engine,
     src: &Location,
     dest: &Location,
     recursive: bool,
     many: bool,
+    literal: Literal,
 ) -> Result<BoxStream<'static, Result<Job>>> {
     match (src, dest) {
         (Location::Local(_), Location::Local(_)) => Err(usage("both source and destination are local: use cp(1)")),
@@ -371,10 +379,11 @@ pub fn jobs_for(
         (Location::Local(path), Location::Object { bucket, key, .. }) => {
             let s = path.to_string_lossy().into_owned();
             let is_dir = path.is_dir();
-            if has_wildcard(&s) || (is_dir && recursive) {
+            let wild = has_wildcard(&s) && literal == Literal::First && !path.exists();
+            if wild || (is_dir && recursive) {
                 let prefix = as_dir(key);
                 let bucket = bucket.clone();
-                let files = local_matching(path, recursive)?;
+                let files = local_matching(path, recursive, wild)?;
                 Ok(futures_util::stream::iter(files.map(move |f| {
                     let f = f?;
                     Ok(Job::Upload {
@@ -400,62 +409,94 @@ pub fn jobs_for(
             }
         }
         (Location::Object { bucket, key, .. }, dest) => {
-            if has_wildcard(key) || recursive {
-                let pattern = Pattern::new(key, true)?;
-                let p2 = pattern.clone();
-                let bucket = bucket.clone();
-                let dest = dest.clone();
-                Ok(list_matching(client, &bucket, pattern, false)
-                    .map_ok(move |o| {
-                        let rel = p2.relative(&o.key).to_owned();
-                        let obj = ObjectRef::new(bucket.clone(), o.key.clone());
-                        match &dest {
-                            Location::Local(dir) => match local_below(dir, &rel, &obj) {
-                                Ok(path) => Job::Download {
-                                    obj,
-                                    path,
-                                    size: Some(o.size),
-                                    etag: Some(o.etag.clone()),
-                                    mtime: Some(o.last_modified),
-                                },
-                                Err(refused) => *refused,
-                            },
-                            Location::Object { bucket: db, key: dk, .. } => Job::Copy {
-                                src: obj,
-                                dst: ObjectRef::new(db.clone(), format!("{}{rel}", as_dir(dk))),
-                                size: Some(o.size),
-                            },
-                            Location::Stdio => unreachable!("refused above"),
-                        }
-                    })
-                    .boxed())
-            } else {
-                if key.is_empty() {
-                    return Err(usage(format!(
-                        "{}://{bucket} is a bucket: use --recursive, or name a key",
-                        client.provider()
-                    )));
-                }
-                let obj = ObjectRef::new(bucket.clone(), key.clone());
-                let job = match dest {
-                    Location::Local(p) => {
-                        let into_dir = p.is_dir() || p.to_string_lossy().ends_with('/') || many;
-                        let path = if into_dir { p.join(base_name(key)) } else { p.clone() };
-                        Job::Download { obj, path, size: None, etag: None, mtime: None }
-                    }
-                    Location::Object { bucket: db, key: dk, .. } => {
-                        let k = if dk.is_empty() || dk.ends_with('/') || many {
-                            format!("{}{}", as_dir(dk), base_name(key))
-                        } else {
-                            dk.clone()
-                        };
-                        Job::Copy { src: obj, dst: ObjectRef::new(db.clone(), k), size: None }
-                    }
-                    Location::Stdio => unreachable!("refused above"),
+            if recursive {
+                let pattern = match literal {
+                    Literal::Always => Pattern::under(key),
+                    Literal::First => Pattern::new(key, true)?,
                 };
-                Ok(futures_util::stream::once(async move { Ok(job) }).boxed())
+                return Ok(listed_jobs(client, bucket, pattern, dest));
             }
+            if key.is_empty() {
+                return Err(usage(format!(
+                    "{}://{bucket} is a bucket: use --recursive, or name a key",
+                    client.provider()
+                )));
+            }
+            let obj = ObjectRef::new(bucket.clone(), key.clone());
+            if literal == Literal::Always || !has_wildcard(key) {
+                let job = one_job(obj, None, dest, many);
+                return Ok(futures_util::stream::once(async move { Ok(job) }).boxed());
+            }
+            // The object of that very name if there is one (a HEAD), else the pattern.
+            let (client, bucket, key, dest) = (client.clone(), bucket.clone(), key.clone(), dest.clone());
+            Ok(futures_util::stream::once(async move {
+                Ok::<_, anyhow::Error>(match literal_or_pattern(&client, &obj, literal).await? {
+                    OneObject::Itself(info) => {
+                        futures_util::stream::once(async move { Ok(one_job(obj, info, &dest, many)) }).boxed()
+                    }
+                    OneObject::Pattern => listed_jobs(&client, &bucket, Pattern::new(&key, true)?, &dest),
+                })
+            })
+            .try_flatten()
+            .boxed())
         }
+    }
+}
+
+/// The jobs of the objects a listing pattern names, each below the destination
+/// directory (or prefix) by its name relative to the pattern's base.
+fn listed_jobs(client: &Engine, bucket: &str, pattern: Pattern, dest: &Location) -> BoxStream<'static, Result<Job>> {
+    let p2 = pattern.clone();
+    let bucket = bucket.to_owned();
+    let dest = dest.clone();
+    list_matching(client, &bucket, pattern, false)
+        .map_ok(move |o| {
+            let rel = p2.relative(&o.key).to_owned();
+            let obj = ObjectRef::new(bucket.clone(), o.key.clone());
+            match &dest {
+                Location::Local(dir) => match local_below(dir, &rel, &obj) {
+                    Ok(path) => Job::Download {
+                        obj,
+                        path,
+                        size: Some(o.size),
+                        etag: Some(o.etag.clone()),
+                        mtime: Some(o.last_modified),
+                    },
+                    Err(refused) => *refused,
+                },
+                Location::Object { bucket: db, key: dk, .. } => Job::Copy {
+                    src: obj,
+                    dst: ObjectRef::new(db.clone(), format!("{}{rel}", as_dir(dk))),
+                    size: Some(o.size),
+                },
+                Location::Stdio => unreachable!("refused by jobs_for"),
+            }
+        })
+        .boxed()
+}
+
+/// The job of one named object (`info` when a HEAD already described it).
+fn one_job(obj: ObjectRef, info: Option<ObjectInfo>, dest: &Location, many: bool) -> Job {
+    let key = obj.key.clone();
+    match dest {
+        Location::Local(p) => {
+            let into_dir = p.is_dir() || p.to_string_lossy().ends_with('/') || many;
+            let path = if into_dir { p.join(base_name(&key)) } else { p.clone() };
+            let (size, etag, mtime) = match info {
+                Some(i) => (Some(i.size), i.etag, i.last_modified),
+                None => (None, None, None),
+            };
+            Job::Download { obj, path, size, etag, mtime }
+        }
+        Location::Object { bucket: db, key: dk, .. } => {
+            let k = if dk.is_empty() || dk.ends_with('/') || many {
+                format!("{}{}", as_dir(dk), base_name(&key))
+            } else {
+                dk.clone()
+            };
+            Job::Copy { src: obj, dst: ObjectRef::new(db.clone(), k), size: info.map(|i| i.size) }
+        }
+        Location::Stdio => unreachable!("refused by jobs_for"),
     }
 }
 
@@ -487,7 +528,7 @@ pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
     if let [src] = &locs[..] {
         match (src, &dest) {
             (Location::Stdio, Location::Object { bucket, key, .. }) => {
-                if key.is_empty() || key.ends_with('/') || has_wildcard(key) {
+                if key.is_empty() || key.ends_with('/') {
                     return Err(usage("stdin needs a full object name: cp - s3://bucket/key"));
                 }
                 let out = Output::new(g);
@@ -510,11 +551,13 @@ pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
                 return out.finish();
             }
             (Location::Object { bucket, key, .. }, Location::Stdio) => {
-                if key.is_empty() || has_wildcard(key) {
+                if key.is_empty() {
                     return Err(usage("stdout takes one object: cp s3://bucket/key -"));
                 }
-                return crate::cat::to_stdout(&client, client.provider(), &ObjectRef::new(bucket.clone(), key.clone()))
-                    .await;
+                let obj = ObjectRef::new(bucket.clone(), key.clone());
+                let obj =
+                    crate::wildcard::one_object(&client, &obj, Literal::from_raw(args.raw), "cp to stdout").await?;
+                return crate::cat::to_stdout(&client, client.provider(), &obj).await;
             }
             _ => {}
         }
@@ -530,7 +573,7 @@ pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
         }
     }
     for src in &locs {
-        let jobs = jobs_for(&source, src, &dest, args.recursive, many)?;
+        let jobs = jobs_for(&source, src, &dest, args.recursive, many, Literal::from_raw(args.raw))?;
         runner.run_all(jobs).await?;
     }
     out.finish()

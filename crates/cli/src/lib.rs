@@ -226,7 +226,7 @@ where
         }
         Err(e) => {
             let code = exit_code(&e);
-            eprintln!("ferry: error: {e:#}");
+            eprintln!("ferry: error: {}", common::explain(&e));
             code.into()
         }
     }

@@ -32,6 +32,9 @@ pub struct LsArgs {
     /// interrupted uploads; they cost storage until `ferry rm --incomplete` aborts them).
     #[arg(long, conflicts_with = "recursive")]
     pub incomplete: bool,
+    /// Take `*` and `?` in the URL literally: no wildcard expansion (keys may contain them).
+    #[arg(long)]
+    pub raw: bool,
 }
 
 fn object_line(o: &ObjectEntry) -> String {
@@ -69,8 +72,9 @@ pub async fn run(args: LsArgs, g: &Global) -> Result<()> {
         }
         return out.finish();
     };
+    let wild = !args.raw && has_wildcard(&key);
     if args.incomplete {
-        if has_wildcard(&key) {
+        if wild {
             return Err(usage("--incomplete takes a prefix, not a pattern"));
         }
         let uploads = client.list_uploads(&bucket, &key).await.map_err(|e| {
@@ -81,9 +85,9 @@ pub async fn run(args: LsArgs, g: &Global) -> Result<()> {
         }
         return out.finish();
     }
-    if args.recursive || has_wildcard(&key) {
+    if args.recursive || wild {
         // `ls -r s3://b/some-prefix` lists by the literal prefix, as the AWS CLI does.
-        let pattern = if has_wildcard(&key) { Pattern::new(&key, false)? } else { prefix_pattern(&key) };
+        let pattern = if wild { Pattern::new(&key, false)? } else { prefix_pattern(&key) };
         let mut s = list_matching(&client, &bucket, pattern, true);
         while let Some(o) = s.next().await {
             let o = o?;

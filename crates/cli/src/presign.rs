@@ -24,7 +24,9 @@ pub struct PresignArgs {
 pub async fn run(args: PresignArgs, g: &Global) -> Result<()> {
     let u = parse_object(&args.url)?;
     let (provider, bucket, key) = (u.provider, u.bucket, u.key);
-    if key.is_empty() || crate::wildcard::has_wildcard(&key) {
+    // The key as given, `*` and `?` included: a presigned URL names one object and
+    // nothing is listed to make it.
+    if key.is_empty() {
         return Err(usage(format!("presign takes one object, not {:?}", args.url)));
     }
     if args.expires_in == 0 || args.expires_in > 604_800 {

@@ -14,6 +14,10 @@
 //! AWS CLI do), so the keys of a group are held until its report says which failed.
 //! That bounds memory at `GROUP_KEYS * (GROUPS_IN_FLIGHT + 1)` keys for any listing.
 //!
+//! A key with `*` or `?` is a pattern (an object of that very name is among its
+//! matches); `--raw` takes it as one key. `--dry-run` ends with how many objects the
+//! pattern or prefix reached.
+//!
 //! `--incomplete` aborts the multipart uploads in progress under a prefix instead
 //! (ListMultipartUploads, then AbortMultipartUpload, [`ABORTS_IN_FLIGHT`] at once):
 //! their parts are billed as storage until then, and nothing else removes them short
@@ -62,13 +66,16 @@ pub struct RmArgs {
     /// by interrupted uploads, billed until aborted); objects are not touched.
     #[arg(long, conflicts_with = "recursive")]
     pub incomplete: bool,
+    /// Take `*` and `?` literally: no wildcard expansion (keys may contain them).
+    #[arg(long)]
+    pub raw: bool,
 }
 
 pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
     let mut targets = Vec::new();
     for u in &args.urls {
         let StoreUrl { provider, bucket, key } = parse_object(u)?;
-        if args.incomplete && has_wildcard(&key) {
+        if args.incomplete && !args.raw && has_wildcard(&key) {
             return Err(usage("--incomplete takes a prefix, not a pattern"));
         }
         if key.is_empty() && !args.recursive && !args.incomplete {
@@ -87,7 +94,8 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
     }
     for (provider, bucket, key) in targets {
         let client = g.client(provider)?;
-        if !args.recursive && !has_wildcard(&key) {
+        let wild = !args.raw && has_wildcard(&key);
+        if !args.recursive && !wild {
             let obj = ObjectRef::new(bucket.clone(), key.clone());
             if args.dry_run {
                 out.emit(
@@ -108,7 +116,8 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
             }
             continue;
         }
-        let pattern = Pattern::new(&key, !has_wildcard(&key))?;
+        let pattern = if wild { Pattern::new(&key, false)? } else { Pattern::under(&key) };
+        let matched = std::sync::atomic::AtomicU64::new(0);
         let groups =
             list_matching(&client, &bucket, pattern, true).map_ok(|o| o.key).try_chunks(GROUP_KEYS).map_err(|e| e.1);
         let dry = args.dry_run;
@@ -117,8 +126,10 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
                 let client = client.clone();
                 let bucket = bucket.clone();
                 let out = out.clone();
+                let matched = &matched;
                 async move {
                     let name = |k: &str| format!("{provider}://{bucket}/{k}");
+                    matched.fetch_add(keys.len() as u64, std::sync::atomic::Ordering::Relaxed);
                     if dry {
                         for k in &keys {
                             out.emit(
@@ -156,6 +167,21 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
         futures_util::pin_mut!(results);
         while let Some(r) = results.next().await {
             r?;
+        }
+        if dry {
+            // How many a wildcard or prefix reached, said once at the end.
+            let n = matched.load(std::sync::atomic::Ordering::Relaxed);
+            let what = format!("{provider}://{bucket}/{key}");
+            let said = match (n == 1, wild) {
+                (true, true) => "object matches",
+                (false, true) => "objects match",
+                (true, false) => "object is under",
+                (false, false) => "objects are under",
+            };
+            out.emit(
+                || format!("(dry run) {n} {said} {what}"),
+                || serde_json::json!({"op": "rm", "dry_run": true, "pattern": what, "matched": n}),
+            );
         }
     }
     out.finish()

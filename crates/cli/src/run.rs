@@ -90,7 +90,7 @@ pub async fn run(args: RunArgs, g: &Global) -> Result<()> {
     let reader: Box<dyn BufRead + Send> = match args.file.as_deref() {
         None | Some("-") => Box::new(std::io::BufReader::new(std::io::stdin())),
         Some(p) => Box::new(std::io::BufReader::new(
-            std::fs::File::open(p).with_context(|| p.to_owned()).map_err(|e| usage(format!("{e:#}")))?,
+            std::fs::File::open(p).with_context(|| p.to_owned()).map_err(|e| usage(crate::common::explain(&e)))?,
         )),
     };
     // Each line's own progress display would fight over the terminal: quiet inside.
@@ -141,7 +141,7 @@ pub async fn run(args: RunArgs, g: &Global) -> Result<()> {
                     if e.downcast_ref::<PartialFailure>().is_some() {
                         failed.fetch_add(1, Ordering::Relaxed);
                     } else {
-                        fail(format!("{text}: {e:#}"));
+                        fail(format!("{text}: {}", crate::common::explain(&e)));
                     }
                 }
             }

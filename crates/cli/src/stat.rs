@@ -2,6 +2,7 @@
 //! metadata).
 
 use crate::common::{object_url, parse_object, rfc3339, usage, Global, Output};
+use crate::wildcard::{one_object, Literal};
 use anyhow::{Context, Result};
 use clap::Args;
 use ferry_store::ObjectRef;
@@ -13,17 +14,21 @@ pub struct StatArgs {
     pub g: crate::common::Global,
     /// s3://bucket/key, gs://bucket/key or az://container/key
     pub url: String,
+    /// Take `*` and `?` in the key literally: no wildcard expansion.
+    #[arg(long)]
+    pub raw: bool,
 }
 
 pub async fn run(args: StatArgs, g: &Global) -> Result<()> {
     let u = parse_object(&args.url)?;
     let (provider, bucket, key) = (u.provider, u.bucket, u.key);
-    if key.is_empty() || crate::wildcard::has_wildcard(&key) {
+    if key.is_empty() {
         return Err(usage(format!("stat takes one object, not {:?}", args.url)));
     }
     let client = g.client(provider)?;
+    // The key itself when such an object exists, else the one its wildcard matches.
+    let obj = one_object(&client, &ObjectRef::new(bucket, key), Literal::from_raw(args.raw), "stat").await?;
     let out = Output::new(g);
-    let obj = ObjectRef::new(bucket, key);
     let info = client.head(&obj).await.with_context(|| object_url(provider, &obj))?;
     let sums: Vec<(String, String)> = info.checksums.iter().map(|(a, v)| (a.as_str().to_owned(), v.clone())).collect();
     out.emit(

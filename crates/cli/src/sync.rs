@@ -192,7 +192,8 @@ impl Side {
                 .boxed()
             }
             Side::Remote { bucket, prefix, .. } => {
-                let pattern = Pattern::new(prefix, true).expect("a prefix is a valid pattern");
+                // A prefix is itself, `*` and `?` included: sync expands no wildcards.
+                let pattern = Pattern::under(prefix);
                 let p2 = pattern.clone();
                 list_matching(client, bucket, pattern, false)
                     .map_ok(move |o| {

@@ -14,16 +14,42 @@
 //! directory), so `s3://b/logs/2024-*` copies `2024-01/...` into the target, as s5cmd
 //! and the AWS CLI do. A local tree is walked depth first in S3 key order ([`walk`]),
 //! so both kinds of source come out sorted the same way.
+//!
+//! Keys may contain `*` and `?` themselves (S3 allows any UTF-8). A verb that takes one
+//! object (`cat`, `stat`, `cp` of one source to a file) tries the key literally first
+//! and reads it as a pattern only when no such object exists ([`Literal`]); `--raw`
+//! (s5cmd's flag) turns patterns off altogether, so a key or prefix is always itself
+//! ([`Pattern::under`]). `sync` takes its prefixes literally, always.
 
 use anyhow::{Context, Result};
 use ferry_engine::Engine;
-use ferry_store::{ListParams, ObjectEntry};
+use ferry_store::{ListParams, ObjectEntry, ObjectInfo, ObjectRef};
 use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
 use globset::{GlobBuilder, GlobMatcher};
 use std::path::{Path, PathBuf};
 
 pub fn has_wildcard(s: &str) -> bool {
     s.contains(['*', '?'])
+}
+
+/// How a verb reads the `*` and `?` in a key (module note).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Literal {
+    /// `--raw`: the key is itself, never a pattern.
+    Always,
+    /// The key is itself when an object of that name exists, else a pattern.
+    First,
+}
+
+impl Literal {
+    /// `--raw` or not.
+    pub fn from_raw(raw: bool) -> Literal {
+        if raw {
+            Literal::Always
+        } else {
+            Literal::First
+        }
+    }
 }
 
 /// Gives `**` inside a segment (`a**b`) the meaning "`a`, anything across `/`, `b`":
@@ -71,9 +97,15 @@ impl Pattern {
             Ok(Pattern { prefix, base, matcher: Some(glob.compile_matcher()) })
         } else {
             debug_assert!(recursive);
-            let dir = if key.is_empty() || key.ends_with('/') { key.to_owned() } else { format!("{key}/") };
-            Ok(Pattern { prefix: dir.clone(), base: dir, matcher: None })
+            Ok(Pattern::under(key))
         }
+    }
+
+    /// Everything under `key` taken literally as a directory (`a*b` names `a*b/...`):
+    /// `--raw`, and sync's prefixes.
+    pub fn under(key: &str) -> Pattern {
+        let dir = if key.is_empty() || key.ends_with('/') { key.to_owned() } else { format!("{key}/") };
+        Pattern { prefix: dir.clone(), base: dir, matcher: None }
     }
 
     pub fn matches(&self, key: &str) -> bool {
@@ -111,6 +143,52 @@ pub fn list_matching(
         })
         .try_flatten()
         .boxed()
+}
+
+/// What names one object: the key itself (with what HEAD said when it was asked), or
+/// a pattern to expand.
+pub enum OneObject {
+    Itself(Option<ObjectInfo>),
+    Pattern,
+}
+
+/// Whether `key` names itself or a pattern (module note): without wildcards or with
+/// `--raw` it is itself, unasked; else a HEAD of the literal key decides, and only a
+/// 404 makes it a pattern.
+pub async fn literal_or_pattern(client: &Engine, obj: &ObjectRef, literal: Literal) -> Result<OneObject> {
+    if literal == Literal::Always || !has_wildcard(&obj.key) {
+        return Ok(OneObject::Itself(None));
+    }
+    match client.head(obj).await {
+        Ok(info) => Ok(OneObject::Itself(Some(info))),
+        Err(e) if e.is_not_found() => Ok(OneObject::Pattern),
+        Err(e) => Err(anyhow::Error::new(e).context(crate::common::object_url(client.provider(), obj))),
+    }
+}
+
+/// The one object a verb that takes one object (`cat`, `stat`) reads: the key itself
+/// when it exists, else the single object its pattern matches. Several matches is a
+/// usage error, none a not-found that says the key was tried both ways.
+pub async fn one_object(client: &Engine, obj: &ObjectRef, literal: Literal, verb: &str) -> Result<ObjectRef> {
+    match literal_or_pattern(client, obj, literal).await? {
+        OneObject::Itself(_) => Ok(obj.clone()),
+        OneObject::Pattern => {
+            let name = crate::common::object_url(client.provider(), obj);
+            let pattern = Pattern::new(&obj.key, false)?;
+            let found: Vec<ObjectEntry> =
+                list_matching(client, &obj.bucket, pattern, false).take(2).try_collect().await?;
+            match &found[..] {
+                [one] => Ok(ObjectRef::new(obj.bucket.clone(), one.key.clone())),
+                [] => {
+                    Err(anyhow::anyhow!("{name}: not found: no object has this key, and as a wildcard it matches none"))
+                }
+                _ => Err(crate::common::usage(format!(
+                    "{name} matches several objects as a wildcard and names none itself: {verb} takes one object \
+                     (ferry ls lists the matches; --raw takes the key literally)"
+                ))),
+            }
+        }
+    }
 }
 
 /// A local file found by [`walk`]: its path and its name relative to the pattern's base.
@@ -208,10 +286,15 @@ fn is_partial(rel: &str) -> bool {
         && (name.ends_with(".ferry-part") || name.ends_with(".ferry-state") || name.ends_with(".ferry-state-new"))
 }
 
-/// Local files a source names: a directory (recursive), or a path with wildcards.
-pub fn local_matching(src: &Path, recursive: bool) -> Result<Box<dyn Iterator<Item = Result<LocalFile>> + Send>> {
+/// Local files a source names: a directory (recursive), or a path with wildcards
+/// (`wild`: a path of that very name does not exist, and `--raw` is not given).
+pub fn local_matching(
+    src: &Path,
+    recursive: bool,
+    wild: bool,
+) -> Result<Box<dyn Iterator<Item = Result<LocalFile>> + Send>> {
     let s = src.to_string_lossy().into_owned();
-    if has_wildcard(&s) {
+    if wild {
         let first = s.find(['*', '?']).unwrap_or(s.len());
         let (root, pat) = match s[..first].rfind('/') {
             Some(i) => (s[..=i].to_owned(), s[i + 1..].to_owned()),

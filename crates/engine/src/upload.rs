@@ -129,10 +129,49 @@ pub async fn upload_file(
         ferry_store::s3::multipart::file_range_checksum(path, off, (len - off).min(part_size), ALGO)
     };
 
+    // An upload resumed here can vanish under us: the killed run's own
+    // CompleteMultipartUpload (or its abort) may land after our ListMultipartUploads, so
+    // a part or the completion answers NoSuchUpload. The run then starts over, once,
+    // with an upload of its own.
+    let mut resume = params.resume;
+    loop {
+        let resumed = resume;
+        match upload_parts(engine, path, object, params, &put, resume, len, part_size, nparts, &part_crc, &progress)
+            .await
+        {
+            Err(e) if resumed && e.is_not_found() => {
+                tracing::debug!(object = %object, error = %e, "the resumed upload is gone: starting over");
+                resume = false;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// One attempt of a multipart file upload: an upload to continue (when `resume`) or a
+/// new one, its missing parts sent, then completed.
+#[allow(clippy::too_many_arguments)]
+async fn upload_parts<F, Fut>(
+    engine: &Engine,
+    path: &Path,
+    object: &ObjectRef,
+    params: &UploadParams,
+    put: &PutParams,
+    resume: bool,
+    len: u64,
+    part_size: u64,
+    nparts: u64,
+    part_crc: &F,
+    progress: &Option<ProgressFn>,
+) -> Result<UploadOutput, Error>
+where
+    F: Fn(u64) -> Fut,
+    Fut: std::future::Future<Output = Result<String, Error>>,
+{
     // Find an upload to continue, and the parts of it that still hold.
     let mut kept: Vec<(CompletedPart, u64)> = Vec::new();
     let mut upload = None;
-    if params.resume {
+    if resume {
         if let Some(id) = newest_upload(engine, object).await? {
             let candidate = MultipartUpload {
                 object: object.clone(),
@@ -169,7 +208,7 @@ pub async fn upload_file(
     }
     let upload = match upload {
         Some(u) => u,
-        None => engine.create_upload(object, &put).await?,
+        None => engine.create_upload(object, put).await?,
     };
     let resumed_bytes: u64 = kept.iter().map(|(_, n)| n).sum();
     if let Some(p) = &progress {

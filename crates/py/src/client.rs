@@ -24,7 +24,7 @@
 //! sends the settings the client was made with, so a worker process builds its own.
 
 use crate::buffer::Buffer;
-use crate::errors::{bad_url, from_anyhow, py_result, to_pyerr};
+use crate::errors::{at, bad_url, from_anyhow, py_result, py_result_at, to_pyerr};
 use crate::runtime::{awaitable, block_on, block_on_ticking, enter, runtime};
 use crate::stats::{Counters, Counting, OPERATIONS};
 use crate::transfer::{self, Prepared, TransferOptions, TransferSummary};
@@ -1062,7 +1062,7 @@ impl Client {
         let progress = tracker(&callback);
         let tick = reporter(callback, &progress, None);
         let r = block_on_ticking(py, ops::get_object(engine, object, None, progress), tick)?;
-        r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
+        at(py, url, r).map(Buffer::new)
     }
 
     #[pyo3(signature = (url, callback=None))]
@@ -1080,7 +1080,7 @@ impl Client {
     fn get_range(&self, py: Python<'_>, url: &str, start: u64, end: u64) -> PyResult<Buffer> {
         let (engine, object) = self.target(py, url)?;
         let r = block_on(py, ops::get_range(engine, object, start, end, None))?;
-        r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
+        at(py, url, r).map(Buffer::new)
     }
 
     fn get_range_async<'py>(&self, py: Python<'py>, url: &str, start: u64, end: u64) -> PyResult<Bound<'py, PyAny>> {
@@ -1101,7 +1101,7 @@ impl Client {
     ) -> PyResult<Buffer> {
         let (engine, object) = self.target(py, url)?;
         let r = block_on(py, ops::get_range(engine, object, start, end, etag))?;
-        r.map(Buffer::new).map_err(|e| to_pyerr(py, e))
+        at(py, url, r).map(Buffer::new)
     }
 
     /// `_get_range_if_match` started now, its bytes taken later (`PendingRange.result`):
@@ -1239,7 +1239,7 @@ impl Client {
             };
             let tick = reporter(callback, &progress, total);
             let r = block_on_ticking(py, put_known(engine, object, source, if_not_exists, progress), tick)?;
-            return r.map_err(|e| to_pyerr(py, e));
+            return at(py, url, r);
         }
         if if_not_exists {
             return Err(PyTypeError::new_err("if_not_exists takes bytes-like data or a path"));
@@ -1283,7 +1283,7 @@ impl Client {
         let provider = engine.provider();
         let o = object.clone();
         let r = block_on(py, async move { engine.head(&o).await })?;
-        r.map(|info| ObjectInfo::from_head(provider, &object, info)).map_err(|e| to_pyerr(py, e))
+        at(py, url, r).map(|info| ObjectInfo::from_head(provider, &object, info))
     }
 
     fn head_async<'py>(&self, py: Python<'py>, url: &str) -> PyResult<Bound<'py, PyAny>> {
@@ -1354,7 +1354,7 @@ impl Client {
         if let Ok(url) = url_or_urls.extract::<String>() {
             let (engine, object) = self.target(py, &url)?;
             let r = block_on(py, async move { engine.delete(&object).await })?;
-            return r.map_err(|e| to_pyerr(py, e));
+            return at(py, &url, r);
         }
         // Batches per provider and bucket; the engines kept beside, in first-seen order.
         let mut by_bucket: BTreeMap<(String, String), (Engine, Vec<String>)> = BTreeMap::new();
@@ -1397,7 +1397,7 @@ impl Client {
         let r = block_on(py, async move {
             ferry_engine::copy::copy_object(&engine, &src, &dst, None, &Default::default(), None).await
         })?;
-        r.map(|_| ()).map_err(|e| to_pyerr(py, e))
+        at(py, &what, r).map(|_| ())
     }
 
     /// A URL anyone can GET the object with for `expires` seconds (at most 7 days).

@@ -3,7 +3,10 @@
 //! The classes live in Python (`ferry/exceptions.py`), because `NotFound` is also a
 //! `FileNotFoundError` and `Auth` also a `PermissionError`, and multiple inheritance
 //! from the builtin exceptions is plain there. This module looks a class up by name
-//! and raises an instance carrying `request_id`, `code` and `status`:
+//! and raises an instance carrying `request_id`, `code` and `status`. A call on one
+//! object says which ([`at`]): its message starts with the URL, as the command line's
+//! lines do, so `str(e)` names the object and the cause once.
+//!
 //!
 //! ```text
 //! Error::NotFound     ─► ferry.NotFound      (FileNotFoundError)
@@ -24,7 +27,29 @@ use pyo3::prelude::*;
 
 /// The Python exception for `e`.
 pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
-    let message = e.to_string();
+    raise(py, e, None)
+}
+
+/// The Python exception for `e`, which happened to the object at `url`.
+pub fn to_pyerr_at(py: Python<'_>, e: Error, url: &str) -> PyErr {
+    raise(py, e, Some(url))
+}
+
+/// A result's error as the exception of an operation on `url`.
+pub fn at<T>(py: Python<'_>, url: &str, r: Result<T, Error>) -> PyResult<T> {
+    r.map_err(|e| to_pyerr_at(py, e, url))
+}
+
+/// [`py_result`] for an operation on `url` (async tasks run without the GIL).
+pub fn py_result_at<T>(url: &str, r: Result<T, Error>) -> PyResult<T> {
+    r.map_err(|e| Python::attach(|py| to_pyerr_at(py, e, url)))
+}
+
+fn raise(py: Python<'_>, e: Error, url: Option<&str>) -> PyErr {
+    let message = match url {
+        Some(u) => format!("{u}: {e}"),
+        None => e.to_string(),
+    };
     error_for(py, &e, message)
 }
 

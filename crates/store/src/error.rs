@@ -17,29 +17,30 @@ use ferry_wire::{ErrorKind, WireError};
 #[non_exhaustive]
 pub enum Error {
     /// 404: NoSuchKey, NoSuchBucket, NoSuchUpload.
-    #[error("not found ({code}): {message}{}", rid(request_id))]
+    #[error("not found{}{}", said(message), tail(Some(404), code, request_id))]
     NotFound { code: String, message: String, request_id: Option<String> },
     /// 412 PreconditionFailed or 304 Not Modified; also an object that changed while a
     /// GET was being resumed.
-    #[error("precondition failed ({status} {code}): {message}{}", rid(request_id))]
+    #[error("precondition failed{}{}", said(message), tail(Some(*status), code, request_id))]
     Precondition { status: u16, code: String, message: String, request_id: Option<String> },
     /// 503 SlowDown, 429, or another throttling code, after the retries ran out.
-    #[error("throttled ({status} {code}): {message}{}", rid(request_id))]
+    #[error("throttled{}{}", said(message), tail(Some(*status), code, request_id))]
     Throttled { status: u16, code: String, message: String, request_id: Option<String> },
     /// 403 AccessDenied, SignatureDoesNotMatch, InvalidAccessKeyId, expired tokens.
-    #[error("not authorised ({status} {code}): {message}{}", rid(request_id))]
+    #[error("not authorised{}{}", said(message), tail(Some(*status), code, request_id))]
     Auth { status: u16, code: String, message: String, request_id: Option<String> },
     /// The transport failed; [`WireError::retry_safe`] says whether a retry could help.
-    #[error("transport: {0}")]
+    /// Its text is the transport's own (which names the cause), said once.
+    #[error("{0}")]
     Transport(#[from] WireError),
     /// The response could not be understood (bad XML, missing headers, wrong range).
-    #[error("protocol: {message}{}", rid(request_id))]
+    #[error("unexpected answer from the server{}{}", said(message), tail(None, "", request_id))]
     Protocol { message: String, request_id: Option<String> },
     /// A length or checksum did not match: the bytes are not the object's.
-    #[error("integrity: {message}{}", rid(request_id))]
+    #[error("integrity check failed{}{}", said(message), tail(None, "", request_id))]
     Integrity { message: String, request_id: Option<String> },
     /// Any other S3 error.
-    #[error("service error ({status} {code}): {message}{}", rid(request_id))]
+    #[error("service error{}{}", said(message), tail(Some(*status), code, request_id))]
     Service { status: u16, code: String, message: String, request_id: Option<String> },
     /// Bad settings: endpoint URL, credentials files, parameters.
     #[error("configuration: {0}")]
@@ -52,10 +53,34 @@ pub enum Error {
     Io { path: String, error: std::io::Error },
 }
 
-fn rid(r: &Option<String>) -> String {
-    match r {
-        Some(r) => format!(" (request id {r})"),
-        None => String::new(),
+/// The server's own words, when it sent any (a HEAD's answer has no body).
+fn said(message: &str) -> String {
+    let m = message.trim();
+    if m.is_empty() {
+        String::new()
+    } else {
+        format!(": {m}")
+    }
+}
+
+/// ` (404 NoSuchKey, request id R)`: the status, the code and the request id, each when
+/// known, so one line says what to search the server's logs for.
+fn tail(status: Option<u16>, code: &str, request_id: &Option<String>) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    // Status 0: not from a server's answer (a report made of several, say).
+    match (status.filter(|s| *s != 0), code) {
+        (Some(s), "") => parts.push(s.to_string()),
+        (Some(s), c) => parts.push(format!("{s} {c}")),
+        (None, "") => {}
+        (None, c) => parts.push(c.to_owned()),
+    }
+    if let Some(r) = request_id {
+        parts.push(format!("request id {r}"));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
     }
 }
 

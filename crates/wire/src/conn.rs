@@ -252,7 +252,7 @@ impl Connector {
     async fn open(&self, addr: SocketAddr) -> Result<Connection, WireError> {
         let tcp = TcpStream::connect(addr)
             .await
-            .map_err(|e| WireError::new(ErrorKind::Connect, format!("connecting to {addr}")).with_source(e))?;
+            .map_err(|e| WireError::new(ErrorKind::Connect, addr.to_string()).with_source(e))?;
         let _ = tcp.set_nodelay(true);
         let id = self.inner.opened.fetch_add(1, Relaxed) + 1;
         let watching = self.learn_rtt(&tcp);

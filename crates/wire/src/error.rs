@@ -93,14 +93,15 @@ impl WireError {
 
 impl fmt::Display for WireError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // What happened, in words that start the sentence the message completes.
         let kind = match self.kind {
-            ErrorKind::Connect => "connect",
-            ErrorKind::Tls => "tls",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::Reset => "connection reset",
-            ErrorKind::BodyTruncated => "body truncated",
-            ErrorKind::Protocol => "protocol",
-            ErrorKind::Config => "config",
+            ErrorKind::Connect => "cannot connect",
+            ErrorKind::Tls => "TLS failed",
+            ErrorKind::Timeout => "timed out",
+            ErrorKind::Reset => "connection lost",
+            ErrorKind::BodyTruncated => "response cut short",
+            ErrorKind::Protocol => "malformed HTTP",
+            ErrorKind::Config => "bad transport setting",
         };
         write!(f, "{kind}: {}", self.message)?;
         if let Some(s) = &self.source {

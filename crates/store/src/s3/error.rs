@@ -68,7 +68,7 @@ pub(crate) async fn from_response(resp: ferry_wire::Response, head_request: bool
     let status = resp.status.as_u16();
     let rid = request_id(&resp.headers);
     if head_request || status == 304 {
-        return classify(status, String::new(), String::new(), rid);
+        return classify(status, String::new(), bodiless_reason(status).to_owned(), rid);
     }
     let body = match resp.body.collect(ERROR_BODY_LIMIT).await {
         Ok(b) => b,
@@ -76,6 +76,18 @@ pub(crate) async fn from_response(resp: ferry_wire::Response, head_request: bool
         Err(e) => return classify(status, String::new(), format!("(error body unreadable: {e})"), rid),
     };
     from_error_body(status, &body, rid)
+}
+
+/// What a HEAD's (or a 304's) status means, since such an answer has no `<Error>` body
+/// to say it.
+fn bodiless_reason(status: u16) -> &'static str {
+    match status {
+        404 => "no such key, or no such bucket",
+        403 => "access denied (the answer to a HEAD carries no reason: a wrong key or signature, or no permission)",
+        304 => "",
+        412 => "",
+        _ => StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or(""),
+    }
 }
 
 /// Types an `<Error>` body (also one that came with a 200).

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The fault matrix (tests/test_faults.py, the test_matrix_* cells) over N seeds, and its
+# table: faults x operations x outcome, with the runs per cell.
+#
+#   scripts/faults.sh                 # one seed (what `pytest tests` runs too)
+#   scripts/faults.sh --seeds 10      # ten seeds per cell; table to stdout and
+#                                     # .ferry-run/fault-matrix.md
+#
+# Each cell injects one fault at a point its seed picks, then checks the promise: the
+# operation completed and verified byte for byte, or it failed with one clear error line
+# per object and left nothing partial under a final name, and its re-run completed. A
+# cell that breaks the promise fails its test; the table counts outcomes of the rest.
+# Needs target/release/ferry (scripts/setup.sh builds it) and .venv's pytest.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+seeds=1
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --seeds) seeds=$2; shift 2 ;;
+        *) echo "usage: scripts/faults.sh [--seeds N]" >&2; exit 2 ;;
+    esac
+done
+PYTEST=.venv/bin/pytest
+[[ -x $PYTEST ]] || PYTEST=pytest
+mkdir -p .ferry-run
+xml=.ferry-run/fault-matrix.xml
+status=0
+FERRY_FAULT_SEEDS=$seeds "$PYTEST" tests/test_faults.py -k matrix -q -p no:cacheprovider \
+    -o junit_family=xunit1 --junitxml="$xml" || status=$?
+python3 - "$xml" "$seeds" > .ferry-run/fault-matrix.md <<'PY'
+import collections, re, sys
+import xml.etree.ElementTree as ET
+
+xml, seeds = sys.argv[1], sys.argv[2]
+cells = collections.OrderedDict()
+for tc in ET.parse(xml).iter("testcase"):
+    m = re.match(r"test_matrix_(\w+)\[(.*)-(\d+)\]$", tc.get("name"))
+    if not m:
+        continue
+    fault, params = m.group(1), m.group(2)
+    props = {p.get("name"): p.get("value") for p in tc.iter("property")}
+    if tc.find("failure") is not None or tc.find("error") is not None:
+        outcome = "BROKE THE PROMISE (test failed)"
+    elif tc.find("skipped") is not None:
+        outcome = "skipped: " + (tc.find("skipped").get("message") or "")
+    else:
+        outcome = re.sub(r" \(.*", "", props.get("outcome", "?"))
+    cells.setdefault((fault, params), collections.Counter())[outcome] += 1
+print(f"| fault | operation | runs | outcomes (seeds 1..{seeds}) |")
+print("|---|---|---|---|")
+for (fault, params), counts in cells.items():
+    said = ", ".join(f"{k} x{v}" for k, v in counts.most_common())
+    print(f"| {fault} | {params} | {sum(counts.values())} | {said} |")
+PY
+cat .ferry-run/fault-matrix.md
+exit $status
