@@ -48,6 +48,7 @@ pub mod mixed_hol;
 pub mod open_ahead;
 pub mod options;
 pub mod peers;
+pub mod perfdiag;
 pub mod process;
 pub mod record;
 pub mod report;
