@@ -40,8 +40,8 @@ fi
 # cargo invocation per test binary, where what they need is present. A tool that
 # scripts/setup.sh or scripts/bench-setup.sh installs and that is missing fails the run;
 # root (this script may run through sudo for apt only) is said loudly.
-#   "BINARY TEST NEEDS": NEEDS is root, peers (.ferry-run/peers.json), commands on PATH,
-#   or manual (too long for this suite: run by hand with --ignored).
+#   "BINARY TEST NEEDS": NEEDS is root, peers (.ferry-run/peers.json), minio (FERRY_MINIO),
+#   commands on PATH, or manual (too long for this suite: run by hand with --ignored).
 IGNORED=(
     "copy six_gib_copies_past_the_copy_object_limit manual"
     "link * root,ip"
@@ -53,6 +53,7 @@ IGNORED=(
     "bench_link small_objects_across_the_region_link root,ip"
     "bench_workloads commit_and_listing_peer_rows_when_installed peers"
     "bench_workloads peer_rows_of_the_newer_workloads_when_installed peers"
+    "perfdiag quick_run_against_minio_has_every_section_and_leaves_nothing minio"
 )
 # Every #[ignore]d test under crates/*/tests is in the list above (conformance's are the
 # MinIO run's): one added without an entry would never run.
@@ -77,6 +78,7 @@ for e in "${IGNORED[@]}"; do
             manual) missing+=(manual) ;;
             root) [[ $(id -u) -eq 0 ]] || missing+=(root) ;;
             peers) [[ -s .ferry-run/peers.json || -n "${FERRY_PEERS_JSON:-}" ]] || missing+=("the bench peers") ;;
+            minio) [[ -n "${FERRY_MINIO:-}" ]] || missing+=(MinIO) ;;
             *) command -v "$need" >/dev/null || missing+=("$need") ;;
         esac
     done

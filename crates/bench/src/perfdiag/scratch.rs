@@ -77,7 +77,11 @@ impl Scratch {
         });
         let obj = self.object(LEASE);
         self.check(&obj)?;
-        engine.store().put(&obj, PutPayload::Bytes(lease.to_string().into()), Default::default()).await?;
+        engine
+            .store()
+            .put(&obj, PutPayload::Bytes(lease.to_string().into()), Default::default())
+            .await
+            .map_err(|e| anyhow::anyhow!("writing the scratch prefix's lease {obj}: {e}"))?;
         Ok(())
     }
 

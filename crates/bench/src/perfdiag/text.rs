@@ -150,7 +150,10 @@ pub fn render(doc: &Value) -> String {
         let _ = writeln!(out, "{} not measured: {}", s["transport"].as_str().unwrap_or(""), s["reason"].as_str().unwrap_or(""));
     }
     let recs = arr(doc, "recommendations");
-    if recs.is_empty() {
+    let repeats = doc["params"]["repeats"].as_u64().unwrap_or(0);
+    if recs.is_empty() && repeats < super::MIN_REPEATS_TO_RECOMMEND {
+        let _ = writeln!(out, "No recommendation: {repeats} repeats; one needs at least {} (--repeats).", super::MIN_REPEATS_TO_RECOMMEND);
+    } else if recs.is_empty() {
         let _ = writeln!(out, "No recommendation: no transport is ahead of the others beyond the spread of the repeats.");
     } else {
         let _ = writeln!(out, "## Recommendations (where one transport is ahead in every repeat)\n");
