@@ -125,7 +125,8 @@ pub async fn run(a: PerfdiagArgs, g: &Global) -> Result<()> {
         ca_file: g.ca_bundle.clone().or_else(|| std::env::var_os("AWS_CA_BUNDLE").map(PathBuf::from)),
     };
     let show = !g.json && !g.quiet && std::io::stderr().is_terminal();
-    let bar = if show { ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr()) } else { ProgressBar::hidden() };
+    let bar =
+        if show { ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr()) } else { ProgressBar::hidden() };
     if let Ok(style) = ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} {elapsed:>4} {msg}") {
         bar.set_style(style.progress_chars("=> "));
     }
@@ -164,9 +165,15 @@ fn plots(dir: &Path, doc: &serde_json::Value) -> Result<()> {
     let tmp = dir.join(".perfdiag.json.tmp");
     std::fs::write(&tmp, serde_json::to_vec_pretty(doc)?)?;
     std::fs::rename(&tmp, &json)?;
-    let script = std::env::var_os("FERRY_PLOT_SCRIPT").map(PathBuf::from).or_else(|| find_up("bench/plot.py")).ok_or_else(
-        || anyhow::anyhow!("bench/plot.py was not found (run from a ferry checkout, or set FERRY_PLOT_SCRIPT); the JSON is in {}", json.display()),
-    )?;
+    let script = std::env::var_os("FERRY_PLOT_SCRIPT")
+        .map(PathBuf::from)
+        .or_else(|| find_up("bench/plot.py"))
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "bench/plot.py was not found (run from a ferry checkout, or set FERRY_PLOT_SCRIPT); the JSON is in {}",
+                json.display()
+            )
+        })?;
     let root = script.parent().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default();
     let python = std::env::var_os("FERRY_PLOT_PYTHON")
         .map(PathBuf::from)

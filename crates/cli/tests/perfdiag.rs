@@ -172,11 +172,8 @@ fn a_killed_runs_scratch_is_removed_by_the_next_and_a_live_one_is_left_alone() {
     let foreign = "p/ferry-perfdiag-00000000beef/";
     let lease = format!(r#"{{"host":"elsewhere.example","pid":1,"started_unix":1,"expires_unix":{}}}"#, u64::MAX / 2);
     let mut cp = ferry(&srv.url());
-    let mut child = cp
-        .args(["cp", "-", &format!("s3://perfdiag-kill/{foreign}lease.json")])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child =
+        cp.args(["cp", "-", &format!("s3://perfdiag-kill/{foreign}lease.json")]).stdin(Stdio::piped()).spawn().unwrap();
     std::io::Write::write_all(&mut child.stdin.take().unwrap(), lease.as_bytes()).unwrap();
     assert!(child.wait().unwrap().success());
 
@@ -221,7 +218,8 @@ fn bad_credentials_and_an_unreachable_endpoint_fail_fast_in_one_sentence() {
     let srv = served_s3();
     ok(&run(&mut ferry(&srv.url()), &["mb", "s3://perfdiag-auth"]));
     let t = Instant::now();
-    let out = run(ferry(&srv.url()).env("AWS_SECRET_ACCESS_KEY", "wrong"), &["perfdiag", "--quick", "s3://perfdiag-auth/"]);
+    let out =
+        run(ferry(&srv.url()).env("AWS_SECRET_ACCESS_KEY", "wrong"), &["perfdiag", "--quick", "s3://perfdiag-auth/"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let err = text(&out.stderr);
     assert!(err.contains("refused the credentials") && err.trim().lines().count() == 1, "{err}");

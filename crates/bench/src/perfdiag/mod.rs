@@ -251,14 +251,21 @@ pub async fn run(target: &Target, params: &Params, progress: &dyn Progress) -> R
     let endpoint = ferry_wire::Endpoint::parse(&presigned)?;
     progress.section("reach", 1);
     path::reach(&endpoint).await?;
-    let found = match tokio::time::timeout(FIRST_REQUEST_TIMEOUT, scratch::find(&auto.engine, &target.bucket, &target.base)).await {
-        Err(_) => return Err(Refused(format!("the endpoint did not answer a LIST within {FIRST_REQUEST_TIMEOUT:?}")).into()),
-        Ok(Err(e)) => match e.downcast_ref::<StoreError>() {
-            Some(se) => return Err(refusal(target, se).into()),
-            None => return Err(e),
-        },
-        Ok(Ok(f)) => f,
-    };
+    let found =
+        match tokio::time::timeout(FIRST_REQUEST_TIMEOUT, scratch::find(&auto.engine, &target.bucket, &target.base))
+            .await
+        {
+            Err(_) => {
+                return Err(
+                    Refused(format!("the endpoint did not answer a LIST within {FIRST_REQUEST_TIMEOUT:?}")).into()
+                )
+            }
+            Ok(Err(e)) => match e.downcast_ref::<StoreError>() {
+                Some(se) => return Err(refusal(target, se).into()),
+                None => return Err(e),
+            },
+            Ok(Ok(f)) => f,
+        };
     let leftovers = scratch::sweep(&auto.engine, &target.bucket, &found).await;
     let budget = Budget::new(params.duration, params.max_bytes);
     // The lease outlives the bounded sections and the cleanup by a wide margin.
@@ -539,7 +546,8 @@ async fn throughput(
                 };
                 let walls = &rates[ci][kind];
                 let objs: Vec<f64> = walls.iter().filter(|w| **w > 0.0).map(|w| n as f64 / w).collect();
-                let mbs: Vec<f64> = walls.iter().filter(|w| **w > 0.0).map(|w| (n as u64 * size) as f64 / w / 1e6).collect();
+                let mbs: Vec<f64> =
+                    walls.iter().filter(|w| **w > 0.0).map(|w| (n as u64 * size) as f64 / w / 1e6).collect();
                 if walls.is_empty() {
                     continue;
                 }
@@ -604,6 +612,16 @@ async fn transfer(
 
 const LIST_HOW: [&str; 3] = ["flat", "delimited", "parallel"];
 
+/// One listing row: rates per repeat, the last repeat's counts, and the wall times.
+#[derive(Default)]
+struct ListRow {
+    pages_per_s: Vec<f64>,
+    keys_per_s: Vec<f64>,
+    pages: u64,
+    keys: u64,
+    times: Row,
+}
+
 async fn listing(
     params: &Params,
     progress: &dyn Progress,
@@ -629,8 +647,8 @@ async fn listing(
     results.into_iter().collect::<Result<Vec<()>>>()?;
     progress.step("listing layout written");
     let prefix = scratch.object("list/").key;
-    let mut rows: Vec<Vec<(Vec<f64>, Vec<f64>, u64, u64, Row)>> =
-        clients.iter().map(|_| LIST_HOW.iter().map(|_| (Vec::new(), Vec::new(), 0, 0, Row::default())).collect()).collect();
+    let mut rows: Vec<Vec<ListRow>> =
+        clients.iter().map(|_| LIST_HOW.iter().map(|_| ListRow::default()).collect()).collect();
     'outer: for rep in 0..params.repeats {
         for (ci, c) in clients.iter().enumerate() {
             if !budget.allow(0) {
@@ -643,14 +661,14 @@ async fn listing(
                 let row = &mut rows[ci][hi];
                 match r {
                     Ok((pages, keys)) if keys == total as u64 => {
-                        row.0.push(pages as f64 / wall);
-                        row.1.push(keys as f64 / wall);
-                        row.2 = pages;
-                        row.3 = keys;
-                        row.4.whole.push(wall);
+                        row.pages_per_s.push(pages as f64 / wall);
+                        row.keys_per_s.push(keys as f64 / wall);
+                        row.pages = pages;
+                        row.keys = keys;
+                        row.times.whole.push(wall);
                     }
-                    Ok((_, keys)) => row.4.error(format!("listed {keys} keys of {total}")),
-                    Err(e) => row.4.error(format!("{e:#}")),
+                    Ok((_, keys)) => row.times.error(format!("listed {keys} keys of {total}")),
+                    Err(e) => row.times.error(format!("{e:#}")),
                 }
             }
             progress.step(&format!("listing {} repeat {}", c.name, rep + 1));
@@ -659,11 +677,11 @@ async fn listing(
     let mut out = Vec::new();
     for (ci, c) in clients.iter().enumerate() {
         for (hi, how) in LIST_HOW.iter().enumerate() {
-            let (pps, kps, pages, keys, row) = &rows[ci][hi];
+            let r = &rows[ci][hi];
             out.push(json!({
-                "transport": c.name, "how": how, "keys": keys, "pages": pages, "page_size": params.list_page,
-                "pages_per_s": spread(pps), "keys_per_s": spread(kps), "wall_s": pcts(&row.whole),
-                "errors": row.errors, "error_samples": row.error_samples,
+                "transport": c.name, "how": how, "keys": r.keys, "pages": r.pages, "page_size": params.list_page,
+                "pages_per_s": spread(&r.pages_per_s), "keys_per_s": spread(&r.keys_per_s), "wall_s": pcts(&r.times.whole),
+                "errors": r.times.errors, "error_samples": r.times.error_samples,
             }));
         }
     }
@@ -675,7 +693,10 @@ async fn listing(
 async fn list_once(c: &Client, bucket: &str, prefix: &str, how: &str, page: u32) -> Result<(u64, u64)> {
     let store = c.engine.store();
     let flat = |p: &str, delimiter: Option<String>| {
-        store.list(bucket, ListParams { prefix: Some(p.to_owned()), delimiter, max_keys: Some(page), ..Default::default() })
+        store.list(
+            bucket,
+            ListParams { prefix: Some(p.to_owned()), delimiter, max_keys: Some(page), ..Default::default() },
+        )
     };
     match how {
         "flat" => {
@@ -738,12 +759,18 @@ pub const MIN_REPEATS_TO_RECOMMEND: u64 = 3;
 /// [`MIN_REPEATS_TO_RECOMMEND`] repeats on every side. Where no transport is, nothing is said.
 pub fn recommend(doc: &Map<String, Value>) -> Vec<String> {
     let mut out = Vec::new();
-    // (label, rows, key of the per-repeat spread, lower is better, unit scale, unit)
-    let mut groups: Vec<(String, Vec<&Value>, &str, bool, f64, &str)> = Vec::new();
+    let mut groups: Vec<Group> = Vec::new();
     let lat = doc.get("latency").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
     for op in LAT_OPS {
         let rows: Vec<&Value> = lat.iter().filter(|r| r["op"] == op).collect();
-        groups.push((format!("{op} latency (p50 per repeat)"), rows, "p50_by_repeat_s", true, 1e3, "ms"));
+        groups.push(Group {
+            label: format!("{op} latency (p50 per repeat)"),
+            rows,
+            key: "p50_by_repeat_s",
+            lower: true,
+            scale: 1e3,
+            unit: "ms",
+        });
     }
     let tp = doc.get("throughput").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
     if let Some(largest) = tp.iter().filter_map(|r| r["object_bytes"].as_u64()).max() {
@@ -754,9 +781,13 @@ pub fn recommend(doc: &Map<String, Value>) -> Vec<String> {
                         .iter()
                         .filter(|r| r["object_bytes"] == smallest && r["op"] == op && (r["streams"] != 1) == multi)
                         .collect();
-                    let label = format!("{op} of {} objects, {}", human(smallest), if multi { "multi-stream" } else { "one stream" });
-                    if !groups.iter().any(|g| g.0 == label) {
-                        groups.push((label, rows, "mb_per_s", false, 1.0, "MB/s"));
+                    let label = format!(
+                        "{op} of {} objects, {}",
+                        human(smallest),
+                        if multi { "multi-stream" } else { "one stream" }
+                    );
+                    if !groups.iter().any(|g| g.label == label) {
+                        groups.push(Group { label, rows, key: "mb_per_s", lower: false, scale: 1.0, unit: "MB/s" });
                     }
                 }
             }
@@ -765,14 +796,32 @@ pub fn recommend(doc: &Map<String, Value>) -> Vec<String> {
     let ls = doc.get("listing").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
     for how in LIST_HOW {
         let rows: Vec<&Value> = ls.iter().filter(|r| r["how"] == how).collect();
-        groups.push((format!("{how} listing"), rows, "keys_per_s", false, 1.0, "keys/s"));
+        groups.push(Group {
+            label: format!("{how} listing"),
+            rows,
+            key: "keys_per_s",
+            lower: false,
+            scale: 1.0,
+            unit: "keys/s",
+        });
     }
-    for (label, rows, key, lower, scale, unit) in groups {
-        if let Some(line) = ahead(&rows, key, lower, scale, unit) {
-            out.push(format!("{label}: {line}"));
+    for g in groups {
+        if let Some(line) = ahead(&g.rows, g.key, g.lower, g.scale, g.unit) {
+            out.push(format!("{}: {line}", g.label));
         }
     }
     out
+}
+
+/// One figure compared across transports: the rows, the per-repeat spread's key, whether
+/// lower is better, and how to print it.
+struct Group<'a> {
+    label: String,
+    rows: Vec<&'a Value>,
+    key: &'static str,
+    lower: bool,
+    scale: f64,
+    unit: &'static str,
 }
 
 fn ahead(rows: &[&Value], key: &str, lower: bool, scale: f64, unit: &str) -> Option<String> {
@@ -794,7 +843,8 @@ fn ahead(rows: &[&Value], key: &str, lower: bool, scale: f64, unit: &str) -> Opt
     if !clear {
         return None;
     }
-    let runner_up = figs.iter().filter(|f| f.0 != best.0).copied().reduce(|a, b| if better(b.1, a.1) { b } else { a })?;
+    let runner_up =
+        figs.iter().filter(|f| f.0 != best.0).copied().reduce(|a, b| if better(b.1, a.1) { b } else { a })?;
     Some(format!(
         "{} ({:.1} {unit}, {:.1}-{:.1}) is ahead of every other transport in every repeat; next is {} ({:.1} {unit}, {:.1}-{:.1})",
         best.0,

@@ -63,7 +63,9 @@ pub async fn reach(ep: &Endpoint) -> Result<(Vec<SocketAddr>, Duration), Unreach
     match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(first)).await {
         Ok(Ok(_)) => Ok((addrs, dns)),
         Ok(Err(e)) => Err(Unreachable(format!("cannot connect to {} ({first}): {e}", ep.authority()))),
-        Err(_) => Err(Unreachable(format!("connecting to {} ({first}) took more than {CONNECT_TIMEOUT:?}", ep.authority()))),
+        Err(_) => {
+            Err(Unreachable(format!("connecting to {} ({first}) took more than {CONNECT_TIMEOUT:?}", ep.authority())))
+        }
     }
 }
 
@@ -125,7 +127,11 @@ pub async fn probe(p: &PathProbe) -> Value {
         if let Some(cfg) = &tls_config {
             let Ok(name) = rustls::pki_types::ServerName::try_from(ep.host.clone()) else { break };
             let t = Instant::now();
-            match tokio::time::timeout(CONNECT_TIMEOUT, tokio_rustls::TlsConnector::from(cfg.clone()).connect(name, stream)).await
+            match tokio::time::timeout(
+                CONNECT_TIMEOUT,
+                tokio_rustls::TlsConnector::from(cfg.clone()).connect(name, stream),
+            )
+            .await
             {
                 Ok(Ok(s)) => {
                     tls.push(t.elapsed().as_secs_f64());
@@ -173,7 +179,9 @@ pub async fn probe(p: &PathProbe) -> Value {
     window.insert("rmem_max_bytes".into(), json!(read_u64("/proc/sys/net/core/rmem_max")));
     window.insert(
         "tcp_rmem".into(),
-        json!(std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem").ok().map(|s| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>())),
+        json!(std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem")
+            .ok()
+            .map(|s| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>())),
     );
     out.insert("receive_window".into(), Value::Object(window));
     Value::Object(out)
@@ -205,7 +213,8 @@ async fn pipelining(p: &PathProbe) -> Value {
         Ok(t) => t,
         Err(e) => return json!({"error": e.to_string()}),
     };
-    let sends: Vec<_> = (0..PIPELINE_PROBE_REQUESTS).map(|_| t.send(Request::new(http::Method::GET, p.small.clone()))).collect();
+    let sends: Vec<_> =
+        (0..PIPELINE_PROBE_REQUESTS).map(|_| t.send(Request::new(http::Method::GET, p.small.clone()))).collect();
     let mut statuses = Vec::new();
     let mut errors = Vec::new();
     for r in futures_util::future::join_all(sends).await {
@@ -303,7 +312,8 @@ async fn raw_h1_get(
             let mut cfg = (*cfg).clone();
             cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
             let name = rustls::pki_types::ServerName::try_from(ep.host.clone()).map_err(|e| e.to_string())?;
-            let mut s = tokio_rustls::TlsConnector::from(Arc::new(cfg)).connect(name, tcp).await.map_err(|e| e.to_string())?;
+            let mut s =
+                tokio_rustls::TlsConnector::from(Arc::new(cfg)).connect(name, tcp).await.map_err(|e| e.to_string())?;
             s.write_all(req.as_bytes()).await.map_err(|e| e.to_string())?;
             let buf = read_to_end(&mut s).await?;
             let (b, r) = socket_facts(s.get_ref().0);
@@ -355,7 +365,13 @@ fn tcp_rtt_us(s: &TcpStream) -> Option<u64> {
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
     let rc = unsafe {
-        libc::getsockopt(s.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, (&mut info as *mut libc::tcp_info).cast(), &mut len)
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
     };
     (rc == 0 && info.tcpi_rtt > 0).then_some(info.tcpi_rtt as u64)
 }
@@ -375,7 +391,8 @@ pub fn machine() -> Value {
     let m = crate::sys::Machine::detect();
     let mut nics = Vec::new();
     if let Ok(dir) = std::fs::read_dir("/sys/class/net") {
-        let mut names: Vec<String> = dir.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        let mut names: Vec<String> =
+            dir.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
         names.sort();
         for name in names.into_iter().filter(|n| n != "lo") {
             // Reading `speed` of a link that is down fails (EINVAL); -1 means unknown.

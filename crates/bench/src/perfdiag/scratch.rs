@@ -103,15 +103,19 @@ fn normal_base(base: &str) -> String {
 async fn remove_prefix(engine: &Engine, bucket: &str, prefix: &str) -> anyhow::Result<u64> {
     anyhow::ensure!(is_scratch_prefix(prefix), "refusing to remove {prefix:?}: not a perfdiag scratch prefix");
     let lease = format!("{prefix}{LEASE}");
-    let (entries, _) = engine
-        .store()
-        .list_all(bucket, ListParams { prefix: Some(prefix.to_owned()), ..Default::default() })
-        .await?;
+    let (entries, _) =
+        engine.store().list_all(bucket, ListParams { prefix: Some(prefix.to_owned()), ..Default::default() }).await?;
     let keys: Vec<String> = entries.into_iter().map(|e| e.key).filter(|k| *k != lease).collect();
     let n = keys.len() as u64;
     let report = delete_many(engine, bucket, futures_util::stream::iter(keys), &DeleteOptions::default()).await;
     if let Some(f) = report.failed.first() {
-        anyhow::bail!("could not delete {} keys under {prefix} (first: {} {} {})", report.failed.len(), f.key, f.code, f.message);
+        anyhow::bail!(
+            "could not delete {} keys under {prefix} (first: {} {} {})",
+            report.failed.len(),
+            f.key,
+            f.code,
+            f.message
+        );
     }
     match engine.store().delete(&ObjectRef::new(bucket, lease)).await {
         Ok(()) => Ok(n + 1),
@@ -150,7 +154,9 @@ pub async fn find(engine: &Engine, bucket: &str, base: &str) -> anyhow::Result<V
     for prefix in prefixes {
         let lease = engine.store().get_bytes(&ObjectRef::new(bucket, format!("{prefix}{LEASE}"))).await;
         let (leftover, reason) = match lease {
-            Err(e) if e.is_not_found() => (true, "no lease: its run was killed before it started or while it cleaned up".into()),
+            Err(e) if e.is_not_found() => {
+                (true, "no lease: its run was killed before it started or while it cleaned up".into())
+            }
             Err(e) => (false, format!("its lease could not be read ({e})")),
             Ok(b) => match serde_json::from_slice::<Value>(&b) {
                 Err(_) => (true, "its lease is not JSON".into()),
@@ -178,7 +184,10 @@ fn judge(lease: &Value, now: u64) -> (bool, String) {
         if lease["pid_start"].as_u64().is_some() && lease["pid_start"].as_u64() != start {
             return (true, format!("its process {pid} on this host is gone (the pid is another process now)"));
         }
-        return (false, format!("process {pid} on this host may still be running it (lease expires in {} s)", expires - now));
+        return (
+            false,
+            format!("process {pid} on this host may still be running it (lease expires in {} s)", expires - now),
+        );
     }
     (false, format!("a run on {host:?} (pid {pid}) may still use it (lease expires in {} s)", expires - now))
 }

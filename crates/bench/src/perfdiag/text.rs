@@ -44,9 +44,21 @@ fn errors(r: &Value) -> String {
 /// Renders every section of `doc`.
 pub fn render(doc: &Value) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "ferry perfdiag {}  (endpoint {}, scratch {})\n", doc["url"].as_str().unwrap_or(""), doc["endpoint"].as_str().unwrap_or(""), doc["scratch"].as_str().unwrap_or(""));
+    let _ = writeln!(
+        out,
+        "ferry perfdiag {}  (endpoint {}, scratch {})\n",
+        doc["url"].as_str().unwrap_or(""),
+        doc["endpoint"].as_str().unwrap_or(""),
+        doc["scratch"].as_str().unwrap_or("")
+    );
     for l in arr(doc, "leftovers") {
-        let _ = writeln!(out, "earlier scratch {}: {} ({})", l["prefix"].as_str().unwrap_or(""), l["action"].as_str().unwrap_or(""), l["reason"].as_str().unwrap_or(""));
+        let _ = writeln!(
+            out,
+            "earlier scratch {}: {} ({})",
+            l["prefix"].as_str().unwrap_or(""),
+            l["action"].as_str().unwrap_or(""),
+            l["reason"].as_str().unwrap_or("")
+        );
     }
     let m = &doc["machine"];
     let nics: Vec<String> = m["nics"]
@@ -60,53 +72,117 @@ pub fn render(doc: &Value) -> String {
                 .collect()
         })
         .unwrap_or_default();
-    let _ = writeln!(out, "## Client\n\n{} cores, kernel {}; NICs: {}\n", m["cores"], m["kernel"].as_str().unwrap_or("?"), if nics.is_empty() { "none listed".into() } else { nics.join(", ") });
+    let _ = writeln!(
+        out,
+        "## Client\n\n{} cores, kernel {}; NICs: {}\n",
+        m["cores"],
+        m["kernel"].as_str().unwrap_or("?"),
+        if nics.is_empty() { "none listed".into() } else { nics.join(", ") }
+    );
 
     let p = &doc["path"];
     let _ = writeln!(out, "## Path\n");
     let dns = &p["dns"];
-    let answers: Vec<String> = dns["answers"].as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect()).unwrap_or_default();
+    let answers: Vec<String> = dns["answers"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
     let mut rows = vec![
         vec!["DNS".into(), format!("{} ms: {}", ms(&dns["s"]), answers.join(", "))],
-        vec!["TCP connect".into(), format!("p50 {} ms (min {}, max {}, {} samples)", ms(&p["tcp_connect"]["p50_s"]), ms(&p["tcp_connect"]["min_s"]), ms(&p["tcp_connect"]["max_s"]), p["tcp_connect"]["samples"])],
+        vec![
+            "TCP connect".into(),
+            format!(
+                "p50 {} ms (min {}, max {}, {} samples)",
+                ms(&p["tcp_connect"]["p50_s"]),
+                ms(&p["tcp_connect"]["min_s"]),
+                ms(&p["tcp_connect"]["max_s"]),
+                p["tcp_connect"]["samples"]
+            ),
+        ],
     ];
     if let Some(t) = p.get("tls_handshake") {
-        rows.push(vec!["TLS handshake".into(), format!("p50 {} ms, {}; ALPN offered h2, http/1.1: chose {}", ms(&t["stats"]["p50_s"]), t["version"].as_str().unwrap_or("?"), t["alpn_chosen"].as_str().unwrap_or("?"))]);
+        rows.push(vec![
+            "TLS handshake".into(),
+            format!(
+                "p50 {} ms, {}; ALPN offered h2, http/1.1: chose {}",
+                ms(&t["stats"]["p50_s"]),
+                t["version"].as_str().unwrap_or("?"),
+                t["alpn_chosen"].as_str().unwrap_or("?")
+            ),
+        ]);
     }
-    rows.push(vec!["HTTP versions".into(), p["http_versions"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default()]);
+    rows.push(vec![
+        "HTTP versions".into(),
+        p["http_versions"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "))
+            .unwrap_or_default(),
+    ]);
     let pl = &p["pipelining"];
     rows.push(vec![
         "HTTP/1.1 pipelining".into(),
         if pl["verified"].as_bool() == Some(true) {
-            format!("answered correctly ({} requests in flight on {} connection)", pl["requests"], pl["connections_opened"])
+            format!(
+                "answered correctly ({} requests in flight on {} connection)",
+                pl["requests"], pl["connections_opened"]
+            )
         } else {
             format!("NOT answered correctly: statuses {}, errors {}", pl["statuses"], pl["errors"])
         },
     ]);
     let w = &p["receive_window"];
     if let Some(h1) = w.get("http1") {
-        rows.push(vec!["receive buffer, HTTP/1.1".into(), match h1["so_rcvbuf_bytes"].as_u64() {
-            Some(b) => format!("{} after a {} GET in {} ms (TCP RTT {} µs)", human_size(b), human(h1["object_bytes"].as_u64().unwrap_or(0)), ms(&h1["s"]), h1["tcp_rtt_us"]),
-            None => format!("not known ({})", h1["error"].as_str().unwrap_or("not reported")),
-        }]);
+        rows.push(vec![
+            "receive buffer, HTTP/1.1".into(),
+            match h1["so_rcvbuf_bytes"].as_u64() {
+                Some(b) => format!(
+                    "{} after a {} GET in {} ms (TCP RTT {} µs)",
+                    human_size(b),
+                    human(h1["object_bytes"].as_u64().unwrap_or(0)),
+                    ms(&h1["s"]),
+                    h1["tcp_rtt_us"]
+                ),
+                None => format!("not known ({})", h1["error"].as_str().unwrap_or("not reported")),
+            },
+        ]);
     }
     if let Some(h2) = w.get("h2") {
-        rows.push(vec!["receive window, HTTP/2".into(), match h2["largest_stream_window_bytes"].as_u64() {
-            Some(b) => format!("{} largest stream window after a {} GET in {} ms", human_size(b), human(h2["object_bytes"].as_u64().unwrap_or(0)), ms(&h2["s"])),
-            None => format!("not known ({})", h2["error"].as_str().unwrap_or("not reported")),
-        }]);
+        rows.push(vec![
+            "receive window, HTTP/2".into(),
+            match h2["largest_stream_window_bytes"].as_u64() {
+                Some(b) => format!(
+                    "{} largest stream window after a {} GET in {} ms",
+                    human_size(b),
+                    human(h2["object_bytes"].as_u64().unwrap_or(0)),
+                    ms(&h2["s"])
+                ),
+                None => format!("not known ({})", h2["error"].as_str().unwrap_or("not reported")),
+            },
+        ]);
     }
-    rows.push(vec!["kernel limits".into(), format!("net.core.rmem_max {}, tcp_rmem {}", w["rmem_max_bytes"], w["tcp_rmem"])]);
+    rows.push(vec![
+        "kernel limits".into(),
+        format!("net.core.rmem_max {}, tcp_rmem {}", w["rmem_max_bytes"], w["tcp_rmem"]),
+    ]);
     table(&mut out, &["", "measured"], rows);
 
-    let _ = writeln!(out, "## Latency: sequential requests of a {} object (ms; p50 per repeat as median (min-max))\n", human(doc["params"]["latency_object_bytes"].as_u64().unwrap_or(0)));
+    let _ = writeln!(
+        out,
+        "## Latency: sequential requests of a {} object (ms; p50 per repeat as median (min-max))\n",
+        human(doc["params"]["latency_object_bytes"].as_u64().unwrap_or(0))
+    );
     let rows = arr(doc, "latency")
         .iter()
         .map(|r| {
             vec![
                 r["op"].as_str().unwrap_or("").into(),
                 r["transport"].as_str().unwrap_or("").into(),
-                format!("{} / {} / {}", ms(&r["first_byte_s"]["p50"]), ms(&r["first_byte_s"]["p90"]), ms(&r["first_byte_s"]["p99"])),
+                format!(
+                    "{} / {} / {}",
+                    ms(&r["first_byte_s"]["p50"]),
+                    ms(&r["first_byte_s"]["p90"]),
+                    ms(&r["first_byte_s"]["p99"])
+                ),
                 format!("{} / {} / {}", ms(&r["whole_s"]["p50"]), ms(&r["whole_s"]["p90"]), ms(&r["whole_s"]["p99"])),
                 format!("{}{}", spread_ms(&r["p50_by_repeat_s"]), errors(r)),
             ]
@@ -124,14 +200,26 @@ pub fn render(doc: &Value) -> String {
                 r["transport"].as_str().unwrap_or("").into(),
                 spread(&r["objects_per_s"]),
                 spread(&r["mb_per_s"]),
-                format!("{} / {} / {}{}", ms(&r["request_s"]["p50"]), ms(&r["request_s"]["p90"]), ms(&r["request_s"]["p99"]), errors(r)),
+                format!(
+                    "{} / {} / {}{}",
+                    ms(&r["request_s"]["p50"]),
+                    ms(&r["request_s"]["p90"]),
+                    ms(&r["request_s"]["p99"]),
+                    errors(r)
+                ),
             ]
         })
         .collect();
     table(&mut out, &["size", "op x streams", "transport", "objects/s", "MB/s", "request p50/p90/p99"], rows);
 
     let prm = &doc["params"];
-    let _ = writeln!(out, "## Listing: {} keys in {} directories, {} keys per page\n", prm["list_dirs"].as_u64().unwrap_or(0) * prm["list_files"].as_u64().unwrap_or(0), prm["list_dirs"], prm["list_page"]);
+    let _ = writeln!(
+        out,
+        "## Listing: {} keys in {} directories, {} keys per page\n",
+        prm["list_dirs"].as_u64().unwrap_or(0) * prm["list_files"].as_u64().unwrap_or(0),
+        prm["list_dirs"],
+        prm["list_page"]
+    );
     let rows = arr(doc, "listing")
         .iter()
         .map(|r| {
@@ -147,14 +235,24 @@ pub fn render(doc: &Value) -> String {
     table(&mut out, &["listing", "transport", "LIST calls", "pages/s", "keys/s"], rows);
 
     for s in arr(doc, "transports_skipped") {
-        let _ = writeln!(out, "{} not measured: {}", s["transport"].as_str().unwrap_or(""), s["reason"].as_str().unwrap_or(""));
+        let _ = writeln!(
+            out,
+            "{} not measured: {}",
+            s["transport"].as_str().unwrap_or(""),
+            s["reason"].as_str().unwrap_or("")
+        );
     }
     let recs = arr(doc, "recommendations");
     let repeats = doc["params"]["repeats"].as_u64().unwrap_or(0);
     if recs.is_empty() && repeats < super::MIN_REPEATS_TO_RECOMMEND {
-        let _ = writeln!(out, "No recommendation: {repeats} repeats; one needs at least {} (--repeats).", super::MIN_REPEATS_TO_RECOMMEND);
+        let _ = writeln!(
+            out,
+            "No recommendation: {repeats} repeats; one needs at least {} (--repeats).",
+            super::MIN_REPEATS_TO_RECOMMEND
+        );
     } else if recs.is_empty() {
-        let _ = writeln!(out, "No recommendation: no transport is ahead of the others beyond the spread of the repeats.");
+        let _ =
+            writeln!(out, "No recommendation: no transport is ahead of the others beyond the spread of the repeats.");
     } else {
         let _ = writeln!(out, "## Recommendations (where one transport is ahead in every repeat)\n");
         for r in recs {
