@@ -64,7 +64,7 @@ pub mod verdict;
 pub mod workload;
 
 pub use bulk_get::BulkGetParams;
-pub use options::{Outcome, RunOptions};
+pub use options::{ExternalServer, Outcome, RunOptions};
 pub use process::{ServerCommand, ServerProcess};
 pub use record::{RunContext, RunRecord};
 pub use runner::run;

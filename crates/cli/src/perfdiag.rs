@@ -43,7 +43,7 @@ pub struct PerfdiagArgs {
     /// Stop measuring after this long (cleanup still runs) [default: 10m; 2m with --quick].
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
-    /// Stop measuring once this many bytes were moved up and down [default: 8GiB; 256MiB
+    /// Stop measuring once this many bytes were moved up and down [default: 16GiB; 256MiB
     /// with --quick].
     #[arg(long, value_parser = parse_bytes)]
     pub max_bytes: Option<u64>,
