@@ -54,6 +54,7 @@ IGNORED=(
     "bench_workloads commit_and_listing_peer_rows_when_installed peers"
     "bench_workloads peer_rows_of_the_newer_workloads_when_installed peers"
     "perfdiag quick_run_against_minio_has_every_section_and_leaves_nothing minio"
+    "bench_external small_objects_against_minio minio"
 )
 # Every #[ignore]d test under crates/*/tests is in the list above (conformance's are the
 # MinIO run's): one added without an entry would never run.

@@ -190,6 +190,12 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
             rt.block_on(materialize(&client, &key)).with_context(|| format!("putting {SYNTHETIC_BUCKET}/{key}"))?;
         }
     }
+    // Whether the external server answers HTTP/2 (on http://, with prior knowledge): the
+    // h2 rows are skipped where it does not, as the path section of perfdiag finds.
+    let external_h2 = match (&opts.external, w.variants.iter().any(|v| v.client.is_some_and(|c| c.mode == Mode::H2))) {
+        (Some(ext), true) => rt.block_on(answers_h2(&ext.url)),
+        _ => true,
+    };
     for (i, bucket, key) in &w.warm {
         if let Some(s) = servers.get(*i).and_then(Option::as_ref) {
             progress.line(&format!("{}: warming {bucket}/{key}", w.name));
@@ -248,6 +254,9 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
                 }
                 (_, Some(spec)) if !spec.extra_args.is_empty() => {
                     Some("this row needs ferry serve started with flags of its own (HTTP/2 on)")
+                }
+                _ if !external_h2 && v.client.is_some_and(|c| c.mode == Mode::H2) => {
+                    Some("it does not answer HTTP/2 (ALPN h2 on https, prior knowledge on http)")
                 }
                 _ => None,
             };
@@ -394,6 +403,17 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
 /// Said in the record and the report of a run against an external server.
 pub const EXTERNAL_NOTE: &str =
     "an external S3-compatible server, not ferry serve: the workload's emulation profile does not apply";
+
+/// Whether `url` answers one HTTP/2 request (any status) within a few seconds.
+async fn answers_h2(url: &str) -> bool {
+    let Ok(endpoint) = ferry_wire::Endpoint::parse(url) else { return false };
+    let mut config = ferry_wire::TransportConfig::new(endpoint);
+    config.mode = Mode::H2;
+    config.max_connections = 1;
+    let Ok(t) = ferry_wire::h2::H2Transport::new(config) else { return false };
+    let req = ferry_wire::Request::new(http::Method::GET, "/");
+    matches!(tokio::time::timeout(Duration::from_secs(5), ferry_wire::Transport::send(&t, req)).await, Ok(Ok(_)))
+}
 
 /// The bucket ferry serve makes objects in from their key (`--synthetic-bucket`).
 const SYNTHETIC_BUCKET: &str = "synthetic";
