@@ -172,8 +172,12 @@ fn a_killed_runs_scratch_is_removed_by_the_next_and_a_live_one_is_left_alone() {
     let foreign = "p/ferry-perfdiag-00000000beef/";
     let lease = format!(r#"{{"host":"elsewhere.example","pid":1,"started_unix":1,"expires_unix":{}}}"#, u64::MAX / 2);
     let mut cp = ferry(&srv.url());
-    let mut child =
-        cp.args(["cp", "-", &format!("s3://perfdiag-kill/{foreign}lease.json")]).stdin(Stdio::piped()).spawn().unwrap();
+    let mut child = cp
+        .args(["cp", "-", &format!("s3://perfdiag-kill/{foreign}lease.json")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
     std::io::Write::write_all(&mut child.stdin.take().unwrap(), lease.as_bytes()).unwrap();
     assert!(child.wait().unwrap().success());
 
