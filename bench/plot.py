@@ -1,6 +1,7 @@
 """PNG plots from `ferry bench` JSON lines (crates/bench/src/record.rs has the schema).
 
     .ferry-run/bench-venv/bin/python bench/plot.py bench-results.jsonl [--out DIR] [--all-runs]
+    .ferry-run/bench-venv/bin/python bench/plot.py --perfdiag perfdiag.json --out DIR
 
 One figure per question, each from the records of one workload:
 
@@ -22,6 +23,15 @@ One figure per question, each from the records of one workload:
                                 no counted window (figures.bytes_per_s_with_ramp of the peers
                                 and of ferry h1-pool on the same pull)
     small-objects-ops.png       small-objects: objects/s per row, median bar with min-max
+
+With --perfdiag, the document of `ferry perfdiag --json` (crates/bench/src/perfdiag) instead,
+which `ferry perfdiag --plots DIR` writes and plots through this script:
+
+    perfdiag-latency.png        per-request time percentile curves (x = percentile, y = ms,
+                                log y), one panel per operation (HEAD, small GET, small PUT),
+                                one curve per transport
+    perfdiag-throughput.png     per-request MB/s percentile curves, one panel per operation
+                                and stream count, one curve per transport and object size
 
 Only the latest run (run_id) of each workload in the file is plotted: figures from
 different runs are never drawn side by side (--all-runs overrides). Records that are not
@@ -324,12 +334,83 @@ def rs_mode_is_peer(records: list[dict], variant: str) -> bool:
     return any(label(r) == variant and isinstance(r.get("client"), dict) and "peer" in r["client"] for r in records)
 
 
+def percentile_points(samples: list[float]) -> list[tuple[float, float]]:
+    """A sorted sample as (percentile, value) by nearest rank, as crates/bench's measure.rs draws it."""
+    n = len(samples)
+    return [(100.0 * (i + 1) / n, v) for i, v in enumerate(sorted(samples))]
+
+
+def perfdiag_plots(doc: dict, out: Path) -> int:
+    """The two perfdiag figures; returns how many were written."""
+    written = 0
+    lat = [r for r in doc.get("latency", []) if r.get("samples_s")]
+    ops = [op for op in ("head", "get_small", "put_small") if any(r["op"] == op for r in lat)]
+    if ops:
+        fig, axes = plt.subplots(1, len(ops), figsize=(5 * len(ops), 4), squeeze=False)
+        for ax, op in zip(axes[0], ops):
+            for r in (r for r in lat if r["op"] == op):
+                pts = percentile_points([s * 1e3 for s in r["samples_s"]])
+                ax.plot([p for p, _ in pts], [v for _, v in pts], marker=".", label=r["transport"])
+            ax.set_yscale("log")
+            ax.set_xlabel("percentile")
+            ax.set_ylabel("ms per request")
+            ax.set_title(op)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+        fig.suptitle(f"ferry perfdiag {doc.get('url', '')}: latency")
+        fig.tight_layout()
+        fig.savefig(out / "perfdiag-latency.png", dpi=110)
+        plt.close(fig)
+        print(f"plot: wrote {out / 'perfdiag-latency.png'}")
+        written += 1
+    else:
+        print("plot: skipped perfdiag-latency.png: no latency samples")
+    tp = [r for r in doc.get("throughput", []) if r.get("samples_s")]
+    panels = sorted({(r["op"], r["streams"]) for r in tp})
+    if panels:
+        fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+        for ax, (op, streams) in zip(axes[0], panels):
+            for r in (r for r in tp if r["op"] == op and r["streams"] == streams):
+                size = r["object_bytes"]
+                pts = percentile_points([size / s / 1e6 for s in r["samples_s"] if s > 0])
+                ax.plot([p for p, _ in pts], [v for _, v in pts], marker=".", label=f"{r['transport']} {human_bytes(size)}")
+            ax.set_yscale("log")
+            ax.set_xlabel("percentile")
+            ax.set_ylabel("MB/s per request")
+            ax.set_title(f"{op} x{streams}")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=7)
+        fig.suptitle(f"ferry perfdiag {doc.get('url', '')}: per-request throughput")
+        fig.tight_layout()
+        fig.savefig(out / "perfdiag-throughput.png", dpi=110)
+        plt.close(fig)
+        print(f"plot: wrote {out / 'perfdiag-throughput.png'}")
+        written += 1
+    else:
+        print("plot: skipped perfdiag-throughput.png: no throughput samples")
+    return written
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="PNG plots from ferry bench JSON lines.")
-    ap.add_argument("results", type=Path, help="a JSON-lines file written by ferry bench --out")
+    ap.add_argument("results", type=Path, nargs="?", help="a JSON-lines file written by ferry bench --out")
+    ap.add_argument("--perfdiag", type=Path, default=None, help="a document of ferry perfdiag --json instead")
     ap.add_argument("--out", type=Path, default=None, help="directory for the PNGs (default: beside the results, <name>-plots/)")
     ap.add_argument("--all-runs", action="store_true", help="plot every run in the file, not only the latest of each workload")
     a = ap.parse_args(argv)
+    if a.perfdiag is not None:
+        try:
+            doc = json.loads(a.perfdiag.read_text())
+        except (OSError, ValueError) as e:
+            print(f"plot: {a.perfdiag}: {e}", file=sys.stderr)
+            return 2
+        out = a.out or a.perfdiag.parent
+        out.mkdir(parents=True, exist_ok=True)
+        n = perfdiag_plots(doc, out)
+        print(f"plot: {n} plot(s) written to {out}")
+        return 0 if n else 1
+    if a.results is None:
+        ap.error("a results file, or --perfdiag FILE")
     if not a.results.is_file():
         print(f"plot: {a.results}: no such file", file=sys.stderr)
         return 2

@@ -60,9 +60,9 @@ fi
 # cargo invocation per test binary, where what they need is present. A tool that
 # scripts/setup.sh or scripts/bench-setup.sh installs and that is missing fails the run;
 # root (this script may run through sudo for apt only) is said loudly.
-#   "BINARY TEST NEEDS": NEEDS is root, peers (.ferry-run/peers.json), fake-gcs
-#   (FERRY_FAKE_GCS, from .ferry-run/fake-gcs-bin), azurite (FERRY_AZURITE), commands on PATH,
-#   or manual (too long for this suite: run by hand with --ignored).
+#   "BINARY TEST NEEDS": NEEDS is root, peers (.ferry-run/peers.json), minio (FERRY_MINIO),
+#   fake-gcs (FERRY_FAKE_GCS, from .ferry-run/fake-gcs-bin), azurite (FERRY_AZURITE), commands
+#   on PATH, or manual (too long for this suite: run by hand with --ignored).
 IGNORED=(
     "copy six_gib_copies_past_the_copy_object_limit manual"
     "azure * azurite,rclone"
@@ -78,6 +78,8 @@ IGNORED=(
     "bench_workloads peer_rows_of_the_newer_workloads_when_installed peers"
     "gcs_rclone * fake-gcs,rclone"
     "gcs * fake-gcs"
+    "perfdiag quick_run_against_minio_has_every_section_and_leaves_nothing minio"
+    "bench_external small_objects_against_minio minio"
 )
 # Every #[ignore]d test under crates/*/tests is in the list above (conformance's are the
 # MinIO and Azurite runs'): one added without an entry would never run.
@@ -104,6 +106,7 @@ for e in "${IGNORED[@]}"; do
             peers) [[ -s .ferry-run/peers.json || -n "${FERRY_PEERS_JSON:-}" ]] || missing+=("the bench peers") ;;
             fake-gcs) [[ -n "${FERRY_FAKE_GCS:-}" ]] || missing+=(fake-gcs-server) ;;
             azurite) [[ -n "${FERRY_AZURITE:-}" ]] || missing+=(Azurite) ;;
+            minio) [[ -n "${FERRY_MINIO:-}" ]] || missing+=(MinIO) ;;
             *) command -v "$need" >/dev/null || missing+=("$need") ;;
         esac
     done
@@ -113,8 +116,8 @@ for e in "${IGNORED[@]}"; do
     elif [[ " ${missing[*]} " == *" root "* ]]; then
         echo "== NOT RUN (needs root): $bin $name"
         continue
-    elif [[ " ${missing[*]} " == *" Azurite "* || " ${missing[*]} " == *" fake-gcs-server "* ]]; then
-        # Like MinIO: setup.sh warns when it cannot install an emulator (no go or npm, no network).
+    elif [[ " ${missing[*]} " == *" Azurite "* || " ${missing[*]} " == *" fake-gcs-server "* || " ${missing[*]} " == *" MinIO "* ]]; then
+        # setup.sh warns when it cannot install an emulator or MinIO (no go or npm, no network).
         echo "== NOT RUN (${missing[*]} not available; scripts/setup.sh said why): $bin $name"
         continue
     elif ((${#missing[@]})); then

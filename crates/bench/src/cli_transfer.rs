@@ -1136,15 +1136,32 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     }
 
     let spec = ServerSpec { label: p.profile, profile: p.profile, extra_args: vec![], signed: true };
-    session.say(&format!("{NAME}: starting ferry serve --profile {} --memory", p.profile));
-    // Started from this (the main) thread: PR_SET_PDEATHSIG follows the thread.
-    let mut server = ServerProcess::start(&opts.server, &spec.args(), opts.server_lifetime, &opts.log_dir)
-        .context("starting the server")?;
-    let target = Target {
-        url: server.url.clone(),
-        access: server.banner_value("access key").unwrap_or("ferry").to_owned(),
-        secret: server.banner_value("secret key").unwrap_or("ferry-secret").to_owned(),
-        aws_config,
+    // An external server (`--endpoint-url`) stands in for ferry serve: its credentials
+    // are the run's, and the server's own counters are not there to read.
+    let (mut server, target) = match &opts.external {
+        Some(ext) => {
+            session.say(&format!("{NAME}: against the external server {}", ext.url));
+            let target = Target {
+                url: ext.url.clone(),
+                access: ext.access_key.clone(),
+                secret: ext.secret_key.clone(),
+                aws_config,
+            };
+            (None, target)
+        }
+        None => {
+            session.say(&format!("{NAME}: starting ferry serve --profile {} --memory", p.profile));
+            // Started from this (the main) thread: PR_SET_PDEATHSIG follows the thread.
+            let server = ServerProcess::start(&opts.server, &spec.args(), opts.server_lifetime, &opts.log_dir)
+                .context("starting the server")?;
+            let target = Target {
+                url: server.url.clone(),
+                access: server.banner_value("access key").unwrap_or("ferry").to_owned(),
+                secret: server.banner_value("secret key").unwrap_or("ferry-secret").to_owned(),
+                aws_config,
+            };
+            (Some(server), target)
+        }
     };
     // The tools and the runtime start in the link's client namespace, if there is a link.
     let _client_ns = opts.link.as_ref().map(|l| l.enter_client()).transpose()?;
@@ -1155,7 +1172,7 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
         .mode(Mode::H1Pool)
         .max_connections(64)
         .build()?;
-    rt.block_on(client.create_bucket(BUCKET)).context("creating the bench bucket")?;
+    rt.block_on(crate::measure::create_bucket_if_missing(&client, BUCKET)).context("creating the bench bucket")?;
     for set in &p.sets {
         session.say(&format!(
             "{NAME}: putting {} ({}) under data/{}/ with ferry-engine",
@@ -1266,7 +1283,13 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
         version: env!("CARGO_PKG_VERSION").into(),
     });
     let downloaders: Vec<Installed> = tools.iter().cloned().chain(ceilings).collect();
-    let server_json = json!({"label": spec.label, "args": spec.args(), "banner": server.banner});
+    let server_json = match (&server, &opts.external) {
+        (Some(server), _) => json!({"label": spec.label, "args": spec.args(), "banner": server.banner}),
+        (None, ext) => json!({
+            "label": "external", "url": ext.as_ref().map(|e| e.url.clone()), "external": true,
+            "note": crate::runner::EXTERNAL_NOTE,
+        }),
+    };
     let repeats = p.repeats.max(1);
     let mut commands: BTreeMap<String, String> = BTreeMap::new();
     for k in 1..=repeats {
@@ -1295,8 +1318,10 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                         params: params.clone(),
                         ..RunRecord::default()
                     };
-                    if !server.alive() {
-                        bail!("the server died (log: {})", server.log.display());
+                    if let Some(server) = server.as_mut() {
+                        if !server.alive() {
+                            bail!("the server died (log: {})", server.log.display());
+                        }
                     }
                     let (local, prefix) = match dir {
                         Direction::Upload => {
@@ -1382,6 +1407,9 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                                         vec![format!("the server sent {n} body bytes, expected {bytes}")]
                                     }
                                     Some(_) => vec![],
+                                    // An external server has no counters to read: the
+                                    // ceiling's own length checks (its exit code) stand alone.
+                                    None if opts.external.is_some() => vec![],
                                     None => vec!["the server's counters could not be read".into()],
                                 },
                                 (_, Tool::DiskCeiling) => verify_local(&local, set, &ceiling_sums[si]),
@@ -1436,7 +1464,10 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
     drop(rt);
     drop(server);
     drop(dest);
-    let report = render(size, p, &session.records, &session.ctx, &commands);
+    let mut report = render(size, p, &session.records, &session.ctx, &commands);
+    if let Some(ext) = &opts.external {
+        report = format!("Server: {} ({}).\n\n{report}", ext.url, crate::runner::EXTERNAL_NOTE);
+    }
     Ok(session.finish(report))
 }
 

@@ -48,6 +48,7 @@ pub mod mixed_hol;
 pub mod open_ahead;
 pub mod options;
 pub mod peers;
+pub mod perfdiag;
 pub mod process;
 pub mod record;
 pub mod report;
@@ -63,7 +64,7 @@ pub mod verdict;
 pub mod workload;
 
 pub use bulk_get::BulkGetParams;
-pub use options::{Outcome, RunOptions};
+pub use options::{ExternalServer, Outcome, RunOptions};
 pub use process::{ServerCommand, ServerProcess};
 pub use record::{RunContext, RunRecord};
 pub use runner::run;

@@ -38,7 +38,7 @@ use crate::stats::Spread;
 use crate::sys;
 use crate::verdict::{faster_or_slower, judge_ratio, median, paired_ratio, x, Headline};
 use crate::workload::{ClientSpec, ServerSpec, Shape, Size, Task, Variant, Workload};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use bytes::Bytes;
 use ferry_store::{ListParams, Mode, S3Client};
 use futures_util::StreamExt;
@@ -329,7 +329,7 @@ impl ListingRun {
 
     pub async fn setup(&self, client: &S3Client) -> Result<()> {
         let t = Instant::now();
-        client.create_bucket(&self.bucket).await.with_context(|| format!("creating bucket {}", self.bucket))?;
+        crate::measure::create_bucket_if_missing(client, &self.bucket).await?;
         let body = Bytes::from(vec![b'x'; self.body_size]);
         let objects = self.keys.iter().map(|k| (k.clone(), body.clone()));
         crate::measure::put_all(client, &self.bucket, objects, self.put_concurrency).await?;

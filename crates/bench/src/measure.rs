@@ -142,6 +142,16 @@ pub async fn put_all(
     Ok(())
 }
 
+/// Creates `bucket`, or finds it already there and owned by these credentials (an
+/// external server keeps its buckets between runs; `ferry serve --memory` starts empty).
+pub async fn create_bucket_if_missing(c: &S3Client, bucket: &str) -> Result<()> {
+    match c.create_bucket(bucket).await {
+        Ok(()) => Ok(()),
+        Err(e) if e.code() == Some("BucketAlreadyOwnedByYou") => Ok(()),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("creating bucket {bucket}"))),
+    }
+}
+
 /// GETs an object, dropping its body chunk by chunk: (bytes, time to the response head).
 pub async fn get_drain(c: &S3Client, obj: &ObjectRef, params: GetParams) -> Result<(u64, Duration)> {
     let t0 = Instant::now();

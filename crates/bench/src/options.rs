@@ -30,6 +30,19 @@ pub struct RunOptions {
     pub link: Option<Arc<ferry_link::Link>>,
     /// Peers to run beside ferry where a workload has peer rows (`ferry bench all`).
     pub peers: Vec<crate::peers::Peer>,
+    /// An S3-compatible server we did not write, used instead of every `ferry serve` the
+    /// workload would start (`ferry bench --endpoint-url`): the emulation profile does
+    /// not apply, rows that need ferry serve's own features are skipped (runner.rs).
+    pub external: Option<ExternalServer>,
+}
+
+/// An external S3-compatible endpoint and its credentials.
+#[derive(Clone, Debug)]
+pub struct ExternalServer {
+    pub url: String,
+    pub access_key: String,
+    pub secret_key: String,
+    pub region: String,
 }
 
 impl RunOptions {
@@ -43,6 +56,7 @@ impl RunOptions {
             server_lifetime: Duration::from_secs(3600),
             link: None,
             peers: Vec::new(),
+            external: None,
         }
     }
 

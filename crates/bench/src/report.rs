@@ -25,10 +25,26 @@ pub fn cell(records: &[&RunRecord], figure: &str, scale: f64, digits: usize) -> 
 }
 
 /// The "Runs that were not clean" list under a table (status other than ok, absent,
-/// not-implemented), with each run's first error; nothing when all were clean.
+/// not-implemented, skipped), with each run's first error; nothing when all were clean.
+/// Rows skipped on purpose (against an external server) are named once, with why.
 pub fn not_clean(s: &mut String, records: &[RunRecord]) {
-    let bad: Vec<&RunRecord> =
-        records.iter().filter(|r| !matches!(r.status.as_str(), "ok" | "absent" | "not-implemented")).collect();
+    let mut skipped: Vec<(&str, &str)> = Vec::new();
+    for r in records.iter().filter(|r| r.status == "skipped") {
+        let entry = (r.variant.as_str(), r.note.as_deref().unwrap_or(""));
+        if !skipped.contains(&entry) {
+            skipped.push(entry);
+        }
+    }
+    if !skipped.is_empty() {
+        let _ = writeln!(s, "\nRows skipped:");
+        for (variant, why) in skipped {
+            let _ = writeln!(s, "- {variant}: {why}");
+        }
+    }
+    let bad: Vec<&RunRecord> = records
+        .iter()
+        .filter(|r| !matches!(r.status.as_str(), "ok" | "absent" | "not-implemented" | "skipped"))
+        .collect();
     if !bad.is_empty() {
         let _ = writeln!(s, "\nRuns that were not clean:");
         for r in bad {

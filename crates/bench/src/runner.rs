@@ -36,13 +36,29 @@ use tokio::task::JoinSet;
 
 pub use crate::options::{Outcome, RunOptions};
 
+/// A server of the run: a `ferry serve` subprocess, or the external endpoint
+/// (`RunOptions::external`), which every server spec of the workload then names.
 struct Server {
-    proc: ServerProcess,
+    url: String,
+    /// `None` for the external endpoint.
+    proc: Option<ServerProcess>,
     credentials: CredentialsSource,
+    region: String,
 }
 
 impl Server {
     fn start(spec: &crate::workload::ServerSpec, opts: &RunOptions) -> Result<Server> {
+        if let Some(ext) = &opts.external {
+            return Ok(Server {
+                url: ext.url.clone(),
+                proc: None,
+                credentials: CredentialsSource::Explicit(Credentials::new(
+                    ext.access_key.clone(),
+                    ext.secret_key.clone(),
+                )),
+                region: ext.region.clone(),
+            });
+        }
         let proc = ServerProcess::start(&opts.server, &spec.args(), opts.server_lifetime, &opts.log_dir)
             .with_context(|| format!("starting the {} server", spec.label))?;
         let credentials = if spec.signed {
@@ -52,12 +68,30 @@ impl Server {
         } else {
             CredentialsSource::Anonymous
         };
-        Ok(Server { proc, credentials })
+        Ok(Server { url: proc.url.clone(), proc: Some(proc), credentials, region: "us-east-1".into() })
+    }
+
+    fn peer_endpoint(&self, signed: bool) -> crate::peers::Endpoint {
+        match (&self.proc, &self.credentials) {
+            (Some(p), _) => crate::peers::Endpoint::of_server(p, signed),
+            (None, CredentialsSource::Explicit(c)) => crate::peers::Endpoint {
+                url: self.url.clone(),
+                region: self.region.clone(),
+                credentials: Some((c.access_key_id.clone(), c.secret_access_key.clone())),
+                ca_bundle: None,
+            },
+            (None, _) => crate::peers::Endpoint {
+                url: self.url.clone(),
+                region: self.region.clone(),
+                credentials: None,
+                ca_bundle: None,
+            },
+        }
     }
 
     fn client(&self, c: &ClientSpec) -> Result<S3Client> {
-        Ok(S3Client::builder(self.proc.url.clone())
-            .region("us-east-1")
+        Ok(S3Client::builder(self.url.clone())
+            .region(self.region.clone())
             .credentials(self.credentials.clone())
             .mode(c.mode)
             .max_connections(c.max_connections)
@@ -146,6 +180,22 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
             rt.block_on(put_all(&client, setup))?;
         }
     }
+    // An external server has no synthetic bucket: the objects the workload reads from it
+    // are PUT there first (untimed), with the bytes ferry serve would have made.
+    if let Some(s) = opts.external.as_ref().and_then(|_| servers.iter().flatten().next()) {
+        for key in synthetic_keys(w) {
+            progress.line(&format!("{}: putting {SYNTHETIC_BUCKET}/{key} into the external server", w.name));
+            let client =
+                s.client(&ClientSpec { mode: ferry_store::Mode::H1Pool, max_connections: 16, pipeline_depth: 1 })?;
+            rt.block_on(materialize(&client, &key)).with_context(|| format!("putting {SYNTHETIC_BUCKET}/{key}"))?;
+        }
+    }
+    // Whether the external server answers HTTP/2 (on http://, with prior knowledge): the
+    // h2 rows are skipped where it does not, as the path section of perfdiag finds.
+    let external_h2 = match (&opts.external, w.variants.iter().any(|v| v.client.is_some_and(|c| c.mode == Mode::H2))) {
+        (Some(ext), true) => rt.block_on(answers_h2(&ext.url)),
+        _ => true,
+    };
     for (i, bucket, key) in &w.warm {
         if let Some(s) = servers.get(*i).and_then(Option::as_ref) {
             progress.line(&format!("{}: warming {bucket}/{key}", w.name));
@@ -197,13 +247,42 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
             ..RunRecord::default()
         };
         rec.params.insert("link".into(), json!(opts.link_name()));
+        if opts.external.is_some() {
+            let why = match (&v.task, v.server.map(|i| &w.servers[i])) {
+                (Task::RateCeiling(_), _) => {
+                    Some("a rate ceiling (h2load, wrk) sends unsigned requests, which only ferry serve answers")
+                }
+                (_, Some(spec)) if !spec.extra_args.is_empty() => {
+                    Some("this row needs ferry serve started with flags of its own (HTTP/2 on)")
+                }
+                _ if !external_h2 && v.client.is_some_and(|c| c.mode == Mode::H2) => {
+                    Some("it does not answer HTTP/2 (ALPN h2 on https, prior knowledge on http)")
+                }
+                _ => None,
+            };
+            if let Some(why) = why {
+                rec.status = "skipped".into();
+                rec.note = Some(format!("external server: {why}"));
+                session.record(rec)?;
+                continue;
+            }
+        }
         if let Some(i) = v.server {
             let spec = &w.servers[i];
             let s = servers[i].as_mut().expect("servers used by a variant are started");
             rec.profile = Some(spec.profile.to_owned());
-            rec.server = Some(json!({"label": spec.label, "args": s.proc.args, "banner": s.proc.banner}));
-            if !s.proc.alive() {
-                bail!("the {} server died (log: {})", spec.label, s.proc.log.display());
+            match s.proc.as_mut() {
+                Some(p) => {
+                    rec.server = Some(json!({"label": spec.label, "args": p.args, "banner": p.banner}));
+                    if !p.alive() {
+                        bail!("the {} server died (log: {})", spec.label, p.log.display());
+                    }
+                }
+                None => {
+                    rec.profile = Some("external".into());
+                    rec.server =
+                        Some(json!({"label": "external", "url": s.url, "external": true, "note": EXTERNAL_NOTE}));
+                }
             }
         }
         if let Some(c) = v.client {
@@ -218,7 +297,8 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
             .and(v.server)
             .filter(|_| !matches!(v.task, Task::Peer { .. } | Task::NotYet { .. }))
             .and_then(|i| servers[i].as_ref())
-            .map(|s| s.proc.url.clone());
+            .filter(|s| s.proc.is_some())
+            .map(|s| s.url.clone());
         let before = counted.as_deref().and_then(|url| crate::peers::ServerCounters::scrape(url, None));
         let result = match &v.task {
             Task::GetAll { in_flight, ranged, size_hint } => {
@@ -279,7 +359,7 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
             }
             Task::RateCeiling(rc) => {
                 let s = servers[v.server.context("a ceiling row needs a server")?].as_ref().unwrap();
-                rc.run(&s.proc.url, opts.run_timeout, &mut rec)
+                rc.run(&s.url, opts.run_timeout, &mut rec)
             }
             Task::Peer { peer, op, before } => {
                 let i = v.server.context("a peer row needs a server")?;
@@ -295,7 +375,7 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
                     rt.block_on(put_objects(&c, setup)).context("re-creating the objects the peer consumes")?;
                     rec.set("setup_put_s", t.elapsed().as_secs_f64());
                 }
-                let endpoint = crate::peers::Endpoint::of_server(&s.proc, w.servers[i].signed);
+                let endpoint = s.peer_endpoint(w.servers[i].signed);
                 crate::peers::run(*peer, &endpoint, op, opts.run_timeout).record_into(&mut rec);
                 Ok(())
             }
@@ -313,12 +393,76 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
     }
     drop(rt);
     drop(servers);
-    let report = crate::report::render(w, &session.records, &session.ctx);
+    let mut report = crate::report::render(w, &session.records, &session.ctx);
+    if let Some(ext) = &opts.external {
+        report = format!("Server: {} ({EXTERNAL_NOTE}).\n\n{report}", ext.url);
+    }
     Ok(session.finish(report))
 }
 
+/// Said in the record and the report of a run against an external server.
+pub const EXTERNAL_NOTE: &str =
+    "an external S3-compatible server, not ferry serve: the workload's emulation profile does not apply";
+
+/// Whether `url` answers one HTTP/2 request (any status) within a few seconds.
+async fn answers_h2(url: &str) -> bool {
+    let Ok(endpoint) = ferry_wire::Endpoint::parse(url) else { return false };
+    let mut config = ferry_wire::TransportConfig::new(endpoint);
+    config.mode = Mode::H2;
+    config.max_connections = 1;
+    let Ok(t) = ferry_wire::h2::H2Transport::new(config) else { return false };
+    let req = ferry_wire::Request::new(http::Method::GET, "/");
+    matches!(tokio::time::timeout(Duration::from_secs(5), ferry_wire::Transport::send(&t, req)).await, Ok(Ok(_)))
+}
+
+/// The bucket ferry serve makes objects in from their key (`--synthetic-bucket`).
+const SYNTHETIC_BUCKET: &str = "synthetic";
+
+/// The synthetic objects `w` reads: its warmed keys, its GetOne rows', and its scenario
+/// steps' whose setup key names one (`synthetic/KEY (HEAD)`, scenario.rs).
+fn synthetic_keys(w: &Workload) -> Vec<String> {
+    let mut keys: Vec<String> =
+        w.warm.iter().filter(|(_, b, _)| b == SYNTHETIC_BUCKET).map(|(_, _, k)| k.clone()).collect();
+    for v in &w.variants {
+        match &v.task {
+            Task::GetOne { bucket, key, .. } if bucket == SYNTHETIC_BUCKET => keys.push(key.clone()),
+            Task::Scenario(scn) => {
+                let sk = scn.setup_key();
+                if let Some(k) = sk.strip_prefix("synthetic/").and_then(|r| r.strip_suffix(" (HEAD)")) {
+                    keys.push(k.to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// PUTs synthetic `key` (its size from the key) with ferry serve's bytes for it, unless
+/// an object of that size is there already.
+async fn materialize(client: &S3Client, key: &str) -> Result<()> {
+    let size = ferry_backend::parse_synthetic_size(key).with_context(|| format!("{key} names no size"))?;
+    let obj = ObjectRef::new(SYNTHETIC_BUCKET, key);
+    crate::measure::create_bucket_if_missing(client, SYNTHETIC_BUCKET).await?;
+    if client.head_object(&obj).await.is_ok_and(|h| h.size == size) {
+        return Ok(());
+    }
+    const CHUNK: u64 = 8 << 20;
+    let owned = key.to_owned();
+    let chunks = futures_util::stream::iter((0..size.div_ceil(CHUNK)).map(move |i| {
+        let start = i * CHUNK;
+        Ok(bytes::Bytes::from(ferry_backend::synthetic_bytes(&owned, start, CHUNK.min(size - start) as usize)))
+    }));
+    let engine = ferry_engine::Engine::new(client.clone());
+    let params = ferry_engine::UploadParams { expected_size: Some(size), ..Default::default() };
+    ferry_engine::upload_stream(&engine, Box::pin(chunks), &obj, &params, None).await?;
+    Ok(())
+}
+
 async fn put_all(client: &S3Client, setup: &crate::workload::PutSetup) -> Result<()> {
-    client.create_bucket(&setup.bucket).await.with_context(|| format!("creating bucket {}", setup.bucket))?;
+    crate::measure::create_bucket_if_missing(client, &setup.bucket).await?;
     put_objects(client, setup).await
 }
 

@@ -31,6 +31,8 @@ use std::sync::Arc;
 /// One workload's step: see the module doc for the order the runner calls these in.
 pub trait Scenario: Debug + Send + Sync + 'static {
     /// Which setup the step needs; steps with the same key share one setup per server.
+    /// A step that reads a synthetic object names it as `synthetic/KEY (HEAD)`: against an
+    /// external server the runner PUTs that object first (runner.rs, `synthetic_keys`).
     fn setup_key(&self) -> String;
     /// Untimed preparation on one server (PUTs, HEADs).
     fn setup<'a>(&'a self, c: &'a S3Client) -> LocalBoxFuture<'a, Result<()>>;

@@ -120,6 +120,14 @@ struct Common {
     /// as an absent row.
     #[arg(long, default_value = "all", value_parser = clap::value_parser!(PeerSelection))]
     peers: PeerSelection,
+    /// Run against this S3-compatible server instead of `ferry serve` (credentials from
+    /// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, region from AWS_REGION): ferry's rows
+    /// and the peers' rows; the emulation profile does not apply, and rows that need
+    /// ferry serve itself (rate ceilings, a server with HTTP/2 on) are skipped. Objects
+    /// the workload reads from ferry serve's synthetic bucket are PUT there first.
+    /// bulk-wan (its own TLS servers across the link) and all do not take it.
+    #[arg(long, value_name = "URL")]
+    endpoint_url: Option<String>,
 }
 
 #[derive(Args)]
@@ -254,6 +262,7 @@ fn bring_up_link(choice: Option<&str>, default: Option<Preset>) -> Result<Option
 }
 
 fn run_bulk_wan(a: &BulkWanArgs) -> Result<()> {
+    refuse_external(&a.common, "bulk-wan")?;
     let sz = size(&a.common);
     let mut p = ferry_bench::bulk_wan::BulkWanParams::new(sz);
     if let Some(c) = &a.concurrency {
@@ -435,7 +444,28 @@ fn options_with_link(c: &Common, default_link: Option<Preset>) -> Result<RunOpti
     // bulk-get leave s3fs out; open-ahead and vectored take it).
     o.peers = c.peers.resolve(&Peer::ALL);
     o.set_link(bring_up_link(c.link.as_deref(), default_link)?);
+    o.external = external(c)?;
     Ok(o)
+}
+
+/// The external server of `--endpoint-url`, with the credentials from the environment.
+fn external(c: &Common) -> Result<Option<ferry_bench::ExternalServer>> {
+    let Some(url) = &c.endpoint_url else { return Ok(None) };
+    ferry_store::ClientConfig::new(url).map_err(|e| anyhow::anyhow!("--endpoint-url {url}: {e}"))?;
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let (Some(access_key), Some(secret_key)) = (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) else {
+        bail!("--endpoint-url {url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to the server's credentials");
+    };
+    let region = env("AWS_REGION").unwrap_or_else(|| "us-east-1".into());
+    Ok(Some(ferry_bench::ExternalServer { url: url.clone(), access_key, secret_key, region }))
+}
+
+/// Workloads that start their own servers do not take `--endpoint-url`.
+fn refuse_external(c: &Common, workload: &str) -> Result<()> {
+    if let Some(url) = &c.endpoint_url {
+        bail!("--endpoint-url {url}: {workload} runs servers of its own and does not take an external endpoint yet");
+    }
+    Ok(())
 }
 
 fn size(c: &Common) -> Size {
@@ -491,6 +521,7 @@ fn run_one(name: &str, c: &Common) -> Result<ferry_bench::Outcome> {
 /// `ferry bench all`: every workload of the suite, then the claims table. A workload that
 /// fails is reported in the table and the suite goes on.
 fn run_all(a: &SuiteArgs) -> Result<()> {
+    refuse_external(&a.common, "all (bulk-wan among its workloads)")?;
     let started = std::time::Instant::now();
     let mut rows = Vec::new();
     // Each workload's wall time (servers, setup and every run), for the quick suite's

@@ -28,6 +28,7 @@ mod cat;
 pub mod common;
 pub mod cp;
 mod ls;
+mod perfdiag;
 mod presign;
 pub mod process;
 mod rm;
@@ -91,6 +92,10 @@ pub(crate) enum Command {
     Presign(presign::PresignArgs),
     /// Run ferry commands from a file or stdin, one per line, in parallel.
     Run(run::RunArgs),
+    /// Measure an endpoint from here: latency, throughput by size, listing, the path
+    /// (DNS, TCP, TLS, ALPN, pipelining, receive windows), per transport, under a scratch
+    /// prefix removed afterwards.
+    Perfdiag(Box<perfdiag::PerfdiagArgs>),
 }
 
 /// Runs a data verb on a fresh runtime (module note; process.rs says why the pool's
@@ -145,6 +150,10 @@ pub(crate) async fn dispatch(command: Command, g: common::Global) -> anyhow::Res
         Command::Run(a) => {
             let g = g.merged(&a.g);
             run::run(a, &g).await
+        }
+        Command::Perfdiag(a) => {
+            let g = g.merged(&a.g);
+            perfdiag::run(*a, &g).await
         }
         Command::Serve(_) | Command::Bench(_) => anyhow::bail!("serve and bench are not data verbs"),
     }
