@@ -12,7 +12,8 @@
 //! - it is a sequence of complete HTTP/1.1 responses, in request order: each head
 //!   parses, each body is exactly its Content-Length (none for HEAD, 1xx, 204, 304),
 //!   with no stray byte after;
-//! - nothing follows a response that says `Connection: close`;
+//! - nothing follows a response that says `Connection: close`, and without one every
+//!   request gets its answer;
 //! - no 500: malformed input is the client's error (4xx or 501/505), never the server's.
 #![no_main]
 
@@ -114,6 +115,8 @@ fn check_responses(out: &[u8], methods: &[String]) {
         assert!(rest.len() >= length, "a body of {} bytes announced as {length}", rest.len());
         at += length;
     }
+    // Unless it said it was closing, the server answered every request it was sent.
+    assert!(closed || finals >= methods.len(), "{finals} answers to {} requests", methods.len());
 }
 
 fuzz_target!(|input: &[u8]| {
