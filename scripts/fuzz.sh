@@ -9,10 +9,10 @@
 #
 # Needs the nightly toolchain and cargo-fuzz (scripts/setup.sh installs both; this script
 # installs cargo-fuzz itself when it is missing). The targets are built once, without a
-# sanitizer (the code under test is safe Rust: ASan would find nothing that a panic does
-# not, at a third of the speed) and with debug assertions, so an overflow is a crash. New
-# inputs that grow coverage go to .ferry-run/fuzz/TARGET (kept between runs), never into
-# the checked-in seeds.
+# sanitizer (the code under test is safe Rust, where ASan adds little that a panic does
+# not catch, and it slows every input) and with debug assertions, so an overflow is a
+# crash. New inputs that grow coverage go to .ferry-run/fuzz/TARGET (kept between runs),
+# never into the checked-in seeds.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
