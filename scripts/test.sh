@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up (scripts/setup.sh), then check formatting (cargo fmt) and lints (clippy, warnings
-# are errors), then run every test: the Rust workspace tests and the pytest
+# are errors), then run every test: the Rust workspace tests, a short run of each fuzz
+# target (scripts/fuzz.sh), and the pytest
 # suite in tests/ that drives the real `ferry serve` with real clients (boto3, AWS CLI,
 # s5cmd, rclone, curl, h2load, raw sockets). Exits non-zero if anything fails.
 #
@@ -134,6 +135,15 @@ for bin in "${bins[@]}"; do
     cargo test --release --workspace --test "$bin" -- --ignored ${names[*]:+--exact "${names[@]}"} || status=1
 done
 echo "== cargo test: $([[ $status -eq 0 ]] && echo ok || echo FAILED) (${SECONDS}s)"
+
+SECONDS=0
+# A smoke run of every fuzz target from its checked-in seeds (scripts/fuzz.sh; the long
+# runs are by hand: docs/lab/fuzzing.md). The build is nightly's own, under fuzz/target.
+echo "== fuzz smoke: scripts/fuzz.sh ${FERRY_FUZZ_SECONDS:-15} (each target)"
+fuzz_rc=0
+bash scripts/fuzz.sh "${FERRY_FUZZ_SECONDS:-15}" || fuzz_rc=1
+((fuzz_rc == 0)) || status=1
+echo "== fuzz smoke: $([[ $fuzz_rc -eq 0 ]] && echo ok || echo FAILED) (${SECONDS}s)"
 
 SECONDS=0
 echo "== pytest tests"

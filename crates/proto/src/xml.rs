@@ -1132,6 +1132,29 @@ mod tests {
         assert!(parse_create_bucket(b"<CreateBucketConfiguration>").is_err());
     }
 
+    /// Found by the `xml` fuzz target: a listing's LastModified keeps the finer digits
+    /// another server sends, and prints back to the millisecond, as S3 writes it.
+    #[test]
+    fn listing_times_keep_finer_digits_and_print_milliseconds() {
+        let body = b"<ListBucketResult><Name>b</Name><Prefix></Prefix><MaxKeys>1</MaxKeys><KeyCount>1</KeyCount>\
+            <IsTruncated>false</IsTruncated><Contents><Key>k</Key><LastModified>2013-05-24T00:00:00.0011Z</LastModified>\
+            <ETag>\"e\"</ETag><Size>1</Size><StorageClass>STANDARD</StorageClass></Contents></ListBucketResult>";
+        let r = parse_list_objects_v2(body).unwrap();
+        assert_eq!(r.contents[0].last_modified, t(1) + Duration::from_micros(100));
+        let printed = r.to_xml();
+        assert!(printed.contains("<LastModified>2013-05-24T00:00:00.001Z</LastModified>"), "{printed}");
+        assert_eq!(parse_list_objects_v2(printed.as_bytes()).unwrap().contents[0].last_modified, t(1));
+    }
+
+    /// Found by the `xml` fuzz target: extra elements of an `<Error>` are kept by local
+    /// name, so a prefixed one loses its prefix (and prints back without it).
+    #[test]
+    fn error_extras_are_kept_by_local_name() {
+        let e = parse_error(b"<Error><Code>C</Code><x:Region>r</x:Region><HostId>h</HostId></Error>").unwrap();
+        assert_eq!(e.extra, vec![("Region".to_owned(), "r".to_owned()), ("HostId".to_owned(), "h".to_owned())]);
+        assert_eq!(parse_error(e.to_xml().as_bytes()).unwrap(), e);
+    }
+
     #[test]
     fn list_v1_roundtrip() {
         let r = ListObjectsV1Result {

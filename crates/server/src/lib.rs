@@ -40,6 +40,22 @@ pub mod types;
 
 pub use config::{Emulation, Faults, Limits, Profile, ServeConfig, Storage, TlsConfig};
 
+/// The HTTP/1.1 connection loop over any byte stream, for the fuzz targets in `fuzz/`
+/// (they feed it an in-memory pipe). Not an API: the server's entry point is
+/// [`Server`].
+#[doc(hidden)]
+pub mod fuzzing {
+    use crate::app::App;
+    use std::sync::Arc;
+    use tokio::io::{AsyncRead, AsyncWrite};
+
+    /// Serves one HTTP/1.1 connection on `io` until it ends, as `ferry serve` does for an
+    /// accepted TCP connection.
+    pub async fn serve_h1<IO: AsyncRead + AsyncWrite + Send + 'static>(io: IO, app: Arc<App>) {
+        crate::h1::serve(io, bytes::BytesMut::new(), app, None).await
+    }
+}
+
 use anyhow::{Context, Result};
 use app::App;
 use bytes::BytesMut;

@@ -1,0 +1,56 @@
+//! What the fuzz targets share: deterministic split points and sizes drawn from the input
+//! itself, so that every corpus file stays a raw sample of real traffic (a request, a
+//! response, a body) with no framing of the fuzzer's own in front of it.
+
+/// A small deterministic generator seeded from the input's bytes (FNV-1a, then
+/// xorshift64*), so the same input always gives the same splits.
+pub struct Dice(u64);
+
+impl Dice {
+    pub fn new(input: &[u8]) -> Dice {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for &b in input {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+        Dice(h | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A value in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Up to `max` sorted cut points in `0..=len`, among them the byte-at-a-time edges that
+/// catch most state-machine slips: 1 and `len - 1`.
+pub fn cuts(input: &[u8], max: usize) -> Vec<usize> {
+    let len = input.len();
+    let mut dice = Dice::new(input);
+    let mut cuts: Vec<usize> = (0..max.saturating_sub(2)).map(|_| dice.below(len + 1)).collect();
+    cuts.push(1.min(len));
+    cuts.push(len.saturating_sub(1));
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts
+}
+
+/// `input` cut into pieces at `cuts` (sorted, each `<= input.len()`).
+pub fn pieces<'a>(input: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
+    let mut out = Vec::with_capacity(cuts.len() + 1);
+    let mut prev = 0;
+    for &c in cuts {
+        out.push(&input[prev..c]);
+        prev = c;
+    }
+    out.push(&input[prev..]);
+    out
+}
