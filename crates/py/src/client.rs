@@ -1070,9 +1070,10 @@ impl Client {
         let (engine, object) = self.target(py, url)?;
         let progress = tracker(&callback);
         let report = LoopReporter::new(py, callback, &progress, None)?;
+        let url = url.to_owned();
         awaitable(py, async move {
             let got = reporting(report, ops::get_object(engine, object, None, progress)).await;
-            py_result(got).map(Buffer::new)
+            py_result_at(&url, got).map(Buffer::new)
         })
     }
 
@@ -1085,7 +1086,10 @@ impl Client {
 
     fn get_range_async<'py>(&self, py: Python<'py>, url: &str, start: u64, end: u64) -> PyResult<Bound<'py, PyAny>> {
         let (engine, object) = self.target(py, url)?;
-        awaitable(py, async move { py_result(ops::get_range(engine, object, start, end, None).await).map(Buffer::new) })
+        let url = url.to_owned();
+        awaitable(py, async move {
+            py_result_at(&url, ops::get_range(engine, object, start, end, None).await).map(Buffer::new)
+        })
     }
 
     /// `get_range` pinned to one version: fails with `Precondition` if the ETag changed
@@ -1390,6 +1394,7 @@ impl Client {
 
     /// Server-side copy (in parts when large).
     fn copy(&self, py: Python<'_>, src: &str, dst: &str) -> PyResult<()> {
+        let what = format!("{src} to {dst}");
         let ((engine, src), (dst_engine, dst)) = (self.target(py, src)?, self.target(py, dst)?);
         if engine.provider() != dst_engine.provider() {
             return Err(PyValueError::new_err("copy is server-side, within one provider: use get and put between two"));

@@ -213,7 +213,7 @@ pub async fn cp(
         }
     }
     for src in &sources {
-        let jobs = jobs_for(&prep.runner.source, src, &dest, recursive, many)?;
+        let jobs = jobs_for(&prep.runner.source, src, &dest, recursive, many, ferry_cli::wildcard::Literal::First)?;
         run_jobs(&prep.runner, jobs, &t).await?;
     }
     Ok(())
