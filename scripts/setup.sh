@@ -18,6 +18,10 @@
 #           command-line tests: `npm install azurite@3.35.0` into
 #           ~/.cache/ferry/azurite-3.35.0 (outside the repo, like MinIO). 3.35.0 is the
 #           last release that runs on Node 20. FERRY_SKIP_AZURITE=1 skips it.
+#   fake-gcs-server  an emulator of Google Cloud Storage's JSON API, for the GCS client's
+#           conformance and CLI tests: `go install` at a pinned version into
+#           ~/.cache/ferry/bin like MinIO (about a minute the first time).
+#           FERRY_SKIP_FAKE_GCS=1 skips it.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -179,3 +183,26 @@ if [[ "${FERRY_SKIP_AZURITE:-0}" != 1 ]] && [[ "$("$AZURITE_BIN" --version 2>/de
 fi
 # test.sh reads where Azurite is (or that it is absent) from here.
 if [[ -x "$AZURITE_BIN" ]]; then echo "$AZURITE_BIN" >"$LOGDIR/azurite-bin"; else rm -f "$LOGDIR/azurite-bin"; fi
+
+# --- fake-gcs-server (Google Cloud Storage emulator for the GCS client's tests) -------
+FAKE_GCS_VERSION="v1.56.1"
+FAKE_GCS_BIN="$HOME/.cache/ferry/bin/fake-gcs-server-$FAKE_GCS_VERSION"
+if [[ "${FERRY_SKIP_FAKE_GCS:-0}" != 1 && ! -x "$FAKE_GCS_BIN" ]]; then
+    if command -v go >/dev/null; then
+        say "go install github.com/fsouza/fake-gcs-server@$FAKE_GCS_VERSION (first time only, about a minute)"
+        tmpbin="$(mktemp -d)"
+        if GOBIN="$tmpbin" GOFLAGS=-modcacherw go install "github.com/fsouza/fake-gcs-server@$FAKE_GCS_VERSION" \
+            >"$LOGDIR/setup-fake-gcs.log" 2>&1; then
+            mkdir -p "$(dirname "$FAKE_GCS_BIN")"
+            mv "$tmpbin/fake-gcs-server" "$FAKE_GCS_BIN"
+        else
+            tail -n 20 "$LOGDIR/setup-fake-gcs.log" >&2
+            say "WARNING: fake-gcs-server could not be built (log: $LOGDIR/setup-fake-gcs.log); the GCS tests will be skipped"
+        fi
+        rm -rf "$tmpbin"
+    else
+        say "WARNING: go not found: the GCS tests against fake-gcs-server will be skipped"
+    fi
+fi
+# test.sh reads where fake-gcs-server is (or that it is absent) from here.
+if [[ -x "$FAKE_GCS_BIN" ]]; then echo "$FAKE_GCS_BIN" >"$LOGDIR/fake-gcs-bin"; else rm -f "$LOGDIR/fake-gcs-bin"; fi
