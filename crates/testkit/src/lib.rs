@@ -10,12 +10,12 @@
 //!   `listening on`). Both stop when dropped.
 //! - [`minio`]: one MinIO child per test binary, for conformance against a third-party
 //!   S3 server (`FERRY_MINIO` names the binary; `scripts/setup.sh` builds it).
-//! - [`fake_gcs`]: fake-gcs-server children (plain http, and https offering h2), for the
-//!   Google Cloud Storage client (`FERRY_FAKE_GCS` names the binary; `scripts/setup.sh`
-//!   builds it).
 //! - [`azurite`]: one Azurite child per test binary, for the Azure client's conformance
 //!   and the command line's Azure tests (`FERRY_AZURITE` names `azurite-blob`;
 //!   `scripts/setup.sh` installs it).
+//! - [`fake_gcs`]: fake-gcs-server children (plain http, and https offering h2), for the
+//!   Google Cloud Storage client (`FERRY_FAKE_GCS` names the binary; `scripts/setup.sh`
+//!   builds it).
 //! - [`transport`]: wrappers around a real [`ferry_wire::Transport`]: one that counts
 //!   requests by S3 operation and live GET bodies, and one that turns a DeleteObjects
 //!   answer's first keys into per-key errors (a fault the server cannot inject).
