@@ -93,6 +93,9 @@ const UPLOAD_META: &str = "upload.json";
 #[derive(serde::Serialize, serde::Deserialize)]
 struct BucketMetaFile {
     created: SystemTime,
+    /// The versioning status last set (PutBucketVersioning); absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    versioning: Option<String>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -229,13 +232,14 @@ impl DiskStore {
                 .map_err(|e| e.to_string())
                 .and_then(|b| serde_json::from_slice::<BucketMetaFile>(&b).map_err(|e| e.to_string()))
             {
-                Ok(m) => m.created,
+                Ok(m) => m,
                 Err(e) => {
                     log(format_args!("ignoring directory {}: bad {BUCKET_META}: {e}", path.display()));
                     continue;
                 }
             };
-            let state = BucketState::new(created);
+            let state = BucketState::new(created.created);
+            *state.versioning.write().expect("fresh lock") = created.versioning;
             {
                 let mut inner = state.inner.write().expect("fresh lock");
                 load_objects(&path, &mut inner.objects)?;
@@ -265,7 +269,10 @@ impl DiskStore {
                 continue;
             }
             let Some(bucket) = buckets.get(&meta.bucket) else {
-                log(format_args!("ignoring upload {}: bucket {} is gone", path.display(), meta.bucket));
+                // DeleteBucket removes the bucket first, then its uploads: a crash in
+                // between leaves this one behind.
+                log(format_args!("removing upload {}: bucket {} is gone", path.display(), meta.bucket));
+                self.remove_upload(&id)?;
                 continue;
             };
             let mut parts = BTreeMap::new();
@@ -340,7 +347,7 @@ impl DiskStore {
         fs::create_dir(&stage)?;
         let r = (|| -> io::Result<()> {
             let mut f = File::create(stage.join(BUCKET_META))?;
-            f.write_all(&serde_json::to_vec(&BucketMetaFile { created }).map_err(io::Error::other)?)?;
+            f.write_all(&serde_json::to_vec(&BucketMetaFile { created, versioning: None }).map_err(io::Error::other)?)?;
             f.sync_all()?;
             fsync_dir(&stage)?;
             fs::rename(&stage, &target)?;
@@ -348,6 +355,24 @@ impl DiskStore {
         })();
         if r.is_err() {
             let _ = fs::remove_dir_all(&stage);
+        }
+        Ok(r?)
+    }
+
+    /// Replaces the bucket's metadata file atomically (temp file, fsync, rename, fsync).
+    pub(crate) fn write_bucket_meta(&self, name: &str, created: SystemTime, versioning: Option<&str>) -> Result<()> {
+        let meta = BucketMetaFile { created, versioning: versioning.map(str::to_string) };
+        let stage = self.new_temp_path();
+        let r = (|| -> io::Result<()> {
+            let mut f = File::create(&stage)?;
+            f.write_all(&serde_json::to_vec(&meta).map_err(io::Error::other)?)?;
+            f.sync_all()?;
+            let dir = self.bucket_dir(name);
+            fs::rename(&stage, dir.join(BUCKET_META))?;
+            fsync_dir(&dir)
+        })();
+        if r.is_err() {
+            let _ = fs::remove_file(&stage);
         }
         Ok(r?)
     }

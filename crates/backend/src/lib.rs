@@ -103,6 +103,10 @@ pub struct ObjectMeta {
     /// (algorithm "CRC32C"/"CRC32"/"CRC64NVME"/"SHA1"/"SHA256", base64 value).
     pub checksums: Vec<(String, String)>,
     pub parts_count: Option<u32>,
+    /// Sizes of the parts a multipart object was completed from, in order (empty for an
+    /// object stored in one piece): what GET/HEAD `?partNumber=N` addresses.
+    #[serde(default)]
+    pub part_sizes: Vec<u64>,
 }
 
 impl ObjectMeta {
@@ -119,6 +123,7 @@ impl ObjectMeta {
             user_meta: Vec::new(),
             checksums: Vec::new(),
             parts_count: None,
+            part_sizes: Vec::new(),
         }
     }
 }
@@ -255,6 +260,8 @@ pub(crate) struct BucketInner {
 pub(crate) struct BucketState {
     pub(crate) created: SystemTime,
     pub(crate) inner: RwLock<BucketInner>,
+    /// The versioning state last set with PutBucketVersioning ("Suspended"), if any.
+    pub(crate) versioning: RwLock<Option<String>>,
 }
 
 impl BucketState {
@@ -262,6 +269,7 @@ impl BucketState {
         BucketState {
             created,
             inner: RwLock::new(BucketInner { deleted: false, objects: BTreeMap::new(), uploads: HashMap::new() }),
+            versioning: RwLock::new(None),
         }
     }
 }
@@ -390,7 +398,8 @@ impl Backend {
         detached(async move { this.create_bucket_now(&name).await }).await
     }
 
-    /// Deletes an empty bucket; `BucketNotEmpty` if it holds objects or uploads.
+    /// Deletes a bucket without objects, and with it any unfinished multipart uploads
+    /// (as S3 does); `BucketNotEmpty` if it holds objects.
     pub async fn delete_bucket(&self, name: &str) -> Result<()> {
         let (this, name) = (self.clone(), name.to_string());
         detached(async move { this.delete_bucket_now(&name).await }).await
@@ -483,6 +492,30 @@ impl Backend {
         Ok(())
     }
 
+    /// The bucket's versioning status as last set (`None`: never set).
+    pub async fn bucket_versioning(&self, name: &str) -> Result<Option<String>> {
+        if self.synthetic_for(name).is_some() {
+            return Ok(None);
+        }
+        Ok(read(&self.bucket(name)?.versioning).clone())
+    }
+
+    /// Records the bucket's versioning status (the S3 handler decides which it accepts);
+    /// on disk it is kept in the bucket's metadata file.
+    pub async fn set_bucket_versioning(&self, name: &str, status: &str) -> Result<()> {
+        if self.synthetic_for(name).is_some() {
+            return Err(BackendError::ReadOnly);
+        }
+        let _ops = self.shared.bucket_ops.lock().await;
+        let b = self.bucket(name)?;
+        if let Some(d) = self.disk() {
+            let (d, n, created, s) = (d.clone(), name.to_string(), b.created, status.to_string());
+            blocking(move || d.write_bucket_meta(&n, created, Some(&s))).await?;
+        }
+        *write(&b.versioning) = Some(status.to_string());
+        Ok(())
+    }
+
     pub async fn head_bucket(&self, name: &str) -> Result<()> {
         if self.synthetic_for(name).is_some() {
             return Ok(());
@@ -490,7 +523,6 @@ impl Backend {
         self.bucket(name).map(|_| ())
     }
 
-    /// Deletes an empty bucket; `BucketNotEmpty` if it holds objects or uploads.
     async fn delete_bucket_now(&self, name: &str) -> Result<()> {
         if self.synthetic_for(name).is_some() {
             return Err(BackendError::ReadOnly);
@@ -499,7 +531,7 @@ impl Backend {
         let b = self.bucket(name)?;
         {
             let mut inner = write(&b.inner);
-            if !inner.objects.is_empty() || !inner.uploads.is_empty() {
+            if !inner.objects.is_empty() {
                 return Err(BackendError::BucketNotEmpty);
             }
             inner.deleted = true;
@@ -513,6 +545,20 @@ impl Backend {
             }
         }
         write(&self.shared.buckets).remove(name);
+        // The bucket is gone; its unfinished uploads go with it. On disk an upload left
+        // by a crash here names a bucket that no longer exists and is removed at the
+        // next open.
+        let uploads: Vec<String> = write(&b.inner).uploads.drain().map(|(id, _)| id).collect();
+        if let Some(d) = self.disk() {
+            let d = d.clone();
+            blocking(move || {
+                for id in uploads {
+                    d.remove_upload(&id)?;
+                }
+                Ok(())
+            })
+            .await?;
+        }
         Ok(())
     }
 

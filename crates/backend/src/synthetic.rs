@@ -282,6 +282,7 @@ impl Synthetic {
             user_meta: Vec::new(),
             checksums,
             parts_count: None,
+        part_sizes: Vec::new(),
         })
     }
 

@@ -65,6 +65,7 @@ conformance!(
     abort_multipart,
     synthetic_bucket,
     concurrent_puts_same_key,
+    versioning_state_is_kept,
 );
 
 fn meta(key: &str, size: u64) -> ObjectMeta {
@@ -78,6 +79,7 @@ fn meta(key: &str, size: u64) -> ObjectMeta {
         user_meta: vec![("color".into(), "blue".into())],
         checksums: vec![("CRC32C".into(), "AAAAAA==".into())],
         parts_count: None,
+        part_sizes: Vec::new(),
     }
 }
 
@@ -131,10 +133,25 @@ async fn bucket_not_empty(b: &Backend) {
     put(b, "full", "k", b"x").await;
     assert!(matches!(b.delete_bucket("full").await, Err(BackendError::BucketNotEmpty)));
     b.delete_object("full", "k").await.unwrap();
+    // An unfinished upload does not keep the bucket: S3 deletes it with the bucket.
     let id = b.create_multipart("full", meta("m", 0)).await.unwrap();
-    assert!(matches!(b.delete_bucket("full").await, Err(BackendError::BucketNotEmpty)));
-    b.abort_multipart("full", "m", &id).await.unwrap();
+    put_part(b, "full", "m", &id, 1, b"part one").await;
     b.delete_bucket("full").await.unwrap();
+    assert!(matches!(b.list_uploads("full").await, Err(BackendError::NoSuchBucket)));
+    // A bucket made again under the name does not inherit the upload.
+    b.create_bucket("full").await.unwrap();
+    assert!(b.list_uploads("full").await.unwrap().is_empty());
+    assert!(matches!(b.upload_info("full", "m", &id).await, Err(BackendError::NoSuchUpload)));
+    assert_eq!(b.memory_usage().parts, 0);
+    b.delete_bucket("full").await.unwrap();
+}
+
+async fn versioning_state_is_kept(b: &Backend) {
+    b.create_bucket("ver").await.unwrap();
+    assert_eq!(b.bucket_versioning("ver").await.unwrap(), None);
+    b.set_bucket_versioning("ver", "Suspended").await.unwrap();
+    assert_eq!(b.bucket_versioning("ver").await.unwrap().as_deref(), Some("Suspended"));
+    assert!(matches!(b.bucket_versioning("nope").await, Err(BackendError::NoSuchBucket)));
 }
 
 async fn put_get_head_roundtrip(b: &Backend) {
@@ -647,11 +664,14 @@ async fn disk_restart_survival() {
         let id = b.create_multipart("keep", meta("mpu", 0)).await.unwrap();
         put_part(&b, "keep", "mpu", &id, 2, b"world").await;
         put_part(&b, "keep", "mpu", &id, 1, b"hello ").await;
+        b.set_bucket_versioning("keep", "Suspended").await.unwrap();
         let created = b.list_buckets().await;
         (id, created)
     };
     let b = Backend::open_disk(dir.path()).await.unwrap();
     assert_eq!(b.list_buckets().await, created);
+    assert_eq!(b.bucket_versioning("keep").await.unwrap().as_deref(), Some("Suspended"));
+    assert_eq!(b.bucket_versioning("other").await.unwrap(), None);
     assert_eq!(b.head_object("keep", "a/b").await.unwrap(), meta("a/b", 500_000));
     assert_eq!(get(&b, "keep", "a/b", None).await, pattern(500_000, 4));
     assert!(matches!(b.head_object("keep", "gone").await, Err(BackendError::NoSuchKey)));
@@ -664,10 +684,34 @@ async fn disk_restart_survival() {
     let b = Backend::open_disk(dir.path()).await.unwrap();
     assert_eq!(get(&b, "keep", "mpu", None).await, b"hello world");
     assert!(b.list_uploads("keep").await.unwrap().is_empty());
+    // A bucket deleted with an unfinished upload takes the upload's files along.
+    let id = b.create_multipart("other", meta("left", 0)).await.unwrap();
+    put_part(&b, "other", "left", &id, 1, b"part").await;
     b.delete_bucket("other").await.unwrap();
+    assert_eq!(std::fs::read_dir(dir.path().join(".ferry-uploads")).unwrap().count(), 0);
     drop(b);
     let b = Backend::open_disk(dir.path()).await.unwrap();
     assert!(matches!(b.head_bucket("other").await, Err(BackendError::NoSuchBucket)));
+}
+
+/// An upload whose bucket is gone (a crash between DeleteBucket's two steps) is removed
+/// when the directory is opened again, and a new bucket of that name does not see it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disk_orphan_upload_removed_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = {
+        let b = Backend::open_disk(dir.path()).await.unwrap();
+        b.create_bucket("gone").await.unwrap();
+        let id = b.create_multipart("gone", meta("k", 0)).await.unwrap();
+        put_part(&b, "gone", "k", &id, 1, b"bytes").await;
+        id
+    };
+    // The crash: the bucket directory went, the upload stayed.
+    std::fs::remove_dir_all(dir.path().join("gone")).unwrap();
+    let b = Backend::open_disk(dir.path()).await.unwrap();
+    assert!(!dir.path().join(".ferry-uploads").join(&id).exists());
+    b.create_bucket("gone").await.unwrap();
+    assert!(b.list_uploads("gone").await.unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

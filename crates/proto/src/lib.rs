@@ -7,6 +7,7 @@
 //! - [`encoding`]: SigV4 URI encoding, query strings, timestamps;
 //! - [`checksum`]: flexible checksum algorithms, ETags, composite checksums;
 //! - [`sigv4`]: request signing and verification;
+//! - [`sigv2`]: the legacy signature S3 still accepts (botocore presigns with it);
 //! - [`chunked`]: HTTP/1.1 chunked and S3 aws-chunked body decoders;
 //! - [`range`]: `Range` / `Content-Range` with S3 semantics;
 //! - [`xml`]: S3 XML bodies, writers and parsers;
@@ -17,5 +18,6 @@ pub mod chunked;
 pub mod client_xml;
 pub mod encoding;
 pub mod range;
+pub mod sigv2;
 pub mod sigv4;
 pub mod xml;
