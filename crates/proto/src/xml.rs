@@ -214,7 +214,7 @@ pub struct ObjectEntry {
 }
 
 impl ObjectEntry {
-    fn write(&self, w: &mut XmlWriter, url: bool) {
+    fn write(&self, w: &mut XmlWriter, url: bool, owner: Option<&Owner>) {
         w.open("Contents")
             .leaf("Key", &url_enc(&self.key, url))
             .leaf_time("LastModified", self.last_modified)
@@ -222,8 +222,99 @@ impl ObjectEntry {
         if let Some(a) = self.checksum_algorithm {
             w.leaf("ChecksumAlgorithm", a.as_str());
         }
-        w.leaf_display("Size", self.size).leaf("StorageClass", &self.storage_class).close("Contents");
+        w.leaf_display("Size", self.size);
+        if let Some(o) = owner {
+            o.write(w);
+        }
+        w.leaf("StorageClass", &self.storage_class).close("Contents");
     }
+}
+
+/// The `<Owner>` of listed objects and buckets (ListObjects v1 always, v2 with
+/// `fetch-owner=true`, ListObjectVersions, ACLs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub id: String,
+    pub display_name: String,
+}
+
+impl Owner {
+    fn write(&self, w: &mut XmlWriter) {
+        w.open("Owner").leaf("ID", &self.id).leaf("DisplayName", &self.display_name).close("Owner");
+    }
+}
+
+/// ListObjectVersions (`GET /bucket?versions`). This server keeps one version per key:
+/// each `<Version>` has id "null" and is the latest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListVersionsResult {
+    pub name: String,
+    pub prefix: String,
+    pub key_marker: String,
+    pub version_id_marker: String,
+    pub next_key_marker: Option<String>,
+    pub next_version_id_marker: Option<String>,
+    pub delimiter: Option<String>,
+    pub max_keys: u32,
+    pub is_truncated: bool,
+    pub encoding_type_url: bool,
+    pub owner: Owner,
+    pub versions: Vec<ObjectEntry>,
+    pub common_prefixes: Vec<String>,
+}
+
+impl ListVersionsResult {
+    pub fn to_xml(&self) -> String {
+        let url = self.encoding_type_url;
+        let mut w = XmlWriter::new();
+        w.open_root("ListVersionsResult")
+            .leaf("Name", &self.name)
+            .leaf("Prefix", &url_enc(&self.prefix, url))
+            .leaf("KeyMarker", &url_enc(&self.key_marker, url))
+            .leaf("VersionIdMarker", &self.version_id_marker);
+        if let Some(m) = &self.next_key_marker {
+            w.leaf("NextKeyMarker", &url_enc(m, url));
+        }
+        w.leaf_opt("NextVersionIdMarker", self.next_version_id_marker.as_deref());
+        w.leaf_display("MaxKeys", self.max_keys);
+        if let Some(d) = &self.delimiter {
+            w.leaf("Delimiter", &url_enc(d, url));
+        }
+        if url {
+            w.leaf("EncodingType", "url");
+        }
+        w.leaf_display("IsTruncated", self.is_truncated);
+        for v in &self.versions {
+            w.open("Version")
+                .leaf("Key", &url_enc(&v.key, url))
+                .leaf("VersionId", "null")
+                .leaf("IsLatest", "true")
+                .leaf_time("LastModified", v.last_modified)
+                .leaf("ETag", &v.etag);
+            if let Some(a) = v.checksum_algorithm {
+                w.leaf("ChecksumAlgorithm", a.as_str());
+            }
+            w.leaf_display("Size", v.size);
+            self.owner.write(&mut w);
+            w.leaf("StorageClass", &v.storage_class).close("Version");
+        }
+        write_common_prefixes(&mut w, &self.common_prefixes, url);
+        w.close("ListVersionsResult");
+        w.finish()
+    }
+}
+
+/// `AccessControlPolicy` granting the owner FULL_CONTROL and nobody anything else: the
+/// canned ACL `private`, the only one this server keeps.
+pub fn private_acl(owner: &Owner) -> String {
+    let mut w = XmlWriter::new();
+    w.open_root("AccessControlPolicy");
+    owner.write(&mut w);
+    w.open("AccessControlList").open("Grant");
+    w.buf.push_str("<Grantee xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" xsi:type=\"CanonicalUser\">");
+    w.leaf("ID", &owner.id).leaf("DisplayName", &owner.display_name).close("Grantee");
+    w.leaf("Permission", "FULL_CONTROL").close("Grant").close("AccessControlList").close("AccessControlPolicy");
+    w.finish()
 }
 
 fn write_common_prefixes(w: &mut XmlWriter, prefixes: &[String], url: bool) {
@@ -246,6 +337,8 @@ pub struct ListObjectsV2Result {
     pub start_after: Option<String>,
     /// `encoding-type=url` was requested: keys/prefixes are written URL-encoded.
     pub encoding_type_url: bool,
+    /// Written into every `<Contents>` (`fetch-owner=true`).
+    pub owner: Option<Owner>,
     pub contents: Vec<ObjectEntry>,
     pub common_prefixes: Vec<String>,
 }
@@ -269,7 +362,7 @@ impl ListObjectsV2Result {
             w.leaf("StartAfter", &url_enc(s, url));
         }
         for c in &self.contents {
-            c.write(&mut w, url);
+            c.write(&mut w, url, self.owner.as_ref());
         }
         write_common_prefixes(&mut w, &self.common_prefixes, url);
         w.close("ListBucketResult");
@@ -288,6 +381,8 @@ pub struct ListObjectsV1Result {
     pub max_keys: u32,
     pub is_truncated: bool,
     pub encoding_type_url: bool,
+    /// Written into every `<Contents>` (S3 always does for v1).
+    pub owner: Option<Owner>,
     pub contents: Vec<ObjectEntry>,
     pub common_prefixes: Vec<String>,
 }
@@ -312,7 +407,7 @@ impl ListObjectsV1Result {
         }
         w.leaf_display("IsTruncated", self.is_truncated);
         for c in &self.contents {
-            c.write(&mut w, url);
+            c.write(&mut w, url, self.owner.as_ref());
         }
         write_common_prefixes(&mut w, &self.common_prefixes, url);
         w.close("ListBucketResult");
@@ -712,6 +807,20 @@ pub fn parse_delete(body: &[u8]) -> Result<DeleteRequest, XmlError> {
     Ok(DeleteRequest { quiet, keys })
 }
 
+/// DeleteObjects request body with each key's `<VersionId>` (server side).
+pub fn parse_delete_versions(body: &[u8]) -> Result<(bool, Vec<(String, Option<String>)>), XmlError> {
+    let root = parse_root(body, "Delete")?;
+    let quiet = parse_bool(&root, "Quiet")?;
+    let keys = root
+        .children_named("Object")
+        .map(|o| {
+            let key = o.child_text("Key").map(str::to_owned).ok_or_else(|| xerr("<Object> without <Key>"))?;
+            Ok((key, o.child_text("VersionId").map(|v| v.trim().to_owned())))
+        })
+        .collect::<Result<Vec<_>, XmlError>>()?;
+    Ok((quiet, keys))
+}
+
 /// One `<Part>` of a CompleteMultipartUpload request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompletedPart {
@@ -803,6 +912,7 @@ pub fn parse_list_objects_v2(body: &[u8]) -> Result<ListObjectsV2Result, XmlErro
         next_continuation_token: root.child_text("NextContinuationToken").map(str::to_owned),
         start_after: root.child_text("StartAfter").map(dec),
         encoding_type_url: url,
+        owner: None,
         common_prefixes: parse_prefixes(&root, url),
         contents,
     })
@@ -822,6 +932,7 @@ pub fn parse_list_objects_v1(body: &[u8]) -> Result<ListObjectsV1Result, XmlErro
         max_keys: parse_num(&root, "MaxKeys")?.unwrap_or(1000),
         is_truncated: parse_bool(&root, "IsTruncated")?,
         encoding_type_url: url,
+        owner: None,
         contents: parse_entries(&root, url)?,
         common_prefixes: parse_prefixes(&root, url),
     })
@@ -1029,6 +1140,7 @@ mod tests {
             max_keys: 2,
             is_truncated: true,
             encoding_type_url: true,
+            owner: None,
             contents: vec![ObjectEntry {
                 key: "p k+é".into(),
                 last_modified: t(1),
@@ -1080,6 +1192,7 @@ mod tests {
                 next_continuation_token: token,
                 start_after,
                 encoding_type_url: url,
+                owner: None,
                 contents,
                 common_prefixes: prefixes,
             };

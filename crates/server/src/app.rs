@@ -18,6 +18,7 @@ use crate::s3::{self, Op, Route, S3Error};
 use crate::types::{Request, Response};
 use anyhow::{Context, Result};
 use ferry_backend::Backend;
+use ferry_proto::sigv2;
 use ferry_proto::sigv4::{self, SigningContext};
 use ferry_proto::xml::ErrorBody;
 use http::Method;
@@ -154,7 +155,7 @@ impl App {
     }
 
     async fn run(&self, req: &mut Request, route: &Route) -> Result<Response, S3Error> {
-        let signing = self.authenticate(req)?;
+        let signing = self.authenticate(req, route)?;
         match self.emulator.injected_error() {
             Some(InjectedError::Internal) => {
                 return Err(S3Error::new(
@@ -177,9 +178,10 @@ impl App {
         Box::pin(s3::dispatch(self, req, route, signing.as_ref())).await
     }
 
-    /// Verifies SigV4 unless the server is anonymous. Returns the signing context that an
-    /// aws-chunked body's chunk signatures chain from.
-    fn authenticate(&self, req: &Request) -> Result<Option<SigningContext>, S3Error> {
+    /// Verifies SigV4 (or the legacy SigV2, header or presigned query; proto's sigv2.rs)
+    /// unless the server is anonymous. Returns the signing context that an aws-chunked
+    /// body's chunk signatures chain from (none for SigV2, which has no chunk signing).
+    fn authenticate(&self, req: &Request, route: &Route) -> Result<Option<SigningContext>, S3Error> {
         let Some((access, secret)) = &self.credentials else { return Ok(None) };
         let signable = sigv4::SignableRequest {
             method: req.method.as_str(),
@@ -188,6 +190,13 @@ impl App {
             headers: &req.headers,
         };
         let lookup = |key: &str| if key == access { Some(secret.clone()) } else { None };
+        if sigv2::is_sigv2(&signable) {
+            let bucket_host = route.bucket.as_deref().filter(|_| route.virtual_host);
+            return match sigv2::verify(&signable, bucket_host, &lookup, SystemTime::now(), MAX_SKEW) {
+                Ok(_) => Ok(None),
+                Err(e) => Err(S3Error::new(e.status(), e.code(), &e.message)),
+            };
+        }
         match sigv4::verify(&signable, &lookup, SystemTime::now(), MAX_SKEW) {
             Ok(ctx) => Ok(Some(ctx)),
             Err(e) => Err(S3Error::new(e.status(), e.code(), &e.message)),

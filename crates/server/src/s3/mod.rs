@@ -7,6 +7,7 @@
 //! Both path-style (`/bucket/key`) and virtual-hosted (`bucket.localhost/key`) addressing
 //! are accepted.
 
+mod acl;
 mod bucket;
 mod multipart;
 mod object;
@@ -43,7 +44,47 @@ pub enum Op {
     CompleteMultipartUpload,
     AbortMultipartUpload,
     ListParts,
-    NotImplemented,
+    ListObjectVersions,
+    GetBucketAcl,
+    PutBucketAcl,
+    GetObjectAcl,
+    PutObjectAcl,
+    PutBucketVersioning,
+    /// Not implemented here: answered 501 naming the operation.
+    NotImplemented(Unimplemented),
+}
+
+/// The S3 name of an operation this server does not implement, e.g. GetBucketCors:
+/// a verb, a scope and a noun, joined when written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unimplemented {
+    verb: &'static str,
+    scope: &'static str,
+    noun: &'static str,
+}
+
+impl Unimplemented {
+    const fn named(name: &'static str) -> Unimplemented {
+        Unimplemented { verb: "", scope: "", noun: name }
+    }
+
+    /// `GetBucketCors`, `PutObjectTagging`, ...: a sub-resource's operation by method.
+    fn sub_resource(m: &Method, scope: &'static str, noun: &'static str) -> Unimplemented {
+        let verb = match *m {
+            Method::GET | Method::HEAD => "Get",
+            Method::PUT => "Put",
+            Method::DELETE => "Delete",
+            Method::POST => "Post",
+            _ => "Unknown",
+        };
+        Unimplemented { verb, scope, noun }
+    }
+}
+
+impl std::fmt::Display for Unimplemented {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}{}", self.verb, self.scope, self.noun)
+    }
 }
 
 impl Op {
@@ -70,7 +111,13 @@ impl Op {
             Op::CompleteMultipartUpload => "CompleteMultipartUpload",
             Op::AbortMultipartUpload => "AbortMultipartUpload",
             Op::ListParts => "ListParts",
-            Op::NotImplemented => "NotImplemented",
+            Op::ListObjectVersions => "ListObjectVersions",
+            Op::GetBucketAcl => "GetBucketAcl",
+            Op::PutBucketAcl => "PutBucketAcl",
+            Op::GetObjectAcl => "GetObjectAcl",
+            Op::PutObjectAcl => "PutObjectAcl",
+            Op::PutBucketVersioning => "PutBucketVersioning",
+            Op::NotImplemented(_) => "NotImplemented",
         }
     }
 }
@@ -82,6 +129,8 @@ pub struct Route {
     pub key: Option<String>,
     /// Decoded query parameters.
     pub query: Vec<(String, String)>,
+    /// The bucket came from the Host (`bucket.localhost`), not the path.
+    pub virtual_host: bool,
 }
 
 impl Route {
@@ -89,11 +138,11 @@ impl Route {
         self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 
-    fn bucket(&self) -> &str {
+    pub(crate) fn bucket(&self) -> &str {
         self.bucket.as_deref().unwrap_or("")
     }
 
-    fn key(&self) -> &str {
+    pub(crate) fn key(&self) -> &str {
         self.key.as_deref().unwrap_or("")
     }
 }
@@ -174,7 +223,8 @@ pub fn route(req: &Request) -> Result<Route, S3Error> {
     let hostname =
         host.rsplit_once(':').filter(|(_, p)| p.chars().all(|c| c.is_ascii_digit())).map(|(h, _)| h).unwrap_or(host);
     let rest = path.strip_prefix('/').unwrap_or(&path);
-    let (bucket, key) = match hostname.strip_suffix(".localhost").filter(|b| !b.is_empty()) {
+    let vhost = hostname.strip_suffix(".localhost").filter(|b| !b.is_empty());
+    let (bucket, key) = match vhost {
         Some(b) => (Some(b.to_string()), Some(rest.to_string()).filter(|k| !k.is_empty())),
         None => match rest.split_once('/') {
             Some((b, k)) => {
@@ -183,103 +233,139 @@ pub fn route(req: &Request) -> Result<Route, S3Error> {
             None => (Some(rest.to_string()).filter(|b| !b.is_empty()), None),
         },
     };
-    let mut route = Route { op: Op::NotImplemented, bucket, key, query };
+    let mut route = Route { op: Op::NotImplemented(UNKNOWN), bucket, key, query, virtual_host: vhost.is_some() };
     let has = |n: &str| route.query.iter().any(|(k, _)| k == n);
     let m = &req.method;
+    let (get, put, post, delete, head) = (
+        *m == Method::GET,
+        *m == Method::PUT,
+        *m == Method::POST,
+        *m == Method::DELETE,
+        *m == Method::HEAD,
+    );
     route.op = match (&route.bucket, &route.key) {
-        (None, _) if *m == Method::GET => Op::ListBuckets,
-        (None, _) => Op::NotImplemented,
+        (None, _) if get => Op::ListBuckets,
+        (None, _) => Op::NotImplemented(if post { Unimplemented::named("WriteGetObjectResponse") } else { UNKNOWN }),
         (Some(_), None) => {
-            if *m == Method::GET && has("location") {
-                Op::GetBucketLocation
-            } else if *m == Method::GET && has("versioning") {
-                Op::GetBucketVersioning
-            } else if *m == Method::GET && has("uploads") {
-                Op::ListMultipartUploads
-            } else if *m == Method::POST && has("delete") {
-                Op::DeleteObjects
-            } else if BUCKET_SUBRESOURCES.iter().any(|s| has(s)) {
-                Op::NotImplemented
-            } else if *m == Method::GET {
+            if let Some(sub) = BUCKET_SUBRESOURCES.iter().find(|s| has(s.0)) {
+                match (sub.0, get, put) {
+                    ("location", true, _) => Op::GetBucketLocation,
+                    ("versioning", true, _) => Op::GetBucketVersioning,
+                    ("versioning", _, true) => Op::PutBucketVersioning,
+                    ("versions", true, _) => Op::ListObjectVersions,
+                    ("acl", true, _) => Op::GetBucketAcl,
+                    ("acl", _, true) => Op::PutBucketAcl,
+                    ("uploads", true, _) => Op::ListMultipartUploads,
+                    ("delete", _, _) if post => Op::DeleteObjects,
+                    _ => Op::NotImplemented(Unimplemented::sub_resource(m, "Bucket", sub.1)),
+                }
+            } else if get {
                 if route.param("list-type") == Some("2") {
                     Op::ListObjectsV2
                 } else {
                     Op::ListObjectsV1
                 }
-            } else if *m == Method::PUT {
+            } else if put {
                 Op::CreateBucket
-            } else if *m == Method::HEAD {
+            } else if head {
                 Op::HeadBucket
-            } else if *m == Method::DELETE {
+            } else if delete {
                 Op::DeleteBucket
+            } else if post {
+                Op::NotImplemented(Unimplemented::named("PostObject"))
             } else {
-                Op::NotImplemented
+                Op::NotImplemented(UNKNOWN)
             }
         }
         (Some(_), Some(_)) => {
             let copy = req.headers.contains_key("x-amz-copy-source");
-            if OBJECT_SUBRESOURCES.iter().any(|s| has(s)) {
-                Op::NotImplemented
-            } else if *m == Method::PUT && has("partNumber") && has("uploadId") {
+            if let Some(sub) = OBJECT_SUBRESOURCES.iter().find(|s| has(s.0)) {
+                match (sub.0, get, put) {
+                    ("acl", true, _) => Op::GetObjectAcl,
+                    ("acl", _, true) => Op::PutObjectAcl,
+                    ("restore", _, _) => Op::NotImplemented(Unimplemented::named("RestoreObject")),
+                    ("select", _, _) => Op::NotImplemented(Unimplemented::named("SelectObjectContent")),
+                    ("torrent", _, _) => Op::NotImplemented(Unimplemented::named("GetObjectTorrent")),
+                    _ => Op::NotImplemented(Unimplemented::sub_resource(m, "Object", sub.1)),
+                }
+            } else if put && has("partNumber") && has("uploadId") {
                 if copy {
                     Op::UploadPartCopy
                 } else {
                     Op::UploadPart
                 }
-            } else if *m == Method::PUT {
+            } else if put {
                 if copy {
                     Op::CopyObject
                 } else {
                     Op::PutObject
                 }
-            } else if *m == Method::GET && has("uploadId") {
+            } else if get && has("uploadId") {
                 Op::ListParts
-            } else if *m == Method::GET {
+            } else if get {
                 Op::GetObject
-            } else if *m == Method::HEAD {
+            } else if head {
                 Op::HeadObject
-            } else if *m == Method::DELETE && has("uploadId") {
+            } else if delete && has("uploadId") {
                 Op::AbortMultipartUpload
-            } else if *m == Method::DELETE {
+            } else if delete {
                 Op::DeleteObject
-            } else if *m == Method::POST && has("uploads") {
+            } else if post && has("uploads") {
                 Op::CreateMultipartUpload
-            } else if *m == Method::POST && has("uploadId") {
+            } else if post && has("uploadId") {
                 Op::CompleteMultipartUpload
             } else {
-                Op::NotImplemented
+                Op::NotImplemented(UNKNOWN)
             }
         }
     };
     Ok(route)
 }
 
-/// Bucket sub-resources this server does not implement; answered 501 NotImplemented
-/// rather than misread as a listing.
-const BUCKET_SUBRESOURCES: &[&str] = &[
-    "acl",
-    "policy",
-    "cors",
-    "lifecycle",
-    "tagging",
-    "website",
-    "logging",
-    "notification",
-    "replication",
-    "encryption",
-    "object-lock",
-    "ownershipControls",
-    "publicAccessBlock",
-    "accelerate",
-    "requestPayment",
-    "analytics",
-    "inventory",
-    "metrics",
-    "intelligent-tiering",
-    "versions",
+/// Bucket sub-resources, each with the noun of its operations' names (`GET ?cors` is
+/// GetBucketCors). The ones `route` does not pick out answer 501 naming the operation,
+/// never a listing.
+const BUCKET_SUBRESOURCES: &[(&str, &str)] = &[
+    ("location", "Location"),
+    ("versioning", "Versioning"),
+    ("versions", "Versions"),
+    ("acl", "Acl"),
+    ("uploads", "Uploads"),
+    ("delete", "Delete"),
+    ("policy", "Policy"),
+    ("policyStatus", "PolicyStatus"),
+    ("cors", "Cors"),
+    ("lifecycle", "LifecycleConfiguration"),
+    ("tagging", "Tagging"),
+    ("website", "Website"),
+    ("logging", "Logging"),
+    ("notification", "NotificationConfiguration"),
+    ("replication", "Replication"),
+    ("encryption", "Encryption"),
+    ("object-lock", "ObjectLockConfiguration"),
+    ("ownershipControls", "OwnershipControls"),
+    ("publicAccessBlock", "PublicAccessBlock"),
+    ("accelerate", "AccelerateConfiguration"),
+    ("requestPayment", "RequestPayment"),
+    ("analytics", "AnalyticsConfiguration"),
+    ("inventory", "InventoryConfiguration"),
+    ("metrics", "MetricsConfiguration"),
+    ("intelligent-tiering", "IntelligentTieringConfiguration"),
+    ("metadataTable", "MetadataTableConfiguration"),
 ];
-const OBJECT_SUBRESOURCES: &[&str] =
-    &["acl", "tagging", "retention", "legal-hold", "torrent", "restore", "select", "attributes"];
+const OBJECT_SUBRESOURCES: &[(&str, &str)] = &[
+    ("acl", "Acl"),
+    ("tagging", "Tagging"),
+    ("retention", "Retention"),
+    ("legal-hold", "LegalHold"),
+    ("torrent", "Torrent"),
+    ("restore", "Restore"),
+    ("select", "Select"),
+    ("attributes", "Attributes"),
+];
+
+/// A method and target no S3 operation has.
+const UNKNOWN: Unimplemented = Unimplemented::named("this method on this resource");
 
 pub async fn dispatch(
     app: &App,
@@ -307,12 +393,28 @@ pub async fn dispatch(
         Op::CompleteMultipartUpload => multipart::complete(app, req, route).await,
         Op::AbortMultipartUpload => multipart::abort(app, route).await,
         Op::ListParts => multipart::list_parts(app, route).await,
-        Op::NotImplemented => Err(S3Error::new(
+        Op::ListObjectVersions => bucket::list_versions(app, route).await,
+        Op::GetBucketAcl => acl::get_bucket(app, route).await,
+        Op::PutBucketAcl => acl::put_bucket(app, req, route).await,
+        Op::GetObjectAcl => acl::get_object(app, route).await,
+        Op::PutObjectAcl => acl::put_object(app, req, route).await,
+        Op::PutBucketVersioning => bucket::put_versioning(app, req, route).await,
+        Op::NotImplemented(name) => Err(S3Error::new(
             501,
             "NotImplemented",
-            "A header or query you provided implies functionality that is not implemented.",
+            &format!("{name} is not implemented by this server (ferry serve)."),
         )),
     }
+}
+
+/// The one owner of every bucket and object: the server has one set of credentials.
+pub fn owner() -> ferry_proto::xml::Owner {
+    ferry_proto::xml::Owner { id: "ferry".into(), display_name: "ferry".into() }
+}
+
+/// A version id other than "null" (the only version this server keeps).
+pub fn no_such_version() -> S3Error {
+    S3Error::new(404, "NoSuchVersion", "The specified version does not exist.")
 }
 
 /// Reads an XML request body, bounded by the server's limit.

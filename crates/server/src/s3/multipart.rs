@@ -217,6 +217,7 @@ pub async fn complete(app: &App, req: &mut Request, route: &Route) -> Result<Res
     meta.etag = multipart_etag(&md5s);
     meta.last_modified = SystemTime::now();
     meta.parts_count = Some(chosen.len() as u32);
+    meta.part_sizes = chosen.iter().map(|p| p.size).collect();
     meta.checksums = Vec::new();
     let mut checksums = Vec::new();
     if let Some(algo) = upload_algorithm(&info.meta) {

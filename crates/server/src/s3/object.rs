@@ -75,6 +75,7 @@ pub fn meta_from_headers(req: &Request, key: &str) -> ObjectMeta {
         user_meta,
         checksums: Vec::new(),
         parts_count: None,
+        part_sizes: Vec::new(),
     }
 }
 
@@ -157,8 +158,35 @@ fn trunc(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
+/// A `versionId` query names the one version kept ("null") or none at all.
+pub fn check_version(route: &Route) -> Result<(), S3Error> {
+    match route.param("versionId") {
+        None | Some("null") => Ok(()),
+        Some(_) => Err(super::no_such_version()),
+    }
+}
+
+/// The inclusive byte range of part `n` (1-based) of an object, from the part sizes
+/// recorded at CompleteMultipartUpload; an object stored in one piece is its part 1.
+fn part_range(meta: &ObjectMeta, n: &str) -> Result<Option<(u64, u64)>, S3Error> {
+    let invalid = || S3Error::invalid_argument("Part number must be an integer between 1 and 10000, inclusive");
+    let n: usize = n.parse().ok().filter(|n| (1..=10_000).contains(n)).ok_or_else(invalid)?;
+    let sizes: &[u64] = if meta.part_sizes.is_empty() { &[meta.size] } else { &meta.part_sizes };
+    let Some(size) = sizes.get(n - 1) else {
+        return Err(S3Error::new(416, "InvalidPartNumber", "The requested partnumber is not satisfiable")
+            .with_extra("PartNumberRequested", n)
+            .with_extra("ActualPartCount", sizes.len()));
+    };
+    if *size == 0 {
+        return Ok(None);
+    }
+    let start: u64 = sizes[..n - 1].iter().sum();
+    Ok(Some((start, start + size - 1)))
+}
+
 pub async fn get(app: &App, req: &mut Request, route: &Route) -> Result<Response, S3Error> {
     let (bucket, key) = (route.bucket(), route.key());
+    check_version(route)?;
     let meta = app.backend.head_object(bucket, key).await?;
     if let Err(e) = check_conditions(req, &meta, "") {
         if e.status == 304 {
@@ -170,7 +198,12 @@ pub async fn get(app: &App, req: &mut Request, route: &Route) -> Result<Response
         }
         return Err(e);
     }
+    let part_number = route.param("partNumber");
+    if part_number.is_some() && header(req, "range").is_some() {
+        return Err(S3Error::new(400, "InvalidRequest", "Cannot specify both Range header and partNumber query parameter"));
+    }
     let range = match header(req, "range").and_then(parse_range_header) {
+        None if part_number.is_some() => part_range(&meta, part_number.unwrap_or_default())?,
         None => None,
         Some(spec) => match spec.resolve(meta.size) {
             Ok(r) => Some(r),
@@ -181,21 +214,16 @@ pub async fn get(app: &App, req: &mut Request, route: &Route) -> Result<Response
             }
         },
     };
-    if let Some(p) = route.param("partNumber") {
-        // Only part 1 of an object uploaded in one piece is addressable that way here.
-        if p != "1" || meta.parts_count.is_some() {
-            return Err(S3Error::new(
-                501,
-                "NotImplemented",
-                "GET by partNumber is supported only for part 1 of single-part objects.",
-            ));
-        }
-    }
     let checksum_mode = header(req, "x-amz-checksum-mode").is_some_and(|v| v.eq_ignore_ascii_case("ENABLED"));
     let status = if range.is_some() { 206 } else { 200 };
     let mut resp = object_headers(Response::new(status), &meta, checksum_mode && range.is_none());
     if let Some((start, end)) = range {
         resp = resp.header("content-range", &content_range(start, end, meta.size));
+    }
+    if part_number.is_some() {
+        if let Some(n) = meta.parts_count {
+            resp = resp.header("x-amz-mp-parts-count", &n.to_string());
+        }
     }
     for (param, name) in [
         ("response-content-type", "content-type"),
@@ -282,6 +310,7 @@ pub async fn put(
 }
 
 pub async fn delete(app: &App, route: &Route) -> Result<Response, S3Error> {
+    check_version(route)?;
     app.backend.delete_object(route.bucket(), route.key()).await?;
     Ok(Response::new(204))
 }
@@ -355,6 +384,7 @@ pub async fn copy(app: &App, req: &mut Request, route: &Route) -> Result<Respons
     meta.etag = md5_etag(&md5);
     meta.last_modified = SystemTime::now();
     meta.parts_count = None;
+    meta.part_sizes = Vec::new();
     meta.checksums = sums.iter().map(|(a, v)| (a.as_str().to_string(), v.clone())).collect();
     app.backend.put_object(bucket, writer, meta.clone()).await?;
     let body = ferry_proto::xml::CopyObjectResult {
