@@ -18,6 +18,10 @@
 #           conformance and CLI tests: `go install` at a pinned version into
 #           ~/.cache/ferry/bin like MinIO (about a minute the first time).
 #           FERRY_SKIP_FAKE_GCS=1 skips it.
+#   Lab     with FERRY_COMPAT_TOOLS=1 (scripts/compat.sh sets it; scripts/test.sh does
+#           not): versitygw (its S3 integration test suite) and the MinIO client `mc`,
+#           each `go install`ed at a pinned version into ~/.cache/ferry/bin, a few
+#           minutes each the first time.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -177,3 +181,28 @@ if [[ "${FERRY_SKIP_FAKE_GCS:-0}" != 1 && ! -x "$FAKE_GCS_BIN" ]]; then
 fi
 # test.sh reads where fake-gcs-server is (or that it is absent) from here.
 if [[ -x "$FAKE_GCS_BIN" ]]; then echo "$FAKE_GCS_BIN" >"$LOGDIR/fake-gcs-bin"; else rm -f "$LOGDIR/fake-gcs-bin"; fi
+
+# --- Lab tools for scripts/compat.sh: versitygw's S3 test suite, the MinIO client ------
+# go_tool NAME MODULE/PATH VERSION: builds once into ~/.cache/ferry/bin/NAME-VERSION and
+# records the path in .ferry-run/NAME-bin.
+go_tool() {
+    local name="$1" pkg="$2" version="$3"
+    local bin="$HOME/.cache/ferry/bin/$name-$version"
+    if [[ ! -x "$bin" ]]; then
+        command -v go >/dev/null || die "go not found: $name cannot be built"
+        say "go install $pkg@$version (first time only, a few minutes)"
+        local tmpbin
+        tmpbin="$(mktemp -d)"
+        GOBIN="$tmpbin" run "$name" go install "$pkg@$version"
+        mkdir -p "$(dirname "$bin")"
+        mv "$tmpbin/$(basename "$pkg")" "$bin"
+        rm -rf "$tmpbin"
+    fi
+    echo "$bin" >"$LOGDIR/$name-bin"
+}
+if [[ "${FERRY_COMPAT_TOOLS:-0}" == 1 ]]; then
+    go_tool versitygw github.com/versity/versitygw/cmd/versitygw v1.8.0
+    # mc publishes no tagged module versions; this pseudo-version is its newest commit
+    # the module proxy lists.
+    go_tool mc github.com/minio/mc v0.0.0-20250313080218-cf909e1063a9
+fi

@@ -282,7 +282,7 @@ impl Synthetic {
             user_meta: Vec::new(),
             checksums,
             parts_count: None,
-        part_sizes: Vec::new(),
+            part_sizes: Vec::new(),
         })
     }
 

@@ -141,7 +141,10 @@ pub fn verify(
             let sig = query("Signature").ok_or_else(|| missing("Signature"))?;
             let expires = query("Expires").ok_or_else(|| missing("Expires"))?;
             let at: u64 = expires.parse().map_err(|_| {
-                err(AuthErrorKind::AuthorizationQueryParametersError, format!("Invalid date (should be seconds since epoch): {expires}"))
+                err(
+                    AuthErrorKind::AuthorizationQueryParametersError,
+                    format!("Invalid date (should be seconds since epoch): {expires}"),
+                )
             })?;
             if now > UNIX_EPOCH + Duration::from_secs(at) {
                 return Err(err(AuthErrorKind::ExpiredPresignedRequest, "Request has expired"));
@@ -166,10 +169,18 @@ pub fn verify(
         value("content-md5").unwrap_or_default(),
         value("content-type").unwrap_or_default()
     );
-    let rest = format!("{}{}", amz_headers(req, &pairs, presigned), canonical_resource(req, bucket_host, &pairs));
+    let amz = amz_headers(req, &pairs, presigned);
+    let resource = canonical_resource(req, bucket_host, &pairs);
+    // A path-style bucket request (`/bucket`, no key) is signed as `/bucket/` by the
+    // guide and botocore, as `/bucket` by some other clients: either is accepted.
+    let mut resources = vec![resource.clone()];
+    let (path, sub) = resource.split_at(resource.find('?').unwrap_or(resource.len()));
+    if bucket_host.is_none() && path.len() > 1 && !path[1..].contains('/') {
+        resources.insert(0, format!("{path}/{sub}"));
+    }
     let mut ok = subtle::Choice::from(0u8);
-    for date in &date_lines {
-        let string_to_sign = format!("{common}{date}\n{rest}");
+    for (date, resource) in date_lines.iter().flat_map(|d| resources.iter().map(move |r| (d, r))) {
+        let string_to_sign = format!("{common}{date}\n{amz}{resource}");
         let mut mac = HmacSha1::new_from_slice(secret.as_bytes()).expect("HMAC takes any key length");
         mac.update(string_to_sign.as_bytes());
         let computed = mac.finalize().into_bytes();
@@ -187,7 +198,10 @@ pub fn verify(
 }
 
 fn malformed() -> AuthError {
-    err(AuthErrorKind::AuthorizationHeaderMalformed, "The authorization header is malformed; expecting \"AWS AKID:signature\".")
+    err(
+        AuthErrorKind::AuthorizationHeaderMalformed,
+        "The authorization header is malformed; expecting \"AWS AKID:signature\".",
+    )
 }
 
 /// An HTTP date, an amz date, or the RFC 2822 form with a numeric zone
@@ -344,6 +358,19 @@ mod tests {
         assert_eq!(e.kind, AuthErrorKind::SignatureDoesNotMatch);
         let e = verify(&req, Some("johnsmith"), &|_| None, before, skew).unwrap_err();
         assert_eq!(e.kind, AuthErrorKind::InvalidAccessKeyId);
+    }
+
+    /// botocore signs a path-style bucket request `PUT /johnsmith?acl` with the resource
+    /// `/johnsmith/?acl` (the guide's form for a bucket).
+    #[test]
+    fn path_style_bucket_resource_has_trailing_slash() {
+        let headers = hm(&[
+            ("date", "Tue, 27 Mar 2007 21:06:08 +0000"),
+            ("authorization", "AWS AKIAIOSFODNN7EXAMPLE:NabVzUiliD9Hh9NS/CoRfK9WKOY="),
+        ]);
+        let req = SignableRequest { method: "PUT", raw_path: "/johnsmith", raw_query: "acl", headers: &headers };
+        let now = at("Tue, 27 Mar 2007 21:06:08 GMT");
+        verify(&req, None, &lookup, now, Duration::from_secs(900)).unwrap();
     }
 
     #[test]

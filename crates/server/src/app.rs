@@ -119,7 +119,10 @@ impl App {
 
     /// Handles one request from either transport.
     pub async fn handle(&self, mut req: Request) -> Response {
-        if req.raw_path == METRICS_PATH && req.method == Method::GET {
+        // Path-style only: on a virtual-hosted request (`bucket.localhost`) the same path
+        // names the key `_ferry/metrics` in that bucket. Path-style, `_ferry` can never
+        // be a bucket (names start with a letter or digit), so no object is shadowed.
+        if req.raw_path == METRICS_PATH && req.method == Method::GET && s3::virtual_host_bucket(&req).is_none() {
             return Response::with_body(200, "text/plain; version=0.0.4", self.metrics.render());
         }
         let request_id = self.request_id();

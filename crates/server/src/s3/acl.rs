@@ -70,7 +70,8 @@ async fn check_private(app: &App, req: &mut Request) -> Result<(), S3Error> {
         return Err(S3Error::malformed_xml());
     }
     let me = owner();
-    let grants: Vec<_> = doc.child("AccessControlList").map(|l| l.children_named("Grant").collect()).unwrap_or_default();
+    let grants: Vec<_> =
+        doc.child("AccessControlList").map(|l| l.children_named("Grant").collect()).unwrap_or_default();
     let only_owner_full_control = grants.len() == 1 && {
         let g = grants[0];
         g.child_text("Permission").map(str::trim) == Some("FULL_CONTROL")

@@ -168,7 +168,8 @@ pub async fn list_versions(app: &App, route: &Route) -> Result<Response, S3Error
     let next = if page.is_truncated { page.next_marker.clone() } else { None };
     // The next version-id marker is "null" when the page ended on a version (an object),
     // absent when it ended on a common prefix.
-    let next_version = next.as_ref().filter(|m| page.objects.last().is_some_and(|o| &o.key == *m)).map(|_| "null".into());
+    let next_version =
+        next.as_ref().filter(|m| page.objects.last().is_some_and(|o| &o.key == *m)).map(|_| "null".into());
     let body = xml::ListVersionsResult {
         name: route.bucket().to_string(),
         prefix,

@@ -6,6 +6,28 @@
 //! (https://docs.aws.amazon.com/AmazonS3/latest/API/API_Operations_Amazon_Simple_Storage_Service.html).
 //! Both path-style (`/bucket/key`) and virtual-hosted (`bucket.localhost/key`) addressing
 //! are accepted.
+//!
+//! # What the server claims
+//!
+//! Buckets: ListBuckets, CreateBucket (BucketAlreadyOwnedByYou when it exists: the
+//! server has one owner), HeadBucket, DeleteBucket (unfinished multipart uploads go
+//! with the bucket), GetBucketLocation, Get/PutBucketVersioning (the state is kept;
+//! `Enabled` is refused, as versions are not), Get/PutBucketAcl. Objects: Put, Get and
+//! Head (ranges, conditions, checksums, `partNumber`), CopyObject, DeleteObject,
+//! DeleteObjects, Get/PutObjectAcl. Listing: ListObjects v1 and v2 (`fetch-owner`,
+//! `encoding-type=url`), ListObjectVersions (each object once, version id "null"),
+//! ListMultipartUploads, ListParts. Multipart: Create, UploadPart, UploadPartCopy,
+//! Complete, Abort. A version id of "null" is accepted wherever one may be named; any
+//! other is NoSuchVersion. ACLs are the canned `private` only (acl.rs). Auth: SigV4
+//! headers, presigned and aws-chunked, and the legacy SigV2 (headers and presigned),
+//! or anonymous when configured so.
+//!
+//! Everything else answers 501 NotImplemented naming the operation (GetBucketCors,
+//! PutObjectTagging, PostObject, ...): bucket policies, CORS, lifecycle, tagging,
+//! website, logging, notifications, replication, encryption settings, object lock,
+//! retention and legal hold, ownership controls, public access blocks, object
+//! attributes, restore and select, POST uploads. A sub-resource never falls through to
+//! a listing or to the object.
 
 mod acl;
 mod bucket;
@@ -214,16 +236,21 @@ impl From<BackendError> for S3Error {
     }
 }
 
+/// The bucket a virtual-hosted request names in its Host (`bucket.localhost[:port]`).
+pub fn virtual_host_bucket(req: &Request) -> Option<&str> {
+    let host = req.headers.get(http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let hostname =
+        host.rsplit_once(':').filter(|(_, p)| p.chars().all(|c| c.is_ascii_digit())).map(|(h, _)| h).unwrap_or(host);
+    hostname.strip_suffix(".localhost").filter(|b| !b.is_empty())
+}
+
 /// Finds bucket, key and operation.
 pub fn route(req: &Request) -> Result<Route, S3Error> {
     let path = percent_decode(&req.raw_path)
         .map_err(|_| S3Error::invalid_argument("The request path is not valid UTF-8 after percent-decoding."))?;
     let query = parse_query(&req.raw_query);
-    let host = req.headers.get(http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
-    let hostname =
-        host.rsplit_once(':').filter(|(_, p)| p.chars().all(|c| c.is_ascii_digit())).map(|(h, _)| h).unwrap_or(host);
     let rest = path.strip_prefix('/').unwrap_or(&path);
-    let vhost = hostname.strip_suffix(".localhost").filter(|b| !b.is_empty());
+    let vhost = virtual_host_bucket(req);
     let (bucket, key) = match vhost {
         Some(b) => (Some(b.to_string()), Some(rest.to_string()).filter(|k| !k.is_empty())),
         None => match rest.split_once('/') {
@@ -236,13 +263,8 @@ pub fn route(req: &Request) -> Result<Route, S3Error> {
     let mut route = Route { op: Op::NotImplemented(UNKNOWN), bucket, key, query, virtual_host: vhost.is_some() };
     let has = |n: &str| route.query.iter().any(|(k, _)| k == n);
     let m = &req.method;
-    let (get, put, post, delete, head) = (
-        *m == Method::GET,
-        *m == Method::PUT,
-        *m == Method::POST,
-        *m == Method::DELETE,
-        *m == Method::HEAD,
-    );
+    let (get, put, post, delete, head) =
+        (*m == Method::GET, *m == Method::PUT, *m == Method::POST, *m == Method::DELETE, *m == Method::HEAD);
     route.op = match (&route.bucket, &route.key) {
         (None, _) if get => Op::ListBuckets,
         (None, _) => Op::NotImplemented(if post { Unimplemented::named("WriteGetObjectResponse") } else { UNKNOWN }),

@@ -5,8 +5,10 @@
 //! the conditions (`If-Match`, `If-None-Match`, `If-(Un)Modified-Since`: 304/412), the
 //! range (S3's rule: an unparseable one is ignored, an unsatisfiable one is 416;
 //! ferry_proto::range), the stored headers and, on request (`x-amz-checksum-mode`) and
-//! for a whole object only, the stored checksums. Only then does it open the body, a
-//! stream the transport writes with pacing and faults (types.rs):
+//! for a whole object only, the stored checksums. `?partNumber=N` is a range too: the
+//! bytes of part N, from the part sizes kept at CompleteMultipartUpload (an object
+//! stored in one piece is its own part 1), with `x-amz-mp-parts-count`. Only then does
+//! it open the body, a stream the transport writes with pacing and faults (types.rs):
 //!
 //! ```text
 //!   head_object ─► conditions ─► range ─► headers ─► HEAD: done
@@ -200,7 +202,11 @@ pub async fn get(app: &App, req: &mut Request, route: &Route) -> Result<Response
     }
     let part_number = route.param("partNumber");
     if part_number.is_some() && header(req, "range").is_some() {
-        return Err(S3Error::new(400, "InvalidRequest", "Cannot specify both Range header and partNumber query parameter"));
+        return Err(S3Error::new(
+            400,
+            "InvalidRequest",
+            "Cannot specify both Range header and partNumber query parameter",
+        ));
     }
     let range = match header(req, "range").and_then(parse_range_header) {
         None if part_number.is_some() => part_range(&meta, part_number.unwrap_or_default())?,
