@@ -807,8 +807,11 @@ pub fn parse_delete(body: &[u8]) -> Result<DeleteRequest, XmlError> {
     Ok(DeleteRequest { quiet, keys })
 }
 
-/// DeleteObjects request body with each key's `<VersionId>` (server side).
-pub fn parse_delete_versions(body: &[u8]) -> Result<(bool, Vec<(String, Option<String>)>), XmlError> {
+/// A DeleteObjects entry: the key and the `<VersionId>` it names, if any.
+pub type DeleteEntry = (String, Option<String>);
+
+/// DeleteObjects request body with each key's `<VersionId>` (server side): (quiet, entries).
+pub fn parse_delete_versions(body: &[u8]) -> Result<(bool, Vec<DeleteEntry>), XmlError> {
     let root = parse_root(body, "Delete")?;
     let quiet = parse_bool(&root, "Quiet")?;
     let keys = root
