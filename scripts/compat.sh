@@ -5,6 +5,7 @@
 #   scripts/compat.sh --suite-only    # versitygw's integration tests only
 #   scripts/compat.sh --tools-only    # AWS CLI, boto3, s5cmd, rclone, mc only
 #   scripts/compat.sh --filter REGEX  # suite cases whose name matches REGEX
+#   scripts/compat.sh --no-setup      # skip scripts/setup.sh (what is built and installed)
 #
 # Two parts, each run against `ferry serve --memory` and MinIO started here with the
 # same credentials, in the same run:
@@ -34,11 +35,13 @@ cd "$ROOT"
 SUITE=1
 TOOLS=1
 FILTER=""
+SETUP=1
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --suite-only) TOOLS=0 ;;
         --tools-only) SUITE=0 ;;
         --filter) FILTER="$2"; shift ;;
+        --no-setup) SETUP=0 ;;
         -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
@@ -46,7 +49,7 @@ while [[ $# -gt 0 ]]; do
 done
 
 # Set up first, as test.sh and bench.sh do, with the lab tools this script needs.
-FERRY_COMPAT_TOOLS=1 bash scripts/setup.sh || exit 1
+if [[ $SETUP == 1 ]]; then FERRY_COMPAT_TOOLS=1 bash scripts/setup.sh || exit 1; fi
 
 RUN="$ROOT/.ferry-run"
 OUT="$RUN/compat"
@@ -61,8 +64,8 @@ MC="$(cat "$RUN/mc-bin" 2>/dev/null)"
 need ferry "$FERRY" "target/release/ferry"
 need MinIO "$MINIO" ".ferry-run/minio-bin"
 [[ $SUITE == 1 ]] && need versitygw "$VERSITYGW" ".ferry-run/versitygw-bin"
+need mc "$MC" ".ferry-run/mc-bin"
 if [[ $TOOLS == 1 ]]; then
-    need mc "$MC" ".ferry-run/mc-bin"
     need aws "$ROOT/.venv/bin/aws" ".venv/bin/aws"
     need s5cmd "$ROOT/.venv/bin/s5cmd" ".venv/bin/s5cmd"
     need rclone "$(command -v rclone)" "apt-get install rclone"
@@ -80,31 +83,51 @@ mkdir -p "$HOME"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-PIDS=()
+FPORT="$(free_port)"
+MPORT="$(free_port)"
+FURL="http://127.0.0.1:$FPORT"
+MURL="http://127.0.0.1:$MPORT"
+
+# start_server NAME: (re)starts it on its port, empty, and waits until it answers.
+start_server() {
+    stop_server "$1"
+    if [[ $1 == ferry ]]; then
+        # No synthetic bucket: a listing of buckets holds only what the clients made.
+        "$FERRY" serve --memory --addr "127.0.0.1:$FPORT" --access-key "$AK" --secret-key "$SK" \
+            --region "$REGION" --synthetic-bucket '' >>"$OUT/ferry.log" 2>&1 &
+        echo $! >"$OUT/ferry.pid"
+    else
+        rm -rf "$OUT/minio-data"
+        mkdir -p "$OUT/minio-data"
+        MINIO_ROOT_USER="$AK" MINIO_ROOT_PASSWORD="$SK" MINIO_BROWSER=off \
+            "$MINIO" server "$OUT/minio-data" --address "127.0.0.1:$MPORT" --quiet >>"$OUT/minio.log" 2>&1 &
+        echo $! >"$OUT/minio.pid"
+    fi
+    local url="$FURL"
+    [[ $1 == minio ]] && url="$MURL"
+    for _ in $(seq 1 150); do
+        curl -s -o /dev/null "$url/" && return 0
+        sleep 0.2
+    done
+    echo "compat: $1 did not start (log: $OUT/$1.log)" >&2
+    tail -5 "$OUT/$1.log" >&2
+    exit 1
+}
+stop_server() {
+    local pid
+    pid="$(cat "$OUT/$1.pid" 2>/dev/null)" || return 0
+    kill "$pid" 2>/dev/null && while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+    rm -f "$OUT/$1.pid"
+}
 cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    wait 2>/dev/null
+    stop_server ferry
+    stop_server minio
     rm -rf "$OUT/minio-data"
 }
 trap cleanup EXIT
-
-"$FERRY" serve --memory --addr 127.0.0.1:0 --access-key "$AK" --secret-key "$SK" --region "$REGION" \
-    >"$OUT/ferry.log" 2>&1 &
-PIDS+=($!)
-MPORT="$(free_port)"
-mkdir -p "$OUT/minio-data"
-MINIO_ROOT_USER="$AK" MINIO_ROOT_PASSWORD="$SK" MINIO_BROWSER=off \
-    "$MINIO" server "$OUT/minio-data" --address "127.0.0.1:$MPORT" --quiet >"$OUT/minio.log" 2>&1 &
-PIDS+=($!)
-FURL=""
-for _ in $(seq 1 100); do
-    FURL="$(grep -o 'http://127.0.0.1:[0-9]*' "$OUT/ferry.log" | head -1)"
-    [[ -n "$FURL" ]] && curl -s -o /dev/null "http://127.0.0.1:$MPORT/minio/health/live" && break
-    sleep 0.2
-done
-MURL="http://127.0.0.1:$MPORT"
-[[ -n "$FURL" ]] || { echo "compat: ferry serve did not start:" >&2; cat "$OUT/ferry.log" >&2; exit 1; }
-curl -s -o /dev/null "$MURL/minio/health/live" || { echo "compat: MinIO did not start" >&2; cat "$OUT/minio.log" >&2; exit 1; }
+trap 'exit 130' INT TERM
+start_server ferry
+start_server minio
 echo "ferry serve: $FURL   MinIO: $MURL   (logs: $OUT)"
 
 # Operations ferry serve claims, as the suite's case-name prefixes.
@@ -115,6 +138,29 @@ RESULTS="$OUT/results.tsv"
 : >"$RESULTS"
 
 # --- the suite ----------------------------------------------------------------------
+# Every case process names its buckets test-bucket-1, -2, ... (some with a prefix): one
+# that fails without tearing down leaves a bucket the next case cannot create. After a
+# failed case the server's test buckets are removed with mc (objects, versions and uploads included;
+# legal holds cleared, governance retention bypassed); a bucket that still cannot go
+# (compliance-mode retention) means the server is restarted empty.
+test_buckets() { # server-name
+    MC_CONFIG_DIR="$OUT/mc-suite" "$MC" ls --json "suite-$1" 2>/dev/null \
+        | grep -o '"key":"[a-z0-9.-]*test-bucket-[0-9]*/"' | cut -d'"' -f4
+}
+clean_buckets() { # server-name
+    local b log="$OUT/logs/$1.cleanup.log"
+    export MC_CONFIG_DIR="$OUT/mc-suite"
+    for b in $(test_buckets "$1"); do
+        "$MC" legalhold clear --recursive --versions "suite-$1/$b" >>"$log" 2>&1
+        "$MC" rm --recursive --versions --force --bypass "suite-$1/$b" >>"$log" 2>&1
+        "$MC" rb --force --dangerous "suite-$1/$b" >>"$log" 2>&1
+    done
+    if [[ -n "$(test_buckets "$1")" ]]; then
+        echo "restarting $1: test buckets left behind" >>"$log"
+        start_server "$1"
+    fi
+}
+
 run_case() { # server-name url case
     local log="$OUT/logs/$1.$3.log"
     timeout 120 "$VERSITYGW" test -a "$AK" -s "$SK" -e "$2" "$3" >"$log" 2>&1
@@ -122,6 +168,7 @@ run_case() { # server-name url case
         printf 'suite\t%s\t%s\tpass\n' "$3" "$1"
     else
         printf 'suite\t%s\t%s\tfail\n' "$3" "$1"
+        clean_buckets "$1"
     fi
 }
 
@@ -129,6 +176,8 @@ if [[ $SUITE == 1 ]]; then
     "$VERSITYGW" test --help 2>/dev/null | awk '/Runs .* integration test/ {print $1}' \
         | grep -Ev "$EXCLUDED" | { if [[ -n "$FILTER" ]]; then grep -E "$FILTER"; else cat; fi; } >"$OUT/cases.txt"
     n=$(wc -l <"$OUT/cases.txt")
+    MC_CONFIG_DIR="$OUT/mc-suite" "$MC" alias set suite-ferry "$FURL" "$AK" "$SK" --api S3v4 >/dev/null
+    MC_CONFIG_DIR="$OUT/mc-suite" "$MC" alias set suite-minio "$MURL" "$AK" "$SK" --api S3v4 >/dev/null
     echo "suite: versitygw $("$VERSITYGW" --version 2>/dev/null | head -1 | awk '{print $NF}'), $n cases against each server"
     # The two servers in parallel, each case after the other on its server.
     ( while read -r c; do run_case ferry "$FURL" "$c"; done <"$OUT/cases.txt" >"$OUT/suite-ferry.tsv" ) &
@@ -145,7 +194,7 @@ S5CMD="$ROOT/.venv/bin/s5cmd"
 PY="$ROOT/.venv/bin/python"
 TOOLDIR="$OUT/tooldata"
 mkdir -p "$TOOLDIR/tree/sub"
-head -c 7000000 /dev/urandom >"$TOOLDIR/big.bin"
+head -c 17000000 /dev/urandom >"$TOOLDIR/big.bin"  # past the AWS CLI multipart threshold (8 MiB)
 for i in 1 2 3; do echo "file $i" >"$TOOLDIR/tree/f$i.txt"; echo "sub $i" >"$TOOLDIR/tree/sub/s$i.txt"; done
 
 step() { # server-name tool-step command...

@@ -495,7 +495,7 @@ fn verify_presigned(
     let required = |name: &str| {
         get(name).ok_or_else(|| {
             qerr(format!(
-                "Query-string authentication version 4 requires the X-Amz-Algorithm, X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and X-Amz-Expires parameters; {name} is missing."
+                "Query-string authentication version 4 requires the X-Amz-Algorithm, X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and X-Amz-Expires parameters."
             ))
         })
     };
@@ -510,7 +510,7 @@ fn verify_presigned(
     let signature = required("X-Amz-Signature")?;
 
     let cred = parse_credential(credential).ok_or_else(|| {
-        qerr(format!("Error parsing the X-Amz-Credential parameter; the Credential is mal-formed; expecting \"<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request\"; got \"{credential}\"."))
+        qerr("Error parsing the X-Amz-Credential parameter; the Credential is mal-formed; expecting \"<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request\".".to_owned())
     })?;
     let t = parse_amz_date(date).ok_or_else(|| {
         qerr(format!("X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"; got \"{date}\"."))
@@ -521,10 +521,14 @@ fn verify_presigned(
             &date[..8]
         )));
     }
-    let expires_secs: u64 =
-        expires.parse().map_err(|_| qerr(format!("X-Amz-Expires should be a number; got \"{expires}\".")))?;
+    // S3's own messages, word for word (clients and suites compare them).
+    let expires_secs: u64 = match expires.parse::<i64>() {
+        Ok(n) if n < 0 => return Err(qerr("X-Amz-Expires must be non-negative".to_owned())),
+        Ok(n) => n as u64,
+        Err(_) => return Err(qerr("X-Amz-Expires should be a number".to_owned())),
+    };
     if expires_secs > PRESIGNED_MAX_EXPIRES.as_secs() {
-        return Err(qerr("X-Amz-Expires must be less than a week (in seconds) that is 604800".to_owned()));
+        return Err(qerr("X-Amz-Expires must be less than a week (in seconds); that is, the given X-Amz-Expires must be less than 604800 seconds".to_owned()));
     }
     let secret = lookup(cred.access_key).ok_or_else(|| {
         err(AuthErrorKind::InvalidAccessKeyId, "The AWS Access Key Id you provided does not exist in our records.")

@@ -37,6 +37,13 @@ pub async fn list_buckets(app: &App) -> Result<Response, S3Error> {
 }
 
 pub async fn create(app: &App, req: &mut Request, route: &Route) -> Result<Response, S3Error> {
+    if req.headers.get("x-amz-bucket-object-lock-enabled").is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true")) {
+        return Err(S3Error::new(
+            501,
+            "NotImplemented",
+            "Object lock is not implemented by this server (ferry serve): a bucket cannot be created with it.",
+        ));
+    }
     let body = read_xml(app, req).await?;
     if !body.is_empty() {
         xml::parse_create_bucket(&body).map_err(|_| S3Error::malformed_xml())?;

@@ -215,15 +215,16 @@ impl From<BackendError> for S3Error {
             BackendError::NoSuchUpload => S3Error::new(
                 404,
                 "NoSuchUpload",
-                "The specified multipart upload does not exist. The upload ID might be invalid, or the multipart upload might have been aborted or completed.",
+                "The specified multipart upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.",
             ),
             BackendError::BucketAlreadyOwnedByYou => {
                 S3Error::new(409, "BucketAlreadyOwnedByYou", "Your previous request to create the named bucket succeeded and you already own it.")
             }
             BackendError::BucketNotEmpty => S3Error::new(409, "BucketNotEmpty", "The bucket you tried to delete is not empty."),
-            BackendError::InvalidBucketName(m) => S3Error::new(400, "InvalidBucketName", &format!("The specified bucket is not valid: {m}")),
+            // S3's message word for word; why the name is refused goes beside it.
+            BackendError::InvalidBucketName(m) => S3Error::new(400, "InvalidBucketName", "The specified bucket is not valid.").with_extra("Reason", m),
             BackendError::InvalidKey(m) => S3Error::new(400, "KeyTooLongError", &format!("Invalid key: {m}")),
-            BackendError::InvalidPart(n) => S3Error::new(400, "InvalidPart", "One or more of the specified parts could not be found.").with_extra("PartNumber", n),
+            BackendError::InvalidPart(n) => S3Error::new(400, "InvalidPart", INVALID_PART).with_extra("PartNumber", n),
             BackendError::ReadOnly => S3Error::new(403, "AccessDenied", "The synthetic bucket is read-only."),
             BackendError::SizeMismatch { expected, written } => {
                 S3Error::new(400, "IncompleteBody", &format!("You did not provide the number of bytes specified by the Content-Length HTTP header ({written} of {expected})."))
@@ -427,6 +428,17 @@ pub async fn dispatch(
             &format!("{name} is not implemented by this server (ferry serve)."),
         )),
     }
+}
+
+/// S3's InvalidPart message, word for word (two spaces after the first sentence).
+pub const INVALID_PART: &str = "One or more of the specified parts could not be found.  The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.";
+
+/// Object lock headers on a write: no bucket here has an object lock configuration.
+pub fn refuse_object_lock(req: &Request) -> Result<(), S3Error> {
+    if req.headers.keys().any(|h| h.as_str().starts_with("x-amz-object-lock-")) {
+        return Err(S3Error::new(400, "InvalidRequest", "Bucket is missing ObjectLockConfiguration"));
+    }
+    Ok(())
 }
 
 /// The one owner of every bucket and object: the server has one set of credentials.

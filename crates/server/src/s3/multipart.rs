@@ -58,6 +58,7 @@ fn full_object(template: &ferry_backend::ObjectMeta) -> bool {
 
 pub async fn create(app: &App, req: &mut Request, route: &Route) -> Result<Response, S3Error> {
     app.backend.head_bucket(route.bucket()).await?;
+    super::refuse_object_lock(req)?;
     let mut template = meta_from_headers(req, route.key());
     let algo = match req.headers.get("x-amz-checksum-algorithm").and_then(|v| v.to_str().ok()) {
         Some(v) => {
@@ -180,10 +181,7 @@ pub async fn complete(app: &App, req: &mut Request, route: &Route) -> Result<Res
         ));
     }
     let stored = app.backend.list_parts(bucket, key, &id).await?;
-    let invalid_part = |n: u32| {
-        S3Error::new(400, "InvalidPart", "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.")
-            .with_extra("PartNumber", n)
-    };
+    let invalid_part = |n: u32| S3Error::new(400, "InvalidPart", super::INVALID_PART).with_extra("PartNumber", n);
     let mut chosen = Vec::with_capacity(requested.len());
     for (i, want) in requested.iter().enumerate() {
         let part =

@@ -45,10 +45,19 @@ fn header<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
 
 /// Metadata a PUT, copy with REPLACE, or multipart create takes from request headers.
 pub fn meta_from_headers(req: &Request, key: &str) -> ObjectMeta {
-    let mut user_meta = Vec::new();
+    // A name sent more than once keeps every value, joined with ',' in the order sent
+    // (as S3 combines repeated headers).
+    let mut user_meta: Vec<(String, String)> = Vec::new();
     for (name, value) in req.headers.iter() {
         if let Some(n) = name.as_str().strip_prefix("x-amz-meta-") {
-            user_meta.push((n.to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned()));
+            let value = String::from_utf8_lossy(value.as_bytes());
+            match user_meta.iter_mut().find(|(k, _)| k == n) {
+                Some((_, v)) => {
+                    v.push(',');
+                    v.push_str(&value);
+                }
+                None => user_meta.push((n.to_string(), value.into_owned())),
+            }
         }
     }
     let headers = STORED_HEADERS
@@ -189,6 +198,13 @@ fn part_range(meta: &ObjectMeta, n: &str) -> Result<Option<(u64, u64)>, S3Error>
 pub async fn get(app: &App, req: &mut Request, route: &Route) -> Result<Response, S3Error> {
     let (bucket, key) = (route.bucket(), route.key());
     check_version(route)?;
+    if let Some(n) = route.param("partNumber") {
+        // Checked before the object is looked up, as S3 does: a bad number is 400 even
+        // for a key that does not exist.
+        if !n.parse::<u32>().is_ok_and(|n| (1..=10_000).contains(&n)) {
+            return Err(S3Error::invalid_argument("Part number must be an integer between 1 and 10000, inclusive"));
+        }
+    }
     let meta = app.backend.head_object(bucket, key).await?;
     if let Err(e) = check_conditions(req, &meta, "") {
         if e.status == 304 {
@@ -295,6 +311,7 @@ pub async fn put(
     signing: Option<&SigningContext>,
 ) -> Result<Response, S3Error> {
     let (bucket, key) = (route.bucket(), route.key());
+    super::refuse_object_lock(req)?;
     check_write_conditions(app, req, bucket, key).await?;
     let (algo, declared) = upload::requested_checksum(req)?;
     let writer = app.backend.body_writer(bucket).await?;
@@ -363,7 +380,17 @@ pub async fn copy(app: &App, req: &mut Request, route: &Route) -> Result<Respons
     let src_meta = app.backend.head_object(&src_bucket, &src_key).await?;
     check_conditions(req, &src_meta, "x-amz-copy-source-")?;
     check_write_conditions(app, req, bucket, key).await?;
-    let replace = header(req, "x-amz-metadata-directive").is_some_and(|v| v.eq_ignore_ascii_case("REPLACE"));
+    super::refuse_object_lock(req)?;
+    let replace = match header(req, "x-amz-metadata-directive") {
+        None => false,
+        Some(v) if v.eq_ignore_ascii_case("COPY") => false,
+        Some(v) if v.eq_ignore_ascii_case("REPLACE") => true,
+        Some(v) => {
+            return Err(S3Error::invalid_argument("Unknown metadata directive.")
+                .with_extra("ArgumentName", "x-amz-metadata-directive")
+                .with_extra("ArgumentValue", v))
+        }
+    };
     if src_bucket == bucket && src_key == key && !replace {
         return Err(S3Error::new(
             400,
