@@ -494,9 +494,10 @@ fn verify_presigned(
     let get = |name: &str| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
     let required = |name: &str| {
         get(name).ok_or_else(|| {
-            qerr(format!(
+            qerr(
                 "Query-string authentication version 4 requires the X-Amz-Algorithm, X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and X-Amz-Expires parameters."
-            ))
+                    .to_owned(),
+            )
         })
     };
     let algorithm = required("X-Amz-Algorithm")?;
