@@ -15,7 +15,7 @@ impl Dice {
         Dice(h | 1)
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub fn roll(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
         x ^= x << 25;
@@ -26,7 +26,7 @@ impl Dice {
 
     /// A value in `0..n` (`n > 0`).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        (self.roll() % n as u64) as usize
     }
 }
 
