@@ -204,6 +204,20 @@ impl Budget {
         true
     }
 
+    /// Whether the deadline is still ahead: steps that move (almost) no bytes, like the
+    /// listing section's LISTs, run after `--max-bytes` cut the throughput section.
+    pub fn time_left(&self) -> bool {
+        let mut cut = self.cut.lock().unwrap();
+        if cut.as_deref() == Some("duration") {
+            return false;
+        }
+        if Instant::now() >= self.deadline {
+            *cut = Some("duration".into());
+            return false;
+        }
+        true
+    }
+
     pub fn used(&self) -> u64 {
         self.used.load(Relaxed)
     }
@@ -637,7 +651,7 @@ async fn listing(
     budget: &Budget,
 ) -> Result<Value> {
     let total = params.list_dirs * params.list_files;
-    if total == 0 || !budget.allow(0) {
+    if total == 0 || !budget.time_left() {
         return Ok(json!([]));
     }
     progress.section("listing", (1 + params.repeats * clients.len()) as u64);
@@ -657,7 +671,7 @@ async fn listing(
         clients.iter().map(|_| LIST_HOW.iter().map(|_| ListRow::default()).collect()).collect();
     'outer: for rep in 0..params.repeats {
         for (ci, c) in clients.iter().enumerate() {
-            if !budget.allow(0) {
+            if !budget.time_left() {
                 break 'outer;
             }
             for (hi, how) in LIST_HOW.iter().enumerate() {
@@ -884,9 +898,11 @@ mod tests {
         assert!(!b.allow(50));
         assert_eq!(b.cut().as_deref(), Some("max-bytes"));
         assert!(!b.allow(1), "once cut, nothing more runs");
+        assert!(b.time_left(), "a bytes cut leaves time for steps that move none");
         let d = Budget::new(Duration::ZERO, 100);
         assert!(!d.allow(0));
         assert_eq!(d.cut().as_deref(), Some("duration"));
+        assert!(!d.time_left());
     }
 
     fn row(t: &str, op: &str, median: f64, min: f64, max: f64) -> Value {

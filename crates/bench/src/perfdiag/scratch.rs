@@ -60,7 +60,13 @@ impl Scratch {
     /// Refuses any object outside the scratch prefix.
     pub fn check(&self, obj: &ObjectRef) -> anyhow::Result<()> {
         if obj.bucket != self.bucket || !obj.key.starts_with(&self.prefix) || obj.key.split('/').any(|s| s == "..") {
-            anyhow::bail!("refusing to write {obj}: perfdiag writes only under s3://{}/{}", self.bucket, self.prefix);
+            anyhow::bail!(
+                "refusing to write {}/{}: perfdiag writes only under {}/{}",
+                obj.bucket,
+                obj.key,
+                self.bucket,
+                self.prefix
+            );
         }
         Ok(())
     }

@@ -266,6 +266,7 @@ pub fn render(doc: &Value) -> String {
         human_size(b["bytes_moved"].as_u64().unwrap_or(0)),
         b["wall_s"].as_f64().unwrap_or(0.0),
         match b["cut_by"].as_str() {
+            Some("max-bytes") => ", CUT SHORT by --max-bytes: the steps that move bytes after it were skipped".into(),
             Some(c) => format!(", CUT SHORT by --{c}: later steps were skipped"),
             None => String::new(),
         },
