@@ -14,6 +14,10 @@
 #           ~/.cache/ferry/bin (outside the repo, so fresh clones on one machine share it;
 #           about 2.5 min on a quiet 2-core machine the first time). FERRY_SKIP_MINIO=1
 #           skips it; the tests that need it then report themselves skipped.
+#   fake-gcs-server  an emulator of Google Cloud Storage's JSON API, for the GCS client's
+#           conformance and CLI tests: `go install` at a pinned version into
+#           ~/.cache/ferry/bin like MinIO (about a minute the first time).
+#           FERRY_SKIP_FAKE_GCS=1 skips it.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -150,3 +154,26 @@ if [[ "${FERRY_SKIP_MINIO:-0}" != 1 && ! -x "$MINIO_BIN" ]]; then
 fi
 # test.sh reads where MinIO is (or that it is absent) from here.
 if [[ -x "$MINIO_BIN" ]]; then echo "$MINIO_BIN" >"$LOGDIR/minio-bin"; else rm -f "$LOGDIR/minio-bin"; fi
+
+# --- fake-gcs-server (Google Cloud Storage emulator for the GCS client's tests) -------
+FAKE_GCS_VERSION="v1.56.1"
+FAKE_GCS_BIN="$HOME/.cache/ferry/bin/fake-gcs-server-$FAKE_GCS_VERSION"
+if [[ "${FERRY_SKIP_FAKE_GCS:-0}" != 1 && ! -x "$FAKE_GCS_BIN" ]]; then
+    if command -v go >/dev/null; then
+        say "go install github.com/fsouza/fake-gcs-server@$FAKE_GCS_VERSION (first time only, about a minute)"
+        tmpbin="$(mktemp -d)"
+        if GOBIN="$tmpbin" GOFLAGS=-modcacherw go install "github.com/fsouza/fake-gcs-server@$FAKE_GCS_VERSION" \
+            >"$LOGDIR/setup-fake-gcs.log" 2>&1; then
+            mkdir -p "$(dirname "$FAKE_GCS_BIN")"
+            mv "$tmpbin/fake-gcs-server" "$FAKE_GCS_BIN"
+        else
+            tail -n 20 "$LOGDIR/setup-fake-gcs.log" >&2
+            say "WARNING: fake-gcs-server could not be built (log: $LOGDIR/setup-fake-gcs.log); the GCS tests will be skipped"
+        fi
+        rm -rf "$tmpbin"
+    else
+        say "WARNING: go not found: the GCS tests against fake-gcs-server will be skipped"
+    fi
+fi
+# test.sh reads where fake-gcs-server is (or that it is absent) from here.
+if [[ -x "$FAKE_GCS_BIN" ]]; then echo "$FAKE_GCS_BIN" >"$LOGDIR/fake-gcs-bin"; else rm -f "$LOGDIR/fake-gcs-bin"; fi

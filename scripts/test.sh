@@ -20,6 +20,12 @@ if [[ -s .ferry-run/minio-bin ]]; then
 else
     echo "== SKIPPED: MinIO is not available, so the conformance tests against a third-party S3 server will not run"
 fi
+# The Google Cloud Storage client's tests run against fake-gcs-server when setup.sh could build it.
+if [[ -s .ferry-run/fake-gcs-bin ]]; then
+    export FERRY_FAKE_GCS="$(cat .ferry-run/fake-gcs-bin)"
+else
+    echo "== SKIPPED: fake-gcs-server is not available, so the Google Cloud Storage tests against an emulator will not run"
+fi
 SECONDS=0
 echo "== cargo fmt --check (width and rules in rustfmt.toml)"
 cargo fmt --all -- --check || status=1
@@ -33,14 +39,19 @@ cargo test --workspace --release --no-fail-fast || status=1
 if [[ -n "${FERRY_MINIO:-}" ]]; then
     echo "== conformance suite against MinIO (cargo test --workspace --test conformance -- --ignored)"
     # --workspace keeps the feature set of the run above, so nothing is rebuilt.
-    cargo test --release --workspace --test conformance -- --ignored || status=1
+    cargo test --release --workspace --test conformance -- --ignored minio:: || status=1
+fi
+if [[ -n "${FERRY_FAKE_GCS:-}" ]]; then
+    echo "== conformance suite against fake-gcs-server (cargo test --workspace --test conformance -- --ignored gcs::)"
+    cargo test --release --workspace --test conformance -- --ignored gcs:: || status=1
 fi
 # Tests that need a tool or a privilege are #[ignore = "needs ..."]: a plain `cargo test`
 # lists them as ignored, and one run without what it needs fails. They run here, one
 # cargo invocation per test binary, where what they need is present. A tool that
 # scripts/setup.sh or scripts/bench-setup.sh installs and that is missing fails the run;
 # root (this script may run through sudo for apt only) is said loudly.
-#   "BINARY TEST NEEDS": NEEDS is root, peers (.ferry-run/peers.json), commands on PATH,
+#   "BINARY TEST NEEDS": NEEDS is root, peers (.ferry-run/peers.json), fake-gcs
+#   (FERRY_FAKE_GCS, from .ferry-run/fake-gcs-bin), commands on PATH,
 #   or manual (too long for this suite: run by hand with --ignored).
 IGNORED=(
     "copy six_gib_copies_past_the_copy_object_limit manual"
@@ -53,6 +64,8 @@ IGNORED=(
     "bench_link small_objects_across_the_region_link root,ip"
     "bench_workloads commit_and_listing_peer_rows_when_installed peers"
     "bench_workloads peer_rows_of_the_newer_workloads_when_installed peers"
+    "gcs_rclone * fake-gcs,rclone"
+    "gcs * fake-gcs"
 )
 # Every #[ignore]d test under crates/*/tests is in the list above (conformance's are the
 # MinIO run's): one added without an entry would never run.
@@ -77,6 +90,7 @@ for e in "${IGNORED[@]}"; do
             manual) missing+=(manual) ;;
             root) [[ $(id -u) -eq 0 ]] || missing+=(root) ;;
             peers) [[ -s .ferry-run/peers.json || -n "${FERRY_PEERS_JSON:-}" ]] || missing+=("the bench peers") ;;
+            fake-gcs) [[ -n "${FERRY_FAKE_GCS:-}" ]] || missing+=(fake-gcs-server) ;;
             *) command -v "$need" >/dev/null || missing+=("$need") ;;
         esac
     done

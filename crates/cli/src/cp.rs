@@ -8,6 +8,8 @@
 //!                                         verified, renamed; resumes from its state)
 //!   copy     ferry_engine::copy          (server side: CopyObject, or parallel
 //!                                         UploadPartCopy above --part-size, any size)
+//!   copy between providers (s3:// -> gs://, ...): one GET of the source, its body
+//!            streamed into ferry_engine::upload_stream at the destination
 //! each job ─► one result line (or JSON line); a failure names its object and cause,
 //!             the others go on; any failure makes the exit code 1
 //! ```
@@ -25,6 +27,12 @@
 //! directory or prefix (not the directory itself); a wildcard's matches keep their path
 //! below the pattern's directory. Downloaded files get the object's Last-Modified as
 //! their mtime, so `sync` can compare them later.
+//!
+//! A copy between providers streams through this machine: the source's GET body (checked
+//! as it arrives) is cut into parts as it comes, so it holds `--part-concurrency` parts
+//! of `--part-size` at most, whatever the object's size; the destination is told the
+//! size up front (`expected_size`), and a source body that turns out bad fails the
+//! upload, which is then aborted: nothing appears under the destination name.
 //!
 //! Resume needs the source again: `cp -` reads stdin once, so an interrupted one cannot
 //! continue and a re-run sends everything again (a failed one aborts its upload; a killed
@@ -170,7 +178,10 @@ impl Job {
 /// What runs jobs: the client, the settings, the output, the large-object slots.
 #[derive(Clone)]
 pub struct Runner {
+    /// The destination's store (and the only one, unless copying between providers).
     pub client: Engine,
+    /// The source objects' store: `client` but for a copy between providers.
+    pub source: Engine,
     pub g: Global,
     pub out: Output,
     large: Arc<Semaphore>,
@@ -188,6 +199,7 @@ impl Runner {
     pub fn new(client: Engine, g: &Global, out: Output) -> Runner {
         let parts = Arc::new(Semaphore::new(DOWNLOAD_PARTS_AT_ONCE));
         Runner {
+            source: client.clone(),
             client,
             g: g.clone(),
             out,
@@ -231,16 +243,16 @@ impl Runner {
 
     /// One job, its result reported.
     pub async fn run_one(&self, job: &Job) {
-        let p = self.client.provider();
+        let (ps, pd) = (self.source.provider(), self.client.provider());
         match self.execute(job).await {
             Ok((size, resumed)) => {
                 self.out.ok();
                 self.out.emit(
-                    || format!("cp {} {}", job.source(p), job.dest(p)),
-                    || serde_json::json!({"op": "cp", "source": job.source(p), "dest": job.dest(p), "size": size, "resumed_bytes": resumed}),
+                    || format!("cp {} {}", job.source(ps), job.dest(pd)),
+                    || serde_json::json!({"op": "cp", "source": job.source(ps), "dest": job.dest(pd), "size": size, "resumed_bytes": resumed}),
                 );
             }
-            Err(e) => self.out.fail_copy("cp", &job.source(p), &job.dest(p), &crate::common::explain(&e)),
+            Err(e) => self.out.fail_copy("cp", &job.source(ps), &job.dest(pd), &crate::common::explain(&e)),
         }
     }
 
@@ -285,6 +297,9 @@ impl Runner {
                 Ok((r.info.size, r.resumed_bytes))
             }
             Job::Refuse { reason, .. } => Err(anyhow::anyhow!("{reason}")),
+            Job::Copy { src, dst, .. } if self.source.provider() != self.client.provider() => {
+                self.copy_across(src, dst, progress).await
+            }
             Job::Copy { src, dst, size } => {
                 // Server side: CopyObject, or parallel UploadPartCopy above the part size.
                 let p = ferry_engine::copy::CopyParams {
@@ -296,6 +311,25 @@ impl Runner {
                 Ok((r.size, 0))
             }
         }
+    }
+}
+
+impl Runner {
+    /// A copy between providers, streamed through this machine (module note).
+    async fn copy_across(
+        &self,
+        src: &ObjectRef,
+        dst: &ObjectRef,
+        progress: Option<ferry_engine::download::ProgressFn>,
+    ) -> Result<(u64, u64)> {
+        let got = self.source.get(src, ferry_store::GetParams::default()).await?;
+        let mut p = self.g.upload_params();
+        p.resume = false;
+        p.expected_size = Some(got.meta.size);
+        p.put.content_type = self.content_type.clone().or(got.meta.content_type.clone());
+        let body = got.body.map(|r| r.map_err(std::io::Error::other)).boxed();
+        let r = ferry_engine::upload_stream(&self.client, body, dst, &p, progress).await?;
+        Ok((r.size, 0))
     }
 }
 
@@ -480,7 +514,16 @@ pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
         return Err(usage("--expected-size is for a copy from stdin: cp --expected-size BYTES - s3://bucket/key"));
     }
     let providers: Vec<Option<Provider>> = locs.iter().chain([&dest]).map(Location::provider).collect();
-    let client = g.client(one_provider(providers.iter())?)?;
+    // Objects to objects at another provider: the destination's client writes, the
+    // source's lists and reads (module note).
+    let sources: Vec<Option<Provider>> = locs.iter().map(Location::provider).collect();
+    let (client, source) = match (one_provider(sources.iter()), dest.provider()) {
+        (Ok(a), Some(b)) if a != b && sources.iter().all(Option::is_some) => (g.client(b)?, g.client(a)?),
+        _ => {
+            let c = g.client(one_provider(providers.iter())?)?;
+            (c.clone(), c)
+        }
+    };
     // Whole objects through stdin/stdout.
     if let [src] = &locs[..] {
         match (src, &dest) {
@@ -521,6 +564,7 @@ pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
     }
     let out = Output::new(g);
     let mut runner = Runner::new(client.clone(), g, out.clone());
+    runner.source = source.clone();
     runner.resume = !args.no_resume;
     runner.content_type = args.content_type.clone();
     if many {
@@ -529,15 +573,15 @@ pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
         }
     }
     for src in &locs {
-        let jobs = jobs_for(&client, src, &dest, args.recursive, many, Literal::from_raw(args.raw))?;
+        let jobs = jobs_for(&source, src, &dest, args.recursive, many, Literal::from_raw(args.raw))?;
         runner.run_all(jobs).await?;
     }
     out.finish()
 }
 
-/// The provider of a command's objects (S3 when it names none). A command whose objects
-/// are at two providers is refused: its copies would have to stream through this
-/// machine, which `cp` and `sync` do not do yet.
+/// The provider of a command's objects (S3 when it names none). Objects at two
+/// providers are refused here; `cp` and `sync` from objects at one provider to objects
+/// at another do not come here (their copies stream through this machine).
 pub fn one_provider<'a>(providers: impl IntoIterator<Item = &'a Option<Provider>>) -> Result<Provider> {
     let mut found: Option<Provider> = None;
     for p in providers.into_iter().flatten() {

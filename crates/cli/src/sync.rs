@@ -1,5 +1,8 @@
 //! `ferry sync`: make a destination directory or prefix like a source, both ways
-//! (local -> S3, S3 -> local, S3 -> S3).
+//! (local -> S3, S3 -> local, S3 -> S3; any provider's URLs in place of S3's, and two
+//! providers' objects, s3:// -> gs:// say, whose copies stream through this machine as
+//! `cp`'s do and whose `--checksum` compares stored CRCs only when both sides keep the
+//! same one, else falls back to the default rule).
 //!
 //! ```text
 //! source listing ─┐  both in S3 key order (UTF-8 bytes of the relative name): S3
@@ -231,8 +234,8 @@ async fn file_crc(path: &Path, algo: ChecksumAlgorithm) -> Result<String> {
 }
 
 /// `--checksum` with equal sizes: do the contents differ? `None`: nothing to compare.
-async fn contents_differ(client: &Engine, src: &Side, dst: &Side, rel: &str) -> Result<Option<bool>> {
-    let head = |s: &Side| {
+async fn contents_differ(clients: (&Engine, &Engine), src: &Side, dst: &Side, rel: &str) -> Result<Option<bool>> {
+    let head = |s: &Side, client: &Engine| {
         let obj = s.object(rel);
         let client = client.clone();
         async move {
@@ -242,7 +245,7 @@ async fn contents_differ(client: &Engine, src: &Side, dst: &Side, rel: &str) -> 
             }
         }
     };
-    let (a, b) = (head(src).await?, head(dst).await?);
+    let (a, b) = (head(src, clients.0).await?, head(dst, clients.1).await?);
     match (src, dst, a, b) {
         (Side::Local(root), _, None, Some(info)) | (_, Side::Local(root), Some(info), None) => {
             match stored_crc(&info) {
@@ -280,12 +283,21 @@ pub async fn run(args: SyncArgs, g: &Global) -> Result<()> {
     } else {
         Mode::SizeAndTime
     };
-    let provider = crate::cp::one_provider([&src.provider(), &dst.provider()])?;
-    let client = g.client(provider)?;
+    // Objects on both sides at two providers: each side lists (and the destination
+    // writes and deletes) with its own client; copies stream through (cp.rs).
+    let (client, source) = match (src.provider(), dst.provider()) {
+        (Some(a), Some(b)) if a != b => (g.client(b)?, g.client(a)?),
+        (a, b) => {
+            let c = g.client(crate::cp::one_provider([&a, &b])?)?;
+            (c.clone(), c)
+        }
+    };
+    let (ps, pd) = (source.provider(), client.provider());
     let out = Output::new(g);
-    let runner = Runner::new(client.clone(), g, out.clone());
+    let mut runner = Runner::new(client.clone(), g, out.clone());
+    runner.source = source.clone();
 
-    let planned = plan(in_order(src.list(&client), "source"), in_order(dst.list(&client), "destination"), mode);
+    let planned = plan(in_order(src.list(&source), "source"), in_order(dst.list(&client), "destination"), mode);
     let dry = args.dry_run;
     let (gone_tx, gone_rx) = tokio::sync::mpsc::channel::<String>(2 * client.capabilities().max_batch_delete);
     let deleter = {
@@ -294,13 +306,13 @@ pub async fn run(args: SyncArgs, g: &Global) -> Result<()> {
     };
     let actions = planned
         .map_ok(|p| {
-            let (client, src, dst) = (client.clone(), src.clone(), dst.clone());
+            let (client, source, src, dst) = (client.clone(), source.clone(), src.clone(), dst.clone());
             async move {
                 let (rel, meta, d) = match p {
                     Planned::Extra { rel } => return Ok::<_, anyhow::Error>(Action::Remove(rel)),
                     Planned::Decide { rel, src: meta, dst: theirs, decision } => {
                         let d = match decision {
-                            Decision::Compare => match contents_differ(&client, &src, &dst, &rel).await? {
+                            Decision::Compare => match contents_differ((&source, &client), &src, &dst, &rel).await? {
                                 Some(true) => Decision::Copy(Reason::Checksum),
                                 Some(false) => Decision::Skip,
                                 None => decide(&meta, theirs.as_ref(), Mode::SizeAndTime),
@@ -326,8 +338,8 @@ pub async fn run(args: SyncArgs, g: &Global) -> Result<()> {
                 Ok(match a {
                     Action::Copy(job, reason) if dry => {
                         out2.emit(
-                            || format!("(dry run) cp {} {}  ({})", job.source(provider), job.dest(provider), reason.as_str()),
-                            || serde_json::json!({"op": "cp", "source": job.source(provider), "dest": job.dest(provider), "reason": reason.as_str(), "dry_run": true}),
+                            || format!("(dry run) cp {} {}  ({})", job.source(ps), job.dest(pd), reason.as_str()),
+                            || serde_json::json!({"op": "cp", "source": job.source(ps), "dest": job.dest(pd), "reason": reason.as_str(), "dry_run": true}),
                         );
                         None
                     }

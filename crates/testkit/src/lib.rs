@@ -10,6 +10,9 @@
 //!   `listening on`). Both stop when dropped.
 //! - [`minio`]: one MinIO child per test binary, for conformance against a third-party
 //!   S3 server (`FERRY_MINIO` names the binary; `scripts/setup.sh` builds it).
+//! - [`fake_gcs`]: fake-gcs-server children (plain http, and https offering h2), for the
+//!   Google Cloud Storage client (`FERRY_FAKE_GCS` names the binary; `scripts/setup.sh`
+//!   builds it).
 //! - [`transport`]: wrappers around a real [`ferry_wire::Transport`]: one that counts
 //!   requests by S3 operation and live GET bodies, and one that turns a DeleteObjects
 //!   answer's first keys into per-key errors (a fault the server cannot inject).
@@ -28,6 +31,7 @@
 
 pub mod cli;
 pub mod data;
+pub mod fake_gcs;
 pub mod http;
 pub mod minio;
 pub mod require;

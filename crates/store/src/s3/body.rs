@@ -82,7 +82,7 @@ impl Verifier {
         Verifier::None
     }
 
-    fn update(&mut self, data: &[u8]) {
+    pub(crate) fn update(&mut self, data: &[u8]) {
         match self {
             Verifier::None => {}
             Verifier::Checksum { hasher, .. } => hasher.update(data),
@@ -90,7 +90,7 @@ impl Verifier {
         }
     }
 
-    fn finish(&mut self, request_id: Option<String>) -> Result<(), Error> {
+    pub(crate) fn finish(&mut self, request_id: Option<String>) -> Result<(), Error> {
         match std::mem::replace(self, Verifier::None) {
             Verifier::None => Ok(()),
             Verifier::Checksum { hasher, expected } => {
