@@ -36,10 +36,10 @@ import xml.etree.ElementTree as ET
 xml, seeds = sys.argv[1], sys.argv[2]
 cells = collections.OrderedDict()
 for tc in ET.parse(xml).iter("testcase"):
-    m = re.match(r"test_matrix_(\w+)\[(.*)-(\d+)\]$", tc.get("name"))
+    m = re.match(r"test_matrix_(\w+)\[(?:(.*)-)?(\d+)\]$", tc.get("name"))
     if not m:
         continue
-    fault, params = m.group(1), m.group(2)
+    fault, params = m.group(1), m.group(2) or "sync-up"
     props = {p.get("name"): p.get("value") for p in tc.iter("property")}
     if tc.find("failure") is not None or tc.find("error") is not None:
         outcome = "BROKE THE PROMISE (test failed)"

@@ -284,8 +284,18 @@ def test_matrix_kill_client(tmp_path, op, seed, record_property):
     if op in ("cp-up",):
         (tmp_path / "up" / "big.bin").write_bytes(site.big * 4)
         site.big = site.big * 4
-    cmd, _ = site.op(op)
-    delay = random.Random(seed * 31 + OPS.index(op)).uniform(0.05, 0.6)
+    if op.startswith("sync"):
+        # Enough files, one or two at a time, that the kill lands mid-sync: 48 files of
+        # ~300 KB up one at a time, or 16 down two at a time at 1 MB/s each (~2.4 s).
+        n = 48 if op == "sync-up" else 16
+        site.tree = {f"t/{i:02}.bin": _data(300_000 + i, seed * 1000 + i) for i in range(n)}
+        for rel, data in site.tree.items():
+            (tmp_path / "up" / rel).write_bytes(data)
+        site.ok("cp", "--recursive", tmp_path / "up" / "t", "s3://fault/down/t/", srv=srv)
+    extra = ["-c", "1"] if op == "sync-up" else ["-c", "2"] if op == "sync-down" else []
+    cmd, _ = site.op(op, extra=extra)
+    span = {"sync-down": 2.0, "sync-up": 0.3}.get(op, 0.6)
+    delay = random.Random(seed * 31 + OPS.index(op)).uniform(0.05, span)
     proc = subprocess.Popen([str(ferry_binary()), *map(str, cmd)], env=site.env(srv), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     time.sleep(delay)

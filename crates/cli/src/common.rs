@@ -566,6 +566,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn explain_says_each_cause_once() {
+        // A store error over a transport error over the OS error, each repeating the
+        // next one's words, as a refused connection was: one mention.
+        #[derive(Debug)]
+        struct Wraps(&'static str, std::io::Error);
+        impl std::fmt::Display for Wraps {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{}: {}", self.0, self.1)
+            }
+        }
+        impl std::error::Error for Wraps {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.1)
+            }
+        }
+        let os = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused (os error 111)");
+        let e = anyhow::Error::new(Wraps("cannot connect: 127.0.0.1:1", os)).context("listing s3://b/");
+        let line = explain(&e);
+        assert_eq!(line, "listing s3://b/: cannot connect: 127.0.0.1:1: Connection refused (os error 111)");
+        assert_eq!(line.matches("refused").count(), 1, "{line}");
+        // Causes that do not repeat each other are all kept.
+        let e = anyhow::anyhow!("root cause").context("middle").context("top");
+        assert_eq!(explain(&e), "top: middle: root cause");
+    }
+
+    #[test]
     fn locations() {
         assert_eq!(
             parse_location("s3://b/k/x").unwrap(),

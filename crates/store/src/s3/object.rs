@@ -146,9 +146,9 @@ impl S3Client {
             let Some((s, e, _)) = cr else {
                 return Err(Error::protocol("206 without a valid Content-Range", rid));
             };
-            if content_length.is_some_and(|n| n != e - s + 1) {
+            if let Some(n) = content_length.filter(|n| *n != e - s + 1) {
                 return Err(Error::protocol(
-                    format!("Content-Range {s}-{e} disagrees with Content-Length {content_length:?}"),
+                    format!("Content-Range {s}-{e} ({} bytes) disagrees with Content-Length {n}", e - s + 1),
                     rid,
                 ));
             }
