@@ -118,18 +118,3 @@ def test_stats_count_the_retried_failures(bucket):
         # Every call succeeded; the 503s on the way were retried and counted.
         assert s["retries"] > 0
         assert sum(s["requests"].values()) >= 81 + s["retries"]
-
-
-def test_az_urls_reach_the_azure_store(client, bucket):
-    # az:// gets an engine of its own, made on first use through ferry_store::connect:
-    # until the Azure store is built in, connect refuses, and the call raises its
-    # ConfigError (a ValueError) with the store's own message (gs:// is tested against
-    # fake-gcs-server in test_py_gcs.py).
-    with pytest.raises(ferry.ConfigError, match="Azure Blob Storage") as e:
-        client.get("az://container/blob")
-    assert isinstance(e.value, ValueError)
-    with pytest.raises(ferry.ConfigError, match="Azure Blob Storage"):
-        list(client.list("az://container/"))
-    # The client's S3 engine is untouched by it.
-    client.put(f"s3://{bucket}/still", b"fine")
-    assert client.get(f"s3://{bucket}/still") == b"fine"
