@@ -8,6 +8,7 @@
 //! endpoint    --endpoint-url ─ AWS_ENDPOINT_URL_S3 ─ AWS_ENDPOINT_URL ─ profile endpoint_url ─ https://s3.REGION.amazonaws.com
 //! region      --region ─ AWS_REGION ─ AWS_DEFAULT_REGION ─ profile region ─ us-east-1
 //! profile     --profile ─ AWS_PROFILE ─ default
+//! CA bundle   --ca-bundle ─ AWS_CA_BUNDLE ─ profile ca_bundle
 //! credentials --no-sign-request (none) ─ --profile (that profile's keys only)
 //!             ─ AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY ─ the profile in ~/.aws/credentials, ~/.aws/config
 //! ```
@@ -226,37 +227,6 @@ pub fn object_url(provider: Provider, obj: &ferry_store::ObjectRef) -> String {
     format!("{provider}://{}/{}", obj.bucket, obj.key)
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
-/// One key of the profile's section in the config file (`[default]`, `[profile NAME]`).
-fn config_value(profile: &str, key: &str) -> Option<String> {
-    let path = env("AWS_CONFIG_FILE")
-        .map(PathBuf::from)
-        .or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".aws/config")))?;
-    let text = std::fs::read_to_string(path).ok()?;
-    let mut inside = false;
-    for line in text.lines() {
-        let indented = line.starts_with([' ', '\t']);
-        let line = line.trim();
-        if let Some(h) = line.strip_prefix('[') {
-            let name = h.trim_end_matches(']').trim();
-            let name = name.strip_prefix("profile ").map(str::trim).unwrap_or(name);
-            inside = name == profile;
-            continue;
-        }
-        if inside && !indented {
-            if let Some((k, v)) = line.split_once('=') {
-                if k.trim().eq_ignore_ascii_case(key) {
-                    return Some(v.trim().to_owned());
-                }
-            }
-        }
-    }
-    None
-}
-
 /// Objects in flight by default: enough to hide per-request latency for small objects
 /// (~30 ms first byte on S3, docs/lab/store-s3-facts.md), within the transport's connection
 /// cap; `ferry bench cli-transfer --quick` measures `ferry cp` with it beside the peers.
@@ -297,26 +267,23 @@ impl Global {
         self.part_size.unwrap_or(DEFAULT_PART_SIZE).max(1024 * 1024)
     }
 
-    fn profile_name(&self) -> String {
-        self.profile.clone().or_else(|| env("AWS_PROFILE")).unwrap_or_else(|| "default".into())
+    /// Profile, region, endpoint and CA bundle for S3 (ferry-store's `AwsSettings`: the
+    /// flags first, then the AWS variables and the profile, as the AWS CLI).
+    pub fn aws_settings(&self) -> ferry_store::AwsSettings {
+        ferry_store::AwsSettings::resolve(&ferry_store::s3::settings::Explicit {
+            profile: self.profile.as_deref(),
+            region: self.region.as_deref(),
+            endpoint: self.endpoint_url.as_deref(),
+            ca_bundle: self.ca_bundle.as_deref(),
+        })
     }
 
     pub fn region_name(&self) -> String {
-        self.region
-            .clone()
-            .or_else(|| env("AWS_REGION"))
-            .or_else(|| env("AWS_DEFAULT_REGION"))
-            .or_else(|| config_value(&self.profile_name(), "region"))
-            .unwrap_or_else(|| "us-east-1".into())
+        self.aws_settings().region
     }
 
     pub fn endpoint(&self) -> String {
-        self.endpoint_url
-            .clone()
-            .or_else(|| env("AWS_ENDPOINT_URL_S3"))
-            .or_else(|| env("AWS_ENDPOINT_URL"))
-            .or_else(|| config_value(&self.profile_name(), "endpoint_url"))
-            .unwrap_or_else(|| format!("https://s3.{}.amazonaws.com", self.region_name()))
+        self.aws_settings().endpoint
     }
 
     /// The client for these settings: built once per process and shared (so the lines
@@ -391,13 +358,14 @@ impl Global {
             Err(e) => return Err(usage(format!("credentials: {e}"))),
             _ => {}
         }
-        let endpoint = self.endpoint();
+        let aws = self.aws_settings();
+        let endpoint = aws.endpoint;
         let options = StoreOptions {
             endpoint: Some(endpoint.clone()),
-            region: Some(self.region_name()),
+            region: Some(aws.region),
             credentials: source,
             mode: self.transport.unwrap_or_default().0,
-            ca_file: self.ca_bundle.clone().or_else(|| env("AWS_CA_BUNDLE").map(PathBuf::from)),
+            ca_file: aws.ca_bundle,
             max_connections: Some(self.max_connections()),
         };
         ferry_store::connect(Provider::S3, options).map_err(|e| match e {

@@ -209,7 +209,7 @@ impl Client {
                 region: Some(settings::region(self.region.as_deref(), self.profile.as_deref())),
                 credentials,
                 mode,
-                ca_file: settings::ca_bundle(),
+                ca_file: settings::ca_bundle(self.profile.as_deref()),
                 max_connections: self.max_connections,
             },
             _ => StoreOptions {

@@ -31,6 +31,7 @@ pub use ferry_wire::Mode;
 pub use retry::RetryConfig;
 pub use s3::client::{Addressing, ClientConfig, S3Client, S3ClientBuilder};
 pub use s3::credentials::{Credentials, CredentialsSource};
+pub use s3::settings::AwsSettings;
 pub use store::{
     connect, Capabilities, DynObjectStore, ObjectStore, ObjectStoreExt, PartCopy, PartLimits, PartPayload, PartPlan,
     PutPayload, StoreOptions,

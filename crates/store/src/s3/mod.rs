@@ -7,7 +7,8 @@
 //!   ├─ buckets.rs    ListBuckets, ListMultipartUploads
 //!   ├─ multipart.rs  Create / UploadPart / UploadPartCopy / Complete / Abort / ListParts
 //!   ├─ body.rs       GET bodies checked on the fly (length, x-amz-checksum-*, MD5 ETag), resumed if cut
-//!   └─ credentials.rs  the AWS SDKs' lookup chain (env, profiles, config files)
+//!   ├─ credentials.rs  the AWS SDKs' lookup chain (env, profiles, config files)
+//!   └─ settings.rs     the rest of that chain: profile, region, endpoint, CA bundle
 //! ```
 //!
 //! The wire quirks written down once, here: S3 stores a full-object CRC64NVME for new
@@ -27,6 +28,7 @@ pub mod multipart;
 pub mod object;
 #[cfg(test)]
 mod scripted;
+pub mod settings;
 #[cfg(test)]
 mod tests;
 
