@@ -46,5 +46,8 @@ pub use listing::{list_flat_pruned, list_parallel, list_per_directory, ListOptio
 pub use openahead::{OpenAhead, OpenAheadOptions, OpenAheadStats, OpenedObject};
 pub use ranges::{get_ranges, CoalescePolicy, GapEstimator, RangesOptions, RangesOutput, RangesStats, Span};
 // transfer exports
-pub use download::{download_file, download_with_info, DownloadOutput, DownloadParams, ProgressFn, Verified};
+pub use download::{
+    download_file, download_with_info, get_to_memory, DownloadOutput, DownloadParams, MemoryParams, MemoryProgress,
+    ProgressFn, Verified,
+};
 pub use upload::{upload_file, upload_stream, UploadOutput, UploadParams};

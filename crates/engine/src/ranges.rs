@@ -1,9 +1,7 @@
-//! Byte ranges: cutting an object into parts, and reading many small ranges of one
-//! object with as few GETs as pay off.
+//! Vectored reads: many small byte ranges of one object with as few GETs as pay off.
+//! (Cutting a whole object into parts is the download's plan, download/plan.rs.)
 //!
 //! ```text
-//! split(len, part_size)            [0, len) ─► parts of part_size (the last shorter)
-//!
 //! get_ranges(object, ranges)
 //!   ranges (any order, duplicates, overlaps)
 //!     └─ coalesce(ranges, policy) ─► Spans: disjoint, sorted, each <= max_span, holes < max_gap
@@ -59,47 +57,10 @@ const MIB: u64 = 1024 * 1024;
 /// (8-16 MiB, AnyBlob; docs/lab/store-s3-facts.md).
 pub const DEFAULT_PART_SIZE: u64 = 8 * MIB;
 
-/// Most parts of a multipart upload (S3's limit); [`split`] never makes more.
-pub const MAX_PARTS: u64 = 10_000;
-
 /// Upper bound of the measured gap (module note): a quarter of the 8 MiB default span;
 /// re-measured with `cargo run --release -p ferry-engine --example sched_figures --
 /// vectored` (docs/lab/engine-ranges.md).
 pub const MAX_GAP_CAP: u64 = 2 * MIB;
-
-/// Splits `[0, len)` into consecutive parts of `part_size` bytes (the last may be
-/// shorter). The part size is raised, to a whole number of MiB, when `len` would
-/// otherwise need more than [`MAX_PARTS`] parts; a `part_size` of 0 means the default.
-/// An empty object has no parts.
-///
-/// ```
-/// use ferry_engine::ranges::split;
-/// assert_eq!(split(20, 8), vec![0..8, 8..16, 16..20]);
-/// assert_eq!(split(0, 8), Vec::<std::ops::Range<u64>>::new());
-/// ```
-pub fn split(len: u64, part_size: u64) -> Vec<Range<u64>> {
-    let size = effective_part_size(len, part_size);
-    let mut out = Vec::with_capacity(len.div_ceil(size) as usize);
-    let mut start = 0;
-    while start < len {
-        let end = start.saturating_add(size).min(len);
-        out.push(start..end);
-        start = end;
-    }
-    out
-}
-
-/// The part size [`split`] uses for an object of `len` bytes.
-pub fn effective_part_size(len: u64, part_size: u64) -> u64 {
-    let size = if part_size == 0 { DEFAULT_PART_SIZE } else { part_size };
-    if len.div_ceil(size) <= MAX_PARTS {
-        size
-    } else {
-        // Smallest whole-MiB size that fits: whole MiB keep parts aligned to pages and
-        // to what other tools choose, and never add a part.
-        len.div_ceil(MAX_PARTS).div_ceil(MIB) * MIB
-    }
-}
 
 /// When requested ranges are merged into one span.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -517,50 +478,6 @@ mod tests {
                 prop_assert_eq!(&p[..], &object[r.start as usize..r.end as usize]);
             }
         }
-
-        #[test]
-        fn split_covers_exactly(len in prop_oneof![0u64..100_000, 0u64..(1u64 << 44)], part in prop_oneof![Just(0u64), 1u64..(64 * MIB)]) {
-            let parts = split_count_only(len, part);
-            prop_assert!(parts <= MAX_PARTS);
-        }
-
-        #[test]
-        fn split_small_is_contiguous(len in 0u64..50_000, part in 0u64..5_000) {
-            let parts = split(len, part);
-            prop_assert!(parts.len() as u64 <= MAX_PARTS);
-            let mut at = 0;
-            for p in &parts {
-                prop_assert_eq!(p.start, at);
-                prop_assert!(p.end > p.start);
-                at = p.end;
-            }
-            prop_assert_eq!(at, len);
-            if let Some((last, init)) = parts.split_last() {
-                let size = effective_part_size(len, part);
-                prop_assert!(init.iter().all(|p| p.end - p.start == size));
-                prop_assert!(last.end - last.start <= size);
-            }
-        }
-    }
-
-    /// The part count `split` would produce, checked without allocating huge vectors.
-    fn split_count_only(len: u64, part: u64) -> u64 {
-        let size = effective_part_size(len, part);
-        assert!(size > 0);
-        len.div_ceil(size)
-    }
-
-    #[test]
-    fn split_raises_the_part_size_for_huge_objects() {
-        // 5 TiB, S3's largest object: 8 MiB parts would be 655,360 parts.
-        let len = 5 * 1024 * 1024 * MIB;
-        let size = effective_part_size(len, DEFAULT_PART_SIZE);
-        assert_eq!(size % MIB, 0);
-        assert!(len.div_ceil(size) <= MAX_PARTS);
-        assert!(len.div_ceil(size - MIB) > MAX_PARTS, "not the smallest whole-MiB size");
-        let parts = split(len, DEFAULT_PART_SIZE);
-        assert_eq!(parts.last().unwrap().end, len);
-        assert!(parts.len() as u64 <= MAX_PARTS);
     }
 
     #[test]

@@ -157,3 +157,46 @@ async fn upload_reuses_matching_parts_and_resends_the_rest() {
         "the upload was completed"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_read_into_memory_is_the_object_in_one_get_or_in_parts() {
+    use ferry_engine::{get_to_memory, MemoryParams, MemoryProgress};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let srv = server(None);
+    let c = client(&srv, "mem").await;
+    let engine = Engine::new(c.clone());
+    let bytes = data(9 * 1024 * 1024 + 5, 7);
+    let big = ObjectRef::new("mem", "big");
+    c.put_object(&big, Bytes::from(bytes.clone()), PutParams::default()).await.unwrap();
+    let (seen, size) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let progress = MemoryProgress {
+        size: Some({
+            let size = size.clone();
+            Arc::new(move |n| size.store(n, Ordering::Relaxed))
+        }),
+        bytes: Some({
+            let seen = seen.clone();
+            Arc::new(move |n| {
+                seen.fetch_add(n, Ordering::Relaxed);
+            })
+        }),
+    };
+    // Parts of 1 MiB, three at once: ten ranged GETs whose CRCs combine to the stored one.
+    let parts = MemoryParams { part_size: 1024 * 1024, concurrency: 3, split_at: 2 * 1024 * 1024 };
+    let got = get_to_memory(&engine, &big, parts, None, progress).await.unwrap();
+    assert!(got[..] == bytes[..], "the parts put together differ from the object");
+    assert_eq!(size.load(Ordering::Relaxed), bytes.len() as u64);
+    assert_eq!(seen.load(Ordering::Relaxed), bytes.len() as u64);
+    // At or below split_at: one GET.
+    let one = MemoryParams { split_at: 16 * 1024 * 1024, ..parts };
+    let got = get_to_memory(&engine, &big, one, None, MemoryProgress::default()).await.unwrap();
+    assert!(got[..] == bytes[..]);
+    // Empty, and missing.
+    let empty = ObjectRef::new("mem", "empty");
+    c.put_object(&empty, Bytes::new(), PutParams::default()).await.unwrap();
+    assert!(get_to_memory(&engine, &empty, parts, None, MemoryProgress::default()).await.unwrap().is_empty());
+    let missing = ObjectRef::new("mem", "missing");
+    let err = get_to_memory(&engine, &missing, parts, None, MemoryProgress::default()).await.unwrap_err();
+    assert!(matches!(err, ferry_store::Error::NotFound { .. }), "{err:?}");
+}

@@ -44,6 +44,7 @@
 //!   file, the writer thread of a current-thread runtime.
 //! - `fetch.rs`: one GET, one part (a task each, through admission), and the
 //!   CRC checks.
+//! - `memory.rs`: the same plan and checks into one buffer instead of a file.
 //! - here: the parameters and outputs, the entry points, the ranged driver, finishing.
 //!
 //! The measurements behind these choices (page cache against synced writes, the write
@@ -51,10 +52,12 @@
 //! commands that repeat them are in docs/lab/engine-download.md.
 
 mod fetch;
+mod memory;
 mod plan;
 mod state;
 mod writer;
 
+pub use memory::{get_to_memory, MemoryParams, MemoryProgress};
 pub use state::{discard_partial, temp_paths};
 pub use writer::{part_bytes_in_memory, WRITE_BATCH};
 
