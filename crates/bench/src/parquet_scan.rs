@@ -98,10 +98,8 @@ impl ParquetScanParams {
 
     /// Where the generator writes the files and their manifest (reused while it exists).
     pub fn cache_dir(&self) -> PathBuf {
-        std::env::temp_dir().join(format!(
-            "ferry-bench-parquet-{}x{}-{}MB-seed{}",
-            self.files, self.min_mb, self.max_mb, self.seed
-        ))
+        std::env::temp_dir()
+            .join(format!("ferry-bench-parquet-{}x{}-{}MB-seed{}", self.files, self.min_mb, self.max_mb, self.seed))
     }
 }
 
@@ -115,7 +113,13 @@ crate::impl_scenario!(ParquetFiles);
 
 impl ParquetFiles {
     pub fn setup_key(&self) -> String {
-        format!("{} Parquet files of {}-{} MB under {BUCKET}/{}", self.p.files, self.p.min_mb, self.p.max_mb, self.p.prefix())
+        format!(
+            "{} Parquet files of {}-{} MB under {BUCKET}/{}",
+            self.p.files,
+            self.p.min_mb,
+            self.p.max_mb,
+            self.p.prefix()
+        )
     }
 
     /// The generator's arguments after its script (parquet_data.py's flags).
@@ -243,7 +247,10 @@ pub fn parquet_scan(size: Size, p: &ParquetScanParams) -> Workload {
 /// (medians), against ferry's goal of 1.5x.
 pub fn claim(records: &[RunRecord]) -> Headline {
     let wall = |label: &str| median(records, label, "wall_s");
-    let ferry = [FERRY_ARROW_ROW, FERRY_FSSPEC_ROW].iter().filter_map(|l| wall(l).map(|w| (*l, w))).min_by(|a, b| a.1.total_cmp(&b.1));
+    let ferry = [FERRY_ARROW_ROW, FERRY_FSSPEC_ROW]
+        .iter()
+        .filter_map(|l| wall(l).map(|w| (*l, w)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
     let peer = ROWS[2..].iter().filter_map(|(_, _, l)| wall(l).map(|w| (*l, w))).min_by(|a, b| a.1.total_cmp(&b.1));
     match (ferry, peer) {
         (Some((fl, fw)), Some((pl, pw))) => {
@@ -332,16 +339,17 @@ mod tests {
     #[test]
     fn claim_holds_the_best_ferry_row_against_the_best_peer() {
         let rec = |variant: &str, wall: f64| {
-            let mut r = RunRecord { workload: NAME.into(), variant: variant.into(), repeat: 1, status: "ok".into(), ..RunRecord::default() };
+            let mut r = RunRecord {
+                workload: NAME.into(),
+                variant: variant.into(),
+                repeat: 1,
+                status: "ok".into(),
+                ..RunRecord::default()
+            };
             r.set("wall_s", wall);
             r
         };
-        let rs = vec![
-            rec(FERRY_ARROW_ROW, 1.0),
-            rec(FERRY_FSSPEC_ROW, 3.0),
-            rec(ROWS[2].2, 4.0),
-            rec(ROWS[4].2, 2.0),
-        ];
+        let rs = vec![rec(FERRY_ARROW_ROW, 1.0), rec(FERRY_FSSPEC_ROW, 3.0), rec(ROWS[2].2, 4.0), rec(ROWS[4].2, 2.0)];
         let h = claim(&rs);
         assert_eq!(h.verdict, "yes", "{h:?}");
         assert!(h.measured.contains("2.00x") && h.measured.contains("pyarrow"), "{}", h.measured);

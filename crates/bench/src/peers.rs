@@ -180,7 +180,9 @@ impl Peer {
             }
             (Peer::S3fs, false) => format!("asynchronous=True, asyncio.gather with a Semaphore({n})"),
             (Peer::S3fs, true) => "open_async, 8 MiB reads".into(),
-            (Peer::FerryPy, false) => format!("ferry.Client.get_many(urls, concurrency={n}): the batch scheduled in Rust"),
+            (Peer::FerryPy, false) => {
+                format!("ferry.Client.get_many(urls, concurrency={n}): the batch scheduled in Rust")
+            }
             (Peer::FerryPy, true) => "ferry.Client.get (parallel 8 MiB ranged GETs above 16 MiB)".into(),
             (Peer::Pyarrow, _) => "pyarrow.fs.S3FileSystem".into(),
         }
@@ -190,11 +192,19 @@ impl Peer {
 /// How a peer reads parquet-scan's columns (`via`: "arrow", "fsspec" or "native").
 fn scan_how(peer: Peer, via: &str) -> String {
     match (peer, via) {
-        (Peer::FerryPy, "arrow") => "ferry.arrow.read_table(urls, columns): footers, then the columns' chunks, in two get_ranges calls".into(),
-        (Peer::FerryPy, _) => "pandas.read_parquet(\"ferry://bucket/dir\", columns, storage_options): ferry's fsspec filesystem".into(),
+        (Peer::FerryPy, "arrow") => {
+            "ferry.arrow.read_table(urls, columns): footers, then the columns' chunks, in two get_ranges calls".into()
+        }
+        (Peer::FerryPy, _) => {
+            "pandas.read_parquet(\"ferry://bucket/dir\", columns, storage_options): ferry's fsspec filesystem".into()
+        }
         (Peer::S3fs, _) => "pandas.read_parquet(\"s3://bucket/dir\", columns, storage_options): s3fs".into(),
-        (Peer::Obstore, _) => "pandas.read_parquet(\"s3://bucket/dir\", columns) after obstore.fsspec.register(\"s3\")".into(),
-        (Peer::Pyarrow, _) => "pyarrow.parquet.read_table(\"bucket/dir\", columns, filesystem=pyarrow.fs.S3FileSystem(...))".into(),
+        (Peer::Obstore, _) => {
+            "pandas.read_parquet(\"s3://bucket/dir\", columns) after obstore.fsspec.register(\"s3\")".into()
+        }
+        (Peer::Pyarrow, _) => {
+            "pyarrow.parquet.read_table(\"bucket/dir\", columns, filesystem=pyarrow.fs.S3FileSystem(...))".into()
+        }
         (p, v) => format!("{} via {v}", p.name()),
     }
 }
