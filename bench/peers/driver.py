@@ -909,6 +909,7 @@ class ObstorePeer:
         import pandas
 
         obstore.fsspec.register("s3")
+        self.how = f"obstore {self.version}: pandas.read_parquet('s3://...', columns) after obstore.fsspec.register('s3')"
         kw = self.store_kw
         config = {"endpoint": kw["endpoint"], "region": kw["region"], "virtual_hosted_style_request": False}
         if "access_key_id" in kw:
@@ -1156,7 +1157,10 @@ class S3fsPeer:
         drives fsspec's blocking API)."""
         import pandas
 
-        opts = {k: v for k, v in self.fs_kw.items() if k not in ("asynchronous", "skip_instance_cache")}
+        # s3fs's own defaults (its pool of 10 connections), the endpoint and keys only.
+        opts = {k: v for k, v in self.fs_kw.items() if k not in ("asynchronous", "skip_instance_cache", "config_kwargs")}
+        opts["config_kwargs"] = {"s3": {"addressing_style": "path"}}
+        self.how = f"s3fs {self.version}: pandas.read_parquet('s3://...', columns, storage_options) with s3fs's defaults"
         self.result = pandas.read_parquet(f"s3://{_scan_dir(spec)}", columns=spec["columns"], storage_options=opts)
 
     async def _get_many(self, fs, spec, tally, t0):
@@ -1411,10 +1415,12 @@ class FerryPyPeer:
         if spec["via"] == "arrow":
             import ferry.arrow
 
+            self.how = f"ferry {self.version}: ferry.arrow.read_table(urls, columns)"
             self.result = ferry.arrow.read_table(["s3://" + u for u in _scan_urls(spec)], columns=spec["columns"], client=self.client)
         else:
             import pandas
 
+            self.how = f"ferry {self.version}: pandas.read_parquet('ferry://...', columns, storage_options)"
             self.result = pandas.read_parquet(f"ferry://{_scan_dir(spec)}", columns=spec["columns"], storage_options=self.client_kw)
 
 
