@@ -1342,8 +1342,22 @@ class FerryPyPeer:
         getattr(self, op)(spec, tally, t0)
 
     def get_many(self, spec, tally, t0):
+        """One get_many call (its awaitable twin, so the spec's time-out can end it; the
+        blocking call schedules the same batch the same way)."""
+        import asyncio
+
         urls = [self._url(spec, k) for k in spec["keys"]]
-        for key, buf in zip(spec["keys"], self.client.get_many(urls, concurrency=self.conc, return_exceptions=True)):
+
+        async def main():
+            return await asyncio.wait_for(self.client.get_many_async(urls, concurrency=self.conc, return_exceptions=True),
+                                          timeout=deadline_left(spec, t0))
+
+        try:
+            got = asyncio.run(main())
+        except asyncio.TimeoutError:
+            tally.timed_out = True  # run() counts the objects left undone
+            return
+        for key, buf in zip(spec["keys"], got):
             if isinstance(buf, BaseException):
                 tally.error(f"GET {spec['bucket']}/{key}: {buf}")
             else:
