@@ -16,7 +16,7 @@ The spec (JSON on stdin):
 
     {"op": "get_many" | "get_one" | "put_many" | "list" | "delete_many"      # every peer
            | "first_byte" | "read_in_order" | "get_ranges" | "rewrite_many"   # some (ONLY)
-           | "mixed_hol",
+           | "mixed_hol" | "parquet_scan",
      "endpoint": "http://127.0.0.1:9000", "region": "us-east-1",
      "access_key": "...", "secret_key": "...",        # both absent or null: unsigned requests
      "ca_bundle": "/path/ca.pem",                      # optional, for https endpoints
@@ -32,6 +32,9 @@ The spec (JSON on stdin):
      "parts": [...], "large_in_flight": 100,           #   of larges[k] kept large_in_flight deep
      "loaded": true, "load_warmup_s": 1.0,             #   (loaded only), starting load_warmup_s before
      "load_alone_s": 0.5,                              #   the first small; its last load_alone_s measured
+     "manifest": "/tmp/.../manifest.json",            # parquet_scan: parquet_data.py's, the files under
+     "columns": ["c03", ...], "via": "arrow",          #   "prefix" and the expected rows and checksums;
+                                                       #   via: arrow | fsspec | native (per peer below)
      "concurrency": 32,                                # operations in flight
      "timeout_s": 300}
 
@@ -88,6 +91,11 @@ How each peer is driven, as its users drive it:
   `_cat_file`/`_pipe_file` with a semaphore, `_find` to list, `_rm` (bulk delete), a large
   GET read from `open_async` in 8 MiB reads. It runs from its own venv.
 
+- ferry-py: ferry's own Python package (the project's .venv), as its README shows it:
+  `get_many` (its awaitable twin, so the time-out can end it), `get`, `put_async` under a
+  semaphore, `list`, one batched `delete`, `get_ranges`, `iter_get`.
+- pyarrow: pyarrow's own S3FileSystem; parquet_scan only.
+
 The ops beyond the five, each driven as the peer's users drive it:
 
 - first_byte (boto3, awscrt, obstore): `count` GETs of one key one after another; the
@@ -100,6 +108,13 @@ The ops beyond the five, each driven as the peer's users drive it:
   concurrently and merges them only when given max_gap (not by default).
 - rewrite_many (boto3, obstore): Hudi's commit step per file: GET, modify the bytes,
   PUT them back under the same key; `concurrency` files at once.
+- parquet_scan (ferry-py, obstore, s3fs, pyarrow): 3 of 20 columns of the Parquet files
+  under a prefix into one table: ferry-py `ferry.arrow.read_table(urls)` (via arrow) or
+  `pandas.read_parquet("ferry://...")` (via fsspec); s3fs and obstore (its fsspec adapter,
+  registered for s3://) `pandas.read_parquet("s3://...")`; pyarrow `pq.read_table(dir,
+  filesystem=S3FileSystem)`. pandas and pyarrow are imported before the clock; the table
+  is checked against the manifest (rows, each column's checksum) after it. `bytes` is the
+  table's decoded size, `ops` the files.
 - mixed_hol (boto3, awscrt, obstore): ranged GETs of large parts kept
   `large_in_flight` deep through the same client (boto3: threads; awscrt: meta requests
   refilled as each finishes; obstore: tasks), while small GETs arrive open loop at
