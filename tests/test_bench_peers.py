@@ -24,7 +24,9 @@ RUN = ROOT / ".ferry-run"
 PEERS_JSON = RUN / "peers.json"
 DRIVER = ROOT / "bench" / "peers" / "driver.py"
 PLOT = ROOT / "bench" / "plot.py"
-PEERS = ["boto3", "boto3-tuned", "awscrt", "obstore", "s5cmd", "rclone", "s3fs"]
+PEERS = ["boto3", "boto3-tuned", "awscrt", "obstore", "s5cmd", "rclone", "s3fs", "ferry-py", "pyarrow"]
+# The peers of the five base ops (pyarrow reads Parquet only).
+BASE_PEERS = [p for p in PEERS if p != "pyarrow"]
 LIBRARY_PEERS = {"boto3", "boto3-tuned", "awscrt", "obstore", "s3fs"}  # per-op latencies
 
 
@@ -99,7 +101,7 @@ def test_bench_setup_is_idempotent_and_quiet():
 
 
 # --- the driver against ferry serve --------------------------------------------------------
-@pytest.mark.parametrize("peer", PEERS)
+@pytest.mark.parametrize("peer", BASE_PEERS)
 def test_driver_put_get_list_delete(peer, peers_doc, mem_server, bucket):
     entry = installed(peers_doc, peer)
     s3 = s3_client(mem_server)
@@ -121,7 +123,7 @@ def test_driver_put_get_list_delete(peer, peers_doc, mem_server, bucket):
     if peer in LIBRARY_PEERS:
         assert len(r["latencies_s"]) == 20 and all(0 < x <= r["wall_s"] for x in r["latencies_s"])
     else:
-        assert "latencies_s" not in r, "binaries do not expose per-object latency: absent, not invented"
+        assert "latencies_s" not in r, "binaries and get_many do not expose per-object latency: absent, not invented"
 
     rc, r, err = drive(entry, peer, {**base, "op": "list", "prefix": f"{peer}/"})
     assert rc == 0, err
@@ -137,7 +139,7 @@ def test_driver_put_get_list_delete(peer, peers_doc, mem_server, bucket):
     assert s3.list_objects_v2(Bucket=bucket, Prefix=f"{peer}/").get("KeyCount") == 0
 
 
-@pytest.mark.parametrize("peer", PEERS)
+@pytest.mark.parametrize("peer", BASE_PEERS)
 def test_driver_fork_server_runs_each_spec_line(peer, peers_doc, mem_server, bucket):
     """`driver.py --serve` (what the bench uses): one spec per line, each run in a forked
     child with its own result line, then the server's `served` line; a bad line fails
@@ -164,7 +166,7 @@ def test_driver_fork_server_runs_each_spec_line(peer, peers_doc, mem_server, buc
     assert 0 < get["cpu_s"] < 30 and get["peak_rss_bytes"] > 0
 
 
-@pytest.mark.parametrize("peer", PEERS)
+@pytest.mark.parametrize("peer", BASE_PEERS)
 def test_driver_reports_errors_for_a_missing_bucket(peer, peers_doc, mem_server):
     entry = installed(peers_doc, peer)
     spec = {**endpoint(mem_server), "op": "get_many", "bucket": "no-such-bucket-here", "keys": ["a", "b", "c"],
@@ -176,7 +178,7 @@ def test_driver_reports_errors_for_a_missing_bucket(peer, peers_doc, mem_server)
     assert r["error_samples"], "a failure comes with its message"
 
 
-@pytest.mark.parametrize("peer", PEERS)
+@pytest.mark.parametrize("peer", BASE_PEERS)
 def test_driver_get_one_unsigned(peer, peers_doc, anon_server):
     entry = installed(peers_doc, peer)
     spec = {"endpoint": anon_server.url, "op": "get_one", "bucket": "synthetic", "key": "8MiB/x", "timeout_s": 60}
@@ -185,7 +187,7 @@ def test_driver_get_one_unsigned(peer, peers_doc, anon_server):
     assert (r["ops"], r["bytes"], r["errors"]) == (1, 8 << 20, 0), r
 
 
-@pytest.mark.parametrize("peer", PEERS)
+@pytest.mark.parametrize("peer", BASE_PEERS)
 def test_driver_stops_at_its_time_out(peer, peers_doc, ferry):
     entry = installed(peers_doc, peer)
     slow = ferry("--memory", "--anonymous", "--synthetic-bucket", "synthetic", "--ttfb-p50", "3s", creds=False)
@@ -200,8 +202,8 @@ def test_driver_stops_at_its_time_out(peer, peers_doc, ferry):
 
 # The ops beyond the five, per peer that drives them (driver.py's ONLY).
 NEWER_OPS = {"first_byte": {"boto3", "boto3-tuned", "awscrt", "obstore"},
-             "read_in_order": {"boto3", "boto3-tuned", "obstore", "s3fs"},
-             "get_ranges": {"boto3", "boto3-tuned", "obstore", "s3fs"},
+             "read_in_order": {"boto3", "boto3-tuned", "obstore", "s3fs", "ferry-py"},
+             "get_ranges": {"boto3", "boto3-tuned", "obstore", "s3fs", "ferry-py"},
              "rewrite_many": {"boto3", "boto3-tuned", "obstore"},
              "mixed_hol": {"boto3", "boto3-tuned", "awscrt", "obstore"}}
 
@@ -241,6 +243,52 @@ def test_driver_newer_ops(peer, peers_doc, mem_server, bucket):
             for i, k in enumerate(keys):
                 body = s3.get_object(Bucket=bucket, Key=k)["Body"].read()
                 assert len(body) == 5000 and body != bytes([i]) * 5000, "the PUT sent modified bytes"
+
+
+# parquet_scan: (peer, via) of each parquet-scan row (crates/bench/src/parquet_scan.rs).
+SCAN_ROWS = [("ferry-py", "arrow"), ("ferry-py", "fsspec"), ("s3fs", "fsspec"), ("obstore", "fsspec"), ("pyarrow", "native")]
+
+
+@pytest.fixture(scope="module")
+def scan_table(peers_doc, tmp_path_factory):
+    """Two small Parquet files written by bench/peers/parquet_data.py (with a Python that
+    has pyarrow: ferry-py's or pyarrow's), and their manifest."""
+    entry = next((peers_doc["peers"][p] for p in ("ferry-py", "pyarrow") if peers_doc["peers"][p]["status"] == "ok"), None)
+    if entry is None:
+        pytest.skip("neither ferry-py nor pyarrow is installed: no pyarrow to write Parquet with")
+    out = tmp_path_factory.mktemp("scan") / "table"
+    subprocess.run([entry["python"], str(DRIVER.with_name("parquet_data.py")), "--out", str(out), "--prefix", "scan/t/",
+                    "--files", "2", "--min-mb", "0.5", "--max-mb", "1", "--seed", "3", "--columns", "c01,c04,c19"],
+                   check=True, timeout=120)
+    return out
+
+
+@pytest.mark.parametrize("peer,via", SCAN_ROWS)
+def test_driver_parquet_scan_reads_and_checks_the_table(peer, via, peers_doc, scan_table, mem_server, bucket, tmp_path):
+    entry = installed(peers_doc, peer)
+    manifest = json.loads((scan_table / "manifest.json").read_text())
+    s3 = s3_client(mem_server)
+    for f in manifest["files"]:
+        s3.put_object(Bucket=bucket, Key=f["key"], Body=(scan_table / f["file"]).read_bytes())
+    spec = {**endpoint(mem_server), "op": "parquet_scan", "bucket": bucket, "prefix": "scan/t/",
+            "manifest": str(scan_table / "manifest.json"), "columns": ["c01", "c04", "c19"], "via": via, "timeout_s": 60}
+    rc, r, err = drive(entry, peer, spec)
+    assert rc == 0, err
+    assert (r["ops"], r["errors"], r["error_samples"]) == (2, 0, []), r
+    assert r["bytes"] >= manifest["expect"]["rows"] * 3 * 8, "the three columns' values, decoded"
+    # A table that does not match the manifest is an error, not a result.
+    bad = json.loads((scan_table / "manifest.json").read_text())
+    bad["expect"]["checksums"]["c04"] = (bad["expect"]["checksums"]["c04"] + 1) % 2**64
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    rc, r, err = drive(entry, peer, {**spec, "manifest": str(tmp_path / "bad.json")})
+    assert rc == 0, err
+    assert r["errors"] == 1 and "c04 checksum" in r["error_samples"][0], r
+
+
+def test_driver_pyarrow_drives_parquet_scan_only(peers_doc, mem_server):
+    entry = installed(peers_doc, "pyarrow")
+    rc, r, _ = drive(entry, "pyarrow", {**endpoint(mem_server), "op": "get_many", "bucket": "b", "keys": ["a"]})
+    assert rc == 1 and "pyarrow has no get_many op" in r["failed"], r
 
 
 @pytest.mark.parametrize("peer", sorted(NEWER_OPS["mixed_hol"]))

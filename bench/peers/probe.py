@@ -31,9 +31,12 @@ MODULE_PEERS = {
     "awscrt": ("bench-venv", "awscrt"),
     "obstore": ("bench-venv", "obstore"),
     "s3fs": ("bench-venv-s3fs", "s3fs"),
+    "pyarrow": ("bench-venv", "pyarrow"),
 }
-# Every peer, in the order reports list them.
-PEERS = ["boto3", "boto3-tuned", "awscrt", "obstore", "s5cmd", "rclone", "s3fs"]
+# Every peer, in the order reports list them. ferry-py is ferry's own Python package, run
+# from the project's .venv (scripts/setup.sh installs it there, rebuilt when its sources
+# change), so its rows measure the checkout beside the peers.
+PEERS = ["boto3", "boto3-tuned", "awscrt", "obstore", "s5cmd", "rclone", "s3fs", "ferry-py", "pyarrow"]
 
 _VERSION_OF_MODULE = """
 import importlib, importlib.metadata, json, os, sys
@@ -66,6 +69,20 @@ def probe_module(run_dir: Path, venv: str, module: str) -> dict:
         return _absent(f"import {module} timed out")
     if p.returncode != 0:
         return _absent(f"import {module} failed in .ferry-run/{venv}: {_last_line(p.stderr)} (see .ferry-run/bench-setup-{venv}.log)")
+    info = json.loads(p.stdout)
+    return {"status": "ok", "version": info["version"], "path": info["path"], "python": str(python)}
+
+
+def probe_ferry_py(root: Path) -> dict:
+    python = root / ".venv" / "bin" / "python"
+    if not python.exists():
+        return _absent(".venv does not exist (scripts/setup.sh makes it and installs the ferry package into it)")
+    try:
+        p = _run([str(python), "-c", _VERSION_OF_MODULE, "ferry"])
+    except subprocess.TimeoutExpired:
+        return _absent("import ferry timed out")
+    if p.returncode != 0:
+        return _absent(f"import ferry failed in .venv: {_last_line(p.stderr)} (run scripts/setup.sh)")
     info = json.loads(p.stdout)
     return {"status": "ok", "version": info["version"], "path": info["path"], "python": str(python)}
 
@@ -123,6 +140,8 @@ def main() -> None:
             peers[name] = probe_module(run_dir, *MODULE_PEERS[name])
         elif name == "s5cmd":
             peers[name] = probe_s5cmd(run_dir)
+        elif name == "ferry-py":
+            peers[name] = probe_ferry_py(root)
         else:
             peers[name] = probe_rclone(run_dir)
     tools = {"matplotlib": probe_module(run_dir, "bench-venv", "matplotlib")}

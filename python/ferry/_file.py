@@ -27,14 +27,16 @@ DEFAULT_BLOCK_SIZE = 4 * 1024 * 1024
 class ObjectFile(io.RawIOBase):
     """A read-only, seekable binary file over an object (see `Client.open`)."""
 
-    def __init__(self, client, url: str, block_size: int = DEFAULT_BLOCK_SIZE):
+    def __init__(self, client, url: str, block_size: int = DEFAULT_BLOCK_SIZE, known: tuple[int, str] | None = None):
+        """`known`: (size, ETag) from a listing, in place of a HEAD (ferry.fsspec)."""
         super().__init__()
-        info = client.head(url)
+        if known is None:
+            info = client.head(url)
+            known = (info.size, info.etag)
         self._client = client
         self.url = url
         self.name = url
-        self.size = info.size
-        self.etag = info.etag
+        self.size, self.etag = known
         self._block_size = max(1, int(block_size))
         self._pos = 0
         self._block_start = 0

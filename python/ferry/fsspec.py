@@ -13,6 +13,13 @@ Paths are ``bucket/key`` (fsspec strips the protocol); each call maps to the
 `get_ranges` per object (the engine coalesces; ``max_gap`` replaces its policy), the
 listings to `list`, `_rm` to one batched `delete`. Calls without an asyncio twin run in
 the loop's executor (they release the GIL while they wait).
+
+Listings are kept in fsspec's ``dircache``, as s3fs keeps them: a reader that lists a
+table's directory and then asks about each file (pandas and pyarrow ask `info` of the
+directory five times and `isfile` of every file before reading one) is answered from
+the listing, and `open` takes the file's size and ETag from it instead of a HEAD. Every
+write through this filesystem drops the cached listings above the path it wrote;
+``use_listings_cache=False`` turns the cache off, `invalidate_cache` empties it.
 """
 
 from __future__ import annotations
@@ -42,9 +49,13 @@ class FerryFileSystem(AsyncFileSystem):
     async_impl = True
 
     def __init__(self, client: ferry.Client | None = None, asynchronous: bool = False, loop=None,
-                 batch_size=None, **client_kwargs):
-        super().__init__(asynchronous=asynchronous, loop=loop, batch_size=batch_size)
+                 batch_size=None, use_listings_cache: bool = True, **client_kwargs):
+        super().__init__(asynchronous=asynchronous, loop=loop, batch_size=batch_size,
+                         use_listings_cache=use_listings_cache)
         self.client = client if client is not None else ferry.Client(**client_kwargs)
+        # Prefixes `_info` found to be directories (no object of that name, keys under
+        # it), beside the listings: the same lifetime, dropped by the same writes.
+        self._dirs: set[str] = set()
 
     # -- paths --------------------------------------------------------------------
     @classmethod
@@ -136,6 +147,7 @@ class FerryFileSystem(AsyncFileSystem):
 
     # -- writes ---------------------------------------------------------------------
     async def _pipe_file(self, path, value, mode="overwrite", **kwargs):
+        self.invalidate_cache(path)
         try:
             await self.client.put_async(self._url(path), value, if_not_exists=(mode == "create"))
         except ferry.Precondition as e:
@@ -144,12 +156,15 @@ class FerryFileSystem(AsyncFileSystem):
     async def _put_file(self, lpath, rpath, mode="overwrite", **kwargs):
         if os.path.isdir(lpath):
             return
+        self.invalidate_cache(rpath)
         await self.client.put_async(self._url(rpath), os.fspath(lpath))
 
     async def _cp_file(self, path1, path2, **kwargs):
+        self.invalidate_cache(path2)
         await self._call(self.client.copy, self._url(path1), self._url(path2))
 
     async def _rm_file(self, path, **kwargs):
+        self.invalidate_cache(path)
         await self._call(self.client.delete, self._url(path))
 
     async def _rm(self, path, recursive=False, batch_size=None, maxdepth=None, **kwargs):
@@ -167,6 +182,7 @@ class FerryFileSystem(AsyncFileSystem):
         bucket, key = self._split(self._strip_protocol(path))
         if not key and not await self._exists(bucket):
             await self._call(self.client.create_bucket, bucket)
+        self.invalidate_cache(path)
 
     async def _makedirs(self, path, exist_ok=False):
         await self._mkdir(path)
@@ -186,11 +202,41 @@ class FerryFileSystem(AsyncFileSystem):
             "checksum_algorithm": e.checksum_algorithm,
         }
 
+    def invalidate_cache(self, path=None):
+        if path is None:
+            self.dircache.clear()
+            self._dirs.clear()
+            return
+        path = self._strip_protocol(path).rstrip("/")
+        while path:
+            self.dircache.pop(path, None)
+            self._dirs.discard(path)
+            parent = self._parent(path)
+            path = parent if parent != path else ""
+
+    def _from_listing(self, path):
+        """The entry of `path` from a cached listing: its own, or its parent's line for
+        it. None when nothing cached says; FileNotFoundError when the parent's listing
+        is cached and has no such name."""
+        if path in self.dircache or (self.dircache.use_listings_cache and path in self._dirs):
+            return {"name": path, "size": 0, "type": "directory"}
+        parent = self._parent(path)
+        if parent not in self.dircache:
+            return None
+        for e in self.dircache[parent]:
+            if e["name"] == path:
+                return dict(e)
+        raise FileNotFoundError(path)
+
     async def _info(self, path, **kwargs):
         path = self._strip_protocol(path)
         bucket, key = self._split(path)
         if not bucket:
             return {"name": "", "size": 0, "type": "directory"}
+        if key and not kwargs.get("refresh"):
+            cached = self._from_listing(path.rstrip("/"))
+            if cached is not None:
+                return cached
         if key:
             try:
                 info = await self.client.head_async("s3://" + path)
@@ -204,14 +250,21 @@ class FerryFileSystem(AsyncFileSystem):
         first = await self._call(lambda: next(iter(self.client.list(f"s3://{path}/")), None))
         if first is None and key:
             raise FileNotFoundError(path)
+        if key:
+            self._dirs.add(path.rstrip("/"))
         return {"name": path, "size": 0, "type": "directory"}
 
-    async def _ls(self, path, detail=True, **kwargs):
-        path = self._strip_protocol(path)
+    async def _ls(self, path, detail=True, refresh=False, **kwargs):
+        path = self._strip_protocol(path).rstrip("/")
         if not path:
             raise NotImplementedError("listing buckets is not supported; name a bucket")
+        if not refresh and path in self.dircache:
+            entries = [dict(e) for e in self.dircache[path]]
+            return entries if detail else [e["name"] for e in entries]
         entries = await self._call(lambda: [self._entry(e) for e in self.client.list(f"s3://{path}/")])
-        if not entries:
+        if entries:
+            self.dircache[path] = [dict(e) for e in entries]
+        else:
             info = await self._info(path)
             if info["type"] == "file":
                 entries = [info]
@@ -240,6 +293,16 @@ class FerryFileSystem(AsyncFileSystem):
     # -- files ----------------------------------------------------------------------
     def _open(self, path, mode="rb", block_size=None, autocommit=True, cache_options=None, **kwargs):
         if mode == "rb":
+            from ferry._file import DEFAULT_BLOCK_SIZE, ObjectFile
+
+            try:
+                cached = self._from_listing(self._strip_protocol(path).rstrip("/"))
+            except FileNotFoundError:
+                cached = None  # not in the cached listing (written elsewhere since): ask the store
+            if cached is not None and cached["type"] == "file" and cached.get("ETag"):
+                # Size and ETag from the listing: no HEAD (the GETs still pin the ETag).
+                size = block_size if block_size not in (None, "default") else DEFAULT_BLOCK_SIZE
+                return ObjectFile(self.client, self._url(path), size, known=(cached["size"], cached["ETag"]))
             return self.client.open(self._url(path), block_size=block_size if block_size not in (None, "default") else None)
         if mode in ("wb", "xb"):
             if mode == "xb" and self.exists(path):
@@ -260,6 +323,7 @@ class _Writer(AbstractBufferedFile):
         self._spool.write(self.buffer.read())
         if final:
             self._spool.seek(0)
+            self.fs.invalidate_cache(self.path)
             try:
                 if self.mode == "xb":
                     self.fs.client.put(self.fs._url(self.path), self._spool.read(), if_not_exists=True)

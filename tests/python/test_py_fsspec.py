@@ -163,3 +163,36 @@ def test_register_s3_only_when_asked(server, bucket):
             reg._registry.pop("s3", None)
         else:
             reg._registry["s3"] = before
+
+
+def test_listings_are_cached_and_writes_drop_them(fs, bucket):
+    """A reader that lists a directory and then asks about its files (as pandas and
+    pyarrow do) is answered from the listing: no HEAD per file, none on open; a write
+    through the filesystem drops the listing it changed."""
+    a, b = blob(10_000, seed=40), blob(20_000, seed=41)
+    fs.pipe({f"{bucket}/t/a.bin": a, f"{bucket}/t/b.bin": b})
+    assert sorted(fs.ls(f"{bucket}/t", detail=False)) == [f"{bucket}/t/a.bin", f"{bucket}/t/b.bin"]
+    sent = fs.client.stats()["requests_sent"]
+    assert fs.info(f"{bucket}/t/b.bin")["size"] == 20_000
+    assert fs.isfile(f"{bucket}/t/a.bin") and fs.isdir(f"{bucket}/t")
+    assert not fs.exists(f"{bucket}/t/c.bin")
+    assert fs.ls(f"{bucket}/t", detail=False) and fs.client.stats()["requests_sent"] == sent, "answered from the listing"
+    with fs.open(f"{bucket}/t/b.bin", "rb") as f:
+        assert fs.client.stats()["requests_sent"] == sent, "open takes size and ETag from the listing: no HEAD"
+        assert f.size == 20_000 and f.read() == b
+    # A write drops the listing: the new file is seen, a removed one is gone.
+    fs.pipe(f"{bucket}/t/c.bin", b"c")
+    assert fs.cat(f"{bucket}/t/c.bin") == b"c" and fs.info(f"{bucket}/t/c.bin")["size"] == 1
+    assert len(fs.ls(f"{bucket}/t")) == 3
+    fs.rm(f"{bucket}/t/a.bin")
+    assert not fs.exists(f"{bucket}/t/a.bin") and len(fs.ls(f"{bucket}/t")) == 2
+
+
+def test_listing_cache_off(server, bucket):
+    fs = fsspec.filesystem("ferry", endpoint_url=server.url, credentials=server.credentials,
+                           skip_instance_cache=True, use_listings_cache=False)
+    fs.pipe(f"{bucket}/u/a.bin", b"a")
+    fs.ls(f"{bucket}/u")
+    sent = fs.client.stats()["requests_sent"]
+    assert fs.info(f"{bucket}/u/a.bin")["size"] == 1 and fs.info(f"{bucket}/u")["type"] == "directory"
+    assert fs.client.stats()["requests_sent"] > sent, "every info asks the store"

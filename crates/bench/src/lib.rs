@@ -9,7 +9,7 @@
 //! claims.rs    the claims table of `ferry bench all`: each workload's claim, laid out
 //!    │
 //! small_objects.rs  bulk_get.rs  mixed_hol.rs  ttfb.rs  listing.rs  open_ahead.rs
-//! commit.rs  vectored.rs  bulk_wan.rs  cli_transfer.rs        (the workloads: none imports another)
+//! commit.rs  vectored.rs  bulk_wan.rs  cli_transfer.rs  parquet_scan.rs   (the workloads: none imports another)
 //!    │  each: params (quick/full), a constructor of a Workload (data), its scenario step,
 //!    │        its claim, and its WORKLOAD value
 //!    ▼
@@ -47,6 +47,7 @@ pub mod measure;
 pub mod mixed_hol;
 pub mod open_ahead;
 pub mod options;
+pub mod parquet_scan;
 pub mod peers;
 pub mod perfdiag;
 pub mod process;

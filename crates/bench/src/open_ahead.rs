@@ -71,9 +71,9 @@ pub struct OpenAheadParams {
 }
 
 /// The peers beside open-ahead, each reading in order as its users do: boto3
-/// get_object, obstore get_async, s3fs open + read.
-pub const PEERS: [crate::peers::Peer; 3] =
-    [crate::peers::Peer::Boto3, crate::peers::Peer::Obstore, crate::peers::Peer::S3fs];
+/// get_object, obstore get_async, s3fs open + read; ferry-py iter_get (open-ahead).
+pub const PEERS: [crate::peers::Peer; 4] =
+    [crate::peers::Peer::Boto3, crate::peers::Peer::Obstore, crate::peers::Peer::S3fs, crate::peers::Peer::FerryPy];
 
 impl OpenAheadParams {
     pub fn new(size: Size) -> OpenAheadParams {

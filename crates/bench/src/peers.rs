@@ -62,15 +62,42 @@ pub enum Peer {
     Rclone,
     /// fsspec's s3fs (aiobotocore), in its own venv.
     S3fs,
+    /// ferry's own Python package (`ferry.Client`, `ferry.arrow`, `ferry://` for fsspec),
+    /// run from the project's `.venv` that scripts/setup.sh builds: the Python rows
+    /// beside the Python peers.
+    FerryPy,
+    /// pyarrow's own `S3FileSystem` (the AWS C++ SDK); parquet-scan only.
+    Pyarrow,
 }
 
 impl Peer {
-    pub const ALL: [Peer; 7] =
-        [Peer::Boto3, Peer::Boto3Tuned, Peer::Awscrt, Peer::Obstore, Peer::S5cmd, Peer::Rclone, Peer::S3fs];
+    pub const ALL: [Peer; 9] = [
+        Peer::Boto3,
+        Peer::Boto3Tuned,
+        Peer::Awscrt,
+        Peer::Obstore,
+        Peer::S5cmd,
+        Peer::Rclone,
+        Peer::S3fs,
+        Peer::FerryPy,
+        Peer::Pyarrow,
+    ];
+    /// The peers that drive the five base ops (get_many, get_one, put_many, list,
+    /// delete_many): all but pyarrow, which reads Parquet only.
+    pub const BASE: [Peer; 8] = [
+        Peer::Boto3,
+        Peer::Boto3Tuned,
+        Peer::Awscrt,
+        Peer::Obstore,
+        Peer::S5cmd,
+        Peer::Rclone,
+        Peer::S3fs,
+        Peer::FerryPy,
+    ];
     /// The peers of `small-objects` and `bulk-get` (s3fs is left to `--peers` lists: it
-    /// fits file-like access, not these).
-    pub const DEFAULT: [Peer; 6] =
-        [Peer::Boto3, Peer::Boto3Tuned, Peer::Awscrt, Peer::Obstore, Peer::S5cmd, Peer::Rclone];
+    /// fits file-like access, not these); ferry-py is ferry's Python row beside them.
+    pub const DEFAULT: [Peer; 7] =
+        [Peer::Boto3, Peer::Boto3Tuned, Peer::Awscrt, Peer::Obstore, Peer::S5cmd, Peer::Rclone, Peer::FerryPy];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -81,6 +108,8 @@ impl Peer {
             Peer::S5cmd => "s5cmd",
             Peer::Rclone => "rclone",
             Peer::S3fs => "s3fs",
+            Peer::FerryPy => "ferry-py",
+            Peer::Pyarrow => "pyarrow",
         }
     }
 
@@ -116,6 +145,9 @@ impl Peer {
             (Peer::S3fs, PeerOp::GetRanges { .. }) => return "one _cat_ranges call (fsspec fetches the ranges concurrently; it merges them only when given max_gap, which it is not by default)".into(),
             (Peer::Boto3 | Peer::Boto3Tuned, PeerOp::RewriteMany { .. }) => return format!("{n} threads: get_object, read, modify, put_object"),
             (Peer::Obstore, PeerOp::RewriteMany { .. }) => return format!("asyncio.gather, Semaphore({n}): get_async + bytes_async, modify, put_async"),
+            (Peer::FerryPy, PeerOp::ReadInOrder { .. }) => return "iter_get over the keys (the engine's open-ahead), each buffer's length taken in order".into(),
+            (Peer::FerryPy, PeerOp::GetRanges { .. }) => return "one get_ranges call (the engine coalesces by the measured gap)".into(),
+            (_, PeerOp::ParquetScan { via, .. }) => return scan_how(self, via),
             (Peer::S5cmd, PeerOp::List { .. }) => return "s5cmd ls s3://bucket/prefix/* (flat)".into(),
             (Peer::Rclone, PeerOp::List { .. }) => return "rclone lsf -R (flat)".into(),
             (Peer::Boto3 | Peer::Boto3Tuned, PeerOp::DeleteMany { .. }) => return format!("delete_objects in batches of 1,000, {n} threads"),
@@ -148,7 +180,32 @@ impl Peer {
             }
             (Peer::S3fs, false) => format!("asynchronous=True, asyncio.gather with a Semaphore({n})"),
             (Peer::S3fs, true) => "open_async, 8 MiB reads".into(),
+            (Peer::FerryPy, false) => {
+                format!("ferry.Client.get_many(urls, concurrency={n}): the batch scheduled in Rust")
+            }
+            (Peer::FerryPy, true) => "ferry.Client.get (parallel 8 MiB ranged GETs above 16 MiB)".into(),
+            (Peer::Pyarrow, _) => "pyarrow.fs.S3FileSystem".into(),
         }
+    }
+}
+
+/// How a peer reads parquet-scan's columns (`via`: "arrow", "fsspec" or "native").
+fn scan_how(peer: Peer, via: &str) -> String {
+    match (peer, via) {
+        (Peer::FerryPy, "arrow") => {
+            "ferry.arrow.read_table(urls, columns): footers, then the columns' chunks, in two get_ranges calls".into()
+        }
+        (Peer::FerryPy, _) => {
+            "pandas.read_parquet(\"ferry://bucket/dir\", columns, storage_options): ferry's fsspec filesystem".into()
+        }
+        (Peer::S3fs, _) => "pandas.read_parquet(\"s3://bucket/dir\", columns, storage_options): s3fs".into(),
+        (Peer::Obstore, _) => {
+            "pandas.read_parquet(\"s3://bucket/dir\", columns) after obstore.fsspec.register(\"s3\")".into()
+        }
+        (Peer::Pyarrow, _) => {
+            "pyarrow.parquet.read_table(\"bucket/dir\", columns, filesystem=pyarrow.fs.S3FileSystem(...))".into()
+        }
+        (p, v) => format!("{} via {v}", p.name()),
     }
 }
 
@@ -285,6 +342,19 @@ pub enum PeerOp {
         loaded: bool,
         connections: usize,
     },
+    /// parquet-scan (parquet_scan.rs): `columns` of every Parquet file under
+    /// `bucket/prefix`, read `via` "arrow" (ferry.arrow.read_table), "fsspec"
+    /// (pandas.read_parquet through the peer's fsspec filesystem) or "native" (pyarrow's
+    /// S3FileSystem); the driver checks the table against `manifest` (parquet_data.py's).
+    /// `prepare`: the step whose setup writes the files into each server, once.
+    ParquetScan {
+        bucket: String,
+        prefix: String,
+        manifest: PathBuf,
+        columns: Vec<String>,
+        via: &'static str,
+        prepare: crate::scenario::Step,
+    },
 }
 
 impl PeerOp {
@@ -300,6 +370,7 @@ impl PeerOp {
             PeerOp::GetRanges { .. } => "get_ranges",
             PeerOp::RewriteMany { .. } => "rewrite_many",
             PeerOp::MixedHol { .. } => "mixed_hol",
+            PeerOp::ParquetScan { .. } => "parquet_scan",
         }
     }
 
@@ -346,6 +417,10 @@ impl PeerOp {
                 "larges": larges.as_slice(), "parts": parts.as_slice(), "large_in_flight": large_in_flight,
                 "load_warmup_s": load_warmup.as_secs_f64(), "load_alone_s": load_alone.as_secs_f64(), "loaded": loaded, "concurrency": connections,
             }),
+            PeerOp::ParquetScan { bucket, prefix, manifest, columns, via, .. } => json!({
+                "bucket": bucket, "prefix": prefix, "manifest": manifest.display().to_string(), "columns": columns,
+                "via": via, "concurrency": 1,
+            }),
         }
     }
 
@@ -357,7 +432,11 @@ impl PeerOp {
             | PeerOp::GetRanges { concurrency, .. }
             | PeerOp::RewriteMany { concurrency, .. } => *concurrency,
             PeerOp::MixedHol { connections, .. } => *connections,
-            PeerOp::GetOne { .. } | PeerOp::List { .. } | PeerOp::FirstByte { .. } | PeerOp::ReadInOrder { .. } => 1,
+            PeerOp::GetOne { .. }
+            | PeerOp::List { .. }
+            | PeerOp::FirstByte { .. }
+            | PeerOp::ReadInOrder { .. }
+            | PeerOp::ParquetScan { .. } => 1,
         }
     }
 
@@ -373,7 +452,8 @@ impl PeerOp {
             // The bytes read and written back.
             PeerOp::RewriteMany { keys, object_size, .. } => Some(2 * keys.len() as u64 * object_size),
             PeerOp::MixedHol { smalls, .. } => Some(smalls.iter().map(|s| s.1).sum()),
-            PeerOp::List { .. } | PeerOp::DeleteMany { .. } => None,
+            // parquet_scan's result is checked by the driver (rows and column checksums).
+            PeerOp::List { .. } | PeerOp::DeleteMany { .. } | PeerOp::ParquetScan { .. } => None,
         }
     }
 }
@@ -395,11 +475,21 @@ impl PeerOp {
         match self {
             PeerOp::FirstByte { .. } => &[Peer::Boto3, Peer::Boto3Tuned, Peer::Awscrt, Peer::Obstore],
             PeerOp::ReadInOrder { .. } | PeerOp::GetRanges { .. } => {
-                &[Peer::Boto3, Peer::Boto3Tuned, Peer::Obstore, Peer::S3fs]
+                &[Peer::Boto3, Peer::Boto3Tuned, Peer::Obstore, Peer::S3fs, Peer::FerryPy]
             }
             PeerOp::RewriteMany { .. } => &[Peer::Boto3, Peer::Boto3Tuned, Peer::Obstore],
             PeerOp::MixedHol { .. } => &[Peer::Boto3, Peer::Boto3Tuned, Peer::Awscrt, Peer::Obstore],
-            _ => &Peer::ALL,
+            PeerOp::ParquetScan { .. } => &[Peer::FerryPy, Peer::Obstore, Peer::S3fs, Peer::Pyarrow],
+            _ => &Peer::BASE,
+        }
+    }
+
+    /// The step whose setup must run once per server before this op is timed
+    /// (parquet-scan's files); the runner runs it with the scenario setups.
+    pub fn setup_step(&self) -> Option<&crate::scenario::Step> {
+        match self {
+            PeerOp::ParquetScan { prepare, .. } => Some(prepare),
+            _ => None,
         }
     }
 }
@@ -895,6 +985,16 @@ impl PeerResult {
                         rec.set("bytes_over_read", (s.bytes_out - want as f64).max(0.0));
                     }
                 }
+            }
+            "parquet_scan" => {
+                // What crossed the wire (the server's response bytes), not the decoded table.
+                if let Some(s) = &self.server {
+                    rec.set("bytes_fetched", s.bytes_out);
+                    if wall_s > 0.0 {
+                        rec.set("fetched_bytes_per_s", s.bytes_out / wall_s);
+                    }
+                }
+                rec.set("table_bytes", self.bytes as f64);
             }
             "rewrite_many" => {
                 rec.set("commit_s", wall_s);

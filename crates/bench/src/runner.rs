@@ -210,7 +210,7 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
     // before anything is timed.
     let mut prepared: Vec<(usize, String)> = Vec::new();
     for v in &w.variants {
-        let (Task::Scenario(scn), Some(i)) = (&v.task, v.server) else { continue };
+        let (Some(scn), Some(i)) = (v.task.setup_step(), v.server) else { continue };
         let key = (i, scn.setup_key());
         if prepared.contains(&key) {
             continue;

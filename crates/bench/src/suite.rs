@@ -19,6 +19,7 @@ pub const ALL: &[WorkloadDef] = &[
     crate::bulk_wan::WORKLOAD,
     crate::bulk_get::WORKLOAD,
     crate::cli_transfer::WORKLOAD,
+    crate::parquet_scan::WORKLOAD,
 ];
 
 /// The workloads of `ferry bench all`, in the order they run.

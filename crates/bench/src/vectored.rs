@@ -52,9 +52,9 @@ pub struct VectoredParams {
 
 /// The peers beside vectored: boto3 (one GET per range: it has no vectored read),
 /// obstore (get_ranges, which coalesces) and s3fs (cat_ranges, which merges ranges only
-/// when its caller passes max_gap; by default one GET per range).
-pub const PEERS: [crate::peers::Peer; 3] =
-    [crate::peers::Peer::Boto3, crate::peers::Peer::Obstore, crate::peers::Peer::S3fs];
+/// when its caller passes max_gap; by default one GET per range); ferry-py get_ranges.
+pub const PEERS: [crate::peers::Peer; 4] =
+    [crate::peers::Peer::Boto3, crate::peers::Peer::Obstore, crate::peers::Peer::S3fs, crate::peers::Peer::FerryPy];
 
 impl VectoredParams {
     /// Full: the published 2,000 ranges in 256 MiB. Quick: 1,000 ranges in 128 MiB, the

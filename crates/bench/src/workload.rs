@@ -128,6 +128,17 @@ pub enum Task {
 }
 
 impl Task {
+    /// The step whose setup the runner runs once per server before anything is timed: a
+    /// scenario's own, or the one a peer op carries (parquet-scan's files, which only
+    /// peer rows read).
+    pub fn setup_step(&self) -> Option<&crate::scenario::Step> {
+        match self {
+            Task::Scenario(s) => Some(s),
+            Task::Peer { op, .. } => op.setup_step(),
+            _ => None,
+        }
+    }
+
     /// The scenario step of this task as its concrete type, when it is one (tests).
     pub fn step<T: crate::scenario::Scenario>(&self) -> Option<&T> {
         match self {

@@ -62,6 +62,11 @@ enum Workload {
     /// HFile metadata reads: 2,000 ranges of 4-64 KiB in one 256 MiB object, one GET per
     /// range vs the engine's coalescing get_ranges (quick: 1,000 in 128 MiB, the same density).
     Vectored(SuiteArgs),
+    /// A Python analysis service reading 3 of 20 columns of Parquet files (40-80 MB; quick:
+    /// 6 of 8-16 MB), s3 profile: ferry-py (ferry.arrow.read_table, pandas through
+    /// ferry://) beside pandas through s3fs and obstore's fsspec adapter and pyarrow's
+    /// S3FileSystem; every table checked. Not in `all`.
+    ParquetScan(SuiteArgs),
     /// The command line beside s5cmd and rclone: `ferry cp --recursive`, `s5cmd
     /// cp`, `rclone copy` as child processes, up and down, 10,000 x 16 KiB and 4 x 1 GiB
     /// files (quick: 1,000 and 4 x 256 MiB), lan profile; objects/s, bytes/s, the child's
@@ -111,12 +116,13 @@ struct Common {
     /// [default: none; bulk-wan: transatlantic].
     #[arg(long, value_parser = ["region", "transatlantic", "instance", "none"])]
     link: Option<String>,
-    /// Peers to run beside ferry, each where it fits: small-objects, bulk-get (all but s3fs);
+    /// Peers to run beside ferry, each where it fits: small-objects, bulk-get (all but s3fs and pyarrow);
     /// mixed-hol (boto3, boto3-tuned, awscrt, obstore); ttfb-throughput (boto3, awscrt,
-    /// obstore); open-ahead and vectored (boto3, obstore, s3fs); commit (clean: boto3,
+    /// obstore); open-ahead and vectored (boto3, obstore, s3fs, ferry-py); commit (clean: boto3,
     /// s5cmd; commit: boto3, obstore); listing (s5cmd, rclone); bulk-wan (boto3, awscrt,
-    /// s5cmd, rclone): all, none, or a list of boto3,boto3-tuned,awscrt,obstore,s5cmd,
-    /// rclone,s3fs. scripts/bench-setup.sh installs them; one that is not installed shows
+    /// s5cmd, rclone); parquet-scan (ferry-py, s3fs, obstore, pyarrow): all, none, or a
+    /// list of boto3,boto3-tuned,awscrt,obstore,s5cmd,rclone,s3fs,ferry-py,pyarrow.
+    /// ferry-py is ferry's Python package (the project's .venv), beside the Python peers. scripts/bench-setup.sh installs them; one that is not installed shows
     /// as an absent row.
     #[arg(long, default_value = "all", value_parser = clap::value_parser!(PeerSelection))]
     peers: PeerSelection,
@@ -570,6 +576,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Workload::OpenAhead(a) => Some(("open-ahead", a)),
         Workload::Commit(a) => Some(("commit", a)),
         Workload::Vectored(a) => Some(("vectored", a)),
+        Workload::ParquetScan(a) => Some(("parquet-scan", a)),
         _ => None,
     };
     if let Some((name, a)) = suite {
@@ -585,7 +592,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
         | Workload::TtfbThroughput(_)
         | Workload::OpenAhead(_)
         | Workload::Commit(_)
-        | Workload::Vectored(_) => unreachable!("handled above"),
+        | Workload::Vectored(_)
+        | Workload::ParquetScan(_) => unreachable!("handled above"),
         Workload::SmallObjects(a) => {
             let mut p = SmallObjectsParams::new(size(&a.common));
             if let Some(n) = a.objects {

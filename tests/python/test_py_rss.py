@@ -1,0 +1,34 @@
+"""Bounded memory: `iter_get` over 1 GiB of synthetic objects stays far below the total.
+
+The lab's figure over 10 GiB (iter_get and get_many) is bench/py_rss_check.py's; this is
+its cheap form. Run in a child process so ru_maxrss is the download's alone.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from ferry.testing import FerryServer
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "py_rss_check.py"
+
+# 16 objects of 64 MiB. The open-ahead reader holds a bounded read-ahead (its window of
+# open objects, each body read no further ahead than its buffer allows), so the peak is a
+# few objects' worth; measured here: ~160 MB, against 1,074 MB of data. The bound leaves
+# room for allocator and interpreter noise while failing on any reader that keeps what
+# it has handed out or reads the whole window of 32 objects ahead (2 GiB).
+BOUND_BYTES = 512 << 20
+
+
+def test_iter_get_over_1gib_stays_bounded():
+    with FerryServer(flags=["--synthetic-bucket", "synthetic"]) as srv:
+        p = subprocess.run(
+            [sys.executable, str(SCRIPT), "--child", "iter_get", "--url", srv.url, "--total", "1GiB", "--object", "64MiB"],
+            capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["bytes"] == 1 << 30
+    assert r["peak_rss_bytes"] < BOUND_BYTES, f"peak RSS {r['peak_rss_bytes'] / 1e6:.0f} MB over 1 GiB of iter_get"
