@@ -222,7 +222,9 @@ def start_fake_gcs(binary, work, tls):
         ca, key = d / "cert.pem", d / "key.pem"
         subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                         "-nodes", "-keyout", key, "-out", ca, "-days", "2", "-subj", "/CN=127.0.0.1",
-                        "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                        "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+                        # An end-entity certificate (rustls refuses a CA certificate as a server's).
+                        "-addext", "basicConstraints=critical,CA:FALSE"],
                        check=True, capture_output=True)
         args += ["-cert-location", str(ca), "-private-key-location", str(key)]
     log = open(d / "server.log", "wb")
@@ -325,10 +327,11 @@ class Target:
                 return [*base, str(src_dir), remote], self.rclone_env
             return [*base, remote, str(dst_dir)], self.rclone_env
         if tool == "azcopy":
-            base = [self.args.azcopy, "copy", "--output-level", "quiet", "--log-level", "ERROR"]
+            # --from-to: azcopy does not recognise an emulator's URL as a blob one.
+            base = [self.args.azcopy, "copy", "--output-level", "essential", "--log-level", "ERROR"]
             if direction == "upload":
-                return [*base, f"{src_dir}/*", f"{self.emu.url}/{BUCKET}/{key}?{self.sas}"], self.azcopy_env
-            return [*base, f"{self.emu.url}/{BUCKET}/{key}/*?{self.sas}", str(dst_dir)], self.azcopy_env
+                return [*base, "--from-to", "LocalBlob", f"{src_dir}/*", f"{self.emu.url}/{BUCKET}/{key}?{self.sas}"], self.azcopy_env
+            return [*base, "--from-to", "BlobLocal", f"{self.emu.url}/{BUCKET}/{key}/*?{self.sas}", str(dst_dir)], self.azcopy_env
         raise ValueError(tool)
 
     def run_ferry(self, *argv):
