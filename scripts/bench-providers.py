@@ -89,7 +89,9 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true", help="200 x 16 KiB, 2 x 32 MiB, one repeat")
     p.add_argument("--work", default="/tmp/ferry-bench-providers", help="work directory (a disk)")
     p.add_argument("--json", help="write one JSON object per run here")
+    p.add_argument("--timeout", type=float, default=600, help="seconds before a run is killed (and failed)")
     p.add_argument("--ferry-arg", action="append", default=[], help="extra argument for every ferry command")
+    p.add_argument("--table-from", metavar="JSONL", help="print the table of an earlier run's --json file and exit")
     p.add_argument("--check-args", action="store_true", help="check the arguments (not --ferry's binary) and exit")
     a = p.parse_args(argv)
     if a.quick:
@@ -110,10 +112,12 @@ def parse_args(argv):
     for d in a.directions:
         if d not in ("upload", "download"):
             die(f"unknown direction {d!r} (known: upload, download)")
-    if a.repeats < 1 or a.small < 1 or a.large < 1 or a.large_mib < 1:
-        die("--repeats, --small, --large and --large-mib must be at least 1")
+    if a.repeats < 1 or a.small < 1 or a.large < 1 or a.large_mib < 1 or a.timeout < 1:
+        die("--repeats, --small, --large, --large-mib and --timeout must be at least 1")
     if "ferry" not in a.tools:
         die("--tools must include ferry (the table holds each peer against it)")
+    if a.table_from:
+        return a
     if not a.check_args and not os.access(a.ferry, os.X_OK):
         die(f"--ferry {a.ferry}: not an executable")
     needs = {"gcs-http": ("fake_gcs", "--fake-gcs"), "gcs-h2": ("fake_gcs", "--fake-gcs"), "azurite": ("azurite", "--azurite")}
@@ -236,7 +240,10 @@ def start_fake_gcs(binary, work, tls):
 def start_azurite(binary, work):
     d = work / "azurite"
     d.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen([binary, "--blobHost", "127.0.0.1", "--blobPort", "0", "--inMemoryPersistence",
+    # On disk, under the work directory: in memory (--inMemoryPersistence), Azurite 3.35.0
+    # stopped answering after some thousands of blobs written and deleted (its connections
+    # open, its CPU idle), which turned a peer's run into a hang.
+    proc = subprocess.Popen([binary, "--blobHost", "127.0.0.1", "--blobPort", "0", "--location", str(d / "data"),
                              "--skipApiVersionCheck", "--disableTelemetry", "--loose"],
                             cwd=d, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     found = []
@@ -357,15 +364,20 @@ class Target:
         self.run_ferry("rm", "-r", "-q", self.url(key) + "/")
 
 
-def timed(cmd, env, log):
-    """Run CMD; return (exit status, wall s, user + system s of the child, peak RSS MiB)."""
+def timed(cmd, env, log, timeout):
+    """Run CMD; return (exit status, wall s, user + system s of the child, peak RSS MiB,
+    whether it was killed at TIMEOUT s)."""
     with open(log, "wb") as out:
         t0 = time.perf_counter()
         p = subprocess.Popen([str(c) for c in cmd], env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+        timer = threading.Timer(timeout, p.kill)
+        timer.start()
         _, status, ru = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
+        killed = not timer.is_alive() and wall >= timeout
+        timer.cancel()
         p.returncode = os.waitstatus_to_exitcode(status)
-    return p.returncode, wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
+    return p.returncode, wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, killed
 
 
 def verify_download(fs, dst):
@@ -389,6 +401,10 @@ def verify_upload(fs, target, key):
 
 
 # ---- report ---------------------------------------------------------------------------
+
+
+def rate(x):
+    return f"{x:,.0f}" if x >= 100 else f"{x:.2f}"
 
 
 def table(records, args, sets):
@@ -417,7 +433,7 @@ def table(records, args, sets):
                            else f"{cpu / (fs.files * fs.size / (1 << 20)) * 1e3:.2f} ms/MiB")
                     vs = "" if tool == "ferry" or "ferry" not in med else f"{wall / med['ferry'][0]:.2f}x"
                     cvs = "" if tool == "ferry" or "ferry" not in med else f"{cpu / med['ferry'][1]:.2f}x"
-                    out.append(f"| {target} | {fs.label()} | {d} | {tool} | {fs.files / wall:,.0f} | "
+                    out.append(f"| {target} | {fs.label()} | {d} | {tool} | {rate(fs.files / wall)} | "
                                f"{fs.files * fs.size / wall / 1e6:,.1f} | {cpu:.2f} | {per} | {emu:.2f} | {vs} | {cvs} |")
     return "\n".join(out)
 
@@ -426,6 +442,14 @@ def main(argv):
     args = parse_args(argv)
     if args.check_args:
         return 0
+    if args.table_from:
+        records = [json.loads(line) for line in open(args.table_from) if line.strip()]
+        files = {r["set"]: (r["files"], r["bytes_each"]) for r in records}
+        sets = {s: FileSet(s, *files.get(s, (1, 1))) for s in ("small", "large")}
+        print(table(records, args, sets))
+        return 0
+    # SIGTERM unwinds like an exception, so the emulators are stopped (finally, below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = Path(args.work)
     if work.exists():
         shutil.rmtree(work)
@@ -473,9 +497,11 @@ def main(argv):
                             os.sync()
                             e0 = tg.emu.cpu()
                             log = work / f"{tg.name}-{tool}-{k}-{s}-{d}.log"
-                            rc, wall, cpu, rss = timed(cmd, env, log)
+                            rc, wall, cpu, rss, killed = timed(cmd, env, log, args.timeout)
                             emu_cpu = tg.emu.cpu() - e0
-                            if rc != 0:
+                            if killed:
+                                err = f"killed after {args.timeout:.0f} s"
+                            elif rc != 0:
                                 err = f"exit {rc}: " + log.read_text(errors="replace").strip()[-300:].replace("\n", " ").replace("|", "/")
                             else:
                                 err = verify_upload(fs, tg, key) if d == "upload" else verify_download(fs, dst)
