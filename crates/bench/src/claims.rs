@@ -82,7 +82,8 @@ pub fn latest_runs(text: &str) -> (Vec<Run>, usize) {
             skipped += 1;
             continue;
         };
-        let (bench, run_id) = (v["bench"].as_str().unwrap_or("").to_owned(), v["run_id"].as_str().unwrap_or("").to_owned());
+        let (bench, run_id) =
+            (v["bench"].as_str().unwrap_or("").to_owned(), v["run_id"].as_str().unwrap_or("").to_owned());
         let t = v["time_unix"].as_f64().unwrap_or(0.0);
         match runs.iter_mut().find(|r| r.0 == bench && r.1 == run_id) {
             Some(r) => {

@@ -347,13 +347,17 @@ fn a_perfdiag_line_in_run_is_refused_and_writes_nothing() {
 /// `--ca-bundle`.
 fn ferry_gcs(g: &ferry_testkit::fake_gcs::FakeGcs) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ferry"));
-    c.env_remove("GOOGLE_APPLICATION_CREDENTIALS").env("CLOUDSDK_CONFIG", "/nonexistent/gcloud").env_remove("AWS_ENDPOINT_URL");
+    c.env_remove("GOOGLE_APPLICATION_CREDENTIALS")
+        .env("CLOUDSDK_CONFIG", "/nonexistent/gcloud")
+        .env_remove("AWS_ENDPOINT_URL");
     match &g.ca_file {
         None => {
             c.env("STORAGE_EMULATOR_HOST", g.addr.to_string());
         }
         Some(ca) => {
-            c.env_remove("STORAGE_EMULATOR_HOST").args(["--endpoint-url", &g.url(), "--no-sign-request", "--ca-bundle"]).arg(ca);
+            c.env_remove("STORAGE_EMULATOR_HOST")
+                .args(["--endpoint-url", &g.url(), "--no-sign-request", "--ca-bundle"])
+                .arg(ca);
         }
     }
     c
