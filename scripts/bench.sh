@@ -5,20 +5,24 @@
 # awscrt, obstore, s5cmd, rclone) and the ceilings (iperf3), then the claims table
 # (published headline | measured | reproduced?) and PNG plots.
 #
-#   scripts/bench.sh                     the quick suite: 315 s of `ferry bench all --quick`
-#                                        on 2 cores, nothing else running (c8e5901, clean clone),
-#                                        every row, peers included, in 3 repeats; each
+#   scripts/bench.sh                     the quick suite: `ferry bench all --quick` took
+#                                        315 s on 2 cores with nothing else running (a clean
+#                                        clone), every row, peers included, in 3 repeats; each
 #                                        workload 26-52 s (mixed-hol 52 s, bulk-wan 47 s
 #                                        across the 110 ms link).
 #                                        The table after the claims gives each workload's time.
 #   scripts/bench.sh --repeats 1         extra flags go to `ferry bench all`
 #   FERRY_BENCH_FULL=1 scripts/bench.sh  the published sizes (hours)
 #
-# Then, where setup built MinIO (.ferry-run/minio-bin), small-objects, vectored and listing
-# again against MinIO (`ferry bench --endpoint-url`), so the suite is not only a home game:
-# ~2.5 minutes more on 2 busy cores (docs/lab/minio-vs-serve.md), their JSON lines in
-# bench-results-minio.jsonl (the plots stay ferry serve's). FERRY_BENCH_NO_MINIO=1 leaves
-# them out.
+# Then, where setup built MinIO (.ferry-run/minio-bin), the same workloads against MinIO
+# (`ferry bench --endpoint-url`), so the suite is not only a home game: small-objects, a
+# large GET (bulk-get, 256 MiB), vectored, listing and cli-transfer (its small files),
+# their JSON lines in bench-results-minio.jsonl (the plots stay ferry serve's). bulk-get
+# and cli-transfer are not in `ferry bench all`, so they run against ferry serve here
+# too. It ends with the claims table of both servers side by side (`ferry bench claims
+# --with`; docs/lab/minio-vs-serve.md). FERRY_BENCH_NO_MINIO=1 leaves this part out;
+# FERRY_BENCH_ONLY_MINIO=1 runs only this part (after setup), reading ferry serve's side
+# of the three suite workloads from the latest runs already in the JSON lines.
 #
 # Output: the Markdown tables on stdout, JSON lines appended to bench-results.jsonl, plots
 # in bench-results-plots/. As root, bulk-wan runs across the emulated transatlantic link
@@ -31,9 +35,12 @@ bash scripts/setup.sh
 bash scripts/bench-setup.sh
 
 OUT="${FERRY_BENCH_OUT:-bench-results.jsonl}"
+MINIO_OUT="${OUT%.jsonl}-minio.jsonl"
 size=(--quick)
 [[ -n "${FERRY_BENCH_FULL:-}" ]] && size=()
-target/release/ferry bench all "${size[@]}" --out "$OUT" "$@"
+if [[ -z "${FERRY_BENCH_ONLY_MINIO:-}" ]]; then
+    target/release/ferry bench all "${size[@]}" --out "$OUT" "$@"
+fi
 
 if [[ -s .ferry-run/minio-bin && -z "${FERRY_BENCH_NO_MINIO:-}" ]]; then
     # MinIO on a free port, its data in a temporary directory; both gone at exit.
@@ -49,11 +56,22 @@ if [[ -s .ferry-run/minio-bin && -z "${FERRY_BENCH_NO_MINIO:-}" ]]; then
         [[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/" || true)" == 403 ]] && break
         sleep 0.3
     done
-    for workload in small-objects vectored listing; do
-        AWS_ACCESS_KEY_ID=ferrybench AWS_SECRET_ACCESS_KEY=ferry-bench-secret \
-            target/release/ferry bench "$workload" "${size[@]}" --endpoint-url "http://127.0.0.1:$port" \
-            --out "${OUT%.jsonl}-minio.jsonl"
+    # Each workload with its arguments: the large GET is 256 MiB (MinIO stores it on its
+    # disk first, untimed), cli-transfer its small files (the large set writes 1 GiB per
+    # tool per repeat to MinIO's disk).
+    workloads=("small-objects" "bulk-get --size 256MiB" "vectored" "listing" "cli-transfer --set small")
+    # Not in `ferry bench all`: ferry serve's side of these runs here.
+    for w in "bulk-get --size 256MiB" "cli-transfer --set small"; do
+        read -ra args <<<"$w"
+        target/release/ferry bench "${args[@]}" "${size[@]}" --out "$OUT"
     done
+    for w in "${workloads[@]}"; do
+        read -ra args <<<"$w"
+        AWS_ACCESS_KEY_ID=ferrybench AWS_SECRET_ACCESS_KEY=ferry-bench-secret \
+            target/release/ferry bench "${args[@]}" "${size[@]}" --endpoint-url "http://127.0.0.1:$port" \
+            --out "$MINIO_OUT"
+    done
+    target/release/ferry bench claims "$OUT" --with "$MINIO_OUT" --with-name MinIO
 fi
 
 if [[ -x .ferry-run/bench-venv/bin/python ]]; then

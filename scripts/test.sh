@@ -80,6 +80,9 @@ IGNORED=(
     "gcs_rclone * fake-gcs,rclone"
     "gcs * fake-gcs"
     "perfdiag quick_run_against_minio_has_every_section_and_leaves_nothing minio"
+    "perfdiag quick_run_against_fake_gcs_over_http_has_every_section_and_leaves_nothing fake-gcs"
+    "perfdiag quick_run_against_fake_gcs_over_https_measures_h2_and_the_handshake fake-gcs"
+    "perfdiag quick_run_against_azurite_has_every_section_and_leaves_nothing azurite"
     "bench_external small_objects_against_minio minio"
 )
 # Every #[ignore]d test under crates/*/tests is in the list above (conformance's are the

@@ -5,8 +5,21 @@
 //! `claim` function, registered with it in suite.rs); this module only looks the workload
 //! up and lays the rows out. The verdict words and the pairing by repeat are verdict.rs's;
 //! [`RULE`] is printed under the table.
+//!
+//! `ferry bench claims` reads the table back from JSON lines instead of a live run, and
+//! sets servers side by side ([`side_by_side`]): one column pair per file, ferry serve's
+//! (`bench-results.jsonl`) and an external server's (`bench-results-minio.jsonl`, the
+//! same workloads run with `--endpoint-url`). Each file gathers many invocations, so a
+//! column takes each workload's latest one ([`latest_runs`]), and the runs it took are
+//! listed under the table.
+//!
+//! ```text
+//! file ─► RunRecord::from_json per line ─► latest run id per workload ─► its claim ─┐
+//! file ─► ...                                                                        ├─► one row per workload
+//! ```
 
 use crate::record::RunRecord;
+use serde_json::Value;
 
 pub const RULE: &str = "reproduced: \"yes\" = published direction and size within 2x of the published figure; \"direction only\" = right direction, size further off; \"no\" = wrong direction or under 10%; \"none published\" = no published size, the engine row's direction against naive is stated; \"baseline only\" = a share of the ceiling, no strategy compared";
 
@@ -39,6 +52,137 @@ pub fn table(rows: &[Headline]) -> String {
     s
 }
 
+/// One workload's latest invocation in a JSON lines file: its records and where they
+/// came from.
+#[derive(Clone, Debug)]
+pub struct Run {
+    /// The workload (the record's `bench`: the `ferry bench NAME` that wrote it).
+    pub workload: String,
+    pub run_id: String,
+    pub size: String,
+    pub git_sha: Option<String>,
+    /// The server: "external URL" or "ferry serve".
+    pub server: String,
+    pub records: Vec<RunRecord>,
+}
+
+/// Each workload's latest invocation (by the newest record's `time_unix`) among the JSON
+/// lines of `text`, in the suite's order (suite.rs), then any other. Lines that are not
+/// records (blank, another schema, cut short) are counted in the second value.
+pub fn latest_runs(text: &str) -> (Vec<Run>, usize) {
+    let mut skipped = 0;
+    // (workload, run id) -> (newest time, first line's value, records)
+    let mut runs: Vec<(String, String, f64, Value, Vec<RunRecord>)> = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            skipped += 1;
+            continue;
+        };
+        let Some(rec) = RunRecord::from_json(&v) else {
+            skipped += 1;
+            continue;
+        };
+        let (bench, run_id) =
+            (v["bench"].as_str().unwrap_or("").to_owned(), v["run_id"].as_str().unwrap_or("").to_owned());
+        let t = v["time_unix"].as_f64().unwrap_or(0.0);
+        match runs.iter_mut().find(|r| r.0 == bench && r.1 == run_id) {
+            Some(r) => {
+                r.2 = r.2.max(t);
+                r.4.push(rec);
+            }
+            None => runs.push((bench, run_id, t, v, vec![rec])),
+        }
+    }
+    let mut latest: Vec<(String, String, f64, Value, Vec<RunRecord>)> = Vec::new();
+    for r in runs {
+        match latest.iter_mut().find(|l| l.0 == r.0) {
+            Some(l) if l.2 < r.2 => *l = r,
+            Some(_) => {}
+            None => latest.push(r),
+        }
+    }
+    let order = |w: &str| crate::suite::ALL.iter().position(|d| d.name == w).unwrap_or(usize::MAX);
+    latest.sort_by_key(|r| order(&r.0));
+    let out = latest
+        .into_iter()
+        .map(|(workload, run_id, _, first, records)| {
+            let external = records.iter().find_map(|r| {
+                r.server.as_ref().filter(|s| s["external"] == true).and_then(|s| s["url"].as_str().map(str::to_owned))
+            });
+            Run {
+                workload,
+                run_id,
+                size: first["size"].as_str().unwrap_or("").to_owned(),
+                git_sha: first["git_sha"].as_str().map(|s| s[..s.len().min(12)].to_owned()),
+                server: external.map_or_else(|| "ferry serve".to_owned(), |u| format!("external {u}")),
+                records,
+            }
+        })
+        .collect();
+    (out, skipped)
+}
+
+/// The claims table with one measured/verdict column pair per server: `columns` are
+/// (name, that server's runs). A row per workload found in any column, in the suite's
+/// order; a workload a column lacks reads "not run". The runs each column took are listed
+/// under the table, then [`RULE`].
+pub fn side_by_side(columns: &[(&str, &[Run])]) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    let order = |w: &str| crate::suite::ALL.iter().position(|d| d.name == w).unwrap_or(usize::MAX);
+    for (_, runs) in columns {
+        for r in runs.iter() {
+            if !names.contains(&r.workload.as_str()) {
+                names.push(&r.workload);
+            }
+        }
+    }
+    names.sort_by_key(|n| order(n));
+    let mut s = String::from("| workload | published headline |");
+    let mut rule = String::from("|---|---|");
+    for (name, _) in columns {
+        s.push_str(&format!(" {name}: measured | {name}: reproduced? |"));
+        rule.push_str("---|---|");
+    }
+    s.push('\n');
+    s.push_str(&rule);
+    s.push('\n');
+    for w in &names {
+        let heads: Vec<Option<Headline>> = columns
+            .iter()
+            .map(|(_, runs)| runs.iter().find(|r| r.workload == *w).map(|r| headline(w, &r.records)))
+            .collect();
+        let published = heads.iter().flatten().next().map_or("-".to_owned(), |h| h.published.clone());
+        s.push_str(&format!("| {w} | {published} |"));
+        for h in &heads {
+            match h {
+                Some(h) => s.push_str(&format!(" {} | {} |", h.measured.replace('|', "/"), h.verdict)),
+                None => s.push_str(" not run | - |"),
+            }
+        }
+        s.push('\n');
+    }
+    s.push_str("\nRuns read (each workload's latest in its file):\n");
+    for (name, runs) in columns {
+        let list: Vec<String> = runs
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} ({}, {} repeats, run {}, git {}, {})",
+                    r.workload,
+                    r.size,
+                    crate::verdict::repeats_of(&r.records),
+                    r.run_id,
+                    r.git_sha.as_deref().unwrap_or("unknown"),
+                    r.server
+                )
+            })
+            .collect();
+        s.push_str(&format!("- {name}: {}\n", if list.is_empty() { "none".to_owned() } else { list.join("; ") }));
+    }
+    s.push_str(&format!("\n{RULE}\n"));
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +204,63 @@ mod tests {
         assert_eq!(headline("small-objects", &[]).verdict, "no");
         assert!(table(&[h]).contains("| small-objects |"));
         assert_eq!(headline("no-such-workload", &[]).published, "-");
+    }
+
+    /// A JSON line as a run of `bench` writes it.
+    fn line(bench: &str, run_id: &str, t: f64, variant: &str, repeat: usize, v: f64, external: bool) -> String {
+        let mut r = rec(variant, repeat, "objects_per_s", v);
+        r.workload = bench.into();
+        r.repeats = 1;
+        if external {
+            r.server = Some(serde_json::json!({"label": "external", "url": "http://127.0.0.1:9", "external": true}));
+        }
+        let ctx = crate::record::RunContext {
+            bench: bench.into(),
+            run_id: run_id.into(),
+            git_sha: Some("0123456789abcdef".into()),
+            git_dirty: Some(false),
+            machine: crate::sys::Machine { nproc: 2, kernel: "6.1".into() },
+        };
+        let mut v = r.to_json(&ctx);
+        v["time_unix"] = serde_json::json!(t);
+        v.to_string()
+    }
+
+    #[test]
+    fn each_workload_is_read_from_its_latest_run_and_servers_sit_side_by_side() {
+        let serve = [
+            // An older run of small-objects that the newer one replaces.
+            line("small-objects", "1-1", 10.0, "h1-pipeline", 1, 100.0, false),
+            line("small-objects", "1-1", 11.0, "h1-pool", 1, 100.0, false),
+            line("small-objects", "2-1", 20.0, "h1-pipeline", 1, 135.0, false),
+            line("small-objects", "2-1", 21.0, "h1-pool", 1, 100.0, false),
+            "not json".into(),
+            String::new(),
+        ]
+        .join("\n");
+        let (runs, skipped) = latest_runs(&serve);
+        assert_eq!(skipped, 1);
+        assert_eq!(runs.len(), 1);
+        assert_eq!((runs[0].run_id.as_str(), runs[0].records.len()), ("2-1", 2));
+        assert_eq!(runs[0].server, "ferry serve");
+        assert_eq!(runs[0].git_sha.as_deref(), Some("0123456789ab"));
+        let ext = [
+            line("small-objects", "3-1", 30.0, "h1-pipeline", 1, 90.0, true),
+            line("small-objects", "3-1", 31.0, "h1-pool", 1, 100.0, true),
+        ]
+        .join("\n");
+        let (ext_runs, _) = latest_runs(&ext);
+        assert_eq!(ext_runs[0].server, "external http://127.0.0.1:9");
+        let t = side_by_side(&[("ferry serve", &runs), ("MinIO", &ext_runs)]);
+        let head = t.lines().next().unwrap();
+        assert!(head.contains("ferry serve: measured") && head.contains("MinIO: reproduced?"), "{t}");
+        let row = t.lines().find(|l| l.starts_with("| small-objects |")).unwrap();
+        let cells: Vec<&str> = row.split(" | ").collect();
+        assert!(cells[2].contains("+35%") && cells[3] == "yes", "{row}");
+        assert!(cells[4].contains("-10%") && cells[5].starts_with("no"), "{row}");
+        assert!(t.contains("run 2-1") && t.contains("run 3-1") && t.contains(RULE), "{t}");
+        // A workload one column lacks.
+        let only = side_by_side(&[("ferry serve", &runs), ("MinIO", &[])]);
+        assert!(only.contains("| not run | - |") && only.contains("- MinIO: none"), "{only}");
     }
 }

@@ -1629,14 +1629,81 @@ pub fn run_with_defaults(
     run(s, &p, o)
 }
 
-/// cli-transfer is not in the suite's claims table: its report holds its own comparisons.
-pub fn claim(_records: &[crate::record::RunRecord]) -> crate::verdict::Headline {
-    crate::verdict::Headline::new(NAME, "-", "no headline registered (its report compares each row)".into(), "-")
+/// cli-transfer's row of a claims table (it is not in `ferry bench all`; `ferry bench
+/// claims` reads it): nothing is published, so the row states ferry's bytes/s against each
+/// peer's in every direction and set that ran, paired by repeat, and whether ferry was
+/// ahead (by 10% or more, the verdict rule's threshold), level or behind.
+pub fn claim(records: &[crate::record::RunRecord]) -> crate::verdict::Headline {
+    let published = "none published: ferry cp beside s5cmd and rclone";
+    let suffix = format!(" · {}", Tool::Ferry.name());
+    let mut rows: Vec<&str> = Vec::new();
+    for r in records {
+        if let Some(row) = r.variant.strip_suffix(&suffix) {
+            if !rows.contains(&row) {
+                rows.push(row);
+            }
+        }
+    }
+    let mut parts = Vec::new();
+    let (mut ahead, mut behind, mut n) = (0, 0, 0);
+    for row in rows {
+        let mut cmp = Vec::new();
+        for peer in [Tool::S5cmd, Tool::Rclone] {
+            let num = format!("{row}{suffix}");
+            let den = format!("{row} · {}", peer.name());
+            if let Some(s) = crate::verdict::paired_ratio(records, &num, &den, "bytes_per_s") {
+                n += 1;
+                ahead += usize::from(s.median >= 1.1);
+                behind += usize::from(s.median <= 1.0 / 1.1);
+                cmp.push(format!("{} {}", crate::verdict::x2(&s), peer.name()));
+            }
+        }
+        if !cmp.is_empty() {
+            parts.push(format!("{row}: ferry {}", cmp.join(", ")));
+        }
+    }
+    if n == 0 {
+        return crate::verdict::Headline::new(NAME, published, "no paired clean runs of ferry and a peer".into(), "-");
+    }
+    let verdict = if ahead == n {
+        "none published: ferry ahead of each peer"
+    } else if behind > 0 {
+        "none published: ferry behind a peer in some rows"
+    } else {
+        "none published: ferry level with or ahead of the peers"
+    };
+    crate::verdict::Headline::new(NAME, published, parts.join("; "), verdict)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_claim_holds_ferry_against_each_peer_by_repeat() {
+        let rec = |variant: &str, repeat: usize, v: f64| {
+            let mut r =
+                crate::record::RunRecord { variant: variant.into(), repeat, status: "ok".into(), ..Default::default() };
+            r.set("bytes_per_s", v);
+            r
+        };
+        let mut recs = Vec::new();
+        for rep in 1..=3 {
+            recs.push(rec("download 1000 x 16 KiB · ferry", rep, 200.0));
+            recs.push(rec("download 1000 x 16 KiB · s5cmd", rep, 100.0));
+            recs.push(rec("download 1000 x 16 KiB · rclone", rep, 150.0));
+        }
+        let h = claim(&recs);
+        assert!(h.measured.starts_with("download 1000 x 16 KiB: ferry 2.00x s5cmd"), "{}", h.measured);
+        assert!(h.measured.contains("1.33x rclone"), "{}", h.measured);
+        assert_eq!(h.verdict, "none published: ferry ahead of each peer");
+        recs.push(rec("upload 1000 x 16 KiB · ferry", 1, 50.0));
+        recs.push(rec("upload 1000 x 16 KiB · s5cmd", 1, 100.0));
+        let h = claim(&recs);
+        assert!(h.measured.contains("; upload 1000 x 16 KiB: ferry 0.50x s5cmd"), "{}", h.measured);
+        assert_eq!(h.verdict, "none published: ferry behind a peer in some rows");
+        assert_eq!(claim(&[]).verdict, "-");
+    }
 
     #[test]
     fn sizes_and_labels() {

@@ -159,6 +159,44 @@ impl RunRecord {
     }
 }
 
+impl RunRecord {
+    /// The per-run part of a record read back from its JSON line (the inverse of
+    /// [`RunRecord::to_json`]; the invocation's part is left in the value). `None` when
+    /// the line is not a record of [`SCHEMA_VERSION`].
+    pub fn from_json(v: &Value) -> Option<RunRecord> {
+        check_schema(v).ok()?;
+        if v["schema"].as_u64() != Some(SCHEMA_VERSION) {
+            return None;
+        }
+        let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+        let object = |k: &str| v[k].as_object().cloned().unwrap_or_default();
+        let series = v
+            .get("series")
+            .and_then(|s| serde_json::from_value::<std::collections::BTreeMap<String, Vec<[f64; 2]>>>(s.clone()).ok())
+            .unwrap_or_default();
+        Some(RunRecord {
+            workload: s("workload"),
+            size: s("size"),
+            mode: s("mode"),
+            variant: s("variant"),
+            repeat: v["repeat"].as_u64()? as usize,
+            repeats: v["repeats"].as_u64()? as usize,
+            status: s("status"),
+            profile: v["profile"].as_str().map(str::to_owned),
+            server: Some(v["server"].clone()).filter(|x| !x.is_null()),
+            client: Some(v["client"].clone()).filter(|x| !x.is_null()),
+            params: object("params"),
+            figures: object("figures"),
+            error_samples: v["error_samples"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|e| e.as_str().map(str::to_owned)).collect())
+                .unwrap_or_default(),
+            note: v["note"].as_str().map(str::to_owned),
+            series,
+        })
+    }
+}
+
 /// The JSON-lines file of `--out` (or nowhere): opened for appending once per workload,
 /// each record written and flushed as its run ends, so a suite cut short keeps what it
 /// measured. Every runner (runner.rs, listing.rs, bulk_wan.rs, cli_transfer.rs) writes
@@ -305,6 +343,14 @@ mod tests {
         let line = serde_json::to_string(&v).unwrap();
         assert!(!line.contains('\n'));
         check_schema(&serde_json::from_str(&line).unwrap()).unwrap();
+        // And read back as the same record.
+        r.set_series("ttfb_s", vec![[50.0, 0.02], [99.0, 0.05]]);
+        let back = RunRecord::from_json(&r.to_json(&ctx())).unwrap();
+        assert_eq!(back.to_json(&ctx())["figures"], r.to_json(&ctx())["figures"]);
+        assert_eq!((back.variant.as_str(), back.repeat, back.repeats), ("h1-pool", 1, 3));
+        assert_eq!((back.profile.as_deref(), back.series.len()), (Some("s3"), 1));
+        assert_eq!(back.client, r.client);
+        assert!(RunRecord::from_json(&json!({"schema": 1})).is_none());
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 #[derive(Args)]
 #[command(
-    after_help = "Examples:\n  ferry bench all --quick\n  ferry bench small-objects --quick\n  ferry bench mixed-hol --quick\n  ferry bench bulk-get --quick --rss-check 10GiB\n  ferry bench listing --quick\n  ferry bench link-check --link transatlantic\n  ferry bench bulk-wan --quick\n\nEach run appends one JSON line to --out; see crates/bench/src/record.rs for the schema."
+    after_help = "Examples:\n  ferry bench all --quick\n  ferry bench small-objects --quick\n  ferry bench mixed-hol --quick\n  ferry bench bulk-get --quick --rss-check 10GiB\n  ferry bench listing --quick\n  ferry bench link-check --link transatlantic\n  ferry bench bulk-wan --quick\n  ferry bench claims bench-results.jsonl --with bench-results-minio.jsonl --with-name MinIO\n\nEach run appends one JSON line to --out; see crates/bench/src/record.rs for the schema."
 )]
 pub struct BenchArgs {
     #[command(subcommand)]
@@ -85,6 +85,24 @@ enum Workload {
     /// Bring the emulated link up and measure it: ICMP RTT and iperf3 -P 1 / -P 8 beside
     /// the preset's figures.
     LinkCheck(LinkCheckArgs),
+    /// The claims table read back from JSON lines (each workload's latest run in the
+    /// file), with --with a second server's column beside it: the same workloads run
+    /// against MinIO with --endpoint-url (scripts/bench.sh writes
+    /// bench-results-minio.jsonl).
+    Claims(ClaimsArgs),
+}
+
+#[derive(Args)]
+struct ClaimsArgs {
+    /// JSON lines of runs against ferry serve.
+    #[arg(default_value = "bench-results.jsonl")]
+    file: PathBuf,
+    /// JSON lines of the same workloads against another server, for a column beside.
+    #[arg(long, value_name = "FILE")]
+    with: Option<PathBuf>,
+    /// The other server's name in the headings.
+    #[arg(long, value_name = "NAME", default_value = "external server", requires = "with")]
+    with_name: String,
 }
 
 #[derive(Args)]
@@ -561,8 +579,33 @@ fn run_all(a: &SuiteArgs) -> Result<()> {
     Ok(())
 }
 
+/// `ferry bench claims FILE [--with FILE]`: the table from recorded runs.
+fn run_claims(a: &ClaimsArgs) -> Result<()> {
+    let read = |p: &PathBuf| -> Result<Vec<ferry_bench::claims::Run>> {
+        let text = std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        let (runs, skipped) = ferry_bench::claims::latest_runs(&text);
+        if skipped > 0 {
+            eprintln!("ferry bench claims: {}: {skipped} lines are not records of this schema; left out", p.display());
+        }
+        if runs.is_empty() {
+            bail!("{}: no benchmark records in it", p.display());
+        }
+        Ok(runs)
+    };
+    let serve = read(&a.file)?;
+    let mut columns: Vec<(&str, &[ferry_bench::claims::Run])> = vec![("ferry serve", &serve)];
+    let other = a.with.as_ref().map(read).transpose()?;
+    if let Some(o) = &other {
+        columns.push((a.with_name.as_str(), o));
+    }
+    println!("## ferry bench claims: {}\n", columns.iter().map(|c| c.0).collect::<Vec<_>>().join(" beside "));
+    println!("{}", ferry_bench::claims::side_by_side(&columns));
+    Ok(())
+}
+
 pub fn run(args: BenchArgs) -> Result<()> {
     let suite = match &args.workload {
+        Workload::Claims(a) => return run_claims(a),
         Workload::Listing(a) => return run_listing(a),
         Workload::BulkWan(a) => return run_bulk_wan(a),
         Workload::LinkCheck(a) => return run_link_check(a),
@@ -584,6 +627,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     let (w, c) = match &args.workload {
         Workload::Listing(_)
+        | Workload::Claims(_)
         | Workload::BulkWan(_)
         | Workload::LinkCheck(_)
         | Workload::All(_)

@@ -2,7 +2,8 @@
 //! sections and their design are in ferry-bench's perfdiag module; this file is the verb).
 //!
 //! ```text
-//! args ─► one client per transport (Global::client, so gs:// and az:// work as they land)
+//! args ─► one client per transport (Global::client: s3://, gs:// and az:// alike; one the
+//!        provider's client refuses, like Azure's h2, is left out with the reason)
 //!      ─► ferry_bench::perfdiag::run (progress on stderr through indicatif)
 //!      ─► the document: tables on stdout, or one JSON document with --json
 //!      ─► --plots DIR: the document as DIR/perfdiag.json, then bench/plot.py --perfdiag
@@ -31,8 +32,8 @@ use std::time::Duration;
 pub struct PerfdiagArgs {
     #[command(flatten)]
     pub g: Global,
-    /// s3://bucket[/prefix] (gs:// and az:// as their providers land): the scratch prefix
-    /// goes under it.
+    /// s3://bucket[/prefix], gs://bucket[/prefix] or az://container[/prefix]: the scratch
+    /// prefix goes under it.
     pub url: String,
     /// A few samples of every section, for tests and a first look (seconds, not minutes).
     #[arg(long)]
@@ -51,7 +52,7 @@ pub struct PerfdiagArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub repeats: Option<u64>,
     /// Transports to compare, comma-separated [default: h1-pool,h1-pipeline,h2,auto; h2
-    /// only where the endpoint answers it].
+    /// only where the endpoint answers it and the provider's client speaks it].
     #[arg(long, value_delimiter = ',')]
     pub transports: Vec<String>,
     /// Write PNG percentile plots (and the JSON document) into this directory.
@@ -93,12 +94,18 @@ pub async fn run(a: PerfdiagArgs, g: &Global) -> Result<()> {
     if let Some(r) = a.repeats {
         params.repeats = r as usize;
     }
-    let names: Vec<String> = if a.transports.is_empty() {
+    // auto does the setup and the cleanup, compared or not.
+    let mut ga = g.clone();
+    ga.transport = Some(ModeArg(Mode::Auto));
+    let setup = ga.client(url.provider)?;
+    let defaults = a.transports.is_empty();
+    let names: Vec<String> = if defaults {
         ["h1-pool", "h1-pipeline", "h2", "auto"].map(String::from).to_vec()
     } else {
         a.transports.clone()
     };
     let mut clients = Vec::new();
+    let mut skipped = Vec::new();
     for name in &names {
         let mode = Mode::parse(name)
             .ok_or_else(|| usage(format!("unknown transport {name:?} (h1-pool, h1-pipeline, h2, auto)")))?;
@@ -110,18 +117,21 @@ pub async fn run(a: PerfdiagArgs, g: &Global) -> Result<()> {
             Mode::H1Pipeline => "h1-pipeline",
             Mode::H2 => "h2",
         };
-        clients.push(Client { name: canonical.into(), engine: gm.client(url.provider)? });
+        match gm.client(url.provider) {
+            Ok(engine) => clients.push(Client { name: canonical.into(), engine }),
+            // A transport the provider's client refuses (Azure's has no HTTP/2): left out
+            // of the default comparison with the reason; named by the user, an error.
+            Err(e) if defaults => skipped.push((canonical.to_owned(), format!("{e:#}"))),
+            Err(e) => return Err(usage(format!("--transports {canonical}: {e:#}"))),
+        }
     }
-    // auto does the setup and the cleanup, compared or not.
-    let mut ga = g.clone();
-    ga.transport = Some(ModeArg(Mode::Auto));
-    let setup = ga.client(url.provider)?;
     let target = Target {
         url: format!("{}://{}/{}", url.provider, url.bucket, url.key),
         bucket: url.bucket.clone(),
         base: url.key.clone(),
         clients,
         setup,
+        skipped,
         ca_file: g.ca_bundle.clone().or_else(|| std::env::var_os("AWS_CA_BUNDLE").map(PathBuf::from)),
     };
     let show = !g.json && !g.quiet && std::io::stderr().is_terminal();

@@ -3,7 +3,9 @@
 //! expansion); blank lines and `#` comments are skipped. Every line shares one client
 //! (common.rs caches it per settings), so thousands of small commands reuse the same
 //! connections. A line that fails is reported with its number; the others go on, and
-//! the exit code is 1 if any failed.
+//! the exit code is 1 if any failed. Lines that are not data commands (serve, bench,
+//! run itself, perfdiag, whose figures would carry the other lines' load) are refused,
+//! each with its line number.
 
 use crate::common::{usage, Global, PartialFailure};
 use anyhow::{Context, Result};
@@ -131,6 +133,12 @@ pub async fn run(args: RunArgs, g: &Global) -> Result<()> {
                         return fail(format!("{text}: {}", e.to_string().lines().next().unwrap_or("bad command")))
                     }
                 };
+                if let crate::Command::Perfdiag(_) = cli.command {
+                    // Its figures would be the other lines' load as much as the endpoint's.
+                    return fail(format!(
+                        "{text}: perfdiag measures the endpoint and must run alone: run it as its own command, not inside run"
+                    ));
+                }
                 if matches!(cli.command, crate::Command::Run(_) | crate::Command::Serve(_) | crate::Command::Bench(_)) {
                     return fail(format!(
                         "{text}: run takes data commands only (ls, cp, sync, rm, cat, stat, mb, rb, presign)"

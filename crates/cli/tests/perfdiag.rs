@@ -1,13 +1,17 @@
 //! `ferry perfdiag --quick` end to end, the binary under test against real servers on
 //! real sockets: `ferry serve` (memory, the `s3` profile so first bytes and rates have a
-//! shape; the `lan` profile where HTTP/2 must answer) and MinIO (ignored unless
-//! installed: scripts/test.sh runs it with FERRY_MINIO).
+//! shape; the `lan` profile where HTTP/2 must answer; `--tls`, its CA trusted through
+//! `--ca-bundle`) and, ignored unless installed (scripts/test.sh runs them), MinIO
+//! (FERRY_MINIO), fake-gcs-server over http and over https with h2 (FERRY_FAKE_GCS) and
+//! Azurite (FERRY_AZURITE).
 //!
 //! What is checked: every section of the JSON document is there with its fields and
-//! types (`check_schema`), the scratch prefix is gone afterwards, a scratch prefix left
+//! types (`check_schema`; over TLS also the handshake's timings, the ALPN offered and
+//! chosen, `check_tls`), the scratch prefix is gone afterwards, a scratch prefix left
 //! by a run killed with SIGKILL is removed by the next run while one whose run may still
-//! be going is listed and left alone, and bad credentials or an unreachable endpoint fail
-//! within seconds with one sentence. No test asserts a speed.
+//! be going is listed and left alone, bad credentials or an unreachable endpoint fail
+//! within seconds with one sentence, and `ferry run` refuses a perfdiag line. No test
+//! asserts a speed.
 
 use ferry_server::Profile;
 use ferry_testkit::{FerryServe, Served};
@@ -35,8 +39,12 @@ fn run(cmd: &mut Command, args: &[&str]) -> Output {
 
 /// Every key under `s3://bucket/prefix`, recursively.
 fn keys(cmd: Command, bucket: &str, prefix: &str) -> Vec<String> {
-    let mut cmd = cmd;
-    let out = ok(&run(&mut cmd, &["--json", "ls", "--recursive", &format!("s3://{bucket}/{prefix}")]));
+    keys_under(cmd, &format!("s3://{bucket}/{prefix}"))
+}
+
+/// Every key under `url` (any provider's), recursively.
+fn keys_under(mut cmd: Command, url: &str) -> Vec<String> {
+    let out = ok(&run(&mut cmd, &["--json", "ls", "--recursive", url]));
     out.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["key"].as_str().unwrap_or("").to_owned()).collect()
 }
 
@@ -120,6 +128,28 @@ fn check_schema(doc: &Value, transports: &[&str], sizes: usize) {
     assert!(doc["cleanup"]["keys_deleted"].as_u64().unwrap() > keys);
     assert!(doc["bounds"]["bytes_moved"].as_u64().unwrap() > 0);
     assert!(doc["bounds"]["cut_by"].is_null(), "--quick fits its default bounds: {}", doc["bounds"]);
+}
+
+/// The path section over TLS: handshakes timed, ALPN offered h2 then http/1.1 and the
+/// server's choice recorded, HTTP/2 measured where ALPN chose it.
+#[track_caller]
+fn check_tls(doc: &Value, alpn_chosen: &str) {
+    let path = &doc["path"];
+    assert!(path["endpoint"].as_str().unwrap().starts_with("https://"), "{path}");
+    let tls = &path["tls_handshake"];
+    assert_eq!(tls["alpn_offered"], serde_json::json!(["h2", "http/1.1"]), "{tls}");
+    assert_eq!(tls["alpn_chosen"], alpn_chosen, "{tls}");
+    assert!(tls["version"].as_str().unwrap().starts_with("TLS"), "{tls}");
+    let stats = &tls["stats"];
+    assert!(stats["samples"].as_u64().unwrap() >= 1, "{tls}");
+    assert!(0.0 < num(&stats["min_s"], "tls") && num(&stats["min_s"], "tls") <= num(&stats["max_s"], "tls"), "{tls}");
+    assert!(path["tcp_connect"]["samples"].as_u64().unwrap() >= 1, "{path}");
+    assert!(path.get("tls_error").is_none(), "{path}");
+    if alpn_chosen == "h2" {
+        assert_eq!(path["h2_offered"], true, "{path}");
+        assert!(doc["transports"].as_array().unwrap().contains(&Value::from("h2")), "{}", doc["transports"]);
+        assert!(path["receive_window"]["h2"]["largest_stream_window_bytes"].as_u64().unwrap() > 0, "{path}");
+    }
 }
 
 fn perfdiag_json(mut cmd: Command, args: &[&str]) -> Value {
@@ -262,4 +292,134 @@ fn quick_run_against_minio_has_every_section_and_leaves_nothing() {
     // MinIO speaks HTTP/1.1 only on plain http.
     check_schema(&doc, &["h1-pool", "h1-pipeline", "auto"], 2);
     assert!(keys(cmd(), "perfdiag-minio", "").is_empty());
+}
+
+#[test]
+fn quick_run_over_tls_trusting_serves_ca_has_the_handshake_and_alpn() {
+    let srv = FerryServe::new().tls().start();
+    let ca = srv.ca_file().unwrap().to_str().unwrap().to_owned();
+    let cmd = || {
+        let mut c = ferry(&srv.url());
+        c.args(["--ca-bundle", &ca]);
+        c
+    };
+    ok(&run(&mut cmd(), &["mb", "s3://perfdiag-tls"]));
+    let doc = perfdiag_json(cmd(), &["--repeats", "1", "s3://perfdiag-tls/t/"]);
+    check_schema(&doc, &["h1-pool", "h1-pipeline", "h2", "auto"], 2);
+    check_tls(&doc, "h2");
+    assert!(keys(cmd(), "perfdiag-tls", "").is_empty());
+    // Without the CA the endpoint's certificate is refused: one sentence, nothing written.
+    let out = run(&mut ferry(&srv.url()), &["perfdiag", "--quick", "s3://perfdiag-tls/t/"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.to_lowercase().contains("certificate") && err.trim().lines().count() == 1, "{err}");
+    assert!(keys(cmd(), "perfdiag-tls", "").is_empty());
+}
+
+#[test]
+fn a_perfdiag_line_in_run_is_refused_and_writes_nothing() {
+    let srv = served_s3();
+    ok(&run(&mut ferry(&srv.url()), &["mb", "s3://perfdiag-run"]));
+    let mut child = ferry(&srv.url())
+        .args(["run", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let script = "perfdiag --quick s3://perfdiag-run/p/\nls s3://perfdiag-run/\nferry perfdiag s3://perfdiag-run/\n";
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), script.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    for line in [1, 3] {
+        assert!(
+            err.lines().any(|l| l.starts_with(&format!("ferry: error: line {line}: ")) && l.contains("must run alone")),
+            "line {line} not refused: {err}"
+        );
+    }
+    assert!(!err.contains("line 2"), "the ls line runs: {err}");
+    assert!(keys(ferry(&srv.url()), "perfdiag-run", "").is_empty(), "a refused perfdiag line wrote nothing");
+}
+
+/// `ferry` pointed at fake-gcs-server: over http through STORAGE_EMULATOR_HOST (Google's
+/// clients' variable), over https with `--endpoint-url` and the emulator's certificate as
+/// `--ca-bundle`.
+fn ferry_gcs(g: &ferry_testkit::fake_gcs::FakeGcs) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ferry"));
+    c.env_remove("GOOGLE_APPLICATION_CREDENTIALS")
+        .env("CLOUDSDK_CONFIG", "/nonexistent/gcloud")
+        .env_remove("AWS_ENDPOINT_URL");
+    match &g.ca_file {
+        None => {
+            c.env("STORAGE_EMULATOR_HOST", g.addr.to_string());
+        }
+        Some(ca) => {
+            c.env_remove("STORAGE_EMULATOR_HOST")
+                .args(["--endpoint-url", &g.url(), "--no-sign-request", "--ca-bundle"])
+                .arg(ca);
+        }
+    }
+    c
+}
+
+fn gcs_bucket(base: &str) -> String {
+    format!("{base}-{}", std::process::id())
+}
+
+#[test]
+#[ignore = "needs fake-gcs-server: run by scripts/test.sh (FERRY_FAKE_GCS)"]
+fn quick_run_against_fake_gcs_over_http_has_every_section_and_leaves_nothing() {
+    let g = ferry_testkit::fake_gcs::fake_gcs();
+    let b = gcs_bucket("perfdiag-gcs");
+    ok(&run(&mut ferry_gcs(g), &["mb", &format!("gs://{b}")]));
+    ok(&run(&mut ferry_gcs(g), &["cp", "-", &format!("gs://{b}/base/keep.txt")]));
+    let doc = perfdiag_json(ferry_gcs(g), &["--repeats", "1", &format!("gs://{b}/base/")]);
+    // Go's server speaks HTTP/2 only under TLS: on http the h2 row is skipped, and said so.
+    check_schema(&doc, &["h1-pool", "h1-pipeline", "auto"], 2);
+    assert_eq!(doc["path"]["h2_offered"], false);
+    assert_eq!(doc["transports_skipped"][0]["transport"], "h2");
+    assert!(doc["path"].get("tls_handshake").is_none(), "no TLS on http: {}", doc["path"]);
+    assert_eq!(keys_under(ferry_gcs(g), &format!("gs://{b}/")), ["base/keep.txt"], "only the user's object is left");
+}
+
+#[test]
+#[ignore = "needs fake-gcs-server: run by scripts/test.sh (FERRY_FAKE_GCS)"]
+fn quick_run_against_fake_gcs_over_https_measures_h2_and_the_handshake() {
+    let g = ferry_testkit::fake_gcs::fake_gcs_tls();
+    let b = gcs_bucket("perfdiag-gcs-tls");
+    ok(&run(&mut ferry_gcs(g), &["mb", &format!("gs://{b}")]));
+    let doc = perfdiag_json(ferry_gcs(g), &["--repeats", "1", &format!("gs://{b}/")]);
+    // The emulator's listener offers h2 by ALPN and answers a client that offers only
+    // http/1.1 with HTTP/1.1: every transport is measured, pipelining included.
+    check_schema(&doc, &["h1-pool", "h1-pipeline", "h2", "auto"], 2);
+    check_tls(&doc, "h2");
+    assert!(keys_under(ferry_gcs(g), &format!("gs://{b}/")).is_empty());
+}
+
+#[test]
+#[ignore = "needs Azurite: run by scripts/test.sh (FERRY_AZURITE)"]
+fn quick_run_against_azurite_has_every_section_and_leaves_nothing() {
+    let az = ferry_testkit::azurite::azurite();
+    let cmd = || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ferry"));
+        c.env("AZURE_STORAGE_CONNECTION_STRING", az.connection_string());
+        for v in ["AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN", "AWS_ENDPOINT_URL"] {
+            c.env_remove(v);
+        }
+        c
+    };
+    let c = format!("perfdiag-az-{}", std::process::id() % 100_000);
+    ok(&run(&mut cmd(), &["mb", &format!("az://{c}")]));
+    let doc = perfdiag_json(cmd(), &["--repeats", "1", &format!("az://{c}/under/")]);
+    // Azure's client speaks HTTP/1.1 only: its h2 row is left out before the run, with why.
+    check_schema(&doc, &["h1-pool", "h1-pipeline", "auto"], 2);
+    let skipped = &doc["transports_skipped"][0];
+    assert_eq!(skipped["transport"], "h2", "{skipped}");
+    assert!(skipped["reason"].as_str().unwrap().contains("HTTP/1.1 only"), "{skipped}");
+    assert!(keys_under(cmd(), &format!("az://{c}/")).is_empty());
+    // Named by the user, a transport the provider refuses is a usage error.
+    let out = run(&mut cmd(), &["perfdiag", "--quick", "--transports", "h2", &format!("az://{c}/")]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("HTTP/1.1 only"), "{}", text(&out.stderr));
 }

@@ -155,6 +155,9 @@ pub struct Target {
     pub clients: Vec<Client>,
     /// The client of the setup, the path section's presigning and the cleanup (auto).
     pub setup: Engine,
+    /// Transports left out before the run, each with why (a provider's client that does
+    /// not speak one: Azure's has no HTTP/2).
+    pub skipped: Vec<(String, String)>,
     pub ca_file: Option<std::path::PathBuf>,
 }
 
@@ -360,7 +363,8 @@ async fn measure(
     let h2 = path["h2_offered"].as_bool().unwrap_or(false);
     progress.step("path");
     doc.insert("path".into(), path);
-    let mut skipped = Vec::new();
+    let mut skipped: Vec<Value> =
+        target.skipped.iter().map(|(t, why)| json!({"transport": t, "reason": why})).collect();
     let clients: Vec<Client> = target
         .clients
         .iter()

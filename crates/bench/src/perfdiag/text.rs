@@ -126,6 +126,11 @@ pub fn render(doc: &Value) -> String {
                 "answered correctly ({} requests in flight on {} connection)",
                 pl["requests"], pl["connections_opened"]
             )
+        } else if pl["observed"].as_bool() == Some(false) {
+            format!(
+                "not measured: every response was right, but in {} rounds of {} the requests never were in flight together",
+                pl["rounds"], pl["requests"]
+            )
         } else {
             format!("NOT answered correctly: statuses {}, errors {}", pl["statuses"], pl["errors"])
         },
