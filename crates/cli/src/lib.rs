@@ -25,6 +25,7 @@
 mod bench;
 mod bucket;
 mod cat;
+mod link_hold;
 pub mod common;
 pub mod cp;
 mod ls;
