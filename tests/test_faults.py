@@ -710,7 +710,9 @@ def test_matrix_link(tmp_path, fault, op, seed, record_property):
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
         landed = None
         if fault == "cut":
-            time.sleep(random.Random(seed * 53 + LINK_OPS.index(op)).uniform(0.05, 0.3))
+            # 48 small objects take ~0.2 s at 40 Mbit/s, the 6 MiB one ~1.3 s.
+            span = (0.02, 0.1) if op.endswith("many") else (0.05, 0.3)
+            time.sleep(random.Random(seed * 53 + LINK_OPS.index(op)).uniform(*span))
             landed = proc.poll() is None
             link.cut()
         _, err = proc.communicate(timeout=120)
@@ -728,6 +730,55 @@ def test_matrix_link(tmp_path, fault, op, seed, record_property):
             assert both["cut"] > 0, f"the cut dropped nothing: {counters}"
         if fault == "cut":
             record_property("outcome", f"{outcome}, cut {'mid-transfer' if landed else 'after the end'}")
+    finally:
+        site.stop()
+        link.close()
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("op", LINK_OPS)
+def test_matrix_link_cut_long(tmp_path, op, seed, record_property):
+    """The link cut a seeded moment into the transfer and not restored while the client
+    retries (its connect time-out of 10 s, 5 attempts; a stalled body gives up after
+    minutes): the run fails with a clear error, nothing partial under a final name, and
+    its re-run across a link that works completes. Minutes per cell, so only
+    scripts/faults.sh runs it (FERRY_FAULT_LONG=1)."""
+    _need_link()
+    if os.environ.get("FERRY_FAULT_LONG") != "1":
+        pytest.skip("minutes per cell: scripts/faults.sh runs it (FERRY_FAULT_LONG=1)")
+    link = LinkHold("--faults", "cut", "--cut-for", "600s", "--rate", "40M", "--seed", seed)
+    site = _link_site(tmp_path, seed, link)
+    try:
+        site.seed_objects()
+        srv = site.start()
+        cmd, _ = site.op(op)
+        proc = subprocess.Popen([*site.client_prefix, str(ferry_binary()), *map(str, cmd)], env=site.env(srv),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        span = (0.02, 0.1) if op.endswith("many") else (0.05, 0.3)
+        time.sleep(random.Random(seed * 59 + LINK_OPS.index(op)).uniform(*span))
+        landed = proc.poll() is None
+        link.cut()
+        t0 = time.monotonic()
+        _, err = proc.communicate(timeout=480)
+        gave_up = time.monotonic() - t0
+        run = _Run(proc, err)
+        site.stop()
+        counters = link.close()
+        if landed:
+            assert run.returncode != 0, f"completed across a link cut for good:\n{run.err[-2000:]}"
+        # A link that works again: a fresh one, the server restarted on the same DIR.
+        link2 = LinkHold("--seed", seed)
+        try:
+            site.server_prefix, site.client_prefix = link2.exec_in("server"), link2.exec_in("client")
+            site.host = link2.ip["server"]
+            srv2 = site.start()
+            outcome = _settle(site, op, run, record_property, srv2)
+        finally:
+            site.stop()
+            link2.close()
+        record_property("outcome", f"{outcome} (gave up {gave_up:.0f} s into the cut)" if landed else outcome)
+        record_property("link", f"cut={counters['c2s']['cut'] + counters['s2c']['cut']}")
     finally:
         site.stop()
         link.close()
