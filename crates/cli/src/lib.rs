@@ -25,9 +25,9 @@
 mod bench;
 mod bucket;
 mod cat;
-mod link_hold;
 pub mod common;
 pub mod cp;
+mod link_hold;
 mod ls;
 mod perfdiag;
 mod presign;

@@ -86,8 +86,9 @@ impl Impairments {
             Some(n) => (n, 100.0),
             None => (s, 1.0),
         };
-        let v = num.trim().parse::<f64>().map_err(|_| format!("loss {s:?}: a probability (0.01) or a percentage (1%)"))?
-            / scale;
+        let v =
+            num.trim().parse::<f64>().map_err(|_| format!("loss {s:?}: a probability (0.01) or a percentage (1%)"))?
+                / scale;
         if !(0.0..=1.0).contains(&v) {
             return Err(format!("loss {s:?} is outside 0-100%"));
         }
@@ -231,7 +232,8 @@ mod tests {
         let js: Vec<Duration> = (0..10_000).map(|_| d.jitter()).collect();
         assert!(js.iter().all(|j| *j < Duration::from_millis(4)));
         // Packets 10 us apart with up to 4 ms of jitter: most pairs swap somewhere.
-        let dues: Vec<Duration> = js.iter().enumerate().map(|(i, j)| Duration::from_micros(10 * i as u64) + *j).collect();
+        let dues: Vec<Duration> =
+            js.iter().enumerate().map(|(i, j)| Duration::from_micros(10 * i as u64) + *j).collect();
         let overtaken = dues.windows(2).filter(|w| w[1] < w[0]).count();
         assert!(overtaken > 1_000, "{overtaken} of 9,999 neighbours reordered");
         assert!(imp.per_packet() && !Impairments::default().per_packet());
