@@ -760,7 +760,13 @@ def test_matrix_link_cut_long(tmp_path, op, seed, record_property):
         landed = proc.poll() is None
         link.cut()
         t0 = time.monotonic()
-        _, err = proc.communicate(timeout=480)
+        try:
+            _, err = proc.communicate(timeout=480)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate(timeout=30)
+            pytest.fail(f"`ferry {op}` neither completed nor failed within 480 s of the link being cut for good: "
+                        "nothing gives up on a connection that went silent")
         gave_up = time.monotonic() - t0
         run = _Run(proc, err)
         site.stop()
