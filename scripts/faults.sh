@@ -6,6 +6,11 @@
 #   scripts/faults.sh --seeds 10      # ten seeds per cell; table to stdout and
 #                                     # .ferry-run/fault-matrix.md
 #
+# As root it also runs the emulated link's cells (test_matrix_link*: `ferry cp` across
+# `ferry bench link-hold` with 1% loss, reordering, a 3 s cut, and a cut for good, whose
+# cells take minutes each and run only here: FERRY_FAULT_LONG=1; FERRY_FAULT_LONG=0 leaves
+# them out).
+#
 # Each cell injects one fault at a point its seed picks, then checks the promise: the
 # operation completed and verified byte for byte, or it failed with one clear error line
 # per object and left nothing partial under a final name, and its re-run completed. A
@@ -27,7 +32,7 @@ PYTEST=.venv/bin/pytest
 mkdir -p .ferry-run
 xml=.ferry-run/fault-matrix.xml
 status=0
-FERRY_FAULT_SEEDS=$seeds "$PYTEST" tests/test_faults.py -k matrix -q -p no:cacheprovider \
+FERRY_FAULT_LONG=${FERRY_FAULT_LONG:-1} FERRY_FAULT_SEEDS=$seeds "$PYTEST" tests/test_faults.py -k matrix -q -p no:cacheprovider \
     -o junit_family=xunit1 --junitxml="$xml" || status=$?
 python3 - "$xml" "$seeds" > .ferry-run/fault-matrix.md <<'PY'
 import collections, re, sys

@@ -70,8 +70,10 @@ class FerryServer:
     failed start can show it.
     """
 
-    def __init__(self, flags=(), env=None, workdir: Path | None = None):
+    def __init__(self, flags=(), env=None, workdir: Path | None = None, prefix=()):
         self.flags = list(flags)
+        # A command the server runs under, e.g. `ip netns exec NS` (it must exec it).
+        self.prefix = list(prefix)
         self.env = env if env is not None else clean_env()
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="ferry-srv-"))
         self.proc: subprocess.Popen | None = None
@@ -88,7 +90,7 @@ class FerryServer:
         self._starts += 1
         self.lines = []
         self.stderr_path = self.workdir / f"stderr-{self._starts}.log"
-        cmd = [str(ferry_binary()), "serve", "--addr", addr, *self.flags]
+        cmd = [*self.prefix, str(ferry_binary()), "serve", "--addr", addr, *self.flags]
         self.cmd = cmd
         stderr = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr,

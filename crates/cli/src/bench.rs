@@ -90,6 +90,10 @@ enum Workload {
     /// against MinIO with --endpoint-url (scripts/bench.sh writes
     /// bench-results-minio.jsonl).
     Claims(ClaimsArgs),
+    /// Bring the emulated link up, with faults of the path if asked (loss, reordering, a
+    /// cut), and hold it for processes run in its namespaces (`ip netns exec`) until
+    /// SIGTERM; SIGUSR1 cuts it. The fault matrix's link cells use it.
+    LinkHold(crate::link_hold::LinkHoldArgs),
 }
 
 #[derive(Args)]
@@ -609,6 +613,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Workload::Listing(a) => return run_listing(a),
         Workload::BulkWan(a) => return run_bulk_wan(a),
         Workload::LinkCheck(a) => return run_link_check(a),
+        Workload::LinkHold(a) => return crate::link_hold::run(a),
         Workload::All(a) => return run_all(a),
         Workload::CliTransfer(a) => return run_cli_transfer(a),
         Workload::MixedHol(a) if a.auto_max_connections.is_empty() => {
@@ -630,6 +635,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         | Workload::Claims(_)
         | Workload::BulkWan(_)
         | Workload::LinkCheck(_)
+        | Workload::LinkHold(_)
         | Workload::All(_)
         | Workload::CliTransfer(_)
         | Workload::MixedHol(_)

@@ -27,6 +27,7 @@ mod bucket;
 mod cat;
 pub mod common;
 pub mod cp;
+mod link_hold;
 mod ls;
 mod perfdiag;
 mod presign;

@@ -35,9 +35,18 @@
 //! starved. They block in poll/recv/sleep, so they take only the CPU the traffic needs,
 //! and the kernel's RT throttling bounds them anyway.
 //!
+//! Faults of the path (loss, reordering, cuts; impair.rs) are decided here too: the reader
+//! drops a packet that arrives during a cut or draws a loss, and adds a drawn jitter to
+//! the due time of the rest; with jitter the writer keeps packets in a heap by due time
+//! (they no longer come in due order) and waits on the channel until the earliest is due,
+//! so a packet that overtakes is never held behind the one it overtook; it drops packets
+//! due during a cut.
+//!
 //! What the delay line costs per GB carried, where the link loses on two shared cores
 //! (the CPU, not these threads), and what was tried: docs/lab/link-delay-line.md.
 
+use crate::impair::{CutWindow, Dice, Impairments};
+use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -86,6 +95,12 @@ pub struct DirStats {
     pub bytes: AtomicU64,
     /// Dropped because the queue was full (or the hard cap reached).
     pub dropped: AtomicU64,
+    /// Lost by the loss draw (impair.rs).
+    pub lost: AtomicU64,
+    /// Dropped by a cut of the link (impair.rs).
+    pub cut: AtomicU64,
+    /// Written ahead of a packet that arrived before it (jitter; impair.rs).
+    pub reordered: AtomicU64,
     /// Largest packet seen (shows whether GSO super-packets pass).
     pub max_packet: AtomicU64,
     pub write_errors: AtomicU64,
@@ -98,6 +113,9 @@ pub struct DirCounts {
     pub packets: u64,
     pub bytes: u64,
     pub dropped: u64,
+    pub lost: u64,
+    pub cut: u64,
+    pub reordered: u64,
     pub max_packet: u64,
     pub write_errors: u64,
 }
@@ -108,6 +126,9 @@ impl DirStats {
             packets: self.packets.load(Relaxed),
             bytes: self.bytes.load(Relaxed),
             dropped: self.dropped.load(Relaxed),
+            lost: self.lost.load(Relaxed),
+            cut: self.cut.load(Relaxed),
+            reordered: self.reordered.load(Relaxed),
             max_packet: self.max_packet.load(Relaxed),
             write_errors: self.write_errors.load(Relaxed),
         }
@@ -119,7 +140,46 @@ struct Packet {
     data: Vec<u8>,
 }
 
+/// A packet in the reordering writer's heap: the earliest due first, then arrival order.
+struct Queued {
+    due: Instant,
+    seq: u64,
+    data: Vec<u8>,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        (self.due, self.seq) == (other.due, other.seq)
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Queued {
+    /// Reversed, so that `BinaryHeap` (a max-heap) pops the earliest due.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (other.due, other.seq).cmp(&(self.due, self.seq))
+    }
+}
+
+/// The faults one direction applies: its draws, and the link's cut window.
+pub struct Faults {
+    pub dice: Dice,
+    pub reorder: bool,
+    pub cut: Arc<CutWindow>,
+}
+
+impl Faults {
+    pub fn new(imp: &Impairments, direction: u64, cut: Arc<CutWindow>) -> Faults {
+        Faults { dice: Dice::new(imp, direction), reorder: !imp.jitter.is_zero(), cut }
+    }
+}
+
 /// Starts the reader and writer threads of the direction `from` -> `to`.
+#[allow(clippy::too_many_arguments)]
 pub fn spawn(
     name: &str,
     from: Arc<File>,
@@ -128,19 +188,26 @@ pub fn spawn(
     stop: Arc<AtomicBool>,
     deadline: Instant,
     stats: Arc<DirStats>,
+    faults: Faults,
 ) -> std::io::Result<Vec<JoinHandle<()>>> {
+    let Faults { dice, reorder, cut } = faults;
+    let cut2 = cut.clone();
     let (tx, rx) = mpsc::channel::<Packet>();
     let (back_tx, back_rx) = mpsc::channel::<Vec<u8>>();
     let (s1, st1) = (stop.clone(), stats.clone());
     let reader = std::thread::Builder::new().name(format!("link-rd-{name}")).spawn(move || {
         let _cpu = CpuAccount::register();
         realtime();
-        read_loop(&from, shape, &s1, deadline, &st1, tx, back_rx)
+        read_loop(&from, shape, &s1, deadline, &st1, tx, back_rx, dice, &cut)
     })?;
     let writer = std::thread::Builder::new().name(format!("link-wr-{name}")).spawn(move || {
         let _cpu = CpuAccount::register();
         realtime();
-        write_loop(&to, shape, &stop, &stats, rx, back_tx)
+        if reorder {
+            write_loop_reordering(&to, &stop, &stats, rx, back_tx, &cut2)
+        } else {
+            write_loop(&to, shape, &stop, &stats, rx, back_tx, &cut2)
+        }
     })?;
     Ok(vec![reader, writer])
 }
@@ -236,6 +303,7 @@ fn serialization(len: usize, rate_bits_per_s: u64) -> Duration {
     Duration::from_nanos((len as u128 * 8 * 1_000_000_000 / rate_bits_per_s as u128) as u64)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn read_loop(
     from: &File,
     shape: Shape,
@@ -244,6 +312,8 @@ fn read_loop(
     stats: &DirStats,
     tx: mpsc::Sender<Packet>,
     back: mpsc::Receiver<Vec<u8>>,
+    mut dice: Dice,
+    cut: &CutWindow,
 ) {
     let mut port = Port::new(shape, Instant::now());
     let fd = from.as_raw_fd();
@@ -286,10 +356,19 @@ fn read_loop(
         // SAFETY: the kernel initialised the first n bytes.
         unsafe { buf.set_len(n) };
         let now = Instant::now();
+        // Faults of the path before the port: a cut or lost packet never occupies it.
+        if cut.is_cut(now) {
+            stats.cut.fetch_add(1, Relaxed);
+            continue;
+        }
+        if dice.lost() {
+            stats.lost.fetch_add(1, Relaxed);
+            continue;
+        }
         // The hard cap first: a packet it refuses must not occupy the serializer.
         let room = stats.in_flight.load(Relaxed) + n as u64 <= HARD_CAP_BYTES;
         let due = match room.then(|| port.admit(now, n.saturating_sub(crate::tun::VNET_HDR_LEN))).flatten() {
-            Some(due) => due,
+            Some(due) => due + dice.jitter(),
             None => {
                 stats.dropped.fetch_add(1, Relaxed);
                 continue;
@@ -314,6 +393,7 @@ fn write_loop(
     stats: &DirStats,
     rx: mpsc::Receiver<Packet>,
     back: mpsc::Sender<Vec<u8>>,
+    cut: &CutWindow,
 ) {
     let mut writer = to;
     let coalesce = coalescing(shape.delay);
@@ -335,7 +415,7 @@ fn write_loop(
         if stop.load(Relaxed) {
             break;
         }
-        write_one(&mut writer, stats, &back, p);
+        write_one(&mut writer, stats, &back, p, cut);
         // Everything else that is due by now goes out in this wake-up.
         let now = Instant::now();
         while let Ok(q) = rx.try_recv() {
@@ -343,14 +423,73 @@ fn write_loop(
                 head = Some(q);
                 break;
             }
-            write_one(&mut writer, stats, &back, q);
+            write_one(&mut writer, stats, &back, q, cut);
         }
     }
 }
 
-fn write_one(writer: &mut &File, stats: &DirStats, back: &mpsc::Sender<Vec<u8>>, p: Packet) {
+/// The writer of a link with jitter: due times come out of order, so packets wait in a
+/// heap, and the writer waits on the channel (not in a sleep) until the earliest is due,
+/// taking in any packet that arrives meanwhile, which may be due earlier still.
+fn write_loop_reordering(
+    to: &File,
+    stop: &AtomicBool,
+    stats: &DirStats,
+    rx: mpsc::Receiver<Packet>,
+    back: mpsc::Sender<Vec<u8>>,
+    cut: &CutWindow,
+) {
+    let mut writer = to;
+    let mut heap: BinaryHeap<Queued> = BinaryHeap::new();
+    let mut seq = 0u64;
+    // The arrival number of the latest-arrived packet written so far: one written after
+    // it that arrived earlier was overtaken.
+    let mut newest_out = 0u64;
+    loop {
+        if stop.load(Relaxed) {
+            break;
+        }
+        let now = Instant::now();
+        while heap.peek().is_some_and(|q| q.due <= now) {
+            let q = heap.pop().expect("peeked");
+            if q.seq < newest_out {
+                stats.reordered.fetch_add(1, Relaxed);
+            }
+            newest_out = newest_out.max(q.seq);
+            write_one(&mut writer, stats, &back, Packet { due: q.due, data: q.data }, cut);
+        }
+        let wait = heap.peek().map_or(POLL, |q| q.due.saturating_duration_since(now).min(POLL));
+        match rx.recv_timeout(wait) {
+            Ok(p) => {
+                seq += 1;
+                heap.push(Queued { due: p.due, seq, data: p.data });
+                // Whatever else has come, without waiting.
+                while let Ok(p) = rx.try_recv() {
+                    seq += 1;
+                    heap.push(Queued { due: p.due, seq, data: p.data });
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) if heap.is_empty() => break,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                // The reader stopped: deliver what is on the wire, at its time.
+                if let Some(q) = heap.peek() {
+                    std::thread::sleep(q.due.saturating_duration_since(Instant::now()).min(POLL));
+                }
+            }
+        }
+    }
+}
+
+fn write_one(writer: &mut &File, stats: &DirStats, back: &mpsc::Sender<Vec<u8>>, p: Packet, cut: &CutWindow) {
     let len = p.data.len() as u64;
     stats.in_flight.fetch_sub(len, Relaxed);
+    // On the wire when the cut came: lost with it.
+    if cut.is_cut(p.due) {
+        stats.cut.fetch_add(1, Relaxed);
+        let _ = back.send(p.data);
+        return;
+    }
     // A TUN write takes the whole packet or fails; a short count would be a kernel bug.
     match writer.write(&p.data) {
         Ok(n) if n == p.data.len() => {

@@ -20,6 +20,11 @@
 //! port model with a rate cap and a bounded queue). Kernel TCP on both sides then sees a
 //! real path: slow start, windows, queueing, loss.
 //!
+//! Faults of the path (impair.rs): [`Link::up_impaired`] adds random loss, reordering
+//! (a jitter that lets packets overtake) and a scheduled cut; [`Link::cut`] cuts a live
+//! link for a while. `ferry bench link-hold` holds such a link for other processes (the
+//! fault matrix's link cells) and cuts it on SIGUSR1.
+//!
 //! Lifetime: [`Drop`] stops the threads, closes the TUN devices (which removes them) and
 //! deletes the namespaces; a maximum lifetime stops the delay line whatever happens; a run
 //! that was killed leaves namespaces behind, which the next [`Link::up`] deletes
@@ -34,11 +39,13 @@
 //! [`LinkError::NotRoot`].
 
 pub mod delay;
+pub mod impair;
 pub mod netns;
 pub mod ping;
 pub mod tun;
 
 pub use delay::{cpu_time as delay_line_cpu_time, DirCounts};
+pub use impair::Impairments;
 pub use netns::{cleanup_stale, NsGuard};
 
 use std::net::Ipv4Addr;
@@ -230,6 +237,8 @@ fn read_dev(f: &std::fs::File) -> Option<DeviceCounts> {
 /// An emulated link that is up; dropping it tears it down.
 pub struct Link {
     preset: Preset,
+    impairments: Impairments,
+    cut: Arc<impair::CutWindow>,
     // Field order is drop order: threads are stopped in Drop, then TUN files close (the
     // devices vanish), then the namespaces are deleted.
     stop: Arc<AtomicBool>,
@@ -271,7 +280,16 @@ impl Link {
 
     /// Brings up `preset`; the delay line stops forwarding after `lifetime`.
     pub fn up_for(preset: Preset, lifetime: Duration) -> Result<Link, LinkError> {
+        Link::up_impaired(preset, Impairments::default(), lifetime)
+    }
+
+    /// Brings up `preset` with the faults of `imp` (impair.rs); the delay line stops
+    /// forwarding after `lifetime`.
+    pub fn up_impaired(preset: Preset, imp: Impairments, lifetime: Duration) -> Result<Link, LinkError> {
         check_root()?;
+        if !(0.0..=1.0).contains(&imp.loss) {
+            return Err(LinkError::Setup(format!("loss {} is not a probability", imp.loss)));
+        }
         if !std::path::Path::new("/dev/net/tun").exists() {
             return Err(LinkError::Setup("/dev/net/tun is missing (no TUN support)".into()));
         }
@@ -285,7 +303,7 @@ impl Link {
         let server = netns::Namespace::create(&format!("{base}-s"))?;
         let (mut tuns, mut dev) = (Vec::new(), Vec::new());
         for (ns, ip) in [(&client, CLIENT_IP), (&server, SERVER_IP)] {
-            tuns.push(Arc::new(ns.run(|| tun::open(DEVICE))??));
+            tuns.push(Arc::new(ns.run(|| tun::open(DEVICE, !imp.per_packet()))??));
             dev.push(
                 ns.run(|| std::fs::File::open("/proc/thread-self/net/dev"))?
                     .map_err(|e| LinkError::io("opening /proc/thread-self/net/dev", e))?,
@@ -309,15 +327,31 @@ impl Link {
             command("ip", &["netns", "exec", n, "sysctl", "-q", "-w", "net.ipv4.ping_group_range=0 2147483647"])?;
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let deadline = Instant::now() + lifetime;
+        let up_at = Instant::now();
+        let deadline = up_at + lifetime;
+        let cut = Arc::new(impair::CutWindow::new(up_at));
+        if let Some(at) = imp.cut_at {
+            cut.set(up_at + at, imp.cut_for);
+        }
         let shape = delay::Shape {
             delay: preset.one_way(),
             rate_bits_per_s: preset.rate_bits_per_s,
             queue_limit_bytes: preset.queue_limit_bytes,
         };
         let stats = [Arc::new(delay::DirStats::default()), Arc::new(delay::DirStats::default())];
-        let mut link =
-            Link { preset, stop: stop.clone(), threads: Vec::new(), tuns, stats, dev, client, server, deadline };
+        let mut link = Link {
+            preset,
+            impairments: imp,
+            cut: cut.clone(),
+            stop: stop.clone(),
+            threads: Vec::new(),
+            tuns,
+            stats,
+            dev,
+            client,
+            server,
+            deadline,
+        };
         for (name, from, to, st) in [("c2s", 0, 1, 0), ("s2c", 1, 0, 1)] {
             let t = delay::spawn(
                 name,
@@ -327,6 +361,7 @@ impl Link {
                 stop.clone(),
                 deadline,
                 link.stats[st].clone(),
+                delay::Faults::new(&imp, st as u64, cut.clone()),
             )
             .map_err(|e| LinkError::io("starting the delay line", e))?;
             link.threads.extend(t);
@@ -336,6 +371,21 @@ impl Link {
 
     pub fn preset(&self) -> Preset {
         self.preset
+    }
+
+    pub fn impairments(&self) -> Impairments {
+        self.impairments
+    }
+
+    /// Cuts the link from now for `len`: nothing passes either way, packets on the wire
+    /// included (impair.rs). Replaces a cut that is scheduled or under way.
+    pub fn cut(&self, len: Duration) {
+        self.cut.set(Instant::now(), len);
+    }
+
+    /// Whether the link is cut at this moment.
+    pub fn is_cut(&self) -> bool {
+        self.cut.is_cut(Instant::now())
     }
 
     pub fn server_ip(&self) -> Ipv4Addr {

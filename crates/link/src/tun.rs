@@ -10,6 +10,10 @@
 //! the delay line drops ~40x: ~10 Gbit/s at 110 ms RTT this way on an idle lab machine,
 //! ~3 Gbit/s with plain 1500-byte packets (docs/lab/link-delay-line.md).
 //!
+//! A link with per-packet faults (loss, jitter: impair.rs) opens its devices with
+//! `TUN_F_CSUM` only: the kernel then segments TCP to the MTU before the device, and the
+//! delay line sees one packet per segment.
+//!
 //! A TUN device belongs to the network namespace of the thread that created it, and
 //! disappears when its last descriptor closes (it is not made persistent), so a killed
 //! run leaves no device behind.
@@ -32,8 +36,9 @@ struct IfReq {
     _pad: [u8; 22],
 }
 
-/// Creates TUN device `name` in the calling thread's network namespace.
-pub fn open(name: &str) -> Result<File, LinkError> {
+/// Creates TUN device `name` in the calling thread's network namespace; `segments`: take
+/// 64 KiB TCP super-packets (else every packet is at most the MTU).
+pub fn open(name: &str, segments: bool) -> Result<File, LinkError> {
     if name.len() >= libc::IFNAMSIZ {
         return Err(LinkError::Setup(format!("interface name {name:?} is longer than {} bytes", libc::IFNAMSIZ - 1)));
     }
@@ -53,7 +58,11 @@ pub fn open(name: &str) -> Result<File, LinkError> {
     if unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETIFF, &mut req as *mut IfReq) } != 0 {
         return Err(LinkError::io(format!("TUNSETIFF {name}"), std::io::Error::last_os_error()));
     }
-    let offload = libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6 | libc::TUN_F_TSO_ECN;
+    let offload = if segments {
+        libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6 | libc::TUN_F_TSO_ECN
+    } else {
+        libc::TUN_F_CSUM
+    };
     // SAFETY: TUNSETOFFLOAD takes the flags by value.
     if unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETOFFLOAD, offload as libc::c_ulong) } != 0 {
         return Err(LinkError::io(format!("TUNSETOFFLOAD {name}"), std::io::Error::last_os_error()));

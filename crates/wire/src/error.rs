@@ -73,6 +73,15 @@ impl WireError {
         WireError::new(ErrorKind::Protocol, message)
     }
 
+    /// The message and its source without the kind's words, which `Display` puts first:
+    /// for an error made again from this one with the same kind, so they are said once.
+    pub(crate) fn detail(&self) -> String {
+        match &self.source {
+            Some(s) => format!("{}: {s}", self.message),
+            None => self.message.clone(),
+        }
+    }
+
     pub fn kind(&self) -> ErrorKind {
         self.kind
     }
@@ -114,5 +123,20 @@ impl fmt::Display for WireError {
 impl std::error::Error for WireError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_made_again_from_its_detail_says_its_kind_once() {
+        let e = WireError::new(ErrorKind::Connect, "connecting to 10.0.0.1:80 timed out after 10s");
+        let again = WireError::new(e.kind(), e.detail());
+        assert_eq!(again.to_string(), "cannot connect: connecting to 10.0.0.1:80 timed out after 10s");
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let with_source = WireError::new(ErrorKind::Connect, "10.0.0.1:80").with_source(io);
+        assert_eq!(with_source.detail(), "10.0.0.1:80: refused");
     }
 }

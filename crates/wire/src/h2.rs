@@ -562,7 +562,7 @@ impl Inner {
                 None => inner.connector.connect().await.map_err(|e| OpenError {
                     kind: e.kind(),
                     retry: e.retry(),
-                    message: e.to_string(),
+                    message: e.detail(),
                 }),
             };
             let r = match opened {
