@@ -24,7 +24,7 @@
 //!
 //! ```text
 //! range (lo, hi] ── LIST start-after=lo ──► page of keys (send it on)
-//!        │ truncated, and fewer than max_ranges ranges alive?
+//!        │ truncated, and fewer than min(max_ranges, full pages so far) ranges alive?
 //!        ├─ no ─► next page (continuation token), same range
 //!        └─ yes ─► boundaries b1 < .. < bk between the page's last key L and hi:
 //!                  children (L,b1] (b1,b2] .. (bk,hi], each a range like this one,
@@ -41,6 +41,20 @@
 //! coarse ones and split again themselves. A wrong guess costs an empty range (one LIST
 //! call) or a range that splits again; it never costs correctness, because ranges
 //! partition the key space exactly: `(lo, hi]` is `start-after = lo` and stop after `hi`.
+//!
+//! **Splitting follows the evidence.** Every range costs at least one LIST, and a
+//! guessed boundary may make an empty range, so splitting a listing that turns out to be
+//! small costs more calls than the flat walk it was meant to beat. Ranges alive are
+//! therefore capped by the full (truncated) pages seen so far, over all ranges, as TCP's
+//! slow start caps a window by the acknowledgements seen: the first two pages are the
+//! flat walk's own (a listing of up to three pages costs exactly the flat walk's calls),
+//! the third full page allows a first split in two, and since every range alive adds
+//! its full pages, the cap doubles about every round until `max_ranges`. The calls spent
+//! on guesses (empty or short ranges) thus grow with the pages already listed instead of
+//! ahead of them, while a large listing still reaches `max_ranges` ranges within a few
+//! round trips
+//! (`parallel_listing_costs_no_more_lists_than_the_flat_walk_when_small` in
+//! tests/sched_listing.rs counts the calls).
 //!
 //! Order and memory: each range writes into its own channel of `buffer_pages` pages; the
 //! consumer reads channels depth-first (a Child marker means "read that range to its end
@@ -367,6 +381,7 @@ pub fn list_parallel(engine: &Engine, bucket: &str, prefix: &str, opts: &ListOpt
         buffer_pages: opts.buffer_pages.max(1),
         requests: Semaphore::new(opts.concurrency.max(1)),
         live: AtomicUsize::new(0),
+        full_pages: AtomicUsize::new(0),
         counters: counters.clone(),
     });
     struct St {
@@ -417,6 +432,9 @@ struct Shared {
     requests: Semaphore,
     /// Channels not yet drained by the consumer.
     live: AtomicUsize,
+    /// Pages answered as truncated (more keys follow), over all ranges: the evidence
+    /// that bounds how many ranges may be alive (module note).
+    full_pages: AtomicUsize,
     counters: Arc<Counters>,
 }
 
@@ -484,6 +502,9 @@ async fn list_range(shared: &Arc<Shared>, lo: Option<String>, hi: Option<String>
         shared.counters.requests.fetch_add(1, Relaxed);
         shared.counters.keys_seen.fetch_add(page.objects.len() as u64, Relaxed);
         let mut more = page.next_continuation_token.is_some();
+        if more {
+            shared.full_pages.fetch_add(1, Relaxed);
+        }
         let mut objects = page.objects;
         if let Some(hi) = &hi {
             if let Some(end) = objects.iter().position(|o| o.key.as_str() > hi.as_str()) {
@@ -497,7 +518,9 @@ async fn list_range(shared: &Arc<Shared>, lo: Option<String>, hi: Option<String>
         let mut claimed = 0;
         let bounds = match (&first_last, more) {
             (Some((first, last)), true) => {
-                let max = shared.max_ranges;
+                // Ranges alive at most: one per full page seen so far (module note,
+                // "Splitting follows the evidence").
+                let max = shared.max_ranges.min(shared.full_pages.load(Relaxed));
                 claimed = shared
                     .live
                     .fetch_update(Relaxed, Relaxed, |l| (l + 2 <= max).then_some(max))

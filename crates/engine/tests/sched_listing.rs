@@ -211,6 +211,49 @@ async fn parallel_listing_equals_the_plain_listing() {
     assert_eq!(got.into_iter().map(|o| o.key).collect::<Vec<_>>(), plain(&c, "par", "").await);
 }
 
+/// A listing of a page or a few costs no more LIST calls than the flat walk: a split
+/// guesses boundaries, and each guessed range costs a call, so ranges wait for the
+/// evidence of full pages (listing.rs, "Splitting follows the evidence"). Counted at the
+/// transport, against a real server, on the numbered layout the planner guesses best and
+/// on hex names it guesses worst.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_listing_costs_no_more_lists_than_the_flat_walk_when_small() {
+    let srv = server(|_| {});
+    let (c, counts) = client(&srv, Mode::Auto, RetryConfig::default());
+    c.create_bucket("few").await.unwrap();
+    let hex = |prefix: &str, n: u32| -> Vec<String> {
+        (0..n).map(|i| format!("{prefix}{:08x}", i.wrapping_mul(2_654_435_761))).collect()
+    };
+    let sets: Vec<(&str, Vec<String>)> = vec![
+        ("n500/", layout("n500/", 100, 5)),
+        ("n2000/", layout("n2000/", 400, 5)),
+        ("n2500/", layout("n2500/", 500, 5)),
+        ("h2500/", hex("h2500/", 2_500)),
+    ];
+    for (_, keys) in &sets {
+        put_all(&c, "few", keys).await;
+    }
+    for (prefix, keys) in &sets {
+        let before = counts.get("LIST");
+        let flat = plain(&c, "few", prefix).await;
+        let flat_lists = counts.get("LIST") - before;
+        assert_eq!(flat.len(), keys.len());
+        assert_eq!(flat_lists, (keys.len() as u64).div_ceil(1000), "{prefix}: the flat walk's pages");
+
+        let before = counts.get("LIST");
+        let (got, stats) =
+            list_parallel(&Engine::new(c.clone()), "few", prefix, &ListOptions::default()).collect_all().await.unwrap();
+        let lists = counts.get("LIST") - before;
+        assert_eq!(got.into_iter().map(|o| o.key).collect::<Vec<_>>(), flat, "{prefix}");
+        assert_eq!(lists, stats.requests, "{prefix}");
+        assert!(lists <= flat_lists, "{prefix}: {lists} LISTs where the flat walk took {flat_lists}: {stats:?}");
+    }
+    // 500 keys: one call, one range.
+    let (_, stats) =
+        list_parallel(&Engine::new(c.clone()), "few", "n500/", &ListOptions::default()).collect_all().await.unwrap();
+    assert_eq!((stats.requests, stats.ranges), (1, 1));
+}
+
 /// A consumer that reads slowly never makes the listing hold more than
 /// max_ranges x (buffer_pages + 1) pages: checked through the keys received from the
 /// server while the consumer has taken only a few.
