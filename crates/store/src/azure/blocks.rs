@@ -8,7 +8,8 @@
 //! list_parts    ─► Get Block List ?blocklisttype=uncommitted ─► blocks of this upload id,
 //!                  part number, size and CRC read back from the id
 //! complete      ─► Put Block List <Latest>B1</Latest>... in part order
-//! abort         ─► nothing: Azure has no call that drops uncommitted blocks
+//! abort         ─► Get Blob Properties: no committed blob ─► Delete Blob (drops the
+//!                  uncommitted blob and all its blocks); a committed blob ─► refused, said
 //! list_uploads  ─► List Blobs include=uncommittedblobs under the prefix, then Get Block
 //!                  List per blob: one request per blob listed (at most 10,000 examined)
 //! ```
@@ -18,10 +19,23 @@
 //! it is committed or they expire), and
 //! carries what a resumed upload must compare: the engine's resume keeps a part whose
 //! stored CRC64NVME equals its bytes' CRC, and reads it from the id, so a resumed upload
-//! works unchanged over Azure. Uncommitted blocks are discarded by Azure when the blob
-//! is next committed (by Put Blob or Put Block List) or after a week, which is what an
-//! abort leaves behind: no object appears, the blocks still count against the blob's
-//! 100,000 uncommitted blocks, and `list_uploads` still lists the upload until then.
+//! works unchanged over Azure.
+//!
+//! Aborting. Azure has no call that drops one upload's blocks: uncommitted blocks go
+//! when the blob is next committed (Put Blob or Put Block List), when the blob is
+//! deleted, or after a week. A blob that was never committed (an interrupted upload of
+//! a new key, the usual case) is an "uncommitted blob": Delete Blob on it removes it
+//! with every block, and List Blobs stops reporting it, so `abort` does exactly that
+//! after Get Blob Properties says no committed blob of that name exists. (An
+//! unconditional Delete Blob, as Microsoft's guidance for stuck blocks has it: a
+//! conditional one treats an uncommitted blob as missing.) A blob that is committed
+//! keeps its bytes: the only ways to drop its uncommitted blocks are deleting it or
+//! re-committing it, and a re-commit resets its properties and metadata unless each is
+//! restated, so `abort` refuses with [`BLOCKS_REMAIN`] and says what Azure will do,
+//! rather than claim a removal that did not happen. Dropping a blob's blocks drops
+//! those of every upload to that blob, as any commit on Azure does. A blob committed by
+//! someone else between the check and the delete would be deleted: one round trip of
+//! exposure, the cost of Azure having no "delete only if uncommitted" condition.
 //! Azure takes a blob's content type and metadata with Put Block List, so those given
 //! to `create_upload` wait in the client, by upload id, until the commit; an upload
 //! resumed by another process commits without them (the id has no room for them).
@@ -74,6 +88,9 @@ pub(crate) fn parse_block_id(id: &str) -> Option<(String, u32, u64)> {
     }
     Some((u.to_owned(), p.parse().ok()?, u64::from_str_radix(c, 16).ok()?))
 }
+
+/// The error code of an abort refused because the blob is committed (module note).
+pub const BLOCKS_REMAIN: &str = "UncommittedBlocksRemain";
 
 /// One `<Block>` of a block list.
 #[derive(Debug)]
@@ -199,6 +216,33 @@ impl AzureClient {
             .await?;
         self.inner.upload_params.lock().unwrap_or_else(|p| p.into_inner()).remove(&upload.upload_id);
         Ok(CompleteMultipartOutput { etag, checksum: None })
+    }
+
+    /// Drops an upload's blocks where Azure allows it (module note: "Aborting").
+    pub async fn abort_block_upload(&self, upload: &MultipartUpload) -> Result<(), Error> {
+        self.inner.upload_params.lock().unwrap_or_else(|p| p.into_inner()).remove(&upload.upload_id);
+        match self.head_blob(&upload.object).await {
+            Ok(_) => Err(Error::Service {
+                status: 409,
+                code: BLOCKS_REMAIN.into(),
+                message: format!(
+                    "az://{}/{} exists, so its uncommitted blocks stay until the blob is next written or deleted, \
+                     or Azure drops them a week after the last block arrived; the blob itself was left alone",
+                    upload.object.bucket, upload.object.key
+                ),
+                request_id: None,
+            }),
+            Err(e) if matches!(&e, Error::NotFound { code, .. } if code != "ContainerNotFound") => {
+                let mut op =
+                    Op::new("DeleteBlob", Method::DELETE, Some(&upload.object.bucket), Some(&upload.object.key));
+                match self.execute(&mut op, |_| async { Ok(()) }).await {
+                    // Gone already: nothing of the upload is left.
+                    Err(e) if matches!(&e, Error::NotFound { code, .. } if code == "BlobNotFound") => Ok(()),
+                    r => r,
+                }
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The blocks of `upload` Azure holds uncommitted, as parts (module note).

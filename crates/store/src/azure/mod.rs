@@ -142,10 +142,8 @@ impl ObjectStore for AzureClient {
         self.put_block_list(upload, parts).await
     }
 
-    async fn abort_upload(&self, _upload: &MultipartUpload) -> Result<(), Error> {
-        // Azure has no call that drops uncommitted blocks: they go when the blob is
-        // next committed or after a week (blocks.rs). Nothing became visible.
-        Ok(())
+    async fn abort_upload(&self, upload: &MultipartUpload) -> Result<(), Error> {
+        self.abort_block_upload(upload).await
     }
 
     async fn list_parts(&self, upload: &MultipartUpload) -> Result<Vec<PartEntry>, Error> {
