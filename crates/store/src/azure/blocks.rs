@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! create_upload ─► upload id = 12 hex digits of the start time (ms) + 4 random: nothing is sent
-//! upload_part n ─► Put Block ?comp=block&blockid=B  (Content-MD5, checked by Azure)
+//! upload_part n ─► Put Block ?comp=block&blockid=B  (x-ms-content-crc64, checked by Azure;
+//!                  the answer's CRC64 / MD5, where it has them, compared: object.rs)
 //!                  B = base64("{upload id}-{n:05}-{CRC64NVME of the part:016x}")  (39 bytes, 52 chars)
 //! list_parts    ─► Get Block List ?blocklisttype=uncommitted ─► blocks of this upload id,
 //!                  part number, size and CRC read back from the id
@@ -43,7 +44,7 @@
 //! at most 50,000 committed blocks per blob; no minimum block size.
 
 use crate::azure::client::{AzureClient, Op};
-use crate::azure::object::file_digests;
+use crate::azure::object::{check_answer, crc64, crc64_header, file_digests};
 use crate::error::Error;
 use crate::s3::client::OpBody;
 use crate::store::PartPayload;
@@ -135,7 +136,7 @@ impl AzureClient {
         MultipartUpload { object: object.clone(), upload_id, checksum: params.checksum, full_object_checksum: false }
     }
 
-    /// Put Block for part `part`, with Content-MD5; the part's CRC64NVME goes in the id.
+    /// Put Block for part `part`, with its CRC64 (object.rs), which also goes in the id.
     pub async fn put_block(
         &self,
         upload: &MultipartUpload,
@@ -149,10 +150,7 @@ impl AzureClient {
             return Err(Error::Config(format!("a block holds at most {MAX_BLOCK} bytes, not {}", payload.len())));
         }
         let (md5, crc, body) = match payload {
-            PartPayload::Bytes(b) => {
-                let crc = u64::from_be_bytes(ChecksumAlgorithm::Crc64Nvme.digest(&b).try_into().expect("8 bytes"));
-                (base64_encode(&Md5::digest(&b)), crc, OpBody::Bytes(b))
-            }
+            PartPayload::Bytes(b) => (base64_encode(&Md5::digest(&b)), crc64(&b), OpBody::Bytes(b)),
             PartPayload::File { path, offset, len } => {
                 let (md5, crc) = file_digests(&path, offset, len).await?;
                 (md5, crc, OpBody::File { path, offset, len })
@@ -162,9 +160,13 @@ impl AzureClient {
         let mut op = Op::new("PutBlock", Method::PUT, Some(&upload.object.bucket), Some(&upload.object.key))
             .query("comp", "block")
             .query("blockid", &id)
-            .header("content-md5", &md5)?
+            .header("x-ms-content-crc64", &crc64_header(crc))?
             .body(body);
-        self.execute(&mut op, |_| async { Ok(()) }).await?;
+        self.execute(&mut op, |r| {
+            let md5 = md5.clone();
+            async move { check_answer(&r.headers, crc, &md5) }
+        })
+        .await?;
         Ok(CompletedPart {
             part_number: part,
             etag: id,

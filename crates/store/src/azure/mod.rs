@@ -20,8 +20,8 @@
 //! `bytes=a-b`); blocks are at most 4,000 MiB and a blob at most 50,000 of them, with
 //! no minimum size, so the engine's parts need no floor; a batch holds 256
 //! sub-requests; Azure stores an MD5 for Put Blob (not for a block list) and no CRC64:
-//! `x-ms-content-crc64` is checked per request by Azure itself, but Azurite ignores it,
-//! so it is not sent (Content-MD5 is, on every Put Blob and Put Block).
+//! `x-ms-content-crc64` (little-endian) is checked per request, so Put Blob and Put
+//! Block send it in place of Content-MD5 (Azure refuses both at once; object.rs).
 //!
 //! Capabilities: no stored checksum of the trait's algorithms (MD5 is checked on whole
 //! reads but is not one of them), no server-side part copy, Copy Blob for any size.
