@@ -263,7 +263,13 @@ impl AzureClient {
 
     /// Sends a Put Blob and checks the answer (module note); a blob stored with other
     /// bytes than were sent is deleted.
-    async fn put_checked(&self, object: &ObjectRef, op: &mut Op, crc: u64, md5: String) -> Result<PutObjectOutput, Error> {
+    async fn put_checked(
+        &self,
+        object: &ObjectRef,
+        op: &mut Op,
+        crc: u64,
+        md5: String,
+    ) -> Result<PutObjectOutput, Error> {
         let r = self.execute(op, |r| async move { Ok(r) }).await?;
         if let Err(e) = check_answer(&r.headers, crc, &md5) {
             let _ = self.delete_blob(object).await;
