@@ -79,6 +79,7 @@ IGNORED=(
     "bench_workloads peer_rows_of_the_newer_workloads_when_installed peers"
     "gcs_rclone * fake-gcs,rclone"
     "gcs * fake-gcs"
+    "sync_providers * fake-gcs,azurite"
     "perfdiag quick_run_against_minio_has_every_section_and_leaves_nothing minio"
     "perfdiag quick_run_against_fake_gcs_over_http_has_every_section_and_leaves_nothing fake-gcs"
     "perfdiag quick_run_against_fake_gcs_over_https_measures_h2_and_the_handshake fake-gcs"

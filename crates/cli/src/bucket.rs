@@ -47,7 +47,17 @@ pub async fn rb(args: RbArgs, g: &Global) -> Result<()> {
     let u = bucket_only(&args.url)?;
     let (p, bucket) = (u.provider, u.bucket);
     let client = g.client(p)?;
-    client.delete_bucket(&bucket).await.with_context(|| format!("remove bucket {p}://{bucket}"))?;
+    if let Err(e) = client.delete_bucket(&bucket).await {
+        // Uploads in progress hold parts no object listing shows: say so, and how to go on.
+        let held = match client.list_uploads(&bucket, "").await {
+            Ok(u) if !u.is_empty() => format!(
+                " ({} upload(s) in progress still hold parts in it: `ferry rm --incomplete {p}://{bucket}` removes them)",
+                u.len()
+            ),
+            _ => String::new(),
+        };
+        return Err(anyhow::Error::new(e).context(format!("remove bucket {p}://{bucket}{held}")));
+    }
     let out = Output::new(g);
     out.emit(|| format!("rb {p}://{bucket}"), || serde_json::json!({"op": "rb", "bucket": bucket}));
     out.finish()

@@ -34,7 +34,7 @@ pub async fn run(args: PresignArgs, g: &Global) -> Result<()> {
     }
     let client = g.client(provider)?;
     let obj = ObjectRef::new(bucket, key);
-    let url = client.presign_get(&obj, Duration::from_secs(args.expires_in))?;
+    let url = client.presign(&obj, Duration::from_secs(args.expires_in)).await?;
     let out = Output::new(g);
     out.emit(
         || url.clone(),

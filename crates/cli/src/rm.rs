@@ -23,6 +23,12 @@
 //! their parts are billed as storage until then, and nothing else removes them short
 //! of a bucket lifecycle rule. Objects are never touched. An upload already gone when
 //! its abort arrives (completed or aborted meanwhile: NoSuchUpload) counts as removed.
+//!
+//! `--recursive` over a whole bucket (`ferry rm -r s3://b`) also aborts the bucket's
+//! uploads in progress once its objects are gone, as `--incomplete` does: what they
+//! hold is not listed as objects but can keep the bucket from being removed (GCS keeps
+//! an upload's parts as objects under a hidden prefix; Azure an uncommitted blob), and
+//! emptying a bucket is what `rm -r` of it is for.
 
 use crate::common::{object_url, parse_object, usage, Global, Output};
 use crate::wildcard::{has_wildcard, list_matching, Pattern};
@@ -167,6 +173,9 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
         futures_util::pin_mut!(results);
         while let Some(r) = results.next().await {
             r?;
+        }
+        if key.is_empty() && !wild {
+            abort_incomplete(&client, &out, &bucket, "", dry).await?;
         }
         if dry {
             // How many a wildcard or prefix reached, said once at the end.

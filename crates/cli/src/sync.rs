@@ -11,8 +11,9 @@
 //! merge join, one name at a time (an out-of-order listing is an error, never a guess)
 //!   source only / both ─► decide(source, dest, mode)
 //!     Copy(reason) ─► a cp job (cp.rs Runner: same atomic, resumable transfers)
-//!     Compare      ─► --checksum with equal sizes: HEAD the S3 side(s), hash the local
-//!                     file with the stored algorithm (CRC64NVME, CRC32C, CRC32) ─► Copy | Skip
+//!     Compare      ─► --checksum with equal sizes: HEAD the remote side(s), hash the local
+//!                     file with the stored algorithm (CRC64NVME, CRC32C, CRC32), or between
+//!                     providers storing different kinds read one object (below) ─► Copy | Skip
 //!     Skip
 //!   dest only ─► --delete: removed as the join goes (S3 in DeleteObjects batches of
 //!                1,000), else left alone
@@ -27,6 +28,15 @@
 //! instead: the checksum S3 stores (CRC64NVME or CRC32C, as ferry and the AWS SDKs
 //! upload) against the same CRC of the local bytes, which no common tool does today;
 //! where no full-object checksum is stored it falls back to the default rule.
+//!
+//! Between two providers the stored kinds may differ: S3 (as ferry uploads) keeps a
+//! CRC64NVME, GCS a CRC32C, Azure none that covers a block blob. The same kind on both
+//! sides is compared as stored (two HEADs). Otherwise the destination's kind decides:
+//! the source object is read (one GET, no write) and hashed with the destination's
+//! algorithm; where the destination stores none (Azure), its own object is read and
+//! hashed with the source's. A read costs the object's bytes once, still less than a
+//! copy, which would read them and write them too. Neither side storing one falls back
+//! to the default rule.
 //!
 //! Memory is bounded whatever the number of items: each listing holds one page (1,000
 //! keys) or, locally, one sorted entry list per directory on the walk's current path;
@@ -54,7 +64,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use ferry_engine::Engine;
 use ferry_proto::checksum::{ChecksumAlgorithm, Checksummer};
-use ferry_store::{ObjectInfo, ObjectRef, Provider};
+use ferry_store::{GetParams, ObjectInfo, ObjectRef, Provider};
 use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -233,6 +243,17 @@ async fn file_crc(path: &Path, algo: ChecksumAlgorithm) -> Result<String> {
     .await?
 }
 
+/// The CRC `algo` of an object's bytes, read whole and pinned to the version `info` saw.
+async fn object_crc(client: &Engine, obj: &ObjectRef, info: &ObjectInfo, algo: ChecksumAlgorithm) -> Result<String> {
+    let params = GetParams { if_match: info.etag.clone(), ..GetParams::default() };
+    let mut body = client.get(obj, params).await.with_context(|| obj.to_string())?.body;
+    let mut h = Checksummer::new(algo);
+    while let Some(chunk) = body.chunk().await {
+        h.update(&chunk.with_context(|| obj.to_string())?);
+    }
+    Ok(h.finish_base64())
+}
+
 /// `--checksum` with equal sizes: do the contents differ? `None`: nothing to compare.
 pub async fn contents_differ(clients: (&Engine, &Engine), src: &Side, dst: &Side, rel: &str) -> Result<Option<bool>> {
     let head = |s: &Side, client: &Engine| {
@@ -254,12 +275,17 @@ pub async fn contents_differ(clients: (&Engine, &Engine), src: &Side, dst: &Side
             }
         }
         (_, _, Some(x), Some(y)) => {
-            if let (Some(cx), Some(cy)) = (stored_crc(&x), stored_crc(&y)) {
-                if cx.0 == cy.0 {
-                    return Ok(Some(cx.1 != cy.1));
-                }
+            // Two providers may store different kinds (module note): the same kind is
+            // compared as stored; else the destination's kind is computed over the
+            // source's bytes; a destination storing none (Azure) has its own bytes read
+            // and hashed with the source's kind.
+            let (src_obj, dst_obj) = (src.object(rel).expect("remote"), dst.object(rel).expect("remote"));
+            match (stored_crc(&x), stored_crc(&y)) {
+                (Some(cx), Some(cy)) if cx.0 == cy.0 => Ok(Some(cx.1 != cy.1)),
+                (_, Some((algo, want))) => Ok(Some(object_crc(clients.0, &src_obj, &x, algo).await? != want)),
+                (Some((algo, want)), None) => Ok(Some(object_crc(clients.1, &dst_obj, &y, algo).await? != want)),
+                (None, None) => Ok(None),
             }
-            Ok(None)
         }
         _ => Ok(None),
     }

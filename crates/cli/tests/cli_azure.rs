@@ -2,7 +2,8 @@
 //! third-party Blob service on a real socket), configured as a user would: only
 //! `AZURE_STORAGE_CONNECTION_STRING`. Every verb: mb, cp up and down (files, trees, a
 //! block upload, stdin and stdout), ls, cat, stat, presign, sync (with --delete), rm and
-//! rb; the Azure portal's blob URLs (`https://ACCOUNT.blob.core.windows.net/...`), whose
+//! rb; `rm --incomplete` (the blocks of a new blob dropped, those of a committed blob
+//! reported as kept); the Azure portal's blob URLs (`https://ACCOUNT.blob.core.windows.net/...`), whose
 //! account must be the credentials'. `#[ignore = "needs Azurite"]`: scripts/test.sh runs them where setup installed it.
 
 use ferry_testkit::azurite::azurite;
@@ -205,4 +206,54 @@ fn portal_urls_name_a_blob_and_their_account_must_match_the_credentials() {
     // Two accounts in one command: a usage error.
     let o = run(&["cp", "https://a1.blob.core.windows.net/c/x", "https://a2.blob.core.windows.net/c/y"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+}
+
+/// Blocks staged for `key` under one upload, as an interrupted `cp` leaves them.
+fn stage_blocks(c: &str, key: &str, parts: u32) {
+    use ferry_store::{Credentials, CredentialsSource, ObjectRef, PartPayload, PutParams, StoreOptions};
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut options = StoreOptions::new(azurite().blob_endpoint());
+        options.credentials = CredentialsSource::Explicit(Credentials::new(
+            ferry_testkit::azurite::ACCOUNT,
+            ferry_testkit::azurite::ACCOUNT_KEY,
+        ));
+        let store = ferry_store::connect(ferry_store::Provider::Azure, options).unwrap();
+        let upload = store.create_upload(&ObjectRef::new(c, key), &PutParams::default()).await.unwrap();
+        for n in 1..=parts {
+            store.upload_part(&upload, n, PartPayload::Bytes(data(1024, n as u8).into())).await.unwrap();
+        }
+    });
+}
+
+#[ignore = "needs Azurite: run by scripts/test.sh with FERRY_AZURITE set"]
+#[test]
+fn rm_incomplete_drops_the_blocks_of_a_new_blob_and_says_when_it_cannot() {
+    let c = container("incomplete");
+    let root = format!("az://{c}");
+    ok(&["mb", &root]);
+    // A new key with staged blocks: rm --incomplete deletes the uncommitted blob, so
+    // neither ls --incomplete nor the container's emptiness shows anything afterwards.
+    stage_blocks(&c, "new/big.bin", 2);
+    let before = ok(&["ls", "--incomplete", &format!("{root}/")]);
+    assert!(before.contains("new/big.bin"), "{before}");
+    let removed = ok(&["rm", "--incomplete", &format!("{root}/")]);
+    assert!(removed.contains("rm --incomplete") && removed.contains("new/big.bin"), "{removed}");
+    assert_eq!(ok(&["ls", "--incomplete", &format!("{root}/")]).trim(), "", "the upload is still listed");
+
+    // A committed blob with staged blocks keeps its bytes; rm --incomplete says the
+    // blocks stay, and why, and exits 1.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("keep.txt");
+    std::fs::write(&f, b"keep me\n").unwrap();
+    ok(&["cp", f.to_str().unwrap(), &format!("{root}/keep.txt")]);
+    stage_blocks(&c, "keep.txt", 1);
+    let o = run(&["rm", "--incomplete", &format!("{root}/keep.txt")]);
+    assert_eq!(o.status.code(), Some(1), "stdout: {}\nstderr: {}", text(&o.stdout), text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(err.contains("UncommittedBlocksRemain") && err.contains("next written or deleted"), "{err}");
+    assert!(!text(&o.stdout).contains("rm --incomplete"), "claimed a removal: {}", text(&o.stdout));
+    assert_eq!(ok(&["cat", &format!("{root}/keep.txt")]), "keep me\n");
+    ok(&["rm", "--recursive", &format!("{root}/")]);
+    ok(&["rb", &root]);
 }

@@ -219,6 +219,13 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
     /// A URL that lets anyone holding it GET the object until `expires` from now.
     fn presign_get(&self, object: &ObjectRef, expires: Duration) -> Result<String, Error>;
 
+    /// [`ObjectStore::presign_get`] for providers that must ask the service first
+    /// (Azure with a bearer token fetches a user delegation key to sign with); the
+    /// default signs locally.
+    async fn presign(&self, object: &ObjectRef, expires: Duration) -> Result<String, Error> {
+        self.presign_get(object, expires)
+    }
+
     async fn create_bucket(&self, bucket: &str) -> Result<(), Error>;
 
     async fn delete_bucket(&self, bucket: &str) -> Result<(), Error>;

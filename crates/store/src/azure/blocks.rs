@@ -3,12 +3,14 @@
 //!
 //! ```text
 //! create_upload ─► upload id = 12 hex digits of the start time (ms) + 4 random: nothing is sent
-//! upload_part n ─► Put Block ?comp=block&blockid=B  (Content-MD5, checked by Azure)
+//! upload_part n ─► Put Block ?comp=block&blockid=B  (x-ms-content-crc64, checked by Azure;
+//!                  the answer's CRC64 / MD5, where it has them, compared: object.rs)
 //!                  B = base64("{upload id}-{n:05}-{CRC64NVME of the part:016x}")  (39 bytes, 52 chars)
 //! list_parts    ─► Get Block List ?blocklisttype=uncommitted ─► blocks of this upload id,
 //!                  part number, size and CRC read back from the id
 //! complete      ─► Put Block List <Latest>B1</Latest>... in part order
-//! abort         ─► nothing: Azure has no call that drops uncommitted blocks
+//! abort         ─► Get Blob Properties: no committed blob ─► Delete Blob (drops the
+//!                  uncommitted blob and all its blocks); a committed blob ─► refused, said
 //! list_uploads  ─► List Blobs include=uncommittedblobs under the prefix, then Get Block
 //!                  List per blob: one request per blob listed (at most 10,000 examined)
 //! ```
@@ -18,10 +20,23 @@
 //! it is committed or they expire), and
 //! carries what a resumed upload must compare: the engine's resume keeps a part whose
 //! stored CRC64NVME equals its bytes' CRC, and reads it from the id, so a resumed upload
-//! works unchanged over Azure. Uncommitted blocks are discarded by Azure when the blob
-//! is next committed (by Put Blob or Put Block List) or after a week, which is what an
-//! abort leaves behind: no object appears, the blocks still count against the blob's
-//! 100,000 uncommitted blocks, and `list_uploads` still lists the upload until then.
+//! works unchanged over Azure.
+//!
+//! Aborting. Azure has no call that drops one upload's blocks: uncommitted blocks go
+//! when the blob is next committed (Put Blob or Put Block List), when the blob is
+//! deleted, or after a week. A blob that was never committed (an interrupted upload of
+//! a new key, the usual case) is an "uncommitted blob": Delete Blob on it removes it
+//! with every block, and List Blobs stops reporting it, so `abort` does exactly that
+//! after Get Blob Properties says no committed blob of that name exists. (An
+//! unconditional Delete Blob, as Microsoft's guidance for stuck blocks has it: a
+//! conditional one treats an uncommitted blob as missing.) A blob that is committed
+//! keeps its bytes: the only ways to drop its uncommitted blocks are deleting it or
+//! re-committing it, and a re-commit resets its properties and metadata unless each is
+//! restated, so `abort` refuses with [`BLOCKS_REMAIN`] and says what Azure will do,
+//! rather than claim a removal that did not happen. Dropping a blob's blocks drops
+//! those of every upload to that blob, as any commit on Azure does. A blob committed by
+//! someone else between the check and the delete would be deleted: one round trip of
+//! exposure, the cost of Azure having no "delete only if uncommitted" condition.
 //! Azure takes a blob's content type and metadata with Put Block List, so those given
 //! to `create_upload` wait in the client, by upload id, until the commit; an upload
 //! resumed by another process commits without them (the id has no room for them).
@@ -29,7 +44,7 @@
 //! at most 50,000 committed blocks per blob; no minimum block size.
 
 use crate::azure::client::{AzureClient, Op};
-use crate::azure::object::file_digests;
+use crate::azure::object::{check_answer, crc64, crc64_header, file_digests};
 use crate::error::Error;
 use crate::s3::client::OpBody;
 use crate::store::PartPayload;
@@ -75,6 +90,9 @@ pub(crate) fn parse_block_id(id: &str) -> Option<(String, u32, u64)> {
     Some((u.to_owned(), p.parse().ok()?, u64::from_str_radix(c, 16).ok()?))
 }
 
+/// The error code of an abort refused because the blob is committed (module note).
+pub const BLOCKS_REMAIN: &str = "UncommittedBlocksRemain";
+
 /// One `<Block>` of a block list.
 #[derive(Debug)]
 struct Block {
@@ -118,7 +136,7 @@ impl AzureClient {
         MultipartUpload { object: object.clone(), upload_id, checksum: params.checksum, full_object_checksum: false }
     }
 
-    /// Put Block for part `part`, with Content-MD5; the part's CRC64NVME goes in the id.
+    /// Put Block for part `part`, with its CRC64 (object.rs), which also goes in the id.
     pub async fn put_block(
         &self,
         upload: &MultipartUpload,
@@ -132,10 +150,7 @@ impl AzureClient {
             return Err(Error::Config(format!("a block holds at most {MAX_BLOCK} bytes, not {}", payload.len())));
         }
         let (md5, crc, body) = match payload {
-            PartPayload::Bytes(b) => {
-                let crc = u64::from_be_bytes(ChecksumAlgorithm::Crc64Nvme.digest(&b).try_into().expect("8 bytes"));
-                (base64_encode(&Md5::digest(&b)), crc, OpBody::Bytes(b))
-            }
+            PartPayload::Bytes(b) => (base64_encode(&Md5::digest(&b)), crc64(&b), OpBody::Bytes(b)),
             PartPayload::File { path, offset, len } => {
                 let (md5, crc) = file_digests(&path, offset, len).await?;
                 (md5, crc, OpBody::File { path, offset, len })
@@ -145,9 +160,13 @@ impl AzureClient {
         let mut op = Op::new("PutBlock", Method::PUT, Some(&upload.object.bucket), Some(&upload.object.key))
             .query("comp", "block")
             .query("blockid", &id)
-            .header("content-md5", &md5)?
+            .header("x-ms-content-crc64", &crc64_header(crc))?
             .body(body);
-        self.execute(&mut op, |_| async { Ok(()) }).await?;
+        self.execute(&mut op, |r| {
+            let md5 = md5.clone();
+            async move { check_answer(&r.headers, crc, &md5) }
+        })
+        .await?;
         Ok(CompletedPart {
             part_number: part,
             etag: id,
@@ -199,6 +218,33 @@ impl AzureClient {
             .await?;
         self.inner.upload_params.lock().unwrap_or_else(|p| p.into_inner()).remove(&upload.upload_id);
         Ok(CompleteMultipartOutput { etag, checksum: None })
+    }
+
+    /// Drops an upload's blocks where Azure allows it (module note: "Aborting").
+    pub async fn abort_block_upload(&self, upload: &MultipartUpload) -> Result<(), Error> {
+        self.inner.upload_params.lock().unwrap_or_else(|p| p.into_inner()).remove(&upload.upload_id);
+        match self.head_blob(&upload.object).await {
+            Ok(_) => Err(Error::Service {
+                status: 409,
+                code: BLOCKS_REMAIN.into(),
+                message: format!(
+                    "az://{}/{} exists, so its uncommitted blocks stay until the blob is next written or deleted, \
+                     or Azure drops them a week after the last block arrived; the blob itself was left alone",
+                    upload.object.bucket, upload.object.key
+                ),
+                request_id: None,
+            }),
+            Err(e) if matches!(&e, Error::NotFound { code, .. } if code != "ContainerNotFound") => {
+                let mut op =
+                    Op::new("DeleteBlob", Method::DELETE, Some(&upload.object.bucket), Some(&upload.object.key));
+                match self.execute(&mut op, |_| async { Ok(()) }).await {
+                    // Gone already: nothing of the upload is left.
+                    Err(e) if matches!(&e, Error::NotFound { code, .. } if code == "BlobNotFound") => Ok(()),
+                    r => r,
+                }
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The blocks of `upload` Azure holds uncommitted, as parts (module note).

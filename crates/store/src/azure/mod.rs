@@ -20,13 +20,14 @@
 //! `bytes=a-b`); blocks are at most 4,000 MiB and a blob at most 50,000 of them, with
 //! no minimum size, so the engine's parts need no floor; a batch holds 256
 //! sub-requests; Azure stores an MD5 for Put Blob (not for a block list) and no CRC64:
-//! `x-ms-content-crc64` is checked per request by Azure itself, but Azurite ignores it,
-//! so it is not sent (Content-MD5 is, on every Put Blob and Put Block).
+//! `x-ms-content-crc64` (little-endian) is checked per request, so Put Blob and Put
+//! Block send it in place of Content-MD5 (Azure refuses both at once; object.rs).
 //!
 //! Capabilities: no stored checksum of the trait's algorithms (MD5 is checked on whole
 //! reads but is not one of them), no server-side part copy, Copy Blob for any size.
 //! Presigned URLs are service SAS with the account key (a SAS client hands out its own
-//! token; bearer-token clients would need a user delegation key, not built).
+//! token); a bearer-token client asks for a user delegation key and signs a user
+//! delegation SAS with it (auth.rs, `presign_delegated`).
 
 pub mod auth;
 pub mod batch;
@@ -142,10 +143,8 @@ impl ObjectStore for AzureClient {
         self.put_block_list(upload, parts).await
     }
 
-    async fn abort_upload(&self, _upload: &MultipartUpload) -> Result<(), Error> {
-        // Azure has no call that drops uncommitted blocks: they go when the blob is
-        // next committed or after a week (blocks.rs). Nothing became visible.
-        Ok(())
+    async fn abort_upload(&self, upload: &MultipartUpload) -> Result<(), Error> {
+        self.abort_block_upload(upload).await
     }
 
     async fn list_parts(&self, upload: &MultipartUpload) -> Result<Vec<PartEntry>, Error> {
@@ -174,6 +173,13 @@ impl ObjectStore for AzureClient {
 
     fn presign_get(&self, object: &ObjectRef, expires: Duration) -> Result<String, Error> {
         self.presign_blob(object, expires)
+    }
+
+    async fn presign(&self, object: &ObjectRef, expires: Duration) -> Result<String, Error> {
+        match &self.config().credential {
+            config::AzureCredential::Token(_) => self.presign_delegated(object, expires).await,
+            _ => self.presign_blob(object, expires),
+        }
     }
 
     async fn create_bucket(&self, bucket: &str) -> Result<(), Error> {
@@ -206,9 +212,37 @@ impl AzureClient {
             config::AzureCredential::Sas(sas) => Ok(format!("{url}?{sas}")),
             config::AzureCredential::Anonymous => Ok(url),
             config::AzureCredential::Token(_) => Err(Error::Config(
-                "presigning with an Entra ID token needs a user delegation SAS, which ferry does not make; use an account key".into(),
+                "presigning with an Entra ID token needs a user delegation key from the service: use presign (async)"
+                    .into(),
             )),
         }
+    }
+}
+
+impl AzureClient {
+    /// A user delegation SAS for reading the blob: Get User Delegation Key (valid from
+    /// now until the URL expires), then the SAS signed with it (auth.rs).
+    pub async fn presign_delegated(&self, object: &ObjectRef, expires: Duration) -> Result<String, Error> {
+        if expires.is_zero() || expires > MAX_PRESIGN {
+            return Err(Error::Config(format!("presigned URLs expire after 1 s to 7 days, not {expires:?}")));
+        }
+        let now = SystemTime::now();
+        let (start, expiry) = (iso_seconds(now), iso_seconds(now + expires));
+        let xml = format!(
+            "<?xml version=\"1.0\" encoding=\"utf-8\"?><KeyInfo><Start>{start}</Start><Expiry>{expiry}</Expiry></KeyInfo>"
+        );
+        let mut op = client::Op::new("GetUserDelegationKey", http::Method::POST, None, None)
+            .query("restype", "service")
+            .query("comp", "userdelegationkey")
+            .header("content-type", "application/xml")?
+            .body(crate::s3::client::OpBody::Bytes(bytes::Bytes::from(xml)));
+        let key =
+            self.execute(&mut op, |r| async move { blocks::read_xml(r, auth::UserDelegationKey::parse).await }).await?;
+        let c = self.config();
+        let sas = auth::blob_read_delegation_sas(&c.account, &key, &object.bucket, &object.key, &expiry, API_VERSION)
+            .ok_or_else(|| Error::protocol("the user delegation key's value is not base64", None))?;
+        let url = format!("{}{}", self.origin(), self.path(Some(&object.bucket), Some(&object.key)));
+        Ok(format!("{url}?{sas}"))
     }
 }
 

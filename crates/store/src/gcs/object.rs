@@ -6,7 +6,7 @@
 //! | head | `GET /storage/v1/b/{b}/o/{o}` | the object resource; etag = generation |
 //! | get | `GET ...?alt=media`, `Range`, `Accept-Encoding: gzip` | checked body (body.rs) |
 //! | put (bytes, file, short stream) | `POST /upload/...?uploadType=multipart` | metadata + media in one multipart/related body, CRC32C stated |
-//! | put (long stream) | `uploadType=resumable`, chunks of [`RESUMABLE_CHUNK`] | CRC32C stated on the last chunk |
+//! | put (long stream) | `uploadType=resumable`, chunks of [`RESUMABLE_CHUNK`] | CRC32C stated on the last chunk; a chunk kept in part, or whose attempt failed, goes on from what the session says it holds |
 //! | delete | `DELETE /storage/v1/b/{b}/o/{o}` | 404 counts as deleted |
 //! | delete_batch | `POST /batch/storage/v1` multipart/mixed, 100 per batch | per-key answers |
 //! | copy | `POST .../rewriteTo/b/{b}/o/{o}` looped on `rewriteToken` | any size |
@@ -36,6 +36,27 @@ use md5::{Digest, Md5};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::SystemTime;
+
+/// What a resumable session answers to a chunk or a status query.
+enum ChunkAnswer {
+    /// 308: the session holds this many bytes (from `Range: bytes=0-N`; none without one).
+    Held(u64),
+    /// 200/201: the object was made; its resource.
+    Done(serde_json::Value),
+}
+
+async fn chunk_answer(r: ferry_wire::Response) -> Result<ChunkAnswer, Error> {
+    if r.status.as_u16() == 308 {
+        let held = r
+            .headers
+            .get("range")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().strip_prefix("bytes=")?.split_once('-')?.1.parse::<u64>().ok())
+            .map_or(0, |n| n + 1);
+        return Ok(ChunkAnswer::Held(held));
+    }
+    Ok(ChunkAnswer::Done(GcsClient::read_json(r).await.unwrap_or(serde_json::Value::Null)))
+}
 
 /// One key's delete: done, or its error code and message.
 pub(crate) type KeyResult = Result<(), (String, String)>;
@@ -428,57 +449,107 @@ impl GcsClient {
                     });
                 }
             }
-            let range = if last {
-                format!("bytes {}-{}/{len}", sent, sent + chunk.len() as u64 - 1)
-            } else {
-                format!("bytes {}-{}/*", sent, sent + chunk.len() as u64 - 1)
-            };
+            let crc = last
+                .then(|| std::mem::replace(&mut hasher, Checksummer::new(ChecksumAlgorithm::Crc32c)).finish_base64());
+            if let Some(v) = self.send_chunk(path, len, sent, &chunk, content_type, crc.as_deref()).await? {
+                return Ok((v, crc.unwrap_or_default()));
+            }
+            if last {
+                return Err(Error::protocol("the last chunk of a resumable upload was answered 308", None));
+            }
+            sent += chunk.len() as u64;
+        }
+    }
+
+    /// Sends one chunk, which starts at `start`, until the session holds all of it: a
+    /// 308 whose `Range` stops short means the server kept only part of the chunk, and
+    /// a failed attempt leaves unknown how much it kept, so the session is asked
+    /// (`Content-Range: bytes */TOTAL`, TOTAL being the declared length, answered 308 with `Range: bytes=0-N`, or 200/201
+    /// once the object exists) and the rest is sent from there, never the whole chunk
+    /// again from its own start. `Some(resource)` when the object was made.
+    async fn send_chunk(
+        &self,
+        path: &str,
+        len: u64,
+        start: u64,
+        chunk: &Bytes,
+        content_type: Option<&str>,
+        crc: Option<&str>,
+    ) -> Result<Option<serde_json::Value>, Error> {
+        let end = start + chunk.len() as u64;
+        let total = if crc.is_some() { len.to_string() } else { "*".to_owned() };
+        let mut from = start;
+        let mut failures = 0u32;
+        loop {
+            let piece = chunk.slice((from - start) as usize..);
+            let range = format!("bytes {from}-{}/{total}", end - 1);
             let mut op = Op::new("resumable chunk", Method::PUT, path.to_owned())
                 .header("content-range", &range)?
-                .body(Body::Bytes(chunk.clone()));
+                .body(Body::Bytes(piece));
             if let Some(ct) = content_type {
                 op = op.header("content-type", ct)?;
             }
-            let crc = last
-                .then(|| std::mem::replace(&mut hasher, Checksummer::new(ChecksumAlgorithm::Crc32c)).finish_base64());
-            if let Some(c) = &crc {
+            if let Some(c) = crc {
                 op = op.header("x-goog-hash", &format!("crc32c={c}"))?;
             }
-            op.idempotent = true;
+            // Not repeated as it is by `execute` (that would resend from `from` whatever
+            // the server kept); failures come back here to ask the session first.
+            op.idempotent = false;
             op.accept_308 = true;
-            let answer = self
-                .execute(&mut op, |r| async move {
-                    let status = r.status.as_u16();
-                    let range = r.headers.get("range").and_then(|v| v.to_str().ok()).map(str::to_owned);
-                    let body = Self::read_json(r).await.unwrap_or(serde_json::Value::Null);
-                    Ok((status, range, body))
-                })
-                .await?;
-            sent += chunk.len() as u64;
+            let answer = match self.execute(&mut op, chunk_answer).await {
+                Ok(a) => a,
+                Err(e) => {
+                    failures += 1;
+                    let class = e.retry_class(true).filter(|_| failures < self.inner.retry.max_attempts);
+                    let Some(class) = class.filter(|c| self.take_retry(*c)) else { return Err(e) };
+                    tokio::time::sleep(self.inner.retry.backoff(failures - 1, class)).await;
+                    self.session_status(path, len).await?
+                }
+            };
             match answer {
-                (308, range, _) => {
-                    if last {
-                        return Err(Error::protocol("the last chunk of a resumable upload was answered 308", None));
-                    }
-                    // The server says how much it holds: "bytes=0-N".
-                    let held = range
-                        .as_deref()
-                        .and_then(|r| r.rsplit('-').next())
-                        .and_then(|n| n.parse::<u64>().ok())
-                        .map(|n| n + 1);
-                    if held.is_some_and(|h| h != sent) {
+                ChunkAnswer::Held(held) => {
+                    if held < start || held > end {
                         return Err(Error::protocol(
-                            format!("the resumable session holds {held:?} bytes, {sent} were sent"),
+                            format!(
+                                "the resumable session holds {held} bytes; this chunk is bytes {start}-{}",
+                                end - 1
+                            ),
                             None,
                         ));
                     }
+                    if held == end {
+                        return Ok(None);
+                    }
+                    if held <= from {
+                        // An answered attempt that added nothing: bounded like a failure.
+                        failures += 1;
+                        if failures >= self.inner.retry.max_attempts.max(2) {
+                            return Err(Error::protocol(
+                                format!("the resumable session keeps none of bytes {from}-{}", end - 1),
+                                None,
+                            ));
+                        }
+                    }
+                    from = held;
                 }
-                (_, _, v) if last => return Ok((v, crc.unwrap_or_default())),
-                (status, _, _) => {
-                    return Err(Error::protocol(format!("a middle chunk was answered {status}, not 308"), None))
+                ChunkAnswer::Done(v) => {
+                    if crc.is_none() {
+                        return Err(Error::protocol("a middle chunk of a resumable upload made the object", None));
+                    }
+                    return Ok(Some(v));
                 }
             }
         }
+    }
+
+    /// How many bytes a resumable session holds (308), or the object it made (200/201).
+    async fn session_status(&self, path: &str, len: u64) -> Result<ChunkAnswer, Error> {
+        let mut op = Op::new("resumable status", Method::PUT, path.to_owned())
+            .header("content-range", &format!("bytes */{len}"))?
+            .body(Body::Bytes(Bytes::new()));
+        op.idempotent = true;
+        op.accept_308 = true;
+        self.execute(&mut op, chunk_answer).await
     }
 
     /// Deletes one object; a missing one counts as deleted.

@@ -6,10 +6,15 @@
 //! upload_part(n)  ─► PUT  .ferry-upload/<id>/part-<n:05>   (CRC32C stated; the upload's own
 //!                                                            algorithm kept in its metadata)
 //! list_parts      ─► LIST .ferry-upload/<id>/               (no marker: NotFound, as S3's NoSuchUpload)
-//! list_uploads    ─► LIST .ferry-upload/ markers            (their metadata names the key)
+//! list_uploads    ─► LIST .ferry-upload/ markers            (their metadata names the key; for a
+//!                                                            whole bucket, folders left without one too)
 //! complete_upload ─► compose parts, 32 at a time ─► compose those ... ─► the object
 //!                    (CRC32C checked against the parts' combined) ─► delete everything under <id>/
 //! abort_upload    ─► delete everything under <id>/
+//!
+//! A bucket holding anything under the hidden prefix cannot be deleted, and listings
+//! leave the prefix out, so `ferry rm -r gs://b` (which aborts the bucket's uploads
+//! after its objects) and `ferry rm --incomplete gs://b` are what empty it.
 //! ```
 //!
 //! Why objects and compose: GCS has no multipart API with independent parts; the XML
@@ -201,7 +206,11 @@ impl GcsClient {
         Ok(l.parts.iter().map(|(n, v)| part_entry(*n, v)).collect())
     }
 
-    /// Uploads in progress whose key starts with `prefix`.
+    /// Uploads in progress whose key starts with `prefix`; with an empty prefix (a
+    /// whole bucket), also what is left under [`HIDDEN_PREFIX`] without a marker (parts
+    /// or intermediate objects a failed cleanup left), each as an "upload" whose key is
+    /// its own folder there, so `ferry rm --incomplete` and `rm -r` of the bucket remove
+    /// it and the bucket can be deleted.
     pub async fn list_composites(&self, bucket: &str, prefix: &str) -> Result<Vec<UploadEntry>, Error> {
         let items = self.list_raw(bucket, HIDDEN_PREFIX).await?;
         let mut out: Vec<UploadEntry> = items
@@ -217,6 +226,22 @@ impl GcsClient {
                 })
             })
             .collect();
+        if prefix.is_empty() {
+            let mut orphans: Vec<UploadEntry> = Vec::new();
+            for it in &items {
+                let Some(name) = it["name"].as_str() else { continue };
+                let Some((id, _)) = name.strip_prefix(HIDDEN_PREFIX).and_then(|r| r.split_once('/')) else { continue };
+                let has_marker = items.iter().any(|m| m["name"].as_str() == Some(marker(id).as_str()));
+                if !has_marker && !orphans.iter().any(|o| o.upload_id == id) {
+                    orphans.push(UploadEntry {
+                        key: dir(id),
+                        upload_id: id.to_owned(),
+                        initiated: it["timeCreated"].as_str().and_then(parse_time).unwrap_or(SystemTime::UNIX_EPOCH),
+                    });
+                }
+            }
+            out.extend(orphans);
+        }
         out.sort_by(|a, b| a.key.cmp(&b.key).then(a.initiated.cmp(&b.initiated)));
         Ok(out)
     }
@@ -315,22 +340,38 @@ impl GcsClient {
 
     /// Drops an upload: its parts, intermediate objects and marker.
     pub async fn abort_composite(&self, upload: &MultipartUpload) -> Result<(), Error> {
+        if upload.object.key == dir(&upload.upload_id) && !upload.upload_id.contains('/') {
+            // Objects left without a marker (list_composites): everything in the folder.
+            let names: Vec<String> = self
+                .list_raw(&upload.object.bucket, &upload.object.key)
+                .await?
+                .iter()
+                .filter_map(|it| it["name"].as_str().map(str::to_owned))
+                .collect();
+            if names.is_empty() {
+                return Err(no_such_upload(upload));
+            }
+            return self.delete_all(&upload.object.bucket, &names).await;
+        }
         let l = self.listed(upload).await?;
         let bucket = upload.object.bucket.clone();
         // The marker goes last, so a failure part-way leaves the upload listable.
         let mut names = l.all;
         let m = marker(&upload.upload_id);
         names.retain(|n| *n != m);
-        let out = self.delete_objects(&bucket, &names).await?;
-        if let Some(e) = out.errors.first() {
-            return Err(Error::Service {
-                status: 500,
-                code: e.code.clone(),
-                message: e.message.clone(),
-                request_id: None,
-            });
-        }
+        self.delete_all(&bucket, &names).await?;
         self.delete_object(&ObjectRef::new(bucket.as_str(), m)).await
+    }
+
+    /// Deletes `names`; the first key that could not be deleted is the error.
+    async fn delete_all(&self, bucket: &str, names: &[String]) -> Result<(), Error> {
+        let out = self.delete_objects(bucket, names).await?;
+        match out.errors.first() {
+            Some(e) => {
+                Err(Error::Service { status: 500, code: e.code.clone(), message: e.message.clone(), request_id: None })
+            }
+            None => Ok(()),
+        }
     }
 
     async fn drop_upload_objects(&self, bucket: &str, names: Vec<String>) {
