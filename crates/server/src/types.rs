@@ -12,8 +12,10 @@ use futures_util::stream::BoxStream;
 use http::{HeaderMap, HeaderValue, Method};
 use http_body_util::BodyExt;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 /// Which protocol carried a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,31 +46,57 @@ enum Source {
 }
 
 /// A request body, read chunk by chunk.
+///
+/// The HTTP/1.1 reader learns two things through it: when the handler first asks for
+/// data (`wanted`: the moment to send `100 Continue`, so a request refused before its
+/// body is read gets its error instead), and whether the handler read it to the end
+/// (`finished`: if not, the connection closes after the response rather than read
+/// bytes nobody wants).
 pub struct Body {
     source: Source,
     /// The declared length, when the client sent Content-Length.
     pub content_length: Option<u64>,
+    wanted: Option<oneshot::Sender<()>>,
+    finished: Option<Arc<AtomicBool>>,
 }
 
 impl Body {
     pub fn empty() -> Body {
-        Body { source: Source::Empty, content_length: Some(0) }
+        Body { source: Source::Empty, content_length: Some(0), wanted: None, finished: None }
     }
 
-    pub(crate) fn channel(rx: mpsc::Receiver<io::Result<Bytes>>, content_length: Option<u64>) -> Body {
-        Body { source: Source::Channel(rx), content_length }
+    /// A body fed by the HTTP/1.1 reader. `wanted` fires on the handler's first read;
+    /// `finished` is set once the handler has read the end.
+    pub(crate) fn channel(
+        rx: mpsc::Receiver<io::Result<Bytes>>,
+        content_length: Option<u64>,
+        wanted: Option<oneshot::Sender<()>>,
+        finished: Arc<AtomicBool>,
+    ) -> Body {
+        Body { source: Source::Channel(rx), content_length, wanted, finished: Some(finished) }
     }
 
     pub(crate) fn h2(incoming: hyper::body::Incoming, content_length: Option<u64>) -> Body {
-        Body { source: Source::H2(incoming), content_length }
+        Body { source: Source::H2(incoming), content_length, wanted: None, finished: None }
     }
 
     /// The next chunk; `None` at the end. An error means the body was cut short or
     /// malformed, and the request must not take effect.
     pub async fn chunk(&mut self) -> Option<io::Result<Bytes>> {
+        if let Some(wanted) = self.wanted.take() {
+            let _ = wanted.send(());
+        }
         match &mut self.source {
             Source::Empty => None,
-            Source::Channel(rx) => rx.recv().await,
+            Source::Channel(rx) => {
+                let next = rx.recv().await;
+                if next.is_none() {
+                    if let Some(f) = &self.finished {
+                        f.store(true, Ordering::Release);
+                    }
+                }
+                next
+            }
             Source::H2(incoming) => loop {
                 match incoming.frame().await {
                     None => return None,
