@@ -33,7 +33,7 @@
 
 use crate::app::App;
 use crate::emulate::Pacer;
-use crate::types::{Body, BodyFault, Protocol, Request, RespBody, Response};
+use crate::types::{Body, BodyEnd, BodyFault, Protocol, Request, RespBody, Response};
 use bytes::{Buf, Bytes, BytesMut};
 use ferry_proto::chunked::ChunkedDecoder;
 use futures_util::StreamExt;
@@ -176,7 +176,7 @@ async fn read_loop<R: AsyncRead>(rd: ReadHalf<R>, mut buf: BytesMut, app: Arc<Ap
             return;
         }
         let finished = Arc::new(AtomicBool::new(!has_body));
-        let (body_tx, body, wanted) = if has_body {
+        let (body_tx, body, wanted, verdict) = if has_body {
             let (btx, brx) = mpsc::channel(4);
             let (wanted_tx, wanted_rx) = if head.expect_continue {
                 let (t, r) = oneshot::channel();
@@ -184,9 +184,11 @@ async fn read_loop<R: AsyncRead>(rd: ReadHalf<R>, mut buf: BytesMut, app: Arc<Ap
             } else {
                 (None, None)
             };
-            (Some(btx), Body::channel(brx, content_length, wanted_tx, finished.clone()), wanted_rx)
+            let (verdict_tx, verdict_rx) = oneshot::channel();
+            let end = BodyEnd { finished: finished.clone(), verdict: verdict_tx };
+            (Some(btx), Body::channel(brx, content_length, wanted_tx, end), wanted_rx, Some(verdict_rx))
         } else {
-            (None, Body::empty(), None)
+            (None, Body::empty(), None, None)
         };
         let req = Request {
             method: head.method,
@@ -223,8 +225,16 @@ async fn read_loop<R: AsyncRead>(rd: ReadHalf<R>, mut buf: BytesMut, app: Arc<Ap
         }
         if let Some(btx) = body_tx {
             match forward_body(&mut rd, &mut buf, &app, head.framing, btx).await {
-                BodyEnd::Complete => {}
-                BodyEnd::Abandon => return,
+                Forwarded::Complete => {}
+                Forwarded::Abandon => return,
+            }
+        }
+        // A handler that stopped before the end of its body answers with
+        // `Connection: close` (above): read no request after it, so that nothing the
+        // writer will never answer takes effect.
+        if let Some(verdict) = verdict {
+            if verdict.await != Ok(true) {
+                return;
             }
         }
         if !keep_alive {
@@ -394,7 +404,7 @@ fn build_head(req: &httparse::Request) -> Result<Head, HeadError> {
     Ok(Head { method, raw_path, raw_query, headers, keep_alive, framing, expect_continue })
 }
 
-enum BodyEnd {
+enum Forwarded {
     /// The body was read to its end; the next request may follow.
     Complete,
     /// The connection cannot continue (error, time-out, or too much to discard).
@@ -408,7 +418,7 @@ async fn forward_body<R: AsyncRead>(
     app: &App,
     framing: Framing,
     tx: mpsc::Sender<io::Result<Bytes>>,
-) -> BodyEnd {
+) -> Forwarded {
     let mut tx = Some(tx);
     let mut discarded = 0u64;
     // Sends a piece to the handler; once the handler has stopped listening, counts it as
@@ -435,7 +445,7 @@ async fn forward_body<R: AsyncRead>(
         if let Some(tx) = tx {
             let _ = tx.try_send(Err(e));
         }
-        BodyEnd::Abandon
+        Forwarded::Abandon
     };
     let mut clock = BodyClock::new(&app.limits);
     match framing {
@@ -450,7 +460,7 @@ async fn forward_body<R: AsyncRead>(
                 let piece = buf.split_to(take).freeze();
                 remaining -= take as u64;
                 if !deliver(&mut tx, &mut discarded, piece, app).await {
-                    return BodyEnd::Abandon;
+                    return Forwarded::Abandon;
                 }
             }
         }
@@ -463,7 +473,7 @@ async fn forward_body<R: AsyncRead>(
                 }
                 for piece in out.drain(..) {
                     if !deliver(&mut tx, &mut discarded, piece, app).await {
-                        return BodyEnd::Abandon;
+                        return Forwarded::Abandon;
                     }
                 }
                 if decoder.is_done() {
@@ -475,7 +485,7 @@ async fn forward_body<R: AsyncRead>(
             }
         }
     }
-    BodyEnd::Complete
+    Forwarded::Complete
 }
 
 /// The time a request body may take on the socket (Apache's mod_reqtimeout `body=20,

@@ -8,6 +8,7 @@
 //! - a PUT that declares 5 GiB to a bucket that does not exist (or that fails its
 //!   signature) gets its error after the server read at most a few MiB of it, with
 //!   `Connection: close`, and `Expect: 100-continue` gets the error instead of the 100;
+//!   a request pipelined behind such a refusal is never run;
 //! - TLS 1.0 and 1.1 ClientHellos are refused with a protocol_version alert; TLS 1.2 and
 //!   1.3 clients complete a request.
 
@@ -253,6 +254,25 @@ fn expect_continue_to_a_missing_bucket_gets_the_error_instead_of_100() {
     s.write_all(b"hello").unwrap();
     assert_eq!(read_response(&mut s).unwrap().status, 200);
     assert_eq!(get(addr, "/expect/k").body, "hello");
+}
+
+#[test]
+fn a_request_pipelined_after_a_refused_body_never_takes_effect() {
+    let srv = start(|_| {});
+    let addr = srv.addr();
+    assert_eq!(put(addr, "/piped", b""), 200);
+    let mut s = connect(addr);
+    // The refused PUT's small body is read whole before the handler answers; the PUT
+    // behind it must still not run, since the connection closes after the 404.
+    s.write_all(
+        b"PUT /no-such-bucket/k HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhelloPUT /piped/k HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nworld",
+    )
+    .unwrap();
+    let resp = read_response(&mut s).expect("the 404");
+    assert_eq!(resp.status, 404);
+    assert_eq!(resp.header("connection"), Some("close"));
+    assert!(closed(&mut s));
+    assert_eq!(get(addr, "/piped/k").status, 404, "the unanswered PUT took effect");
 }
 
 #[test]
