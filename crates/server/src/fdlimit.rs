@@ -68,16 +68,16 @@ pub fn raise_open_file_limit() -> std::io::Result<FdLimit> {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    let before = lim.rlim_cur as u64;
+    let before: u64 = lim.rlim_cur;
     // An unlimited hard limit cannot be the soft one: Linux caps it at fs.nr_open.
     let hard = match lim.rlim_max {
         libc::RLIM_INFINITY => {
             std::fs::read_to_string("/proc/sys/fs/nr_open").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(1 << 20)
         }
-        h => h as u64,
+        h => h,
     };
     if before < hard {
-        let raised = libc::rlimit { rlim_cur: hard as libc::rlim_t, rlim_max: lim.rlim_max };
+        let raised = libc::rlimit { rlim_cur: hard, rlim_max: lim.rlim_max };
         // SAFETY: setrlimit reads the struct; raising the soft limit up to the hard one
         // needs no privilege.
         if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
@@ -98,7 +98,7 @@ mod tests {
         assert!(got.now >= got.before);
         let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
-        assert_eq!(lim.rlim_cur as u64, got.hard);
+        assert_eq!(lim.rlim_cur, got.hard);
         let short = FdLimit { before: 1024, now: 1024, hard: 1024 };
         let warning = short.shortfall(4096).expect("1,024 is short of 4,096 connections");
         assert!(warning.contains("4160") && warning.contains("--max-connections"), "{warning}");

@@ -56,6 +56,13 @@ const READ_CHUNK: usize = 64 * 1024;
 const MAX_DISCARD: u64 = 1024 * 1024;
 /// Writer buffer: small pipelined responses are coalesced into one write of this size.
 const WRITE_BUFFER: usize = 64 * 1024;
+/// A connection that has waited this long for its next request gives back its read and
+/// write buffers (64 KiB each) and waits on a small one: 10,000 idle keep-alive
+/// connections then hold a few MiB instead of over a GiB (docs/lab/load.md). A busy
+/// connection never waits this long, so its buffers are kept.
+const IDLE_SHRINK: std::time::Duration = std::time::Duration::from_secs(1);
+/// The read an idle connection waits on: enough for a small request head whole.
+const IDLE_READ: usize = 2048;
 /// How long a connection closed after its response keeps reading what the client still
 /// sends (at most `MAX_DISCARD` bytes of it) before the socket is closed: long enough for
 /// a client on a slow path to see the answer and stop, short enough that a refused
@@ -297,16 +304,17 @@ async fn read_head<R: AsyncRead>(rd: &mut ReadHalf<R>, buf: &mut BytesMut, app: 
         }
         // Between requests the idle time-out applies; inside a head, the header time-out,
         // counted from the head's first byte however slowly the rest trickles in.
-        let (limit, idle) = if buf.is_empty() {
-            (limits.idle_timeout, true)
-        } else {
-            let started = *started.get_or_insert_with(Instant::now);
-            (limits.header_timeout.saturating_sub(started.elapsed()), false)
-        };
+        if buf.is_empty() {
+            match read_idle(rd, buf, limits.idle_timeout).await {
+                Ok(true) => continue,
+                Ok(false) | Err(_) => return Err(HeadError::Closed),
+            }
+        }
+        let started = *started.get_or_insert_with(Instant::now);
+        let limit = limits.header_timeout.saturating_sub(started.elapsed());
         match timeout(limit, read_more(rd, buf)).await {
             Ok(Ok(0)) | Ok(Err(_)) => return Err(HeadError::Closed),
             Ok(Ok(_)) => {}
-            Err(_) if idle => return Err(HeadError::Closed),
             Err(_) => {
                 return Err(HeadError::Reject(
                     400,
@@ -316,6 +324,34 @@ async fn read_head<R: AsyncRead>(rd: &mut ReadHalf<R>, buf: &mut BytesMut, app: 
                 ))
             }
         }
+    }
+}
+
+/// Waits up to `idle` for the first bytes of the next request into the empty `buf`:
+/// first with the buffer as it is, then, past `IDLE_SHRINK`, with the buffer given back
+/// and a small read. Ok(true) once bytes arrived; Ok(false) on close or time-out.
+async fn read_idle<R: AsyncRead>(
+    rd: &mut ReadHalf<R>,
+    buf: &mut BytesMut,
+    idle: std::time::Duration,
+) -> io::Result<bool> {
+    let first = idle.min(IDLE_SHRINK);
+    match timeout(first, read_more(rd, buf)).await {
+        Ok(Ok(0)) => return Ok(false),
+        Ok(Ok(_)) => return Ok(true),
+        Ok(Err(e)) => return Err(e),
+        Err(_) if first >= idle => return Ok(false),
+        Err(_) => {}
+    }
+    *buf = BytesMut::new();
+    let mut small = [0u8; IDLE_READ];
+    match timeout(idle - first, rd.read(&mut small)).await {
+        Ok(Ok(0)) | Err(_) => Ok(false),
+        Ok(Ok(n)) => {
+            buf.extend_from_slice(&small[..n]);
+            Ok(true)
+        }
+        Ok(Err(e)) => Err(e),
     }
 }
 
@@ -551,9 +587,19 @@ async fn write_loop<W: AsyncWrite>(
                 if out.flush().await.is_err() {
                     return WriterEnd::Failed;
                 }
-                match queue.recv().await {
-                    Some(slot) => slot,
-                    None => break,
+                match timeout(IDLE_SHRINK, queue.recv()).await {
+                    Ok(Some(slot)) => slot,
+                    Ok(None) => break,
+                    Err(_) => {
+                        // Idle: give the buffer back while waiting (`IDLE_SHRINK`).
+                        let wr = out.into_inner();
+                        let next = queue.recv().await;
+                        out = BufWriter::with_capacity(WRITE_BUFFER, wr);
+                        match next {
+                            Some(slot) => slot,
+                            None => break,
+                        }
+                    }
                 }
             }
         };

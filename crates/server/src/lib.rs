@@ -341,6 +341,12 @@ async fn serve_connection(stream: TcpStream, tls: Option<tokio_rustls::TlsAccept
         }
         None => {
             let mut stream = stream;
+            // Wait for the first byte before taking a read buffer: a connection that
+            // never sends one costs no buffer (docs/lab/load.md, idle connections).
+            match tokio::time::timeout(app.limits.idle_timeout, stream.readable()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return,
+            }
             let mut initial = BytesMut::with_capacity(64 * 1024);
             // Read until the bytes either match the h2 preface or cannot: the first byte
             // within the idle time-out, the rest within the header time-out (a client
