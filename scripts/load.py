@@ -189,12 +189,12 @@ def part_loris(a):
     heads, bodies = [], []
     for _ in range(a.loris):
         heads.append(socket.create_connection(("127.0.0.1", srv.port)))
-        b = socket.create_connection(("127.0.0.1", srv.port))
-        b.sendall(b"PUT /load/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n")
-        bodies.append(b)
+        bodies.append(socket.create_connection(("127.0.0.1", srv.port)))
     for s in heads + bodies:
         s.setblocking(False)
+    # Each connection's clock starts at its first byte (the body ones: at their head).
     t0 = time.time()
+    started = {}
     text = b"GET /load/k HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 4096
     answered = {}
     lat = []
@@ -204,17 +204,21 @@ def part_loris(a):
             if j in answered:
                 continue
             try:
-                s.send(text[i:i + 1] if j < a.loris else b"z")
+                if j >= a.loris and j not in started:
+                    s.send(b"PUT /load/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n")
+                else:
+                    s.send(text[i:i + 1] if j < a.loris else b"z")
+                started.setdefault(j, time.time())
             except OSError:
                 pass
             try:
                 got = s.recv(4096)
                 if got:
-                    answered[j] = (time.time() - t0, got[9:12].decode())
+                    answered[j] = (time.time() - started[j], got[9:12].decode())
             except BlockingIOError:
                 pass
             except OSError:
-                answered[j] = (time.time() - t0, "reset")
+                answered[j] = (time.time() - started[j], "reset")
         i += 1
         lat.append(request(srv.port, b"GET /load/k HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")[1] * 1000)
         time.sleep(0.2)
@@ -226,7 +230,7 @@ def part_loris(a):
             if j in answered:
                 codes[answered[j][1]] = codes.get(answered[j][1], 0) + 1
         print(f"loris: {a.loris} trickled {kind}s: {len(times)} cut off ({codes}), "
-              f"after {times[0]:.1f}-{times[-1]:.1f} s" if times else f"loris: no {kind} cut off")
+              f"{times[0]:.1f}-{times[-1]:.1f} s after their first byte" if times else f"loris: no {kind} cut off")
     lat.sort()
     print(f"loris: {len(lat)} GETs on new connections meanwhile: p50 {lat[len(lat)//2]:.2f} ms, max {lat[-1]:.2f} ms; "
           f"server RSS {rss0/1024:.1f} MiB before, peak {peak/1024:.1f} MiB")
@@ -259,7 +263,10 @@ def part_bigbody(a):
 
         sender = None if expect else threading.Thread(target=send, daemon=True)
         if sender:
+            # Keep sending for a second before reading: the server must have answered
+            # and stopped reading on its own.
             sender.start()
+            time.sleep(1)
         answer = read_response(s)
         took = time.time() - t0
         status = answer.split(b"\r\n", 1)[0].decode()
@@ -280,16 +287,23 @@ def part_bigbody(a):
     srv.stop()
 
 
-def timed(cmd, env):
-    """Runs cmd; returns (exit code, wall seconds, peak RSS KiB from wait4)."""
+def timed(cmd, env, count=None):
+    """Runs cmd; returns (exit code, wall seconds, peak RSS KiB from wait4). With `count`,
+    its stdout lines are counted into count[0]."""
     t = time.time()
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    out = tempfile.TemporaryFile()
+    p = subprocess.Popen(cmd, env=env, stdout=out if count is not None else subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
     err = p.stderr.read()
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode:
         print(f"   ! {' '.join(cmd[:3])}...: exit {p.returncode}: {err.decode()[-300:]}", file=sys.stderr)
-    return p.returncode, time.time() - t, ru.ru_maxrss
+    wall = time.time() - t
+    if count is not None:
+        out.seek(0)
+        count[0] = sum(1 for _ in out)
+    return p.returncode, wall, ru.ru_maxrss
 
 
 def part_files(a, n):
@@ -332,10 +346,12 @@ def part_files(a, n):
         for tool, verb, cmd, env in runs:
             if tool not in a.tools:
                 continue
-            code, wall, maxrss = timed(cmd, env)
+            lines = [0]
+            code, wall, maxrss = timed(cmd, env, lines if verb == "ls" else None)
+            listed = f", {lines[0]} lines" if verb == "ls" else ""
             print(f"files {n}: {tool:<6} {verb}: peak RSS {maxrss/1024:7.1f} MiB, {wall:7.1f} s "
-                  f"({n/wall:7.0f}/s){'' if code == 0 else f'  EXIT {code}'}; server peak {srv.peak.take()/1024:.0f} MiB",
-                  flush=True)
+                  f"({n/wall:7.0f}/s{listed}){'' if code == 0 else f'  EXIT {code}'}; "
+                  f"server peak {srv.peak.take()/1024:.0f} MiB", flush=True)
         srv.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
