@@ -27,7 +27,9 @@
 //! one key take effect in wire order.
 //!
 //! Slot states: `Queued -> Answered -> Written`; a `Continue` slot writes an interim
-//! `100 Continue` before its request's final response. A connection ends when the client
+//! `100 Continue` before its request's final response (with a body, the 100 waits for
+//! the handler's first read of it, and a handler that answers first closes the
+//! connection instead). A connection ends when the client
 //! closes, a request says `Connection: close`, the head or body is malformed (answered
 //! with an S3 error, then closed), a time-out passes, or a fault resets it.
 
