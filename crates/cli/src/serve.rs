@@ -112,10 +112,19 @@ pub struct ServeArgs {
     /// Close keep-alive connections idle this long.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     idle_timeout: Duration,
-    /// Answer 400 RequestTimeout when a request head or body stalls this long.
+    /// Answer 400 RequestTimeout and close when a request head (or a TLS handshake) has
+    /// not arrived whole this long after its first byte (slow-loris headers).
     #[arg(long, default_value = "20s", value_parser = parse_duration)]
-    request_timeout: Duration,
-    /// Connections served at once; more are answered 503 and closed.
+    header_timeout: Duration,
+    /// Answer 400 RequestTimeout and close when a request body sends nothing for this long.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    body_timeout: Duration,
+    /// A body may take --body-timeout plus one second per this many bytes in all
+    /// (0: no bound), so a body trickled byte by byte also times out.
+    #[arg(long, default_value = "500", value_parser = parse_bytes, value_name = "BYTES_PER_SEC")]
+    body_min_rate: u64,
+    /// Connections served at once; more are answered 503 and closed. Each needs an open
+    /// file: the server raises its limit to the hard limit and warns when that is short.
     #[arg(long, default_value_t = 4096)]
     max_connections: usize,
 }
@@ -184,7 +193,9 @@ fn config(args: ServeArgs) -> Result<ServeConfig> {
     c.limits.h2_max_streams = args.h2_max_streams;
     c.threads = args.threads;
     c.limits.idle_timeout = args.idle_timeout;
-    c.limits.request_timeout = args.request_timeout;
+    c.limits.header_timeout = args.header_timeout;
+    c.limits.body_timeout = args.body_timeout;
+    c.limits.body_min_rate = args.body_min_rate;
     c.limits.max_connections = args.max_connections;
     c.region = args.region;
     c.synthetic_bucket = Some(args.synthetic_bucket).filter(|s| !s.is_empty());
@@ -253,6 +264,12 @@ pub fn run(args: ServeArgs) -> Result<()> {
         }
         if let Some(ca) = ca_file {
             writeln!(out, "ca file: {}", ca.display())?;
+        }
+        if let Some(limit) = server.fd_limit() {
+            writeln!(out, "{}", limit.describe(server.max_connections()))?;
+            if let Some(warning) = limit.shortfall(server.max_connections()) {
+                eprintln!("ferry serve: warning: {warning}");
+            }
         }
         for line in describe {
             writeln!(out, "{line}")?;

@@ -162,8 +162,17 @@ pub struct Limits {
     pub max_object_bytes: u64,
     /// A keep-alive connection idle this long is closed.
     pub idle_timeout: Duration,
-    /// A request whose head or body makes no progress for this long gets 400 RequestTimeout.
-    pub request_timeout: Duration,
+    /// A request head (and a TLS handshake) must arrive whole within this long of its first
+    /// byte, or it gets 400 RequestTimeout and the connection closes: a slow-loris client
+    /// trickling header bytes cannot hold a connection longer than this.
+    pub header_timeout: Duration,
+    /// A request body that delivers no byte for this long gets 400 RequestTimeout (S3's
+    /// idle-body rule: its RequestTimeout comes after about 20 s without data).
+    pub body_timeout: Duration,
+    /// A body's reads may wait `body_timeout` in all plus one second per this many bytes
+    /// received (0: no such bound), so a body trickled byte by byte also times out.
+    /// 500 B/s is Apache mod_reqtimeout's default `MinRate`.
+    pub body_min_rate: u64,
     /// Connections accepted at once; above it new connections get 503 and are closed.
     pub max_connections: usize,
     /// Requests read ahead of their responses on one pipelined HTTP/1.1 connection.
@@ -179,7 +188,9 @@ impl Default for Limits {
             max_xml_bytes: 4 * 1024 * 1024,
             max_object_bytes: 5 * 1024 * 1024 * 1024,
             idle_timeout: Duration::from_secs(60),
-            request_timeout: Duration::from_secs(20),
+            header_timeout: Duration::from_secs(20),
+            body_timeout: Duration::from_secs(20),
+            body_min_rate: 500,
             max_connections: 4096,
             max_pipeline_depth: 128,
             h2_max_streams: 100,

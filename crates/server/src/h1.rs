@@ -27,20 +27,22 @@
 //! one key take effect in wire order.
 //!
 //! Slot states: `Queued -> Answered -> Written`; a `Continue` slot writes an interim
-//! `100 Continue` before its request's final response. A connection ends when the client
+//! `100 Continue` before its request's final response (with a body, the 100 waits for
+//! the handler's first read of it, and a handler that answers first closes the
+//! connection instead). A connection ends when the client
 //! closes, a request says `Connection: close`, the head or body is malformed (answered
 //! with an S3 error, then closed), a time-out passes, or a fault resets it.
 
 use crate::app::App;
 use crate::emulate::Pacer;
-use crate::types::{Body, BodyFault, Protocol, Request, RespBody, Response};
+use crate::types::{Body, BodyEnd, BodyFault, Protocol, Request, RespBody, Response};
 use bytes::{Buf, Bytes, BytesMut};
 use ferry_proto::chunked::ChunkedDecoder;
 use futures_util::StreamExt;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter, ReadHalf, WriteHalf};
@@ -56,10 +58,30 @@ const READ_CHUNK: usize = 64 * 1024;
 const MAX_DISCARD: u64 = 1024 * 1024;
 /// Writer buffer: small pipelined responses are coalesced into one write of this size.
 const WRITE_BUFFER: usize = 64 * 1024;
+/// A connection that has waited this long for its next request gives back its read and
+/// write buffers (64 KiB each) and waits on a small one: 10,000 idle keep-alive
+/// connections then hold a few MiB instead of over a GiB (docs/lab/load.md). A busy
+/// connection never waits this long, so its buffers are kept.
+const IDLE_SHRINK: std::time::Duration = std::time::Duration::from_secs(1);
+/// The read an idle connection waits on: enough for a small request head whole.
+const IDLE_READ: usize = 2048;
+/// How long a connection closed after its response keeps reading what the client still
+/// sends (at most `MAX_DISCARD` bytes of it) before the socket is closed: long enough for
+/// a client on a slow path to see the answer and stop, short enough that a refused
+/// upload cannot hold a connection. nginx's `lingering_timeout` is 5 s per read.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
 
 enum Slot {
     Continue,
-    Answer { rx: oneshot::Receiver<Response>, head_only: bool, keep_alive: bool },
+    /// A request's answer. `wanted` is set for a request that expects `100 Continue`
+    /// with a body: the 100 is written when the handler first reads the body, and never
+    /// if the answer comes first (a refusal: the client then need not send the body).
+    Answer {
+        rx: oneshot::Receiver<Response>,
+        wanted: Option<oneshot::Receiver<()>>,
+        head_only: bool,
+        keep_alive: bool,
+    },
     Immediate(Response),
 }
 
@@ -78,8 +100,17 @@ where
     tokio::pin!(writer);
     // The writer decides when the connection is over: it drains every queued slot after
     // the reader stops, and if it fails (client gone, fault reset) the reader is dropped.
+    // After a final response with `Connection: close` the writer has sent its FIN; the
+    // reader then gets a short while to read (and discard, up to `MAX_DISCARD`) what the
+    // client was still sending, so that closing with unread bytes does not turn into a
+    // reset that could reach the client before it read its answer (the lingering close
+    // of Apache and nginx).
     tokio::select! {
-        _ = &mut writer => {}
+        end = &mut writer => {
+            if end == WriterEnd::Closed {
+                let _ = timeout(LINGER, &mut reader).await;
+            }
+        }
         _ = &mut reader => { writer.await; }
     }
 }
@@ -142,20 +173,31 @@ async fn read_loop<R: AsyncRead>(rd: ReadHalf<R>, mut buf: BytesMut, app: Arc<Ap
             let _ = queue.send(Slot::Immediate(resp)).await;
             return;
         }
+        let has_body = !matches!(head.framing, Framing::Length(0));
         // Every `Expect: 100-continue` gets its interim 100, an empty body's too. RFC 9110
         // section 10.1.1 lets a server skip it when there is no content, but S3 does not,
         // and the AWS CLI's botocore then keeps the skipped request's early final status
         // for the next expecting request on that connection: it misreads that answer and
-        // waits out its 60 s read time-out (tests/test_awscli.py's recursive copy).
-        if head.expect_continue && queue.send(Slot::Continue).await.is_err() {
+        // waits out its 60 s read time-out (tests/test_awscli.py's recursive copy). With
+        // a body, the 100 waits for the handler to read it (`Slot::Answer::wanted`); a
+        // request refused first gets its error instead, with `Connection: close`.
+        if head.expect_continue && !has_body && queue.send(Slot::Continue).await.is_err() {
             return;
         }
-        let has_body = !matches!(head.framing, Framing::Length(0));
-        let (body_tx, body) = if has_body {
+        let finished = Arc::new(AtomicBool::new(!has_body));
+        let (body_tx, body, wanted, verdict) = if has_body {
             let (btx, brx) = mpsc::channel(4);
-            (Some(btx), Body::channel(brx, content_length))
+            let (wanted_tx, wanted_rx) = if head.expect_continue {
+                let (t, r) = oneshot::channel();
+                (Some(t), Some(r))
+            } else {
+                (None, None)
+            };
+            let (verdict_tx, verdict_rx) = oneshot::channel();
+            let end = BodyEnd { finished: finished.clone(), verdict: verdict_tx };
+            (Some(btx), Body::channel(brx, content_length, wanted_tx, end), wanted_rx, Some(verdict_rx))
         } else {
-            (None, Body::empty())
+            (None, Body::empty(), None, None)
         };
         let req = Request {
             method: head.method,
@@ -178,17 +220,30 @@ async fn read_loop<R: AsyncRead>(rd: ReadHalf<R>, mut buf: BytesMut, app: Arc<Ap
         let (otx, orx) = oneshot::channel();
         let handler_app = app.clone();
         tokio::spawn(async move {
-            let resp = handler_app.handle(req).await;
+            let mut resp = handler_app.handle(req).await;
+            // Answered without reading the body (a missing bucket, a failed signature):
+            // close after the response instead of reading what nobody wants.
+            if !finished.load(Ordering::Acquire) {
+                resp.close = true;
+            }
             drop(guard);
             let _ = otx.send(resp);
         });
-        if queue.send(Slot::Answer { rx: orx, head_only, keep_alive }).await.is_err() {
+        if queue.send(Slot::Answer { rx: orx, wanted, head_only, keep_alive }).await.is_err() {
             return;
         }
         if let Some(btx) = body_tx {
             match forward_body(&mut rd, &mut buf, &app, head.framing, btx).await {
-                BodyEnd::Complete => {}
-                BodyEnd::Abandon => return,
+                Forwarded::Complete => {}
+                Forwarded::Abandon => return,
+            }
+        }
+        // A handler that stopped before the end of its body answers with
+        // `Connection: close` (above): read no request after it, so that nothing the
+        // writer will never answer takes effect.
+        if let Some(verdict) = verdict {
+            if verdict.await != Ok(true) {
+                return;
             }
         }
         if !keep_alive {
@@ -204,7 +259,9 @@ async fn read_more<R: AsyncRead>(rd: &mut ReadHalf<R>, buf: &mut BytesMut) -> io
 
 async fn read_head<R: AsyncRead>(rd: &mut ReadHalf<R>, buf: &mut BytesMut, app: &App) -> Result<Head, HeadError> {
     let limits = &app.limits;
-    let started = Instant::now();
+    // The head's clock starts at its first byte, not at the end of the previous request:
+    // a keep-alive connection may idle up to `idle_timeout` first.
+    let mut started: Option<Instant> = None;
     loop {
         // Tolerate stray CRLFs between requests (RFC 9112 section 2.2).
         while buf.starts_with(b"\r\n") {
@@ -247,16 +304,19 @@ async fn read_head<R: AsyncRead>(rd: &mut ReadHalf<R>, buf: &mut BytesMut, app: 
                 }
             }
         }
-        // Between requests the idle time-out applies; inside a head, the request time-out.
-        let (limit, idle) = if buf.is_empty() {
-            (limits.idle_timeout, true)
-        } else {
-            (limits.request_timeout.saturating_sub(started.elapsed()), false)
-        };
+        // Between requests the idle time-out applies; inside a head, the header time-out,
+        // counted from the head's first byte however slowly the rest trickles in.
+        if buf.is_empty() {
+            match read_idle(rd, buf, limits.idle_timeout).await {
+                Ok(true) => continue,
+                Ok(false) | Err(_) => return Err(HeadError::Closed),
+            }
+        }
+        let started = *started.get_or_insert_with(Instant::now);
+        let limit = limits.header_timeout.saturating_sub(started.elapsed());
         match timeout(limit, read_more(rd, buf)).await {
             Ok(Ok(0)) | Ok(Err(_)) => return Err(HeadError::Closed),
             Ok(Ok(_)) => {}
-            Err(_) if idle => return Err(HeadError::Closed),
             Err(_) => {
                 return Err(HeadError::Reject(
                     400,
@@ -266,6 +326,34 @@ async fn read_head<R: AsyncRead>(rd: &mut ReadHalf<R>, buf: &mut BytesMut, app: 
                 ))
             }
         }
+    }
+}
+
+/// Waits up to `idle` for the first bytes of the next request into the empty `buf`:
+/// first with the buffer as it is, then, past `IDLE_SHRINK`, with the buffer given back
+/// and a small read. Ok(true) once bytes arrived; Ok(false) on close or time-out.
+async fn read_idle<R: AsyncRead>(
+    rd: &mut ReadHalf<R>,
+    buf: &mut BytesMut,
+    idle: std::time::Duration,
+) -> io::Result<bool> {
+    let first = idle.min(IDLE_SHRINK);
+    match timeout(first, read_more(rd, buf)).await {
+        Ok(Ok(0)) => return Ok(false),
+        Ok(Ok(_)) => return Ok(true),
+        Ok(Err(e)) => return Err(e),
+        Err(_) if first >= idle => return Ok(false),
+        Err(_) => {}
+    }
+    *buf = BytesMut::new();
+    let mut small = [0u8; IDLE_READ];
+    match timeout(idle - first, rd.read(&mut small)).await {
+        Ok(Ok(0)) | Err(_) => Ok(false),
+        Ok(Ok(n)) => {
+            buf.extend_from_slice(&small[..n]);
+            Ok(true)
+        }
+        Ok(Err(e)) => Err(e),
     }
 }
 
@@ -354,7 +442,7 @@ fn build_head(req: &httparse::Request) -> Result<Head, HeadError> {
     Ok(Head { method, raw_path, raw_query, headers, keep_alive, framing, expect_continue })
 }
 
-enum BodyEnd {
+enum Forwarded {
     /// The body was read to its end; the next request may follow.
     Complete,
     /// The connection cannot continue (error, time-out, or too much to discard).
@@ -368,7 +456,7 @@ async fn forward_body<R: AsyncRead>(
     app: &App,
     framing: Framing,
     tx: mpsc::Sender<io::Result<Bytes>>,
-) -> BodyEnd {
+) -> Forwarded {
     let mut tx = Some(tx);
     let mut discarded = 0u64;
     // Sends a piece to the handler; once the handler has stopped listening, counts it as
@@ -395,33 +483,22 @@ async fn forward_body<R: AsyncRead>(
         if let Some(tx) = tx {
             let _ = tx.try_send(Err(e));
         }
-        BodyEnd::Abandon
+        Forwarded::Abandon
     };
-    let request_timeout = app.limits.request_timeout;
+    let mut clock = BodyClock::new(&app.limits);
     match framing {
         Framing::Length(mut remaining) => {
             while remaining > 0 {
                 if buf.is_empty() {
-                    match timeout(request_timeout, read_more(rd, buf)).await {
-                        Ok(Ok(0)) => {
-                            return fail(
-                                tx,
-                                io::Error::new(
-                                    io::ErrorKind::UnexpectedEof,
-                                    "the client closed the connection before the body ended",
-                                ),
-                            )
-                        }
-                        Ok(Err(e)) => return fail(tx, e),
-                        Err(_) => return fail(tx, io::Error::new(io::ErrorKind::TimedOut, "the request body stalled")),
-                        Ok(Ok(_)) => {}
+                    if let Err(e) = clock.read(rd, buf).await {
+                        return fail(tx, e);
                     }
                 }
                 let take = (buf.len() as u64).min(remaining) as usize;
                 let piece = buf.split_to(take).freeze();
                 remaining -= take as u64;
                 if !deliver(&mut tx, &mut discarded, piece, app).await {
-                    return BodyEnd::Abandon;
+                    return Forwarded::Abandon;
                 }
             }
         }
@@ -434,30 +511,65 @@ async fn forward_body<R: AsyncRead>(
                 }
                 for piece in out.drain(..) {
                     if !deliver(&mut tx, &mut discarded, piece, app).await {
-                        return BodyEnd::Abandon;
+                        return Forwarded::Abandon;
                     }
                 }
                 if decoder.is_done() {
                     break;
                 }
-                match timeout(request_timeout, read_more(rd, buf)).await {
-                    Ok(Ok(0)) => {
-                        return fail(
-                            tx,
-                            io::Error::new(
-                                io::ErrorKind::UnexpectedEof,
-                                "the client closed the connection before the body ended",
-                            ),
-                        )
-                    }
-                    Ok(Err(e)) => return fail(tx, e),
-                    Err(_) => return fail(tx, io::Error::new(io::ErrorKind::TimedOut, "the request body stalled")),
-                    Ok(Ok(_)) => {}
+                if let Err(e) = clock.read(rd, buf).await {
+                    return fail(tx, e);
                 }
             }
         }
     }
-    BodyEnd::Complete
+    Forwarded::Complete
+}
+
+/// The time a request body may take on the socket (Apache's mod_reqtimeout `body=20,
+/// MinRate=500` rule): no read may wait longer than `body_timeout`, and all reads together
+/// may wait `body_timeout` plus one second per `body_min_rate` bytes received, so a body
+/// trickled a byte at a time still ends. Only time spent waiting on the socket counts:
+/// time the reader spends held back by a slow handler (backpressure) is ours, not the
+/// client's.
+struct BodyClock {
+    idle: std::time::Duration,
+    min_rate: u64,
+    waited: std::time::Duration,
+    received: u64,
+}
+
+impl BodyClock {
+    fn new(limits: &crate::config::Limits) -> BodyClock {
+        BodyClock { idle: limits.body_timeout, min_rate: limits.body_min_rate, waited: Default::default(), received: 0 }
+    }
+
+    /// Reads more body bytes into `buf`; an error when the client closed, the read
+    /// failed, or the body's time ran out.
+    async fn read<R: AsyncRead>(&mut self, rd: &mut ReadHalf<R>, buf: &mut BytesMut) -> io::Result<()> {
+        let limit = match self.min_rate {
+            0 => self.idle,
+            rate => {
+                let earned = std::time::Duration::from_secs_f64(self.received as f64 / rate as f64);
+                self.idle.min((self.idle + earned).saturating_sub(self.waited))
+            }
+        };
+        let t0 = Instant::now();
+        let read = timeout(limit, read_more(rd, buf)).await;
+        self.waited += t0.elapsed();
+        match read {
+            Ok(Ok(0)) => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the client closed the connection before the body ended",
+            )),
+            Ok(Ok(n)) => {
+                self.received += n as u64;
+                Ok(())
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "the request body stalled")),
+        }
+    }
 }
 
 async fn write_loop<W: AsyncWrite>(
@@ -465,7 +577,7 @@ async fn write_loop<W: AsyncWrite>(
     mut queue: mpsc::Receiver<Slot>,
     app: Arc<App>,
     fd: Option<RawFd>,
-) {
+) -> WriterEnd {
     let mut out = BufWriter::with_capacity(WRITE_BUFFER, wr);
     let mut pacer = app.emulator.emulation().rate_per_conn.map(Pacer::new);
     let mut date = DateCache::default();
@@ -475,30 +587,54 @@ async fn write_loop<W: AsyncWrite>(
             Ok(slot) => slot,
             Err(_) => {
                 if out.flush().await.is_err() {
-                    return;
+                    return WriterEnd::Failed;
                 }
-                match queue.recv().await {
-                    Some(slot) => slot,
-                    None => break,
+                match timeout(IDLE_SHRINK, queue.recv()).await {
+                    Ok(Some(slot)) => slot,
+                    Ok(None) => break,
+                    Err(_) => {
+                        // Idle: give the buffer back while waiting (`IDLE_SHRINK`).
+                        let wr = out.into_inner();
+                        let next = queue.recv().await;
+                        out = BufWriter::with_capacity(WRITE_BUFFER, wr);
+                        match next {
+                            Some(slot) => slot,
+                            None => break,
+                        }
+                    }
                 }
             }
         };
         let (resp, head_only, keep_alive) = match slot {
             Slot::Continue => {
-                if out.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err() || out.flush().await.is_err() {
-                    return;
+                if write_continue(&mut out).await.is_err() {
+                    return WriterEnd::Failed;
                 }
                 continue;
             }
             Slot::Immediate(resp) => (resp, false, false),
-            Slot::Answer { mut rx, head_only, keep_alive } => {
+            Slot::Answer { mut rx, wanted, head_only, keep_alive } => {
                 let resp = match rx.try_recv() {
                     Ok(resp) => Ok(resp),
                     Err(oneshot::error::TryRecvError::Empty) => {
                         if out.flush().await.is_err() {
-                            return;
+                            return WriterEnd::Failed;
                         }
-                        rx.await.map_err(|_| ())
+                        match wanted {
+                            None => rx.await.map_err(|_| ()),
+                            // The 100 goes out only once the handler reads the body; an
+                            // answer first means the body is not wanted.
+                            Some(mut wanted) => tokio::select! {
+                                biased;
+                                resp = &mut rx => resp.map_err(|_| ()),
+                                want = &mut wanted => {
+                                    if want.is_ok() && write_continue(&mut out).await.is_err() {
+                                        return WriterEnd::Failed;
+                                    }
+                                    rx.await.map_err(|_| ())
+                                }
+                            },
+                        }
                     }
                     Err(oneshot::error::TryRecvError::Closed) => Err(()),
                 };
@@ -516,13 +652,27 @@ async fn write_loop<W: AsyncWrite>(
                 if let Some(fd) = fd {
                     reset_on_close(fd);
                 }
-                return;
+                return WriterEnd::Failed;
             }
-            Err(_) => return,
+            Err(_) => return WriterEnd::Failed,
         }
     }
     let _ = out.flush().await;
     let _ = out.shutdown().await;
+    WriterEnd::Closed
+}
+
+/// How the writer ended: after its last response and a FIN (`Closed`), or on a write
+/// error or an injected reset (`Failed`: nothing more to say to the client).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum WriterEnd {
+    Closed,
+    Failed,
+}
+
+async fn write_continue<W: AsyncWrite + Unpin>(out: &mut W) -> io::Result<()> {
+    out.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
+    out.flush().await
 }
 
 enum WriteEnd {

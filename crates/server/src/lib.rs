@@ -31,6 +31,7 @@ pub mod app;
 mod batch;
 pub mod config;
 pub mod emulate;
+pub mod fdlimit;
 mod h1;
 mod h2;
 pub mod metrics;
@@ -79,11 +80,26 @@ pub struct Server {
     app: Arc<App>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     threads: usize,
+    fd_limit: Option<fdlimit::FdLimit>,
 }
 
 impl Server {
-    /// Opens the backend and binds the listening socket.
+    /// Opens the backend and binds the listening socket, after raising the process's
+    /// open-file limit to its hard limit (fdlimit.rs; [`Server::fd_limit`] says what it got).
     pub async fn bind(config: ServeConfig) -> Result<Server> {
+        let fd_limit = match fdlimit::raise_open_file_limit() {
+            Ok(l) => {
+                tracing::info!("{}", l.describe(config.limits.max_connections));
+                if let Some(w) = l.shortfall(config.limits.max_connections) {
+                    tracing::warn!("{w}");
+                }
+                Some(l)
+            }
+            Err(e) => {
+                tracing::warn!("reading the open-file limit failed: {e}");
+                None
+            }
+        };
         let tls = match &config.tls {
             Some(t) => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(t, config.emulation.h2)?)),
             None => None,
@@ -91,7 +107,17 @@ impl Server {
         let listener = TcpListener::bind(config.addr).await.with_context(|| format!("binding {}", config.addr))?;
         let threads = config.threads;
         let app = App::new(config).await?;
-        Ok(Server { listener, app: Arc::new(app), tls, threads })
+        Ok(Server { listener, app: Arc::new(app), tls, threads, fd_limit })
+    }
+
+    /// The open-file limit found and set at bind (`None` if it could not be read).
+    pub fn fd_limit(&self) -> Option<fdlimit::FdLimit> {
+        self.fd_limit
+    }
+
+    /// The connection cap in force (`Limits::max_connections`).
+    pub fn max_connections(&self) -> usize {
+        self.app.limits.max_connections
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -296,7 +322,7 @@ async fn serve_connection(stream: TcpStream, tls: Option<tokio_rustls::TlsAccept
     let fd = stream.as_raw_fd();
     match tls {
         Some(acceptor) => {
-            let handshake = tokio::time::timeout(app.limits.request_timeout, acceptor.accept(stream)).await;
+            let handshake = tokio::time::timeout(app.limits.header_timeout, acceptor.accept(stream)).await;
             let tls_stream = match handshake {
                 Ok(Ok(s)) => s,
                 _ => {
@@ -315,8 +341,17 @@ async fn serve_connection(stream: TcpStream, tls: Option<tokio_rustls::TlsAccept
         }
         None => {
             let mut stream = stream;
+            // Wait for the first byte before taking a read buffer: a connection that
+            // never sends one costs no buffer (docs/lab/load.md, idle connections).
+            match tokio::time::timeout(app.limits.idle_timeout, stream.readable()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return,
+            }
             let mut initial = BytesMut::with_capacity(64 * 1024);
-            // Read until the bytes either match the h2 preface or cannot.
+            // Read until the bytes either match the h2 preface or cannot: the first byte
+            // within the idle time-out, the rest within the header time-out (a client
+            // trickling the preface is a slow-loris too).
+            let mut deadline = None;
             let h2 = loop {
                 if !app.emulator.emulation().h2 || initial.len() >= H2_PREFACE.len() {
                     break app.emulator.emulation().h2 && initial.starts_with(H2_PREFACE);
@@ -324,10 +359,15 @@ async fn serve_connection(stream: TcpStream, tls: Option<tokio_rustls::TlsAccept
                 if !H2_PREFACE.starts_with(&initial) {
                     break false;
                 }
-                match tokio::time::timeout(app.limits.idle_timeout, stream.read_buf(&mut initial)).await {
+                let limit = match deadline {
+                    None => app.limits.idle_timeout,
+                    Some(d) => tokio::time::Instant::saturating_duration_since(&d, tokio::time::Instant::now()),
+                };
+                match tokio::time::timeout(limit, stream.read_buf(&mut initial)).await {
                     Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return,
                     Ok(Ok(_)) => {}
                 }
+                deadline.get_or_insert_with(|| tokio::time::Instant::now() + app.limits.header_timeout);
             };
             if h2 {
                 app.metrics.h2_connections_opened.fetch_add(1, Relaxed);

@@ -12,8 +12,10 @@ use futures_util::stream::BoxStream;
 use http::{HeaderMap, HeaderValue, Method};
 use http_body_util::BodyExt;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 /// Which protocol carried a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,31 +46,65 @@ enum Source {
 }
 
 /// A request body, read chunk by chunk.
+///
+/// The HTTP/1.1 reader learns two things through it: when the handler first asks for
+/// data (`wanted`: the moment to send `100 Continue`, so a request refused before its
+/// body is read gets its error instead), and whether the handler read it to the end
+/// ([`BodyEnd`]: if not, the connection closes after the response rather than read
+/// bytes nobody wants, and no request after it is read).
 pub struct Body {
     source: Source,
     /// The declared length, when the client sent Content-Length.
     pub content_length: Option<u64>,
+    wanted: Option<oneshot::Sender<()>>,
+    end: Option<BodyEnd>,
+}
+
+/// How an HTTP/1.1 handler left its request body: `finished` is set when it read the
+/// end; `verdict` says so (true), or that the body was dropped unread (false).
+pub(crate) struct BodyEnd {
+    pub finished: Arc<AtomicBool>,
+    pub verdict: oneshot::Sender<bool>,
 }
 
 impl Body {
     pub fn empty() -> Body {
-        Body { source: Source::Empty, content_length: Some(0) }
+        Body { source: Source::Empty, content_length: Some(0), wanted: None, end: None }
     }
 
-    pub(crate) fn channel(rx: mpsc::Receiver<io::Result<Bytes>>, content_length: Option<u64>) -> Body {
-        Body { source: Source::Channel(rx), content_length }
+    /// A body fed by the HTTP/1.1 reader. `wanted` fires on the handler's first read;
+    /// `end` reports whether the handler read to the end.
+    pub(crate) fn channel(
+        rx: mpsc::Receiver<io::Result<Bytes>>,
+        content_length: Option<u64>,
+        wanted: Option<oneshot::Sender<()>>,
+        end: BodyEnd,
+    ) -> Body {
+        Body { source: Source::Channel(rx), content_length, wanted, end: Some(end) }
     }
 
     pub(crate) fn h2(incoming: hyper::body::Incoming, content_length: Option<u64>) -> Body {
-        Body { source: Source::H2(incoming), content_length }
+        Body { source: Source::H2(incoming), content_length, wanted: None, end: None }
     }
 
     /// The next chunk; `None` at the end. An error means the body was cut short or
     /// malformed, and the request must not take effect.
     pub async fn chunk(&mut self) -> Option<io::Result<Bytes>> {
+        if let Some(wanted) = self.wanted.take() {
+            let _ = wanted.send(());
+        }
         match &mut self.source {
             Source::Empty => None,
-            Source::Channel(rx) => rx.recv().await,
+            Source::Channel(rx) => {
+                let next = rx.recv().await;
+                if next.is_none() {
+                    if let Some(end) = self.end.take() {
+                        end.finished.store(true, Ordering::Release);
+                        let _ = end.verdict.send(true);
+                    }
+                }
+                next
+            }
             Source::H2(incoming) => loop {
                 match incoming.frame().await {
                     None => return None,
@@ -99,6 +135,14 @@ impl Body {
             buf.extend_from_slice(&chunk);
         }
         Ok(Bytes::from(buf))
+    }
+}
+
+impl Drop for Body {
+    fn drop(&mut self) {
+        if let Some(end) = self.end.take() {
+            let _ = end.verdict.send(false);
+        }
     }
 }
 

@@ -284,7 +284,7 @@ fn reset_fault_cuts_the_body_short() {
 
 #[test]
 fn a_stalled_request_head_times_out_with_request_timeout() {
-    let srv = start(|c| c.limits.request_timeout = Duration::from_millis(300));
+    let srv = start(|c| c.limits.header_timeout = Duration::from_millis(300));
     let mut s = connect(srv.addr());
     s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap();
     let r = read_response(&mut s, &mut Vec::new(), false).expect("a 400 after the time-out");

@@ -196,7 +196,9 @@ impl FerryServe {
             "these limits have no `ferry serve` flag: {l:?}"
         );
         flag("idle-timeout", secs(l.idle_timeout));
-        flag("request-timeout", secs(l.request_timeout));
+        flag("header-timeout", secs(l.header_timeout));
+        flag("body-timeout", secs(l.body_timeout));
+        flag("body-min-rate", l.body_min_rate.to_string());
         flag("max-connections", l.max_connections.to_string());
         flag("h2-max-streams", l.h2_max_streams.to_string());
         flag("threads", c.threads.to_string());

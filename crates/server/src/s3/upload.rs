@@ -169,8 +169,15 @@ pub async fn receive(
     let mut pending = BytesMut::new();
     let mut pieces = Vec::new();
     while let Some(chunk) = req.body.chunk().await {
-        let chunk =
-            chunk.map_err(|e| S3Error::new(400, "IncompleteBody", &format!("The request body ended early: {e}.")))?;
+        let chunk = chunk.map_err(|e| match e.kind() {
+            // S3's answer to a body that stopped arriving.
+            std::io::ErrorKind::TimedOut => S3Error::new(
+                400,
+                "RequestTimeout",
+                "Your socket connection to the server was not read from or written to within the timeout period.",
+            ),
+            _ => S3Error::new(400, "IncompleteBody", &format!("The request body ended early: {e}.")),
+        })?;
         match decoder.as_mut() {
             Some(d) => {
                 pending.extend_from_slice(&chunk);

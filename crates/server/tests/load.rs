@@ -1,0 +1,371 @@
+//! The server under hostile or heavy load, over real sockets, kept small enough to run in
+//! seconds (the 10,000-connection and 5 GiB figures come from `scripts/load.sh`,
+//! docs/lab/load.md):
+//!
+//! - 2,000 idle connections stay open, and a new client is still served;
+//! - a request head or body trickled a byte at a time is cut off with 400 RequestTimeout
+//!   while other clients are served;
+//! - a PUT that declares 5 GiB to a bucket that does not exist (or that fails its
+//!   signature) gets its error after the server read at most a few MiB of it, with
+//!   `Connection: close`, and `Expect: 100-continue` gets the error instead of the 100;
+//!   a request pipelined behind such a refusal is never run;
+//! - TLS 1.0 and 1.1 ClientHellos are refused with a protocol_version alert; TLS 1.2 and
+//!   1.3 clients complete a request.
+
+use ferry_server::ServeConfig;
+use ferry_testkit::{FerryServe, Served};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn start(configure: impl FnOnce(&mut ServeConfig)) -> Served {
+    FerryServe::new().anonymous().configure(configure).start()
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s
+}
+
+/// A response's status line, headers and body (by Content-Length), read from `s`.
+struct Resp {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Resp {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.trim().eq_ignore_ascii_case(name).then_some(v.trim())
+        })
+    }
+}
+
+/// Reads one response; `None` if the connection closed (or failed) first.
+fn read_response(s: &mut impl Read) -> Option<Resp> {
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 16384];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        match s.read(&mut tmp) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let status = head.get(9..12)?.parse().ok()?;
+    let mut resp = Resp { status, head, body: String::new() };
+    let len: usize = resp.header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+    while buf.len() < head_end + len {
+        match s.read(&mut tmp) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+        }
+    }
+    resp.body = String::from_utf8_lossy(&buf[head_end..head_end + len]).into_owned();
+    Some(resp)
+}
+
+fn get(addr: SocketAddr, target: &str) -> Resp {
+    let mut s = connect(addr);
+    s.write_all(format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).unwrap();
+    read_response(&mut s).expect("a response")
+}
+
+fn put(addr: SocketAddr, target: &str, body: &[u8]) -> u16 {
+    let mut s = connect(addr);
+    s.write_all(format!("PUT {target} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n", body.len()).as_bytes())
+        .unwrap();
+    s.write_all(body).unwrap();
+    read_response(&mut s).expect("a response").status
+}
+
+/// A counter or gauge from `/_ferry/metrics`.
+fn metric(addr: SocketAddr, name: &str) -> u64 {
+    let text = get(addr, "/_ferry/metrics").body;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')).map(|v| v.trim().parse().unwrap()))
+        .unwrap_or_else(|| panic!("{name} not in metrics:\n{text}"))
+}
+
+/// True once the peer closed (EOF or reset) within the read time-out.
+fn closed(s: &mut TcpStream) -> bool {
+    let mut tmp = [0u8; 4096];
+    loop {
+        match s.read(&mut tmp) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[test]
+fn two_thousand_idle_connections_are_held_and_a_new_client_is_served() {
+    let srv = start(|_| {});
+    let addr = srv.addr();
+    assert_eq!(put(addr, "/idle", b""), 200);
+    assert_eq!(put(addr, "/idle/k", b"still here"), 200);
+    // Half never send a byte (the server waits in protocol detection), half go idle
+    // after a keep-alive request (it waits for their next head).
+    let mut idle = Vec::new();
+    for i in 0..2000 {
+        let mut s = connect(addr);
+        if i % 2 == 1 {
+            s.write_all(b"GET /idle/k HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            assert_eq!(read_response(&mut s).expect("a response").status, 200);
+        }
+        idle.push(s);
+    }
+    // The metrics request itself is one more open connection.
+    assert!(metric(addr, "ferry_connections_open") > 2000);
+    let resp = get(addr, "/idle/k");
+    assert_eq!((resp.status, resp.body.as_str()), (200, "still here"));
+    // They were held, not dropped: a sample of both kinds is served on its own socket.
+    for s in idle.iter_mut().step_by(97) {
+        s.write_all(b"GET /idle/k HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        assert_eq!(read_response(s).expect("an idle connection still served").status, 200);
+    }
+}
+
+#[test]
+fn trickled_heads_and_bodies_time_out_while_others_are_served() {
+    let srv = start(|c| {
+        c.limits.header_timeout = Duration::from_millis(800);
+        c.limits.body_timeout = Duration::from_millis(800);
+        c.limits.body_min_rate = 100;
+    });
+    let addr = srv.addr();
+    assert_eq!(put(addr, "/loris", b""), 200);
+    assert_eq!(put(addr, "/loris/k", b"v"), 200);
+    let mut heads: Vec<TcpStream> = (0..40).map(|_| connect(addr)).collect();
+    let mut bodies: Vec<TcpStream> = (0..40).map(|_| connect(addr)).collect();
+    for s in &mut bodies {
+        s.write_all(b"PUT /loris/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n").unwrap();
+    }
+    // One byte per connection every 50 ms: no read ever waits as long as a time-out,
+    // so only a bound on the whole head, and on the body's overall rate, ends them.
+    let head_text = b"GET /loris/k HTTP/1.1\r\nHost: x\r\nX-Pad: ".iter().chain([b'a'; 4096].iter());
+    let t0 = Instant::now();
+    let mut served = 0;
+    for (round, byte) in head_text.enumerate() {
+        if t0.elapsed() > Duration::from_secs(3) {
+            break;
+        }
+        for s in heads.iter_mut().chain(bodies.iter_mut()) {
+            let _ = s.write(&[*byte]);
+        }
+        if round % 4 == 0 {
+            let resp = get(addr, "/loris/k");
+            assert_eq!((resp.status, resp.body.as_str()), (200, "v"), "a client served meanwhile");
+            served += 1;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(served >= 10, "{served}");
+    for (what, conns) in [("head", &mut heads), ("body", &mut bodies)] {
+        for s in conns.iter_mut() {
+            let resp = read_response(s).unwrap_or_else(|| panic!("a trickled {what} got no answer"));
+            assert_eq!(resp.status, 400, "{what}: {}", resp.body);
+            assert!(resp.body.contains("<Code>RequestTimeout</Code>"), "{what}: {}", resp.body);
+            assert_eq!(resp.header("connection"), Some("close"), "{what}");
+            assert!(closed(s), "the {what} trickler's connection was closed");
+        }
+    }
+    assert_eq!(get(addr, "/loris/slow").status, 404, "no trickled body took effect");
+}
+
+const FIVE_GIB: u64 = 5 * 1024 * 1024 * 1024;
+
+/// Sends a PUT head declaring 5 GiB and then zeros as fast as the socket takes them,
+/// until the server stops reading; returns the response and the bytes the client sent.
+fn put_five_gib(addr: SocketAddr, target: &str, extra_headers: &str) -> (Resp, u64) {
+    let mut s = connect(addr);
+    s.write_all(
+        format!("PUT {target} HTTP/1.1\r\nHost: x\r\nContent-Length: {FIVE_GIB}\r\n{extra_headers}\r\n").as_bytes(),
+    )
+    .unwrap();
+    let mut writer = s.try_clone().unwrap();
+    writer.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    let sender = std::thread::spawn(move || {
+        let zeros = vec![0u8; 64 * 1024];
+        let mut sent = 0u64;
+        while sent < FIVE_GIB {
+            match writer.write(&zeros) {
+                Ok(n) => sent += n as u64,
+                Err(_) => break,
+            }
+        }
+        sent
+    });
+    let resp = read_response(&mut s).expect("an answer before the body was sent");
+    let _ = s.shutdown(std::net::Shutdown::Both);
+    let sent = sender.join().unwrap();
+    (resp, sent)
+}
+
+#[test]
+fn a_five_gib_put_to_a_missing_bucket_is_answered_without_reading_it() {
+    let srv = start(|_| {});
+    let addr = srv.addr();
+    let before = metric(addr, "ferry_bytes_in_total");
+    let (resp, sent) = put_five_gib(addr, "/no-such-bucket/big", "");
+    assert_eq!(resp.status, 404, "{}", resp.body);
+    assert!(resp.body.contains("<Code>NoSuchBucket</Code>"), "{}", resp.body);
+    assert_eq!(resp.header("connection"), Some("close"));
+    assert!(sent < FIVE_GIB, "the client could send it all");
+    let read = metric(addr, "ferry_bytes_in_total") - before;
+    assert!(read <= 4 << 20, "the server read {read} bytes of a body nobody wanted");
+    // The server is unharmed.
+    assert_eq!(put(addr, "/after", b""), 200);
+}
+
+#[test]
+fn expect_continue_to_a_missing_bucket_gets_the_error_instead_of_100() {
+    let srv = start(|_| {});
+    let addr = srv.addr();
+    let mut s = connect(addr);
+    s.write_all(
+        format!(
+            "PUT /no-such-bucket/big HTTP/1.1\r\nHost: x\r\nContent-Length: {FIVE_GIB}\r\nExpect: 100-continue\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let resp = read_response(&mut s).expect("an answer without the body");
+    assert_eq!(resp.status, 404, "{}", resp.head);
+    assert!(resp.body.contains("<Code>NoSuchBucket</Code>"), "{}", resp.body);
+    assert_eq!(resp.header("connection"), Some("close"));
+    assert!(closed(&mut s));
+    // A bucket that exists still gets its 100 and takes the body.
+    assert_eq!(put(addr, "/expect", b""), 200);
+    let mut s = connect(addr);
+    s.write_all(b"PUT /expect/k HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n").unwrap();
+    let mut first = [0u8; 25];
+    s.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"HTTP/1.1 100 Continue\r\n\r\n");
+    s.write_all(b"hello").unwrap();
+    assert_eq!(read_response(&mut s).unwrap().status, 200);
+    assert_eq!(get(addr, "/expect/k").body, "hello");
+}
+
+#[test]
+fn a_request_pipelined_after_a_refused_body_never_takes_effect() {
+    let srv = start(|_| {});
+    let addr = srv.addr();
+    assert_eq!(put(addr, "/piped", b""), 200);
+    let mut s = connect(addr);
+    // The refused PUT's small body is read whole before the handler answers; the PUT
+    // behind it must still not run, since the connection closes after the 404.
+    s.write_all(
+        b"PUT /no-such-bucket/k HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhelloPUT /piped/k HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nworld",
+    )
+    .unwrap();
+    let resp = read_response(&mut s).expect("the 404");
+    assert_eq!(resp.status, 404);
+    assert_eq!(resp.header("connection"), Some("close"));
+    assert!(closed(&mut s));
+    assert_eq!(get(addr, "/piped/k").status, 404, "the unanswered PUT took effect");
+}
+
+#[test]
+fn a_five_gib_put_that_fails_its_signature_is_answered_without_reading_it() {
+    let srv = FerryServe::new().start();
+    assert!(srv.credentials().is_some());
+    let addr = srv.addr();
+    let before = metric(addr, "ferry_bytes_in_total");
+    let (resp, sent) = put_five_gib(
+        addr,
+        "/bucket/big",
+        "Authorization: AWS4-HMAC-SHA256 Credential=ferry/20250101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=00\r\n",
+    );
+    assert_eq!(resp.status, 403, "{}", resp.body);
+    assert_eq!(resp.header("connection"), Some("close"));
+    assert!(sent < FIVE_GIB);
+    let read = metric(addr, "ferry_bytes_in_total") - before;
+    assert!(read <= 4 << 20, "the server read {read} bytes of an unauthenticated body");
+}
+
+/// A ClientHello without a supported_versions extension, so `version` (0x0301 TLS 1.0,
+/// 0x0302 TLS 1.1, 0x0303 TLS 1.2) is all it offers, with suites and extensions a TLS 1.2
+/// server accepts: only the version can make the server refuse it.
+fn legacy_client_hello(version: u16) -> Vec<u8> {
+    let suites: [u16; 6] = [0xc02b, 0xc02f, 0xc013, 0xc014, 0x002f, 0x0035];
+    let mut hello = Vec::new();
+    hello.extend_from_slice(&version.to_be_bytes());
+    hello.extend_from_slice(&[7u8; 32]); // random
+    hello.push(0); // session id
+    hello.extend_from_slice(&((suites.len() * 2) as u16).to_be_bytes());
+    for s in suites {
+        hello.extend_from_slice(&s.to_be_bytes());
+    }
+    hello.extend_from_slice(&[1, 0]); // compression: null
+                                      // Extensions: supported_groups (x25519, P-256), ec_point_formats (uncompressed),
+                                      // signature_algorithms (ECDSA P-256 SHA-256, RSA-PSS SHA-256, RSA PKCS#1 SHA-256).
+    let ext: Vec<u8> = [
+        &[0x00, 0x0a, 0x00, 0x06, 0x00, 0x04, 0x00, 0x1d, 0x00, 0x17][..],
+        &[0x00, 0x0b, 0x00, 0x02, 0x01, 0x00],
+        &[0x00, 0x0d, 0x00, 0x08, 0x00, 0x06, 0x04, 0x03, 0x08, 0x04, 0x04, 0x01],
+    ]
+    .concat();
+    hello.extend_from_slice(&(ext.len() as u16).to_be_bytes());
+    hello.extend_from_slice(&ext);
+    let mut handshake = vec![1u8]; // ClientHello
+    handshake.extend_from_slice(&(hello.len() as u32).to_be_bytes()[1..]);
+    handshake.extend_from_slice(&hello);
+    let mut record = vec![0x16, 0x03, 0x01];
+    record.extend_from_slice(&(handshake.len() as u16).to_be_bytes());
+    record.extend_from_slice(&handshake);
+    record
+}
+
+#[test]
+fn tls_1_0_and_1_1_are_refused_and_1_2_and_1_3_serve() {
+    let srv = FerryServe::new().anonymous().tls().start();
+    let addr = srv.addr();
+    for (name, version) in [("TLS 1.0", 0x0301u16), ("TLS 1.1", 0x0302)] {
+        let mut s = connect(addr);
+        s.write_all(&legacy_client_hello(version)).unwrap();
+        let mut answer = Vec::new();
+        let _ = s.read_to_end(&mut answer);
+        // An alert record (21), level fatal (2), protocol_version (70); no ServerHello.
+        assert!(answer.len() >= 7, "{name}: {answer:?}");
+        assert_eq!((answer[0], answer[5], answer[6]), (21, 2, 70), "{name}: {answer:?}");
+    }
+    // The same hello at TLS 1.2 gets a ServerHello: handshake record (22), type 2.
+    let mut s = connect(addr);
+    s.write_all(&legacy_client_hello(0x0303)).unwrap();
+    let mut answer = [0u8; 6];
+    s.read_exact(&mut answer).unwrap();
+    assert_eq!((answer[0], answer[5]), (22, 2), "TLS 1.2 control: {answer:?}");
+    // rustls clients pinned to one version each complete a request.
+    let pem = std::fs::read(srv.ca_file().unwrap()).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    for (name, version) in [("TLS 1.2", &rustls::version::TLS12), ("TLS 1.3", &rustls::version::TLS13)] {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[version])
+            .unwrap()
+            .with_root_certificates(roots.clone())
+            .with_no_client_auth();
+        let server_name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let mut conn = rustls::ClientConnection::new(Arc::new(config), server_name).unwrap();
+        let mut sock = connect(addr);
+        let mut tls = rustls::Stream::new(&mut conn, &mut sock);
+        tls.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+        let resp = read_response(&mut tls).unwrap_or_else(|| panic!("{name}: no response"));
+        assert_eq!(resp.status, 200, "{name}");
+        let negotiated = conn.protocol_version().unwrap();
+        assert_eq!(negotiated, version.version, "{name}");
+    }
+}
