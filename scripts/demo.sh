@@ -41,7 +41,8 @@ if [[ -z "$ENDPOINT" ]]; then
 fi
 sleep 0.2  # the credential lines follow the listening line
 ACCESS_KEY="$(sed -n 's/.*access key: *//p' "$OUT" | head -n1)"
-SECRET_KEY="$(sed -n 's/.*secret key: *//p' "$OUT" | head -n1)"
+# The server prints its secret only when it is the built-in one.
+SECRET_KEY="$(sed -n '/not printed/!s/.*secret key: *\([^ ]*\).*/\1/p' "$OUT" | head -n1)"
 
 echo "ferry serve is listening on $ENDPOINT (pid $SERVER_PID)"
 FERRY_ENDPOINT="$ENDPOINT" FERRY_ACCESS_KEY="${ACCESS_KEY:-${AWS_ACCESS_KEY_ID:-ferry}}" \

@@ -144,7 +144,12 @@ class FerryServer:
                               ("ca file:", "ca_file"), ("profile:", "profile")):
                 idx = line.find(key)
                 if idx >= 0:
-                    setattr(self, attr, line[idx + len(key):].strip())
+                    value = line[idx + len(key):].strip()
+                    if attr == "secret_key":
+                        # Printed only when it is the built-in one: "ferry-secret (the
+                        # built-in default)"; a chosen one reads "not printed (...)".
+                        value = None if value.startswith("not printed") else value.split(" ")[0]
+                    setattr(self, attr, value)
         if self.ca_file:
             ca = Path(self.ca_file)
             if not ca.is_absolute():

@@ -27,6 +27,12 @@ def test_credentials_from_environment(ferry):
     srv = ferry("--memory", env=env, creds=False)
     assert srv.access_key == "envkey", srv.lines
     s3_client(srv, access_key="envkey", secret_key="envsecret").create_bucket(Bucket="env")
+    # A secret the user chose is never printed, by flag or by environment.
+    assert not any("envsecret" in line for line in srv.lines), srv.lines
+    assert any("secret key: not printed" in line for line in srv.lines), srv.lines
+    flagged = ferry("--memory", "--access-key", "flagkey", "--secret-key", "flag-secret-1234", creds=False)
+    assert not any("flag-secret-1234" in line for line in flagged.lines), flagged.lines
+    s3_client(flagged, access_key="flagkey", secret_key="flag-secret-1234").create_bucket(Bucket="flag")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

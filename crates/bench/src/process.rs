@@ -203,8 +203,12 @@ impl ServerProcess {
     }
 
     /// The banner's `name: value` line, e.g. `emulation`.
+    /// A value the banner states (`name: value`), without its parenthesised note; `None`
+    /// when absent or withheld (`secret key: not printed (...)`).
     pub fn banner_value(&self, name: &str) -> Option<&str> {
-        self.banner.iter().find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(": ")))
+        let value = self.banner.iter().find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(": ")))?;
+        let value = value.split(" (").next().unwrap_or(value).trim();
+        (value != "not printed").then_some(value)
     }
 }
 

@@ -235,6 +235,9 @@ impl Drop for RemoveOnDrop {
 
 pub fn run(args: ServeArgs) -> Result<()> {
     let generated_ca = args.ca_file.is_none();
+    // A secret the user chose (flag or environment) is never printed; the built-in one
+    // is, so that a first run can be signed against without reading the docs.
+    let secret_chosen = args.secret_key.is_some();
     let config = config(args)?;
     // This runtime only accepts: connections are served on the server's own connection
     // threads (ferry_server, "Threads"), so one thread is all it needs.
@@ -258,7 +261,11 @@ pub fn run(args: ServeArgs) -> Result<()> {
         match &credentials {
             Some((a, s)) => {
                 writeln!(out, "access key: {a}")?;
-                writeln!(out, "secret key: {s}")?;
+                if secret_chosen {
+                    writeln!(out, "secret key: not printed (--secret-key or AWS_SECRET_ACCESS_KEY)")?;
+                } else {
+                    writeln!(out, "secret key: {s} (the built-in default)")?;
+                }
             }
             None => writeln!(out, "auth: anonymous (unsigned requests accepted)")?,
         }

@@ -1409,7 +1409,11 @@ impl Client {
     #[pyo3(signature = (url, expires=3600.0))]
     fn presign(&self, py: Python<'_>, url: &str, expires: f64) -> PyResult<String> {
         let (engine, object) = self.target(py, url)?;
-        engine.presign_get(&object, expires_of(expires)?).map_err(|e| to_pyerr(py, e))
+        let expires = expires_of(expires)?;
+        // The store's async presign: Azure with an Entra token asks for a user delegation
+        // key first; the others sign locally.
+        let r = block_on(py, async move { engine.store().presign(&object, expires).await })?;
+        r.map_err(|e| to_pyerr(py, e))
     }
 
     /// A read-only binary file object over the object (ferry/_file.py), pinned to the
