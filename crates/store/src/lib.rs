@@ -18,6 +18,7 @@
 pub mod azure;
 pub mod error;
 pub mod gcs;
+pub(crate) mod request;
 pub mod retry;
 pub mod s3;
 pub mod store;

@@ -28,10 +28,11 @@
 //! Limits ("Put Block", "Scalability targets for Blob storage"): blocks up to 4,000 MiB,
 //! at most 50,000 committed blocks per blob; no minimum block size.
 
-use crate::azure::client::{AzureClient, Op};
+use crate::azure::client::AzureClient;
 use crate::azure::object::file_digests;
 use crate::error::Error;
-use crate::s3::client::OpBody;
+use crate::request::Op;
+use crate::request::OpBody;
 use crate::store::PartPayload;
 use crate::types::*;
 use bytes::Bytes;
@@ -142,7 +143,7 @@ impl AzureClient {
             }
         };
         let id = block_id(&upload.upload_id, part, crc);
-        let mut op = Op::new("PutBlock", Method::PUT, Some(&upload.object.bucket), Some(&upload.object.key))
+        let mut op = Op::object("PutBlock", Method::PUT, &upload.object.bucket, Some(&upload.object.key))
             .query("comp", "block")
             .query("blockid", &id)
             .header("content-md5", &md5)?
@@ -177,7 +178,7 @@ impl AzureClient {
         xml.push_str("</BlockList>");
         let body = Bytes::from(xml);
         let md5 = base64_encode(&Md5::digest(&body));
-        let mut op = Op::new("PutBlockList", Method::PUT, Some(&upload.object.bucket), Some(&upload.object.key))
+        let mut op = Op::object("PutBlockList", Method::PUT, &upload.object.bucket, Some(&upload.object.key))
             .query("comp", "blocklist")
             .header("content-type", "application/xml")?
             .header("content-md5", &md5)?
@@ -229,7 +230,7 @@ impl AzureClient {
     }
 
     async fn uncommitted_blocks(&self, object: &ObjectRef) -> Result<Vec<Block>, Error> {
-        let mut op = Op::new("GetBlockList", Method::GET, Some(&object.bucket), Some(&object.key))
+        let mut op = Op::object("GetBlockList", Method::GET, &object.bucket, Some(&object.key))
             .query("comp", "blocklist")
             .query("blocklisttype", "uncommitted");
         match self.execute(&mut op, |r| async move { read_xml(r, parse_uncommitted).await }).await {

@@ -10,9 +10,10 @@
 //!   and `If-Match` on the ETag, so two versions never mix; the MD5 carries on across
 //!   the pieces.
 
-use crate::azure::client::{AzureClient, Op};
+use crate::azure::client::AzureClient;
 use crate::azure::error::request_id;
 use crate::error::Error;
+use crate::request::Op;
 use crate::types::ObjectBody;
 use bytes::Bytes;
 use ferry_proto::range::parse_content_range;
@@ -100,8 +101,8 @@ impl AzureBody {
     async fn resume(&mut self, failure: Error) -> Result<(), Error> {
         let Some(class) = failure.retry_class(true) else { return Err(failure) };
         let (Some(etag), Some(expected)) = (self.etag.clone(), self.expected) else { return Err(failure) };
-        let retry = self.client.inner.retry.clone();
-        if self.resumes + 1 >= retry.max_attempts || !self.client.take_retry(class) {
+        let retry = self.client.core().retry.clone();
+        if self.resumes + 1 >= retry.max_attempts || !self.client.core().take_retry(class) {
             return Err(failure);
         }
         self.resumes += 1;
@@ -109,7 +110,7 @@ impl AzureBody {
         let from = self.start + self.received;
         let to = self.start + expected - 1;
         tracing::debug!(container = %self.container, blob = %self.blob, from, to, error = %failure, "resuming GET");
-        let mut op = Op::new("GetBlob", Method::GET, Some(&self.container), Some(&self.blob))
+        let mut op = Op::object("GetBlob", Method::GET, &self.container, Some(&self.blob))
             .header("x-ms-range", &format!("bytes={from}-{to}"))?
             .header("if-match", &etag)?;
         op.size_hint = Some(to - from + 1);

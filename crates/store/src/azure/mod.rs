@@ -95,11 +95,11 @@ impl ObjectStore for AzureClient {
     }
 
     fn controller(&self) -> Arc<Controller> {
-        self.inner.controller.clone()
+        self.inner.core.controller.clone()
     }
 
     fn transport(&self) -> &Arc<dyn Transport> {
-        &self.inner.transport
+        &self.inner.core.transport
     }
 
     async fn head(&self, object: &ObjectRef) -> Result<ObjectInfo, Error> {

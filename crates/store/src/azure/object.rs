@@ -16,11 +16,12 @@
 //! the service: the answer's `x-ms-copy-status` is polled until it leaves `pending`.
 
 use crate::azure::body::AzureBody;
-use crate::azure::client::{pause, AzureClient, Op};
+use crate::azure::client::{pause, AzureClient};
 use crate::azure::config::AzureCredential;
 use crate::azure::error::request_id;
 use crate::error::Error;
-use crate::s3::client::OpBody;
+use crate::request::Op;
+use crate::request::OpBody;
 use crate::types::*;
 use bytes::Bytes;
 use ferry_proto::checksum::base64_encode;
@@ -101,7 +102,7 @@ pub(crate) async fn file_digests(path: &std::path::Path, offset: u64, len: u64) 
     tokio::task::spawn_blocking(move || {
         use std::os::unix::fs::FileExt;
         let f = std::fs::File::open(&p)?;
-        let mut buf = vec![0u8; crate::s3::client::FILE_CHUNK.min(len.max(1) as usize)];
+        let mut buf = vec![0u8; crate::request::FILE_CHUNK.min(len.max(1) as usize)];
         let mut md5 = Md5::new();
         let mut crc = ferry_proto::checksum::Checksummer::new(ferry_proto::checksum::ChecksumAlgorithm::Crc64Nvme);
         let (mut at, end) = (offset, offset + len);
@@ -124,7 +125,7 @@ pub(crate) async fn file_digests(path: &std::path::Path, offset: u64, len: u64) 
 impl AzureClient {
     /// Get Blob Properties.
     pub async fn head_blob(&self, object: &ObjectRef) -> Result<ObjectInfo, Error> {
-        let mut op = Op::new("GetBlobProperties", Method::HEAD, Some(&object.bucket), Some(&object.key));
+        let mut op = Op::object("GetBlobProperties", Method::HEAD, &object.bucket, Some(&object.key));
         self.execute(&mut op, |r| async move { Ok(info_from_headers(&r.headers)) }).await
     }
 
@@ -158,7 +159,7 @@ impl AzureClient {
             Some(b) => format!("bytes={a}-{b}"),
             None => format!("bytes={a}-"),
         });
-        let mut op = Op::new("GetBlob", Method::GET, Some(&object.bucket), Some(&object.key))
+        let mut op = Op::object("GetBlob", Method::GET, &object.bucket, Some(&object.key))
             .header_opt("x-ms-range", x_range.as_deref())?
             .header_opt("if-match", if_match.as_deref())?
             .header_opt("if-none-match", params.if_none_match.as_deref())?
@@ -215,7 +216,7 @@ impl AzureClient {
     /// Put Blob from memory.
     pub async fn put_blob(&self, object: &ObjectRef, body: Bytes, params: PutParams) -> Result<PutObjectOutput, Error> {
         let md5 = base64_encode(&Md5::digest(&body));
-        let op = Op::new("PutBlob", Method::PUT, Some(&object.bucket), Some(&object.key));
+        let op = Op::object("PutBlob", Method::PUT, &object.bucket, Some(&object.key));
         let mut op = put_headers(op, &params, Some(&md5))?.body(OpBody::Bytes(body));
         self.execute(&mut op, |r| async move { Ok(put_output(&r)) }).await
     }
@@ -235,7 +236,7 @@ impl AzureClient {
             return Err(Error::Config(format!("Put Blob takes at most {MAX_PUT_BLOB} bytes; use a block upload")));
         }
         let (md5, _) = file_digests(&path, 0, len).await?;
-        let op = Op::new("PutBlob", Method::PUT, Some(&object.bucket), Some(&object.key));
+        let op = Op::object("PutBlob", Method::PUT, &object.bucket, Some(&object.key));
         let mut op = put_headers(op, &params, Some(&md5))?.body(OpBody::File { path, offset: 0, len });
         self.execute(&mut op, |r| async move { Ok(put_output(&r)) }).await
     }
@@ -267,7 +268,7 @@ impl AzureClient {
                 Ok(b)
             })
             .boxed();
-        let op = Op::new("PutBlob", Method::PUT, Some(&object.bucket), Some(&object.key));
+        let op = Op::object("PutBlob", Method::PUT, &object.bucket, Some(&object.key));
         let mut op =
             put_headers(op, &params, None)?.body(OpBody::Once(Some(RequestBody::Stream { len, stream: counted })));
         let resp = self.execute(&mut op, |r| async move { Ok(r) }).await?;
@@ -288,7 +289,7 @@ impl AzureClient {
 
     /// Delete Blob (a missing blob is not an error, as the trait wants).
     pub async fn delete_blob(&self, object: &ObjectRef) -> Result<(), Error> {
-        let mut op = Op::new("DeleteBlob", Method::DELETE, Some(&object.bucket), Some(&object.key));
+        let mut op = Op::object("DeleteBlob", Method::DELETE, &object.bucket, Some(&object.key));
         match self.execute(&mut op, |_| async { Ok(()) }).await {
             Err(e)
                 if e.is_not_found() && !matches!(&e, Error::NotFound { code, .. } if code == "ContainerNotFound") =>
@@ -315,7 +316,7 @@ impl AzureClient {
         if let AzureCredential::Sas(sas) = &self.config().credential {
             url = format!("{url}?{sas}");
         }
-        let mut op = Op::new("CopyBlob", Method::PUT, Some(&dest.bucket), Some(&dest.key))
+        let mut op = Op::object("CopyBlob", Method::PUT, &dest.bucket, Some(&dest.key))
             .header("x-ms-copy-source", &url)?
             .header_opt("x-ms-source-if-match", params.if_match.as_deref())?;
         if let Some(meta) = &params.metadata {
@@ -338,7 +339,7 @@ impl AzureClient {
                 ));
             }
             pause(COPY_POLL).await;
-            let mut op = Op::new("GetBlobProperties", Method::HEAD, Some(&dest.bucket), Some(&dest.key));
+            let mut op = Op::object("GetBlobProperties", Method::HEAD, &dest.bucket, Some(&dest.key));
             (status, etag, last_modified) = self
                 .execute(&mut op, |r| async move {
                     let get = |n: &str| r.headers.get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);

@@ -15,9 +15,10 @@
 //! bytes, so it is checked for nothing but not being cut: its length is unknown.
 
 use crate::error::Error;
-use crate::gcs::client::{gs, GcsClient, Op};
+use crate::gcs::client::{gs, GcsClient};
 use crate::gcs::error::request_id;
 use crate::gcs::object::goog_hash;
+use crate::request::Op;
 use crate::s3::body::Verifier;
 use crate::types::*;
 use bytes::Bytes;
@@ -154,8 +155,8 @@ impl GcsBody {
         let (Some(generation), Some(expected)) = (self.generation.clone(), self.expected) else {
             return Err(failure);
         };
-        let retry = self.client.inner.retry.clone();
-        if self.resumes + 1 >= retry.max_attempts || !self.client.take_retry(class) {
+        let retry = self.client.core().retry.clone();
+        if self.resumes + 1 >= retry.max_attempts || !self.client.core().take_retry(class) {
             return Err(failure);
         }
         self.resumes += 1;
@@ -163,7 +164,7 @@ impl GcsBody {
         let from = self.start + self.received;
         let to = self.start + expected - 1;
         tracing::debug!(object = %gs(&self.object), from, to, error = %failure, "resuming GET");
-        let mut op = Op::new(
+        let mut op = Op::path(
             "objects.get media (resume)",
             Method::GET,
             GcsClient::object_path(&self.object.bucket, &self.object.key),

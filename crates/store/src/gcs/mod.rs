@@ -31,12 +31,13 @@ mod tests;
 pub mod upload;
 
 use crate::error::Error;
+use crate::request::Op;
 use crate::store::{Capabilities, ObjectStore, PartLimits, PartPayload, PutPayload};
 use crate::types::*;
 use crate::url::Provider;
 use crate::{DynObjectStore, StoreOptions};
+use client::enc;
 pub use client::GcsClient;
-use client::{enc, Op};
 use ferry_proto::checksum::ChecksumAlgorithm;
 use ferry_wire::controller::Controller;
 use ferry_wire::{Endpoint, Transport, TransportConfig};
@@ -98,7 +99,7 @@ impl GcsClient {
 
     /// `buckets.insert` in the client's project.
     pub async fn create_bucket(&self, bucket: &str) -> Result<(), Error> {
-        let mut op = Op::new("buckets.insert", Method::POST, "/storage/v1/b".to_owned())
+        let mut op = Op::path("buckets.insert", Method::POST, "/storage/v1/b".to_owned())
             .query_opt("project", self.project())
             .json(&serde_json::json!({ "name": bucket }))?;
         self.execute(&mut op, |_| async { Ok(()) }).await
@@ -106,7 +107,7 @@ impl GcsClient {
 
     /// `buckets.delete` (the bucket must be empty).
     pub async fn delete_bucket(&self, bucket: &str) -> Result<(), Error> {
-        let mut op = Op::new("buckets.delete", Method::DELETE, format!("/storage/v1/b/{}", enc(bucket)));
+        let mut op = Op::path("buckets.delete", Method::DELETE, format!("/storage/v1/b/{}", enc(bucket)));
         self.execute(&mut op, |_| async { Ok(()) }).await
     }
 
@@ -116,7 +117,7 @@ impl GcsClient {
         let mut out = Vec::new();
         let mut token: Option<String> = None;
         loop {
-            let mut op = Op::new("buckets.list", Method::GET, "/storage/v1/b".to_owned())
+            let mut op = Op::path("buckets.list", Method::GET, "/storage/v1/b".to_owned())
                 .query_opt("project", project.clone())
                 .query_opt("pageToken", token.clone());
             let v = self.execute(&mut op, |r| async move { Self::read_json(r).await }).await?;

@@ -24,8 +24,9 @@
 
 use crate::error::Error;
 use crate::gcs::body::GcsBody;
-use crate::gcs::client::{enc, gs, Body, GcsClient, Op};
+use crate::gcs::client::{enc, gs, GcsClient};
 use crate::gcs::error::request_id;
+use crate::request::{Op, OpBody};
 use crate::types::*;
 use bytes::{Bytes, BytesMut};
 use ferry_proto::checksum::{base64_decode, base64_encode, ChecksumAlgorithm, Checksummer};
@@ -203,7 +204,7 @@ impl GcsClient {
     }
 
     pub(crate) async fn object_resource(&self, object: &ObjectRef) -> Result<serde_json::Value, Error> {
-        let mut op = Op::new("objects.get", Method::GET, Self::object_path(&object.bucket, &object.key));
+        let mut op = Op::path("objects.get", Method::GET, Self::object_path(&object.bucket, &object.key));
         self.execute(&mut op, |r| async move { Self::read_json(r).await }).await
     }
 
@@ -219,7 +220,7 @@ impl GcsClient {
             None => None,
         };
         let not = params.if_none_match.as_deref().and_then(parse_generation);
-        let mut op = Op::new("objects.get media", Method::GET, Self::object_path(&object.bucket, &object.key))
+        let mut op = Op::path("objects.get media", Method::GET, Self::object_path(&object.bucket, &object.key))
             .query("alt", "media")
             .query_opt("ifGenerationMatch", pinned.map(|g| g.to_string()))
             .query_opt("ifGenerationNotMatch", not.map(|g| g.to_string()))
@@ -289,14 +290,15 @@ impl GcsClient {
         let resource = upload_resource(&object.key, ct, &params.metadata, Some(&crc), md5.as_deref());
         let (head, tail) = framing(&resource, ct);
         let body = match media {
-            Media::Bytes(b) => Body::Chunks(vec![head, b, tail]),
-            Media::File { path, offset, len } => Body::Framed { head, path, offset, len, tail },
+            Media::Bytes(b) => OpBody::Chunks(vec![head, b, tail]),
+            Media::File { path, offset, len } => OpBody::Framed { head, path, offset, len, tail },
         };
-        let mut op = Op::new("objects.insert", Method::POST, format!("/upload/storage/v1/b/{}/o", enc(&object.bucket)))
-            .query("uploadType", "multipart")
-            .query_opt("ifGenerationMatch", params.if_none_match_star.then_some("0"))
-            .header("content-type", &format!("multipart/related; boundary={BOUNDARY}"))?
-            .body(body);
+        let mut op =
+            Op::path("objects.insert", Method::POST, format!("/upload/storage/v1/b/{}/o", enc(&object.bucket)))
+                .query("uploadType", "multipart")
+                .query_opt("ifGenerationMatch", params.if_none_match_star.then_some("0"))
+                .header("content-type", &format!("multipart/related; boundary={BOUNDARY}"))?
+                .body(body);
         // Sending the same bytes under the same name again leaves the same content.
         op.idempotent = true;
         let v = self.execute(&mut op, |r| async move { Self::read_json(r).await }).await?;
@@ -345,7 +347,7 @@ impl GcsClient {
     ) -> Result<serde_json::Value, Error> {
         let ct = params.content_type.as_deref();
         let resource = upload_resource(&object.key, ct, &params.metadata, None, None);
-        let mut op = Op::new(
+        let mut op = Op::path(
             "objects.insert resumable",
             Method::POST,
             format!("/upload/storage/v1/b/{}/o", enc(&object.bucket)),
@@ -378,7 +380,7 @@ impl GcsClient {
                 Ok(v)
             }
             Err(e) => {
-                let mut cancel = Op::new("resumable cancel", Method::DELETE, path);
+                let mut cancel = Op::path("resumable cancel", Method::DELETE, path);
                 let _ = self.execute(&mut cancel, |_| async { Ok(()) }).await;
                 Err(e)
             }
@@ -433,9 +435,9 @@ impl GcsClient {
             } else {
                 format!("bytes {}-{}/*", sent, sent + chunk.len() as u64 - 1)
             };
-            let mut op = Op::new("resumable chunk", Method::PUT, path.to_owned())
+            let mut op = Op::path("resumable chunk", Method::PUT, path.to_owned())
                 .header("content-range", &range)?
-                .body(Body::Bytes(chunk.clone()));
+                .body(OpBody::Bytes(chunk.clone()));
             if let Some(ct) = content_type {
                 op = op.header("content-type", ct)?;
             }
@@ -483,7 +485,7 @@ impl GcsClient {
 
     /// Deletes one object; a missing one counts as deleted.
     pub async fn delete_object(&self, object: &ObjectRef) -> Result<(), Error> {
-        let mut op = Op::new("objects.delete", Method::DELETE, Self::object_path(&object.bucket, &object.key));
+        let mut op = Op::path("objects.delete", Method::DELETE, Self::object_path(&object.bucket, &object.key));
         match self.execute(&mut op, |_| async { Ok(()) }).await {
             Err(e) if e.is_not_found() => Ok(()),
             r => r,
@@ -547,9 +549,9 @@ impl GcsClient {
             ));
         }
         body.push_str(&format!("--{boundary}--\r\n"));
-        let mut op = Op::new("batch delete", Method::POST, "/batch/storage/v1".to_owned())
+        let mut op = Op::path("batch delete", Method::POST, "/batch/storage/v1".to_owned())
             .header("content-type", &format!("multipart/mixed; boundary={boundary}"))?
-            .body(Body::Bytes(Bytes::from(body)));
+            .body(OpBody::Bytes(Bytes::from(body)));
         op.idempotent = true;
         let n = keys.len();
         self.execute(&mut op, |r| async move {
@@ -600,7 +602,7 @@ impl GcsClient {
         );
         let mut token: Option<String> = None;
         loop {
-            let mut op = Op::new("objects.rewrite", Method::POST, path.clone())
+            let mut op = Op::path("objects.rewrite", Method::POST, path.clone())
                 .query_opt("ifSourceGenerationMatch", if_gen.map(|g| g.to_string()))
                 .query_opt("rewriteToken", token.clone());
             op = match &resource {

@@ -27,7 +27,8 @@
 //!   budget.
 
 use crate::error::Error;
-use crate::s3::client::{Op, S3Client};
+use crate::request::Op;
+use crate::s3::client::S3Client;
 use crate::s3::error::request_id;
 use crate::types::ObjectBody;
 use bytes::Bytes;
@@ -200,8 +201,8 @@ impl BodyState {
             // Without an ETag a resumed piece could come from another version.
             return Err(failure);
         };
-        let retry = self.client.inner.config.retry.clone();
-        if self.resumes + 1 >= retry.max_attempts || !self.client.take_retry(class) {
+        let retry = self.client.core().retry.clone();
+        if self.resumes + 1 >= retry.max_attempts || !self.client.core().take_retry(class) {
             return Err(failure);
         }
         self.resumes += 1;
@@ -209,7 +210,7 @@ impl BodyState {
         let from = self.start + self.received;
         let to = self.start + expected - 1;
         tracing::debug!(bucket = %self.bucket, key = %self.key, from, to, error = %failure, "resuming GET");
-        let mut op = Op::new("GetObject", Method::GET, &self.bucket, Some(&self.key))
+        let mut op = Op::object("GetObject", Method::GET, &self.bucket, Some(&self.key))
             .header("range", &format!("bytes={from}-{to}"))?
             .header("if-match", &etag)?;
         let resp: Response = self.client.execute(&mut op, |r| async move { Ok(r) }).await?;

@@ -15,8 +15,9 @@
 //! aws-chunked with trailers is only needed where the bytes cannot be read twice.
 
 use crate::error::Error;
+use crate::request::{Op, OpBody};
 use crate::s3::body::{BodyState, Verifier};
-use crate::s3::client::{Op, OpBody, S3Client};
+use crate::s3::client::S3Client;
 use crate::s3::error::{from_error_body, request_id};
 use bytes::{Bytes, BytesMut};
 use ferry_proto::checksum::{base64_encode, ChecksumAlgorithm, Checksummer};
@@ -124,7 +125,7 @@ fn add_digests(mut op: Op, sum: &Option<(ChecksumAlgorithm, String)>, md5: &Opti
 impl S3Client {
     /// GetObject: the body streams, verified, resumed if cut (see body.rs).
     pub async fn get_object(&self, object: &ObjectRef, params: GetParams) -> Result<GetObjectOutput, Error> {
-        let mut op = Op::new("GetObject", Method::GET, &object.bucket, Some(&object.key))
+        let mut op = Op::object("GetObject", Method::GET, &object.bucket, Some(&object.key))
             .header_opt("range", params.range.map(|r| r.to_header()).as_deref())?
             .header_opt("if-match", params.if_match.as_deref())?
             .header_opt("if-none-match", params.if_none_match.as_deref())?
@@ -182,7 +183,7 @@ impl S3Client {
 
     /// HeadObject.
     pub async fn head_object(&self, object: &ObjectRef) -> Result<ObjectInfo, Error> {
-        let mut op = Op::new("HeadObject", Method::HEAD, &object.bucket, Some(&object.key))
+        let mut op = Op::object("HeadObject", Method::HEAD, &object.bucket, Some(&object.key))
             .header("x-amz-checksum-mode", "ENABLED")?;
         self.execute(&mut op, |r| async move { Ok(ObjectInfo::from_headers(&r.headers)) }).await
     }
@@ -195,7 +196,7 @@ impl S3Client {
         params: PutParams,
     ) -> Result<PutObjectOutput, Error> {
         let (sum, md5) = digests(&body, params.checksum, params.content_md5);
-        let op = put_headers(Op::new("PutObject", Method::PUT, &object.bucket, Some(&object.key)), &params)?;
+        let op = put_headers(Op::object("PutObject", Method::PUT, &object.bucket, Some(&object.key)), &params)?;
         let mut op = add_digests(op, &sum, &md5)?.body(OpBody::Bytes(body));
         self.execute(&mut op, |r| {
             let sum = sum.clone();
@@ -220,7 +221,7 @@ impl S3Client {
         let (sum, md5) = if params.checksum.is_some() || params.content_md5 {
             let mut hasher = params.checksum.map(Checksummer::new);
             let mut md5 = params.content_md5.then(Md5::new);
-            let mut stream = crate::s3::client::file_stream(path.clone(), 0, len).await?;
+            let mut stream = crate::request::file_stream(path.clone(), 0, len).await?;
             while let Some(chunk) = stream.next().await {
                 let chunk = chunk.map_err(|e| Error::Io { path: path.display().to_string(), error: e })?;
                 if let Some(h) = &mut hasher {
@@ -234,7 +235,7 @@ impl S3Client {
         } else {
             (None, None)
         };
-        let op = put_headers(Op::new("PutObject", Method::PUT, &object.bucket, Some(&object.key)), &params)?;
+        let op = put_headers(Op::object("PutObject", Method::PUT, &object.bucket, Some(&object.key)), &params)?;
         let mut op = add_digests(op, &sum, &md5)?.body(OpBody::File { path, offset: 0, len });
         self.execute(&mut op, |r| {
             let sum = sum.clone();
@@ -256,19 +257,19 @@ impl S3Client {
     where
         S: Stream<Item = std::io::Result<Bytes>> + Send + 'static,
     {
-        let op = put_headers(Op::new("PutObject", Method::PUT, &object.bucket, Some(&object.key)), &params)?;
+        let op = put_headers(Op::object("PutObject", Method::PUT, &object.bucket, Some(&object.key)), &params)?;
         let (mut op, result) = match params.checksum {
             None => {
                 (op.body(OpBody::Once(Some(RequestBody::Stream { len, stream: exact_len(stream.boxed(), len) }))), None)
             }
             Some(algo) => {
                 let (encoded_len, body, result) = aws_chunked(stream.boxed(), len, algo);
-                let mut op = op
+                let op = op
                     .header("content-encoding", "aws-chunked")?
                     .header("x-amz-decoded-content-length", &len.to_string())?
                     .header("x-amz-trailer", algo.header_name())?
+                    .header("x-amz-content-sha256", "STREAMING-UNSIGNED-PAYLOAD-TRAILER")?
                     .body(OpBody::Once(Some(RequestBody::Stream { len: encoded_len, stream: body })));
-                op.content_sha256 = Some("STREAMING-UNSIGNED-PAYLOAD-TRAILER");
                 (op, Some(result))
             }
         };
@@ -282,7 +283,7 @@ impl S3Client {
 
     /// DeleteObject (succeeds for a key that does not exist, as S3 does).
     pub async fn delete_object(&self, object: &ObjectRef) -> Result<(), Error> {
-        let mut op = Op::new("DeleteObject", Method::DELETE, &object.bucket, Some(&object.key));
+        let mut op = Op::object("DeleteObject", Method::DELETE, &object.bucket, Some(&object.key));
         self.execute(&mut op, |_| async { Ok(()) }).await
     }
 
@@ -308,7 +309,7 @@ impl S3Client {
         for chunk in batchable.chunks(DELETE_OBJECTS_MAX_KEYS) {
             let xml = ferry_proto::xml::DeleteRequest { quiet: false, keys: chunk.to_vec() }.to_xml();
             let md5 = base64_encode(&Md5::digest(xml.as_bytes()));
-            let mut op = Op::new("DeleteObjects", Method::POST, bucket, None)
+            let mut op = Op::object("DeleteObjects", Method::POST, bucket, None)
                 .query("delete", "")
                 .header("content-type", "application/xml")?
                 .header("content-md5", &md5)?
@@ -332,7 +333,7 @@ impl S3Client {
         params: CopyParams,
     ) -> Result<CopyObjectOutput, Error> {
         let src = format!("/{}/{}", source.bucket, uri_encode(&source.key, false));
-        let mut op = Op::new("CopyObject", Method::PUT, &dest.bucket, Some(&dest.key))
+        let mut op = Op::object("CopyObject", Method::PUT, &dest.bucket, Some(&dest.key))
             .header("x-amz-copy-source", &src)?
             .header_opt("x-amz-copy-source-if-match", params.if_match.as_deref())?
             .header_opt("content-type", params.content_type.as_deref())?;
@@ -350,13 +351,13 @@ impl S3Client {
 
     /// CreateBucket (no location constraint: the endpoint's region).
     pub async fn create_bucket(&self, bucket: &str) -> Result<(), Error> {
-        let mut op = Op::new("CreateBucket", Method::PUT, bucket, None);
+        let mut op = Op::object("CreateBucket", Method::PUT, bucket, None);
         self.execute(&mut op, |_| async { Ok(()) }).await
     }
 
     /// DeleteBucket (the bucket must be empty).
     pub async fn delete_bucket(&self, bucket: &str) -> Result<(), Error> {
-        let mut op = Op::new("DeleteBucket", Method::DELETE, bucket, None);
+        let mut op = Op::object("DeleteBucket", Method::DELETE, bucket, None);
         self.execute(&mut op, |_| async { Ok(()) }).await
     }
 }
