@@ -16,6 +16,7 @@
 //! [`ObjectRef`] names an object.
 
 pub mod azure;
+pub(crate) mod checked;
 pub mod error;
 pub mod gcs;
 pub(crate) mod request;

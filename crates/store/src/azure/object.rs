@@ -15,10 +15,11 @@
 //! HEAD whose ETag then pins the GET with `If-Match`). Copy Blob is asynchronous in
 //! the service: the answer's `x-ms-copy-status` is polled until it leaves `pending`.
 
-use crate::azure::body::AzureBody;
+use crate::azure::body::{full_object, AzureReopen};
 use crate::azure::client::{pause, AzureClient};
 use crate::azure::config::AzureCredential;
 use crate::azure::error::request_id;
+use crate::checked::{CheckedBody, Verifier};
 use crate::error::Error;
 use crate::request::Op;
 use crate::request::OpBody;
@@ -170,47 +171,10 @@ impl AzureClient {
             )?;
         op.size_hint = size_hint;
         let resp = self.execute(&mut op, |r| async move { Ok(r) }).await?;
-        let rid = request_id(&resp.headers);
         let meta = info_from_headers(&resp.headers);
-        let content_length = resp.body.content_length();
-        let (start, range, md5) = if resp.status.as_u16() == 206 {
-            let cr = resp.headers.get("content-range").and_then(|v| v.to_str().ok()).and_then(parse_content_range);
-            let Some((s, e, _)) = cr else { return Err(Error::protocol("206 without a valid Content-Range", rid)) };
-            if content_length.is_some_and(|n| n != e - s + 1) {
-                return Err(Error::protocol(
-                    format!("Content-Range {s}-{e} disagrees with Content-Length {content_length:?}"),
-                    rid,
-                ));
-            }
-            (s, Some((s, e)), None)
-        } else {
-            let md5 = resp
-                .headers
-                .get("content-md5")
-                .and_then(|v| v.to_str().ok())
-                .filter(|_| params.checksum_mode)
-                .map(|v| (Md5::new(), v.trim().to_owned()));
-            (0, None, md5)
-        };
-        let expected = match range {
-            Some((s, e)) => Some(e - s + 1),
-            None => content_length,
-        };
-        let body = AzureBody {
-            client: self.clone(),
-            container: object.bucket.clone(),
-            blob: object.key.clone(),
-            etag: meta.etag.clone(),
-            body: resp.body,
-            start,
-            expected,
-            received: 0,
-            md5,
-            request_id: rid,
-            resumes: 0,
-            done: false,
-        };
-        Ok(GetObjectOutput { meta, range, body: body.into_body() })
+        let reopen = AzureReopen { client: self.clone(), object: object.clone() };
+        let checked = params.checksum_mode;
+        CheckedBody::output(reopen, resp, meta, |h| if checked { full_object(h) } else { Verifier::None })
     }
 
     /// Put Blob from memory.

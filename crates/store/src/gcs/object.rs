@@ -22,8 +22,9 @@
 //! CRC32C is not the stored one. Every GET sends `Accept-Encoding: gzip`, so what comes
 //! back is the stored bytes, ranges hold, and the stored CRC32C checks them.
 
+use crate::checked::CheckedBody;
 use crate::error::Error;
-use crate::gcs::body::GcsBody;
+use crate::gcs::body::{full_object, GcsReopen};
 use crate::gcs::client::{enc, gs, GcsClient};
 use crate::gcs::error::request_id;
 use crate::request::{Op, OpBody};
@@ -253,7 +254,7 @@ impl GcsClient {
                 return Err(precondition(304, format!("{} unchanged since {t:?}", gs(object)), rid));
             }
         }
-        GcsBody::start(self.clone(), object.clone(), resp, meta)
+        CheckedBody::output(GcsReopen { client: self.clone(), object: object.clone() }, resp, meta, full_object)
     }
 
     /// An upload of a whole object whose bytes are in memory or in a file.

@@ -14,9 +14,10 @@
 //! files) and buy a plain, replayable request that every S3-compatible server accepts;
 //! aws-chunked with trailers is only needed where the bytes cannot be read twice.
 
+use crate::checked::CheckedBody;
 use crate::error::Error;
 use crate::request::{Op, OpBody};
-use crate::s3::body::{BodyState, Verifier};
+use crate::s3::body::{full_object, S3Reopen};
 use crate::s3::client::S3Client;
 use crate::s3::error::{from_error_body, request_id};
 use bytes::{Bytes, BytesMut};
@@ -139,46 +140,8 @@ impl S3Client {
         }
         op.size_hint = params.size_hint;
         let resp = self.execute(&mut op, |r| async move { Ok(r) }).await?;
-        let rid = request_id(&resp.headers);
         let meta = ObjectInfo::from_headers(&resp.headers);
-        let content_length = resp.body.content_length();
-        let (start, range, verifier) = if resp.status.as_u16() == 206 {
-            let cr = resp.headers.get("content-range").and_then(|v| v.to_str().ok()).and_then(parse_content_range);
-            let Some((s, e, _)) = cr else {
-                return Err(Error::protocol("206 without a valid Content-Range", rid));
-            };
-            if let Some(n) = content_length.filter(|n| *n != e - s + 1) {
-                return Err(Error::protocol(
-                    format!("Content-Range {s}-{e} ({} bytes) disagrees with Content-Length {n}", e - s + 1),
-                    rid,
-                ));
-            }
-            (s, Some((s, e)), Verifier::None)
-        } else {
-            // A 200 is the whole object, also for a ranged request (S3 ignores ranges it
-            // cannot parse), so it is verified as one.
-            (0, None, Verifier::for_full_object(&resp.headers))
-        };
-        let expected = match range {
-            Some((s, e)) => Some(e - s + 1),
-            None => content_length,
-        };
-        tracing::trace!(object = %object, verify = verifier.describe(), "GET body");
-        let state = BodyState {
-            client: self.clone(),
-            bucket: object.bucket.clone(),
-            key: object.key.clone(),
-            etag: meta.etag.clone(),
-            body: resp.body,
-            start,
-            expected,
-            received: 0,
-            verifier,
-            request_id: rid,
-            resumes: 0,
-            done: false,
-        };
-        Ok(GetObjectOutput { meta, range, body: state.into_body() })
+        CheckedBody::output(S3Reopen { client: self.clone(), object: object.clone() }, resp, meta, full_object)
     }
 
     /// HeadObject.
