@@ -342,6 +342,142 @@ pub fn connect(provider: Provider, options: StoreOptions) -> Result<DynObjectSto
     }
 }
 
+/// Implements [`ObjectStore`] for a provider's client by naming, for each required
+/// call, the client's own method that does it (each with the trait's signature; the
+/// provider's names stay its API's: `head_object`, `get_blob`, ...). Controller and
+/// transport come from the client's request layer (request.rs). A trailing `part_copy`
+/// says the provider has that capability (the client implements [`PartCopy`]).
+// Expanded where the model (`crate::types::*`) and `Error` are in scope.
+macro_rules! object_store_by_names {
+    ($client:ty, $provider:expr, $capabilities:expr, {
+        head: $head:ident, get: $get:ident, put: $put:ident,
+        create_upload: $create_upload:ident, upload_part: $upload_part:ident,
+        complete_upload: $complete_upload:ident, abort_upload: $abort_upload:ident,
+        list_parts: $list_parts:ident, list_uploads: $list_uploads:ident, list: $list:ident,
+        delete: $delete:ident, delete_batch: $delete_batch:ident, copy: $copy:ident,
+        presign_get: $presign_get:ident, create_bucket: $create_bucket:ident,
+        delete_bucket: $delete_bucket:ident, list_buckets: $list_buckets:ident $(, $part_copy:ident)? $(,)?
+    }) => {
+        #[async_trait::async_trait]
+        impl $crate::store::ObjectStore for $client {
+            fn provider(&self) -> $crate::url::Provider {
+                $provider
+            }
+
+            fn capabilities(&self) -> $crate::store::Capabilities {
+                $capabilities
+            }
+
+            fn controller(&self) -> std::sync::Arc<ferry_wire::controller::Controller> {
+                self.core().controller.clone()
+            }
+
+            fn transport(&self) -> &std::sync::Arc<dyn ferry_wire::Transport> {
+                &self.core().transport
+            }
+
+            async fn head(&self, object: &ObjectRef) -> Result<ObjectInfo, Error> {
+                <$client>::$head(self, object).await
+            }
+
+            async fn get(&self, object: &ObjectRef, params: GetParams) -> Result<GetObjectOutput, Error> {
+                <$client>::$get(self, object, params).await
+            }
+
+            async fn put(
+                &self,
+                object: &ObjectRef,
+                payload: $crate::store::PutPayload,
+                params: PutParams,
+            ) -> Result<PutObjectOutput, Error> {
+                <$client>::$put(self, object, payload, params).await
+            }
+
+            async fn create_upload(&self, object: &ObjectRef, params: &PutParams) -> Result<MultipartUpload, Error> {
+                <$client>::$create_upload(self, object, params).await
+            }
+
+            async fn upload_part(
+                &self,
+                upload: &MultipartUpload,
+                part_number: u32,
+                part: $crate::store::PartPayload,
+            ) -> Result<CompletedPart, Error> {
+                <$client>::$upload_part(self, upload, part_number, part).await
+            }
+
+            async fn complete_upload(
+                &self,
+                upload: &MultipartUpload,
+                parts: &[CompletedPart],
+                whole_checksum: Option<String>,
+            ) -> Result<CompleteMultipartOutput, Error> {
+                <$client>::$complete_upload(self, upload, parts, whole_checksum).await
+            }
+
+            async fn abort_upload(&self, upload: &MultipartUpload) -> Result<(), Error> {
+                <$client>::$abort_upload(self, upload).await
+            }
+
+            async fn list_parts(&self, upload: &MultipartUpload) -> Result<Vec<PartEntry>, Error> {
+                <$client>::$list_parts(self, upload).await
+            }
+
+            async fn list_uploads(&self, bucket: &str, prefix: &str) -> Result<Vec<UploadEntry>, Error> {
+                <$client>::$list_uploads(self, bucket, prefix).await
+            }
+
+            fn list(
+                &self,
+                bucket: &str,
+                params: ListParams,
+            ) -> futures_util::stream::BoxStream<'static, Result<ListPage, Error>> {
+                <$client>::$list(self, bucket, params)
+            }
+
+            async fn delete(&self, object: &ObjectRef) -> Result<(), Error> {
+                <$client>::$delete(self, object).await
+            }
+
+            async fn delete_batch(&self, bucket: &str, keys: &[String]) -> Result<DeleteObjectsOutput, Error> {
+                <$client>::$delete_batch(self, bucket, keys).await
+            }
+
+            async fn copy(
+                &self,
+                source: &ObjectRef,
+                dest: &ObjectRef,
+                params: CopyParams,
+            ) -> Result<CopyObjectOutput, Error> {
+                <$client>::$copy(self, source, dest, params).await
+            }
+
+            fn presign_get(&self, object: &ObjectRef, expires: std::time::Duration) -> Result<String, Error> {
+                <$client>::$presign_get(self, object, expires)
+            }
+
+            async fn create_bucket(&self, bucket: &str) -> Result<(), Error> {
+                <$client>::$create_bucket(self, bucket).await
+            }
+
+            async fn delete_bucket(&self, bucket: &str) -> Result<(), Error> {
+                <$client>::$delete_bucket(self, bucket).await
+            }
+
+            async fn list_buckets(&self) -> Result<Vec<BucketEntry>, Error> {
+                <$client>::$list_buckets(self).await
+            }
+
+            $(
+                fn $part_copy(&self) -> Option<&dyn $crate::store::PartCopy> {
+                    Some(self)
+                }
+            )?
+        }
+    };
+}
+pub(crate) use object_store_by_names;
+
 #[cfg(test)]
 mod tests {
     use super::*;
