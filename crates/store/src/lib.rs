@@ -2,11 +2,17 @@
 //! provider-neutral trait.
 //!
 //! ```text
-//! engine / cli / py ──► ObjectStore (store.rs: the trait, its contract, capabilities)
+//! engine / cli / py ──► ObjectStore (store.rs: the trait, its contract, capabilities, connect)
 //!                          │   model: types.rs (ObjectRef, ObjectInfo, GetParams, ListPage, ...)
 //!                          │   URLs:  url.rs   (s3:// gs:// az:// ─► Provider)
-//!                          └─► s3/   S3Client: Op ─► address ─► SigV4 ─► Transport::send
-//!   shared by providers: error.rs (one Error by meaning, request id kept),
+//!                          ├─► s3/    S3Client:    bucket placed (path or virtual host), SigV4
+//!                          ├─► gcs/   GcsClient:   JSON API paths, bearer token
+//!                          └─► azure/ AzureClient: container/blob paths, Shared Key | SAS | Bearer
+//!                                │  each builds an Op and signs it (its request.rs Signer)
+//!                                ▼
+//!   shared by providers: request.rs (Op, one send/retry loop) ─► ferry_wire::Transport::send
+//!                        checked.rs (GET bodies checked as they stream, resumed when cut),
+//!                        error.rs (one Error by meaning, request id kept),
 //!                        retry.rs (typed retry decisions, full-jitter backoff, budget)
 //! ```
 //!
