@@ -41,7 +41,7 @@ pub use s3::client::{Addressing, ClientConfig, S3Client, S3ClientBuilder};
 pub use s3::credentials::{Credentials, CredentialsSource};
 pub use store::{
     connect, Capabilities, DynObjectStore, ObjectStore, ObjectStoreExt, PartCopy, PartLimits, PartPayload, PartPlan,
-    PutPayload, StoreOptions,
+    PutPayload, StoreOptions, TransportLayer,
 };
 pub use types::*;
 pub use url::{Provider, StoreUrl, UrlError};

@@ -302,6 +302,44 @@ pub struct StoreOptions {
     pub ca_file: Option<PathBuf>,
     /// `None`: the transport's default cap.
     pub max_connections: Option<usize>,
+    /// Wraps the transport the store opens (an observer that counts or records its
+    /// requests); `None`: the transport as it is.
+    pub transport_layer: Option<TransportLayer>,
+}
+
+/// A wrapper put around a store's transport when it is opened, told which provider the
+/// store is for: every request of the store, retries included, passes through what it
+/// returns (the Python package's `stats()` counts requests this way).
+#[derive(Clone)]
+pub struct TransportLayer(Arc<dyn Fn(Provider, Arc<dyn Transport>) -> Arc<dyn Transport> + Send + Sync>);
+
+impl TransportLayer {
+    pub fn new(wrap: impl Fn(Provider, Arc<dyn Transport>) -> Arc<dyn Transport> + Send + Sync + 'static) -> Self {
+        TransportLayer(Arc::new(wrap))
+    }
+
+    /// `transport` as the store for `provider` is to use it.
+    pub fn wrap(&self, provider: Provider, transport: Arc<dyn Transport>) -> Arc<dyn Transport> {
+        (self.0)(provider, transport)
+    }
+}
+
+impl std::fmt::Debug for TransportLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TransportLayer")
+    }
+}
+
+/// `transport` wrapped by `layer`, if there is one.
+pub(crate) fn layered(
+    layer: &Option<TransportLayer>,
+    provider: Provider,
+    transport: Arc<dyn Transport>,
+) -> Arc<dyn Transport> {
+    match layer {
+        Some(l) => l.wrap(provider, transport),
+        None => transport,
+    }
 }
 
 impl StoreOptions {
@@ -313,6 +351,7 @@ impl StoreOptions {
             mode: ferry_wire::Mode::Auto,
             ca_file: None,
             max_connections: None,
+            transport_layer: None,
         }
     }
 }
@@ -335,6 +374,7 @@ pub fn connect(provider: Provider, options: StoreOptions) -> Result<DynObjectSto
             if let Some(n) = options.max_connections {
                 b = b.max_connections(n);
             }
+            b.transport_layer = options.transport_layer;
             Ok(Arc::new(b.build()?))
         }
         Provider::Gcs => crate::gcs::connect(options),

@@ -1,20 +1,18 @@
-//! The Azure client core: one operation's request built, authorised, sent through a
-//! ferry-wire transport, and retried.
+//! The Azure client core: Azure's part of the request layer every provider shares
+//! (request.rs): where an operation goes and how it is authorised.
 //!
 //! ```text
-//! operation (object.rs, list.rs, blocks.rs, batch.rs, containers.rs)
-//!   └─ Op { method, container, blob, query, headers, body, idempotent }
-//!        └─ execute(op, handler) ── per attempt: build (x-ms-version, x-ms-date,
-//!              │                     Shared Key | SAS query | Bearer) ─► Transport::send
-//!              │                     ├─ 2xx ─► handler(resp)
-//!              │                     └─ else ─► error::from_response (+ Retry-After)
+//! operation (object.rs, list.rs, blocks.rs, batch.rs)
+//!   └─ Op::object(name, method, container, blob) + query, headers, body
+//!        └─ execute ─► request.rs Core::execute, per attempt: Signer::sign (this file:
+//!              │        x-ms-version, x-ms-date, Shared Key | SAS query | Bearer) ─► send
+//!              │        ├─ 2xx ─► handler(resp)
+//!              │        └─ else ─► Signer::error = error::from_response (+ Retry-After)
 //!              └─ on Err: retry.rs policy; a throttled answer waits at least its Retry-After
 //! ```
 //!
 //! Paths are `{base}/{container}/{blob}`, the blob name %-encoded except '/', as the
-//! SDKs send it; the same encoded path is what Shared Key signs (auth.rs). The retry
-//! policy, budget and controller feeding are the S3 client's (retry.rs), so both
-//! providers back off alike.
+//! SDKs send it; the same encoded path is what Shared Key signs (auth.rs).
 
 use crate::azure::auth;
 use crate::azure::config::{AzureConfig, AzureCredential};
@@ -64,6 +62,8 @@ pub struct AzureClientBuilder {
     pub ca_file: Option<PathBuf>,
     pub max_connections: Option<usize>,
     pub retry: RetryConfig,
+    /// Wraps the transport once it is opened (`StoreOptions::transport_layer`).
+    pub transport_layer: Option<crate::store::TransportLayer>,
 }
 
 impl AzureClientBuilder {
@@ -74,6 +74,7 @@ impl AzureClientBuilder {
             ca_file: None,
             max_connections: None,
             retry: RetryConfig::default(),
+            transport_layer: None,
         }
     }
 
@@ -101,7 +102,8 @@ impl AzureClientBuilder {
         if let Some(n) = self.max_connections {
             tc.max_connections = n;
         }
-        let transport = ferry_wire::transport(tc)?;
+        let transport =
+            crate::store::layered(&self.transport_layer, crate::Provider::Azure, ferry_wire::transport(tc)?);
         Ok(AzureClient::with_transport(transport, self.config, self.retry))
     }
 }

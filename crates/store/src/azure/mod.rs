@@ -73,6 +73,7 @@ pub fn connect(options: StoreOptions) -> Result<DynObjectStore, Error> {
     let mut b = AzureClientBuilder::new(config).mode(options.mode);
     b.ca_file = options.ca_file;
     b.max_connections = options.max_connections;
+    b.transport_layer = options.transport_layer;
     Ok(Arc::new(b.build()?))
 }
 

@@ -1,14 +1,15 @@
-//! The GCS client core: where requests go, how they are authorised, and the retry loop
-//! every JSON API call runs through.
+//! The GCS client core: where requests go and how they are authorised, GCS's part of the
+//! request layer every provider shares (request.rs).
 //!
 //! ```text
-//! operation (object.rs, list.rs, upload.rs, buckets.rs)
-//!   └─ Op { method, path, query, headers, body, idempotent }
-//!        └─ execute(op, handle) ── per attempt: bearer token (auth.rs, cached) ─► Transport::send
-//!              │                                   ├─ 2xx (or an expected 308) ─► handle(resp)
-//!              │                                   └─ else ─► error::from_response
-//!              └─ on Err: the shared retry policy (crate::retry: class, attempts, budget, jitter;
-//!                 a 429/503's Retry-After is the least it waits)
+//! operation (object.rs, list.rs, upload.rs, mod.rs)
+//!   └─ Op::path(name, method, JSON API path) + query, headers, body
+//!        └─ execute ─► request.rs Core::execute, per attempt: Signer::sign (this file:
+//!              │        bearer token, auth.rs, cached) ─► Transport::send
+//!              │        ├─ 2xx (or an expected 308) ─► handle(resp)
+//!              │        └─ else ─► Signer::error = error::from_response (+ Retry-After)
+//!              └─ on Err: the shared retry policy (a 401 first renews the token once; a
+//!                 429/503's Retry-After is the least it waits)
 //! ```
 //!
 //! Endpoint: `https://storage.googleapis.com` unless `STORAGE_EMULATOR_HOST` names an
@@ -44,7 +45,8 @@ pub(crate) fn enc(s: &str) -> String {
     utf8_percent_encode(s, SEGMENT).to_string()
 }
 
-/// An object's `gs://` URL, for messages (`ObjectRef`'s Display says `s3://`).
+/// An object's `gs://` URL, for messages (an `ObjectRef` made by `ObjectRef::new`, as
+/// the engine makes them, is S3's and would print `s3://`).
 pub(crate) fn gs(o: &crate::types::ObjectRef) -> String {
     format!("gs://{}/{}", o.bucket, o.key)
 }

@@ -78,7 +78,7 @@ impl GcsClient {
         if let Some(n) = options.max_connections {
             tc.max_connections = n;
         }
-        let transport = ferry_wire::transport(tc)?;
+        let transport = crate::store::layered(&options.transport_layer, Provider::Gcs, ferry_wire::transport(tc)?);
         tracing::debug!(endpoint = %url, emulator, auth = resolved.auth.describe(), "gcs client");
         Ok(GcsClient::with_transport(
             transport,

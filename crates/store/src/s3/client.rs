@@ -1,12 +1,13 @@
-//! The client core: configuration, addressing, signing, and the retry loop every
-//! operation runs through.
+//! The client core: configuration, addressing and signing, S3's part of the request
+//! layer every provider shares (request.rs).
 //!
 //! ```text
 //! operation (object.rs, list.rs, multipart.rs)
-//!   └─ Op { method, bucket, key, query, headers, body, idempotent }
-//!        └─ execute(op, handler) ── per attempt: build ─► sign ─► Transport::send
-//!              │                                     ├─ 2xx ─► handler(resp) (may find a 200 <Error>)
-//!              │                                     └─ else ─► error::from_response
+//!   └─ Op::object(name, method, bucket, key) + query, headers, body
+//!        └─ execute ─► request.rs Core::execute, per attempt: Signer::sign (this file:
+//!              │        Host by addressing, SigV4) ─► Transport::send
+//!              │        ├─ 2xx ─► handler(resp) (may find a 200 <Error>)
+//!              │        └─ else ─► Signer::error = error::from_response
 //!              └─ on Err: retry.rs policy (class, attempts, budget, full-jitter sleep)
 //! ```
 //!
@@ -109,6 +110,8 @@ pub struct S3ClientBuilder {
     /// connection (h1-pipeline, and auto when it pipelines).
     pub pipeline_depth: Option<usize>,
     pub retry: RetryConfig,
+    /// Wraps the transport once it is opened (`StoreOptions::transport_layer`).
+    pub transport_layer: Option<crate::store::TransportLayer>,
 }
 
 impl S3ClientBuilder {
@@ -123,6 +126,7 @@ impl S3ClientBuilder {
             max_connections: None,
             pipeline_depth: None,
             retry: RetryConfig::default(),
+            transport_layer: None,
         }
     }
 
@@ -184,7 +188,7 @@ impl S3ClientBuilder {
         if let Some(d) = self.pipeline_depth {
             tc.pipeline_depth = d;
         }
-        let transport = ferry_wire::transport(tc)?;
+        let transport = crate::store::layered(&self.transport_layer, crate::Provider::S3, ferry_wire::transport(tc)?);
         let config = ClientConfig {
             addressing: self.addressing.unwrap_or_else(|| Addressing::default_for(&endpoint)),
             endpoint,
