@@ -311,7 +311,10 @@ pub struct StoreOptions {
 /// store is for: every request of the store, retries included, passes through what it
 /// returns (the Python package's `stats()` counts requests this way).
 #[derive(Clone)]
-pub struct TransportLayer(Arc<dyn Fn(Provider, Arc<dyn Transport>) -> Arc<dyn Transport> + Send + Sync>);
+pub struct TransportLayer(Arc<WrapTransport>);
+
+/// What a [`TransportLayer`] calls: the provider and its transport in, the wrapped one out.
+type WrapTransport = dyn Fn(Provider, Arc<dyn Transport>) -> Arc<dyn Transport> + Send + Sync;
 
 impl TransportLayer {
     pub fn new(wrap: impl Fn(Provider, Arc<dyn Transport>) -> Arc<dyn Transport> + Send + Sync + 'static) -> Self {
