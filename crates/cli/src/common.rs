@@ -333,6 +333,7 @@ impl Global {
             mode: self.transport.unwrap_or_default().0,
             ca_file: self.ca_bundle.clone(),
             max_connections: Some(self.max_connections()),
+            transport_layer: None,
         };
         ferry_store::connect(provider, options).map_err(|e| match e {
             ferry_store::Error::Config(m) => usage(m),
@@ -367,6 +368,7 @@ impl Global {
             mode: self.transport.unwrap_or_default().0,
             ca_file: aws.ca_bundle,
             max_connections: Some(self.max_connections()),
+            transport_layer: None,
         };
         ferry_store::connect(Provider::S3, options).map_err(|e| match e {
             ferry_store::Error::Config(m) => usage(format!("endpoint {endpoint:?}: {m}")),

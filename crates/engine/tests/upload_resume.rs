@@ -4,9 +4,9 @@
 //! was in flight, then an immediate re-run. The re-run listed the upload (still in
 //! progress), the server then finished the killed run's completion, and the re-run's
 //! parts were answered NoSuchUpload: the re-run failed where it should have completed.
-//! Here the vanishing is the one synthetic part: a transport wrapper answers the first
-//! UploadPart after a ListParts with 404 NoSuchUpload before it reaches `ferry serve`;
-//! every other request is real.
+//! Here the vanishing is the one synthetic part: testkit's `Intercept` answers the first
+//! UploadPart after a ListParts with 404 NoSuchUpload in place of `ferry serve`'s
+//! answer; every other request is real.
 
 mod sched_support;
 
@@ -14,67 +14,27 @@ use ferry_engine::upload::{upload_file, UploadParams};
 use ferry_engine::Engine;
 use ferry_proto::checksum::ChecksumAlgorithm;
 use ferry_store::{ObjectRef, ObjectStoreExt, PartPayload, PutParams};
-use ferry_wire::{Request, Response, ResponseBody, Transport, TransportStats, WireError};
-use futures_util::future::BoxFuture;
+use ferry_testkit::transport::{ErrorAnswer, Intercept};
 use sched_support::{client_wrapped, data, server};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-use std::sync::{Arc, Mutex};
-
-struct UploadGoneAfterListParts {
-    inner: Arc<dyn Transport>,
-    listed: AtomicBool,
-    refused: AtomicBool,
-    seen: Mutex<Vec<(String, String)>>,
-}
-
-impl Transport for UploadGoneAfterListParts {
-    fn send(&self, req: Request) -> BoxFuture<'static, Result<Response, WireError>> {
-        let (method, path) = (req.method.to_string(), req.path_and_query.clone());
-        self.seen.lock().unwrap().push((method.clone(), path.clone()));
-        if method == "GET" && path.contains("uploadId=") {
-            self.listed.store(true, SeqCst);
-        }
-        let refuse = method == "PUT"
-            && path.contains("partNumber=")
-            && self.listed.load(SeqCst)
-            && !self.refused.swap(true, SeqCst);
-        let fut = self.inner.send(req);
-        Box::pin(async move {
-            let mut resp = fut.await?;
-            if refuse {
-                let body = "<Error><Code>NoSuchUpload</Code><Message>gone, as the test says</Message></Error>";
-                resp.status = http::StatusCode::NOT_FOUND;
-                resp.headers.insert(http::header::CONTENT_LENGTH, body.len().into());
-                resp.body = ResponseBody::from_bytes(bytes::Bytes::from(body));
-            }
-            Ok(resp)
-        })
-    }
-
-    fn stats(&self) -> TransportStats {
-        self.inner.stats()
-    }
-
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumed_upload_that_vanishes_starts_over() {
     let srv = server(|_| {});
-    let wrapper: Arc<Mutex<Option<Arc<UploadGoneAfterListParts>>>> = Arc::new(Mutex::new(None));
-    let w2 = wrapper.clone();
-    let (c, _) = client_wrapped(&srv, move |inner| {
-        let t = Arc::new(UploadGoneAfterListParts {
-            inner,
-            listed: AtomicBool::new(false),
-            refused: AtomicBool::new(false),
-            seen: Mutex::new(Vec::new()),
-        });
-        *w2.lock().unwrap() = Some(t.clone());
-        t
+    let (listed, refused) = (AtomicBool::new(false), AtomicBool::new(false));
+    let (layer, wrapper) = Intercept::layer(move |req| {
+        let path = &req.path_and_query;
+        if req.method == http::Method::GET && path.contains("uploadId=") {
+            listed.store(true, SeqCst);
+        }
+        let part = req.method == http::Method::PUT && path.contains("partNumber=");
+        (part && listed.load(SeqCst) && !refused.swap(true, SeqCst)).then_some(ErrorAnswer {
+            status: http::StatusCode::NOT_FOUND,
+            code: "NoSuchUpload",
+            message: "gone, as the test says",
+        })
     });
+    let (c, _) = client_wrapped(&srv, layer);
     c.create_bucket("resume").await.unwrap();
     let e = Engine::new(c);
     let dir = tempfile::tempdir().unwrap();
@@ -90,7 +50,7 @@ async fn a_resumed_upload_that_vanishes_starts_over() {
     let out = upload_file(&e, &path, &object, &params, None).await.expect("the re-run completes");
     assert_eq!(out.size, body.len() as u64);
     assert_eq!(e.get_bytes(&object).await.unwrap(), body, "the object is not the file");
-    let seen = wrapper.lock().unwrap().as_ref().unwrap().seen.lock().unwrap().clone();
+    let seen = wrapper.get().unwrap().seen();
     let creates = seen.iter().filter(|(m, p)| m == "POST" && p.ends_with("?uploads")).count();
     assert_eq!(creates, 2, "no fresh upload after the resumed one vanished: {seen:?}");
 }

@@ -2,8 +2,8 @@
 //!
 //! ```text
 //! Client(settings) ─► per process, per provider, on first use of its scheme:
-//!                     s3://      ─► s3_store: S3Client over the counting transport (stats.rs)
-//!                     gs://, az:// ─► ferry_store::connect(provider, StoreOptions) ─► Engine
+//!                     s3://, gs://, az:// ─► ferry_store::connect(provider, StoreOptions
+//!                                            + the counting layer, stats.rs) ─► Engine
 //!   method(url, ...) ─► StoreUrl::parse (bad URL: ValueError) ─► that provider's engine
 //!                    ─► ops.rs / transfer.rs / the engine
 //!                    ─► sync: runtime::block_on (GIL released) | *_async: asyncio awaitable
@@ -33,11 +33,10 @@ use bytes::Bytes;
 use ferry_cli::sync::{Mode as SyncMode, Side};
 use ferry_engine::{ByteBudget, CoalescePolicy, Engine, GapEstimator, OpenAhead, OpenAheadOptions, RangesOptions};
 use ferry_store::{
-    ClientConfig, Credentials, CredentialsSource, DynObjectStore, Error, ListParams, Mode, ObjectEntry,
-    ObjectInfo as StoreInfo, ObjectRef, ObjectStoreExt, Provider, PutParams, PutPayload, S3Client, StoreOptions,
-    StoreUrl, UrlError,
+    Credentials, CredentialsSource, Error, ListParams, Mode, ObjectEntry, ObjectInfo as StoreInfo, ObjectRef,
+    ObjectStoreExt, Provider, PutParams, PutPayload, StoreOptions, StoreUrl, UrlError,
 };
-use ferry_wire::{Endpoint, TransportConfig};
+
 use futures_util::stream::{self, BoxStream, StreamExt};
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyStopAsyncIteration, PyStopIteration, PyTypeError, PyValueError};
@@ -73,11 +72,12 @@ struct SyncFlags {
     part_size: Option<u64>,
 }
 
-/// One provider's engine in this process, and the counters under it (stats.rs; S3's).
+/// One provider's engine in this process, and the counters under it (stats.rs), which
+/// all of this process's engines share.
 struct Built {
     provider: Provider,
     engine: Engine,
-    counters: Option<Arc<Counters>>,
+    counters: Arc<Counters>,
 }
 
 #[derive(Clone, Debug)]
@@ -158,40 +158,38 @@ impl Client {
         if let Some(b) = engines.iter().find(|b| b.provider == provider) {
             return Ok(b.engine.clone());
         }
-        let built = self.build(py, provider)?;
+        let counters = engines.first().map(|b| b.counters.clone()).unwrap_or_default();
+        let built = self.build(py, provider, counters)?;
         let engine = built.engine.clone();
         engines.push(built);
         Ok(engine)
     }
 
-    /// The S3 engine's request counters (stats.rs), once it is built.
+    /// This process's engines' transport counters, summed.
+    fn transport_stats(&self) -> ferry_wire::TransportStats {
+        let slot = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sum = ferry_wire::TransportStats::default();
+        for b in slot.iter().flat_map(|(_, v)| v.iter()) {
+            let t = b.engine.transport().stats();
+            sum.connections_opened += t.connections_opened;
+            sum.connections_open += t.connections_open;
+            sum.requests_sent += t.requests_sent;
+            sum.requests_resent += t.requests_resent;
+            sum.hedges_sent += t.hedges_sent;
+            sum.hedges_won += t.hedges_won;
+        }
+        sum
+    }
+
+    /// The request counters of this process's engines (stats.rs).
     fn counters(&self, py: Python<'_>) -> PyResult<Option<Arc<Counters>>> {
         self.engine(py)?;
         let slot = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(slot.as_ref().and_then(|(_, v)| v.iter().find(|b| b.provider == Provider::S3)?.counters.clone()))
-    }
-
-    /// The S3 store, built here rather than by `ferry_store::connect` to put the counting
-    /// transport (stats.rs) under it; the same steps as ferry-store's S3 builder.
-    fn s3_store(&self, options: StoreOptions) -> Result<(DynObjectStore, Arc<Counters>), Error> {
-        let url = options.endpoint.unwrap_or_default();
-        let endpoint = Endpoint::parse(&url).map_err(|e| Error::Config(e.to_string()))?;
-        let mut tc = TransportConfig::new(endpoint);
-        tc.mode = options.mode;
-        tc.ca_file = options.ca_file;
-        if let Some(n) = options.max_connections {
-            tc.max_connections = n;
-        }
-        let counting = Arc::new(Counting::new(ferry_wire::transport(tc)?));
-        let counters = counting.counters.clone();
-        let mut config = ClientConfig::new(&url)?;
-        config.region = options.region.unwrap_or_else(|| "us-east-1".into());
-        config.credentials = options.credentials.resolve()?;
-        Ok((Arc::new(S3Client::with_transport(counting, config)), counters))
+        Ok(slot.as_ref().and_then(|(_, v)| Some(v.first()?.counters.clone())))
     }
 
     /// The store of `provider` for this client's settings (module note: which apply).
-    fn build(&self, py: Python<'_>, provider: Provider) -> PyResult<Built> {
+    fn build(&self, py: Python<'_>, provider: Provider, counters: Arc<Counters>) -> PyResult<Built> {
         let mode = Mode::parse(&self.transport).ok_or_else(|| {
             PyValueError::new_err(format!("transport {:?}: auto, h1-pool, h1-pipeline or h2", self.transport))
         })?;
@@ -211,6 +209,7 @@ impl Client {
                 mode,
                 ca_file: settings::ca_bundle(self.profile.as_deref()),
                 max_connections: self.max_connections,
+                transport_layer: Some(Counting::layer(counters.clone())),
             },
             _ => StoreOptions {
                 endpoint: self.endpoint_url.clone(),
@@ -222,13 +221,10 @@ impl Client {
                 mode,
                 ca_file: None,
                 max_connections: self.max_connections,
+                transport_layer: Some(Counting::layer(counters.clone())),
             },
         };
-        let (store, counters) = match provider {
-            Provider::S3 => enter(py, || self.s3_store(options)).map(|(s, c)| (s, Some(c))),
-            _ => enter(py, || ferry_store::connect(provider, options)).map(|s| (s, None)),
-        }
-        .map_err(|e| to_pyerr(py, e))?;
+        let store = enter(py, || ferry_store::connect(provider, options)).map_err(|e| to_pyerr(py, e))?;
         Ok(Built { provider, engine: enter(py, || Engine::new(store)), counters })
     }
 
@@ -1524,11 +1520,12 @@ impl Client {
         })
     }
 
-    /// Counters of this process's client: the transport's (connections, requests,
-    /// re-sends, hedges) and the endpoint's adaptive concurrency controller's.
+    /// Counters of this process's client: the transports' (connections, requests,
+    /// re-sends, hedges; summed over the providers used), the S3 endpoint's adaptive
+    /// concurrency controller's, and requests by operation for every provider.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let engine = self.engine(py)?;
-        let t = engine.transport().stats();
+        let t = self.transport_stats();
         let c = engine.controller().stats();
         let d = PyDict::new(py);
         d.set_item("transport", engine.transport().name())?;

@@ -1,24 +1,27 @@
-//! The counters behind `Client.stats()`: requests by S3 operation, failed attempts the
-//! client retries, first-byte latency percentiles, bytes in and out.
+//! The counters behind `Client.stats()`: requests by operation, failed attempts the
+//! client retries, first-byte latency percentiles, bytes in and out, for every provider.
 //!
 //! ```text
-//! S3Client ─► Counting (this module) ─► the transport (auto / h1-pool / h1-pipeline / h2)
-//!   send(request) ─► operation from method + query (GET ?list-type ─► LIST, PUT ?partNumber
-//!                    ─► UPLOAD_PART, ...), body length ─► bytes_out
+//! store (S3, GCS, Azure) ─► Counting (this module) ─► the transport (auto / h1-pool / ...)
+//!   send(request) ─► operation from the provider, method, path and query (S3: GET
+//!                    ?list-type ─► LIST, PUT ?partNumber ─► UPLOAD_PART; GCS: POST
+//!                    .../compose ─► COMPLETE_UPLOAD; Azure: PUT ?comp=block ─►
+//!                    UPLOAD_PART, ...), body length ─► bytes_out
 //!   response head ─► time_to_head into a log histogram; status 429/5xx ─► retryable
 //!   response body ─► counted as it is read ─► bytes_in (a body dropped early counts
 //!                    what was read, not what was announced)
 //! ```
 //!
 //! Counted below the store, at the transport seam, so every attempt is seen, retries
-//! included, whatever the operation; ferry-store needs no hook. It sits under the S3
-//! store, which this crate builds itself for that reason (client.rs); other providers'
-//! stores are built by `ferry_store::connect` and are not counted yet.
+//! included, whatever the operation: `ferry_store::connect` puts it under each
+//! provider's store through `StoreOptions::transport_layer` (client.rs), all of a
+//! client's stores sharing one set of counters.
 //!
 //! Latency percentiles come from a histogram of [`BUCKETS_PER_OCTAVE`] buckets per
 //! doubling from 1 µs: each figure is its bucket's geometric middle, within 4.5% of
 //! the true value, in constant memory however many requests were made.
 
+use ferry_store::{Provider, TransportLayer};
 use ferry_wire::{Request, Response, ResponseBody, Transport, TransportStats, WireError};
 use futures_util::future::BoxFuture;
 use futures_util::stream::{self, StreamExt};
@@ -34,7 +37,8 @@ const BUCKETS_PER_OCTAVE: f64 = 8.0;
 /// time-out is 60 s); slower ones land in the last bucket.
 const BUCKETS: usize = 30 * 8 + 1;
 
-/// The operations counted by name (the S3 API's, grouped as a user reads a bill).
+/// The operations counted by name (the S3 API's, grouped as a user reads a bill; each
+/// provider's calls are counted under the one they stand for).
 pub const OPERATIONS: [&str; 12] = [
     "GET",
     "HEAD",
@@ -50,12 +54,58 @@ pub const OPERATIONS: [&str; 12] = [
     "OTHER",
 ];
 
-/// Which [`OPERATIONS`] entry a request is.
-fn operation(req: &Request) -> usize {
-    let query = req.path_and_query.split_once('?').map(|(_, q)| q).unwrap_or("");
+/// Which [`OPERATIONS`] entry a request to `provider` is.
+fn operation(provider: Provider, req: &Request) -> usize {
+    let (path, query) = req.path_and_query.split_once('?').unwrap_or((&req.path_and_query, ""));
     let has = |name: &str| query.split('&').any(|kv| kv == name || kv.starts_with(&format!("{name}=")));
+    let is = |kv: &str| query.split('&').any(|q| q == kv);
     let index = |name: &str| OPERATIONS.iter().position(|o| *o == name).expect("a listed operation");
-    let name = match req.method {
+    let name = match provider {
+        Provider::S3 => s3_operation(req, &has),
+        // The JSON API: objects under /storage/v1/b/B/o[/NAME], uploads under /upload,
+        // a batch at /batch (gcs/object.rs, gcs/upload.rs).
+        Provider::Gcs => match req.method {
+            Method::GET
+                if matches!(
+                    path.split('/').collect::<Vec<_>>()[..],
+                    ["", "storage", "v1", "b"] | ["", "storage", "v1", "b", _, "o"]
+                ) =>
+            {
+                "LIST"
+            }
+            Method::GET if is("alt=media") => "GET",
+            Method::GET => "HEAD",
+            Method::POST if path.starts_with("/upload/") => "PUT",
+            Method::PUT => "PUT",
+            Method::POST if path.ends_with("/compose") => "COMPLETE_UPLOAD",
+            Method::POST if path.contains("/rewriteTo/") || path.contains("/copyTo/") => "COPY",
+            Method::POST if path.starts_with("/batch/") => "DELETE_BATCH",
+            Method::DELETE => "DELETE",
+            _ => "OTHER",
+        },
+        // The Blob service REST API (azure/object.rs, blocks.rs, list.rs, batch.rs).
+        Provider::Azure => match req.method {
+            Method::GET if is("comp=list") || is("comp=blocklist") => "LIST",
+            Method::GET => "GET",
+            Method::HEAD => "HEAD",
+            Method::PUT if is("comp=block") => "UPLOAD_PART",
+            Method::PUT if is("comp=blocklist") => "COMPLETE_UPLOAD",
+            Method::PUT if req.headers.contains_key("x-ms-copy-source") => "COPY",
+            Method::PUT if has("restype") => "OTHER",
+            Method::PUT => "PUT",
+            Method::POST if is("comp=batch") => "DELETE_BATCH",
+            Method::DELETE if has("restype") => "OTHER",
+            Method::DELETE => "DELETE",
+            _ => "OTHER",
+        },
+    };
+    index(name)
+}
+
+/// Which [`OPERATIONS`] name an S3 request is.
+fn s3_operation(req: &Request, has: &dyn Fn(&str) -> bool) -> &'static str {
+    let query = req.path_and_query.split_once('?').map(|(_, q)| q).unwrap_or("");
+    match req.method {
         Method::GET if has("list-type") || has("uploads") || has("uploadId") || query.is_empty() && is_bucket(req) => {
             "LIST"
         }
@@ -70,8 +120,7 @@ fn operation(req: &Request) -> usize {
         Method::DELETE if has("uploadId") => "ABORT_UPLOAD",
         Method::DELETE => "DELETE",
         _ => "OTHER",
-    };
-    index(name)
+    }
 }
 
 /// A path naming no object (`/` or `/bucket`): listing buckets or a bucket's objects.
@@ -157,19 +206,26 @@ impl Counters {
 /// A transport that counts what passes through it (module note).
 pub struct Counting {
     inner: Arc<dyn Transport>,
+    provider: Provider,
     pub counters: Arc<Counters>,
 }
 
 impl Counting {
-    pub fn new(inner: Arc<dyn Transport>) -> Counting {
-        Counting { inner, counters: Arc::default() }
+    /// Counts requests to `provider` into `counters`.
+    pub fn new(inner: Arc<dyn Transport>, provider: Provider, counters: Arc<Counters>) -> Counting {
+        Counting { inner, provider, counters }
+    }
+
+    /// The layer `ferry_store::connect` puts under a store (`StoreOptions::transport_layer`).
+    pub fn layer(counters: Arc<Counters>) -> TransportLayer {
+        TransportLayer::new(move |provider, inner| Arc::new(Counting::new(inner, provider, counters.clone())))
     }
 }
 
 impl Transport for Counting {
     fn send(&self, req: Request) -> BoxFuture<'static, Result<Response, WireError>> {
         let c = self.counters.clone();
-        c.requests[operation(&req)].fetch_add(1, Relaxed);
+        c.requests[operation(self.provider, &req)].fetch_add(1, Relaxed);
         c.bytes_out.fetch_add(req.body.len(), Relaxed);
         let sent = self.inner.send(req);
         Box::pin(async move {

@@ -2,11 +2,17 @@
 //! provider-neutral trait.
 //!
 //! ```text
-//! engine / cli / py ──► ObjectStore (store.rs: the trait, its contract, capabilities)
+//! engine / cli / py ──► ObjectStore (store.rs: the trait, its contract, capabilities, connect)
 //!                          │   model: types.rs (ObjectRef, ObjectInfo, GetParams, ListPage, ...)
 //!                          │   URLs:  url.rs   (s3:// gs:// az:// ─► Provider)
-//!                          └─► s3/   S3Client: Op ─► address ─► SigV4 ─► Transport::send
-//!   shared by providers: error.rs (one Error by meaning, request id kept),
+//!                          ├─► s3/    S3Client:    bucket placed (path or virtual host), SigV4
+//!                          ├─► gcs/   GcsClient:   JSON API paths, bearer token
+//!                          └─► azure/ AzureClient: container/blob paths, Shared Key | SAS | Bearer
+//!                                │  each builds an Op and signs it (its request.rs Signer)
+//!                                ▼
+//!   shared by providers: request.rs (Op, one send/retry loop) ─► ferry_wire::Transport::send
+//!                        checked.rs (GET bodies checked as they stream, resumed when cut),
+//!                        error.rs (one Error by meaning, request id kept),
 //!                        retry.rs (typed retry decisions, full-jitter backoff, budget)
 //! ```
 //!
@@ -16,8 +22,10 @@
 //! [`ObjectRef`] names an object.
 
 pub mod azure;
+pub(crate) mod checked;
 pub mod error;
 pub mod gcs;
+pub(crate) mod request;
 pub mod retry;
 pub mod s3;
 pub mod store;
@@ -34,7 +42,7 @@ pub use s3::credentials::{Credentials, CredentialsSource};
 pub use s3::settings::AwsSettings;
 pub use store::{
     connect, Capabilities, DynObjectStore, ObjectStore, ObjectStoreExt, PartCopy, PartLimits, PartPayload, PartPlan,
-    PutPayload, StoreOptions,
+    PutPayload, StoreOptions, TransportLayer,
 };
 pub use types::*;
 pub use url::{Provider, StoreUrl, UrlError};

@@ -309,6 +309,47 @@ pub struct StoreOptions {
     pub ca_file: Option<PathBuf>,
     /// `None`: the transport's default cap.
     pub max_connections: Option<usize>,
+    /// Wraps the transport the store opens (an observer that counts or records its
+    /// requests); `None`: the transport as it is.
+    pub transport_layer: Option<TransportLayer>,
+}
+
+/// A wrapper put around a store's transport when it is opened, told which provider the
+/// store is for: every request of the store, retries included, passes through what it
+/// returns (the Python package's `stats()` counts requests this way).
+#[derive(Clone)]
+pub struct TransportLayer(Arc<WrapTransport>);
+
+/// What a [`TransportLayer`] calls: the provider and its transport in, the wrapped one out.
+type WrapTransport = dyn Fn(Provider, Arc<dyn Transport>) -> Arc<dyn Transport> + Send + Sync;
+
+impl TransportLayer {
+    pub fn new(wrap: impl Fn(Provider, Arc<dyn Transport>) -> Arc<dyn Transport> + Send + Sync + 'static) -> Self {
+        TransportLayer(Arc::new(wrap))
+    }
+
+    /// `transport` as the store for `provider` is to use it.
+    pub fn wrap(&self, provider: Provider, transport: Arc<dyn Transport>) -> Arc<dyn Transport> {
+        (self.0)(provider, transport)
+    }
+}
+
+impl std::fmt::Debug for TransportLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TransportLayer")
+    }
+}
+
+/// `transport` wrapped by `layer`, if there is one.
+pub(crate) fn layered(
+    layer: &Option<TransportLayer>,
+    provider: Provider,
+    transport: Arc<dyn Transport>,
+) -> Arc<dyn Transport> {
+    match layer {
+        Some(l) => l.wrap(provider, transport),
+        None => transport,
+    }
 }
 
 impl StoreOptions {
@@ -320,6 +361,7 @@ impl StoreOptions {
             mode: ferry_wire::Mode::Auto,
             ca_file: None,
             max_connections: None,
+            transport_layer: None,
         }
     }
 }
@@ -342,12 +384,156 @@ pub fn connect(provider: Provider, options: StoreOptions) -> Result<DynObjectSto
             if let Some(n) = options.max_connections {
                 b = b.max_connections(n);
             }
+            b.transport_layer = options.transport_layer;
             Ok(Arc::new(b.build()?))
         }
         Provider::Gcs => crate::gcs::connect(options),
         Provider::Azure => crate::azure::connect(options),
     }
 }
+
+/// Implements [`ObjectStore`] for a provider's client by naming, for each required
+/// call, the client's own method that does it (each with the trait's signature; the
+/// provider's names stay its API's: `head_object`, `get_blob`, ...). Controller and
+/// transport come from the client's request layer (request.rs). A trailing `part_copy`
+/// says the provider has that capability (the client implements [`PartCopy`]).
+// Expanded where the model (`crate::types::*`) and `Error` are in scope.
+macro_rules! object_store_by_names {
+    ($client:ty, $provider:expr, $capabilities:expr, {
+        head: $head:ident, get: $get:ident, put: $put:ident,
+        create_upload: $create_upload:ident, upload_part: $upload_part:ident,
+        complete_upload: $complete_upload:ident, abort_upload: $abort_upload:ident,
+        list_parts: $list_parts:ident, list_uploads: $list_uploads:ident, list: $list:ident,
+        delete: $delete:ident, delete_batch: $delete_batch:ident, copy: $copy:ident,
+        presign_get: $presign_get:ident, create_bucket: $create_bucket:ident,
+        delete_bucket: $delete_bucket:ident, list_buckets: $list_buckets:ident $(, $part_copy:ident)?
+        $(; presign: $presign:ident)? $(,)?
+    }) => {
+        #[async_trait::async_trait]
+        impl $crate::store::ObjectStore for $client {
+            fn provider(&self) -> $crate::url::Provider {
+                $provider
+            }
+
+            fn capabilities(&self) -> $crate::store::Capabilities {
+                $capabilities
+            }
+
+            fn controller(&self) -> std::sync::Arc<ferry_wire::controller::Controller> {
+                self.core().controller.clone()
+            }
+
+            fn transport(&self) -> &std::sync::Arc<dyn ferry_wire::Transport> {
+                &self.core().transport
+            }
+
+            async fn head(&self, object: &ObjectRef) -> Result<ObjectInfo, Error> {
+                <$client>::$head(self, object).await
+            }
+
+            async fn get(&self, object: &ObjectRef, params: GetParams) -> Result<GetObjectOutput, Error> {
+                <$client>::$get(self, object, params).await
+            }
+
+            async fn put(
+                &self,
+                object: &ObjectRef,
+                payload: $crate::store::PutPayload,
+                params: PutParams,
+            ) -> Result<PutObjectOutput, Error> {
+                <$client>::$put(self, object, payload, params).await
+            }
+
+            async fn create_upload(&self, object: &ObjectRef, params: &PutParams) -> Result<MultipartUpload, Error> {
+                <$client>::$create_upload(self, object, params).await
+            }
+
+            async fn upload_part(
+                &self,
+                upload: &MultipartUpload,
+                part_number: u32,
+                part: $crate::store::PartPayload,
+            ) -> Result<CompletedPart, Error> {
+                <$client>::$upload_part(self, upload, part_number, part).await
+            }
+
+            async fn complete_upload(
+                &self,
+                upload: &MultipartUpload,
+                parts: &[CompletedPart],
+                whole_checksum: Option<String>,
+            ) -> Result<CompleteMultipartOutput, Error> {
+                <$client>::$complete_upload(self, upload, parts, whole_checksum).await
+            }
+
+            async fn abort_upload(&self, upload: &MultipartUpload) -> Result<(), Error> {
+                <$client>::$abort_upload(self, upload).await
+            }
+
+            async fn list_parts(&self, upload: &MultipartUpload) -> Result<Vec<PartEntry>, Error> {
+                <$client>::$list_parts(self, upload).await
+            }
+
+            async fn list_uploads(&self, bucket: &str, prefix: &str) -> Result<Vec<UploadEntry>, Error> {
+                <$client>::$list_uploads(self, bucket, prefix).await
+            }
+
+            fn list(
+                &self,
+                bucket: &str,
+                params: ListParams,
+            ) -> futures_util::stream::BoxStream<'static, Result<ListPage, Error>> {
+                <$client>::$list(self, bucket, params)
+            }
+
+            async fn delete(&self, object: &ObjectRef) -> Result<(), Error> {
+                <$client>::$delete(self, object).await
+            }
+
+            async fn delete_batch(&self, bucket: &str, keys: &[String]) -> Result<DeleteObjectsOutput, Error> {
+                <$client>::$delete_batch(self, bucket, keys).await
+            }
+
+            async fn copy(
+                &self,
+                source: &ObjectRef,
+                dest: &ObjectRef,
+                params: CopyParams,
+            ) -> Result<CopyObjectOutput, Error> {
+                <$client>::$copy(self, source, dest, params).await
+            }
+
+            fn presign_get(&self, object: &ObjectRef, expires: std::time::Duration) -> Result<String, Error> {
+                <$client>::$presign_get(self, object, expires)
+            }
+
+            async fn create_bucket(&self, bucket: &str) -> Result<(), Error> {
+                <$client>::$create_bucket(self, bucket).await
+            }
+
+            async fn delete_bucket(&self, bucket: &str) -> Result<(), Error> {
+                <$client>::$delete_bucket(self, bucket).await
+            }
+
+            async fn list_buckets(&self) -> Result<Vec<BucketEntry>, Error> {
+                <$client>::$list_buckets(self).await
+            }
+
+            $(
+                async fn presign(&self, object: &ObjectRef, expires: std::time::Duration) -> Result<String, Error> {
+                    <$client>::$presign(self, object, expires).await
+                }
+            )?
+
+            $(
+                fn $part_copy(&self) -> Option<&dyn $crate::store::PartCopy> {
+                    Some(self)
+                }
+            )?
+        }
+    };
+}
+pub(crate) use object_store_by_names;
 
 #[cfg(test)]
 mod tests {

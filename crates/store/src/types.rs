@@ -15,22 +15,31 @@ use std::time::SystemTime;
 
 pub use ferry_proto::xml::{CompletedPart, DeleteError, ObjectEntry, PartEntry, UploadEntry};
 
-/// An object's location.
+/// An object's location: a bucket (container) and a key, and the provider whose URL
+/// scheme names it in messages.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ObjectRef {
     pub bucket: String,
     pub key: String,
+    /// Whose object this is; [`ObjectRef::new`] says S3, a URL's object its own.
+    pub provider: crate::url::Provider,
 }
 
 impl ObjectRef {
+    /// An S3 object (`s3://bucket/key`).
     pub fn new(bucket: impl Into<String>, key: impl Into<String>) -> ObjectRef {
-        ObjectRef { bucket: bucket.into(), key: key.into() }
+        ObjectRef::on(crate::url::Provider::S3, bucket, key)
+    }
+
+    /// An object of `provider`.
+    pub fn on(provider: crate::url::Provider, bucket: impl Into<String>, key: impl Into<String>) -> ObjectRef {
+        ObjectRef { bucket: bucket.into(), key: key.into(), provider }
     }
 }
 
 impl std::fmt::Display for ObjectRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "s3://{}/{}", self.bucket, self.key)
+        write!(f, "{}://{}/{}", self.provider.scheme(), self.bucket, self.key)
     }
 }
 

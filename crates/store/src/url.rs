@@ -118,7 +118,7 @@ impl StoreUrl {
 
     /// The object this URL names.
     pub fn object(&self) -> crate::ObjectRef {
-        crate::ObjectRef::new(&self.bucket, &self.key)
+        crate::ObjectRef::on(self.provider, &self.bucket, &self.key)
     }
 }
 

@@ -1,4 +1,4 @@
-//! Wrappers around a real [`Transport`]. Neither is a mock: every request still goes over
+//! Wrappers around a real [`Transport`]. None is a mock: every request still goes over
 //! a socket to a real server.
 //!
 //! - [`Counting`] counts requests by S3 operation ([`op_name`]) and tracks how many GET
@@ -7,6 +7,8 @@
 //!   `remaining` keys the server deleted as `InternalError`: per-key failures, which
 //!   `ferry serve`'s faults cannot inject (they fail whole requests). It is the only
 //!   synthetic part of the tests that use it.
+//! - [`Intercept`] records every request and replaces chosen answers with an S3 error
+//!   after the server served them (a refused part, an upload gone under a resume).
 
 use ferry_wire::{Request, Response, ResponseBody, Transport, TransportStats, WireError};
 use futures_util::future::BoxFuture;
@@ -159,6 +161,78 @@ impl Transport for PerKeyDeleteFaults {
             let xml = bytes::Bytes::from(result.to_xml());
             resp.headers.insert(http::header::CONTENT_LENGTH, xml.len().into());
             resp.body = ResponseBody::from_bytes(xml);
+            Ok(resp)
+        })
+    }
+
+    fn stats(&self) -> TransportStats {
+        self.inner.stats()
+    }
+
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+}
+
+/// An S3 error answer an [`Intercept`] puts in place of the server's.
+#[derive(Clone, Copy, Debug)]
+pub struct ErrorAnswer {
+    pub status: http::StatusCode,
+    pub code: &'static str,
+    pub message: &'static str,
+}
+
+/// Chooses, per request, whether its answer is replaced (`Some`) or the server's
+/// (`None`); it sees requests in the order they are sent.
+type Decide = Box<dyn Fn(&Request) -> Option<ErrorAnswer> + Send + Sync>;
+
+/// Records the method and path of every request and, where its rule says so, replaces
+/// the server's answer with an S3 error once the real request was served (so the server
+/// acted; only the client is told otherwise). For faults `ferry serve` cannot inject
+/// per request, such as one refused part; the replaced answer is the only synthetic part
+/// of a test that uses it.
+pub struct Intercept {
+    inner: Arc<dyn Transport>,
+    decide: Decide,
+    seen: Mutex<Vec<(String, String)>>,
+}
+
+impl Intercept {
+    /// A layer for a client builder (`client_wrapped(&srv, layer)`), and the handle the
+    /// test reads the requests from once the client has wrapped its transport.
+    #[allow(clippy::type_complexity)]
+    pub fn layer(
+        decide: impl Fn(&Request) -> Option<ErrorAnswer> + Send + Sync + 'static,
+    ) -> (impl FnOnce(Arc<dyn Transport>) -> Arc<dyn Transport>, Arc<std::sync::OnceLock<Arc<Intercept>>>) {
+        let handle = Arc::new(std::sync::OnceLock::new());
+        let h = handle.clone();
+        let layer = move |inner: Arc<dyn Transport>| -> Arc<dyn Transport> {
+            let t = Arc::new(Intercept { inner, decide: Box::new(decide), seen: Mutex::new(Vec::new()) });
+            let _ = h.set(t.clone());
+            t
+        };
+        (layer, handle)
+    }
+
+    /// `(method, path and query)` of every request so far, in sending order.
+    pub fn seen(&self) -> Vec<(String, String)> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Transport for Intercept {
+    fn send(&self, req: Request) -> BoxFuture<'static, Result<Response, WireError>> {
+        self.seen.lock().unwrap().push((req.method.to_string(), req.path_and_query.clone()));
+        let replace = (self.decide)(&req);
+        let fut = self.inner.send(req);
+        Box::pin(async move {
+            let mut resp = fut.await?;
+            if let Some(a) = replace {
+                let body = format!("<Error><Code>{}</Code><Message>{}</Message></Error>", a.code, a.message);
+                resp.status = a.status;
+                resp.headers.insert(http::header::CONTENT_LENGTH, body.len().into());
+                resp.body = ResponseBody::from_bytes(bytes::Bytes::from(body));
+            }
             Ok(resp)
         })
     }

@@ -23,10 +23,11 @@
 //! as the trait's delete of a missing object succeeds; any other failure is that key's
 //! entry in `errors`.
 
-use crate::azure::client::{AzureClient, Op};
+use crate::azure::client::AzureClient;
 use crate::azure::config::AzureCredential;
 use crate::error::Error;
-use crate::s3::client::OpBody;
+use crate::request::Op;
+use crate::request::OpBody;
 use crate::types::*;
 use bytes::Bytes;
 use ferry_proto::xml::DeleteError;
@@ -117,7 +118,7 @@ impl AzureClient {
             body.push_str("Content-Length: 0\r\n\r\n");
         }
         body.push_str(&format!("--{boundary}--\r\n"));
-        let mut op = Op::new("BlobBatch", Method::POST, Some(container), None)
+        let mut op = Op::object("BlobBatch", Method::POST, container, None)
             .query("restype", "container")
             .query("comp", "batch")
             .header("content-type", &format!("multipart/mixed; boundary={boundary}"))?

@@ -43,10 +43,11 @@
 //! Limits ("Put Block", "Scalability targets for Blob storage"): blocks up to 4,000 MiB,
 //! at most 50,000 committed blocks per blob; no minimum block size.
 
-use crate::azure::client::{AzureClient, Op};
+use crate::azure::client::AzureClient;
 use crate::azure::object::{check_answer, crc64, crc64_header, file_digests};
 use crate::error::Error;
-use crate::s3::client::OpBody;
+use crate::request::Op;
+use crate::request::OpBody;
 use crate::store::PartPayload;
 use crate::types::*;
 use bytes::Bytes;
@@ -157,7 +158,7 @@ impl AzureClient {
             }
         };
         let id = block_id(&upload.upload_id, part, crc);
-        let mut op = Op::new("PutBlock", Method::PUT, Some(&upload.object.bucket), Some(&upload.object.key))
+        let mut op = Op::object("PutBlock", Method::PUT, &upload.object.bucket, Some(&upload.object.key))
             .query("comp", "block")
             .query("blockid", &id)
             .header("x-ms-content-crc64", &crc64_header(crc))?
@@ -196,7 +197,7 @@ impl AzureClient {
         xml.push_str("</BlockList>");
         let body = Bytes::from(xml);
         let md5 = base64_encode(&Md5::digest(&body));
-        let mut op = Op::new("PutBlockList", Method::PUT, Some(&upload.object.bucket), Some(&upload.object.key))
+        let mut op = Op::object("PutBlockList", Method::PUT, &upload.object.bucket, Some(&upload.object.key))
             .query("comp", "blocklist")
             .header("content-type", "application/xml")?
             .header("content-md5", &md5)?
@@ -235,8 +236,7 @@ impl AzureClient {
                 request_id: None,
             }),
             Err(e) if matches!(&e, Error::NotFound { code, .. } if code != "ContainerNotFound") => {
-                let mut op =
-                    Op::new("DeleteBlob", Method::DELETE, Some(&upload.object.bucket), Some(&upload.object.key));
+                let mut op = Op::object("DeleteBlob", Method::DELETE, &upload.object.bucket, Some(&upload.object.key));
                 match self.execute(&mut op, |_| async { Ok(()) }).await {
                     // Gone already: nothing of the upload is left.
                     Err(e) if matches!(&e, Error::NotFound { code, .. } if code == "BlobNotFound") => Ok(()),
@@ -275,7 +275,7 @@ impl AzureClient {
     }
 
     async fn uncommitted_blocks(&self, object: &ObjectRef) -> Result<Vec<Block>, Error> {
-        let mut op = Op::new("GetBlockList", Method::GET, Some(&object.bucket), Some(&object.key))
+        let mut op = Op::object("GetBlockList", Method::GET, &object.bucket, Some(&object.key))
             .query("comp", "blocklist")
             .query("blocklisttype", "uncommitted");
         match self.execute(&mut op, |r| async move { read_xml(r, parse_uncommitted).await }).await {

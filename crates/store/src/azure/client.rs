@@ -1,40 +1,33 @@
-//! The Azure client core: one operation's request built, authorised, sent through a
-//! ferry-wire transport, and retried.
+//! The Azure client core: Azure's part of the request layer every provider shares
+//! (request.rs): where an operation goes and how it is authorised.
 //!
 //! ```text
-//! operation (object.rs, list.rs, blocks.rs, batch.rs, containers.rs)
-//!   └─ Op { method, container, blob, query, headers, body, idempotent }
-//!        └─ execute(op, handler) ── per attempt: build (x-ms-version, x-ms-date,
-//!              │                     Shared Key | SAS query | Bearer) ─► Transport::send
-//!              │                     ├─ 2xx ─► handler(resp)
-//!              │                     └─ else ─► error::from_response (+ Retry-After)
+//! operation (object.rs, list.rs, blocks.rs, batch.rs)
+//!   └─ Op::object(name, method, container, blob) + query, headers, body
+//!        └─ execute ─► request.rs Core::execute, per attempt: Signer::sign (this file:
+//!              │        x-ms-version, x-ms-date, Shared Key | SAS query | Bearer) ─► send
+//!              │        ├─ 2xx ─► handler(resp)
+//!              │        └─ else ─► Signer::error = error::from_response (+ Retry-After)
 //!              └─ on Err: retry.rs policy; a throttled answer waits at least its Retry-After
 //! ```
 //!
 //! Paths are `{base}/{container}/{blob}`, the blob name %-encoded except '/', as the
-//! SDKs send it; the same encoded path is what Shared Key signs (auth.rs). The retry
-//! policy, budget and controller feeding are the S3 client's (retry.rs), so both
-//! providers back off alike.
+//! SDKs send it; the same encoded path is what Shared Key signs (auth.rs).
 
 use crate::azure::auth;
 use crate::azure::config::{AzureConfig, AzureCredential};
 use crate::azure::error;
 use crate::azure::API_VERSION;
 use crate::error::Error;
-use crate::retry::{RetryBudget, RetryConfig};
-use crate::s3::client::OpBody;
+use crate::request::{Attempt, Core, Op, Signer, Target};
+use crate::retry::RetryConfig;
 use ferry_proto::encoding::uri_encode;
-use ferry_wire::controller::{Controller, ControllerOptions};
-use ferry_wire::{Mode, Request, RequestBody, Response, Transport, TransportConfig};
-use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use ferry_wire::{Mode, Response, Transport, TransportConfig};
+use http::{HeaderMap, HeaderValue, Method};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-
-/// Hard cap of a client's own controller (a transport that keeps none), as the S3
-/// client's.
-const OWN_CONTROLLER_MAX: usize = 64;
 
 /// An Azure Blob Storage client. Cheap to clone: clones share the transport, the token
 /// cache and the retry budget.
@@ -44,12 +37,9 @@ pub struct AzureClient {
 }
 
 pub(crate) struct Inner {
-    pub(crate) transport: Arc<dyn Transport>,
+    /// Transport, retries, controller: the layer every provider shares (request.rs).
+    pub(crate) core: Core,
     pub(crate) config: AzureConfig,
-    pub(crate) retry: RetryConfig,
-    pub(crate) budget: Arc<RetryBudget>,
-    pub(crate) controller: Arc<Controller>,
-    pub(crate) feeds_controller: bool,
     /// Content type and metadata of the block uploads this client started, by upload
     /// id, for Put Block List (blocks.rs): Azure takes them at commit, not at start.
     pub(crate) upload_params: std::sync::Mutex<std::collections::HashMap<String, crate::types::PutParams>>,
@@ -58,66 +48,9 @@ pub(crate) struct Inner {
 impl std::fmt::Debug for AzureClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AzureClient")
-            .field("transport", &self.inner.transport.name())
+            .field("transport", &self.inner.core.transport.name())
             .field("config", &self.inner.config)
             .finish()
-    }
-}
-
-/// One operation, before authorisation.
-pub(crate) struct Op {
-    pub(crate) name: &'static str,
-    pub(crate) method: Method,
-    pub(crate) container: Option<String>,
-    pub(crate) blob: Option<String>,
-    /// Decoded parameters, in sending order.
-    pub(crate) query: Vec<(String, String)>,
-    pub(crate) headers: HeaderMap,
-    pub(crate) body: OpBody,
-    pub(crate) idempotent: bool,
-    pub(crate) size_hint: Option<u64>,
-}
-
-impl Op {
-    pub(crate) fn new(name: &'static str, method: Method, container: Option<&str>, blob: Option<&str>) -> Op {
-        let idempotent = matches!(method, Method::GET | Method::HEAD | Method::PUT | Method::DELETE);
-        Op {
-            name,
-            method,
-            container: container.map(str::to_owned),
-            blob: blob.map(str::to_owned),
-            query: Vec::new(),
-            headers: HeaderMap::new(),
-            body: OpBody::Empty,
-            idempotent,
-            size_hint: None,
-        }
-    }
-
-    pub(crate) fn query(mut self, k: &str, v: impl Into<String>) -> Op {
-        self.query.push((k.to_owned(), v.into()));
-        self
-    }
-
-    pub(crate) fn header(mut self, name: &str, value: &str) -> Result<Op, Error> {
-        let n = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| Error::Config(format!("invalid header name {name:?}")))?;
-        let v = HeaderValue::from_str(value)
-            .map_err(|_| Error::Config(format!("invalid value for header {name}: {value:?}")))?;
-        self.headers.insert(n, v);
-        Ok(self)
-    }
-
-    pub(crate) fn header_opt(self, name: &str, value: Option<&str>) -> Result<Op, Error> {
-        match value {
-            Some(v) => self.header(name, v),
-            None => Ok(self),
-        }
-    }
-
-    pub(crate) fn body(mut self, body: OpBody) -> Op {
-        self.body = body;
-        self
     }
 }
 
@@ -129,6 +62,8 @@ pub struct AzureClientBuilder {
     pub ca_file: Option<PathBuf>,
     pub max_connections: Option<usize>,
     pub retry: RetryConfig,
+    /// Wraps the transport once it is opened (`StoreOptions::transport_layer`).
+    pub transport_layer: Option<crate::store::TransportLayer>,
 }
 
 impl AzureClientBuilder {
@@ -139,6 +74,7 @@ impl AzureClientBuilder {
             ca_file: None,
             max_connections: None,
             retry: RetryConfig::default(),
+            transport_layer: None,
         }
     }
 
@@ -166,7 +102,8 @@ impl AzureClientBuilder {
         if let Some(n) = self.max_connections {
             tc.max_connections = n;
         }
-        let transport = ferry_wire::transport(tc)?;
+        let transport =
+            crate::store::layered(&self.transport_layer, crate::Provider::Azure, ferry_wire::transport(tc)?);
         Ok(AzureClient::with_transport(transport, self.config, self.retry))
     }
 }
@@ -174,24 +111,14 @@ impl AzureClientBuilder {
 impl AzureClient {
     /// A client over a given transport (tests, and the lab forcing a transport).
     pub fn with_transport(transport: Arc<dyn Transport>, config: AzureConfig, retry: RetryConfig) -> AzureClient {
-        let budget = Arc::new(RetryBudget::new(retry.budget_tokens));
-        let (controller, feeds_controller) = match transport.controller() {
-            Some(c) => (c, false),
-            None => {
-                (Controller::new(ControllerOptions { max: OWN_CONTROLLER_MAX, ..ControllerOptions::default() }), true)
-            }
-        };
         AzureClient {
-            inner: Arc::new(Inner {
-                transport,
-                config,
-                retry,
-                budget,
-                controller,
-                feeds_controller,
-                upload_params: Default::default(),
-            }),
+            inner: Arc::new(Inner { core: Core::new(transport, retry), config, upload_params: Default::default() }),
         }
+    }
+
+    /// The request layer this client sends through (its retry budget too).
+    pub(crate) fn core(&self) -> &Core {
+        &self.inner.core
     }
 
     pub fn config(&self) -> &AzureConfig {
@@ -286,102 +213,42 @@ impl AzureClient {
         Ok(raw_query)
     }
 
-    /// Builds one attempt's request. `None` when a send-once body was already sent.
-    async fn build(&self, op: &mut Op) -> Result<Option<Request>, Error> {
-        let path = self.path(op.container.as_deref(), op.blob.as_deref());
-        let body = match &mut op.body {
-            OpBody::Empty => RequestBody::Empty,
-            OpBody::Bytes(b) => RequestBody::from(b.clone()),
-            OpBody::File { path, offset, len } => crate::s3::client::file_body(path.clone(), *offset, *len).await?,
-            OpBody::Once(b) => match b.take() {
-                Some(b) => b,
-                None => return Ok(None),
-            },
+    /// Runs `op` with retries (request.rs); `handle` turns a 2xx response into the result.
+    pub(crate) async fn execute<T, F, Fut>(&self, op: &mut Op, handle: F) -> Result<T, Error>
+    where
+        F: FnMut(Response) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        self.inner.core.execute(self, op, handle).await
+    }
+}
+
+/// Azure's part of the shared request layer: the container/blob path, version and date
+/// headers, Shared Key, SAS or a bearer token.
+impl Signer for AzureClient {
+    async fn sign(&self, op: Attempt<'_>, headers: &mut HeaderMap) -> Result<String, Error> {
+        let path = match op.target {
+            Target::Object { bucket, key } => {
+                self.path((!bucket.is_empty()).then_some(bucket.as_str()), key.as_deref())
+            }
+            Target::Path(p) => p.clone(),
         };
-        let mut headers = op.headers.clone();
         headers.insert(
             http::header::HOST,
             HeaderValue::from_str(&self.inner.config.endpoint.authority())
                 .map_err(|_| Error::Config("invalid endpoint host".into()))?,
         );
-        let len = body.len();
-        if len > 0 || matches!(op.method, Method::PUT | Method::POST) {
+        let len = op.body_len;
+        if len > 0 || matches!(*op.method, Method::PUT | Method::POST) {
             headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
         }
-        let raw_query = self.authorise(&op.method, &path, &op.query, &mut headers, len, false).await?;
-        let path_and_query = if raw_query.is_empty() { path } else { format!("{path}?{raw_query}") };
-        Ok(Some(Request {
-            method: op.method.clone(),
-            path_and_query,
-            headers,
-            body,
-            size_hint: op.size_hint,
-            hedge: true,
-        }))
+        let raw_query = self.authorise(op.method, &path, op.query, headers, len, false).await?;
+        Ok(if raw_query.is_empty() { path } else { format!("{path}?{raw_query}") })
     }
 
-    /// Runs `op` with retries; `handle` turns a 2xx response into the result.
-    pub(crate) async fn execute<T, F, Fut>(&self, op: &mut Op, mut handle: F) -> Result<T, Error>
-    where
-        F: FnMut(Response) -> Fut,
-        Fut: Future<Output = Result<T, Error>>,
-    {
-        let retry = &self.inner.retry;
-        let is_head = op.method == Method::HEAD;
-        let mut attempt: u32 = 0;
-        let mut last: Option<Error> = None;
-        loop {
-            attempt += 1;
-            let Some(req) = self.build(op).await? else {
-                return Err(last.unwrap_or_else(|| Error::Config("request body already consumed".into())));
-            };
-            let observed = self.inner.feeds_controller.then(|| self.inner.controller.observe());
-            let sent = self.inner.transport.send(req).await;
-            if let (Some(permit), Ok(resp)) = (observed, &sent) {
-                match resp.status.as_u16() {
-                    503 | 429 => permit.throttled(),
-                    _ if resp.status.is_success() => permit.success_with_latency(resp.meta.time_to_head),
-                    _ => drop(permit),
-                }
-            }
-            let mut wait = None;
-            let result = match sent {
-                Ok(resp) if resp.status.is_success() => handle(resp).await,
-                Ok(resp) => {
-                    let (e, w) = error::from_response(resp, is_head).await;
-                    wait = w;
-                    Err(e)
-                }
-                Err(e) => Err(Error::Transport(e)),
-            };
-            let e = match result {
-                Ok(v) => {
-                    self.inner.budget.refill(retry.success_refill);
-                    return Ok(v);
-                }
-                Err(e) => e,
-            };
-            let Some(class) = e.retry_class(op.idempotent) else { return Err(e) };
-            let cost =
-                if class == crate::error::RetryClass::Timeout { retry.timeout_retry_cost } else { retry.retry_cost };
-            if attempt >= retry.max_attempts || !op.body.replayable() || !self.inner.budget.withdraw(cost) {
-                return Err(e);
-            }
-            let mut sleep = retry.backoff(attempt - 1, class);
-            if let Some(w) = wait {
-                sleep = sleep.max(w.min(retry.max_delay));
-            }
-            tracing::debug!(op = op.name, attempt, ?sleep, error = %e, "retrying");
-            last = Some(e);
-            tokio::time::sleep(sleep).await;
-        }
-    }
-
-    /// Withdraws a retry from the budget for work outside `execute` (GET resumes).
-    pub(crate) fn take_retry(&self, class: crate::error::RetryClass) -> bool {
-        let r = &self.inner.retry;
-        let cost = if class == crate::error::RetryClass::Timeout { r.timeout_retry_cost } else { r.retry_cost };
-        self.inner.budget.withdraw(cost)
+    /// Azure states how long to wait with `Retry-After` (error.rs).
+    async fn error(&self, resp: Response, head_request: bool) -> (Error, Option<Duration>) {
+        error::from_response(resp, head_request).await
     }
 }
 

@@ -17,9 +17,10 @@
 //! refuses with `BucketNotEmpty` (409) if there is any, keeping the trait's meaning.
 
 use crate::azure::blocks::read_xml;
-use crate::azure::client::{AzureClient, Op};
+use crate::azure::client::AzureClient;
 use crate::azure::object::quoted;
 use crate::error::Error;
+use crate::request::Op;
 use crate::types::*;
 use ferry_proto::encoding::parse_http_date;
 use ferry_proto::xml::{Element, XmlError};
@@ -133,9 +134,8 @@ impl AzureClient {
         max_results: Option<u32>,
         include_uncommitted: bool,
     ) -> Result<BlobPage, Error> {
-        let mut op = Op::new("ListBlobs", Method::GET, Some(container), None)
-            .query("restype", "container")
-            .query("comp", "list");
+        let mut op =
+            Op::object("ListBlobs", Method::GET, container, None).query("restype", "container").query("comp", "list");
         for (k, v) in [("prefix", prefix), ("delimiter", delimiter), ("marker", marker)] {
             if let Some(v) = v.filter(|v| !v.is_empty()) {
                 op = op.query(k, v);
@@ -226,7 +226,7 @@ impl AzureClient {
 
     /// Create Container (private access).
     pub async fn create_container(&self, container: &str) -> Result<(), Error> {
-        let mut op = Op::new("CreateContainer", Method::PUT, Some(container), None).query("restype", "container");
+        let mut op = Op::object("CreateContainer", Method::PUT, container, None).query("restype", "container");
         self.execute(&mut op, |_| async { Ok(()) }).await
     }
 
@@ -234,7 +234,7 @@ impl AzureClient {
     /// reads of blobs), `Some("container")` (reads and listing), `None` (private).
     /// Stored access policies are not kept: the ACL becomes empty.
     pub async fn set_container_public_access(&self, container: &str, level: Option<&str>) -> Result<(), Error> {
-        let mut op = Op::new("SetContainerACL", Method::PUT, Some(container), None)
+        let mut op = Op::object("SetContainerACL", Method::PUT, container, None)
             .query("restype", "container")
             .query("comp", "acl")
             .header_opt("x-ms-blob-public-access", level)?;
@@ -252,7 +252,7 @@ impl AzureClient {
                 request_id: None,
             });
         }
-        let mut op = Op::new("DeleteContainer", Method::DELETE, Some(container), None).query("restype", "container");
+        let mut op = Op::object("DeleteContainer", Method::DELETE, container, None).query("restype", "container");
         self.execute(&mut op, |_| async { Ok(()) }).await
     }
 
@@ -261,7 +261,7 @@ impl AzureClient {
         let mut out = Vec::new();
         let mut marker: Option<String> = None;
         loop {
-            let mut op = Op::new("ListContainers", Method::GET, None, None).query("comp", "list");
+            let mut op = Op::object("ListContainers", Method::GET, "", None).query("comp", "list");
             if let Some(m) = &marker {
                 op = op.query("marker", m);
             }

@@ -44,13 +44,10 @@ pub use client::{AzureClient, AzureClientBuilder};
 pub use config::{AzureConfig, AzureCredential, ConnectionString};
 
 use crate::error::Error;
-use crate::store::{Capabilities, ObjectStore, PartLimits, PartPayload, PutPayload};
+use crate::store::{Capabilities, PartLimits, PutPayload};
 use crate::types::*;
 use crate::url::Provider;
 use crate::{DynObjectStore, StoreOptions};
-use ferry_wire::controller::Controller;
-use ferry_wire::Transport;
-use futures_util::stream::BoxStream;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -77,41 +74,33 @@ pub fn connect(options: StoreOptions) -> Result<DynObjectStore, Error> {
     let mut b = AzureClientBuilder::new(config).mode(options.mode);
     b.ca_file = options.ca_file;
     b.max_connections = options.max_connections;
+    b.transport_layer = options.transport_layer;
     Ok(Arc::new(b.build()?))
 }
 
-#[async_trait::async_trait]
-impl ObjectStore for AzureClient {
-    fn provider(&self) -> Provider {
-        Provider::Azure
-    }
+crate::store::object_store_by_names!(AzureClient, Provider::Azure, Capabilities {
+    parts: PART_LIMITS,
+    max_batch_delete: batch::MAX_BATCH,
+    max_copy: MAX_BLOB,
+    stored_checksum: None,
+}, {
+    head: head_blob, get: get_blob, put: put_payload,
+    create_upload: create_upload, upload_part: put_block,
+    complete_upload: complete_upload, abort_upload: abort_upload,
+    list_parts: list_upload_blocks, list_uploads: list_block_uploads, list: list_blobs,
+    delete: delete_blob, delete_batch: delete_blobs, copy: copy_blob,
+    presign_get: presign_blob, create_bucket: create_container,
+    delete_bucket: delete_container, list_buckets: list_containers; presign: presign_any,
+});
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            parts: PART_LIMITS,
-            max_batch_delete: batch::MAX_BATCH,
-            max_copy: MAX_BLOB,
-            stored_checksum: None,
-        }
-    }
-
-    fn controller(&self) -> Arc<Controller> {
-        self.inner.controller.clone()
-    }
-
-    fn transport(&self) -> &Arc<dyn Transport> {
-        &self.inner.transport
-    }
-
-    async fn head(&self, object: &ObjectRef) -> Result<ObjectInfo, Error> {
-        self.head_blob(object).await
-    }
-
-    async fn get(&self, object: &ObjectRef, params: GetParams) -> Result<GetObjectOutput, Error> {
-        self.get_blob(object, params).await
-    }
-
-    async fn put(&self, object: &ObjectRef, payload: PutPayload, params: PutParams) -> Result<PutObjectOutput, Error> {
+/// The trait's calls where Azure's differ from its REST operations.
+impl AzureClient {
+    async fn put_payload(
+        &self,
+        object: &ObjectRef,
+        payload: PutPayload,
+        params: PutParams,
+    ) -> Result<PutObjectOutput, Error> {
         match payload {
             PutPayload::Bytes(b) => self.put_blob(object, b, params).await,
             PutPayload::File(path) => self.put_blob_file(object, path, params).await,
@@ -121,15 +110,6 @@ impl ObjectStore for AzureClient {
 
     async fn create_upload(&self, object: &ObjectRef, params: &PutParams) -> Result<MultipartUpload, Error> {
         Ok(self.create_block_upload(object, params))
-    }
-
-    async fn upload_part(
-        &self,
-        upload: &MultipartUpload,
-        part_number: u32,
-        part: PartPayload,
-    ) -> Result<CompletedPart, Error> {
-        self.put_block(upload, part_number, part).await
     }
 
     async fn complete_upload(
@@ -147,55 +127,14 @@ impl ObjectStore for AzureClient {
         self.abort_block_upload(upload).await
     }
 
-    async fn list_parts(&self, upload: &MultipartUpload) -> Result<Vec<PartEntry>, Error> {
-        self.list_upload_blocks(upload).await
-    }
-
-    async fn list_uploads(&self, bucket: &str, prefix: &str) -> Result<Vec<UploadEntry>, Error> {
-        self.list_block_uploads(bucket, prefix).await
-    }
-
-    fn list(&self, bucket: &str, params: ListParams) -> BoxStream<'static, Result<ListPage, Error>> {
-        self.list_blobs(bucket, params)
-    }
-
-    async fn delete(&self, object: &ObjectRef) -> Result<(), Error> {
-        self.delete_blob(object).await
-    }
-
-    async fn delete_batch(&self, bucket: &str, keys: &[String]) -> Result<DeleteObjectsOutput, Error> {
-        self.delete_blobs(bucket, keys).await
-    }
-
-    async fn copy(&self, source: &ObjectRef, dest: &ObjectRef, params: CopyParams) -> Result<CopyObjectOutput, Error> {
-        self.copy_blob(source, dest, params).await
-    }
-
-    fn presign_get(&self, object: &ObjectRef, expires: Duration) -> Result<String, Error> {
-        self.presign_blob(object, expires)
-    }
-
-    async fn presign(&self, object: &ObjectRef, expires: Duration) -> Result<String, Error> {
+    /// A presigned URL: a user delegation SAS with an Entra token (one call to the
+    /// service for the key), else a service SAS signed here.
+    async fn presign_any(&self, object: &ObjectRef, expires: Duration) -> Result<String, Error> {
         match &self.config().credential {
             config::AzureCredential::Token(_) => self.presign_delegated(object, expires).await,
             _ => self.presign_blob(object, expires),
         }
     }
-
-    async fn create_bucket(&self, bucket: &str) -> Result<(), Error> {
-        self.create_container(bucket).await
-    }
-
-    async fn delete_bucket(&self, bucket: &str) -> Result<(), Error> {
-        self.delete_container(bucket).await
-    }
-
-    async fn list_buckets(&self) -> Result<Vec<BucketEntry>, Error> {
-        self.list_containers().await
-    }
-}
-
-impl AzureClient {
     /// A URL that reads the blob until `expires` from now (module note).
     pub fn presign_blob(&self, object: &ObjectRef, expires: Duration) -> Result<String, Error> {
         if expires.is_zero() || expires > MAX_PRESIGN {
@@ -231,11 +170,11 @@ impl AzureClient {
         let xml = format!(
             "<?xml version=\"1.0\" encoding=\"utf-8\"?><KeyInfo><Start>{start}</Start><Expiry>{expiry}</Expiry></KeyInfo>"
         );
-        let mut op = client::Op::new("GetUserDelegationKey", http::Method::POST, None, None)
+        let mut op = crate::request::Op::object("GetUserDelegationKey", http::Method::POST, "", None)
             .query("restype", "service")
             .query("comp", "userdelegationkey")
             .header("content-type", "application/xml")?
-            .body(crate::s3::client::OpBody::Bytes(bytes::Bytes::from(xml)));
+            .body(crate::request::OpBody::Bytes(bytes::Bytes::from(xml)));
         let key =
             self.execute(&mut op, |r| async move { blocks::read_xml(r, auth::UserDelegationKey::parse).await }).await?;
         let c = self.config();

@@ -21,12 +21,14 @@
 //! HEAD whose ETag then pins the GET with `If-Match`). Copy Blob is asynchronous in
 //! the service: the answer's `x-ms-copy-status` is polled until it leaves `pending`.
 
-use crate::azure::body::AzureBody;
-use crate::azure::client::{pause, AzureClient, Op};
+use crate::azure::body::{full_object, AzureReopen};
+use crate::azure::client::{pause, AzureClient};
 use crate::azure::config::AzureCredential;
 use crate::azure::error::request_id;
+use crate::checked::{CheckedBody, Verifier};
 use crate::error::Error;
-use crate::s3::client::OpBody;
+use crate::request::Op;
+use crate::request::OpBody;
 use crate::types::*;
 use bytes::Bytes;
 use ferry_proto::checksum::base64_encode;
@@ -141,7 +143,7 @@ pub(crate) async fn file_digests(path: &std::path::Path, offset: u64, len: u64) 
     tokio::task::spawn_blocking(move || {
         use std::os::unix::fs::FileExt;
         let f = std::fs::File::open(&p)?;
-        let mut buf = vec![0u8; crate::s3::client::FILE_CHUNK.min(len.max(1) as usize)];
+        let mut buf = vec![0u8; crate::request::FILE_CHUNK.min(len.max(1) as usize)];
         let mut md5 = Md5::new();
         let mut crc = ferry_proto::checksum::Checksummer::new(ferry_proto::checksum::ChecksumAlgorithm::Crc64Nvme);
         let (mut at, end) = (offset, offset + len);
@@ -164,7 +166,7 @@ pub(crate) async fn file_digests(path: &std::path::Path, offset: u64, len: u64) 
 impl AzureClient {
     /// Get Blob Properties.
     pub async fn head_blob(&self, object: &ObjectRef) -> Result<ObjectInfo, Error> {
-        let mut op = Op::new("GetBlobProperties", Method::HEAD, Some(&object.bucket), Some(&object.key));
+        let mut op = Op::object("GetBlobProperties", Method::HEAD, &object.bucket, Some(&object.key));
         self.execute(&mut op, |r| async move { Ok(info_from_headers(&r.headers)) }).await
     }
 
@@ -198,7 +200,7 @@ impl AzureClient {
             Some(b) => format!("bytes={a}-{b}"),
             None => format!("bytes={a}-"),
         });
-        let mut op = Op::new("GetBlob", Method::GET, Some(&object.bucket), Some(&object.key))
+        let mut op = Op::object("GetBlob", Method::GET, &object.bucket, Some(&object.key))
             .header_opt("x-ms-range", x_range.as_deref())?
             .header_opt("if-match", if_match.as_deref())?
             .header_opt("if-none-match", params.if_none_match.as_deref())?
@@ -209,54 +211,17 @@ impl AzureClient {
             )?;
         op.size_hint = size_hint;
         let resp = self.execute(&mut op, |r| async move { Ok(r) }).await?;
-        let rid = request_id(&resp.headers);
         let meta = info_from_headers(&resp.headers);
-        let content_length = resp.body.content_length();
-        let (start, range, md5) = if resp.status.as_u16() == 206 {
-            let cr = resp.headers.get("content-range").and_then(|v| v.to_str().ok()).and_then(parse_content_range);
-            let Some((s, e, _)) = cr else { return Err(Error::protocol("206 without a valid Content-Range", rid)) };
-            if content_length.is_some_and(|n| n != e - s + 1) {
-                return Err(Error::protocol(
-                    format!("Content-Range {s}-{e} disagrees with Content-Length {content_length:?}"),
-                    rid,
-                ));
-            }
-            (s, Some((s, e)), None)
-        } else {
-            let md5 = resp
-                .headers
-                .get("content-md5")
-                .and_then(|v| v.to_str().ok())
-                .filter(|_| params.checksum_mode)
-                .map(|v| (Md5::new(), v.trim().to_owned()));
-            (0, None, md5)
-        };
-        let expected = match range {
-            Some((s, e)) => Some(e - s + 1),
-            None => content_length,
-        };
-        let body = AzureBody {
-            client: self.clone(),
-            container: object.bucket.clone(),
-            blob: object.key.clone(),
-            etag: meta.etag.clone(),
-            body: resp.body,
-            start,
-            expected,
-            received: 0,
-            md5,
-            request_id: rid,
-            resumes: 0,
-            done: false,
-        };
-        Ok(GetObjectOutput { meta, range, body: body.into_body() })
+        let reopen = AzureReopen { client: self.clone(), object: object.clone() };
+        let checked = params.checksum_mode;
+        CheckedBody::output(reopen, resp, meta, |h| if checked { full_object(h) } else { Verifier::None })
     }
 
     /// Put Blob from memory.
     pub async fn put_blob(&self, object: &ObjectRef, body: Bytes, params: PutParams) -> Result<PutObjectOutput, Error> {
         let md5 = base64_encode(&Md5::digest(&body));
         let crc = crc64(&body);
-        let op = Op::new("PutBlob", Method::PUT, Some(&object.bucket), Some(&object.key));
+        let op = Op::object("PutBlob", Method::PUT, &object.bucket, Some(&object.key));
         let mut op = put_headers(op, &params, Some(crc))?.body(OpBody::Bytes(body));
         self.put_checked(object, &mut op, crc, md5).await
     }
@@ -293,7 +258,7 @@ impl AzureClient {
             return Err(Error::Config(format!("Put Blob takes at most {MAX_PUT_BLOB} bytes; use a block upload")));
         }
         let (md5, crc) = file_digests(&path, 0, len).await?;
-        let op = Op::new("PutBlob", Method::PUT, Some(&object.bucket), Some(&object.key));
+        let op = Op::object("PutBlob", Method::PUT, &object.bucket, Some(&object.key));
         let mut op = put_headers(op, &params, Some(crc))?.body(OpBody::File { path, offset: 0, len });
         self.put_checked(object, &mut op, crc, md5).await
     }
@@ -325,7 +290,7 @@ impl AzureClient {
                 Ok(b)
             })
             .boxed();
-        let op = Op::new("PutBlob", Method::PUT, Some(&object.bucket), Some(&object.key));
+        let op = Op::object("PutBlob", Method::PUT, &object.bucket, Some(&object.key));
         let mut op =
             put_headers(op, &params, None)?.body(OpBody::Once(Some(RequestBody::Stream { len, stream: counted })));
         let resp = self.execute(&mut op, |r| async move { Ok(r) }).await?;
@@ -346,7 +311,7 @@ impl AzureClient {
 
     /// Delete Blob (a missing blob is not an error, as the trait wants).
     pub async fn delete_blob(&self, object: &ObjectRef) -> Result<(), Error> {
-        let mut op = Op::new("DeleteBlob", Method::DELETE, Some(&object.bucket), Some(&object.key));
+        let mut op = Op::object("DeleteBlob", Method::DELETE, &object.bucket, Some(&object.key));
         match self.execute(&mut op, |_| async { Ok(()) }).await {
             Err(e)
                 if e.is_not_found() && !matches!(&e, Error::NotFound { code, .. } if code == "ContainerNotFound") =>
@@ -373,7 +338,7 @@ impl AzureClient {
         if let AzureCredential::Sas(sas) = &self.config().credential {
             url = format!("{url}?{sas}");
         }
-        let mut op = Op::new("CopyBlob", Method::PUT, Some(&dest.bucket), Some(&dest.key))
+        let mut op = Op::object("CopyBlob", Method::PUT, &dest.bucket, Some(&dest.key))
             .header("x-ms-copy-source", &url)?
             .header_opt("x-ms-source-if-match", params.if_match.as_deref())?;
         if let Some(meta) = &params.metadata {
@@ -396,7 +361,7 @@ impl AzureClient {
                 ));
             }
             pause(COPY_POLL).await;
-            let mut op = Op::new("GetBlobProperties", Method::HEAD, Some(&dest.bucket), Some(&dest.key));
+            let mut op = Op::object("GetBlobProperties", Method::HEAD, &dest.bucket, Some(&dest.key));
             (status, etag, last_modified) = self
                 .execute(&mut op, |r| async move {
                     let get = |n: &str| r.headers.get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);

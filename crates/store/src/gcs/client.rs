@@ -1,14 +1,15 @@
-//! The GCS client core: where requests go, how they are authorised, and the retry loop
-//! every JSON API call runs through.
+//! The GCS client core: where requests go and how they are authorised, GCS's part of the
+//! request layer every provider shares (request.rs).
 //!
 //! ```text
-//! operation (object.rs, list.rs, upload.rs, buckets.rs)
-//!   └─ Op { method, path, query, headers, body, idempotent }
-//!        └─ execute(op, handle) ── per attempt: bearer token (auth.rs, cached) ─► Transport::send
-//!              │                                   ├─ 2xx (or an expected 308) ─► handle(resp)
-//!              │                                   └─ else ─► error::from_response
-//!              └─ on Err: the shared retry policy (crate::retry: class, attempts, budget, jitter;
-//!                 a 429/503's Retry-After is the least it waits)
+//! operation (object.rs, list.rs, upload.rs, mod.rs)
+//!   └─ Op::path(name, method, JSON API path) + query, headers, body
+//!        └─ execute ─► request.rs Core::execute, per attempt: Signer::sign (this file:
+//!              │        bearer token, auth.rs, cached) ─► Transport::send
+//!              │        ├─ 2xx (or an expected 308) ─► handle(resp)
+//!              │        └─ else ─► Signer::error = error::from_response (+ Retry-After)
+//!              └─ on Err: the shared retry policy (a 401 first renews the token once; a
+//!                 429/503's Retry-After is the least it waits)
 //! ```
 //!
 //! Endpoint: `https://storage.googleapis.com` unless `STORAGE_EMULATOR_HOST` names an
@@ -17,15 +18,16 @@
 //! uploads under `/upload/storage/v1`), the object name percent-encoded as one path
 //! segment (a `/` in it becomes `%2F`), which both Google and fake-gcs-server expect.
 
-use crate::error::{Error, RetryClass};
+use crate::error::Error;
 use crate::gcs::auth::Auth;
 use crate::gcs::error;
-use crate::retry::{RetryBudget, RetryConfig};
+use crate::request::{Attempt, Core, Op, Signer, Target};
+use crate::retry::RetryConfig;
 use bytes::Bytes;
-use ferry_wire::controller::{Controller, ControllerOptions};
-use ferry_wire::{Endpoint, Request, RequestBody, Response, Transport};
-use futures_util::stream::{BoxStream, StreamExt};
-use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use ferry_wire::controller::Controller;
+use ferry_wire::{Endpoint, Response, Transport};
+use futures_util::stream::BoxStream;
+use http::{HeaderMap, HeaderValue};
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use std::future::Future;
 use std::path::PathBuf;
@@ -43,7 +45,8 @@ pub(crate) fn enc(s: &str) -> String {
     utf8_percent_encode(s, SEGMENT).to_string()
 }
 
-/// An object's `gs://` URL, for messages (`ObjectRef`'s Display says `s3://`).
+/// An object's `gs://` URL, for messages (an `ObjectRef` made by `ObjectRef::new`, as
+/// the engine makes them, is S3's and would print `s3://`).
 pub(crate) fn gs(o: &crate::types::ObjectRef) -> String {
     format!("gs://{}/{}", o.bucket, o.key)
 }
@@ -58,90 +61,6 @@ pub(crate) fn emulator_url(value: &str) -> String {
     }
 }
 
-/// A request body as an operation holds it; every kind can be sent again (a stream is
-/// cut into in-memory chunks before it gets here, object.rs).
-pub(crate) enum Body {
-    Empty,
-    Bytes(Bytes),
-    /// `head`, then `len` bytes of a file from `offset`, then `tail` (a multipart/related
-    /// upload of a file part), the file re-opened for every attempt.
-    Framed {
-        head: Bytes,
-        path: PathBuf,
-        offset: u64,
-        len: u64,
-        tail: Bytes,
-    },
-    /// Pieces in memory sent one after another (a multipart/related upload of bytes:
-    /// the framing around the caller's buffer, which is not copied).
-    Chunks(Vec<Bytes>),
-}
-
-/// One JSON API call, before its token.
-pub(crate) struct Op {
-    pub(crate) name: &'static str,
-    pub(crate) method: Method,
-    /// Encoded path, starting with `/`.
-    pub(crate) path: String,
-    /// Decoded query pairs.
-    pub(crate) query: Vec<(String, String)>,
-    pub(crate) headers: HeaderMap,
-    pub(crate) body: Body,
-    /// Safe to repeat (GET, HEAD, DELETE, and calls made conditional or idempotent by
-    /// their names, see each operation).
-    pub(crate) idempotent: bool,
-    pub(crate) size_hint: Option<u64>,
-    /// A resumable upload's "send more" answer (308) is a success for its chunks.
-    pub(crate) accept_308: bool,
-}
-
-impl Op {
-    pub(crate) fn new(name: &'static str, method: Method, path: String) -> Op {
-        let idempotent = matches!(method, Method::GET | Method::HEAD | Method::DELETE);
-        Op {
-            name,
-            method,
-            path,
-            query: Vec::new(),
-            headers: HeaderMap::new(),
-            body: Body::Empty,
-            idempotent,
-            size_hint: None,
-            accept_308: false,
-        }
-    }
-
-    pub(crate) fn query(mut self, k: &str, v: impl Into<String>) -> Op {
-        self.query.push((k.to_owned(), v.into()));
-        self
-    }
-
-    pub(crate) fn query_opt(self, k: &str, v: Option<impl Into<String>>) -> Op {
-        match v {
-            Some(v) => self.query(k, v),
-            None => self,
-        }
-    }
-
-    pub(crate) fn header(mut self, name: &str, value: &str) -> Result<Op, Error> {
-        let n = HeaderName::from_bytes(name.as_bytes()).map_err(|_| Error::Config(format!("bad header {name}")))?;
-        let v = HeaderValue::from_str(value)
-            .map_err(|_| Error::Config(format!("invalid value for header {name}: {value:?}")))?;
-        self.headers.insert(n, v);
-        Ok(self)
-    }
-
-    pub(crate) fn body(mut self, body: Body) -> Op {
-        self.body = body;
-        self
-    }
-
-    pub(crate) fn json(self, value: &serde_json::Value) -> Result<Op, Error> {
-        let op = self.header("content-type", "application/json")?;
-        Ok(op.body(Body::Bytes(Bytes::from(value.to_string()))))
-    }
-}
-
 /// A Google Cloud Storage client over one ferry-wire transport. Cheap to clone.
 #[derive(Clone)]
 pub struct GcsClient {
@@ -149,29 +68,23 @@ pub struct GcsClient {
 }
 
 pub(crate) struct Inner {
-    pub(crate) transport: Arc<dyn Transport>,
+    /// Transport, retries, controller: the layer every provider shares (request.rs).
+    pub(crate) core: Core,
     pub(crate) endpoint: Endpoint,
     pub(crate) auth: Auth,
     /// The project buckets are created in and listed from.
     pub(crate) project: Option<String>,
-    pub(crate) retry: RetryConfig,
-    pub(crate) budget: Arc<RetryBudget>,
-    pub(crate) controller: Arc<Controller>,
-    pub(crate) feeds_controller: bool,
 }
 
 impl std::fmt::Debug for GcsClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GcsClient")
             .field("endpoint", &self.base_url())
-            .field("transport", &self.inner.transport.name())
+            .field("transport", &self.inner.core.transport.name())
             .field("auth", &self.inner.auth.describe())
             .finish()
     }
 }
-
-/// Cap of a client's own controller when the transport keeps none (as S3's client).
-const OWN_CONTROLLER_MAX: usize = 64;
 
 impl GcsClient {
     /// A client over a given transport (tests, and the lab forcing a transport).
@@ -182,24 +95,20 @@ impl GcsClient {
         project: Option<String>,
         retry: RetryConfig,
     ) -> GcsClient {
-        let budget = Arc::new(RetryBudget::new(retry.budget_tokens));
-        let (controller, feeds_controller) = match transport.controller() {
-            Some(c) => (c, false),
-            None => {
-                (Controller::new(ControllerOptions { max: OWN_CONTROLLER_MAX, ..ControllerOptions::default() }), true)
-            }
-        };
-        GcsClient {
-            inner: Arc::new(Inner { transport, endpoint, auth, project, retry, budget, controller, feeds_controller }),
-        }
+        GcsClient { inner: Arc::new(Inner { core: Core::new(transport, retry), endpoint, auth, project }) }
     }
 
     pub fn controller(&self) -> Arc<Controller> {
-        self.inner.controller.clone()
+        self.inner.core.controller.clone()
     }
 
     pub fn transport(&self) -> &Arc<dyn Transport> {
-        &self.inner.transport
+        &self.inner.core.transport
+    }
+
+    /// The request layer this client sends through (its retry budget too).
+    pub(crate) fn core(&self) -> &Core {
+        &self.inner.core
     }
 
     /// `scheme://authority` of the endpoint.
@@ -220,109 +129,14 @@ impl GcsClient {
         pairs.iter().map(|(k, v)| format!("{}={}", enc(k), enc(v))).collect::<Vec<_>>().join("&")
     }
 
-    async fn build(&self, op: &Op) -> Result<Request, Error> {
-        let body = match &op.body {
-            Body::Empty => RequestBody::Empty,
-            Body::Bytes(b) => RequestBody::from(b.clone()),
-            Body::Chunks(pieces) => {
-                let len = pieces.iter().map(|p| p.len() as u64).sum();
-                let pieces: Vec<std::io::Result<Bytes>> = pieces.iter().cloned().map(Ok).collect();
-                RequestBody::Stream { len, stream: futures_util::stream::iter(pieces).boxed() }
-            }
-            Body::Framed { head, path, offset, len, tail } => {
-                let file = crate::s3::client::file_stream(path.clone(), *offset, *len).await?;
-                let total = head.len() as u64 + *len + tail.len() as u64;
-                let (h, t) = (head.clone(), tail.clone());
-                let stream = futures_util::stream::once(async move { Ok(h) })
-                    .chain(file)
-                    .chain(futures_util::stream::once(async move { Ok(t) }));
-                RequestBody::Stream { len: total, stream: stream.boxed() }
-            }
-        };
-        let mut headers = op.headers.clone();
-        if let Some(token) = self.inner.auth.token().await? {
-            let v = HeaderValue::from_str(&format!("Bearer {token}"))
-                .map_err(|_| Error::Config("the access token is not a valid header value".into()))?;
-            headers.insert(http::header::AUTHORIZATION, v);
-        }
-        let q = Self::raw_query(&op.query);
-        let path_and_query = if q.is_empty() { op.path.clone() } else { format!("{}?{q}", op.path) };
-        Ok(Request { method: op.method.clone(), path_and_query, headers, body, size_hint: op.size_hint, hedge: true })
-    }
-
-    /// Runs `op` with retries; `handle` turns a successful response into the result.
-    pub(crate) async fn execute<T, F, Fut>(&self, op: &mut Op, mut handle: F) -> Result<T, Error>
+    /// Runs `op` with retries (request.rs); `handle` turns a successful response into
+    /// the result.
+    pub(crate) async fn execute<T, F, Fut>(&self, op: &mut Op, handle: F) -> Result<T, Error>
     where
         F: FnMut(Response) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
-        let retry = &self.inner.retry;
-        let is_head = op.method == Method::HEAD;
-        let mut attempt: u32 = 0;
-        loop {
-            attempt += 1;
-            let req = self.build(op).await?;
-            let observed = self.inner.feeds_controller.then(|| self.inner.controller.observe());
-            let sent = self.inner.transport.send(req).await;
-            if let (Some(permit), Ok(resp)) = (observed, &sent) {
-                match resp.status.as_u16() {
-                    503 | 429 => permit.throttled(),
-                    _ if resp.status.is_success() => permit.success_with_latency(resp.meta.time_to_head),
-                    _ => drop(permit),
-                }
-            }
-            let mut retry_after: Option<Duration> = None;
-            let result = match sent {
-                Ok(resp) if resp.status.is_success() || (op.accept_308 && resp.status.as_u16() == 308) => {
-                    handle(resp).await
-                }
-                Ok(resp) => {
-                    retry_after = resp
-                        .headers
-                        .get("retry-after")
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<u64>().ok())
-                        .map(Duration::from_secs);
-                    Err(error::from_response(resp, is_head).await)
-                }
-                Err(e) => Err(Error::Transport(e)),
-            };
-            let e = match result {
-                Ok(v) => {
-                    self.inner.budget.refill(retry.success_refill);
-                    return Ok(v);
-                }
-                Err(e) => e,
-            };
-            if matches!(e, Error::Auth { status: 401, .. }) && attempt == 1 {
-                // An access token can be revoked or expire early: fetch a new one once.
-                self.inner.auth.invalidate();
-            } else {
-                let Some(class) = e.retry_class(op.idempotent) else { return Err(e) };
-                if attempt >= retry.max_attempts {
-                    return Err(e);
-                }
-                let cost = if class == RetryClass::Timeout { retry.timeout_retry_cost } else { retry.retry_cost };
-                if !self.inner.budget.withdraw(cost) {
-                    tracing::debug!(op = op.name, error = %e, "retry budget exhausted; not retrying");
-                    return Err(e);
-                }
-                // A throttling answer's Retry-After (seconds) is a floor, up to the cap.
-                let mut sleep = retry.backoff(attempt - 1, class);
-                if let (RetryClass::Throttled, Some(ra)) = (class, retry_after) {
-                    sleep = sleep.max(ra.min(retry.max_delay));
-                }
-                tracing::debug!(op = op.name, attempt, ?sleep, error = %e, "retrying");
-                tokio::time::sleep(sleep).await;
-            }
-        }
-    }
-
-    /// Withdraws a retry from the budget for work outside `execute` (GET resumes).
-    pub(crate) fn take_retry(&self, class: RetryClass) -> bool {
-        let r = &self.inner.retry;
-        let cost = if class == RetryClass::Timeout { r.timeout_retry_cost } else { r.retry_cost };
-        self.inner.budget.withdraw(cost)
+        self.inner.core.execute(self, op, handle).await
     }
 
     /// Reads a JSON answer (bounded).
@@ -341,7 +155,48 @@ impl GcsClient {
         offset: u64,
         len: u64,
     ) -> Result<BoxStream<'static, std::io::Result<Bytes>>, Error> {
-        crate::s3::client::file_stream(path, offset, len).await
+        crate::request::file_stream(path, offset, len).await
+    }
+}
+
+/// GCS's part of the shared request layer: a JSON API path, a bearer token.
+impl Signer for GcsClient {
+    async fn sign(&self, op: Attempt<'_>, headers: &mut HeaderMap) -> Result<String, Error> {
+        if let Some(token) = self.inner.auth.token().await? {
+            let v = HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| Error::Config("the access token is not a valid header value".into()))?;
+            headers.insert(http::header::AUTHORIZATION, v);
+        }
+        let path = match op.target {
+            Target::Path(p) => p.clone(),
+            Target::Object { bucket, key: Some(key) } => Self::object_path(bucket, key),
+            Target::Object { bucket, key: None } => format!("/storage/v1/b/{}", enc(bucket)),
+        };
+        let q = Self::raw_query(op.query);
+        Ok(if q.is_empty() { path } else { format!("{path}?{q}") })
+    }
+
+    /// A throttling answer's `Retry-After` (seconds) is the least the retry waits.
+    async fn error(&self, resp: Response, head_request: bool) -> (Error, Option<Duration>) {
+        let retry_after = resp
+            .headers
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let e = error::from_response(resp, head_request).await;
+        let wait = if matches!(e, Error::Throttled { .. }) { retry_after } else { None };
+        (e, wait)
+    }
+
+    /// An access token can be revoked or expire early: a 401 fetches a new one, once.
+    fn renewed_after(&self, error: &Error) -> bool {
+        if matches!(error, Error::Auth { status: 401, .. }) {
+            self.inner.auth.invalidate();
+            true
+        } else {
+            false
+        }
     }
 }
 

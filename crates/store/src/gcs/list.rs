@@ -14,9 +14,10 @@
 //!   listings leave out parts.
 
 use crate::error::Error;
-use crate::gcs::client::{enc, GcsClient, Op};
+use crate::gcs::client::{enc, GcsClient};
 use crate::gcs::object::entry_from_json;
 use crate::gcs::upload::HIDDEN_PREFIX;
+use crate::request::Op;
 use crate::types::*;
 use futures_util::stream::{BoxStream, StreamExt};
 use http::Method;
@@ -71,7 +72,7 @@ impl GcsClient {
         params: &ListParams,
         token: Option<&str>,
     ) -> Result<(ListPage, Option<String>), Error> {
-        let op = Op::new("objects.list", Method::GET, format!("/storage/v1/b/{}/o", enc(bucket)))
+        let op = Op::path("objects.list", Method::GET, format!("/storage/v1/b/{}/o", enc(bucket)))
             .query_opt("prefix", params.prefix.clone())
             .query_opt("delimiter", params.delimiter.clone())
             .query_opt("startOffset", params.start_after.clone())

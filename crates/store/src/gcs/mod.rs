@@ -31,19 +31,18 @@ mod tests;
 pub mod upload;
 
 use crate::error::Error;
-use crate::store::{Capabilities, ObjectStore, PartLimits, PartPayload, PutPayload};
+use crate::request::Op;
+use crate::store::{Capabilities, PartLimits};
 use crate::types::*;
 use crate::url::Provider;
 use crate::{DynObjectStore, StoreOptions};
+use client::enc;
 pub use client::GcsClient;
-use client::{enc, Op};
 use ferry_proto::checksum::ChecksumAlgorithm;
-use ferry_wire::controller::Controller;
-use ferry_wire::{Endpoint, Transport, TransportConfig};
-use futures_util::stream::BoxStream;
+use ferry_wire::{Endpoint, TransportConfig};
 use http::Method;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 /// Largest object GCS stores: 5 TiB (Cloud Storage quotas and limits).
 pub const MAX_OBJECT: u64 = 5 << 40;
@@ -79,7 +78,7 @@ impl GcsClient {
         if let Some(n) = options.max_connections {
             tc.max_connections = n;
         }
-        let transport = ferry_wire::transport(tc)?;
+        let transport = crate::store::layered(&options.transport_layer, Provider::Gcs, ferry_wire::transport(tc)?);
         tracing::debug!(endpoint = %url, emulator, auth = resolved.auth.describe(), "gcs client");
         Ok(GcsClient::with_transport(
             transport,
@@ -98,7 +97,7 @@ impl GcsClient {
 
     /// `buckets.insert` in the client's project.
     pub async fn create_bucket(&self, bucket: &str) -> Result<(), Error> {
-        let mut op = Op::new("buckets.insert", Method::POST, "/storage/v1/b".to_owned())
+        let mut op = Op::path("buckets.insert", Method::POST, "/storage/v1/b".to_owned())
             .query_opt("project", self.project())
             .json(&serde_json::json!({ "name": bucket }))?;
         self.execute(&mut op, |_| async { Ok(()) }).await
@@ -106,7 +105,7 @@ impl GcsClient {
 
     /// `buckets.delete` (the bucket must be empty).
     pub async fn delete_bucket(&self, bucket: &str) -> Result<(), Error> {
-        let mut op = Op::new("buckets.delete", Method::DELETE, format!("/storage/v1/b/{}", enc(bucket)));
+        let mut op = Op::path("buckets.delete", Method::DELETE, format!("/storage/v1/b/{}", enc(bucket)));
         self.execute(&mut op, |_| async { Ok(()) }).await
     }
 
@@ -116,7 +115,7 @@ impl GcsClient {
         let mut out = Vec::new();
         let mut token: Option<String> = None;
         loop {
-            let mut op = Op::new("buckets.list", Method::GET, "/storage/v1/b".to_owned())
+            let mut op = Op::path("buckets.list", Method::GET, "/storage/v1/b".to_owned())
                 .query_opt("project", project.clone())
                 .query_opt("pageToken", token.clone());
             let v = self.execute(&mut op, |r| async move { Self::read_json(r).await }).await?;
@@ -137,104 +136,17 @@ impl GcsClient {
     }
 }
 
-#[async_trait::async_trait]
-impl ObjectStore for GcsClient {
-    fn provider(&self) -> Provider {
-        Provider::Gcs
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            parts: PART_LIMITS,
-            max_batch_delete: object::BATCH_MAX,
-            max_copy: MAX_OBJECT,
-            stored_checksum: Some(ChecksumAlgorithm::Crc32c),
-        }
-    }
-
-    fn controller(&self) -> Arc<Controller> {
-        GcsClient::controller(self)
-    }
-
-    fn transport(&self) -> &Arc<dyn Transport> {
-        GcsClient::transport(self)
-    }
-
-    async fn head(&self, object: &ObjectRef) -> Result<ObjectInfo, Error> {
-        self.head_object(object).await
-    }
-
-    async fn get(&self, object: &ObjectRef, params: GetParams) -> Result<GetObjectOutput, Error> {
-        self.get_object(object, params).await
-    }
-
-    async fn put(&self, object: &ObjectRef, payload: PutPayload, params: PutParams) -> Result<PutObjectOutput, Error> {
-        self.put_object(object, payload, params).await
-    }
-
-    async fn create_upload(&self, object: &ObjectRef, params: &PutParams) -> Result<MultipartUpload, Error> {
-        self.create_composite(object, params).await
-    }
-
-    async fn upload_part(
-        &self,
-        upload: &MultipartUpload,
-        part_number: u32,
-        part: PartPayload,
-    ) -> Result<CompletedPart, Error> {
-        self.upload_part_object(upload, part_number, part).await
-    }
-
-    async fn complete_upload(
-        &self,
-        upload: &MultipartUpload,
-        parts: &[CompletedPart],
-        whole_checksum: Option<String>,
-    ) -> Result<CompleteMultipartOutput, Error> {
-        self.complete_composite(upload, parts, whole_checksum).await
-    }
-
-    async fn abort_upload(&self, upload: &MultipartUpload) -> Result<(), Error> {
-        self.abort_composite(upload).await
-    }
-
-    async fn list_parts(&self, upload: &MultipartUpload) -> Result<Vec<PartEntry>, Error> {
-        self.list_part_objects(upload).await
-    }
-
-    async fn list_uploads(&self, bucket: &str, prefix: &str) -> Result<Vec<UploadEntry>, Error> {
-        self.list_composites(bucket, prefix).await
-    }
-
-    fn list(&self, bucket: &str, params: ListParams) -> BoxStream<'static, Result<ListPage, Error>> {
-        self.list_objects(bucket, params)
-    }
-
-    async fn delete(&self, object: &ObjectRef) -> Result<(), Error> {
-        self.delete_object(object).await
-    }
-
-    async fn delete_batch(&self, bucket: &str, keys: &[String]) -> Result<DeleteObjectsOutput, Error> {
-        self.delete_objects(bucket, keys).await
-    }
-
-    async fn copy(&self, source: &ObjectRef, dest: &ObjectRef, params: CopyParams) -> Result<CopyObjectOutput, Error> {
-        self.rewrite_object(source, dest, params).await
-    }
-
-    fn presign_get(&self, object: &ObjectRef, expires: Duration) -> Result<String, Error> {
-        GcsClient::presign_get(self, object, expires)
-    }
-
-    async fn create_bucket(&self, bucket: &str) -> Result<(), Error> {
-        GcsClient::create_bucket(self, bucket).await
-    }
-
-    async fn delete_bucket(&self, bucket: &str) -> Result<(), Error> {
-        GcsClient::delete_bucket(self, bucket).await
-    }
-
-    async fn list_buckets(&self) -> Result<Vec<BucketEntry>, Error> {
-        GcsClient::list_buckets(self).await
-    }
-}
+crate::store::object_store_by_names!(GcsClient, Provider::Gcs, Capabilities {
+    parts: PART_LIMITS,
+    max_batch_delete: object::BATCH_MAX,
+    max_copy: MAX_OBJECT,
+    stored_checksum: Some(ChecksumAlgorithm::Crc32c),
+}, {
+    head: head_object, get: get_object, put: put_object,
+    create_upload: create_composite, upload_part: upload_part_object,
+    complete_upload: complete_composite, abort_upload: abort_composite,
+    list_parts: list_part_objects, list_uploads: list_composites, list: list_objects,
+    delete: delete_object, delete_batch: delete_objects, copy: rewrite_object,
+    presign_get: presign_get, create_bucket: create_bucket,
+    delete_bucket: delete_bucket, list_buckets: list_buckets,
+});

@@ -22,10 +22,12 @@
 //! CRC32C is not the stored one. Every GET sends `Accept-Encoding: gzip`, so what comes
 //! back is the stored bytes, ranges hold, and the stored CRC32C checks them.
 
+use crate::checked::CheckedBody;
 use crate::error::Error;
-use crate::gcs::body::GcsBody;
-use crate::gcs::client::{enc, gs, Body, GcsClient, Op};
+use crate::gcs::body::{full_object, GcsReopen};
+use crate::gcs::client::{enc, gs, GcsClient};
 use crate::gcs::error::request_id;
+use crate::request::{Op, OpBody};
 use crate::types::*;
 use bytes::{Bytes, BytesMut};
 use ferry_proto::checksum::{base64_decode, base64_encode, ChecksumAlgorithm, Checksummer};
@@ -224,7 +226,7 @@ impl GcsClient {
     }
 
     pub(crate) async fn object_resource(&self, object: &ObjectRef) -> Result<serde_json::Value, Error> {
-        let mut op = Op::new("objects.get", Method::GET, Self::object_path(&object.bucket, &object.key));
+        let mut op = Op::path("objects.get", Method::GET, Self::object_path(&object.bucket, &object.key));
         self.execute(&mut op, |r| async move { Self::read_json(r).await }).await
     }
 
@@ -240,7 +242,7 @@ impl GcsClient {
             None => None,
         };
         let not = params.if_none_match.as_deref().and_then(parse_generation);
-        let mut op = Op::new("objects.get media", Method::GET, Self::object_path(&object.bucket, &object.key))
+        let mut op = Op::path("objects.get media", Method::GET, Self::object_path(&object.bucket, &object.key))
             .query("alt", "media")
             .query_opt("ifGenerationMatch", pinned.map(|g| g.to_string()))
             .query_opt("ifGenerationNotMatch", not.map(|g| g.to_string()))
@@ -273,7 +275,7 @@ impl GcsClient {
                 return Err(precondition(304, format!("{} unchanged since {t:?}", gs(object)), rid));
             }
         }
-        GcsBody::start(self.clone(), object.clone(), resp, meta)
+        CheckedBody::output(GcsReopen { client: self.clone(), object: object.clone() }, resp, meta, full_object)
     }
 
     /// An upload of a whole object whose bytes are in memory or in a file.
@@ -310,14 +312,15 @@ impl GcsClient {
         let resource = upload_resource(&object.key, ct, &params.metadata, Some(&crc), md5.as_deref());
         let (head, tail) = framing(&resource, ct);
         let body = match media {
-            Media::Bytes(b) => Body::Chunks(vec![head, b, tail]),
-            Media::File { path, offset, len } => Body::Framed { head, path, offset, len, tail },
+            Media::Bytes(b) => OpBody::Chunks(vec![head, b, tail]),
+            Media::File { path, offset, len } => OpBody::Framed { head, path, offset, len, tail },
         };
-        let mut op = Op::new("objects.insert", Method::POST, format!("/upload/storage/v1/b/{}/o", enc(&object.bucket)))
-            .query("uploadType", "multipart")
-            .query_opt("ifGenerationMatch", params.if_none_match_star.then_some("0"))
-            .header("content-type", &format!("multipart/related; boundary={BOUNDARY}"))?
-            .body(body);
+        let mut op =
+            Op::path("objects.insert", Method::POST, format!("/upload/storage/v1/b/{}/o", enc(&object.bucket)))
+                .query("uploadType", "multipart")
+                .query_opt("ifGenerationMatch", params.if_none_match_star.then_some("0"))
+                .header("content-type", &format!("multipart/related; boundary={BOUNDARY}"))?
+                .body(body);
         // Sending the same bytes under the same name again leaves the same content.
         op.idempotent = true;
         let v = self.execute(&mut op, |r| async move { Self::read_json(r).await }).await?;
@@ -366,7 +369,7 @@ impl GcsClient {
     ) -> Result<serde_json::Value, Error> {
         let ct = params.content_type.as_deref();
         let resource = upload_resource(&object.key, ct, &params.metadata, None, None);
-        let mut op = Op::new(
+        let mut op = Op::path(
             "objects.insert resumable",
             Method::POST,
             format!("/upload/storage/v1/b/{}/o", enc(&object.bucket)),
@@ -399,7 +402,7 @@ impl GcsClient {
                 Ok(v)
             }
             Err(e) => {
-                let mut cancel = Op::new("resumable cancel", Method::DELETE, path);
+                let mut cancel = Op::path("resumable cancel", Method::DELETE, path);
                 let _ = self.execute(&mut cancel, |_| async { Ok(()) }).await;
                 Err(e)
             }
@@ -483,9 +486,9 @@ impl GcsClient {
         loop {
             let piece = chunk.slice((from - start) as usize..);
             let range = format!("bytes {from}-{}/{total}", end - 1);
-            let mut op = Op::new("resumable chunk", Method::PUT, path.to_owned())
+            let mut op = Op::path("resumable chunk", Method::PUT, path.to_owned())
                 .header("content-range", &range)?
-                .body(Body::Bytes(piece));
+                .body(OpBody::Bytes(piece));
             if let Some(ct) = content_type {
                 op = op.header("content-type", ct)?;
             }
@@ -500,9 +503,9 @@ impl GcsClient {
                 Ok(a) => a,
                 Err(e) => {
                     failures += 1;
-                    let class = e.retry_class(true).filter(|_| failures < self.inner.retry.max_attempts);
-                    let Some(class) = class.filter(|c| self.take_retry(*c)) else { return Err(e) };
-                    tokio::time::sleep(self.inner.retry.backoff(failures - 1, class)).await;
+                    let class = e.retry_class(true).filter(|_| failures < self.inner.core.retry.max_attempts);
+                    let Some(class) = class.filter(|c| self.inner.core.take_retry(*c)) else { return Err(e) };
+                    tokio::time::sleep(self.inner.core.retry.backoff(failures - 1, class)).await;
                     self.session_status(path, len).await?
                 }
             };
@@ -523,7 +526,7 @@ impl GcsClient {
                     if held <= from {
                         // An answered attempt that added nothing: bounded like a failure.
                         failures += 1;
-                        if failures >= self.inner.retry.max_attempts.max(2) {
+                        if failures >= self.inner.core.retry.max_attempts.max(2) {
                             return Err(Error::protocol(
                                 format!("the resumable session keeps none of bytes {from}-{}", end - 1),
                                 None,
@@ -544,9 +547,9 @@ impl GcsClient {
 
     /// How many bytes a resumable session holds (308), or the object it made (200/201).
     async fn session_status(&self, path: &str, len: u64) -> Result<ChunkAnswer, Error> {
-        let mut op = Op::new("resumable status", Method::PUT, path.to_owned())
+        let mut op = Op::path("resumable status", Method::PUT, path.to_owned())
             .header("content-range", &format!("bytes */{len}"))?
-            .body(Body::Bytes(Bytes::new()));
+            .body(OpBody::Bytes(Bytes::new()));
         op.idempotent = true;
         op.accept_308 = true;
         self.execute(&mut op, chunk_answer).await
@@ -554,7 +557,7 @@ impl GcsClient {
 
     /// Deletes one object; a missing one counts as deleted.
     pub async fn delete_object(&self, object: &ObjectRef) -> Result<(), Error> {
-        let mut op = Op::new("objects.delete", Method::DELETE, Self::object_path(&object.bucket, &object.key));
+        let mut op = Op::path("objects.delete", Method::DELETE, Self::object_path(&object.bucket, &object.key));
         match self.execute(&mut op, |_| async { Ok(()) }).await {
             Err(e) if e.is_not_found() => Ok(()),
             r => r,
@@ -618,9 +621,9 @@ impl GcsClient {
             ));
         }
         body.push_str(&format!("--{boundary}--\r\n"));
-        let mut op = Op::new("batch delete", Method::POST, "/batch/storage/v1".to_owned())
+        let mut op = Op::path("batch delete", Method::POST, "/batch/storage/v1".to_owned())
             .header("content-type", &format!("multipart/mixed; boundary={boundary}"))?
-            .body(Body::Bytes(Bytes::from(body)));
+            .body(OpBody::Bytes(Bytes::from(body)));
         op.idempotent = true;
         let n = keys.len();
         self.execute(&mut op, |r| async move {
@@ -671,7 +674,7 @@ impl GcsClient {
         );
         let mut token: Option<String> = None;
         loop {
-            let mut op = Op::new("objects.rewrite", Method::POST, path.clone())
+            let mut op = Op::path("objects.rewrite", Method::POST, path.clone())
                 .query_opt("ifSourceGenerationMatch", if_gen.map(|g| g.to_string()))
                 .query_opt("rewriteToken", token.clone());
             op = match &resource {

@@ -32,8 +32,9 @@
 //! fails with `Integrity`. Composite objects have no MD5.
 
 use crate::error::Error;
-use crate::gcs::client::{enc, gs, GcsClient, Op};
+use crate::gcs::client::{enc, gs, GcsClient};
 use crate::gcs::object::{combine_crc32c, generation, num, parse_time, Media};
+use crate::request::Op;
 use crate::store::PartPayload;
 use crate::types::*;
 use bytes::Bytes;
@@ -86,7 +87,7 @@ impl GcsClient {
         let mut items = Vec::new();
         let mut token: Option<String> = None;
         loop {
-            let mut op = Op::new("objects.list", Method::GET, format!("/storage/v1/b/{}/o", enc(bucket)))
+            let mut op = Op::path("objects.list", Method::GET, format!("/storage/v1/b/{}/o", enc(bucket)))
                 .query("prefix", prefix)
                 .query_opt("pageToken", token.clone());
             let v = self.execute(&mut op, |r| async move { Self::read_json(r).await }).await?;
@@ -395,7 +396,7 @@ impl GcsClient {
             "sourceObjects": sources.iter().map(|s| serde_json::json!({"name": s})).collect::<Vec<_>>(),
             "destination": resource,
         });
-        let mut op = Op::new("objects.compose", Method::POST, format!("{}/compose", Self::object_path(bucket, dest)))
+        let mut op = Op::path("objects.compose", Method::POST, format!("{}/compose", Self::object_path(bucket, dest)))
             .query_opt("ifGenerationMatch", no_overwrite.then_some("0"))
             .json(&body)?;
         // Composing the same sources again makes the same object.

@@ -4,7 +4,8 @@
 //! ListMultipartUploads.
 
 use crate::error::Error;
-use crate::s3::client::{Op, S3Client};
+use crate::request::Op;
+use crate::s3::client::S3Client;
 use crate::s3::object::read_xml;
 use crate::types::*;
 use ferry_proto::client_xml::{parse_list_buckets, parse_list_multipart_uploads};
@@ -20,7 +21,7 @@ impl S3Client {
     /// ListBuckets: the buckets these credentials can see.
     pub async fn list_buckets(&self) -> Result<Vec<BucketEntry>, Error> {
         // An empty bucket name addresses the service (`GET /`).
-        let mut op = Op::new("ListBuckets", Method::GET, "", None);
+        let mut op = Op::object("ListBuckets", Method::GET, "", None);
         let r = self.execute(&mut op, |r| async move { read_xml(r, parse_list_buckets).await }).await?;
         Ok(r.buckets.into_iter().map(|(name, creation_date)| BucketEntry { name, creation_date }).collect())
     }
@@ -31,7 +32,7 @@ impl S3Client {
         let mut out = Vec::new();
         let mut markers: Option<(String, String)> = None;
         for _ in 0..MAX_UPLOAD_PAGES {
-            let mut op = Op::new("ListMultipartUploads", Method::GET, bucket, None).query("uploads", "");
+            let mut op = Op::object("ListMultipartUploads", Method::GET, bucket, None).query("uploads", "");
             if !prefix.is_empty() {
                 op = op.query("prefix", prefix);
             }

@@ -1,12 +1,13 @@
-//! The client core: configuration, addressing, signing, and the retry loop every
-//! operation runs through.
+//! The client core: configuration, addressing and signing, S3's part of the request
+//! layer every provider shares (request.rs).
 //!
 //! ```text
 //! operation (object.rs, list.rs, multipart.rs)
-//!   └─ Op { method, bucket, key, query, headers, body, idempotent }
-//!        └─ execute(op, handler) ── per attempt: build ─► sign ─► Transport::send
-//!              │                                     ├─ 2xx ─► handler(resp) (may find a 200 <Error>)
-//!              │                                     └─ else ─► error::from_response
+//!   └─ Op::object(name, method, bucket, key) + query, headers, body
+//!        └─ execute ─► request.rs Core::execute, per attempt: Signer::sign (this file:
+//!              │        Host by addressing, SigV4) ─► Transport::send
+//!              │        ├─ 2xx ─► handler(resp) (may find a 200 <Error>)
+//!              │        └─ else ─► Signer::error = error::from_response
 //!              └─ on Err: retry.rs policy (class, attempts, budget, full-jitter sleep)
 //! ```
 //!
@@ -26,17 +27,16 @@
 //! bucket only changes the Host header.
 
 use crate::error::Error;
-use crate::retry::{RetryBudget, RetryConfig};
+use crate::request::{Attempt, Core, Op, Signer, Target};
+use crate::retry::RetryConfig;
 use crate::s3::credentials::{self, Credentials, CredentialsSource};
 use crate::s3::error;
 use crate::types::ObjectRef;
-use bytes::Bytes;
 use ferry_proto::encoding::uri_encode;
 use ferry_proto::sigv4;
-use ferry_wire::controller::{Controller, ControllerOptions};
-use ferry_wire::{Endpoint, Mode, Request, RequestBody, Response, Transport, TransportConfig};
-use futures_util::stream::BoxStream;
-use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use ferry_wire::controller::Controller;
+use ferry_wire::{Endpoint, Mode, Response, Transport, TransportConfig};
+use http::{HeaderMap, HeaderValue};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -110,6 +110,8 @@ pub struct S3ClientBuilder {
     /// connection (h1-pipeline, and auto when it pipelines).
     pub pipeline_depth: Option<usize>,
     pub retry: RetryConfig,
+    /// Wraps the transport once it is opened (`StoreOptions::transport_layer`).
+    pub transport_layer: Option<crate::store::TransportLayer>,
 }
 
 impl S3ClientBuilder {
@@ -124,6 +126,7 @@ impl S3ClientBuilder {
             max_connections: None,
             pipeline_depth: None,
             retry: RetryConfig::default(),
+            transport_layer: None,
         }
     }
 
@@ -185,7 +188,7 @@ impl S3ClientBuilder {
         if let Some(d) = self.pipeline_depth {
             tc.pipeline_depth = d;
         }
-        let transport = ferry_wire::transport(tc)?;
+        let transport = crate::store::layered(&self.transport_layer, crate::Provider::S3, ferry_wire::transport(tc)?);
         let config = ClientConfig {
             addressing: self.addressing.unwrap_or_else(|| Addressing::default_for(&endpoint)),
             endpoint,
@@ -197,11 +200,6 @@ impl S3ClientBuilder {
     }
 }
 
-/// Hard cap of a client's own controller (a transport that keeps none): the controller's
-/// default, above the AWS SDKs' 50-connection pool (docs/lab/store-s3-facts.md); each fan-out of the
-/// engine also has a cap of its own.
-const OWN_CONTROLLER_MAX: usize = 64;
-
 /// An S3 client. Cheap to clone: clones share the transport and the retry budget.
 #[derive(Clone)]
 pub struct S3Client {
@@ -209,106 +207,18 @@ pub struct S3Client {
 }
 
 pub(crate) struct Inner {
-    pub(crate) transport: Arc<dyn Transport>,
+    /// Transport, retries, controller: the layer every provider shares (request.rs).
+    pub(crate) core: Core,
     pub(crate) config: ClientConfig,
     pub(crate) signing_creds: Option<sigv4::Credentials>,
-    pub(crate) budget: Arc<RetryBudget>,
-    /// The endpoint's concurrency controller: the transport's, or this client's own when
-    /// the transport keeps none (then `execute` reports every response to it).
-    pub(crate) controller: Arc<Controller>,
-    pub(crate) feeds_controller: bool,
 }
 
 impl std::fmt::Debug for S3Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("S3Client")
-            .field("transport", &self.inner.transport.name())
+            .field("transport", &self.inner.core.transport.name())
             .field("config", &self.inner.config)
             .finish()
-    }
-}
-
-/// A request body as an operation holds it: replayable ones can be retried.
-pub(crate) enum OpBody {
-    Empty,
-    Bytes(Bytes),
-    /// `len` bytes of a file from `offset`, re-opened for every attempt.
-    File {
-        path: PathBuf,
-        offset: u64,
-        len: u64,
-    },
-    /// Sent once; taken by the first attempt.
-    Once(Option<RequestBody>),
-}
-
-impl OpBody {
-    pub(crate) fn replayable(&self) -> bool {
-        !matches!(self, OpBody::Once(_))
-    }
-}
-
-/// One S3 operation, before signing.
-pub(crate) struct Op {
-    pub(crate) name: &'static str,
-    pub(crate) method: Method,
-    pub(crate) bucket: String,
-    /// `None` for bucket-level requests.
-    pub(crate) key: Option<String>,
-    /// Decoded query pairs; an empty value is written as a bare key (`?uploads`).
-    pub(crate) query: Vec<(String, String)>,
-    pub(crate) headers: HeaderMap,
-    pub(crate) body: OpBody,
-    /// Idempotent as an S3 operation (retry.rs module note).
-    pub(crate) idempotent: bool,
-    /// `x-amz-content-sha256` override (aws-chunked bodies).
-    pub(crate) content_sha256: Option<&'static str>,
-    /// Response body size when known (wire's `Request::size_hint`).
-    pub(crate) size_hint: Option<u64>,
-}
-
-impl Op {
-    pub(crate) fn new(name: &'static str, method: Method, bucket: &str, key: Option<&str>) -> Op {
-        let idempotent = matches!(method, Method::GET | Method::HEAD | Method::PUT | Method::DELETE);
-        Op {
-            name,
-            method,
-            bucket: bucket.to_owned(),
-            key: key.map(str::to_owned),
-            query: Vec::new(),
-            headers: HeaderMap::new(),
-            body: OpBody::Empty,
-            idempotent,
-            content_sha256: None,
-            size_hint: None,
-        }
-    }
-
-    pub(crate) fn query(mut self, k: &str, v: impl Into<String>) -> Op {
-        self.query.push((k.to_owned(), v.into()));
-        self
-    }
-
-    /// Sets a header; values that are not valid header text are a configuration error.
-    pub(crate) fn header(mut self, name: &str, value: &str) -> Result<Op, Error> {
-        let n = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| Error::Config(format!("invalid header name {name:?}")))?;
-        let v = HeaderValue::from_str(value)
-            .map_err(|_| Error::Config(format!("invalid value for header {name}: {value:?}")))?;
-        self.headers.insert(n, v);
-        Ok(self)
-    }
-
-    pub(crate) fn header_opt(self, name: &str, value: Option<&str>) -> Result<Op, Error> {
-        match value {
-            Some(v) => self.header(name, v),
-            None => Ok(self),
-        }
-    }
-
-    pub(crate) fn body(mut self, body: OpBody) -> Op {
-        self.body = body;
-        self
     }
 }
 
@@ -328,14 +238,8 @@ impl S3Client {
     /// A client over a given transport: for tests, and for the lab to force a transport.
     pub fn with_transport(transport: Arc<dyn Transport>, config: ClientConfig) -> S3Client {
         let signing_creds = config.credentials.as_ref().map(Credentials::to_proto);
-        let budget = Arc::new(RetryBudget::new(config.retry.budget_tokens));
-        let (controller, feeds_controller) = match transport.controller() {
-            Some(c) => (c, false),
-            None => {
-                (Controller::new(ControllerOptions { max: OWN_CONTROLLER_MAX, ..ControllerOptions::default() }), true)
-            }
-        };
-        S3Client { inner: Arc::new(Inner { transport, config, signing_creds, budget, controller, feeds_controller }) }
+        let core = Core::new(transport, config.retry.clone());
+        S3Client { inner: Arc::new(Inner { core, config, signing_creds }) }
     }
 
     /// The endpoint's adaptive concurrency controller (`ferry_wire::controller`): the
@@ -343,7 +247,12 @@ impl S3Client {
     /// own, which also sizes its connections; with a forced transport it is this client's
     /// (shared by its clones), fed with every response this client receives.
     pub fn controller(&self) -> Arc<Controller> {
-        self.inner.controller.clone()
+        self.inner.core.controller.clone()
+    }
+
+    /// The request layer this client sends through (its retry budget too).
+    pub(crate) fn core(&self) -> &Core {
+        &self.inner.core
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -352,7 +261,7 @@ impl S3Client {
 
     /// The transport's name and counters.
     pub fn transport(&self) -> &Arc<dyn Transport> {
-        &self.inner.transport
+        &self.inner.core.transport
     }
 
     /// `(Host header, path)` for a bucket and optional key.
@@ -390,120 +299,15 @@ impl S3Client {
         q
     }
 
-    /// Builds and signs one attempt's request. `None` when the body was already sent.
-    async fn build(&self, op: &mut Op) -> Result<Option<Request>, Error> {
-        let (host, path) = self.host_and_path(&op.bucket, op.key.as_deref());
-        let raw_query = Self::raw_query(&op.query);
-        let body = match &mut op.body {
-            OpBody::Empty => RequestBody::Empty,
-            OpBody::Bytes(b) => RequestBody::from(b.clone()),
-            OpBody::File { path, offset, len } => file_body(path.clone(), *offset, *len).await?,
-            OpBody::Once(b) => match b.take() {
-                Some(b) => b,
-                None => return Ok(None),
-            },
-        };
-        let mut headers = op.headers.clone();
-        headers.insert(
-            http::header::HOST,
-            HeaderValue::from_str(&host).map_err(|_| Error::Config(format!("invalid host {host:?}")))?,
-        );
-        if let Some(creds) = &self.inner.signing_creds {
-            if let Some(token) = self.inner.config.credentials.as_ref().and_then(|c| c.session_token.as_deref()) {
-                headers.insert(
-                    "x-amz-security-token",
-                    HeaderValue::from_str(token).map_err(|_| Error::Config("invalid session token".into()))?,
-                );
-            }
-            let payload = op.content_sha256.unwrap_or(if body.is_empty() {
-                sigv4::EMPTY_SHA256_HEX
-            } else {
-                sigv4::UNSIGNED_PAYLOAD
-            });
-            sigv4::sign_headers(
-                op.method.as_str(),
-                &path,
-                &raw_query,
-                &mut headers,
-                payload,
-                creds,
-                &self.inner.config.region,
-                SystemTime::now(),
-            );
-        } else if let Some(p) = op.content_sha256 {
-            headers.insert("x-amz-content-sha256", HeaderValue::from_static(p));
-        }
-        let path_and_query = if raw_query.is_empty() { path } else { format!("{path}?{raw_query}") };
-        Ok(Some(Request {
-            method: op.method.clone(),
-            path_and_query,
-            headers,
-            body,
-            size_hint: op.size_hint,
-            hedge: true,
-        }))
-    }
-
-    /// Runs `op` with retries; `handle` turns a successful (2xx) response into the result
-    /// and may itself fail (a 200 carrying `<Error>`), which is retried by the same policy.
-    pub(crate) async fn execute<T, F, Fut>(&self, op: &mut Op, mut handle: F) -> Result<T, Error>
+    /// Runs `op` with retries (request.rs); `handle` turns a successful (2xx) response
+    /// into the result and may itself fail (a 200 carrying `<Error>`), which is retried
+    /// by the same policy.
+    pub(crate) async fn execute<T, F, Fut>(&self, op: &mut Op, handle: F) -> Result<T, Error>
     where
         F: FnMut(Response) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
-        let retry = &self.inner.config.retry;
-        let is_head = op.method == Method::HEAD;
-        let mut attempt: u32 = 0;
-        let mut last: Option<Error> = None;
-        loop {
-            attempt += 1;
-            let Some(req) = self.build(op).await? else {
-                // A body that can be sent only once was sent: the last error stands.
-                return Err(last.unwrap_or_else(|| Error::Config("request body already consumed".into())));
-            };
-            let observed = self.inner.feeds_controller.then(|| self.inner.controller.observe());
-            let sent = self.inner.transport.send(req).await;
-            if let (Some(permit), Ok(resp)) = (observed, &sent) {
-                match resp.status.as_u16() {
-                    503 | 429 => permit.throttled(),
-                    _ if resp.status.is_success() => permit.success_with_latency(resp.meta.time_to_head),
-                    _ => drop(permit),
-                }
-            }
-            let result = match sent {
-                Ok(resp) if resp.status.is_success() => handle(resp).await,
-                Ok(resp) => Err(error::from_response(resp, is_head).await),
-                Err(e) => Err(Error::Transport(e)),
-            };
-            let e = match result {
-                Ok(v) => {
-                    self.inner.budget.refill(retry.success_refill);
-                    return Ok(v);
-                }
-                Err(e) => e,
-            };
-            let Some(class) = e.retry_class(op.idempotent) else { return Err(e) };
-            let cost =
-                if class == crate::error::RetryClass::Timeout { retry.timeout_retry_cost } else { retry.retry_cost };
-            if attempt >= retry.max_attempts || !op.body.replayable() {
-                return Err(e);
-            }
-            if !self.inner.budget.withdraw(cost) {
-                tracing::debug!(op = op.name, error = %e, "retry budget exhausted; not retrying");
-                return Err(e);
-            }
-            let sleep = retry.backoff(attempt - 1, class);
-            tracing::debug!(op = op.name, attempt, ?sleep, error = %e, "retrying");
-            last = Some(e);
-            tokio::time::sleep(sleep).await;
-        }
-    }
-
-    /// Withdraws a retry from the budget for work outside `execute` (GET resumes).
-    pub(crate) fn take_retry(&self, class: crate::error::RetryClass) -> bool {
-        let r = &self.inner.config.retry;
-        let cost = if class == crate::error::RetryClass::Timeout { r.timeout_retry_cost } else { r.retry_cost };
-        self.inner.budget.withdraw(cost)
+        self.inner.core.execute(self, op, handle).await
     }
 
     /// A presigned GET URL valid for `expires` (at most 7 days, S3's limit). Anonymous
@@ -530,53 +334,49 @@ impl S3Client {
     }
 }
 
-/// Size of the reads that stream a file body: large enough that syscalls are a small
-/// cost next to the copy, small enough to stay in L2 (a common choice; not yet measured
-/// here).
-pub(crate) const FILE_CHUNK: usize = 256 * 1024;
-
-/// `len` bytes of a file from `offset`, as a streamed request body.
-pub(crate) async fn file_body(path: PathBuf, offset: u64, len: u64) -> Result<RequestBody, Error> {
-    Ok(RequestBody::Stream { len, stream: file_stream(path, offset, len).await? })
-}
-
-pub(crate) async fn file_stream(
-    path: PathBuf,
-    offset: u64,
-    len: u64,
-) -> Result<BoxStream<'static, std::io::Result<Bytes>>, Error> {
-    use futures_util::StreamExt;
-    use std::os::unix::fs::FileExt;
-    let p = path.clone();
-    let file = tokio::task::spawn_blocking(move || std::fs::File::open(p))
-        .await
-        .map_err(std::io::Error::other)
-        .and_then(|r| r)
-        .map_err(|e| Error::Io { path: path.display().to_string(), error: e })?;
-    // Each chunk is read with one pread on the blocking pool straight into the buffer
-    // it is sent from (tokio::fs::File would read into its own buffer and copy).
-    let stream = futures_util::stream::try_unfold((Arc::new(file), offset, len), |(file, at, remaining)| async move {
-        if remaining == 0 {
-            return Ok(None);
+/// S3's part of the shared request layer: the bucket placed by [`Addressing`], SigV4.
+impl Signer for S3Client {
+    async fn sign(&self, op: Attempt<'_>, headers: &mut HeaderMap) -> Result<String, Error> {
+        let (host, path) = match op.target {
+            Target::Object { bucket, key } => self.host_and_path(bucket, key.as_deref()),
+            Target::Path(p) => (self.inner.config.endpoint.authority(), p.clone()),
+        };
+        let raw_query = Self::raw_query(op.query);
+        headers.insert(
+            http::header::HOST,
+            HeaderValue::from_str(&host).map_err(|_| Error::Config(format!("invalid host {host:?}")))?,
+        );
+        if let Some(creds) = &self.inner.signing_creds {
+            if let Some(token) = self.inner.config.credentials.as_ref().and_then(|c| c.session_token.as_deref()) {
+                headers.insert(
+                    "x-amz-security-token",
+                    HeaderValue::from_str(token).map_err(|_| Error::Config("invalid session token".into()))?,
+                );
+            }
+            // An operation that sets x-amz-content-sha256 itself (aws-chunked bodies) signs
+            // that value; others send the payload unsigned (module note).
+            let payload = match headers.get("x-amz-content-sha256").and_then(|v| v.to_str().ok()) {
+                Some(p) => p.to_owned(),
+                None if op.body_len == 0 => sigv4::EMPTY_SHA256_HEX.to_owned(),
+                None => sigv4::UNSIGNED_PAYLOAD.to_owned(),
+            };
+            sigv4::sign_headers(
+                op.method.as_str(),
+                &path,
+                &raw_query,
+                headers,
+                &payload,
+                creds,
+                &self.inner.config.region,
+                SystemTime::now(),
+            );
         }
-        let want = (remaining as usize).min(FILE_CHUNK);
-        let f = file.clone();
-        let buf = tokio::task::spawn_blocking(move || {
-            let mut buf = vec![0u8; want];
-            f.read_exact_at(&mut buf, at).map_err(|e| {
-                if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                    std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "file shrank while being sent")
-                } else {
-                    e
-                }
-            })?;
-            Ok::<_, std::io::Error>(buf)
-        })
-        .await
-        .map_err(std::io::Error::other)??;
-        Ok(Some((Bytes::from(buf), (file, at + want as u64, remaining - want as u64))))
-    });
-    Ok(stream.boxed())
+        Ok(if raw_query.is_empty() { path } else { format!("{path}?{raw_query}") })
+    }
+
+    async fn error(&self, resp: Response, head_request: bool) -> (Error, Option<std::time::Duration>) {
+        (error::from_response(resp, head_request).await, None)
+    }
 }
 
 #[cfg(test)]

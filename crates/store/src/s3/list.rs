@@ -8,7 +8,8 @@
 //! Spec: S3 API Reference, ListObjectsV2.
 
 use crate::error::Error;
-use crate::s3::client::{Op, S3Client};
+use crate::request::Op;
+use crate::s3::client::S3Client;
 use crate::s3::object::read_xml;
 use crate::types::*;
 use futures_util::stream::{BoxStream, StreamExt};
@@ -49,8 +50,9 @@ impl S3Client {
     }
 
     async fn list_page(&self, bucket: &str, params: &ListParams, token: Option<&str>) -> Result<ListPage, Error> {
-        let mut op =
-            Op::new("ListObjectsV2", Method::GET, bucket, None).query("list-type", "2").query("encoding-type", "url");
+        let mut op = Op::object("ListObjectsV2", Method::GET, bucket, None)
+            .query("list-type", "2")
+            .query("encoding-type", "url");
         if let Some(t) = token {
             op = op.query("continuation-token", t);
         }

@@ -33,16 +33,12 @@ pub mod settings;
 mod tests;
 
 use crate::error::Error;
-use crate::store::{Capabilities, ObjectStore, PartCopy, PartLimits, PartPayload, PutPayload};
+use crate::store::{Capabilities, PartCopy, PartLimits, PartPayload, PutPayload};
 use crate::types::*;
 use crate::url::Provider;
 use client::S3Client;
 use ferry_proto::checksum::ChecksumAlgorithm;
-use ferry_wire::controller::Controller;
-use ferry_wire::Transport;
-use futures_util::stream::BoxStream;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// S3's limits on a multipart upload.
 pub const PART_LIMITS: PartLimits = PartLimits {
@@ -51,38 +47,29 @@ pub const PART_LIMITS: PartLimits = PartLimits {
     max_parts: multipart::MAX_PARTS,
 };
 
-#[async_trait::async_trait]
-impl ObjectStore for S3Client {
-    fn provider(&self) -> Provider {
-        Provider::S3
-    }
+crate::store::object_store_by_names!(S3Client, Provider::S3, Capabilities {
+    parts: PART_LIMITS,
+    max_batch_delete: object::DELETE_OBJECTS_MAX_KEYS,
+    max_copy: multipart::MAX_PART_SIZE,
+    stored_checksum: Some(ChecksumAlgorithm::Crc64Nvme),
+}, {
+    head: head_object, get: get_object, put: put_payload,
+    create_upload: create_multipart, upload_part: upload_part_payload,
+    complete_upload: complete_upload_checked, abort_upload: abort_multipart,
+    list_parts: list_parts, list_uploads: list_multipart_uploads, list: list_objects_v2,
+    delete: delete_object, delete_batch: delete_objects, copy: copy_object,
+    presign_get: presign_get, create_bucket: create_bucket,
+    delete_bucket: delete_bucket, list_buckets: list_buckets, part_copy,
+});
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            parts: PART_LIMITS,
-            max_batch_delete: object::DELETE_OBJECTS_MAX_KEYS,
-            max_copy: multipart::MAX_PART_SIZE,
-            stored_checksum: Some(ChecksumAlgorithm::Crc64Nvme),
-        }
-    }
-
-    fn controller(&self) -> Arc<Controller> {
-        S3Client::controller(self)
-    }
-
-    fn transport(&self) -> &Arc<dyn Transport> {
-        S3Client::transport(self)
-    }
-
-    async fn head(&self, object: &ObjectRef) -> Result<ObjectInfo, Error> {
-        self.head_object(object).await
-    }
-
-    async fn get(&self, object: &ObjectRef, params: GetParams) -> Result<GetObjectOutput, Error> {
-        self.get_object(object, params).await
-    }
-
-    async fn put(&self, object: &ObjectRef, payload: PutPayload, params: PutParams) -> Result<PutObjectOutput, Error> {
+/// The trait's payload-taking calls, on S3's per-kind operations.
+impl S3Client {
+    async fn put_payload(
+        &self,
+        object: &ObjectRef,
+        payload: PutPayload,
+        params: PutParams,
+    ) -> Result<PutObjectOutput, Error> {
         match payload {
             PutPayload::Bytes(b) => self.put_object(object, b, params).await,
             PutPayload::File(path) => self.put_object_file(object, path, params).await,
@@ -90,11 +77,7 @@ impl ObjectStore for S3Client {
         }
     }
 
-    async fn create_upload(&self, object: &ObjectRef, params: &PutParams) -> Result<MultipartUpload, Error> {
-        self.create_multipart(object, params).await
-    }
-
-    async fn upload_part(
+    async fn upload_part_payload(
         &self,
         upload: &MultipartUpload,
         part_number: u32,
@@ -108,7 +91,8 @@ impl ObjectStore for S3Client {
         }
     }
 
-    async fn complete_upload(
+    /// Completes with the whole object's checksum stated when there is one.
+    async fn complete_upload_checked(
         &self,
         upload: &MultipartUpload,
         parts: &[CompletedPart],
@@ -118,54 +102,6 @@ impl ObjectStore for S3Client {
             Some(whole) => self.complete_multipart_checked(upload, parts, whole).await,
             None => self.complete_multipart(upload, parts).await,
         }
-    }
-
-    async fn abort_upload(&self, upload: &MultipartUpload) -> Result<(), Error> {
-        self.abort_multipart(upload).await
-    }
-
-    async fn list_parts(&self, upload: &MultipartUpload) -> Result<Vec<PartEntry>, Error> {
-        S3Client::list_parts(self, upload).await
-    }
-
-    async fn list_uploads(&self, bucket: &str, prefix: &str) -> Result<Vec<UploadEntry>, Error> {
-        self.list_multipart_uploads(bucket, prefix).await
-    }
-
-    fn list(&self, bucket: &str, params: ListParams) -> BoxStream<'static, Result<ListPage, Error>> {
-        self.list_objects_v2(bucket, params)
-    }
-
-    async fn delete(&self, object: &ObjectRef) -> Result<(), Error> {
-        self.delete_object(object).await
-    }
-
-    async fn delete_batch(&self, bucket: &str, keys: &[String]) -> Result<DeleteObjectsOutput, Error> {
-        self.delete_objects(bucket, keys).await
-    }
-
-    async fn copy(&self, source: &ObjectRef, dest: &ObjectRef, params: CopyParams) -> Result<CopyObjectOutput, Error> {
-        self.copy_object(source, dest, params).await
-    }
-
-    fn presign_get(&self, object: &ObjectRef, expires: Duration) -> Result<String, Error> {
-        S3Client::presign_get(self, object, expires)
-    }
-
-    async fn create_bucket(&self, bucket: &str) -> Result<(), Error> {
-        S3Client::create_bucket(self, bucket).await
-    }
-
-    async fn delete_bucket(&self, bucket: &str) -> Result<(), Error> {
-        S3Client::delete_bucket(self, bucket).await
-    }
-
-    async fn list_buckets(&self) -> Result<Vec<BucketEntry>, Error> {
-        S3Client::list_buckets(self).await
-    }
-
-    fn part_copy(&self) -> Option<&dyn PartCopy> {
-        Some(self)
     }
 }
 

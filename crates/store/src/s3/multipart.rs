@@ -17,7 +17,8 @@
 //! Spec: S3 API Reference, UploadPartCopy.
 
 use crate::error::Error;
-use crate::s3::client::{Op, OpBody, S3Client};
+use crate::request::{Op, OpBody};
+use crate::s3::client::S3Client;
 use crate::s3::error::request_id;
 use crate::s3::object::{read_xml, PutParams};
 use crate::types::*;
@@ -59,7 +60,7 @@ impl S3Client {
     /// CreateMultipartUpload. A CRC checksum makes the upload FULL_OBJECT, a SHA one
     /// COMPOSITE.
     pub async fn create_multipart(&self, object: &ObjectRef, params: &PutParams) -> Result<MultipartUpload, Error> {
-        let mut op = Op::new("CreateMultipartUpload", Method::POST, &object.bucket, Some(&object.key))
+        let mut op = Op::object("CreateMultipartUpload", Method::POST, &object.bucket, Some(&object.key))
             .query("uploads", "")
             .header_opt("content-type", params.content_type.as_deref())?;
         // Retried like an idempotent operation (retry.rs module note): a repeat after a
@@ -128,7 +129,7 @@ impl S3Client {
         body: OpBody,
         sum: Option<(ChecksumAlgorithm, String)>,
     ) -> Result<CompletedPart, Error> {
-        let mut op = Op::new("UploadPart", Method::PUT, &upload.object.bucket, Some(&upload.object.key))
+        let mut op = Op::object("UploadPart", Method::PUT, &upload.object.bucket, Some(&upload.object.key))
             .query("partNumber", part_number.to_string())
             .query("uploadId", &upload.upload_id)
             .body(body);
@@ -172,7 +173,7 @@ impl S3Client {
         source: &CopySource,
     ) -> Result<CompletedPart, Error> {
         let src = format!("/{}/{}", source.object.bucket, uri_encode(&source.object.key, false));
-        let mut op = Op::new("UploadPartCopy", Method::PUT, &upload.object.bucket, Some(&upload.object.key))
+        let mut op = Op::object("UploadPartCopy", Method::PUT, &upload.object.bucket, Some(&upload.object.key))
             .query("partNumber", part_number.to_string())
             .query("uploadId", &upload.upload_id)
             .header("x-amz-copy-source", &src)?
@@ -219,10 +220,11 @@ impl S3Client {
         let mut parts = parts.to_vec();
         parts.sort_by_key(|p| p.part_number);
         let xml = ferry_proto::xml::complete_multipart_to_xml(&parts);
-        let mut op = Op::new("CompleteMultipartUpload", Method::POST, &upload.object.bucket, Some(&upload.object.key))
-            .query("uploadId", &upload.upload_id)
-            .header("content-type", "application/xml")?
-            .body(OpBody::Bytes(Bytes::from(xml)));
+        let mut op =
+            Op::object("CompleteMultipartUpload", Method::POST, &upload.object.bucket, Some(&upload.object.key))
+                .query("uploadId", &upload.upload_id)
+                .header("content-type", "application/xml")?
+                .body(OpBody::Bytes(Bytes::from(xml)));
         op.idempotent = true;
         if let (Some(algo), Some(v)) = (upload.checksum, &whole) {
             op = op.header(algo.header_name(), v)?;
@@ -245,8 +247,9 @@ impl S3Client {
 
     /// AbortMultipartUpload.
     pub async fn abort_multipart(&self, upload: &MultipartUpload) -> Result<(), Error> {
-        let mut op = Op::new("AbortMultipartUpload", Method::DELETE, &upload.object.bucket, Some(&upload.object.key))
-            .query("uploadId", &upload.upload_id);
+        let mut op =
+            Op::object("AbortMultipartUpload", Method::DELETE, &upload.object.bucket, Some(&upload.object.key))
+                .query("uploadId", &upload.upload_id);
         self.execute(&mut op, |_| async { Ok(()) }).await
     }
 
@@ -255,7 +258,7 @@ impl S3Client {
         let mut out = Vec::new();
         let mut marker: Option<u32> = None;
         loop {
-            let mut op = Op::new("ListParts", Method::GET, &upload.object.bucket, Some(&upload.object.key))
+            let mut op = Op::object("ListParts", Method::GET, &upload.object.bucket, Some(&upload.object.key))
                 .query("uploadId", &upload.upload_id);
             if let Some(m) = marker {
                 op = op.query("part-number-marker", m.to_string());
@@ -288,7 +291,7 @@ pub fn combine_part_crcs(algo: ChecksumAlgorithm, parts: &[(CompletedPart, u64)]
 /// Bytes an UploadPart streamed from a file holds in memory, the figure it takes from
 /// the client's budget: the chunk being read plus the one hyper is writing to the
 /// socket (its write buffer takes a chunk only when the one before is written).
-pub const FILE_PART_BYTES_IN_MEMORY: u64 = 2 * crate::s3::client::FILE_CHUNK as u64;
+pub const FILE_PART_BYTES_IN_MEMORY: u64 = 2 * crate::request::FILE_CHUNK as u64;
 
 /// The checksum (base64) of `len` bytes of the file at `path` from `offset`, read in
 /// chunks on the blocking pool (one hop per call, one chunk-sized buffer).
@@ -297,7 +300,7 @@ pub async fn file_range_checksum(path: &Path, offset: u64, len: u64, algo: Check
     tokio::task::spawn_blocking(move || {
         use std::os::unix::fs::FileExt;
         let f = std::fs::File::open(&p)?;
-        let mut buf = vec![0u8; crate::s3::client::FILE_CHUNK.min(len as usize)];
+        let mut buf = vec![0u8; crate::request::FILE_CHUNK.min(len as usize)];
         let mut hasher = Checksummer::new(algo);
         let mut at = offset;
         let end = offset + len;

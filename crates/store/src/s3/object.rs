@@ -14,9 +14,11 @@
 //! files) and buy a plain, replayable request that every S3-compatible server accepts;
 //! aws-chunked with trailers is only needed where the bytes cannot be read twice.
 
+use crate::checked::CheckedBody;
 use crate::error::Error;
-use crate::s3::body::{BodyState, Verifier};
-use crate::s3::client::{Op, OpBody, S3Client};
+use crate::request::{Op, OpBody};
+use crate::s3::body::{full_object, S3Reopen};
+use crate::s3::client::S3Client;
 use crate::s3::error::{from_error_body, request_id};
 use bytes::{Bytes, BytesMut};
 use ferry_proto::checksum::{base64_encode, ChecksumAlgorithm, Checksummer};
@@ -124,7 +126,7 @@ fn add_digests(mut op: Op, sum: &Option<(ChecksumAlgorithm, String)>, md5: &Opti
 impl S3Client {
     /// GetObject: the body streams, verified, resumed if cut (see body.rs).
     pub async fn get_object(&self, object: &ObjectRef, params: GetParams) -> Result<GetObjectOutput, Error> {
-        let mut op = Op::new("GetObject", Method::GET, &object.bucket, Some(&object.key))
+        let mut op = Op::object("GetObject", Method::GET, &object.bucket, Some(&object.key))
             .header_opt("range", params.range.map(|r| r.to_header()).as_deref())?
             .header_opt("if-match", params.if_match.as_deref())?
             .header_opt("if-none-match", params.if_none_match.as_deref())?
@@ -138,51 +140,13 @@ impl S3Client {
         }
         op.size_hint = params.size_hint;
         let resp = self.execute(&mut op, |r| async move { Ok(r) }).await?;
-        let rid = request_id(&resp.headers);
         let meta = ObjectInfo::from_headers(&resp.headers);
-        let content_length = resp.body.content_length();
-        let (start, range, verifier) = if resp.status.as_u16() == 206 {
-            let cr = resp.headers.get("content-range").and_then(|v| v.to_str().ok()).and_then(parse_content_range);
-            let Some((s, e, _)) = cr else {
-                return Err(Error::protocol("206 without a valid Content-Range", rid));
-            };
-            if let Some(n) = content_length.filter(|n| *n != e - s + 1) {
-                return Err(Error::protocol(
-                    format!("Content-Range {s}-{e} ({} bytes) disagrees with Content-Length {n}", e - s + 1),
-                    rid,
-                ));
-            }
-            (s, Some((s, e)), Verifier::None)
-        } else {
-            // A 200 is the whole object, also for a ranged request (S3 ignores ranges it
-            // cannot parse), so it is verified as one.
-            (0, None, Verifier::for_full_object(&resp.headers))
-        };
-        let expected = match range {
-            Some((s, e)) => Some(e - s + 1),
-            None => content_length,
-        };
-        tracing::trace!(object = %object, verify = verifier.describe(), "GET body");
-        let state = BodyState {
-            client: self.clone(),
-            bucket: object.bucket.clone(),
-            key: object.key.clone(),
-            etag: meta.etag.clone(),
-            body: resp.body,
-            start,
-            expected,
-            received: 0,
-            verifier,
-            request_id: rid,
-            resumes: 0,
-            done: false,
-        };
-        Ok(GetObjectOutput { meta, range, body: state.into_body() })
+        CheckedBody::output(S3Reopen { client: self.clone(), object: object.clone() }, resp, meta, full_object)
     }
 
     /// HeadObject.
     pub async fn head_object(&self, object: &ObjectRef) -> Result<ObjectInfo, Error> {
-        let mut op = Op::new("HeadObject", Method::HEAD, &object.bucket, Some(&object.key))
+        let mut op = Op::object("HeadObject", Method::HEAD, &object.bucket, Some(&object.key))
             .header("x-amz-checksum-mode", "ENABLED")?;
         self.execute(&mut op, |r| async move { Ok(ObjectInfo::from_headers(&r.headers)) }).await
     }
@@ -195,7 +159,7 @@ impl S3Client {
         params: PutParams,
     ) -> Result<PutObjectOutput, Error> {
         let (sum, md5) = digests(&body, params.checksum, params.content_md5);
-        let op = put_headers(Op::new("PutObject", Method::PUT, &object.bucket, Some(&object.key)), &params)?;
+        let op = put_headers(Op::object("PutObject", Method::PUT, &object.bucket, Some(&object.key)), &params)?;
         let mut op = add_digests(op, &sum, &md5)?.body(OpBody::Bytes(body));
         self.execute(&mut op, |r| {
             let sum = sum.clone();
@@ -220,7 +184,7 @@ impl S3Client {
         let (sum, md5) = if params.checksum.is_some() || params.content_md5 {
             let mut hasher = params.checksum.map(Checksummer::new);
             let mut md5 = params.content_md5.then(Md5::new);
-            let mut stream = crate::s3::client::file_stream(path.clone(), 0, len).await?;
+            let mut stream = crate::request::file_stream(path.clone(), 0, len).await?;
             while let Some(chunk) = stream.next().await {
                 let chunk = chunk.map_err(|e| Error::Io { path: path.display().to_string(), error: e })?;
                 if let Some(h) = &mut hasher {
@@ -234,7 +198,7 @@ impl S3Client {
         } else {
             (None, None)
         };
-        let op = put_headers(Op::new("PutObject", Method::PUT, &object.bucket, Some(&object.key)), &params)?;
+        let op = put_headers(Op::object("PutObject", Method::PUT, &object.bucket, Some(&object.key)), &params)?;
         let mut op = add_digests(op, &sum, &md5)?.body(OpBody::File { path, offset: 0, len });
         self.execute(&mut op, |r| {
             let sum = sum.clone();
@@ -256,19 +220,19 @@ impl S3Client {
     where
         S: Stream<Item = std::io::Result<Bytes>> + Send + 'static,
     {
-        let op = put_headers(Op::new("PutObject", Method::PUT, &object.bucket, Some(&object.key)), &params)?;
+        let op = put_headers(Op::object("PutObject", Method::PUT, &object.bucket, Some(&object.key)), &params)?;
         let (mut op, result) = match params.checksum {
             None => {
                 (op.body(OpBody::Once(Some(RequestBody::Stream { len, stream: exact_len(stream.boxed(), len) }))), None)
             }
             Some(algo) => {
                 let (encoded_len, body, result) = aws_chunked(stream.boxed(), len, algo);
-                let mut op = op
+                let op = op
                     .header("content-encoding", "aws-chunked")?
                     .header("x-amz-decoded-content-length", &len.to_string())?
                     .header("x-amz-trailer", algo.header_name())?
+                    .header("x-amz-content-sha256", "STREAMING-UNSIGNED-PAYLOAD-TRAILER")?
                     .body(OpBody::Once(Some(RequestBody::Stream { len: encoded_len, stream: body })));
-                op.content_sha256 = Some("STREAMING-UNSIGNED-PAYLOAD-TRAILER");
                 (op, Some(result))
             }
         };
@@ -282,7 +246,7 @@ impl S3Client {
 
     /// DeleteObject (succeeds for a key that does not exist, as S3 does).
     pub async fn delete_object(&self, object: &ObjectRef) -> Result<(), Error> {
-        let mut op = Op::new("DeleteObject", Method::DELETE, &object.bucket, Some(&object.key));
+        let mut op = Op::object("DeleteObject", Method::DELETE, &object.bucket, Some(&object.key));
         self.execute(&mut op, |_| async { Ok(()) }).await
     }
 
@@ -308,7 +272,7 @@ impl S3Client {
         for chunk in batchable.chunks(DELETE_OBJECTS_MAX_KEYS) {
             let xml = ferry_proto::xml::DeleteRequest { quiet: false, keys: chunk.to_vec() }.to_xml();
             let md5 = base64_encode(&Md5::digest(xml.as_bytes()));
-            let mut op = Op::new("DeleteObjects", Method::POST, bucket, None)
+            let mut op = Op::object("DeleteObjects", Method::POST, bucket, None)
                 .query("delete", "")
                 .header("content-type", "application/xml")?
                 .header("content-md5", &md5)?
@@ -332,7 +296,7 @@ impl S3Client {
         params: CopyParams,
     ) -> Result<CopyObjectOutput, Error> {
         let src = format!("/{}/{}", source.bucket, uri_encode(&source.key, false));
-        let mut op = Op::new("CopyObject", Method::PUT, &dest.bucket, Some(&dest.key))
+        let mut op = Op::object("CopyObject", Method::PUT, &dest.bucket, Some(&dest.key))
             .header("x-amz-copy-source", &src)?
             .header_opt("x-amz-copy-source-if-match", params.if_match.as_deref())?
             .header_opt("content-type", params.content_type.as_deref())?;
@@ -350,13 +314,13 @@ impl S3Client {
 
     /// CreateBucket (no location constraint: the endpoint's region).
     pub async fn create_bucket(&self, bucket: &str) -> Result<(), Error> {
-        let mut op = Op::new("CreateBucket", Method::PUT, bucket, None);
+        let mut op = Op::object("CreateBucket", Method::PUT, bucket, None);
         self.execute(&mut op, |_| async { Ok(()) }).await
     }
 
     /// DeleteBucket (the bucket must be empty).
     pub async fn delete_bucket(&self, bucket: &str) -> Result<(), Error> {
-        let mut op = Op::new("DeleteBucket", Method::DELETE, bucket, None);
+        let mut op = Op::object("DeleteBucket", Method::DELETE, bucket, None);
         self.execute(&mut op, |_| async { Ok(()) }).await
     }
 }

@@ -2,7 +2,7 @@
 //! (scripted.rs), which stands in for the network only here.
 
 use crate::retry::RetryConfig;
-use crate::s3::body::Verifier;
+use crate::s3::body::base64_of;
 use crate::s3::client::{ClientConfig, S3Client};
 use crate::s3::credentials::Credentials;
 use crate::s3::scripted::{Scripted, ScriptedTransport};
@@ -56,7 +56,7 @@ async fn a_503_is_retried_then_succeeds() {
         assert_eq!(r.body, Bytes::from_static(b"hello"));
         assert_eq!(
             r.header("x-amz-checksum-crc64nvme"),
-            Some(Verifier::base64_of(ChecksumAlgorithm::Crc64Nvme, b"hello").as_str())
+            Some(base64_of(ChecksumAlgorithm::Crc64Nvme, b"hello").as_str())
         );
         assert_eq!(r.header("x-amz-content-sha256"), Some("UNSIGNED-PAYLOAD"));
     }
@@ -172,7 +172,7 @@ fn get_200(body: &[u8], extra: &[(&str, &str)]) -> Scripted {
 #[tokio::test]
 async fn a_cut_body_resumes_with_range_and_if_match() {
     let d = data(10_000);
-    let crc = Verifier::base64_of(ChecksumAlgorithm::Crc32c, &d);
+    let crc = base64_of(ChecksumAlgorithm::Crc32c, &d);
     let k = 3_000;
     let t = ScriptedTransport::with(vec![
         Scripted::status(200)
@@ -225,7 +225,7 @@ async fn a_checksum_mismatch_ends_the_stream_with_an_integrity_error() {
     let d = data(5000);
     let mut bad = d.clone();
     bad[4321] ^= 0x40;
-    let crc = Verifier::base64_of(ChecksumAlgorithm::Crc64Nvme, &d);
+    let crc = base64_of(ChecksumAlgorithm::Crc64Nvme, &d);
     let t = ScriptedTransport::with(vec![get_200(
         &bad,
         &[("x-amz-checksum-crc64nvme", &crc), ("x-amz-checksum-type", "FULL_OBJECT")],
