@@ -168,7 +168,7 @@ async fn an_object_read_into_memory_is_the_object_in_one_get_or_in_parts() {
     let engine = Engine::new(c.clone());
     let bytes = data(9 * 1024 * 1024 + 5, 7);
     let big = ObjectRef::new("mem", "big");
-    c.put_object(&big, Bytes::from(bytes.clone()), PutParams::default()).await.unwrap();
+    c.put_object(&big, bytes.clone(), PutParams::default()).await.unwrap();
     let (seen, size) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let progress = MemoryProgress {
         size: Some({
