@@ -45,6 +45,10 @@ class FerryFileSystem(AsyncFileSystem):
     ``transport``, ``max_connections``); or pass a ready ``client``."""
 
     protocol = ("ferry",)
+    #: The object URLs' scheme behind this filesystem's paths: ``ferry://`` paths are
+    #: S3-compatible; `register("gs")` and `register("az")` make filesystems whose paths
+    #: are Google Cloud Storage and Azure Blob objects.
+    scheme = "s3"
     root_marker = ""
     async_impl = True
 
@@ -63,7 +67,7 @@ class FerryFileSystem(AsyncFileSystem):
         if isinstance(path, list):
             return [cls._strip_protocol(p) for p in path]
         path = str(path)
-        for proto in (*cls._protocols(), "s3"):
+        for proto in (*cls._protocols(), cls.scheme):
             if path.startswith(proto + "://"):
                 path = path[len(proto) + 3:]
                 break
@@ -74,7 +78,7 @@ class FerryFileSystem(AsyncFileSystem):
         return (cls.protocol,) if isinstance(cls.protocol, str) else tuple(cls.protocol)
 
     def _url(self, path: str) -> str:
-        return "s3://" + self._strip_protocol(path)
+        return f"{self.scheme}://" + self._strip_protocol(path)
 
     @staticmethod
     def _split(path: str) -> tuple[str, str]:
@@ -173,7 +177,7 @@ class FerryFileSystem(AsyncFileSystem):
         for p in paths:
             bucket, key = self._split(p)
             if key and await self._isfile(p):
-                files.append("s3://" + p)
+                files.append(f"{self.scheme}://" + p)
         if files:
             await self._call(self.client.delete, files)
         self.invalidate_cache()
@@ -239,7 +243,7 @@ class FerryFileSystem(AsyncFileSystem):
                 return cached
         if key:
             try:
-                info = await self.client.head_async("s3://" + path)
+                info = await self.client.head_async(f"{self.scheme}://" + path)
             except ferry.NotFound:
                 pass
             else:
@@ -247,7 +251,7 @@ class FerryFileSystem(AsyncFileSystem):
                 out["ContentType"] = info.content_type
                 return out
         # A bucket (listing a missing one raises NotFound), or a prefix with something under it.
-        first = await self._call(lambda: next(iter(self.client.list(f"s3://{path}/")), None))
+        first = await self._call(lambda: next(iter(self.client.list(f"{self.scheme}://{path}/")), None))
         if first is None and key:
             raise FileNotFoundError(path)
         if key:
@@ -261,7 +265,7 @@ class FerryFileSystem(AsyncFileSystem):
         if not refresh and path in self.dircache:
             entries = [dict(e) for e in self.dircache[path]]
             return entries if detail else [e["name"] for e in entries]
-        entries = await self._call(lambda: [self._entry(e) for e in self.client.list(f"s3://{path}/")])
+        entries = await self._call(lambda: [self._entry(e) for e in self.client.list(f"{self.scheme}://{path}/")])
         if entries:
             self.dircache[path] = [dict(e) for e in entries]
         else:
@@ -275,7 +279,7 @@ class FerryFileSystem(AsyncFileSystem):
             return await super()._find(path, maxdepth=maxdepth, withdirs=withdirs, **kwargs)
         path = self._strip_protocol(path)
         detail = kwargs.pop("detail", False)
-        prefix = f"s3://{path}/" if "/" in path or path else "s3://"
+        prefix = f"{self.scheme}://{path}/" if "/" in path or path else f"{self.scheme}://"
         entries = await self._call(lambda: [self._entry(e) for e in self.client.list(prefix, recursive=True)])
         out = {e["name"]: e for e in entries}
         if not out and await self._isfile(path):
@@ -339,13 +343,24 @@ class _Writer(AbstractBufferedFile):
         raise ValueError("a file opened for writing cannot be read")
 
 
+#: The protocols `register` knows, and the scheme of the objects behind each.
+_SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "abfs": "az"}
+
+
 def register(protocol: str = "s3") -> None:
-    """Makes ferry fsspec's implementation of ``protocol`` (``"s3"``: ``s3://`` URLs go
-    through ferry instead of s3fs). Only on this explicit call."""
+    """Makes ferry fsspec's implementation of ``protocol``, only on this explicit call:
+    ``"s3"`` (and ``"s3a"``) sends ``s3://`` paths through ferry instead of s3fs;
+    ``"gs"``/``"gcs"`` sends them to Google Cloud Storage (found as ferry finds it:
+    ``STORAGE_EMULATOR_HOST``, Google's credentials), ``"az"``/``"abfs"`` to Azure Blob
+    (``AZURE_STORAGE_CONNECTION_STRING``, the account's settings). Raises ValueError for
+    any other protocol."""
+    if protocol not in _SCHEMES:
+        raise ValueError(f"register({protocol!r}): ferry serves {', '.join(sorted(_SCHEMES))}")
 
     class _Registered(FerryFileSystem):
         pass
 
     _Registered.protocol = (protocol,)
+    _Registered.scheme = _SCHEMES[protocol]
     _Registered.__name__ = f"FerryFileSystem_{protocol}"
     fsspec.register_implementation(protocol, _Registered, clobber=True)

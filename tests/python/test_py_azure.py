@@ -99,3 +99,22 @@ def test_az_calls_go_to_the_azure_store(az_client, azurite):
 def test_a_missing_container_is_not_found(az_client):
     with pytest.raises(ferry.NotFound):
         az_client.get("az://no-such-container/blob")
+
+
+def test_fsspec_register_az_routes_paths_to_azure(az_client, azurite):
+    import fsspec
+    from fsspec.registry import _registry
+
+    from ferry.fsspec import register
+
+    c = make_container(azurite, "py-fsspec-az")
+    register("az")
+    try:
+        fs = fsspec.filesystem("az", skip_instance_cache=True)
+        fs.pipe_file(f"az://{c}/dir/a.txt", b"hello azure")
+        assert fs.cat_file(f"az://{c}/dir/a.txt") == b"hello azure"
+        assert fs.info(f"az://{c}/dir/a.txt")["size"] == len(b"hello azure")
+        # What fsspec wrote is a blob: the client reads it by its az:// URL.
+        assert bytes(az_client.get(f"az://{c}/dir/a.txt")) == b"hello azure"
+    finally:
+        _registry.pop("az", None)

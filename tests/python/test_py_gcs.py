@@ -122,3 +122,42 @@ def test_an_explicit_endpoint_url_reaches_gcs_too(fake_gcs, monkeypatch):
     c = ferry.Client(f"http://{fake_gcs}", credentials="anonymous")
     c.put(f"gs://{b}/x", b"through endpoint_url")
     assert c.get(f"gs://{b}/x") == b"through endpoint_url"
+
+
+@pytest.fixture
+def registered():
+    """Registers ferry's fsspec filesystems by name, and takes them back afterwards."""
+    from fsspec.registry import _registry
+
+    from ferry.fsspec import register
+
+    names = []
+
+    def reg(protocol):
+        names.append(protocol)
+        register(protocol)
+
+    yield reg
+    for name in names:
+        _registry.pop(name, None)
+
+
+def test_fsspec_register_gs_routes_paths_to_gcs(fake_gcs, monkeypatch, registered):
+    import fsspec
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", fake_gcs)
+    b = gcs_bucket(fake_gcs, "py-fsspec-gs")
+    registered("gs")
+    fs = fsspec.filesystem("gs", skip_instance_cache=True)
+    fs.pipe_file(f"gs://{b}/dir/a.txt", b"hello gcs")
+    assert fs.cat_file(f"gs://{b}/dir/a.txt") == b"hello gcs"
+    assert [p.rsplit("/", 2)[-2:] for p in fs.ls(f"gs://{b}/dir", detail=False)] == [["dir", "a.txt"]]
+    # What fsspec wrote is a GCS object: the client reads it by its gs:// URL.
+    assert bytes(ferry.Client().get(f"gs://{b}/dir/a.txt")) == b"hello gcs"
+
+
+def test_fsspec_register_refuses_a_protocol_it_cannot_serve():
+    from ferry.fsspec import register
+
+    with pytest.raises(ValueError, match="ferry serves"):
+        register("hdfs")

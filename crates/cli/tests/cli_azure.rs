@@ -257,3 +257,82 @@ fn rm_incomplete_drops_the_blocks_of_a_new_blob_and_says_when_it_cannot() {
     ok(&["rm", "--recursive", &format!("{root}/")]);
     ok(&["rb", &root]);
 }
+
+#[ignore = "needs Azurite: run by scripts/test.sh with FERRY_AZURITE set"]
+#[test]
+fn a_wrong_key_and_a_missing_container_each_fail_in_one_sentence() {
+    let c = container("errs");
+    ok(&["mb", &format!("az://{c}")]);
+    // The same account with another key: every request's Shared Key signature is wrong.
+    let wrong: String = azurite()
+        .connection_string()
+        .split(';')
+        .map(|kv| if kv.starts_with("AccountKey=") { format!("AccountKey={}==", "A".repeat(86)) } else { kv.to_owned() })
+        .collect::<Vec<_>>()
+        .join(";");
+    let o = ferry()
+        .env("AZURE_STORAGE_CONNECTION_STRING", wrong)
+        .args(["ls", &format!("az://{c}/")])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(o.stdout.is_empty(), "{}", text(&o.stdout));
+    assert_eq!(err.trim().lines().count(), 1, "one sentence: {err}");
+    let lower = err.to_lowercase();
+    assert!(lower.contains("403") && lower.contains("auth"), "says the credentials were refused: {err}");
+    // A container that does not exist, listed and written to.
+    let missing = container("nosuch");
+    for args in [vec!["ls".to_owned(), format!("az://{missing}/")], vec!["cat".to_owned(), format!("az://{missing}/k")]] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run(&args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: one sentence: {err}");
+        assert!(err.contains(&missing) && err.to_lowercase().contains("not"), "{args:?} names what is missing: {err}");
+    }
+}
+
+#[ignore = "needs Azurite: run by scripts/test.sh with FERRY_AZURITE set"]
+#[test]
+fn a_killed_transfer_leaves_nothing_half_written_and_a_rerun_completes() {
+    use ferry_testkit::cli::kill_after;
+    use std::time::Duration;
+    let c = container("kill");
+    ok(&["mb", &format!("az://{c}")]);
+    let dir = tempfile::tempdir().unwrap();
+    let blob = format!("az://{c}/big.bin");
+    let src = dir.path().join("big.bin");
+    // Up, killed while its blocks are in flight; a machine that finishes first gets more bytes.
+    let mut size = 48 << 20;
+    let bytes = loop {
+        let bytes = data(size, 5);
+        std::fs::write(&src, &bytes).unwrap();
+        let mut cmd = ferry();
+        cmd.args(["cp", "--part-size", "5MiB", src.to_str().unwrap(), &blob]);
+        if kill_after(cmd, Duration::from_millis(300)) {
+            break bytes;
+        }
+        assert!(size < 400 << 20, "every upload finished within 300 ms, the last of {size} bytes");
+        ok(&["rm", &blob]);
+        size *= 4;
+    };
+    let check = dir.path().join("check.bin");
+    // Nothing half-written: the blob is absent, or whole if its block list went just before the kill.
+    if run(&["stat", &blob]).status.success() {
+        ok(&["cp", &blob, check.to_str().unwrap()]);
+        assert!(std::fs::read(&check).unwrap() == bytes, "a killed upload left a blob that is not the file");
+    }
+    ok(&["cp", "--part-size", "5MiB", src.to_str().unwrap(), &blob]);
+    // Down, killed mid-transfer: the final name appears only complete; a re-run finishes it.
+    let dest = dir.path().join("down.bin");
+    let mut cmd = ferry();
+    cmd.args(["cp", "--part-size", "5MiB", &blob, dest.to_str().unwrap()]);
+    kill_after(cmd, Duration::from_millis(150));
+    assert!(!dest.exists() || std::fs::read(&dest).unwrap() == bytes, "a killed download left a partial file");
+    ok(&["cp", "--part-size", "5MiB", &blob, dest.to_str().unwrap()]);
+    assert!(std::fs::read(&dest).unwrap() == bytes, "the re-run's file is not the blob");
+    ok(&["rm", "--recursive", &format!("az://{c}/")]);
+    ok(&["rb", &format!("az://{c}")]);
+}

@@ -320,3 +320,67 @@ fn rm_recursive_of_a_bucket_removes_interrupted_uploads_so_rb_succeeds() {
     ok(run(&url, &["rm", "--recursive", &root]));
     ok(run(&url, &["rb", &root]));
 }
+
+/// A missing bucket, listed and read: one sentence naming it. (fake-gcs-server checks no
+/// credentials, so a refused token is the scripted peer's case in the store's tests.)
+#[ignore = "needs fake-gcs-server: run by scripts/test.sh with FERRY_FAKE_GCS set"]
+#[test]
+fn a_missing_bucket_fails_in_one_sentence() {
+    let g = ferry_testkit::fake_gcs::fake_gcs();
+    let url = g.url();
+    let missing = bucket("nosuch");
+    for args in [vec!["ls".to_owned(), format!("gs://{missing}/")], vec!["cat".to_owned(), format!("gs://{missing}/k")]] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run(&url, &args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: one sentence: {err}");
+        assert!(err.contains(&missing) && err.to_lowercase().contains("not"), "{args:?} names what is missing: {err}");
+    }
+}
+
+#[ignore = "needs fake-gcs-server: run by scripts/test.sh with FERRY_FAKE_GCS set"]
+#[test]
+fn a_killed_transfer_leaves_nothing_half_written_and_a_rerun_completes() {
+    use ferry_testkit::cli::kill_after;
+    use std::time::Duration;
+    let g = ferry_testkit::fake_gcs::fake_gcs();
+    let url = g.url();
+    let b = bucket("clikill");
+    ok(run(&url, &["mb", &format!("gs://{b}")]));
+    let dir = tempfile::tempdir().unwrap();
+    let object = format!("gs://{b}/big.bin");
+    let src = dir.path().join("big.bin");
+    // Up, killed while its parts are in flight; a machine that finishes first gets more bytes.
+    let mut size = 48 << 20;
+    let bytes = loop {
+        let bytes = data(size, 9);
+        std::fs::write(&src, &bytes).unwrap();
+        let mut cmd = ferry_emulator(&url);
+        cmd.args(["cp", "--part-size", "5MiB", src.to_str().unwrap(), &object]);
+        if kill_after(cmd, Duration::from_millis(300)) {
+            break bytes;
+        }
+        assert!(size < 400 << 20, "every upload finished within 300 ms, the last of {size} bytes");
+        ok(run(&url, &["rm", &object]));
+        size *= 4;
+    };
+    let check = dir.path().join("check.bin");
+    // Nothing half-written: the object is absent, or whole if its compose went just before the kill.
+    if run(&url, &["stat", &object]).status.success() {
+        ok(run(&url, &["cp", &object, check.to_str().unwrap()]));
+        assert!(std::fs::read(&check).unwrap() == bytes, "a killed upload left an object that is not the file");
+    }
+    ok(run(&url, &["cp", "--part-size", "5MiB", src.to_str().unwrap(), &object]));
+    // Down, killed mid-transfer: the final name appears only complete; a re-run finishes it.
+    let dest = dir.path().join("down.bin");
+    let mut cmd = ferry_emulator(&url);
+    cmd.args(["cp", "--part-size", "5MiB", &object, dest.to_str().unwrap()]);
+    kill_after(cmd, Duration::from_millis(150));
+    assert!(!dest.exists() || std::fs::read(&dest).unwrap() == bytes, "a killed download left a partial file");
+    ok(run(&url, &["cp", "--part-size", "5MiB", &object, dest.to_str().unwrap()]));
+    assert!(std::fs::read(&dest).unwrap() == bytes, "the re-run's file is not the object");
+    // The killed upload's parts go with the bucket.
+    ok(run(&url, &["rm", "--recursive", &format!("gs://{b}")]));
+    ok(run(&url, &["rb", &format!("gs://{b}")]));
+}

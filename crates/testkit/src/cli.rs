@@ -17,3 +17,27 @@ pub fn command(exe: impl AsRef<Path>, endpoint_url: &str) -> Command {
         .env_remove("AWS_PROFILE");
     c
 }
+
+/// Runs `cmd` and kills it with SIGKILL (no clean-up of its own can run) `after` it
+/// started, if it is still running then: `true`. `false` when it had already exited, so
+/// a test of an interrupted transfer knows to try again with more bytes.
+pub fn kill_after(mut cmd: Command, after: std::time::Duration) -> bool {
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn the command to kill");
+    let deadline = std::time::Instant::now() + after;
+    while std::time::Instant::now() < deadline {
+        if child.try_wait().expect("poll the child").is_some() {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let running = child.try_wait().expect("poll the child").is_none();
+    // Child::kill sends SIGKILL on Unix.
+    let _ = child.kill();
+    let _ = child.wait();
+    running
+}
