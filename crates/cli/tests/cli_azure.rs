@@ -267,7 +267,9 @@ fn a_wrong_key_and_a_missing_container_each_fail_in_one_sentence() {
     let wrong: String = azurite()
         .connection_string()
         .split(';')
-        .map(|kv| if kv.starts_with("AccountKey=") { format!("AccountKey={}==", "A".repeat(86)) } else { kv.to_owned() })
+        .map(
+            |kv| if kv.starts_with("AccountKey=") { format!("AccountKey={}==", "A".repeat(86)) } else { kv.to_owned() },
+        )
         .collect::<Vec<_>>()
         .join(";");
     let o = ferry()
@@ -284,7 +286,8 @@ fn a_wrong_key_and_a_missing_container_each_fail_in_one_sentence() {
     assert!(lower.contains("403") && lower.contains("auth"), "says the credentials were refused: {err}");
     // A container that does not exist, listed and written to.
     let missing = container("nosuch");
-    for args in [vec!["ls".to_owned(), format!("az://{missing}/")], vec!["cat".to_owned(), format!("az://{missing}/k")]] {
+    for args in [vec!["ls".to_owned(), format!("az://{missing}/")], vec!["cat".to_owned(), format!("az://{missing}/k")]]
+    {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let o = run(&args);
         let err = text(&o.stderr);

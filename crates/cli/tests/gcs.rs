@@ -329,7 +329,8 @@ fn a_missing_bucket_fails_in_one_sentence() {
     let g = ferry_testkit::fake_gcs::fake_gcs();
     let url = g.url();
     let missing = bucket("nosuch");
-    for args in [vec!["ls".to_owned(), format!("gs://{missing}/")], vec!["cat".to_owned(), format!("gs://{missing}/k")]] {
+    for args in [vec!["ls".to_owned(), format!("gs://{missing}/")], vec!["cat".to_owned(), format!("gs://{missing}/k")]]
+    {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let o = run(&url, &args);
         let err = text(&o.stderr);

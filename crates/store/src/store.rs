@@ -428,11 +428,11 @@ macro_rules! object_store_by_names {
             }
 
             async fn head(&self, object: &ObjectRef) -> Result<ObjectInfo, Error> {
-                <$client>::$head(self, object).await
+                <$client>::$head(self, &object.of($provider)).await
             }
 
             async fn get(&self, object: &ObjectRef, params: GetParams) -> Result<GetObjectOutput, Error> {
-                <$client>::$get(self, object, params).await
+                <$client>::$get(self, &object.of($provider), params).await
             }
 
             async fn put(
@@ -441,11 +441,11 @@ macro_rules! object_store_by_names {
                 payload: $crate::store::PutPayload,
                 params: PutParams,
             ) -> Result<PutObjectOutput, Error> {
-                <$client>::$put(self, object, payload, params).await
+                <$client>::$put(self, &object.of($provider), payload, params).await
             }
 
             async fn create_upload(&self, object: &ObjectRef, params: &PutParams) -> Result<MultipartUpload, Error> {
-                <$client>::$create_upload(self, object, params).await
+                <$client>::$create_upload(self, &object.of($provider), params).await
             }
 
             async fn upload_part(
@@ -487,7 +487,7 @@ macro_rules! object_store_by_names {
             }
 
             async fn delete(&self, object: &ObjectRef) -> Result<(), Error> {
-                <$client>::$delete(self, object).await
+                <$client>::$delete(self, &object.of($provider)).await
             }
 
             async fn delete_batch(&self, bucket: &str, keys: &[String]) -> Result<DeleteObjectsOutput, Error> {
@@ -500,11 +500,11 @@ macro_rules! object_store_by_names {
                 dest: &ObjectRef,
                 params: CopyParams,
             ) -> Result<CopyObjectOutput, Error> {
-                <$client>::$copy(self, source, dest, params).await
+                <$client>::$copy(self, &source.of($provider), &dest.of($provider), params).await
             }
 
             fn presign_get(&self, object: &ObjectRef, expires: std::time::Duration) -> Result<String, Error> {
-                <$client>::$presign_get(self, object, expires)
+                <$client>::$presign_get(self, &object.of($provider), expires)
             }
 
             async fn create_bucket(&self, bucket: &str) -> Result<(), Error> {
@@ -521,7 +521,7 @@ macro_rules! object_store_by_names {
 
             $(
                 async fn presign(&self, object: &ObjectRef, expires: std::time::Duration) -> Result<String, Error> {
-                    <$client>::$presign(self, object, expires).await
+                    <$client>::$presign(self, &object.of($provider), expires).await
                 }
             )?
 

@@ -35,6 +35,17 @@ impl ObjectRef {
     pub fn on(provider: crate::url::Provider, bucket: impl Into<String>, key: impl Into<String>) -> ObjectRef {
         ObjectRef { bucket: bucket.into(), key: key.into(), provider }
     }
+
+    /// This object as `provider`'s: itself when it already says so, else a copy that
+    /// does. A store stamps every object it is handed, so its messages name the object
+    /// with its own scheme whichever way the caller built the reference.
+    pub fn of(&self, provider: crate::url::Provider) -> std::borrow::Cow<'_, ObjectRef> {
+        if self.provider == provider {
+            std::borrow::Cow::Borrowed(self)
+        } else {
+            std::borrow::Cow::Owned(ObjectRef { provider, ..self.clone() })
+        }
+    }
 }
 
 impl std::fmt::Display for ObjectRef {
@@ -255,4 +266,20 @@ pub struct CompleteMultipartOutput {
 pub struct BucketEntry {
     pub name: String,
     pub creation_date: SystemTime,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ObjectRef;
+    use crate::url::Provider;
+
+    #[test]
+    fn an_object_prints_with_the_scheme_of_the_store_that_stamps_it() {
+        let s3 = ObjectRef::new("b", "dir/k");
+        assert_eq!(s3.to_string(), "s3://b/dir/k");
+        assert!(matches!(s3.of(Provider::S3), std::borrow::Cow::Borrowed(_)), "already S3's: no copy");
+        assert_eq!(s3.of(Provider::Gcs).to_string(), "gs://b/dir/k");
+        assert_eq!(s3.of(Provider::Azure).to_string(), "az://b/dir/k");
+        assert_eq!(ObjectRef::on(Provider::Gcs, "b", "k").of(Provider::Gcs).provider, Provider::Gcs);
+    }
 }
