@@ -735,6 +735,7 @@ def test_matrix_link(tmp_path, fault, op, seed, record_property):
         link.close()
 
 
+@pytest.mark.long
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("op", LINK_OPS)
@@ -745,8 +746,6 @@ def test_matrix_link_cut_long(tmp_path, op, seed, record_property):
     its re-run across a link that works completes. Minutes per cell, so only
     scripts/faults.sh runs it (FERRY_FAULT_LONG=1)."""
     _need_link()
-    if os.environ.get("FERRY_FAULT_LONG") != "1":
-        pytest.skip("minutes per cell: scripts/faults.sh runs it (FERRY_FAULT_LONG=1)")
     link = LinkHold("--faults", "cut", "--cut-for", "600s", "--rate", "40M", "--seed", seed)
     site = _link_site(tmp_path, seed, link)
     try:
