@@ -27,6 +27,12 @@ pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     headers.get("retry-after")?.to_str().ok()?.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
+/// Azure's `<Message>` is the sentence, then `RequestId:...` and `Time:...` on lines of
+/// their own; the request id is kept from its header, so the message is the first line.
+fn first_line(message: &str) -> String {
+    message.trim().lines().next().unwrap_or_default().trim().to_owned()
+}
+
 /// Types an Azure error by status and code.
 pub(crate) fn classify(status: u16, code: String, message: String, request_id: Option<String>) -> Error {
     let code_for = |default: &str| if code.is_empty() { default.to_owned() } else { code.clone() };
@@ -88,7 +94,7 @@ pub(crate) async fn from_response(resp: ferry_wire::Response, head_request: bool
         Err(e) => return (classify(status, header_code, format!("(error body unreadable: {e})"), rid), wait),
     };
     let (code, message) = match ferry_proto::xml::parse_error(&body) {
-        Some(e) => (if header_code.is_empty() { e.code } else { header_code }, e.message),
+        Some(e) => (if header_code.is_empty() { e.code } else { header_code }, first_line(&e.message)),
         None => (header_code, String::from_utf8_lossy(&body[..body.len().min(200)]).trim().to_owned()),
     };
     (classify(status, code, message, rid), wait)
@@ -97,6 +103,14 @@ pub(crate) async fn from_response(resp: ferry_wire::Response, head_request: bool
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_message_is_the_sentence_without_the_request_id_and_time_lines() {
+        let m = "Server failed to authenticate the request.\nRequestId:e771132d\nTime:2026-11-27T18:13:58.567Z";
+        assert_eq!(first_line(m), "Server failed to authenticate the request.");
+        assert_eq!(first_line("  one line  "), "one line");
+        assert_eq!(first_line(""), "");
+    }
 
     #[test]
     fn codes_type_errors() {
