@@ -135,20 +135,28 @@ pub(crate) struct BodyTally {
     received: u64,
     expected: Option<u64>,
     done: bool,
+    /// Read to its end, as opposed to ended by an error.
+    completed: bool,
 }
 
 impl BodyTally {
     pub(crate) fn new(guard: Box<dyn BodyGuard>, expected: Option<u64>) -> BodyTally {
-        BodyTally { guard: Some(guard), received: 0, expected, done: false }
+        BodyTally { guard: Some(guard), received: 0, expected, done: false, completed: false }
     }
 
     pub(crate) fn is_done(&self) -> bool {
         self.done
     }
 
+    /// Whether the body was read to its end (not ended by an error, nor still open).
+    pub(crate) fn completed(&self) -> bool {
+        self.completed
+    }
+
     /// The body is complete: tell the guard.
     pub(crate) fn finish(&mut self) {
         self.done = true;
+        self.completed = true;
         if let Some(g) = self.guard.take() {
             g.finished();
         }
@@ -184,6 +192,17 @@ impl BodyTally {
         }
         self.finish();
         None
+    }
+
+    /// No body byte for `limit` while the reader waited ([`crate::exchange::StallClock`]):
+    /// a time-out, retry-safe as the request is, after which a GET resumes with Range.
+    pub(crate) fn stalled(&mut self, limit: std::time::Duration) -> WireError {
+        self.end_failed();
+        let of = self.expected.map(|n| format!(" of {n}")).unwrap_or_default();
+        WireError::new(
+            ErrorKind::Timeout,
+            format!("no response body bytes for {limit:?} (after {}{of} bytes)", self.received),
+        )
     }
 
     fn end_failed(&mut self) {

@@ -13,7 +13,8 @@ pub enum ErrorKind {
     Connect,
     /// TLS handshake or certificate failure.
     Tls,
-    /// No response head in time.
+    /// No progress in time: no response head, or no response body byte, within the
+    /// transport's `response_timeout` (exchange.rs).
     Timeout,
     /// The connection closed or reset before the response head.
     Reset,

@@ -1,15 +1,25 @@
 //! What every transport does around one exchange, whatever carries it: framing headers
-//! (Content-Length) and the response-head time-out, which counts from the last request
-//! byte handed on, so that a large upload is not cut by it. Shared by pool.rs and h2.rs
-//! from below, so that no transport imports another.
+//! (Content-Length), the response-head time-out, which counts from the last request
+//! byte handed on, so that a large upload is not cut by it, and the response-body stall
+//! time-out. Shared by pool.rs and h2.rs from below, so that no transport imports another.
+//!
+//! Both time-outs measure the same thing, a request that made no progress: no request
+//! byte taken by the connection and no response head for `response_timeout`, or, once the
+//! body streams, no body byte for `response_timeout` while the reader waits for one. Time
+//! the reader spends elsewhere (writing a file, checksumming) is not counted: the stall
+//! clock runs only while a poll of the body is pending. So a dead link ends every
+//! exchange on it within `response_timeout`, however large the object; h1-pipeline keeps
+//! the same two clocks in its own reader (pipeline.rs).
 
 use crate::body::RequestBody;
 use crate::error::{ErrorKind, WireError};
 use http::header::CONTENT_LENGTH;
 use http::{HeaderMap, HeaderValue, Method};
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 /// Sets Content-Length from the body (and 0 for empty PUT/POST, which S3 requires).
@@ -58,5 +68,36 @@ pub(crate) async fn await_head<F: Future>(fut: F, limit: Duration, progress: &Pr
                 }
             }
         }
+    }
+}
+
+/// The stall clock of a response body: it starts when a poll for the next chunk finds
+/// none ready and stops when a chunk arrives, so only time spent waiting on the peer
+/// counts.
+pub(crate) struct StallClock {
+    limit: Duration,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl StallClock {
+    pub(crate) fn new(limit: Duration) -> StallClock {
+        StallClock { limit, sleep: None }
+    }
+
+    pub(crate) fn limit(&self) -> Duration {
+        self.limit
+    }
+
+    /// A chunk (or the end) arrived: the clock stops.
+    pub(crate) fn progressed(&mut self) {
+        self.sleep = None;
+    }
+
+    /// The body had nothing ready: starts the clock if it is not running, and says
+    /// whether `limit` has passed since it started (else `cx` is woken when it does).
+    pub(crate) fn expired(&mut self, cx: &mut Context<'_>) -> bool {
+        let limit = self.limit;
+        let sleep = self.sleep.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        sleep.as_mut().poll(cx) == Poll::Ready(())
     }
 }

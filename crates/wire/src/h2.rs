@@ -52,7 +52,7 @@
 use crate::body::{BodyGuard, BodyTally, RequestBody};
 use crate::conn::Connector;
 use crate::error::{ErrorKind, RetrySafety, WireError};
-use crate::exchange::{await_head, set_content_length, timeout_error, Progress};
+use crate::exchange::{await_head, set_content_length, timeout_error, Progress, StallClock};
 use crate::lane::{lane, Lane};
 use crate::{
     Protocol, Request, Response, ResponseBody, ResponseMeta, Scheme, Transport, TransportConfig, TransportStats,
@@ -788,7 +788,8 @@ impl Inner {
                         time_to_head: started.elapsed(),
                         head_latency: Some(on_wire.elapsed()),
                     };
-                    return Ok(into_response(resp, recv, head_request, slot, meta));
+                    let stall = StallClock::new(self.config.response_timeout);
+                    return Ok(into_response(resp, recv, head_request, slot, meta, stall));
                 }
                 Err(f) => f,
             };
@@ -804,7 +805,15 @@ impl Inner {
                     self.forget(&conn);
                     (idempotent, replay, e)
                 }
-                Failure::Other(e) => (false, None, e),
+                Failure::Other(e) => {
+                    if e.kind() == ErrorKind::Timeout {
+                        // A stream that made no progress for the whole time-out: its
+                        // connection may be dead (a cut link says nothing), so new
+                        // streams, this request's retry included, go to another one.
+                        self.forget(&conn);
+                    }
+                    (false, None, e)
+                }
             };
             match next_body {
                 Some(b) if again && attempts < MAX_ATTEMPTS => {
@@ -992,6 +1001,7 @@ fn into_response(
     head_request: bool,
     slot: StreamSlot,
     meta: ResponseMeta,
+    stall: StallClock,
 ) -> Response {
     let bodiless =
         head_request || parts.status == http::StatusCode::NO_CONTENT || parts.status == http::StatusCode::NOT_MODIFIED;
@@ -1000,7 +1010,7 @@ fn into_response(
     } else {
         parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok())
     };
-    let mut body = H2Body { recv, tally: BodyTally::new(Box::new(slot), expected) };
+    let mut body = H2Body { recv, tally: BodyTally::new(Box::new(slot), expected), stall };
     if bodiless || body.recv.is_end_stream() {
         body.tally.finish();
     }
@@ -1009,9 +1019,13 @@ fn into_response(
 
 /// A response body pulled at the caller's pace: flow-control capacity is released only
 /// as chunks are taken, so the server can never send more than the window ahead.
+/// A stream with no data for the stall time-out ends with a time-out error (dropping
+/// `recv` resets it), so the GET above resumes with Range, on another connection if this
+/// one is gone.
 struct H2Body {
     recv: RecvStream,
     tally: BodyTally,
+    stall: StallClock,
 }
 
 impl Stream for H2Body {
@@ -1024,8 +1038,12 @@ impl Stream for H2Body {
         }
         loop {
             return match this.recv.poll_data(cx) {
+                Poll::Pending if this.stall.expired(cx) => {
+                    Poll::Ready(Some(Err(this.tally.stalled(this.stall.limit()))))
+                }
                 Poll::Pending => Poll::Pending,
                 Poll::Ready(Some(Ok(data))) => {
+                    this.stall.progressed();
                     if data.is_empty() {
                         continue;
                     }

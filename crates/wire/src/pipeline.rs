@@ -72,6 +72,7 @@
 use crate::body::{RequestBody, ResponseBody};
 use crate::conn::{Connector, Io};
 use crate::error::{ErrorKind, WireError};
+use crate::exchange::Progress;
 use crate::gate::{ConnectionGate, Place};
 use crate::{Protocol, Request, Response, ResponseMeta, Transport, TransportConfig, TransportStats};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -110,6 +111,25 @@ const MAX_HEAD_BYTES: usize = 64 * 1024;
 const MAX_HEADERS: usize = 128;
 /// Socket read size, the server's write buffer size too (crates/server/src/h1.rs).
 const READ_CHUNK: usize = 64 * 1024;
+
+/// Request body bytes are written in pieces of this size, each noted as progress for the
+/// head time-out: one `write_all` of a large buffer would say nothing until all of it is
+/// in the socket. The read chunk's size, for the same reason: small next to a socket
+/// buffer, large enough that the bookkeeping costs nothing.
+const WRITE_PIECE: usize = READ_CHUNK;
+
+/// Writes `data` in [`WRITE_PIECE`]s, touching `written` after each.
+async fn write_noting<W: tokio::io::AsyncWrite + Unpin>(
+    io: &mut W,
+    data: &[u8],
+    written: &Progress,
+) -> std::io::Result<()> {
+    for piece in data.chunks(WRITE_PIECE) {
+        io.write_all(piece).await?;
+        written.touch();
+    }
+    Ok(())
+}
 /// Body chunks buffered between a connection and its caller: with 64 KiB reads at most
 /// ~128 KiB per connection, so 32 connections hold ~4 MiB at most.
 const BODY_CHANNEL: usize = 2;
@@ -188,6 +208,13 @@ struct Signals {
     abort_reason: Mutex<String>,
     /// The writer is sending a request body: the response head may rightly wait for it.
     writing_body: AtomicBool,
+    /// When the writer last got bytes of a request body into the socket: the response
+    /// head's time-out runs from there, so a body that stops moving (a dead link, a peer
+    /// that stopped reading) times out as a missing head does.
+    written: Progress,
+    /// The connection was closed (shared.close): a writer still blocked writing into a
+    /// socket that does not drain stops, so the socket and its gate place are let go.
+    closed: Notify,
 }
 
 /// Requests in flight together on one connection (each written before the response to
@@ -586,6 +613,8 @@ impl Shared {
                     abort: AtomicBool::new(false),
                     abort_reason: Mutex::new(String::new()),
                     writing_body: AtomicBool::new(false),
+                    written: Progress::new(),
+                    closed: Notify::new(),
                 });
                 st.conns.push(Slot {
                     key: st.next_key,
@@ -688,6 +717,7 @@ impl Shared {
                 self.open.fetch_sub(1, Relaxed);
             }
             slot.signals.writer.notify_one();
+            slot.signals.closed.notify_one();
             for mut job in slot.written {
                 job.spoil_batch();
                 if job.pipelineable {
@@ -833,6 +863,7 @@ async fn run_writer(shared: Arc<Shared>, key: u64, signals: Arc<Signals>, mut io
         shared.sent.fetch_add(count as u64, Relaxed);
         let mut local_error = None;
         if body.is_some() {
+            signals.written.touch();
             signals.writing_body.store(true, Relaxed);
         }
         let result = async {
@@ -843,7 +874,7 @@ async fn run_writer(shared: Arc<Shared>, key: u64, signals: Arc<Signals>, mut io
                         io.write_all(&out).await?;
                     } else {
                         io.write_all(&out).await?;
-                        io.write_all(&b).await?;
+                        write_noting(&mut io, &b, &signals.written).await?;
                     }
                 }
                 Some(RequestBody::Stream { len, mut stream }) => {
@@ -861,7 +892,7 @@ async fn run_writer(shared: Arc<Shared>, key: u64, signals: Arc<Signals>, mut io
                         if written > len {
                             break;
                         }
-                        io.write_all(&chunk).await?;
+                        write_noting(&mut io, &chunk, &signals.written).await?;
                     }
                     if written != len {
                         local_error =
@@ -872,8 +903,11 @@ async fn run_writer(shared: Arc<Shared>, key: u64, signals: Arc<Signals>, mut io
                 Some(RequestBody::Empty) | None => io.write_all(&out).await?,
             }
             io.flush().await
-        }
-        .await;
+        };
+        let result = tokio::select! {
+            r = result => r,
+            _ = signals.closed.notified() => Err(std::io::Error::other("the connection was closed")),
+        };
         signals.writing_body.store(false, Relaxed);
         out.clear();
         if let Some(reason) = local_error {
@@ -1033,9 +1067,12 @@ impl Reader {
                 Read::Eof => "the peer closed the connection".to_string(),
                 Read::Failed(e) => format!("reading the response head: {e}"),
                 Read::Aborted => self.signals.abort_reason.lock().unwrap_or_else(|e| e.into_inner()).clone(),
-                Read::TimedOut if self.signals.writing_body.load(Relaxed) => {
+                Read::TimedOut
+                    if self.signals.writing_body.load(Relaxed)
+                        && self.signals.written.last() + self.shared.response_timeout > Instant::now() =>
+                {
                     // An upload still going out: its time-out runs from its last byte.
-                    deadline = tokio::time::Instant::now() + self.shared.response_timeout;
+                    deadline = (self.signals.written.last() + self.shared.response_timeout).into();
                     continue;
                 }
                 Read::TimedOut => {

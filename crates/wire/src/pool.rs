@@ -45,7 +45,7 @@
 use crate::body::{BodyGuard, BodyTally, RequestBody, ResponseBody};
 use crate::conn::Connector;
 use crate::error::{ErrorKind, WireError};
-use crate::exchange::{await_head, set_content_length, timeout_error, Progress};
+use crate::exchange::{await_head, set_content_length, timeout_error, Progress, StallClock};
 use crate::gate::{ConnectionGate, Place};
 use crate::{Protocol, Request, Response, ResponseMeta, Transport, TransportConfig, TransportStats};
 use bytes::Bytes;
@@ -416,7 +416,12 @@ impl Pool {
             let outcome = await_head(sender.try_send_request(hreq), self.config.response_timeout, &progress).await;
             match outcome {
                 None => {
-                    // Dropping the request future makes hyper close the connection.
+                    // The socket is closed here, not left to hyper: with the request
+                    // dropped, hyper's connection can sit for as long as TCP keeps
+                    // retransmitting (many minutes on a dead link) still trying to write
+                    // the body, holding its slot and its gate place, and every retry
+                    // would wait for a place behind it.
+                    driver.close();
                     return Err(timeout_error(self.config.response_timeout));
                 }
                 Some(Ok(resp)) => {
@@ -428,7 +433,8 @@ impl Pool {
                         time_to_head: started.elapsed(),
                         head_latency: Some(on_wire.elapsed()),
                     };
-                    return Ok(into_response(resp, method == Method::HEAD, Box::new(guard), meta, Some(driver)));
+                    let stall = StallClock::new(self.config.response_timeout);
+                    return Ok(into_response(resp, method == Method::HEAD, Box::new(guard), meta, driver, stall));
                 }
                 Some(Err(mut e)) => {
                     drop(sender);
@@ -530,6 +536,15 @@ impl Driver {
             }
             Poll::Pending => Poll::Pending,
         }
+    }
+
+    /// Closes the socket now: drops hyper's connection future (and with it the socket and
+    /// its gate place) and lets the connection's task end. For an exchange given up on
+    /// (a time-out, a body abandoned or failed), whose connection is never reused.
+    fn close(&self) {
+        let dropped = self.conn.lock().unwrap_or_else(|p| p.into_inner()).take();
+        drop(dropped);
+        self.task.wake();
     }
 
     /// One poll of the connection from a response body's task, unless its own task is
@@ -749,8 +764,20 @@ impl Body for WireBody {
 pub(crate) struct IncomingStream {
     body: Incoming,
     tally: BodyTally,
-    /// The connection, polled here before each chunk is asked for ([`Driver`]).
-    driver: Option<Arc<Driver>>,
+    /// The connection, polled here before each chunk is asked for ([`Driver`]), and
+    /// closed when the body is given up before its end.
+    driver: Arc<Driver>,
+    stall: StallClock,
+}
+
+impl Drop for IncomingStream {
+    fn drop(&mut self) {
+        // A body that failed, stalled or was dropped early: its connection is never
+        // reused, and on a dead link hyper alone would hold the socket for minutes.
+        if !self.tally.completed() {
+            self.driver.close();
+        }
+    }
 }
 
 impl Stream for IncomingStream {
@@ -762,12 +789,16 @@ impl Stream for IncomingStream {
             return Poll::Ready(None);
         }
         loop {
-            if let Some(d) = &this.driver {
-                d.drive(cx);
-            }
+            this.driver.drive(cx);
             return match Pin::new(&mut this.body).poll_frame(cx) {
+                Poll::Pending if this.stall.expired(cx) => {
+                    let e = this.tally.stalled(this.stall.limit());
+                    this.driver.close();
+                    Poll::Ready(Some(Err(e)))
+                }
                 Poll::Pending => Poll::Pending,
                 Poll::Ready(Some(Ok(frame))) => {
+                    this.stall.progressed();
                     let Ok(data) = frame.into_data() else { continue };
                     if data.is_empty() {
                         continue;
@@ -791,13 +822,14 @@ pub(crate) fn into_response(
     head_request: bool,
     guard: Box<dyn BodyGuard>,
     meta: ResponseMeta,
-    driver: Option<Arc<Driver>>,
+    driver: Arc<Driver>,
+    stall: StallClock,
 ) -> Response {
     let (parts, body) = resp.into_parts();
     let bodiless =
         head_request || parts.status == http::StatusCode::NO_CONTENT || parts.status == http::StatusCode::NOT_MODIFIED;
     let expected = if bodiless { Some(0) } else { body.size_hint().exact() };
-    let mut stream = IncomingStream { body, tally: BodyTally::new(guard, expected), driver };
+    let mut stream = IncomingStream { body, tally: BodyTally::new(guard, expected), driver, stall };
     if stream.body.is_end_stream() {
         stream.tally.finish();
     }
