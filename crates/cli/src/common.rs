@@ -73,6 +73,31 @@ pub struct Global {
     /// Costs the disk's write speed: see ferry-engine's download/mod.rs.
     #[arg(long)]
     pub fsync: bool,
+    /// Seconds a request may go without progress (no response yet, no byte of its body
+    /// sent or received) before that attempt fails and is retried; as the AWS CLI's
+    /// --cli-read-timeout. Default 60. Fractions allowed (0.5).
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    pub timeout: Option<std::time::Duration>,
+    /// Seconds a connection may take to open (TCP and TLS) before that attempt fails and
+    /// is retried; as the AWS CLI's --cli-connect-timeout. Default 10.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    pub connect_timeout: Option<std::time::Duration>,
+    /// Attempts per request, the first included (1: never retry); else AWS_MAX_ATTEMPTS,
+    /// which counts the same way, else 5. A request whose peer went silent (a dead link)
+    /// gives up after at most about N x (connect timeout + timeout) plus the waits between
+    /// attempts (a few seconds): with the defaults ~6 minutes in the worst case and ~100 s
+    /// on a link that died (later attempts fail at connect). Requests run at once, and a
+    /// shared retry budget stops retrying when many fail together, so a whole command
+    /// ends in about that time too.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub retries: Option<u32>,
+}
+
+fn parse_secs(s: &str) -> Result<std::time::Duration, String> {
+    match s.trim().trim_end_matches('s').parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() && v <= 86_400.0 => Ok(std::time::Duration::from_secs_f64(v)),
+        _ => Err(format!("{s:?} is not a number of seconds between 0 and 86400 (like 30 or 0.5)")),
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -252,7 +277,30 @@ impl Global {
             part_concurrency: over.part_concurrency.or(self.part_concurrency),
             part_size: over.part_size.or(self.part_size),
             fsync: over.fsync || self.fsync,
+            timeout: over.timeout.or(self.timeout),
+            connect_timeout: over.connect_timeout.or(self.connect_timeout),
+            retries: over.retries.or(self.retries),
         }
+    }
+
+    /// Time-outs and attempts: the flags, else AWS_MAX_ATTEMPTS for the attempts, else
+    /// the library's defaults. A malformed AWS_MAX_ATTEMPTS is a usage error.
+    pub fn limits(&self) -> Result<ferry_store::RequestLimits> {
+        let max_attempts = match self.retries {
+            Some(n) => Some(n),
+            None => match std::env::var("AWS_MAX_ATTEMPTS") {
+                Ok(v) if !v.trim().is_empty() => match v.trim().parse::<u32>() {
+                    Ok(n) if n >= 1 => Some(n),
+                    _ => return Err(usage(format!("AWS_MAX_ATTEMPTS={v:?} is not a number of attempts (1 or more)"))),
+                },
+                _ => None,
+            },
+        };
+        Ok(ferry_store::RequestLimits {
+            read_timeout: self.timeout,
+            connect_timeout: self.connect_timeout,
+            max_attempts,
+        })
     }
 
     pub fn concurrency(&self) -> usize {
@@ -302,6 +350,8 @@ impl Global {
             self.concurrency(),
             self.part_concurrency()
         );
+        let limits = self.limits()?;
+        let key = format!("{key}|{limits:?}");
         let mut cache = CLIENTS.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, c)) = cache.iter().find(|(k, _)| *k == key) {
             return Ok(c.clone());
@@ -334,6 +384,7 @@ impl Global {
             ca_file: self.ca_bundle.clone(),
             max_connections: Some(self.max_connections()),
             transport_layer: None,
+            limits: self.limits()?,
         };
         ferry_store::connect(provider, options).map_err(|e| match e {
             ferry_store::Error::Config(m) => usage(m),
@@ -369,6 +420,7 @@ impl Global {
             ca_file: aws.ca_bundle,
             max_connections: Some(self.max_connections()),
             transport_layer: None,
+            limits: self.limits()?,
         };
         ferry_store::connect(Provider::S3, options).map_err(|e| match e {
             ferry_store::Error::Config(m) => usage(format!("endpoint {endpoint:?}: {m}")),

@@ -210,6 +210,7 @@ impl Client {
                 ca_file: settings::ca_bundle(self.profile.as_deref()),
                 max_connections: self.max_connections,
                 transport_layer: Some(Counting::layer(counters.clone())),
+                limits: Default::default(),
             },
             _ => StoreOptions {
                 endpoint: self.endpoint_url.clone(),
@@ -222,6 +223,7 @@ impl Client {
                 ca_file: None,
                 max_connections: self.max_connections,
                 transport_layer: Some(Counting::layer(counters.clone())),
+                limits: Default::default(),
             },
         };
         let store = enter(py, || ferry_store::connect(provider, options)).map_err(|e| to_pyerr(py, e))?;

@@ -42,7 +42,7 @@ pub use s3::credentials::{Credentials, CredentialsSource};
 pub use s3::settings::AwsSettings;
 pub use store::{
     connect, Capabilities, DynObjectStore, ObjectStore, ObjectStoreExt, PartCopy, PartLimits, PartPayload, PartPlan,
-    PutPayload, StoreOptions, TransportLayer,
+    PutPayload, RequestLimits, StoreOptions, TransportLayer,
 };
 pub use types::*;
 pub use url::{Provider, StoreUrl, UrlError};

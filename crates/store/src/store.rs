@@ -312,6 +312,51 @@ pub struct StoreOptions {
     /// Wraps the transport the store opens (an observer that counts or records its
     /// requests); `None`: the transport as it is.
     pub transport_layer: Option<TransportLayer>,
+    /// Time-outs and attempts; `Default`: the transport's and [`RetryConfig`]'s own.
+    pub limits: RequestLimits,
+}
+
+/// How long a request may go without progress and how many times it is tried, in the
+/// AWS CLI's terms (`--cli-read-timeout`, `--cli-connect-timeout`, `AWS_MAX_ATTEMPTS`).
+/// Each `None` keeps the default: 60 s, 10 s and 5 attempts.
+///
+/// These bound a request whose peer went silent (a dead link, a hung server): every
+/// attempt ends once `read_timeout` passes with no byte of it moving either way (the
+/// response head, a request body byte taken, a response body byte), and a connection
+/// that is not up within `connect_timeout` fails. The worst case of one request against
+/// a silent peer is therefore about `max_attempts x (connect_timeout + read_timeout)`
+/// plus the backoff between attempts (full jitter, at most 20 s each, ~2 s in all over
+/// 5 attempts); a GET whose body stalls is resumed with Range up to `max_attempts - 1`
+/// times, each resume a request of its own. The shared retry budget (retry.rs) stops
+/// retrying earlier when many requests fail at once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestLimits {
+    /// No progress for this long ends an attempt with a retry-safe time-out.
+    pub read_timeout: Option<std::time::Duration>,
+    /// A TCP (and TLS) connection not up within this long fails (always retry-safe).
+    pub connect_timeout: Option<std::time::Duration>,
+    /// Attempts per request, the first included (1: no retries).
+    pub max_attempts: Option<u32>,
+}
+
+impl RequestLimits {
+    /// Sets the time-outs on a transport's settings.
+    pub fn apply(&self, tc: &mut ferry_wire::TransportConfig) {
+        if let Some(t) = self.read_timeout {
+            tc.response_timeout = t;
+        }
+        if let Some(t) = self.connect_timeout {
+            tc.connect_timeout = t;
+        }
+    }
+
+    /// `retry` with the attempts set.
+    pub fn retry(&self, retry: crate::RetryConfig) -> crate::RetryConfig {
+        match self.max_attempts {
+            Some(n) => crate::RetryConfig { max_attempts: n.max(1), ..retry },
+            None => retry,
+        }
+    }
 }
 
 /// A wrapper put around a store's transport when it is opened, told which provider the
@@ -362,6 +407,7 @@ impl StoreOptions {
             ca_file: None,
             max_connections: None,
             transport_layer: None,
+            limits: RequestLimits::default(),
         }
     }
 }
@@ -385,6 +431,7 @@ pub fn connect(provider: Provider, options: StoreOptions) -> Result<DynObjectSto
                 b = b.max_connections(n);
             }
             b.transport_layer = options.transport_layer;
+            b.limits = options.limits;
             Ok(Arc::new(b.build()?))
         }
         Provider::Gcs => crate::gcs::connect(options),

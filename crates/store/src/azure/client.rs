@@ -64,6 +64,8 @@ pub struct AzureClientBuilder {
     pub retry: RetryConfig,
     /// Wraps the transport once it is opened (`StoreOptions::transport_layer`).
     pub transport_layer: Option<crate::store::TransportLayer>,
+    /// Time-outs, and attempts over `retry`'s (`StoreOptions::limits`).
+    pub limits: crate::store::RequestLimits,
 }
 
 impl AzureClientBuilder {
@@ -75,6 +77,7 @@ impl AzureClientBuilder {
             max_connections: None,
             retry: RetryConfig::default(),
             transport_layer: None,
+            limits: Default::default(),
         }
     }
 
@@ -102,9 +105,10 @@ impl AzureClientBuilder {
         if let Some(n) = self.max_connections {
             tc.max_connections = n;
         }
+        self.limits.apply(&mut tc);
         let transport =
             crate::store::layered(&self.transport_layer, crate::Provider::Azure, ferry_wire::transport(tc)?);
-        Ok(AzureClient::with_transport(transport, self.config, self.retry))
+        Ok(AzureClient::with_transport(transport, self.config, self.limits.retry(self.retry)))
     }
 }
 

@@ -75,6 +75,7 @@ pub fn connect(options: StoreOptions) -> Result<DynObjectStore, Error> {
     b.ca_file = options.ca_file;
     b.max_connections = options.max_connections;
     b.transport_layer = options.transport_layer;
+    b.limits = options.limits;
     Ok(Arc::new(b.build()?))
 }
 

@@ -78,6 +78,7 @@ impl GcsClient {
         if let Some(n) = options.max_connections {
             tc.max_connections = n;
         }
+        options.limits.apply(&mut tc);
         let transport = crate::store::layered(&options.transport_layer, Provider::Gcs, ferry_wire::transport(tc)?);
         tracing::debug!(endpoint = %url, emulator, auth = resolved.auth.describe(), "gcs client");
         Ok(GcsClient::with_transport(
@@ -85,7 +86,7 @@ impl GcsClient {
             endpoint,
             resolved.auth,
             resolved.project,
-            crate::RetryConfig::default(),
+            options.limits.retry(crate::RetryConfig::default()),
         ))
     }
 

@@ -112,6 +112,8 @@ pub struct S3ClientBuilder {
     pub retry: RetryConfig,
     /// Wraps the transport once it is opened (`StoreOptions::transport_layer`).
     pub transport_layer: Option<crate::store::TransportLayer>,
+    /// Time-outs, and attempts over `retry`'s (`StoreOptions::limits`).
+    pub limits: crate::store::RequestLimits,
 }
 
 impl S3ClientBuilder {
@@ -127,6 +129,7 @@ impl S3ClientBuilder {
             pipeline_depth: None,
             retry: RetryConfig::default(),
             transport_layer: None,
+            limits: Default::default(),
         }
     }
 
@@ -188,13 +191,14 @@ impl S3ClientBuilder {
         if let Some(d) = self.pipeline_depth {
             tc.pipeline_depth = d;
         }
+        self.limits.apply(&mut tc);
         let transport = crate::store::layered(&self.transport_layer, crate::Provider::S3, ferry_wire::transport(tc)?);
         let config = ClientConfig {
             addressing: self.addressing.unwrap_or_else(|| Addressing::default_for(&endpoint)),
             endpoint,
             region,
             credentials,
-            retry: self.retry,
+            retry: self.limits.retry(self.retry),
         };
         Ok(S3Client::with_transport(transport, config))
     }
