@@ -1204,7 +1204,7 @@ impl Reader {
                             r => {
                                 let msg =
                                     format!("{} after {} of {total} body bytes", read_why(&r, timeout), total - left);
-                                fail(tx, WireError::new(ErrorKind::BodyTruncated, msg)).await;
+                                fail(tx, WireError::new(body_error_kind(&r), msg)).await;
                                 return (false, false, None);
                             }
                         }
@@ -1250,7 +1250,7 @@ impl Reader {
                                 read_why(&r, timeout),
                                 decoder.decoded_bytes()
                             );
-                            fail(tx, WireError::new(ErrorKind::BodyTruncated, msg)).await;
+                            fail(tx, WireError::new(body_error_kind(&r), msg)).await;
                             return (false, false, None);
                         }
                     }
@@ -1269,12 +1269,22 @@ impl Reader {
                     Read::Eof => return (true, false, Some(Bytes::new())),
                     r => {
                         let msg = format!("{} in a body delimited by the connection's close", read_why(&r, timeout));
-                        fail(tx, WireError::new(ErrorKind::BodyTruncated, msg)).await;
+                        fail(tx, WireError::new(body_error_kind(&r), msg)).await;
                         return (false, false, None);
                     }
                 }
             },
         }
+    }
+}
+
+/// A body that stopped arriving is a time-out, as in the other transports (both are
+/// retry-safe for idempotent requests, and a GET resumes after either); one that ended
+/// or failed is truncated.
+fn body_error_kind(r: &Read) -> ErrorKind {
+    match r {
+        Read::TimedOut => ErrorKind::Timeout,
+        _ => ErrorKind::BodyTruncated,
     }
 }
 

@@ -134,6 +134,81 @@ async fn case_reset_mid_body_is_truncation(mode: Mode) {
     }
 }
 
+/// A GET whose body stops part-way (the server's stall fault, 30 s) ends within the
+/// response time-out with a retry-safe time-out, and its connection is let go: with one
+/// connection allowed, the next request still goes through at once.
+async fn case_stalled_body_times_out(mode: Mode) {
+    let srv = FerryServe::new()
+        .anonymous()
+        .configure(|c| {
+            c.faults.stall_rate = 1.0;
+            c.faults.stall = Duration::from_secs(30);
+        })
+        .start();
+    let limit = Duration::from_millis(400);
+    let t = srv.transport(mode, |c| {
+        c.response_timeout = limit;
+        c.max_connections = 1;
+    });
+    create_bucket(&t, "bkt").await;
+    put(&t, "/bkt/k", RequestBody::from(pattern(4 * MIB))).await;
+    let started = std::time::Instant::now();
+    let within = Duration::from_secs(10);
+    let e = tokio::time::timeout(within, async {
+        match send(&t, Method::GET, "/bkt/k", RequestBody::Empty).await {
+            Ok(r) => r.body.collect(8 * MIB).await.expect_err("a stalled body must not end as a success"),
+            Err(e) => e,
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("a stalled GET body was still waited on after {within:?}"));
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    assert!(e.retry_safe(true), "{e}");
+    assert!(started.elapsed() >= limit, "timed out before its limit: {:?}", started.elapsed());
+    // The one connection allowed was given back: a request that does not stall passes.
+    let r = tokio::time::timeout(within, send(&t, Method::HEAD, "/bkt/k", RequestBody::Empty))
+        .await
+        .expect("the next request waited on the stalled one's connection")
+        .unwrap();
+    assert_eq!(r.status, StatusCode::OK);
+}
+
+/// An upload to a peer that stops reading after the request head (a raw socket that
+/// never answers) fails with a time-out within about the response time-out of the last
+/// body byte the socket took, not when TCP gives up.
+async fn case_upload_to_a_peer_that_stops_reading_times_out(mode: Mode) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let peer = std::thread::spawn(move || {
+        use std::io::Read;
+        let (mut sock, _) = listener.accept().unwrap();
+        let mut head = [0u8; 1024];
+        let _ = sock.read(&mut head);
+        // Holds the socket open and unread until the client gave up.
+        let _ = done_rx.recv_timeout(Duration::from_secs(30));
+    });
+    let mut config =
+        ferry_wire::TransportConfig::new(ferry_wire::Endpoint::parse(&format!("http://127.0.0.1:{port}")).unwrap());
+    config.mode = mode;
+    let limit = Duration::from_millis(400);
+    config.response_timeout = limit;
+    let t = ferry_wire::transport(config).unwrap();
+    // Far more than the socket buffers on both sides hold.
+    let body = RequestBody::from(pattern(64 * MIB));
+    let within = Duration::from_secs(15);
+    let r = tokio::time::timeout(within, send(&t, Method::PUT, "/bkt/k", body))
+        .await
+        .unwrap_or_else(|_| panic!("an upload nobody reads was still going after {within:?}"));
+    let _ = done_tx.send(());
+    let e = match r {
+        Ok(r) => panic!("got {} from a peer that never answers", r.status),
+        Err(e) => e,
+    };
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    peer.join().unwrap();
+}
+
 async fn case_unreachable_port_is_connect_error(mode: Mode) {
     // A port that was just free: bind, note, close.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -209,6 +284,16 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn reset_mid_body_is_truncation() {
                 case_reset_mid_body_is_truncation($mode).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn stalled_body_times_out() {
+                case_stalled_body_times_out($mode).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn upload_to_a_peer_that_stops_reading_times_out() {
+                case_upload_to_a_peer_that_stops_reading_times_out($mode).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
