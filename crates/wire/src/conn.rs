@@ -35,6 +35,18 @@
 //! and paths whose product exceeds `net.core.rmem_max` or `MAX_WINDOW_CAP` (long links
 //! need the kernel's autotuning, which setting `SO_RCVBUF` turns off for good).
 //!
+//! # An endpoint that stopped answering
+//!
+//! Every connection attempt that fails (refused, or not up within the connect time-out)
+//! is counted, and a success clears the count. Once the attempts have all failed for at
+//! least one connect time-out, the endpoint counts as unreachable: a new attempt fails at
+//! once (a retry-safe connect error naming the last cause), except one probe per connect
+//! time-out, which tries for real and clears the state if it gets through. Without this a
+//! dead link costs every request a full connect time-out per attempt, one after another
+//! as the requests queue for connections: 48 small uploads behind a cut link took many
+//! minutes to fail. A server that restarts (refusing for a moment) is not cut off: the
+//! failures must span a whole connect time-out first.
+//!
 //! Why only on meeting: a full queue costs only what waits behind it, and capping a
 //! download alone cost a quarter of it from a server faster than the rate. With the cap,
 //! mixed-hol's loaded small p99 across `--link instance` fell to the unloaded one, and
@@ -47,7 +59,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
@@ -94,6 +106,20 @@ struct Inner {
     min_rtt_us: AtomicU64,
     /// Tests only: an RTT that counts as the smallest seen (loopback's is under the floor).
     assumed_rtt_us: AtomicU64,
+    /// Connection attempts failing in a row (module doc: an endpoint that stopped answering).
+    reach: Mutex<Reach>,
+}
+
+/// Failed connection attempts since the last success.
+#[derive(Default)]
+struct Reach {
+    failures: u32,
+    /// When the first of them started.
+    failing_since: Option<Instant>,
+    /// The last one's cause, said again by the attempts refused without trying.
+    last_error: String,
+    /// When the last probe of an unreachable endpoint started.
+    probed_at: Option<Instant>,
 }
 
 /// The rate one HTTP/1.1 response is allowed to arrive at when windows are capped: above
@@ -148,6 +174,7 @@ impl Connector {
                 watched: Mutex::new(Vec::new()),
                 min_rtt_us: AtomicU64::new(0),
                 assumed_rtt_us: AtomicU64::new(0),
+                reach: Mutex::new(Reach::default()),
             }),
         })
     }
@@ -228,6 +255,50 @@ impl Connector {
     /// Opens one connection: the next address in turn, TCP, then TLS when the endpoint is
     /// https. All within the connect time-out.
     pub async fn connect(&self) -> Result<Connection, WireError> {
+        self.may_try()?;
+        let started = Instant::now();
+        let r = self.try_connect().await;
+        let mut reach = self.inner.reach.lock().unwrap();
+        match &r {
+            Ok(_) => *reach = Reach::default(),
+            Err(e) if e.kind() == ErrorKind::Connect => {
+                reach.failures += 1;
+                reach.failing_since.get_or_insert(started);
+                reach.last_error = e.detail();
+            }
+            Err(_) => {}
+        }
+        r
+    }
+
+    /// Refuses an attempt without trying when the endpoint is unreachable (module doc),
+    /// unless this attempt is the probe that is due.
+    fn may_try(&self) -> Result<(), WireError> {
+        let limit = self.inner.connect_timeout;
+        let now = Instant::now();
+        let mut reach = self.inner.reach.lock().unwrap();
+        let Some(since) = reach.failing_since else { return Ok(()) };
+        if now.duration_since(since) < limit {
+            return Ok(());
+        }
+        if reach.probed_at.is_none_or(|p| now.duration_since(p) >= limit) {
+            reach.probed_at = Some(now);
+            return Ok(());
+        }
+        Err(WireError::new(
+            ErrorKind::Connect,
+            format!(
+                "{}:{} unreachable: {} connection attempts in a row failed over {:.0?} (the last: {})",
+                self.inner.host,
+                self.inner.port,
+                reach.failures,
+                now.duration_since(since),
+                reach.last_error
+            ),
+        ))
+    }
+
+    async fn try_connect(&self) -> Result<Connection, WireError> {
         let addrs = self.addresses().await?;
         let first = self.inner.next_addr.fetch_add(1, Relaxed);
         let mut last_err = None;

@@ -10,9 +10,10 @@
 //!          │ use (never each other, never auto)
 //!          ├─ gate.rs        a place under a connection cap shared by lanes
 //!          ├─ lane.rs        which requests are small
-//!          ├─ exchange.rs    framing headers, the response-head time-out
+//!          ├─ exchange.rs    framing headers, the response-head and body-stall time-outs
 //!          ├─ body.rs        request and response bodies, body bookkeeping
-//!          ├─ conn.rs        DNS resolved once, addresses spread, TCP, rustls, receive windows
+//!          ├─ conn.rs        DNS resolved once, addresses spread, TCP, rustls, receive windows,
+//!          │                 an unreachable endpoint refused without waiting
 //!          └─ controller.rs  adaptive concurrency per endpoint (fed by auto)
 //! ```
 //!
@@ -221,9 +222,15 @@ pub struct TransportConfig {
     pub pipeline_depth: usize,
     /// Extra CA certificates (PEM) trusted besides the system roots.
     pub ca_file: Option<PathBuf>,
+    /// A connection (TCP and TLS) not up within this long fails with a connect error
+    /// (always retry-safe). An endpoint whose attempts all failed for this long is
+    /// refused without trying, but for one probe per this long (conn.rs).
     pub connect_timeout: Duration,
-    /// A response head not received this long after the request was written fails with
-    /// a time-out (retry-safe for idempotent requests).
+    /// The no-progress time-out (the AWS CLI's read time-out): a response head not
+    /// received this long after the last request byte was taken, or no response body
+    /// byte for this long while the body is being read, fails with a time-out
+    /// (retry-safe for idempotent requests; exchange.rs). So a dead link ends every
+    /// request on it within this long, however large.
     pub response_timeout: Duration,
     /// An idle pooled connection is closed after this long.
     pub idle_timeout: Duration,

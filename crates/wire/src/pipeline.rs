@@ -766,7 +766,7 @@ impl Shared {
         for mut job in slot.queued {
             job.attempts += 1;
             if job.attempts >= MAX_ATTEMPTS {
-                let _ = job.reply.send(Err(WireError::new(err.kind(), err.to_string())));
+                let _ = job.reply.send(Err(WireError::new(err.kind(), err.detail()).with_retry(err.retry())));
             } else {
                 requeue.push(job);
             }

@@ -651,3 +651,39 @@ async fn short_request_stream_fails_the_request() {
         assert_eq!(status, StatusCode::NOT_FOUND, "{mode:?}");
     }
 }
+
+/// An endpoint that refused every connection for a whole connect time-out counts as
+/// unreachable: the next attempt fails at once, naming the cause, and one probe per
+/// connect time-out still tries, so a server that comes back is reached again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_failing_every_connect_is_unreachable_until_a_probe_gets_through() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let mut config =
+        ferry_wire::TransportConfig::new(ferry_wire::Endpoint::parse(&format!("http://127.0.0.1:{port}")).unwrap());
+    let limit = Duration::from_millis(300);
+    config.connect_timeout = limit;
+    let connector = ferry_wire::conn::Connector::new(&config, &[]).unwrap();
+    // Refused at once, again and again, for longer than the connect time-out.
+    let started = std::time::Instant::now();
+    while started.elapsed() < limit + Duration::from_millis(50) {
+        let e = connector.connect().await.err().expect("nothing listens");
+        assert_eq!(e.kind(), ErrorKind::Connect, "{e}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The probe went out (and failed) in the loop's last turn or goes out now; either
+    // way an attempt right after it is refused without trying.
+    let _ = connector.connect().await;
+    let e = connector.connect().await.err().expect("unreachable");
+    assert_eq!(e.kind(), ErrorKind::Connect, "{e}");
+    assert!(e.to_string().contains("unreachable"), "{e}");
+    assert!(e.retry_safe(false), "{e}");
+    // The server comes back: within a probe interval a connection gets through.
+    let back = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    tokio::time::sleep(limit + Duration::from_millis(50)).await;
+    connector.connect().await.expect("the probe reaches the server that came back");
+    // And the state is cleared: the next attempt tries too.
+    connector.connect().await.expect("reachable again");
+    drop(back);
+}
