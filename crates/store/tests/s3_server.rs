@@ -131,3 +131,38 @@ async fn a_replaced_object_is_never_mixed_into_a_resumed_get() {
     }
     assert!(matches!(last, Some(Error::Precondition { status: 412, .. })), "{last:?}");
 }
+
+/// Half of the GET bodies stop part-way for 30 s (the server's stall fault): with a
+/// 300 ms no-progress time-out, each stalled body is given up and resumed with Range, so
+/// every byte arrives intact in seconds, over each transport.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_bodies_time_out_and_are_resumed() {
+    let server = FerryServe::new()
+        .faults(Faults { stall_rate: 0.5, stall: Duration::from_secs(30), seed: 3, ..Faults::default() })
+        .start();
+    for mode in [Mode::H1Pool, Mode::H1Pipeline, Mode::H2] {
+        let mut b = S3Client::builder(server.url())
+            .region(REGION)
+            .credentials(CredentialsSource::Explicit(Credentials::new(ACCESS_KEY, SECRET_KEY)))
+            .mode(mode)
+            .retry(retry(12));
+        b.limits.read_timeout = Some(Duration::from_millis(300));
+        let c = b.build().unwrap();
+        let bucket = format!("stall-{}", c.transport().name());
+        c.create_bucket(&bucket).await.unwrap();
+        let before = c.transport().stats().requests_sent;
+        let gets = async {
+            for i in 0..4u8 {
+                let o = ObjectRef::new(&bucket, format!("obj{i}"));
+                let body = data(2 * 1024 * 1024, i);
+                c.put(&o, PutPayload::Bytes(body.clone()), PutParams::default()).await.unwrap();
+                let got = c.get(&o, GetParams::default()).await.unwrap();
+                assert_eq!(got.body.collect().await.unwrap(), body, "{mode:?} object {i}");
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), gets).await.expect("stalled GETs were given up and resumed");
+        // 4 PUTs and 4 GETs, and at least one resumed GET: some body did stall.
+        let sent = c.transport().stats().requests_sent - before;
+        assert!(sent > 8, "{mode:?}: no GET was resumed ({sent} requests)");
+    }
+}
