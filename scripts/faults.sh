@@ -7,9 +7,11 @@
 #                                     # .ferry-run/fault-matrix.md
 #
 # As root it also runs the emulated link's cells (test_matrix_link*: `ferry cp` across
-# `ferry bench link-hold` with 1% loss, reordering, a 3 s cut, and a cut for good, whose
-# cells take minutes each and run only here: FERRY_FAULT_LONG=1; FERRY_FAULT_LONG=0 leaves
-# them out).
+# `ferry bench link-hold` with 1% loss, reordering, a 3 s cut, and a cut for good; the
+# cut for good runs here for every operation, FERRY_FAULT_LONG=1, and in `pytest tests`
+# for one; FERRY_FAULT_LONG=0 leaves the others out). The cut for good runs `ferry cp`
+# with short time-outs (--timeout 3 --connect-timeout 2 --retries 3, ~10-17 s a cell);
+# FERRY_FAULT_CUT_DEFAULTS=1 runs it with ferry's defaults instead (minutes a cell).
 #
 # Each cell injects one fault at a point its seed picks, then checks the promise: the
 # operation completed and verified byte for byte, or it failed with one clear error line

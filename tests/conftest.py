@@ -102,9 +102,10 @@ def bucket(request, s3):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `long` take minutes each (the fault matrix's link cut for good):
-    scripts/faults.sh runs them with FERRY_FAULT_LONG=1; anywhere else they are
-    deselected, so they are neither run nor counted as passed or skipped."""
+    """Tests marked `long` are left out of `pytest tests` for its time (the fault
+    matrix's link cut for good, but for one operation): scripts/faults.sh runs them with
+    FERRY_FAULT_LONG=1; anywhere else they are deselected, so they are neither run nor
+    counted as passed or skipped."""
     if os.environ.get("FERRY_FAULT_LONG") == "1":
         return
     long = [item for item in items if item.get_closest_marker("long")]

@@ -288,7 +288,7 @@ impl Connector {
         Err(WireError::new(
             ErrorKind::Connect,
             format!(
-                "{}:{} unreachable: {} connection attempts in a row failed over {:.0?} (the last: {})",
+                "{}:{} is unreachable: {} connection attempts in a row failed over {:.0?} (the last: {})",
                 self.inner.host,
                 self.inner.port,
                 reach.failures,
