@@ -56,9 +56,14 @@ pub struct Global {
     /// One JSON object per line on stdout, for scripts (no progress display).
     #[arg(long)]
     pub json: bool,
-    /// No progress display, even on a terminal.
+    /// No progress display, even on a terminal, and no line per object transferred or
+    /// removed (as the AWS CLI's --quiet); errors are still said. Not with --json.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Say what ferry is doing on stderr: -v each retry, resumed download and give-up
+    /// (info), -vv every step (debug). FERRY_LOG, a tracing filter, overrides it.
+    #[arg(long, short = 'v', action = clap::ArgAction::Count)]
+    pub verbose: u8,
     /// Objects transferred at once.
     #[arg(long, short = 'c', value_name = "N")]
     pub concurrency: Option<usize>,
@@ -273,6 +278,7 @@ impl Global {
             transport: over.transport.or(self.transport),
             json: over.json || self.json,
             quiet: over.quiet || self.quiet,
+            verbose: over.verbose.max(self.verbose),
             concurrency: over.concurrency.or(self.concurrency),
             part_concurrency: over.part_concurrency.or(self.part_concurrency),
             part_size: over.part_size.or(self.part_size),
@@ -452,6 +458,8 @@ impl Global {
 #[derive(Clone)]
 pub struct Output {
     pub json: bool,
+    /// `--quiet` without `--json`: no line per object done ([`Output::emit_done`]).
+    quiet: bool,
     lock: Arc<Mutex<()>>,
     pub progress: Progress,
     failed: Arc<AtomicU64>,
@@ -463,6 +471,7 @@ impl Output {
         let show = !g.json && !g.quiet && std::io::stderr().is_terminal();
         Output {
             json: g.json,
+            quiet: g.quiet && !g.json,
             lock: Arc::default(),
             progress: Progress::new(show),
             failed: Arc::default(),
@@ -478,6 +487,14 @@ impl Output {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{line}");
         });
+    }
+
+    /// The line saying one object was transferred or removed: as [`Output::emit`], but
+    /// nothing with `--quiet`.
+    pub fn emit_done(&self, text: impl FnOnce() -> String, value: impl FnOnce() -> serde_json::Value) {
+        if !self.quiet {
+            self.emit(text, value);
+        }
     }
 
     /// One operation done (counts toward the summary).

@@ -247,7 +247,7 @@ impl Runner {
         match self.execute(job).await {
             Ok((size, resumed)) => {
                 self.out.ok();
-                self.out.emit(
+                self.out.emit_done(
                     || format!("cp {} {}", job.source(ps), job.dest(pd)),
                     || serde_json::json!({"op": "cp", "source": job.source(ps), "dest": job.dest(pd), "size": size, "resumed_bytes": resumed}),
                 );
@@ -541,7 +541,7 @@ pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
                 {
                     Ok(r) => {
                         out.ok();
-                        out.emit(
+                        out.emit_done(
                             || format!("cp - {}", object_url(client.provider(), &obj)),
                             || serde_json::json!({"op": "cp", "source": "-", "dest": object_url(client.provider(), &obj), "size": r.size}),
                         );

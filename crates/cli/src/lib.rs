@@ -160,6 +160,36 @@ pub(crate) async fn dispatch(command: Command, g: common::Global) -> anyhow::Res
     }
 }
 
+/// The tracing filter for `-v` given `verbose` times: warnings only, then ferry's own
+/// crates at info (retries, resumes, give-ups), then at debug.
+fn log_filter(verbose: u8) -> &'static str {
+    match verbose {
+        0 => "warn",
+        1 => "warn,ferry_wire=info,ferry_store=info,ferry_engine=info,ferry_cli=info",
+        _ => "warn,ferry_wire=debug,ferry_store=debug,ferry_engine=debug,ferry_cli=debug",
+    }
+}
+
+impl Command {
+    /// `-v` as given after the verb.
+    fn verbose(&self) -> u8 {
+        match self {
+            Command::Ls(a) => a.g.verbose,
+            Command::Cp(a) => a.g.verbose,
+            Command::Sync(a) => a.g.verbose,
+            Command::Rm(a) => a.g.verbose,
+            Command::Cat(a) => a.g.verbose,
+            Command::Stat(a) => a.g.verbose,
+            Command::Mb(a) => a.g.verbose,
+            Command::Rb(a) => a.g.verbose,
+            Command::Presign(a) => a.g.verbose,
+            Command::Run(a) => a.g.verbose,
+            Command::Perfdiag(a) => a.g.verbose,
+            Command::Serve(_) | Command::Bench(_) => 0,
+        }
+    }
+}
+
 /// The exit code for an error: 2 for usage errors, 1 for the rest.
 fn exit_code(e: &anyhow::Error) -> u8 {
     if e.downcast_ref::<common::UsageError>().is_some() {
@@ -204,11 +234,6 @@ where
     if args.get(1).is_some_and(|a| a == ferry_bench::cli_transfer::CEILING_ARG) {
         return ferry_bench::cli_transfer::ceiling_main(&args[2..]).clamp(0, 255);
     }
-    // A second call in one process (an embedder) keeps the first subscriber.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("FERRY_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .try_init();
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
@@ -216,6 +241,10 @@ where
             return e.exit_code();
         }
     };
+    // A second call in one process (an embedder) keeps the first subscriber.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FERRY_LOG")
+        .unwrap_or_else(|_| log_filter(cli.global.verbose.max(cli.command.verbose())).into());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
     let result = match cli.command {
         Command::Serve(args) => {
             process::allow_huge_pages();

@@ -113,7 +113,7 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
             match client.delete(&obj).await {
                 Ok(()) => {
                     out.ok();
-                    out.emit(
+                    out.emit_done(
                         || format!("rm {}", object_url(provider, &obj)),
                         || serde_json::json!({"op": "rm", "object": object_url(provider, &obj)}),
                     );
@@ -159,7 +159,7 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
                             Some(f) => out.fail("rm", &name(k), &format!("{} {}", f.code, f.message)),
                             None => {
                                 out.ok();
-                                out.emit(
+                                out.emit_done(
                                     || format!("rm {}", name(k)),
                                     || serde_json::json!({"op": "rm", "object": name(k)}),
                                 );
@@ -228,7 +228,7 @@ async fn abort_incomplete(client: &Engine, out: &Output, bucket: &str, prefix: &
         match r {
             Ok(()) => {
                 out.ok();
-                out.emit(|| format!("rm --incomplete {} {}", name(u), u.upload_id), || json(u, false));
+                out.emit_done(|| format!("rm --incomplete {} {}", name(u), u.upload_id), || json(u, false));
             }
             Err(e) => out.fail("rm --incomplete", &format!("{} {}", name(u), u.upload_id), &e),
         }

@@ -519,10 +519,13 @@ pub fn make_job(src: &Side, dst: &Side, rel: &str, meta: &Meta) -> Job {
 
 async fn delete(client: &Engine, dst: &Side, rels: &[String], dry: bool, out: &Output) {
     let say = |name: String| {
-        out.emit(
-            || format!("{}rm {name}", if dry { "(dry run) " } else { "" }),
-            || serde_json::json!({"op": "rm", "object": name, "dry_run": dry}),
-        );
+        let text = || format!("{}rm {name}", if dry { "(dry run) " } else { "" });
+        let value = || serde_json::json!({"op": "rm", "object": name, "dry_run": dry});
+        if dry {
+            out.emit(text, value);
+        } else {
+            out.emit_done(text, value);
+        }
     };
     if dry {
         rels.iter().for_each(|r| say(dst.name(r)));

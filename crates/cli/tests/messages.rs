@@ -1,6 +1,6 @@
 //! Errors a person can read: the `ferry` binary under test against a closed port and an
-//! in-process `ferry serve` (missing bucket, missing key, wrong credentials, throttling)
-//! on real sockets. Each failure is one line on stderr that names the object, says the
+//! in-process `ferry serve` (missing bucket, missing key, wrong credentials, throttling,
+//! a body that stalls) on real sockets. Each failure is one line on stderr that names the object, says the
 //! cause once, and carries the server's request id when there was an answer.
 //!
 //! tests/test_faults.py covers the causes that need a scripted peer or a full disk (a
@@ -128,4 +128,47 @@ fn throttling_after_the_retries_is_named_with_the_request_id() {
     let o = run(&srv, &["cat", "s3://slow/k"]);
     let line = error_line(&o, "s3://slow/k");
     assert!(line.contains("throttled") && line.contains("SlowDown") && line.contains("request id"), "{line}");
+}
+
+/// A download whose body stops part-way (the server's stall fault, 30 s, on every GET)
+/// gives up within what `--timeout 0.3 --retries 2` allow, with one error line saying it
+/// timed out and nothing under the destination's name; `-v` shows the resume it tried.
+#[test]
+fn a_stalled_download_gives_up_within_the_time_out_flags() {
+    let srv = FerryServe::new()
+        .memory()
+        .faults(Faults { stall_rate: 1.0, stall: std::time::Duration::from_secs(30), seed: 3, ..Default::default() })
+        .start();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src.bin");
+    std::fs::write(&src, vec![7u8; 256 * 1024]).unwrap();
+    assert!(run(&srv, &["mb", "s3://stall"]).status.success());
+    let up = run(&srv, &["cp", src.to_str().unwrap(), "s3://stall/k"]);
+    assert!(up.status.success(), "{}", text(&up.stderr));
+    let dest = dir.path().join("got.bin");
+    let started = std::time::Instant::now();
+    let o = run(&srv, &["cp", "-v", "--timeout", "0.3", "--retries", "2", "s3://stall/k", dest.to_str().unwrap()]);
+    let took = started.elapsed();
+    let line = error_line(&o, "s3://stall/k");
+    assert!(line.contains("timed out") && line.contains("body bytes"), "{line}");
+    assert!(took < std::time::Duration::from_secs(20), "gave up after {took:?}");
+    assert!(!dest.exists(), "a partial file under the final name");
+    assert!(text(&o.stderr).contains("resuming GET"), "-v shows no resume: {}", text(&o.stderr));
+}
+
+/// `cp -q` prints no line per file (errors would still be said); without it, one.
+#[test]
+fn quiet_copies_print_no_line_per_file() {
+    let srv = FerryServe::new().memory().start();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("a.txt");
+    std::fs::write(&src, b"hello").unwrap();
+    assert!(run(&srv, &["mb", "s3://quiet"]).status.success());
+    let loud = run(&srv, &["cp", src.to_str().unwrap(), "s3://quiet/a.txt"]);
+    assert!(loud.status.success(), "{}", text(&loud.stderr));
+    assert!(text(&loud.stdout).starts_with("cp "), "{}", text(&loud.stdout));
+    let quiet = run(&srv, &["cp", "-q", src.to_str().unwrap(), "s3://quiet/b.txt"]);
+    assert!(quiet.status.success(), "{}", text(&quiet.stderr));
+    assert_eq!(text(&quiet.stdout), "");
+    assert_eq!(text(&quiet.stderr), "");
 }

@@ -241,7 +241,7 @@ impl<R: Reopen> CheckedBody<R> {
         tokio::time::sleep(retry.backoff(self.resumes - 1, class)).await;
         let from = self.start + self.received;
         let to = self.start + expected - 1;
-        tracing::debug!(object = %self.reopen.describe(), from, to, error = %failure, "resuming GET");
+        tracing::info!(object = %self.reopen.describe(), from, to, error = %failure, "resuming GET");
         let resp = self.reopen.reopen(&version, from, to).await?;
         let cr = resp.headers.get("content-range").and_then(|v| v.to_str().ok()).and_then(parse_content_range);
         if resp.status.as_u16() != 206 || cr.map(|(s, e, _)| (s, e)) != Some((from, to)) {

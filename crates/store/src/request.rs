@@ -326,14 +326,14 @@ impl Core {
                 return Err(e);
             }
             if !self.budget.withdraw(self.cost(class)) {
-                tracing::debug!(op = op.name, error = %e, "retry budget exhausted; not retrying");
+                tracing::info!(op = op.name, error = %e, "retry budget exhausted; not retrying");
                 return Err(e);
             }
             let mut sleep = retry.backoff(attempt - 1, class);
             if let Some(w) = wait {
                 sleep = sleep.max(w.min(retry.max_delay));
             }
-            tracing::debug!(op = op.name, attempt, ?sleep, error = %e, "retrying");
+            tracing::info!(op = op.name, attempt, ?sleep, error = %e, "retrying");
             last = Some(e);
             tokio::time::sleep(sleep).await;
         }
