@@ -520,6 +520,14 @@ class BadBodyPeer:
         return (lines, headers, head, buf[:n]), buf[n:]
 
     def _serve(self, conn):
+        try:
+            self._serve_conn(conn)
+        except ConnectionError:
+            # The client gave up on the connection (it closes one whose body failed its
+            # check, unread bytes and all, so the kernel resets it): nothing to serve.
+            pass
+
+    def _serve_conn(self, conn):
         buf = b""
         with conn:
             while True:
