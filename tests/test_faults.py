@@ -475,6 +475,66 @@ def test_matrix_credentials_changed(tmp_path, seed, record_property):
         site.stop()
 
 
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("source", ["profile", "env"])
+def test_matrix_expired_token(tmp_path, source, seed, record_property):
+    """Temporary credentials expire mid-sync (`ferry serve --fault-expire-token-after N`
+    answers 400 ExpiredToken to the Nth+1 request carrying a session token). From the
+    shared credentials file, which the test rewrites with a new token after the start,
+    ferry reads its credentials again once and carries on; from the environment, which
+    cannot change under a running process, it fails with one line per object naming
+    ExpiredToken. Either way nothing is partial and the re-run (new token) completes."""
+    site = Site(tmp_path, seed)
+    site.tree = {f"t/{i}.bin": _data(20_000 + i, seed * 1000 + i) for i in range(24)}
+    (tmp_path / "up" / "t").mkdir(parents=True, exist_ok=True)
+    for rel, data in site.tree.items():
+        (tmp_path / "up" / rel).write_bytes(data)
+    creds = tmp_path / "credentials"
+
+    def token_env(token: str) -> dict:
+        env = site.env(srv)
+        if source == "profile":
+            for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+                env.pop(k)
+            creds.write_text(f"[default]\naws_access_key_id = {site.keys[0]}\n"
+                             f"aws_secret_access_key = {site.keys[1]}\naws_session_token = {token}\n")
+            env["AWS_SHARED_CREDENTIALS_FILE"] = str(creds)
+        else:
+            env["AWS_SESSION_TOKEN"] = token
+        return env
+
+    # Each request waits ~40 ms, so the token expires ~0.5 s in, after the rewrite.
+    srv = site.start("--fault-expire-token-after", "12", "--ttfb-p50", "40ms", "--ttfb-p99", "40ms")
+    try:
+        site.ok("mb", "s3://fault")
+        cmd, _ = site.op("sync-up", extra=["-c", "1", "-v"])
+        proc = subprocess.Popen([str(ferry_binary()), *map(str, cmd)], env=token_env(f"tok-1-{seed}"),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        time.sleep(0.2)
+        fresh = token_env(f"tok-2-{seed}")  # rewrites the file (profile)
+        _, err = proc.communicate(timeout=120)
+        err = err.decode("utf-8", "replace")
+        renewed = "credentials read again after ExpiredToken" in err
+        record_property("renewed", str(renewed))
+        if proc.returncode != 0:
+            lines = [line for line in err.splitlines() if line.startswith("ferry: error:")]
+            assert lines, err[-2000:]
+            assert all("ExpiredToken" in line for line in lines), lines
+            record_property("error", lines[0])
+            assert not renewed, f"renewed, yet failed:\n{err[-2000:]}"
+        if source == "env":
+            assert proc.returncode != 0 and not renewed, "keys from the environment cannot be renewed"
+        site.check("sync-up", complete=False, srv=srv)
+        again = subprocess.run([str(ferry_binary()), *map(str, cmd)], env=fresh, capture_output=True,
+                               stdin=subprocess.DEVNULL, timeout=120)
+        assert again.returncode == 0, again.stderr.decode("utf-8", "replace")[-2000:]
+        site.check("sync-up", complete=True, srv=srv)
+        record_property("outcome", "failed-clean-rerun-ok" if proc.returncode else
+                        ("completed, credentials read again" if renewed else "completed"))
+    finally:
+        site.stop()
+
+
 class BadBodyPeer:
     """A scripted HTTP/1.1 peer on a real socket in front of `ferry serve`: it forwards
     each request as it came (so signatures hold) and answers GETs with a 200/206 whose

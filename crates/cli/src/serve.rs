@@ -106,6 +106,10 @@ pub struct ServeArgs {
     /// How long a stalled body pauses.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     fault_stall: Duration,
+    /// A session token (x-amz-security-token) expires after N requests that carried it:
+    /// later ones get 400 ExpiredToken, as S3 answers expired temporary credentials.
+    #[arg(long, value_name = "N")]
+    fault_expire_token_after: Option<u64>,
     /// Seed of every random draw (delays, faults), for reproducible runs.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -186,6 +190,7 @@ fn config(args: ServeArgs) -> Result<ServeConfig> {
     f.reset_rate = args.fault_reset_rate;
     f.stall_rate = args.fault_stall_rate;
     f.stall = args.fault_stall;
+    f.expire_token_after = args.fault_expire_token_after;
     f.seed = args.seed;
     if f.error_500_rate + f.error_503_rate > 1.0 {
         bail!("--fault-500-rate and --fault-503-rate add up to more than 1");

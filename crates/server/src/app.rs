@@ -159,6 +159,11 @@ impl App {
 
     async fn run(&self, req: &mut Request, route: &Route) -> Result<Response, S3Error> {
         let signing = self.authenticate(req, route)?;
+        if let Some(token) = session_token(req) {
+            if self.emulator.token_expired(token) {
+                return Err(S3Error::new(400, "ExpiredToken", "The provided token has expired. (injected fault)"));
+            }
+        }
         match self.emulator.injected_error() {
             Some(InjectedError::Internal) => {
                 return Err(S3Error::new(
@@ -237,4 +242,14 @@ fn throttle_prefix(route: &Route) -> String {
     let key = route.key.as_deref().unwrap_or("");
     let dir = key.rfind('/').map(|i| &key[..i]).unwrap_or("");
     format!("{}/{}", route.bucket.as_deref().unwrap_or(""), dir)
+}
+
+/// The session token a request carries: the `x-amz-security-token` header, or the
+/// `X-Amz-Security-Token` parameter of a presigned URL (left percent-encoded: it only
+/// needs to tell one token from another).
+fn session_token(req: &Request) -> Option<&str> {
+    if let Some(t) = req.headers.get("x-amz-security-token").and_then(|v| v.to_str().ok()) {
+        return Some(t);
+    }
+    req.raw_query.split('&').find_map(|p| p.strip_prefix("X-Amz-Security-Token="))
 }

@@ -143,11 +143,20 @@ pub struct Faults {
     pub stall_rate: f64,
     pub stall: Duration,
     pub seed: u64,
+    /// A session token (`x-amz-security-token`, header or presigned query) expires after
+    /// this many requests that carried it: each later one is answered 400 ExpiredToken,
+    /// as S3 answers temporary credentials past their expiry. Counted per token, so a
+    /// client that fetched a new one carries on.
+    pub expire_token_after: Option<u64>,
 }
 
 impl Faults {
     pub fn any(&self) -> bool {
-        self.error_500_rate > 0.0 || self.error_503_rate > 0.0 || self.reset_rate > 0.0 || self.stall_rate > 0.0
+        self.error_500_rate > 0.0
+            || self.error_503_rate > 0.0
+            || self.reset_rate > 0.0
+            || self.stall_rate > 0.0
+            || self.expire_token_after.is_some()
     }
 }
 
@@ -272,8 +281,14 @@ impl ServeConfig {
         ];
         if f.any() {
             lines.push(format!(
-                "faults: 500 rate={} 503 rate={} reset rate={} stall rate={} stall={:?} seed={}",
-                f.error_500_rate, f.error_503_rate, f.reset_rate, f.stall_rate, f.stall, f.seed
+                "faults: 500 rate={} 503 rate={} reset rate={} stall rate={} stall={:?} seed={}{}",
+                f.error_500_rate,
+                f.error_503_rate,
+                f.reset_rate,
+                f.stall_rate,
+                f.stall,
+                f.seed,
+                f.expire_token_after.map(|n| format!(" session tokens expire after {n} requests")).unwrap_or_default()
             ));
         }
         lines.push(format!("h2 max streams: {}", self.limits.h2_max_streams));

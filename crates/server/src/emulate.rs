@@ -59,6 +59,8 @@ pub struct Emulator {
     buckets: Mutex<HashMap<(String, RateClass), TokenBucket>>,
     /// Object requests between arrival and their head being due.
     in_flight: Arc<AtomicUsize>,
+    /// Requests seen per session token (`Faults::expire_token_after`).
+    tokens: Mutex<HashMap<String, u64>>,
 }
 
 /// One object request counted in progress (see [`Emulator::arrive`]) until dropped.
@@ -100,6 +102,7 @@ impl Emulator {
             list_delay,
             buckets: Mutex::new(HashMap::new()),
             in_flight: Arc::new(AtomicUsize::new(0)),
+            tokens: Mutex::new(HashMap::new()),
         }
     }
 
@@ -156,6 +159,16 @@ impl Emulator {
         }
         let bucket = buckets.entry((prefix.to_string(), class)).or_insert_with(|| TokenBucket::new(limit as f64, now));
         !bucket.take(now)
+    }
+
+    /// Whether a request carrying session token `token` finds it expired
+    /// (`Faults::expire_token_after`); counts the request.
+    pub fn token_expired(&self, token: &str) -> bool {
+        let Some(after) = self.faults.expire_token_after else { return false };
+        let mut seen = self.tokens.lock().unwrap();
+        let n = seen.entry(token.to_owned()).or_insert(0);
+        *n += 1;
+        *n > after
     }
 
     /// An injected error for this request, if the dice say so.

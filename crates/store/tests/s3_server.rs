@@ -1,5 +1,6 @@
-//! The S3 client against `ferry serve`'s fault flags (503s retried, reset bodies
-//! resumed, a replaced object never mixed into a resumed GET), over the real transports.
+//! The S3 client against `ferry serve`'s fault flags (503s retried, reset and stalled
+//! bodies resumed, a replaced object never mixed into a resumed GET, an expired session
+//! token renewed from its source), over the real transports.
 //! The operation-by-operation suite is `conformance.rs`. Corrupted bodies cannot be
 //! produced by the server; that case is covered by the scripted unit tests.
 
@@ -165,4 +166,61 @@ async fn stalled_bodies_time_out_and_are_resumed() {
         let sent = c.transport().stats().requests_sent - before;
         assert!(sent > 8, "{mode:?}: no GET was resumed ({sent} requests)");
     }
+}
+
+/// Temporary credentials that expire mid-run (the server's ExpiredToken fault after 3
+/// requests per session token): keys from the shared credentials file are read again
+/// once and the request goes through with the new token; explicit keys cannot be
+/// renewed, so the request fails with an authorisation error naming ExpiredToken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_session_token_is_renewed_from_its_source_once() {
+    let server = FerryServe::new().faults(Faults { expire_token_after: Some(3), ..Faults::default() }).start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("credentials");
+    let write = |token: &str| {
+        std::fs::write(
+            &file,
+            format!("[default]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\naws_session_token = {token}\n"),
+        )
+        .unwrap()
+    };
+    write("tok-1");
+    // Only this test reads the shared files (the others pass explicit keys).
+    std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", &file);
+    std::env::set_var("AWS_CONFIG_FILE", dir.path().join("no-config"));
+    let c = S3Client::builder(server.url())
+        .region(REGION)
+        .credentials(CredentialsSource::Profile(None))
+        .mode(Mode::H1Pool)
+        .retry(retry(3))
+        .build()
+        .unwrap();
+    c.create_bucket("tokens").await.unwrap();
+    let put = |k: &'static str| {
+        let c = c.clone();
+        async move { c.put(&ObjectRef::new("tokens", k), PutPayload::Bytes(data(1000, 1)), PutParams::default()).await }
+    };
+    put("a").await.unwrap();
+    put("b").await.unwrap();
+    // The 4th request with tok-1 would be refused; the file now holds tok-2.
+    write("tok-2");
+    put("c").await.expect("renewed from the credentials file");
+    put("d").await.unwrap();
+
+    let mut keys = Credentials::new(ACCESS_KEY, SECRET_KEY);
+    keys.session_token = Some("tok-explicit".into());
+    let fixed = S3Client::builder(server.url())
+        .region(REGION)
+        .credentials(CredentialsSource::Explicit(keys))
+        .mode(Mode::H1Pool)
+        .retry(retry(3))
+        .build()
+        .unwrap();
+    for k in ["e", "f", "g"] {
+        fixed.put(&ObjectRef::new("tokens", k), PutPayload::Bytes(data(10, 2)), PutParams::default()).await.unwrap();
+    }
+    let e = fixed.put(&ObjectRef::new("tokens", "h"), PutPayload::Bytes(data(10, 2)), PutParams::default()).await;
+    let e = e.expect_err("an expired token that cannot be renewed");
+    assert!(matches!(&e, Error::Auth { code, .. } if code == "ExpiredToken"), "{e}");
+    assert!(e.to_string().contains("ExpiredToken"), "{e}");
 }

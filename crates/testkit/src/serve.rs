@@ -188,6 +188,9 @@ impl FerryServe {
         flag("fault-reset-rate", f.reset_rate.to_string());
         flag("fault-stall-rate", f.stall_rate.to_string());
         flag("fault-stall", secs(f.stall));
+        if let Some(n) = f.expire_token_after {
+            flag("fault-expire-token-after", n.to_string());
+        }
         flag("seed", f.seed.to_string());
         let (l, d) = (&c.limits, Limits::default());
         assert!(

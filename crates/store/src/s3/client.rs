@@ -200,7 +200,7 @@ impl S3ClientBuilder {
             credentials,
             retry: self.limits.retry(self.retry),
         };
-        Ok(S3Client::with_transport(transport, config))
+        Ok(S3Client::with_source(transport, config, Some(self.credentials)))
     }
 }
 
@@ -214,8 +214,35 @@ pub(crate) struct Inner {
     /// Transport, retries, controller: the layer every provider shares (request.rs).
     pub(crate) core: Core,
     pub(crate) config: ClientConfig,
-    pub(crate) signing_creds: Option<sigv4::Credentials>,
+    /// The keys requests are signed with now: `config.credentials` until a renewal
+    /// ([`S3Client::renew_expired`]) replaces them.
+    pub(crate) keys: std::sync::RwLock<Arc<Keys>>,
+    /// Where the keys came from, when it can hand out new ones (the environment, the
+    /// shared files): read again once after an ExpiredToken answer.
+    pub(crate) source: Option<CredentialsSource>,
+    /// When the keys were last renewed: requests that fail ExpiredToken just after are
+    /// sent again with the new keys instead of reading the source once more each.
+    pub(crate) renewed_at: std::sync::Mutex<Option<std::time::Instant>>,
 }
+
+/// A client's keys, and the same in the form SigV4 signs with.
+pub(crate) struct Keys {
+    pub(crate) credentials: Option<Credentials>,
+    pub(crate) signing: Option<sigv4::Credentials>,
+}
+
+impl Keys {
+    fn new(credentials: Option<Credentials>) -> Keys {
+        let signing = credentials.as_ref().map(Credentials::to_proto);
+        Keys { credentials, signing }
+    }
+}
+
+/// How long after a renewal an ExpiredToken answer is taken as a request signed with the
+/// old keys (sent again at once) rather than a reason to read the source again: the
+/// requests in flight when the token expired all fail within about one round trip of
+/// each other; a few seconds covers a slow link.
+const RENEWED_RECENTLY: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl std::fmt::Debug for S3Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -241,9 +268,43 @@ impl S3Client {
 
     /// A client over a given transport: for tests, and for the lab to force a transport.
     pub fn with_transport(transport: Arc<dyn Transport>, config: ClientConfig) -> S3Client {
-        let signing_creds = config.credentials.as_ref().map(Credentials::to_proto);
+        S3Client::with_source(transport, config, None)
+    }
+
+    fn with_source(transport: Arc<dyn Transport>, config: ClientConfig, source: Option<CredentialsSource>) -> S3Client {
+        let keys = std::sync::RwLock::new(Arc::new(Keys::new(config.credentials.clone())));
         let core = Core::new(transport, config.retry.clone());
-        S3Client { inner: Arc::new(Inner { core, config, signing_creds }) }
+        let source = source.filter(|s| {
+            matches!(s, CredentialsSource::Default | CredentialsSource::Environment | CredentialsSource::Profile(_))
+        });
+        S3Client { inner: Arc::new(Inner { core, config, keys, source, renewed_at: Default::default() }) }
+    }
+
+    fn keys(&self) -> Arc<Keys> {
+        self.inner.keys.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// After an ExpiredToken answer: true when the request may go again with keys newer
+    /// than the ones it was signed with. Keys renewed moments ago count; else the source
+    /// is read again, and only keys that differ from the current ones count (the same
+    /// expired token read again would only fail again).
+    fn renew_expired(&self) -> bool {
+        let Some(source) = &self.inner.source else { return false };
+        let mut renewed_at = self.inner.renewed_at.lock().unwrap_or_else(|p| p.into_inner());
+        if renewed_at.is_some_and(|t| t.elapsed() < RENEWED_RECENTLY) {
+            return true;
+        }
+        let fresh = match source.resolve() {
+            Ok(Some(c)) => c,
+            _ => return false,
+        };
+        if self.keys().credentials.as_ref() == Some(&fresh) {
+            return false;
+        }
+        tracing::info!(access_key_id = %fresh.access_key_id, "credentials read again after ExpiredToken");
+        *self.inner.keys.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Keys::new(Some(fresh)));
+        *renewed_at = Some(std::time::Instant::now());
+        true
     }
 
     /// The endpoint's adaptive concurrency controller (`ferry_wire::controller`): the
@@ -326,10 +387,11 @@ impl S3Client {
             ferry_wire::Scheme::Http => "http",
             ferry_wire::Scheme::Https => "https",
         };
-        let Some(creds) = &self.inner.signing_creds else {
+        let keys = self.keys();
+        let Some(creds) = &keys.signing else {
             return Ok(format!("{scheme}://{host}{path}"));
         };
-        let extra = match c.credentials.as_ref().and_then(|c| c.session_token.as_deref()) {
+        let extra = match keys.credentials.as_ref().and_then(|c| c.session_token.as_deref()) {
             Some(t) => format!("X-Amz-Security-Token={}", uri_encode(t, true)),
             None => String::new(),
         };
@@ -350,8 +412,9 @@ impl Signer for S3Client {
             http::header::HOST,
             HeaderValue::from_str(&host).map_err(|_| Error::Config(format!("invalid host {host:?}")))?,
         );
-        if let Some(creds) = &self.inner.signing_creds {
-            if let Some(token) = self.inner.config.credentials.as_ref().and_then(|c| c.session_token.as_deref()) {
+        let keys = self.keys();
+        if let Some(creds) = &keys.signing {
+            if let Some(token) = keys.credentials.as_ref().and_then(|c| c.session_token.as_deref()) {
                 headers.insert(
                     "x-amz-security-token",
                     HeaderValue::from_str(token).map_err(|_| Error::Config("invalid session token".into()))?,
@@ -380,6 +443,13 @@ impl Signer for S3Client {
 
     async fn error(&self, resp: Response, head_request: bool) -> (Error, Option<std::time::Duration>) {
         (error::from_response(resp, head_request).await, None)
+    }
+
+    /// Temporary credentials that expired mid-run (400 ExpiredToken): the source is read
+    /// again, once for the request; without a source that can renew them (explicit keys)
+    /// or with the same keys read again, the error stands.
+    fn renewed_after(&self, error: &Error) -> bool {
+        matches!(error, Error::Auth { code, .. } if code == "ExpiredToken") && self.renew_expired()
     }
 }
 

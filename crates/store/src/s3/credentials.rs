@@ -14,9 +14,14 @@
 //! SDKs and Tools Reference Guide, "Shared config and credentials files"). The source that
 //! supplied the keys is logged with `tracing::debug!` (never the secret).
 //!
+//! Temporary keys that expire mid-run: a request answered 400 ExpiredToken makes the
+//! client read its source (the environment, the shared files) again, once, and send the
+//! request again when that gave other keys (client.rs `renew_expired`); explicit keys
+//! are never renewed.
+//!
 //! Not covered: instance metadata (IMDS), SSO, `credential_process`, `role_arn`
-//! assumption, and refreshing expiring keys; a profile that only has those resolves to
-//! no keys and the chain goes on.
+//! assumption and web identity; a profile that only has those resolves to no keys and
+//! the chain goes on.
 
 use crate::error::Error;
 use std::collections::HashMap;
