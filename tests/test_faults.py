@@ -485,7 +485,7 @@ def test_matrix_expired_token(tmp_path, source, seed, record_property):
     cannot change under a running process, it fails with one line per object naming
     ExpiredToken. Either way nothing is partial and the re-run (new token) completes."""
     site = Site(tmp_path, seed)
-    site.tree = {f"t/{i}.bin": _data(20_000 + i, seed * 1000 + i) for i in range(24)}
+    site.tree = {f"t/{i}.bin": _data(20_000 + i, seed * 1000 + i) for i in range(16)}
     (tmp_path / "up" / "t").mkdir(parents=True, exist_ok=True)
     for rel, data in site.tree.items():
         (tmp_path / "up" / rel).write_bytes(data)
@@ -503,15 +503,16 @@ def test_matrix_expired_token(tmp_path, source, seed, record_property):
             env["AWS_SESSION_TOKEN"] = token
         return env
 
-    # Each request waits ~40 ms, so the token expires ~0.5 s in, after the rewrite.
-    srv = site.start("--fault-expire-token-after", "12", "--ttfb-p50", "40ms", "--ttfb-p99", "40ms")
+    # Each request waits ~60 ms, so the first token expires ~0.6 s in, well after the
+    # rewrite; the second one lasts for the rest (17 requests: a listing, 16 PUTs).
+    srv = site.start("--fault-expire-token-after", "10", "--ttfb-p50", "60ms", "--ttfb-p99", "60ms")
     try:
         site.ok("mb", "s3://fault")
         cmd, _ = site.op("sync-up", extra=["-c", "1", "-v"])
         proc = subprocess.Popen([str(ferry_binary()), *map(str, cmd)], env=token_env(f"tok-1-{seed}"),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
         time.sleep(0.2)
-        fresh = token_env(f"tok-2-{seed}")  # rewrites the file (profile)
+        token_env(f"tok-2-{seed}")  # rewrites the file (profile)
         _, err = proc.communicate(timeout=120)
         err = err.decode("utf-8", "replace")
         renewed = "credentials read again after ExpiredToken" in err
@@ -524,6 +525,9 @@ def test_matrix_expired_token(tmp_path, source, seed, record_property):
             assert not renewed, f"renewed, yet failed:\n{err[-2000:]}"
         if source == "env":
             assert proc.returncode != 0 and not renewed, "keys from the environment cannot be renewed"
+        site.stop()
+        srv = site.start()  # the re-run meets no expiring tokens
+        fresh = token_env(f"tok-2-{seed}")
         site.check("sync-up", complete=False, srv=srv)
         again = subprocess.run([str(ferry_binary()), *map(str, cmd)], env=fresh, capture_output=True,
                                stdin=subprocess.DEVNULL, timeout=120)
