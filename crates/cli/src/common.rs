@@ -64,6 +64,10 @@ pub struct Global {
     /// (info), -vv every step (debug). FERRY_LOG, a tracing filter, overrides it.
     #[arg(long, short = 'v', action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// No progress display, set by verbs that run others (`ferry run`): their lines are
+    /// still printed, unlike with `--quiet`.
+    #[arg(skip)]
+    pub no_progress: bool,
     /// Objects transferred at once.
     #[arg(long, short = 'c', value_name = "N")]
     pub concurrency: Option<usize>,
@@ -279,6 +283,7 @@ impl Global {
             json: over.json || self.json,
             quiet: over.quiet || self.quiet,
             verbose: over.verbose.max(self.verbose),
+            no_progress: over.no_progress || self.no_progress,
             concurrency: over.concurrency.or(self.concurrency),
             part_concurrency: over.part_concurrency.or(self.part_concurrency),
             part_size: over.part_size.or(self.part_size),
@@ -468,7 +473,7 @@ pub struct Output {
 
 impl Output {
     pub fn new(g: &Global) -> Output {
-        let show = !g.json && !g.quiet && std::io::stderr().is_terminal();
+        let show = !g.json && !g.quiet && !g.no_progress && std::io::stderr().is_terminal();
         Output {
             json: g.json,
             quiet: g.quiet && !g.json,

@@ -95,9 +95,9 @@ pub async fn run(args: RunArgs, g: &Global) -> Result<()> {
             std::fs::File::open(p).with_context(|| p.to_owned()).map_err(|e| usage(crate::common::explain(&e)))?,
         )),
     };
-    // Each line's own progress display would fight over the terminal: quiet inside.
+    // Each line's own progress display would fight over the terminal: none inside.
     let mut base = g.clone();
-    base.quiet = true;
+    base.no_progress = true;
     let failed = AtomicU64::new(0);
     let total = AtomicU64::new(0);
     let lines = futures_util::stream::iter(reader.lines().enumerate());

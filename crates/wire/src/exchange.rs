@@ -74,14 +74,19 @@ pub(crate) async fn await_head<F: Future>(fut: F, limit: Duration, progress: &Pr
 /// The stall clock of a response body: it starts when a poll for the next chunk finds
 /// none ready and stops when a chunk arrives, so only time spent waiting on the peer
 /// counts.
+///
+/// Cheap on the hot path (a bulk GET waits once per chunk): one clock read when a wait
+/// begins, and one timer that is only re-armed when it fires. A timer set for an earlier
+/// wait fires early; it is then moved to this wait's deadline, never reallocated.
 pub(crate) struct StallClock {
     limit: Duration,
+    waiting_since: Option<tokio::time::Instant>,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl StallClock {
     pub(crate) fn new(limit: Duration) -> StallClock {
-        StallClock { limit, sleep: None }
+        StallClock { limit, waiting_since: None, sleep: None }
     }
 
     pub(crate) fn limit(&self) -> Duration {
@@ -90,14 +95,23 @@ impl StallClock {
 
     /// A chunk (or the end) arrived: the clock stops.
     pub(crate) fn progressed(&mut self) {
-        self.sleep = None;
+        self.waiting_since = None;
     }
 
     /// The body had nothing ready: starts the clock if it is not running, and says
     /// whether `limit` has passed since it started (else `cx` is woken when it does).
     pub(crate) fn expired(&mut self, cx: &mut Context<'_>) -> bool {
-        let limit = self.limit;
-        let sleep = self.sleep.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-        sleep.as_mut().poll(cx) == Poll::Ready(())
+        let since = *self.waiting_since.get_or_insert_with(tokio::time::Instant::now);
+        let deadline = since + self.limit;
+        let sleep = self.sleep.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        loop {
+            match sleep.as_mut().poll(cx) {
+                Poll::Pending => return false,
+                Poll::Ready(()) if sleep.deadline() >= deadline => return true,
+                // Set for an earlier wait: move it to this one's deadline and poll again,
+                // which registers `cx`.
+                Poll::Ready(()) => sleep.as_mut().reset(deadline),
+            }
+        }
     }
 }
