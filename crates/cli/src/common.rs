@@ -94,10 +94,11 @@ pub struct Global {
     /// Attempts per request, the first included (1: never retry); else AWS_MAX_ATTEMPTS,
     /// which counts the same way, else 5. A request whose peer went silent (a dead link)
     /// gives up after at most about N x (connect timeout + timeout) plus the waits between
-    /// attempts (a few seconds): with the defaults ~6 minutes in the worst case and ~100 s
-    /// on a link that died (later attempts fail at connect). Requests run at once, and a
-    /// shared retry budget stops retrying when many fail together, so a whole command
-    /// ends in about that time too.
+    /// attempts (a few seconds): with the defaults ~6 minutes in the worst case, and 1-2
+    /// minutes on a link that died (an endpoint that fails every connection attempt for
+    /// a whole connect timeout is then refused at once, but for one probe per connect
+    /// timeout). Requests run at once, and a shared retry budget stops retrying when many
+    /// fail together, so a whole command ends in about that time too.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub retries: Option<u32>,
 }
