@@ -18,9 +18,10 @@
 //! take a slot of [`LARGE_UPLOADS_AT_ONCE`], so at most `2 * part_concurrency` parts
 //! are in flight however many files there are; each streams from its file and holds a
 //! couple of 256 KiB chunks, not the part (engine's upload.rs). Downloads buffer no more
-//! than a write batch per part in flight, and all downloads of one command share a
-//! budget of [`DOWNLOAD_PARTS_AT_ONCE`] parts in flight (engine's download/ has the
-//! design; docs/lab/cli-cp-memory.md the measurements).
+//! than a write batch per part in flight, and all downloads of one command share
+//! [`DOWNLOAD_PARTS_AT_ONCE`] parts in flight, a limit of the runner's engine that its
+//! admission applies (engine's admission.rs and download/ have the design;
+//! docs/lab/cli-cp-memory.md the measurements).
 //!
 //! Names follow the AWS CLI: a destination ending in `/` (or an existing directory)
 //! receives the source's base name; `--recursive` copies what is under the source
@@ -178,15 +179,14 @@ impl Job {
 /// What runs jobs: the client, the settings, the output, the large-object slots.
 #[derive(Clone)]
 pub struct Runner {
-    /// The destination's store (and the only one, unless copying between providers).
+    /// The destination's store (and the only one, unless copying between providers),
+    /// bounding the parts of its downloads to [`DOWNLOAD_PARTS_AT_ONCE`] in all.
     pub client: Engine,
     /// The source objects' store: `client` but for a copy between providers.
     pub source: Engine,
     pub g: Global,
     pub out: Output,
     large: Arc<Semaphore>,
-    /// The parts budget shared by all downloads (module note).
-    parts: ferry_engine::download::PartBudget,
     pub resume: bool,
     pub content_type: Option<String>,
     /// Directories this command has made (or found) for its downloads: each is made
@@ -197,14 +197,13 @@ pub struct Runner {
 
 impl Runner {
     pub fn new(client: Engine, g: &Global, out: Output) -> Runner {
-        let parts = Arc::new(Semaphore::new(DOWNLOAD_PARTS_AT_ONCE));
+        let client = client.with_download_parts(DOWNLOAD_PARTS_AT_ONCE);
         Runner {
             source: client.clone(),
             client,
             g: g.clone(),
             out,
             large: Arc::new(Semaphore::new(LARGE_UPLOADS_AT_ONCE)),
-            parts,
             resume: true,
             content_type: None,
             made_dirs: Default::default(),
@@ -275,7 +274,6 @@ impl Runner {
                 }
                 let mut p = self.g.download_params();
                 p.resume = self.resume;
-                p.budget = Some(self.parts.clone());
                 // Set on the temp file before the rename (engine's download/); the
                 // listing's time when there is one, so `sync` compares the same time.
                 p.mtime = match mtime {
