@@ -475,7 +475,7 @@ async fn auto_pipelines_small_requests_after_the_probe() {
     let before = auto.pipelined_requests();
     for hint in [Some(16 * 1024), None, Some(16 * 1024)] {
         let mut r = ferry_wire::Request::new(Method::GET, "/bkt/small");
-        r.size_hint = hint;
+        r.response_len = hint;
         let r = t.send(r).await.unwrap();
         assert_eq!(r.body.collect(MIB).await.unwrap(), pattern(16 * 1024));
     }
