@@ -281,7 +281,7 @@ impl Drop for BudgetPermit {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[tokio::test]
@@ -309,13 +309,18 @@ mod tests {
         assert_eq!(default_memory_budget(50), 800 << 20);
     }
 
-    #[test]
-    fn an_expert_sets_the_memory_budget() {
+    /// An engine over an S3 client of a local address that nothing here sends to.
+    pub(crate) fn idle_engine() -> Engine {
         let c = ferry_store::S3Client::builder("http://127.0.0.1:9000")
             .credentials(ferry_store::CredentialsSource::Anonymous)
             .build()
             .unwrap();
-        let e = Engine::new(c);
+        Engine::new(c)
+    }
+
+    #[test]
+    fn an_expert_sets_the_memory_budget() {
+        let e = idle_engine();
         assert_eq!(e.memory_budget().total(), default_memory_budget(e.controller().max()));
         let small = e.with_memory_budget(32 << 20);
         assert_eq!(small.memory_budget().total(), 32 << 20);
@@ -347,11 +352,7 @@ mod tests {
 
     #[tokio::test]
     async fn download_parts_are_shared_by_every_clone_of_the_engine() {
-        let c = ferry_store::S3Client::builder("http://127.0.0.1:9000")
-            .credentials(ferry_store::CredentialsSource::Anonymous)
-            .build()
-            .unwrap();
-        let plain = Engine::new(c);
+        let plain = idle_engine();
         assert_eq!(plain.admission().download_parts(), None, "no limit across downloads by default");
         let e = plain.with_download_parts(2);
         assert_eq!(e.admission().download_parts(), Some(2));

@@ -65,11 +65,7 @@ mod send_tests {
 
     #[test]
     fn every_entry_points_future_is_send() {
-        let store = ferry_store::S3Client::builder("http://127.0.0.1:9")
-            .credentials(ferry_store::CredentialsSource::Anonymous)
-            .build()
-            .unwrap();
-        let engine = Engine::new(store);
+        let engine = admission::tests::idle_engine();
         let object = ObjectRef::new("b", "k");
         let ranges = [0..10, 20..30];
         let ropts = RangesOptions::default();
