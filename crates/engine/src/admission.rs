@@ -2,19 +2,18 @@
 //!
 //! Every fan-out of the engine (ranged download parts, `get_ranges` spans, upload
 //! parts, open-ahead read-ahead, batch deletes, listing pages) asks an [`Admission`]
-//! before it sends. Admission combines the two limits that matter above the transport:
+//! before it sends. Admission combines the limits that matter above the transport:
 //!
 //! ```text
-//! fan-out ─► Admission::admit(bytes) ─► ByteBudget: bytes in flight (memory)
-//!                                  └─► Controller: requests in flight (the endpoint's
-//!                                      AIMD limit, learned by the transport from every
-//!                                      response's status and first-byte latency)
-//!          ◄─ Ticket (both held; dropped when the bytes have left memory)
+//! download part ─► Admission::admit_part(bytes) ─► download parts in flight, when the
+//!                                     │              engine bounds them (all its downloads
+//!                                     │              together; `ferry cp`: 16 a command)
+//! fan-out ─► Admission::admit(bytes) ─┴► ByteBudget: bytes in flight (memory)
+//!                                    └─► Controller: requests in flight (the endpoint's
+//!                                        AIMD limit, learned by the transport from every
+//!                                        response's status and first-byte latency)
+//!          ◄─ Ticket (all held; dropped when the bytes have left memory)
 //! ```
-//!
-//! A ranged download's part first takes a place among the parts in flight across every
-//! download of the engine ([`Engine::with_download_parts`]: `ferry cp` shares 16 among all
-//! the files of one command), when the engine has such a limit, then bytes and room.
 //!
 //! Bytes first, then room: a request waits for memory before it takes one of the
 //! endpoint's places, so a place is never held by a request that cannot buffer its
@@ -50,7 +49,8 @@ impl Engine {
 
     /// The same store and controller, drawing bytes in flight from a budget of `bytes`
     /// of its own (at least [`MIN_MEMORY_BUDGET`]): an expert's override. Clones of the
-    /// result share the new budget.
+    /// result share the new budget; the download parts limit, if any, stays shared with
+    /// `self`.
     pub fn with_memory_budget(&self, bytes: u64) -> Engine {
         let admission = Admission {
             bytes: ByteBudget::new(bytes.max(MIN_MEMORY_BUDGET)),
