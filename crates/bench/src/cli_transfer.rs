@@ -692,7 +692,7 @@ const CEILING_THREADS: usize = 4;
 /// buffer of a part's size.
 const CEILING_WRITE: usize = 1 << 20;
 /// The network ceiling's ranges and how many are in flight: ferry's own defaults (8 MiB
-/// parts, 16 parts per command: `PartBudget` in crates/engine/src/download/mod.rs; 64
+/// parts, 16 parts per command: `DOWNLOAD_PARTS_AT_ONCE` in crates/cli/src/cp.rs; 64
 /// objects at once, as `ferry cp --concurrency`), so it is the most this server and
 /// loopback hand a client shaped like ferry's, with nothing written anywhere.
 const CEILING_PART: u64 = 8 << 20;

@@ -1,7 +1,7 @@
 //! `ferry cat`: an object's bytes to stdout, streamed (the body is verified as it
 //! passes; a mismatch at the end is an error and exit code 1).
 
-use crate::common::{object_url, parse_object, usage, Global};
+use crate::common::{parse_object, usage, Global};
 use crate::wildcard::{one_object, Literal};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -25,19 +25,18 @@ pub struct CatArgs {
 
 pub async fn run(args: CatArgs, g: &Global) -> Result<()> {
     let u = parse_object(&args.url)?;
-    let (provider, bucket, key) = (u.provider, u.bucket, u.key);
-    if key.is_empty() {
+    if u.key.is_empty() {
         return Err(usage(format!("cat takes one object, not {:?}", args.url)));
     }
-    let client = g.client(provider)?;
+    let client = g.client(u.provider)?;
     // The key itself when such an object exists, else the one its wildcard matches.
-    let obj = one_object(&client, &ObjectRef::new(bucket, key), Literal::from_raw(args.raw), "cat").await?;
-    to_stdout(&client, provider, &obj).await
+    let obj = one_object(&client, &u.object(), Literal::from_raw(args.raw), "cat").await?;
+    to_stdout(&client, &obj).await
 }
 
 /// Streams one object to stdout (shared with `cp s3://... -`).
-pub async fn to_stdout(client: &Engine, provider: ferry_store::Provider, obj: &ObjectRef) -> Result<()> {
-    let name = object_url(provider, obj);
+pub async fn to_stdout(client: &Engine, obj: &ObjectRef) -> Result<()> {
+    let name = obj.to_string();
     let out = client.get(obj, GetParams::default()).await.with_context(|| name.clone())?;
     let mut body = out.body;
     let mut stdout = std::io::stdout().lock();

@@ -174,12 +174,9 @@ impl std::error::Error for PartialFailure {}
 /// Where data is: an object (or a key pattern), a local path, or stdin/stdout.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Location {
-    /// `SCHEME://bucket/key`, parsed by the one URL model (`ferry_store::url`).
-    Object {
-        provider: Provider,
-        bucket: String,
-        key: String,
-    },
+    /// `SCHEME://bucket/key`, parsed by the one URL model (`ferry_store::url`); every
+    /// object a command makes from it is [`StoreUrl::at`]'s, its provider carried.
+    Object(StoreUrl),
     Local(PathBuf),
     Stdio,
 }
@@ -188,7 +185,7 @@ impl Location {
     /// The provider of an object location.
     pub fn provider(&self) -> Option<Provider> {
         match self {
-            Location::Object { provider, .. } => Some(*provider),
+            Location::Object(u) => Some(u.provider),
             _ => None,
         }
     }
@@ -197,7 +194,7 @@ impl Location {
 impl std::fmt::Display for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Location::Object { provider, bucket, key } => write!(f, "{provider}://{bucket}/{key}"),
+            Location::Object(u) => write!(f, "{u}"),
             Location::Local(p) => write!(f, "{}", p.display()),
             Location::Stdio => f.write_str("-"),
         }
@@ -217,7 +214,7 @@ pub fn parse_location(s: &str) -> Result<Location, UsageError> {
         note_portal_account(&account)?;
     }
     match StoreUrl::parse(s) {
-        Ok(u) => Ok(Location::Object { provider: u.provider, bucket: u.bucket, key: u.key }),
+        Ok(u) => Ok(Location::Object(u)),
         Err(UrlError::NotAUrl(_)) => Ok(Location::Local(PathBuf::from(s))),
         Err(e) => Err(UsageError(e.to_string())),
     }
@@ -250,16 +247,11 @@ fn portal_endpoint() -> Option<String> {
 /// An object URL only (`SCHEME://bucket/key`), for the verbs that take no local path.
 pub fn parse_object(s: &str) -> Result<StoreUrl, UsageError> {
     match parse_location(s)? {
-        Location::Object { provider, bucket, key } => Ok(StoreUrl { provider, bucket, key }),
+        Location::Object(u) => Ok(u),
         _ => Err(UsageError(format!(
             "{s:?} is not an object URL (s3://bucket/key, gs://bucket/key, az://container/key)"
         ))),
     }
-}
-
-/// How an object is named to the user: `SCHEME://bucket/key`.
-pub fn object_url(provider: Provider, obj: &ferry_store::ObjectRef) -> String {
-    format!("{provider}://{}/{}", obj.bucket, obj.key)
 }
 
 /// Objects in flight by default: enough to hide per-request latency for small objects
@@ -638,21 +630,12 @@ mod tests {
 
     #[test]
     fn locations() {
-        assert_eq!(
-            parse_location("s3://b/k/x").unwrap(),
-            Location::Object { provider: Provider::S3, bucket: "b".into(), key: "k/x".into() }
-        );
-        assert_eq!(
-            parse_location("S3://b").unwrap(),
-            Location::Object { provider: Provider::S3, bucket: "b".into(), key: "".into() }
-        );
-        assert_eq!(
-            parse_location("s3://b/").unwrap(),
-            Location::Object { provider: Provider::S3, bucket: "b".into(), key: "".into() }
-        );
+        assert_eq!(parse_location("s3://b/k/x").unwrap(), Location::Object(StoreUrl::new(Provider::S3, "b", "k/x")));
+        assert_eq!(parse_location("S3://b").unwrap(), Location::Object(StoreUrl::new(Provider::S3, "b", "")));
+        assert_eq!(parse_location("s3://b/").unwrap(), Location::Object(StoreUrl::new(Provider::S3, "b", "")));
         assert_eq!(
             parse_location("s3://b/a b/*.txt").unwrap(),
-            Location::Object { provider: Provider::S3, bucket: "b".into(), key: "a b/*.txt".into() }
+            Location::Object(StoreUrl::new(Provider::S3, "b", "a b/*.txt"))
         );
         assert_eq!(parse_location("-").unwrap(), Location::Stdio);
         assert_eq!(parse_location("dir/file").unwrap(), Location::Local("dir/file".into()));
@@ -661,14 +644,8 @@ mod tests {
         assert!(parse_location("s3:///key").is_err());
         assert!(parse_location("s3://bad bucket/k").is_err());
         assert!(parse_location("s3://b*/k").is_err());
-        assert_eq!(
-            parse_location("gs://b/k").unwrap(),
-            Location::Object { provider: Provider::Gcs, bucket: "b".into(), key: "k".into() }
-        );
-        assert_eq!(
-            parse_location("az://c/d/e").unwrap(),
-            Location::Object { provider: Provider::Azure, bucket: "c".into(), key: "d/e".into() }
-        );
+        assert_eq!(parse_location("gs://b/k").unwrap(), Location::Object(StoreUrl::new(Provider::Gcs, "b", "k")));
+        assert_eq!(parse_location("az://c/d/e").unwrap(), Location::Object(StoreUrl::new(Provider::Azure, "c", "d/e")));
         assert!(parse_location("ftp://h/k").unwrap_err().0.contains("unsupported URL scheme"));
         assert!(parse_location("").is_err());
         assert!(parse_object("local").is_err());

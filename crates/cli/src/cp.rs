@@ -18,9 +18,10 @@
 //! take a slot of [`LARGE_UPLOADS_AT_ONCE`], so at most `2 * part_concurrency` parts
 //! are in flight however many files there are; each streams from its file and holds a
 //! couple of 256 KiB chunks, not the part (engine's upload.rs). Downloads buffer no more
-//! than a write batch per part in flight, and all downloads of one command share a
-//! budget of [`DOWNLOAD_PARTS_AT_ONCE`] parts in flight (engine's download/ has the
-//! design; docs/lab/cli-cp-memory.md the measurements).
+//! than a write batch per part in flight, and all downloads of one command share
+//! [`DOWNLOAD_PARTS_AT_ONCE`] parts in flight, a limit of the runner's engine that its
+//! admission applies (engine's admission.rs and download/ have the design;
+//! docs/lab/cli-cp-memory.md the measurements).
 //!
 //! Names follow the AWS CLI: a destination ending in `/` (or an existing directory)
 //! receives the source's base name; `--recursive` copies what is under the source
@@ -40,14 +41,14 @@
 //! such uploads). Its part size is fixed before the first byte, so a stream above
 //! 10,000 parts of --part-size needs `--expected-size` (engine's upload.rs).
 
-use crate::common::{object_url, parse_location, usage, Global, Location, Output};
+use crate::common::{parse_location, usage, Global, Location, Output};
 use crate::wildcard::{has_wildcard, list_matching, literal_or_pattern, local_matching, Literal, OneObject, Pattern};
 use anyhow::{Context, Result};
 use bytes::{Bytes, BytesMut};
 use clap::Args;
 use ferry_engine::download::Mtime;
 use ferry_engine::Engine;
-use ferry_store::{ObjectInfo, ObjectRef, Provider};
+use ferry_store::{ObjectInfo, ObjectRef, Provider, StoreUrl};
 use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -150,19 +151,19 @@ pub fn local_below(dir: &std::path::Path, rel: &str, src: &ObjectRef) -> Result<
 }
 
 impl Job {
-    /// The source's name for the user; `p` is the provider of the job's objects.
-    pub fn source(&self, p: Provider) -> String {
+    /// The source's name for the user (an object's URL, its provider carried).
+    pub fn source(&self) -> String {
         match self {
             Job::Upload { path, .. } => path.display().to_string(),
-            Job::Download { obj, .. } => object_url(p, obj),
-            Job::Copy { src, .. } | Job::Refuse { src, .. } => object_url(p, src),
+            Job::Download { obj, .. } => obj.to_string(),
+            Job::Copy { src, .. } | Job::Refuse { src, .. } => src.to_string(),
         }
     }
-    pub fn dest(&self, p: Provider) -> String {
+    pub fn dest(&self) -> String {
         match self {
-            Job::Upload { obj, .. } => object_url(p, obj),
+            Job::Upload { obj, .. } => obj.to_string(),
             Job::Download { path, .. } => path.display().to_string(),
-            Job::Copy { dst, .. } => object_url(p, dst),
+            Job::Copy { dst, .. } => dst.to_string(),
             Job::Refuse { .. } => String::new(),
         }
     }
@@ -178,15 +179,14 @@ impl Job {
 /// What runs jobs: the client, the settings, the output, the large-object slots.
 #[derive(Clone)]
 pub struct Runner {
-    /// The destination's store (and the only one, unless copying between providers).
+    /// The destination's store (and the only one, unless copying between providers),
+    /// bounding the parts of its downloads to [`DOWNLOAD_PARTS_AT_ONCE`] in all.
     pub client: Engine,
     /// The source objects' store: `client` but for a copy between providers.
     pub source: Engine,
     pub g: Global,
     pub out: Output,
     large: Arc<Semaphore>,
-    /// The parts budget shared by all downloads (module note).
-    parts: ferry_engine::download::PartBudget,
     pub resume: bool,
     pub content_type: Option<String>,
     /// Directories this command has made (or found) for its downloads: each is made
@@ -197,14 +197,13 @@ pub struct Runner {
 
 impl Runner {
     pub fn new(client: Engine, g: &Global, out: Output) -> Runner {
-        let parts = Arc::new(Semaphore::new(DOWNLOAD_PARTS_AT_ONCE));
+        let client = client.with_download_parts(DOWNLOAD_PARTS_AT_ONCE);
         Runner {
             source: client.clone(),
             client,
             g: g.clone(),
             out,
             large: Arc::new(Semaphore::new(LARGE_UPLOADS_AT_ONCE)),
-            parts,
             resume: true,
             content_type: None,
             made_dirs: Default::default(),
@@ -243,16 +242,15 @@ impl Runner {
 
     /// One job, its result reported.
     pub async fn run_one(&self, job: &Job) {
-        let (ps, pd) = (self.source.provider(), self.client.provider());
         match self.execute(job).await {
             Ok((size, resumed)) => {
                 self.out.ok();
                 self.out.emit_done(
-                    || format!("cp {} {}", job.source(ps), job.dest(pd)),
-                    || serde_json::json!({"op": "cp", "source": job.source(ps), "dest": job.dest(pd), "size": size, "resumed_bytes": resumed}),
+                    || format!("cp {} {}", job.source(), job.dest()),
+                    || serde_json::json!({"op": "cp", "source": job.source(), "dest": job.dest(), "size": size, "resumed_bytes": resumed}),
                 );
             }
-            Err(e) => self.out.fail_copy("cp", &job.source(ps), &job.dest(pd), &crate::common::explain(&e)),
+            Err(e) => self.out.fail_copy("cp", &job.source(), &job.dest(), &crate::common::explain(&e)),
         }
     }
 
@@ -275,7 +273,6 @@ impl Runner {
                 }
                 let mut p = self.g.download_params();
                 p.resume = self.resume;
-                p.budget = Some(self.parts.clone());
                 // Set on the temp file before the rename (engine's download/); the
                 // listing's time when there is one, so `sync` compares the same time.
                 p.mtime = match mtime {
@@ -376,21 +373,18 @@ pub fn jobs_for(
         (_, Location::Stdio) | (Location::Stdio, _) => {
             Err(usage("'-' is a whole object: cp - s3://bucket/key, or cp s3://bucket/key -"))
         }
-        (Location::Local(path), Location::Object { bucket, key, .. }) => {
+        (Location::Local(path), Location::Object(dest)) => {
+            let key = &dest.key;
             let s = path.to_string_lossy().into_owned();
             let is_dir = path.is_dir();
             let wild = has_wildcard(&s) && literal == Literal::First && !path.exists();
             if wild || (is_dir && recursive) {
                 let prefix = as_dir(key);
-                let bucket = bucket.clone();
+                let dest = dest.clone();
                 let files = local_matching(path, recursive, wild)?;
                 Ok(futures_util::stream::iter(files.map(move |f| {
                     let f = f?;
-                    Ok(Job::Upload {
-                        obj: ObjectRef::new(bucket.clone(), format!("{prefix}{}", f.rel)),
-                        path: f.path,
-                        size: f.size,
-                    })
+                    Ok(Job::Upload { obj: dest.at(format!("{prefix}{}", f.rel)), path: f.path, size: f.size })
                 }))
                 .boxed())
             } else if is_dir {
@@ -404,37 +398,38 @@ pub fn jobs_for(
                 } else {
                     key.clone()
                 };
-                let job = Job::Upload { path: path.clone(), obj: ObjectRef::new(bucket.clone(), k), size };
+                let job = Job::Upload { path: path.clone(), obj: dest.at(k), size };
                 Ok(futures_util::stream::once(async move { Ok(job) }).boxed())
             }
         }
-        (Location::Object { bucket, key, .. }, dest) => {
+        (Location::Object(src), dest) => {
+            let key = &src.key;
             if recursive {
                 let pattern = match literal {
                     Literal::Always => Pattern::under(key),
                     Literal::First => Pattern::new(key, true)?,
                 };
-                return Ok(listed_jobs(client, bucket, pattern, dest));
+                return Ok(listed_jobs(client, src, pattern, dest));
             }
             if key.is_empty() {
                 return Err(usage(format!(
-                    "{}://{bucket} is a bucket: use --recursive, or name a key",
-                    client.provider()
+                    "{}://{} is a bucket: use --recursive, or name a key",
+                    src.provider, src.bucket
                 )));
             }
-            let obj = ObjectRef::new(bucket.clone(), key.clone());
+            let obj = src.object();
             if literal == Literal::Always || !has_wildcard(key) {
                 let job = one_job(obj, None, dest, many);
                 return Ok(futures_util::stream::once(async move { Ok(job) }).boxed());
             }
             // The object of that very name if there is one (a HEAD), else the pattern.
-            let (client, bucket, key, dest) = (client.clone(), bucket.clone(), key.clone(), dest.clone());
+            let (client, src, dest) = (client.clone(), src.clone(), dest.clone());
             Ok(futures_util::stream::once(async move {
                 Ok::<_, anyhow::Error>(match literal_or_pattern(&client, &obj, literal).await? {
                     OneObject::Itself(info) => {
                         futures_util::stream::once(async move { Ok(one_job(obj, info, &dest, many)) }).boxed()
                     }
-                    OneObject::Pattern => listed_jobs(&client, &bucket, Pattern::new(&key, true)?, &dest),
+                    OneObject::Pattern => listed_jobs(&client, &src, Pattern::new(&src.key, true)?, &dest),
                 })
             })
             .try_flatten()
@@ -444,15 +439,16 @@ pub fn jobs_for(
 }
 
 /// The jobs of the objects a listing pattern names, each below the destination
-/// directory (or prefix) by its name relative to the pattern's base.
-fn listed_jobs(client: &Engine, bucket: &str, pattern: Pattern, dest: &Location) -> BoxStream<'static, Result<Job>> {
+/// directory (or prefix) by its name relative to the pattern's base; `src` names the
+/// source's bucket (its key is the pattern's).
+fn listed_jobs(client: &Engine, src: &StoreUrl, pattern: Pattern, dest: &Location) -> BoxStream<'static, Result<Job>> {
     let p2 = pattern.clone();
-    let bucket = bucket.to_owned();
+    let src = src.clone();
     let dest = dest.clone();
-    list_matching(client, &bucket, pattern, false)
+    list_matching(client, &src.bucket, pattern, false)
         .map_ok(move |o| {
             let rel = p2.relative(&o.key).to_owned();
-            let obj = ObjectRef::new(bucket.clone(), o.key.clone());
+            let obj = src.at(o.key.clone());
             match &dest {
                 Location::Local(dir) => match local_below(dir, &rel, &obj) {
                     Ok(path) => Job::Download {
@@ -464,11 +460,9 @@ fn listed_jobs(client: &Engine, bucket: &str, pattern: Pattern, dest: &Location)
                     },
                     Err(refused) => *refused,
                 },
-                Location::Object { bucket: db, key: dk, .. } => Job::Copy {
-                    src: obj,
-                    dst: ObjectRef::new(db.clone(), format!("{}{rel}", as_dir(dk))),
-                    size: Some(o.size),
-                },
+                Location::Object(d) => {
+                    Job::Copy { src: obj, dst: d.at(format!("{}{rel}", as_dir(&d.key))), size: Some(o.size) }
+                }
                 Location::Stdio => unreachable!("refused by jobs_for"),
             }
         })
@@ -488,13 +482,14 @@ fn one_job(obj: ObjectRef, info: Option<ObjectInfo>, dest: &Location, many: bool
             };
             Job::Download { obj, path, size, etag, mtime }
         }
-        Location::Object { bucket: db, key: dk, .. } => {
+        Location::Object(d) => {
+            let dk = &d.key;
             let k = if dk.is_empty() || dk.ends_with('/') || many {
                 format!("{}{}", as_dir(dk), base_name(&key))
             } else {
                 dk.clone()
             };
-            Job::Copy { src: obj, dst: ObjectRef::new(db.clone(), k), size: info.map(|i| i.size) }
+            Job::Copy { src: obj, dst: d.at(k), size: info.map(|i| i.size) }
         }
         Location::Stdio => unreachable!("refused by jobs_for"),
     }
@@ -527,12 +522,12 @@ pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
     // Whole objects through stdin/stdout.
     if let [src] = &locs[..] {
         match (src, &dest) {
-            (Location::Stdio, Location::Object { bucket, key, .. }) => {
-                if key.is_empty() || key.ends_with('/') {
+            (Location::Stdio, Location::Object(dest)) => {
+                if dest.key.is_empty() || dest.key.ends_with('/') {
                     return Err(usage("stdin needs a full object name: cp - s3://bucket/key"));
                 }
                 let out = Output::new(g);
-                let obj = ObjectRef::new(bucket.clone(), key.clone());
+                let obj = dest.object();
                 let mut p = g.upload_params();
                 p.put.content_type = args.content_type.clone();
                 p.expected_size = args.expected_size;
@@ -542,22 +537,22 @@ pub async fn run(args: CpArgs, g: &Global) -> Result<()> {
                     Ok(r) => {
                         out.ok();
                         out.emit_done(
-                            || format!("cp - {}", object_url(client.provider(), &obj)),
-                            || serde_json::json!({"op": "cp", "source": "-", "dest": object_url(client.provider(), &obj), "size": r.size}),
+                            || format!("cp - {obj}"),
+                            || serde_json::json!({"op": "cp", "source": "-", "dest": obj.to_string(), "size": r.size}),
                         );
                     }
                     Err(e) => out.fail("cp", "-", &e),
                 }
                 return out.finish();
             }
-            (Location::Object { bucket, key, .. }, Location::Stdio) => {
-                if key.is_empty() {
+            (Location::Object(src), Location::Stdio) => {
+                if src.key.is_empty() {
                     return Err(usage("stdout takes one object: cp s3://bucket/key -"));
                 }
-                let obj = ObjectRef::new(bucket.clone(), key.clone());
+                let obj = src.object();
                 let obj =
                     crate::wildcard::one_object(&client, &obj, Literal::from_raw(args.raw), "cp to stdout").await?;
-                return crate::cat::to_stdout(&client, client.provider(), &obj).await;
+                return crate::cat::to_stdout(&client, &obj).await;
             }
             _ => {}
         }

@@ -52,7 +52,7 @@ pub async fn run(args: LsArgs, g: &Global) -> Result<()> {
         None => (Provider::S3, None),
         Some(u) if bare_scheme(u).is_some() => (bare_scheme(u).unwrap(), None),
         Some(u) => match parse_location(u)? {
-            Location::Object { provider, bucket, key } => (provider, Some((bucket, key))),
+            Location::Object(u) => (u.provider, Some((u.bucket, u.key))),
             _ => return Err(usage(format!("ls takes an object URL (s3://, gs://, az://), not {u:?}"))),
         },
     };

@@ -1,10 +1,9 @@
 //! `ferry presign`: a URL anyone can GET the object with until it expires (SigV4 query
 //! signing, at most 7 days as S3 allows). Nothing is sent to the server.
 
-use crate::common::{object_url, parse_object, usage, Global, Output};
+use crate::common::{parse_object, usage, Global, Output};
 use anyhow::Result;
 use clap::Args;
-use ferry_store::ObjectRef;
 use std::time::Duration;
 
 #[derive(Args, Debug, Clone)]
@@ -23,22 +22,21 @@ pub struct PresignArgs {
 
 pub async fn run(args: PresignArgs, g: &Global) -> Result<()> {
     let u = parse_object(&args.url)?;
-    let (provider, bucket, key) = (u.provider, u.bucket, u.key);
     // The key as given, `*` and `?` included: a presigned URL names one object and
     // nothing is listed to make it.
-    if key.is_empty() {
+    if u.key.is_empty() {
         return Err(usage(format!("presign takes one object, not {:?}", args.url)));
     }
     if args.expires_in == 0 || args.expires_in > 604_800 {
         return Err(usage(format!("--expires-in must be 1 to 604800 seconds, not {}", args.expires_in)));
     }
-    let client = g.client(provider)?;
-    let obj = ObjectRef::new(bucket, key);
+    let client = g.client(u.provider)?;
+    let obj = u.object();
     let url = client.presign(&obj, Duration::from_secs(args.expires_in)).await?;
     let out = Output::new(g);
     out.emit(
         || url.clone(),
-        || serde_json::json!({"op": "presign", "object": object_url(provider, &obj), "url": url, "expires_in": args.expires_in}),
+        || serde_json::json!({"op": "presign", "object": obj.to_string(), "url": url, "expires_in": args.expires_in}),
     );
     out.finish()
 }

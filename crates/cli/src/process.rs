@@ -98,7 +98,7 @@ const UPLOAD_BLOCKING_THREADS: usize = 4;
 
 /// The blocking pool's size for `command`.
 pub(crate) fn blocking_threads(command: &Command) -> usize {
-    let remote = |p: &str| matches!(crate::common::parse_location(p), Ok(crate::common::Location::Object { .. }));
+    let remote = |p: &str| matches!(crate::common::parse_location(p), Ok(crate::common::Location::Object(_)));
     let upload = match command {
         Command::Cp(a) => {
             a.paths.split_last().is_some_and(|(dest, srcs)| remote(dest) && !srcs.iter().any(|s| remote(s)))

@@ -30,13 +30,13 @@
 //! an upload's parts as objects under a hidden prefix; Azure an uncommitted blob), and
 //! emptying a bucket is what `rm -r` of it is for.
 
-use crate::common::{object_url, parse_object, usage, Global, Output};
+use crate::common::{parse_object, usage, Global, Output};
 use crate::wildcard::{has_wildcard, list_matching, Pattern};
 use anyhow::Result;
 use clap::Args;
 use ferry_engine::DeleteOptions;
 use ferry_engine::Engine;
-use ferry_store::{ObjectRef, StoreUrl};
+use ferry_store::StoreUrl;
 use futures_util::stream::{StreamExt, TryStreamExt};
 use std::collections::HashMap;
 
@@ -80,52 +80,50 @@ pub struct RmArgs {
 pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
     let mut targets = Vec::new();
     for u in &args.urls {
-        let StoreUrl { provider, bucket, key } = parse_object(u)?;
-        if args.incomplete && !args.raw && has_wildcard(&key) {
+        let url = parse_object(u)?;
+        if args.incomplete && !args.raw && has_wildcard(&url.key) {
             return Err(usage("--incomplete takes a prefix, not a pattern"));
         }
-        if key.is_empty() && !args.recursive && !args.incomplete {
+        if url.key.is_empty() && !args.recursive && !args.incomplete {
             return Err(usage(format!(
                 "{u:?} names a bucket: use --recursive to remove every object in it (or rb to remove the bucket)"
             )));
         }
-        targets.push((provider, bucket, key));
+        targets.push(url);
     }
     let out = Output::new(g);
     if args.incomplete {
-        for (provider, bucket, prefix) in targets {
-            abort_incomplete(&g.client(provider)?, &out, &bucket, &prefix, args.dry_run).await?;
+        for url in targets {
+            abort_incomplete(&g.client(url.provider)?, &out, &url, args.dry_run).await?;
         }
         return out.finish();
     }
-    for (provider, bucket, key) in targets {
-        let client = g.client(provider)?;
-        let wild = !args.raw && has_wildcard(&key);
+    for url in targets {
+        let client = g.client(url.provider)?;
+        let (provider, bucket, key) = (url.provider, &url.bucket, &url.key);
+        let wild = !args.raw && has_wildcard(key);
         if !args.recursive && !wild {
-            let obj = ObjectRef::new(bucket.clone(), key.clone());
+            let obj = url.object();
             if args.dry_run {
                 out.emit(
-                    || format!("(dry run) rm {}", object_url(provider, &obj)),
-                    || serde_json::json!({"op": "rm", "object": object_url(provider, &obj), "dry_run": true}),
+                    || format!("(dry run) rm {obj}"),
+                    || serde_json::json!({"op": "rm", "object": obj.to_string(), "dry_run": true}),
                 );
                 continue;
             }
             match client.delete(&obj).await {
                 Ok(()) => {
                     out.ok();
-                    out.emit_done(
-                        || format!("rm {}", object_url(provider, &obj)),
-                        || serde_json::json!({"op": "rm", "object": object_url(provider, &obj)}),
-                    );
+                    out.emit_done(|| format!("rm {obj}"), || serde_json::json!({"op": "rm", "object": obj.to_string()}));
                 }
-                Err(e) => out.fail("rm", &object_url(provider, &obj), &e),
+                Err(e) => out.fail("rm", &obj.to_string(), &e),
             }
             continue;
         }
-        let pattern = if wild { Pattern::new(&key, false)? } else { Pattern::under(&key) };
+        let pattern = if wild { Pattern::new(key, false)? } else { Pattern::under(key) };
         let matched = std::sync::atomic::AtomicU64::new(0);
         let groups =
-            list_matching(&client, &bucket, pattern, true).map_ok(|o| o.key).try_chunks(GROUP_KEYS).map_err(|e| e.1);
+            list_matching(&client, bucket, pattern, true).map_ok(|o| o.key).try_chunks(GROUP_KEYS).map_err(|e| e.1);
         let dry = args.dry_run;
         let results = groups
             .map_ok(|keys| {
@@ -175,7 +173,7 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
             r?;
         }
         if key.is_empty() && !wild {
-            abort_incomplete(&client, &out, &bucket, "", dry).await?;
+            abort_incomplete(&client, &out, &url, dry).await?;
         }
         if dry {
             // How many a wildcard or prefix reached, said once at the end.
@@ -196,13 +194,14 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
     out.finish()
 }
 
-/// `rm --incomplete`: aborts every upload in progress under `prefix` (module note).
-async fn abort_incomplete(client: &Engine, out: &Output, bucket: &str, prefix: &str, dry: bool) -> Result<()> {
-    let provider = client.provider();
-    let uploads = client.list_uploads(bucket, prefix).await.map_err(|e| {
-        anyhow::Error::new(e).context(format!("listing the uploads in progress under {provider}://{bucket}/{prefix}"))
-    })?;
-    let name = |u: &ferry_store::UploadEntry| format!("{provider}://{bucket}/{}", u.key);
+/// `rm --incomplete`: aborts every upload in progress under `url`'s key, a prefix (module
+/// note).
+async fn abort_incomplete(client: &Engine, out: &Output, url: &StoreUrl, dry: bool) -> Result<()> {
+    let uploads = client
+        .list_uploads(&url.bucket, &url.key)
+        .await
+        .map_err(|e| anyhow::Error::new(e).context(format!("listing the uploads in progress under {url}")))?;
+    let name = |u: &ferry_store::UploadEntry| url.at(u.key.clone()).to_string();
     let json = |u: &ferry_store::UploadEntry, dry: bool| serde_json::json!({"op": "rm", "object": name(u), "upload_id": u.upload_id, "incomplete": true, "dry_run": dry});
     if dry {
         for u in &uploads {
@@ -212,12 +211,12 @@ async fn abort_incomplete(client: &Engine, out: &Output, bucket: &str, prefix: &
     }
     let mut aborts = futures_util::stream::iter(uploads.iter().map(|u| async move {
         let upload = ferry_store::MultipartUpload {
-            object: ObjectRef::new(bucket, u.key.clone()),
+            object: url.at(u.key.clone()),
             upload_id: u.upload_id.clone(),
             checksum: None,
             full_object_checksum: false,
         };
-        let r = match client.abort_upload(&upload).await {
+        let r = match client.discard_upload(&upload).await {
             Err(e) if e.is_not_found() => Ok(()),
             r => r,
         };

@@ -1,11 +1,10 @@
 //! `ferry stat`: what HEAD says about an object (size, ETag, date, type, checksums,
 //! metadata).
 
-use crate::common::{object_url, parse_object, rfc3339, usage, Global, Output};
+use crate::common::{parse_object, rfc3339, usage, Global, Output};
 use crate::wildcard::{one_object, Literal};
 use anyhow::{Context, Result};
 use clap::Args;
-use ferry_store::ObjectRef;
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "Examples:\n  ferry stat s3://bucket/key\n  ferry --json stat s3://bucket/key | jq .checksums")]
@@ -21,19 +20,18 @@ pub struct StatArgs {
 
 pub async fn run(args: StatArgs, g: &Global) -> Result<()> {
     let u = parse_object(&args.url)?;
-    let (provider, bucket, key) = (u.provider, u.bucket, u.key);
-    if key.is_empty() {
+    if u.key.is_empty() {
         return Err(usage(format!("stat takes one object, not {:?}", args.url)));
     }
-    let client = g.client(provider)?;
+    let client = g.client(u.provider)?;
     // The key itself when such an object exists, else the one its wildcard matches.
-    let obj = one_object(&client, &ObjectRef::new(bucket, key), Literal::from_raw(args.raw), "stat").await?;
+    let obj = one_object(&client, &u.object(), Literal::from_raw(args.raw), "stat").await?;
     let out = Output::new(g);
-    let info = client.head(&obj).await.with_context(|| object_url(provider, &obj))?;
+    let info = client.head(&obj).await.with_context(|| obj.to_string())?;
     let sums: Vec<(String, String)> = info.checksums.iter().map(|(a, v)| (a.as_str().to_owned(), v.clone())).collect();
     out.emit(
         || {
-            let mut s = format!("Name:          {}\n", object_url(provider, &obj)) + &format!("Size:          {}\nETag:          {}\n", info.size, info.etag.as_deref().unwrap_or("-"));
+            let mut s = format!("Name:          {obj}\n") + &format!("Size:          {}\nETag:          {}\n", info.size, info.etag.as_deref().unwrap_or("-"));
             s += &format!("Last-Modified: {}\nContent-Type:  {}\n", info.last_modified.map(rfc3339).unwrap_or_default(), info.content_type.as_deref().unwrap_or("-"));
             for (a, v) in &sums {
                 s += &format!("Checksum:      {a} {v}\n");

@@ -184,7 +184,9 @@ impl Side {
 
     pub fn object(&self, rel: &str) -> Option<ObjectRef> {
         match self {
-            Side::Remote { bucket, prefix, .. } => Some(ObjectRef::new(bucket.clone(), format!("{prefix}{rel}"))),
+            Side::Remote { provider, bucket, prefix } => {
+                Some(ObjectRef::on(*provider, bucket, format!("{prefix}{rel}")))
+            }
             Side::Local(_) => None,
         }
     }
@@ -221,7 +223,7 @@ impl Side {
 pub fn side(loc: Location) -> Result<Side> {
     match loc {
         Location::Local(p) => Ok(Side::Local(p)),
-        Location::Object { provider, bucket, key } => Ok(Side::Remote { provider, bucket, prefix: as_dir(&key) }),
+        Location::Object(u) => Ok(Side::Remote { prefix: as_dir(&u.key), provider: u.provider, bucket: u.bucket }),
         Location::Stdio => Err(usage("sync works on directories and prefixes, not '-'")),
     }
 }
@@ -318,7 +320,6 @@ pub async fn run(args: SyncArgs, g: &Global) -> Result<()> {
             (c.clone(), c)
         }
     };
-    let (ps, pd) = (source.provider(), client.provider());
     let out = Output::new(g);
     let mut runner = Runner::new(client.clone(), g, out.clone());
     runner.source = source.clone();
@@ -364,8 +365,8 @@ pub async fn run(args: SyncArgs, g: &Global) -> Result<()> {
                 Ok(match a {
                     Action::Copy(job, reason) if dry => {
                         out2.emit(
-                            || format!("(dry run) cp {} {}  ({})", job.source(ps), job.dest(pd), reason.as_str()),
-                            || serde_json::json!({"op": "cp", "source": job.source(ps), "dest": job.dest(pd), "reason": reason.as_str(), "dry_run": true}),
+                            || format!("(dry run) cp {} {}  ({})", job.source(), job.dest(), reason.as_str()),
+                            || serde_json::json!({"op": "cp", "source": job.source(), "dest": job.dest(), "reason": reason.as_str(), "dry_run": true}),
                         );
                         None
                     }

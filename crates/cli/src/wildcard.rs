@@ -162,7 +162,7 @@ pub async fn literal_or_pattern(client: &Engine, obj: &ObjectRef, literal: Liter
     match client.head(obj).await {
         Ok(info) => Ok(OneObject::Itself(Some(info))),
         Err(e) if e.is_not_found() => Ok(OneObject::Pattern),
-        Err(e) => Err(anyhow::Error::new(e).context(crate::common::object_url(client.provider(), obj))),
+        Err(e) => Err(anyhow::Error::new(e).context(obj.to_string())),
     }
 }
 
@@ -173,12 +173,12 @@ pub async fn one_object(client: &Engine, obj: &ObjectRef, literal: Literal, verb
     match literal_or_pattern(client, obj, literal).await? {
         OneObject::Itself(_) => Ok(obj.clone()),
         OneObject::Pattern => {
-            let name = crate::common::object_url(client.provider(), obj);
+            let name = obj.to_string();
             let pattern = Pattern::new(&obj.key, false)?;
             let found: Vec<ObjectEntry> =
                 list_matching(client, &obj.bucket, pattern, false).take(2).try_collect().await?;
             match &found[..] {
-                [one] => Ok(ObjectRef::new(obj.bucket.clone(), one.key.clone())),
+                [one] => Ok(obj.at(one.key.clone())),
                 [] => {
                     Err(anyhow::anyhow!("{name}: not found: no object has this key, and as a wildcard it matches none"))
                 }

@@ -2,7 +2,8 @@
 //! third-party Blob service on a real socket), configured as a user would: only
 //! `AZURE_STORAGE_CONNECTION_STRING`. Every verb: mb, cp up and down (files, trees, a
 //! block upload, stdin and stdout), ls, cat, stat, presign, sync (with --delete), rm and
-//! rb; `rm --incomplete` (the blocks of a new blob dropped, those of a committed blob
+//! rb; `rm --incomplete` (the blocks of a new blob dropped with it, those of a committed
+//! block blob dropped by committing it again as it stands, those of a blob written whole
 //! reported as kept); the Azure portal's blob URLs (`https://ACCOUNT.blob.core.windows.net/...`), whose
 //! account must be the credentials'. `#[ignore = "needs Azurite"]`: scripts/test.sh runs them where setup installed it.
 
@@ -229,6 +230,7 @@ fn stage_blocks(c: &str, key: &str, parts: u32) {
 #[ignore = "needs Azurite: run by scripts/test.sh with FERRY_AZURITE set"]
 #[test]
 fn rm_incomplete_drops_the_blocks_of_a_new_blob_and_says_when_it_cannot() {
+    // (The committed block blob's case is the next test's.)
     let c = container("incomplete");
     let root = format!("az://{c}");
     ok(&["mb", &root]);
@@ -241,8 +243,9 @@ fn rm_incomplete_drops_the_blocks_of_a_new_blob_and_says_when_it_cannot() {
     assert!(removed.contains("rm --incomplete") && removed.contains("new/big.bin"), "{removed}");
     assert_eq!(ok(&["ls", "--incomplete", &format!("{root}/")]).trim(), "", "the upload is still listed");
 
-    // A committed blob with staged blocks keeps its bytes; rm --incomplete says the
-    // blocks stay, and why, and exits 1.
+    // A blob written whole (one Put Blob) with staged blocks: it has no block list to
+    // commit again, so it keeps its bytes and blocks; rm --incomplete says the blocks
+    // stay, and why, and exits 1.
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("keep.txt");
     std::fs::write(&f, b"keep me\n").unwrap();
@@ -252,8 +255,43 @@ fn rm_incomplete_drops_the_blocks_of_a_new_blob_and_says_when_it_cannot() {
     assert_eq!(o.status.code(), Some(1), "stdout: {}\nstderr: {}", text(&o.stdout), text(&o.stderr));
     let err = text(&o.stderr);
     assert!(err.contains("UncommittedBlocksRemain") && err.contains("next written or deleted"), "{err}");
+    assert!(err.contains("written whole"), "says why: {err}");
     assert!(!text(&o.stdout).contains("rm --incomplete"), "claimed a removal: {}", text(&o.stdout));
     assert_eq!(ok(&["cat", &format!("{root}/keep.txt")]), "keep me\n");
+    assert!(ok(&["ls", "--incomplete", &format!("{root}/")]).contains("keep.txt"), "the blocks are said to stay");
+    ok(&["rm", "--recursive", &format!("{root}/")]);
+    ok(&["rb", &root]);
+}
+
+#[ignore = "needs Azurite: run by scripts/test.sh with FERRY_AZURITE set"]
+#[test]
+fn rm_incomplete_drops_the_blocks_of_a_committed_block_blob_and_keeps_its_bytes_and_properties() {
+    let c = container("recommit");
+    let root = format!("az://{c}");
+    ok(&["mb", &root]);
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("blocks.bin");
+    let bytes = data(3 << 20, 7);
+    std::fs::write(&f, &bytes).unwrap();
+    // Three committed blocks of 1 MiB, a content type of its own.
+    let blob = format!("{root}/blocks.bin");
+    ok(&["cp", "--part-size", "1MiB", "--content-type", "application/x-ferry-test", f.to_str().unwrap(), &blob]);
+    let stat_before = ok(&["stat", &blob]);
+    assert!(stat_before.contains("application/x-ferry-test"), "{stat_before}");
+    // Then an interrupted upload to the same name: its blocks wait uncommitted.
+    stage_blocks(&c, "blocks.bin", 2);
+    let before = ok(&["ls", "--incomplete", &format!("{root}/")]);
+    assert!(before.contains("blocks.bin"), "{before}");
+    let removed = ok(&["rm", "--incomplete", &format!("{root}/")]);
+    assert!(removed.contains("rm --incomplete") && removed.contains("blocks.bin"), "{removed}");
+    assert_eq!(ok(&["ls", "--incomplete", &format!("{root}/")]).trim(), "", "the blocks are still there");
+    // The same bytes under the same name, its content type kept.
+    let back = dir.path().join("back.bin");
+    ok(&["cp", &blob, back.to_str().unwrap()]);
+    assert!(std::fs::read(&back).unwrap() == bytes, "the blob's bytes changed");
+    let stat_after = ok(&["stat", &blob]);
+    assert!(stat_after.contains("application/x-ferry-test"), "{stat_after}");
+    assert!(stat_after.contains(&format!("Size:          {}", bytes.len())), "{stat_after}");
     ok(&["rm", "--recursive", &format!("{root}/")]);
     ok(&["rb", &root]);
 }

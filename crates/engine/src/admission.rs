@@ -2,14 +2,17 @@
 //!
 //! Every fan-out of the engine (ranged download parts, `get_ranges` spans, upload
 //! parts, open-ahead read-ahead, batch deletes, listing pages) asks an [`Admission`]
-//! before it sends. Admission combines the two limits that matter above the transport:
+//! before it sends. Admission combines the limits that matter above the transport:
 //!
 //! ```text
-//! fan-out ─► Admission::admit(bytes) ─► ByteBudget: bytes in flight (memory)
-//!                                  └─► Controller: requests in flight (the endpoint's
-//!                                      AIMD limit, learned by the transport from every
-//!                                      response's status and first-byte latency)
-//!          ◄─ Ticket (both held; dropped when the bytes have left memory)
+//! download part ─► Admission::admit_part(bytes) ─► download parts in flight, when the
+//!                                     │              engine bounds them (all its downloads
+//!                                     │              together; `ferry cp`: 16 a command)
+//! fan-out ─► Admission::admit(bytes) ─┴► ByteBudget: bytes in flight (memory)
+//!                                    └─► Controller: requests in flight (the endpoint's
+//!                                        AIMD limit, learned by the transport from every
+//!                                        response's status and first-byte latency)
+//!          ◄─ Ticket (all held; dropped when the bytes have left memory)
 //! ```
 //!
 //! Bytes first, then room: a request waits for memory before it takes one of the
@@ -41,16 +44,31 @@ impl Engine {
         let store = store.into();
         let controller = store.controller();
         let bytes = ByteBudget::new(default_memory_budget(controller.max()));
-        Engine { store, admission: Arc::new(Admission { bytes, controller }) }
+        Engine { store, admission: Arc::new(Admission { bytes, controller, parts: None }) }
     }
 
     /// The same store and controller, drawing bytes in flight from a budget of `bytes`
     /// of its own (at least [`MIN_MEMORY_BUDGET`]): an expert's override. Clones of the
-    /// result share the new budget.
+    /// result share the new budget; the download parts limit, if any, stays shared with
+    /// `self`.
     pub fn with_memory_budget(&self, bytes: u64) -> Engine {
         let admission = Admission {
             bytes: ByteBudget::new(bytes.max(MIN_MEMORY_BUDGET)),
             controller: self.admission.controller.clone(),
+            parts: self.admission.parts.clone(),
+        };
+        Engine { store: self.store.clone(), admission: Arc::new(admission) }
+    }
+
+    /// The same store, memory budget and controller, with at most `parts` ranged-download
+    /// parts in flight across all the downloads made through the result and its clones
+    /// (each part holds its place from its request to its last byte written). Without it
+    /// only each download's own `DownloadParams::concurrency` bounds its parts.
+    pub fn with_download_parts(&self, parts: usize) -> Engine {
+        let admission = Admission {
+            bytes: self.admission.bytes.clone(),
+            controller: self.admission.controller.clone(),
+            parts: Some((Arc::new(tokio::sync::Semaphore::new(parts.max(1))), parts.max(1))),
         };
         Engine { store: self.store.clone(), admission: Arc::new(admission) }
     }
@@ -88,18 +106,24 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-/// Bytes in flight and the endpoint's requests in flight, taken together.
+/// Bytes in flight and the endpoint's requests in flight, taken together, and the
+/// download parts in flight when the engine bounds them.
 #[derive(Debug)]
 pub struct Admission {
     bytes: Arc<ByteBudget>,
     controller: Arc<Controller>,
+    /// Ranged-download parts in flight across the engine's downloads
+    /// ([`Engine::with_download_parts`]); `None`: no limit across downloads.
+    parts: Option<(Arc<tokio::sync::Semaphore>, usize)>,
 }
 
-/// What an admitted request holds: its bytes and its place; both go back on drop.
+/// What an admitted request holds: its bytes and its place (and a download part's place
+/// among the parts in flight); all go back on drop.
 #[derive(Debug)]
 pub struct Ticket {
     pub bytes: BudgetPermit,
     pub room: Permit,
+    _part: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Admission {
@@ -107,7 +131,24 @@ impl Admission {
     pub async fn admit(&self, bytes: u64) -> Ticket {
         let bytes = self.bytes.acquire(bytes).await;
         let room = self.controller.acquire().await;
-        Ticket { bytes, room }
+        Ticket { bytes, room, _part: None }
+    }
+
+    /// A ranged download's part: a place among the engine's parts in flight (when it
+    /// bounds them), then [`Admission::admit`].
+    pub async fn admit_part(&self, bytes: u64) -> Ticket {
+        let part = match &self.parts {
+            Some((parts, _)) => {
+                Some(parts.clone().acquire_owned().await.expect("the parts' semaphore is never closed"))
+            }
+            None => None,
+        };
+        Ticket { _part: part, ..self.admit(bytes).await }
+    }
+
+    /// The most ranged-download parts in flight across the engine's downloads, if bounded.
+    pub fn download_parts(&self) -> Option<usize> {
+        self.parts.as_ref().map(|(_, total)| *total)
     }
 
     /// Memory only: for bytes held outside a request (a part waiting for its disk write,
@@ -240,7 +281,7 @@ impl Drop for BudgetPermit {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[tokio::test]
@@ -268,13 +309,18 @@ mod tests {
         assert_eq!(default_memory_budget(50), 800 << 20);
     }
 
-    #[test]
-    fn an_expert_sets_the_memory_budget() {
+    /// An engine over an S3 client of a local address that nothing here sends to.
+    pub(crate) fn idle_engine() -> Engine {
         let c = ferry_store::S3Client::builder("http://127.0.0.1:9000")
             .credentials(ferry_store::CredentialsSource::Anonymous)
             .build()
             .unwrap();
-        let e = Engine::new(c);
+        Engine::new(c)
+    }
+
+    #[test]
+    fn an_expert_sets_the_memory_budget() {
+        let e = idle_engine();
         assert_eq!(e.memory_budget().total(), default_memory_budget(e.controller().max()));
         let small = e.with_memory_budget(32 << 20);
         assert_eq!(small.memory_budget().total(), 32 << 20);
@@ -290,7 +336,7 @@ mod tests {
             max: 1,
             ..Default::default()
         });
-        let a = Admission { bytes: ByteBudget::new(4 << 20), controller };
+        let a = Admission { bytes: ByteBudget::new(4 << 20), controller, parts: None };
         let t = a.admit(1 << 20).await;
         assert_eq!(a.budget().held(), 1 << 20);
         // The one place is taken: the next admission holds its bytes and waits for room.
@@ -302,5 +348,29 @@ mod tests {
         assert!(!waiting.is_finished(), "admitted past the endpoint's limit");
         drop(t);
         assert_eq!(waiting.await.unwrap(), 1 << 20);
+    }
+
+    #[tokio::test]
+    async fn download_parts_are_shared_by_every_clone_of_the_engine() {
+        let plain = idle_engine();
+        assert_eq!(plain.admission().download_parts(), None, "no limit across downloads by default");
+        let e = plain.with_download_parts(2);
+        assert_eq!(e.admission().download_parts(), Some(2));
+        assert!(Arc::ptr_eq(&e.memory_budget(), &plain.memory_budget()), "the same memory budget");
+        // An expert's memory budget keeps the parts limit, and shares it.
+        let small = e.with_memory_budget(32 << 20);
+        let (a, b) = (e.admission().admit_part(1024).await, small.admission().admit_part(1024).await);
+        let waiting = tokio::spawn({
+            let e = e.clone();
+            async move { e.admission().admit_part(1024).await.bytes.bytes() }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished(), "a third part in flight past a limit of two");
+        // A request that is not a download part does not wait for one.
+        drop(plain.admission().admit(1024).await);
+        drop(e.admission().admit(1024).await);
+        drop(b);
+        assert_eq!(waiting.await.unwrap(), 1024);
+        drop(a);
     }
 }

@@ -51,3 +51,36 @@ pub use download::{
     ProgressFn, Verified,
 };
 pub use upload::{upload_file, upload_stream, UploadOutput, UploadParams};
+
+/// Every entry point's future is `Send`, so a caller can `tokio::spawn` it on a
+/// multi-threaded runtime (the Python package does). A compile-time check: a future that
+/// is not `Send` fails to build here; nothing is polled, so nothing is sent.
+#[cfg(test)]
+mod send_tests {
+    use super::*;
+    use ferry_store::ObjectRef;
+    use futures_util::StreamExt;
+
+    fn assert_send<T: Send>(_: &T) {}
+
+    #[test]
+    fn every_entry_points_future_is_send() {
+        let engine = admission::tests::idle_engine();
+        let object = ObjectRef::new("b", "k");
+        let ranges = [0..10, 20..30];
+        let ropts = RangesOptions::default();
+        assert_send(&get_ranges(&engine, &object, &ranges, &ropts));
+        let dest = std::path::Path::new("/nonexistent/k");
+        let dparams = DownloadParams::default();
+        assert_send(&download_file(&engine, &object, dest, &dparams, None));
+        assert_send(&get_to_memory(&engine, &object, MemoryParams::default(), None, MemoryProgress::default()));
+        let uparams = UploadParams::default();
+        assert_send(&upload_file(&engine, dest, &object, &uparams, None));
+        let stream = futures_util::stream::empty().boxed();
+        assert_send(&upload_stream(&engine, stream, &object, &uparams, None));
+        let cparams = copy::CopyParams::default();
+        assert_send(&copy::copy_object(&engine, &object, &object, None, &cparams, None));
+        let keys = futures_util::stream::iter(vec!["a".to_owned()]);
+        assert_send(&delete_many(&engine, "b", keys, &DeleteOptions::default()));
+    }
+}

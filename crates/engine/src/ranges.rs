@@ -334,17 +334,13 @@ pub async fn get_ranges(
     // `opts.concurrency` is a cap; below it, the endpoint's controller decides.
     // Each span is admitted (its bytes, then a place: admission.rs) while it is fetched;
     // the bytes handed back are the caller's.
-    let mut fetched: Vec<(usize, Bytes)> = stream::iter(spans[rest..].iter().enumerate())
-        .map(|(i, s)| {
-            let etag = etag.clone();
-            async move {
-                let _ticket = engine.admission().admit(s.range.end - s.range.start).await;
-                fetch_span(engine, object, &s.range, etag, &opts.estimator).await.map(|(b, _)| (i, b))
-            }
-        })
-        .buffer_unordered(opts.concurrency.max(1))
-        .try_collect()
-        .await?;
+    // The futures are made from span numbers by an `async fn`: a closure taking a
+    // borrowed span (`iter().map(|s| ...)`) is one the compiler cannot prove `Send` for
+    // every lifetime, and `get_ranges` must be `Send` to be spawned (lib.rs checks it).
+    let fetches = (rest..spans.len())
+        .map(|i| admitted_span(engine, object, i - rest, &spans[i].range, etag.clone(), &opts.estimator));
+    let mut fetched: Vec<(usize, Bytes)> =
+        stream::iter(fetches).buffer_unordered(opts.concurrency.max(1)).try_collect().await?;
     fetched.sort_unstable_by_key(|(i, _)| *i);
     data.extend(fetched.into_iter().map(|(_, b)| b));
     stats.requests = spans.len() as u64;
@@ -367,6 +363,19 @@ fn union_len(ranges: &[Range<u64>]) -> u64 {
         }
     }
     total
+}
+
+/// Span `i`, admitted for its length (admission.rs) while it is fetched: `(i, bytes)`.
+async fn admitted_span(
+    engine: &Engine,
+    object: &ObjectRef,
+    i: usize,
+    range: &Range<u64>,
+    etag: Option<String>,
+    estimator: &GapEstimator,
+) -> Result<(usize, Bytes), Error> {
+    let _ticket = engine.admission().admit(range.end - range.start).await;
+    fetch_span(engine, object, range, etag, estimator).await.map(|(b, _)| (i, b))
 }
 
 /// One span's GET: the bytes and the ETag, recorded in the estimator.

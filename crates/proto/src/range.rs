@@ -69,6 +69,18 @@ impl RangeSpec {
         }
     }
 
+    /// Bytes a response to this range carries at most, as far as the request shows: a
+    /// bounded range's length, a suffix's, or an open range's rest of an object of a
+    /// known `size`; `None` when nothing bounds it. The request layer hands it to the
+    /// transports typed (wire's `Request::response_len`), so none parses the header.
+    pub fn len(&self, size: Option<u64>) -> Option<u64> {
+        match *self {
+            RangeSpec::FromTo(s, e) => Some(e.saturating_sub(s) + 1),
+            RangeSpec::From(s) => size.map(|n| n.saturating_sub(s)),
+            RangeSpec::Suffix(n) => Some(size.map_or(n, |size| n.min(size))),
+        }
+    }
+
     /// The header value this range is written as (`bytes=0-9`).
     pub fn to_header(&self) -> String {
         match *self {

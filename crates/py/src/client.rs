@@ -1134,10 +1134,7 @@ impl Client {
     ) -> PyResult<Vec<Buffer>> {
         let (groups, n) = self.range_groups(py, url_or_urls, starts, ends)?;
         let opts = self.ranges_options(max_gap);
-        // The engine's get_ranges future is not `Send` to the compiler (a higher-ranked
-        // closure inside it), so it runs on this thread, in the runtime, GIL released.
-        let rt = runtime(py);
-        let r = py.detach(move || rt.block_on(ops::get_ranges_grouped(&groups, n, &opts)));
+        let r = block_on(py, async move { ops::get_ranges_grouped(&groups, n, &opts).await })?;
         r.map(|parts| parts.into_iter().map(Buffer::new).collect()).map_err(|e| to_pyerr(py, e))
     }
 
@@ -1153,12 +1150,7 @@ impl Client {
         let (groups, n) = self.range_groups(py, url_or_urls, starts, ends)?;
         let opts = self.ranges_options(max_gap);
         awaitable(py, async move {
-            // As in get_ranges: on a blocking thread of the runtime, which drives it.
-            let handle = tokio::runtime::Handle::current();
-            let run = move || handle.block_on(ops::get_ranges_grouped(&groups, n, &opts));
-            let out = tokio::task::spawn_blocking(run)
-                .await
-                .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("get_ranges task failed: {e}")))?;
+            let out = ops::get_ranges_grouped(&groups, n, &opts).await;
             Ok(py_result(out)?.into_iter().map(Buffer::new).collect::<Vec<_>>())
         })
     }

@@ -107,16 +107,18 @@ pub struct RangeGroup {
 /// `get_ranges` over several objects: the engine's coalescing `get_ranges` per object,
 /// the objects at once, the parts put back in the caller's order (`n` in all).
 ///
-/// Not `Send` to the compiler (a higher-ranked closure inside the engine's future): the
-/// caller drives it on its own thread, inside the runtime (client.rs).
+/// `Send`, as the engine's is, so it runs as a task of the runtime; its futures are made
+/// from group numbers (a closure over a borrowed group is one the compiler cannot prove
+/// `Send` for every lifetime).
 pub async fn get_ranges_grouped(
     groups: &[RangeGroup],
     n: usize,
     opts: &ferry_engine::RangesOptions,
 ) -> Result<Vec<Bytes>, Error> {
-    let outs = futures_util::future::try_join_all(
-        groups.iter().map(|g| ferry_engine::get_ranges(&g.engine, &g.object, &g.ranges, opts)),
-    )
+    let outs = futures_util::future::try_join_all((0..groups.len()).map(|i| {
+        let g = &groups[i];
+        ferry_engine::get_ranges(&g.engine, &g.object, &g.ranges, opts)
+    }))
     .await?;
     let mut parts = vec![Bytes::new(); n];
     for (g, out) in groups.iter().zip(outs) {

@@ -162,7 +162,6 @@ pub fn sync_providers(src: &Side, dst: &Side) -> anyhow::Result<(Provider, Provi
 
 /// Runs jobs `concurrency` at once, each result counted.
 async fn run_jobs(runner: &Runner, jobs: BoxStream<'_, anyhow::Result<Job>>, t: &SharedTally) -> anyhow::Result<()> {
-    let p = runner.source.provider();
     let results = jobs
         .map_ok(|job| {
             if let Some(n) = job_size(&job) {
@@ -176,7 +175,7 @@ async fn run_jobs(runner: &Runner, jobs: BoxStream<'_, anyhow::Result<Job>>, t: 
                         t.bytes += size;
                         t.resumed_bytes += resumed;
                     }
-                    Err(e) => failed(t, job.source(p), e),
+                    Err(e) => failed(t, job.source(), e),
                 }
                 Ok::<(), anyhow::Error>(())
             }
@@ -237,7 +236,6 @@ enum Action {
 /// the join may act as it goes).
 pub async fn sync(prep: &Prepared, src: Side, dst: Side, o: SyncOptions, t: SharedTally) -> anyhow::Result<()> {
     let (engine, source) = (prep.runner.client.clone(), prep.runner.source.clone());
-    let (ps, pd) = (source.provider(), engine.provider());
     let planned = plan::plan(
         plan::in_order(src.list(&source), "source"),
         plan::in_order(dst.list(&engine), "destination"),
@@ -277,7 +275,7 @@ pub async fn sync(prep: &Prepared, src: Side, dst: Side, o: SyncOptions, t: Shar
             async move {
                 Ok(match a {
                     Action::Copy(job, reason) if o.dry_run => {
-                        let planned = ("cp".into(), job.source(ps), job.dest(pd), reason.as_str().into());
+                        let planned = ("cp".into(), job.source(), job.dest(), reason.as_str().into());
                         tally(&t).planned.push(planned);
                         None
                     }

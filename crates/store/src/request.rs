@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! provider operation (s3/object.rs, gcs/list.rs, azure/blocks.rs, ...)
-//!   └─ Op { name, method, target, query, headers, body, idempotent, size_hint }
+//!   └─ Op { name, method, target, query, headers, body, idempotent, response_len }
 //!        └─ Core::execute(signer, op, handle) ── per attempt:
 //!              body built (bytes, file re-opened, send-once stream taken)
 //!              ─► signer.sign: where it goes (path + query, Host) and its authorisation
@@ -23,6 +23,7 @@
 use crate::error::{Error, RetryClass};
 use crate::retry::{RetryBudget, RetryConfig};
 use bytes::Bytes;
+use ferry_proto::range::RangeSpec;
 use ferry_wire::controller::{Controller, ControllerOptions};
 use ferry_wire::{Request, RequestBody, Response, Transport};
 use futures_util::stream::{BoxStream, StreamExt};
@@ -116,8 +117,9 @@ pub(crate) struct Op {
     /// Safe to repeat as the provider's operation (retry.rs module note): GET, HEAD,
     /// PUT and DELETE by default; a POST that is idempotent by its meaning says so.
     pub(crate) idempotent: bool,
-    /// Size of the response body when known (wire's `Request::size_hint`).
-    pub(crate) size_hint: Option<u64>,
+    /// Bytes the response body will carry, when known (wire's `Request::response_len`):
+    /// set with the range by [`Op::range`], or the object's size for a whole GET.
+    pub(crate) response_len: Option<u64>,
     /// A "send more" answer (308) is a success (GCS's resumable upload chunks).
     pub(crate) accept_308: bool,
 }
@@ -133,7 +135,7 @@ impl Op {
             headers: HeaderMap::new(),
             body: OpBody::Empty,
             idempotent,
-            size_hint: None,
+            response_len: None,
             accept_308: false,
         }
     }
@@ -169,6 +171,16 @@ impl Op {
             .map_err(|_| Error::Config(format!("invalid value for header {name}: {value:?}")))?;
         self.headers.insert(n, v);
         Ok(self)
+    }
+
+    /// A `Range` header for `range` (none for `None`) and the response's length with it,
+    /// typed; `size` is the whole object's, when known (a listing's or a HEAD's).
+    pub(crate) fn range(mut self, range: Option<RangeSpec>, size: Option<u64>) -> Result<Op, Error> {
+        self.response_len = match range {
+            Some(r) => r.len(size),
+            None => size,
+        };
+        self.header_opt("range", range.map(|r| r.to_header()).as_deref())
     }
 
     pub(crate) fn header_opt(self, name: &str, value: Option<&str>) -> Result<Op, Error> {
@@ -287,7 +299,7 @@ impl Core {
                 path_and_query,
                 headers,
                 body,
-                size_hint: op.size_hint,
+                response_len: op.response_len,
                 hedge: true,
             };
             let observed = self.feeds_controller.then(|| self.controller.observe());

@@ -197,6 +197,14 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
     /// Drops an upload and its parts.
     async fn abort_upload(&self, upload: &MultipartUpload) -> Result<(), Error>;
 
+    /// Drops an upload's parts on a person's request (`ferry rm --incomplete`), where
+    /// [`ObjectStore::abort_upload`] is what a failed transfer calls. They differ only
+    /// where dropping the parts touches the object already there (Azure re-commits a
+    /// committed blob, changing its ETag); the default is `abort_upload`.
+    async fn discard_upload(&self, upload: &MultipartUpload) -> Result<(), Error> {
+        self.abort_upload(upload).await
+    }
+
     /// The parts an upload in progress already holds (a resumed upload reuses them).
     async fn list_parts(&self, upload: &MultipartUpload) -> Result<Vec<PartEntry>, Error>;
 
@@ -443,7 +451,8 @@ pub fn connect(provider: Provider, options: StoreOptions) -> Result<DynObjectSto
 /// call, the client's own method that does it (each with the trait's signature; the
 /// provider's names stay its API's: `head_object`, `get_blob`, ...). Controller and
 /// transport come from the client's request layer (request.rs). A trailing `part_copy`
-/// says the provider has that capability (the client implements [`PartCopy`]).
+/// says the provider has that capability (the client implements [`PartCopy`]); the
+/// optional `; presign:` and `; discard_upload:` name overrides of those defaults.
 // Expanded where the model (`crate::types::*`) and `Error` are in scope.
 macro_rules! object_store_by_names {
     ($client:ty, $provider:expr, $capabilities:expr, {
@@ -454,7 +463,7 @@ macro_rules! object_store_by_names {
         delete: $delete:ident, delete_batch: $delete_batch:ident, copy: $copy:ident,
         presign_get: $presign_get:ident, create_bucket: $create_bucket:ident,
         delete_bucket: $delete_bucket:ident, list_buckets: $list_buckets:ident $(, $part_copy:ident)?
-        $(; presign: $presign:ident)? $(,)?
+        $(; presign: $presign:ident)? $(; discard_upload: $discard_upload:ident)? $(,)?
     }) => {
         #[async_trait::async_trait]
         impl $crate::store::ObjectStore for $client {
@@ -569,6 +578,12 @@ macro_rules! object_store_by_names {
             $(
                 async fn presign(&self, object: &ObjectRef, expires: std::time::Duration) -> Result<String, Error> {
                     <$client>::$presign(self, &object.of($provider), expires).await
+                }
+            )?
+
+            $(
+                async fn discard_upload(&self, upload: &MultipartUpload) -> Result<(), Error> {
+                    <$client>::$discard_upload(self, upload).await
                 }
             )?
 

@@ -36,6 +36,11 @@ impl ObjectRef {
         ObjectRef { bucket: bucket.into(), key: key.into(), provider }
     }
 
+    /// Another object of the same provider and bucket (a listed key beside a pattern's).
+    pub fn at(&self, key: impl Into<String>) -> ObjectRef {
+        ObjectRef::on(self.provider, &self.bucket, key)
+    }
+
     /// This object as `provider`'s: itself when it already says so, else a copy that
     /// does. A store stamps every object it is handed, so its messages name the object
     /// with its own scheme whichever way the caller built the reference.

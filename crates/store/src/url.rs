@@ -118,7 +118,14 @@ impl StoreUrl {
 
     /// The object this URL names.
     pub fn object(&self) -> crate::ObjectRef {
-        crate::ObjectRef::on(self.provider, &self.bucket, &self.key)
+        self.at(&self.key)
+    }
+
+    /// The object `key` in this URL's bucket, its provider carried: how the command line
+    /// makes every object it names from a URL (a file's key under a prefix, a listed
+    /// key, a destination's), so each says its own scheme in messages.
+    pub fn at(&self, key: impl Into<String>) -> crate::ObjectRef {
+        crate::ObjectRef::on(self.provider, &self.bucket, key)
     }
 }
 

@@ -9,8 +9,7 @@
 
 use ferry_wire::auto::{AutoTransport, HEDGE_BUDGET};
 use ferry_wire::{Endpoint, Mode, Request, RequestBody, Response, Transport, TransportConfig};
-use http::header::RANGE;
-use http::{HeaderValue, Method, StatusCode};
+use http::{Method, StatusCode};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -141,7 +140,7 @@ fn auto(peer: &Peer, max_connections: usize) -> Arc<AutoTransport> {
 /// A GET of a known-small object (as after a listing): auto's small lane.
 fn small(path: &str) -> Request {
     let mut r = Request::new(Method::GET, path);
-    r.size_hint = Some(1000);
+    r.response_len = Some(1000);
     r
 }
 
@@ -257,7 +256,7 @@ async fn no_hedge_for_large_non_idempotent_or_refused_requests() {
 
     fetch_body(&t, Request::new(Method::GET, "/b/slow-unknown-size")).await;
     let mut part = Request::new(Method::GET, "/b/slow-part");
-    part.headers.insert(RANGE, HeaderValue::from_static("bytes=0-2097151"));
+    part.set_range(0, 2097151);
     fetch_body(&t, part).await;
     let mut put = Request::new(Method::PUT, "/b/slow-put");
     put.body = RequestBody::Full(bytes::Bytes::from_static(b"tiny"));

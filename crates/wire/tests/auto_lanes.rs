@@ -25,7 +25,7 @@ fn auto(srv: &Served, max_connections: usize) -> Arc<AutoTransport> {
 /// A GET whose caller knows the object's size (auto's small lane when `hint` is small).
 fn get(path: &str, hint: Option<u64>) -> Request {
     let mut r = Request::new(Method::GET, path);
-    r.size_hint = hint;
+    r.response_len = hint;
     r
 }
 
@@ -327,10 +327,7 @@ async fn ranged_parts_back_to_back_reuse_their_connections() {
                         break;
                     }
                     let mut r = Request::new(Method::GET, "/synthetic/dl/size=201326592/large");
-                    r.headers.insert(
-                        http::header::RANGE,
-                        format!("bytes={}-{}", i * part, (i + 1) * part - 1).parse().unwrap(),
-                    );
+                    r.set_range(i * part, (i + 1) * part - 1);
                     let resp = t.send(r).await.expect("part GET");
                     assert!(resp.status.is_success(), "part GET: {}", resp.status);
                     assert_eq!(resp.body.collect(4 << 20).await.unwrap().len() as u64, part);
@@ -418,8 +415,7 @@ fn bulk_load(
                 while !stop.load(SeqCst) {
                     let from = (i % 32) * part;
                     let mut r = Request::new(Method::GET, path);
-                    r.headers
-                        .insert(http::header::RANGE, format!("bytes={}-{}", from, from + part - 1).parse().unwrap());
+                    r.set_range(from, from + part - 1);
                     let resp = t.send(r).await.expect("bulk GET");
                     assert!(resp.status.is_success(), "bulk GET: {}", resp.status);
                     assert_eq!(resp.body.collect(4 << 20).await.unwrap().len() as u64, part);

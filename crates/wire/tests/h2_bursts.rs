@@ -25,7 +25,7 @@ fn transport(srv: &Served, max_connections: usize) -> Arc<dyn Transport> {
 async fn burst(t: &Arc<dyn Transport>, n: usize, path: &str, size_hint: Option<u64>) -> Vec<Response> {
     join_all((0..n).map(|_| {
         let mut r = Request::new(Method::GET, path);
-        r.size_hint = size_hint;
+        r.response_len = size_hint;
         t.send(r)
     }))
     .await

@@ -39,7 +39,7 @@ async fn small_requests_avoid_the_connection_carrying_a_bulk_stream() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     for i in 0..12 {
         let mut r = ferry_wire::Request::new(if i % 3 == 0 { Method::HEAD } else { Method::GET }, "/syn/16KiB");
-        r.size_hint = Some(16 * 1024);
+        r.response_len = Some(16 * 1024);
         let r = t.send(r).await.unwrap();
         assert!(r.status.is_success());
         assert_ne!(r.meta.connection_id, bulk_conn, "small request {i} shared the bulk stream's connection");
@@ -64,7 +64,7 @@ async fn at_the_connection_cap_lanes_share_rather_than_wait() {
     let t: Arc<dyn Transport> = Arc::new(H2Transport::new(c).unwrap());
     let bulk = send(&t, Method::GET, "/syn/32MiB", RequestBody::Empty).await.unwrap();
     let mut r = ferry_wire::Request::new(Method::GET, "/syn/16KiB");
-    r.size_hint = Some(16 * 1024);
+    r.response_len = Some(16 * 1024);
     let small = tokio::time::timeout(Duration::from_secs(1), t.send(r))
         .await
         .expect("a small request waited for the bulk stream")

@@ -122,7 +122,7 @@ async fn auto_caps_windows_once_small_requests_meet_bulk_ones() {
     put(&t, "/bkt/small", RequestBody::Full(pattern(1024))).await;
     let small = || {
         let mut r = Request::new(Method::GET, "/bkt/small");
-        r.size_hint = Some(1024);
+        r.response_len = Some(1024);
         r
     };
 

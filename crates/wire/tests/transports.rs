@@ -523,7 +523,7 @@ async fn auto_pipelines_small_requests_after_the_probe() {
     assert!(!auto.pipelining());
     let ranged = |a: usize, b: usize| {
         let mut r = ferry_wire::Request::new(Method::GET, "/bkt/k");
-        r.headers.insert("range", format!("bytes={a}-{b}").parse().unwrap());
+        r.set_range(a as u64, b as u64);
         r
     };
     for i in 0..20 {
@@ -545,7 +545,7 @@ async fn auto_pipelines_small_requests_after_the_probe() {
         tasks.push(tokio::spawn(async move {
             let (a, b) = (i * 7919 % MIB, i * 7919 % MIB + 65535);
             let mut r = ferry_wire::Request::new(Method::GET, "/bkt/k");
-            r.headers.insert("range", format!("bytes={a}-{b}").parse().unwrap());
+            r.set_range(a as u64, b as u64);
             let r = t.send(r).await.unwrap();
             assert!(r.body.collect(MIB).await.unwrap() == data.slice(a..=b));
         }));
@@ -560,7 +560,7 @@ async fn auto_pipelines_small_requests_after_the_probe() {
     let before = auto.pipelined_requests();
     for hint in [Some(16 * 1024), None, Some(16 * 1024)] {
         let mut r = ferry_wire::Request::new(Method::GET, "/bkt/small");
-        r.size_hint = hint;
+        r.response_len = hint;
         let r = t.send(r).await.unwrap();
         assert_eq!(r.body.collect(MIB).await.unwrap(), pattern(16 * 1024));
     }

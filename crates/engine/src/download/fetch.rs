@@ -4,7 +4,7 @@
 //! ```text
 //! single:  GET If-Match ─► chunks gathered into WRITE_BATCH ─► temp file
 //!          (ferry-store checks the stored CRC or the MD5 ETag as the body passes)
-//! part i:  [shared part budget] ─► admission (bytes in memory, endpoint's place)
+//! part i:  admission ([engine's parts in flight,] bytes in memory, endpoint's place)
 //!          ─► GET Range: bytes=a-b, If-Match: ETag ─► CRC as the bytes pass
 //!          ─► PartWriter (writer.rs) at offset a ─► [durable: start writeback]
 //!          ─► CRC recorded in the state (state.rs)
@@ -15,11 +15,11 @@
 //! Each part runs as a task of its own (`tokio::spawn`, aborted when the download is
 //! dropped, [`Aborting`]): an HTTP/1.1 body reads its socket on the task that polls it
 //! (wire's pool.rs), so parts polled as futures of one stream would share one thread for
-//! every read and CRC. A part waits for room in three steps, all of them bounds from
-//! above: the command's [`PartBudget`] (shared by every download of one `ferry cp`),
-//! then the engine's admission (admission.rs: the part's bytes in memory, then a place
-//! under the endpoint's adaptive limit); `DownloadParams::concurrency` caps a file's
-//! parts in flight.
+//! every read and CRC. A part waits for room in the engine's admission, all of whose
+//! steps are bounds from above (admission.rs: a place among the parts in flight of all
+//! the engine's downloads, when the engine bounds them as `ferry cp` does; the part's
+//! bytes in memory; a place under the endpoint's adaptive limit);
+//! `DownloadParams::concurrency` caps a file's parts in flight.
 //!
 //! A part is checked by its length (neither longer nor shorter than planned) and, with
 //! the others, by the whole object's CRC, combined from the parts' CRCs without reading
@@ -28,7 +28,7 @@
 use super::plan::part_len;
 use super::state::{create_temp, State};
 use super::writer::{part_bytes_in_memory, start_writeback, FileWrites, PartWriter, WRITE_BATCH};
-use super::{blocking, io, Fetched, PartBudget, ProgressFn, Verified};
+use super::{blocking, io, Fetched, ProgressFn, Verified};
 use crate::admission::Engine;
 use bytes::Bytes;
 use ferry_proto::checksum::{base64_decode, base64_encode, crc_combine, gf2_times, ChecksumAlgorithm, Checksummer};
@@ -129,7 +129,6 @@ pub(super) struct PartCtx {
     pub(super) algo: ChecksumAlgorithm,
     pub(super) part_size: u64,
     pub(super) size: u64,
-    pub(super) shared: Option<PartBudget>,
     pub(super) durable: bool,
 }
 
@@ -159,15 +158,10 @@ pub(super) async fn fetch_part(ctx: Arc<PartCtx>, i: u64) -> Result<(), Error> {
     let PartCtx { engine, object, writes, state, progress, algo, part_size, .. } = &*ctx;
     let (algo, part_size) = (*algo, *part_size);
     let tmp = ctx.tmp.as_path();
-    // Parts in flight across the files of one command (module note, `PartBudget`), then
-    // the engine's memory budget.
-    let _share = match &ctx.shared {
-        Some(b) => Some(b.clone().acquire_owned().await.map_err(|e| io(tmp, std::io::Error::other(e)))?),
-        None => None,
-    };
-    // Admission (admission.rs): the part's bytes in memory (`part_bytes_in_memory`),
-    // then a place under the endpoint's limit; `concurrency` only caps it from above.
-    let _ticket = engine.admission().admit(part_bytes_in_memory(part_len(i, part_size, ctx.size))).await;
+    // Admission (admission.rs): a place among the engine's download parts in flight, the
+    // part's bytes in memory (`part_bytes_in_memory`), then a place under the endpoint's
+    // limit; `concurrency` only caps it from above.
+    let _ticket = engine.admission().admit_part(part_bytes_in_memory(part_len(i, part_size, ctx.size))).await;
     let start = i * part_size;
     let len = part_len(i, part_size, ctx.size);
     let params =

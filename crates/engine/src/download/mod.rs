@@ -80,16 +80,14 @@ pub type ProgressFn = Arc<dyn Fn(u64) + Send + Sync>;
 pub struct DownloadParams {
     /// Bytes per ranged GET.
     pub part_size: u64,
-    /// Ranged GETs in flight for this file.
+    /// Ranged GETs in flight for this file (the engine may bound the parts of all its
+    /// downloads together too: `Engine::with_download_parts`).
     pub concurrency: usize,
     /// Keep the temp file and state on failure, and use them on the next run.
     pub resume: bool,
     /// fsync the temp file (and its directory after the rename), so the final name holds
     /// the whole object even after a power loss or kernel crash (module note).
     pub durable: bool,
-    /// Parts in flight across all the downloads that share it (fetch.rs); `None`:
-    /// only `concurrency` per file.
-    pub budget: Option<PartBudget>,
     /// The modification time the file gets (module note, "Finishing").
     pub mtime: Mtime,
 }
@@ -108,10 +106,6 @@ pub enum Mtime {
     At(std::time::SystemTime),
 }
 
-/// A budget of ranged GETs in flight shared by several downloads: each part holds one
-/// permit from its request to its last byte written.
-pub type PartBudget = Arc<tokio::sync::Semaphore>;
-
 impl Default for DownloadParams {
     /// 8 MiB parts (plan.rs), 8 in flight (the same share as uploads).
     fn default() -> Self {
@@ -120,7 +114,6 @@ impl Default for DownloadParams {
             concurrency: 8,
             resume: true,
             durable: false,
-            budget: None,
             mtime: Mtime::Written,
         }
     }
@@ -264,7 +257,6 @@ async fn ranged(
         algo,
         part_size,
         size: info.size,
-        shared: params.budget.clone(),
         durable: params.durable,
     });
     let fetched = futures_util::stream::iter(todo.into_iter().map(Ok::<u64, Error>))

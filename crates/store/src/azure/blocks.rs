@@ -10,7 +10,10 @@
 //!                  part number, size and CRC read back from the id
 //! complete      ─► Put Block List <Latest>B1</Latest>... in part order
 //! abort         ─► Get Blob Properties: no committed blob ─► Delete Blob (drops the
-//!                  uncommitted blob and all its blocks); a committed blob ─► refused, said
+//!                  uncommitted blob and all its blocks); a committed blob ─► Get Block
+//!                  List, then Put Block List of its committed blocks, If-Match its ETag,
+//!                  its properties restated (the same bytes; the blocks dropped), or
+//!                  refused, said, where that cannot keep the blob as it is
 //! list_uploads  ─► List Blobs include=uncommittedblobs under the prefix, then Get Block
 //!                  List per blob: one request per blob listed (at most 10,000 examined)
 //! ```
@@ -29,14 +32,29 @@
 //! with every block, and List Blobs stops reporting it, so `abort` does exactly that
 //! after Get Blob Properties says no committed blob of that name exists. (An
 //! unconditional Delete Blob, as Microsoft's guidance for stuck blocks has it: a
-//! conditional one treats an uncommitted blob as missing.) A blob that is committed
-//! keeps its bytes: the only ways to drop its uncommitted blocks are deleting it or
-//! re-committing it, and a re-commit resets its properties and metadata unless each is
-//! restated, so `abort` refuses with [`BLOCKS_REMAIN`] and says what Azure will do,
-//! rather than claim a removal that did not happen. Dropping a blob's blocks drops
-//! those of every upload to that blob, as any commit on Azure does. A blob committed by
-//! someone else between the check and the delete would be deleted: one round trip of
-//! exposure, the cost of Azure having no "delete only if uncommitted" condition.
+//! conditional one treats an uncommitted blob as missing.) A blob committed by someone
+//! else between the check and the delete would be deleted: one round trip of exposure,
+//! the cost of Azure having no "delete only if uncommitted" condition.
+//!
+//! A blob that is committed keeps its bytes. Its uncommitted blocks go when it is
+//! committed again. A failed transfer's `abort` leaves such a blob alone and says its
+//! blocks remain (readers pinned to its ETag must not see it change because a write to
+//! it failed); `discard_upload`, what `ferry rm --incomplete` calls, re-commits it as it
+//! stands ([`AzureClient::recommit`]):
+//! Put Block List naming each committed block (`<Committed>`, never a staged block of
+//! the same id) in order, `If-Match` the ETag its properties were read with, so a blob
+//! changed meanwhile is refused (412) instead of overwritten, and with every property a
+//! commit would otherwise reset restated from those properties (content type,
+//! encoding, language, disposition, cache control, MD5, metadata, an explicitly set
+//! access tier; metadata names come back lower case, as HTTP carries them, which Azure
+//! reads without regard to case). What changes is what any commit changes: the ETag and Last-Modified
+//! (and, where versioning is on, a new version sharing the same blocks). Where a
+//! re-commit cannot keep the blob as it is, `discard_upload` refuses with [`BLOCKS_REMAIN`] and
+//! says what Azure will do rather than claim a removal that did not happen: a blob
+//! written whole by Put Blob (no committed block list to name: its blocks do not add up
+//! to its length), a blob with index tags (a commit does not keep them), a page or
+//! append blob. Dropping a blob's blocks drops those of every upload to that blob, as
+//! any commit on Azure does.
 //! Azure takes a blob's content type and metadata with Put Block List, so those given
 //! to `create_upload` wait in the client, by upload id, until the commit; an upload
 //! resumed by another process commits without them (the id has no room for them).
@@ -94,6 +112,20 @@ pub(crate) fn parse_block_id(id: &str) -> Option<(String, u32, u64)> {
 /// The error code of an abort refused because the blob is committed (module note).
 pub const BLOCKS_REMAIN: &str = "UncommittedBlocksRemain";
 
+/// The refusal to drop a committed blob's uncommitted blocks, saying `why` and what Azure
+/// will do with them.
+fn blocks_remain(object: &ObjectRef, why: &str) -> Error {
+    Error::Service {
+        status: 409,
+        code: BLOCKS_REMAIN.into(),
+        message: format!(
+            "{object} exists and {why}, so its uncommitted blocks stay until the blob is next written or \
+             deleted, or Azure drops them a week after the last block arrived; the blob itself was left alone"
+        ),
+        request_id: None,
+    }
+}
+
 /// One `<Block>` of a block list.
 #[derive(Debug)]
 struct Block {
@@ -101,10 +133,12 @@ struct Block {
     size: u64,
 }
 
-fn parse_uncommitted(body: &[u8]) -> Result<Vec<Block>, ferry_proto::xml::XmlError> {
+/// The blocks of one list (`CommittedBlocks` or `UncommittedBlocks`) of a Get Block
+/// List answer, in order.
+fn parse_blocks(body: &[u8], list: &str) -> Result<Vec<Block>, ferry_proto::xml::XmlError> {
     let root = ferry_proto::xml::parse_document(body)?;
     let mut out = Vec::new();
-    if let Some(list) = root.child("UncommittedBlocks") {
+    if let Some(list) = root.child(list) {
         for b in list.children_named("Block") {
             let name = b.child_text("Name").unwrap_or("").trim().to_owned();
             let size = b.child_text("Size").and_then(|s| s.trim().parse().ok()).unwrap_or(0);
@@ -112,6 +146,68 @@ fn parse_uncommitted(body: &[u8]) -> Result<Vec<Block>, ferry_proto::xml::XmlErr
         }
     }
     Ok(out)
+}
+
+fn parse_uncommitted(body: &[u8]) -> Result<Vec<Block>, ferry_proto::xml::XmlError> {
+    parse_blocks(body, "UncommittedBlocks")
+}
+
+/// Blob properties a Put Block List sets from its request, each with the request header
+/// that restates it: a commit that does not send one resets it.
+const RESTATED: [(&str, &str); 6] = [
+    ("content-type", "x-ms-blob-content-type"),
+    ("content-encoding", "x-ms-blob-content-encoding"),
+    ("content-language", "x-ms-blob-content-language"),
+    ("content-disposition", "x-ms-blob-content-disposition"),
+    ("cache-control", "x-ms-blob-cache-control"),
+    ("content-md5", "x-ms-blob-content-md5"),
+];
+
+/// The Put Block List that commits a blob again as it stands, from its properties
+/// (`props`, Get Blob Properties' headers) and its committed block ids: the request's
+/// headers and body, or why it cannot keep the blob as it is (module note).
+pub(crate) fn recommit_request(
+    props: &http::HeaderMap,
+    committed: &[(String, u64)],
+) -> Result<(Vec<(String, String)>, String), String> {
+    let get = |n: &str| props.get(n).and_then(|v| v.to_str().ok()).map(str::trim);
+    let size: u64 = get("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let etag = get("etag").ok_or("its properties came without an ETag")?;
+    match get("x-ms-blob-type") {
+        None | Some("BlockBlob") => {}
+        Some(other) => return Err(format!("it is a {other}, which has no blocks to commit")),
+    }
+    if get("x-ms-tag-count").and_then(|n| n.parse::<u64>().ok()).unwrap_or(0) > 0 {
+        return Err("it has index tags, which a commit does not keep".into());
+    }
+    if committed.iter().map(|(_, n)| n).sum::<u64>() != size {
+        return Err("it was written whole (Put Blob), so it has no block list that names its bytes".into());
+    }
+    let mut headers = vec![("if-match".to_owned(), etag.to_owned())];
+    for (prop, header) in RESTATED {
+        if let Some(v) = get(prop) {
+            headers.push((header.to_owned(), v.to_owned()));
+        }
+    }
+    for (name, value) in props {
+        if name.as_str().starts_with("x-ms-meta-") {
+            let v = value.to_str().map_err(|_| format!("its metadata {name} is not text"))?;
+            headers.push((name.as_str().to_owned(), v.to_owned()));
+        }
+    }
+    // A tier set on the blob is restated; an inferred one (the account's default) is
+    // what a commit gives anyway.
+    if let (Some(tier), false) = (get("x-ms-access-tier"), get("x-ms-access-tier-inferred") == Some("true")) {
+        headers.push(("x-ms-access-tier".to_owned(), tier.to_owned()));
+    }
+    let mut xml = String::from("<?xml version=\"1.0\" encoding=\"utf-8\"?><BlockList>");
+    for (id, _) in committed {
+        xml.push_str("<Committed>");
+        xml.push_str(id);
+        xml.push_str("</Committed>");
+    }
+    xml.push_str("</BlockList>");
+    Ok((headers, xml))
 }
 
 pub(crate) async fn read_xml<T>(
@@ -221,20 +317,39 @@ impl AzureClient {
         Ok(CompleteMultipartOutput { etag, checksum: None })
     }
 
-    /// Drops an upload's blocks where Azure allows it (module note: "Aborting").
+    /// Drops an upload's blocks where that leaves any committed blob untouched (module
+    /// note: "Aborting"): what a failed transfer does, so readers pinned to the blob's
+    /// ETag never see it change because a write to it failed.
     pub async fn abort_block_upload(&self, upload: &MultipartUpload) -> Result<(), Error> {
+        self.drop_blocks(upload, false).await
+    }
+
+    /// Drops an upload's blocks, re-committing a committed blob as it stands where that
+    /// is the only way (module note: "Aborting"): what `rm --incomplete` asks for.
+    pub async fn discard_block_upload(&self, upload: &MultipartUpload) -> Result<(), Error> {
+        self.drop_blocks(upload, true).await
+    }
+
+    async fn drop_blocks(&self, upload: &MultipartUpload, recommit: bool) -> Result<(), Error> {
         self.inner.upload_params.lock().unwrap_or_else(|p| p.into_inner()).remove(&upload.upload_id);
         match self.head_blob(&upload.object).await {
-            Ok(_) => Err(Error::Service {
-                status: 409,
-                code: BLOCKS_REMAIN.into(),
-                message: format!(
-                    "az://{}/{} exists, so its uncommitted blocks stay until the blob is next written or deleted, \
-                     or Azure drops them a week after the last block arrived; the blob itself was left alone",
-                    upload.object.bucket, upload.object.key
-                ),
-                request_id: None,
-            }),
+            Ok(_) => {
+                if !self.holds_blocks_of(upload).await? {
+                    return Ok(());
+                }
+                if !recommit {
+                    return Err(blocks_remain(&upload.object, "a failed write leaves the blob as it was"));
+                }
+                match self.recommit(&upload.object).await {
+                    // Changed meanwhile (412): the commit did not happen. Nothing is left
+                    // to do if the upload's blocks went with that change.
+                    Err(e @ Error::Precondition { .. }) => match self.holds_blocks_of(upload).await? {
+                        false => Ok(()),
+                        true => Err(e),
+                    },
+                    r => r,
+                }
+            }
             Err(e) if matches!(&e, Error::NotFound { code, .. } if code != "ContainerNotFound") => {
                 let mut op = Op::object("DeleteBlob", Method::DELETE, &upload.object.bucket, Some(&upload.object.key));
                 match self.execute(&mut op, |_| async { Ok(()) }).await {
@@ -245,6 +360,39 @@ impl AzureClient {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Whether Azure still holds uncommitted blocks of `upload`.
+    async fn holds_blocks_of(&self, upload: &MultipartUpload) -> Result<bool, Error> {
+        let blocks = self.uncommitted_blocks(&upload.object).await?;
+        Ok(blocks.iter().any(|b| parse_block_id(&b.name).is_some_and(|(id, _, _)| id == upload.upload_id)))
+    }
+
+    /// Commits a committed blob again as it stands, which drops its uncommitted blocks
+    /// (module note, "Aborting"): Get Blob Properties, Get Block List, then Put Block
+    /// List of the committed blocks `If-Match` the properties' ETag, the properties
+    /// restated. Refused with [`BLOCKS_REMAIN`] where that could change the blob.
+    pub async fn recommit(&self, object: &ObjectRef) -> Result<(), Error> {
+        let mut op = Op::object("GetBlobProperties", Method::HEAD, &object.bucket, Some(&object.key));
+        let props = self.execute(&mut op, |r| async move { Ok(r.headers) }).await?;
+        let mut op = Op::object("GetBlockList", Method::GET, &object.bucket, Some(&object.key))
+            .query("comp", "blocklist")
+            .query("blocklisttype", "committed");
+        let committed =
+            self.execute(&mut op, |r| async move { read_xml(r, |b| parse_blocks(b, "CommittedBlocks")).await }).await?;
+        let committed: Vec<(String, u64)> = committed.into_iter().map(|b| (b.name, b.size)).collect();
+        let (headers, xml) = recommit_request(&props, &committed).map_err(|why| blocks_remain(object, &why))?;
+        let body = Bytes::from(xml);
+        let md5 = base64_encode(&Md5::digest(&body));
+        let mut op = Op::object("PutBlockList", Method::PUT, &object.bucket, Some(&object.key))
+            .query("comp", "blocklist")
+            .header("content-type", "application/xml")?
+            .header("content-md5", &md5)?
+            .body(OpBody::Bytes(body));
+        for (name, value) in &headers {
+            op = op.header(name, value)?;
+        }
+        self.execute(&mut op, |_| async { Ok(()) }).await
     }
 
     /// The blocks of `upload` Azure holds uncommitted, as parts (module note).
@@ -313,6 +461,52 @@ impl AzureClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recommit_names_the_committed_blocks_if_match_and_restates_the_properties() {
+        let props = |extra: &[(&str, &str)]| {
+            let mut h = http::HeaderMap::new();
+            for (k, v) in [
+                ("content-length", "30"),
+                ("etag", "\"0x8DC1\""),
+                ("x-ms-blob-type", "BlockBlob"),
+                ("content-type", "text/csv"),
+                ("cache-control", "no-cache"),
+                ("content-md5", "q1w2e3=="),
+                ("x-ms-meta-owner", "lab"),
+                ("x-ms-access-tier", "Hot"),
+                ("x-ms-access-tier-inferred", "true"),
+                ("x-ms-request-id", "r1"),
+            ]
+            .iter()
+            .chain(extra)
+            {
+                h.insert(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+            }
+            h
+        };
+        let blocks = vec![("QQ".to_owned(), 10), ("Qg".to_owned(), 20)];
+        let (headers, xml) = recommit_request(&props(&[]), &blocks).unwrap();
+        let has = |k: &str, v: &str| headers.iter().any(|(a, b)| a == k && b == v);
+        assert!(has("if-match", "\"0x8DC1\""), "{headers:?}");
+        assert!(has("x-ms-blob-content-type", "text/csv") && has("x-ms-blob-cache-control", "no-cache"));
+        assert!(has("x-ms-blob-content-md5", "q1w2e3==") && has("x-ms-meta-owner", "lab"), "{headers:?}");
+        assert!(!headers.iter().any(|(a, _)| a == "x-ms-access-tier"), "an inferred tier is not set: {headers:?}");
+        assert!(!headers.iter().any(|(a, _)| a == "x-ms-request-id"));
+        assert!(xml.ends_with("<BlockList><Committed>QQ</Committed><Committed>Qg</Committed></BlockList>"), "{xml}");
+        // A tier set on the blob is kept.
+        let (headers, _) =
+            recommit_request(&props(&[("x-ms-access-tier", "Cool"), ("x-ms-access-tier-inferred", "false")]), &blocks)
+                .unwrap();
+        assert!(headers.iter().any(|(a, b)| a == "x-ms-access-tier" && b == "Cool"), "{headers:?}");
+        // Refused where the commit could change the blob.
+        let refused =
+            |extra: &[(&str, &str)], blocks: &[(String, u64)]| recommit_request(&props(extra), blocks).unwrap_err();
+        assert!(refused(&[], &[]).contains("written whole"), "no block list: a Put Blob's blob");
+        assert!(refused(&[], &blocks[..1]).contains("written whole"), "blocks that do not add up to the length");
+        assert!(refused(&[("x-ms-tag-count", "2")], &blocks).contains("index tags"));
+        assert!(refused(&[("x-ms-blob-type", "PageBlob")], &blocks).contains("PageBlob"));
+    }
 
     #[test]
     fn block_ids_have_one_length_and_read_back() {

@@ -47,7 +47,7 @@ impl Reopen for AzureReopen {
         let mut op = Op::object("GetBlob", Method::GET, &self.object.bucket, Some(&self.object.key))
             .header("x-ms-range", &format!("bytes={from}-{to}"))?
             .header("if-match", etag)?;
-        op.size_hint = Some(to - from + 1);
+        op.response_len = Some(to - from + 1);
         self.client.execute(&mut op, |r| async move { Ok(r) }).await
     }
 

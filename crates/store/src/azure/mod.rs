@@ -91,7 +91,8 @@ crate::store::object_store_by_names!(AzureClient, Provider::Azure, Capabilities 
     list_parts: list_upload_blocks, list_uploads: list_block_uploads, list: list_blobs,
     delete: delete_blob, delete_batch: delete_blobs, copy: copy_blob,
     presign_get: presign_blob, create_bucket: create_container,
-    delete_bucket: delete_container, list_buckets: list_containers; presign: presign_any,
+    delete_bucket: delete_container, list_buckets: list_containers; presign: presign_any;
+    discard_upload: discard_block_upload,
 });
 
 /// The trait's calls where Azure's differ from its REST operations.

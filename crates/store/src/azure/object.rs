@@ -209,7 +209,7 @@ impl AzureClient {
                 "if-unmodified-since",
                 params.if_unmodified_since.map(ferry_proto::encoding::http_date).as_deref(),
             )?;
-        op.size_hint = size_hint;
+        op.response_len = size_hint;
         let resp = self.execute(&mut op, |r| async move { Ok(r) }).await?;
         let meta = info_from_headers(&resp.headers);
         let reopen = AzureReopen { client: self.clone(), object: object.clone() };

@@ -21,6 +21,7 @@ use crate::gcs::object::goog_hash;
 use crate::request::{Core, Op};
 use crate::types::ObjectRef;
 use ferry_proto::checksum::{base64_decode, ChecksumAlgorithm, Checksummer};
+use ferry_proto::range::RangeSpec;
 use ferry_wire::Response;
 use http::{HeaderMap, Method};
 
@@ -71,7 +72,7 @@ impl Reopen for GcsReopen {
         .query("generation", generation)
         .query("ifGenerationMatch", generation)
         .header("accept-encoding", "gzip")?
-        .header("range", &format!("bytes={from}-{to}"))?;
+        .range(Some(RangeSpec::FromTo(from, to)), None)?;
         let resp: Response = self.client.execute(&mut op, |r| async move { Ok(r) }).await?;
         let got = resp.headers.get("x-goog-generation").and_then(|v| v.to_str().ok()).map(str::to_owned);
         if got.as_deref().is_some_and(|g| g != generation) {

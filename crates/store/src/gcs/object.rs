@@ -247,10 +247,7 @@ impl GcsClient {
             .query_opt("ifGenerationMatch", pinned.map(|g| g.to_string()))
             .query_opt("ifGenerationNotMatch", not.map(|g| g.to_string()))
             .header("accept-encoding", "gzip")?;
-        if let Some(r) = params.range {
-            op = op.header("range", &r.to_header())?;
-        }
-        op.size_hint = params.size_hint;
+        op = op.range(params.range, params.size_hint)?;
         let resp = self.execute(&mut op, |r| async move { Ok(r) }).await?;
         let rid = request_id(&resp.headers);
         let meta = info_from_headers(&resp.headers);

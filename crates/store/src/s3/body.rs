@@ -15,6 +15,7 @@ use crate::s3::client::S3Client;
 use crate::s3::error::request_id;
 use crate::types::ObjectRef;
 use ferry_proto::checksum::{ChecksumAlgorithm, Checksummer};
+use ferry_proto::range::RangeSpec;
 use ferry_wire::Response;
 use http::{HeaderMap, Method};
 use md5::{Digest, Md5};
@@ -76,7 +77,7 @@ impl Reopen for S3Reopen {
 
     async fn reopen(&self, etag: &str, from: u64, to: u64) -> Result<Response, Error> {
         let mut op = Op::object("GetObject", Method::GET, &self.object.bucket, Some(&self.object.key))
-            .header("range", &format!("bytes={from}-{to}"))?
+            .range(Some(RangeSpec::FromTo(from, to)), None)?
             .header("if-match", etag)?;
         self.client.execute(&mut op, |r| async move { Ok(r) }).await
     }

@@ -127,7 +127,7 @@ impl S3Client {
     /// GetObject: the body streams, verified, resumed if cut (see body.rs).
     pub async fn get_object(&self, object: &ObjectRef, params: GetParams) -> Result<GetObjectOutput, Error> {
         let mut op = Op::object("GetObject", Method::GET, &object.bucket, Some(&object.key))
-            .header_opt("range", params.range.map(|r| r.to_header()).as_deref())?
+            .range(params.range, params.size_hint)?
             .header_opt("if-match", params.if_match.as_deref())?
             .header_opt("if-none-match", params.if_none_match.as_deref())?
             .header_opt("if-modified-since", params.if_modified_since.map(ferry_proto::encoding::http_date).as_deref())?
@@ -138,7 +138,6 @@ impl S3Client {
         if params.checksum_mode {
             op = op.header("x-amz-checksum-mode", "ENABLED")?;
         }
-        op.size_hint = params.size_hint;
         let resp = self.execute(&mut op, |r| async move { Ok(r) }).await?;
         let meta = ObjectInfo::from_headers(&resp.headers);
         CheckedBody::output(S3Reopen { client: self.clone(), object: object.clone() }, resp, meta, full_object)

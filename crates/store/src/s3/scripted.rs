@@ -71,6 +71,8 @@ pub(crate) struct Recorded {
     pub(crate) path_and_query: String,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
+    /// The response length the request told the transport, typed.
+    pub(crate) expected_len: Option<u64>,
 }
 
 impl Recorded {
@@ -108,6 +110,7 @@ impl Transport for ScriptedTransport {
         let next = self.script.lock().unwrap().pop_front();
         let requests = self.requests.clone();
         Box::pin(async move {
+            let expected_len = req.expected_len();
             let body = match req.body {
                 RequestBody::Empty => Bytes::new(),
                 RequestBody::Full(b) => b,
@@ -124,6 +127,7 @@ impl Transport for ScriptedTransport {
                 path_and_query: req.path_and_query,
                 headers: req.headers,
                 body,
+                expected_len,
             });
             match next.expect("the scripted transport ran out of responses") {
                 Scripted::Fail(kind) => Err(WireError::new(kind, "scripted failure")),

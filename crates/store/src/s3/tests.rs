@@ -199,7 +199,9 @@ async fn a_cut_body_resumes_with_range_and_if_match() {
     assert_eq!(reqs.len(), 3);
     assert_eq!(reqs[0].header("x-amz-checksum-mode"), Some("ENABLED"));
     assert_eq!(reqs[0].header("range"), None);
+    assert_eq!(reqs[0].expected_len, None, "no size known");
     assert_eq!(reqs[1].header("range"), Some("bytes=3000-9999"));
+    assert_eq!(reqs[1].expected_len, Some(7000), "the resume's range, typed");
     assert_eq!(reqs[1].header("if-match"), Some("\"v1\""));
     assert_eq!(reqs[2].header("range"), Some("bytes=7000-9999"));
     assert_eq!(reqs[2].header("if-match"), Some("\"v1\""));
@@ -330,10 +332,25 @@ async fn ranged_gets_send_the_range_and_report_it() {
         .header("content-range", "bytes 10-19/100")
         .body(Bytes::from_static(b"0123456789"))]);
     let c = client(&t, fast_retry());
-    let out = c.get_object(&obj(), GetParams::range(crate::RangeSpec::FromTo(10, 19))).await.unwrap();
+    // The object's size (as a listing gives it) beside the range: the range's length is
+    // what the response carries.
+    let params = GetParams { size_hint: Some(100), ..GetParams::range(crate::RangeSpec::FromTo(10, 19)) };
+    let out = c.get_object(&obj(), params).await.unwrap();
     assert_eq!((out.range, out.meta.size), (Some((10, 19)), 100));
     assert_eq!(out.body.collect().await.unwrap(), Bytes::from_static(b"0123456789"));
     assert_eq!(t.requests()[0].header("range"), Some("bytes=10-19"));
+    assert_eq!(t.requests()[0].expected_len, Some(10), "typed on the wire request, not parsed from the header");
+}
+
+#[test]
+fn a_ranges_response_length_follows_from_the_typed_range() {
+    use crate::RangeSpec::*;
+    assert_eq!(FromTo(0, 1048575).len(None), Some(1 << 20));
+    assert_eq!(FromTo(4096, 8191).len(Some(100)), Some(4096), "at most: the server cuts it at the end");
+    assert_eq!(Suffix(4096).len(None), Some(4096));
+    assert_eq!(Suffix(4096).len(Some(100)), Some(100));
+    assert_eq!(From(100).len(Some(16 << 10)), Some((16 << 10) - 100));
+    assert_eq!(From(100).len(None), None, "open-ended on an object of unknown size");
 }
 
 #[tokio::test]

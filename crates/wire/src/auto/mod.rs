@@ -12,8 +12,8 @@
 //! ```
 //!
 //! *Small* is [`is_small`] (lane.rs): a HEAD, or a GET without a body whose response is
-//! known to carry at most [`SMALL_GET_BYTES`] ([`Request::expected_len`]: a bounded
-//! Range, else the caller's size hint from a listing or a HEAD). Any other GET counts as
+//! known to carry at most [`SMALL_GET_BYTES`] ([`Request::expected_len`]: its range's
+//! length, or the object's size from a listing or a HEAD, typed on the request). Any other GET counts as
 //! large: its object may be any size, and a large body holds up every response pipelined
 //! behind it.
 //!
@@ -43,7 +43,7 @@ mod lanes;
 mod probe;
 mod window_cap;
 
-pub use crate::lane::{is_small, lane, range_len, Lane, SMALL_GET_BYTES};
+pub use crate::lane::{is_small, lane, Lane, SMALL_GET_BYTES};
 pub use hedge::{
     HEDGE_BUDGET, HEDGE_BURST, HEDGE_FLOOR, HEDGE_MIN_SAMPLES, HEDGE_PERCENTILE, HEDGE_QUIET_AFTER_THROTTLE,
     HEDGE_WINDOW,
@@ -243,11 +243,11 @@ impl Transport for AutoTransport {
 }
 
 /// A copy of a request without a body (the probe's and the hedge's): method, target,
-/// headers and size hint.
+/// headers and response length.
 fn copy_of(req: &Request) -> Request {
     Request {
         headers: req.headers.clone(),
-        size_hint: req.size_hint,
+        response_len: req.response_len,
         ..Request::new(req.method.clone(), req.path_and_query.clone())
     }
 }
