@@ -114,7 +114,10 @@ pub async fn run(args: RmArgs, g: &Global) -> Result<()> {
             match client.delete(&obj).await {
                 Ok(()) => {
                     out.ok();
-                    out.emit_done(|| format!("rm {obj}"), || serde_json::json!({"op": "rm", "object": obj.to_string()}));
+                    out.emit_done(
+                        || format!("rm {obj}"),
+                        || serde_json::json!({"op": "rm", "object": obj.to_string()}),
+                    );
                 }
                 Err(e) => out.fail("rm", &obj.to_string(), &e),
             }

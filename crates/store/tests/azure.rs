@@ -777,3 +777,35 @@ async fn a_token_client_presigns_with_a_user_delegation_key() {
     m.update(to_sign.as_bytes());
     assert_eq!(q["sig"], ferry_proto::checksum::base64_encode(&m.finalize().into_bytes()));
 }
+
+#[ignore = "needs Azurite: run by scripts/test.sh with FERRY_AZURITE set"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborting_a_failed_write_leaves_a_committed_blob_alone_and_discarding_recommits_it() {
+    let c = emulator();
+    let container = unique("discard");
+    c.create_bucket(&container).await.unwrap();
+    let o = ObjectRef::new(container.as_str(), "kept.bin");
+    let part = 1u64 << 20;
+    // A blob committed from blocks, so that a re-commit can name them.
+    let body = data(2 * part as usize, 3);
+    let first = c.create_upload(&o, &PutParams::default()).await.unwrap();
+    let mut parts = Vec::new();
+    for n in 1..=2u32 {
+        let start = (n as usize - 1) * part as usize;
+        let slice = body.slice(start..start + part as usize);
+        parts.push(c.upload_part(&first, n, PartPayload::Bytes(slice)).await.unwrap());
+    }
+    c.complete_upload(&first, &parts, None).await.unwrap();
+    let etag = c.head(&o).await.unwrap().etag;
+    // A second write to it fails after staging one block.
+    let second = c.create_upload(&o, &PutParams::default()).await.unwrap();
+    c.upload_part(&second, 1, PartPayload::Bytes(data(part as usize, 9))).await.unwrap();
+    let refused = c.abort_upload(&second).await.unwrap_err();
+    assert!(refused.to_string().contains("UncommittedBlocksRemain"), "{refused}");
+    assert_eq!(c.head(&o).await.unwrap().etag, etag, "a failed write's abort changed the blob");
+    assert_eq!(c.list_uploads(&container, "kept.bin").await.unwrap().len(), 1);
+    // Asked for by a person (rm --incomplete): the blocks go, the bytes stay.
+    c.discard_upload(&second).await.unwrap();
+    assert!(c.list_uploads(&container, "kept.bin").await.unwrap().is_empty());
+    assert_eq!(c.get_bytes(&o).await.unwrap(), body);
+}
