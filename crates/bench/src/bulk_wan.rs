@@ -1545,24 +1545,13 @@ pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef 
     peers: &PEERS,
     in_suite: true,
     default_link: Some("transatlantic"),
-    run: run_with_defaults,
+    run: crate::workload::run_defaults::<BulkWanParams>,
     claim,
 };
 
-/// Runs `bulk-wan` with its default parameters at `s` (`repeats` when given) and the peers
-/// of `o` that it sets beside ferry.
-pub fn run_with_defaults(
-    s: Size,
-    repeats: Option<usize>,
-    o: &crate::options::RunOptions,
-) -> anyhow::Result<crate::options::Outcome> {
-    // Across the emulated link when the options carry one (`ferry bench all` brings up the
-    // transatlantic link for it as root), else on loopback.
-    let mut p = BulkWanParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = WORKLOAD.peers_of(o);
-    run(s, &p, o)
-}
+// Across the emulated link when the options carry one (`ferry bench all` brings up the
+// transatlantic link for it as root), else on loopback.
+crate::impl_params!(BulkWanParams, |size, p, o| run(size, p, o));
 
 #[cfg(test)]
 mod tests {

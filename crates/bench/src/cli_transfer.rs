@@ -1612,22 +1612,11 @@ pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef 
     peers: &[crate::peers::Peer::S5cmd, crate::peers::Peer::Rclone],
     in_suite: false,
     default_link: None,
-    run: run_with_defaults,
+    run: crate::workload::run_defaults::<CliTransferParams>,
     claim,
 };
 
-/// Runs `cli-transfer` with its default parameters at `s` (`repeats` when given) and the peers
-/// of `o` that it sets beside ferry.
-pub fn run_with_defaults(
-    s: Size,
-    repeats: Option<usize>,
-    o: &crate::options::RunOptions,
-) -> anyhow::Result<crate::options::Outcome> {
-    let mut p = CliTransferParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = WORKLOAD.peers_of(o);
-    run(s, &p, o)
-}
+crate::impl_params!(CliTransferParams, |size, p, o| run(size, p, o));
 
 /// cli-transfer's row of a claims table (it is not in `ferry bench all`; `ferry bench
 /// claims` reads it): nothing is published, so the row states ferry's bytes/s against each

@@ -626,22 +626,11 @@ pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef 
     peers: &PEERS,
     in_suite: true,
     default_link: None,
-    run: run_with_defaults,
+    run: crate::workload::run_defaults::<ListingParams>,
     claim,
 };
 
-/// Runs `listing` with its default parameters at `s` (`repeats` when given) and the peers
-/// of `o` that it sets beside ferry.
-pub fn run_with_defaults(
-    s: Size,
-    repeats: Option<usize>,
-    o: &crate::options::RunOptions,
-) -> anyhow::Result<crate::options::Outcome> {
-    let mut p = ListingParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = WORKLOAD.peers_of(o);
-    run(s, &p, o)
-}
+crate::impl_params!(ListingParams, |size, p, o| run(size, p, o));
 
 #[cfg(test)]
 mod tests {

@@ -934,22 +934,29 @@ pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef 
     peers: &PEERS,
     in_suite: true,
     default_link: None,
-    run: run_with_defaults,
+    run: crate::workload::run_defaults::<MixedHolParams>,
     claim,
 };
 
-/// Runs `mixed-hol` with its default parameters at `s` (`repeats` when given) and the peers
-/// of `o` that it sets beside ferry.
-pub fn run_with_defaults(
-    s: Size,
-    repeats: Option<usize>,
-    o: &crate::options::RunOptions,
-) -> anyhow::Result<crate::options::Outcome> {
-    let mut p = MixedHolParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = WORKLOAD.peers_of(o);
-    p.link = o.link.as_ref().map(|l| l.preset());
-    crate::runner::run(&mixed_hol(s, &p), o)
+impl crate::workload::Params for MixedHolParams {
+    const WORKLOAD: &'static crate::workload::WorkloadDef = &WORKLOAD;
+
+    fn defaults(size: Size) -> Self {
+        MixedHolParams::new(size)
+    }
+
+    fn common(&mut self) -> (&mut usize, &mut Vec<crate::peers::Peer>) {
+        (&mut self.repeats, &mut self.peers)
+    }
+
+    /// Across the emulated link when the options carry one, its preset in the params.
+    fn adopt(&mut self, o: &crate::options::RunOptions) {
+        self.link = o.link.as_ref().map(|l| l.preset());
+    }
+
+    fn run(&self, size: Size, o: &crate::options::RunOptions) -> anyhow::Result<crate::options::Outcome> {
+        crate::runner::run(&mixed_hol(size, self), o)
+    }
 }
 
 #[cfg(test)]

@@ -358,22 +358,11 @@ pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef 
     peers: &PEERS,
     in_suite: true,
     default_link: None,
-    run: run_with_defaults,
+    run: crate::workload::run_defaults::<VectoredParams>,
     claim,
 };
 
-/// Runs `vectored` with its default parameters at `s` (`repeats` when given) and the peers
-/// of `o` that it sets beside ferry.
-pub fn run_with_defaults(
-    s: Size,
-    repeats: Option<usize>,
-    o: &crate::options::RunOptions,
-) -> anyhow::Result<crate::options::Outcome> {
-    let mut p = VectoredParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = WORKLOAD.peers_of(o);
-    crate::runner::run(&vectored(s, &p), o)
-}
+crate::impl_params!(VectoredParams, |size, p, o| crate::runner::run(&vectored(size, p), o));
 
 #[cfg(test)]
 mod tests {
