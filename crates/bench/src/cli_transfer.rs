@@ -1533,8 +1533,8 @@ pub fn render(
         &format!("; profile {}; the tools' order rotates by one each repeat", p.profile),
         ctx,
     );
-    let _ = writeln!(s, "| row | objects/s | MB/s | wall s | % of disk ceiling | % of network ceiling | TCP conns opened | requests | child CPU s | child peak RSS MiB | errors | settle s (untimed) |");
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "| row | objects/s | MB/s | wall s | % of disk ceiling | % of network ceiling | TCP conns opened | requests | child CPU s | child CPU ms / request | child CPU s / GiB | child peak RSS MiB | errors | settle s (untimed) |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut labels: Vec<&str> = Vec::new();
     for r in records {
         if !labels.contains(&r.variant.as_str()) {
@@ -1545,12 +1545,12 @@ pub fn render(
         let rs: Vec<&RunRecord> = records.iter().filter(|r| r.variant == *l && r.status != "absent").collect();
         if rs.is_empty() {
             let why = records.iter().find(|r| r.variant == *l).and_then(|r| r.note.clone()).unwrap_or_default();
-            let _ = writeln!(s, "| {l} | absent: {why} | | | | | | | | | | |");
+            let _ = writeln!(s, "| {l} | absent: {why} | | | | | | | | | | | | |");
             continue;
         }
         let _ = writeln!(
             s,
-            "| {l} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {l} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             cell(&rs, "objects_per_s", 1.0, if l.contains("KiB") { 0 } else { 2 }),
             cell(&rs, "bytes_per_s", 1e-6, 0),
             cell(&rs, "wall_s", 1.0, 2),
@@ -1559,6 +1559,8 @@ pub fn render(
             cell(&rs, "connections_opened", 1.0, 0),
             cell(&rs, "requests_sent", 1.0, 0),
             cell(&rs, "client_cpu_s", 1.0, 2),
+            cell(&rs, crate::record::CPU_PER_1K_REQUESTS, 1.0, 3),
+            cell(&rs, crate::record::CPU_PER_GIB, 1.0, 2),
             cell(&rs, "peak_rss_bytes", 1.0 / 1048576.0, 0),
             cell(&rs, "errors", 1.0, 0),
             cell(&rs, "settle_s", 1.0, 1),

@@ -283,6 +283,7 @@ pub const COLUMNS: &[Column] = &[
     Column::new("deleted", "objects_deleted", 1.0, 0),
     Column::CONNECTIONS_OPENED,
     Column::CLIENT_CPU,
+    Column::CPU_PER_REQUEST,
     Column::ERRORS,
 ];
 

@@ -619,6 +619,8 @@ pub const COLUMNS: &[Column] = &[
     Column::new("conns open, peak", "connections_open_peak", 1.0, 0),
     Column::new("conns open, mean while smalls ran", "connections_open_mean_window", 1.0, 1),
     Column::CLIENT_CPU,
+    Column::CPU_PER_REQUEST,
+    Column::CPU_PER_GIB,
     Column::ERRORS,
 ];
 
@@ -645,6 +647,8 @@ pub const LINK_COLUMNS: &[Column] = &[
     COLUMNS[13],
     COLUMNS[14],
     COLUMNS[15],
+    COLUMNS[16],
+    COLUMNS[17],
 ];
 
 /// The clients compared, in row order: (label, mode, server index). auto's smalls carry

@@ -235,6 +235,7 @@ pub const COLUMNS: &[Column] = &[
     Column::new("window", "window", 1.0, 0),
     Column::CONNECTIONS_OPENED,
     Column::CLIENT_CPU,
+    Column::CPU_PER_REQUEST,
     Column::ERRORS,
 ];
 

@@ -195,6 +195,8 @@ pub const COLUMNS: &[Column] = &[
     Column::new("requests", "requests_sent", 1.0, 0),
     Column::CONNECTIONS_OPENED,
     Column::CLIENT_CPU,
+    Column::CPU_PER_REQUEST,
+    Column::CPU_PER_GIB,
     Column::new("peak RSS MB", "peak_rss_bytes", 1e-6, 0),
     Column::ERRORS,
 ];

@@ -130,8 +130,11 @@ impl Session {
         self.progress.line(line);
     }
 
-    /// Appends `rec` to the JSON lines (flushed at once) and keeps it.
-    pub fn record(&mut self, rec: RunRecord) -> Result<()> {
+    /// Appends `rec` to the JSON lines (flushed at once) and keeps it, with its CPU per
+    /// request and per GiB derived where the run did not set them (every row's, ferry's
+    /// and the peers', the same way: [`RunRecord::derive_cpu_rates`]).
+    pub fn record(&mut self, mut rec: RunRecord) -> Result<()> {
+        rec.derive_cpu_rates();
         self.out.write(&rec, &self.ctx)?;
         self.records.push(rec);
         Ok(())

@@ -270,6 +270,7 @@ pub const COLUMNS: &[Column] = &[
     Column::new("GET body MB/s p50 (after first byte)", "body_rate_p50_Bps", 1e-6, 1),
     Column::new("latency p50 ms", "latency_p50_ms", 1.0, 1),
     Column::new("client CPU s", "client_cpu_s", 1.0, 2),
+    Column::CPU_PER_REQUEST,
     Column::new("errors", "errors", 1.0, 0),
 ];
 

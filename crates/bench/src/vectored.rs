@@ -241,6 +241,8 @@ pub const COLUMNS: &[Column] = &[
     Column::new("p99 ms", "latency_p99_ms", 1.0, 1),
     Column::CONNECTIONS_OPENED,
     Column::CLIENT_CPU,
+    Column::CPU_PER_REQUEST,
+    Column::CPU_PER_GIB,
     Column::ERRORS,
 ];
 

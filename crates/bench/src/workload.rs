@@ -9,7 +9,8 @@
 //! [`crate::scenario::Scenario`] type), its claim, its `WORKLOAD` value; then one line in
 //! suite.rs. A workload of scenario rows starts from [`Workload::scenario`] and its servers
 //! from [`ServerSpec::profile`] / [`ServerSpec::s3_h2`]; its table ends with the shared
-//! [`Column::CONNECTIONS_OPENED`], [`Column::CLIENT_CPU`] and [`Column::ERRORS`]. This
+//! [`Column::CONNECTIONS_OPENED`], [`Column::CLIENT_CPU`], [`Column::CPU_PER_REQUEST`] and
+//! [`Column::ERRORS`]. This
 //! module names no workload.
 
 use ferry_store::Mode;
@@ -206,6 +207,11 @@ impl Column {
     /// The columns every scenario table ends with.
     pub const CONNECTIONS_OPENED: Column = Column::new("TCP conns opened", "connections_opened", 1.0, 0);
     pub const CLIENT_CPU: Column = Column::new("client CPU s", "client_cpu_s", 1.0, 2);
+    /// CPU per request, every row alike (record.rs's `derive_cpu_rates`): ms per request.
+    pub const CPU_PER_REQUEST: Column =
+        Column::new("client CPU ms / request", crate::record::CPU_PER_1K_REQUESTS, 1.0, 3);
+    /// CPU per GiB moved, every row alike: s per GiB.
+    pub const CPU_PER_GIB: Column = Column::new("client CPU s / GiB", crate::record::CPU_PER_GIB, 1.0, 2);
     pub const ERRORS: Column = Column::new("errors", "errors", 1.0, 0);
 
     pub const fn new(header: &'static str, figure: &'static str, scale: f64, digits: usize) -> Column {
