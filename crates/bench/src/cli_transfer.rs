@@ -1363,7 +1363,18 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                     // The server's counters around the child: the TCP connections and
                     // requests it needed (none of the tools reports them itself).
                     let before = ServerCounters::scrape(&target.url, None);
+                    // An external server has no counters: its connections are counted from
+                    // the kernel's socket table instead (sockets.rs).
+                    let watch = opts
+                        .external
+                        .as_ref()
+                        .and_then(|_| crate::sockets::server_addr(&target.url))
+                        .map(crate::sockets::ConnWatch::start);
                     let child = run_child(cmd, &log, opts.run_timeout, Some(&opts.server.program));
+                    if let Some(w) = watch {
+                        rec.set("connections_opened", w.finish() as f64);
+                        rec.params.insert("connections_counted".into(), json!(crate::sockets::COUNTED_BY));
+                    }
                     if let (Some(b), Some(a)) = (before, ServerCounters::scrape(&target.url, None)) {
                         let d = a.since(&b);
                         rec.set("connections_opened", d.connections_opened);

@@ -19,6 +19,7 @@
 
 use crate::process::{Iperf3Result, ServerProcess};
 use crate::record::{RunContext, RunRecord};
+use crate::sockets::ConnWatch;
 use crate::stats::percentiles;
 use crate::sys;
 use crate::workload::{ClientSpec, Task, Variant, Workload};
@@ -379,7 +380,18 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
                     rec.set("setup_put_s", t.elapsed().as_secs_f64());
                 }
                 let endpoint = s.peer_endpoint(w.servers[i].signed);
+                // An external server counts no connections for the bench: the kernel's
+                // socket table does (sockets.rs), from this thread's namespace.
+                let watch =
+                    s.proc.is_none().then(|| crate::sockets::server_addr(&s.url)).flatten().map(ConnWatch::start);
                 crate::peers::run(*peer, &endpoint, op, opts.run_timeout).record_into(&mut rec);
+                if let Some(w) = watch {
+                    let opened = w.finish();
+                    if rec.figure("connections_opened").is_none() && matches!(rec.status.as_str(), "ok" | "errors") {
+                        rec.set("connections_opened", opened as f64);
+                        rec.params.insert("connections_counted".into(), json!(crate::sockets::COUNTED_BY));
+                    }
+                }
                 Ok(())
             }
         };
