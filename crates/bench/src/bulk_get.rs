@@ -139,22 +139,11 @@ pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef 
     peers: &crate::peers::Peer::DEFAULT,
     in_suite: false,
     default_link: None,
-    run: run_with_defaults,
+    run: crate::workload::run_defaults::<BulkGetParams>,
     claim,
 };
 
-/// Runs `bulk-get` with its default parameters at `s` (`repeats` when given) and the peers
-/// of `o` that it sets beside ferry.
-pub fn run_with_defaults(
-    s: Size,
-    repeats: Option<usize>,
-    o: &crate::options::RunOptions,
-) -> anyhow::Result<crate::options::Outcome> {
-    let mut p = BulkGetParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = WORKLOAD.peers_of(o);
-    crate::runner::run(&bulk_get(s, &p), o)
-}
+crate::impl_params!(BulkGetParams, |size, p, o| crate::runner::run(&bulk_get(size, p), o));
 
 #[cfg(test)]
 mod tests {

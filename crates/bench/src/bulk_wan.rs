@@ -1318,8 +1318,8 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
         if p.warmup == Warmup::Measured { " at most (ferry rows: until the rate stops growing)" } else { "" },
         p.run_seconds,
     );
-    let _ = writeln!(s, "| concurrency | client | MB/s | per connection MB/s | % of iperf3 (same point) | MB/s with ramp | % of iperf3 with ramp | connections | objects done | first byte p50 ms | warm-up s | client CPU s | link CPU s | link drops queue / device | s2c mean packet KiB | errors |");
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "| concurrency | client | MB/s | per connection MB/s | % of iperf3 (same point) | MB/s with ramp | % of iperf3 with ramp | connections | objects done | first byte p50 ms | warm-up s | client CPU s | client CPU s / GiB | link CPU s | link drops queue / device | s2c mean packet KiB | errors |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &c in &p.concurrency {
         let at: Vec<&RunRecord> =
             records.iter().filter(|r| r.params.get("concurrency").and_then(Value::as_u64) == Some(c as u64)).collect();
@@ -1333,7 +1333,7 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
         for l in labels {
             let rs: Vec<&RunRecord> = at.iter().copied().filter(|r| r.variant == l && r.status != "absent").collect();
             if rs.is_empty() {
-                let _ = writeln!(s, "| {c} | {l} | absent | | | | | | | | | | | | | |");
+                let _ = writeln!(s, "| {c} | {l} | absent | | | | | | | | | | | | | | |");
                 continue;
             }
             // A peer, or ferry on a peer's pull: whole runs, no counted window.
@@ -1376,7 +1376,7 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
             let drops = format!("{} / {}", cell(&rs, "link_drops", 1.0, 0), cell(&rs, "link_device_drops", 1.0, 0));
             let _ = writeln!(
                 s,
-                "| {c} | {l} | {mbs} | {per_conn} | {steady_share} | {} | {} | {} | {} | {} | {} | {} | {} | {drops} | {} | {} |",
+                "| {c} | {l} | {mbs} | {per_conn} | {steady_share} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {drops} | {} | {} |",
                 cell(&rs, "bytes_per_s_with_ramp", 1e-6, 0),
                 share("bytes_per_s_with_ramp"),
                 if rs.iter().any(|r| r.figure("connections_used").is_some()) { cell(&rs, "connections_used", 1.0, 0) } else { cell(&rs, "connections_opened", 1.0, 0) },
@@ -1384,6 +1384,7 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
                 cell(&rs, "first_byte_p50_ms", 1.0, 0),
                 if peer { "-".to_string() } else { cell(&rs, "omit_s", 1.0, 1) },
                 cell(&rs, "client_cpu_s", 1.0, 2),
+                cell(&rs, crate::record::CPU_PER_GIB, 1.0, 2),
                 cell(&rs, "link_cpu_s", 1.0, 2),
                 cell(&rs, "link_s2c_mean_packet_bytes", 1.0 / 1024.0, 1),
                 cell(&rs, "errors", 1.0, 0),
@@ -1545,24 +1546,13 @@ pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef 
     peers: &PEERS,
     in_suite: true,
     default_link: Some("transatlantic"),
-    run: run_with_defaults,
+    run: crate::workload::run_defaults::<BulkWanParams>,
     claim,
 };
 
-/// Runs `bulk-wan` with its default parameters at `s` (`repeats` when given) and the peers
-/// of `o` that it sets beside ferry.
-pub fn run_with_defaults(
-    s: Size,
-    repeats: Option<usize>,
-    o: &crate::options::RunOptions,
-) -> anyhow::Result<crate::options::Outcome> {
-    // Across the emulated link when the options carry one (`ferry bench all` brings up the
-    // transatlantic link for it as root), else on loopback.
-    let mut p = BulkWanParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = WORKLOAD.peers_of(o);
-    run(s, &p, o)
-}
+// Across the emulated link when the options carry one (`ferry bench all` brings up the
+// transatlantic link for it as root), else on loopback.
+crate::impl_params!(BulkWanParams, |size, p, o| run(size, p, o));
 
 #[cfg(test)]
 mod tests {

@@ -1363,7 +1363,18 @@ pub fn run(size: Size, p: &CliTransferParams, opts: &RunOptions) -> Result<Outco
                     // The server's counters around the child: the TCP connections and
                     // requests it needed (none of the tools reports them itself).
                     let before = ServerCounters::scrape(&target.url, None);
+                    // An external server has no counters: its connections are counted from
+                    // the kernel's socket table instead (sockets.rs).
+                    let watch = opts
+                        .external
+                        .as_ref()
+                        .and_then(|_| crate::sockets::server_addr(&target.url))
+                        .map(crate::sockets::ConnWatch::start);
                     let child = run_child(cmd, &log, opts.run_timeout, Some(&opts.server.program));
+                    if let Some(w) = watch {
+                        rec.set("connections_opened", w.finish() as f64);
+                        rec.params.insert("connections_counted".into(), json!(crate::sockets::COUNTED_BY));
+                    }
                     if let (Some(b), Some(a)) = (before, ServerCounters::scrape(&target.url, None)) {
                         let d = a.since(&b);
                         rec.set("connections_opened", d.connections_opened);
@@ -1533,8 +1544,8 @@ pub fn render(
         &format!("; profile {}; the tools' order rotates by one each repeat", p.profile),
         ctx,
     );
-    let _ = writeln!(s, "| row | objects/s | MB/s | wall s | % of disk ceiling | % of network ceiling | TCP conns opened | requests | child CPU s | child peak RSS MiB | errors | settle s (untimed) |");
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "| row | objects/s | MB/s | wall s | % of disk ceiling | % of network ceiling | TCP conns opened | requests | child CPU s | child CPU ms / request | child CPU s / GiB | child peak RSS MiB | errors | settle s (untimed) |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut labels: Vec<&str> = Vec::new();
     for r in records {
         if !labels.contains(&r.variant.as_str()) {
@@ -1545,12 +1556,12 @@ pub fn render(
         let rs: Vec<&RunRecord> = records.iter().filter(|r| r.variant == *l && r.status != "absent").collect();
         if rs.is_empty() {
             let why = records.iter().find(|r| r.variant == *l).and_then(|r| r.note.clone()).unwrap_or_default();
-            let _ = writeln!(s, "| {l} | absent: {why} | | | | | | | | | | |");
+            let _ = writeln!(s, "| {l} | absent: {why} | | | | | | | | | | | | |");
             continue;
         }
         let _ = writeln!(
             s,
-            "| {l} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {l} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             cell(&rs, "objects_per_s", 1.0, if l.contains("KiB") { 0 } else { 2 }),
             cell(&rs, "bytes_per_s", 1e-6, 0),
             cell(&rs, "wall_s", 1.0, 2),
@@ -1559,6 +1570,8 @@ pub fn render(
             cell(&rs, "connections_opened", 1.0, 0),
             cell(&rs, "requests_sent", 1.0, 0),
             cell(&rs, "client_cpu_s", 1.0, 2),
+            cell(&rs, crate::record::CPU_PER_1K_REQUESTS, 1.0, 3),
+            cell(&rs, crate::record::CPU_PER_GIB, 1.0, 2),
             cell(&rs, "peak_rss_bytes", 1.0 / 1048576.0, 0),
             cell(&rs, "errors", 1.0, 0),
             cell(&rs, "settle_s", 1.0, 1),
@@ -1612,22 +1625,11 @@ pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef 
     peers: &[crate::peers::Peer::S5cmd, crate::peers::Peer::Rclone],
     in_suite: false,
     default_link: None,
-    run: run_with_defaults,
+    run: crate::workload::run_defaults::<CliTransferParams>,
     claim,
 };
 
-/// Runs `cli-transfer` with its default parameters at `s` (`repeats` when given) and the peers
-/// of `o` that it sets beside ferry.
-pub fn run_with_defaults(
-    s: Size,
-    repeats: Option<usize>,
-    o: &crate::options::RunOptions,
-) -> anyhow::Result<crate::options::Outcome> {
-    let mut p = CliTransferParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = WORKLOAD.peers_of(o);
-    run(s, &p, o)
-}
+crate::impl_params!(CliTransferParams, |size, p, o| run(size, p, o));
 
 /// cli-transfer's row of a claims table (it is not in `ferry bench all`; `ferry bench
 /// claims` reads it): nothing is published, so the row states ferry's bytes/s against each

@@ -283,6 +283,7 @@ pub const COLUMNS: &[Column] = &[
     Column::new("deleted", "objects_deleted", 1.0, 0),
     Column::CONNECTIONS_OPENED,
     Column::CLIENT_CPU,
+    Column::CPU_PER_REQUEST,
     Column::ERRORS,
 ];
 
@@ -447,23 +448,12 @@ pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef 
     peers: &[crate::peers::Peer::Boto3, crate::peers::Peer::S5cmd, crate::peers::Peer::Obstore],
     in_suite: true,
     default_link: None,
-    run: run_with_defaults,
+    run: crate::workload::run_defaults::<CommitParams>,
     claim,
 };
 
-/// Runs `commit` with its default parameters at `s` (`repeats` when given) and the peers
-/// of `o` that it sets beside ferry.
-pub fn run_with_defaults(
-    s: Size,
-    repeats: Option<usize>,
-    o: &crate::options::RunOptions,
-) -> anyhow::Result<crate::options::Outcome> {
-    let mut p = CommitParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    // The clean's peers (PEERS) and the commit's (REWRITE_PEERS): the constructor splits them.
-    p.peers = WORKLOAD.peers_of(o);
-    crate::runner::run(&commit(s, &p), o)
-}
+// The clean's peers (PEERS) and the commit's (REWRITE_PEERS): the constructor splits them.
+crate::impl_params!(CommitParams, |size, p, o| crate::runner::run(&commit(size, p), o));
 
 #[cfg(test)]
 mod tests {

@@ -56,6 +56,7 @@ pub mod report;
 pub mod runner;
 pub mod scenario;
 pub mod small_objects;
+pub mod sockets;
 pub mod stats;
 pub mod suite;
 pub mod sys;

@@ -510,19 +510,20 @@ pub fn table(w: &Workload, records: &[RunRecord]) -> String {
     let p = &params_of(w);
     let _ =
         writeln!(s, "{} dirs x {} files = {} keys, s3 profile (LIST p50 60 ms)\n", p.dirs, p.files_per_dir, p.keys());
-    let _ = writeln!(s, "| strategy | LIST calls | keys seen | wall s | client CPU s | TCP conns opened | missing / dup keys | errors |");
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "| strategy | LIST calls | keys seen | wall s | client CPU s | client CPU ms / request | TCP conns opened | missing / dup keys | errors |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
     let (per_dir, flat) = (p.per_dir_label(), p.flat_label());
     let peer_rows: Vec<String> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).map(peer_label).collect();
     for l in [per_dir.as_str(), flat.as_str(), KEY_RANGE_ROW].into_iter().chain(peer_rows.iter().map(String::as_str)) {
         let rs: Vec<&RunRecord> = records.iter().filter(|r| r.variant == l).collect();
         let _ = writeln!(
             s,
-            "| {l} | {} | {} | {} | {} | {} | {} / {} | {} |",
+            "| {l} | {} | {} | {} | {} | {} | {} | {} / {} | {} |",
             cell(&rs, "list_calls", 0),
             cell(&rs, "keys_seen", 0),
             cell(&rs, "wall_s", 2),
             cell(&rs, "client_cpu_s", 2),
+            cell(&rs, crate::record::CPU_PER_1K_REQUESTS, 3),
             cell(&rs, "connections_opened", 0),
             cell(&rs, "keys_missing", 0),
             cell(&rs, "keys_duplicated", 0),
@@ -626,22 +627,11 @@ pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef 
     peers: &PEERS,
     in_suite: true,
     default_link: None,
-    run: run_with_defaults,
+    run: crate::workload::run_defaults::<ListingParams>,
     claim,
 };
 
-/// Runs `listing` with its default parameters at `s` (`repeats` when given) and the peers
-/// of `o` that it sets beside ferry.
-pub fn run_with_defaults(
-    s: Size,
-    repeats: Option<usize>,
-    o: &crate::options::RunOptions,
-) -> anyhow::Result<crate::options::Outcome> {
-    let mut p = ListingParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = WORKLOAD.peers_of(o);
-    run(s, &p, o)
-}
+crate::impl_params!(ListingParams, |size, p, o| run(size, p, o));
 
 #[cfg(test)]
 mod tests {

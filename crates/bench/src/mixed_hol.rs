@@ -619,6 +619,8 @@ pub const COLUMNS: &[Column] = &[
     Column::new("conns open, peak", "connections_open_peak", 1.0, 0),
     Column::new("conns open, mean while smalls ran", "connections_open_mean_window", 1.0, 1),
     Column::CLIENT_CPU,
+    Column::CPU_PER_REQUEST,
+    Column::CPU_PER_GIB,
     Column::ERRORS,
 ];
 
@@ -645,6 +647,8 @@ pub const LINK_COLUMNS: &[Column] = &[
     COLUMNS[13],
     COLUMNS[14],
     COLUMNS[15],
+    COLUMNS[16],
+    COLUMNS[17],
 ];
 
 /// The clients compared, in row order: (label, mode, server index). auto's smalls carry
@@ -934,22 +938,29 @@ pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef 
     peers: &PEERS,
     in_suite: true,
     default_link: None,
-    run: run_with_defaults,
+    run: crate::workload::run_defaults::<MixedHolParams>,
     claim,
 };
 
-/// Runs `mixed-hol` with its default parameters at `s` (`repeats` when given) and the peers
-/// of `o` that it sets beside ferry.
-pub fn run_with_defaults(
-    s: Size,
-    repeats: Option<usize>,
-    o: &crate::options::RunOptions,
-) -> anyhow::Result<crate::options::Outcome> {
-    let mut p = MixedHolParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = WORKLOAD.peers_of(o);
-    p.link = o.link.as_ref().map(|l| l.preset());
-    crate::runner::run(&mixed_hol(s, &p), o)
+impl crate::workload::Params for MixedHolParams {
+    const WORKLOAD: &'static crate::workload::WorkloadDef = &WORKLOAD;
+
+    fn defaults(size: Size) -> Self {
+        MixedHolParams::new(size)
+    }
+
+    fn common(&mut self) -> (&mut usize, &mut Vec<crate::peers::Peer>) {
+        (&mut self.repeats, &mut self.peers)
+    }
+
+    /// Across the emulated link when the options carry one, its preset in the params.
+    fn adopt(&mut self, o: &crate::options::RunOptions) {
+        self.link = o.link.as_ref().map(|l| l.preset());
+    }
+
+    fn run(&self, size: Size, o: &crate::options::RunOptions) -> anyhow::Result<crate::options::Outcome> {
+        crate::runner::run(&mixed_hol(size, self), o)
+    }
 }
 
 #[cfg(test)]

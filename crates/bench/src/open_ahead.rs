@@ -235,6 +235,7 @@ pub const COLUMNS: &[Column] = &[
     Column::new("window", "window", 1.0, 0),
     Column::CONNECTIONS_OPENED,
     Column::CLIENT_CPU,
+    Column::CPU_PER_REQUEST,
     Column::ERRORS,
 ];
 
@@ -331,22 +332,11 @@ pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef 
     peers: &PEERS,
     in_suite: true,
     default_link: None,
-    run: run_with_defaults,
+    run: crate::workload::run_defaults::<OpenAheadParams>,
     claim,
 };
 
-/// Runs `open-ahead` with its default parameters at `s` (`repeats` when given) and the peers
-/// of `o` that it sets beside ferry.
-pub fn run_with_defaults(
-    s: Size,
-    repeats: Option<usize>,
-    o: &crate::options::RunOptions,
-) -> anyhow::Result<crate::options::Outcome> {
-    let mut p = OpenAheadParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = WORKLOAD.peers_of(o);
-    crate::runner::run(&open_ahead(s, &p), o)
-}
+crate::impl_params!(OpenAheadParams, |size, p, o| crate::runner::run(&open_ahead(size, p), o));
 
 #[cfg(test)]
 mod tests {

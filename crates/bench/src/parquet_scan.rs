@@ -195,6 +195,8 @@ pub const COLUMNS: &[Column] = &[
     Column::new("requests", "requests_sent", 1.0, 0),
     Column::CONNECTIONS_OPENED,
     Column::CLIENT_CPU,
+    Column::CPU_PER_REQUEST,
+    Column::CPU_PER_GIB,
     Column::new("peak RSS MB", "peak_rss_bytes", 1e-6, 0),
     Column::ERRORS,
 ];
@@ -274,22 +276,11 @@ pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef 
     peers: &PEERS,
     in_suite: false,
     default_link: None,
-    run: run_with_defaults,
+    run: crate::workload::run_defaults::<ParquetScanParams>,
     claim,
 };
 
-/// Runs `parquet-scan` with its default parameters at `s` (`repeats` when given) and the
-/// peers of `o` (ferry-py's rows are peer rows too).
-pub fn run_with_defaults(
-    s: Size,
-    repeats: Option<usize>,
-    o: &crate::options::RunOptions,
-) -> anyhow::Result<crate::options::Outcome> {
-    let mut p = ParquetScanParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = WORKLOAD.peers_of(o);
-    crate::runner::run(&parquet_scan(s, &p), o)
-}
+crate::impl_params!(ParquetScanParams, |size, p, o| crate::runner::run(&parquet_scan(size, p), o));
 
 #[cfg(test)]
 mod tests {

@@ -36,6 +36,11 @@ use serde_json::{json, Map, Value};
 
 pub const SCHEMA_VERSION: u64 = 1;
 
+/// The client's CPU-seconds per 1,000 requests ([`RunRecord::derive_cpu_rates`]).
+pub const CPU_PER_1K_REQUESTS: &str = "client_cpu_s_per_1000_requests";
+/// The client's CPU-seconds per GiB moved ([`RunRecord::derive_cpu_rates`]).
+pub const CPU_PER_GIB: &str = "client_cpu_s_per_gib";
+
 /// The keys every record carries, with the JSON type of each.
 pub const REQUIRED_KEYS: &[(&str, &str)] = &[
     ("schema", "number"),
@@ -118,6 +123,29 @@ impl RunRecord {
         let v: f64 = value.into();
         if v.is_finite() {
             self.figures.insert(name.to_owned(), json!(v));
+        }
+    }
+
+    /// The client's CPU per 1,000 requests and per GiB, from `client_cpu_s`, for every
+    /// row alike, so that tables compare CPU cost where wall time is noisy (two shared
+    /// cores). Requests are the count the run already has, in this order: the transport's
+    /// or the server's (`requests_sent`: ferry's rows, peers against ferry serve), LIST
+    /// calls (`list_calls`), else one per object (`objects`: a peer against an external
+    /// server, a CLI copy). Bytes are `bytes`. A rate the run set itself is kept; a run with
+    /// no CPU figure, or no requests or bytes, gets none.
+    pub fn derive_cpu_rates(&mut self) {
+        let Some(cpu) = self.figure("client_cpu_s") else { return };
+        if self.figure(CPU_PER_1K_REQUESTS).is_none() {
+            let requests =
+                ["requests_sent", "list_calls", "objects"].iter().find_map(|f| self.figure(f).filter(|n| *n > 0.0));
+            if let Some(n) = requests {
+                self.set(CPU_PER_1K_REQUESTS, cpu * 1000.0 / n);
+            }
+        }
+        if self.figure(CPU_PER_GIB).is_none() {
+            if let Some(b) = self.figure("bytes").filter(|b| *b > 0.0) {
+                self.set(CPU_PER_GIB, cpu / (b / (1u64 << 30) as f64));
+            }
         }
     }
 
@@ -366,5 +394,26 @@ mod tests {
         let mut zero = v;
         zero["repeat"] = json!(0);
         assert!(check_schema(&zero).is_err());
+    }
+
+    #[test]
+    fn cpu_rates_come_from_the_requests_the_run_counted() {
+        let with = |figs: &[(&str, f64)]| {
+            let mut r = RunRecord::default();
+            for (k, v) in figs {
+                r.set(k, *v);
+            }
+            r.derive_cpu_rates();
+            (r.figure(CPU_PER_1K_REQUESTS), r.figure(CPU_PER_GIB))
+        };
+        // The transport's count first, then LIST calls, then objects.
+        let all = [("client_cpu_s", 2.0), ("requests_sent", 400.0), ("list_calls", 4.0), ("objects", 100.0)];
+        assert_eq!(with(&all), (Some(5.0), None));
+        assert_eq!(with(&all[..1].iter().chain(&all[2..]).copied().collect::<Vec<_>>()).0, Some(500.0));
+        assert_eq!(with(&[("client_cpu_s", 2.0), ("objects", 100.0), ("requests_sent", 0.0)]).0, Some(20.0));
+        assert_eq!(with(&[("client_cpu_s", 0.5), ("bytes", (2u64 << 30) as f64)]), (None, Some(0.25)));
+        // No CPU figure: nothing derived; a rate the run set itself is kept.
+        assert_eq!(with(&[("requests_sent", 10.0), ("bytes", 1e9)]), (None, None));
+        assert_eq!(with(&[("client_cpu_s", 1.0), ("requests_sent", 10.0), (CPU_PER_1K_REQUESTS, 7.0)]).0, Some(7.0));
     }
 }

@@ -19,6 +19,7 @@
 
 use crate::process::{Iperf3Result, ServerProcess};
 use crate::record::{RunContext, RunRecord};
+use crate::sockets::ConnWatch;
 use crate::stats::percentiles;
 use crate::sys;
 use crate::workload::{ClientSpec, Task, Variant, Workload};
@@ -130,8 +131,11 @@ impl Session {
         self.progress.line(line);
     }
 
-    /// Appends `rec` to the JSON lines (flushed at once) and keeps it.
-    pub fn record(&mut self, rec: RunRecord) -> Result<()> {
+    /// Appends `rec` to the JSON lines (flushed at once) and keeps it, with its CPU per
+    /// request and per GiB derived where the run did not set them (every row's, ferry's
+    /// and the peers', the same way: [`RunRecord::derive_cpu_rates`]).
+    pub fn record(&mut self, mut rec: RunRecord) -> Result<()> {
+        rec.derive_cpu_rates();
         self.out.write(&rec, &self.ctx)?;
         self.records.push(rec);
         Ok(())
@@ -376,7 +380,18 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
                     rec.set("setup_put_s", t.elapsed().as_secs_f64());
                 }
                 let endpoint = s.peer_endpoint(w.servers[i].signed);
+                // An external server counts no connections for the bench: the kernel's
+                // socket table does (sockets.rs), from this thread's namespace.
+                let watch =
+                    s.proc.is_none().then(|| crate::sockets::server_addr(&s.url)).flatten().map(ConnWatch::start);
                 crate::peers::run(*peer, &endpoint, op, opts.run_timeout).record_into(&mut rec);
+                if let Some(w) = watch {
+                    let opened = w.finish();
+                    if rec.figure("connections_opened").is_none() && matches!(rec.status.as_str(), "ok" | "errors") {
+                        rec.set("connections_opened", opened as f64);
+                        rec.params.insert("connections_counted".into(), json!(crate::sockets::COUNTED_BY));
+                    }
+                }
                 Ok(())
             }
         };

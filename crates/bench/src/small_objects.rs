@@ -279,23 +279,12 @@ pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef 
     peers: &crate::peers::Peer::DEFAULT,
     in_suite: true,
     default_link: None,
-    run: run_with_defaults,
+    run: crate::workload::run_defaults::<SmallObjectsParams>,
     claim,
 };
 
-/// Runs `small-objects` with its default parameters at `s` (`repeats` when given) and the peers
-/// of `o` that it sets beside ferry.
-pub fn run_with_defaults(
-    s: Size,
-    repeats: Option<usize>,
-    o: &crate::options::RunOptions,
-) -> anyhow::Result<crate::options::Outcome> {
-    let mut p = SmallObjectsParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    // s3fs fits file-like access, not many small GETs (peers.rs's DEFAULT).
-    p.peers = WORKLOAD.peers_of(o);
-    crate::runner::run(&small_objects(s, &p), o)
-}
+// s3fs fits file-like access, not many small GETs (peers.rs's DEFAULT).
+crate::impl_params!(SmallObjectsParams, |size, p, o| crate::runner::run(&small_objects(size, p), o));
 
 #[cfg(test)]
 mod tests {

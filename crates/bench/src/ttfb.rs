@@ -270,6 +270,7 @@ pub const COLUMNS: &[Column] = &[
     Column::new("GET body MB/s p50 (after first byte)", "body_rate_p50_Bps", 1e-6, 1),
     Column::new("latency p50 ms", "latency_p50_ms", 1.0, 1),
     Column::new("client CPU s", "client_cpu_s", 1.0, 2),
+    Column::CPU_PER_REQUEST,
     Column::new("errors", "errors", 1.0, 0),
 ];
 
@@ -440,22 +441,11 @@ pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef 
     peers: &PEERS,
     in_suite: true,
     default_link: None,
-    run: run_with_defaults,
+    run: crate::workload::run_defaults::<TtfbParams>,
     claim,
 };
 
-/// Runs `ttfb-throughput` with its default parameters at `s` (`repeats` when given) and the peers
-/// of `o` that it sets beside ferry.
-pub fn run_with_defaults(
-    s: Size,
-    repeats: Option<usize>,
-    o: &crate::options::RunOptions,
-) -> anyhow::Result<crate::options::Outcome> {
-    let mut p = TtfbParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = WORKLOAD.peers_of(o);
-    crate::runner::run(&ttfb_throughput(s, &p), o)
-}
+crate::impl_params!(TtfbParams, |size, p, o| crate::runner::run(&ttfb_throughput(size, p), o));
 
 #[cfg(test)]
 mod tests {

@@ -173,6 +173,9 @@ impl VectoredRun {
                         errors.add(format!("a range of {len} bytes returned {}", part.len()));
                     }
                 }
+                // What the caller got, as a peer's `bytes` is: the per-GiB CPU column
+                // then divides every row's CPU by the same bytes.
+                rec.set("bytes", out.parts.iter().map(|p| p.len() as f64).sum::<f64>());
                 rec.set("gets_issued", out.stats.requests as f64);
                 rec.set("bytes_received", out.stats.bytes_fetched as f64);
                 rec.set("bytes_over_read", out.stats.over_read as f64);
@@ -225,6 +228,7 @@ impl VectoredRun {
         rec.set("gets_issued", issued as f64);
         rec.set("bytes_requested", requested as f64);
         rec.set("bytes_received", received as f64);
+        rec.set("bytes", received as f64);
         rec.set("bytes_over_read", received.saturating_sub(requested) as f64);
         set_percentiles(rec, "latency", "ms", &mut lat, 1e3);
         errors.record(rec);
@@ -241,6 +245,10 @@ pub const COLUMNS: &[Column] = &[
     Column::new("p99 ms", "latency_p99_ms", 1.0, 1),
     Column::CONNECTIONS_OPENED,
     Column::CLIENT_CPU,
+    // Per GiB the caller got (the same bytes in every row), not per request: a "request"
+    // is a range to the caller, a GET to ferry's rows and the server, and unknown for a
+    // peer against an external server.
+    Column::CPU_PER_GIB,
     Column::ERRORS,
 ];
 
@@ -358,22 +366,11 @@ pub const WORKLOAD: crate::workload::WorkloadDef = crate::workload::WorkloadDef 
     peers: &PEERS,
     in_suite: true,
     default_link: None,
-    run: run_with_defaults,
+    run: crate::workload::run_defaults::<VectoredParams>,
     claim,
 };
 
-/// Runs `vectored` with its default parameters at `s` (`repeats` when given) and the peers
-/// of `o` that it sets beside ferry.
-pub fn run_with_defaults(
-    s: Size,
-    repeats: Option<usize>,
-    o: &crate::options::RunOptions,
-) -> anyhow::Result<crate::options::Outcome> {
-    let mut p = VectoredParams::new(s);
-    p.repeats = repeats.unwrap_or(p.repeats);
-    p.peers = WORKLOAD.peers_of(o);
-    crate::runner::run(&vectored(s, &p), o)
-}
+crate::impl_params!(VectoredParams, |size, p, o| crate::runner::run(&vectored(size, p), o));
 
 #[cfg(test)]
 mod tests {

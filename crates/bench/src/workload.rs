@@ -9,7 +9,8 @@
 //! [`crate::scenario::Scenario`] type), its claim, its `WORKLOAD` value; then one line in
 //! suite.rs. A workload of scenario rows starts from [`Workload::scenario`] and its servers
 //! from [`ServerSpec::profile`] / [`ServerSpec::s3_h2`]; its table ends with the shared
-//! [`Column::CONNECTIONS_OPENED`], [`Column::CLIENT_CPU`] and [`Column::ERRORS`]. This
+//! [`Column::CONNECTIONS_OPENED`], [`Column::CLIENT_CPU`], [`Column::CPU_PER_REQUEST`] and
+//! [`Column::ERRORS`]. This
 //! module names no workload.
 
 use ferry_store::Mode;
@@ -206,6 +207,11 @@ impl Column {
     /// The columns every scenario table ends with.
     pub const CONNECTIONS_OPENED: Column = Column::new("TCP conns opened", "connections_opened", 1.0, 0);
     pub const CLIENT_CPU: Column = Column::new("client CPU s", "client_cpu_s", 1.0, 2);
+    /// CPU per request, every row alike (record.rs's `derive_cpu_rates`): ms per request.
+    pub const CPU_PER_REQUEST: Column =
+        Column::new("client CPU ms / request", crate::record::CPU_PER_1K_REQUESTS, 1.0, 3);
+    /// CPU per GiB moved, every row alike: s per GiB.
+    pub const CPU_PER_GIB: Column = Column::new("client CPU s / GiB", crate::record::CPU_PER_GIB, 1.0, 2);
     pub const ERRORS: Column = Column::new("errors", "errors", 1.0, 0);
 
     pub const fn new(header: &'static str, figure: &'static str, scale: f64, digits: usize) -> Column {
@@ -281,6 +287,7 @@ impl Workload {
 }
 
 /// Runs one workload at `size`, with `repeats` instead of its default when given.
+/// Every workload's is [`run_defaults`] over its [`Params`].
 pub type RunFn = fn(Size, Option<usize>, &crate::options::RunOptions) -> anyhow::Result<crate::options::Outcome>;
 
 /// Reads a workload's records as one row of the claims table.
@@ -311,4 +318,68 @@ impl WorkloadDef {
     pub fn peers_of(&self, o: &crate::options::RunOptions) -> Vec<crate::peers::Peer> {
         o.peers.iter().copied().filter(|p| self.peers.contains(p)).collect()
     }
+}
+
+/// A workload's parameters, stated once: its defaults at a size, the two things every run
+/// sets on them (the repeats and the peers that the options name and the workload sets
+/// beside ferry), and how a run goes from them (through the shared runner or, for
+/// bulk-wan, cli-transfer and listing, the workload's own). [`run_defaults`] is the glue
+/// that each workload's [`WorkloadDef::run`] used to repeat.
+pub trait Params: Sized {
+    /// The workload's entry in the suite (its peers).
+    const WORKLOAD: &'static WorkloadDef;
+    /// The defaults at `size`.
+    fn defaults(size: Size) -> Self;
+    /// The run's repeats and peers, as fields of the params.
+    fn common(&mut self) -> (&mut usize, &mut Vec<crate::peers::Peer>);
+    /// What else the run's options decide (mixed-hol: the link's preset); nothing by default.
+    fn adopt(&mut self, _o: &crate::options::RunOptions) {}
+    /// Runs the workload with these params.
+    fn run(&self, size: Size, o: &crate::options::RunOptions) -> anyhow::Result<crate::options::Outcome>;
+}
+
+/// Runs workload `P` with its default parameters at `size` (`repeats` when given) and the
+/// peers of `o` that it sets beside ferry: every [`WorkloadDef::run`].
+pub fn run_defaults<P: Params>(
+    size: Size,
+    repeats: Option<usize>,
+    o: &crate::options::RunOptions,
+) -> anyhow::Result<crate::options::Outcome> {
+    let mut p = P::defaults(size);
+    let (r, peers) = p.common();
+    *r = repeats.unwrap_or(*r);
+    *peers = P::WORKLOAD.peers_of(o);
+    p.adopt(o);
+    p.run(size, o)
+}
+
+/// Implements [`Params`] for a workload's params type the usual way: defaults from
+/// `TYPE::new(size)`, the run's repeats and peers in its fields `repeats` and `peers`,
+/// the workload's entry its file's `WORKLOAD`, and the run the closure-like expression
+/// (`|size, params, options| ...`). A workload whose options decide more writes the
+/// impl itself (mixed-hol).
+#[macro_export]
+macro_rules! impl_params {
+    ($ty:ty, |$size:ident, $p:ident, $o:ident| $run:expr) => {
+        impl $crate::workload::Params for $ty {
+            const WORKLOAD: &'static $crate::workload::WorkloadDef = &WORKLOAD;
+
+            fn defaults(size: $crate::workload::Size) -> Self {
+                <$ty>::new(size)
+            }
+
+            fn common(&mut self) -> (&mut usize, &mut Vec<$crate::peers::Peer>) {
+                (&mut self.repeats, &mut self.peers)
+            }
+
+            fn run(
+                &self,
+                $size: $crate::workload::Size,
+                $o: &$crate::options::RunOptions,
+            ) -> anyhow::Result<$crate::options::Outcome> {
+                let $p = self;
+                $run
+            }
+        }
+    };
 }

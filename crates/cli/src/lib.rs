@@ -7,7 +7,8 @@
 //!
 //! ```text
 //! main.rs / ferry._cli ─► main_from_args(argv) ─► Cli::try_parse_from
-//!   ─► serve / bench: huge pages back on, their own runtimes
+//!   ─► serve / bench: huge pages back on, their own runtimes (bench keeps freed memory
+//!      like a data verb: its ferry rows are a client)
 //!   └► data verbs (ls, cp, sync, rm, ...): keep_freed_memory,
 //!      a multi-thread runtime whose blocking pool is sized per verb ─► dispatch ─► verb::run
 //! ```
@@ -252,6 +253,12 @@ where
         }
         Command::Bench(args) => {
             process::allow_huge_pages();
+            // ferry's rows run in this process and stand for a ferry client, so they run
+            // with a data verb's allocator setting: with mimalloc's default purge, the
+            // vectored row's 8 MiB span buffers faulted in fresh zeroed pages on most
+            // repeats, which doubled to quadrupled its client CPU
+            // (docs/lab/engine-ranges.md, with the command).
+            process::keep_freed_memory();
             bench::run(args)
         }
         other => data_verb(other, cli.global),

@@ -5,6 +5,7 @@
 //! exec ─► .init_array (priority 100): no_huge_pages ─► mimalloc's own constructor
 //! data verb ─► keep_freed_memory ─► runtime with blocking_threads(verb) threads
 //! serve, bench ─► allow_huge_pages (long-running, or starting other processes)
+//! bench ─► keep_freed_memory too (its ferry rows are a client in this process)
 //! ```
 //!
 //! - mimalloc is the binary's allocator (the server's small buffers across threads;
@@ -38,8 +39,9 @@ extern "C" {
 /// (`madvise`) after `purge_delay`: a transfer frees and reallocates its receive buffers
 /// and write batches all the time, and each purge makes the next use of those pages
 /// fault in fresh zeroed ones (system CPU 6.1-10.3 s against 7.7-16.3 s for 4 x 1 GiB
-/// down, peak RSS the same; docs/lab/cli-memory.md, with the command). `ferry serve`
-/// (long-running) keeps the default and returns memory. A `MIMALLOC_PURGE_DELAY` in the
+/// down, peak RSS the same; docs/lab/cli-memory.md, with the command). `ferry bench`
+/// keeps it too (its ferry rows are a client). `ferry serve` (long-running) keeps the
+/// default and returns memory. A `MIMALLOC_PURGE_DELAY` in the
 /// environment wins; the option is set only while it still holds a default of v2 (10
 /// ms) or v3 (1,000 ms), a guard should the index move.
 pub(crate) fn keep_freed_memory() {

@@ -183,7 +183,7 @@ impl<R: Reopen> CheckedBody<R> {
         };
         let stream =
             futures_util::stream::unfold(state, |mut st| async move { st.next().await.map(|item| (item, st)) });
-        Ok(GetObjectOutput { meta, range, body: ObjectBody::new(stream.boxed()) })
+        Ok(GetObjectOutput { meta, range, body: ObjectBody::with_len(stream.boxed(), expected) })
     }
 
     async fn next(&mut self) -> Option<Result<Bytes, Error>> {
