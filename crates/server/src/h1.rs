@@ -61,10 +61,11 @@ const WRITE_BUFFER: usize = 64 * 1024;
 /// A connection that has waited this long for its next request gives back its read and
 /// write buffers (64 KiB each) and waits on a small one: 10,000 idle keep-alive
 /// connections then hold a few MiB instead of over a GiB (docs/lab/load.md). A busy
-/// connection never waits this long, so its buffers are kept.
+/// connection never waits this long, so its buffers are kept. Past it the connection
+/// waits on a one-byte read (a 2 KiB one was part of every connection's task, busy or
+/// not, as the future holds it inline) and takes its buffer when the byte arrives: one
+/// extra `read` per request that follows an idle second.
 const IDLE_SHRINK: std::time::Duration = std::time::Duration::from_secs(1);
-/// The read an idle connection waits on: enough for a small request head whole.
-const IDLE_READ: usize = 2048;
 /// How long a connection closed after its response keeps reading what the client still
 /// sends (at most `MAX_DISCARD` bytes of it) before the socket is closed: long enough for
 /// a client on a slow path to see the answer and stop, short enough that a refused
@@ -82,7 +83,11 @@ enum Slot {
         head_only: bool,
         keep_alive: bool,
     },
-    Immediate(Response),
+    /// Boxed: a `Response` is ~180 bytes and every slot of the queue is as large as its
+    /// largest variant. tokio's mpsc allocates its first block of 32 slots when the
+    /// queue is made, so an unboxed `Response` here cost each connection ~6 KiB for
+    /// as long as it lived, idle or not; boxed, the block is ~1 KiB.
+    Immediate(Box<Response>),
 }
 
 /// Serves one HTTP/1.1 connection until it ends. `initial` holds bytes already read
@@ -151,7 +156,7 @@ async fn read_loop<R: AsyncRead>(rd: ReadHalf<R>, mut buf: BytesMut, app: Arc<Ap
             Err(HeadError::Reject(status, code, message)) => {
                 let mut resp = app.error_response(status, code, &message, None);
                 resp.close = true;
-                let _ = queue.send(Slot::Immediate(resp)).await;
+                let _ = queue.send(Slot::Immediate(Box::new(resp))).await;
                 return;
             }
         };
@@ -170,7 +175,7 @@ async fn read_loop<R: AsyncRead>(rd: ReadHalf<R>, mut buf: BytesMut, app: Arc<Ap
                 None,
             );
             resp.close = true;
-            let _ = queue.send(Slot::Immediate(resp)).await;
+            let _ = queue.send(Slot::Immediate(Box::new(resp))).await;
             return;
         }
         let has_body = !matches!(head.framing, Framing::Length(0));
@@ -233,7 +238,10 @@ async fn read_loop<R: AsyncRead>(rd: ReadHalf<R>, mut buf: BytesMut, app: Arc<Ap
             return;
         }
         if let Some(btx) = body_tx {
-            match forward_body(&mut rd, &mut buf, &app, head.framing, btx).await {
+            // Boxed, as is `write_response`: a connection's task is as large as the
+            // largest state of its future, and these two are most of it; boxed, they
+            // are allocated per request instead of held by every idle connection.
+            match Box::pin(forward_body(&mut rd, &mut buf, &app, head.framing, btx)).await {
                 Forwarded::Complete => {}
                 Forwarded::Abandon => return,
             }
@@ -331,7 +339,7 @@ async fn read_head<R: AsyncRead>(rd: &mut ReadHalf<R>, buf: &mut BytesMut, app: 
 
 /// Waits up to `idle` for the first bytes of the next request into the empty `buf`:
 /// first with the buffer as it is, then, past `IDLE_SHRINK`, with the buffer given back
-/// and a small read. Ok(true) once bytes arrived; Ok(false) on close or time-out.
+/// and a one-byte read. Ok(true) once bytes arrived; Ok(false) on close or time-out.
 async fn read_idle<R: AsyncRead>(
     rd: &mut ReadHalf<R>,
     buf: &mut BytesMut,
@@ -346,11 +354,11 @@ async fn read_idle<R: AsyncRead>(
         Err(_) => {}
     }
     *buf = BytesMut::new();
-    let mut small = [0u8; IDLE_READ];
-    match timeout(idle - first, rd.read(&mut small)).await {
+    let mut first_byte = [0u8; 1];
+    match timeout(idle - first, rd.read(&mut first_byte)).await {
         Ok(Ok(0)) | Err(_) => Ok(false),
-        Ok(Ok(n)) => {
-            buf.extend_from_slice(&small[..n]);
+        Ok(Ok(_)) => {
+            buf.extend_from_slice(&first_byte);
             Ok(true)
         }
         Ok(Err(e)) => Err(e),
@@ -612,7 +620,7 @@ async fn write_loop<W: AsyncWrite>(
                 }
                 continue;
             }
-            Slot::Immediate(resp) => (resp, false, false),
+            Slot::Immediate(resp) => (*resp, false, false),
             Slot::Answer { mut rx, wanted, head_only, keep_alive } => {
                 let resp = match rx.try_recv() {
                     Ok(resp) => Ok(resp),
@@ -644,7 +652,7 @@ async fn write_loop<W: AsyncWrite>(
             }
         };
         let close = resp.close || !keep_alive;
-        match write_response(&mut out, resp, head_only, close, &mut pacer, &app, &mut date).await {
+        match Box::pin(write_response(&mut out, resp, head_only, close, &mut pacer, &app, &mut date)).await {
             Ok(WriteEnd::Done) if !close => {}
             Ok(WriteEnd::Done) => break,
             Ok(WriteEnd::Reset) => {

@@ -72,7 +72,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
 /// The HTTP/2 connection preface (RFC 9113 section 3.4).
-const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub(crate) const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// A bound server, not yet accepting.
 pub struct Server {
@@ -318,11 +318,39 @@ async fn refuse(stream: TcpStream, app: &App) {
     let _ = stream.shutdown().await;
 }
 
+/// Waits for a connection's first byte, then serves it. The waiting is its own small
+/// future and everything after it is boxed: a task's allocation is as large as the
+/// largest state of its future, and the protocol states (TLS session, both HTTP
+/// connection machines) are several KiB that a connection which has sent nothing need
+/// not hold. A TLS client speaks first too (its ClientHello), so the same wait applies.
 async fn serve_connection(stream: TcpStream, tls: Option<tokio_rustls::TlsAcceptor>, app: Arc<App>) {
+    // A TLS handshake must be done within the header time-out of the accept; a plain
+    // connection's first byte may take the idle time-out.
+    let accepted = tokio::time::Instant::now();
+    let wait = if tls.is_some() { app.limits.header_timeout } else { app.limits.idle_timeout };
+    match tokio::time::timeout(wait, stream.readable()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(_)) | Err(_) => {
+            if tls.is_some() {
+                app.metrics.tls_handshake_failures.fetch_add(1, Relaxed);
+            }
+            return;
+        }
+    }
+    Box::pin(serve_readable(stream, tls, app, accepted)).await
+}
+
+async fn serve_readable(
+    stream: TcpStream,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    app: Arc<App>,
+    accepted: tokio::time::Instant,
+) {
     let fd = stream.as_raw_fd();
     match tls {
         Some(acceptor) => {
-            let handshake = tokio::time::timeout(app.limits.header_timeout, acceptor.accept(stream)).await;
+            let handshake =
+                tokio::time::timeout_at(accepted + app.limits.header_timeout, acceptor.accept(stream)).await;
             let tls_stream = match handshake {
                 Ok(Ok(s)) => s,
                 _ => {
@@ -341,12 +369,8 @@ async fn serve_connection(stream: TcpStream, tls: Option<tokio_rustls::TlsAccept
         }
         None => {
             let mut stream = stream;
-            // Wait for the first byte before taking a read buffer: a connection that
-            // never sends one costs no buffer (docs/lab/load.md, idle connections).
-            match tokio::time::timeout(app.limits.idle_timeout, stream.readable()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) | Err(_) => return,
-            }
+            // Only now, with the first byte here, is a read buffer taken: a connection
+            // that never sends one costs no buffer (docs/lab/load.md, idle connections).
             let mut initial = BytesMut::with_capacity(64 * 1024);
             // Read until the bytes either match the h2 preface or cannot: the first byte
             // within the idle time-out, the rest within the header time-out (a client
