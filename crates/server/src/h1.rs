@@ -540,38 +540,26 @@ async fn forward_body<R: AsyncRead>(
 /// trickled a byte at a time still ends. Only time spent waiting on the socket counts:
 /// time the reader spends held back by a slow handler (backpressure) is ours, not the
 /// client's.
-struct BodyClock {
-    idle: std::time::Duration,
-    min_rate: u64,
-    waited: std::time::Duration,
-    received: u64,
-}
+struct BodyClock(crate::types::BodyBudget);
 
 impl BodyClock {
     fn new(limits: &crate::config::Limits) -> BodyClock {
-        BodyClock { idle: limits.body_timeout, min_rate: limits.body_min_rate, waited: Default::default(), received: 0 }
+        BodyClock(crate::types::BodyBudget::new(limits))
     }
 
     /// Reads more body bytes into `buf`; an error when the client closed, the read
     /// failed, or the body's time ran out.
     async fn read<R: AsyncRead>(&mut self, rd: &mut ReadHalf<R>, buf: &mut BytesMut) -> io::Result<()> {
-        let limit = match self.min_rate {
-            0 => self.idle,
-            rate => {
-                let earned = std::time::Duration::from_secs_f64(self.received as f64 / rate as f64);
-                self.idle.min((self.idle + earned).saturating_sub(self.waited))
-            }
-        };
         let t0 = Instant::now();
-        let read = timeout(limit, read_more(rd, buf)).await;
-        self.waited += t0.elapsed();
+        let read = timeout(self.0.limit(), read_more(rd, buf)).await;
+        self.0.spent(t0.elapsed(), 0);
         match read {
             Ok(Ok(0)) => Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "the client closed the connection before the body ended",
             )),
             Ok(Ok(n)) => {
-                self.received += n as u64;
+                self.0.spent(std::time::Duration::ZERO, n as u64);
                 Ok(())
             }
             Ok(Err(e)) => Err(e),

@@ -34,6 +34,9 @@
 //!   connection closed if its ack takes longer than `header_timeout` (hyper's own
 //!   keep-alive), so a client gone without a FIN does not hold open streams forever.
 //!
+//! A request body's reads are held to the same budget as HTTP/1.1's
+//! (`types::BodyBudget`), and a body out of time ends in 400 RequestTimeout.
+//!
 //! DATA framing: `h2` sends each body piece it is given as its own frame(s), never two
 //! pieces in one frame. So an unshaped body is handed over in [`Piece`]s that gather the
 //! chunks storage has ready (up to 1 MiB, the client's largest frame): one frame and one
@@ -43,7 +46,7 @@
 use crate::app::App;
 use crate::batch::Batched;
 use crate::emulate::Pacer;
-use crate::types::{Body, BodyFault, Protocol, Request, RespBody, Response};
+use crate::types::{Body, BodyBudget, BodyFault, Protocol, Request, RespBody, Response};
 use bytes::{Buf, Bytes};
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
@@ -366,7 +369,7 @@ async fn handle(app: Arc<App>, req: hyper::Request<Incoming>) -> hyper::Response
         raw_path: parts.uri.path().to_string(),
         raw_query: parts.uri.query().unwrap_or("").to_string(),
         headers,
-        body: Body::h2(incoming, content_length),
+        body: Body::h2(incoming, content_length, BodyBudget::new(&app.limits)),
         protocol: Protocol::Http2,
         arrived,
     };

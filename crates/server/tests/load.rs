@@ -13,7 +13,9 @@
 //!   1.3 clients complete a request.
 //! - over HTTP/2, a HEADERS frame trickled a byte at a time closes the connection at the
 //!   header time-out, and a connection with no stream open is closed (GOAWAY) at the
-//!   idle time-out (raw frames on a socket, so the server's own clocks are what is seen).
+//!   idle time-out, and a body trickled a byte at a time gets 400 RequestTimeout by the
+//!   same budget as HTTP/1.1's (raw frames on a socket, so the server's own clocks are
+//!   what is seen).
 
 use ferry_server::ServeConfig;
 use ferry_testkit::{FerryServe, Served};
@@ -484,4 +486,50 @@ fn h2_connection_with_no_open_stream_is_closed_after_the_idle_timeout() {
     assert!(goaway >= answered + Duration::from_millis(700), "GOAWAY {goaway:?}, answer {answered:?}");
     assert!(closed_after < Duration::from_secs(5), "{closed_after:?}");
     assert_eq!(metric(addr, "ferry_h2_idle_closes_total"), 1);
+}
+
+#[test]
+fn h2_body_trickled_past_its_budget_gets_request_timeout() {
+    let srv = start(|c| {
+        c.limits.body_timeout = Duration::from_millis(800);
+        c.limits.body_min_rate = 100;
+    });
+    let addr = srv.addr();
+    assert_eq!(put(addr, "/h2slow", b""), 200);
+    let mut s = h2_connect(addr);
+    s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    // PUT /h2slow/k: :method and :path as literals with indexed names (2 and 4).
+    let mut block = vec![0x02, 0x03];
+    block.extend_from_slice(b"PUT");
+    block.extend_from_slice(&[0x04, 0x0a]);
+    block.extend_from_slice(b"/h2slow/k/");
+    block.extend_from_slice(&[0x86, 0x41, 0x01, b'x']);
+    s.write_all(&h2_frame(0x1, 0x4, 1, &block)).unwrap();
+    // One DATA byte every 100 ms (10 B/s against a 100 B/s minimum): no wait is as long
+    // as the body time-out, so only the body's overall budget ends it.
+    let t0 = Instant::now();
+    let status = loop {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the trickled body was never cut off");
+        let _ = s.write_all(&h2_frame(0x0, 0, 1, b"z"));
+        match h2_read(&mut s) {
+            Ok(Some((0x1, _, block))) => break block[0],
+            Ok(Some(_)) | Err(_) => {}
+            Ok(None) => panic!("closed without an answer"),
+        }
+    };
+    let took = t0.elapsed();
+    assert_eq!(status, 0x8c, "HPACK :status 400");
+    let mut body = Vec::new();
+    while let Ok(Some((kind, flags, data))) = h2_read(&mut s) {
+        if kind == 0x0 {
+            body.extend_from_slice(&data);
+            if flags & 0x1 != 0 {
+                break;
+            }
+        }
+    }
+    let body = String::from_utf8_lossy(&body);
+    assert!(body.contains("<Code>RequestTimeout</Code>"), "{body}");
+    assert!(took >= Duration::from_millis(700) && took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(get(addr, "/h2slow/k/").status, 404, "the trickled body took no effect");
 }
