@@ -105,9 +105,11 @@ where
         .initial_connection_window_size(INITIAL_CONNECTION_WINDOW)
         .max_header_list_size(app.limits.max_header_bytes as u32)
         .max_send_buf_size(1024 * 1024);
-    let frames = FrameWatch::new();
+    let open = OpenStreams::default();
+    let frames = FrameWatch::new(true, open.clone());
     let stalled = frames.stalled.clone();
-    let io = TokioIo::new(Batched::new(Watched { io, frames }));
+    let sent = FrameWatch::new(false, open.clone());
+    let io = TokioIo::new(Batched::new(Watched { io, frames, sent }));
     let mut conn = std::pin::pin!(builder.serve_connection(io, service));
     let mut streams = FuturesUnordered::new();
     let (idle_limit, head_limit) = (limits.idle_timeout, limits.header_timeout);
@@ -125,7 +127,7 @@ where
         if done {
             return Poll::Ready(());
         }
-        match (streams.is_empty(), idle_since) {
+        match (streams.is_empty() && open.is_empty(), idle_since) {
             (true, None) => idle_since = Some(Instant::now()),
             (false, Some(_)) => idle_since = None,
             _ => {}
@@ -166,8 +168,10 @@ where
     .await;
 }
 
-/// Watches the frames a client sends, by their 9-byte headers, for one thing hyper's
-/// HTTP/2 server does not time: a frame or header block that has started and not ended.
+/// Reads the frame headers going one way on the connection (9 bytes each; payloads are
+/// skipped by their length), for what hyper's HTTP/2 server does not expose: which
+/// streams are open ([`OpenStreams`], both directions feed it) and, on the client's
+/// side, a frame or header block that has started and not ended.
 /// `stalled` holds when the current one began (`None` between frames, and while a DATA
 /// payload arrives: bodies are paced by flow control, and a slow one is the handler's
 /// business). A header block is HEADERS or PUSH_PROMISE without END_HEADERS up to the
@@ -182,6 +186,55 @@ struct FrameWatch {
     data: bool,
     in_block: bool,
     stalled: Stalled,
+    /// Which side's frames these are, for `open`.
+    from_client: bool,
+    open: OpenStreams,
+}
+
+/// The streams open on the connection by RFC 9113's state machine, as far as the frame
+/// headers in both directions show it: opened by the client's HEADERS, closed when both
+/// sides have sent END_STREAM or either sent RST_STREAM. hyper's stream futures are no
+/// guide: a response body handed whole to h2's send buffer ends its future while the
+/// stream waits on the client's flow-control window, open. Both socket directions and
+/// the connection's task share it (one task: the lock is never contended).
+#[derive(Clone, Default)]
+struct OpenStreams(Arc<std::sync::Mutex<std::collections::HashMap<u32, u8>>>);
+
+const CLIENT_DONE: u8 = 1;
+const SERVER_DONE: u8 = 2;
+const FRAME_RST_STREAM: u8 = 0x3;
+const FLAG_END_STREAM: u8 = 0x1;
+
+impl OpenStreams {
+    fn frame(&self, from_client: bool, kind: u8, flags: u8, stream: u32) {
+        if stream == 0 {
+            return;
+        }
+        let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match kind {
+            FRAME_RST_STREAM => {
+                open.remove(&stream);
+            }
+            FRAME_HEADERS | FRAME_DATA => {
+                if kind == FRAME_HEADERS && from_client {
+                    open.entry(stream).or_insert(0);
+                }
+                if flags & FLAG_END_STREAM != 0 {
+                    if let Some(state) = open.get_mut(&stream) {
+                        *state |= if from_client { CLIENT_DONE } else { SERVER_DONE };
+                        if *state == CLIENT_DONE | SERVER_DONE {
+                            open.remove(&stream);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+    }
 }
 
 /// When the frame now arriving began, if it is one `FrameWatch` times: microseconds
@@ -214,15 +267,17 @@ const FRAME_CONTINUATION: u8 = 0x9;
 const FLAG_END_HEADERS: u8 = 0x4;
 
 impl FrameWatch {
-    fn new() -> FrameWatch {
+    fn new(from_client: bool, open: OpenStreams) -> FrameWatch {
         FrameWatch {
-            preface: crate::H2_PREFACE.len(),
+            preface: if from_client { crate::H2_PREFACE.len() } else { 0 },
             header: [0; 9],
             header_len: 0,
             payload_left: 0,
             data: false,
             in_block: false,
             stalled: Stalled { base: Instant::now(), since: Default::default() },
+            from_client,
+            open,
         }
     }
 
@@ -245,6 +300,8 @@ impl FrameWatch {
                     let h = self.header;
                     self.payload_left = u32::from_be_bytes([0, h[0], h[1], h[2]]);
                     let (kind, flags) = (h[3], h[4]);
+                    let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
+                    self.open.frame(self.from_client, kind, flags, stream);
                     self.data = kind == FRAME_DATA;
                     match kind {
                         FRAME_HEADERS | FRAME_PUSH_PROMISE | FRAME_CONTINUATION => {
@@ -266,10 +323,12 @@ impl FrameWatch {
     }
 }
 
-/// The connection's socket, with every byte read shown to its [`FrameWatch`].
+/// The connection's socket, with every byte read shown to `frames` and every byte
+/// written to `sent`.
 struct Watched<IO> {
     io: IO,
     frames: FrameWatch,
+    sent: FrameWatch,
 }
 
 impl<IO: AsyncRead + Unpin> AsyncRead for Watched<IO> {
@@ -294,7 +353,12 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Watched<IO> {
         cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        std::pin::Pin::new(&mut self.io).poll_write(cx, buf)
+        let this = &mut *self;
+        let res = std::pin::Pin::new(&mut this.io).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = res {
+            this.sent.saw(&buf[..n]);
+        }
+        res
     }
     fn poll_flush(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<io::Result<()>> {
         std::pin::Pin::new(&mut self.io).poll_flush(cx)
@@ -307,7 +371,20 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Watched<IO> {
         cx: &mut std::task::Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let this = &mut *self;
+        let res = std::pin::Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = res {
+            let mut left = n;
+            for b in bufs {
+                if left == 0 {
+                    break;
+                }
+                let take = left.min(b.len());
+                this.sent.saw(&b[..take]);
+                left -= take;
+            }
+        }
+        res
     }
     fn is_write_vectored(&self) -> bool {
         self.io.is_write_vectored()

@@ -13,7 +13,8 @@
 //!   1.3 clients complete a request.
 //! - over HTTP/2, a HEADERS frame trickled a byte at a time closes the connection at the
 //!   header time-out, and a connection with no stream open is closed (GOAWAY) at the
-//!   idle time-out, and a body trickled a byte at a time gets 400 RequestTimeout by the
+//!   idle time-out (one whose response waits on the client's flow-control window is
+//!   open, and kept), and a body trickled a byte at a time gets 400 RequestTimeout by the
 //!   same budget as HTTP/1.1's (raw frames on a socket, so the server's own clocks are
 //!   what is seen).
 
@@ -532,4 +533,45 @@ fn h2_body_trickled_past_its_budget_gets_request_timeout() {
     assert!(body.contains("<Code>RequestTimeout</Code>"), "{body}");
     assert!(took >= Duration::from_millis(700) && took < Duration::from_secs(5), "{took:?}");
     assert_eq!(get(addr, "/h2slow/k/").status, 404, "the trickled body took no effect");
+}
+
+#[test]
+fn h2_stream_open_past_the_idle_timeout_is_not_cut() {
+    let srv = start(|c| c.limits.idle_timeout = Duration::from_millis(500));
+    let mut s = h2_connect(srv.addr());
+    s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    // GET /synthetic/1MiB/x: 1 MiB, of which the default 64 KiB window lets 65,535 bytes
+    // out; the stream then waits on the client, open, for four idle time-outs.
+    let mut block = vec![0x82, 0x86, 0x41, 0x01, b'x', 0x04, 17];
+    block.extend_from_slice(b"/synthetic/1MiB/x");
+    s.write_all(&h2_frame(0x1, 0x5, 1, &block)).unwrap();
+    let mut got = 0usize;
+    let mut done = false;
+    let t0 = Instant::now();
+    let mut opened = false;
+    while !done {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the body did not finish ({got} bytes)");
+        if !opened && t0.elapsed() > Duration::from_secs(2) {
+            // Open both windows: the rest of the body follows on the same stream.
+            let more = (2u32 << 20).to_be_bytes();
+            s.write_all(&h2_frame(0x8, 0, 0, &more)).unwrap();
+            s.write_all(&h2_frame(0x8, 0, 1, &more)).unwrap();
+            opened = true;
+        }
+        match h2_read(&mut s) {
+            Ok(Some((0x0, flags, data))) => {
+                got += data.len();
+                done = flags & 0x1 != 0;
+            }
+            Ok(Some((0x7, _, _))) => panic!("GOAWAY while a stream was open, after {:?}", t0.elapsed()),
+            Ok(Some((0x6, 0, data))) => s.write_all(&h2_frame(0x6, 0x1, 0, &data)).unwrap(),
+            Ok(Some(_)) | Err(_) => {}
+            Ok(None) => panic!("closed while a stream was open, after {:?} ({got} bytes)", t0.elapsed()),
+        }
+        if !opened {
+            assert!(got <= 65_535, "{got} bytes went out before the window opened");
+        }
+    }
+    assert!(opened, "the body ended before the window opened");
+    assert_eq!(got, 1 << 20);
 }
