@@ -402,7 +402,7 @@ def main():
     ap.add_argument("--idle", type=int, default=10000)
     ap.add_argument("--idle-kind", default="mixed", choices=["mixed", "silent", "get"],
                     help="idle connections that never send a byte, that go idle after one GET, or half each")
-    ap.add_argument("--idle-settle", type=float, default=2.0, help="seconds from the last opened to the measurement")
+    ap.add_argument("--idle-settle", type=float, default=3.0, help="seconds from the last opened to the measurement")
     ap.add_argument("--loris", type=int, default=500)
     ap.add_argument("--files", default="100000,200000", help="file counts, comma-separated")
     ap.add_argument("--keys", default="1000000", help="key counts for `keys`, comma-separated")
