@@ -4,8 +4,9 @@
 Each part starts its own `ferry serve --memory` on a free port and samples its VmRSS.
 
   idle     N idle connections (half never send a byte, half idle after one keep-alive
-           request); server RSS before, with them, after; latency of GETs on new
-           connections before and while they are held.
+           request; --idle-kind silent or get for one kind only); server RSS before,
+           with them (--idle-settle s after the last opened), after; latency of GETs on
+           new connections before and while they are held.
   loris    C connections trickling a request head and C trickling a body, one byte per
            connection every 0.2 s, against --header-timeout/--body-timeout 5s: when each
            is cut off, and GET latency on new connections meanwhile.
@@ -15,9 +16,12 @@ Each part starts its own `ferry serve --memory` on a free port and samples its V
   files    `cp` of F tiny local files (in /dev/shm) up to the server, then a recursive
            listing of them, by ferry, s5cmd and rclone; each tool's peak RSS (wait4's
            ru_maxrss) and wall time, and the server's peak RSS.
+  keys     K tiny local files put up once by `ferry cp` (its row is that cp), then the
+           same K keys listed by ferry, s5cmd and rclone (the listing half of `files`
+           without the peers' cp, which at 1M files takes most of an hour).
 
-    scripts/load.py --ferry target/release/ferry [--only idle,loris,bigbody,files]
-        [--idle 10000] [--loris 500] [--files 100000,200000]
+    scripts/load.py --ferry target/release/ferry [--only idle,loris,bigbody,keys,files]
+        [--idle 10000] [--loris 500] [--keys 1000000] [--files 100000,200000]
 """
 
 import argparse
@@ -146,7 +150,8 @@ def setup_object(port):
 
 def part_idle(a):
     srv = Server(a.ferry, "--anonymous", "--max-connections", str(a.idle + 100))
-    print(f"# idle: {a.idle} connections; server banner: {[l for l in srv.banner if l.startswith('open files')]}")
+    print(f"# idle: {a.idle} connections ({a.idle_kind}), measured {a.idle_settle:g} s after the last opened; "
+          f"server banner: {[l for l in srv.banner if l.startswith('open files')]}")
     setup_object(srv.port)
     time.sleep(1)
     rss0 = srv.rss()
@@ -155,12 +160,12 @@ def part_idle(a):
     t = time.time()
     for i in range(a.idle):
         s = socket.create_connection(("127.0.0.1", srv.port))
-        if i % 2:
+        if a.idle_kind == "get" or (a.idle_kind == "mixed" and i % 2):
             s.sendall(b"GET /load/k HTTP/1.1\r\nHost: x\r\n\r\n")
             read_response(s)
         conns.append(s)
     opened = time.time() - t
-    time.sleep(2)
+    time.sleep(a.idle_settle)
     rss1 = srv.rss()
     held = metric(srv.port, "ferry_connections_open") - 1
     during = latencies(srv.port, 200)
@@ -306,55 +311,87 @@ def timed(cmd, env, count=None):
     return p.returncode, wall, ru.ru_maxrss
 
 
-def part_files(a, n):
+def make_files(n):
+    """N 100-byte files in 10,000-file directories under a new temp dir (in /dev/shm when
+    it has room: a tmpfs file costs a 4 KiB page and an inode, so 1M files take ~5 GB)."""
     shm = "/dev/shm" if shutil.disk_usage("/dev/shm").free > n * 8192 + (1 << 30) else None
     tmp = tempfile.mkdtemp(prefix="ferry-load.", dir=shm)
+    src = os.path.join(tmp, "src")
+    os.makedirs(src)
+    payload = b"x" * 100
+    t = time.time()
+    for i in range(n):
+        d = os.path.join(src, f"d{i // 10000:03}")
+        if i % 10000 == 0:
+            os.makedirs(d)
+        with open(os.path.join(d, f"f{i:07}"), "wb") as f:
+            f.write(payload)
+    print(f"# {n} files made in {tmp} in {time.time() - t:.0f} s", flush=True)
+    return tmp, src
+
+
+def part_keys(a, n):
+    """A listing of N keys by each tool: ferry cp puts them up once (its row is the cp of
+    N files), then ferry, s5cmd and rclone each list the same N keys. Cheaper than
+    `files` at large N, where the peers' cp alone would take most of an hour."""
+    tmp, src = make_files(n)
     try:
-        src = os.path.join(tmp, "src")
-        os.makedirs(src)
-        payload = b"x" * 100
-        for i in range(n):
-            d = os.path.join(src, f"d{i // 10000:03}")
-            if i % 10000 == 0:
-                os.makedirs(d)
-            with open(os.path.join(d, f"f{i:07}"), "wb") as f:
-                f.write(payload)
-        cfg = os.path.join(tmp, "empty-config")
-        open(cfg, "w").close()
-        srv = Server(a.ferry, "--access-key", ACCESS, "--secret-key", SECRET,
-                     "--max-connections", "4096")
-        base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "RCLONE_", "FERRY_"))}
-        base.update(AWS_ACCESS_KEY_ID=ACCESS, AWS_SECRET_ACCESS_KEY=SECRET, AWS_REGION="us-east-1",
-                    AWS_CONFIG_FILE=cfg, AWS_SHARED_CREDENTIALS_FILE=cfg)
-        fenv = dict(base, AWS_ENDPOINT_URL=srv.url)
-        renv = dict(base, RCLONE_CONFIG=cfg, RCLONE_CONFIG_PEER_TYPE="s3", RCLONE_CONFIG_PEER_PROVIDER="Other",
-                    RCLONE_CONFIG_PEER_ENDPOINT=srv.url, RCLONE_CONFIG_PEER_REGION="us-east-1",
-                    RCLONE_CONFIG_PEER_FORCE_PATH_STYLE="true", RCLONE_CONFIG_PEER_ACCESS_KEY_ID=ACCESS,
-                    RCLONE_CONFIG_PEER_SECRET_ACCESS_KEY=SECRET)
-        timed([a.ferry, "mb", "s3://files"], fenv)
-        s5 = a.s5cmd
-        runs = [
-            ("ferry", "cp", [a.ferry, "cp", "--recursive", "-q", src + "/", "s3://files/ferry/"], fenv),
-            ("ferry", "ls", [a.ferry, "ls", "--recursive", "s3://files/ferry/"], fenv),
-            ("s5cmd", "cp", [s5, "--endpoint-url", srv.url, "cp", src + "/*", "s3://files/s5cmd/"], base),
-            ("s5cmd", "ls", [s5, "--endpoint-url", srv.url, "ls", "s3://files/s5cmd/*"], base),
-            ("rclone", "cp", ["rclone", "copy", "--transfers", "64", "--checkers", "64", src, "peer:files/rclone"],
-             renv),
-            ("rclone", "ls", ["rclone", "lsf", "-R", "--files-only", "peer:files/rclone"], renv),
-        ]
-        srv.peak.take()
-        for tool, verb, cmd, env in runs:
-            if tool not in a.tools:
-                continue
-            lines = [0]
-            code, wall, maxrss = timed(cmd, env, lines if verb == "ls" else None)
-            listed = f", {lines[0]} lines" if verb == "ls" else ""
-            print(f"files {n}: {tool:<6} {verb}: peak RSS {maxrss/1024:7.1f} MiB, {wall:7.1f} s "
-                  f"({n/wall:7.0f}/s{listed}){'' if code == 0 else f'  EXIT {code}'}; "
-                  f"server peak {srv.peak.take()/1024:.0f} MiB", flush=True)
-        srv.stop()
+        run_tools(a, n, tmp, src, [("ferry", "cp"), ("ferry", "ls"), ("s5cmd", "ls"), ("rclone", "ls")], "keys")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def part_files(a, n):
+    tmp, src = make_files(n)
+    try:
+        run_tools(a, n, tmp, src, [(t, v) for t in ("ferry", "s5cmd", "rclone") for v in ("cp", "ls")], "files")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_tools(a, n, tmp, src, wanted, label):
+    """Runs `wanted` ((tool, verb) pairs, in order) against one new `ferry serve --memory`
+    and prints each one's peak RSS and wall time. In `files` each tool lists what its own
+    cp wrote; in `keys` every tool lists the keys ferry's cp wrote (ferry's cp runs even
+    when --tools leaves ferry out, as it puts the keys up)."""
+    cfg = os.path.join(tmp, "empty-config")
+    open(cfg, "w").close()
+    srv = Server(a.ferry, "--access-key", ACCESS, "--secret-key", SECRET,
+                 "--max-connections", "4096")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "RCLONE_", "FERRY_"))}
+    base.update(AWS_ACCESS_KEY_ID=ACCESS, AWS_SECRET_ACCESS_KEY=SECRET, AWS_REGION="us-east-1",
+                AWS_CONFIG_FILE=cfg, AWS_SHARED_CREDENTIALS_FILE=cfg)
+    fenv = dict(base, AWS_ENDPOINT_URL=srv.url)
+    renv = dict(base, RCLONE_CONFIG=cfg, RCLONE_CONFIG_PEER_TYPE="s3", RCLONE_CONFIG_PEER_PROVIDER="Other",
+                RCLONE_CONFIG_PEER_ENDPOINT=srv.url, RCLONE_CONFIG_PEER_REGION="us-east-1",
+                RCLONE_CONFIG_PEER_FORCE_PATH_STYLE="true", RCLONE_CONFIG_PEER_ACCESS_KEY_ID=ACCESS,
+                RCLONE_CONFIG_PEER_SECRET_ACCESS_KEY=SECRET)
+    timed([a.ferry, "mb", "s3://files"], fenv)
+    s5 = a.s5cmd
+    own = label == "files"
+    runs = {
+        ("ferry", "cp"): ([a.ferry, "cp", "--recursive", "-q", src + "/", "s3://files/ferry/"], fenv),
+        ("ferry", "ls"): ([a.ferry, "ls", "--recursive", "s3://files/ferry/"], fenv),
+        ("s5cmd", "cp"): ([s5, "--endpoint-url", srv.url, "cp", src + "/*", "s3://files/s5cmd/"], base),
+        ("s5cmd", "ls"): ([s5, "--endpoint-url", srv.url, "ls", f"s3://files/{'s5cmd' if own else 'ferry'}/*"],
+                          base),
+        ("rclone", "cp"): (["rclone", "copy", "--transfers", "64", "--checkers", "64", src, "peer:files/rclone"],
+                           renv),
+        ("rclone", "ls"): (["rclone", "lsf", "-R", "--files-only", f"peer:files/{'rclone' if own else 'ferry'}"],
+                           renv),
+    }
+    srv.peak.take()
+    for tool, verb in wanted:
+        if tool not in a.tools and not (label == "keys" and verb == "cp"):
+            continue
+        cmd, env = runs[(tool, verb)]
+        lines = [0]
+        code, wall, maxrss = timed(cmd, env, lines if verb == "ls" else None)
+        listed = f", {lines[0]} lines" if verb == "ls" else ""
+        print(f"{label} {n}: {tool:<6} {verb}: peak RSS {maxrss/1024:7.1f} MiB, {wall:7.1f} s "
+              f"({n/wall:7.0f}/s{listed}){'' if code == 0 else f'  EXIT {code}'}; "
+              f"server peak {srv.peak.take()/1024:.0f} MiB", flush=True)
+    srv.stop()
 
 
 def main():
@@ -363,8 +400,12 @@ def main():
     ap.add_argument("--s5cmd", default=os.path.join(ROOT, ".ferry-run/bench-venv/bin/s5cmd"))
     ap.add_argument("--only", default="idle,loris,bigbody,files")
     ap.add_argument("--idle", type=int, default=10000)
+    ap.add_argument("--idle-kind", default="mixed", choices=["mixed", "silent", "get"],
+                    help="idle connections that never send a byte, that go idle after one GET, or half each")
+    ap.add_argument("--idle-settle", type=float, default=3.0, help="seconds from the last opened to the measurement")
     ap.add_argument("--loris", type=int, default=500)
     ap.add_argument("--files", default="100000,200000", help="file counts, comma-separated")
+    ap.add_argument("--keys", default="1000000", help="key counts for `keys`, comma-separated")
     ap.add_argument("--tools", default="ferry,s5cmd,rclone")
     a = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -378,6 +419,9 @@ def main():
         part_loris(a)
     if "bigbody" in only:
         part_bigbody(a)
+    if "keys" in only:
+        for n in (int(x) for x in a.keys.split(",")):
+            part_keys(a, n)
     if "files" in only:
         for n in (int(x) for x in a.files.split(",")):
             part_files(a, n)

@@ -9,6 +9,8 @@
 #            GET latency meanwhile.
 #   bigbody  a PUT declaring 5 GiB to a bucket that does not exist (with and without
 #            Expect: 100-continue): the answer, and how much of the body the server read.
+#   keys     1,000,000 keys put up once by `ferry cp`, then listed by ferry, s5cmd and
+#            rclone: each tool's peak RSS and wall time (the listing half of `files`).
 #   files    `cp` of many 100-byte local files (made in /dev/shm when it has room) up to
 #            ferry serve, then a recursive listing of the keys, by ferry, s5cmd and
 #            rclone, at two counts: each tool's peak RSS (wait4 ru_maxrss) and wall time.
@@ -16,8 +18,8 @@
 # Nothing is asserted; it measures and prints (scripts/load.py does the work, stdlib
 # Python only). s5cmd and rclone come from scripts/bench-setup.sh.
 #
-# Usage: scripts/load.sh [--build] [load.py options: --only idle,loris,bigbody,files
-#                         --idle N --loris N --files N1,N2 --tools ferry,s5cmd,rclone]
+# Usage: scripts/load.sh [--build] [load.py options: --only idle,loris,bigbody,keys,files
+#                         --idle N --loris N --keys N --files N1,N2 --tools ferry,s5cmd,rclone]
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"

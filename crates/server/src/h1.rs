@@ -61,10 +61,11 @@ const WRITE_BUFFER: usize = 64 * 1024;
 /// A connection that has waited this long for its next request gives back its read and
 /// write buffers (64 KiB each) and waits on a small one: 10,000 idle keep-alive
 /// connections then hold a few MiB instead of over a GiB (docs/lab/load.md). A busy
-/// connection never waits this long, so its buffers are kept.
+/// connection never waits this long, so its buffers are kept. Past it the connection
+/// waits on a one-byte read (a 2 KiB one was part of every connection's task, busy or
+/// not, as the future holds it inline) and takes its buffer when the byte arrives: one
+/// extra `read` per request that follows an idle second.
 const IDLE_SHRINK: std::time::Duration = std::time::Duration::from_secs(1);
-/// The read an idle connection waits on: enough for a small request head whole.
-const IDLE_READ: usize = 2048;
 /// How long a connection closed after its response keeps reading what the client still
 /// sends (at most `MAX_DISCARD` bytes of it) before the socket is closed: long enough for
 /// a client on a slow path to see the answer and stop, short enough that a refused
@@ -82,7 +83,11 @@ enum Slot {
         head_only: bool,
         keep_alive: bool,
     },
-    Immediate(Response),
+    /// Boxed: a `Response` is ~180 bytes and every slot of the queue is as large as its
+    /// largest variant. tokio's mpsc allocates its first block of 32 slots when the
+    /// queue is made, so an unboxed `Response` here cost each connection ~6 KiB for
+    /// as long as it lived, idle or not; boxed, the block is ~1 KiB.
+    Immediate(Box<Response>),
 }
 
 /// Serves one HTTP/1.1 connection until it ends. `initial` holds bytes already read
@@ -151,7 +156,7 @@ async fn read_loop<R: AsyncRead>(rd: ReadHalf<R>, mut buf: BytesMut, app: Arc<Ap
             Err(HeadError::Reject(status, code, message)) => {
                 let mut resp = app.error_response(status, code, &message, None);
                 resp.close = true;
-                let _ = queue.send(Slot::Immediate(resp)).await;
+                let _ = queue.send(Slot::Immediate(Box::new(resp))).await;
                 return;
             }
         };
@@ -170,7 +175,7 @@ async fn read_loop<R: AsyncRead>(rd: ReadHalf<R>, mut buf: BytesMut, app: Arc<Ap
                 None,
             );
             resp.close = true;
-            let _ = queue.send(Slot::Immediate(resp)).await;
+            let _ = queue.send(Slot::Immediate(Box::new(resp))).await;
             return;
         }
         let has_body = !matches!(head.framing, Framing::Length(0));
@@ -233,7 +238,10 @@ async fn read_loop<R: AsyncRead>(rd: ReadHalf<R>, mut buf: BytesMut, app: Arc<Ap
             return;
         }
         if let Some(btx) = body_tx {
-            match forward_body(&mut rd, &mut buf, &app, head.framing, btx).await {
+            // Boxed, as is `write_response`: a connection's task is as large as the
+            // largest state of its future, and these two are most of it; boxed, they
+            // are allocated per request instead of held by every idle connection.
+            match Box::pin(forward_body(&mut rd, &mut buf, &app, head.framing, btx)).await {
                 Forwarded::Complete => {}
                 Forwarded::Abandon => return,
             }
@@ -331,7 +339,7 @@ async fn read_head<R: AsyncRead>(rd: &mut ReadHalf<R>, buf: &mut BytesMut, app: 
 
 /// Waits up to `idle` for the first bytes of the next request into the empty `buf`:
 /// first with the buffer as it is, then, past `IDLE_SHRINK`, with the buffer given back
-/// and a small read. Ok(true) once bytes arrived; Ok(false) on close or time-out.
+/// and a one-byte read. Ok(true) once bytes arrived; Ok(false) on close or time-out.
 async fn read_idle<R: AsyncRead>(
     rd: &mut ReadHalf<R>,
     buf: &mut BytesMut,
@@ -346,11 +354,11 @@ async fn read_idle<R: AsyncRead>(
         Err(_) => {}
     }
     *buf = BytesMut::new();
-    let mut small = [0u8; IDLE_READ];
-    match timeout(idle - first, rd.read(&mut small)).await {
+    let mut first_byte = [0u8; 1];
+    match timeout(idle - first, rd.read(&mut first_byte)).await {
         Ok(Ok(0)) | Err(_) => Ok(false),
-        Ok(Ok(n)) => {
-            buf.extend_from_slice(&small[..n]);
+        Ok(Ok(_)) => {
+            buf.extend_from_slice(&first_byte);
             Ok(true)
         }
         Ok(Err(e)) => Err(e),
@@ -532,38 +540,26 @@ async fn forward_body<R: AsyncRead>(
 /// trickled a byte at a time still ends. Only time spent waiting on the socket counts:
 /// time the reader spends held back by a slow handler (backpressure) is ours, not the
 /// client's.
-struct BodyClock {
-    idle: std::time::Duration,
-    min_rate: u64,
-    waited: std::time::Duration,
-    received: u64,
-}
+struct BodyClock(crate::types::BodyBudget);
 
 impl BodyClock {
     fn new(limits: &crate::config::Limits) -> BodyClock {
-        BodyClock { idle: limits.body_timeout, min_rate: limits.body_min_rate, waited: Default::default(), received: 0 }
+        BodyClock(crate::types::BodyBudget::new(limits))
     }
 
     /// Reads more body bytes into `buf`; an error when the client closed, the read
     /// failed, or the body's time ran out.
     async fn read<R: AsyncRead>(&mut self, rd: &mut ReadHalf<R>, buf: &mut BytesMut) -> io::Result<()> {
-        let limit = match self.min_rate {
-            0 => self.idle,
-            rate => {
-                let earned = std::time::Duration::from_secs_f64(self.received as f64 / rate as f64);
-                self.idle.min((self.idle + earned).saturating_sub(self.waited))
-            }
-        };
         let t0 = Instant::now();
-        let read = timeout(limit, read_more(rd, buf)).await;
-        self.waited += t0.elapsed();
+        let read = timeout(self.0.limit(), read_more(rd, buf)).await;
+        self.0.spent(t0.elapsed(), 0);
         match read {
             Ok(Ok(0)) => Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "the client closed the connection before the body ended",
             )),
             Ok(Ok(n)) => {
-                self.received += n as u64;
+                self.0.spent(std::time::Duration::ZERO, n as u64);
                 Ok(())
             }
             Ok(Err(e)) => Err(e),
@@ -612,7 +608,7 @@ async fn write_loop<W: AsyncWrite>(
                 }
                 continue;
             }
-            Slot::Immediate(resp) => (resp, false, false),
+            Slot::Immediate(resp) => (*resp, false, false),
             Slot::Answer { mut rx, wanted, head_only, keep_alive } => {
                 let resp = match rx.try_recv() {
                     Ok(resp) => Ok(resp),
@@ -644,7 +640,7 @@ async fn write_loop<W: AsyncWrite>(
             }
         };
         let close = resp.close || !keep_alive;
-        match write_response(&mut out, resp, head_only, close, &mut pacer, &app, &mut date).await {
+        match Box::pin(write_response(&mut out, resp, head_only, close, &mut pacer, &app, &mut date)).await {
             Ok(WriteEnd::Done) if !close => {}
             Ok(WriteEnd::Done) => break,
             Ok(WriteEnd::Reset) => {

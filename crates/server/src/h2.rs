@@ -20,6 +20,23 @@
 //! hyper 1.x's adaptive window resets both windows to 64 KiB when enabled and caps its
 //! estimate at 16 MiB per connection, too little for the lab's transatlantic link.
 //!
+//! Time-outs: hyper's HTTP/2 server times none of what the HTTP/1.1 reader does (h1.rs),
+//! so the connection's task keeps three clocks of its own, on the limits h1 uses:
+//! - idle: with no stream open for `idle_timeout`, the connection is closed gracefully
+//!   (GOAWAY, then hyper's closing PING), and dropped if the client has not finished
+//!   that within `header_timeout`;
+//! - head: a header block (HEADERS/PUSH_PROMISE up to the CONTINUATION with
+//!   END_HEADERS) or any frame but DATA that has begun and not ended within
+//!   `header_timeout` closes the connection. RFC 9113 allows no other frame inside a
+//!   header block, so the stream cannot be reset alone: a trickled block holds the
+//!   whole connection. [`FrameWatch`] sees the frame headers as they are read;
+//! - keep-alive: a PING after `idle_timeout` without a frame from the client, and the
+//!   connection closed if its ack takes longer than `header_timeout` (hyper's own
+//!   keep-alive), so a client gone without a FIN does not hold open streams forever.
+//!
+//! A request body's reads are held to the same budget as HTTP/1.1's
+//! (`types::BodyBudget`), and a body out of time ends in 400 RequestTimeout.
+//!
 //! DATA framing: `h2` sends each body piece it is given as its own frame(s), never two
 //! pieces in one frame. So an unshaped body is handed over in [`Piece`]s that gather the
 //! chunks storage has ready (up to 1 MiB, the client's largest frame): one frame and one
@@ -29,7 +46,7 @@
 use crate::app::App;
 use crate::batch::Batched;
 use crate::emulate::Pacer;
-use crate::types::{Body, BodyFault, Protocol, Request, RespBody, Response};
+use crate::types::{Body, BodyBudget, BodyFault, Protocol, Request, RespBody, Response};
 use bytes::{Buf, Bytes};
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
@@ -37,11 +54,12 @@ use futures_util::{stream, StreamExt};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::Poll;
@@ -77,15 +95,29 @@ where
     });
     let (exec, mut spawned) = InlineExecutor::new();
     let mut builder = hyper::server::conn::http2::Builder::new(exec);
+    let limits = &app.limits;
     builder
+        .timer(TokioTimer::new())
+        .keep_alive_interval(limits.idle_timeout)
+        .keep_alive_timeout(limits.header_timeout)
         .max_concurrent_streams(app.limits.h2_max_streams)
         .initial_stream_window_size(INITIAL_STREAM_WINDOW)
         .initial_connection_window_size(INITIAL_CONNECTION_WINDOW)
         .max_header_list_size(app.limits.max_header_bytes as u32)
         .max_send_buf_size(1024 * 1024);
-    let mut conn = std::pin::pin!(builder.serve_connection(TokioIo::new(Batched::new(io)), service));
+    let open = OpenStreams::default();
+    let frames = FrameWatch::new(true, open.clone());
+    let stalled = frames.stalled.clone();
+    let sent = FrameWatch::new(false, open.clone());
+    let io = TokioIo::new(Batched::new(Watched { io, frames, sent }));
+    let mut conn = std::pin::pin!(builder.serve_connection(io, service));
     let mut streams = FuturesUnordered::new();
-    // One task drives the connection and all of its streams (see InlineExecutor).
+    let (idle_limit, head_limit) = (limits.idle_timeout, limits.header_timeout);
+    let mut idle_since = Some(Instant::now());
+    let mut check = std::pin::pin!(tokio::time::sleep(idle_limit.min(head_limit)));
+    let mut closing: Option<Instant> = None;
+    // One task drives the connection and all of its streams (see InlineExecutor), and
+    // keeps its clocks (the module's notes on time-outs).
     std::future::poll_fn(|cx| {
         let done = conn.as_mut().poll(cx).is_ready();
         while let Poll::Ready(Some(stream)) = spawned.poll_recv(cx) {
@@ -93,12 +125,270 @@ where
         }
         while let Poll::Ready(Some(())) = streams.poll_next_unpin(cx) {}
         if done {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
+            return Poll::Ready(());
         }
+        match (streams.is_empty() && open.is_empty(), idle_since) {
+            (true, None) => idle_since = Some(Instant::now()),
+            (false, Some(_)) => idle_since = None,
+            _ => {}
+        }
+        while check.as_mut().poll(cx).is_ready() {
+            let now = Instant::now();
+            // A header block (or any frame but DATA) left incomplete for the header
+            // time-out: h2 cannot take another frame until it ends, so the connection
+            // is closed, not the stream reset.
+            let head_due = stalled.get().map(|t| t + head_limit);
+            if head_due.is_some_and(|d| d <= now) {
+                app.metrics.h2_header_timeouts.fetch_add(1, Relaxed);
+                return Poll::Ready(());
+            }
+            // A client that does not finish a graceful close (it owes a PING ack) is
+            // dropped after the header time-out.
+            if closing.is_some_and(|t| t + head_limit <= now) {
+                return Poll::Ready(());
+            }
+            let idle_due = idle_since.map(|t| t + idle_limit);
+            if closing.is_none() && idle_due.is_some_and(|d| d <= now) {
+                app.metrics.h2_idle_closes.fetch_add(1, Relaxed);
+                closing = Some(now);
+                conn.as_mut().graceful_shutdown();
+                if conn.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(());
+                }
+            }
+            let next = [head_due, idle_due.filter(|_| closing.is_none()), closing.map(|t| t + head_limit)]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(now + idle_limit.min(head_limit));
+            check.as_mut().reset(tokio::time::Instant::from_std(next));
+        }
+        Poll::Pending
     })
     .await;
+}
+
+/// Reads the frame headers going one way on the connection (9 bytes each; payloads are
+/// skipped by their length), for what hyper's HTTP/2 server does not expose: which
+/// streams are open ([`OpenStreams`], both directions feed it) and, on the client's
+/// side, a frame or header block that has started and not ended.
+/// `stalled` holds when the current one began (`None` between frames, and while a DATA
+/// payload arrives: bodies are paced by flow control, and a slow one is the handler's
+/// business). A header block is HEADERS or PUSH_PROMISE without END_HEADERS up to the
+/// CONTINUATION that has it; RFC 9113 section 6.10 allows no other frame in between, so
+/// a client trickling one holds the whole connection.
+struct FrameWatch {
+    /// Bytes of the client preface still to pass (its 24 bytes are not a frame).
+    preface: usize,
+    header: [u8; 9],
+    header_len: usize,
+    payload_left: u32,
+    data: bool,
+    in_block: bool,
+    stalled: Stalled,
+    /// Which side's frames these are, for `open`.
+    from_client: bool,
+    open: OpenStreams,
+}
+
+/// The streams open on the connection by RFC 9113's state machine, as far as the frame
+/// headers in both directions show it: opened by the client's HEADERS, closed when both
+/// sides have sent END_STREAM or either sent RST_STREAM. hyper's stream futures are no
+/// guide: a response body handed whole to h2's send buffer ends its future while the
+/// stream waits on the client's flow-control window, open. Both socket directions and
+/// the connection's task share it (one task: the lock is never contended).
+#[derive(Clone, Default)]
+struct OpenStreams(Arc<std::sync::Mutex<std::collections::HashMap<u32, u8>>>);
+
+const CLIENT_DONE: u8 = 1;
+const SERVER_DONE: u8 = 2;
+const FRAME_RST_STREAM: u8 = 0x3;
+const FLAG_END_STREAM: u8 = 0x1;
+
+impl OpenStreams {
+    fn frame(&self, from_client: bool, kind: u8, flags: u8, stream: u32) {
+        if stream == 0 {
+            return;
+        }
+        let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match kind {
+            FRAME_RST_STREAM => {
+                open.remove(&stream);
+            }
+            FRAME_HEADERS | FRAME_DATA => {
+                if kind == FRAME_HEADERS && from_client {
+                    open.entry(stream).or_insert(0);
+                }
+                if flags & FLAG_END_STREAM != 0 {
+                    if let Some(state) = open.get_mut(&stream) {
+                        *state |= if from_client { CLIENT_DONE } else { SERVER_DONE };
+                        if *state == CLIENT_DONE | SERVER_DONE {
+                            open.remove(&stream);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+    }
+}
+
+/// When the frame now arriving began, if it is one `FrameWatch` times: microseconds
+/// since the connection's start plus one (0: none). Shared by the socket wrapper and the
+/// connection's task; an atomic because the task must be `Send`.
+#[derive(Clone)]
+struct Stalled {
+    base: Instant,
+    since: Arc<AtomicU64>,
+}
+
+impl Stalled {
+    fn get(&self) -> Option<Instant> {
+        match self.since.load(Relaxed) {
+            0 => None,
+            us => Some(self.base + std::time::Duration::from_micros(us - 1)),
+        }
+    }
+
+    fn set(&self, at: Option<Instant>) {
+        let us = at.map_or(0, |t| t.duration_since(self.base).as_micros() as u64 + 1);
+        self.since.store(us, Relaxed);
+    }
+}
+
+const FRAME_DATA: u8 = 0x0;
+const FRAME_HEADERS: u8 = 0x1;
+const FRAME_PUSH_PROMISE: u8 = 0x5;
+const FRAME_CONTINUATION: u8 = 0x9;
+const FLAG_END_HEADERS: u8 = 0x4;
+
+impl FrameWatch {
+    fn new(from_client: bool, open: OpenStreams) -> FrameWatch {
+        FrameWatch {
+            preface: if from_client { crate::H2_PREFACE.len() } else { 0 },
+            header: [0; 9],
+            header_len: 0,
+            payload_left: 0,
+            data: false,
+            in_block: false,
+            stalled: Stalled { base: Instant::now(), since: Default::default() },
+            from_client,
+            open,
+        }
+    }
+
+    fn saw(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let n = if self.preface > 0 {
+                let n = self.preface.min(bytes.len());
+                self.preface -= n;
+                n
+            } else if self.payload_left > 0 {
+                let n = (self.payload_left as usize).min(bytes.len());
+                self.payload_left -= n as u32;
+                n
+            } else {
+                let n = (9 - self.header_len).min(bytes.len());
+                self.header[self.header_len..self.header_len + n].copy_from_slice(&bytes[..n]);
+                self.header_len += n;
+                if self.header_len == 9 {
+                    self.header_len = 0;
+                    let h = self.header;
+                    self.payload_left = u32::from_be_bytes([0, h[0], h[1], h[2]]);
+                    let (kind, flags) = (h[3], h[4]);
+                    let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
+                    self.open.frame(self.from_client, kind, flags, stream);
+                    self.data = kind == FRAME_DATA;
+                    match kind {
+                        FRAME_HEADERS | FRAME_PUSH_PROMISE | FRAME_CONTINUATION => {
+                            self.in_block = flags & FLAG_END_HEADERS == 0
+                        }
+                        _ => {}
+                    }
+                }
+                n
+            };
+            bytes = &bytes[n..];
+        }
+        let open = self.preface > 0 || self.header_len > 0 || self.in_block || (self.payload_left > 0 && !self.data);
+        match (open, self.stalled.get()) {
+            (true, None) => self.stalled.set(Some(Instant::now())),
+            (false, Some(_)) => self.stalled.set(None),
+            _ => {}
+        }
+    }
+}
+
+/// The connection's socket, with every byte read shown to `frames` and every byte
+/// written to `sent`.
+struct Watched<IO> {
+    io: IO,
+    frames: FrameWatch,
+    sent: FrameWatch,
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Watched<IO> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let this = &mut *self;
+        let res = std::pin::Pin::new(&mut this.io).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = res {
+            this.frames.saw(&buf.filled()[before..]);
+        }
+        res
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Watched<IO> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        let res = std::pin::Pin::new(&mut this.io).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = res {
+            this.sent.saw(&buf[..n]);
+        }
+        res
+    }
+    fn poll_flush(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        let res = std::pin::Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = res {
+            let mut left = n;
+            for b in bufs {
+                if left == 0 {
+                    break;
+                }
+                let take = left.min(b.len());
+                this.sent.saw(&b[..take]);
+                left -= take;
+            }
+        }
+        res
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
 }
 
 fn has_body(method: &http::Method) -> bool {
@@ -156,7 +446,7 @@ async fn handle(app: Arc<App>, req: hyper::Request<Incoming>) -> hyper::Response
         raw_path: parts.uri.path().to_string(),
         raw_query: parts.uri.query().unwrap_or("").to_string(),
         headers,
-        body: Body::h2(incoming, content_length),
+        body: Body::h2(incoming, content_length, BodyBudget::new(&app.limits)),
         protocol: Protocol::Http2,
         arrived,
     };

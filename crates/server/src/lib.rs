@@ -72,7 +72,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
 /// The HTTP/2 connection preface (RFC 9113 section 3.4).
-const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub(crate) const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// A bound server, not yet accepting.
 pub struct Server {
@@ -318,12 +318,46 @@ async fn refuse(stream: TcpStream, app: &App) {
     let _ = stream.shutdown().await;
 }
 
+/// Waits for a connection's first byte, then serves it. A task's allocation is as large
+/// as the largest state of its future, so each protocol's future (the TLS handshake,
+/// HTTP/1.1 or HTTP/2 over TCP or TLS) is boxed where it starts: a connection that has
+/// sent nothing holds none of them, and one being served holds only its own, not the
+/// largest of the four (`size_of_val` in a debug build: the task was 9,320 bytes with
+/// all of them inline; now a few hundred, plus the boxed HTTP/1.1 connection's ~2,300). The
+/// protocol detection's reads and timers and the TLS session are boxed for the same
+/// reason. A TLS client speaks first too (its ClientHello), so the same wait applies.
 async fn serve_connection(stream: TcpStream, tls: Option<tokio_rustls::TlsAcceptor>, app: Arc<App>) {
+    // A TLS handshake must be done within the header time-out of the accept; a plain
+    // connection's first byte may take the idle time-out.
+    let accepted = tokio::time::Instant::now();
+    let wait = if tls.is_some() { app.limits.header_timeout } else { app.limits.idle_timeout };
+    match tokio::time::timeout(wait, stream.readable()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(_)) | Err(_) => {
+            if tls.is_some() {
+                app.metrics.tls_handshake_failures.fetch_add(1, Relaxed);
+            }
+            return;
+        }
+    }
+    serve_readable(stream, tls, app, accepted).await
+}
+
+async fn serve_readable(
+    stream: TcpStream,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    app: Arc<App>,
+    accepted: tokio::time::Instant,
+) {
     let fd = stream.as_raw_fd();
     match tls {
         Some(acceptor) => {
-            let handshake = tokio::time::timeout(app.limits.header_timeout, acceptor.accept(stream)).await;
-            let tls_stream = match handshake {
+            // The session is boxed too (~1.2 KiB), so that it is not part of every
+            // plain connection's future.
+            let handshake = tokio::time::timeout_at(accepted + app.limits.header_timeout, async {
+                Box::pin(acceptor.accept(stream)).await.map(Box::new)
+            });
+            let tls_stream = match Box::pin(handshake).await {
                 Ok(Ok(s)) => s,
                 _ => {
                     app.metrics.tls_handshake_failures.fetch_add(1, Relaxed);
@@ -333,50 +367,55 @@ async fn serve_connection(stream: TcpStream, tls: Option<tokio_rustls::TlsAccept
             let is_h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2");
             if is_h2 {
                 app.metrics.h2_connections_opened.fetch_add(1, Relaxed);
-                h2::serve(tls_stream, app).await;
+                Box::pin(h2::serve(tls_stream, app)).await;
             } else {
                 app.metrics.h1_connections_opened.fetch_add(1, Relaxed);
-                h1::serve(tls_stream, BytesMut::new(), app, Some(fd)).await;
+                Box::pin(h1::serve(tls_stream, BytesMut::new(), app, Some(fd))).await;
             }
         }
         None => {
             let mut stream = stream;
-            // Wait for the first byte before taking a read buffer: a connection that
-            // never sends one costs no buffer (docs/lab/load.md, idle connections).
-            match tokio::time::timeout(app.limits.idle_timeout, stream.readable()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) | Err(_) => return,
-            }
-            let mut initial = BytesMut::with_capacity(64 * 1024);
-            // Read until the bytes either match the h2 preface or cannot: the first byte
-            // within the idle time-out, the rest within the header time-out (a client
-            // trickling the preface is a slow-loris too).
-            let mut deadline = None;
-            let h2 = loop {
-                if !app.emulator.emulation().h2 || initial.len() >= H2_PREFACE.len() {
-                    break app.emulator.emulation().h2 && initial.starts_with(H2_PREFACE);
-                }
-                if !H2_PREFACE.starts_with(&initial) {
-                    break false;
-                }
-                let limit = match deadline {
-                    None => app.limits.idle_timeout,
-                    Some(d) => tokio::time::Instant::saturating_duration_since(&d, tokio::time::Instant::now()),
-                };
-                match tokio::time::timeout(limit, stream.read_buf(&mut initial)).await {
-                    Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return,
-                    Ok(Ok(_)) => {}
-                }
-                deadline.get_or_insert_with(|| tokio::time::Instant::now() + app.limits.header_timeout);
+            // Only now, with the first byte here, is a read buffer taken: a connection
+            // that never sends one costs no buffer (docs/lab/load.md, idle connections).
+            // Boxed: its timers and reads would otherwise be part of the connection's
+            // task for as long as it lives.
+            let Some((h2, initial)) = Box::pin(detect_h2(&mut stream, &app)).await else {
+                return;
             };
             if h2 {
                 app.metrics.h2_connections_opened.fetch_add(1, Relaxed);
-                h2::serve(Prefixed { prefix: initial, io: stream }, app).await;
+                Box::pin(h2::serve(Prefixed { prefix: initial, io: stream }, app)).await;
             } else {
                 app.metrics.h1_connections_opened.fetch_add(1, Relaxed);
-                h1::serve(stream, initial, app, Some(fd)).await;
+                Box::pin(h1::serve(stream, initial, app, Some(fd))).await;
             }
         }
+    }
+}
+
+/// Reads until the bytes either match the h2 preface or cannot: the first byte within the
+/// idle time-out, the rest within the header time-out (a client trickling the preface is
+/// a slow-loris too). Whether it is h2, and the bytes read; `None` if the client closed
+/// or a time-out passed.
+async fn detect_h2(stream: &mut TcpStream, app: &App) -> Option<(bool, BytesMut)> {
+    let mut initial = BytesMut::with_capacity(64 * 1024);
+    let mut deadline = None;
+    loop {
+        if !app.emulator.emulation().h2 || initial.len() >= H2_PREFACE.len() {
+            return Some((app.emulator.emulation().h2 && initial.starts_with(H2_PREFACE), initial));
+        }
+        if !H2_PREFACE.starts_with(&initial) {
+            return Some((false, initial));
+        }
+        let limit = match deadline {
+            None => app.limits.idle_timeout,
+            Some(d) => tokio::time::Instant::saturating_duration_since(&d, tokio::time::Instant::now()),
+        };
+        match tokio::time::timeout(limit, stream.read_buf(&mut initial)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return None,
+            Ok(Ok(_)) => {}
+        }
+        deadline.get_or_insert_with(|| tokio::time::Instant::now() + app.limits.header_timeout);
     }
 }
 

@@ -22,6 +22,8 @@ pub struct Metrics {
     pub connections_refused: AtomicU64,
     pub h2_streams: AtomicU64,
     pub tls_handshake_failures: AtomicU64,
+    pub h2_header_timeouts: AtomicU64,
+    pub h2_idle_closes: AtomicU64,
 }
 
 impl Metrics {
@@ -36,7 +38,7 @@ impl Metrics {
         for ((op, status), n) in self.requests.lock().unwrap().iter() {
             let _ = writeln!(out, "ferry_requests_total{{op=\"{op}\",status=\"{status}\"}} {n}");
         }
-        let counters: [(&str, &str, &AtomicU64); 6] = [
+        let counters: [(&str, &str, &AtomicU64); 8] = [
             ("ferry_bytes_in_total", "Request body bytes received.", &self.bytes_in),
             ("ferry_bytes_out_total", "Response body bytes sent.", &self.bytes_out),
             ("ferry_h2_streams_total", "HTTP/2 streams served.", &self.h2_streams),
@@ -46,6 +48,16 @@ impl Metrics {
                 &self.connections_refused,
             ),
             ("ferry_tls_handshake_failures_total", "TLS handshakes that failed.", &self.tls_handshake_failures),
+            (
+                "ferry_h2_header_timeouts_total",
+                "HTTP/2 connections closed for a frame or header block left incomplete past the header time-out.",
+                &self.h2_header_timeouts,
+            ),
+            (
+                "ferry_h2_idle_closes_total",
+                "HTTP/2 connections closed after the idle time-out with no stream open.",
+                &self.h2_idle_closes,
+            ),
             ("ferry_connections_open", "Connections open now.", &self.connections_open),
         ];
         for (name, help, v) in counters {

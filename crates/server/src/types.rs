@@ -42,7 +42,42 @@ pub struct Request {
 enum Source {
     Empty,
     Channel(mpsc::Receiver<io::Result<Bytes>>),
-    H2(hyper::body::Incoming),
+    H2(hyper::body::Incoming, BodyBudget),
+}
+
+/// How long the next read of a request body may wait: at most the body time-out, and all
+/// reads together at most the body time-out plus one second per `min_rate` bytes received
+/// (0: no such bound), so a body trickled a byte at a time also ends. Both transports
+/// keep one per body: HTTP/1.1's reader around its socket reads, HTTP/2's around the
+/// stream's DATA frames.
+pub(crate) struct BodyBudget {
+    idle: Duration,
+    min_rate: u64,
+    waited: Duration,
+    received: u64,
+}
+
+impl BodyBudget {
+    pub(crate) fn new(limits: &crate::config::Limits) -> BodyBudget {
+        BodyBudget { idle: limits.body_timeout, min_rate: limits.body_min_rate, waited: Duration::ZERO, received: 0 }
+    }
+
+    /// The longest the next read may wait.
+    pub(crate) fn limit(&self) -> Duration {
+        match self.min_rate {
+            0 => self.idle,
+            rate => {
+                let earned = Duration::from_secs_f64(self.received as f64 / rate as f64);
+                self.idle.min((self.idle + earned).saturating_sub(self.waited))
+            }
+        }
+    }
+
+    /// Records a read that waited `waited` and brought `bytes`.
+    pub(crate) fn spent(&mut self, waited: Duration, bytes: u64) {
+        self.waited += waited;
+        self.received += bytes;
+    }
 }
 
 /// A request body, read chunk by chunk.
@@ -83,8 +118,8 @@ impl Body {
         Body { source: Source::Channel(rx), content_length, wanted, end: Some(end) }
     }
 
-    pub(crate) fn h2(incoming: hyper::body::Incoming, content_length: Option<u64>) -> Body {
-        Body { source: Source::H2(incoming), content_length, wanted: None, end: None }
+    pub(crate) fn h2(incoming: hyper::body::Incoming, content_length: Option<u64>, budget: BodyBudget) -> Body {
+        Body { source: Source::H2(incoming, budget), content_length, wanted: None, end: None }
     }
 
     /// The next chunk; `None` at the end. An error means the body was cut short or
@@ -105,15 +140,18 @@ impl Body {
                 }
                 next
             }
-            Source::H2(incoming) => loop {
-                match incoming.frame().await {
-                    None => return None,
-                    Some(Err(e)) => return Some(Err(io::Error::new(io::ErrorKind::UnexpectedEof, e))),
-                    Some(Ok(frame)) => {
-                        if let Ok(data) = frame.into_data() {
-                            if !data.is_empty() {
-                                return Some(Ok(data));
-                            }
+            Source::H2(incoming, budget) => loop {
+                let t0 = Instant::now();
+                let next = tokio::time::timeout(budget.limit(), incoming.frame()).await;
+                match next {
+                    Err(_) => return Some(Err(io::Error::new(io::ErrorKind::TimedOut, "the request body stalled"))),
+                    Ok(None) => return None,
+                    Ok(Some(Err(e))) => return Some(Err(io::Error::new(io::ErrorKind::UnexpectedEof, e))),
+                    Ok(Some(Ok(frame))) => {
+                        let data = frame.into_data().unwrap_or_default();
+                        budget.spent(t0.elapsed(), data.len() as u64);
+                        if !data.is_empty() {
+                            return Some(Ok(data));
                         }
                     }
                 }

@@ -11,6 +11,12 @@
 //!   a request pipelined behind such a refusal is never run;
 //! - TLS 1.0 and 1.1 ClientHellos are refused with a protocol_version alert; TLS 1.2 and
 //!   1.3 clients complete a request.
+//! - over HTTP/2, a HEADERS frame trickled a byte at a time closes the connection at the
+//!   header time-out, and a connection with no stream open is closed (GOAWAY) at the
+//!   idle time-out (one whose response waits on the client's flow-control window is
+//!   open, and kept), and a body trickled a byte at a time gets 400 RequestTimeout by the
+//!   same budget as HTTP/1.1's (raw frames on a socket, so the server's own clocks are
+//!   what is seen).
 
 use ferry_server::ServeConfig;
 use ferry_testkit::{FerryServe, Served};
@@ -368,4 +374,204 @@ fn tls_1_0_and_1_1_are_refused_and_1_2_and_1_3_serve() {
         let negotiated = conn.protocol_version().unwrap();
         assert_eq!(negotiated, version.version, "{name}");
     }
+}
+
+/// HTTP/2 over cleartext with prior knowledge: the client preface and an empty SETTINGS.
+fn h2_connect(addr: SocketAddr) -> TcpStream {
+    let mut s = connect(addr);
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+    s.write_all(&h2_frame(0x4, 0, 0, &[])).unwrap();
+    s
+}
+
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+    f.extend_from_slice(&[kind, flags]);
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// The next frame from the server: Ok(Some((type, flags, payload))), Ok(None) once it
+/// closed (EOF or reset), Err on a read time-out.
+fn h2_read(s: &mut TcpStream) -> std::io::Result<Option<(u8, u8, Vec<u8>)>> {
+    let mut head = [0u8; 9];
+    match s.read_exact(&mut head) {
+        Ok(()) => {}
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => return Err(e),
+        Err(_) => return Ok(None),
+    }
+    let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+    let mut payload = vec![0u8; len];
+    if s.read_exact(&mut payload).is_err() {
+        return Ok(None);
+    }
+    Ok(Some((head[3], head[4], payload)))
+}
+
+/// GET / (ListBuckets) as one HEADERS frame: HPACK static entries for :method GET,
+/// :scheme http and :path /, and :authority "x" as a literal.
+const H2_GET_ROOT: &[u8] = &[0x82, 0x86, 0x84, 0x41, 0x01, b'x'];
+
+#[test]
+fn h2_headers_trickled_past_the_header_timeout_close_the_connection() {
+    let srv = start(|c| c.limits.header_timeout = Duration::from_millis(800));
+    let addr = srv.addr();
+    let mut s = h2_connect(addr);
+    s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    // A HEADERS frame of 1,000 bytes ("x: a" literal fields, so every prefix is valid),
+    // sent a byte every 100 ms: bytes keep coming, but the frame never ends. (A flood
+    // of CONTINUATION frames is refused by h2 itself, by their count.)
+    let mut fields = Vec::new();
+    for _ in 0..200 {
+        fields.extend_from_slice(&[0x00, 0x01, b'x', 0x01, b'a']);
+    }
+    let frame = h2_frame(0x1, 0x5, 1, &fields);
+    let mut trickle = frame.iter();
+    let t0 = Instant::now();
+    let mut settings = false;
+    let gone = loop {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the trickled header block was never cut off");
+        let _ = s.write_all(&[*trickle.next().unwrap()]);
+        match h2_read(&mut s) {
+            Ok(Some((kind, _, _))) => settings |= kind == 0x4,
+            Ok(None) => break t0.elapsed(),
+            Err(_) => {}
+        }
+    };
+    assert!(settings, "the server spoke HTTP/2 first");
+    assert!(gone >= Duration::from_millis(700) && gone < Duration::from_secs(5), "{gone:?}");
+    assert_eq!(metric(addr, "ferry_h2_header_timeouts_total"), 1);
+    // A whole request on a new connection is still answered.
+    let mut s = h2_connect(addr);
+    s.write_all(&h2_frame(0x1, 0x5, 1, H2_GET_ROOT)).unwrap();
+    let status = loop {
+        match h2_read(&mut s).expect("an answer") {
+            Some((0x1, _, block)) => break block[0],
+            Some(_) => {}
+            None => panic!("closed before answering"),
+        }
+    };
+    assert_eq!(status, 0x88, "HPACK :status 200");
+}
+
+#[test]
+fn h2_connection_with_no_open_stream_is_closed_after_the_idle_timeout() {
+    let srv = start(|c| {
+        c.limits.idle_timeout = Duration::from_millis(800);
+        c.limits.header_timeout = Duration::from_secs(2);
+    });
+    let addr = srv.addr();
+    let mut s = h2_connect(addr);
+    s.write_all(&h2_frame(0x1, 0x5, 1, H2_GET_ROOT)).unwrap();
+    let mut answered = None;
+    let mut goaway = None;
+    let t0 = Instant::now();
+    loop {
+        match h2_read(&mut s).expect("the server closes well within the read time-out") {
+            Some((0x1, _, block)) => {
+                assert_eq!(block[0], 0x88, "HPACK :status 200");
+                answered = Some(t0.elapsed());
+            }
+            Some((0x7, _, _)) => goaway = goaway.or(Some(t0.elapsed())),
+            // Ack the server's PINGs, as a live client does: the graceful close waits
+            // for one.
+            Some((0x6, 0, data)) => s.write_all(&h2_frame(0x6, 0x1, 0, &data)).unwrap(),
+            Some(_) => {}
+            None => break,
+        }
+    }
+    let closed_after = t0.elapsed();
+    let answered = answered.expect("the request was answered");
+    let goaway = goaway.expect("a GOAWAY before the close");
+    assert!(goaway >= answered + Duration::from_millis(700), "GOAWAY {goaway:?}, answer {answered:?}");
+    assert!(closed_after < Duration::from_secs(5), "{closed_after:?}");
+    assert_eq!(metric(addr, "ferry_h2_idle_closes_total"), 1);
+}
+
+#[test]
+fn h2_body_trickled_past_its_budget_gets_request_timeout() {
+    let srv = start(|c| {
+        c.limits.body_timeout = Duration::from_millis(800);
+        c.limits.body_min_rate = 100;
+    });
+    let addr = srv.addr();
+    assert_eq!(put(addr, "/h2slow", b""), 200);
+    let mut s = h2_connect(addr);
+    s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    // PUT /h2slow/k: :method and :path as literals with indexed names (2 and 4).
+    let mut block = vec![0x02, 0x03];
+    block.extend_from_slice(b"PUT");
+    block.extend_from_slice(&[0x04, 0x0a]);
+    block.extend_from_slice(b"/h2slow/k/");
+    block.extend_from_slice(&[0x86, 0x41, 0x01, b'x']);
+    s.write_all(&h2_frame(0x1, 0x4, 1, &block)).unwrap();
+    // One DATA byte every 100 ms (10 B/s against a 100 B/s minimum): no wait is as long
+    // as the body time-out, so only the body's overall budget ends it.
+    let t0 = Instant::now();
+    let status = loop {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the trickled body was never cut off");
+        let _ = s.write_all(&h2_frame(0x0, 0, 1, b"z"));
+        match h2_read(&mut s) {
+            Ok(Some((0x1, _, block))) => break block[0],
+            Ok(Some(_)) | Err(_) => {}
+            Ok(None) => panic!("closed without an answer"),
+        }
+    };
+    let took = t0.elapsed();
+    assert_eq!(status, 0x8c, "HPACK :status 400");
+    let mut body = Vec::new();
+    while let Ok(Some((kind, flags, data))) = h2_read(&mut s) {
+        if kind == 0x0 {
+            body.extend_from_slice(&data);
+            if flags & 0x1 != 0 {
+                break;
+            }
+        }
+    }
+    let body = String::from_utf8_lossy(&body);
+    assert!(body.contains("<Code>RequestTimeout</Code>"), "{body}");
+    assert!(took >= Duration::from_millis(700) && took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(get(addr, "/h2slow/k/").status, 404, "the trickled body took no effect");
+}
+
+#[test]
+fn h2_stream_open_past_the_idle_timeout_is_not_cut() {
+    let srv = start(|c| c.limits.idle_timeout = Duration::from_millis(500));
+    let mut s = h2_connect(srv.addr());
+    s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    // GET /synthetic/1MiB/x: 1 MiB, of which the default 64 KiB window lets 65,535 bytes
+    // out; the stream then waits on the client, open, for four idle time-outs.
+    let mut block = vec![0x82, 0x86, 0x41, 0x01, b'x', 0x04, 17];
+    block.extend_from_slice(b"/synthetic/1MiB/x");
+    s.write_all(&h2_frame(0x1, 0x5, 1, &block)).unwrap();
+    let mut got = 0usize;
+    let mut done = false;
+    let t0 = Instant::now();
+    let mut opened = false;
+    while !done {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the body did not finish ({got} bytes)");
+        if !opened && t0.elapsed() > Duration::from_secs(2) {
+            // Open both windows: the rest of the body follows on the same stream.
+            let more = (2u32 << 20).to_be_bytes();
+            s.write_all(&h2_frame(0x8, 0, 0, &more)).unwrap();
+            s.write_all(&h2_frame(0x8, 0, 1, &more)).unwrap();
+            opened = true;
+        }
+        match h2_read(&mut s) {
+            Ok(Some((0x0, flags, data))) => {
+                got += data.len();
+                done = flags & 0x1 != 0;
+            }
+            Ok(Some((0x7, _, _))) => panic!("GOAWAY while a stream was open, after {:?}", t0.elapsed()),
+            Ok(Some((0x6, 0, data))) => s.write_all(&h2_frame(0x6, 0x1, 0, &data)).unwrap(),
+            Ok(Some(_)) | Err(_) => {}
+            Ok(None) => panic!("closed while a stream was open, after {:?} ({got} bytes)", t0.elapsed()),
+        }
+        if !opened {
+            assert!(got <= 65_535, "{got} bytes went out before the window opened");
+        }
+    }
+    assert!(opened, "the body ended before the window opened");
+    assert_eq!(got, 1 << 20);
 }
