@@ -113,11 +113,13 @@ pub struct ServeArgs {
     /// Seed of every random draw (delays, faults), for reproducible runs.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Close keep-alive connections idle this long.
+    /// Close keep-alive connections idle this long (HTTP/2: no stream open this long ends
+    /// in GOAWAY; a client silent this long is pinged).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     idle_timeout: Duration,
     /// Answer 400 RequestTimeout and close when a request head (or a TLS handshake) has
-    /// not arrived whole this long after its first byte (slow-loris headers).
+    /// not arrived whole this long after its first byte (slow-loris headers). HTTP/2: a
+    /// header block left incomplete this long, or a ping unanswered, closes the connection.
     #[arg(long, default_value = "20s", value_parser = parse_duration)]
     header_timeout: Duration,
     /// Answer 400 RequestTimeout and close when a request body sends nothing for this long.
