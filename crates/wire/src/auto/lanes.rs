@@ -40,9 +40,11 @@
 //! slow start, the limit after it, so that a SlowDown halves requests in flight too.
 //!
 //! Small demand: in the controller's first slow start (before any throttle or latency
-//! back-off), the small requests routed to the pipeline lane raise the limit to their
-//! number at once (at most the cap) instead of letting it climb there by one per
-//! success. Slow start finds where more connections stop adding bulk bytes per second;
+//! back-off), with no bulk request active, the small requests routed to the pipeline lane
+//! raise the limit to their number at once (at most the cap) instead of letting it climb
+//! there by one per success. Not beside bulk requests: there slow start's goodput rule
+//! sizes the cap, and small requests that pile up behind a slow first byte (the client's
+//! own CPU load, in `tests/auto_lanes.rs`' mixed load) would raise it for bulk too. Slow start finds where more connections stop adding bulk bytes per second;
 //! a small request's worth is its first byte, so for a burst of small requests it only
 //! added a first-byte time or two at four connections before the rate (on
 //! `ferry bench small-objects --quick`, about half of auto's ~100 ms start-up cost; the
@@ -254,12 +256,15 @@ impl Lanes {
         self.admit.notify_waiters();
     }
 
-    /// Small requests on the pipeline lane raise the controller's limit to their number
-    /// while it is in its first slow start (`Controller::start_at`; module note, "Small
+    /// Small requests on the pipeline lane, with no bulk request active, raise the
+    /// controller's limit to their number while it is in its first slow start (`Controller::start_at`; module note, "Small
     /// demand"). Called as each one is routed there.
     pub(super) fn small_demand_raises_the_start(&self) {
-        let n = self.lock().active[SMALL];
-        if n > self.controller.limit() {
+        let (n, bulk) = {
+            let st = self.lock();
+            (st.active[SMALL], st.active[BULK])
+        };
+        if bulk == 0 && n > self.controller.limit() {
             self.controller.start_at(n);
         }
     }
