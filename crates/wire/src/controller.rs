@@ -372,7 +372,11 @@ impl Controller {
         if !s.slow_start || s.epoch != 0 || s.limit >= n {
             return;
         }
-        tracing::debug!("controller: limit {} -> {} (the caller's concurrency, in slow start)", s.limit as usize, n);
+        tracing::debug!(
+            "controller: limit {} -> {} (start_at: the concurrency asked for, in slow start)",
+            s.limit as usize,
+            n
+        );
         s.limit = n;
         s.stats.limit = n as usize;
         s.stats.increases += 1;
