@@ -23,7 +23,9 @@ The spec (JSON on stdin):
      "bucket": "b", "keys": ["k1", ...],               # get_many, put_many, delete_many
      "key": "k",                                       # get_one
      "prefix": "p/",                                   # list: "" or ending in "/"; flat, every key under it
-     "object_size": 16384,                             # put_many
+     "object_size": 16384,                             # put_many; get_many: each object's size
+                                                       #   (null: unknown), which ferry-py passes as
+                                                       #   get_many's sizes, as after a listing
      "prefix": "p/",                                   # delete_many: s5cmd deletes with `rm 's3://b/p/*'`
      "count": 20,                                      # first_byte: sequential GETs of "key"
      "ranges": [[first, last], ...],                   # get_ranges: inclusive byte spans of "key"
@@ -1362,10 +1364,16 @@ class FerryPyPeer:
         import asyncio
 
         urls = [self._url(spec, k) for k in spec["keys"]]
+        # The sizes a caller that listed first has (ObjectInfo entries carry them): the
+        # bench's auto row passes the same size hint.
+        sizes = [int(spec["object_size"])] * len(urls) if spec.get("object_size") else None
+        if sizes:
+            self.how = f"ferry {self.version}: ferry.Client, transport auto, get_many with sizes (as after a listing)"
 
         async def main():
-            return await asyncio.wait_for(self.client.get_many_async(urls, concurrency=self.conc, return_exceptions=True),
-                                          timeout=deadline_left(spec, t0))
+            return await asyncio.wait_for(
+                self.client.get_many_async(urls, concurrency=self.conc, return_exceptions=True, sizes=sizes),
+                timeout=deadline_left(spec, t0))
 
         try:
             got = asyncio.run(main())

@@ -377,8 +377,8 @@ impl PeerOp {
     /// The op's half of the driver's spec (the endpoint half is [`Endpoint::spec`]).
     fn spec(&self) -> Value {
         match self {
-            PeerOp::GetMany { bucket, keys, concurrency, .. } => {
-                json!({"bucket": bucket, "keys": keys, "concurrency": concurrency})
+            PeerOp::GetMany { bucket, keys, concurrency, object_size } => {
+                json!({"bucket": bucket, "keys": keys, "concurrency": concurrency, "object_size": object_size})
             }
             PeerOp::GetOne { bucket, key, .. } => json!({"bucket": bucket, "key": key, "concurrency": 1}),
             PeerOp::PutMany { bucket, keys, object_size, concurrency } => {

@@ -183,7 +183,7 @@ async fn an_object_read_into_memory_is_the_object_in_one_get_or_in_parts() {
         }),
     };
     // Parts of 1 MiB, three at once: ten ranged GETs whose CRCs combine to the stored one.
-    let parts = MemoryParams { part_size: 1024 * 1024, concurrency: 3, split_at: 2 * 1024 * 1024 };
+    let parts = MemoryParams { part_size: 1024 * 1024, concurrency: 3, split_at: 2 * 1024 * 1024, size_hint: None };
     let got = get_to_memory(&engine, &big, parts, None, progress).await.unwrap();
     assert!(got[..] == bytes[..], "the parts put together differ from the object");
     assert_eq!(size.load(Ordering::Relaxed), bytes.len() as u64);

@@ -246,6 +246,54 @@ impl Client {
         })
     }
 
+    /// `get_many`'s objects: each item a URL or an `ObjectInfo` (from `list` or `head`,
+    /// whose size goes with the GET as a size hint), or the sizes from `sizes` (one per
+    /// item; `None` for an unknown one), which win over an `ObjectInfo`'s.
+    fn sized_targets(
+        &self,
+        py: Python<'_>,
+        items: &Bound<'_, PyAny>,
+        sizes: Option<Vec<Option<u64>>>,
+    ) -> PyResult<Vec<ops::Target>> {
+        if items.is_instance_of::<PyString>() {
+            return Err(PyTypeError::new_err("expected a list of URLs or ObjectInfo entries, not one string"));
+        }
+        let mut out = Vec::new();
+        for item in items.try_iter()? {
+            let item = item?;
+            let (url, size) = if let Ok(info) = item.cast::<ObjectInfo>() {
+                let info = info.get();
+                if info.is_dir {
+                    return Err(PyValueError::new_err(format!(
+                        "{} is a common prefix (is_dir=True) of a listing, not an object",
+                        info.url
+                    )));
+                }
+                (info.url.clone(), Some(info.size))
+            } else if let Ok(url) = item.extract::<String>() {
+                (url, None)
+            } else {
+                return Err(PyTypeError::new_err(format!(
+                    "expected a URL (str) or an ObjectInfo, got {}",
+                    item.get_type().name()?
+                )));
+            };
+            let (engine, object) = self.target(py, &url)?;
+            out.push((engine, object, size));
+        }
+        if let Some(sizes) = sizes {
+            if sizes.len() != out.len() {
+                return Err(PyValueError::new_err(format!("{} objects but {} sizes", out.len(), sizes.len())));
+            }
+            for (t, size) in out.iter_mut().zip(sizes) {
+                if size.is_some() {
+                    t.2 = size;
+                }
+            }
+        }
+        Ok(out)
+    }
+
     fn targets(&self, py: Python<'_>, urls: &Bound<'_, PyAny>) -> PyResult<Vec<(Engine, ObjectRef)>> {
         if urls.is_instance_of::<PyString>() {
             return Err(PyTypeError::new_err("expected a list of URLs, not one string"));
@@ -1059,7 +1107,7 @@ impl Client {
         let (engine, object) = self.target(py, url)?;
         let progress = tracker(&callback);
         let tick = reporter(callback, &progress, None);
-        let r = block_on_ticking(py, ops::get_object(engine, object, None, progress), tick)?;
+        let r = block_on_ticking(py, ops::get_object(engine, object, None, None, progress), tick)?;
         at(py, url, r).map(Buffer::new)
     }
 
@@ -1070,7 +1118,7 @@ impl Client {
         let report = LoopReporter::new(py, callback, &progress, None)?;
         let url = url.to_owned();
         awaitable(py, async move {
-            let got = reporting(report, ops::get_object(engine, object, None, progress)).await;
+            let got = reporting(report, ops::get_object(engine, object, None, None, progress)).await;
             py_result_at(&url, got).map(Buffer::new)
         })
     }
@@ -1155,8 +1203,10 @@ impl Client {
         })
     }
 
-    /// Many objects, results in input order.
-    #[pyo3(signature = (urls, max_bytes_in_flight=None, concurrency=None, return_exceptions=false, callback=None))]
+    /// Many objects, results in input order; items are URLs or `ObjectInfo` entries
+    /// (whose sizes, or `sizes`, go with the GETs as size hints).
+    #[pyo3(signature = (urls, max_bytes_in_flight=None, concurrency=None, return_exceptions=false, callback=None, sizes=None))]
+    #[allow(clippy::too_many_arguments, reason = "the Python signature's keyword arguments")]
     fn get_many(
         &self,
         py: Python<'_>,
@@ -1165,8 +1215,9 @@ impl Client {
         concurrency: Option<usize>,
         return_exceptions: bool,
         callback: Option<Py<PyAny>>,
+        sizes: Option<Vec<Option<u64>>>,
     ) -> PyResult<Py<PyList>> {
-        let objects = self.targets(py, urls)?;
+        let objects = self.sized_targets(py, urls, sizes)?;
         let budget = max_bytes_in_flight.map(ByteBudget::new);
         let n = concurrency.unwrap_or(DEFAULT_CONCURRENCY);
         let progress = tracker(&callback);
@@ -1175,7 +1226,8 @@ impl Client {
         buffers(py, results, return_exceptions)
     }
 
-    #[pyo3(signature = (urls, max_bytes_in_flight=None, concurrency=None, return_exceptions=false, callback=None))]
+    #[pyo3(signature = (urls, max_bytes_in_flight=None, concurrency=None, return_exceptions=false, callback=None, sizes=None))]
+    #[allow(clippy::too_many_arguments, reason = "the Python signature's keyword arguments")]
     fn get_many_async<'py>(
         &self,
         py: Python<'py>,
@@ -1184,8 +1236,9 @@ impl Client {
         concurrency: Option<usize>,
         return_exceptions: bool,
         callback: Option<Py<PyAny>>,
+        sizes: Option<Vec<Option<u64>>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let objects = self.targets(py, urls)?;
+        let objects = self.sized_targets(py, urls, sizes)?;
         let budget = max_bytes_in_flight.map(ByteBudget::new);
         let n = concurrency.unwrap_or(DEFAULT_CONCURRENCY);
         let progress = tracker(&callback);

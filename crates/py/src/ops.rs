@@ -27,10 +27,12 @@ pub type Tracker = Option<Arc<Progress>>;
 pub const PART_CONCURRENCY: usize = 8;
 
 /// One object into memory: the engine's `get_to_memory` with the file download's part
-/// size, reporting to `progress`.
+/// size, reporting to `progress`; `size_hint` is the object's size when the caller knows
+/// it (engine's `MemoryParams::size_hint`).
 pub async fn get_object(
     engine: Engine,
     object: ObjectRef,
+    size_hint: Option<u64>,
     budget: Option<Arc<ByteBudget>>,
     progress: Tracker,
 ) -> Result<Bytes, Error> {
@@ -45,29 +47,50 @@ pub async fn get_object(
             })),
         }
     });
-    let params = MemoryParams { concurrency: PART_CONCURRENCY, ..MemoryParams::default() };
+    let params = MemoryParams { concurrency: PART_CONCURRENCY, size_hint, ..MemoryParams::default() };
     ferry_engine::get_to_memory(&engine, &object, params, budget, observe.unwrap_or_default()).await
 }
 
+/// An object of a batch: its engine, the object, and its size when the caller knows it.
+pub type Target = (Engine, ObjectRef, Option<u64>);
+
 /// Many objects into memory, results in input order (each a result of its own).
 /// `concurrency` objects at once (the endpoint's controller decides below that); with a
-/// budget, a body waits for its bytes before it is read.
+/// budget, a body waits for its bytes before it is read. A known size goes with its GET
+/// as a size hint, which lets `auto` pipeline small objects.
+///
+/// The caller's `concurrency` is where each endpoint's controller starts
+/// (`Controller::start_at`, at most the objects for that endpoint): a fresh client's
+/// controller would otherwise begin at 4 in flight and climb by slow start, a large part
+/// of a short batch's time (docs/lab/python-rows.md, "get_many's start").
 pub async fn get_many(
-    objects: Vec<(Engine, ObjectRef)>,
+    objects: Vec<Target>,
     concurrency: usize,
     budget: Option<Arc<ByteBudget>>,
     progress: Tracker,
 ) -> Vec<Result<Bytes, Error>> {
     let n = objects.len();
+    let concurrency = concurrency.max(1);
+    let mut controllers: Vec<(Arc<ferry_wire::controller::Controller>, usize)> = Vec::new();
+    for (engine, _, _) in &objects {
+        let c = engine.controller();
+        match controllers.iter_mut().find(|(k, _)| Arc::ptr_eq(k, &c)) {
+            Some((_, count)) => *count += 1,
+            None => controllers.push((c, 1)),
+        }
+    }
+    for (c, count) in controllers {
+        c.start_at(count.min(concurrency));
+    }
     let mut out: Vec<Option<Result<Bytes, Error>>> = (0..n).map(|_| None).collect();
     let mut done = stream::iter(objects.into_iter().enumerate())
-        .map(|(i, (engine, o))| {
+        .map(|(i, (engine, o, size_hint))| {
             let (budget, progress) = (budget.clone(), progress.clone());
             // A task per object: each body is read on a task of its own.
-            let task = tokio::spawn(get_object(engine, o, budget, progress));
+            let task = tokio::spawn(get_object(engine, o, size_hint, budget, progress));
             async move { (i, task.await.unwrap_or_else(|e| Err(Error::Config(format!("get task failed: {e}"))))) }
         })
-        .buffer_unordered(concurrency.max(1));
+        .buffer_unordered(concurrency);
     while let Some((i, r)) = done.next().await {
         out[i] = Some(r);
     }

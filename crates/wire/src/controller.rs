@@ -359,6 +359,32 @@ impl Controller {
         self.opts.max
     }
 
+    /// A caller about to keep `n` requests in flight says so: while the controller is in
+    /// its first slow start (nothing has made it decrease yet), the limit rises to `n` at
+    /// once (at most the cap) instead of climbing there from the initial 4 one success at
+    /// a time. The caller's count is a concurrency someone chose for this endpoint (a
+    /// batch call's `concurrency`), so slow start's probing from 4 only delays it; once
+    /// the endpoint has throttled or its latency has risen, the controller's own finding
+    /// stands and this does nothing. Goodput rounds restart from the new limit.
+    pub fn start_at(&self, n: usize) {
+        let mut s = self.lock();
+        let n = n.clamp(self.opts.min, self.opts.max) as f64;
+        if !s.slow_start || s.epoch != 0 || s.limit >= n {
+            return;
+        }
+        tracing::debug!(
+            "controller: limit {} -> {} (start_at: the concurrency asked for, in slow start)",
+            s.limit as usize,
+            n
+        );
+        s.limit = n;
+        s.stats.limit = n as usize;
+        s.stats.increases += 1;
+        s.gp.limit = n;
+        drop(s);
+        self.notify.notify_waiters();
+    }
+
     fn release(&self, epoch: u64, counted: bool, outcome: Outcome) {
         let mut s = self.lock();
         if counted {
@@ -766,6 +792,26 @@ mod tests {
         }
         assert_eq!(ctl.stats().latency_backoffs, backoffs);
         assert!(ctl.limit() >= limit);
+    }
+
+    #[tokio::test]
+    async fn the_callers_concurrency_starts_the_first_slow_start_only() {
+        let ctl = Controller::new(ControllerOptions { initial: 4, max: 48, ..ControllerOptions::default() });
+        // A caller that will keep 32 in flight: 32 may be acquired at once, not 4.
+        ctl.start_at(32);
+        let held: Vec<Permit> = futures_util::future::join_all((0..32).map(|_| ctl.acquire())).await;
+        assert_eq!((ctl.limit(), ctl.stats().in_flight), (32, 32));
+        drop(held);
+        // Never above the cap, never a decrease.
+        ctl.start_at(100);
+        assert_eq!(ctl.limit(), 48);
+        ctl.start_at(8);
+        assert_eq!(ctl.limit(), 48);
+        // Once the endpoint has throttled, its finding stands.
+        ctl.observe().throttled();
+        assert_eq!(ctl.limit(), 24);
+        ctl.start_at(48);
+        assert_eq!(ctl.limit(), 24, "start_at overrode a throttle");
     }
 
     #[tokio::test]

@@ -348,8 +348,9 @@ impl PipelineTransport {
     /// writer writes them in one batch: `auto`'s probe, whose pair must be answered as a
     /// batch to verify pipelining, runs on the small lane's own pipeline this way (its
     /// connection is then the lane's first, not one opened beside the lane). Both are
-    /// queued before this returns. When no connection can take the first now, both wait
-    /// in `pending` and are placed one by one like any others.
+    /// queued before this returns, ahead of any requests waiting for room; when there is
+    /// no connection at all and none may be opened, both wait at the front of `pending`
+    /// and are placed one by one like any others.
     pub(crate) fn send_pair(
         &self,
         first: Request,
@@ -369,9 +370,13 @@ impl PipelineTransport {
         }
         {
             let mut st = shared.lock();
-            if st.pending.is_empty() && jobs.len() == 2 && jobs.iter().all(|j| j.pipelineable) {
+            if jobs.len() == 2 && jobs.iter().all(|j| j.pipelineable) {
                 let second = jobs.pop().expect("two jobs");
                 let first = jobs.pop().expect("two jobs");
+                // Ahead of requests already waiting: the pair's verdict is what lets them
+                // go at full depth (auto/probe.rs). With no room under the depth the pair
+                // still goes together, onto the least busy connection (two over the depth
+                // at most): placed one by one it would verify nothing.
                 match shared.place(&mut st, first) {
                     Ok(idx) => {
                         let slot = &mut st.conns[idx];
@@ -380,8 +385,26 @@ impl PipelineTransport {
                         slot.signals.writer.notify_one();
                     }
                     Err(first) => {
-                        st.pending.push_back(first);
-                        st.pending.push_back(second);
+                        let least = st
+                            .conns
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, s)| s.accepting && !s.exclusive)
+                            .min_by_key(|(_, s)| s.in_flight)
+                            .map(|(i, _)| i);
+                        match least {
+                            Some(idx) => {
+                                let slot = &mut st.conns[idx];
+                                slot.in_flight += 2;
+                                slot.queued.push_back(first);
+                                slot.queued.push_back(second);
+                                slot.signals.writer.notify_one();
+                            }
+                            None => {
+                                st.pending.push_front(second);
+                                st.pending.push_front(first);
+                            }
+                        }
                     }
                 }
             } else {

@@ -28,6 +28,9 @@ enum Action {
     Hang,
     /// Write nothing for this request (an earlier action wrote its response).
     Nothing,
+    /// Write these bytes once a permit of the semaphore is given (by another connection's
+    /// policy): an answer held until something else has happened.
+    Gated(Arc<tokio::sync::Semaphore>, Vec<u8>),
 }
 
 /// A request as the peer saw it.
@@ -178,6 +181,10 @@ async fn serve_conn(
                 return;
             }
             Action::Nothing => true,
+            Action::Gated(gate, b) => {
+                gate.acquire().await.unwrap().forget();
+                sock.write_all(&b).await.is_ok()
+            }
         };
         if !ok {
             return;
@@ -667,4 +674,50 @@ async fn auto_carries_small_requests_on_its_pool_when_pipelining_fails() {
         .await
         .expect("small GETs on auto's pool never finished");
     assert!(!auto.pipelining(), "a peer that closes after one answer cannot verify pipelining");
+}
+
+/// auto's pipelining probe never holds other small requests back: the peer answers the
+/// probe (the first request on the first connection) only after it has received a
+/// request on another connection. Small requests that waited for the probe's verdict
+/// would never send one, and nothing would finish; sent on the pipeline one per
+/// connection while the probe is out, they are answered, the probe with them, and
+/// pipelining is verified after all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_sends_small_requests_while_its_probe_is_out() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = gate.clone();
+    let p = peer(1, Duration::ZERO, move |conn, i, _, path| {
+        if conn == 0 && i == 0 {
+            Action::Gated(g.clone(), ok(&format!("body of {path}")))
+        } else {
+            if conn > 0 {
+                g.add_permits(1);
+            }
+            echo(path)
+        }
+    })
+    .await;
+    let mut c = config(&p, 8, 8);
+    c.mode = ferry_wire::Mode::Auto;
+    let auto = Arc::new(ferry_wire::auto::AutoTransport::new(c).unwrap());
+    let get = |i: usize| {
+        let auto = auto.clone();
+        async move {
+            let mut r = Request::new(Method::GET, format!("/b/k{i}"));
+            r.size_hint = Some(16);
+            let resp = auto.send(r).await.unwrap_or_else(|e| panic!("GET k{i}: {e}"));
+            let body = resp.body.collect(1 << 20).await.unwrap();
+            assert_eq!(body, Bytes::from(format!("body of /b/k{i}")));
+        }
+    };
+    // The first small request starts the probe; the others follow while it is out.
+    let first = tokio::spawn(get(0));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let rest = futures_util::future::join_all((1..16).map(get));
+    tokio::time::timeout(Duration::from_secs(10), rest).await.expect("small GETs waited behind the probe");
+    tokio::time::timeout(Duration::from_secs(10), first).await.expect("the probe was never answered").unwrap();
+    assert!(p.conns.load(SeqCst) > 1, "every request went on the probe's connection");
+    let probe_conn = p.seen().iter().filter(|s| s.conn == 0).count();
+    assert!(probe_conn >= 2, "the probe's pair did not reach its connection: {:?}", p.seen());
+    assert!(auto.pipelining(), "the probe's pair was answered well, yet pipelining is not verified");
 }

@@ -38,6 +38,11 @@ pub struct MemoryParams {
     pub concurrency: usize,
     /// Objects larger than this are read in parts; at most this, with one GET.
     pub split_at: u64,
+    /// The object's size when the caller knows it (from a listing or a HEAD): sent as the
+    /// first GET's `size_hint`, which lets `auto` pipeline a small object's GET (wire's
+    /// auto/mod.rs). A wrong hint costs speed, never bytes: the store still checks the
+    /// length the response announces.
+    pub size_hint: Option<u64>,
 }
 
 impl Default for MemoryParams {
@@ -45,7 +50,12 @@ impl Default for MemoryParams {
     /// always gives at least two parts' worth of parallelism for the dropped response.
     fn default() -> Self {
         let file = super::DownloadParams::default();
-        MemoryParams { part_size: file.part_size, concurrency: file.concurrency, split_at: 2 * file.part_size }
+        MemoryParams {
+            part_size: file.part_size,
+            concurrency: file.concurrency,
+            split_at: 2 * file.part_size,
+            size_hint: None,
+        }
     }
 }
 
@@ -77,7 +87,7 @@ pub async fn get_to_memory(
     // A place under the endpoint's limit for the first GET; the parts of a large object
     // take places of their own once it is given back.
     let room = engine.admission().room().await;
-    let out = engine.get(object, GetParams::default()).await?;
+    let out = engine.get(object, GetParams { size_hint: params.size_hint, ..GetParams::default() }).await?;
     let size = out.meta.size;
     if let Some(f) = &progress.size {
         f(size)

@@ -45,15 +45,12 @@ use futures_util::future::BoxFuture;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tokio::sync::watch;
 
 pub(super) struct H1 {
     pub(super) pool: Arc<PoolTransport>,
     pub(super) pipeline: Arc<PipelineTransport>,
     pub(super) lanes: Arc<Lanes>,
     pub(super) probe: Arc<Mutex<Probe>>,
-    /// Bumped when a probe ends: small requests that waited for its verdict go on.
-    pub(super) probe_done: watch::Sender<u64>,
     pub(super) small_seen: AtomicU64,
     pub(super) hedger: Arc<Hedger>,
     /// The pool's connector, whose receive-window cap a small request beside bulk ones
@@ -99,7 +96,6 @@ impl H1 {
             pipeline,
             lanes,
             probe: Arc::new(Mutex::new(Probe::default())),
-            probe_done: watch::channel(0).0,
             small_seen: AtomicU64::new(0),
             hedger: Arc::new(Hedger::default()),
             connector,
@@ -122,7 +118,10 @@ impl H1 {
             demand.admitted = true;
             self.pool.send(req)
         } else {
-            let (fut, on_pool) = self.send_small(req).await;
+            let (fut, on_pool) = self.send_small(req);
+            if !on_pool {
+                self.lanes.small_demand_raises_the_start();
+            }
             if on_pool {
                 // A small request the pool carries (no verified pipeline yet) is the
                 // pool's demand: counted as small, the pool's share would not grow for
@@ -160,23 +159,18 @@ impl H1 {
         result.map(|r| demand.until_body_end(r))
     }
 
-    /// Routes a small request: the pipeline once verified; while a probe is out, after
-    /// its verdict; else the pool (with a probe first when one is due).
-    /// Also says whether the pool took it.
-    pub(super) async fn send_small(&self, req: Request) -> (BoxFuture<'static, Result<Response, WireError>>, bool) {
-        let mut done = self.probe_done.subscribe();
-        loop {
-            if self.verified() {
-                return (send_hedged(self.pipeline.clone(), self.hedger.clone(), req), false);
-            }
-            let running = self.probe.lock().unwrap().running;
-            if !running {
-                break;
-            }
-            // A probe is out: its verdict is one first-byte time away.
-            if done.changed().await.is_err() {
-                break;
-            }
+    /// Routes a small request: the pipeline once verified; while a probe is out, the
+    /// pipeline one request per connection; else the pool (with a probe first when one is
+    /// due). Also says whether the pool took it.
+    pub(super) fn send_small(&self, req: Request) -> (BoxFuture<'static, Result<Response, WireError>>, bool) {
+        if self.verified() {
+            return (send_hedged(self.pipeline.clone(), self.hedger.clone(), req), false);
+        }
+        if self.probe.lock().unwrap().running {
+            // A probe is out: the request goes to the pipeline now, one per connection
+            // until the verdict (LaneGate::depth), never held back for it and never
+            // bound to a pool connection's queue (module note of probe.rs).
+            return (self.pipeline.send(req), false);
         }
         let seen = self.small_seen.fetch_add(1, Relaxed);
         let probe_now = {
@@ -192,7 +186,7 @@ impl H1 {
             }
         };
         if probe_now {
-            (probe_with(self.pipeline.clone(), self.probe.clone(), self.probe_done.clone(), req), false)
+            (probe_with(self.pipeline.clone(), self.probe.clone(), req), false)
         } else {
             (self.pool.send(req), true)
         }

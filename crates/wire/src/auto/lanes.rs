@@ -39,6 +39,17 @@
 //! Pipeline depth (`LaneGate::depth`): the configured depth while the controller is in
 //! slow start, the limit after it, so that a SlowDown halves requests in flight too.
 //!
+//! Small demand: in the controller's first slow start (before any throttle or latency
+//! back-off), with no bulk request active, the small requests routed to the pipeline lane
+//! raise the limit to their number at once (at most the cap) instead of letting it climb
+//! there by one per success. Not beside bulk requests: there slow start's goodput rule
+//! sizes the cap, and small requests that pile up behind a slow first byte (the client's
+//! own CPU load, in `tests/auto_lanes.rs`' mixed load) would raise it for bulk too. Slow start finds where more connections stop adding bulk bytes per second;
+//! a small request's worth is its first byte, so for a burst of small requests it only
+//! added a first-byte time or two at four connections before the rate (on
+//! `ferry bench small-objects --quick`, about half of auto's ~100 ms start-up cost; the
+//! probe's verdict was the other half). A throttle halves the raised limit as any other.
+//!
 //! A request counts in its lane ([`Demand`]) from `send` to the end of its body (or its
 //! failure, or the drop of its body). Measurements behind the rules and constants, and
 //! the commands that repeat them: docs/lab/wire-auto-lanes.md.
@@ -245,6 +256,19 @@ impl Lanes {
         self.admit.notify_waiters();
     }
 
+    /// Small requests on the pipeline lane, with no bulk request active, raise the
+    /// controller's limit to their number while it is in its first slow start (`Controller::start_at`; module note, "Small
+    /// demand"). Called as each one is routed there.
+    pub(super) fn small_demand_raises_the_start(&self) {
+        let (n, bulk) = {
+            let st = self.lock();
+            (st.active[SMALL], st.active[BULK])
+        };
+        if bulk == 0 && n > self.controller.limit() {
+            self.controller.start_at(n);
+        }
+    }
+
     /// Waits until the bulk requests in flight are fewer than bulk's share, then counts
     /// this one in (module note, "parked"): the limit bounds bulk requests
     /// here, not by closing the pool's connections.
@@ -326,8 +350,8 @@ impl ConnectionGate for LaneGate {
         st.handed_over[self.lane] += given as u64;
     }
 
-    /// The configured depth while the controller is in slow start, the controller's limit
-    /// after it: a SlowDown (which ends slow start) then halves the requests in flight,
+    /// One on the small lane until the pipeline is verified. Then the configured depth
+    /// while the controller is in slow start, the controller's limit after it: a SlowDown (which ends slow start) then halves the requests in flight,
     /// not only the connections. Not the limit in slow start too: with 1,000 small GETs
     /// submitted at once, limit x limit in flight was too slow a ramp (see
     /// docs/lab/wire-auto-lanes.md; re-measure with `ferry bench small-objects --quick
@@ -335,7 +359,13 @@ impl ConnectionGate for LaneGate {
     /// behind another, so requests spread as the limit grows.
     fn depth(&self) -> usize {
         let c = &self.lanes.controller;
-        if c.in_slow_start() {
+        let verified = self.lanes.pipeline.get().and_then(Weak::upgrade).is_some_and(|p| p.verified());
+        if self.lane == SMALL && !verified {
+            // Before the probe's verdict: one request per connection, which any HTTP/1.1
+            // server answers (probe.rs); the rest wait in the pipeline's queue, unbound
+            // to a connection, and are placed at full depth once pipelining is verified.
+            1
+        } else if c.in_slow_start() {
             usize::MAX
         } else {
             c.limit()

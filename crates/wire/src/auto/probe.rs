@@ -18,9 +18,14 @@
 //!   after PROBE_ATTEMPTS bad or PROBE_INCONCLUSIVE inconclusive probes: the pool for good
 //! ```
 //!
-//! While a probe is out, small requests wait for its verdict (one first-byte time) rather
-//! than join the pool's queue: with 1,024 GETs submitted at once, those that went to the
-//! pool while the probe ran held it for seconds (docs/lab/wire-auto-lanes.md).
+//! While a probe is out, small requests neither wait for its verdict (one first-byte
+//! time, the largest part of auto's start-up cost on small-objects) nor join the pool's
+//! queue (with 1,024 GETs submitted at once, those that went to the pool while the probe
+//! ran held it for seconds): they go to the small lane's pipeline, which writes them one
+//! per connection until the verdict, a plain keep-alive exchange that every HTTP/1.1
+//! server answers. The rest wait in the pipeline's own queue, bound to no connection, and
+//! are placed at full depth once the probe has verified (lanes.rs, `LaneGate::depth`), or
+//! one by one if it fails. See docs/lab/wire-auto-lanes.md.
 
 use super::copy_of;
 use crate::error::WireError;
@@ -29,7 +34,6 @@ use crate::pipeline::PipelineTransport;
 use crate::{Request, Response};
 use futures_util::future::BoxFuture;
 use std::sync::{Arc, Mutex};
-use tokio::sync::watch;
 
 /// Small requests between two pipeline probes: a judgement, not a measurement; a probe
 /// that failed costs at most one duplicated request per hundred small ones (1%).
@@ -67,7 +71,6 @@ pub(super) struct Probe {
 pub(super) fn probe_with(
     t: Arc<PipelineTransport>,
     state: Arc<Mutex<Probe>>,
-    done: watch::Sender<u64>,
     req: Request,
 ) -> BoxFuture<'static, Result<Response, WireError>> {
     let copy = copy_of(&req);
@@ -92,7 +95,9 @@ pub(super) fn probe_with(
                 p.inconclusive += 1;
             }
             drop(p);
-            done.send_modify(|n| *n += 1);
+            // Requests queued one per connection during the probe are placed at full
+            // depth now (LaneGate::depth follows `verified`).
+            t.nudge();
         });
         first.await
     })

@@ -1,0 +1,77 @@
+"""`get_many` with what a listing knows: `ObjectInfo` entries (from `list` and `head`) and
+`sizes` go with the GETs as size hints, against a real `ferry serve`, bytes compared
+exactly. A wrong size hint costs speed only: the bytes still come back whole."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+import ferry
+
+MIB = 1024 * 1024
+
+
+def blob(n: int, seed: int = 0) -> bytes:
+    return random.Random(seed).randbytes(n)
+
+
+@pytest.fixture
+def objects(client, bucket):
+    """Small objects and one over a part size (8 MiB), under one prefix."""
+    data = {f"s3://{bucket}/g/{i:03}": blob(i * 1013 + 1, seed=i) for i in range(40)}
+    data[f"s3://{bucket}/g/big"] = blob(20 * MIB, seed=7)
+    for url, b in data.items():
+        client.put(url, b)
+    return data
+
+
+def test_get_many_takes_the_entries_of_a_listing(client, bucket, objects):
+    entries = list(client.list(f"s3://{bucket}/g/", recursive=True))
+    assert sorted(e.url for e in entries) == sorted(objects)
+    got = client.get_many(entries)
+    assert [bytes(b) for b in got] == [objects[e.url] for e in entries]
+    # Entries and URLs mixed, in the caller's order; a head() result is an entry too.
+    head = client.head(f"s3://{bucket}/g/big")
+    mixed = [head, f"s3://{bucket}/g/001", entries[5]]
+    got = client.get_many(mixed, concurrency=2)
+    assert [bytes(b) for b in got] == [objects[head.url], objects[f"s3://{bucket}/g/001"], objects[entries[5].url]]
+
+
+def test_get_many_sizes_and_wrong_hints(client, bucket, objects):
+    urls = sorted(objects)
+    got = client.get_many(urls, sizes=[len(objects[u]) for u in urls])
+    assert [bytes(b) for b in got] == [objects[u] for u in urls]
+    # Wrong sizes, too small and too large, and unknown ones: the same bytes.
+    wrong = [1 if i % 3 == 0 else None if i % 3 == 1 else 64 * MIB for i in range(len(urls))]
+    got = client.get_many(urls, sizes=wrong)
+    assert [bytes(b) for b in got] == [objects[u] for u in urls]
+
+
+def test_get_many_async_takes_entries(client, bucket, objects):
+    entries = list(client.list(f"s3://{bucket}/g/", recursive=True))
+
+    async def main():
+        return await client.get_many_async(entries, sizes=[e.size for e in entries])
+
+    got = asyncio.run(main())
+    assert [bytes(b) for b in got] == [objects[e.url] for e in entries]
+
+
+def test_get_many_refuses_what_is_not_an_object(client, bucket, objects):
+    dirs = [e for e in client.list(f"s3://{bucket}/", recursive=False) if e.is_dir]
+    assert dirs, "the non-recursive listing has the g/ prefix"
+    with pytest.raises(ValueError, match="common prefix"):
+        client.get_many(dirs)
+    with pytest.raises(ValueError, match="2 objects but 1 sizes"):
+        client.get_many([f"s3://{bucket}/g/001", f"s3://{bucket}/g/002"], sizes=[5])
+    with pytest.raises(TypeError, match="URL .str. or an ObjectInfo"):
+        client.get_many([f"s3://{bucket}/g/001", 42])
+    # A missing object among listed ones: its place holds the error, the rest arrive.
+    entries = [e for e in client.list(f"s3://{bucket}/g/", recursive=True)][:3]
+    client.delete(entries[1].url)
+    got = client.get_many(entries, return_exceptions=True)
+    assert bytes(got[0]) == objects[entries[0].url] and bytes(got[2]) == objects[entries[2].url]
+    assert isinstance(got[1], ferry.NotFound)
