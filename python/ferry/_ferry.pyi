@@ -561,3 +561,8 @@ class Client:
 
 def _cli_main(argv: Sequence[str], program: str | None = None) -> int:
     """The ``ferry`` command line in this process (``ferry._cli.main``): its exit code."""
+
+def _at_exit() -> None:
+    """ferry's ``atexit`` handler (registered on import): refuses new calls and waits
+    (at most 2 s) until calls blocked in other threads are back in Python, so none is
+    left waiting for the GIL while the interpreter finalizes."""
