@@ -403,8 +403,10 @@ class Client:
     def open(self, url: str, block_size: int | None = None) -> Any:
         """A read-only, seekable binary file object (``read``, ``readinto``, ``seek``,
         ``tell``, a context manager), pinned to the version it opened (a change raises
-        `Precondition`). Small reads come from ``block_size`` blocks (4 MiB) fetched at
-        the position read.
+        `Precondition`). Reads that go on in order come from ``block_size`` blocks
+        (4 MiB), the next one read ahead; a read after a seek fetches what it asks for
+        (at least 256 KiB), so a column reader fetches its columns and not the blocks
+        around them.
 
         Example::
 
