@@ -12,6 +12,8 @@ can read without a copy, iterators, file objects, and asyncio twins of the calls
 
 from __future__ import annotations
 
+import atexit
+
 from ferry._ferry import (
     Buffer,
     Client,
@@ -34,6 +36,12 @@ from ferry.exceptions import (
     Throttled,
     Transport,
 )
+from ferry._ferry import _at_exit
+
+# Before the interpreter finalizes: calls still waiting in other threads (pyarrow's I/O
+# threads reading a ferry:// file) are ended and back in Python, or they could never
+# return and the process would hang at exit (crates/py/src/runtime.rs).
+atexit.register(_at_exit)
 
 __all__ = [
     "Client",

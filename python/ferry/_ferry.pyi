@@ -414,8 +414,10 @@ class Client:
     def open(self, url: str, block_size: int | None = None) -> Any:
         """A read-only, seekable binary file object (``read``, ``readinto``, ``seek``,
         ``tell``, a context manager), pinned to the version it opened (a change raises
-        `Precondition`). Small reads come from ``block_size`` blocks (4 MiB) fetched at
-        the position read.
+        `Precondition`). Reads that go on in order come from ``block_size`` blocks
+        (4 MiB), the next one read ahead; a read after a seek fetches what it asks for
+        (at least 256 KiB), so a column reader fetches its columns and not the blocks
+        around them.
 
         Example::
 
@@ -572,3 +574,8 @@ class Client:
 
 def _cli_main(argv: Sequence[str], program: str | None = None) -> int:
     """The ``ferry`` command line in this process (``ferry._cli.main``): its exit code."""
+
+def _at_exit() -> None:
+    """ferry's ``atexit`` handler (registered on import): refuses new calls and waits
+    (at most 2 s) until calls blocked in other threads are back in Python, so none is
+    left waiting for the GIL while the interpreter finalizes."""

@@ -2,12 +2,19 @@
 
 Reads are ranged GETs pinned to the ETag seen when the file was opened (`If-Match`), so
 a file never mixes two versions of an object: a change in between raises
-`ferry.Precondition`. Small reads are served from a block of `block_size` bytes fetched
-at the position read (a sequential reader makes one GET per block; a reader of a
-Parquet footer one GET for the footer's block); a read larger than a block is fetched
-as it is, straight into the caller's buffer.
+`ferry.Precondition`.
 
-Read-ahead: once a block is fetched where the previous one ended (the reader is going
+What a read that misses the bytes held fetches depends on where it starts:
+
+- where the previous read ended, or at the object's start (a reader going through the
+  object in order): a block of `block_size` bytes, so small sequential reads cost one
+  GET per block;
+- anywhere else (after a seek: a Parquet footer, then each column chunk pyarrow asks
+  for): the bytes asked for, at least `SEEK_READ_MIN`, so a column reader fetches its
+  columns and not the blocks around them;
+- a read of a block or more: exactly that, straight into the caller's buffer.
+
+Read-ahead: once a block is fetched where the previous read ended (the reader is going
 through the object in order), the next block is requested in the background
 (`Client._get_range_ahead`, a task on ferry's runtime) while the caller reads this one,
 so a sequential reader waits for first bytes only at its start. A seek elsewhere drops
@@ -22,6 +29,12 @@ import io
 #: seek-heavy reader (a Parquet footer, then column chunks) over-reads little while a
 #: sequential one needs few requests.
 DEFAULT_BLOCK_SIZE = 4 * 1024 * 1024
+#: The least a read after a seek fetches: 256 KiB takes ~3 ms at S3's 90 MB/s per
+#: connection, a tenth of its ~30 ms first byte (docs/lab/README.md, profiles), so a
+#: reader of small scattered fields (a length, then the field it points to) gets the
+#: bytes around each for a tenth of a round trip, while a column chunk (hundreds of KiB
+#: and up) is fetched as asked.
+SEEK_READ_MIN = 256 * 1024
 
 
 class ObjectFile(io.RawIOBase):
@@ -42,9 +55,12 @@ class ObjectFile(io.RawIOBase):
         self._block_start = 0
         self._block = memoryview(b"")
         self._ahead = None  # PendingRange of the block after the current one
-        #: Blocks served by read-ahead, and blocks fetched while the reader waited.
+        self._read_end = 0  # where the last read ended: a read starting here is sequential
+        #: Blocks served by read-ahead, and GETs made while the reader waited.
         self.ahead_hits = 0
         self.fetches = 0
+        #: Bytes fetched, read-ahead included (a read-ahead dropped unread counts too).
+        self.bytes_fetched = 0
 
     # io.RawIOBase
     def readable(self) -> bool:
@@ -74,23 +90,35 @@ class ObjectFile(io.RawIOBase):
 
     def _fetch(self, start: int, end: int):
         self.fetches += 1
+        self.bytes_fetched += end - start
         return self._client._get_range_if_match(self.url, start, end, self.etag)
 
-    def _load_block(self) -> None:
-        """Makes the block at the position current, from read-ahead when it has it."""
+    def _load(self, n: int) -> None:
+        """Makes bytes at the position current for a read of `n` that missed them: a
+        block, from read-ahead when it has it, for a sequential read; what was asked
+        (at least `SEEK_READ_MIN`) after a seek (module note)."""
         start = self._pos
-        end = min(self.size, start + self._block_size)
-        sequential = start == self._block_start + len(self._block) and len(self._block) > 0
+        sequential = start == self._read_end
         ahead, self._ahead = self._ahead, None
+        if not sequential:
+            del ahead  # dropped: its request is aborted
+            end = min(self.size, start + max(n, SEEK_READ_MIN))
+            self._block = memoryview(self._fetch(start, end))
+            self._block_start = start
+            return
+        end = min(self.size, start + self._block_size)
         if ahead is not None and ahead.start == start and ahead.end == end:
             self._block = memoryview(ahead.result())
             self.ahead_hits += 1
         else:
-            del ahead  # dropped: its request is aborted
+            del ahead
             self._block = memoryview(self._fetch(start, end))
         self._block_start = start
-        if sequential and end < self.size:
+        # Read ahead once the reader has gone on from an earlier read (not at its first
+        # read at the start, which may be all it wants: a format's magic bytes).
+        if start > 0 and end < self.size:
             nxt = min(self.size, end + self._block_size)
+            self.bytes_fetched += nxt - end
             self._ahead = self._client._get_range_ahead(self.url, end, nxt, self.etag)
 
     def _cached(self, n: int) -> memoryview | None:
@@ -112,13 +140,15 @@ class ObjectFile(io.RawIOBase):
                 data = memoryview(self._fetch(self._pos, self._pos + n))
                 out[:len(data)] = data
                 self._pos += len(data)
+                self._read_end = self._pos
                 return len(data)
-            self._load_block()
+            self._load(n)
             got = self._cached(n)
             if got is None:
                 return 0
         out[:len(got)] = got
         self._pos += len(got)
+        self._read_end = self._pos
         return len(got)
 
     def read(self, size: int = -1) -> bytes:
@@ -131,6 +161,7 @@ class ObjectFile(io.RawIOBase):
         got = self._cached(n)
         if got is not None and len(got) == n:
             self._pos += n
+            self._read_end = self._pos
             return bytes(got)
         buf = bytearray(n)
         done = 0
@@ -148,6 +179,7 @@ class ObjectFile(io.RawIOBase):
             return b""
         data = bytes(self._fetch(self._pos, self.size))
         self._pos += len(data)
+        self._read_end = self._pos
         return data
 
     def close(self) -> None:

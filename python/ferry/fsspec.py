@@ -86,7 +86,15 @@ class FerryFileSystem(AsyncFileSystem):
         return bucket, key
 
     async def _call(self, fn, *args, **kwargs):
-        return await asyncio.get_running_loop().run_in_executor(None, functools.partial(fn, *args, **kwargs))
+        call = functools.partial(fn, *args, **kwargs)
+        try:
+            fut = asyncio.get_running_loop().run_in_executor(None, call)
+        except RuntimeError:
+            # The interpreter is shutting down: concurrent.futures refuses new work once
+            # its exit hook ran, while non-daemon threads (a read still going) finish.
+            # Run the call here, the loop waiting for it.
+            return call()
+        return await fut
 
     # -- reads ----------------------------------------------------------------------
     async def _cat_file(self, path, start=None, end=None, **kwargs):

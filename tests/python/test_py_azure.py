@@ -12,53 +12,41 @@ import os
 import random
 import socket
 import subprocess
-import time
-from pathlib import Path
 
 import pytest
+from emulators import ROOT, binary, free_port, wait_until
 
 import ferry
 
-ROOT = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024
 # The emulator's well-known development account (Azure's emulator documentation).
 ACCOUNT = "devstoreaccount1"
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
-def _binary() -> str | None:
-    path = os.environ.get("FERRY_AZURITE")
-    if not path:
-        named = ROOT / ".ferry-run" / "azurite-bin"
-        path = named.read_text().strip() if named.exists() else None
-    return path if path and os.access(path, os.X_OK) else None
+def _listens(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
 
 
 @pytest.fixture(scope="module")
 def azurite(tmp_path_factory):
     """The connection string of an Azurite blob service in memory."""
-    binary = _binary()
-    if binary is None:
+    exe = binary("FERRY_AZURITE", "azurite-bin")
+    if exe is None:
         pytest.skip("Azurite is not available (set FERRY_AZURITE or run scripts/setup.sh): "
                     "Python az:// tests not run")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(
-        [binary, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
+        [exe, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
          "--skipApiVersionCheck", "--disableTelemetry", "--loose"],
         cwd=tmp_path_factory.mktemp("azurite"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("Azurite did not start")
-                time.sleep(0.2)
+        wait_until(lambda: _listens(port), proc, "Azurite", 60)
         yield (f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={KEY};"
                f"BlobEndpoint=http://127.0.0.1:{port}/{ACCOUNT};")
     finally:

@@ -342,6 +342,33 @@ def test_open_reads_ahead_when_sequential(client, bucket):
         assert f.ahead_hits == 0
 
 
+def test_open_reads_after_a_seek_fetch_what_was_asked(client, bucket):
+    """A column reader (seek, read a chunk; seek, read another) fetches its chunks, not
+    the blocks around them; reading on from there turns into blocks and read-ahead."""
+    from ferry._file import SEEK_READ_MIN
+
+    data = blob(20 * MIB, seed=19)
+    url = f"s3://{bucket}/columns"
+    client.put(url, data)
+    with client.open(url, block_size=4 * MIB) as f:
+        f.seek(-64 * 1024, os.SEEK_END)  # a footer
+        assert f.read(64 * 1024) == data[-64 * 1024:]
+        f.seek(MIB)  # a column chunk
+        assert f.read(700_000) == data[MIB:MIB + 700_000]
+        f.seek(9 * MIB)  # a small field: the least a seek fetches
+        assert f.read(10) == data[9 * MIB:9 * MIB + 10]
+        assert f.bytes_fetched == 64 * 1024 + 700_000 + SEEK_READ_MIN
+        assert f.fetches == 3 and f.ahead_hits == 0
+        # Reading on in order from there: a block where the fetched bytes end, the next
+        # one read ahead (up to the object's end), and that one served from it.
+        got = bytearray()
+        while len(got) < 8 * MIB:
+            got += f.read(64 * 1024)
+        assert bytes(got) == data[9 * MIB + 10:17 * MIB + 10]
+        assert (f.fetches, f.ahead_hits) == (4, 1)
+        assert f.bytes_fetched == 64 * 1024 + 700_000 + 11 * MIB
+
+
 def test_open_pins_the_version(client, bucket):
     url = f"s3://{bucket}/pinned"
     client.put(url, blob(3 * MIB, seed=12))

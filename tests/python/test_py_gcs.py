@@ -9,56 +9,41 @@ are reported skipped with the reason."""
 from __future__ import annotations
 
 import json
-import os
 import random
-import socket
 import subprocess
-import time
 import urllib.request
-from pathlib import Path
 
 import pytest
+from emulators import binary, free_port, wait_until
 
 import ferry
 
-ROOT = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024
 
 
-def _binary() -> str | None:
-    path = os.environ.get("FERRY_FAKE_GCS")
-    if not path:
-        named = ROOT / ".ferry-run" / "fake-gcs-bin"
-        path = named.read_text().strip() if named.exists() else None
-    return path if path and os.access(path, os.X_OK) else None
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 @pytest.fixture(scope="module")
 def fake_gcs():
     """`host:port` of a fake-gcs-server in memory, for STORAGE_EMULATOR_HOST."""
-    binary = _binary()
-    if binary is None:
+    exe = binary("FERRY_FAKE_GCS", "fake-gcs-bin")
+    if exe is None:
         pytest.skip("fake-gcs-server is not available (set FERRY_FAKE_GCS or run scripts/setup.sh): "
                     "Python gs:// tests not run")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    host = f"127.0.0.1:{port}"
+    host = f"127.0.0.1:{free_port()}"
     proc = subprocess.Popen(
-        [binary, "-scheme", "http", "-host", "127.0.0.1", "-port", str(port), "-backend", "memory",
+        [exe, "-scheme", "http", "-host", "127.0.0.1", "-port", host.split(":")[1], "-backend", "memory",
          "-log-level", "error", "-external-url", f"http://{host}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://{host}/storage/v1/b", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("fake-gcs-server did not start")
-                time.sleep(0.1)
+        wait_until(lambda: _answers(f"http://{host}/storage/v1/b"), proc, "fake-gcs-server", 30, poll=0.1)
         yield host
     finally:
         proc.kill()

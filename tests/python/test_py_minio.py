@@ -9,29 +9,18 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
+from emulators import binary, free_port, wait_until
 
 import ferry
 
-ROOT = Path(__file__).resolve().parents[2]
 USER, PASSWORD = "ferrypython", "ferry-python-secret"
 MIB = 1024 * 1024
-
-
-def _minio_binary() -> str | None:
-    path = os.environ.get("FERRY_MINIO")
-    if not path:
-        named = ROOT / ".ferry-run" / "minio-bin"
-        path = named.read_text().strip() if named.exists() else None
-    return path if path and os.access(path, os.X_OK) else None
 
 
 def _status(url: str) -> int | None:
@@ -46,25 +35,19 @@ def _status(url: str) -> int | None:
 
 @pytest.fixture(scope="module")
 def minio():
-    binary = _minio_binary()
-    if binary is None:
+    exe = binary("FERRY_MINIO", "minio-bin")
+    if exe is None:
         pytest.skip("MinIO is not available (set FERRY_MINIO or run scripts/setup.sh): Python tests against MinIO not run")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     data = tempfile.mkdtemp(prefix="ferry-py-minio-")
     env = dict(os.environ, MINIO_ROOT_USER=USER, MINIO_ROOT_PASSWORD=PASSWORD, MINIO_BROWSER="off")
-    proc = subprocess.Popen([binary, "server", data, "--address", f"127.0.0.1:{port}", "--quiet"],
+    proc = subprocess.Popen([exe, "server", data, "--address", f"127.0.0.1:{port}", "--quiet"],
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
         # Ready, then past its start-up 503s (an anonymous ListBuckets answers 403).
-        deadline = time.monotonic() + 60
         for path, want in (("/minio/health/ready", 200), ("/", 403)):
-            while _status(url + path) != want:
-                assert proc.poll() is None, f"MinIO exited: {proc.stderr.read().decode()[-2000:]}"
-                assert time.monotonic() < deadline, f"MinIO did not answer {path} with {want}"
-                time.sleep(0.2)
+            wait_until(lambda: _status(url + path) == want, proc, f"MinIO (answering {path} with {want})", 60)
         yield url
     finally:
         proc.kill()

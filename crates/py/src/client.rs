@@ -60,6 +60,9 @@ const LIST_BATCH: usize = 1000;
 
 /// A cp or sync, ready to run.
 type TransferWork = futures_util::future::BoxFuture<'static, anyhow::Result<()>>;
+/// A cp or sync planned (`Client::plan_cp`, `Client::plan_sync`): its runner, its
+/// tally and its work, not started.
+type Planned = (Arc<Prepared>, transfer::SharedTally, TransferWork);
 
 /// `sync`'s flags besides its paths.
 #[derive(Clone, Copy)]
@@ -344,7 +347,7 @@ impl Client {
         dst: &Bound<'_, PyAny>,
         recursive: bool,
         opts: &TransferOptions,
-    ) -> PyResult<(Arc<Prepared>, transfer::SharedTally, TransferWork)> {
+    ) -> PyResult<Planned> {
         let usage = |e: ferry_cli::common::UsageError| PyValueError::new_err(e.0);
         let mut sources = Vec::new();
         if src.is_instance_of::<PyString>() || src.hasattr("__fspath__")? {
@@ -375,7 +378,7 @@ impl Client {
         src: &Bound<'_, PyAny>,
         dst: &Bound<'_, PyAny>,
         f: SyncFlags,
-    ) -> PyResult<(Arc<Prepared>, transfer::SharedTally, TransferWork)> {
+    ) -> PyResult<Planned> {
         let side = |o: &Bound<'_, PyAny>| -> PyResult<Side> {
             let loc = transfer::location(&path_arg(o)?).map_err(|e| PyValueError::new_err(e.0))?;
             ferry_cli::sync::side(loc).map_err(|e| PyValueError::new_err(format!("{e:#}")))
@@ -459,15 +462,24 @@ enum PutSource {
     Path(PathBuf),
 }
 
-fn put_source(data: &Bound<'_, PyAny>) -> PyResult<Option<PutSource>> {
-    if data.is_instance_of::<PyString>() || data.hasattr("__fspath__")? {
-        let p: PathBuf = data.extract()?;
-        return Ok(Some(PutSource::Path(p)));
-    }
-    match bytes_of(data) {
-        Ok(b) => Ok(Some(PutSource::Bytes(b))),
-        Err(_) => Ok(None),
-    }
+/// `put`'s data sorted: a known source with its size when that is known up front, or
+/// `None` for one read as it goes (a file object or an iterable), which takes no
+/// `if_not_exists`.
+fn put_source(data: &Bound<'_, PyAny>, if_not_exists: bool) -> PyResult<Option<(PutSource, Option<u64>)>> {
+    let source = if data.is_instance_of::<PyString>() || data.hasattr("__fspath__")? {
+        PutSource::Path(data.extract()?)
+    } else if let Ok(b) = bytes_of(data) {
+        PutSource::Bytes(b)
+    } else if if_not_exists {
+        return Err(PyTypeError::new_err("if_not_exists takes bytes-like data or a path"));
+    } else {
+        return Ok(None);
+    };
+    let total = match &source {
+        PutSource::Bytes(b) => Some(b.len() as u64),
+        PutSource::Path(p) => std::fs::metadata(p).ok().map(|m| m.len()),
+    };
+    Ok(Some((source, total)))
 }
 
 /// A Python buffer held open (its exporter pinned) so Rust can read it without a copy.
@@ -942,7 +954,13 @@ impl PendingRange {
 impl Drop for PendingRange {
     fn drop(&mut self) {
         if let Some(task) = self.task.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
-            task.abort();
+            if self.pid == std::process::id() {
+                task.abort();
+            } else {
+                // Made before a fork: its runtime's threads are the parent's (runtime.rs),
+                // so nothing here may touch it; the parent aborts its own copy.
+                std::mem::forget(task);
+            }
         }
     }
 }
@@ -1023,6 +1041,29 @@ fn finish(
     };
     err.value(py).setattr("summary", Py::new(py, summary)?)?;
     Err(err)
+}
+
+/// A planned cp or sync run on this thread (GIL released, `callback` fed between waits):
+/// the sync twins' end.
+fn run_planned(py: Python<'_>, verb: &str, planned: Planned, callback: Option<Py<PyAny>>) -> PyResult<TransferSummary> {
+    let (prep, tally, work) = planned;
+    let r = block_on_ticking(py, work, transfer_reporter(callback, prep))?;
+    finish(py, verb, r, tally)
+}
+
+/// A planned cp or sync as an asyncio awaitable: the async twins' end.
+fn await_planned<'py>(
+    py: Python<'py>,
+    verb: &'static str,
+    planned: Planned,
+    callback: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (prep, tally, work) = planned;
+    let report = LoopReporter::for_transfer(py, callback, prep)?;
+    awaitable(py, async move {
+        let r = reporting(report, work).await;
+        Python::attach(|py| finish(py, verb, r, tally))
+    })
 }
 
 fn tracker(callback: &Option<Py<PyAny>>) -> ops::Tracker {
@@ -1279,19 +1320,12 @@ impl Client {
     ) -> PyResult<PutResult> {
         let (engine, object) = self.target(py, url)?;
         let progress = tracker(&callback);
-        if let Some(source) = put_source(data)? {
-            let total = match &source {
-                PutSource::Bytes(b) => Some(b.len() as u64),
-                PutSource::Path(p) => std::fs::metadata(p).ok().map(|m| m.len()),
-            };
+        if let Some((source, total)) = put_source(data, if_not_exists)? {
             let tick = reporter(callback, &progress, total);
             let r = block_on_ticking(py, put_known(engine, object, source, if_not_exists, progress), tick)?;
             return at(py, url, r);
         }
-        if if_not_exists {
-            return Err(PyTypeError::new_err("if_not_exists takes bytes-like data or a path"));
-        }
-        put_streamed(py, engine, object, data, progress, callback)
+        put_streamed(py, engine, object, ChunkSource::new(data)?, progress, callback)
     }
 
     /// `put`, awaitable: bytes-like data and paths; file objects and iterables are read
@@ -1307,18 +1341,11 @@ impl Client {
     ) -> PyResult<Bound<'py, PyAny>> {
         let (engine, object) = self.target(py, url)?;
         let progress = tracker(&callback);
-        if let Some(source) = put_source(data)? {
-            let total = match &source {
-                PutSource::Bytes(b) => Some(b.len() as u64),
-                PutSource::Path(p) => std::fs::metadata(p).ok().map(|m| m.len()),
-            };
+        if let Some((source, total)) = put_source(data, if_not_exists)? {
             let report = LoopReporter::new(py, callback, &progress, total)?;
             return awaitable(py, async move {
                 py_result(reporting(report, put_known(engine, object, source, if_not_exists, progress)).await)
             });
-        }
-        if if_not_exists {
-            return Err(PyTypeError::new_err("if_not_exists takes bytes-like data or a path"));
         }
         let source = ChunkSource::new(data)?;
         let report = LoopReporter::new(py, callback, &progress, None)?;
@@ -1489,9 +1516,7 @@ impl Client {
         callback: Option<Py<PyAny>>,
     ) -> PyResult<TransferSummary> {
         let opts = TransferOptions { resume, content_type, concurrency, part_size, ..Default::default() };
-        let (prep, tally, work) = self.plan_cp(py, src, dst, recursive, &opts)?;
-        let r = block_on_ticking(py, work, transfer_reporter(callback, prep))?;
-        finish(py, "cp", r, tally)
+        run_planned(py, "cp", self.plan_cp(py, src, dst, recursive, &opts)?, callback)
     }
 
     /// `cp`, awaitable (`callback` as in `get_async`).
@@ -1510,12 +1535,7 @@ impl Client {
         callback: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let opts = TransferOptions { resume, content_type, concurrency, part_size, ..Default::default() };
-        let (prep, tally, work) = self.plan_cp(py, src, dst, recursive, &opts)?;
-        let report = LoopReporter::for_transfer(py, callback, prep)?;
-        awaitable(py, async move {
-            let r = reporting(report, work).await;
-            Python::attach(|py| finish(py, "cp", r, tally))
-        })
+        await_planned(py, "cp", self.plan_cp(py, src, dst, recursive, &opts)?, callback)
     }
 
     /// Makes `dst` like `src` (directories or prefixes), as `ferry sync`: copies what
@@ -1537,9 +1557,7 @@ impl Client {
         callback: Option<Py<PyAny>>,
     ) -> PyResult<TransferSummary> {
         let flags = SyncFlags { delete, checksum, dry_run, size_only, concurrency, part_size };
-        let (prep, tally, work) = self.plan_sync(py, src, dst, flags)?;
-        let r = block_on_ticking(py, work, transfer_reporter(callback, prep))?;
-        finish(py, "sync", r, tally)
+        run_planned(py, "sync", self.plan_sync(py, src, dst, flags)?, callback)
     }
 
     /// `sync`, awaitable (`callback` as in `get_async`).
@@ -1559,12 +1577,7 @@ impl Client {
         callback: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let flags = SyncFlags { delete, checksum, dry_run, size_only, concurrency, part_size };
-        let (prep, tally, work) = self.plan_sync(py, src, dst, flags)?;
-        let report = LoopReporter::for_transfer(py, callback, prep)?;
-        awaitable(py, async move {
-            let r = reporting(report, work).await;
-            Python::attach(|py| finish(py, "sync", r, tally))
-        })
+        await_planned(py, "sync", self.plan_sync(py, src, dst, flags)?, callback)
     }
 
     /// Counters of this process's client: the transports' (connections, requests,
@@ -1614,7 +1627,8 @@ impl Client {
     }
 }
 
-/// A file object's `read` or an iterable's iterator, for `put_async`.
+/// A file object's `read` or an iterable's iterator: the data of `put` and `put_async`
+/// read as it goes.
 enum ChunkSource {
     Read(Py<PyAny>),
     Iter(Py<PyAny>),
@@ -1654,6 +1668,29 @@ impl ChunkSource {
     }
 }
 
+/// The chunks sent into a streamed upload: 4 in the channel at most, so a reader ahead
+/// of the network holds 4 MiB (`READ_CHUNK`) beside the part being cut.
+type ChunkSender = tokio::sync::mpsc::Sender<std::io::Result<Bytes>>;
+
+/// An upload of what comes through a channel (multipart once past one part), to be
+/// spawned; an `Err` sent fails it (aborting any multipart upload it started).
+fn channel_upload(
+    engine: Engine,
+    object: ObjectRef,
+    progress: &ops::Tracker,
+) -> (ChunkSender, impl std::future::Future<Output = Result<ferry_engine::UploadOutput, Error>> + Send + 'static) {
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
+    let body = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) }).boxed();
+    let params = ferry_engine::UploadParams { resume: false, ..Default::default() };
+    let on_bytes = progress_fn(progress);
+    (tx, async move { ferry_engine::upload_stream(&engine, body, &object, &params, on_bytes).await })
+}
+
+/// What fails an upload whose Python source raised.
+fn source_raised() -> std::io::Result<Bytes> {
+    Err(std::io::Error::other("the Python data source raised"))
+}
+
 /// `put_async` from a file object or an iterable: each chunk is read on a blocking thread
 /// of the runtime (the GIL taken there, the event loop's thread left free) and handed to
 /// the upload through a small channel, as `put` does from the calling thread.
@@ -1663,12 +1700,8 @@ async fn put_chunks_async(
     source: ChunkSource,
     progress: ops::Tracker,
 ) -> PyResult<PutResult> {
-    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
-    let body = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) }).boxed();
-    let params = ferry_engine::UploadParams { resume: false, ..Default::default() };
-    let on_bytes = progress_fn(&progress);
-    let upload =
-        tokio::spawn(async move { ferry_engine::upload_stream(&engine, body, &object, &params, on_bytes).await });
+    let (tx, upload) = channel_upload(engine, object, &progress);
+    let upload = tokio::spawn(upload);
     let source = Arc::new(source);
     let mut failure = None;
     loop {
@@ -1685,7 +1718,7 @@ async fn put_chunks_async(
             Ok(None) => break,
             Err(e) => {
                 // Fail the upload (it aborts any multipart upload it started), then raise.
-                let _ = tx.send(Err(std::io::Error::other("the Python data source raised"))).await;
+                let _ = tx.send(source_raised()).await;
                 failure = Some(e);
                 break;
             }
@@ -1798,50 +1831,30 @@ fn put_streamed(
     py: Python<'_>,
     engine: Engine,
     object: ObjectRef,
-    data: &Bound<'_, PyAny>,
+    source: ChunkSource,
     progress: ops::Tracker,
     callback: Option<Py<PyAny>>,
 ) -> PyResult<PutResult> {
-    let read = if data.hasattr("read")? { Some(data.getattr("read")?) } else { None };
-    let mut iter = match read {
-        Some(_) => None,
-        None => Some(data.try_iter().map_err(|_| {
-            PyTypeError::new_err("put data: bytes-like, a path, a binary file object, or an iterable of bytes")
-        })?),
-    };
-    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
-    let body = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) }).boxed();
-    let params = ferry_engine::UploadParams { resume: false, ..Default::default() };
-    let on_bytes = progress_fn(&progress);
+    let (tx, upload) = channel_upload(engine, object, &progress);
     let mut tick = reporter(callback, &progress, None);
-    let task =
-        runtime(py).spawn(async move { ferry_engine::upload_stream(&engine, body, &object, &params, on_bytes).await });
+    let task = runtime(py).spawn(upload);
     let mut failure: Option<PyErr> = None;
     loop {
-        let chunk = match (&read, &mut iter) {
-            (Some(read), _) => read.call1((READ_CHUNK,)),
-            (None, Some(it)) => match it.next() {
-                Some(c) => c,
-                None => break,
-            },
-            (None, None) => break,
-        };
-        let chunk = match chunk.and_then(|c| bytes_of(&c)) {
-            Ok(c) => c,
+        let chunk = match source.next(py) {
+            Ok(Some(c)) => c,
+            Ok(None) => break,
             Err(e) => {
                 failure = Some(e);
                 break;
             }
         };
-        if chunk.is_empty() {
-            if read.is_some() {
+        match crate::runtime::detach(py, || tx.blocking_send(Ok(chunk))) {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => break, // the upload ended (failed): its error is below
+            Err(e) => {
+                failure = Some(e);
                 break;
             }
-            continue;
-        }
-        let sent = py.detach(|| tx.blocking_send(Ok(chunk)));
-        if sent.is_err() {
-            break; // the upload ended (failed): its error is below
         }
         if let Err(e) = tick(py) {
             failure = Some(e);
@@ -1850,7 +1863,7 @@ fn put_streamed(
     }
     if failure.is_some() {
         // Fail the upload (it aborts any multipart upload it started), then raise.
-        let _ = py.detach(|| tx.blocking_send(Err(std::io::Error::other("the Python data source raised"))));
+        let _ = py.detach(|| tx.blocking_send(source_raised()));
     }
     drop(tx);
     let r = block_on_ticking(py, task, tick)?;

@@ -12,6 +12,28 @@
 //! lock is only taken with the GIL held (every caller passes a `Python` token), and the
 //! GIL is held by the thread that forks, so no other thread can hold the lock at the
 //! moment of the fork. Clients follow the same rule for their stores (client.rs).
+//!
+//! Interpreter exit: a thread waiting in a sync call with the GIL released must be back
+//! in Python before the interpreter finalizes, or it can never return: taking the GIL
+//! back then parks it for good (before pyo3 parked it, CPython ended it with a forced
+//! unwind, which C++ frames below it turn into "terminate called without an active
+//! exception"). pyarrow's I/O threads are such threads when they read a `ferry://` file,
+//! and pyarrow joins them in its exit handlers, so the process hung at exit. `at_exit`
+//! (an `atexit` handler, ferry/__init__.py) runs before finalizing, GIL held:
+//!
+//! ```text
+//! at_exit ─► EXITING = true ─► none waiting: returns at once
+//!                           └─► else GIL released, waits (≤ EXIT_WAIT) until WAITING = 0
+//!                               and no call was refused for EXIT_QUIET
+//! blocked call ─► wakes within SIGNAL_POLL, sees EXITING ─► task aborted, GIL taken back,
+//!                 raises ─► WAITING - 1
+//! new call (any thread) ─► raises at once, never releases the GIL ─► REFUSED + 1
+//! ```
+//!
+//! The quiet time is for pyarrow: a scan whose reads fail goes on issuing the reads it
+//! had planned for a moment; its I/O threads must be idle before the interpreter
+//! finalizes, or a thread calling into Python then is ended under pyarrow's pool, whose
+//! shutdown at exit then waits for it forever.
 
 use pyo3::prelude::*;
 use pyo3_async_runtimes::generic::{ContextExt, Runtime as GenericRuntime};
@@ -19,8 +41,9 @@ use pyo3_async_runtimes::TaskLocals;
 use std::cell::OnceCell;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 
 static RUNTIME: Mutex<Option<(u32, Arc<Runtime>)>> = Mutex::new(None);
@@ -29,6 +52,84 @@ static RUNTIME: Mutex<Option<(u32, Arc<Runtime>)>> = Mutex::new(None);
 /// and to report progress: 100 ms, a Ctrl-C felt as immediate, and ten GIL round trips a
 /// second, nothing beside a transfer's cost.
 const SIGNAL_POLL: Duration = Duration::from_millis(100);
+
+/// The interpreter is exiting (`at_exit` ran): calls are refused (module note).
+static EXITING: AtomicBool = AtomicBool::new(false);
+/// Sync calls waiting with the GIL released, counted until they hold it again.
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+/// Calls refused since `at_exit` began.
+static REFUSED: AtomicUsize = AtomicUsize::new(0);
+/// How long no call may have been refused before `at_exit` takes the callers for done:
+/// a refused reader (pyarrow's I/O threads) calls again within microseconds, so 100 ms
+/// of quiet is many times the gap, and is paid only by an exit with calls in flight.
+const EXIT_QUIET: Duration = Duration::from_millis(100);
+/// The longest `at_exit` holds the exit for waiting calls: a call on the runtime is
+/// aborted within [`SIGNAL_POLL`]; one that cannot be (`get_ranges` runs on its caller's
+/// thread) is given 2 s, a bound on the exit rather than a measured figure.
+const EXIT_WAIT: Duration = Duration::from_secs(2);
+
+fn exiting_error() -> PyErr {
+    pyo3::exceptions::PyRuntimeError::new_err("the interpreter is exiting: ferry calls are refused")
+}
+
+/// A call made after `at_exit` began, counted and refused.
+fn refused() -> PyErr {
+    REFUSED.fetch_add(1, Ordering::SeqCst);
+    exiting_error()
+}
+
+/// A sync call's wait counted in [`WAITING`] from before the GIL is released until
+/// after it is held again (dropped with the GIL held).
+struct Waiting;
+
+impl Waiting {
+    fn enter() -> PyResult<Waiting> {
+        WAITING.fetch_add(1, Ordering::SeqCst);
+        if EXITING.load(Ordering::SeqCst) {
+            WAITING.fetch_sub(1, Ordering::SeqCst);
+            return Err(refused());
+        }
+        Ok(Waiting)
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        WAITING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// `f` with the GIL released, unless the interpreter is exiting (then it raises without
+/// running `f`). For blocking waits that are not a task on the runtime.
+pub fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyResult<T> {
+    let _waiting = Waiting::enter()?;
+    Ok(py.detach(f))
+}
+
+/// ferry's `atexit` handler (module note): refuses new calls; with calls waiting in
+/// other threads, waits with the GIL released until they have taken it back and no call
+/// was refused for [`EXIT_QUIET`] (at most [`EXIT_WAIT`]).
+#[pyfunction]
+pub fn _at_exit(py: Python<'_>) {
+    EXITING.store(true, Ordering::SeqCst);
+    if WAITING.load(Ordering::SeqCst) == 0 {
+        return;
+    }
+    let deadline = Instant::now() + EXIT_WAIT;
+    py.detach(|| {
+        let (mut seen, mut quiet_since) = (REFUSED.load(Ordering::SeqCst), Instant::now());
+        while Instant::now() < deadline {
+            let now = REFUSED.load(Ordering::SeqCst);
+            if now != seen {
+                (seen, quiet_since) = (now, Instant::now());
+            }
+            if WAITING.load(Ordering::SeqCst) == 0 && quiet_since.elapsed() >= EXIT_QUIET {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+}
 
 /// This process's runtime, made on first use (and again in a forked child).
 pub fn runtime(_py: Python<'_>) -> Arc<Runtime> {
@@ -72,6 +173,7 @@ where
     F: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
+    let _waiting = Waiting::enter()?;
     let rt = runtime(py);
     let mut task = rt.spawn(fut);
     loop {
@@ -84,6 +186,10 @@ where
             Ok(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Ok(Err(e)) => return Err(pyo3::exceptions::PyRuntimeError::new_err(format!("ferry task ended: {e}"))),
             Err(_elapsed) => {
+                if EXITING.load(Ordering::SeqCst) {
+                    task.abort();
+                    return Err(refused());
+                }
                 if let Err(e) = py.check_signals().and_then(|()| tick(py)) {
                     task.abort();
                     return Err(e);
@@ -149,5 +255,8 @@ where
     F: Future<Output = PyResult<T>> + Send + 'static,
     T: for<'a> IntoPyObject<'a> + Send + 'static,
 {
+    if EXITING.load(Ordering::SeqCst) {
+        return Err(refused());
+    }
     pyo3_async_runtimes::generic::future_into_py::<FerryRuntime, _, T>(py, fut)
 }
