@@ -704,7 +704,7 @@ async fn auto_sends_small_requests_while_its_probe_is_out() {
         let auto = auto.clone();
         async move {
             let mut r = Request::new(Method::GET, format!("/b/k{i}"));
-            r.size_hint = Some(16);
+            r.response_len = Some(16);
             let resp = auto.send(r).await.unwrap_or_else(|e| panic!("GET k{i}: {e}"));
             let body = resp.body.collect(1 << 20).await.unwrap();
             assert_eq!(body, Bytes::from(format!("body of /b/k{i}")));
