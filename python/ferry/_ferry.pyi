@@ -159,13 +159,20 @@ class Client:
             a ``(key, secret)`` tuple, or ``"anonymous"`` for unsigned requests.
         transport: ``"auto"`` (default), ``"h1-pool"``, ``"h1-pipeline"`` or ``"h2"``.
         max_connections: a cap on the transport's connections.
+        timeout: seconds a request may go without progress (no response, no body byte
+            either way) before that attempt ends and is retried (default 60); a stalled
+            GET resumes where it stopped.
+        connect_timeout: seconds a connection may take to come up (default 10).
+        retries: attempts per request, the first included (default ``AWS_MAX_ATTEMPTS``,
+            else 5). A dead endpoint fails a call after about ``retries x
+            (connect_timeout + timeout)``, raising `ferry.exceptions.Transport`.
 
     URLs name their provider: ``s3://`` goes to the endpoint above; ``gs://`` and
     ``az://`` each get an engine of their own, built on first use of the scheme with
     that provider's own settings lookup (its environment variables and credential
     files, not the AWS ones). Of this client's arguments, ``endpoint_url`` (when
-    given), ``transport``, ``max_connections`` and ``credentials="anonymous"`` apply
-    to them too; ``region``, ``profile``, explicit keys and ``AWS_*`` variables are
+    given), ``transport``, ``max_connections``, the time-outs and ``retries``, and
+    ``credentials="anonymous"`` apply to them too; ``region``, ``profile``, explicit keys and ``AWS_*`` variables are
     S3's. A provider this ferry does not have yet raises `ConfigError` at the first
     call that uses its scheme. A client for two providers at once (``cp`` from
     ``s3://`` to ``gs://``) leaves ``endpoint_url`` unset and lets each provider find
@@ -193,6 +200,9 @@ class Client:
         credentials: Credentials | None = None,
         transport: Transport = "auto",
         max_connections: int | None = None,
+        timeout: float | None = None,
+        connect_timeout: float | None = None,
+        retries: int | None = None,
     ) -> None: ...
     @property
     def endpoint_url(self) -> str:

@@ -72,3 +72,38 @@ def test_throttling_names_the_object():
             srv.client().head("s3://slow/k")
     msg = str(ei.value)
     assert msg.startswith("s3://slow/k: throttled") and "SlowDown" in msg and "request id" in msg, msg
+
+
+def test_a_silent_server_is_given_up_on_after_the_timeout_and_retries(monkeypatch):
+    # A listener that accepts connections and never answers: every attempt waits out
+    # `timeout`. The defaults (60 s x 5 attempts) would take minutes; these take about 1 s.
+    import pickle
+    import time
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    try:
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        keys = {"access_key_id": "a", "secret_access_key": "b"}
+        c = ferry.Client(url, credentials=keys, timeout=0.3, connect_timeout=1, retries=2)
+        started = time.monotonic()
+        with pytest.raises(ferry.Transport) as ei:
+            c.get("s3://b/k")
+        took = time.monotonic() - started
+        assert took < 15, f"gave up after {took:.1f} s"
+        assert str(ei.value).startswith("s3://b/k: "), str(ei.value)
+        # The settings travel with the client to worker processes.
+        assert pickle.loads(pickle.dumps(c)).__reduce__()[1][-3:] == (0.3, 1.0, 2)
+    finally:
+        silent.close()
+    # AWS_MAX_ATTEMPTS is read when `retries` is not given, as the AWS SDKs read it.
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "3")
+    assert ferry.Client(url, credentials=keys).__reduce__()[1][-1] == 3
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "many")
+    with pytest.raises(ValueError, match="AWS_MAX_ATTEMPTS"):
+        ferry.Client(url, credentials=keys)
+    monkeypatch.delenv("AWS_MAX_ATTEMPTS")
+    for bad in ({"timeout": 0}, {"connect_timeout": -1}, {"retries": 0}):
+        with pytest.raises(ValueError):
+            ferry.Client(url, credentials=keys, **bad)

@@ -292,13 +292,7 @@ impl Global {
     pub fn limits(&self) -> Result<ferry_store::RequestLimits> {
         let max_attempts = match self.retries {
             Some(n) => Some(n),
-            None => match std::env::var("AWS_MAX_ATTEMPTS") {
-                Ok(v) if !v.trim().is_empty() => match v.trim().parse::<u32>() {
-                    Ok(n) if n >= 1 => Some(n),
-                    _ => return Err(usage(format!("AWS_MAX_ATTEMPTS={v:?} is not a number of attempts (1 or more)"))),
-                },
-                _ => None,
-            },
+            None => ferry_store::RequestLimits::attempts_from_env().map_err(usage)?,
         };
         Ok(ferry_store::RequestLimits {
             read_timeout: self.timeout,

@@ -13,8 +13,9 @@
 //! chain, region, profile, credentials, transport, max_connections, AWS_CA_BUNDLE). GCS
 //! and Azure find their endpoint and credentials as their stores do (their environment,
 //! their files), so only what the user said to this client carries over: an explicit
-//! endpoint_url (never the AWS_* chain), transport, max_connections, and anonymous
-//! credentials; AWS keys, region and profile are S3's. A provider this ferry cannot
+//! endpoint_url (never the AWS_* chain), transport, max_connections, the time-outs and
+//! attempts (timeout, connect_timeout, retries or AWS_MAX_ATTEMPTS, as the command
+//! line's flags), and anonymous credentials; AWS keys, region and profile are S3's. A provider this ferry cannot
 //! connect to fails at the first call on its scheme (ConfigError), not at `Client()`;
 //! the S3 engine is built at `Client()`, so bad common settings fail there.
 //!
@@ -34,7 +35,7 @@ use ferry_cli::sync::{Mode as SyncMode, Side};
 use ferry_engine::{ByteBudget, CoalescePolicy, Engine, GapEstimator, OpenAhead, OpenAheadOptions, RangesOptions};
 use ferry_store::{
     Credentials, CredentialsSource, Error, ListParams, Mode, ObjectEntry, ObjectInfo as StoreInfo, ObjectRef,
-    ObjectStoreExt, Provider, PutParams, PutPayload, StoreOptions, StoreUrl, UrlError,
+    ObjectStoreExt, Provider, PutParams, PutPayload, RequestLimits, StoreOptions, StoreUrl, UrlError,
 };
 
 use futures_util::stream::{self, BoxStream, StreamExt};
@@ -98,6 +99,8 @@ pub struct Client {
     creds: Creds,
     transport: String,
     max_connections: Option<usize>,
+    /// Time-outs and attempts (`timeout`, `connect_timeout`, `retries`; module note).
+    limits: RequestLimits,
     /// The endpoint in force (endpoint_url, or the AWS settings chain).
     endpoint: String,
     /// This process's engines, one per provider, each built on first use (module note).
@@ -213,7 +216,7 @@ impl Client {
                 ca_file: settings::ca_bundle(self.profile.as_deref()),
                 max_connections: self.max_connections,
                 transport_layer: Some(Counting::layer(counters.clone())),
-                limits: Default::default(),
+                limits: self.limits,
             },
             _ => StoreOptions {
                 endpoint: self.endpoint_url.clone(),
@@ -226,7 +229,7 @@ impl Client {
                 ca_file: None,
                 max_connections: self.max_connections,
                 transport_layer: Some(Counting::layer(counters.clone())),
-                limits: Default::default(),
+                limits: self.limits,
             },
         };
         let store = enter(py, || ferry_store::connect(provider, options)).map_err(|e| to_pyerr(py, e))?;
@@ -1070,6 +1073,31 @@ fn tracker(callback: &Option<Py<PyAny>>) -> ops::Tracker {
     callback.as_ref().map(|_| Arc::new(ops::Progress::default()))
 }
 
+/// `timeout`, `connect_timeout` (seconds, > 0) and `retries` (attempts, the first
+/// included, >= 1; else `AWS_MAX_ATTEMPTS`, else the store's default) as the store takes
+/// them. Checked when the client is made, so a bad value fails there.
+fn request_limits(timeout: Option<f64>, connect_timeout: Option<f64>, retries: Option<u32>) -> PyResult<RequestLimits> {
+    let secs = |name: &str, v: Option<f64>| -> PyResult<Option<Duration>> {
+        v.map(|s| {
+            Duration::try_from_secs_f64(s)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| PyValueError::new_err(format!("{name}={s}: seconds, > 0")))
+        })
+        .transpose()
+    };
+    let max_attempts = match retries {
+        Some(0) => return Err(PyValueError::new_err("retries=0: attempts, the first included, 1 or more")),
+        Some(n) => Some(n),
+        None => RequestLimits::attempts_from_env().map_err(PyValueError::new_err)?,
+    };
+    Ok(RequestLimits {
+        read_timeout: secs("timeout", timeout)?,
+        connect_timeout: secs("connect_timeout", connect_timeout)?,
+        max_attempts,
+    })
+}
+
 fn expires_of(expires: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(expires).map_err(|_| PyValueError::new_err(format!("expires={expires}: seconds, > 0")))
 }
@@ -1077,7 +1105,8 @@ fn expires_of(expires: f64) -> PyResult<Duration> {
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (endpoint_url=None, region=None, profile=None, credentials=None, transport="auto", max_connections=None))]
+    #[pyo3(signature = (endpoint_url=None, region=None, profile=None, credentials=None, transport="auto", max_connections=None, timeout=None, connect_timeout=None, retries=None))]
+    #[allow(clippy::too_many_arguments, reason = "the Python signature's keyword arguments")]
     fn new(
         py: Python<'_>,
         endpoint_url: Option<String>,
@@ -1086,8 +1115,12 @@ impl Client {
         credentials: Option<&Bound<'_, PyAny>>,
         transport: &str,
         max_connections: Option<usize>,
+        timeout: Option<f64>,
+        connect_timeout: Option<f64>,
+        retries: Option<u32>,
     ) -> PyResult<Client> {
         let creds = parse_creds(credentials)?;
+        let limits = request_limits(timeout, connect_timeout, retries)?;
         let resolved_region = settings::region(region.as_deref(), profile.as_deref());
         let endpoint = settings::endpoint(endpoint_url.as_deref(), &resolved_region, profile.as_deref());
         let client = Client {
@@ -1097,6 +1130,7 @@ impl Client {
             creds,
             transport: transport.to_owned(),
             max_connections,
+            limits,
             endpoint,
             state: Mutex::new(None),
             estimator: Arc::new(GapEstimator::new()),
@@ -1138,6 +1172,9 @@ impl Client {
             creds,
             me.transport.clone(),
             me.max_connections,
+            me.limits.read_timeout.map(|d| d.as_secs_f64()),
+            me.limits.connect_timeout.map(|d| d.as_secs_f64()),
+            me.limits.max_attempts,
         );
         PyTuple::new(py, [slf.get_type().into_any(), args.into_pyobject(py)?.into_any()])
     }

@@ -358,6 +358,18 @@ impl RequestLimits {
         }
     }
 
+    /// Attempts from `AWS_MAX_ATTEMPTS`, as the AWS SDKs read it: `None` when unset or
+    /// empty, an error naming the value when it is not a whole number of 1 or more.
+    pub fn attempts_from_env() -> Result<Option<u32>, String> {
+        match std::env::var("AWS_MAX_ATTEMPTS") {
+            Ok(v) if !v.trim().is_empty() => match v.trim().parse::<u32>() {
+                Ok(n) if n >= 1 => Ok(Some(n)),
+                _ => Err(format!("AWS_MAX_ATTEMPTS={v:?} is not a number of attempts (1 or more)")),
+            },
+            _ => Ok(None),
+        }
+    }
+
     /// `retry` with the attempts set.
     pub fn retry(&self, retry: crate::RetryConfig) -> crate::RetryConfig {
         match self.max_attempts {
