@@ -660,20 +660,21 @@ async fn auto_carries_small_requests_on_its_pool_when_pipelining_fails() {
     let mut c = config(&p, 4, 4);
     c.mode = ferry_wire::Mode::Auto;
     let auto = Arc::new(ferry_wire::auto::AutoTransport::new(c).unwrap());
-    let gets = (0..24).map(|i| {
-        let auto = auto.clone();
-        async move {
-            let mut r = Request::new(Method::GET, format!("/b/k{i}"));
-            r.response_len = Some(16);
-            let resp = auto.send(r).await.unwrap_or_else(|e| panic!("GET k{i}: {e}"));
-            let body = resp.body.collect(1 << 20).await.unwrap();
-            assert_eq!(body, Bytes::from(format!("body of /b/k{i}")));
-        }
-    });
+    let gets = (0..24).map(|i| small_get(auto.clone(), i));
     tokio::time::timeout(Duration::from_secs(30), futures_util::future::join_all(gets))
         .await
         .expect("small GETs on auto's pool never finished");
     assert!(!auto.pipelining(), "a peer that closes after one answer cannot verify pipelining");
+}
+
+/// A 16-byte GET of `/b/k{i}` through `auto`, its body checked against the echo peers'
+/// answer.
+async fn small_get(auto: Arc<ferry_wire::auto::AutoTransport>, i: usize) {
+    let mut r = Request::new(Method::GET, format!("/b/k{i}"));
+    r.response_len = Some(16);
+    let resp = auto.send(r).await.unwrap_or_else(|e| panic!("GET k{i}: {e}"));
+    let body = resp.body.collect(1 << 20).await.unwrap();
+    assert_eq!(body, Bytes::from(format!("body of /b/k{i}")));
 }
 
 /// auto's pipelining probe never holds other small requests back: the peer answers the
@@ -700,16 +701,7 @@ async fn auto_sends_small_requests_while_its_probe_is_out() {
     let mut c = config(&p, 8, 8);
     c.mode = ferry_wire::Mode::Auto;
     let auto = Arc::new(ferry_wire::auto::AutoTransport::new(c).unwrap());
-    let get = |i: usize| {
-        let auto = auto.clone();
-        async move {
-            let mut r = Request::new(Method::GET, format!("/b/k{i}"));
-            r.response_len = Some(16);
-            let resp = auto.send(r).await.unwrap_or_else(|e| panic!("GET k{i}: {e}"));
-            let body = resp.body.collect(1 << 20).await.unwrap();
-            assert_eq!(body, Bytes::from(format!("body of /b/k{i}")));
-        }
-    };
+    let get = |i: usize| small_get(auto.clone(), i);
     // The first small request starts the probe; the others follow while it is out.
     let first = tokio::spawn(get(0));
     tokio::time::sleep(Duration::from_millis(20)).await;
