@@ -20,7 +20,7 @@
 # their JSON lines in bench-results-minio.jsonl (the plots stay ferry serve's). bulk-get
 # and cli-transfer are not in `ferry bench all`, so they run against ferry serve here
 # too. It ends with the claims table of both servers side by side (`ferry bench claims
-# --with`; docs/lab/minio-vs-serve.md). This part took 483 s on 2 busy cores. FERRY_BENCH_NO_MINIO=1 leaves it out;
+# --with`; docs/lab/minio-vs-serve.md). FERRY_BENCH_NO_MINIO=1 leaves it out;
 # FERRY_BENCH_ONLY_MINIO=1 runs only this part (after setup), reading ferry serve's side
 # of the three suite workloads from the latest runs already in the JSON lines.
 #
