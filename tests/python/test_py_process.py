@@ -67,6 +67,75 @@ def test_fork_child_uses_the_client(client, bucket):
     assert bytes(client.get(url)) == b"before fork"
 
 
+def _fork_and_wait(child, timeout: float = 30.0) -> str:
+    """Runs `child()` in a forked process; its outcome: "ok", "exit N", "signal N" or "hung"."""
+    pid = os.fork()
+    if pid == 0:  # the child: must not touch pytest
+        code = 1
+        try:
+            code = 0 if child() else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            return "hung"
+        time.sleep(0.01)
+    if os.WIFSIGNALED(status):
+        return f"signal {os.WTERMSIG(status)}"
+    code = os.waitstatus_to_exitcode(status)
+    return "ok" if code == 0 else f"exit {code}"
+
+
+def test_children_forked_while_other_threads_transfer_use_the_client(client, bucket):
+    # The parent's runtime is busy (two threads keep get_many going) at every fork, so
+    # its worker threads are parking, unparking and holding locks at that moment; each
+    # child must still build its own runtime and engines and finish its calls.
+    url = f"s3://{bucket}/busy-fork"
+    client.put(url, b"b" * 50_000)
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def busy():
+        try:
+            while not stop.is_set():
+                assert all(len(bytes(b)) == 50_000 for b in client.get_many([url] * 8))
+        except BaseException as e:  # reported below, not lost in the thread
+            failures.append(e)
+
+    threads = [threading.Thread(target=busy) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        def child():
+            client.put(url + "-child", b"c")
+            return bytes(client.get(url)) == b"b" * 50_000
+
+        outcomes = [_fork_and_wait(child) for _ in range(12)]
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert not failures
+    assert outcomes == ["ok"] * 12
+
+
+def test_the_runtime_has_no_process_wide_parking_table():
+    # parking_lot (a tokio feature) parks threads in one process-wide table whose bucket
+    # locks a forked child inherits held by threads it does not have; the workspace's
+    # tokio leaves it out (Cargo.toml). Cargo.lock shows whether anything pulled it back.
+    lock = os.path.join(os.path.dirname(__file__), "..", "..", "Cargo.lock")
+    with open(lock) as f:
+        names = {line.split('"')[1] for line in f if line.startswith("name = ")}
+    assert "tokio" in names
+    assert "parking_lot" not in names and "parking_lot_core" not in names
+
+
 def test_get_many_releases_the_gil(server, bucket):
     # Every first byte takes ~300 ms: get_many of 4 objects, one at a time, blocks the caller that long.
     with FerryServer(flags=["--ttfb-p50", "300ms"]) as slow:

@@ -105,7 +105,9 @@ pub struct Client {
     endpoint: String,
     /// This process's engines, one per provider, each built on first use (module note).
     state: Mutex<Option<(u32, Vec<Built>)>>,
-    estimator: Arc<GapEstimator>,
+    /// What `get_ranges` has learnt of the endpoint, per process like the engines: the
+    /// parent's threads may hold its lock at the moment of a fork.
+    estimator: Mutex<(u32, Arc<GapEstimator>)>,
 }
 
 fn parse_creds(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Creds> {
@@ -169,6 +171,16 @@ impl Client {
         let engine = built.engine.clone();
         engines.push(built);
         Ok(engine)
+    }
+
+    /// This process's gap estimator (a forked child starts a fresh one).
+    fn estimator(&self) -> Arc<GapEstimator> {
+        let pid = std::process::id();
+        let mut slot = self.estimator.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.0 != pid {
+            *slot = (pid, Arc::new(GapEstimator::new()));
+        }
+        slot.1.clone()
     }
 
     /// This process's engines' transport counters, summed.
@@ -417,7 +429,7 @@ impl Client {
     }
 
     fn ranges_options(&self, max_gap: Option<u64>) -> RangesOptions {
-        let mut opts = RangesOptions { estimator: self.estimator.clone(), ..RangesOptions::default() };
+        let mut opts = RangesOptions { estimator: self.estimator(), ..RangesOptions::default() };
         opts.policy = max_gap.map(|max_gap| CoalescePolicy { max_gap, max_span: opts.max_span.max(max_gap) });
         opts
     }
@@ -1133,7 +1145,7 @@ impl Client {
             limits,
             endpoint,
             state: Mutex::new(None),
-            estimator: Arc::new(GapEstimator::new()),
+            estimator: Mutex::new((std::process::id(), Arc::new(GapEstimator::new()))),
         };
         // Settings errors (a bad endpoint or transport, unreadable profile files) now, not
         // at the first call.
