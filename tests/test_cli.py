@@ -292,6 +292,22 @@ def test_no_progress_output_when_not_a_terminal(fy, bucket, tmp_path):
     assert p.err == "" and p.out.strip() == f"cp {tmp_path / 'f'} s3://{bucket}/f"
 
 
+def test_a_batch_starts_its_endpoint_at_the_concurrency_it_asks_for(fy, bucket, tmp_path):
+    # A recursive cp keeps --concurrency jobs in flight; the endpoint's controller starts
+    # there instead of climbing from its first few requests by slow start. -vv shows the
+    # controller's limit raised to exactly the jobs in flight, never beyond.
+    src = tmp_path / "batch"
+    src.mkdir()
+    for i in range(40):
+        (src / f"f{i}").write_bytes(bytes([i]) * 1000)
+    for args in (["cp", "-r", str(src), f"s3://{bucket}/batch/"],
+                 ["cp", "-r", f"s3://{bucket}/batch/", str(tmp_path / "back") + "/"]):
+        p = fy("-vv", "--concurrency", "16", *args)
+        raised = [int(n) for n in re.findall(r"controller: limit \d+ -> (\d+) \(start_at", p.err)]
+        assert raised and max(raised) == 16, p.err[-2000:]
+    assert sorted(x.name for x in (tmp_path / "back").iterdir()) == sorted(f"f{i}" for i in range(40))
+
+
 # -- atomic downloads and resume after kill -9 -----------------------------------------------
 
 def _kill_when(proc, cond, timeout=60.0):

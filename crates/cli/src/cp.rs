@@ -221,14 +221,34 @@ impl Runner {
     }
 
     /// Runs a stream of jobs, `--concurrency` at once; failures are reported and counted.
+    ///
+    /// The jobs in flight are the concurrency this command asks of its endpoints, so each
+    /// endpoint's controller starts there (`Controller::start_at`) rather than climbing
+    /// from its initial few by slow start, which is most of a short batch's time; once
+    /// an endpoint has throttled or slowed, the controller's own finding stands.
     pub async fn run_all(&self, jobs: BoxStream<'_, Result<Job>>) -> Result<()> {
+        let in_flight = std::sync::atomic::AtomicUsize::new(0);
+        let controllers = {
+            let (a, b) = (self.client.controller(), self.source.controller());
+            if Arc::ptr_eq(&a, &b) {
+                vec![a]
+            } else {
+                vec![a, b]
+            }
+        };
         let results = jobs
             .map_ok(|job| {
                 if let Some(n) = job.size() {
                     self.out.progress.add_total(n);
                 }
+                let (in_flight, controllers) = (&in_flight, &controllers);
                 async move {
+                    let n = in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    for c in controllers.iter().filter(|c| c.limit() < n) {
+                        c.start_at(n);
+                    }
                     self.run_one(&job).await;
+                    in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
                     Ok::<(), anyhow::Error>(())
                 }
             })
