@@ -206,6 +206,7 @@ impl FerryServe {
         flag("h2-max-streams", l.h2_max_streams.to_string());
         flag("threads", c.threads.to_string());
         flag("region", c.region.clone());
+        flag("sts-lifetime", secs(c.sts_lifetime));
         flag("synthetic-bucket", c.synthetic_bucket.clone().unwrap_or_default());
         match &c.credentials {
             Some((access, secret)) => {
