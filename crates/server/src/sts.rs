@@ -164,3 +164,27 @@ impl Sts {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An issued key is accepted only with its own session token and before its expiry;
+    /// a key STS never issued is not this check's business (SigV4 refused it already).
+    #[test]
+    fn issued_keys_need_their_token_and_time() {
+        let sts = Sts::new(Duration::from_secs(3600));
+        let now = SystemTime::now();
+        sts.issued.lock().unwrap().insert(
+            "ASIATEST".into(),
+            Issued { secret: "s".into(), token: "tok".into(), expires: now + Duration::from_secs(60) },
+        );
+        assert_eq!(sts.secret("ASIATEST").as_deref(), Some("s"));
+        assert!(sts.check("ASIATEST", Some("tok"), now).is_ok());
+        assert_eq!(sts.check("ASIATEST", None, now).unwrap_err().code, "InvalidToken");
+        assert_eq!(sts.check("ASIATEST", Some("other"), now).unwrap_err().code, "InvalidToken");
+        let later = now + Duration::from_secs(61);
+        assert_eq!(sts.check("ASIATEST", Some("tok"), later).unwrap_err().code, "ExpiredToken");
+        assert!(sts.check("AKIAOTHER", None, now).is_ok());
+    }
+}

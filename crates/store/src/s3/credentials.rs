@@ -117,6 +117,16 @@ impl CredentialsSource {
     pub fn resolve(&self) -> Result<Option<Credentials>, Error> {
         resolve_with(self, &ProcessEnv)
     }
+
+    /// Walks the chain without running a `credential_process` or asking STS (the client
+    /// does that when it is built): `None` when it ends anonymous, else the source's name.
+    pub fn locate(&self) -> Result<Option<String>, Error> {
+        Ok(match find_with(self, &ProcessEnv)? {
+            Found::Anonymous => None,
+            Found::Keys(_) => Some("keys".to_owned()),
+            Found::Provider(p) => Some(p.describe()),
+        })
+    }
 }
 
 /// What a source's lookup found: keys, or where temporary keys are fetched from.

@@ -80,10 +80,10 @@ impl Provider {
     pub(crate) async fn fetch(&self, ca_file: Option<&Path>) -> Result<Lease, Error> {
         let lease = match self {
             Provider::Process { command, profile } => {
-                let (command, profile) = (command.clone(), profile.clone());
-                tokio::task::spawn_blocking(move || run_process(&command, &profile))
-                    .await
-                    .map_err(|e| Error::Config(format!("credential_process did not finish: {e}")))??
+                let (cmd, name) = (command.clone(), profile.clone());
+                tokio::task::spawn_blocking(move || run_process(&cmd, &name)).await.map_err(|e| {
+                    Error::Config(format!("credential_process of profile '{profile}' did not finish: {e}"))
+                })??
             }
             Provider::WebIdentity(w) => assume_role_with_web_identity(w, ca_file).await?,
         };
@@ -114,7 +114,13 @@ impl Provider {
 
 /// Runs a credential process and reads its answer.
 fn run_process(command: &str, profile: &str) -> Result<Lease, Error> {
-    let failed = |why: String| Error::Config(format!("credential_process of profile '{profile}' ({command}): {why}"));
+    // Auth, not Config: the command is found and run; what it says is about the keys.
+    let failed = |why: String| Error::Auth {
+        status: 0,
+        code: "CredentialProcess".into(),
+        message: format!("credential_process of profile '{profile}' ({command}): {why}"),
+        request_id: None,
+    };
     let out = std::process::Command::new("sh")
         .arg("-c")
         .arg(command)
@@ -183,7 +189,12 @@ async fn assume_role_with_web_identity(w: &WebIdentity, ca_file: Option<&Path>) 
         .map_err(|e| Error::Io { path: w.token_file.display().to_string(), error: e })?;
     let token = token.trim();
     if token.is_empty() {
-        return Err(Error::Config(format!("the web identity token file {} is empty", w.token_file.display())));
+        return Err(Error::Auth {
+            status: 0,
+            code: "InvalidIdentityToken".into(),
+            message: format!("the web identity token file {} is empty", w.token_file.display()),
+            request_id: None,
+        });
     }
     let endpoint = Endpoint::parse(&w.sts_endpoint).map_err(|e| Error::Config(format!("STS endpoint: {e}")))?;
     let mut tc = TransportConfig::new(endpoint);
