@@ -66,15 +66,21 @@ fn runs(dir: &Path, name: &str) -> usize {
     std::fs::read_to_string(dir.join(format!("{name}.runs"))).map(|s| s.lines().count()).unwrap_or(0)
 }
 
-/// STS calls the server answered with 200, from its metrics endpoint.
-fn sts_calls(srv: &Served) -> u64 {
+/// The whole answer (head and body) to a plain GET of `target` on `srv`.
+fn http_get(srv: &Served, target: &str) -> String {
     use std::io::{Read, Write};
     let mut sock = std::net::TcpStream::connect(srv.addr()).unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    sock.write_all(b"GET /_ferry/metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
-    let mut metrics = String::new();
-    sock.read_to_string(&mut metrics).unwrap();
-    metrics
+    let head = format!("GET {target} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", srv.addr());
+    sock.write_all(head.as_bytes()).unwrap();
+    let mut answer = String::new();
+    sock.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+/// STS calls the server answered with 200, from its metrics endpoint.
+fn sts_calls(srv: &Served) -> u64 {
+    http_get(srv, "/_ferry/metrics")
         .lines()
         .find_map(|l| l.strip_prefix("ferry_requests_total{op=\"AssumeRoleWithWebIdentity\",status=\"200\"} "))
         .map(|n| n.trim().parse().unwrap())
@@ -172,6 +178,14 @@ fn web_identity_keys_from_sts_sign_requests() {
     assert_eq!(out.stdout, b"signed by STS's keys");
     // One-hour keys: one STS call per command.
     assert_eq!(sts_calls(&srv), 3);
+    // A URL presigned with them carries the session token, and the server takes it.
+    let out = web_identity(&srv, &config, &token, &["presign", "s3://web/f.txt"]);
+    ok(&out);
+    let url = text(&out.stdout).trim().to_owned();
+    assert!(url.contains("X-Amz-Security-Token="), "{url}");
+    let target = &url[url.find("/web/").expect("a path-style URL")..];
+    let answer = http_get(&srv, target);
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("signed by STS's keys"), "{answer}");
 
     // The same from a profile's web_identity_token_file and role_arn.
     std::fs::write(
