@@ -328,9 +328,10 @@ impl S3Client {
         self.inner.keys.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// The keys to sign with now: temporary keys that are due (module credentials.rs:
-    /// [`crate::s3::credentials_fetch::REFRESH_BEFORE`] their expiry, or after ExpiredToken) are fetched
-    /// again first, one fetch at a time. When a fetch fails while the keys in hand are
+    /// The keys to sign with now. Temporary keys that are due (within
+    /// [`crate::s3::credentials_fetch::REFRESH_BEFORE`] of their expiry, or after an
+    /// ExpiredToken answer) are fetched again first, one fetch at a time; requests that
+    /// waited on that fetch take its keys. When a fetch fails while the keys in hand are
     /// still valid, they are used and the next request tries again.
     async fn current_keys(&self) -> Result<Arc<Keys>, Error> {
         let seen = self.keys();
@@ -340,7 +341,8 @@ impl S3Client {
         }
         let _one = r.lock.lock().await;
         let now = self.keys();
-        if !Arc::ptr_eq(&now, &seen) && !r.due(&now) {
+        let fetched_meanwhile = !Arc::ptr_eq(&now, &seen) && !r.force.load(std::sync::atomic::Ordering::Relaxed);
+        if fetched_meanwhile && now.expires.is_none_or(|t| SystemTime::now() < t) {
             return Ok(now);
         }
         match r.provider.fetch(r.ca_file.as_deref()).await {
