@@ -171,7 +171,8 @@ fn web_identity_keys_from_sts_sign_requests() {
 
     // The client holds no key the server knows: these succeed only with STS's keys.
     let stderr = ok(&web_identity(&srv, &config, &token, &["mb", "s3://web"]));
-    assert!(stderr.contains("web identity"), "-vv does not name the source:\n{stderr}");
+    let named = stderr.matches("credentials: web identity (AWS_WEB_IDENTITY_TOKEN_FILE)").count();
+    assert_eq!(named, 1, "-vv does not name the source once:\n{stderr}");
     ok(&web_identity(&srv, &config, &token, &["cp", file.to_str().unwrap(), "s3://web/f.txt"]));
     let out = web_identity(&srv, &config, &token, &["cat", "s3://web/f.txt"]);
     ok(&out);

@@ -179,7 +179,7 @@ impl S3ClientBuilder {
     pub fn build(self) -> Result<S3Client, Error> {
         let endpoint = Endpoint::parse(&self.endpoint).map_err(|e| Error::Config(e.to_string()))?;
         let (credentials, expires, refresher) =
-            match credentials::find_with(&self.credentials, &credentials::ProcessEnv)? {
+            match credentials::find_with(&self.credentials, &credentials::ProcessEnv, true)? {
                 Found::Anonymous => (None, None, None),
                 Found::Keys(c) => (Some(c), None, None),
                 Found::Provider(provider) => {

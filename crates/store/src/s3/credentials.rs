@@ -121,7 +121,8 @@ impl CredentialsSource {
     /// Walks the chain without running a `credential_process` or asking STS (the client
     /// does that when it is built): `None` when it ends anonymous, else the source's name.
     pub fn locate(&self) -> Result<Option<String>, Error> {
-        Ok(match find_with(self, &ProcessEnv)? {
+        // Silent: the client's own lookup logs the source once, when it is built.
+        Ok(match find_with(self, &ProcessEnv, false)? {
             Found::Anonymous => None,
             Found::Keys(_) => Some("keys".to_owned()),
             Found::Provider(p) => Some(p.describe()),
@@ -137,31 +138,36 @@ pub(crate) enum Found {
 }
 
 pub(crate) fn resolve_with(source: &CredentialsSource, env: &dyn Env) -> Result<Option<Credentials>, Error> {
-    match find_with(source, env)? {
+    match find_with(source, env, true)? {
         Found::Anonymous => Ok(None),
         Found::Keys(c) => Ok(Some(c)),
         Found::Provider(p) => p.fetch_blocking(None).map(|lease| Some(lease.credentials)),
     }
 }
 
-/// Walks `source` (the module note's chain for `Default`) without fetching anything.
-pub(crate) fn find_with(source: &CredentialsSource, env: &dyn Env) -> Result<Found, Error> {
+/// Walks `source` (the module note's chain for `Default`) without fetching anything;
+/// `log`: say at debug level what was found (once per client, when it is built).
+pub(crate) fn find_with(source: &CredentialsSource, env: &dyn Env, log: bool) -> Result<Found, Error> {
     match source {
         CredentialsSource::Explicit(c) => {
-            tracing::debug!(access_key_id = %c.access_key_id, "credentials: explicit");
+            if log {
+                tracing::debug!(access_key_id = %c.access_key_id, "credentials: explicit");
+            }
             Ok(Found::Keys(c.clone()))
         }
         CredentialsSource::Anonymous => {
-            tracing::debug!("credentials: anonymous (requests are not signed)");
+            if log {
+                tracing::debug!("credentials: anonymous (requests are not signed)");
+            }
             Ok(Found::Anonymous)
         }
-        CredentialsSource::Environment => match from_env(env) {
+        CredentialsSource::Environment => match from_env(env, log) {
             Some(c) => Ok(Found::Keys(c)),
             None => Err(Error::Config("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not both set".into())),
         },
         CredentialsSource::Profile(name) => {
             let profile = profile_name(name.as_deref(), env);
-            match from_profile(&profile, env)? {
+            match from_profile(&profile, env, log)? {
                 Some(found) => Ok(found),
                 None => Err(Error::Config(format!(
                     "profile '{profile}' has no aws_access_key_id/aws_secret_access_key, credential_process or \
@@ -170,19 +176,21 @@ pub(crate) fn find_with(source: &CredentialsSource, env: &dyn Env) -> Result<Fou
             }
         }
         CredentialsSource::Default => {
-            if let Some(c) = from_env(env) {
+            if let Some(c) = from_env(env, log) {
                 return Ok(Found::Keys(c));
             }
-            if let Some(p) = web_identity_from_env(env) {
+            if let Some(p) = web_identity_from_env(env, log) {
                 return Ok(Found::Provider(p));
             }
             let profile = profile_name(None, env);
-            if let Some(found) = from_profile(&profile, env)? {
+            if let Some(found) = from_profile(&profile, env, log)? {
                 return Ok(found);
             }
-            tracing::debug!(
-                "credentials: none found in the environment or the shared files; anonymous (requests are not signed)"
-            );
+            if log {
+                tracing::debug!(
+                    "credentials: none found in the environment or the shared files; anonymous (requests are not signed)"
+                );
+            }
             Ok(Found::Anonymous)
         }
     }
@@ -192,10 +200,12 @@ fn profile_name(explicit: Option<&str>, env: &dyn Env) -> String {
     explicit.map(str::to_owned).or_else(|| env.var("AWS_PROFILE")).unwrap_or_else(|| "default".to_owned())
 }
 
-fn from_env(env: &dyn Env) -> Option<Credentials> {
+fn from_env(env: &dyn Env, log: bool) -> Option<Credentials> {
     let id = env.var("AWS_ACCESS_KEY_ID")?;
     let secret = env.var("AWS_SECRET_ACCESS_KEY")?;
-    tracing::debug!(access_key_id = %id, "credentials: environment (AWS_ACCESS_KEY_ID)");
+    if log {
+        tracing::debug!(access_key_id = %id, "credentials: environment (AWS_ACCESS_KEY_ID)");
+    }
     Some(Credentials { access_key_id: id, secret_access_key: secret, session_token: env.var("AWS_SESSION_TOKEN") })
 }
 
@@ -236,10 +246,12 @@ pub(crate) fn profile_settings(profile: &str, env: &dyn Env) -> Result<HashMap<S
 
 /// A profile's keys, else its `credential_process`, else its web identity (the order of
 /// the SDKs' profile provider).
-fn from_profile(profile: &str, env: &dyn Env) -> Result<Option<Found>, Error> {
+fn from_profile(profile: &str, env: &dyn Env, log: bool) -> Result<Option<Found>, Error> {
     let s = profile_settings(profile, env)?;
     if let (Some(id), Some(secret)) = (s.get("aws_access_key_id"), s.get("aws_secret_access_key")) {
-        tracing::debug!(access_key_id = %id, profile, "credentials: shared files");
+        if log {
+            tracing::debug!(access_key_id = %id, profile, "credentials: shared files");
+        }
         return Ok(Some(Found::Keys(Credentials {
             access_key_id: id.clone(),
             secret_access_key: secret.clone(),
@@ -247,7 +259,9 @@ fn from_profile(profile: &str, env: &dyn Env) -> Result<Option<Found>, Error> {
         })));
     }
     if let Some(command) = s.get("credential_process") {
-        tracing::debug!(profile, command = %command, "credentials: credential_process");
+        if log {
+            tracing::debug!(profile, command = %command, "credentials: credential_process");
+        }
         return Ok(Some(Found::Provider(Provider::Process { command: command.clone(), profile: profile.to_owned() })));
     }
     if let (Some(token_file), Some(role_arn)) = (s.get("web_identity_token_file"), s.get("role_arn")) {
@@ -257,14 +271,16 @@ fn from_profile(profile: &str, env: &dyn Env) -> Result<Option<Found>, Error> {
             session_name: s.get("role_session_name").cloned().unwrap_or_else(default_session_name),
             sts_endpoint: sts_endpoint(env, s.get("endpoint_url").map(String::as_str)),
         };
-        tracing::debug!(profile, role_arn = %w.role_arn, sts = %w.sts_endpoint, "credentials: web identity (profile)");
+        if log {
+            tracing::debug!(profile, role_arn = %w.role_arn, sts = %w.sts_endpoint, "credentials: web identity (profile)");
+        }
         return Ok(Some(Found::Provider(Provider::WebIdentity(w))));
     }
     Ok(None)
 }
 
 /// `AWS_WEB_IDENTITY_TOKEN_FILE` and `AWS_ROLE_ARN` (both, or neither counts).
-fn web_identity_from_env(env: &dyn Env) -> Option<Provider> {
+fn web_identity_from_env(env: &dyn Env, log: bool) -> Option<Provider> {
     let token_file = env.var("AWS_WEB_IDENTITY_TOKEN_FILE")?;
     let role_arn = env.var("AWS_ROLE_ARN")?;
     let profile_endpoint =
@@ -275,7 +291,9 @@ fn web_identity_from_env(env: &dyn Env) -> Option<Provider> {
         session_name: env.var("AWS_ROLE_SESSION_NAME").unwrap_or_else(default_session_name),
         sts_endpoint: sts_endpoint(env, profile_endpoint.as_deref()),
     };
-    tracing::debug!(role_arn = %w.role_arn, sts = %w.sts_endpoint, "credentials: web identity (AWS_WEB_IDENTITY_TOKEN_FILE)");
+    if log {
+        tracing::debug!(role_arn = %w.role_arn, sts = %w.sts_endpoint, "credentials: web identity (AWS_WEB_IDENTITY_TOKEN_FILE)");
+    }
     Some(Provider::WebIdentity(w))
 }
 
@@ -439,7 +457,7 @@ aws_access_key_id = NOT_A_PROFILE_IN_CONFIG
     }
 
     fn found(source: &CredentialsSource, e: &HashMap<String, String>) -> String {
-        match find_with(source, e).unwrap() {
+        match find_with(source, e, false).unwrap() {
             Found::Anonymous => "anonymous".into(),
             Found::Keys(c) => format!("keys {}", c.access_key_id),
             Found::Provider(Provider::Process { command, .. }) => format!("process {command}"),
@@ -479,7 +497,7 @@ aws_access_key_id = NOT_A_PROFILE_IN_CONFIG
         );
         // A profile with half a web identity has nothing the chain can use.
         assert_eq!(found(&default, &with(&e, &[("AWS_PROFILE", "half")])), "anonymous");
-        assert!(find_with(&CredentialsSource::Profile(Some("half".into())), &e).is_err());
+        assert!(find_with(&CredentialsSource::Profile(Some("half".into())), &e, false).is_err());
         // Web identity in the environment comes before any profile, after the keys.
         e.extend(env(&[
             ("AWS_PROFILE", "keys"),
