@@ -53,13 +53,29 @@ for tc in ET.parse(xml).iter("testcase"):
     elif tc.find("skipped") is not None:
         outcome = "skipped: " + (tc.find("skipped").get("message") or "")
     else:
-        outcome = re.sub(r" \(.*", "", props.get("outcome", "?"))
-    cells.setdefault((fault, params), collections.Counter())[outcome] += 1
+        outcome = props.get("outcome", "?")
+    # An outcome may carry its run's detail in brackets ("failed-clean-rerun-ok (gave up
+    # 12 s into the cut)"): runs are counted by the outcome, and the details kept beside it.
+    base, _, detail = outcome.partition(" (")
+    detail = detail[:-1] if detail.endswith(")") else detail
+    entry = cells.setdefault((fault, params), {}).setdefault(base, [0, collections.Counter()])
+    entry[0] += 1
+    if detail:
+        entry[1][detail] += 1
+
+def said(base, runs, details):
+    if not details:
+        return f"{base} x{runs}"
+    notes = "; ".join(d if n == 1 else f"{d} x{n}" for d, n in details.most_common())
+    return f"{base} x{runs} ({notes})"
+
 print(f"| fault | operation | runs | outcomes (seeds 1..{seeds}) |")
 print("|---|---|---|---|")
-for (fault, params), counts in cells.items():
-    said = ", ".join(f"{k} x{v}" for k, v in counts.most_common())
-    print(f"| {fault} | {params} | {sum(counts.values())} | {said} |")
+for (fault, params), outcomes in cells.items():
+    ranked = sorted(outcomes.items(), key=lambda kv: -kv[1][0])
+    line = ", ".join(said(base, runs, details) for base, (runs, details) in ranked)
+    total = sum(runs for runs, _ in outcomes.values())
+    print(f"| {fault} | {params} | {total} | {line} |")
 PY
 cat .ferry-run/fault-matrix.md
 exit $status

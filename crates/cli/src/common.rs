@@ -398,7 +398,9 @@ impl Global {
         } else {
             CredentialsSource::Default
         };
-        match source.resolve() {
+        // Only where the keys would come from: a credential_process or STS is asked once,
+        // by the client built below.
+        match source.locate() {
             Ok(None) if !self.no_sign_request => {
                 return Err(usage(
                     "no credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile in ~/.aws/credentials \

@@ -58,6 +58,10 @@ pub struct ServeArgs {
     /// Region reported by the server.
     #[arg(long, default_value = "us-east-1")]
     region: String,
+    /// Lifetime of the temporary keys STS AssumeRoleWithWebIdentity hands out (any
+    /// non-empty token is taken) when the request asks for none.
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    sts_lifetime: Duration,
     /// Name of the read-only synthetic bucket ("" to disable).
     #[arg(long, default_value = "synthetic")]
     synthetic_bucket: String,
@@ -205,6 +209,7 @@ fn config(args: ServeArgs) -> Result<ServeConfig> {
     c.limits.body_min_rate = args.body_min_rate;
     c.limits.max_connections = args.max_connections;
     c.region = args.region;
+    c.sts_lifetime = args.sts_lifetime;
     c.synthetic_bucket = Some(args.synthetic_bucket).filter(|s| !s.is_empty());
     c.credentials = if args.anonymous {
         None

@@ -11,7 +11,8 @@
 //! - [`chunked`]: HTTP/1.1 chunked and S3 aws-chunked body decoders;
 //! - [`range`]: `Range` / `Content-Range` with S3 semantics;
 //! - [`xml`]: S3 XML bodies, writers and parsers;
-//! - [`client_xml`]: parsers for the XML answers the client reads.
+//! - [`client_xml`]: parsers for the XML answers the client reads;
+//! - [`sts`]: STS AssumeRoleWithWebIdentity, its parameters and answers.
 
 pub mod checksum;
 pub mod chunked;
@@ -20,4 +21,5 @@ pub mod encoding;
 pub mod range;
 pub mod sigv2;
 pub mod sigv4;
+pub mod sts;
 pub mod xml;

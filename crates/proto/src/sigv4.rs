@@ -639,7 +639,17 @@ pub fn presign(
     let date = &timestamp[..8];
     let scope = format!("{date}/{region}/s3/aws4_request");
     let mut pairs = parse_query(raw_query_extra);
-    pairs.retain(|(k, _)| !k.starts_with("X-Amz-"));
+    // The parameters set below replace any the caller passed; others, such as
+    // X-Amz-Security-Token for temporary keys, are kept and signed.
+    const OWN: [&str; 6] = [
+        "X-Amz-Algorithm",
+        "X-Amz-Credential",
+        "X-Amz-Date",
+        "X-Amz-Expires",
+        "X-Amz-SignedHeaders",
+        "X-Amz-Signature",
+    ];
+    pairs.retain(|(k, _)| !OWN.contains(&k.as_str()));
     pairs.push(("X-Amz-Algorithm".into(), ALGORITHM.into()));
     pairs.push(("X-Amz-Credential".into(), format!("{}/{scope}", creds.access_key)));
     pairs.push(("X-Amz-Date".into(), timestamp.clone()));
@@ -782,6 +792,29 @@ mod tests {
         let req = SignableRequest { method: "GET", raw_path: "/test.txt", raw_query: &q2, headers: &h };
         let e = verify(&req, &lookup, t0(), SKEW).unwrap_err();
         assert_eq!((e.kind, e.status()), (AuthErrorKind::AuthorizationQueryParametersError, 400));
+    }
+
+    /// Temporary keys' session token rides in the presigned query, signed with it.
+    #[test]
+    fn presigned_query_keeps_the_session_token() {
+        let q = presign(
+            "GET",
+            "/test.txt",
+            "examplebucket.s3.amazonaws.com",
+            "X-Amz-Security-Token=tok%2Fen&X-Amz-Date=stale",
+            &creds(),
+            "us-east-1",
+            t0(),
+            Duration::from_secs(60),
+        );
+        assert!(q.contains("X-Amz-Security-Token=tok%2Fen"), "{q}");
+        assert_eq!(q.matches("X-Amz-Date=").count(), 1, "{q}");
+        let h = hm(&[("host", "examplebucket.s3.amazonaws.com")]);
+        let req = SignableRequest { method: "GET", raw_path: "/test.txt", raw_query: &q, headers: &h };
+        verify(&req, &lookup, t0(), SKEW).unwrap();
+        let tampered = q.replace("tok%2Fen", "tok%2Fem");
+        let req = SignableRequest { raw_query: &tampered, ..req };
+        assert_eq!(verify(&req, &lookup, t0(), SKEW).unwrap_err().kind, AuthErrorKind::SignatureDoesNotMatch);
     }
 
     #[test]

@@ -88,10 +88,14 @@ impl XmlWriter {
     }
     /// `<tag xmlns="http://s3.amazonaws.com/doc/2006-03-01/">`
     pub fn open_root(&mut self, tag: &str) -> &mut Self {
+        self.open_root_ns(tag, S3_XMLNS)
+    }
+    /// `<tag xmlns="namespace">`
+    pub fn open_root_ns(&mut self, tag: &str, namespace: &str) -> &mut Self {
         self.buf.push('<');
         self.buf.push_str(tag);
         self.buf.push_str(" xmlns=\"");
-        self.buf.push_str(S3_XMLNS);
+        self.buf.push_str(namespace);
         self.buf.push_str("\">");
         self
     }

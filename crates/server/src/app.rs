@@ -2,7 +2,7 @@
 //! injected faults, throttling, first-byte delay, then the S3 operation.
 //!
 //! ```text
-//! Request ─► /_ferry/metrics? ─► route (bucket, key, operation) ─► authenticate
+//! Request ─► /_ferry/metrics? ─► STS call on `/`? (sts.rs) ─► route (bucket, key, operation) ─► authenticate
 //!         ─► injected 500/503 ─► per-prefix rate limit (SlowDown) ─► s3 operation
 //!         ─► hold until arrival + first-byte delay ─► Response (+ request id, metrics)
 //! ```
@@ -38,6 +38,8 @@ pub struct App {
     pub limits: crate::config::Limits,
     pub region: String,
     credentials: Option<(String, String)>,
+    /// Temporary keys handed out by STS AssumeRoleWithWebIdentity (sts.rs).
+    sts: crate::sts::Sts,
     next_request_id: AtomicU64,
 }
 
@@ -60,6 +62,7 @@ impl App {
             limits: config.limits.clone(),
             region: config.region.clone(),
             credentials: config.credentials.clone(),
+            sts: crate::sts::Sts::new(config.sts_lifetime),
             // Request ids differ across restarts: start from the clock.
             next_request_id: AtomicU64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
         })
@@ -127,23 +130,27 @@ impl App {
         }
         let request_id = self.request_id();
         let resource = req.raw_path.clone();
-        let (op, mut resp) = match s3::route(&req) {
-            Err(e) => ("Invalid", self.s3_error_response(e, &request_id, &resource)),
-            Ok(route) => {
-                let op = route.op;
-                let load = (delay_class(op) == DelayClass::Object).then(|| self.emulator.arrive());
-                let resp = match self.run(&mut req, &route).await {
-                    Ok(resp) => resp,
-                    Err(e) => self.s3_error_response(e, &request_id, &resource),
-                };
-                // Hold the answer until the emulated first byte is due.
-                let delay =
-                    self.emulator.delay(delay_class(op)) + load.as_ref().map_or(Duration::ZERO, |l| l.load_delay);
-                if !delay.is_zero() {
-                    tokio::time::sleep_until((req.arrived + delay).into()).await;
+        let (op, mut resp) = if crate::sts::Sts::is_sts(&req) && s3::virtual_host_bucket(&req).is_none() {
+            ("AssumeRoleWithWebIdentity", self.sts.answer(&mut req, &request_id).await)
+        } else {
+            match s3::route(&req) {
+                Err(e) => ("Invalid", self.s3_error_response(e, &request_id, &resource)),
+                Ok(route) => {
+                    let op = route.op;
+                    let load = (delay_class(op) == DelayClass::Object).then(|| self.emulator.arrive());
+                    let resp = match self.run(&mut req, &route).await {
+                        Ok(resp) => resp,
+                        Err(e) => self.s3_error_response(e, &request_id, &resource),
+                    };
+                    // Hold the answer until the emulated first byte is due.
+                    let delay =
+                        self.emulator.delay(delay_class(op)) + load.as_ref().map_or(Duration::ZERO, |l| l.load_delay);
+                    if !delay.is_zero() {
+                        tokio::time::sleep_until((req.arrived + delay).into()).await;
+                    }
+                    drop(load);
+                    (op.name(), resp)
                 }
-                drop(load);
-                (op.name(), resp)
             }
         };
         if let Ok(mut id) = http::HeaderValue::from_str(&request_id) {
@@ -187,7 +194,8 @@ impl App {
     }
 
     /// Verifies SigV4 (or the legacy SigV2, header or presigned query; proto's sigv2.rs)
-    /// unless the server is anonymous. Returns the signing context that an aws-chunked
+    /// unless the server is anonymous; keys STS handed out must come with their session
+    /// token and not have expired. Returns the signing context that an aws-chunked
     /// body's chunk signatures chain from (none for SigV2, which has no chunk signing).
     fn authenticate(&self, req: &Request, route: &Route) -> Result<Option<SigningContext>, S3Error> {
         let Some((access, secret)) = &self.credentials else { return Ok(None) };
@@ -197,16 +205,23 @@ impl App {
             raw_query: &req.raw_query,
             headers: &req.headers,
         };
-        let lookup = |key: &str| if key == access { Some(secret.clone()) } else { None };
+        let lookup = |key: &str| if key == access { Some(secret.clone()) } else { self.sts.secret(key) };
         if sigv2::is_sigv2(&signable) {
             let bucket_host = route.bucket.as_deref().filter(|_| route.virtual_host);
+            // Only the server's own keys: STS's temporary keys are SigV4's, as the SDKs send them.
+            let lookup = |key: &str| if key == access { Some(secret.clone()) } else { None };
             return match sigv2::verify(&signable, bucket_host, &lookup, SystemTime::now(), MAX_SKEW) {
                 Ok(_) => Ok(None),
                 Err(e) => Err(S3Error::new(e.status(), e.code(), &e.message)),
             };
         }
         match sigv4::verify(&signable, &lookup, SystemTime::now(), MAX_SKEW) {
-            Ok(ctx) => Ok(Some(ctx)),
+            Ok(ctx) => {
+                if ctx.access_key != *access {
+                    self.sts.check(&ctx.access_key, session_token(req), SystemTime::now())?;
+                }
+                Ok(Some(ctx))
+            }
             Err(e) => Err(S3Error::new(e.status(), e.code(), &e.message)),
         }
     }

@@ -230,6 +230,9 @@ pub struct ServeConfig {
     /// `None` means anonymous: unsigned requests are accepted.
     pub credentials: Option<(String, String)>,
     pub region: String,
+    /// Lifetime of the temporary keys STS AssumeRoleWithWebIdentity hands out when the
+    /// request asks for none (sts.rs); AWS's default is one hour.
+    pub sts_lifetime: std::time::Duration,
     pub synthetic_bucket: Option<String>,
     /// Connection threads, each with a runtime of its own that keeps every connection
     /// it is given (see "Threads" in lib.rs); 0 means one per core.
@@ -248,6 +251,7 @@ impl ServeConfig {
             tls: None,
             credentials: Some(("ferry".into(), "ferry-secret".into())),
             region: "us-east-1".into(),
+            sts_lifetime: Duration::from_secs(3600),
             synthetic_bucket: Some("synthetic".into()),
             threads: 0,
         }

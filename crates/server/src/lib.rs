@@ -36,6 +36,7 @@ mod h1;
 mod h2;
 pub mod metrics;
 mod s3;
+pub mod sts;
 mod tls;
 pub mod types;
 

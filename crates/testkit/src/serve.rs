@@ -206,6 +206,10 @@ impl FerryServe {
         flag("h2-max-streams", l.h2_max_streams.to_string());
         flag("threads", c.threads.to_string());
         flag("region", c.region.clone());
+        // Only when changed: a binary from before the flag still takes the rest.
+        if c.sts_lifetime != ServeConfig::new(c.addr).sts_lifetime {
+            flag("sts-lifetime", secs(c.sts_lifetime));
+        }
         flag("synthetic-bucket", c.synthetic_bucket.clone().unwrap_or_default());
         match &c.credentials {
             Some((access, secret)) => {

@@ -198,11 +198,7 @@ impl BodyTally {
     /// a time-out, retry-safe as the request is, after which a GET resumes with Range.
     pub(crate) fn stalled(&mut self, limit: std::time::Duration) -> WireError {
         self.end_failed();
-        let of = self.expected.map(|n| format!(" of {n}")).unwrap_or_default();
-        WireError::new(
-            ErrorKind::Timeout,
-            format!("no response body bytes for {limit:?} (after {}{of} bytes)", self.received),
-        )
+        stall_error(limit, self.received, self.expected)
     }
 
     fn end_failed(&mut self) {
@@ -215,4 +211,11 @@ impl BodyTally {
         let want = self.expected.map(|n| format!(" of {n}")).unwrap_or_default();
         WireError::new(ErrorKind::BodyTruncated, format!("response body ended after {}{want} bytes", self.received))
     }
+}
+
+/// A response body that stopped arriving for `limit`, after `received` of `expected`
+/// bytes: one wording for every transport (the pipeline reads its bodies itself).
+pub(crate) fn stall_error(limit: std::time::Duration, received: u64, expected: Option<u64>) -> WireError {
+    let of = expected.map(|n| format!(" of {n}")).unwrap_or_default();
+    WireError::new(ErrorKind::Timeout, format!("no response body bytes for {limit:?} (after {received}{of} bytes)"))
 }

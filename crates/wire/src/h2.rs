@@ -39,7 +39,10 @@
 //!   stream limit, saturation and unproven connections: `Inner::place`).
 //! - When every connection is at its limit and the cap is reached, the stream goes to
 //!   the least loaded connection and waits in `h2` for a free stream.
-//! - A connection that closes is dropped from the set. A request refused by the server
+//! - A connection that closes is dropped from the set. One the transport drops (after
+//!   an error or a time-out on it, or idle) is closed once its last stream ends: `h2`'s
+//!   GOAWAY, and the socket itself after [`CLOSE_GRACE`] if that cannot be flushed (a
+//!   dead link), so it never lingers holding a place under a connection cap. A request refused by the server
 //!   (REFUSED_STREAM, RFC 9113 section 8.7) or that could not be opened is re-sent on
 //!   another connection whatever its method; an idempotent request whose connection
 //!   went away (GOAWAY, close) before any response is re-sent when its body can be
@@ -98,6 +101,13 @@ pub const MAX_FRAME_SIZE: u32 = 1024 * 1024;
 
 /// Send buffer per stream for uploads, one frame's worth.
 const MAX_SEND_BUF: usize = 1024 * 1024;
+
+/// How long a connection the transport let go of may take to close itself (GOAWAY, its
+/// last frames flushed) before its socket is closed regardless. A GOAWAY leaves within
+/// one round trip on a live link (110 ms on the `transatlantic` preset); on a dead link
+/// the flush never ends and only TCP's retransmission time-out (minutes) would free the
+/// socket, which meanwhile holds a place under auto's connection cap.
+pub const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// Streams per connection until the server's SETTINGS say otherwise, or when they set no
 /// limit: 100 is the floor RFC 9113 section 6.5.2 recommends and what GCS allows
@@ -195,6 +205,9 @@ struct Conn {
     meter: Mutex<Meter>,
     last_used: Mutex<Instant>,
     flow: Arc<Flow>,
+    /// Dropped with the entry: tells the connection's task that nobody will use it
+    /// again, so it closes (within [`CLOSE_GRACE`]) instead of waiting on the peer.
+    _let_go: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Conn {
@@ -555,6 +568,7 @@ impl Inner {
         let stream_limit = Arc::new(AtomicU32::new(assumed));
         let closed = Arc::new(AtomicBool::new(false));
         let flow = Arc::new(Flow::new());
+        let (let_go, released) = tokio::sync::oneshot::channel();
         let (inner, limit2, closed2, flow2) = (self.clone(), stream_limit.clone(), closed.clone(), flow.clone());
         let task = tokio::spawn(async move {
             let opened = match existing {
@@ -566,7 +580,7 @@ impl Inner {
                 }),
             };
             let r = match opened {
-                Ok(c) => inner.handshake(c, limit2, closed2.clone(), flow2).await,
+                Ok(c) => inner.handshake(c, limit2, closed2.clone(), flow2, released).await,
                 Err(e) => Err(e),
             };
             if r.is_err() {
@@ -596,6 +610,7 @@ impl Inner {
             meter: Mutex::new(Meter::new(Instant::now())),
             last_used: Mutex::new(Instant::now()),
             flow,
+            _let_go: let_go,
         })
     }
 
@@ -605,6 +620,7 @@ impl Inner {
         limit: Arc<AtomicU32>,
         closed: Arc<AtomicBool>,
         flow: Arc<Flow>,
+        released: tokio::sync::oneshot::Receiver<()>,
     ) -> Result<(Sender, u64), OpenError> {
         if self.config.endpoint.scheme == Scheme::Https && !conn.alpn_h2 {
             return Err(OpenError {
@@ -632,7 +648,27 @@ impl Inner {
         }
         let (open, learned) = (self.open.clone(), self.learned_limit.clone());
         tokio::spawn(async move {
-            if let Err(e) = drive(connection, flow.clone(), limit, learned).await {
+            // The connection runs until it ends by itself (the peer's GOAWAY or close, an
+            // error) or until the transport lets go of its entry; then `h2` closes it
+            // gracefully once its handles are gone, given CLOSE_GRACE to do so. Dropping
+            // the connection drops its socket: closed then, whatever the peer does.
+            let r = {
+                let driving = drive(connection, flow.clone(), limit, learned);
+                tokio::pin!(driving);
+                tokio::select! {
+                    r = &mut driving => r,
+                    _ = released => match tokio::time::timeout(CLOSE_GRACE, &mut driving).await {
+                        Ok(r) => r,
+                        Err(_) => {
+                            tracing::debug!(
+                                "h2: a connection let go of did not close within {CLOSE_GRACE:?}; closing its socket"
+                            );
+                            Ok(())
+                        }
+                    },
+                }
+            };
+            if let Err(e) = r {
                 tracing::debug!("h2 connection ended: {e}");
             }
             flow.end();

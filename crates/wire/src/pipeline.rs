@@ -1225,9 +1225,10 @@ impl Reader {
                         match self.read_more(tokio::time::Instant::now() + timeout).await {
                             Read::Data => continue,
                             r => {
-                                let msg =
-                                    format!("{} after {} of {total} body bytes", read_why(&r, timeout), total - left);
-                                fail(tx, WireError::new(body_error_kind(&r), msg)).await;
+                                let e = body_failure(&r, timeout, total - left, Some(total), || {
+                                    format!("after {} of {total} body bytes", total - left)
+                                });
+                                fail(tx, e).await;
                                 return (false, false, None);
                             }
                         }
@@ -1268,57 +1269,63 @@ impl Reader {
                     match self.read_more(tokio::time::Instant::now() + timeout).await {
                         Read::Data => {}
                         r => {
-                            let msg = format!(
-                                "{} after {} decoded body bytes, before the last chunk",
-                                read_why(&r, timeout),
-                                decoder.decoded_bytes()
-                            );
-                            fail(tx, WireError::new(body_error_kind(&r), msg)).await;
+                            let decoded = decoder.decoded_bytes();
+                            let e = body_failure(&r, timeout, decoded, None, || {
+                                format!("after {decoded} decoded body bytes, before the last chunk")
+                            });
+                            fail(tx, e).await;
                             return (false, false, None);
                         }
                     }
                 }
             }
-            Framing::UntilClose => loop {
-                if !self.buf.is_empty() {
-                    let piece = self.buf.split().freeze();
-                    deliver(tx, piece, false).await;
-                }
-                if tx.is_none() {
-                    return (false, false, None);
-                }
-                match self.read_more(tokio::time::Instant::now() + timeout).await {
-                    Read::Data => {}
-                    Read::Eof => return (true, false, Some(Bytes::new())),
-                    r => {
-                        let msg = format!("{} in a body delimited by the connection's close", read_why(&r, timeout));
-                        fail(tx, WireError::new(body_error_kind(&r), msg)).await;
+            Framing::UntilClose => {
+                let mut received = 0u64;
+                loop {
+                    if !self.buf.is_empty() {
+                        let piece = self.buf.split().freeze();
+                        received += piece.len() as u64;
+                        deliver(tx, piece, false).await;
+                    }
+                    if tx.is_none() {
                         return (false, false, None);
                     }
+                    match self.read_more(tokio::time::Instant::now() + timeout).await {
+                        Read::Data => {}
+                        Read::Eof => return (true, false, Some(Bytes::new())),
+                        r => {
+                            let e = body_failure(&r, timeout, received, None, || {
+                                "in a body delimited by the connection's close".into()
+                            });
+                            fail(tx, e).await;
+                            return (false, false, None);
+                        }
+                    }
                 }
-            },
+            }
         }
     }
 }
 
-/// A body that stopped arriving is a time-out, as in the other transports (both are
+/// Why a body read `received` of `expected` bytes and no more. One that stopped arriving
+/// is a time-out worded as in the other transports (`body::stall_error`; both are
 /// retry-safe for idempotent requests, and a GET resumes after either); one that ended
-/// or failed is truncated.
-fn body_error_kind(r: &Read) -> ErrorKind {
-    match r {
-        Read::TimedOut => ErrorKind::Timeout,
-        _ => ErrorKind::BodyTruncated,
-    }
-}
-
-fn read_why(r: &Read, timeout: std::time::Duration) -> String {
-    match r {
-        Read::Data => "more data".into(),
-        Read::Eof => "the connection closed".into(),
+/// or failed is truncated, and `where_` says where in the body.
+fn body_failure(
+    r: &Read,
+    timeout: std::time::Duration,
+    received: u64,
+    expected: Option<u64>,
+    where_: impl FnOnce() -> String,
+) -> WireError {
+    let why = match r {
+        Read::TimedOut => return crate::body::stall_error(timeout, received, expected),
+        Read::Data => "more data".to_owned(),
+        Read::Eof => "the connection closed".to_owned(),
         Read::Failed(e) => format!("the connection failed ({e})"),
-        Read::TimedOut => format!("no body bytes for {timeout:?}"),
-        Read::Aborted => "the request could not be written".into(),
-    }
+        Read::Aborted => "the request could not be written".to_owned(),
+    };
+    WireError::new(ErrorKind::BodyTruncated, format!("{why} {}", where_()))
 }
 
 /// Hands a body piece to the caller; once the caller is gone, pieces are dropped.

@@ -135,8 +135,9 @@ async fn case_reset_mid_body_is_truncation(mode: Mode) {
 }
 
 /// A GET whose body stops part-way (the server's stall fault, 30 s) ends within the
-/// response time-out with a retry-safe time-out, and its connection is let go: with one
-/// connection allowed, the next request still goes through at once.
+/// response time-out with a retry-safe time-out, worded the same by every transport,
+/// and its connection is let go: with one connection allowed, the next request still
+/// goes through at once.
 async fn case_stalled_body_times_out(mode: Mode) {
     let srv = FerryServe::new()
         .anonymous()
@@ -164,6 +165,8 @@ async fn case_stalled_body_times_out(mode: Mode) {
     .unwrap_or_else(|_| panic!("a stalled GET body was still waited on after {within:?}"));
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
     assert!(e.retry_safe(true), "{e}");
+    let wording = format!("no response body bytes for {limit:?} (after ");
+    assert!(e.to_string().contains(&wording), "{mode:?} words a stalled body otherwise: {e}");
     assert!(started.elapsed() >= limit, "timed out before its limit: {:?}", started.elapsed());
     // The one connection allowed was given back: a request that does not stall passes.
     let r = tokio::time::timeout(within, send(&t, Method::HEAD, "/bkt/k", RequestBody::Empty))

@@ -29,7 +29,7 @@
 use crate::error::Error;
 use crate::request::{Attempt, Core, Op, Signer, Target};
 use crate::retry::RetryConfig;
-use crate::s3::credentials::{self, Credentials, CredentialsSource};
+use crate::s3::credentials::{self, Credentials, CredentialsSource, Found};
 use crate::s3::error;
 use crate::types::ObjectRef;
 use ferry_proto::encoding::uri_encode;
@@ -174,10 +174,25 @@ impl S3ClientBuilder {
         self
     }
 
-    /// Resolves credentials and region, and opens the transport (no connection yet).
+    /// Resolves credentials (running a `credential_process` or asking STS when the chain
+    /// ends there) and region, and opens the transport (no connection yet).
     pub fn build(self) -> Result<S3Client, Error> {
         let endpoint = Endpoint::parse(&self.endpoint).map_err(|e| Error::Config(e.to_string()))?;
-        let credentials = self.credentials.resolve()?;
+        let (credentials, expires, refresher) =
+            match credentials::find_with(&self.credentials, &credentials::ProcessEnv, true)? {
+                Found::Anonymous => (None, None, None),
+                Found::Keys(c) => (Some(c), None, None),
+                Found::Provider(provider) => {
+                    let lease = provider.fetch_blocking(self.ca_file.as_deref())?;
+                    let refresher = Refresher {
+                        provider,
+                        ca_file: self.ca_file.clone(),
+                        lock: tokio::sync::Mutex::new(()),
+                        force: std::sync::atomic::AtomicBool::new(false),
+                    };
+                    (Some(lease.credentials), lease.expires, Some(refresher))
+                }
+            };
         let region = self
             .region
             .or_else(|| credentials::region_from_env(&credentials::ProcessEnv))
@@ -200,7 +215,12 @@ impl S3ClientBuilder {
             credentials,
             retry: self.limits.retry(self.retry),
         };
-        Ok(S3Client::with_source(transport, config, Some(self.credentials)))
+        let mut client = S3Client::with_source(transport, config, Some(self.credentials));
+        let inner = Arc::get_mut(&mut client.inner).expect("a client just made is not shared");
+        *inner.keys.get_mut().unwrap_or_else(|p| p.into_inner()) =
+            Arc::new(Keys::new(inner.config.credentials.clone(), expires));
+        inner.refresher = refresher;
+        Ok(client)
     }
 }
 
@@ -223,18 +243,40 @@ pub(crate) struct Inner {
     /// When the keys were last renewed: requests that fail ExpiredToken just after are
     /// sent again with the new keys instead of reading the source once more each.
     pub(crate) renewed_at: std::sync::Mutex<Option<std::time::Instant>>,
+    /// When the keys are temporary ones from a provider (credential_process, web
+    /// identity): asked again before they expire, or after an ExpiredToken answer.
+    pub(crate) refresher: Option<Refresher>,
+}
+
+/// A provider of temporary keys and what asking it again takes.
+pub(crate) struct Refresher {
+    provider: credentials::Provider,
+    ca_file: Option<PathBuf>,
+    /// One fetch at a time; the requests that wait take its keys.
+    lock: tokio::sync::Mutex<()>,
+    /// Set after an ExpiredToken answer: the next request fetches whatever the expiry.
+    force: std::sync::atomic::AtomicBool,
+}
+
+impl Refresher {
+    fn due(&self, keys: &Keys) -> bool {
+        self.force.load(std::sync::atomic::Ordering::Relaxed)
+            || crate::s3::credentials_fetch::due(keys.expires, SystemTime::now())
+    }
 }
 
 /// A client's keys, and the same in the form SigV4 signs with.
 pub(crate) struct Keys {
     pub(crate) credentials: Option<Credentials>,
     pub(crate) signing: Option<sigv4::Credentials>,
+    /// When temporary keys expire.
+    pub(crate) expires: Option<SystemTime>,
 }
 
 impl Keys {
-    fn new(credentials: Option<Credentials>) -> Keys {
+    fn new(credentials: Option<Credentials>, expires: Option<SystemTime>) -> Keys {
         let signing = credentials.as_ref().map(Credentials::to_proto);
-        Keys { credentials, signing }
+        Keys { credentials, signing, expires }
     }
 }
 
@@ -272,16 +314,67 @@ impl S3Client {
     }
 
     fn with_source(transport: Arc<dyn Transport>, config: ClientConfig, source: Option<CredentialsSource>) -> S3Client {
-        let keys = std::sync::RwLock::new(Arc::new(Keys::new(config.credentials.clone())));
+        let keys = std::sync::RwLock::new(Arc::new(Keys::new(config.credentials.clone(), None)));
         let core = Core::new(transport, config.retry.clone());
         let source = source.filter(|s| {
             matches!(s, CredentialsSource::Default | CredentialsSource::Environment | CredentialsSource::Profile(_))
         });
-        S3Client { inner: Arc::new(Inner { core, config, keys, source, renewed_at: Default::default() }) }
+        S3Client {
+            inner: Arc::new(Inner { core, config, keys, source, renewed_at: Default::default(), refresher: None }),
+        }
     }
 
     fn keys(&self) -> Arc<Keys> {
         self.inner.keys.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The keys to sign with now. Temporary keys that are due (within
+    /// [`crate::s3::credentials_fetch::REFRESH_BEFORE`] of their expiry, or after an
+    /// ExpiredToken answer) are fetched again first, one fetch at a time; requests that
+    /// waited on that fetch take its keys. When a fetch fails while the keys in hand are
+    /// still valid, they are used and the next request tries again.
+    async fn current_keys(&self) -> Result<Arc<Keys>, Error> {
+        let seen = self.keys();
+        let Some(r) = &self.inner.refresher else { return Ok(seen) };
+        if !r.due(&seen) {
+            return Ok(seen);
+        }
+        let _one = r.lock.lock().await;
+        let now = self.keys();
+        let fetched_meanwhile = !Arc::ptr_eq(&now, &seen) && !r.force.load(std::sync::atomic::Ordering::Relaxed);
+        if fetched_meanwhile && now.expires.is_none_or(|t| SystemTime::now() < t) {
+            return Ok(now);
+        }
+        match r.provider.fetch(r.ca_file.as_deref()).await {
+            Ok(lease) => Ok(self.install(r, lease)),
+            Err(e)
+                if !r.force.load(std::sync::atomic::Ordering::Relaxed)
+                    && now.expires.is_some_and(|t| SystemTime::now() < t) =>
+            {
+                tracing::warn!(
+                    "credentials: asking the {} again failed ({e}); the current keys are still valid",
+                    r.provider.describe()
+                );
+                Ok(now)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`S3Client::current_keys`] for synchronous callers (presigning).
+    fn current_keys_blocking(&self) -> Result<Arc<Keys>, Error> {
+        let seen = self.keys();
+        match &self.inner.refresher {
+            Some(r) if r.due(&seen) => Ok(self.install(r, r.provider.fetch_blocking(r.ca_file.as_deref())?)),
+            _ => Ok(seen),
+        }
+    }
+
+    fn install(&self, r: &Refresher, lease: credentials::Lease) -> Arc<Keys> {
+        let keys = Arc::new(Keys::new(Some(lease.credentials), lease.expires));
+        *self.inner.keys.write().unwrap_or_else(|p| p.into_inner()) = keys.clone();
+        r.force.store(false, std::sync::atomic::Ordering::Relaxed);
+        keys
     }
 
     /// After an ExpiredToken answer: true when the request may go again with keys newer
@@ -289,11 +382,18 @@ impl S3Client {
     /// is read again, and only keys that differ from the current ones count (the same
     /// expired token read again would only fail again).
     fn renew_expired(&self) -> bool {
-        let Some(source) = &self.inner.source else { return false };
         let mut renewed_at = self.inner.renewed_at.lock().unwrap_or_else(|p| p.into_inner());
         if renewed_at.is_some_and(|t| t.elapsed() < RENEWED_RECENTLY) {
+            return self.inner.refresher.is_some() || self.inner.source.is_some();
+        }
+        // A provider is asked again by the request's next signing (async there).
+        if let Some(r) = &self.inner.refresher {
+            tracing::info!("credentials: ExpiredToken; asking the {} again", r.provider.describe());
+            r.force.store(true, std::sync::atomic::Ordering::Relaxed);
+            *renewed_at = Some(std::time::Instant::now());
             return true;
         }
+        let Some(source) = &self.inner.source else { return false };
         let fresh = match source.resolve() {
             Ok(Some(c)) => c,
             _ => return false,
@@ -302,7 +402,7 @@ impl S3Client {
             return false;
         }
         tracing::info!(access_key_id = %fresh.access_key_id, "credentials read again after ExpiredToken");
-        *self.inner.keys.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Keys::new(Some(fresh)));
+        *self.inner.keys.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Keys::new(Some(fresh), None));
         *renewed_at = Some(std::time::Instant::now());
         true
     }
@@ -387,7 +487,7 @@ impl S3Client {
             ferry_wire::Scheme::Http => "http",
             ferry_wire::Scheme::Https => "https",
         };
-        let keys = self.keys();
+        let keys = self.current_keys_blocking()?;
         let Some(creds) = &keys.signing else {
             return Ok(format!("{scheme}://{host}{path}"));
         };
@@ -412,7 +512,7 @@ impl Signer for S3Client {
             http::header::HOST,
             HeaderValue::from_str(&host).map_err(|_| Error::Config(format!("invalid host {host:?}")))?,
         );
-        let keys = self.keys();
+        let keys = self.current_keys().await?;
         if let Some(creds) = &keys.signing {
             if let Some(token) = keys.credentials.as_ref().and_then(|c| c.session_token.as_deref()) {
                 headers.insert(

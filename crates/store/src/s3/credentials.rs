@@ -4,25 +4,39 @@
 //!
 //! ```text
 //! AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN)
-//!   └─ else shared files, profile AWS_PROFILE or "default":
-//!        credentials file (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials), section [name]
-//!        config file      (AWS_CONFIG_FILE or ~/.aws/config), section [profile name] ([default])
-//!          └─ else anonymous (unsigned requests)
+//!   └─ else AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN (+ AWS_ROLE_SESSION_NAME) ─► STS
+//!        └─ else shared files, profile AWS_PROFILE or "default":
+//!             credentials file (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials), section [name]
+//!             config file      (AWS_CONFIG_FILE or ~/.aws/config), section [profile name] ([default])
+//!             in the profile: aws_access_key_id + aws_secret_access_key
+//!                             else credential_process ─► the command's JSON
+//!                             else web_identity_token_file + role_arn ─► STS
+//!               └─ else anonymous (unsigned requests)
 //! ```
 //!
 //! Key for key, the credentials file wins over the config file, as in the SDKs (AWS
 //! SDKs and Tools Reference Guide, "Shared config and credentials files"). The source that
-//! supplied the keys is logged with `tracing::debug!` (never the secret).
+//! supplied the keys is logged with `tracing::debug!` (never the secret), so `-vv` names it.
+//!
+//! Two sources hand out temporary keys with an expiry, and are asked again
+//! `REFRESH_BEFORE` it ([`Provider`], credentials_fetch.rs): `credential_process`, a
+//! command whose standard output is `{"Version": 1, "AccessKeyId", "SecretAccessKey",
+//! "SessionToken", "Expiration"}` (run by `sh -c`, as the Rust SDK does), and web identity,
+//! STS `AssumeRoleWithWebIdentity` with the token file's contents, sent unsigned to
+//! `AWS_ENDPOINT_URL_STS`, else `AWS_ENDPOINT_URL`, else the profile's `endpoint_url`,
+//! else `https://sts.REGION.amazonaws.com`. They are first asked when the client is built,
+//! so a broken command or a refused token fails there, with its own words.
 //!
 //! Temporary keys that expire mid-run: a request answered 400 ExpiredToken makes the
-//! client read its source (the environment, the shared files) again, once, and send the
-//! request again when that gave other keys (client.rs `renew_expired`); explicit keys
-//! are never renewed.
+//! client read its source (the environment, the shared files) again, or ask its provider
+//! again, once, and send the request again when that gave other keys (client.rs
+//! `renew_expired`); explicit keys are never renewed.
 //!
-//! Not covered: instance metadata (IMDS), SSO, `credential_process`, `role_arn`
-//! assumption and web identity; a profile that only has those resolves to no keys and
-//! the chain goes on.
+//! Not covered: instance metadata (IMDS), container credentials, SSO, and `role_arn`
+//! with `source_profile` (AssumeRole); a profile that only has those resolves to no keys
+//! and the chain goes on.
 
+pub(crate) use super::credentials_fetch::{Lease, Provider, WebIdentity};
 use crate::error::Error;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -98,47 +112,86 @@ impl<S: std::hash::BuildHasher> Env for HashMap<String, String, S> {
 }
 
 impl CredentialsSource {
-    /// Finds the credentials; `None` means anonymous.
+    /// Finds the credentials (running a `credential_process` or asking STS when the
+    /// chain ends there); `None` means anonymous.
     pub fn resolve(&self) -> Result<Option<Credentials>, Error> {
         resolve_with(self, &ProcessEnv)
     }
+
+    /// Walks the chain without running a `credential_process` or asking STS (the client
+    /// does that when it is built): `None` when it ends anonymous, else the source's name.
+    pub fn locate(&self) -> Result<Option<String>, Error> {
+        // Silent: the client's own lookup logs the source once, when it is built.
+        Ok(match find_with(self, &ProcessEnv, false)? {
+            Found::Anonymous => None,
+            Found::Keys(_) => Some("keys".to_owned()),
+            Found::Provider(p) => Some(p.describe()),
+        })
+    }
+}
+
+/// What a source's lookup found: keys, or where temporary keys are fetched from.
+pub(crate) enum Found {
+    Anonymous,
+    Keys(Credentials),
+    Provider(Provider),
 }
 
 pub(crate) fn resolve_with(source: &CredentialsSource, env: &dyn Env) -> Result<Option<Credentials>, Error> {
+    match find_with(source, env, true)? {
+        Found::Anonymous => Ok(None),
+        Found::Keys(c) => Ok(Some(c)),
+        Found::Provider(p) => p.fetch_blocking(None).map(|lease| Some(lease.credentials)),
+    }
+}
+
+/// Walks `source` (the module note's chain for `Default`) without fetching anything;
+/// `log`: say at debug level what was found (once per client, when it is built).
+pub(crate) fn find_with(source: &CredentialsSource, env: &dyn Env, log: bool) -> Result<Found, Error> {
     match source {
         CredentialsSource::Explicit(c) => {
-            tracing::debug!(access_key_id = %c.access_key_id, "credentials: explicit");
-            Ok(Some(c.clone()))
+            if log {
+                tracing::debug!(access_key_id = %c.access_key_id, "credentials: explicit");
+            }
+            Ok(Found::Keys(c.clone()))
         }
         CredentialsSource::Anonymous => {
-            tracing::debug!("credentials: anonymous (requests are not signed)");
-            Ok(None)
+            if log {
+                tracing::debug!("credentials: anonymous (requests are not signed)");
+            }
+            Ok(Found::Anonymous)
         }
-        CredentialsSource::Environment => match from_env(env) {
-            Some(c) => Ok(Some(c)),
+        CredentialsSource::Environment => match from_env(env, log) {
+            Some(c) => Ok(Found::Keys(c)),
             None => Err(Error::Config("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not both set".into())),
         },
         CredentialsSource::Profile(name) => {
             let profile = profile_name(name.as_deref(), env);
-            match from_files(&profile, env)? {
-                Some(c) => Ok(Some(c)),
+            match from_profile(&profile, env, log)? {
+                Some(found) => Ok(found),
                 None => Err(Error::Config(format!(
-                    "profile '{profile}' has no aws_access_key_id/aws_secret_access_key in the shared files"
+                    "profile '{profile}' has no aws_access_key_id/aws_secret_access_key, credential_process or \
+                     web_identity_token_file/role_arn in the shared files"
                 ))),
             }
         }
         CredentialsSource::Default => {
-            if let Some(c) = from_env(env) {
-                return Ok(Some(c));
+            if let Some(c) = from_env(env, log) {
+                return Ok(Found::Keys(c));
+            }
+            if let Some(p) = web_identity_from_env(env, log) {
+                return Ok(Found::Provider(p));
             }
             let profile = profile_name(None, env);
-            if let Some(c) = from_files(&profile, env)? {
-                return Ok(Some(c));
+            if let Some(found) = from_profile(&profile, env, log)? {
+                return Ok(found);
             }
-            tracing::debug!(
-                "credentials: none found in the environment or the shared files; anonymous (requests are not signed)"
-            );
-            Ok(None)
+            if log {
+                tracing::debug!(
+                    "credentials: none found in the environment or the shared files; anonymous (requests are not signed)"
+                );
+            }
+            Ok(Found::Anonymous)
         }
     }
 }
@@ -147,10 +200,12 @@ fn profile_name(explicit: Option<&str>, env: &dyn Env) -> String {
     explicit.map(str::to_owned).or_else(|| env.var("AWS_PROFILE")).unwrap_or_else(|| "default".to_owned())
 }
 
-fn from_env(env: &dyn Env) -> Option<Credentials> {
+fn from_env(env: &dyn Env, log: bool) -> Option<Credentials> {
     let id = env.var("AWS_ACCESS_KEY_ID")?;
     let secret = env.var("AWS_SECRET_ACCESS_KEY")?;
-    tracing::debug!(access_key_id = %id, "credentials: environment (AWS_ACCESS_KEY_ID)");
+    if log {
+        tracing::debug!(access_key_id = %id, "credentials: environment (AWS_ACCESS_KEY_ID)");
+    }
     Some(Credentials { access_key_id: id, secret_access_key: secret, session_token: env.var("AWS_SESSION_TOKEN") })
 }
 
@@ -189,19 +244,75 @@ pub(crate) fn profile_settings(profile: &str, env: &dyn Env) -> Result<HashMap<S
     Ok(merged)
 }
 
-fn from_files(profile: &str, env: &dyn Env) -> Result<Option<Credentials>, Error> {
+/// A profile's keys, else its `credential_process`, else its web identity (the order of
+/// the SDKs' profile provider).
+fn from_profile(profile: &str, env: &dyn Env, log: bool) -> Result<Option<Found>, Error> {
     let s = profile_settings(profile, env)?;
-    match (s.get("aws_access_key_id"), s.get("aws_secret_access_key")) {
-        (Some(id), Some(secret)) => {
+    if let (Some(id), Some(secret)) = (s.get("aws_access_key_id"), s.get("aws_secret_access_key")) {
+        if log {
             tracing::debug!(access_key_id = %id, profile, "credentials: shared files");
-            Ok(Some(Credentials {
-                access_key_id: id.clone(),
-                secret_access_key: secret.clone(),
-                session_token: s.get("aws_session_token").cloned(),
-            }))
         }
-        _ => Ok(None),
+        return Ok(Some(Found::Keys(Credentials {
+            access_key_id: id.clone(),
+            secret_access_key: secret.clone(),
+            session_token: s.get("aws_session_token").cloned(),
+        })));
     }
+    if let Some(command) = s.get("credential_process") {
+        if log {
+            tracing::debug!(profile, command = %command, "credentials: credential_process");
+        }
+        return Ok(Some(Found::Provider(Provider::Process { command: command.clone(), profile: profile.to_owned() })));
+    }
+    if let (Some(token_file), Some(role_arn)) = (s.get("web_identity_token_file"), s.get("role_arn")) {
+        let w = WebIdentity {
+            token_file: PathBuf::from(token_file),
+            role_arn: role_arn.clone(),
+            session_name: s.get("role_session_name").cloned().unwrap_or_else(default_session_name),
+            sts_endpoint: sts_endpoint(env, s.get("endpoint_url").map(String::as_str)),
+        };
+        if log {
+            tracing::debug!(profile, role_arn = %w.role_arn, sts = %w.sts_endpoint, "credentials: web identity (profile)");
+        }
+        return Ok(Some(Found::Provider(Provider::WebIdentity(w))));
+    }
+    Ok(None)
+}
+
+/// `AWS_WEB_IDENTITY_TOKEN_FILE` and `AWS_ROLE_ARN` (both, or neither counts).
+fn web_identity_from_env(env: &dyn Env, log: bool) -> Option<Provider> {
+    let token_file = env.var("AWS_WEB_IDENTITY_TOKEN_FILE")?;
+    let role_arn = env.var("AWS_ROLE_ARN")?;
+    let profile_endpoint =
+        profile_settings(&profile_name(None, env), env).ok().and_then(|s| s.get("endpoint_url").cloned());
+    let w = WebIdentity {
+        token_file: PathBuf::from(token_file),
+        role_arn,
+        session_name: env.var("AWS_ROLE_SESSION_NAME").unwrap_or_else(default_session_name),
+        sts_endpoint: sts_endpoint(env, profile_endpoint.as_deref()),
+    };
+    if log {
+        tracing::debug!(role_arn = %w.role_arn, sts = %w.sts_endpoint, "credentials: web identity (AWS_WEB_IDENTITY_TOKEN_FILE)");
+    }
+    Some(Provider::WebIdentity(w))
+}
+
+/// A session name when none is configured, unique per second as the SDKs' are.
+fn default_session_name() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+    format!("ferry-session-{secs}")
+}
+
+/// Where STS is asked: `AWS_ENDPOINT_URL_STS`, `AWS_ENDPOINT_URL`, the profile's
+/// `endpoint_url`, else the region's endpoint (the SDKs' regional default).
+fn sts_endpoint(env: &dyn Env, profile_endpoint: Option<&str>) -> String {
+    env.var("AWS_ENDPOINT_URL_STS")
+        .or_else(|| env.var("AWS_ENDPOINT_URL"))
+        .or_else(|| profile_endpoint.map(str::to_owned))
+        .unwrap_or_else(|| {
+            let region = region_from_env(env).unwrap_or_else(|| "us-east-1".to_owned());
+            format!("https://sts.{region}.amazonaws.com")
+        })
 }
 
 /// The region named by AWS_REGION, AWS_DEFAULT_REGION, or the profile's `region`.
@@ -343,6 +454,103 @@ aws_access_key_id = NOT_A_PROFILE_IN_CONFIG
         assert!(resolve_with(&CredentialsSource::Environment, &none).is_err());
         assert!(resolve_with(&CredentialsSource::Profile(Some("nope".into())), &e).is_err());
         assert_eq!(resolve_with(&CredentialsSource::Anonymous, &e).unwrap(), None);
+    }
+
+    fn found(source: &CredentialsSource, e: &HashMap<String, String>) -> String {
+        match find_with(source, e, false).unwrap() {
+            Found::Anonymous => "anonymous".into(),
+            Found::Keys(c) => format!("keys {}", c.access_key_id),
+            Found::Provider(Provider::Process { command, .. }) => format!("process {command}"),
+            Found::Provider(Provider::WebIdentity(w)) => {
+                format!("web identity {} {} {} {}", w.token_file.display(), w.role_arn, w.session_name, w.sts_endpoint)
+            }
+        }
+    }
+
+    /// The SDKs' order: environment keys, web identity from the environment, then the
+    /// profile's keys, credential_process, web identity.
+    #[test]
+    fn chain_order_with_temporary_sources() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config");
+        std::fs::write(
+            &config,
+            "[profile keys]\naws_access_key_id = AKP\naws_secret_access_key = s\ncredential_process = never-run\n\
+             [profile proc]\ncredential_process = /bin/creds --json\nweb_identity_token_file = /t\nrole_arn = arn:r\n\
+             [profile web]\nweb_identity_token_file = /tok\nrole_arn = arn:aws:iam::1:role/w\n\
+             role_session_name = s1\nendpoint_url = http://profile-endpoint\n\
+             [profile half]\nweb_identity_token_file = /tok\n",
+        )
+        .unwrap();
+        let mut e = env(&[("AWS_CONFIG_FILE", config.to_str().unwrap()), ("HOME", "/nonexistent-ferry-home")]);
+        let with = |e: &HashMap<String, String>, pairs: &[(&str, &str)]| {
+            let mut e = e.clone();
+            e.extend(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+            e
+        };
+        let default = CredentialsSource::Default;
+        assert_eq!(found(&default, &with(&e, &[("AWS_PROFILE", "keys")])), "keys AKP");
+        assert_eq!(found(&default, &with(&e, &[("AWS_PROFILE", "proc")])), "process /bin/creds --json");
+        assert_eq!(
+            found(&default, &with(&e, &[("AWS_PROFILE", "web")])),
+            "web identity /tok arn:aws:iam::1:role/w s1 http://profile-endpoint"
+        );
+        // A profile with half a web identity has nothing the chain can use.
+        assert_eq!(found(&default, &with(&e, &[("AWS_PROFILE", "half")])), "anonymous");
+        assert!(find_with(&CredentialsSource::Profile(Some("half".into())), &e, false).is_err());
+        // Web identity in the environment comes before any profile, after the keys.
+        e.extend(env(&[
+            ("AWS_PROFILE", "keys"),
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", "/env-tok"),
+            ("AWS_ROLE_ARN", "arn:env"),
+            ("AWS_ROLE_SESSION_NAME", "env-session"),
+            ("AWS_REGION", "eu-north-1"),
+        ]));
+        assert_eq!(
+            found(&default, &e),
+            "web identity /env-tok arn:env env-session https://sts.eu-north-1.amazonaws.com"
+        );
+        let e2 = with(&e, &[("AWS_ENDPOINT_URL", "http://all:1")]);
+        assert!(found(&default, &e2).ends_with(" http://all:1"));
+        let e3 = with(&e2, &[("AWS_ENDPOINT_URL_STS", "http://sts:2")]);
+        assert!(found(&default, &e3).ends_with(" http://sts:2"));
+        let e4 = with(&e, &[("AWS_ACCESS_KEY_ID", "AKENV"), ("AWS_SECRET_ACCESS_KEY", "s")]);
+        assert_eq!(found(&default, &e4), "keys AKENV");
+        // Without a session name, one is made up.
+        e.remove("AWS_ROLE_SESSION_NAME");
+        assert!(found(&default, &e).contains(" ferry-session-"));
+    }
+
+    /// A profile's credential_process runs (a real shell script) and its JSON is the keys.
+    #[test]
+    fn credential_process_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("creds.sh");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\necho '{\"Version\": 1, \"AccessKeyId\": \"AKPROC\", \"SecretAccessKey\": \"sp\", \"SessionToken\": \"tp\"}'\n",
+        )
+        .unwrap();
+        let fail = dir.path().join("fail.sh");
+        std::fs::write(&fail, "#!/bin/sh\necho 'no session: run login first' >&2\nexit 3\n").unwrap();
+        let config = dir.path().join("config");
+        std::fs::write(
+            &config,
+            format!(
+                "[default]\ncredential_process = sh {}\n[profile broken]\ncredential_process = sh {}\n",
+                script.display(),
+                fail.display()
+            ),
+        )
+        .unwrap();
+        let e = env(&[("AWS_CONFIG_FILE", config.to_str().unwrap()), ("HOME", "/nonexistent-ferry-home")]);
+        let c = resolve_with(&CredentialsSource::Default, &e).unwrap().unwrap();
+        assert_eq!((c.access_key_id.as_str(), c.session_token.as_deref()), ("AKPROC", Some("tp")));
+        let err = resolve_with(&CredentialsSource::Profile(Some("broken".into())), &e).unwrap_err().to_string();
+        assert!(
+            err.contains("credential_process of profile 'broken'") && err.contains("no session: run login first"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //!   ├─ buckets.rs    ListBuckets, ListMultipartUploads
 //!   ├─ multipart.rs  Create / UploadPart / UploadPartCopy / Complete / Abort / ListParts
 //!   ├─ body.rs       GET bodies checked on the fly (length, x-amz-checksum-*, MD5 ETag), resumed if cut
-//!   ├─ credentials.rs  the AWS SDKs' lookup chain (env, profiles, config files)
+//!   ├─ credentials.rs  the AWS SDKs' lookup chain (env, web identity, profiles, config files)
+//!   ├─ credentials_fetch.rs  temporary keys: credential_process, STS AssumeRoleWithWebIdentity
 //!   └─ settings.rs     the rest of that chain: profile, region, endpoint, CA bundle
 //! ```
 //!
@@ -22,6 +23,7 @@ pub mod body;
 pub mod buckets;
 pub mod client;
 pub mod credentials;
+pub mod credentials_fetch;
 pub mod error;
 pub mod list;
 pub mod multipart;

@@ -1,0 +1,190 @@
+//! STS `AssumeRoleWithWebIdentity` on the server's own endpoint, so a client's web
+//! identity credentials run against a real answer: temporary keys, a session token and
+//! an expiry, which the server then accepts on S3 requests until they expire.
+//!
+//! ```text
+//! GET|POST / with Action=AssumeRoleWithWebIdentity (query, or urlencoded POST body)
+//!   └─ WebIdentityToken non-empty? ──no──► 400 InvalidIdentityToken
+//!        └─ issue: access key ASIA…, secret, session token, expiry = now + lifetime
+//!             └─ S3 request signed with that key ─► SigV4 with its secret, then
+//!                  x-amz-security-token must be the one issued (else 403 InvalidToken)
+//!                  and the expiry not passed (else 400 ExpiredToken)
+//! ```
+//!
+//! This is an emulator: the token is not verified (there is no OpenID Connect provider
+//! to ask), any non-empty token is taken, and `RoleArn` is only echoed. The lifetime is
+//! the request's `DurationSeconds` when given (any positive value, where AWS takes
+//! 900-43200, so tests can see keys expire), else [`crate::ServeConfig::sts_lifetime`].
+//! Issued keys live in memory until they expire; the dev keys keep working beside them.
+
+use crate::s3::S3Error;
+use crate::types::{Request, Response};
+use ferry_proto::encoding::parse_query;
+use ferry_proto::sts::{self, TemporaryCredentials};
+use http::Method;
+use rand::Rng;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+/// Largest form body read (the token is a JWT of a few KiB; AWS allows 20,000 characters).
+const MAX_FORM: usize = 64 * 1024;
+
+struct Issued {
+    secret: String,
+    token: String,
+    expires: SystemTime,
+}
+
+/// The keys handed out, by access key id.
+pub struct Sts {
+    lifetime: Duration,
+    issued: Mutex<HashMap<String, Issued>>,
+}
+
+impl Sts {
+    pub fn new(lifetime: Duration) -> Sts {
+        Sts { lifetime, issued: Mutex::new(HashMap::new()) }
+    }
+
+    /// Whether `req` is an STS call rather than S3: `/` with an `Action` parameter, or a
+    /// urlencoded POST to `/` (S3 has no POST on the service root).
+    pub fn is_sts(req: &Request) -> bool {
+        if req.raw_path != "/" {
+            return false;
+        }
+        let form = req
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+        req.raw_query.split('&').any(|p| p.starts_with("Action=")) || (req.method == Method::POST && form)
+    }
+
+    /// Answers one STS call.
+    pub async fn answer(&self, req: &mut Request, request_id: &str) -> Response {
+        match self.assume(req).await {
+            Ok((creds, role_arn, session)) => {
+                let xml = sts::web_identity_result_xml(&creds, &role_arn, &session, request_id);
+                Response::with_body(200, "text/xml", xml)
+            }
+            Err(e) => Response::with_body(e.status, "text/xml", sts::error_xml(e.code, &e.message, request_id)),
+        }
+    }
+
+    async fn assume(&self, req: &mut Request) -> Result<(TemporaryCredentials, String, String), S3Error> {
+        if req.method != Method::GET && req.method != Method::POST {
+            return Err(S3Error::new(405, "MethodNotAllowed", "STS takes GET or POST."));
+        }
+        let mut params = parse_query(&req.raw_query);
+        if req.method == Method::POST {
+            let body =
+                req.body.read_to_end(MAX_FORM).await.map_err(|_| {
+                    S3Error::new(400, "InvalidInput", "The form body could not be read or is too large.")
+                })?;
+            let text = std::str::from_utf8(&body)
+                .map_err(|_| S3Error::new(400, "InvalidInput", "The form body is not UTF-8."))?;
+            params.extend(parse_query(text.trim()));
+        }
+        let get = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).unwrap_or("");
+        match get("Action") {
+            sts::ASSUME_ROLE_WITH_WEB_IDENTITY => {}
+            "" => return Err(S3Error::new(400, "MissingAction", "The request names no Action.")),
+            _ => {
+                return Err(S3Error::new(
+                    400,
+                    "InvalidAction",
+                    "ferry serve answers only the STS action AssumeRoleWithWebIdentity.",
+                ))
+            }
+        }
+        if get("WebIdentityToken").is_empty() {
+            return Err(S3Error::new(400, "InvalidIdentityToken", "The web identity token is empty."));
+        }
+        let (role_arn, session) = (get("RoleArn").to_owned(), get("RoleSessionName").to_owned());
+        if role_arn.is_empty() || session.is_empty() {
+            return Err(S3Error::new(400, "ValidationError", "RoleArn and RoleSessionName are required."));
+        }
+        let lifetime = match get("DurationSeconds") {
+            "" => self.lifetime,
+            s => match s.parse::<u64>() {
+                Ok(n) if n > 0 => Duration::from_secs(n),
+                _ => return Err(S3Error::new(400, "ValidationError", "DurationSeconds is not a positive number.")),
+            },
+        };
+        let creds = {
+            let mut rng = rand::thread_rng();
+            let mut word = |n: usize, alphabet: &[u8]| -> String {
+                (0..n).map(|_| alphabet[rng.gen_range(0..alphabet.len())] as char).collect()
+            };
+            const UPPER: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+            // Letters and digits only: a presigned URL carries the token percent-encoded,
+            // and the check below compares it as sent.
+            const MIXED: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+            // AWS's temporary access keys start with ASIA; the rest is the same shape.
+            TemporaryCredentials {
+                access_key_id: format!("ASIA{}", word(16, UPPER)),
+                secret_access_key: word(40, MIXED),
+                session_token: word(120, MIXED),
+                expiration: SystemTime::now() + lifetime,
+            }
+        };
+        let mut issued = self.issued.lock().unwrap_or_else(|p| p.into_inner());
+        let now = SystemTime::now();
+        issued.retain(|_, i| i.expires > now);
+        issued.insert(
+            creds.access_key_id.clone(),
+            Issued {
+                secret: creds.secret_access_key.clone(),
+                token: creds.session_token.clone(),
+                expires: creds.expiration,
+            },
+        );
+        tracing::debug!(access_key_id = %creds.access_key_id, ?lifetime, %role_arn, "sts: issued temporary keys");
+        Ok((creds, role_arn, session))
+    }
+
+    /// The secret of an issued access key (expired ones too: the signature is checked
+    /// first, so an expired key answers ExpiredToken rather than InvalidAccessKeyId).
+    pub fn secret(&self, access_key: &str) -> Option<String> {
+        self.issued.lock().unwrap_or_else(|p| p.into_inner()).get(access_key).map(|i| i.secret.clone())
+    }
+
+    /// After a valid signature with an issued key: its session token must come with it,
+    /// and it must not have expired.
+    pub fn check(&self, access_key: &str, session_token: Option<&str>, now: SystemTime) -> Result<(), S3Error> {
+        let issued = self.issued.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(i) = issued.get(access_key) else { return Ok(()) };
+        if session_token != Some(i.token.as_str()) {
+            return Err(S3Error::new(403, "InvalidToken", "The provided token is malformed or otherwise invalid."));
+        }
+        if now >= i.expires {
+            return Err(S3Error::new(400, "ExpiredToken", "The provided token has expired."));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An issued key is accepted only with its own session token and before its expiry;
+    /// a key STS never issued is not this check's business (SigV4 refused it already).
+    #[test]
+    fn issued_keys_need_their_token_and_time() {
+        let sts = Sts::new(Duration::from_secs(3600));
+        let now = SystemTime::now();
+        sts.issued.lock().unwrap().insert(
+            "ASIATEST".into(),
+            Issued { secret: "s".into(), token: "tok".into(), expires: now + Duration::from_secs(60) },
+        );
+        assert_eq!(sts.secret("ASIATEST").as_deref(), Some("s"));
+        assert!(sts.check("ASIATEST", Some("tok"), now).is_ok());
+        assert_eq!(sts.check("ASIATEST", None, now).unwrap_err().code, "InvalidToken");
+        assert_eq!(sts.check("ASIATEST", Some("other"), now).unwrap_err().code, "InvalidToken");
+        let later = now + Duration::from_secs(61);
+        assert_eq!(sts.check("ASIATEST", Some("tok"), later).unwrap_err().code, "ExpiredToken");
+        assert!(sts.check("AKIAOTHER", None, now).is_ok());
+    }
+}
