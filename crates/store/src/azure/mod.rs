@@ -8,6 +8,7 @@
 //!   ├─ object.rs   Get Blob Properties, Get Blob, Put Blob, Delete Blob, Copy Blob
 //!   ├─ body.rs     GET bodies checked (length, stored Content-MD5), resumed with If-Match
 //!   ├─ blocks.rs   multipart = Put Block + Put Block List; parts listed by Get Block List
+//!   ├─ restate.rs  what a rewrite states again: metadata names as stored, index tags
 //!   ├─ list.rs     List Blobs pages (start-after emulated), containers
 //!   ├─ batch.rs    Blob Batch delete (multipart/mixed, 256 per batch)
 //!   └─ error.rs    x-ms-error-code ─► Error by meaning, x-ms-request-id kept
@@ -38,6 +39,7 @@ pub mod config;
 pub mod error;
 pub mod list;
 pub mod object;
+mod restate;
 pub mod token;
 
 pub use client::{AzureClient, AzureClientBuilder};
