@@ -15,7 +15,7 @@
 //! ```
 //!
 //! Wire facts written down once (docs/lab/store-azure-facts.md has their sources):
-//! every request names API version [`API_VERSION`], one that Azurite 3.35.0 accepts;
+//! every request names API version [`API_VERSION`], one that Azurite accepts;
 //! the service speaks HTTP/1.1 only (h2 is refused at build time; the pipeline runs
 //! where auto verifies it); there are no suffix ranges (object.rs turns them into
 //! `bytes=a-b`); blocks are at most 4,000 MiB and a blob at most 50,000 of them, with
@@ -55,7 +55,7 @@ use std::time::{Duration, SystemTime};
 
 /// The `x-ms-version` every request sends: a version whose behaviour this module is
 /// written for (Blob Batch container scope, 4,000 MiB blocks, 5,000 MiB Put Blob) and
-/// that Azurite 3.35.0 lists among its accepted versions.
+/// that Azurite (3.35.0 and 3.37.0) lists among its accepted versions.
 pub const API_VERSION: &str = "2023-11-03";
 
 /// Azure's limits on a block upload (blocks.rs).

@@ -7,8 +7,8 @@
 //! what Azure stores: Put Blob makes Azure compute and keep the blob's MD5 (a GET of the
 //! whole blob is checked against it, body.rs), and the answer's `Content-MD5` and
 //! `x-ms-content-crc64` are compared with ours ([`check_answer`]): a mismatch deletes
-//! the blob and fails with `Integrity`. Azurite 3.35.0 neither checks nor echoes the
-//! CRC64 (its support came later), so against it the answer's MD5 is the check.
+//! the blob and fails with `Integrity`. Azurite (3.37.0, the version setup.sh installs)
+//! checks the CRC64 and answers it for Put Block; its Put Blob answer carries the MD5.
 //!
 //! | source | CRC64 (and MD5) | retried? |
 //! |---|---|---|
