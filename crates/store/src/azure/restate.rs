@@ -19,7 +19,8 @@
 //! headers. So a commit from ferry writes every name lower case: one that is stored
 //! with a capital letter cannot be kept, and the re-commit refuses rather than rename it.
 //! The listing's entry is taken only when its ETag is the one the properties were read
-//! with: otherwise the blob changed in between and the caller is told so (412).
+//! with: otherwise the blob changed in between and the caller is told so (412). (The
+//! listing takes the SAS permission `l`, as finding the uploads to discard does.)
 //!
 //! Index tags. A commit (Put Block List) and Copy Blob set exactly the tags their
 //! `x-ms-tags` header names, none when it is absent ("Put Block List", "Copy Blob"), so
