@@ -4,7 +4,7 @@
 # byte, about Azurite's pace here), GCS (fake-gcs-server), each downloaded into a tmpfs
 # directory and into a directory on the disk that held the previous copy (removed just
 # before, as scripts/bench-providers.py does). Repeats interleaved; medians.
-# What it showed: docs/lab/store-azure-facts.md, "Client CPU of small downloads".
+# What it showed: docs/lab/store-azure-azurite.md, "Client CPU of small downloads".
 #
 #   bash docs/lab/store-azure-cpu.sh [REPEATS]      # after cargo build --release -p ferry-cli
 #
