@@ -2,7 +2,7 @@
 # ferry vs rclone against one Azurite (in memory), side by side, 3 runs each, medians.
 set -euo pipefail
 FERRY=${FERRY:-target/release/ferry}
-AZ=$HOME/.cache/ferry/azurite-3.35.0/node_modules/.bin/azurite-blob
+AZ=${FERRY_AZURITE:-$(ls "$HOME"/.cache/ferry/azurite-*/node_modules/.bin/azurite-blob | tail -1)}
 W=${TMPDIR:-/tmp}/ferry-azure-bench; rm -rf $W; mkdir -p $W/small
 $AZ --blobHost 127.0.0.1 --blobPort 0 --inMemoryPersistence --skipApiVersionCheck --disableTelemetry --loose >$W/az.log 2>&1 &
 AZPID=$!; trap 'kill $AZPID; rm -rf $W' EXIT

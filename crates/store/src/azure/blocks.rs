@@ -12,7 +12,8 @@
 //! abort         ─► Get Blob Properties: no committed blob ─► Delete Blob (drops the
 //!                  uncommitted blob and all its blocks); a committed blob ─► Get Block
 //!                  List, then Put Block List of its committed blocks, If-Match its ETag,
-//!                  its properties restated (the same bytes; the blocks dropped), or
+//!                  its properties, metadata and tags restated (the same bytes; the
+//!                  blocks dropped), or
 //!                  refused, said, where that cannot keep the blob as it is
 //! list_uploads  ─► List Blobs include=uncommittedblobs under the prefix, then Get Block
 //!                  List per blob: one request per blob listed (at most 10,000 examined)
@@ -45,16 +46,17 @@
 //! the same id) in order, `If-Match` the ETag its properties were read with, so a blob
 //! changed meanwhile is refused (412) instead of overwritten, and with every property a
 //! commit would otherwise reset restated from those properties (content type,
-//! encoding, language, disposition, cache control, MD5, metadata, an explicitly set
-//! access tier; metadata names come back lower case, as HTTP carries them, which Azure
-//! reads without regard to case). What changes is what any commit changes: the ETag and Last-Modified
-//! (and, where versioning is on, a new version sharing the same blocks). Where a
-//! re-commit cannot keep the blob as it is, `discard_upload` refuses with [`BLOCKS_REMAIN`] and
-//! says what Azure will do rather than claim a removal that did not happen: a blob
-//! written whole by Put Blob (no committed block list to name: its blocks do not add up
-//! to its length), a blob with index tags (a commit does not keep them), a page or
-//! append blob. Dropping a blob's blocks drops those of every upload to that blob, as
-//! any commit on Azure does.
+//! encoding, language, disposition, cache control, MD5, an explicitly set access tier)
+//! and from the blob's listing entry (metadata as stored, index tags, the latter also
+//! as an `x-ms-if-tags` condition: restate.rs). What changes is what any commit
+//! changes: the ETag and Last-Modified (and, where versioning is on, a new version
+//! sharing the same blocks). Where a re-commit cannot keep the blob as it is,
+//! `discard_upload` refuses with [`BLOCKS_REMAIN`] and says what Azure will do rather
+//! than claim a removal that did not happen: a blob written whole by Put Blob (no
+//! committed block list to name: its blocks do not add up to its length), a metadata
+//! name stored with capitals (ferry sends header names lower case: restate.rs), a page
+//! or append blob. Dropping a blob's blocks drops those of every upload to that blob,
+//! as any commit on Azure does.
 //! Azure takes a blob's content type and metadata with Put Block List, so those given
 //! to `create_upload` wait in the client, by upload id, until the commit; an upload
 //! resumed by another process commits without them (the id has no room for them).
@@ -63,6 +65,7 @@
 
 use crate::azure::client::AzureClient;
 use crate::azure::object::{check_answer, crc64, crc64_header, file_digests};
+use crate::azure::restate::{if_tags_header, tag_count, tags_header, Listed};
 use crate::error::Error;
 use crate::request::Op;
 use crate::request::OpBody;
@@ -169,6 +172,7 @@ const RESTATED: [(&str, &str); 6] = [
 pub(crate) fn recommit_request(
     props: &http::HeaderMap,
     committed: &[(String, u64)],
+    listed: &Listed,
 ) -> Result<(Vec<(String, String)>, String), String> {
     let get = |n: &str| props.get(n).and_then(|v| v.to_str().ok()).map(str::trim);
     let size: u64 = get("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
@@ -177,8 +181,18 @@ pub(crate) fn recommit_request(
         None | Some("BlockBlob") => {}
         Some(other) => return Err(format!("it is a {other}, which has no blocks to commit")),
     }
-    if get("x-ms-tag-count").and_then(|n| n.parse::<u64>().ok()).unwrap_or(0) > 0 {
-        return Err("it has index tags, which a commit does not keep".into());
+    if let Some((name, _)) = listed.metadata.iter().find(|(n, _)| n.bytes().any(|b| b.is_ascii_uppercase())) {
+        return Err(format!(
+            "its metadata name {name:?} is stored with capitals, which a commit from ferry would write lower \
+             case (its HTTP/1.1 header names go out lower case)"
+        ));
+    }
+    if tag_count(props) as usize != listed.tags.len() {
+        return Err(format!(
+            "its index tags changed while they were read ({} by its properties, {} listed)",
+            tag_count(props),
+            listed.tags.len()
+        ));
     }
     if committed.iter().map(|(_, n)| n).sum::<u64>() != size {
         return Err("it was written whole (Put Blob), so it has no block list that names its bytes".into());
@@ -189,11 +203,12 @@ pub(crate) fn recommit_request(
             headers.push((header.to_owned(), v.to_owned()));
         }
     }
-    for (name, value) in props {
-        if name.as_str().starts_with("x-ms-meta-") {
-            let v = value.to_str().map_err(|_| format!("its metadata {name} is not text"))?;
-            headers.push((name.as_str().to_owned(), v.to_owned()));
-        }
+    for (name, value) in &listed.metadata {
+        headers.push((format!("x-ms-meta-{name}"), value.clone()));
+    }
+    if !listed.tags.is_empty() {
+        headers.push(("x-ms-tags".to_owned(), tags_header(&listed.tags)));
+        headers.push(("x-ms-if-tags".to_owned(), if_tags_header(&listed.tags)));
     }
     // A tier set on the blob is restated; an inferred one (the account's default) is
     // what a commit gives anyway.
@@ -375,13 +390,21 @@ impl AzureClient {
     pub async fn recommit(&self, object: &ObjectRef) -> Result<(), Error> {
         let mut op = Op::object("GetBlobProperties", Method::HEAD, &object.bucket, Some(&object.key));
         let props = self.execute(&mut op, |r| async move { Ok(r.headers) }).await?;
+        let etag = props.get("etag").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+        let listed = self.listed(object, &etag, tag_count(&props) > 0).await?.ok_or_else(|| Error::Precondition {
+            status: 412,
+            code: "ConditionNotMet".into(),
+            message: format!("{object} changed while its properties were read; nothing was committed"),
+            request_id: None,
+        })?;
         let mut op = Op::object("GetBlockList", Method::GET, &object.bucket, Some(&object.key))
             .query("comp", "blocklist")
             .query("blocklisttype", "committed");
         let committed =
             self.execute(&mut op, |r| async move { read_xml(r, |b| parse_blocks(b, "CommittedBlocks")).await }).await?;
         let committed: Vec<(String, u64)> = committed.into_iter().map(|b| (b.name, b.size)).collect();
-        let (headers, xml) = recommit_request(&props, &committed).map_err(|why| blocks_remain(object, &why))?;
+        let (headers, xml) =
+            recommit_request(&props, &committed, &listed).map_err(|why| blocks_remain(object, &why))?;
         let body = Bytes::from(xml);
         let md5 = base64_encode(&Md5::digest(&body));
         let mut op = Op::object("PutBlockList", Method::PUT, &object.bucket, Some(&object.key))
@@ -473,7 +496,6 @@ mod tests {
                 ("content-type", "text/csv"),
                 ("cache-control", "no-cache"),
                 ("content-md5", "q1w2e3=="),
-                ("x-ms-meta-owner", "lab"),
                 ("x-ms-access-tier", "Hot"),
                 ("x-ms-access-tier-inferred", "true"),
                 ("x-ms-request-id", "r1"),
@@ -486,8 +508,13 @@ mod tests {
             h
         };
         let blocks = vec![("QQ".to_owned(), 10), ("Qg".to_owned(), 20)];
-        let (headers, xml) = recommit_request(&props(&[]), &blocks).unwrap();
-        let has = |k: &str, v: &str| headers.iter().any(|(a, b)| a == k && b == v);
+        let owner = || vec![("owner".to_owned(), "lab".to_owned())];
+        let listed = Listed { metadata: owner(), tags: Vec::new() };
+        let (headers, xml) = recommit_request(&props(&[]), &blocks, &listed).unwrap();
+        fn has_in(headers: &[(String, String)], k: &str, v: &str) -> bool {
+            headers.iter().any(|(a, b)| a == k && b == v)
+        }
+        let has = |k: &str, v: &str| has_in(&headers, k, v);
         assert!(has("if-match", "\"0x8DC1\""), "{headers:?}");
         assert!(has("x-ms-blob-content-type", "text/csv") && has("x-ms-blob-cache-control", "no-cache"));
         assert!(has("x-ms-blob-content-md5", "q1w2e3==") && has("x-ms-meta-owner", "lab"), "{headers:?}");
@@ -495,17 +522,31 @@ mod tests {
         assert!(!headers.iter().any(|(a, _)| a == "x-ms-request-id"));
         assert!(xml.ends_with("<BlockList><Committed>QQ</Committed><Committed>Qg</Committed></BlockList>"), "{xml}");
         // A tier set on the blob is kept.
-        let (headers, _) =
-            recommit_request(&props(&[("x-ms-access-tier", "Cool"), ("x-ms-access-tier-inferred", "false")]), &blocks)
-                .unwrap();
+        let (headers, _) = recommit_request(
+            &props(&[("x-ms-access-tier", "Cool"), ("x-ms-access-tier-inferred", "false")]),
+            &blocks,
+            &listed,
+        )
+        .unwrap();
         assert!(headers.iter().any(|(a, b)| a == "x-ms-access-tier" && b == "Cool"), "{headers:?}");
+        // Index tags are restated, on condition that they still hold.
+        let tags = vec![("Project".to_owned(), "a b".to_owned())];
+        let tagged = Listed { metadata: owner(), tags: tags.clone() };
+        let (headers, _) = recommit_request(&props(&[("x-ms-tag-count", "1")]), &blocks, &tagged).unwrap();
+        assert!(has_in(&headers, "x-ms-tags", "Project=a%20b"), "{headers:?}");
+        assert!(has_in(&headers, "x-ms-if-tags", "\"Project\" = 'a b'"), "{headers:?}");
         // Refused where the commit could change the blob.
-        let refused =
-            |extra: &[(&str, &str)], blocks: &[(String, u64)]| recommit_request(&props(extra), blocks).unwrap_err();
-        assert!(refused(&[], &[]).contains("written whole"), "no block list: a Put Blob's blob");
-        assert!(refused(&[], &blocks[..1]).contains("written whole"), "blocks that do not add up to the length");
-        assert!(refused(&[("x-ms-tag-count", "2")], &blocks).contains("index tags"));
-        assert!(refused(&[("x-ms-blob-type", "PageBlob")], &blocks).contains("PageBlob"));
+        let refused = |extra: &[(&str, &str)], blocks: &[(String, u64)], listed: &Listed| {
+            recommit_request(&props(extra), blocks, listed).unwrap_err()
+        };
+        assert!(refused(&[], &[], &listed).contains("written whole"), "no block list: a Put Blob's blob");
+        assert!(refused(&[], &blocks[..1], &listed).contains("written whole"), "blocks that do not add up");
+        assert!(refused(&[("x-ms-tag-count", "2")], &blocks, &tagged).contains("index tags changed"));
+        assert!(refused(&[("x-ms-blob-type", "PageBlob")], &blocks, &listed).contains("PageBlob"));
+        let capitals = Listed { metadata: vec![("OwnerName".to_owned(), "lab".to_owned())], tags: tags.clone() };
+        assert!(
+            refused(&[("x-ms-tag-count", "1")], &blocks, &capitals).contains("\"OwnerName\" is stored with capitals")
+        );
     }
 
     #[test]

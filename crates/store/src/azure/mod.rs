@@ -8,13 +8,14 @@
 //!   ├─ object.rs   Get Blob Properties, Get Blob, Put Blob, Delete Blob, Copy Blob
 //!   ├─ body.rs     GET bodies checked (length, stored Content-MD5), resumed with If-Match
 //!   ├─ blocks.rs   multipart = Put Block + Put Block List; parts listed by Get Block List
+//!   ├─ restate.rs  what a rewrite states again: metadata names as stored, index tags
 //!   ├─ list.rs     List Blobs pages (start-after emulated), containers
 //!   ├─ batch.rs    Blob Batch delete (multipart/mixed, 256 per batch)
 //!   └─ error.rs    x-ms-error-code ─► Error by meaning, x-ms-request-id kept
 //! ```
 //!
 //! Wire facts written down once (docs/lab/store-azure-facts.md has their sources):
-//! every request names API version [`API_VERSION`], one that Azurite 3.35.0 accepts;
+//! every request names API version [`API_VERSION`], one that Azurite accepts;
 //! the service speaks HTTP/1.1 only (h2 is refused at build time; the pipeline runs
 //! where auto verifies it); there are no suffix ranges (object.rs turns them into
 //! `bytes=a-b`); blocks are at most 4,000 MiB and a blob at most 50,000 of them, with
@@ -38,6 +39,7 @@ pub mod config;
 pub mod error;
 pub mod list;
 pub mod object;
+mod restate;
 pub mod token;
 
 pub use client::{AzureClient, AzureClientBuilder};
@@ -53,7 +55,7 @@ use std::time::{Duration, SystemTime};
 
 /// The `x-ms-version` every request sends: a version whose behaviour this module is
 /// written for (Blob Batch container scope, 4,000 MiB blocks, 5,000 MiB Put Blob) and
-/// that Azurite 3.35.0 lists among its accepted versions.
+/// that Azurite (3.35.0 and 3.37.0) lists among its accepted versions.
 pub const API_VERSION: &str = "2023-11-03";
 
 /// Azure's limits on a block upload (blocks.rs).

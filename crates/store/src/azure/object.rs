@@ -7,8 +7,8 @@
 //! what Azure stores: Put Blob makes Azure compute and keep the blob's MD5 (a GET of the
 //! whole blob is checked against it, body.rs), and the answer's `Content-MD5` and
 //! `x-ms-content-crc64` are compared with ours ([`check_answer`]): a mismatch deletes
-//! the blob and fails with `Integrity`. Azurite 3.35.0 neither checks nor echoes the
-//! CRC64 (its support came later), so against it the answer's MD5 is the check.
+//! the blob and fails with `Integrity`. Azurite (3.37.0, the version setup.sh installs)
+//! checks the CRC64 and answers it for Put Block; its Put Blob answer carries the MD5.
 //!
 //! | source | CRC64 (and MD5) | retried? |
 //! |---|---|---|
@@ -20,11 +20,16 @@
 //! suffix is turned into `bytes=a-b` with the size (from the caller's hint, else a
 //! HEAD whose ETag then pins the GET with `If-Match`). Copy Blob is asynchronous in
 //! the service: the answer's `x-ms-copy-status` is polled until it leaves `pending`.
+//! It copies bytes, properties and metadata but no index tags, so a copy reads the
+//! source's properties first and, when they count tags, the tags, and states them on
+//! the copy pinned to that ETag (restate.rs): one request more per copy, two for a
+//! tagged source.
 
 use crate::azure::body::{full_object, AzureReopen};
 use crate::azure::client::{pause, AzureClient};
 use crate::azure::config::AzureCredential;
 use crate::azure::error::request_id;
+use crate::azure::restate::{tag_count, tags_header};
 use crate::checked::{CheckedBody, Verifier};
 use crate::error::Error;
 use crate::request::Op;
@@ -125,6 +130,23 @@ fn put_headers(mut op: Op, params: &PutParams, crc: Option<u64>) -> Result<Op, E
         op = op.header("if-none-match", "*")?;
     }
     Ok(op)
+}
+
+/// The refusal to copy a tagged blob whose tags could not be read (`error`): the copy
+/// would arrive without them (restate.rs).
+fn untagged_copy(source: &ObjectRef, count: u64, error: Error) -> Error {
+    let why = format!(
+        "{source} has {count} index tags, which Copy Blob does not copy, and reading them failed ({error}); \
+         nothing was copied (a SAS needs the t permission to read tags)"
+    );
+    match error {
+        Error::Auth { status, code, request_id, .. } => Error::Auth { status, code, message: why, request_id },
+        Error::NotFound { code, request_id, .. } => Error::NotFound { code, message: why, request_id },
+        Error::Precondition { status, code, request_id, .. } => {
+            Error::Precondition { status, code, message: why, request_id }
+        }
+        other => other,
+    }
 }
 
 fn put_output(r: &Response) -> PutObjectOutput {
@@ -338,9 +360,20 @@ impl AzureClient {
         if let AzureCredential::Sas(sas) = &self.config().credential {
             url = format!("{url}?{sas}");
         }
+        // Copy Blob copies no index tags: the source's are read and stated (restate.rs),
+        // and the copy pinned to the ETag they were read with.
+        let mut head = Op::object("GetBlobProperties", Method::HEAD, &source.bucket, Some(&source.key))
+            .header_opt("if-match", params.if_match.as_deref())?;
+        let props = self.execute(&mut head, |r| async move { Ok(r.headers) }).await?;
+        let source_etag = props.get("etag").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let tags = match tag_count(&props) {
+            0 => Vec::new(),
+            n => self.blob_tags(source).await.map_err(|e| untagged_copy(source, n, e))?,
+        };
         let mut op = Op::object("CopyBlob", Method::PUT, &dest.bucket, Some(&dest.key))
             .header("x-ms-copy-source", &url)?
-            .header_opt("x-ms-source-if-match", params.if_match.as_deref())?;
+            .header_opt("x-ms-source-if-match", params.if_match.as_deref().or(source_etag.as_deref()))?
+            .header_opt("x-ms-tags", (!tags.is_empty()).then(|| tags_header(&tags)).as_deref())?;
         if let Some(meta) = &params.metadata {
             for (k, v) in meta {
                 op = op.header(&format!("x-ms-meta-{}", k.to_ascii_lowercase()), v)?;
