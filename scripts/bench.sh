@@ -10,6 +10,8 @@
 #                                        clone), every row, peers included, in 3 repeats; each
 #                                        workload 26-52 s (mixed-hol 52 s, bulk-wan 47 s
 #                                        across the 110 ms link).
+#                                        parquet-scan joined the suite later (30 s alone,
+#                                        quick; its rows need the Python peers).
 #                                        The table after the claims gives each workload's time.
 #   scripts/bench.sh --repeats 1         extra flags go to `ferry bench all`
 #   FERRY_BENCH_FULL=1 scripts/bench.sh  the published sizes (hours)

@@ -36,11 +36,12 @@ from ferry.exceptions import (
     Throttled,
     Transport,
 )
-from ferry._ferry import _at_exit
+from ferry._exit import at_exit as _at_exit
 
 # Before the interpreter finalizes: calls still waiting in other threads (pyarrow's I/O
-# threads reading a ferry:// file) are ended and back in Python, or they could never
-# return and the process would hang at exit (crates/py/src/runtime.rs).
+# threads reading a ferry:// file) are ended and back in Python, and pyarrow's pools
+# idle, or a thread could never return and the process would hang at exit
+# (ferry/_exit.py, crates/py/src/runtime.rs).
 atexit.register(_at_exit)
 
 __all__ = [

@@ -586,6 +586,10 @@ def _cli_main(argv: Sequence[str], program: str | None = None) -> int:
     """The ``ferry`` command line in this process (``ferry._cli.main``): its exit code."""
 
 def _at_exit() -> None:
-    """ferry's ``atexit`` handler (registered on import): refuses new calls and waits
+    """The last step of ferry's ``atexit`` handler (``ferry._exit``): refuses new calls and waits
     (at most 2 s) until calls blocked in other threads are back in Python, so none is
     left waiting for the GIL while the interpreter finalizes."""
+
+def _refuse_calls() -> None:
+    """The first step of ferry's ``atexit`` handler (``ferry._exit``): every ferry call
+    from now on raises at once, without releasing the GIL."""

@@ -193,7 +193,7 @@ impl Peer {
 fn scan_how(peer: Peer, via: &str) -> String {
     match (peer, via) {
         (Peer::FerryPy, "arrow") => {
-            "ferry.arrow.read_table(urls, columns): footers, then the columns' chunks, in two get_ranges calls".into()
+            "ferry.arrow.read_table(urls, columns): footers, then the columns' chunks, a bounded window fetched ahead of the decode".into()
         }
         (Peer::FerryPy, _) => {
             "pandas.read_parquet(\"ferry://bucket/dir\", columns, storage_options): ferry's fsspec filesystem".into()

@@ -37,7 +37,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_suite_is_the_published_eight_in_order_and_names_are_unique() {
+    fn the_suite_is_the_published_eight_and_parquet_scan_in_order_and_names_are_unique() {
         let names: Vec<&str> = suite().map(|w| w.name).collect();
         assert_eq!(
             names,
@@ -49,7 +49,8 @@ mod tests {
                 "open-ahead",
                 "commit",
                 "vectored",
-                "bulk-wan"
+                "bulk-wan",
+                "parquet-scan"
             ]
         );
         for w in ALL {

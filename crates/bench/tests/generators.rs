@@ -169,7 +169,17 @@ fn suite_lists_every_workload_once() {
     let names: Vec<&str> = ferry_bench::suite::suite().map(|w| w.name).collect();
     assert_eq!(
         names,
-        ["small-objects", "mixed-hol", "ttfb-throughput", "listing", "open-ahead", "commit", "vectored", "bulk-wan"]
+        [
+            "small-objects",
+            "mixed-hol",
+            "ttfb-throughput",
+            "listing",
+            "open-ahead",
+            "commit",
+            "vectored",
+            "bulk-wan",
+            "parquet-scan"
+        ]
     );
     for n in names {
         assert_ne!(ferry_bench::claims::headline(n, &[]).published, "-", "{n} has a headline (its claim function)");

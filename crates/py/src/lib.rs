@@ -37,6 +37,7 @@ fn _ferry(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<transfer::TransferSummary>()?;
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::_at_exit, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::_refuse_calls, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -18,22 +18,29 @@
 //! back then parks it for good (before pyo3 parked it, CPython ended it with a forced
 //! unwind, which C++ frames below it turn into "terminate called without an active
 //! exception"). pyarrow's I/O threads are such threads when they read a `ferry://` file,
-//! and pyarrow joins them in its exit handlers, so the process hung at exit. `at_exit`
-//! (an `atexit` handler, ferry/__init__.py) runs before finalizing, GIL held:
+//! and pyarrow's thread pools, shut down by C++ exit handlers after the interpreter
+//! finalized, wait for every worker: one lost that way hangs the process at exit. The
+//! same holds for a pyarrow thread that calls into a ferry file in pure Python (a `tell`,
+//! a read of bytes already held) once the interpreter finalizes: CPython ends it under
+//! the pool. ferry's `atexit` handler (ferry/_exit.py) runs before finalizing, GIL held:
 //!
 //! ```text
-//! at_exit ─► EXITING = true ─► none waiting: returns at once
-//!                           └─► else GIL released, waits (≤ EXIT_WAIT) until WAITING = 0
-//!                               and no call was refused for EXIT_QUIET
+//! _refuse_calls ─► EXITING = true: every call from now on raises at once
+//! drain pyarrow ─► waits (GIL released) until pyarrow's I/O and CPU pools are idle: the
+//!                  scan's reads fail fast, it stops issuing them, its tasks end
+//! _at_exit ─► none waiting: returns at once
+//!          └─► else GIL released, waits (≤ EXIT_WAIT) until WAITING = 0 and no call
+//!              was refused for EXIT_QUIET (threads that are not pyarrow's)
 //! blocked call ─► wakes within SIGNAL_POLL, sees EXITING ─► task aborted, GIL taken back,
 //!                 raises ─► WAITING - 1
 //! new call (any thread) ─► raises at once, never releases the GIL ─► REFUSED + 1
 //! ```
 //!
-//! The quiet time is for pyarrow: a scan whose reads fail goes on issuing the reads it
-//! had planned for a moment; its I/O threads must be idle before the interpreter
-//! finalizes, or a thread calling into Python then is ended under pyarrow's pool, whose
-//! shutdown at exit then waits for it forever.
+//! The pools' idleness is the barrier, where a quiet time alone was a guess: pyarrow's
+//! pools run every task that can call into a ferry file, so once both are idle with
+//! calls refused, nothing of pyarrow's is left to call in (a decode task that ends
+//! schedules its next read on the pools, which the drain then waits for too). The quiet
+//! time stays for other threads that call ferry in a loop.
 
 use pyo3::prelude::*;
 use pyo3_async_runtimes::generic::{ContextExt, Runtime as GenericRuntime};
@@ -106,7 +113,14 @@ pub fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyResult
     Ok(py.detach(f))
 }
 
-/// ferry's `atexit` handler (module note): refuses new calls; with calls waiting in
+/// The first step of ferry's `atexit` handler (module note): every call from now on
+/// raises at once, so pyarrow's scans fail fast and their pools go idle.
+#[pyfunction]
+pub fn _refuse_calls() {
+    EXITING.store(true, Ordering::SeqCst);
+}
+
+/// The last step of ferry's `atexit` handler (module note): refuses new calls; with calls waiting in
 /// other threads, waits with the GIL released until they have taken it back and no call
 /// was refused for [`EXIT_QUIET`] (at most [`EXIT_WAIT`]).
 #[pyfunction]
