@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Set up (scripts/setup.sh), then check formatting (cargo fmt) and lints (clippy, warnings
-# are errors), then run every test: the Rust workspace tests, a short run of each fuzz
-# target (scripts/fuzz.sh), and the pytest
-# suite in tests/ that drives the real `ferry serve` with real clients (boto3, AWS CLI,
-# s5cmd, rclone, curl, h2load, raw sockets). Exits non-zero if anything fails.
+# are errors), then run every test: the Rust workspace tests, then, side by side, a
+# 20-second run of each fuzz target (scripts/fuzz.sh) and the pytest suite in tests/ that
+# drives the real `ferry serve` with real clients (boto3, AWS CLI, s5cmd, rclone, curl,
+# h2load, raw sockets). Exits non-zero if anything fails. Each phase prints its time;
+# docs/lab/ci.md says where the time goes and how to measure it again.
 #
 # Extra arguments go to pytest, e.g. `scripts/test.sh -k boto3 -x`.
 set -uo pipefail
