@@ -44,32 +44,29 @@ echo "== cargo clippy --workspace --all-targets -- -D warnings"
 # profile matches the test build's, so its warnings are the tested code's.
 cargo clippy --workspace --all-targets --release -- -D warnings || status=1
 echo "== fmt, clippy: (${SECONDS}s)"
-# The default members, not --workspace: crates/py has no Rust tests (tests/python drives
-# it), and with it in the build PyO3's macros widen a feature of syn that tokio's macros
-# share, so every workspace crate would be compiled a second time, beside the build
-# setup.sh just made. Without it the test build reuses that build's libraries and only
-# compiles the tests.
-echo "== cargo test --release (build)"
+# --release --workspace: the same packages, so the same features, as setup.sh's build
+# and maturin's, so the test build compiles only the tests.
+echo "== cargo test --workspace --release (build)"
 phase=$SECONDS
-cargo test --release --no-run || status=1
+cargo test --workspace --release --no-run || status=1
 echo "== cargo test: built ($((SECONDS - phase))s)"
-echo "== cargo test --release"
+echo "== cargo test --workspace --release"
 phase=$SECONDS
-cargo test --release --no-fail-fast || status=1
+cargo test --workspace --release --no-fail-fast || status=1
 echo "== cargo test: ran ($((SECONDS - phase))s)"
 phase=$SECONDS
 if [[ -n "${FERRY_MINIO:-}" ]]; then
-    echo "== conformance suite against MinIO (cargo test --release --test conformance -- --ignored minio::)"
-    # The same packages as the run above, so the same build: nothing is rebuilt.
-    cargo test --release --test conformance -- --ignored minio:: || status=1
+    echo "== conformance suite against MinIO (cargo test --workspace --test conformance -- --ignored)"
+    # --workspace keeps the feature set of the run above, so nothing is rebuilt.
+    cargo test --release --workspace --test conformance -- --ignored minio:: || status=1
 fi
 if [[ -n "${FERRY_FAKE_GCS:-}" ]]; then
-    echo "== conformance suite against fake-gcs-server (cargo test --release --test conformance -- --ignored gcs::)"
-    cargo test --release --test conformance -- --ignored gcs:: || status=1
+    echo "== conformance suite against fake-gcs-server (cargo test --workspace --test conformance -- --ignored gcs::)"
+    cargo test --release --workspace --test conformance -- --ignored gcs:: || status=1
 fi
 if [[ -n "${FERRY_AZURITE:-}" ]]; then
-    echo "== conformance suite against Azurite (cargo test --release --test conformance -- --ignored azurite::)"
-    cargo test --release --test conformance -- --ignored azurite:: || status=1
+    echo "== conformance suite against Azurite (cargo test --workspace --test conformance -- --ignored azurite::)"
+    cargo test --release --workspace --test conformance -- --ignored azurite:: || status=1
 fi
 # Tests that need a tool or a privilege are #[ignore = "needs ..."]: a plain `cargo test`
 # lists them as ignored, and one run without what it needs fails. They run here, one
@@ -131,7 +128,7 @@ for e in "${IGNORED[@]}"; do
         esac
     done
     if [[ " ${missing[*]} " == *" manual "* ]]; then
-        echo "== NOT RUN (by hand only: cargo test --release --test $bin -- --ignored --exact $name): $bin $name"
+        echo "== NOT RUN (by hand only: cargo test --release --workspace --test $bin -- --ignored --exact $name): $bin $name"
         continue
     elif [[ " ${missing[*]} " == *" root "* ]]; then
         echo "== NOT RUN (needs root): $bin $name"
@@ -150,8 +147,8 @@ for e in "${IGNORED[@]}"; do
 done
 for bin in "${bins[@]}"; do
     names=(${run_names[$bin]})
-    echo "== ignored tests of $bin, their needs present (cargo test --release --test $bin -- --ignored${names[*]:+ --exact ${names[*]}})"
-    cargo test --release --test "$bin" -- --ignored ${names[*]:+--exact "${names[@]}"} || status=1
+    echo "== ignored tests of $bin, their needs present (cargo test --workspace --test $bin -- --ignored${names[*]:+ --exact ${names[*]}})"
+    cargo test --release --workspace --test "$bin" -- --ignored ${names[*]:+--exact "${names[@]}"} || status=1
 done
 echo "== cargo test: the ignored tests ran ($((SECONDS - phase))s)"
 echo "== fmt, clippy, cargo test: $([[ $status -eq 0 ]] && echo ok || echo FAILED) (${SECONDS}s)"
