@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Set up (scripts/setup.sh), then check formatting (cargo fmt) and lints (clippy, warnings
-# are errors), then run every test: the Rust workspace tests, then, side by side, a
-# 20-second run of each fuzz target (scripts/fuzz.sh) and the pytest suite in tests/ that
-# drives the real `ferry serve` with real clients (boto3, AWS CLI, s5cmd, rclone, curl,
-# h2load, raw sockets). Exits non-zero if anything fails. Each phase prints its time;
-# docs/lab/ci.md says where the time goes and how to measure it again.
+# are errors), then run every test: the Rust workspace tests and the pytest suite in
+# tests/ that drives the real `ferry serve` with real clients (boto3, AWS CLI, s5cmd,
+# rclone, curl, h2load, raw sockets), with a 20-second run of each fuzz target
+# (scripts/fuzz.sh) in the background beside them. Exits non-zero if anything fails. Each
+# phase prints its time; docs/lab/ci.md says where the time goes and how to measure it
+# again.
 #
 # Extra arguments go to pytest, e.g. `scripts/test.sh -k boto3 -x`.
 set -uo pipefail
@@ -50,6 +51,27 @@ echo "== cargo test --workspace --release (build)"
 phase=$SECONDS
 cargo test --workspace --release --no-run || status=1
 echo "== cargo test: built ($((SECONDS - phase))s)"
+
+# The fuzz smoke runs in the background from here to the end, beside the test runs: a
+# smoke run of every fuzz target from its checked-in seeds (scripts/fuzz.sh,
+# FERRY_FUZZ_SECONDS each, 20 by default; the long runs are by hand: docs/lab/fuzzing.md).
+# It is compute: a build, then one single-threaded libFuzzer process per core. The test
+# runs mostly wait: on the servers and emulators they start, on the clients' start-up, on
+# sockets and time-outs. Side by side, the fuzz smoke fills the cores those runs leave
+# idle, where one after the other it added its whole length to the run (docs/lab/ci.md
+# has the figures). It runs at a lower priority (nice), so a test that needs the CPU
+# gets it first; each target still runs its full time. Its output goes to its own log,
+# printed whole when it ends, and its exit status fails the run like any other phase.
+FUZZ_SECS="${FERRY_FUZZ_SECONDS:-20}"
+fuzz_log=.ferry-run/fuzz-smoke.log
+mkdir -p .ferry-run
+fuzz_started=$(date +%s)
+echo "== fuzz smoke, in the background: scripts/fuzz.sh $FUZZ_SECS (each target; log: $fuzz_log)"
+nice -n 10 bash scripts/fuzz.sh "$FUZZ_SECS" >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
+# A run that stops early does not leave the fuzzers behind (fuzz.sh stops its own on TERM).
+trap '[[ -n $fuzz_pid ]] && kill "$fuzz_pid" 2>/dev/null' EXIT
+
 echo "== cargo test --workspace --release"
 phase=$SECONDS
 cargo test --workspace --release --no-fail-fast || status=1
@@ -153,23 +175,7 @@ done
 echo "== cargo test: the ignored tests ran ($((SECONDS - phase))s)"
 echo "== fmt, clippy, cargo test: $([[ $status -eq 0 ]] && echo ok || echo FAILED) (${SECONDS}s)"
 
-# The fuzz smoke and pytest run side by side. A smoke run of every fuzz target from its
-# checked-in seeds (scripts/fuzz.sh, FERRY_FUZZ_SECONDS each, 20 by default; the long runs
-# are by hand: docs/lab/fuzzing.md) is compute: a build, then one libFuzzer process per
-# core. pytest mostly waits: on servers it starts, on the clients' own start-up, on
-# sockets. Overlapped, the two take about as long as pytest alone where one after the
-# other they took both (docs/lab/ci.md has the figures). The fuzz output goes to its own
-# log and is printed whole when it ends, and its exit status is checked like pytest's.
-FUZZ_SECS="${FERRY_FUZZ_SECONDS:-20}"
-fuzz_log=.ferry-run/fuzz-smoke.log
-mkdir -p .ferry-run
 SECONDS=0
-echo "== fuzz smoke, in the background: scripts/fuzz.sh $FUZZ_SECS (each target; log: $fuzz_log)"
-bash scripts/fuzz.sh "$FUZZ_SECS" >"$fuzz_log" 2>&1 &
-fuzz_pid=$!
-# A run that stops early does not leave the fuzzers behind (fuzz.sh stops its own on TERM).
-trap '[[ -n $fuzz_pid ]] && kill "$fuzz_pid" 2>/dev/null' EXIT
-
 echo "== pytest tests"
 # Per-test timeout: a hung server or client fails its own test, not the whole run.
 .venv/bin/pytest tests -q --timeout="${FERRY_TEST_TIMEOUT:-180}" "$@"
@@ -183,7 +189,7 @@ fuzz_rc=$?
 fuzz_pid=""
 echo "== fuzz smoke (scripts/fuzz.sh $FUZZ_SECS):"
 sed 's/^/    /' "$fuzz_log"
-echo "== fuzz smoke: $([[ $fuzz_rc -eq 0 ]] && echo ok || echo "FAILED (exit $fuzz_rc)") (${SECONDS}s since it started)"
+echo "== fuzz smoke: $([[ $fuzz_rc -eq 0 ]] && echo ok || echo "FAILED (exit $fuzz_rc)") ($(($(date +%s) - fuzz_started))s since it started)"
 ((fuzz_rc == 0)) || status=1
 
 echo "== test.sh: $([[ $status -eq 0 ]] && echo ok || echo FAILED) ($(($(date +%s) - run_started))s in all)"
