@@ -77,10 +77,17 @@ stop_all() {
     exit 130
 }
 trap stop_all INT TERM
+# At most JOBS at once: `wait -n` returns as soon as any one of them has ended (also one
+# that ended before it was called), and that frees a slot.
+running=0
 for t in "${targets[@]}"; do
-    while (($(jobs -rp | wc -l) >= JOBS)); do wait -n; done
+    if ((running >= JOBS)); then
+        wait -n
+        running=$((running - 1))
+    fi
     run_target "$t" &
     pids+=($!)
+    running=$((running + 1))
 done
 wait "${pids[@]}"
 
