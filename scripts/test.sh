@@ -57,8 +57,9 @@ echo "== cargo test: built ($((SECONDS - phase))s)"
 # FERRY_FUZZ_SECONDS each, 20 by default; the long runs are by hand: docs/lab/fuzzing.md).
 # It is compute: a build, then one single-threaded libFuzzer process per core. The tests
 # mostly wait: on the servers and emulators they start, on the clients' start-up, on
-# sockets and time-outs. Side by side, the fuzz smoke fills the cores they leave idle, where one after the other it added its whole length to the run (docs/lab/ci.md
-# has the figures). It runs at a lower priority (nice), so a test that needs the CPU
+# sockets and time-outs. Side by side, the fuzz smoke fills the cores they leave idle,
+# where one after the other it added its whole length to the run (docs/lab/ci.md has the
+# figures). It runs at a lower priority (nice), so a test that needs the CPU
 # gets it first; each target still runs its full time. Its output goes to its own log,
 # printed whole when it ends, and its exit status fails the run like any other phase.
 FUZZ_SECS="${FERRY_FUZZ_SECONDS:-20}"
