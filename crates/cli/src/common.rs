@@ -403,8 +403,9 @@ impl Global {
         match source.locate() {
             Ok(None) if !self.no_sign_request => {
                 return Err(usage(
-                    "no credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile in ~/.aws/credentials \
-                     (--profile / AWS_PROFILE); for public buckets pass --no-sign-request",
+                    "no credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_WEB_IDENTITY_TOKEN_FILE and \
+                     AWS_ROLE_ARN, or a profile in ~/.aws/credentials or ~/.aws/config (keys, credential_process or \
+                     web_identity_token_file; --profile / AWS_PROFILE); for public buckets pass --no-sign-request",
                 ))
             }
             Err(e) => return Err(usage(format!("credentials: {e}"))),

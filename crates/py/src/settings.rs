@@ -8,8 +8,9 @@
 //! CA bundle AWS_CA_BUNDLE ─ profile ca_bundle
 //! ```
 //!
-//! Credentials are ferry-store's `CredentialsSource` chain (environment, then the shared
-//! files), resolved when the store is built.
+//! Credentials are ferry-store's `CredentialsSource` chain, resolved when the store is
+//! built: environment keys, web identity from the environment, then the profile's keys,
+//! `credential_process` or web identity, in the AWS SDKs' order.
 
 use ferry_store::s3::settings::Explicit;
 use ferry_store::AwsSettings;
