@@ -12,6 +12,8 @@
 //!                    (none stored: every part exact in length under the one ETag)
 //! ```
 //!
+//! A first GET whose size is known small (`size_hint`) takes a share of a place
+//! (`Admission::small_room`), so a batch of small objects fills pipelined connections.
 //! The first request is a plain GET, not a HEAD: a small object costs one request and
 //! keeps the store's whole-body check, and a large one pays a dropped response instead
 //! of every object paying a HEAD. Each part runs as a task of its own (its socket read on
@@ -22,7 +24,7 @@
 use super::fetch::{combine_parts, full_crc};
 use super::plan::{part_count, part_len};
 use super::ProgressFn;
-use crate::admission::{ByteBudget, Engine};
+use crate::admission::{Admission, ByteBudget, Engine};
 use bytes::Bytes;
 use ferry_proto::checksum::{base64_decode, Checksummer};
 use ferry_store::{Error, GetParams, ObjectBody, ObjectInfo, ObjectRef, RangeSpec};
@@ -84,9 +86,13 @@ pub async fn get_to_memory(
     budget: Option<Arc<ByteBudget>>,
     progress: MemoryProgress,
 ) -> Result<Bytes, Error> {
-    // A place under the endpoint's limit for the first GET; the parts of a large object
-    // take places of their own once it is given back.
-    let room = engine.admission().room().await;
+    // A place under the endpoint's limit for the first GET (a share of one when its size
+    // is known to be small, admission.rs); the parts of a large object take places of
+    // their own once it is given back.
+    let room = match params.size_hint {
+        hint if Admission::is_small(hint) => engine.admission().small_room().await,
+        _ => engine.admission().room().await,
+    };
     let out = engine.get(object, GetParams { size_hint: params.size_hint, ..GetParams::default() }).await?;
     let size = out.meta.size;
     if let Some(f) = &progress.size {
@@ -106,9 +112,34 @@ pub async fn get_to_memory(
     get_parts(engine, object, out.meta, params, progress).await
 }
 
+/// Bytes at which a buffer asks for transparent huge pages (2 MiB, x86-64's huge page):
+/// below one huge page there is nothing to gain.
+const HUGE_PAGE: usize = 2 << 20;
+
+/// An empty `Vec` with room for `len` bytes, in huge pages when it spans some (Linux,
+/// `madvise(MADV_HUGEPAGE)`; the kernels here default THP to `madvise`). Every byte of a
+/// fresh buffer is written once by a socket's copy, and with 4 KiB pages each page costs a
+/// fault, a page zeroed and a page-table update: `perf` of a 1 GiB `Client.get` put those
+/// at most of the caller's CPU time (docs/lab/python-rows.md, "get of one large object").
+/// Advice only: where it is refused, the buffer is the same, in small pages.
+fn buffer(len: usize) -> Vec<u8> {
+    let v = Vec::<u8>::with_capacity(len);
+    #[cfg(target_os = "linux")]
+    if v.capacity() >= 2 * HUGE_PAGE {
+        let page = 4096usize;
+        let start = (v.as_ptr() as usize).next_multiple_of(page);
+        let end = (v.as_ptr() as usize + v.capacity()) & !(page - 1);
+        if end > start {
+            // SAFETY: advice on whole pages inside this allocation; it changes no byte.
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+        }
+    }
+    v
+}
+
 /// A body into one allocation of its announced size (the store checks the length).
 async fn collect_sized(mut body: ObjectBody, size: u64, progress: &MemoryProgress) -> Result<Bytes, Error> {
-    let mut out = Vec::with_capacity(size as usize);
+    let mut out = buffer(size as usize);
     while let Some(chunk) = body.chunk().await {
         let chunk = chunk?;
         out.extend_from_slice(&chunk);
@@ -130,7 +161,7 @@ unsafe impl Sync for Shared {}
 
 impl Shared {
     fn new(len: usize) -> Shared {
-        let mut v = std::mem::ManuallyDrop::new(Vec::<u8>::with_capacity(len));
+        let mut v = std::mem::ManuallyDrop::new(buffer(len));
         Shared { ptr: v.as_mut_ptr(), cap: v.capacity() }
     }
 
