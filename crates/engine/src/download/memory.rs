@@ -112,34 +112,9 @@ pub async fn get_to_memory(
     get_parts(engine, object, out.meta, params, progress).await
 }
 
-/// Bytes at which a buffer asks for transparent huge pages (2 MiB, x86-64's huge page):
-/// below one huge page there is nothing to gain.
-const HUGE_PAGE: usize = 2 << 20;
-
-/// An empty `Vec` with room for `len` bytes, in huge pages when it spans some (Linux,
-/// `madvise(MADV_HUGEPAGE)`; the kernels here default THP to `madvise`). Every byte of a
-/// fresh buffer is written once by a socket's copy, and with 4 KiB pages each page costs a
-/// fault, a page zeroed and a page-table update: `perf` of a 1 GiB `Client.get` put those
-/// at most of the caller's CPU time (docs/lab/python-rows.md, "get of one large object").
-/// Advice only: where it is refused, the buffer is the same, in small pages.
-fn buffer(len: usize) -> Vec<u8> {
-    let v = Vec::<u8>::with_capacity(len);
-    #[cfg(target_os = "linux")]
-    if v.capacity() >= 2 * HUGE_PAGE {
-        let page = 4096usize;
-        let start = (v.as_ptr() as usize).next_multiple_of(page);
-        let end = (v.as_ptr() as usize + v.capacity()) & !(page - 1);
-        if end > start {
-            // SAFETY: advice on whole pages inside this allocation; it changes no byte.
-            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
-        }
-    }
-    v
-}
-
 /// A body into one allocation of its announced size (the store checks the length).
 async fn collect_sized(mut body: ObjectBody, size: u64, progress: &MemoryProgress) -> Result<Bytes, Error> {
-    let mut out = buffer(size as usize);
+    let mut out = Vec::with_capacity(size as usize);
     while let Some(chunk) = body.chunk().await {
         let chunk = chunk?;
         out.extend_from_slice(&chunk);
@@ -161,7 +136,7 @@ unsafe impl Sync for Shared {}
 
 impl Shared {
     fn new(len: usize) -> Shared {
-        let mut v = std::mem::ManuallyDrop::new(buffer(len));
+        let mut v = std::mem::ManuallyDrop::new(Vec::<u8>::with_capacity(len));
         Shared { ptr: v.as_mut_ptr(), cap: v.capacity() }
     }
 
