@@ -108,13 +108,13 @@ def test_get_many_pipelines_small_objects_past_the_connection_count():
         urls = sorted(data)
         sizes = [len(data[u]) for u in urls]
         # Bounded by the caller: `conns` objects at once (the PUTs above went one at a
-        # time); auto's pipelining probe and a hedged GET may each add a copy of one.
+        # time); auto's pipelining probe and hedged GETs may add copies of some.
         got = srv.client(max_connections=conns).get_many(urls, sizes=sizes, concurrency=conns)
         assert [bytes(b) for b in got] == [data[u] for u in urls]
         bounded = _metric(srv.url, "ferry_requests_in_progress_peak")
-        assert bounded <= conns + 2, f"{bounded} requests in progress with concurrency={conns}"
+        assert bounded <= 2 * conns, f"{bounded} requests in progress with concurrency={conns}"
         # The default: admission lets the small GETs share the connections' places.
         got = srv.client(max_connections=conns).get_many(urls, sizes=sizes)
         assert [bytes(b) for b in got] == [data[u] for u in urls]
         peak = _metric(srv.url, "ferry_requests_in_progress_peak")
-        assert 2 * conns <= peak <= conns * 32 + 2, f"{peak} requests in progress at once on {conns} connections"
+        assert 2 * conns < peak <= conns * 32 + conns, f"{peak} requests in progress at once on {conns} connections"
