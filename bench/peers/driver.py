@@ -1367,12 +1367,20 @@ class FerryPyPeer:
         # The sizes a caller that listed first has (ObjectInfo entries carry them): the
         # bench's auto row passes the same size hint.
         sizes = [int(spec["object_size"])] * len(urls) if spec.get("object_size") else None
+        # The peers' connection count: a client of `concurrency` connections. With sizes,
+        # get_many's own default lets the small GETs fill those connections' pipelines
+        # (as the bench's auto row does); without, `concurrency` objects at once.
+        client = self.ferry.Client(**self.client_kw, max_connections=self.conc)
         if sizes:
-            self.how = f"ferry {self.version}: ferry.Client, transport auto, get_many with sizes (as after a listing)"
+            self.how = (f"ferry {self.version}: ferry.Client(max_connections={self.conc}), transport auto, "
+                        "get_many with sizes (as after a listing), its default in flight")
+            kw = {"sizes": sizes}
+        else:
+            kw = {"concurrency": self.conc}
 
         async def main():
             return await asyncio.wait_for(
-                self.client.get_many_async(urls, concurrency=self.conc, return_exceptions=True, sizes=sizes),
+                client.get_many_async(urls, return_exceptions=True, **kw),
                 timeout=deadline_left(spec, t0))
 
         try:

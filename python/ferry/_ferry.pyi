@@ -288,9 +288,12 @@ class Client:
         sizes: Sequence[int | None] | None = None,
     ) -> list[Buffer | Exception]: ...
     def get_many(self, urls, max_bytes_in_flight=None, concurrency=None, return_exceptions=False, callback=None, sizes=None):
-        """Many objects at once, scheduled in Rust (64 in flight by default, below the
-        endpoint's adaptive limit; large ones split as in `get`), results in input
-        order. ``max_bytes_in_flight`` bounds the bytes being received at once. With
+        """Many objects at once, scheduled in Rust (large ones split as in `get`), results
+        in input order. In flight by default: objects known to be small (at most 1 MiB,
+        from an entry or ``sizes``) as many as the connections' pipelines carry (the
+        endpoint's adaptive limit x 32 on HTTP/1.1 with pipelining, h2 likewise; one per
+        connection otherwise), other objects 64 at once, all below the endpoint's
+        adaptive limit; ``concurrency`` sets the objects in flight instead. ``max_bytes_in_flight`` bounds the bytes being received at once. With
         ``return_exceptions=True`` a failed object's place holds its exception (as
         ``asyncio.gather``); otherwise the first failure raises. ``callback`` as in
         `get` (the total grows as the objects' sizes become known).

@@ -75,3 +75,46 @@ def test_get_many_refuses_what_is_not_an_object(client, bucket, objects):
     got = client.get_many(entries, return_exceptions=True)
     assert bytes(got[0]) == objects[entries[0].url] and bytes(got[2]) == objects[entries[2].url]
     assert isinstance(got[1], ferry.NotFound)
+
+
+def _metric(url: str, name: str) -> int:
+    """A gauge of the server's /_ferry/metrics."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/_ferry/metrics", timeout=10) as r:
+        text = r.read().decode()
+    for line in text.splitlines():
+        parts = line.split()
+        if parts and parts[0] == name:
+            return int(parts[1])
+    raise AssertionError(f"no {name} in {text}")
+
+
+def test_get_many_pipelines_small_objects_past_the_connection_count():
+    """Small objects of known size fill each connection's pipeline: a server that answers
+    each GET after 40 ms sees more requests in progress at once than the client has
+    connections (its own count, /_ferry/metrics); an explicit `concurrency` still bounds
+    the objects in flight. (On auto a pipeline's depth follows the controller's limit,
+    here the 4 connections, so 4 x 4.) Bytes compared exactly."""
+    from ferry.testing import FerryServer
+
+    conns = 4
+    with FerryServer(["--ttfb-p50", "40ms", "--ttfb-p99", "40ms"]) as srv:
+        setup = srv.client()
+        setup.create_bucket("pipe")
+        data = {f"s3://pipe/o{i:03}": blob(2048 + i, seed=i) for i in range(96)}
+        for url, b in data.items():
+            setup.put(url, b)
+        urls = sorted(data)
+        sizes = [len(data[u]) for u in urls]
+        # Bounded by the caller: `conns` objects at once (the PUTs above went one at a
+        # time); auto's pipelining probe and hedged GETs may add copies of some.
+        got = srv.client(max_connections=conns).get_many(urls, sizes=sizes, concurrency=conns)
+        assert [bytes(b) for b in got] == [data[u] for u in urls]
+        bounded = _metric(srv.url, "ferry_requests_in_progress_peak")
+        assert bounded <= 2 * conns, f"{bounded} requests in progress with concurrency={conns}"
+        # The default: admission lets the small GETs share the connections' places.
+        got = srv.client(max_connections=conns).get_many(urls, sizes=sizes)
+        assert [bytes(b) for b in got] == [data[u] for u in urls]
+        peak = _metric(srv.url, "ferry_requests_in_progress_peak")
+        assert 2 * conns < peak <= conns * 32 + conns, f"{peak} requests in progress at once on {conns} connections"

@@ -181,7 +181,7 @@ impl Peer {
             (Peer::S3fs, false) => format!("asynchronous=True, asyncio.gather with a Semaphore({n})"),
             (Peer::S3fs, true) => "open_async, 8 MiB reads".into(),
             (Peer::FerryPy, false) => {
-                format!("ferry.Client.get_many(urls, concurrency={n}): the batch scheduled in Rust")
+                format!("ferry.Client(max_connections={n}).get_many(urls, sizes=...): the batch scheduled in Rust, small GETs pipelined on the {n} connections (with no sizes: concurrency={n})")
             }
             (Peer::FerryPy, true) => "ferry.Client.get (parallel 8 MiB ranged GETs above 16 MiB)".into(),
             (Peer::Pyarrow, _) => "pyarrow.fs.S3FileSystem".into(),

@@ -13,7 +13,18 @@
 //!                                        AIMD limit, learned by the transport from every
 //!                                        response's status and first-byte latency)
 //!          ◄─ Ticket (all held; dropped when the bytes have left memory)
+//!
+//! small GET ─► Admission::small_room ─► Controller::acquire_small: a share of a place,
+//!   (size known <= 1 MiB)               limit x Transport::small_depth in flight (the
+//!                                       pipeline's depth, h2's streams; 1 on a pool)
 //! ```
+//!
+//! Why small GETs share places: on HTTP/1.1 the controller's limit is also auto's
+//! connection count, so one request per place would keep a pipelined connection one deep
+//! and a batch of small objects would wait a first byte per object per connection. A
+//! share lets as many through as the connections carry at once; the caller's memory
+//! budget (if any) still bounds their bytes, and the transport's per-connection depth
+//! bounds the rest.
 //!
 //! Bytes first, then room: a request waits for memory before it takes one of the
 //! endpoint's places, so a place is never held by a request that cannot buffer its
@@ -27,6 +38,7 @@
 
 use ferry_store::{DynObjectStore, ObjectStore};
 use ferry_wire::controller::{Controller, Permit};
+use ferry_wire::Transport;
 use std::sync::Arc;
 
 /// A store and the admission every request to it goes through. Derefs to the store, so
@@ -44,7 +56,8 @@ impl Engine {
         let store = store.into();
         let controller = store.controller();
         let bytes = ByteBudget::new(default_memory_budget(controller.max()));
-        Engine { store, admission: Arc::new(Admission { bytes, controller, parts: None }) }
+        let transport = Some(store.transport().clone());
+        Engine { store, admission: Arc::new(Admission { bytes, controller, parts: None, transport }) }
     }
 
     /// The same store and controller, drawing bytes in flight from a budget of `bytes`
@@ -56,6 +69,7 @@ impl Engine {
             bytes: ByteBudget::new(bytes.max(MIN_MEMORY_BUDGET)),
             controller: self.admission.controller.clone(),
             parts: self.admission.parts.clone(),
+            transport: self.admission.transport.clone(),
         };
         Engine { store: self.store.clone(), admission: Arc::new(admission) }
     }
@@ -69,6 +83,7 @@ impl Engine {
             bytes: self.admission.bytes.clone(),
             controller: self.admission.controller.clone(),
             parts: Some((Arc::new(tokio::sync::Semaphore::new(parts.max(1))), parts.max(1))),
+            transport: self.admission.transport.clone(),
         };
         Engine { store: self.store.clone(), admission: Arc::new(admission) }
     }
@@ -108,13 +123,26 @@ impl std::fmt::Debug for Engine {
 
 /// Bytes in flight and the endpoint's requests in flight, taken together, and the
 /// download parts in flight when the engine bounds them.
-#[derive(Debug)]
 pub struct Admission {
     bytes: Arc<ByteBudget>,
     controller: Arc<Controller>,
     /// Ranged-download parts in flight across the engine's downloads
     /// ([`Engine::with_download_parts`]); `None`: no limit across downloads.
     parts: Option<(Arc<tokio::sync::Semaphore>, usize)>,
+    /// The store's transport, asked how many small requests share a place
+    /// ([`Transport::small_depth`]); `None`: one each.
+    transport: Option<Arc<dyn Transport>>,
+}
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admission")
+            .field("bytes", &self.bytes)
+            .field("controller", &self.controller)
+            .field("parts", &self.parts)
+            .field("transport", &self.transport.as_ref().map(|t| t.name()))
+            .finish()
+    }
 }
 
 /// What an admitted request holds: its bytes and its place (and a download part's place
@@ -160,6 +188,24 @@ impl Admission {
     /// A place only: for requests whose answers are small (deletes, listing pages).
     pub async fn room(&self) -> Permit {
         self.controller.acquire().await
+    }
+
+    /// A share of a place for a GET known to bring at most `ferry_wire::lane::SMALL_GET_BYTES`
+    /// (its size from a listing or a HEAD, sent as its `size_hint` so the transport sees
+    /// it small too): as many in flight per place as the transport carries on one
+    /// connection (module note). A plain [`Admission::room`] on a transport that does
+    /// not pipeline.
+    pub async fn small_room(&self) -> Permit {
+        match &self.transport {
+            Some(t) => self.controller.acquire_small(|| t.small_depth()).await,
+            None => self.controller.acquire().await,
+        }
+    }
+
+    /// Whether a GET whose response is known to carry `len` bytes is small (module note):
+    /// the transport's own rule (`ferry_wire::lane::is_small`).
+    pub fn is_small(len: Option<u64>) -> bool {
+        len.is_some_and(|n| n <= ferry_wire::lane::SMALL_GET_BYTES)
     }
 
     pub fn budget(&self) -> &Arc<ByteBudget> {
@@ -336,7 +382,7 @@ pub(crate) mod tests {
             max: 1,
             ..Default::default()
         });
-        let a = Admission { bytes: ByteBudget::new(4 << 20), controller, parts: None };
+        let a = Admission { bytes: ByteBudget::new(4 << 20), controller, parts: None, transport: None };
         let t = a.admit(1 << 20).await;
         assert_eq!(a.budget().held(), 1 << 20);
         // The one place is taken: the next admission holds its bytes and waits for room.

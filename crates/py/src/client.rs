@@ -48,9 +48,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-/// Objects in flight in `get_many` by default, as the command line's `--concurrency`:
-/// enough to hide S3's ~30 ms first byte behind 16 KiB objects (docs/lab/README.md, profiles).
-const DEFAULT_CONCURRENCY: usize = 64;
 /// Bytes read from a file object per chunk handed to Rust: 1 MiB, so a chunk's hand-off
 /// (a channel send, the GIL released and taken back) is small beside its bytes, while the
 /// upload's 8 MiB parts are cut from a few chunks and the channel (4 chunks) holds little.
@@ -1309,10 +1306,9 @@ impl Client {
     ) -> PyResult<Py<PyList>> {
         let objects = self.sized_targets(py, urls, sizes)?;
         let budget = max_bytes_in_flight.map(ByteBudget::new);
-        let n = concurrency.unwrap_or(DEFAULT_CONCURRENCY);
         let progress = tracker(&callback);
         let tick = reporter(callback, &progress, None);
-        let results = block_on_ticking(py, ops::get_many(objects, n, budget, progress), tick)?;
+        let results = block_on_ticking(py, ops::get_many(objects, concurrency, budget, progress), tick)?;
         buffers(py, results, return_exceptions)
     }
 
@@ -1330,11 +1326,10 @@ impl Client {
     ) -> PyResult<Bound<'py, PyAny>> {
         let objects = self.sized_targets(py, urls, sizes)?;
         let budget = max_bytes_in_flight.map(ByteBudget::new);
-        let n = concurrency.unwrap_or(DEFAULT_CONCURRENCY);
         let progress = tracker(&callback);
         let report = LoopReporter::new(py, callback, &progress, None)?;
         awaitable(py, async move {
-            let results = reporting(report, ops::get_many(objects, n, budget, progress)).await;
+            let results = reporting(report, ops::get_many(objects, concurrency, budget, progress)).await;
             Python::attach(|py| buffers(py, results, return_exceptions))
         })
     }

@@ -6,7 +6,7 @@
 //! progress tracker and sizes; the batch and iterator reads here schedule many of them.
 
 use bytes::Bytes;
-use ferry_engine::{ByteBudget, Engine, MemoryParams, MemoryProgress};
+use ferry_engine::{Admission, ByteBudget, Engine, MemoryParams, MemoryProgress};
 use ferry_store::{Error, GetParams, ObjectRef, RangeSpec};
 use futures_util::stream::{self, StreamExt};
 use std::ops::Range;
@@ -54,23 +54,38 @@ pub async fn get_object(
 /// An object of a batch: its engine, the object, and its size when the caller knows it.
 pub type Target = (Engine, ObjectRef, Option<u64>);
 
-/// Many objects into memory, results in input order (each a result of its own).
-/// `concurrency` objects at once (the endpoint's controller decides below that); with a
-/// budget, a body waits for its bytes before it is read. A known size goes with its GET
-/// as a size hint, which lets `auto` pipeline small objects.
+/// Objects in flight in `get_many` when the caller names no concurrency, for objects not
+/// known to be small, as the command line's `--concurrency`: enough to hide S3's ~30 ms
+/// first byte behind 16 KiB objects (docs/lab/README.md, profiles).
+pub const DEFAULT_CONCURRENCY: usize = 64;
+
+/// Objects known to be small in flight at most when the caller names no concurrency: the
+/// default connection cap (64) with every pipeline full (32 deep, `TransportConfig`'s
+/// `pipeline_depth`). The engine's admission bounds them below that: limit x the
+/// transport's depth (`Admission::small_room`).
+pub const SMALL_IN_FLIGHT: usize = 64 * 32;
+
+/// Many objects into memory, results in input order (each a result of its own). A known
+/// size goes with its GET as a size hint, which lets `auto` pipeline small objects.
 ///
-/// The caller's `concurrency` is where each endpoint's controller starts
-/// (`Controller::start_at`, at most the objects for that endpoint): a fresh client's
-/// controller would otherwise begin at 4 in flight and climb by slow start, a large part
-/// of a short batch's time (docs/lab/python-rows.md, "get_many's start").
+/// In flight: `concurrency` objects when the caller names it. Otherwise the engine's
+/// admission decides: an object known to be small (at most 1 MiB: a pipelined GET) takes
+/// a share of a place, so a batch of them fills every connection's pipeline (up to
+/// [`SMALL_IN_FLIGHT`]), and other objects go [`DEFAULT_CONCURRENCY`] at once. With a
+/// budget, a body waits for its bytes before it is read.
+///
+/// Each endpoint's controller starts at the objects in flight asked for
+/// (`Controller::start_at`, at most the objects for that endpoint and its connection
+/// cap): a fresh client's controller would otherwise begin at 4 and climb by slow start,
+/// a large part of a short batch's time (docs/lab/python-rows.md, "get_many's start").
 pub async fn get_many(
     objects: Vec<Target>,
-    concurrency: usize,
+    concurrency: Option<usize>,
     budget: Option<Arc<ByteBudget>>,
     progress: Tracker,
 ) -> Vec<Result<Bytes, Error>> {
     let n = objects.len();
-    let concurrency = concurrency.max(1);
+    let concurrency = concurrency.map(|c| c.max(1));
     let mut controllers: Vec<(Arc<ferry_wire::controller::Controller>, usize)> = Vec::new();
     for (engine, _, _) in &objects {
         let c = engine.controller();
@@ -80,17 +95,27 @@ pub async fn get_many(
         }
     }
     for (c, count) in controllers {
-        c.start_at(count.min(concurrency));
+        c.start_at(count.min(concurrency.unwrap_or(usize::MAX)));
     }
+    // Without a caller's concurrency, objects not known small wait here for one of
+    // DEFAULT_CONCURRENCY places; small ones only for the engine's admission.
+    let others = Arc::new(tokio::sync::Semaphore::new(DEFAULT_CONCURRENCY));
     let mut out: Vec<Option<Result<Bytes, Error>>> = (0..n).map(|_| None).collect();
     let mut done = stream::iter(objects.into_iter().enumerate())
         .map(|(i, (engine, o, size_hint))| {
             let (budget, progress) = (budget.clone(), progress.clone());
-            // A task per object: each body is read on a task of its own.
-            let task = tokio::spawn(get_object(engine, o, size_hint, budget, progress));
-            async move { (i, task.await.unwrap_or_else(|e| Err(Error::Config(format!("get task failed: {e}"))))) }
+            let gate = (concurrency.is_none() && !Admission::is_small(size_hint)).then(|| others.clone());
+            async move {
+                let _place = match gate {
+                    Some(g) => Some(g.acquire_owned().await.expect("never closed")),
+                    None => None,
+                };
+                // A task per object: each body is read on a task of its own.
+                let task = tokio::spawn(get_object(engine, o, size_hint, budget, progress));
+                (i, task.await.unwrap_or_else(|e| Err(Error::Config(format!("get task failed: {e}")))))
+            }
         })
-        .buffer_unordered(concurrency);
+        .buffer_unordered(concurrency.unwrap_or(SMALL_IN_FLIGHT));
     while let Some((i, r)) = done.next().await {
         out[i] = Some(r);
     }

@@ -266,4 +266,8 @@ impl Transport for Counting {
     fn controller(&self) -> Option<Arc<ferry_wire::controller::Controller>> {
         self.inner.controller()
     }
+
+    fn small_depth(&self) -> usize {
+        self.inner.small_depth()
+    }
 }

@@ -72,6 +72,23 @@ const IDLE_SHRINK: std::time::Duration = std::time::Duration::from_secs(1);
 /// upload cannot hold a connection. nginx's `lingering_timeout` is 5 s per read.
 const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// A request read and counted in progress (metrics.rs) until dropped: when the writer
+/// starts its answer, or with the connection.
+struct InProgress(Arc<App>);
+
+impl InProgress {
+    fn new(app: &Arc<App>) -> InProgress {
+        app.metrics.request_read();
+        InProgress(app.clone())
+    }
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        self.0.metrics.request_answering();
+    }
+}
+
 enum Slot {
     Continue,
     /// A request's answer. `wanted` is set for a request that expects `100 Continue`
@@ -82,6 +99,8 @@ enum Slot {
         wanted: Option<oneshot::Receiver<()>>,
         head_only: bool,
         keep_alive: bool,
+        /// Counts the request in `Metrics::requests_in_progress` until its answer starts.
+        counted: InProgress,
     },
     /// Boxed: a `Response` is ~180 bytes and every slot of the queue is as large as its
     /// largest variant. tokio's mpsc allocates its first block of 32 slots when the
@@ -161,6 +180,7 @@ async fn read_loop<R: AsyncRead>(rd: ReadHalf<R>, mut buf: BytesMut, app: Arc<Ap
             }
         };
         let arrived = Instant::now();
+        let counted = InProgress::new(&app);
         let keep_alive = head.keep_alive;
         let head_only = head.method == Method::HEAD;
         let content_length = match head.framing {
@@ -234,7 +254,7 @@ async fn read_loop<R: AsyncRead>(rd: ReadHalf<R>, mut buf: BytesMut, app: Arc<Ap
             drop(guard);
             let _ = otx.send(resp);
         });
-        if queue.send(Slot::Answer { rx: orx, wanted, head_only, keep_alive }).await.is_err() {
+        if queue.send(Slot::Answer { rx: orx, wanted, head_only, keep_alive, counted }).await.is_err() {
             return;
         }
         if let Some(btx) = body_tx {
@@ -609,7 +629,7 @@ async fn write_loop<W: AsyncWrite>(
                 continue;
             }
             Slot::Immediate(resp) => (*resp, false, false),
-            Slot::Answer { mut rx, wanted, head_only, keep_alive } => {
+            Slot::Answer { mut rx, wanted, head_only, keep_alive, counted } => {
                 let resp = match rx.try_recv() {
                     Ok(resp) => Ok(resp),
                     Err(oneshot::error::TryRecvError::Empty) => {
@@ -636,6 +656,7 @@ async fn write_loop<W: AsyncWrite>(
                 };
                 let resp =
                     resp.unwrap_or_else(|_| app.error_response(500, "InternalError", "The handler failed.", None));
+                drop(counted);
                 (resp, head_only, keep_alive)
             }
         };

@@ -428,6 +428,15 @@ type H2Body = UnsyncBoxBody<Piece, io::Error>;
 async fn handle(app: Arc<App>, req: hyper::Request<Incoming>) -> hyper::Response<H2Body> {
     app.metrics.h2_streams.fetch_add(1, Relaxed);
     let arrived = Instant::now();
+    // In progress until the handler's answer is handed to hyper (or the stream is gone).
+    app.metrics.request_read();
+    struct Answering<'a>(&'a Arc<App>);
+    impl Drop for Answering<'_> {
+        fn drop(&mut self) {
+            self.0.metrics.request_answering();
+        }
+    }
+    let answering = Answering(&app);
     let (parts, incoming) = req.into_parts();
     let mut headers = parts.headers;
     // SigV4 signs the Host header; HTTP/2 carries it as :authority.
@@ -451,6 +460,7 @@ async fn handle(app: Arc<App>, req: hyper::Request<Incoming>) -> hyper::Response
         arrived,
     };
     let resp = app.handle(request).await;
+    drop(answering);
     to_hyper(resp, head_only, &app)
 }
 

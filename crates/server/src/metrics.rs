@@ -24,9 +24,26 @@ pub struct Metrics {
     pub tls_handshake_failures: AtomicU64,
     pub h2_header_timeouts: AtomicU64,
     pub h2_idle_closes: AtomicU64,
+    /// Requests read whose answer has not started yet (its head not written, on h1, or
+    /// not handed to hyper, on h2), and the most at once: how deep clients pipeline or
+    /// multiplex, as this server sees it.
+    pub requests_in_progress: AtomicU64,
+    pub requests_in_progress_peak: AtomicU64,
 }
 
 impl Metrics {
+    /// A request was read: counted in progress until [`Metrics::request_answering`].
+    pub fn request_read(&self) {
+        let now = self.requests_in_progress.fetch_add(1, Relaxed) + 1;
+        self.requests_in_progress_peak.fetch_max(now, Relaxed);
+    }
+
+    /// The answer to a request counted by [`Metrics::request_read`] starts (or the
+    /// request is gone).
+    pub fn request_answering(&self) {
+        self.requests_in_progress.fetch_sub(1, Relaxed);
+    }
+
     pub fn request(&self, op: &'static str, status: u16) {
         *self.requests.lock().unwrap().entry((op, status)).or_insert(0) += 1;
     }
@@ -38,7 +55,7 @@ impl Metrics {
         for ((op, status), n) in self.requests.lock().unwrap().iter() {
             let _ = writeln!(out, "ferry_requests_total{{op=\"{op}\",status=\"{status}\"}} {n}");
         }
-        let counters: [(&str, &str, &AtomicU64); 8] = [
+        let counters: [(&str, &str, &AtomicU64); 10] = [
             ("ferry_bytes_in_total", "Request body bytes received.", &self.bytes_in),
             ("ferry_bytes_out_total", "Response body bytes sent.", &self.bytes_out),
             ("ferry_h2_streams_total", "HTTP/2 streams served.", &self.h2_streams),
@@ -59,6 +76,16 @@ impl Metrics {
                 &self.h2_idle_closes,
             ),
             ("ferry_connections_open", "Connections open now.", &self.connections_open),
+            (
+                "ferry_requests_in_progress",
+                "Requests read whose response has not started yet.",
+                &self.requests_in_progress,
+            ),
+            (
+                "ferry_requests_in_progress_peak",
+                "The most requests read at once whose responses had not started.",
+                &self.requests_in_progress_peak,
+            ),
         ];
         for (name, help, v) in counters {
             let kind = if name.ends_with("_total") { "counter" } else { "gauge" };

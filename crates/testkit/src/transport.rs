@@ -116,6 +116,10 @@ impl Transport for Counting {
     fn name(&self) -> &'static str {
         self.inner.name()
     }
+
+    fn small_depth(&self) -> usize {
+        self.inner.small_depth()
+    }
 }
 
 /// Reports the first `remaining` keys of DeleteObjects answers as `InternalError`
@@ -171,6 +175,10 @@ impl Transport for PerKeyDeleteFaults {
 
     fn name(&self) -> &'static str {
         self.inner.name()
+    }
+
+    fn small_depth(&self) -> usize {
+        self.inner.small_depth()
     }
 }
 
@@ -243,5 +251,9 @@ impl Transport for Intercept {
 
     fn name(&self) -> &'static str {
         self.inner.name()
+    }
+
+    fn small_depth(&self) -> usize {
+        self.inner.small_depth()
     }
 }

@@ -9,7 +9,10 @@
 //! own controller); it sizes its HTTP/1.1 connections from [`Controller::limit`]. Callers
 //! above the transport share the controller through `Transport::controller` and wait for
 //! room with [`Controller::acquire`]; their permits carry no signal (the transport has
-//! reported the response already), so dropping them is enough.
+//! reported the response already), so dropping them is enough. A small request on a
+//! transport that pipelines (or multiplexes) takes a share of a place instead
+//! ([`Controller::acquire_small`]): limit x depth of them, as many as the limit's
+//! connections carry at once.
 //!
 //! AIMD with a slow start, in the manner of TCP congestion control:
 //!
@@ -97,6 +100,10 @@ impl Default for ControllerOptions {
 pub struct ControllerStats {
     pub limit: usize,
     pub in_flight: usize,
+    /// Small requests in flight on shares of places ([`Controller::acquire_small`]), and
+    /// the most at once.
+    pub small_in_flight: usize,
+    pub small_peak: usize,
     pub successes: u64,
     pub throttles: u64,
     pub increases: u64,
@@ -121,6 +128,8 @@ pub struct ControllerStats {
 struct State {
     limit: f64,
     in_flight: usize,
+    /// Small requests on shares of places ([`Controller::acquire_small`]).
+    small_in_flight: usize,
     /// No decrease yet: grow by one per success.
     slow_start: bool,
     epoch: u64,
@@ -271,6 +280,7 @@ impl Controller {
             state: Mutex::new(State {
                 limit,
                 in_flight: 0,
+                small_in_flight: 0,
                 slow_start: true,
                 epoch: 0,
                 round: 0,
@@ -325,8 +335,43 @@ impl Controller {
                         epoch: s.epoch,
                         started: Instant::now(),
                         done: false,
-                        counted: true,
+                        held: Held::Place,
                     };
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Waits for room for a small request (a GET known to bring at most
+    /// `lane::SMALL_GET_BYTES`, a HEAD) on a transport that carries `depth()` of them per
+    /// place (`Transport::small_depth`): up to limit x depth such requests are in flight,
+    /// counted apart from the places [`Controller::acquire`] gives, so a batch of small
+    /// GETs fills each pipelined connection instead of holding one request per
+    /// connection. With a depth of 1 it is [`Controller::acquire`]. `depth` is asked
+    /// again at each try, since auto's answer changes when it gives up on pipelining.
+    pub async fn acquire_small(self: &Arc<Self>, depth: impl Fn() -> usize) -> Permit {
+        loop {
+            let notified = self.notify.notified();
+            {
+                let mut s = self.lock();
+                let depth = depth().max(1);
+                let held = if depth == 1 {
+                    (s.in_flight < s.limit as usize).then(|| {
+                        s.in_flight += 1;
+                        s.stats.in_flight = s.in_flight;
+                        Held::Place
+                    })
+                } else {
+                    (s.small_in_flight < (s.limit as usize).saturating_mul(depth)).then(|| {
+                        s.small_in_flight += 1;
+                        s.stats.small_in_flight = s.small_in_flight;
+                        s.stats.small_peak = s.stats.small_peak.max(s.small_in_flight);
+                        Held::Share
+                    })
+                };
+                if let Some(held) = held {
+                    return Permit { ctl: self.clone(), epoch: s.epoch, started: Instant::now(), done: false, held };
                 }
             }
             notified.await;
@@ -338,7 +383,7 @@ impl Controller {
     /// [`Controller::limit`] rather than waiting here.
     pub fn observe(self: &Arc<Self>) -> Permit {
         let epoch = self.lock().epoch;
-        Permit { ctl: self.clone(), epoch, started: Instant::now(), done: false, counted: false }
+        Permit { ctl: self.clone(), epoch, started: Instant::now(), done: false, held: Held::Nothing }
     }
 
     /// Response body bytes received from the endpoint (the transport reports them as
@@ -385,11 +430,18 @@ impl Controller {
         self.notify.notify_waiters();
     }
 
-    fn release(&self, epoch: u64, counted: bool, outcome: Outcome) {
+    fn release(&self, epoch: u64, held: Held, outcome: Outcome) {
         let mut s = self.lock();
-        if counted {
-            s.in_flight -= 1;
-            s.stats.in_flight = s.in_flight;
+        match held {
+            Held::Place => {
+                s.in_flight -= 1;
+                s.stats.in_flight = s.in_flight;
+            }
+            Held::Share => {
+                s.small_in_flight -= 1;
+                s.stats.small_in_flight = s.small_in_flight;
+            }
+            Held::Nothing => {}
         }
         let (min, max) = (self.opts.min as f64, self.opts.max as f64);
         let before = s.limit;
@@ -597,8 +649,17 @@ pub struct Permit {
     epoch: u64,
     started: Instant,
     done: bool,
-    /// Taken by `acquire` (holds a place under the limit) rather than `observe`.
-    counted: bool,
+    /// What it holds under the limit.
+    held: Held,
+}
+
+/// What a [`Permit`] holds: a place ([`Controller::acquire`]), a share of one
+/// ([`Controller::acquire_small`]), or nothing ([`Controller::observe`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Held {
+    Place,
+    Share,
+    Nothing,
 }
 
 impl Permit {
@@ -642,7 +703,7 @@ impl Permit {
     fn finish(&mut self, outcome: Outcome) {
         if !self.done {
             self.done = true;
-            self.ctl.release(self.epoch, self.counted, outcome);
+            self.ctl.release(self.epoch, self.held, outcome);
         }
     }
 }
@@ -656,6 +717,35 @@ impl Drop for Permit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn small_requests_take_shares_of_places_up_to_limit_times_depth() {
+        let ctl = Controller::new(ControllerOptions { initial: 2, max: 2, ..ControllerOptions::default() });
+        let depth = std::sync::atomic::AtomicUsize::new(4);
+        let d = || depth.load(Relaxed);
+        let mut shares = Vec::new();
+        for _ in 0..8 {
+            shares.push(ctl.acquire_small(d).await);
+        }
+        let st = ctl.stats();
+        assert_eq!((st.small_in_flight, st.small_peak, st.in_flight), (8, 8, 0), "2 places x depth 4, no place taken");
+        // The ninth waits for a share; a place for a large request is still free.
+        let more = tokio::time::timeout(Duration::from_millis(20), ctl.acquire_small(d)).await;
+        assert!(more.is_err(), "a share past limit x depth");
+        let place = ctl.acquire().await;
+        drop(shares.pop());
+        let ninth =
+            tokio::time::timeout(Duration::from_secs(5), ctl.acquire_small(d)).await.expect("a share came back");
+        // Depth 1 (a transport that gave up pipelining): a small request takes a place.
+        depth.store(1, Relaxed);
+        let one = ctl.acquire_small(d).await;
+        assert_eq!(ctl.stats().in_flight, 2);
+        let none = tokio::time::timeout(Duration::from_millis(20), ctl.acquire_small(d)).await;
+        assert!(none.is_err(), "depth 1: no place left under a limit of 2");
+        drop((place, one, ninth, shares));
+        let st = ctl.stats();
+        assert_eq!((st.small_in_flight, st.in_flight, st.small_peak), (0, 0, 8));
+    }
 
     #[tokio::test]
     async fn slow_start_then_halving_once_per_round_within_bounds() {

@@ -465,6 +465,12 @@ impl Transport for H2Transport {
     fn name(&self) -> &'static str {
         "h2"
     }
+
+    /// Streams share a connection as pipelined requests do: the same depth per place
+    /// (`pipeline_depth`); streams past the server's limit wait in `h2` (module note).
+    fn small_depth(&self) -> usize {
+        self.inner.config.pipeline_depth.max(1)
+    }
 }
 
 /// A stream's claim on its connection; dropping it ends the stream's count.

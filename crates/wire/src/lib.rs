@@ -187,6 +187,16 @@ pub trait Transport: Send + Sync + 'static {
     fn controller(&self) -> Option<std::sync::Arc<controller::Controller>> {
         None
     }
+    /// How many small requests ([`lane::is_small`]) the transport carries at once for
+    /// each place under its controller's limit: its pipeline depth while small requests
+    /// go down a pipeline (h1-pipeline; auto until it has given up on pipelining), as many
+    /// h2 streams, 1 when each request holds a connection of its own (the default).
+    /// Callers that admit small requests (the engine's `Admission::small_room`) keep up
+    /// to limit x this in flight; the transport queues what its connections cannot take
+    /// yet itself. A wrapper around a transport forwards it.
+    fn small_depth(&self) -> usize {
+        1
+    }
 }
 
 /// Which transport to use.

@@ -505,6 +505,10 @@ impl Transport for PipelineTransport {
         })
     }
 
+    fn small_depth(&self) -> usize {
+        self.shared.depth
+    }
+
     fn stats(&self) -> TransportStats {
         let s = &self.shared;
         TransportStats {

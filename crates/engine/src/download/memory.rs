@@ -12,6 +12,8 @@
 //!                    (none stored: every part exact in length under the one ETag)
 //! ```
 //!
+//! A first GET whose size is known small (`size_hint`) takes a share of a place
+//! (`Admission::small_room`), so a batch of small objects fills pipelined connections.
 //! The first request is a plain GET, not a HEAD: a small object costs one request and
 //! keeps the store's whole-body check, and a large one pays a dropped response instead
 //! of every object paying a HEAD. Each part runs as a task of its own (its socket read on
@@ -22,7 +24,7 @@
 use super::fetch::{combine_parts, full_crc};
 use super::plan::{part_count, part_len};
 use super::ProgressFn;
-use crate::admission::{ByteBudget, Engine};
+use crate::admission::{Admission, ByteBudget, Engine};
 use bytes::Bytes;
 use ferry_proto::checksum::{base64_decode, Checksummer};
 use ferry_store::{Error, GetParams, ObjectBody, ObjectInfo, ObjectRef, RangeSpec};
@@ -84,9 +86,13 @@ pub async fn get_to_memory(
     budget: Option<Arc<ByteBudget>>,
     progress: MemoryProgress,
 ) -> Result<Bytes, Error> {
-    // A place under the endpoint's limit for the first GET; the parts of a large object
-    // take places of their own once it is given back.
-    let room = engine.admission().room().await;
+    // A place under the endpoint's limit for the first GET (a share of one when its size
+    // is known to be small, admission.rs); the parts of a large object take places of
+    // their own once it is given back.
+    let room = match params.size_hint {
+        hint if Admission::is_small(hint) => engine.admission().small_room().await,
+        _ => engine.admission().room().await,
+    };
     let out = engine.get(object, GetParams { size_hint: params.size_hint, ..GetParams::default() }).await?;
     let size = out.meta.size;
     if let Some(f) = &progress.size {

@@ -106,6 +106,16 @@ impl H1 {
         self.pipeline.verified()
     }
 
+    /// Verified, or not yet given up on: small requests go (or will go) down the
+    /// pipeline, not to the pool for good (probe.rs).
+    pub(super) fn may_pipeline(&self) -> bool {
+        if self.verified() {
+            return true;
+        }
+        let p = self.probe.lock().unwrap();
+        p.running || (p.attempts < PROBE_ATTEMPTS && p.inconclusive < PROBE_INCONCLUSIVE)
+    }
+
     pub(super) async fn send(&self, req: Request) -> Result<Response, WireError> {
         let lane = if is_small(&req) { SMALL } else { BULK };
         if lane == SMALL {

@@ -229,6 +229,18 @@ impl Transport for AutoTransport {
         Some(self.inner.controller.clone())
     }
 
+    /// HTTP/1.1: the pipeline's depth unless auto has settled on the pool for good
+    /// (probe.rs), also before the probe's verdict: small requests then wait in the
+    /// pipeline's own queue and are placed at full depth once it verifies. h2: its
+    /// streams. 1 before https has chosen.
+    fn small_depth(&self) -> usize {
+        match self.inner.chosen.get() {
+            Some(Chosen::H2(h2)) => h2.small_depth(),
+            Some(Chosen::H1(h1)) if h1.may_pipeline() => self.inner.config.pipeline_depth.max(1),
+            _ => 1,
+        }
+    }
+
     fn stats(&self) -> TransportStats {
         match self.inner.chosen.get() {
             Some(Chosen::H2(h2)) => h2.stats(),
