@@ -66,6 +66,9 @@ static EXITING: AtomicBool = AtomicBool::new(false);
 static WAITING: AtomicUsize = AtomicUsize::new(0);
 /// Calls refused since `at_exit` began.
 static REFUSED: AtomicUsize = AtomicUsize::new(0);
+/// A sync call was waiting when calls began to be refused: its thread may still be on
+/// its way out through its caller (pyarrow's error path) after it stopped waiting.
+static BUSY_AT_EXIT: AtomicBool = AtomicBool::new(false);
 /// How long no call may have been refused before `at_exit` takes the callers for done:
 /// a refused reader (pyarrow's I/O threads) calls again within microseconds, so 100 ms
 /// of quiet is many times the gap, and is paid only by an exit with calls in flight.
@@ -118,15 +121,21 @@ pub fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyResult
 #[pyfunction]
 pub fn _refuse_calls() {
     EXITING.store(true, Ordering::SeqCst);
+    if WAITING.load(Ordering::SeqCst) > 0 {
+        BUSY_AT_EXIT.store(true, Ordering::SeqCst);
+    }
 }
 
-/// The last step of ferry's `atexit` handler (module note): refuses new calls; with calls waiting in
-/// other threads, waits with the GIL released until they have taken it back and no call
-/// was refused for [`EXIT_QUIET`] (at most [`EXIT_WAIT`]).
+/// The last step of ferry's `atexit` handler (module note): refuses new calls; with calls
+/// waiting in other threads, or waiting or refused since `_refuse_calls` (the steps
+/// between may have let them end), waits with the GIL released until they have taken it
+/// back and no call was refused for [`EXIT_QUIET`] (at most [`EXIT_WAIT`]).
 #[pyfunction]
 pub fn _at_exit(py: Python<'_>) {
     EXITING.store(true, Ordering::SeqCst);
-    if WAITING.load(Ordering::SeqCst) == 0 {
+    let busy =
+        WAITING.load(Ordering::SeqCst) > 0 || REFUSED.load(Ordering::SeqCst) > 0 || BUSY_AT_EXIT.load(Ordering::SeqCst);
+    if !busy {
         return;
     }
     let deadline = Instant::now() + EXIT_WAIT;
