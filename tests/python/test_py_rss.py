@@ -17,10 +17,11 @@ SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "py_rss_check.py"
 
 # 16 objects of 64 MiB. The open-ahead reader holds a bounded read-ahead (its window of
 # open objects, each body read no further ahead than its buffer allows), so the peak is a
-# few objects' worth; measured here: ~160 MB, against 1,074 MB of data. The bound leaves
-# room for allocator and interpreter noise while failing on any reader that keeps what
-# it has handed out or reads the whole window of 32 objects ahead (2 GiB).
-BOUND_BYTES = 512 << 20
+# few objects' worth; measured here: ~160 MB, against 1,074 MB of data, and bursts to
+# about half a GiB beside a busy test run. The bound leaves room for that and for
+# allocator noise while failing on any reader that keeps what it has handed out (1 GiB)
+# or reads the whole window of 32 objects ahead (2 GiB).
+BOUND_BYTES = 768 << 20
 
 
 def test_iter_get_over_1gib_stays_bounded():
