@@ -5,7 +5,7 @@
 //! DNS lookup (timed, every answer) ─► TCP connect to the first answer (N samples)
 //!   ─► https: TLS handshake offering ALPN [h2, http/1.1] (N samples; the protocol chosen)
 //!   ─► pipelining: 8 GETs of a small object in flight on one h1-pipeline connection (again,
-//!      up to 3 rounds, until they were in flight together); PipelineTransport::verified()
+//!      up to 8 rounds, until they were in flight together); PipelineTransport::verified()
 //!      is the wire crate's own verdict (auto's probe uses it)
 //!   ─► receive windows: one GET of a larger object on a raw HTTP/1.1 connection,
 //!      SO_RCVBUF read after it (Linux's autotuning grows it with the window it offers),
@@ -208,8 +208,10 @@ fn config(p: &PathProbe, mode: Mode) -> TransportConfig {
 /// Rounds of the pipelining probe at most: the first batch on a fresh connection may go
 /// out one request at a time (the connection is still opening, TLS on top, while the
 /// requests queue), which proves nothing either way; a second batch on the now open
-/// connection goes out together. A third is slack for a busy client machine.
-const PIPELINE_PROBE_ROUNDS: usize = 3;
+/// connection goes out together. The rest is slack for a busy client machine, where a
+/// batch can still go out one request at a time (seen for three rounds in a row with
+/// both cores busy); a round of 8 small GETs costs milliseconds.
+const PIPELINE_PROBE_ROUNDS: usize = 8;
 
 /// 8 GETs in flight on one h1-pipeline connection, again on the same connection until
 /// the transport has seen them in flight together (at most [`PIPELINE_PROBE_ROUNDS`]);
