@@ -591,6 +591,22 @@ pub fn sign_headers(
     region: &str,
     now: SystemTime,
 ) {
+    sign_headers_for(method, raw_path, raw_query, headers, payload_sha256_hex, creds, region, "s3", now)
+}
+
+/// [`sign_headers`] for another service's scope (`sts` for STS AssumeRole).
+#[allow(clippy::too_many_arguments)]
+pub fn sign_headers_for(
+    method: &str,
+    raw_path: &str,
+    raw_query: &str,
+    headers: &mut http::HeaderMap,
+    payload_sha256_hex: &str,
+    creds: &Credentials,
+    region: &str,
+    service: &str,
+    now: SystemTime,
+) {
     let timestamp = amz_date(now);
     headers.remove(http::header::AUTHORIZATION);
     headers.insert("x-amz-date", http::HeaderValue::from_str(&timestamp).expect("amz date is ASCII"));
@@ -603,7 +619,7 @@ pub fn sign_headers(
     names.dedup();
     let signed_line = names.join(";");
     let date = &timestamp[..8];
-    let scope = format!("{date}/{region}/s3/aws4_request");
+    let scope = format!("{date}/{region}/{service}/aws4_request");
     let creq = canonical_request(
         method,
         raw_path,
@@ -614,7 +630,7 @@ pub fn sign_headers(
         payload_sha256_hex,
     );
     let sts = string_to_sign(&timestamp, &scope, &creq);
-    let sig = hex::encode(hmac(&signing_key(&creds.secret_key, date, region, "s3"), sts.as_bytes()));
+    let sig = hex::encode(hmac(&signing_key(&creds.secret_key, date, region, service), sts.as_bytes()));
     let auth =
         format!("{ALGORITHM} Credential={}/{scope}, SignedHeaders={signed_line}, Signature={sig}", creds.access_key);
     headers.insert(http::header::AUTHORIZATION, http::HeaderValue::from_str(&auth).expect("authorization is ASCII"));

@@ -1,12 +1,16 @@
-//! STS `AssumeRoleWithWebIdentity`: the request's form parameters and the XML answer,
-//! written by `ferry serve` and read by the client's web identity credentials.
+//! STS `AssumeRoleWithWebIdentity` and `AssumeRole`: the requests' form parameters and
+//! the XML answers, written by `ferry serve` and read by the client's web identity and
+//! assume-role credentials.
 //!
-//! The call is AWS's Query protocol: form parameters (`Action`, `Version`, `RoleArn`,
-//! `RoleSessionName`, `WebIdentityToken`, optionally `DurationSeconds`) in the query
-//! string of a GET or the urlencoded body of a POST, unsigned (the token is the proof).
-//! The answer nests the keys in `AssumeRoleWithWebIdentityResult/Credentials`; a failure
-//! is an `ErrorResponse/Error` with `Code` and `Message`
-//! (<https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRoleWithWebIdentity.html>).
+//! Both calls are AWS's Query protocol: form parameters (`Action`, `Version`, `RoleArn`,
+//! `RoleSessionName`, optionally `DurationSeconds`) in the query string of a GET or the
+//! urlencoded body of a POST. AssumeRoleWithWebIdentity adds `WebIdentityToken` and is
+//! sent unsigned (the token is the proof); AssumeRole (optionally with `ExternalId`) is
+//! signed with SigV4 for service `sts` by the caller's own keys. The answer nests the keys
+//! in `<Action>Result/Credentials` inside `<Action>Response`; a failure is an
+//! `ErrorResponse/Error` with `Code` and `Message`
+//! (<https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRoleWithWebIdentity.html>,
+//! <https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRole.html>).
 
 use std::time::SystemTime;
 
@@ -15,6 +19,7 @@ use crate::xml::{parse_document, XmlError, XmlWriter};
 
 /// The action name, and the API version every STS request carries.
 pub const ASSUME_ROLE_WITH_WEB_IDENTITY: &str = "AssumeRoleWithWebIdentity";
+pub const ASSUME_ROLE: &str = "AssumeRole";
 pub const VERSION: &str = "2011-06-15";
 /// Namespace of STS answers.
 pub const STS_XMLNS: &str = "https://sts.amazonaws.com/doc/2011-06-15/";
@@ -44,16 +49,41 @@ pub fn web_identity_params<'a>(
     ]
 }
 
-/// The successful answer.
+/// The form parameters of an AssumeRole call (`ExternalId` only when given).
+pub fn assume_role_params<'a>(
+    role_arn: &'a str,
+    session_name: &'a str,
+    external_id: Option<&'a str>,
+) -> Vec<(&'static str, &'a str)> {
+    let mut p = vec![("Action", ASSUME_ROLE), ("Version", VERSION), ("RoleArn", role_arn), ("RoleSessionName", session_name)];
+    if let Some(id) = external_id {
+        p.push(("ExternalId", id));
+    }
+    p
+}
+
+/// The successful answer to AssumeRoleWithWebIdentity.
 pub fn web_identity_result_xml(
     creds: &TemporaryCredentials,
     role_arn: &str,
     session_name: &str,
     request_id: &str,
 ) -> String {
+    result_xml(ASSUME_ROLE_WITH_WEB_IDENTITY, creds, role_arn, session_name, request_id)
+}
+
+/// The successful answer to `action` (either of the two).
+pub fn result_xml(
+    action: &str,
+    creds: &TemporaryCredentials,
+    role_arn: &str,
+    session_name: &str,
+    request_id: &str,
+) -> String {
+    let (response, result) = (format!("{action}Response"), format!("{action}Result"));
     let mut w = XmlWriter::new();
-    w.open_root_ns("AssumeRoleWithWebIdentityResponse", STS_XMLNS);
-    w.open("AssumeRoleWithWebIdentityResult");
+    w.open_root_ns(&response, STS_XMLNS);
+    w.open(&result);
     w.open("Credentials")
         .leaf("AccessKeyId", &creds.access_key_id)
         .leaf("SecretAccessKey", &creds.secret_access_key)
@@ -64,9 +94,9 @@ pub fn web_identity_result_xml(
         .leaf("Arn", &format!("{role_arn}/{session_name}"))
         .leaf("AssumedRoleId", &creds.access_key_id)
         .close("AssumedRoleUser");
-    w.close("AssumeRoleWithWebIdentityResult");
+    w.close(&result);
     w.open("ResponseMetadata").leaf("RequestId", request_id).close("ResponseMetadata");
-    w.close("AssumeRoleWithWebIdentityResponse");
+    w.close(&response);
     w.finish()
 }
 
@@ -80,17 +110,22 @@ pub fn error_xml(code: &str, message: &str, request_id: &str) -> String {
     w.finish()
 }
 
-/// Reads a successful answer's keys.
+/// Reads a successful AssumeRoleWithWebIdentity answer's keys.
 pub fn parse_web_identity_result(body: &[u8]) -> Result<TemporaryCredentials, XmlError> {
+    parse_result(ASSUME_ROLE_WITH_WEB_IDENTITY, body)
+}
+
+/// Reads the keys of a successful answer to `action`.
+pub fn parse_result(action: &str, body: &[u8]) -> Result<TemporaryCredentials, XmlError> {
     let root = parse_document(body)?;
     let err = |m: String| XmlError { message: m };
-    if root.name != "AssumeRoleWithWebIdentityResponse" {
-        return Err(err(format!("expected <AssumeRoleWithWebIdentityResponse>, found <{}>", root.name)));
+    if root.name != format!("{action}Response") {
+        return Err(err(format!("expected <{action}Response>, found <{}>", root.name)));
     }
     let creds = root
-        .child("AssumeRoleWithWebIdentityResult")
+        .child(&format!("{action}Result"))
         .and_then(|r| r.child("Credentials"))
-        .ok_or_else(|| err("no <AssumeRoleWithWebIdentityResult><Credentials>".into()))?;
+        .ok_or_else(|| err(format!("no <{action}Result><Credentials>")))?;
     let field = |name: &str| {
         creds
             .child_text(name)
@@ -130,6 +165,9 @@ mod tests {
         };
         let xml = web_identity_result_xml(&creds, "arn:aws:iam::123:role/r", "sess", "REQ1");
         assert_eq!(parse_web_identity_result(xml.as_bytes()).unwrap(), creds);
+        let xml = result_xml(ASSUME_ROLE, &creds, "arn:aws:iam::123:role/r", "sess", "REQ1");
+        assert_eq!(parse_result(ASSUME_ROLE, xml.as_bytes()).unwrap(), creds);
+        assert!(parse_web_identity_result(xml.as_bytes()).is_err(), "an AssumeRole answer read as the other");
         let e = error_xml("InvalidIdentityToken", "the token is empty", "REQ2");
         assert_eq!(parse_error(e.as_bytes()), Some(("InvalidIdentityToken".into(), "the token is empty".into())));
         assert!(parse_web_identity_result(e.as_bytes()).is_err());

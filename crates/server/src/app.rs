@@ -38,7 +38,7 @@ pub struct App {
     pub limits: crate::config::Limits,
     pub region: String,
     credentials: Option<(String, String)>,
-    /// Temporary keys handed out by STS AssumeRoleWithWebIdentity (sts.rs).
+    /// Temporary keys handed out by STS AssumeRoleWithWebIdentity and AssumeRole (sts.rs).
     sts: crate::sts::Sts,
     next_request_id: AtomicU64,
 }
@@ -131,7 +131,7 @@ impl App {
         let request_id = self.request_id();
         let resource = req.raw_path.clone();
         let (op, mut resp) = if crate::sts::Sts::is_sts(&req) && s3::virtual_host_bucket(&req).is_none() {
-            ("AssumeRoleWithWebIdentity", self.sts.answer(&mut req, &request_id).await)
+            self.sts.answer(&mut req, &request_id, self.credentials.as_ref()).await
         } else {
             match s3::route(&req) {
                 Err(e) => ("Invalid", self.s3_error_response(e, &request_id, &resource)),

@@ -1,18 +1,23 @@
-//! STS `AssumeRoleWithWebIdentity` on the server's own endpoint, so a client's web
-//! identity credentials run against a real answer: temporary keys, a session token and
-//! an expiry, which the server then accepts on S3 requests until they expire.
+//! STS `AssumeRoleWithWebIdentity` and `AssumeRole` on the server's own endpoint, so a
+//! client's web identity and assume-role credentials run against a real answer:
+//! temporary keys, a session token and an expiry, which the server then accepts on S3
+//! requests until they expire.
 //!
 //! ```text
-//! GET|POST / with Action=AssumeRoleWithWebIdentity (query, or urlencoded POST body)
-//!   └─ WebIdentityToken non-empty? ──no──► 400 InvalidIdentityToken
-//!        └─ issue: access key ASIA…, secret, session token, expiry = now + lifetime
-//!             └─ S3 request signed with that key ─► SigV4 with its secret, then
-//!                  x-amz-security-token must be the one issued (else 403 InvalidToken)
-//!                  and the expiry not passed (else 400 ExpiredToken)
+//! GET|POST / with Action=… (query, or urlencoded POST body)
+//!   ├─ AssumeRoleWithWebIdentity: WebIdentityToken non-empty? ──no──► 400 InvalidIdentityToken
+//!   ├─ AssumeRole: SigV4 (service sts) by the server's keys or keys it issued (with their
+//!   │    session token, unexpired), body hash as signed ──no──► 403 the SigV4 error
+//!   └─ issue: access key ASIA…, secret, session token, expiry = now + lifetime
+//!        └─ S3 request signed with that key ─► SigV4 with its secret, then
+//!             x-amz-security-token must be the one issued (else 403 InvalidToken)
+//!             and the expiry not passed (else 400 ExpiredToken)
 //! ```
 //!
-//! This is an emulator: the token is not verified (there is no OpenID Connect provider
-//! to ask), any non-empty token is taken, and `RoleArn` is only echoed. The lifetime is
+//! This is an emulator: the web identity token is not verified (there is no OpenID
+//! Connect provider to ask), any non-empty token is taken, and `RoleArn` is only echoed;
+//! there are no policies, so any caller the server authenticates may assume any role (an
+//! anonymous server, which checks no signatures, issues keys to anyone). The lifetime is
 //! the request's `DurationSeconds` when given (any positive value, where AWS takes
 //! 900-43200, so tests can see keys expire), else [`crate::ServeConfig::sts_lifetime`].
 //! Issued keys live in memory until they expire; the dev keys keep working beside them.
@@ -20,12 +25,17 @@
 use crate::s3::S3Error;
 use crate::types::{Request, Response};
 use ferry_proto::encoding::parse_query;
+use ferry_proto::sigv4;
 use ferry_proto::sts::{self, TemporaryCredentials};
+use sha2::Digest;
 use http::Method;
 use rand::Rng;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
+
+/// How far a signed AssumeRole's date may be from the server's clock (SigV4's 15 minutes).
+const MAX_SKEW: Duration = Duration::from_secs(15 * 60);
 
 /// Largest form body read (the token is a JWT of a few KiB; AWS allows 20,000 characters).
 const MAX_FORM: usize = 64 * 1024;
@@ -61,24 +71,38 @@ impl Sts {
         req.raw_query.split('&').any(|p| p.starts_with("Action=")) || (req.method == Method::POST && form)
     }
 
-    /// Answers one STS call.
-    pub async fn answer(&self, req: &mut Request, request_id: &str) -> Response {
-        match self.assume(req).await {
+    /// Answers one STS call; `keys` are the server's own (`None`: anonymous). Returns the
+    /// action's name (for metrics) with the answer.
+    pub async fn answer(
+        &self,
+        req: &mut Request,
+        request_id: &str,
+        keys: Option<&(String, String)>,
+    ) -> (&'static str, Response) {
+        let mut action = "STS";
+        let resp = match self.assume(req, keys, &mut action).await {
             Ok((creds, role_arn, session)) => {
-                let xml = sts::web_identity_result_xml(&creds, &role_arn, &session, request_id);
+                let xml = sts::result_xml(action, &creds, &role_arn, &session, request_id);
                 Response::with_body(200, "text/xml", xml)
             }
             Err(e) => Response::with_body(e.status, "text/xml", sts::error_xml(e.code, &e.message, request_id)),
-        }
+        };
+        (action, resp)
     }
 
-    async fn assume(&self, req: &mut Request) -> Result<(TemporaryCredentials, String, String), S3Error> {
+    async fn assume(
+        &self,
+        req: &mut Request,
+        keys: Option<&(String, String)>,
+        action: &mut &'static str,
+    ) -> Result<(TemporaryCredentials, String, String), S3Error> {
         if req.method != Method::GET && req.method != Method::POST {
             return Err(S3Error::new(405, "MethodNotAllowed", "STS takes GET or POST."));
         }
         let mut params = parse_query(&req.raw_query);
+        let mut body = bytes::Bytes::new();
         if req.method == Method::POST {
-            let body =
+            body =
                 req.body.read_to_end(MAX_FORM).await.map_err(|_| {
                     S3Error::new(400, "InvalidInput", "The form body could not be read or is too large.")
                 })?;
@@ -88,18 +112,26 @@ impl Sts {
         }
         let get = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).unwrap_or("");
         match get("Action") {
-            sts::ASSUME_ROLE_WITH_WEB_IDENTITY => {}
+            sts::ASSUME_ROLE_WITH_WEB_IDENTITY => {
+                *action = sts::ASSUME_ROLE_WITH_WEB_IDENTITY;
+                if get("WebIdentityToken").is_empty() {
+                    return Err(S3Error::new(400, "InvalidIdentityToken", "The web identity token is empty."));
+                }
+            }
+            sts::ASSUME_ROLE => {
+                *action = sts::ASSUME_ROLE;
+                if let Some(keys) = keys {
+                    self.verify_signed(req, &body, keys)?;
+                }
+            }
             "" => return Err(S3Error::new(400, "MissingAction", "The request names no Action.")),
             _ => {
                 return Err(S3Error::new(
                     400,
                     "InvalidAction",
-                    "ferry serve answers only the STS action AssumeRoleWithWebIdentity.",
+                    "ferry serve answers only the STS actions AssumeRoleWithWebIdentity and AssumeRole.",
                 ))
             }
-        }
-        if get("WebIdentityToken").is_empty() {
-            return Err(S3Error::new(400, "InvalidIdentityToken", "The web identity token is empty."));
         }
         let (role_arn, session) = (get("RoleArn").to_owned(), get("RoleSessionName").to_owned());
         if role_arn.is_empty() || session.is_empty() {
@@ -142,6 +174,37 @@ impl Sts {
         );
         tracing::debug!(access_key_id = %creds.access_key_id, ?lifetime, %role_arn, "sts: issued temporary keys");
         Ok((creds, role_arn, session))
+    }
+
+    /// An AssumeRole call must be SigV4-signed by the server's keys or by keys it issued
+    /// (role chaining, as AWS allows), and its body must be the one signed.
+    fn verify_signed(&self, req: &Request, body: &[u8], keys: &(String, String)) -> Result<(), S3Error> {
+        let signable = sigv4::SignableRequest {
+            method: req.method.as_str(),
+            raw_path: &req.raw_path,
+            raw_query: &req.raw_query,
+            headers: &req.headers,
+        };
+        let lookup = |key: &str| if key == keys.0 { Some(keys.1.clone()) } else { self.secret(key) };
+        let now = SystemTime::now();
+        let ctx = sigv4::verify(&signable, &lookup, now, MAX_SKEW)
+            .map_err(|e| S3Error::new(e.status(), e.code(), &e.message))?;
+        let claimed = req.headers.get("x-amz-content-sha256").and_then(|v| v.to_str().ok());
+        if let Some(claimed) = claimed.filter(|c| *c != sigv4::UNSIGNED_PAYLOAD) {
+            if !claimed.eq_ignore_ascii_case(&hex::encode(sha2::Sha256::digest(body))) {
+                return Err(S3Error::new(
+                    400,
+                    "XAmzContentSHA256Mismatch",
+                    "The provided 'x-amz-content-sha256' header does not match what was computed.",
+                ));
+            }
+        }
+        if ctx.access_key != keys.0 {
+            let token =
+                req.headers.get("x-amz-security-token").and_then(|v| v.to_str().ok()).filter(|t| !t.is_empty());
+            self.check(&ctx.access_key, token, now)?;
+        }
+        Ok(())
     }
 
     /// The secret of an issued access key (expired ones too: the signature is checked
