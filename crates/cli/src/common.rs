@@ -398,21 +398,22 @@ impl Global {
         } else {
             CredentialsSource::Default
         };
-        // Only where the keys would come from: a credential_process or STS is asked once,
-        // by the client built below.
-        match source.locate() {
+        let aws = self.aws_settings();
+        let endpoint = aws.endpoint;
+        // Only where the keys would come from: a credential_process, STS or a metadata
+        // endpoint is asked once, by the client built below.
+        match source.locate(&endpoint) {
             Ok(None) if !self.no_sign_request => {
                 return Err(usage(
                     "no credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_WEB_IDENTITY_TOKEN_FILE and \
-                     AWS_ROLE_ARN, or a profile in ~/.aws/credentials or ~/.aws/config (keys, credential_process or \
-                     web_identity_token_file; --profile / AWS_PROFILE); for public buckets pass --no-sign-request",
+                     AWS_ROLE_ARN, a profile in ~/.aws/credentials or ~/.aws/config (keys, role_arn, credential_process or \
+                     web_identity_token_file; --profile / AWS_PROFILE), AWS_CONTAINER_CREDENTIALS_FULL_URI, or \
+                     AWS_EC2_METADATA_SERVICE_ENDPOINT; for public buckets pass --no-sign-request",
                 ))
             }
             Err(e) => return Err(usage(format!("credentials: {e}"))),
             _ => {}
         }
-        let aws = self.aws_settings();
-        let endpoint = aws.endpoint;
         let options = StoreOptions {
             endpoint: Some(endpoint.clone()),
             region: Some(aws.region),

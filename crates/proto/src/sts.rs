@@ -55,7 +55,8 @@ pub fn assume_role_params<'a>(
     session_name: &'a str,
     external_id: Option<&'a str>,
 ) -> Vec<(&'static str, &'a str)> {
-    let mut p = vec![("Action", ASSUME_ROLE), ("Version", VERSION), ("RoleArn", role_arn), ("RoleSessionName", session_name)];
+    let mut p =
+        vec![("Action", ASSUME_ROLE), ("Version", VERSION), ("RoleArn", role_arn), ("RoleSessionName", session_name)];
     if let Some(id) = external_id {
         p.push(("ExternalId", id));
     }

@@ -27,9 +27,9 @@ use crate::types::{Request, Response};
 use ferry_proto::encoding::parse_query;
 use ferry_proto::sigv4;
 use ferry_proto::sts::{self, TemporaryCredentials};
-use sha2::Digest;
 use http::Method;
 use rand::Rng;
+use sha2::Digest;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
@@ -200,8 +200,7 @@ impl Sts {
             }
         }
         if ctx.access_key != keys.0 {
-            let token =
-                req.headers.get("x-amz-security-token").and_then(|v| v.to_str().ok()).filter(|t| !t.is_empty());
+            let token = req.headers.get("x-amz-security-token").and_then(|v| v.to_str().ok()).filter(|t| !t.is_empty());
             self.check(&ctx.access_key, token, now)?;
         }
         Ok(())

@@ -8,38 +8,53 @@
 //!        └─ else shared files, profile AWS_PROFILE or "default":
 //!             credentials file (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials), section [name]
 //!             config file      (AWS_CONFIG_FILE or ~/.aws/config), section [profile name] ([default])
-//!             in the profile: aws_access_key_id + aws_secret_access_key
+//!             in the profile: role_arn + source_profile | credential_source ─► STS AssumeRole
+//!                             else aws_access_key_id + aws_secret_access_key
 //!                             else credential_process ─► the command's JSON
 //!                             else web_identity_token_file + role_arn ─► STS
-//!               └─ else anonymous (unsigned requests)
+//!               └─ else AWS_CONTAINER_CREDENTIALS_RELATIVE_URI | _FULL_URI ─► the agent's JSON
+//!                    └─ else EC2 instance metadata (IMDSv2) ─► its JSON   (see below)
+//!                         └─ else anonymous (unsigned requests)
 //! ```
 //!
 //! Key for key, the credentials file wins over the config file, as in the SDKs (AWS
 //! SDKs and Tools Reference Guide, "Shared config and credentials files"). The source that
 //! supplied the keys is logged with `tracing::debug!` (never the secret), so `-vv` names it.
 //!
-//! Two sources hand out temporary keys with an expiry, and are asked again
-//! `REFRESH_BEFORE` it ([`Provider`], credentials_fetch.rs): `credential_process`, a
-//! command whose standard output is `{"Version": 1, "AccessKeyId", "SecretAccessKey",
-//! "SessionToken", "Expiration"}` (run by `sh -c`, as the Rust SDK does), and web identity,
-//! STS `AssumeRoleWithWebIdentity` with the token file's contents, sent unsigned to
-//! `AWS_ENDPOINT_URL_STS`, else `AWS_ENDPOINT_URL`, else the profile's `endpoint_url`,
-//! else `https://sts.REGION.amazonaws.com`. They are first asked when the client is built,
-//! so a broken command or a refused token fails there, with its own words.
+//! `role_arn` with `source_profile` signs STS AssumeRole with that profile's credentials,
+//! found by the same profile rules, so profiles chain (a → b → static keys); a profile met
+//! twice is an error naming the loop, but for a profile that names itself and has keys
+//! (its keys sign). `credential_source` instead takes `Environment` (the keys in
+//! AWS_ACCESS_KEY_ID), `Ec2InstanceMetadata` or `EcsContainer`.
+//!
+//! Instance metadata departs from the SDKs in one way: the default chain asks it only
+//! when the S3 endpoint is AWS's own (`*.amazonaws.com`) or its address is configured
+//! (AWS_EC2_METADATA_SERVICE_ENDPOINT, the profile's `ec2_metadata_service_endpoint`).
+//! Its keys are AWS IAM keys, which a local or third-party S3 server never takes, and the
+//! attempt costs up to a second where nothing answers. AWS_EC2_METADATA_DISABLED=true
+//! turns it off everywhere.
+//!
+//! Temporary keys from any of these sources have an expiry and are asked for again
+//! before it ([`Provider`], credentials_fetch.rs and credentials_metadata.rs). They are
+//! first asked when the client is built, so a broken command, a refused token or an
+//! unreachable endpoint fails there, with its own words.
 //!
 //! Temporary keys that expire mid-run: a request answered 400 ExpiredToken makes the
 //! client read its source (the environment, the shared files) again, or ask its provider
 //! again, once, and send the request again when that gave other keys (client.rs
 //! `renew_expired`); explicit keys are never renewed.
 //!
-//! Not covered: instance metadata (IMDS), container credentials, SSO, and `role_arn`
-//! with `source_profile` (AssumeRole); a profile that only has those resolves to no keys
-//! and the chain goes on.
+//! Not covered: SSO profiles (`sso_session`, `sso_start_url`); a profile that only has
+//! those resolves to no keys and the chain goes on (`aws configure export-credentials`
+//! as a `credential_process` bridges them).
 
-pub(crate) use super::credentials_fetch::{Lease, Provider, WebIdentity};
+use super::credentials_fetch::PROCESS_TIMEOUT;
+pub(crate) use super::credentials_fetch::{AssumeRole, Container, Imds, Lease, Provider, RoleSource, WebIdentity};
+use super::credentials_metadata::{IMDS_ENDPOINT, IMDS_ENDPOINT_IPV6};
 use crate::error::Error;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// An access key pair, with the session token of temporary credentials.
 #[derive(Clone, PartialEq, Eq)]
@@ -118,11 +133,12 @@ impl CredentialsSource {
         resolve_with(self, &ProcessEnv)
     }
 
-    /// Walks the chain without running a `credential_process` or asking STS (the client
-    /// does that when it is built): `None` when it ends anonymous, else the source's name.
-    pub fn locate(&self) -> Result<Option<String>, Error> {
+    /// Walks the chain for a client of `s3_endpoint` without running a
+    /// `credential_process` or asking STS or a metadata endpoint (the client does that
+    /// when it is built): `None` when it ends anonymous, else the source's name.
+    pub fn locate(&self, s3_endpoint: &str) -> Result<Option<String>, Error> {
         // Silent: the client's own lookup logs the source once, when it is built.
-        Ok(match find_with(self, &ProcessEnv, false)? {
+        Ok(match find_with(self, &ProcessEnv, false, is_aws_endpoint(s3_endpoint))? {
             Found::Anonymous => None,
             Found::Keys(_) => Some("keys".to_owned()),
             Found::Provider(p) => Some(p.describe()),
@@ -137,8 +153,15 @@ pub(crate) enum Found {
     Provider(Provider),
 }
 
+/// Whether `url` is one of AWS's own endpoints (`*.amazonaws.com`, `*.amazonaws.com.cn`),
+/// where instance metadata keys could be of use (module note).
+pub fn is_aws_endpoint(url: &str) -> bool {
+    let host = ferry_wire::Endpoint::parse(url).map(|e| e.host.to_ascii_lowercase()).unwrap_or_default();
+    ["amazonaws.com", "amazonaws.com.cn"].iter().any(|d| host == *d || host.ends_with(&format!(".{d}")))
+}
+
 pub(crate) fn resolve_with(source: &CredentialsSource, env: &dyn Env) -> Result<Option<Credentials>, Error> {
-    match find_with(source, env, true)? {
+    match find_with(source, env, true, false)? {
         Found::Anonymous => Ok(None),
         Found::Keys(c) => Ok(Some(c)),
         Found::Provider(p) => p.fetch_blocking(None).map(|lease| Some(lease.credentials)),
@@ -146,8 +169,14 @@ pub(crate) fn resolve_with(source: &CredentialsSource, env: &dyn Env) -> Result<
 }
 
 /// Walks `source` (the module note's chain for `Default`) without fetching anything;
-/// `log`: say at debug level what was found (once per client, when it is built).
-pub(crate) fn find_with(source: &CredentialsSource, env: &dyn Env, log: bool) -> Result<Found, Error> {
+/// `log`: say at debug level what was found (once per client, when it is built);
+/// `aws_endpoint`: the S3 endpoint is AWS's, so instance metadata is worth asking.
+pub(crate) fn find_with(
+    source: &CredentialsSource,
+    env: &dyn Env,
+    log: bool,
+    aws_endpoint: bool,
+) -> Result<Found, Error> {
     match source {
         CredentialsSource::Explicit(c) => {
             if log {
@@ -170,8 +199,8 @@ pub(crate) fn find_with(source: &CredentialsSource, env: &dyn Env, log: bool) ->
             match from_profile(&profile, env, log)? {
                 Some(found) => Ok(found),
                 None => Err(Error::Config(format!(
-                    "profile '{profile}' has no aws_access_key_id/aws_secret_access_key, credential_process or \
-                     web_identity_token_file/role_arn in the shared files"
+                    "profile '{profile}' has no role_arn/source_profile, aws_access_key_id/aws_secret_access_key, \
+                     credential_process or web_identity_token_file/role_arn in the shared files"
                 ))),
             }
         }
@@ -186,9 +215,22 @@ pub(crate) fn find_with(source: &CredentialsSource, env: &dyn Env, log: bool) ->
             if let Some(found) = from_profile(&profile, env, log)? {
                 return Ok(found);
             }
+            if let Some(c) = container_from_env(env)? {
+                if log {
+                    tracing::debug!(url = %c.url, "credentials: container credentials (AWS_CONTAINER_CREDENTIALS_*)");
+                }
+                return Ok(Found::Provider(Provider::Container(c)));
+            }
+            if let Some(imds) = imds_settings(env, &profile).filter(|i| aws_endpoint || i.1).map(|i| i.0) {
+                if log {
+                    tracing::debug!(endpoint = %imds.endpoint, "credentials: instance metadata (IMDS)");
+                }
+                return Ok(Found::Provider(Provider::Imds(imds)));
+            }
             if log {
                 tracing::debug!(
-                    "credentials: none found in the environment or the shared files; anonymous (requests are not signed)"
+                    "credentials: none found in the environment, the shared files or a metadata endpoint; anonymous \
+                     (requests are not signed)"
                 );
             }
             Ok(Found::Anonymous)
@@ -244,25 +286,96 @@ pub(crate) fn profile_settings(profile: &str, env: &dyn Env) -> Result<HashMap<S
     Ok(merged)
 }
 
-/// A profile's keys, else its `credential_process`, else its web identity (the order of
-/// the SDKs' profile provider).
-fn from_profile(profile: &str, env: &dyn Env, log: bool) -> Result<Option<Found>, Error> {
-    let s = profile_settings(profile, env)?;
-    if let (Some(id), Some(secret)) = (s.get("aws_access_key_id"), s.get("aws_secret_access_key")) {
-        if log {
-            tracing::debug!(access_key_id = %id, profile, "credentials: shared files");
+/// The container endpoint named by the environment, if any.
+fn container_from_env(env: &dyn Env) -> Result<Option<Container>, Error> {
+    Container::from_vars(
+        env.var("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"),
+        env.var("AWS_CONTAINER_CREDENTIALS_FULL_URI"),
+        env.var("AWS_CONTAINER_AUTHORIZATION_TOKEN"),
+        env.var("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"),
+    )
+}
+
+fn is_true(v: Option<String>) -> bool {
+    v.is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// Instance metadata's settings, and whether its address was configured explicitly;
+/// `None` when AWS_EC2_METADATA_DISABLED is true.
+fn imds_settings(env: &dyn Env, profile: &str) -> Option<(Imds, bool)> {
+    if is_true(env.var("AWS_EC2_METADATA_DISABLED")) {
+        return None;
+    }
+    let s = profile_settings(profile, env).unwrap_or_default();
+    let setting = |var: &str, key: &str| env.var(var).or_else(|| s.get(key).cloned());
+    let explicit = setting("AWS_EC2_METADATA_SERVICE_ENDPOINT", "ec2_metadata_service_endpoint");
+    let ipv6 = setting("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "ec2_metadata_service_endpoint_mode")
+        .is_some_and(|m| m.eq_ignore_ascii_case("ipv6"));
+    let endpoint =
+        explicit.clone().unwrap_or_else(|| (if ipv6 { IMDS_ENDPOINT_IPV6 } else { IMDS_ENDPOINT }).to_owned());
+    let v1_disabled = is_true(setting("AWS_EC2_METADATA_V1_DISABLED", "ec2_metadata_v1_disabled"));
+    Some((Imds { endpoint: endpoint.trim_end_matches('/').to_owned(), v1_disabled }, explicit.is_some()))
+}
+
+/// `FERRY_CREDENTIAL_PROCESS_TIMEOUT` (seconds, fractions allowed), else [`PROCESS_TIMEOUT`].
+fn process_timeout(env: &dyn Env) -> Result<Duration, Error> {
+    match env.var("FERRY_CREDENTIAL_PROCESS_TIMEOUT") {
+        None => Ok(PROCESS_TIMEOUT),
+        Some(v) => {
+            v.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s > 0.0).map(Duration::from_secs_f64).ok_or_else(
+                || Error::Config(format!("FERRY_CREDENTIAL_PROCESS_TIMEOUT={v:?} is not a positive number of seconds")),
+            )
         }
-        return Ok(Some(Found::Keys(Credentials {
-            access_key_id: id.clone(),
-            secret_access_key: secret.clone(),
-            session_token: s.get("aws_session_token").cloned(),
-        })));
+    }
+}
+
+fn static_keys(s: &HashMap<String, String>) -> Option<Credentials> {
+    let (id, secret) = (s.get("aws_access_key_id")?, s.get("aws_secret_access_key")?);
+    Some(Credentials {
+        access_key_id: id.clone(),
+        secret_access_key: secret.clone(),
+        session_token: s.get("aws_session_token").cloned(),
+    })
+}
+
+/// A profile's assumed role, else its keys, else its `credential_process`, else its web
+/// identity (the order of the SDKs' profile provider).
+fn from_profile(profile: &str, env: &dyn Env, log: bool) -> Result<Option<Found>, Error> {
+    from_profile_chain(profile, env, log, &mut Vec::new())
+}
+
+/// [`from_profile`], `visited` holding the profiles of the `source_profile` chain so far.
+fn from_profile_chain(
+    profile: &str,
+    env: &dyn Env,
+    log: bool,
+    visited: &mut Vec<String>,
+) -> Result<Option<Found>, Error> {
+    visited.push(profile.to_owned());
+    let s = profile_settings(profile, env)?;
+    if let Some(role) = assume_role_of(profile, &s, env, visited)? {
+        if log {
+            tracing::debug!(profile, role_arn = %role.role_arn, sts = %role.sts_endpoint, chain = %visited.join(" -> "),
+                "credentials: assume role (role_arn)");
+        }
+        return Ok(Some(Found::Provider(Provider::AssumeRole(Box::new(role)))));
+    }
+    if let Some(keys) = static_keys(&s) {
+        if log {
+            tracing::debug!(access_key_id = %keys.access_key_id, profile, "credentials: shared files");
+        }
+        return Ok(Some(Found::Keys(keys)));
     }
     if let Some(command) = s.get("credential_process") {
         if log {
             tracing::debug!(profile, command = %command, "credentials: credential_process");
         }
-        return Ok(Some(Found::Provider(Provider::Process { command: command.clone(), profile: profile.to_owned() })));
+        let timeout = process_timeout(env)?;
+        return Ok(Some(Found::Provider(Provider::Process {
+            command: command.clone(),
+            profile: profile.to_owned(),
+            timeout,
+        })));
     }
     if let (Some(token_file), Some(role_arn)) = (s.get("web_identity_token_file"), s.get("role_arn")) {
         let w = WebIdentity {
@@ -277,6 +390,82 @@ fn from_profile(profile: &str, env: &dyn Env, log: bool) -> Result<Option<Found>
         return Ok(Some(Found::Provider(Provider::WebIdentity(w))));
     }
     Ok(None)
+}
+
+/// A profile's `role_arn` with `source_profile` or `credential_source` (module note);
+/// `None` when it has neither (a `role_arn` beside `web_identity_token_file` is web
+/// identity's).
+fn assume_role_of(
+    profile: &str,
+    s: &HashMap<String, String>,
+    env: &dyn Env,
+    visited: &mut Vec<String>,
+) -> Result<Option<AssumeRole>, Error> {
+    let Some(role_arn) = s.get("role_arn") else { return Ok(None) };
+    let bad = |why: String| Error::Config(format!("profile '{profile}' (role_arn {role_arn}): {why}"));
+    let source = match (s.get("source_profile"), s.get("credential_source")) {
+        (Some(_), Some(_)) => return Err(bad("has both source_profile and credential_source; keep one".into())),
+        (None, None) => return Ok(None),
+        (Some(src), None) if src == profile => match static_keys(s) {
+            Some(keys) => RoleSource::Keys(keys),
+            None => {
+                return Err(bad(
+                    "names itself as source_profile but has no aws_access_key_id/aws_secret_access_key".into()
+                ))
+            }
+        },
+        (Some(src), None) => {
+            if visited.iter().any(|v| v == src) {
+                return Err(bad(format!("source_profile loops: {} -> {src}", visited.join(" -> "))));
+            }
+            match from_profile_chain(src, env, false, visited)? {
+                Some(Found::Keys(keys)) => RoleSource::Keys(keys),
+                Some(Found::Provider(p)) => RoleSource::Provider(p),
+                Some(Found::Anonymous) | None => {
+                    return Err(bad(format!("its source_profile '{src}' has no credentials in the shared files")))
+                }
+            }
+        }
+        (None, Some(cs)) => match cs.as_str() {
+            "Environment" => match from_env(env, false) {
+                Some(keys) => RoleSource::Keys(keys),
+                None => {
+                    return Err(bad(
+                        "credential_source Environment, but AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY are not set".into(),
+                    ))
+                }
+            },
+            "Ec2InstanceMetadata" => match imds_settings(env, profile) {
+                Some((imds, _)) => RoleSource::Provider(Provider::Imds(imds)),
+                None => {
+                    return Err(bad(
+                        "credential_source Ec2InstanceMetadata, but AWS_EC2_METADATA_DISABLED is true".into()
+                    ))
+                }
+            },
+            "EcsContainer" => match container_from_env(env)? {
+                Some(c) => RoleSource::Provider(Provider::Container(c)),
+                None => return Err(bad(
+                    "credential_source EcsContainer, but AWS_CONTAINER_CREDENTIALS_RELATIVE_URI/_FULL_URI are not set"
+                        .into(),
+                )),
+            },
+            other => {
+                return Err(bad(format!(
+                    "credential_source {other:?} is not Environment, Ec2InstanceMetadata or EcsContainer"
+                )))
+            }
+        },
+    };
+    Ok(Some(AssumeRole {
+        profile: profile.to_owned(),
+        role_arn: role_arn.clone(),
+        session_name: s.get("role_session_name").cloned().unwrap_or_else(default_session_name),
+        external_id: s.get("external_id").cloned(),
+        sts_endpoint: sts_endpoint(env, s.get("endpoint_url").map(String::as_str)),
+        region: s.get("region").cloned().or_else(|| region_from_env(env)).unwrap_or_else(|| "us-east-1".to_owned()),
+        source,
+    }))
 }
 
 /// `AWS_WEB_IDENTITY_TOKEN_FILE` and `AWS_ROLE_ARN` (both, or neither counts).
@@ -457,13 +646,14 @@ aws_access_key_id = NOT_A_PROFILE_IN_CONFIG
     }
 
     fn found(source: &CredentialsSource, e: &HashMap<String, String>) -> String {
-        match find_with(source, e, false).unwrap() {
+        match find_with(source, e, false, false).unwrap() {
             Found::Anonymous => "anonymous".into(),
             Found::Keys(c) => format!("keys {}", c.access_key_id),
             Found::Provider(Provider::Process { command, .. }) => format!("process {command}"),
             Found::Provider(Provider::WebIdentity(w)) => {
                 format!("web identity {} {} {} {}", w.token_file.display(), w.role_arn, w.session_name, w.sts_endpoint)
             }
+            Found::Provider(p) => p.describe(),
         }
     }
 
@@ -497,7 +687,7 @@ aws_access_key_id = NOT_A_PROFILE_IN_CONFIG
         );
         // A profile with half a web identity has nothing the chain can use.
         assert_eq!(found(&default, &with(&e, &[("AWS_PROFILE", "half")])), "anonymous");
-        assert!(find_with(&CredentialsSource::Profile(Some("half".into())), &e, false).is_err());
+        assert!(find_with(&CredentialsSource::Profile(Some("half".into())), &e, false, false).is_err());
         // Web identity in the environment comes before any profile, after the keys.
         e.extend(env(&[
             ("AWS_PROFILE", "keys"),
@@ -551,6 +741,173 @@ aws_access_key_id = NOT_A_PROFILE_IN_CONFIG
             err.contains("credential_process of profile 'broken'") && err.contains("no session: run login first"),
             "{err}"
         );
+    }
+
+    /// Container credentials come after the profile, instance metadata last, and only
+    /// for AWS's endpoint or an address given explicitly.
+    #[test]
+    fn chain_order_with_metadata_endpoints() {
+        let e = env(&[("HOME", "/nonexistent-ferry-home")]);
+        let with = |pairs: &[(&str, &str)]| {
+            let mut e = e.clone();
+            e.extend(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+            e
+        };
+        let on = |e: &HashMap<String, String>, aws: bool| match find_with(&CredentialsSource::Default, e, false, aws) {
+            Ok(Found::Anonymous) => "anonymous".to_owned(),
+            Ok(Found::Keys(c)) => format!("keys {}", c.access_key_id),
+            Ok(Found::Provider(p)) => p.describe(),
+            Err(e) => format!("error {e}"),
+        };
+        assert_eq!(on(&e, false), "anonymous");
+        assert_eq!(on(&e, true), "instance metadata (IMDS at http://169.254.169.254)");
+        assert_eq!(on(&with(&[("AWS_EC2_METADATA_DISABLED", "TRUE")]), true), "anonymous");
+        let explicit = with(&[("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:1338/")]);
+        assert_eq!(on(&explicit, false), "instance metadata (IMDS at http://127.0.0.1:1338)");
+        let v6 = with(&[("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "IPv6")]);
+        assert_eq!(on(&v6, true), "instance metadata (IMDS at http://[fd00:ec2::254])");
+        let rel = with(&[("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/credentials/x")]);
+        assert_eq!(on(&rel, true), "container credentials (http://169.254.170.2/v2/credentials/x)");
+        let full = with(&[("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://10.0.0.1/creds")]);
+        assert!(on(&full, false).contains("plain http is allowed only to a loopback address"), "{}", on(&full, false));
+        let keys = with(&[
+            ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/x"),
+            ("AWS_ACCESS_KEY_ID", "AK"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+        ]);
+        assert_eq!(on(&keys, true), "keys AK");
+    }
+
+    /// role_arn with source_profile chains through profiles to static keys; a loop is an
+    /// error naming it; credential_source picks the environment or a metadata endpoint.
+    #[test]
+    fn assume_role_profiles() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config");
+        std::fs::write(
+            &config,
+            "[profile a]\nrole_arn = arn:aws:iam::1:role/a\nsource_profile = b\nexternal_id = ext\nrole_session_name = sa\n\
+             [profile b]\nrole_arn = arn:aws:iam::1:role/b\nsource_profile = base\nregion = eu-west-3\n\
+             [profile base]\naws_access_key_id = AKBASE\naws_secret_access_key = s\n\
+             [profile self]\nrole_arn = arn:aws:iam::1:role/self\nsource_profile = self\naws_access_key_id = AKSELF\naws_secret_access_key = s\n\
+             [profile loop1]\nrole_arn = arn:r1\nsource_profile = loop2\n\
+             [profile loop2]\nrole_arn = arn:r2\nsource_profile = loop1\n\
+             [profile envsrc]\nrole_arn = arn:env\ncredential_source = Environment\n\
+             [profile imdssrc]\nrole_arn = arn:imds\ncredential_source = Ec2InstanceMetadata\n\
+             [profile both]\nrole_arn = arn:both\nsource_profile = base\ncredential_source = Environment\n\
+             [profile empty-src]\nrole_arn = arn:x\nsource_profile = nothing-here\n\
+             [profile proc-src]\nrole_arn = arn:p\nsource_profile = proc\n\
+             [profile proc]\ncredential_process = /bin/creds\n",
+        )
+        .unwrap();
+        let e = env(&[
+            ("AWS_CONFIG_FILE", config.to_str().unwrap()),
+            ("HOME", "/nonexistent-ferry-home"),
+            ("AWS_ENDPOINT_URL_STS", "http://sts:1"),
+        ]);
+        let role = |name: &str, e: &HashMap<String, String>| match find_with(
+            &CredentialsSource::Profile(Some(name.into())),
+            e,
+            false,
+            false,
+        ) {
+            Ok(Found::Provider(Provider::AssumeRole(a))) => a,
+            Ok(_) => panic!("profile {name}: not an assumed role"),
+            Err(err) => panic!("profile {name}: {err}"),
+        };
+        let error = |name: &str, e: &HashMap<String, String>| match find_with(
+            &CredentialsSource::Profile(Some(name.into())),
+            e,
+            false,
+            false,
+        ) {
+            Err(err) => err.to_string(),
+            Ok(_) => panic!("profile {name} resolved"),
+        };
+        let a = role("a", &e);
+        assert_eq!(
+            (a.role_arn.as_str(), a.session_name.as_str(), a.external_id.as_deref()),
+            ("arn:aws:iam::1:role/a", "sa", Some("ext"))
+        );
+        assert_eq!(a.sts_endpoint, "http://sts:1");
+        let RoleSource::Provider(Provider::AssumeRole(b)) = &a.source else { panic!("a's source is not b's role") };
+        assert_eq!((b.role_arn.as_str(), b.region.as_str()), ("arn:aws:iam::1:role/b", "eu-west-3"));
+        assert!(matches!(&b.source, RoleSource::Keys(k) if k.access_key_id == "AKBASE"));
+        assert!(matches!(&role("self", &e).source, RoleSource::Keys(k) if k.access_key_id == "AKSELF"));
+        assert!(matches!(&role("proc-src", &e).source, RoleSource::Provider(Provider::Process { .. })));
+        let err = error("loop1", &e);
+        assert!(err.contains("loops: loop1 -> loop2 -> loop1"), "{err}");
+        assert!(error("both", &e).contains("both source_profile and credential_source"));
+        assert!(error("empty-src", &e).contains("source_profile 'nothing-here' has no credentials"));
+        assert!(error("envsrc", &e).contains("AWS_ACCESS_KEY_ID"));
+        let mut e2 = e.clone();
+        e2.extend(env(&[("AWS_ACCESS_KEY_ID", "AKENV"), ("AWS_SECRET_ACCESS_KEY", "s")]));
+        assert!(matches!(&role("envsrc", &e2).source, RoleSource::Keys(k) if k.access_key_id == "AKENV"));
+        assert!(matches!(&role("imdssrc", &e).source, RoleSource::Provider(Provider::Imds(_))));
+        e2.insert("AWS_EC2_METADATA_DISABLED".into(), "true".into());
+        assert!(error("imdssrc", &e2).contains("AWS_EC2_METADATA_DISABLED"));
+    }
+
+    /// A credential process that hangs is killed with what it started, after the
+    /// configured time-out, and the error names the command and the limit.
+    #[test]
+    fn a_hung_credential_process_is_killed_after_its_time_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let script = dir.path().join("hang.sh");
+        // The sleep is a grandchild of ours (sh -c runs the script, which forks sleep).
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh
+sleep 30 &
+echo $! > '{}'
+wait
+",
+                pid_file.display()
+            ),
+        )
+        .unwrap();
+        let config = dir.path().join("config");
+        std::fs::write(
+            &config,
+            format!(
+                "[default]
+credential_process = sh {}
+",
+                script.display()
+            ),
+        )
+        .unwrap();
+        let mut e = env(&[("AWS_CONFIG_FILE", config.to_str().unwrap()), ("HOME", "/nonexistent-ferry-home")]);
+        e.insert("FERRY_CREDENTIAL_PROCESS_TIMEOUT".into(), "0.5".into());
+        let started = std::time::Instant::now();
+        let err = resolve_with(&CredentialsSource::Default, &e).unwrap_err().to_string();
+        assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+        assert!(
+            err.contains("credential_process of profile 'default'")
+                && err.contains(script.to_str().unwrap())
+                && err.contains("did not finish within 500ms and was killed"),
+            "{err}"
+        );
+        let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_owned();
+        // Gone, or a zombie waiting for a reaper that is not us.
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        assert!(
+            state.is_empty() || state.split(") ").nth(1).is_some_and(|r| r.starts_with('Z')),
+            "sleep {pid} still runs: {state}"
+        );
+        e.insert("FERRY_CREDENTIAL_PROCESS_TIMEOUT".into(), "soon".into());
+        let err = resolve_with(&CredentialsSource::Default, &e).unwrap_err().to_string();
+        assert!(err.contains("FERRY_CREDENTIAL_PROCESS_TIMEOUT=\"soon\""), "{err}");
+    }
+
+    #[test]
+    fn aws_endpoints() {
+        assert!(is_aws_endpoint("https://s3.us-east-1.amazonaws.com"));
+        assert!(is_aws_endpoint("https://bucket.vpce-1.s3.cn-north-1.amazonaws.com.cn"));
+        assert!(!is_aws_endpoint("http://127.0.0.1:9000"));
+        assert!(!is_aws_endpoint("https://notamazonaws.com"));
     }
 
     #[test]

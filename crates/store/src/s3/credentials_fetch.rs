@@ -1,21 +1,28 @@
-//! The two credential sources that hand out temporary keys, and fetching from them:
-//! a profile's `credential_process` and web identity (STS AssumeRoleWithWebIdentity).
+//! The credential sources that hand out temporary keys, and fetching from them.
 //!
 //! ```text
-//! Provider::Process      sh -c COMMAND ─► stdout JSON {Version: 1, AccessKeyId,
+//! Provider::Process      sh -c COMMAND, in a process group of its own, killed with it
+//!                        after `timeout` ─► stdout JSON {Version: 1, AccessKeyId,
 //!                        SecretAccessKey, SessionToken?, Expiration?} ─► Lease
 //! Provider::WebIdentity  read the token file (again each time: it is rotated)
-//!                        ─► POST STS / Action=AssumeRoleWithWebIdentity, unsigned
-//!                        ─► <Credentials> with Expiration ─► Lease
+//!                        ─► POST STS / Action=AssumeRoleWithWebIdentity, unsigned ─► Lease
+//! Provider::AssumeRole   the source's keys (a profile's static keys, or fetched from the
+//!                        source's own provider) ─► POST STS / Action=AssumeRole, SigV4
+//!                        for service sts with them ─► Lease
+//! Provider::Container    GET the ECS / EKS Pod Identity agent's URL ─► JSON ─► Lease
+//! Provider::Imds         EC2 instance metadata, IMDSv2 ─► JSON ─► Lease
+//!                        (these two: credentials_metadata.rs)
 //! ```
 //!
-//! A [`Lease`] is keys and when they expire; client.rs keeps the current one and asks
-//! the provider again [`REFRESH_BEFORE`] that (one fetch at a time), or at once after an
-//! ExpiredToken answer. Fetching is async inside requests (the command through
-//! `spawn_blocking`, STS over its own small ferry-wire HTTP/1.1 pool, never the storage
-//! transport, as GCS's token endpoints are reached); [`Provider::fetch_blocking`] does the
-//! same from synchronous code (building the client, presigning) on a thread of its own
-//! with its own runtime, so it may be called from inside a runtime too.
+//! Every source ends in the same [`Lease`] (keys and when they expire), so there is one
+//! refresh for all of them: client.rs keeps the current lease and asks the provider again
+//! [`REFRESH_BEFORE`] its expiry (one fetch at a time; requests that waited take its
+//! keys), or at once after an ExpiredToken answer. Fetching is async inside requests (the
+//! command through `spawn_blocking`, HTTP over a small ferry-wire HTTP/1.1 pool of its own
+//! per fetch, never the storage transport, as GCS's token endpoints are reached);
+//! [`Provider::fetch_blocking`] does the same from synchronous code (building the client,
+//! presigning) on a thread of its own with its own runtime, so it may be called from
+//! inside a runtime too.
 
 use super::credentials::Credentials;
 use crate::error::Error;
@@ -24,17 +31,32 @@ use ferry_proto::encoding::{parse_iso8601, uri_encode};
 use ferry_proto::sts;
 use ferry_wire::{Endpoint, Mode, Request, RequestBody, Transport, TransportConfig};
 use http::{HeaderValue, Method};
+use sha2::Digest;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
+
+pub(crate) use super::credentials_metadata::{Container, Imds};
 
 /// How long before their expiry temporary keys are fetched again: the AWS SDK for Java
 /// v2's prefetch time for STS credentials (5 minutes), so keys never expire during a
 /// request that started with them, even a long upload's signing of its last part.
 pub const REFRESH_BEFORE: Duration = Duration::from_secs(300);
 
-/// Largest output read from a credential process or an STS answer (both are a few KiB).
-const MAX_ANSWER: usize = 64 * 1024;
+/// Largest output read from a credential process or an STS or metadata answer (all are a
+/// few KiB).
+pub(crate) const MAX_ANSWER: usize = 64 * 1024;
+
+/// How long a `credential_process` may run before it is killed and the fetch fails,
+/// unless `FERRY_CREDENTIAL_PROCESS_TIMEOUT` (seconds) says otherwise. The AWS CLI and
+/// botocore wait forever; a minute is ours: a helper that asks a remote broker or waits
+/// for a hardware key's touch answers within seconds, and a hung one then fails a run
+/// within a minute instead of holding it forever.
+pub const PROCESS_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How often a running credential process is checked for having exited: small beside
+/// its time-out, and a process's start-up takes milliseconds anyway.
+const PROCESS_POLL: Duration = Duration::from_millis(10);
 
 /// Keys and when they expire (`None`: never, as a credential process may say).
 #[derive(Clone, Debug)]
@@ -51,10 +73,16 @@ pub(crate) fn due(expires: Option<SystemTime>, now: SystemTime) -> bool {
 /// A source of temporary keys.
 #[derive(Clone, Debug)]
 pub enum Provider {
-    /// A profile's `credential_process`, run by `sh -c`.
-    Process { command: String, profile: String },
+    /// A profile's `credential_process`, run by `sh -c`, killed after `timeout`.
+    Process { command: String, profile: String, timeout: Duration },
     /// STS AssumeRoleWithWebIdentity.
     WebIdentity(WebIdentity),
+    /// STS AssumeRole, signed with another source's keys.
+    AssumeRole(Box<AssumeRole>),
+    /// The ECS / EKS Pod Identity container credentials endpoint.
+    Container(Container),
+    /// EC2 instance metadata.
+    Imds(Imds),
 }
 
 /// What an AssumeRoleWithWebIdentity call needs.
@@ -67,25 +95,68 @@ pub struct WebIdentity {
     pub sts_endpoint: String,
 }
 
+/// What an AssumeRole call needs.
+#[derive(Clone, Debug)]
+pub struct AssumeRole {
+    /// The profile whose `role_arn` this is.
+    pub profile: String,
+    pub role_arn: String,
+    pub session_name: String,
+    pub external_id: Option<String>,
+    /// `scheme://host[:port]`, the path `/`.
+    pub sts_endpoint: String,
+    /// The region the call is signed for.
+    pub region: String,
+    /// Whose keys sign the call.
+    pub source: RoleSource,
+}
+
+/// The keys an AssumeRole call is signed with.
+#[derive(Clone, Debug)]
+pub enum RoleSource {
+    /// Static keys (a `source_profile`'s, or the environment's for
+    /// `credential_source = Environment`).
+    Keys(Credentials),
+    /// Temporary keys from another provider (a `source_profile` that assumes a role
+    /// itself, runs a process, ...; or `credential_source = Ec2InstanceMetadata` /
+    /// `EcsContainer`), fetched again for each call.
+    Provider(Provider),
+}
+
 impl Provider {
     /// The source's name for logs and errors.
     pub fn describe(&self) -> String {
         match self {
             Provider::Process { profile, .. } => format!("credential_process of profile '{profile}'"),
             Provider::WebIdentity(w) => format!("web identity ({}, STS {})", w.role_arn, w.sts_endpoint),
+            Provider::AssumeRole(a) => format!(
+                "assume role of profile '{}' ({}, STS {}, signed by {})",
+                a.profile,
+                a.role_arn,
+                a.sts_endpoint,
+                match &a.source {
+                    RoleSource::Keys(c) => format!("keys {}", c.access_key_id),
+                    RoleSource::Provider(p) => p.describe(),
+                }
+            ),
+            Provider::Container(c) => c.describe(),
+            Provider::Imds(i) => i.describe(),
         }
     }
 
     /// Fetches keys; `ca_file` is trusted for an https STS endpoint (the client's).
     pub(crate) async fn fetch(&self, ca_file: Option<&Path>) -> Result<Lease, Error> {
         let lease = match self {
-            Provider::Process { command, profile } => {
-                let (cmd, name) = (command.clone(), profile.clone());
-                tokio::task::spawn_blocking(move || run_process(&cmd, &name)).await.map_err(|e| {
+            Provider::Process { command, profile, timeout } => {
+                let (cmd, name, timeout) = (command.clone(), profile.clone(), *timeout);
+                tokio::task::spawn_blocking(move || run_process(&cmd, &name, timeout)).await.map_err(|e| {
                     Error::Config(format!("credential_process of profile '{profile}' did not finish: {e}"))
                 })??
             }
             Provider::WebIdentity(w) => assume_role_with_web_identity(w, ca_file).await?,
+            Provider::AssumeRole(a) => assume_role(a, ca_file).await?,
+            Provider::Container(c) => c.fetch(ca_file).await?,
+            Provider::Imds(i) => i.fetch().await?,
         };
         tracing::debug!(
             source = %self.describe(),
@@ -112,8 +183,12 @@ impl Provider {
     }
 }
 
-/// Runs a credential process and reads its answer.
-fn run_process(command: &str, profile: &str) -> Result<Lease, Error> {
+/// Runs a credential process and reads its answer. The command runs in a process group
+/// of its own, so a time-out kills it with whatever it started (`sh -c` may fork the
+/// command rather than exec it), and none of them is left holding our pipes.
+fn run_process(command: &str, profile: &str, timeout: Duration) -> Result<Lease, Error> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
     // Auth, not Config: the command is found and run; what it says is about the keys.
     let failed = |why: String| Error::Auth {
         status: 0,
@@ -121,25 +196,77 @@ fn run_process(command: &str, profile: &str) -> Result<Lease, Error> {
         message: format!("credential_process of profile '{profile}' ({command}): {why}"),
         request_id: None,
     };
-    let out = std::process::Command::new("sh")
+    let mut child = std::process::Command::new("sh")
         .arg("-c")
         .arg(command)
         .stdin(std::process::Stdio::null())
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
         .map_err(|e| failed(format!("could not run: {e}")))?;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
+    let group = child.id() as libc::pid_t;
+    // Each pipe is read to its end on a thread of its own (one full pipe would stall the
+    // command); at most MAX_ANSWER + 1 bytes are kept, the rest is drained.
+    let reader = |pipe: Option<Box<dyn Read + Send>>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut kept = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.by_ref().take(MAX_ANSWER as u64 + 1).read_to_end(&mut kept);
+                let _ = std::io::copy(&mut pipe, &mut std::io::sink());
+            }
+            let _ = tx.send(kept);
+        });
+        rx
+    };
+    let stdout = reader(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stderr = reader(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let deadline = Instant::now() + timeout;
+    let kill = |child: &mut std::process::Child| {
+        // SAFETY: kill(2) with a negative pid signals the process group the child leads.
+        unsafe {
+            libc::kill(-group, libc::SIGKILL);
+        }
+        let _ = child.wait();
+    };
+    let timed_out = || {
+        failed(format!(
+            "did not finish within {:?} and was killed (FERRY_CREDENTIAL_PROCESS_TIMEOUT sets the limit in seconds)",
+            timeout
+        ))
+    };
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() >= deadline => {
+                kill(&mut child);
+                return Err(timed_out());
+            }
+            Ok(None) => std::thread::sleep(PROCESS_POLL),
+            Err(e) => {
+                kill(&mut child);
+                return Err(failed(format!("waiting for it failed: {e}")));
+            }
+        }
+    };
+    // A command that exited but left something behind holding its output open has until
+    // the same deadline to let go.
+    let rest =
+        |rx: &std::sync::mpsc::Receiver<Vec<u8>>| rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+    let (Ok(out), Ok(err)) = (rest(&stdout), rest(&stderr)) else {
+        kill(&mut child);
+        return Err(timed_out());
+    };
+    if !status.success() {
+        let stderr = String::from_utf8_lossy(&err);
         let said: String = stderr.trim().chars().take(500).collect();
-        return Err(failed(format!(
-            "{}{}",
-            out.status,
-            if said.is_empty() { String::new() } else { format!(": {said}") }
-        )));
+        return Err(failed(format!("{}{}", status, if said.is_empty() { String::new() } else { format!(": {said}") })));
     }
-    if out.stdout.len() > MAX_ANSWER {
-        return Err(failed(format!("printed {} bytes, more than the {MAX_ANSWER} read", out.stdout.len())));
+    if out.len() > MAX_ANSWER {
+        return Err(failed(format!("printed more than the {MAX_ANSWER} bytes read")));
     }
-    parse_process_output(&out.stdout).map_err(failed)
+    parse_process_output(&out).map_err(failed)
 }
 
 /// The JSON a credential process prints (AWS CLI User Guide, "Sourcing credentials with
@@ -166,7 +293,7 @@ pub(crate) fn parse_process_output(stdout: &[u8]) -> Result<Lease, String> {
 
 /// `2026-01-02T03:04:05Z`, with optional fractional seconds, or with a `+hh:mm` /
 /// `-hh:mm` offset instead of `Z`.
-fn parse_rfc3339(s: &str) -> Option<SystemTime> {
+pub(crate) fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     if s.ends_with('Z') || s.ends_with('z') {
         return parse_iso8601(&format!("{}Z", &s[..s.len() - 1]));
     }
@@ -196,20 +323,91 @@ async fn assume_role_with_web_identity(w: &WebIdentity, ca_file: Option<&Path>) 
             request_id: None,
         });
     }
-    let endpoint = Endpoint::parse(&w.sts_endpoint).map_err(|e| Error::Config(format!("STS endpoint: {e}")))?;
-    let mut tc = TransportConfig::new(endpoint);
+    let form = form_body(&sts::web_identity_params(&w.role_arn, &w.session_name, token));
+    let c = sts_call(sts::ASSUME_ROLE_WITH_WEB_IDENTITY, &w.sts_endpoint, &w.role_arn, form, None, ca_file).await?;
+    Ok(lease_of(c))
+}
+
+/// One AssumeRole call, signed with the source's keys (fetched first when temporary).
+async fn assume_role(a: &AssumeRole, ca_file: Option<&Path>) -> Result<Lease, Error> {
+    let keys = match &a.source {
+        RoleSource::Keys(c) => c.clone(),
+        RoleSource::Provider(p) => Box::pin(p.fetch(ca_file)).await?.credentials,
+    };
+    let form = form_body(&sts::assume_role_params(&a.role_arn, &a.session_name, a.external_id.as_deref()));
+    let c = sts_call(sts::ASSUME_ROLE, &a.sts_endpoint, &a.role_arn, form, Some((&keys, &a.region)), ca_file).await?;
+    Ok(lease_of(c))
+}
+
+fn form_body(params: &[(&str, &str)]) -> String {
+    params.iter().map(|(k, v)| format!("{}={}", uri_encode(k, true), uri_encode(v, true))).collect::<Vec<_>>().join("&")
+}
+
+fn lease_of(c: sts::TemporaryCredentials) -> Lease {
+    Lease {
+        credentials: Credentials {
+            access_key_id: c.access_key_id,
+            secret_access_key: c.secret_access_key,
+            session_token: Some(c.session_token),
+        },
+        expires: Some(c.expiration),
+    }
+}
+
+/// A small HTTP/1.1 pool of its own for one credentials endpoint.
+pub(crate) fn own_transport(
+    url: &str,
+    ca_file: Option<&Path>,
+    connect_timeout: Option<Duration>,
+) -> Result<(Endpoint, Arc<dyn Transport>), Error> {
+    let endpoint = Endpoint::parse(url).map_err(|e| Error::Config(e.to_string()))?;
+    let mut tc = TransportConfig::new(endpoint.clone());
     tc.mode = Mode::H1Pool;
     tc.ca_file = ca_file.map(Path::to_path_buf);
     tc.max_connections = 1;
-    let transport: Arc<dyn Transport> = ferry_wire::transport(tc)?;
-    let form = sts::web_identity_params(&w.role_arn, &w.session_name, token)
-        .iter()
-        .map(|(k, v)| format!("{}={}", uri_encode(k, true), uri_encode(v, true)))
-        .collect::<Vec<_>>()
-        .join("&");
+    if let Some(t) = connect_timeout {
+        tc.connect_timeout = t;
+        tc.response_timeout = t;
+    }
+    Ok((endpoint, ferry_wire::transport(tc)?))
+}
+
+/// POSTs one STS form to `/` of `sts_endpoint`; `signer`: the keys and region to sign it
+/// with (AssumeRole), else unsigned (AssumeRoleWithWebIdentity).
+async fn sts_call(
+    action: &str,
+    sts_endpoint: &str,
+    role_arn: &str,
+    form: String,
+    signer: Option<(&Credentials, &str)>,
+    ca_file: Option<&Path>,
+) -> Result<sts::TemporaryCredentials, Error> {
+    let (endpoint, transport) =
+        own_transport(sts_endpoint, ca_file, None).map_err(|e| Error::Config(format!("STS endpoint: {e}")))?;
     let mut req = Request::new(Method::POST, "/".to_owned());
     req.headers.insert("content-type", HeaderValue::from_static("application/x-www-form-urlencoded"));
     req.headers.insert("accept", HeaderValue::from_static("text/xml"));
+    if let Some((keys, region)) = signer {
+        let host = HeaderValue::from_str(&endpoint.authority()).map_err(|e| Error::Config(format!("STS host: {e}")))?;
+        req.headers.insert("host", host);
+        if let Some(token) = &keys.session_token {
+            let token = HeaderValue::from_str(token)
+                .map_err(|_| Error::Config("the source keys' session token is not a valid header value".into()))?;
+            req.headers.insert("x-amz-security-token", token);
+        }
+        let hash = hex::encode(sha2::Sha256::digest(form.as_bytes()));
+        ferry_proto::sigv4::sign_headers_for(
+            "POST",
+            "/",
+            "",
+            &mut req.headers,
+            &hash,
+            &keys.to_proto(),
+            region,
+            "sts",
+            SystemTime::now(),
+        );
+    }
     req.body = RequestBody::from(Bytes::from(form));
     req.hedge = false;
     let resp = transport.send(req).await?;
@@ -219,26 +417,13 @@ async fn assume_role_with_web_identity(w: &WebIdentity, ca_file: Option<&Path>) 
     if !(200..300).contains(&status) {
         let (code, message) = sts::parse_error(&body).unwrap_or_else(|| {
             let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
-            ("AssumeRoleWithWebIdentityFailed".into(), format!("STS {} answered {status}: {text}", w.sts_endpoint))
+            (format!("{action}Failed"), format!("STS {sts_endpoint} answered {status}: {text}"))
         });
-        return Err(Error::Auth {
-            status,
-            code,
-            message: format!("AssumeRoleWithWebIdentity ({}): {message}", w.role_arn),
-            request_id,
-        });
+        return Err(Error::Auth { status, code, message: format!("{action} ({role_arn}): {message}"), request_id });
     }
-    let c = sts::parse_web_identity_result(&body).map_err(|e| Error::Protocol {
-        message: format!("STS {} answered AssumeRoleWithWebIdentity with {e}", w.sts_endpoint),
+    sts::parse_result(action, &body).map_err(|e| Error::Protocol {
+        message: format!("STS {sts_endpoint} answered {action} with {e}"),
         request_id: request_id.clone(),
-    })?;
-    Ok(Lease {
-        credentials: Credentials {
-            access_key_id: c.access_key_id,
-            secret_access_key: c.secret_access_key,
-            session_token: Some(c.session_token),
-        },
-        expires: Some(c.expiration),
     })
 }
 

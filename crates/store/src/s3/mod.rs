@@ -8,7 +8,8 @@
 //!   ├─ multipart.rs  Create / UploadPart / UploadPartCopy / Complete / Abort / ListParts
 //!   ├─ body.rs       GET bodies checked on the fly (length, x-amz-checksum-*, MD5 ETag), resumed if cut
 //!   ├─ credentials.rs  the AWS SDKs' lookup chain (env, web identity, profiles, config files)
-//!   ├─ credentials_fetch.rs  temporary keys: credential_process, STS AssumeRoleWithWebIdentity
+//!   ├─ credentials_fetch.rs  temporary keys: credential_process, STS AssumeRoleWithWebIdentity, AssumeRole
+//!   ├─ credentials_metadata.rs  temporary keys: container endpoint (ECS, EKS), EC2 instance metadata
 //!   └─ settings.rs     the rest of that chain: profile, region, endpoint, CA bundle
 //! ```
 //!
@@ -24,6 +25,7 @@ pub mod buckets;
 pub mod client;
 pub mod credentials;
 pub mod credentials_fetch;
+pub mod credentials_metadata;
 pub mod error;
 pub mod list;
 pub mod multipart;

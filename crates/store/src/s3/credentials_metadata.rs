@@ -1,0 +1,340 @@
+//! Temporary keys from the two metadata endpoints a machine on AWS offers: the ECS / EKS
+//! Pod Identity container credentials endpoint, and EC2 instance metadata (IMDS).
+//!
+//! ```text
+//! Container  GET URL, Authorization: token (file read again each time) ─► JSON ─► Lease
+//!            URL: http://169.254.170.2 + AWS_CONTAINER_CREDENTIALS_RELATIVE_URI,
+//!                 else AWS_CONTAINER_CREDENTIALS_FULL_URI (https anywhere; http only
+//!                 to a loopback address or the ECS / EKS agents' link-local ones)
+//! Imds       PUT /latest/api/token (TTL header) ─► token
+//!              403/404/405: IMDSv1 (no token), unless AWS_EC2_METADATA_V1_DISABLED
+//!            GET /latest/meta-data/iam/security-credentials/       ─► role name
+//!            GET /latest/meta-data/iam/security-credentials/ROLE   ─► JSON ─► Lease
+//! ```
+//!
+//! Both answer the same JSON: `AccessKeyId`, `SecretAccessKey`, `Token`, `Expiration`
+//! (RFC 3339), IMDS with `"Code": "Success"`. The rules follow the AWS SDKs and Tools
+//! Reference Guide ("Container credential provider", "IMDS credential provider"). Both
+//! are asked again before the keys expire, like every temporary source
+//! (credentials_fetch.rs); IMDS asks for a fresh session token each time, so no token
+//! outlives its TTL.
+//!
+//! Reaching IMDS costs a connection attempt to a link-local address, which off EC2 can
+//! hang until its time-out: [`IMDS_TIMEOUT`] keeps that short, and the chain asks IMDS
+//! only where its keys could be of use (credentials.rs).
+
+use super::credentials::Credentials;
+use super::credentials_fetch::{own_transport, parse_rfc3339, Lease, MAX_ANSWER};
+use crate::error::Error;
+use bytes::Bytes;
+use ferry_wire::Request;
+use http::{HeaderValue, Method};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The default instance metadata address (IPv4), and the IPv6 one
+/// (`AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE=IPv6`).
+pub const IMDS_ENDPOINT: &str = "http://169.254.169.254";
+pub const IMDS_ENDPOINT_IPV6: &str = "http://[fd00:ec2::254]";
+
+/// Connect and response time-out for IMDS: the SDKs' default of one second (botocore's
+/// `metadata_service_timeout`), so a laptop without IMDS is not held up for long.
+pub const IMDS_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The session token's lifetime asked for: the SDKs' 6 hours (IMDS allows 1 s to 6 h).
+const IMDS_TOKEN_TTL_SECS: &str = "21600";
+
+/// The ECS agent's address for `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`.
+pub const CONTAINER_HOST: &str = "http://169.254.170.2";
+
+/// Connect and response time-out for the container agent: it is local to the task or
+/// pod, so it answers in milliseconds; the SDKs use a few seconds (the Rust SDK 5 s).
+const CONTAINER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// EC2 instance metadata.
+#[derive(Clone, Debug)]
+pub struct Imds {
+    /// `http://host[:port]`, no path.
+    pub endpoint: String,
+    /// `AWS_EC2_METADATA_V1_DISABLED`: never fall back to IMDSv1.
+    pub v1_disabled: bool,
+}
+
+/// The container credentials endpoint.
+#[derive(Clone, Debug)]
+pub struct Container {
+    /// The full URL asked.
+    pub url: String,
+    pub auth: Option<ContainerAuth>,
+}
+
+/// The Authorization header's value for the container endpoint.
+#[derive(Clone)]
+pub enum ContainerAuth {
+    /// `AWS_CONTAINER_AUTHORIZATION_TOKEN`.
+    Token(String),
+    /// `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE` (EKS Pod Identity rotates it: read on each fetch).
+    File(PathBuf),
+}
+
+impl std::fmt::Debug for ContainerAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ContainerAuth::Token(_) => f.write_str("Token(<redacted>)"),
+            ContainerAuth::File(p) => f.debug_tuple("File").field(p).finish(),
+        }
+    }
+}
+
+fn failed(source: &str, why: String) -> Error {
+    Error::Auth { status: 0, code: "CredentialsEndpoint".into(), message: format!("{source}: {why}"), request_id: None }
+}
+
+/// Splits `http://host:port/path?query` into the endpoint part and the request target.
+fn split_url(url: &str) -> (&str, String) {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    match url[after_scheme..].find('/') {
+        Some(i) => (&url[..after_scheme + i], url[after_scheme + i..].to_owned()),
+        None => (url, "/".to_owned()),
+    }
+}
+
+/// One GET or PUT; the status and the body (at most [`MAX_ANSWER`]).
+async fn call(
+    source: &str,
+    base: &str,
+    method: Method,
+    target: String,
+    headers: &[(&'static str, HeaderValue)],
+    ca_file: Option<&Path>,
+    timeout: Duration,
+) -> Result<(u16, Bytes), Error> {
+    let (_, transport) = own_transport(base, ca_file, Some(timeout))?;
+    let mut req = Request::new(method, target);
+    for (name, value) in headers {
+        req.headers.insert(*name, value.clone());
+    }
+    req.hedge = false;
+    let resp = transport.send(req).await.map_err(|e| failed(source, format!("no answer ({e})")))?;
+    let status = resp.status.as_u16();
+    let body = resp.body.collect(MAX_ANSWER).await.map_err(|e| failed(source, format!("the answer was cut ({e})")))?;
+    Ok((status, body))
+}
+
+/// The keys in a container or IMDS answer.
+pub(crate) fn parse_metadata_json(body: &[u8]) -> Result<Lease, String> {
+    let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| format!("the answer is not JSON ({e})"))?;
+    if let Some(code) = v["Code"].as_str().filter(|c| *c != "Success") {
+        return Err(format!("the answer's Code is {code:?}: {}", v["Message"].as_str().unwrap_or("")));
+    }
+    let field = |name: &str| v[name].as_str().filter(|s| !s.is_empty()).map(str::to_owned);
+    let (Some(id), Some(secret)) = (field("AccessKeyId"), field("SecretAccessKey")) else {
+        // The ECS agent's error answers are {"code": ..., "message": ...}.
+        let said = v["message"].as_str().or(v["Message"].as_str()).unwrap_or("");
+        return Err(format!(
+            "the answer lacks AccessKeyId or SecretAccessKey{}",
+            if said.is_empty() { String::new() } else { format!(": {said}") }
+        ));
+    };
+    let expires = match field("Expiration") {
+        None => None,
+        Some(t) => Some(parse_rfc3339(&t).ok_or_else(|| format!("its Expiration {t:?} is not an RFC 3339 time"))?),
+    };
+    Ok(Lease {
+        credentials: Credentials { access_key_id: id, secret_access_key: secret, session_token: field("Token") },
+        expires,
+    })
+}
+
+impl Imds {
+    pub fn describe(&self) -> String {
+        format!("instance metadata (IMDS at {})", self.endpoint)
+    }
+
+    pub(crate) async fn fetch(&self) -> Result<Lease, Error> {
+        let source = self.describe();
+        let base = self.endpoint.trim_end_matches('/');
+        let ttl = HeaderValue::from_static(IMDS_TOKEN_TTL_SECS);
+        let (status, body) = call(
+            &source,
+            base,
+            Method::PUT,
+            "/latest/api/token".into(),
+            &[("x-aws-ec2-metadata-token-ttl-seconds", ttl)],
+            None,
+            IMDS_TIMEOUT,
+        )
+        .await?;
+        let token = match status {
+            200 => {
+                let t = String::from_utf8_lossy(&body).trim().to_owned();
+                Some(
+                    HeaderValue::from_str(&t)
+                        .map_err(|_| failed(&source, "its session token is not a header value".into()))?,
+                )
+            }
+            // IMDSv1 only, or a proxy that forbids PUT: the SDKs then ask without a token.
+            403 | 404 | 405 if !self.v1_disabled => {
+                tracing::debug!(status, "credentials: IMDS gave no session token; asking with IMDSv1");
+                None
+            }
+            _ => {
+                return Err(failed(
+                    &source,
+                    format!(
+                        "PUT /latest/api/token answered {status}{}",
+                        if self.v1_disabled { " (IMDSv1 is disabled)" } else { "" }
+                    ),
+                ))
+            }
+        };
+        let headers: Vec<(&'static str, HeaderValue)> =
+            token.into_iter().map(|t| ("x-aws-ec2-metadata-token", t)).collect();
+        let get = |target: String| call(&source, base, Method::GET, target, &headers, None, IMDS_TIMEOUT);
+        const ROLES: &str = "/latest/meta-data/iam/security-credentials/";
+        let (status, body) = get(ROLES.into()).await?;
+        let role = String::from_utf8_lossy(&body).lines().next().unwrap_or("").trim().to_owned();
+        match status {
+            200 if !role.is_empty() => {}
+            200 | 404 => return Err(failed(&source, "the instance has no IAM role (instance profile)".into())),
+            401 => return Err(failed(&source, "401: IMDSv2 is required and no session token was given".into())),
+            s => return Err(failed(&source, format!("GET {ROLES} answered {s}"))),
+        }
+        let (status, body) = get(format!("{ROLES}{role}")).await?;
+        if status != 200 {
+            return Err(failed(&source, format!("GET {ROLES}{role} answered {status}")));
+        }
+        let lease = parse_metadata_json(&body).map_err(|why| failed(&source, format!("role {role}: {why}")))?;
+        tracing::debug!(role = %role, v2 = !headers.is_empty(), "credentials: IMDS role");
+        Ok(lease)
+    }
+}
+
+/// Whether the container endpoint may be reached over plain http at `host`: loopback, or
+/// the ECS (169.254.170.2) and EKS Pod Identity (169.254.170.23, fd00:ec2::23) agents.
+fn container_host_allowed(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => {
+            ip.is_loopback()
+                || ["169.254.170.2", "169.254.170.23", "fd00:ec2::23"]
+                    .iter()
+                    .any(|a| ip == a.parse::<std::net::IpAddr>().unwrap())
+        }
+        Err(_) => false,
+    }
+}
+
+impl Container {
+    /// From `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI` / `_FULL_URI` (relative first, as in
+    /// the SDKs); `None` when neither is set.
+    pub(crate) fn from_vars(
+        relative: Option<String>,
+        full: Option<String>,
+        token: Option<String>,
+        token_file: Option<String>,
+    ) -> Result<Option<Container>, Error> {
+        let url = match (relative, full) {
+            (Some(rel), _) => format!("{CONTAINER_HOST}{}{rel}", if rel.starts_with('/') { "" } else { "/" }),
+            (None, Some(full)) => {
+                let endpoint = ferry_wire::Endpoint::parse(&full)
+                    .map_err(|e| Error::Config(format!("AWS_CONTAINER_CREDENTIALS_FULL_URI: {e}")))?;
+                if endpoint.scheme == ferry_wire::Scheme::Http && !container_host_allowed(&endpoint.host) {
+                    return Err(Error::Config(format!(
+                        "AWS_CONTAINER_CREDENTIALS_FULL_URI {full}: plain http is allowed only to a loopback address or \
+                         the ECS / EKS agents (169.254.170.2, 169.254.170.23, fd00:ec2::23); use https"
+                    )));
+                }
+                full
+            }
+            (None, None) => return Ok(None),
+        };
+        // The token file wins over the token, as in the SDKs.
+        let auth = token_file.map(|f| ContainerAuth::File(PathBuf::from(f))).or(token.map(ContainerAuth::Token));
+        Ok(Some(Container { url, auth }))
+    }
+
+    pub fn describe(&self) -> String {
+        format!("container credentials ({})", self.url)
+    }
+
+    pub(crate) async fn fetch(&self, ca_file: Option<&Path>) -> Result<Lease, Error> {
+        let source = self.describe();
+        let token = match &self.auth {
+            None => None,
+            Some(ContainerAuth::Token(t)) => Some(t.clone()),
+            Some(ContainerAuth::File(path)) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| Error::Io { path: path.display().to_string(), error: e })?
+                    .trim()
+                    .to_owned(),
+            ),
+        };
+        let mut headers = vec![("accept", HeaderValue::from_static("application/json"))];
+        if let Some(t) = token {
+            // A value with CR or LF would split the request's head: refused, as the SDKs do.
+            let v = HeaderValue::from_str(&t)
+                .map_err(|_| failed(&source, "the authorization token is not a valid header value".into()))?;
+            headers.push(("authorization", v));
+        }
+        let (base, target) = split_url(&self.url);
+        let (status, body) = call(&source, base, Method::GET, target, &headers, ca_file, CONTAINER_TIMEOUT).await?;
+        if status != 200 {
+            let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+            return Err(failed(&source, format!("answered {status}: {}", text.trim())));
+        }
+        parse_metadata_json(&body).map_err(|why| failed(&source, why))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_json() {
+        let l = parse_metadata_json(
+            br#"{"Code": "Success", "Type": "AWS-HMAC", "AccessKeyId": "ASIA1", "SecretAccessKey": "s",
+                "Token": "t", "Expiration": "2030-01-01T00:00:00Z"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (l.credentials.access_key_id.as_str(), l.credentials.session_token.as_deref()),
+            ("ASIA1", Some("t"))
+        );
+        assert!(l.expires.is_some());
+        let e = parse_metadata_json(br#"{"Code": "AssumeRoleUnauthorizedAccess", "Message": "no"}"#).unwrap_err();
+        assert!(e.contains("AssumeRoleUnauthorizedAccess"), "{e}");
+        let e = parse_metadata_json(br#"{"code": "InvalidToken", "message": "bad token"}"#).unwrap_err();
+        assert!(e.contains("bad token"), "{e}");
+    }
+
+    #[test]
+    fn container_urls() {
+        let c = Container::from_vars(Some("/v2/creds/abc".into()), Some("http://127.0.0.1:1/x".into()), None, None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.url, "http://169.254.170.2/v2/creds/abc");
+        for ok in [
+            "http://127.0.0.1:8080/creds",
+            "http://localhost/c",
+            "http://[::1]:9/c",
+            "http://169.254.170.23/v1/credentials",
+            "https://creds.example.com/c",
+        ] {
+            assert!(Container::from_vars(None, Some(ok.into()), None, None).is_ok(), "{ok}");
+        }
+        let err = Container::from_vars(None, Some("http://creds.example.com/c".into()), None, None).unwrap_err();
+        assert!(err.to_string().contains("use https"), "{err}");
+        let c = Container::from_vars(None, Some("http://127.0.0.1/c".into()), Some("tok".into()), Some("/f".into()))
+            .unwrap()
+            .unwrap();
+        assert!(matches!(c.auth, Some(ContainerAuth::File(_))));
+        assert!(!format!("{:?}", ContainerAuth::Token("secret-tok".into())).contains("secret-tok"));
+        assert_eq!(split_url("http://127.0.0.1:9/a/b?c=d"), ("http://127.0.0.1:9", "/a/b?c=d".to_owned()));
+        assert_eq!(split_url("http://h"), ("http://h", "/".to_owned()));
+    }
+}
