@@ -1,9 +1,11 @@
 //! Temporary credentials end to end: the `ferry` binary under test, with no keys in its
 //! environment, gets them from a profile's `credential_process` (a real shell script the
-//! test writes) or from web identity (STS AssumeRoleWithWebIdentity, answered by the
-//! in-process `ferry serve`, which then accepts the keys it handed out), and signs real
-//! requests with them. `-vv` names the source in use; the keys are fetched again before
-//! they expire, and after an ExpiredToken answer.
+//! test writes), from web identity or a chain of `role_arn`/`source_profile` profiles
+//! (STS AssumeRoleWithWebIdentity and AssumeRole, answered by the in-process `ferry
+//! serve`, which then accepts the keys it handed out), from a container credentials
+//! endpoint, or from EC2 instance metadata (AWS's `ec2-metadata-mock`), and signs real
+//! requests with them. `-vv` names the source in use once and never a secret; the keys
+//! are fetched again before they expire, and after an ExpiredToken answer.
 
 use ferry_testkit::{FerryServe, Served};
 use std::path::Path;
@@ -14,27 +16,45 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// `ferry -vv ARGS` against `srv` with no keys of its own and no shared files but `config`.
-fn ferry(srv: &Served, config: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .env("AWS_ENDPOINT_URL", srv.url())
+/// `ferry -vv` against `srv` with no credentials of its own from anywhere: no keys, no
+/// profile, no shared files but `config`, no metadata endpoints (instance metadata off, so
+/// nothing reaches the machine's own); each test adds the source it tries.
+fn ferry_cmd(srv: &Served, config: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ferry"));
+    c.env("AWS_ENDPOINT_URL", srv.url())
         .env("AWS_REGION", ferry_testkit::REGION)
         .env("AWS_CONFIG_FILE", config)
         .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
         .env("HOME", "/nonexistent-ferry-home")
-        .env_remove("AWS_ACCESS_KEY_ID")
-        .env_remove("AWS_SECRET_ACCESS_KEY")
-        .env_remove("AWS_SESSION_TOKEN")
-        .env_remove("AWS_PROFILE")
-        .env_remove("AWS_WEB_IDENTITY_TOKEN_FILE")
-        .env_remove("AWS_ROLE_ARN")
-        .env_remove("AWS_ENDPOINT_URL_STS")
-        .env_remove("FERRY_LOG")
-        .arg("-vv")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+    for var in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_ROLE_ARN",
+        "AWS_ROLE_SESSION_NAME",
+        "AWS_ENDPOINT_URL_STS",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+        "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+        "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE",
+        "AWS_EC2_METADATA_V1_DISABLED",
+        "FERRY_CREDENTIAL_PROCESS_TIMEOUT",
+        "FERRY_LOG",
+    ] {
+        c.env_remove(var);
+    }
+    c.arg("-vv").stdin(Stdio::null());
+    c
+}
+
+/// `ferry -vv ARGS` with only `config` to find credentials in.
+fn ferry(srv: &Served, config: &Path, args: &[&str]) -> Output {
+    ferry_cmd(srv, config).args(args).output().unwrap()
 }
 
 #[track_caller]
@@ -78,13 +98,39 @@ fn http_get(srv: &Served, target: &str) -> String {
     answer
 }
 
-/// STS calls the server answered with 200, from its metrics endpoint.
+/// STS AssumeRoleWithWebIdentity calls the server answered with 200, from its metrics endpoint.
 fn sts_calls(srv: &Served) -> u64 {
+    sts_calls_of(srv, "AssumeRoleWithWebIdentity")
+}
+
+fn sts_calls_of(srv: &Served, action: &str) -> u64 {
+    let line = format!("ferry_requests_total{{op=\"{action}\",status=\"200\"}} ");
     http_get(srv, "/_ferry/metrics")
         .lines()
-        .find_map(|l| l.strip_prefix("ferry_requests_total{op=\"AssumeRoleWithWebIdentity\",status=\"200\"} "))
+        .find_map(|l| l.strip_prefix(line.as_str()))
         .map(|n| n.trim().parse().unwrap())
         .unwrap_or(0)
+}
+
+/// Temporary keys issued by `srv`'s STS (a plain AssumeRoleWithWebIdentity GET), which
+/// the server accepts only with their session token: a metadata endpoint hands them out
+/// in the tests below, so a request that succeeds proves the token was sent.
+fn issued_keys(srv: &Served) -> ferry_proto::sts::TemporaryCredentials {
+    let answer = http_get(
+        srv,
+        "/?Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=arn:aws:iam::1:role/r\
+         &RoleSessionName=s&WebIdentityToken=t",
+    );
+    let body = &answer[answer.find("\r\n\r\n").expect("an HTTP answer") + 4..];
+    ferry_proto::sts::parse_web_identity_result(body.as_bytes()).unwrap_or_else(|e| panic!("{e}: {answer}"))
+}
+
+/// Fails when `stderr` shows any of the secrets.
+#[track_caller]
+fn no_secrets(stderr: &str, secrets: &[&str]) {
+    for s in secrets {
+        assert!(!stderr.contains(s), "a secret is in the output:\n{stderr}");
+    }
 }
 
 #[test]
@@ -136,24 +182,11 @@ fn a_failing_credential_process_is_reported_with_its_own_words() {
 /// Web identity from the environment (`AWS_WEB_IDENTITY_TOKEN_FILE`, `AWS_ROLE_ARN`),
 /// STS on the S3 endpoint (`AWS_ENDPOINT_URL` covers every service).
 fn web_identity(srv: &Served, config: &Path, token_file: &Path, args: &[&str]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ferry"));
-    c.env("AWS_ENDPOINT_URL", srv.url())
-        .env("AWS_REGION", ferry_testkit::REGION)
-        .env("AWS_CONFIG_FILE", config)
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
-        .env("HOME", "/nonexistent-ferry-home")
+    ferry_cmd(srv, config)
         .env("AWS_WEB_IDENTITY_TOKEN_FILE", token_file)
         .env("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/ferry-test")
         .env("AWS_ROLE_SESSION_NAME", "ferry-test")
-        .env_remove("AWS_ACCESS_KEY_ID")
-        .env_remove("AWS_SECRET_ACCESS_KEY")
-        .env_remove("AWS_SESSION_TOKEN")
-        .env_remove("AWS_PROFILE")
-        .env_remove("AWS_ENDPOINT_URL_STS")
-        .env_remove("FERRY_LOG")
-        .arg("-vv")
         .args(args)
-        .stdin(Stdio::null())
         .output()
         .unwrap()
 }
@@ -235,4 +268,236 @@ fn web_identity_keys_are_fetched_again_before_expiry_and_after_expired_token() {
     let out = web_identity(&srv, &config, &token, &["ls", "--recursive", "s3://exp/t/"]);
     ok(&out);
     assert_eq!(text(&out.stdout).lines().count(), 6, "{}", text(&out.stdout));
+}
+
+#[test]
+fn a_hung_credential_process_fails_naming_the_command_and_its_time_out() {
+    let srv = FerryServe::new().start();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("hang.sh");
+    std::fs::write(&script, "#!/bin/sh\nsleep 30\n").unwrap();
+    let config = dir.path().join("config");
+    std::fs::write(&config, format!("[default]\ncredential_process = sh {}\n", script.display())).unwrap();
+    let started = std::time::Instant::now();
+    let out = ferry_cmd(&srv, &config)
+        .env("FERRY_CREDENTIAL_PROCESS_TIMEOUT", "1")
+        .args(["ls", "s3://any/"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("credential_process")
+            && stderr.contains("hang.sh")
+            && stderr.contains("did not finish within 1s"),
+        "{stderr}"
+    );
+}
+
+/// role_arn + source_profile, two levels deep: `top`'s AssumeRole is signed with the
+/// temporary keys of `mid`'s, which is signed with `base`'s static keys (the server's own).
+#[test]
+fn assume_role_through_a_source_profile_chain_signs_requests() {
+    let srv = FerryServe::new().credentials("AKBASE", "base-secret").start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    std::fs::write(
+        &config,
+        "[profile top]\nrole_arn = arn:aws:iam::1:role/top\nsource_profile = mid\nrole_session_name = top-session\n\
+         [profile mid]\nrole_arn = arn:aws:iam::1:role/mid\nsource_profile = base\n\
+         [profile base]\naws_access_key_id = AKBASE\naws_secret_access_key = base-secret\n\
+         [profile wrong]\nrole_arn = arn:aws:iam::1:role/w\nsource_profile = bad-keys\n\
+         [profile bad-keys]\naws_access_key_id = AKBASE\naws_secret_access_key = not-the-secret\n\
+         [profile loop]\nrole_arn = arn:aws:iam::1:role/l\nsource_profile = loop2\n\
+         [profile loop2]\nrole_arn = arn:aws:iam::1:role/l2\nsource_profile = loop\n",
+    )
+    .unwrap();
+    let file = dir.path().join("f.txt");
+    std::fs::write(&file, b"signed by an assumed role").unwrap();
+    let stderr = ok(&ferry(&srv, &config, &["--profile", "top", "mb", "s3://role"]));
+    assert_eq!(stderr.matches("credentials: assume role").count(), 1, "-vv does not name the source once:\n{stderr}");
+    assert!(stderr.contains("top -> mid -> base"), "{stderr}");
+    no_secrets(&stderr, &["base-secret"]);
+    assert_eq!(sts_calls_of(&srv, "AssumeRole"), 2, "one AssumeRole per profile of the chain");
+    ok(&ferry(&srv, &config, &["--profile", "top", "cp", file.to_str().unwrap(), "s3://role/f.txt"]));
+    let out = ferry(&srv, &config, &["--profile", "top", "cat", "s3://role/f.txt"]);
+    ok(&out);
+    assert_eq!(out.stdout, b"signed by an assumed role");
+
+    // Keys the server does not take: STS's own refusal, with the role named.
+    let out = ferry(&srv, &config, &["--profile", "wrong", "ls", "s3://role/"]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("AssumeRole (arn:aws:iam::1:role/w)") && stderr.contains("SignatureDoesNotMatch"),
+        "{stderr}"
+    );
+    no_secrets(&stderr, &["not-the-secret"]);
+    // A loop of source profiles: said before anything is sent.
+    let out = ferry(&srv, &config, &["--profile", "loop", "ls", "s3://role/"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("source_profile loops: loop -> loop2 -> loop"), "{}", text(&out.stderr));
+}
+
+/// A stand-in for the ECS / EKS Pod Identity agent (no emulator of it exists to run
+/// here): a real HTTP server on a loopback socket that answers the agent's JSON when the
+/// Authorization header is `token`, 401 otherwise, and counts the requests.
+fn container_agent(
+    keys: ferry_proto::sts::TemporaryCredentials,
+    token: &'static str,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1/credentials", listener.local_addr().unwrap());
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = calls.clone();
+    let expiration = format!("{}Z", &ferry_proto::encoding::iso8601(keys.expiration)[..19]);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut authorized = false;
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                if let Some((name, value)) = line.split_once(':') {
+                    authorized |= name.eq_ignore_ascii_case("authorization") && value.trim() == token;
+                }
+                line.clear();
+            }
+            let (status, body) = if authorized {
+                (
+                    "200 OK",
+                    format!(
+                        r#"{{"AccessKeyId":"{}","SecretAccessKey":"{}","Token":"{}","Expiration":"{expiration}"}}"#,
+                        keys.access_key_id, keys.secret_access_key, keys.session_token
+                    ),
+                )
+            } else {
+                (
+                    "401 Unauthorized",
+                    r#"{"code":"InvalidToken","message":"the authorization token is not valid"}"#.to_owned(),
+                )
+            };
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (url, calls)
+}
+
+#[test]
+fn container_credentials_sign_requests_with_the_authorization_token() {
+    let srv = FerryServe::new().credentials("AKSERVER", "server-secret").start();
+    let keys = issued_keys(&srv);
+    let secrets = [keys.secret_access_key.clone(), keys.session_token.clone()];
+    let (url, calls) = container_agent(keys, "pod-identity-token");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    std::fs::write(&config, "").unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "pod-identity-token\n").unwrap();
+    let container = |args: &[&str]| {
+        ferry_cmd(&srv, &config)
+            .env("AWS_CONTAINER_CREDENTIALS_FULL_URI", &url)
+            .env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &token_file)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let stderr = ok(&container(&["mb", "s3://pod"]));
+    assert_eq!(stderr.matches("credentials: container credentials").count(), 1, "{stderr}");
+    no_secrets(&stderr, &[&secrets[0], &secrets[1], "pod-identity-token"]);
+    let file = dir.path().join("f.txt");
+    std::fs::write(&file, b"signed by the agent's keys").unwrap();
+    ok(&container(&["cp", file.to_str().unwrap(), "s3://pod/f.txt"]));
+    let out = container(&["cat", "s3://pod/f.txt"]);
+    ok(&out);
+    assert_eq!(out.stdout, b"signed by the agent's keys");
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 3, "one agent call per command");
+
+    // A token the agent refuses: the error names the source and the agent's words.
+    std::fs::write(&token_file, "stale-token").unwrap();
+    let out = container(&["ls", "s3://pod/"]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("container credentials") && stderr.contains("401") && stderr.contains("not valid"),
+        "{stderr}"
+    );
+    // Plain http to a host that is not loopback or the agents': refused before any call.
+    let out = ferry_cmd(&srv, &config)
+        .env("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://192.0.2.1/creds")
+        .args(["ls", "s3://pod/"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("use https"), "{}", text(&out.stderr));
+}
+
+/// EC2 instance metadata from AWS's own emulator, IMDSv2 only: the keys it hands out
+/// are temporary keys the server issued, so requests succeed only when signed with them
+/// and carrying their session token.
+#[test]
+#[ignore = "needs ec2-metadata-mock: run by scripts/test.sh (FERRY_EC2_METADATA_MOCK)"]
+fn instance_metadata_keys_from_ec2_metadata_mock_sign_requests() {
+    let srv = FerryServe::new().credentials("AKSERVER", "server-secret").start();
+    let keys = issued_keys(&srv);
+    let expiration = format!("{}Z", &ferry_proto::encoding::iso8601(keys.expiration)[..19]);
+    let imds = ferry_testkit::imds::Ec2MetadataMock::start(
+        &ferry_testkit::imds::ImdsKeys {
+            role: "ferry-instance-role",
+            access_key_id: &keys.access_key_id,
+            secret_access_key: &keys.secret_access_key,
+            token: &keys.session_token,
+            expiration: &expiration,
+        },
+        true,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    std::fs::write(&config, "").unwrap();
+    let on_ec2 = |args: &[&str]| {
+        ferry_cmd(&srv, &config)
+            .env_remove("AWS_EC2_METADATA_DISABLED")
+            .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.url())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let stderr = ok(&on_ec2(&["mb", "s3://ec2"]));
+    assert_eq!(stderr.matches("credentials: instance metadata (IMDS)").count(), 1, "{stderr}");
+    assert!(stderr.contains("ferry-instance-role"), "{stderr}");
+    no_secrets(&stderr, &[&keys.secret_access_key, &keys.session_token]);
+    let file = dir.path().join("f.txt");
+    std::fs::write(&file, b"signed by the instance's keys").unwrap();
+    ok(&on_ec2(&["cp", file.to_str().unwrap(), "s3://ec2/f.txt"]));
+    let out = on_ec2(&["cat", "s3://ec2/f.txt"]);
+    ok(&out);
+    assert_eq!(out.stdout, b"signed by the instance's keys");
+
+    // Turned off: the chain ends without keys, and the command says so.
+    let out = ferry_cmd(&srv, &config)
+        .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.url())
+        .args(["ls", "s3://ec2/"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("no credentials found"), "{}", text(&out.stderr));
+    // Nothing listening there: the error names instance metadata, within its short time-out.
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let started = std::time::Instant::now();
+    let out = ferry_cmd(&srv, &config)
+        .env_remove("AWS_EC2_METADATA_DISABLED")
+        .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", format!("http://{gone}"))
+        .args(["ls", "s3://ec2/"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(text(&out.stderr).contains("instance metadata (IMDS at http://"), "{}", text(&out.stderr));
 }

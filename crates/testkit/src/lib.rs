@@ -16,6 +16,9 @@
 //! - [`fake_gcs`]: fake-gcs-server children (plain http, and https offering h2), for the
 //!   Google Cloud Storage client (`FERRY_FAKE_GCS` names the binary; `scripts/setup.sh`
 //!   builds it).
+//! - [`imds`]: AWS's EC2 instance metadata emulator (`ec2-metadata-mock`), one child per
+//!   test handing out the test's keys, for the instance metadata credentials
+//!   (`FERRY_EC2_METADATA_MOCK` names the binary; `scripts/setup.sh` builds it).
 //! - [`transport`]: wrappers around a real [`ferry_wire::Transport`]: one that counts
 //!   requests by S3 operation and live GET bodies, and one that turns a DeleteObjects
 //!   answer's first keys into per-key errors (a fault the server cannot inject).
@@ -37,6 +40,7 @@ pub mod cli;
 pub mod data;
 pub mod fake_gcs;
 pub mod http;
+pub mod imds;
 pub mod minio;
 pub mod require;
 mod serve;
