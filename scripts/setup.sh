@@ -19,6 +19,9 @@
 #           conformance and CLI tests: `go install` at a pinned version into
 #           ~/.cache/ferry/bin like MinIO (about a minute the first time).
 #           FERRY_SKIP_FAKE_GCS=1 skips it.
+#   ec2-metadata-mock  AWS's EC2 instance metadata emulator, for the instance metadata
+#           credentials test: `go install` at a pinned version into ~/.cache/ferry/bin
+#           like MinIO (seconds the first time). FERRY_SKIP_EC2_METADATA_MOCK=1 skips it.
 #   Lab     with FERRY_COMPAT_TOOLS=1 (scripts/compat.sh sets it; scripts/test.sh does
 #           not): versitygw (its S3 integration test suite) and the MinIO client `mc`,
 #           each `go install`ed at a pinned version into ~/.cache/ferry/bin, a few
@@ -209,6 +212,33 @@ if [[ "${FERRY_SKIP_FAKE_GCS:-0}" != 1 && ! -x "$FAKE_GCS_BIN" ]]; then
 fi
 # test.sh reads where fake-gcs-server is (or that it is absent) from here.
 if [[ -x "$FAKE_GCS_BIN" ]]; then echo "$FAKE_GCS_BIN" >"$LOGDIR/fake-gcs-bin"; else rm -f "$LOGDIR/fake-gcs-bin"; fi
+# --- ec2-metadata-mock (AWS's instance metadata emulator, for the IMDS credentials test) ---
+EC2_METADATA_MOCK_VERSION="v1.13.0"
+EC2_METADATA_MOCK_BIN="$HOME/.cache/ferry/bin/ec2-metadata-mock-$EC2_METADATA_MOCK_VERSION"
+if [[ "${FERRY_SKIP_EC2_METADATA_MOCK:-0}" != 1 && ! -x "$EC2_METADATA_MOCK_BIN" ]]; then
+    if command -v go >/dev/null; then
+        say "go install github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock@$EC2_METADATA_MOCK_VERSION (first time only)"
+        tmpbin="$(mktemp -d)"
+        if GOBIN="$tmpbin" GOFLAGS=-modcacherw go install \
+            "github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock@$EC2_METADATA_MOCK_VERSION" \
+            >"$LOGDIR/setup-ec2-metadata-mock.log" 2>&1; then
+            mkdir -p "$(dirname "$EC2_METADATA_MOCK_BIN")"
+            mv "$tmpbin/ec2-metadata-mock" "$EC2_METADATA_MOCK_BIN"
+        else
+            tail -n 20 "$LOGDIR/setup-ec2-metadata-mock.log" >&2
+            say "WARNING: ec2-metadata-mock could not be built (log: $LOGDIR/setup-ec2-metadata-mock.log); the instance metadata test will be skipped"
+        fi
+        rm -rf "$tmpbin"
+    else
+        say "WARNING: go not found: the instance metadata test against ec2-metadata-mock will be skipped"
+    fi
+fi
+# test.sh reads where ec2-metadata-mock is (or that it is absent) from here.
+if [[ -x "$EC2_METADATA_MOCK_BIN" ]]; then
+    echo "$EC2_METADATA_MOCK_BIN" >"$LOGDIR/ec2-metadata-mock-bin"
+else
+    rm -f "$LOGDIR/ec2-metadata-mock-bin"
+fi
 # --- Lab tools for scripts/compat.sh: versitygw's S3 test suite, the MinIO client ------
 # go_tool NAME MODULE/PATH VERSION: builds once into ~/.cache/ferry/bin/NAME-VERSION and
 # records the path in .ferry-run/NAME-bin.

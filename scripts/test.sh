@@ -37,6 +37,12 @@ if [[ -s .ferry-run/azurite-bin ]]; then
 else
     echo "== SKIPPED: Azurite is not available, so the Azure tests will not run"
 fi
+# ... and the instance metadata credentials test against ec2-metadata-mock.
+if [[ -s .ferry-run/ec2-metadata-mock-bin ]]; then
+    export FERRY_EC2_METADATA_MOCK="$(cat .ferry-run/ec2-metadata-mock-bin)"
+else
+    echo "== SKIPPED: ec2-metadata-mock is not available, so the instance metadata credentials test will not run"
+fi
 SECONDS=0
 echo "== cargo fmt --check (width and rules in rustfmt.toml)"
 cargo fmt --all -- --check || status=1
@@ -96,7 +102,8 @@ fi
 # scripts/setup.sh or scripts/bench-setup.sh installs and that is missing fails the run;
 # root (this script may run through sudo for apt only) is said loudly.
 #   "BINARY TEST NEEDS": NEEDS is root, peers (.ferry-run/peers.json), minio (FERRY_MINIO),
-#   fake-gcs (FERRY_FAKE_GCS, from .ferry-run/fake-gcs-bin), azurite (FERRY_AZURITE), commands
+#   fake-gcs (FERRY_FAKE_GCS, from .ferry-run/fake-gcs-bin), azurite (FERRY_AZURITE),
+#   ec2-metadata-mock (FERRY_EC2_METADATA_MOCK), commands
 #   on PATH, or manual (too long for this suite: run by hand with --ignored).
 IGNORED=(
     "copy six_gib_copies_past_the_copy_object_limit manual"
@@ -119,6 +126,7 @@ IGNORED=(
     "perfdiag quick_run_against_fake_gcs_over_https_measures_h2_and_the_handshake fake-gcs"
     "perfdiag quick_run_against_azurite_has_every_section_and_leaves_nothing azurite"
     "bench_external small_objects_against_minio minio"
+    "credentials instance_metadata_keys_from_ec2_metadata_mock_sign_requests ec2-metadata-mock"
 )
 # Every #[ignore]d test under crates/*/tests is in the list above (conformance's are the
 # MinIO and Azurite runs'): one added without an entry would never run.
@@ -146,6 +154,7 @@ for e in "${IGNORED[@]}"; do
             fake-gcs) [[ -n "${FERRY_FAKE_GCS:-}" ]] || missing+=(fake-gcs-server) ;;
             azurite) [[ -n "${FERRY_AZURITE:-}" ]] || missing+=(Azurite) ;;
             minio) [[ -n "${FERRY_MINIO:-}" ]] || missing+=(MinIO) ;;
+            ec2-metadata-mock) [[ -n "${FERRY_EC2_METADATA_MOCK:-}" ]] || missing+=(ec2-metadata-mock) ;;
             *) command -v "$need" >/dev/null || missing+=("$need") ;;
         esac
     done
@@ -155,7 +164,8 @@ for e in "${IGNORED[@]}"; do
     elif [[ " ${missing[*]} " == *" root "* ]]; then
         echo "== NOT RUN (needs root): $bin $name"
         continue
-    elif [[ " ${missing[*]} " == *" Azurite "* || " ${missing[*]} " == *" fake-gcs-server "* || " ${missing[*]} " == *" MinIO "* ]]; then
+    elif [[ " ${missing[*]} " == *" Azurite "* || " ${missing[*]} " == *" fake-gcs-server "* || " ${missing[*]} " == *" MinIO "* ||
+        " ${missing[*]} " == *" ec2-metadata-mock "* ]]; then
         # setup.sh warns when it cannot install an emulator or MinIO (no go or npm, no network).
         echo "== NOT RUN (${missing[*]} not available; scripts/setup.sh said why): $bin $name"
         continue
