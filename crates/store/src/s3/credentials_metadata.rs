@@ -174,7 +174,7 @@ impl Imds {
                 )
             }
             // IMDSv1 only, or a proxy that forbids PUT: the SDKs then ask without a token.
-            403 | 404 | 405 if !self.v1_disabled => {
+            403..=405 if !self.v1_disabled => {
                 tracing::debug!(status, "credentials: IMDS gave no session token; asking with IMDSv1");
                 None
             }
