@@ -2,7 +2,8 @@
 //! environment, gets them from a profile's `credential_process` (a real shell script the
 //! test writes), from web identity or a chain of `role_arn`/`source_profile` profiles
 //! (STS AssumeRoleWithWebIdentity and AssumeRole, answered by the in-process `ferry
-//! serve`, which then accepts the keys it handed out), from a container credentials
+//! serve`, which then accepts the keys it handed out), from an SSO profile (the portal's
+//! GetRoleCredentials, answered by `ferry serve` too), from a container credentials
 //! endpoint, or from EC2 instance metadata (AWS's `ec2-metadata-mock`), and signs real
 //! requests with them. `-vv` names the source in use once and never a secret; the keys
 //! are fetched again before they expire, and after an ExpiredToken answer.
@@ -36,6 +37,7 @@ fn ferry_cmd(srv: &Served, config: &Path) -> Command {
         "AWS_ROLE_ARN",
         "AWS_ROLE_SESSION_NAME",
         "AWS_ENDPOINT_URL_STS",
+        "AWS_ENDPOINT_URL_SSO",
         "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
         "AWS_CONTAINER_CREDENTIALS_FULL_URI",
         "AWS_CONTAINER_AUTHORIZATION_TOKEN",
@@ -500,4 +502,57 @@ fn instance_metadata_keys_from_ec2_metadata_mock_sign_requests() {
     assert!(!out.status.success());
     assert!(started.elapsed() < Duration::from_secs(20));
     assert!(text(&out.stderr).contains("instance metadata (IMDS at http://"), "{}", text(&out.stderr));
+}
+
+/// An SSO profile (an `[sso-session]` and a legacy `sso_start_url` one): the token `aws
+/// sso login` would have cached, and the portal's GetRoleCredentials answered by the
+/// server (`AWS_ENDPOINT_URL` covers the portal too).
+#[test]
+fn sso_profiles_read_the_cached_token_and_sign_requests() {
+    let srv = FerryServe::new().credentials("AKSERVER", "server-secret").start();
+    let home = tempfile::tempdir().unwrap();
+    let cache = home.path().join(".aws/sso/cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    // The cache file's name: the SHA-1 of the session name (or start URL), as the AWS CLI writes it.
+    let cache_file = |key: &str| {
+        let out = Command::new("sh").arg("-c").arg(format!("printf %s '{key}' | sha1sum")).output().unwrap();
+        cache.join(format!("{}.json", &text(&out.stdout)[..40]))
+    };
+    let token = |expires_in_secs: i64| {
+        let t = if expires_in_secs >= 0 {
+            SystemTime::now() + Duration::from_secs(expires_in_secs as u64)
+        } else {
+            SystemTime::now() - Duration::from_secs((-expires_in_secs) as u64)
+        };
+        let at = format!("{}Z", &ferry_proto::encoding::iso8601(t)[..19]);
+        format!(r#"{{"accessToken": "sso-access-token-secret", "expiresAt": "{at}", "region": "us-east-1"}}"#)
+    };
+    std::fs::write(cache_file("my-sso"), token(3600)).unwrap();
+    std::fs::write(cache_file("https://legacy.awsapps.com/start"), token(-60)).unwrap();
+    let config = home.path().join("config");
+    std::fs::write(
+        &config,
+        "[profile dev]\nsso_session = my-sso\nsso_account_id = 111122223333\nsso_role_name = ReadWrite\n\
+         [sso-session my-sso]\nsso_start_url = https://my.awsapps.com/start\nsso_region = us-east-1\n\
+         [profile legacy]\nsso_start_url = https://legacy.awsapps.com/start\nsso_region = us-east-1\n\
+         sso_account_id = 111122223333\nsso_role_name = ReadOnly\n",
+    )
+    .unwrap();
+    let sso = |args: &[&str]| ferry_cmd(&srv, &config).env("HOME", home.path()).args(args).output().unwrap();
+    let stderr = ok(&sso(&["--profile", "dev", "mb", "s3://sso"]));
+    assert_eq!(stderr.matches("credentials: SSO").count(), 1, "{stderr}");
+    no_secrets(&stderr, &["sso-access-token-secret"]);
+    let file = home.path().join("f.txt");
+    std::fs::write(&file, b"signed by the SSO role's keys").unwrap();
+    ok(&sso(&["--profile", "dev", "cp", file.to_str().unwrap(), "s3://sso/f.txt"]));
+    let out = sso(&["--profile", "dev", "cat", "s3://sso/f.txt"]);
+    ok(&out);
+    assert_eq!(out.stdout, b"signed by the SSO role's keys");
+    assert_eq!(sts_calls_of(&srv, "GetRoleCredentials"), 3, "one portal call per command");
+
+    // An expired login: said, with what to run.
+    let out = sso(&["--profile", "legacy", "ls", "s3://sso/"]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("expired") && stderr.contains("aws sso login --profile legacy"), "{stderr}");
 }

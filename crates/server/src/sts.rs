@@ -1,5 +1,6 @@
-//! STS `AssumeRoleWithWebIdentity` and `AssumeRole` on the server's own endpoint, so a
-//! client's web identity and assume-role credentials run against a real answer:
+//! STS `AssumeRoleWithWebIdentity` and `AssumeRole`, and the SSO portal's
+//! `GetRoleCredentials`, on the server's own endpoint, so a client's web identity,
+//! assume-role and SSO credentials run against a real answer:
 //! temporary keys, a session token and an expiry, which the server then accepts on S3
 //! requests until they expire.
 //!
@@ -9,6 +10,8 @@
 //!   ├─ AssumeRole: SigV4 (service sts) by the server's keys or keys it issued (with their
 //!   │    session token, unexpired), body hash as signed ──no──► 403 the SigV4 error
 //!   └─ issue: access key ASIA…, secret, session token, expiry = now + lifetime
+//! GET /federation/credentials?account_id=…&role_name=… with x-amz-sso_bearer_token
+//!   └─ token non-empty? ──no──► 401 UnauthorizedException; else issue, answered as JSON
 //!        └─ S3 request signed with that key ─► SigV4 with its secret, then
 //!             x-amz-security-token must be the one issued (else 403 InvalidToken)
 //!             and the expiry not passed (else 400 ExpiredToken)
@@ -36,6 +39,9 @@ use std::time::{Duration, SystemTime};
 
 /// How far a signed AssumeRole's date may be from the server's clock (SigV4's 15 minutes).
 const MAX_SKEW: Duration = Duration::from_secs(15 * 60);
+
+/// The header the SSO portal takes its access token in.
+const SSO_BEARER_TOKEN: &str = "x-amz-sso_bearer_token";
 
 /// Largest form body read (the token is a JWT of a few KiB; AWS allows 20,000 characters).
 const MAX_FORM: usize = 64 * 1024;
@@ -144,6 +150,13 @@ impl Sts {
                 _ => return Err(S3Error::new(400, "ValidationError", "DurationSeconds is not a positive number.")),
             },
         };
+        let creds = self.issue(lifetime);
+        tracing::debug!(access_key_id = %creds.access_key_id, ?lifetime, %role_arn, "sts: issued temporary keys");
+        Ok((creds, role_arn, session))
+    }
+
+    /// Makes temporary keys living `lifetime` and keeps them for [`Sts::check`].
+    fn issue(&self, lifetime: Duration) -> TemporaryCredentials {
         let creds = {
             let mut rng = rand::thread_rng();
             let mut word = |n: usize, alphabet: &[u8]| -> String {
@@ -172,8 +185,47 @@ impl Sts {
                 expires: creds.expiration,
             },
         );
-        tracing::debug!(access_key_id = %creds.access_key_id, ?lifetime, %role_arn, "sts: issued temporary keys");
-        Ok((creds, role_arn, session))
+        creds
+    }
+
+    /// Whether `req` is the SSO portal's GetRoleCredentials: `GET /federation/credentials`
+    /// with `account_id` and `role_name` and the bearer token header. Path-style S3 would
+    /// read it as object `credentials` of bucket `federation`; the header and the
+    /// parameters, which no S3 GET carries, tell them apart.
+    pub fn is_sso(req: &Request) -> bool {
+        req.method == Method::GET
+            && req.raw_path == "/federation/credentials"
+            && req.headers.contains_key(SSO_BEARER_TOKEN)
+            && req.raw_query.split('&').any(|p| p.starts_with("role_name="))
+    }
+
+    /// Answers GetRoleCredentials: any non-empty bearer token (there is no identity
+    /// center to ask, as with web identity's token) gets keys living the default lifetime,
+    /// in the portal's JSON (expiration in milliseconds since the epoch).
+    pub fn answer_sso(&self, req: &Request) -> Response {
+        let token = req.headers.get(SSO_BEARER_TOKEN).and_then(|v| v.to_str().ok()).unwrap_or("").trim();
+        let params = parse_query(&req.raw_query);
+        let get = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).unwrap_or("");
+        let error = |status: u16, kind: &str, message: &str| {
+            let body = serde_json::json!({ "message": message, "__type": kind }).to_string();
+            Response::with_body(status, "application/json", body)
+        };
+        if token.is_empty() {
+            return error(401, "UnauthorizedException", "Session token not found or invalid");
+        }
+        if get("role_name").is_empty() || get("account_id").is_empty() {
+            return error(400, "InvalidRequestException", "role_name and account_id are required");
+        }
+        let creds = self.issue(self.lifetime);
+        tracing::debug!(access_key_id = %creds.access_key_id, role = get("role_name"), "sso: issued temporary keys");
+        let millis = creds.expiration.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis() as u64;
+        let body = serde_json::json!({ "roleCredentials": {
+            "accessKeyId": creds.access_key_id,
+            "secretAccessKey": creds.secret_access_key,
+            "sessionToken": creds.session_token,
+            "expiration": millis,
+        }});
+        Response::with_body(200, "application/json", body.to_string())
     }
 
     /// An AssumeRole call must be SigV4-signed by the server's keys or by keys it issued

@@ -9,6 +9,7 @@
 //!             credentials file (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials), section [name]
 //!             config file      (AWS_CONFIG_FILE or ~/.aws/config), section [profile name] ([default])
 //!             in the profile: role_arn + source_profile | credential_source ─► STS AssumeRole
+//!                             else sso_session | sso_start_url ─► SSO portal (cached token)
 //!                             else aws_access_key_id + aws_secret_access_key
 //!                             else credential_process ─► the command's JSON
 //!                             else web_identity_token_file + role_arn ─► STS
@@ -44,13 +45,17 @@
 //! again, once, and send the request again when that gave other keys (client.rs
 //! `renew_expired`); explicit keys are never renewed.
 //!
-//! Not covered: SSO profiles (`sso_session`, `sso_start_url`); a profile that only has
-//! those resolves to no keys and the chain goes on (`aws configure export-credentials`
-//! as a `credential_process` bridges them).
+//! An SSO profile (`sso_session` naming an `[sso-session NAME]` section, or the legacy
+//! `sso_start_url` in the profile; with `sso_account_id`, `sso_role_name`, `sso_region`)
+//! reads the token `aws sso login` cached in `~/.aws/sso/cache/` and asks the portal
+//! (`AWS_ENDPOINT_URL_SSO`, `AWS_ENDPOINT_URL`, the profile's `endpoint_url`, else
+//! `https://portal.sso.REGION.amazonaws.com`) for the role's keys. Logging in, and
+//! refreshing the token, stay the AWS CLI's: an expired token is an error that says to
+//! run `aws sso login`.
 
 use super::credentials_fetch::PROCESS_TIMEOUT;
-pub(crate) use super::credentials_fetch::{AssumeRole, Container, Imds, Lease, Provider, RoleSource, WebIdentity};
-use super::credentials_metadata::{IMDS_ENDPOINT, IMDS_ENDPOINT_IPV6};
+pub(crate) use super::credentials_fetch::{AssumeRole, Container, Imds, Lease, Provider, RoleSource, Sso, WebIdentity};
+use super::credentials_metadata::{sso_cache_name, IMDS_ENDPOINT, IMDS_ENDPOINT_IPV6};
 use crate::error::Error;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -199,8 +204,9 @@ pub(crate) fn find_with(
             match from_profile(&profile, env, log)? {
                 Some(found) => Ok(found),
                 None => Err(Error::Config(format!(
-                    "profile '{profile}' has no role_arn/source_profile, aws_access_key_id/aws_secret_access_key, \
-                     credential_process or web_identity_token_file/role_arn in the shared files"
+                    "profile '{profile}' has no role_arn/source_profile, SSO settings, \
+                     aws_access_key_id/aws_secret_access_key, credential_process or web_identity_token_file/role_arn \
+                     in the shared files"
                 ))),
             }
         }
@@ -360,6 +366,13 @@ fn from_profile_chain(
         }
         return Ok(Some(Found::Provider(Provider::AssumeRole(Box::new(role)))));
     }
+    if let Some(sso) = sso_of(profile, &s, env)? {
+        if log {
+            tracing::debug!(profile, role = %sso.role_name, account = %sso.account_id, portal = %sso.portal,
+                "credentials: SSO (sso_session / sso_start_url)");
+        }
+        return Ok(Some(Found::Provider(Provider::Sso(sso))));
+    }
     if let Some(keys) = static_keys(&s) {
         if log {
             tracing::debug!(access_key_id = %keys.access_key_id, profile, "credentials: shared files");
@@ -390,6 +403,46 @@ fn from_profile_chain(
         return Ok(Some(Found::Provider(Provider::WebIdentity(w))));
     }
     Ok(None)
+}
+
+/// A profile's SSO role (module note); `None` when it has neither `sso_session` nor
+/// `sso_start_url`.
+fn sso_of(profile: &str, s: &HashMap<String, String>, env: &dyn Env) -> Result<Option<Sso>, Error> {
+    let bad = |why: String| Error::Config(format!("profile '{profile}' (SSO): {why}"));
+    let (cache_key, region) = match (s.get("sso_session"), s.get("sso_start_url")) {
+        (Some(name), _) => {
+            let (_, config_path) = shared_file_paths(env);
+            let text = config_path.as_deref().map(read_optional).transpose()?.flatten().unwrap_or_default();
+            let session = parse_section(&text, |header| {
+                header
+                    .strip_prefix("sso-session")
+                    .is_some_and(|rest| rest.starts_with([' ', '\t']) && rest.trim() == name)
+            });
+            if session.is_empty() {
+                return Err(bad(format!("there is no [sso-session {name}] section in the config file")));
+            }
+            let region = session.get("sso_region").or(s.get("sso_region")).cloned();
+            (name.clone(), region)
+        }
+        (None, Some(url)) => (url.clone(), s.get("sso_region").cloned()),
+        (None, None) => return Ok(None),
+    };
+    let need = |key: &str| s.get(key).cloned().ok_or_else(|| bad(format!("{key} is not set")));
+    let (account_id, role_name) = (need("sso_account_id")?, need("sso_role_name")?);
+    let region = region.ok_or_else(|| bad("sso_region is not set".into()))?;
+    let home = home(env).ok_or_else(|| bad("HOME is not set, so the SSO token cache cannot be found".into()))?;
+    let portal = env
+        .var("AWS_ENDPOINT_URL_SSO")
+        .or_else(|| env.var("AWS_ENDPOINT_URL"))
+        .or_else(|| s.get("endpoint_url").cloned())
+        .unwrap_or_else(|| format!("https://portal.sso.{region}.amazonaws.com"));
+    Ok(Some(Sso {
+        profile: profile.to_owned(),
+        token_file: home.join(".aws/sso/cache").join(sso_cache_name(&cache_key)),
+        account_id,
+        role_name,
+        portal: portal.trim_end_matches('/').to_owned(),
+    }))
 }
 
 /// A profile's `role_arn` with `source_profile` or `credential_source` (module note);
@@ -517,6 +570,24 @@ pub(crate) fn region_from_env(env: &dyn Env) -> Option<String> {
 /// it is `[name]`. Comments start with `#` or `;`; keys are case-insensitive; nested
 /// (indented) sub-settings such as `s3 =` blocks are skipped.
 pub(crate) fn parse_ini(text: &str, profile: &str, config_file: bool) -> HashMap<String, String> {
+    parse_section(text, |name| {
+        let name = if config_file {
+            match name.strip_prefix("profile") {
+                Some(rest) if rest.starts_with([' ', '\t']) => rest.trim(),
+                _ if name == "default" => "default",
+                // `[sso-session x]`, `[services x]` and bare names are not profiles there.
+                _ => return false,
+            }
+        } else {
+            name
+        };
+        name == profile
+    })
+}
+
+/// The keys of the section whose header (between the brackets, trimmed) `wanted` takes,
+/// with [`parse_ini`]'s rules for comments, case and nested settings.
+fn parse_section(text: &str, wanted: impl Fn(&str) -> bool) -> HashMap<String, String> {
     let mut out = HashMap::new();
     let mut in_section = false;
     for line in text.lines() {
@@ -526,21 +597,7 @@ pub(crate) fn parse_ini(text: &str, profile: &str, config_file: bool) -> HashMap
             continue;
         }
         if let Some(header) = line.strip_prefix('[') {
-            let name = header.split(']').next().unwrap_or("").trim();
-            let name = if config_file {
-                match name.strip_prefix("profile") {
-                    Some(rest) if rest.starts_with([' ', '\t']) => rest.trim(),
-                    _ if name == "default" => "default",
-                    // `[sso-session x]`, `[services x]` and bare names are not profiles there.
-                    _ => {
-                        in_section = false;
-                        continue;
-                    }
-                }
-            } else {
-                name
-            };
-            in_section = name == profile;
+            in_section = wanted(header.split(']').next().unwrap_or("").trim());
             continue;
         }
         if !in_section || indented {
@@ -900,6 +957,34 @@ credential_process = sh {}
         e.insert("FERRY_CREDENTIAL_PROCESS_TIMEOUT".into(), "soon".into());
         let err = resolve_with(&CredentialsSource::Default, &e).unwrap_err().to_string();
         assert!(err.contains("FERRY_CREDENTIAL_PROCESS_TIMEOUT=\"soon\""), "{err}");
+    }
+
+    /// SSO profiles: the session's section gives the region, the cache file is named by
+    /// the session (or the legacy start URL), and a missing piece is named.
+    #[test]
+    fn sso_profiles() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config");
+        std::fs::write(
+            &config,
+            "[profile s]\nsso_session = corp\nsso_account_id = 1\nsso_role_name = R\n\
+             [sso-session corp]\nsso_region = eu-west-1\nsso_start_url = https://corp/start\n\
+             [profile legacy]\nsso_start_url = https://old/start\nsso_region = us-east-2\nsso_account_id = 2\nsso_role_name = Q\n\
+             [profile no-role]\nsso_session = corp\nsso_account_id = 1\n\
+             [profile no-section]\nsso_session = other\nsso_account_id = 1\nsso_role_name = R\n",
+        )
+        .unwrap();
+        let e = env(&[("AWS_CONFIG_FILE", config.to_str().unwrap()), ("HOME", "/h")]);
+        let find = |name: &str| find_with(&CredentialsSource::Profile(Some(name.into())), &e, false, false);
+        let Ok(Found::Provider(Provider::Sso(s))) = find("s") else { panic!("profile s is not SSO") };
+        assert_eq!(s.portal, "https://portal.sso.eu-west-1.amazonaws.com");
+        assert_eq!(s.token_file, PathBuf::from("/h/.aws/sso/cache").join(sso_cache_name("corp")));
+        assert_eq!((s.account_id.as_str(), s.role_name.as_str()), ("1", "R"));
+        let Ok(Found::Provider(Provider::Sso(l))) = find("legacy") else { panic!("profile legacy is not SSO") };
+        assert_eq!(l.token_file, PathBuf::from("/h/.aws/sso/cache").join(sso_cache_name("https://old/start")));
+        assert!(l.portal.contains("us-east-2"));
+        assert!(find("no-role").err().unwrap().to_string().contains("sso_role_name is not set"));
+        assert!(find("no-section").err().unwrap().to_string().contains("no [sso-session other] section"));
     }
 
     #[test]

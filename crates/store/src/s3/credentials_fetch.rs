@@ -11,7 +11,9 @@
 //!                        for service sts with them ─► Lease
 //! Provider::Container    GET the ECS / EKS Pod Identity agent's URL ─► JSON ─► Lease
 //! Provider::Imds         EC2 instance metadata, IMDSv2 ─► JSON ─► Lease
-//!                        (these two: credentials_metadata.rs)
+//! Provider::Sso          the SSO portal's GetRoleCredentials with `aws sso login`'s
+//!                        cached token ─► JSON ─► Lease
+//!                        (these three: credentials_metadata.rs)
 //! ```
 //!
 //! Every source ends in the same [`Lease`] (keys and when they expire), so there is one
@@ -36,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-pub(crate) use super::credentials_metadata::{Container, Imds};
+pub(crate) use super::credentials_metadata::{Container, Imds, Sso};
 
 /// How long before their expiry temporary keys are fetched again: the AWS SDK for Java
 /// v2's prefetch time for STS credentials (5 minutes), so keys never expire during a
@@ -83,6 +85,8 @@ pub enum Provider {
     Container(Container),
     /// EC2 instance metadata.
     Imds(Imds),
+    /// An SSO profile's role, from the portal with the cached login token.
+    Sso(Sso),
 }
 
 /// What an AssumeRoleWithWebIdentity call needs.
@@ -141,6 +145,7 @@ impl Provider {
             ),
             Provider::Container(c) => c.describe(),
             Provider::Imds(i) => i.describe(),
+            Provider::Sso(s) => s.describe(),
         }
     }
 
@@ -157,6 +162,7 @@ impl Provider {
             Provider::AssumeRole(a) => assume_role(a, ca_file).await?,
             Provider::Container(c) => c.fetch(ca_file).await?,
             Provider::Imds(i) => i.fetch().await?,
+            Provider::Sso(s) => s.fetch(ca_file).await?,
         };
         tracing::debug!(
             source = %self.describe(),

@@ -1,5 +1,6 @@
-//! Temporary keys from the two metadata endpoints a machine on AWS offers: the ECS / EKS
-//! Pod Identity container credentials endpoint, and EC2 instance metadata (IMDS).
+//! Temporary keys from HTTP endpoints that answer JSON: the two a machine on AWS offers
+//! (the ECS / EKS Pod Identity container credentials endpoint, and EC2 instance metadata,
+//! IMDS), and the SSO portal's GetRoleCredentials.
 //!
 //! ```text
 //! Container  GET URL, Authorization: token (file read again each time) ─► JSON ─► Lease
@@ -10,6 +11,9 @@
 //!              403/404/405: IMDSv1 (no token), unless AWS_EC2_METADATA_V1_DISABLED
 //!            GET /latest/meta-data/iam/security-credentials/       ─► role name
 //!            GET /latest/meta-data/iam/security-credentials/ROLE   ─► JSON ─► Lease
+//! Sso        ~/.aws/sso/cache/SHA1.json (written by `aws sso login`) ─► access token
+//!            GET PORTAL/federation/credentials?account_id=…&role_name=…
+//!              x-amz-sso_bearer_token: token ─► {roleCredentials} ─► Lease
 //! ```
 //!
 //! Both answer the same JSON: `AccessKeyId`, `SecretAccessKey`, `Token`, `Expiration`
@@ -30,7 +34,7 @@ use bytes::Bytes;
 use ferry_wire::Request;
 use http::{HeaderValue, Method};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// The default instance metadata address (IPv4), and the IPv6 one
 /// (`AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE=IPv6`).
@@ -290,6 +294,86 @@ impl Container {
     }
 }
 
+/// An SSO profile's role, and where its login's token is cached.
+#[derive(Clone, Debug)]
+pub struct Sso {
+    pub profile: String,
+    /// `~/.aws/sso/cache/<sha1 hex of the sso-session name, or of the start URL>.json`.
+    pub token_file: PathBuf,
+    pub account_id: String,
+    pub role_name: String,
+    /// `scheme://host[:port]` of the portal.
+    pub portal: String,
+}
+
+/// The SSO cache file's name for `key` (the sso-session's name, or a legacy profile's
+/// `sso_start_url`): its SHA-1 in hex, as the AWS CLI names it.
+pub(crate) fn sso_cache_name(key: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, key.as_bytes());
+    format!("{}.json", hex::encode(digest.as_ref()))
+}
+
+impl Sso {
+    pub fn describe(&self) -> String {
+        format!(
+            "SSO of profile '{}' (role {} in account {}, portal {})",
+            self.profile, self.role_name, self.account_id, self.portal
+        )
+    }
+
+    pub(crate) async fn fetch(&self, ca_file: Option<&Path>) -> Result<Lease, Error> {
+        let source = self.describe();
+        let login = format!("run `aws sso login --profile {}`", self.profile);
+        let text = std::fs::read_to_string(&self.token_file).map_err(|e| {
+            failed(&source, format!("no cached login token at {} ({e}); {login}", self.token_file.display()))
+        })?;
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| failed(&source, format!("{} is not JSON ({e})", self.token_file.display())))?;
+        let token = v["accessToken"]
+            .as_str()
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| failed(&source, format!("{} has no accessToken; {login}", self.token_file.display())))?;
+        if let Some(at) = v["expiresAt"].as_str() {
+            let expires = parse_rfc3339(at)
+                .ok_or_else(|| failed(&source, format!("its token's expiresAt {at:?} is not an RFC 3339 time")))?;
+            if expires <= SystemTime::now() {
+                return Err(failed(&source, format!("the cached login token expired at {at}; {login}")));
+            }
+        }
+        let bearer = HeaderValue::from_str(token)
+            .map_err(|_| failed(&source, "the cached token is not a valid header value".into()))?;
+        let target = format!(
+            "/federation/credentials?account_id={}&role_name={}",
+            ferry_proto::encoding::uri_encode(&self.account_id, true),
+            ferry_proto::encoding::uri_encode(&self.role_name, true)
+        );
+        let headers = [("x-amz-sso_bearer_token", bearer), ("accept", HeaderValue::from_static("application/json"))];
+        let (status, body) =
+            call(&source, &self.portal, Method::GET, target, &headers, ca_file, CONTAINER_TIMEOUT).await?;
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        if status != 200 {
+            let said = v["message"].as_str().or(v["Message"].as_str()).unwrap_or("");
+            let hint = if status == 401 || status == 403 { format!("; {login}") } else { String::new() };
+            return Err(failed(&source, format!("GetRoleCredentials answered {status} {said}{hint}")));
+        }
+        let c = &v["roleCredentials"];
+        let field = |name: &str| c[name].as_str().filter(|s| !s.is_empty()).map(str::to_owned);
+        let (Some(id), Some(secret)) = (field("accessKeyId"), field("secretAccessKey")) else {
+            return Err(failed(&source, "the answer has no roleCredentials accessKeyId/secretAccessKey".into()));
+        };
+        // Milliseconds since the epoch (SSO API Reference, "RoleCredentials").
+        let expires = c["expiration"].as_u64().map(|ms| std::time::UNIX_EPOCH + Duration::from_millis(ms));
+        Ok(Lease {
+            credentials: Credentials {
+                access_key_id: id,
+                secret_access_key: secret,
+                session_token: field("sessionToken"),
+            },
+            expires,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,5 +420,11 @@ mod tests {
         assert!(!format!("{:?}", ContainerAuth::Token("secret-tok".into())).contains("secret-tok"));
         assert_eq!(split_url("http://127.0.0.1:9/a/b?c=d"), ("http://127.0.0.1:9", "/a/b?c=d".to_owned()));
         assert_eq!(split_url("http://h"), ("http://h", "/".to_owned()));
+    }
+
+    /// The cache file is named by the key's SHA-1 in hex (the value `sha1sum` prints).
+    #[test]
+    fn sso_cache_names() {
+        assert_eq!(sso_cache_name("my-sso"), "0ad374308c5a4e22f723adf10145eafad7c4031c.json");
     }
 }
