@@ -58,8 +58,9 @@ pub struct ServeArgs {
     /// Region reported by the server.
     #[arg(long, default_value = "us-east-1")]
     region: String,
-    /// Lifetime of the temporary keys STS AssumeRoleWithWebIdentity hands out (any
-    /// non-empty token is taken) when the request asks for none.
+    /// Lifetime of the temporary keys STS AssumeRoleWithWebIdentity (any non-empty token
+    /// is taken), AssumeRole (signed by the server's keys) and SSO GetRoleCredentials (any
+    /// non-empty token) hand out when the request asks for none.
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
     sts_lifetime: Duration,
     /// Name of the read-only synthetic bucket ("" to disable).

@@ -12,7 +12,7 @@
 //! - [`range`]: `Range` / `Content-Range` with S3 semantics;
 //! - [`xml`]: S3 XML bodies, writers and parsers;
 //! - [`client_xml`]: parsers for the XML answers the client reads;
-//! - [`sts`]: STS AssumeRoleWithWebIdentity, its parameters and answers.
+//! - [`sts`]: STS AssumeRoleWithWebIdentity and AssumeRole, their parameters and answers.
 
 pub mod checksum;
 pub mod chunked;

@@ -230,8 +230,9 @@ pub struct ServeConfig {
     /// `None` means anonymous: unsigned requests are accepted.
     pub credentials: Option<(String, String)>,
     pub region: String,
-    /// Lifetime of the temporary keys STS AssumeRoleWithWebIdentity hands out when the
-    /// request asks for none (sts.rs); AWS's default is one hour.
+    /// Lifetime of the temporary keys STS AssumeRoleWithWebIdentity and AssumeRole, and
+    /// SSO GetRoleCredentials, hand out when the request asks for none (sts.rs); AWS's
+    /// default is one hour.
     pub sts_lifetime: std::time::Duration,
     pub synthetic_bucket: Option<String>,
     /// Connection threads, each with a runtime of its own that keeps every connection

@@ -422,6 +422,63 @@ mod tests {
         assert_eq!(split_url("http://h"), ("http://h", "/".to_owned()));
     }
 
+    /// An IMDSv1-only endpoint (the token PUT answered 405, as an old proxy does): a
+    /// stand-in on a loopback socket, since the emulator always offers IMDSv2. The keys are
+    /// read without a token, unless IMDSv1 is disabled; one that answers the PUT 400 is
+    /// not taken as IMDSv1.
+    #[test]
+    fn imds_falls_back_to_v1_only_when_the_token_call_is_refused() {
+        use std::io::{BufRead, BufReader, Write};
+        let serve = |put_status: &'static str| {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let url = format!("http://{}", listener.local_addr().unwrap());
+            let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+            let log = seen.clone();
+            std::thread::spawn(move || {
+                for conn in listener.incoming() {
+                    let Ok(mut conn) = conn else { continue };
+                    let mut reader = BufReader::new(conn.try_clone().unwrap());
+                    let (mut head, mut line) = (String::new(), String::new());
+                    while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                        head.push_str(&line);
+                        line.clear();
+                    }
+                    let request_line = head.lines().next().unwrap_or("").to_owned();
+                    let with_token = head.to_ascii_lowercase().contains("x-aws-ec2-metadata-token:");
+                    log.lock().unwrap().push(format!("{request_line} token={with_token}"));
+                    let (status, body) = if request_line.starts_with("PUT ") {
+                        (put_status, String::new())
+                    } else if request_line.contains("/security-credentials/role-v1 ") {
+                        ("200 OK", r#"{"Code":"Success","AccessKeyId":"ASIAV1","SecretAccessKey":"s","Token":"t","Expiration":"2030-01-01T00:00:00Z"}"#.to_owned())
+                    } else {
+                        ("200 OK", "role-v1\n".to_owned())
+                    };
+                    let _ = write!(
+                        conn,
+                        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                }
+            });
+            (url, seen)
+        };
+        let fetch = |endpoint: &str, v1_disabled: bool| {
+            super::super::credentials_fetch::Provider::Imds(Imds { endpoint: endpoint.to_owned(), v1_disabled })
+                .fetch_blocking(None)
+        };
+        let (url, seen) = serve("405 Method Not Allowed");
+        let lease = fetch(&url, false).unwrap();
+        assert_eq!(lease.credentials.access_key_id, "ASIAV1");
+        let log = seen.lock().unwrap().clone();
+        assert_eq!(log.len(), 3, "{log:?}");
+        assert!(log[1..].iter().all(|l| l.ends_with("token=false")), "{log:?}");
+        let err = fetch(&url, true).unwrap_err().to_string();
+        assert!(err.contains("answered 405") && err.contains("IMDSv1 is disabled"), "{err}");
+        let (url, _) = serve("400 Bad Request");
+        let err = fetch(&url, false).unwrap_err().to_string();
+        assert!(err.contains("instance metadata") && err.contains("answered 400"), "{err}");
+    }
+
     /// The cache file is named by the key's SHA-1 in hex (the value `sha1sum` prints).
     #[test]
     fn sso_cache_names() {
