@@ -406,9 +406,10 @@ impl Global {
             Ok(None) if !self.no_sign_request => {
                 return Err(usage(
                     "no credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_WEB_IDENTITY_TOKEN_FILE and \
-                     AWS_ROLE_ARN, a profile in ~/.aws/credentials or ~/.aws/config (keys, role_arn, credential_process or \
-                     web_identity_token_file; --profile / AWS_PROFILE), AWS_CONTAINER_CREDENTIALS_FULL_URI, or \
-                     AWS_EC2_METADATA_SERVICE_ENDPOINT; for public buckets pass --no-sign-request",
+                     AWS_ROLE_ARN, a profile in ~/.aws/credentials or ~/.aws/config (keys, role_arn, sso_session, \
+                     credential_process or web_identity_token_file; --profile / AWS_PROFILE), \
+                     AWS_CONTAINER_CREDENTIALS_FULL_URI, or AWS_EC2_METADATA_SERVICE_ENDPOINT; for public buckets pass \
+                     --no-sign-request",
                 ))
             }
             Err(e) => return Err(usage(format!("credentials: {e}"))),

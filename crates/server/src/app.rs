@@ -38,7 +38,8 @@ pub struct App {
     pub limits: crate::config::Limits,
     pub region: String,
     credentials: Option<(String, String)>,
-    /// Temporary keys handed out by STS AssumeRoleWithWebIdentity and AssumeRole (sts.rs).
+    /// Temporary keys handed out by STS AssumeRoleWithWebIdentity and AssumeRole, and by
+    /// SSO GetRoleCredentials (sts.rs).
     sts: crate::sts::Sts,
     next_request_id: AtomicU64,
 }

@@ -178,25 +178,22 @@ impl S3ClientBuilder {
     /// ends there) and region, and opens the transport (no connection yet).
     pub fn build(self) -> Result<S3Client, Error> {
         let endpoint = Endpoint::parse(&self.endpoint).map_err(|e| Error::Config(e.to_string()))?;
-        let (credentials, expires, refresher) = match credentials::find_with(
-            &self.credentials,
-            &credentials::ProcessEnv,
-            true,
-            credentials::is_aws_endpoint(&self.endpoint),
-        )? {
-            Found::Anonymous => (None, None, None),
-            Found::Keys(c) => (Some(c), None, None),
-            Found::Provider(provider) => {
-                let lease = provider.fetch_blocking(self.ca_file.as_deref())?;
-                let refresher = Refresher {
-                    provider,
-                    ca_file: self.ca_file.clone(),
-                    lock: tokio::sync::Mutex::new(()),
-                    force: std::sync::atomic::AtomicBool::new(false),
-                };
-                (Some(lease.credentials), lease.expires, Some(refresher))
-            }
-        };
+        let on_aws = credentials::is_aws_endpoint(&self.endpoint);
+        let (credentials, expires, refresher) =
+            match credentials::find_with(&self.credentials, &credentials::ProcessEnv, true, on_aws)? {
+                Found::Anonymous => (None, None, None),
+                Found::Keys(c) => (Some(c), None, None),
+                Found::Provider(provider) => {
+                    let lease = provider.fetch_blocking(self.ca_file.as_deref())?;
+                    let refresher = Refresher {
+                        provider,
+                        ca_file: self.ca_file.clone(),
+                        lock: tokio::sync::Mutex::new(()),
+                        force: std::sync::atomic::AtomicBool::new(false),
+                    };
+                    (Some(lease.credentials), lease.expires, Some(refresher))
+                }
+            };
         let region = self
             .region
             .or_else(|| credentials::region_from_env(&credentials::ProcessEnv))
