@@ -343,8 +343,10 @@ fn assume_role_through_a_source_profile_chain_signs_requests() {
 }
 
 /// A stand-in for the ECS / EKS Pod Identity agent (no emulator of it exists to run
-/// here): a real HTTP server on a loopback socket that answers the agent's JSON when the
-/// Authorization header is `token`, 401 otherwise, and counts the requests.
+/// here; `ferry serve`'s own endpoint takes any token, so it cannot show that the token
+/// file's exact contents are sent): a real HTTP server on a loopback socket that answers
+/// the agent's JSON when the Authorization header is `token`, 401 otherwise, and counts
+/// the requests.
 fn container_agent(
     keys: ferry_proto::sts::TemporaryCredentials,
     token: &'static str,
@@ -431,6 +433,24 @@ fn container_credentials_sign_requests_with_the_authorization_token() {
         stderr.contains("container credentials") && stderr.contains("401") && stderr.contains("not valid"),
         "{stderr}"
     );
+    // `ferry serve` answers as the agent too, for any non-empty token, and not without one.
+    let own = format!("{}/_ferry/container-credentials", srv.url());
+    let out = ferry_cmd(&srv, &config)
+        .env("AWS_CONTAINER_CREDENTIALS_FULL_URI", &own)
+        .env("AWS_CONTAINER_AUTHORIZATION_TOKEN", "any-token")
+        .args(["cat", "s3://pod/f.txt"])
+        .output()
+        .unwrap();
+    ok(&out);
+    assert_eq!(out.stdout, b"signed by the agent's keys");
+    assert_eq!(sts_calls_of(&srv, "ContainerCredentials"), 1);
+    let out = ferry_cmd(&srv, &config)
+        .env("AWS_CONTAINER_CREDENTIALS_FULL_URI", &own)
+        .args(["ls", "s3://pod/"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("answered 401"), "{}", text(&out.stderr));
     // Plain http to a host that is not loopback or the agents': refused before any call.
     let out = ferry_cmd(&srv, &config)
         .env("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://192.0.2.1/creds")

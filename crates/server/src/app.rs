@@ -131,7 +131,12 @@ impl App {
         }
         let request_id = self.request_id();
         let resource = req.raw_path.clone();
-        let (op, mut resp) = if crate::sts::Sts::is_sso(&req) && s3::virtual_host_bucket(&req).is_none() {
+        let (op, mut resp) = if req.raw_path == crate::sts::CONTAINER_PATH
+            && req.method == Method::GET
+            && s3::virtual_host_bucket(&req).is_none()
+        {
+            ("ContainerCredentials", self.sts.answer_container(&req))
+        } else if crate::sts::Sts::is_sso(&req) && s3::virtual_host_bucket(&req).is_none() {
             ("GetRoleCredentials", self.sts.answer_sso(&req))
         } else if crate::sts::Sts::is_sts(&req) && s3::virtual_host_bucket(&req).is_none() {
             self.sts.answer(&mut req, &request_id, self.credentials.as_ref()).await

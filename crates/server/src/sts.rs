@@ -1,6 +1,7 @@
 //! STS `AssumeRoleWithWebIdentity` and `AssumeRole`, and the SSO portal's
-//! `GetRoleCredentials`, on the server's own endpoint, so a client's web identity,
-//! assume-role and SSO credentials run against a real answer:
+//! `GetRoleCredentials`, and a container credentials endpoint, on the server's own
+//! endpoint, so a client's web identity, assume-role, SSO and container credentials run
+//! against a real answer:
 //! temporary keys, a session token and an expiry, which the server then accepts on S3
 //! requests until they expire.
 //!
@@ -12,6 +13,8 @@
 //!   └─ issue: access key ASIA…, secret, session token, expiry = now + lifetime
 //! GET /federation/credentials?account_id=…&role_name=… with x-amz-sso_bearer_token
 //!   └─ token non-empty? ──no──► 401 UnauthorizedException; else issue, answered as JSON
+//! GET /_ferry/container-credentials with Authorization (the ECS / EKS agent's answer)
+//!   └─ non-empty? ──no──► 401; else issue, answered as JSON
 //!        └─ S3 request signed with that key ─► SigV4 with its secret, then
 //!             x-amz-security-token must be the one issued (else 403 InvalidToken)
 //!             and the expiry not passed (else 400 ExpiredToken)
@@ -39,6 +42,10 @@ use std::time::{Duration, SystemTime};
 
 /// How far a signed AssumeRole's date may be from the server's clock (SigV4's 15 minutes).
 const MAX_SKEW: Duration = Duration::from_secs(15 * 60);
+
+/// Where the server answers as a container credentials agent: under `/_ferry`, which path-
+/// style can never read as a bucket (names start with a letter or digit).
+pub const CONTAINER_PATH: &str = "/_ferry/container-credentials";
 
 /// The header the SSO portal takes its access token in.
 const SSO_BEARER_TOKEN: &str = "x-amz-sso_bearer_token";
@@ -225,6 +232,26 @@ impl Sts {
             "sessionToken": creds.session_token,
             "expiration": millis,
         }});
+        Response::with_body(200, "application/json", body.to_string())
+    }
+
+    /// Answers the container credentials endpoint ([`CONTAINER_PATH`]), as the ECS / EKS
+    /// Pod Identity agent does: keys living the default lifetime for any non-empty
+    /// Authorization header (there is no task or pod to check it against), 401 without.
+    pub fn answer_container(&self, req: &Request) -> Response {
+        let token = req.headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).unwrap_or("").trim();
+        if token.is_empty() {
+            let body = serde_json::json!({ "code": "AccessDenied", "message": "No Authorization header" });
+            return Response::with_body(401, "application/json", body.to_string());
+        }
+        let creds = self.issue(self.lifetime);
+        tracing::debug!(access_key_id = %creds.access_key_id, "container credentials: issued temporary keys");
+        let body = serde_json::json!({
+            "AccessKeyId": creds.access_key_id,
+            "SecretAccessKey": creds.secret_access_key,
+            "Token": creds.session_token,
+            "Expiration": ferry_proto::encoding::iso8601(creds.expiration),
+        });
         Response::with_body(200, "application/json", body.to_string())
     }
 
