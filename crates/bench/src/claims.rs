@@ -26,12 +26,92 @@ pub const RULE: &str = "reproduced: \"yes\" = published direction and size withi
 pub use crate::verdict::Headline;
 
 /// The claims-table row of the workload `name`: its own `claim` function reads the records
-/// (each workload file holds its published figure and how it is read).
+/// (each workload file holds its published figure and how it is read), then auto against
+/// the best forced transport on each row that has both ([`auto_vs_best_forced`]).
 pub fn headline(name: &str, records: &[RunRecord]) -> Headline {
-    match crate::suite::find(name) {
+    let mut h = match crate::suite::find(name) {
         Some(w) => (w.claim)(records),
-        None => Headline::new(name, "-", "no such workload (suite.rs)".into(), "-"),
+        None => return Headline::new(name, "-", "no such workload (suite.rs)".into(), "-"),
+    };
+    let auto: Vec<String> = auto_vs_best_forced(records)
+        .into_iter()
+        .map(|a| {
+            let under = if a.ratio < AUTO_SHORT { ", under 0.95" } else { "" };
+            format!("{} {:.2}x by {}{under}", a.row, a.ratio, a.figure)
+        })
+        .collect();
+    if !auto.is_empty() {
+        h.measured.push_str(&format!("; auto / best forced mode: {}", auto.join(", ")));
     }
+    h
+}
+
+/// auto's promise is to match the better of its transports without knobs; a row where it
+/// reaches less than this share of the best forced mode is called out in the table.
+pub const AUTO_SHORT: f64 = 0.95;
+
+/// The forced transports auto is set beside: a row labelled with `auto` in place of one
+/// of these names is auto's counterpart of that row.
+const FORCED_MODES: &[&str] = &["h1-pool", "h1-pipeline", "h2"];
+
+/// Figures auto is judged by, the first one both rows carry: (name, higher is better).
+const AUTO_FIGURES: &[(&str, bool)] =
+    &[("objects_per_s", true), ("bytes_per_s", true), ("small_latency_p99_ms", false), ("wall_s", false)];
+
+/// One row's auto against the best forced transport of the same repeat.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AutoRatio {
+    /// auto's row label.
+    pub row: String,
+    pub figure: &'static str,
+    /// Median over repeats of auto / the best forced row (inverted for a figure where
+    /// lower is better), so above 1 auto did better.
+    pub ratio: f64,
+}
+
+/// For each clean row labelled `auto` (alone or as the first word: `auto · loaded`) whose
+/// forced counterparts ran (the same label with `h1-pool`, `h1-pipeline` or `h2` in its
+/// place): per repeat, auto's figure over the best forced row's, then the median.
+pub fn auto_vs_best_forced(records: &[RunRecord]) -> Vec<AutoRatio> {
+    let ok = |r: &&RunRecord| r.status == "ok";
+    let mut rows: Vec<&str> = Vec::new();
+    for r in records.iter().filter(ok) {
+        let v = r.variant.as_str();
+        if (v == "auto" || v.starts_with("auto ")) && !rows.contains(&v) {
+            rows.push(v);
+        }
+    }
+    let mut out = Vec::new();
+    for row in rows {
+        let forced: Vec<String> = FORCED_MODES.iter().map(|m| row.replacen("auto", m, 1)).collect();
+        let of =
+            |label: &str, repeat: usize| records.iter().filter(ok).find(|r| r.variant == label && r.repeat == repeat);
+        let autos: Vec<&RunRecord> = records.iter().filter(ok).filter(|r| r.variant == row).collect();
+        let figure = AUTO_FIGURES.iter().find(|(f, _)| {
+            autos.iter().any(|a| {
+                a.figure(f).is_some() && forced.iter().any(|l| of(l, a.repeat).is_some_and(|b| b.figure(f).is_some()))
+            })
+        });
+        let Some(&(figure, higher)) = figure else { continue };
+        let mut ratios: Vec<f64> = autos
+            .iter()
+            .filter_map(|a| {
+                let x = a.figure(figure)?;
+                let values = forced.iter().filter_map(|l| of(l, a.repeat)?.figure(figure));
+                let best = if higher { values.fold(f64::NAN, f64::max) } else { values.fold(f64::NAN, f64::min) };
+                let ratio = if higher { x / best } else { best / x };
+                ratio.is_finite().then_some(ratio)
+            })
+            .collect();
+        if ratios.is_empty() {
+            continue;
+        }
+        ratios.sort_by(f64::total_cmp);
+        let n = ratios.len();
+        let ratio = if n % 2 == 1 { ratios[n / 2] } else { (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0 };
+        out.push(AutoRatio { row: row.to_owned(), figure, ratio });
+    }
+    out
 }
 
 /// The Markdown claims table.
@@ -204,6 +284,41 @@ mod tests {
         assert_eq!(headline("small-objects", &[]).verdict, "no");
         assert!(table(&[h]).contains("| small-objects |"));
         assert_eq!(headline("no-such-workload", &[]).published, "-");
+    }
+
+    #[test]
+    fn auto_is_set_beside_the_best_forced_mode_of_each_repeat() {
+        let records = [
+            rec("h1-pool", 1, "objects_per_s", 100.0),
+            rec("h1-pipeline", 1, "objects_per_s", 200.0),
+            rec("auto", 1, "objects_per_s", 180.0),
+            rec("h1-pool", 2, "objects_per_s", 300.0),
+            rec("h1-pipeline", 2, "objects_per_s", 150.0),
+            rec("auto", 2, "objects_per_s", 330.0),
+            rec("h1-pool", 3, "objects_per_s", 100.0),
+            rec("h1-pipeline", 3, "objects_per_s", 100.0),
+            rec("auto", 3, "objects_per_s", 50.0),
+            // Lower is better: auto's p99 over the best forced mode's is inverted.
+            rec("auto · loaded", 1, "small_latency_p99_ms", 40.0),
+            rec("h1-pool · loaded", 1, "small_latency_p99_ms", 400.0),
+            rec("h1-pipeline · loaded", 1, "small_latency_p99_ms", 20.0),
+            // No forced counterpart: no ratio.
+            rec("auto [max 24 conns] · loaded", 1, "small_latency_p99_ms", 10.0),
+        ];
+        let a = auto_vs_best_forced(&records);
+        assert_eq!(a.len(), 2, "{a:?}");
+        assert_eq!((a[0].row.as_str(), a[0].figure), ("auto", "objects_per_s"));
+        assert!((a[0].ratio - 0.9).abs() < 1e-9, "median of 0.9, 1.1, 0.5: {a:?}");
+        assert_eq!((a[1].row.as_str(), a[1].figure), ("auto · loaded", "small_latency_p99_ms"));
+        assert!((a[1].ratio - 0.5).abs() < 1e-9, "{a:?}");
+        let h = headline("small-objects", &records);
+        assert!(
+            h.measured.contains("auto / best forced mode: auto 0.90x by objects_per_s, under 0.95"),
+            "{}",
+            h.measured
+        );
+        let none = headline("small-objects", &records[..2]);
+        assert!(!none.measured.contains("auto / best"), "{}", none.measured);
     }
 
     /// A JSON line as a run of `bench` writes it.

@@ -122,6 +122,9 @@ pub(crate) struct Op {
     pub(crate) response_len: Option<u64>,
     /// A "send more" answer (308) is a success (GCS's resumable upload chunks).
     pub(crate) accept_308: bool,
+    /// The response body is object data (wire's `Request::object_data`): false for a
+    /// listing ([`Op::listing`]), whose bytes are not the goodput `auto` grows by.
+    pub(crate) object_data: bool,
 }
 
 impl Op {
@@ -137,7 +140,15 @@ impl Op {
             idempotent,
             response_len: None,
             accept_308: false,
+            object_data: true,
         }
+    }
+
+    /// A listing: its answer is metadata, not object data (wire's `Request::object_data`),
+    /// so `auto`'s controller does not take a page's burst of bytes for transfer goodput.
+    pub(crate) fn listing(mut self) -> Op {
+        self.object_data = false;
+        self
     }
 
     /// An operation on a bucket (`key: None`), an object in it, or the service (`bucket`
@@ -301,6 +312,7 @@ impl Core {
                 body,
                 response_len: op.response_len,
                 hedge: true,
+                object_data: op.object_data,
             };
             let observed = self.feeds_controller.then(|| self.controller.observe());
             let sent = self.transport.send(req).await;

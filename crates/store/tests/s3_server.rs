@@ -224,3 +224,33 @@ async fn an_expired_session_token_is_renewed_from_its_source_once() {
     assert!(matches!(&e, Error::Auth { code, .. } if code == "ExpiredToken"), "{e}");
     assert!(e.to_string().contains("ExpiredToken"), "{e}");
 }
+
+/// A listing's requests reach the transport marked as not object data
+/// (`Request::object_data`), so `auto` does not take a page's burst of bytes for transfer
+/// goodput (wire's auto/h1.rs); an object GET's stay marked as object data.
+#[tokio::test]
+async fn listing_requests_are_marked_not_object_data() {
+    let server = FerryServe::new().start();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, bool)>::new()));
+    let record = seen.clone();
+    let (layer, _) = ferry_testkit::transport::Intercept::layer(move |req| {
+        record.lock().unwrap().push((req.path_and_query.clone(), req.object_data));
+        None
+    });
+    let config = ferry_store::ClientConfig::new(&server.url())
+        .unwrap()
+        .with_credentials(Credentials::new(ACCESS_KEY, SECRET_KEY));
+    let transport = ferry_wire::transport(ferry_wire::TransportConfig::new(config.endpoint.clone())).unwrap();
+    let c = S3Client::with_transport(layer(transport), config);
+    c.create_bucket("marks").await.unwrap();
+    let o = ObjectRef::new("marks", "k");
+    c.put_object(&o, data(1000, 1), PutParams::default()).await.unwrap();
+    let pages: Vec<_> = c.list_objects_v2("marks", ListParams::default()).collect().await;
+    assert_eq!(pages.into_iter().map(|p| p.unwrap().objects.len()).sum::<usize>(), 1);
+    c.get_object(&o, GetParams::default()).await.unwrap().body.collect().await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    let list: Vec<_> = seen.iter().filter(|(p, _)| p.contains("list-type=2")).collect();
+    assert!(!list.is_empty() && list.iter().all(|(_, data)| !data), "{seen:?}");
+    let get = seen.iter().filter(|(p, _)| p.starts_with("/marks/k")).count();
+    assert!(get >= 2 && seen.iter().filter(|(p, _)| p.starts_with("/marks/k")).all(|(_, data)| *data), "{seen:?}");
+}

@@ -34,8 +34,11 @@
 //!   averages, as Netflix's Gradient2 limiter does), not with a minimum, because object
 //!   stores' first-byte times are lognormal and a minimum would call noise congestion.
 //! - Growth follows goodput: the transport reports the response bytes it receives
-//!   ([`Controller::delivered`]; auto reports its bulk lane's only, a small request's
-//!   worth being its first byte). Per round (`limit` successes, at least `MIN_ROUND`)
+//!   ([`Controller::delivered`]; auto reports its bulk lane's object data only, a small
+//!   request's worth being its first byte, and a listing page's burst being no measure of
+//!   the transfers it lists: counted, it set a best round that 16 KiB downloads never
+//!   beat, and growth stayed held at 9 connections for a whole `ferry cp -r`,
+//!   docs/lab/wire-auto-paced.md). Per round (`limit` successes, at least `MIN_ROUND`)
 //!   the rate is compared with the best of the last `GOODPUT_WINDOW` rounds, as BBR's
 //!   start-up finds a full pipe: in slow start it must beat it by `SLOW_START_GROWTH`,
 //!   after it by anything. A round that does not grow holds growth (never a decrease);
@@ -115,6 +118,8 @@ pub struct ControllerStats {
     /// and the best round's rate in bytes per second (of the recent window).
     pub goodput_rounds: u64,
     pub goodput_best: f64,
+    /// Response body bytes reported through [`Controller::delivered`] so far.
+    pub bytes_delivered: u64,
     /// Whether growth is held because the last round's goodput did not grow.
     pub growth_held: bool,
     /// Head-latency rounds (module note, "Rising head latency" rule): the last round's median,
@@ -313,6 +318,7 @@ impl Controller {
             latency_long: Duration::from_secs_f64(s.long.unwrap_or(0.0)),
             goodput_rounds: s.stats.goodput_rounds,
             goodput_best: s.gp.best(),
+            bytes_delivered: self.bytes.load(Relaxed),
             growth_held: s.gp.holds_growth(),
             head_latency_median: Duration::from_secs_f64(s.gp.medians.back().map_or(0.0, |m| m.1)),
             head_latency_floor: Duration::from_secs_f64(s.gp.floor().unwrap_or(0.0)),

@@ -30,6 +30,12 @@ pub struct Request {
     /// something (a request-counting quota, a GET with side effects behind a proxy) sets
     /// it false.
     pub hedge: bool,
+    /// Whether the response body is object data, the bytes a transfer is for. `auto`'s
+    /// controller grows while those bytes per second grow (controller.rs, "Growth follows
+    /// goodput"); a listing page or other metadata answer is not such work, and its bytes,
+    /// arriving in one burst before the transfers they list, would set a best round the
+    /// transfers cannot beat. True by default; the store sets it false for listings.
+    pub object_data: bool,
 }
 
 impl Request {
@@ -41,6 +47,7 @@ impl Request {
             body: RequestBody::Empty,
             response_len: None,
             hedge: true,
+            object_data: true,
         }
     }
 

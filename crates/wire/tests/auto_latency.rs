@@ -94,3 +94,26 @@ async fn latency_that_grows_with_load_brings_the_limit_down() {
     assert!(low_after_peak >= 4, "the limit fell to {low_after_peak} from {peak}: below its floor of 4");
     assert_eq!(s.throttles, 0, "nothing was throttled: the decreases are latency's");
 }
+
+/// A listing page is not goodput (auto/h1.rs, `Request::object_data`): the bytes of a
+/// response marked as not object data never reach the controller's goodput count, while
+/// an object GET's do, to the byte. Before the rule, a `ferry cp -r` of 1,000 x 16 KiB
+/// held auto at 9 connections for 7 s: the 1,000-key page's round set a best that the
+/// downloads never beat (docs/lab/wire-auto-paced.md). Counts only, no timing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_pages_bytes_are_not_goodput() {
+    let srv = FerryServe::new().anonymous().start();
+    let t = auto(&srv, 8);
+    let ctl = t.controller().expect("auto keeps a controller");
+    // A large metadata-like answer (the synthetic bucket's bytes, marked as a listing is).
+    let mut page = Request::new(Method::GET, "/synthetic/page/size=1048576/list");
+    page.object_data = false;
+    let r = t.send(page).await.expect("GET");
+    assert!(r.status.is_success(), "{}", r.status);
+    assert_eq!(r.body.collect(2 << 20).await.unwrap().len(), 1 << 20);
+    assert_eq!(ctl.stats().bytes_delivered, 0, "a listing's bytes counted as goodput");
+    // Object data of unknown size (bulk lane): counted, to the byte.
+    let r = t.send(Request::new(Method::GET, "/synthetic/page/size=65536/o")).await.expect("GET");
+    assert_eq!(r.body.collect(1 << 20).await.unwrap().len(), 65536);
+    assert_eq!(ctl.stats().bytes_delivered, 65536);
+}

@@ -134,8 +134,10 @@ impl AzureClient {
         max_results: Option<u32>,
         include_uncommitted: bool,
     ) -> Result<BlobPage, Error> {
-        let mut op =
-            Op::object("ListBlobs", Method::GET, container, None).query("restype", "container").query("comp", "list");
+        let mut op = Op::object("ListBlobs", Method::GET, container, None)
+            .listing()
+            .query("restype", "container")
+            .query("comp", "list");
         for (k, v) in [("prefix", prefix), ("delimiter", delimiter), ("marker", marker)] {
             if let Some(v) = v.filter(|v| !v.is_empty()) {
                 op = op.query(k, v);

@@ -73,6 +73,7 @@ impl GcsClient {
         token: Option<&str>,
     ) -> Result<(ListPage, Option<String>), Error> {
         let op = Op::path("objects.list", Method::GET, format!("/storage/v1/b/{}/o", enc(bucket)))
+            .listing()
             .query_opt("prefix", params.prefix.clone())
             .query_opt("delimiter", params.delimiter.clone())
             .query_opt("startOffset", params.start_after.clone())

@@ -51,6 +51,7 @@ impl S3Client {
 
     async fn list_page(&self, bucket: &str, params: &ListParams, token: Option<&str>) -> Result<ListPage, Error> {
         let mut op = Op::object("ListObjectsV2", Method::GET, bucket, None)
+            .listing()
             .query("list-type", "2")
             .query("encoding-type", "url");
         if let Some(t) = token {

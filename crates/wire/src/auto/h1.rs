@@ -20,9 +20,13 @@
 //! - On HTTP/1.1 the latency goes to the controller's per-round rule ("Rising head
 //!   latency" in controller.rs), which backs off only while goodput is not growing; the
 //!   moving averages h2 uses would read the client's own CPU load as congestion.
-//! - Bulk response bytes, so that the limit stops growing once more connections stop
-//!   adding bytes per second. Small responses' bytes do not count: a small request's
-//!   worth is its first byte, and counting them held small-only loads back.
+//! - Bulk response bytes of object data (`Request::object_data`), so that the limit
+//!   stops growing once more connections stop adding bytes per second. A listing page's
+//!   bytes do not count: a 1,000-key page arrives as one burst before the downloads it
+//!   lists, and its round set a best that 16 KiB downloads never beat, which held the
+//!   limit at 9 connections for a whole `ferry cp -r` (docs/lab/wire-auto-paced.md).
+//!   Small responses' bytes do not count either: a small request's worth is its first
+//!   byte, and counting them held small-only loads back.
 //!
 //! A small request the pool carries (no verified pipeline yet) counts as the pool's
 //! demand, or the pool's share would not grow for it.
@@ -122,6 +126,7 @@ impl H1 {
             window_cap::small_request_sent(&self.connector, &self.lanes);
         }
         let sent = Instant::now();
+        let object_data = req.object_data;
         let mut demand = Demand::new(self.lanes.clone(), lane);
         let fut = if lane == BULK {
             self.lanes.admit_bulk().await;
@@ -166,6 +171,7 @@ impl H1 {
                     Some(SmallTiming { sent, head_at: Instant::now(), head_latency: r.meta.head_latency, bytes: 0 });
             }
         }
+        demand.goodput = object_data;
         result.map(|r| demand.until_body_end(r))
     }
 

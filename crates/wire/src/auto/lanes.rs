@@ -382,6 +382,10 @@ pub(super) struct Demand {
     pub(super) admitted: bool,
     /// A small request's times, traced when its body ends (`FERRY_LOG=ferry_wire::auto=trace`).
     pub(super) timing: Option<SmallTiming>,
+    /// Whether the body's bytes count as goodput: bulk lane and object data
+    /// (`Request::object_data`; a listing page's burst would set a best the transfers it
+    /// lists cannot beat, docs/lab/wire-auto-paced.md).
+    pub(super) goodput: bool,
 }
 
 /// Where a small request's time went: before its head (waiting in the client, then
@@ -412,15 +416,15 @@ impl Drop for SmallTiming {
 impl Demand {
     pub(super) fn new(lanes: Arc<Lanes>, lane: usize) -> Demand {
         lanes.demand(lane, 1);
-        Demand { lanes, lane, admitted: false, timing: None }
+        Demand { lanes, lane, admitted: false, timing: None, goodput: true }
     }
 
     pub(super) fn until_body_end(self, mut r: Response) -> Response {
         let len = r.body.content_length();
         let body = std::mem::replace(&mut r.body, ResponseBody::empty());
-        // Goodput for the controller's growth (controller.rs): bulk bytes only. A small
-        // request's worth is its first byte, not its bytes (auto/h1.rs module note).
-        let controller = (self.lane == BULK).then(|| self.lanes.controller.clone());
+        // Goodput for the controller's growth (controller.rs): bulk object data only. A
+        // small request's worth is its first byte, not its bytes (auto/h1.rs module note).
+        let controller = (self.lane == BULK && self.goodput).then(|| self.lanes.controller.clone());
         let mut held = Some(self);
         let stream = body.map(move |item| {
             match item {

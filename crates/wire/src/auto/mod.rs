@@ -260,6 +260,7 @@ fn copy_of(req: &Request) -> Request {
     Request {
         headers: req.headers.clone(),
         response_len: req.response_len,
+        object_data: req.object_data,
         ..Request::new(req.method.clone(), req.path_and_query.clone())
     }
 }
