@@ -511,25 +511,32 @@ def run_tools(a, n, tmp, src, wanted, label):
                            renv),
     }
     srv.peak.take()
-    for tool, verb in wanted:
-        if tool not in a.tools and not (label == "keys" and verb == "cp"):
-            continue
-        cmd, env = runs[(tool, verb)]
-        lines = [0]
-        before = puts()
-        code, wall, maxrss, watch = timed(cmd, env, lines if verb == "ls" else None, a.trace, a.row_limit,
-                                          (lambda: f"{puts() - before} objects put") if verb == "cp" and before is not None else None)
-        listed = f", {lines[0]} lines" if verb == "ls" else ""
-        done = n
-        ended = "" if code == 0 else f"  EXIT {code}"
-        if watch.stopped:
-            # A stopped copy's rate and count are what the server stored meanwhile.
-            done = puts() - before if before is not None else 0
-            ended = f"  STOPPED by --row-limit with {done} of {n} objects put"
-        print(f"{label} {n}: {tool:<6} {verb}: peak RSS {maxrss/1024:7.1f} MiB, {wall:7.1f} s "
-              f"({done/wall:7.0f}/s{listed}){ended}; server peak {srv.peak.take()/1024:.0f} MiB; "
-              f"load {watch.load()}", flush=True)
-    srv.stop()
+    try:
+        for tool, verb in wanted:
+            if tool not in a.tools and not (label == "keys" and verb == "cp"):
+                continue
+            cmd, env = runs[(tool, verb)]
+            lines = [0]
+            before = puts()
+            progress = (lambda: f"{puts() - before} objects put") if verb == "cp" and before is not None else None
+            code, wall, maxrss, watch = timed(cmd, env, lines if verb == "ls" else None, a.trace, a.row_limit,
+                                              progress)
+            listed = f", {lines[0]} lines" if verb == "ls" else ""
+            done = n
+            ended = "" if code == 0 else f"  EXIT {code}"
+            if verb == "cp" and before is not None:
+                # What the server says it stored, so a copy that skipped files cannot pass
+                # for a whole one.
+                listed = f", {puts() - before} objects put"
+            if watch.stopped:
+                # A stopped copy's rate and count are what the server stored meanwhile.
+                done = puts() - before if before is not None else 0
+                ended = f"  STOPPED by --row-limit with {done} of {n} objects put"
+            print(f"{label} {n}: {tool:<6} {verb}: peak RSS {maxrss/1024:7.1f} MiB, {wall:7.1f} s "
+                  f"({done/wall:7.0f}/s{listed}){ended}; server peak {srv.peak.take()/1024:.0f} MiB; "
+                  f"load {watch.load()}", flush=True)
+    finally:
+        srv.stop()
 
 
 def main():
