@@ -497,6 +497,11 @@ def run_tools(a, n, tmp, src, wanted, label):
             return 0
         except OSError:
             return None
+
+    def put_since(before):
+        now = puts()
+        return None if now is None or before is None else now - before
+
     s5 = a.s5cmd
     own = label == "files"
     runs = {
@@ -518,19 +523,19 @@ def run_tools(a, n, tmp, src, wanted, label):
             cmd, env = runs[(tool, verb)]
             lines = [0]
             before = puts()
-            progress = (lambda: f"{puts() - before} objects put") if verb == "cp" and before is not None else None
+            progress = (lambda: f"{put_since(before)} objects put") if verb == "cp" else None
             code, wall, maxrss, watch = timed(cmd, env, lines if verb == "ls" else None, a.trace, a.row_limit,
                                               progress)
             listed = f", {lines[0]} lines" if verb == "ls" else ""
             done = n
             ended = "" if code == 0 else f"  EXIT {code}"
-            if verb == "cp" and before is not None:
+            if verb == "cp":
                 # What the server says it stored, so a copy that skipped files cannot pass
                 # for a whole one.
-                listed = f", {puts() - before} objects put"
+                listed = f", {put_since(before)} objects put"
             if watch.stopped:
                 # A stopped copy's rate and count are what the server stored meanwhile.
-                done = puts() - before if before is not None else 0
+                done = put_since(before) or 0
                 ended = f"  STOPPED by --row-limit with {done} of {n} objects put"
             print(f"{label} {n}: {tool:<6} {verb}: peak RSS {maxrss/1024:7.1f} MiB, {wall:7.1f} s "
                   f"({done/wall:7.0f}/s{listed}){ended}; server peak {srv.peak.take()/1024:.0f} MiB; "
