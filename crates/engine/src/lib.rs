@@ -76,8 +76,8 @@ mod send_tests {
         assert_send(&get_to_memory(&engine, &object, MemoryParams::default(), None, MemoryProgress::default()));
         let mut lent = vec![0u8; 4];
         // SAFETY: never polled; `lent` outlives the future.
-        let dest = unsafe { Destination::new(lent.as_mut_ptr(), lent.len(), Box::new(())) };
-        assert_send(&get_into_memory(&engine, &object, MemoryParams::default(), dest, MemoryProgress::default()));
+        let lend = unsafe { Destination::new(lent.as_mut_ptr(), lent.len(), Box::new(())) };
+        assert_send(&get_into_memory(&engine, &object, MemoryParams::default(), lend, MemoryProgress::default()));
         let uparams = UploadParams::default();
         assert_send(&upload_file(&engine, dest, &object, &uparams, None));
         let stream = futures_util::stream::empty().boxed();
