@@ -229,6 +229,34 @@ class Client:
 
             buf = await client.get_async("s3://bucket/key")
         """
+    def get_into(self, url: str, buffer: _BufferLike,
+                 callback: Callable[[int, int | None], object] | None = None) -> int:
+        """The whole object written into ``buffer``; returns the bytes written (the
+        object's size). ``buffer`` is any writable, contiguous buffer-protocol object
+        (``bytearray``, a numpy array of any dtype, a writable ``memoryview``, an
+        ``mmap``) of exactly the object's size: any other size raises ``ValueError``
+        (ferry.ConfigError) before a byte is written, a read-only one ``TypeError``. The
+        same parts and checks as `get`; the buffer is held (a ``bytearray`` cannot be
+        resized, an ``mmap`` not closed) until the read ends. A read that fails part-way
+        raises and leaves the buffer's contents unspecified. Reusing one buffer across
+        reads skips the kernel's zeroing of fresh pages that every `get` pays.
+
+        Example::
+
+            buf = numpy.empty(size, dtype=numpy.uint8)
+            for url in urls:                 # objects of one size
+                client.get_into(url, buf)
+                train_step(buf)
+        """
+    def get_into_async(self, url: str, buffer: _BufferLike,
+                       callback: Callable[[int, int | None], object] | None = None) -> Awaitable[int]:
+        """`get_into`, awaitable. The buffer is held until the read ends, even when the
+        await is cancelled (parts already in flight still land in it).
+
+        Example::
+
+            n = await client.get_into_async("s3://bucket/key", buf)
+        """
     def get_range(self, url: str, start: int, end: int) -> Buffer:
         """Bytes ``start`` to ``end`` (exclusive, as Python slices count) of an object.
 

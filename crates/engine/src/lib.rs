@@ -47,8 +47,8 @@ pub use openahead::{OpenAhead, OpenAheadOptions, OpenAheadStats, OpenedObject};
 pub use ranges::{get_ranges, CoalescePolicy, GapEstimator, RangesOptions, RangesOutput, RangesStats, Span};
 // transfer exports
 pub use download::{
-    download_file, download_with_info, get_to_memory, DownloadOutput, DownloadParams, MemoryParams, MemoryProgress,
-    ProgressFn, Verified,
+    download_file, download_with_info, get_into_memory, get_to_memory, Destination, DownloadOutput, DownloadParams,
+    MemoryParams, MemoryProgress, ProgressFn, Verified,
 };
 pub use upload::{upload_file, upload_stream, UploadOutput, UploadParams};
 
@@ -74,6 +74,10 @@ mod send_tests {
         let dparams = DownloadParams::default();
         assert_send(&download_file(&engine, &object, dest, &dparams, None));
         assert_send(&get_to_memory(&engine, &object, MemoryParams::default(), None, MemoryProgress::default()));
+        let mut lent = vec![0u8; 4];
+        // SAFETY: never polled; `lent` outlives the future.
+        let lend = unsafe { Destination::new(lent.as_mut_ptr(), lent.len(), Box::new(())) };
+        assert_send(&get_into_memory(&engine, &object, MemoryParams::default(), lend, MemoryProgress::default()));
         let uparams = UploadParams::default();
         assert_send(&upload_file(&engine, dest, &object, &uparams, None));
         let stream = futures_util::stream::empty().boxed();

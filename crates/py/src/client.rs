@@ -509,6 +509,29 @@ impl AsRef<[u8]> for HeldBuffer {
     }
 }
 
+/// A writable buffer lent to a read: its export held (so a `bytearray` cannot be resized
+/// nor an `mmap` closed under it) until the read's last part task has ended.
+fn lend(buffer: &Bound<'_, PyAny>) -> PyResult<ferry_engine::Destination> {
+    let view = PyUntypedBuffer::get(buffer).map_err(|_| {
+        PyTypeError::new_err("get_into needs a writable buffer (bytearray, numpy array, memoryview, mmap)")
+    })?;
+    if view.readonly() {
+        return Err(PyTypeError::new_err(format!(
+            "get_into needs a writable buffer; this {} is read-only",
+            buffer.get_type().name()?
+        )));
+    }
+    if !view.is_c_contiguous() {
+        return Err(PyValueError::new_err("get_into needs a contiguous buffer"));
+    }
+    let (ptr, len) = (view.buf_ptr() as *mut u8, view.len_bytes());
+    // SAFETY: a writable, C-contiguous export of `len` bytes, valid while `view` (the
+    // owner) is held; the read is the only writer while it holds it (the caller gave it
+    // the buffer for the call; Python code that writes the same buffer meanwhile races
+    // its own read, as with `readinto`).
+    Ok(unsafe { ferry_engine::Destination::new(ptr, len, Box::new(view)) })
+}
+
 /// The bytes of any bytes-like object: a `Buffer`'s own, a contiguous buffer held open
 /// (no copy: `bytes`, `bytearray`, numpy arrays of any dtype, `memoryview`s), else a
 /// contiguous copy (`memoryview(obj).tobytes()`). A writable buffer changed while it is
@@ -1207,6 +1230,46 @@ impl Client {
         awaitable(py, async move {
             let got = reporting(report, ops::get_object(engine, object, None, None, progress)).await;
             py_result_at(&url, got).map(Buffer::new)
+        })
+    }
+
+    /// The whole object written into `buffer`, a writable, contiguous buffer-protocol
+    /// object of exactly the object's size (`bytearray`, a numpy array, a writable
+    /// `memoryview`, an `mmap`); returns the bytes written. The same parts and checks as
+    /// `get`, landing in the caller's memory, so a loop that reuses one buffer never
+    /// pays the kernel's first touch of fresh pages.
+    #[pyo3(signature = (url, buffer, callback=None))]
+    fn get_into(
+        &self,
+        py: Python<'_>,
+        url: &str,
+        buffer: &Bound<'_, PyAny>,
+        callback: Option<Py<PyAny>>,
+    ) -> PyResult<u64> {
+        let (engine, object) = self.target(py, url)?;
+        let dest = lend(buffer)?;
+        let progress = tracker(&callback);
+        let tick = reporter(callback, &progress, None);
+        let r = block_on_ticking(py, ops::get_object_into(engine, object, dest, progress), tick)?;
+        at(py, url, r)
+    }
+
+    #[pyo3(signature = (url, buffer, callback=None))]
+    fn get_into_async<'py>(
+        &self,
+        py: Python<'py>,
+        url: &str,
+        buffer: &Bound<'py, PyAny>,
+        callback: Option<Py<PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (engine, object) = self.target(py, url)?;
+        let dest = lend(buffer)?;
+        let progress = tracker(&callback);
+        let report = LoopReporter::new(py, callback, &progress, None)?;
+        let url = url.to_owned();
+        awaitable(py, async move {
+            let got = reporting(report, ops::get_object_into(engine, object, dest, progress)).await;
+            py_result_at(&url, got)
         })
     }
 

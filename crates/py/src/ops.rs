@@ -6,7 +6,7 @@
 //! progress tracker and sizes; the batch and iterator reads here schedule many of them.
 
 use bytes::Bytes;
-use ferry_engine::{Admission, ByteBudget, Engine, MemoryParams, MemoryProgress};
+use ferry_engine::{Admission, ByteBudget, Destination, Engine, MemoryParams, MemoryProgress};
 use ferry_store::{Error, GetParams, ObjectRef, RangeSpec};
 use futures_util::stream::{self, StreamExt};
 use std::ops::Range;
@@ -36,19 +36,37 @@ pub async fn get_object(
     budget: Option<Arc<ByteBudget>>,
     progress: Tracker,
 ) -> Result<Bytes, Error> {
-    let observe = progress.map(|p| {
-        let q = p.clone();
-        MemoryProgress {
-            size: Some(Arc::new(move |n| {
-                p.total.fetch_add(n, Relaxed);
-            })),
-            bytes: Some(Arc::new(move |n| {
-                q.done.fetch_add(n, Relaxed);
-            })),
-        }
-    });
     let params = MemoryParams { concurrency: PART_CONCURRENCY, size_hint, ..MemoryParams::default() };
-    ferry_engine::get_to_memory(&engine, &object, params, budget, observe.unwrap_or_default()).await
+    ferry_engine::get_to_memory(&engine, &object, params, budget, observer(progress)).await
+}
+
+/// One object into memory the caller lends (`Client.get_into`): the engine's
+/// `get_into_memory`, the same parts as [`get_object`]; the bytes written.
+pub async fn get_object_into(
+    engine: Engine,
+    object: ObjectRef,
+    dest: Destination,
+    progress: Tracker,
+) -> Result<u64, Error> {
+    let params = MemoryParams { concurrency: PART_CONCURRENCY, ..MemoryParams::default() };
+    ferry_engine::get_into_memory(&engine, &object, params, dest, observer(progress)).await
+}
+
+/// The engine's progress hooks feeding a Python call's tracker.
+fn observer(progress: Tracker) -> MemoryProgress {
+    progress
+        .map(|p| {
+            let q = p.clone();
+            MemoryProgress {
+                size: Some(Arc::new(move |n| {
+                    p.total.fetch_add(n, Relaxed);
+                })),
+                bytes: Some(Arc::new(move |n| {
+                    q.done.fetch_add(n, Relaxed);
+                })),
+            }
+        })
+        .unwrap_or_default()
 }
 
 /// An object of a batch: its engine, the object, and its size when the caller knows it.

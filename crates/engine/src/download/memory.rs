@@ -12,6 +12,11 @@
 //!                    (none stored: every part exact in length under the one ETag)
 //! ```
 //!
+//! `get_into_memory` lands the same reads in memory the caller lends (a `Destination`:
+//! Python's `Client.get_into` with a reused buffer, whose pages are already touched)
+//! instead of one fresh allocation; the object must be exactly the buffer's size, which
+//! is checked on the first response, before a byte is written.
+//!
 //! A first GET whose size is known small (`size_hint`) takes a share of a place
 //! (`Admission::small_room`), so a batch of small objects fills pipelined connections.
 //! The first request is a plain GET, not a HEAD: a small object costs one request and
@@ -77,6 +82,38 @@ impl MemoryProgress {
     }
 }
 
+/// Memory a caller lends a read: `len` writable bytes at `ptr`, kept valid and written by
+/// nobody else for as long as `owner` lives (a Python buffer export, say). The read
+/// holds the owner until its last part task has ended, even when the call itself is
+/// cancelled, so a lent buffer is never written after it is given back.
+pub struct Destination {
+    ptr: *mut u8,
+    len: usize,
+    owner: Box<dyn Send + Sync>,
+}
+
+impl Destination {
+    /// # Safety
+    /// `ptr..ptr + len` is writable memory that stays valid, and that nothing else reads
+    /// or writes, until `owner` is dropped.
+    pub unsafe fn new(ptr: *mut u8, len: usize, owner: Box<dyn Send + Sync>) -> Destination {
+        Destination { ptr, len, owner }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+// SAFETY: the memory is the owner's to lend (Destination::new's contract) and the owner
+// is Send + Sync.
+unsafe impl Send for Destination {}
+unsafe impl Sync for Destination {}
+
 /// Reads `object` into one buffer (module note). With a `budget`, a single-GET body waits
 /// for its bytes before it is read (parts are bounded by `concurrency` instead).
 pub async fn get_to_memory(
@@ -86,15 +123,64 @@ pub async fn get_to_memory(
     budget: Option<Arc<ByteBudget>>,
     progress: MemoryProgress,
 ) -> Result<Bytes, Error> {
+    match read_to(engine, object, params, budget, progress, None).await? {
+        Landed::Owned(bytes) => Ok(bytes),
+        Landed::Lent(_) => unreachable!("read_to without a destination allocates"),
+    }
+}
+
+/// Reads `object` into memory the caller lends (`Client.get_into`: a training loop reuses
+/// one buffer, so no read pays the kernel's first touch of fresh pages). The object must
+/// be exactly `dest.len()` bytes: any other size fails with [`Error::Config`] before a
+/// byte is written. Returns the bytes written. A read that fails part-way leaves the
+/// buffer partly written: its contents are then unspecified, never another object's
+/// bytes passed off as this one's (the error says so).
+pub async fn get_into_memory(
+    engine: &Engine,
+    object: &ObjectRef,
+    params: MemoryParams,
+    dest: Destination,
+    progress: MemoryProgress,
+) -> Result<u64, Error> {
+    match read_to(engine, object, params, None, progress, Some(dest)).await? {
+        Landed::Lent(n) => Ok(n),
+        Landed::Owned(_) => unreachable!("read_to with a destination writes there"),
+    }
+}
+
+/// Where a read's bytes went.
+enum Landed {
+    Owned(Bytes),
+    Lent(u64),
+}
+
+/// The read behind both entry points: `dest` None allocates the object's size.
+async fn read_to(
+    engine: &Engine,
+    object: &ObjectRef,
+    params: MemoryParams,
+    budget: Option<Arc<ByteBudget>>,
+    progress: MemoryProgress,
+    dest: Option<Destination>,
+) -> Result<Landed, Error> {
     // A place under the endpoint's limit for the first GET (a share of one when its size
     // is known to be small, admission.rs); the parts of a large object take places of
     // their own once it is given back.
-    let room = match params.size_hint {
+    let hint = params.size_hint.or(dest.as_ref().map(|d| d.len as u64));
+    let room = match hint {
         hint if Admission::is_small(hint) => engine.admission().small_room().await,
         _ => engine.admission().room().await,
     };
-    let out = engine.get(object, GetParams { size_hint: params.size_hint, ..GetParams::default() }).await?;
+    let out = engine.get(object, GetParams { size_hint: hint, ..GetParams::default() }).await?;
     let size = out.meta.size;
+    if let Some(d) = &dest {
+        if d.len as u64 != size {
+            return Err(Error::Config(format!(
+                "{object} is {size} bytes but the buffer holds {}: get_into needs a buffer of exactly the object's size",
+                d.len
+            )));
+        }
+    }
     if let Some(f) = &progress.size {
         f(size)
     }
@@ -103,13 +189,24 @@ pub async fn get_to_memory(
             Some(b) => Some(b.acquire(size.min(b.total())).await),
             None => None,
         };
-        let bytes = collect_sized(out.body, size, &progress).await;
+        let landed = match dest {
+            None => collect_sized(out.body, size, &progress).await.map(Landed::Owned),
+            Some(d) => {
+                let buf = Shared::lent(d);
+                let part = Part { start: 0, end: size, etag: None, algo: None };
+                write_body(object, out.body, &part, &buf, &progress).await.map(|_| Landed::Lent(size))
+            }
+        };
         drop(room);
-        return bytes;
+        return landed;
     }
     drop(out.body);
     drop(room);
-    get_parts(engine, object, out.meta, params, progress).await
+    let buf = match dest {
+        None => Shared::new(size as usize),
+        Some(d) => Shared::lent(d),
+    };
+    get_parts(engine, object, out.meta, params, progress, buf).await
 }
 
 /// A body into one allocation of its announced size (the store checks the length).
@@ -123,10 +220,13 @@ async fn collect_sized(mut body: ObjectBody, size: u64, progress: &MemoryProgres
     Ok(Bytes::from(out))
 }
 
-/// One allocation written by several tasks, each in a range of its own.
+/// One allocation written by several tasks, each in a range of its own: the read's own
+/// (a Vec's, handed over as `Bytes` at the end) or a caller's (`Destination`).
 struct Shared {
     ptr: *mut u8,
     cap: usize,
+    /// The lender of the memory; None when it is the read's own allocation.
+    lent: Option<Box<dyn Send + Sync>>,
 }
 
 // SAFETY: tasks write disjoint ranges (one part each) and nothing reads the memory until
@@ -137,7 +237,11 @@ unsafe impl Sync for Shared {}
 impl Shared {
     fn new(len: usize) -> Shared {
         let mut v = std::mem::ManuallyDrop::new(Vec::<u8>::with_capacity(len));
-        Shared { ptr: v.as_mut_ptr(), cap: v.capacity() }
+        Shared { ptr: v.as_mut_ptr(), cap: v.capacity(), lent: None }
+    }
+
+    fn lent(d: Destination) -> Shared {
+        Shared { ptr: d.ptr, cap: d.len, lent: Some(d.owner) }
     }
 
     /// # Safety
@@ -148,20 +252,28 @@ impl Shared {
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(at), data.len()) }
     }
 
+    /// The read's result: the allocation as `len` bytes, or for lent memory its length.
+    ///
     /// # Safety
     /// Every byte of `0..len` has been written and no writer is left.
-    unsafe fn into_vec(self, len: usize) -> Vec<u8> {
-        let me = std::mem::ManuallyDrop::new(self);
+    unsafe fn finish(self, len: usize) -> Landed {
+        let mut me = std::mem::ManuallyDrop::new(self);
+        if let Some(owner) = me.lent.take() {
+            drop(owner);
+            return Landed::Lent(len as u64);
+        }
         // SAFETY: the pointer and capacity came from a Vec<u8>; the caller's contract
         // makes `len` initialised bytes.
-        unsafe { Vec::from_raw_parts(me.ptr, len, me.cap) }
+        Landed::Owned(Bytes::from(unsafe { Vec::from_raw_parts(me.ptr, len, me.cap) }))
     }
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        // SAFETY: from a Vec<u8> of this capacity; no byte needs dropping.
-        drop(unsafe { Vec::from_raw_parts(self.ptr, 0, self.cap) });
+        if self.lent.is_none() {
+            // SAFETY: from a Vec<u8> of this capacity; no byte needs dropping.
+            drop(unsafe { Vec::from_raw_parts(self.ptr, 0, self.cap) });
+        }
     }
 }
 
@@ -172,12 +284,13 @@ async fn get_parts(
     meta: ObjectInfo,
     params: MemoryParams,
     progress: MemoryProgress,
-) -> Result<Bytes, Error> {
+    buf: Shared,
+) -> Result<Landed, Error> {
     let size = meta.size;
     let part_size = params.part_size.max(1);
     let crc = full_crc(&meta);
     let algo = crc.as_ref().map(|c| c.0);
-    let buf = Arc::new(Shared::new(size as usize));
+    let buf = Arc::new(buf);
     let parts = part_count(size, part_size);
     let gate = Arc::new(tokio::sync::Semaphore::new(params.concurrency.max(1)));
     let mut tasks = JoinSet::new();
@@ -211,7 +324,7 @@ async fn get_parts(
     let buf = Arc::try_unwrap(buf).map_err(|_| Error::Config(format!("{object}: a part task outlived its read")))?;
     // SAFETY: every part wrote exactly its range (fetch_part checks lengths), the parts
     // cover 0..size, and every task has been joined.
-    Ok(Bytes::from(unsafe { buf.into_vec(size as usize) }))
+    Ok(unsafe { buf.finish(size as usize) })
 }
 
 /// One part's bytes `[start, end)`, pinned to `etag`, with the CRC to compute.
@@ -232,13 +345,25 @@ async fn fetch_part(
 ) -> Result<Option<Vec<u8>>, Error> {
     let params = GetParams {
         range: Some(RangeSpec::FromTo(part.start, part.end - 1)),
-        if_match: part.etag,
+        if_match: part.etag.clone(),
         ..GetParams::default()
     };
-    let mut out = engine.get(object, params).await?;
+    let out = engine.get(object, params).await?;
+    write_body(object, out.body, &part, buf, progress).await
+}
+
+/// A body's bytes into `part`'s range of `buf`, as they arrive; fails on a byte more or
+/// less than the range.
+async fn write_body(
+    object: &ObjectRef,
+    mut body: ObjectBody,
+    part: &Part,
+    buf: &Shared,
+    progress: &MemoryProgress,
+) -> Result<Option<Vec<u8>>, Error> {
     let mut hasher = part.algo.map(Checksummer::new);
     let (mut at, end) = (part.start as usize, part.end as usize);
-    while let Some(chunk) = out.body.chunk().await {
+    while let Some(chunk) = body.chunk().await {
         let chunk = chunk?;
         if at + chunk.len() > end {
             return Err(Error::Integrity {

@@ -57,7 +57,7 @@ mod plan;
 mod state;
 mod writer;
 
-pub use memory::{get_to_memory, MemoryParams, MemoryProgress};
+pub use memory::{get_into_memory, get_to_memory, Destination, MemoryParams, MemoryProgress};
 pub use state::{discard_partial, temp_paths};
 pub use writer::{part_bytes_in_memory, WRITE_BATCH};
 
