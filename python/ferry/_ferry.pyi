@@ -147,9 +147,14 @@ class Client:
 
     Settings not given are found as the AWS SDKs and the ``ferry`` command line find
     them: ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` / the profile's
-    ``endpoint_url``; ``AWS_REGION`` / the profile's ``region``; credentials from
-    ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``, then ``~/.aws/credentials`` and
-    ``~/.aws/config`` (``AWS_PROFILE`` or ``profile``).
+    ``endpoint_url``; ``AWS_REGION`` / the profile's ``region``; credentials, first
+    found, from ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` (+``AWS_SESSION_TOKEN``),
+    web identity (``AWS_WEB_IDENTITY_TOKEN_FILE`` + ``AWS_ROLE_ARN``), the profile of
+    ``~/.aws/credentials`` and ``~/.aws/config`` (``AWS_PROFILE`` or ``profile``: a
+    ``role_arn`` with ``source_profile`` or ``credential_source``, SSO, keys,
+    ``credential_process``, web identity), container credentials, then EC2 instance
+    metadata (asked only for AWS's own endpoints). Temporary keys are fetched again
+    before they expire. The README's credentials paragraph has the details.
 
     Args:
         endpoint_url: ``http://127.0.0.1:9000``, ``https://s3.eu-west-1.amazonaws.com``.

@@ -9,8 +9,9 @@
 //! ```
 //!
 //! Credentials are ferry-store's `CredentialsSource` chain, resolved when the store is
-//! built: environment keys, web identity from the environment, then the profile's keys,
-//! `credential_process` or web identity, in the AWS SDKs' order.
+//! built, in the AWS SDKs' order: environment keys, web identity from the environment,
+//! the profile (AssumeRole through `source_profile`/`credential_source`, SSO, keys,
+//! `credential_process`, web identity), container credentials, instance metadata.
 
 use ferry_store::s3::settings::Explicit;
 use ferry_store::AwsSettings;
