@@ -320,7 +320,8 @@ fn imds_settings(env: &dyn Env, profile: &str) -> Option<(Imds, bool)> {
     let endpoint =
         explicit.clone().unwrap_or_else(|| (if ipv6 { IMDS_ENDPOINT_IPV6 } else { IMDS_ENDPOINT }).to_owned());
     let v1_disabled = is_true(setting("AWS_EC2_METADATA_V1_DISABLED", "ec2_metadata_v1_disabled"));
-    Some((Imds { endpoint: endpoint.trim_end_matches('/').to_owned(), v1_disabled }, explicit.is_some()))
+    let last_resort = explicit.is_none();
+    Some((Imds { endpoint: endpoint.trim_end_matches('/').to_owned(), v1_disabled, last_resort }, !last_resort))
 }
 
 /// `FERRY_CREDENTIAL_PROCESS_TIMEOUT` (seconds, fractions allowed), else [`PROCESS_TIMEOUT`].
@@ -489,7 +490,8 @@ fn assume_role_of(
                 }
             },
             "Ec2InstanceMetadata" => match imds_settings(env, profile) {
-                Some((imds, _)) => RoleSource::Provider(Provider::Imds(imds)),
+                // Named by the profile: its failure is its own, not "no credentials found".
+                Some((imds, _)) => RoleSource::Provider(Provider::Imds(Imds { last_resort: false, ..imds })),
                 None => {
                     return Err(bad(
                         "credential_source Ec2InstanceMetadata, but AWS_EC2_METADATA_DISABLED is true".into()

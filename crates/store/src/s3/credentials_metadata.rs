@@ -62,6 +62,9 @@ pub struct Imds {
     pub endpoint: String,
     /// `AWS_EC2_METADATA_V1_DISABLED`: never fall back to IMDSv1.
     pub v1_disabled: bool,
+    /// Asked only because nothing else in the chain had keys (its address not configured):
+    /// a failure then means "no credentials found", and says so with what to set.
+    pub last_resort: bool,
 }
 
 /// The container credentials endpoint.
@@ -156,6 +159,23 @@ impl Imds {
     }
 
     pub(crate) async fn fetch(&self) -> Result<Lease, Error> {
+        let fetched = self.fetch_from_endpoint().await;
+        match fetched {
+            Err(Error::Auth { status, code, message, request_id }) if self.last_resort => Err(Error::Auth {
+                status,
+                code,
+                message: format!(
+                    "no credentials found: nothing in the environment, the shared files or a container endpoint, \
+                     and {message}; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or a profile, \
+                     or pass --no-sign-request for public buckets"
+                ),
+                request_id,
+            }),
+            other => other,
+        }
+    }
+
+    async fn fetch_from_endpoint(&self) -> Result<Lease, Error> {
         let source = self.describe();
         let base = self.endpoint.trim_end_matches('/');
         let ttl = HeaderValue::from_static(IMDS_TOKEN_TTL_SECS);
@@ -462,10 +482,15 @@ mod tests {
             });
             (url, seen)
         };
-        let fetch = |endpoint: &str, v1_disabled: bool| {
-            super::super::credentials_fetch::Provider::Imds(Imds { endpoint: endpoint.to_owned(), v1_disabled })
-                .fetch_blocking(None)
+        let fetch_as = |endpoint: &str, v1_disabled: bool, last_resort: bool| {
+            super::super::credentials_fetch::Provider::Imds(Imds {
+                endpoint: endpoint.to_owned(),
+                v1_disabled,
+                last_resort,
+            })
+            .fetch_blocking(None)
         };
+        let fetch = |endpoint: &str, v1_disabled: bool| fetch_as(endpoint, v1_disabled, false);
         let (url, seen) = serve("405 Method Not Allowed");
         let lease = fetch(&url, false).unwrap();
         assert_eq!(lease.credentials.access_key_id, "ASIAV1");
@@ -477,6 +502,11 @@ mod tests {
         let (url, _) = serve("400 Bad Request");
         let err = fetch(&url, false).unwrap_err().to_string();
         assert!(err.contains("instance metadata") && err.contains("answered 400"), "{err}");
+        assert!(!err.contains("no credentials found"), "{err}");
+        // Asked only as the chain's last resort, its failure reads as what it means.
+        let err = fetch_as(&url, false, true).unwrap_err().to_string();
+        assert!(err.contains("no credentials found") && err.contains("answered 400"), "{err}");
+        assert!(err.contains("--no-sign-request"), "{err}");
     }
 
     /// The cache file is named by the key's SHA-1 in hex (the value `sha1sum` prints).
