@@ -168,95 +168,54 @@ fi
 "$VENV/bin/ferry" --version >/dev/null 2>&1 \
     || die "the package's ferry command (.venv/bin/ferry) does not run (log: $LOGDIR/setup-py-package.log)"
 
-# --- MinIO (third-party S3 server for conformance tests) -------------------------------
-MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
-MINIO_BIN="$HOME/.cache/ferry/bin/minio-$MINIO_VERSION"
-if [[ "${FERRY_SKIP_MINIO:-0}" != 1 && ! -x "$MINIO_BIN" ]]; then
-    if command -v go >/dev/null; then
-        say "go install github.com/minio/minio@$MINIO_VERSION (first time only, a few minutes)"
-        tmpbin="$(mktemp -d)"
-        if GOBIN="$tmpbin" go install "github.com/minio/minio@$MINIO_VERSION" >"$LOGDIR/setup-minio.log" 2>&1; then
-            mkdir -p "$(dirname "$MINIO_BIN")"
-            mv "$tmpbin/minio" "$MINIO_BIN"
-        else
-            tail -n 20 "$LOGDIR/setup-minio.log" >&2
-            say "WARNING: MinIO could not be built (log: $LOGDIR/setup-minio.log); its conformance tests will be skipped"
-        fi
-        rm -rf "$tmpbin"
-    else
-        say "WARNING: go not found: MinIO conformance tests will be skipped"
-    fi
-fi
-# test.sh reads where MinIO is (or that it is absent) from here.
-if [[ -x "$MINIO_BIN" ]]; then echo "$MINIO_BIN" >"$LOGDIR/minio-bin"; else rm -f "$LOGDIR/minio-bin"; fi
-
-# --- fake-gcs-server (Google Cloud Storage emulator for the GCS client's tests) -------
-FAKE_GCS_VERSION="v1.56.1"
-FAKE_GCS_BIN="$HOME/.cache/ferry/bin/fake-gcs-server-$FAKE_GCS_VERSION"
-if [[ "${FERRY_SKIP_FAKE_GCS:-0}" != 1 && ! -x "$FAKE_GCS_BIN" ]]; then
-    if command -v go >/dev/null; then
-        say "go install github.com/fsouza/fake-gcs-server@$FAKE_GCS_VERSION (first time only, about a minute)"
-        tmpbin="$(mktemp -d)"
-        if GOBIN="$tmpbin" GOFLAGS=-modcacherw go install "github.com/fsouza/fake-gcs-server@$FAKE_GCS_VERSION" \
-            >"$LOGDIR/setup-fake-gcs.log" 2>&1; then
-            mkdir -p "$(dirname "$FAKE_GCS_BIN")"
-            mv "$tmpbin/fake-gcs-server" "$FAKE_GCS_BIN"
-        else
-            tail -n 20 "$LOGDIR/setup-fake-gcs.log" >&2
-            say "WARNING: fake-gcs-server could not be built (log: $LOGDIR/setup-fake-gcs.log); the GCS tests will be skipped"
-        fi
-        rm -rf "$tmpbin"
-    else
-        say "WARNING: go not found: the GCS tests against fake-gcs-server will be skipped"
-    fi
-fi
-# test.sh reads where fake-gcs-server is (or that it is absent) from here.
-if [[ -x "$FAKE_GCS_BIN" ]]; then echo "$FAKE_GCS_BIN" >"$LOGDIR/fake-gcs-bin"; else rm -f "$LOGDIR/fake-gcs-bin"; fi
-# --- ec2-metadata-mock (AWS's instance metadata emulator, for the IMDS credentials test) ---
-EC2_METADATA_MOCK_VERSION="v1.13.0"
-EC2_METADATA_MOCK_BIN="$HOME/.cache/ferry/bin/ec2-metadata-mock-$EC2_METADATA_MOCK_VERSION"
-if [[ "${FERRY_SKIP_EC2_METADATA_MOCK:-0}" != 1 && ! -x "$EC2_METADATA_MOCK_BIN" ]]; then
-    if command -v go >/dev/null; then
-        say "go install github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock@$EC2_METADATA_MOCK_VERSION (first time only)"
-        tmpbin="$(mktemp -d)"
-        if GOBIN="$tmpbin" GOFLAGS=-modcacherw go install \
-            "github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock@$EC2_METADATA_MOCK_VERSION" \
-            >"$LOGDIR/setup-ec2-metadata-mock.log" 2>&1; then
-            mkdir -p "$(dirname "$EC2_METADATA_MOCK_BIN")"
-            mv "$tmpbin/ec2-metadata-mock" "$EC2_METADATA_MOCK_BIN"
-        else
-            tail -n 20 "$LOGDIR/setup-ec2-metadata-mock.log" >&2
-            say "WARNING: ec2-metadata-mock could not be built (log: $LOGDIR/setup-ec2-metadata-mock.log); the instance metadata test will be skipped"
-        fi
-        rm -rf "$tmpbin"
-    else
-        say "WARNING: go not found: the instance metadata test against ec2-metadata-mock will be skipped"
-    fi
-fi
-# test.sh reads where ec2-metadata-mock is (or that it is absent) from here.
-if [[ -x "$EC2_METADATA_MOCK_BIN" ]]; then
-    echo "$EC2_METADATA_MOCK_BIN" >"$LOGDIR/ec2-metadata-mock-bin"
-else
-    rm -f "$LOGDIR/ec2-metadata-mock-bin"
-fi
-# --- Lab tools for scripts/compat.sh: versitygw's S3 test suite, the MinIO client ------
-# go_tool NAME MODULE/PATH VERSION: builds once into ~/.cache/ferry/bin/NAME-VERSION and
-# records the path in .ferry-run/NAME-bin.
+# --- Go tools: MinIO, fake-gcs-server, ec2-metadata-mock; the lab's versitygw and mc ---
+# go_tool RECORD MODULE/PATH VERSION [SKIP_VAR WHAT]: `go install`s the package once into
+# ~/.cache/ferry/bin/NAME-VERSION (NAME is the package's last element, the binary go
+# builds) and records its path in .ferry-run/RECORD-bin, where scripts/test.sh and the
+# test kit look for it; the build's log is .ferry-run/setup-RECORD.log. Without SKIP_VAR
+# the tool is required: no go, or a failed build, stops the setup. With it the tool is
+# one the tests can go without: SKIP_VAR=1 skips it, and no go or a failed build is a
+# warning naming WHAT will not run, with the record removed so that test.sh says so.
 go_tool() {
-    local name="$1" pkg="$2" version="$3"
-    local bin="$HOME/.cache/ferry/bin/$name-$version"
-    if [[ ! -x "$bin" ]]; then
-        command -v go >/dev/null || die "go not found: $name cannot be built"
-        say "go install $pkg@$version (first time only, a few minutes)"
-        local tmpbin
-        tmpbin="$(mktemp -d)"
-        GOBIN="$tmpbin" run "$name" go install "$pkg@$version"
-        mkdir -p "$(dirname "$bin")"
-        mv "$tmpbin/$(basename "$pkg")" "$bin"
-        rm -rf "$tmpbin"
+    local record="$1" pkg="$2" version="$3" skip="${4:-}" what="${5:-}"
+    local name="${pkg##*/}"
+    local bin="$HOME/.cache/ferry/bin/$name-$version" log="$LOGDIR/setup-$record.log"
+    if [[ -n "$skip" && "${!skip:-0}" == 1 ]]; then
+        rm -f "$LOGDIR/$record-bin"
+        return
     fi
-    echo "$bin" >"$LOGDIR/$name-bin"
+    if [[ ! -x "$bin" ]]; then
+        if ! command -v go >/dev/null; then
+            [[ -n "$skip" ]] || die "go not found: $name cannot be built"
+            say "WARNING: go not found: $what will be skipped"
+        else
+            say "go install $pkg@$version (first time only, up to a few minutes)"
+            local tmpbin
+            tmpbin="$(mktemp -d)"
+            # -modcacherw: the module cache go leaves is deletable without chmod.
+            if GOBIN="$tmpbin" GOFLAGS=-modcacherw go install "$pkg@$version" >"$log" 2>&1; then
+                mkdir -p "$(dirname "$bin")"
+                mv "$tmpbin/$name" "$bin"
+            else
+                tail -n 20 "$log" >&2
+                [[ -n "$skip" ]] || die "'go install $pkg@$version' failed (full log: $log)"
+                say "WARNING: $name could not be built (log: $log); $what will be skipped"
+            fi
+            rm -rf "$tmpbin"
+        fi
+    fi
+    if [[ -x "$bin" ]]; then echo "$bin" >"$LOGDIR/$record-bin"; else rm -f "$LOGDIR/$record-bin"; fi
 }
+# MinIO: a third-party S3 server for the client's conformance tests.
+go_tool minio github.com/minio/minio v0.0.0-20260212201848-7aac2a2c5b7c \
+    FERRY_SKIP_MINIO "the tests against MinIO"
+# fake-gcs-server: Google Cloud Storage's JSON API, for the GCS client's tests.
+go_tool fake-gcs github.com/fsouza/fake-gcs-server v1.56.1 \
+    FERRY_SKIP_FAKE_GCS "the GCS tests against fake-gcs-server"
+# ec2-metadata-mock: AWS's instance metadata emulator, for the IMDS credentials test.
+go_tool ec2-metadata-mock github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock v1.13.0 \
+    FERRY_SKIP_EC2_METADATA_MOCK "the instance metadata test against ec2-metadata-mock"
+# The lab's tools for scripts/compat.sh, required when asked for.
 if [[ "${FERRY_COMPAT_TOOLS:-0}" == 1 ]]; then
     go_tool versitygw github.com/versity/versitygw/cmd/versitygw v1.8.0
     # mc publishes no tagged module versions; this pseudo-version is its newest commit

@@ -19,6 +19,17 @@ bash scripts/bench-setup.sh || exit 1  # the bench's peers (boto3, awscrt, obsto
 echo "== setup: ok ($(($(date +%s) - run_started))s)"
 
 status=0
+# What the test runs print also goes to a log, so that the end of this script can say
+# again, in a few lines, which tests failed and what each said: a failure's message is
+# otherwise thousands of lines above the end of a run, where a reader of its tail (or a
+# CI log cut to its head and tail) never sees it.
+mkdir -p .ferry-run
+test_log=.ferry-run/test-output.log
+: >"$test_log"
+cargo_test() {
+    cargo test "$@" 2>&1 | tee -a "$test_log"
+    return "${PIPESTATUS[0]}"
+}
 # The client's conformance suite also runs against MinIO when setup.sh could build it.
 if [[ -s .ferry-run/minio-bin ]]; then
     export FERRY_MINIO="$(cat .ferry-run/minio-bin)"
@@ -70,7 +81,6 @@ echo "== cargo test: built ($((SECONDS - phase))s)"
 # printed whole when it ends, and its exit status fails the run like any other phase.
 FUZZ_SECS="${FERRY_FUZZ_SECONDS:-20}"
 fuzz_log=.ferry-run/fuzz-smoke.log
-mkdir -p .ferry-run
 fuzz_started=$(date +%s)
 echo "== fuzz smoke, in the background: scripts/fuzz.sh $FUZZ_SECS (each target; log: $fuzz_log)"
 nice -n 10 bash scripts/fuzz.sh "$FUZZ_SECS" >"$fuzz_log" 2>&1 &
@@ -80,21 +90,21 @@ trap '[[ -n $fuzz_pid ]] && kill "$fuzz_pid" 2>/dev/null' EXIT
 
 echo "== cargo test --workspace --release"
 phase=$SECONDS
-cargo test --workspace --release --no-fail-fast || status=1
+cargo_test --workspace --release --no-fail-fast || status=1
 echo "== cargo test: ran ($((SECONDS - phase))s)"
 phase=$SECONDS
 if [[ -n "${FERRY_MINIO:-}" ]]; then
     echo "== conformance suite against MinIO (cargo test --workspace --test conformance -- --ignored)"
     # --workspace keeps the feature set of the run above, so nothing is rebuilt.
-    cargo test --release --workspace --test conformance -- --ignored minio:: || status=1
+    cargo_test --release --workspace --test conformance -- --ignored minio:: || status=1
 fi
 if [[ -n "${FERRY_FAKE_GCS:-}" ]]; then
     echo "== conformance suite against fake-gcs-server (cargo test --workspace --test conformance -- --ignored gcs::)"
-    cargo test --release --workspace --test conformance -- --ignored gcs:: || status=1
+    cargo_test --release --workspace --test conformance -- --ignored gcs:: || status=1
 fi
 if [[ -n "${FERRY_AZURITE:-}" ]]; then
     echo "== conformance suite against Azurite (cargo test --workspace --test conformance -- --ignored azurite::)"
-    cargo test --release --workspace --test conformance -- --ignored azurite:: || status=1
+    cargo_test --release --workspace --test conformance -- --ignored azurite:: || status=1
 fi
 # Tests that need a tool or a privilege are #[ignore = "needs ..."]: a plain `cargo test`
 # lists them as ignored, and one run without what it needs fails. They run here, one
@@ -180,7 +190,7 @@ done
 for bin in "${bins[@]}"; do
     names=(${run_names[$bin]})
     echo "== ignored tests of $bin, their needs present (cargo test --workspace --test $bin -- --ignored${names[*]:+ --exact ${names[*]}})"
-    cargo test --release --workspace --test "$bin" -- --ignored ${names[*]:+--exact "${names[@]}"} || status=1
+    cargo_test --release --workspace --test "$bin" -- --ignored ${names[*]:+--exact "${names[@]}"} || status=1
 done
 echo "== cargo test: the ignored tests ran ($((SECONDS - phase))s)"
 echo "== fmt, clippy, cargo test: $([[ $status -eq 0 ]] && echo ok || echo FAILED) (${SECONDS}s)"
@@ -188,8 +198,8 @@ echo "== fmt, clippy, cargo test: $([[ $status -eq 0 ]] && echo ok || echo FAILE
 SECONDS=0
 echo "== pytest tests"
 # Per-test timeout: a hung server or client fails its own test, not the whole run.
-.venv/bin/pytest tests -q --timeout="${FERRY_TEST_TIMEOUT:-180}" "$@"
-rc=$?
+.venv/bin/pytest tests -q --timeout="${FERRY_TEST_TIMEOUT:-180}" "$@" 2>&1 | tee -a "$test_log"
+rc=${PIPESTATUS[0]}
 echo "== pytest: $([[ $rc -eq 0 ]] && echo ok || echo "FAILED (exit $rc)") (${SECONDS}s)"
 # Exit 5 means no test ran: that is a failure too.
 [[ $rc -eq 0 ]] || status=1
@@ -202,5 +212,14 @@ sed 's/^/    /' "$fuzz_log"
 echo "== fuzz smoke: $([[ $fuzz_rc -eq 0 ]] && echo ok || echo "FAILED (exit $fuzz_rc)") ($(($(date +%s) - fuzz_started))s since it started)"
 ((fuzz_rc == 0)) || status=1
 
+if ((status != 0)); then
+    # Each failed Rust test's panic (from its "---- NAME stdout ----" block up to the
+    # backtrace, at most 12 lines of 500 characters), then pytest's one-line summaries.
+    echo "== what failed (the whole output: $test_log)"
+    awk '/^---- .* stdout ----$/ { on = 1; n = 0 }
+         on && (/^stack backtrace:/ || /^note: run with/ || n >= 12) { on = 0 }
+         on { print "    " substr($0, 1, 500); n++ }' "$test_log"
+    grep -E '^(FAILED|ERROR) ' "$test_log" | cut -c1-500 | sed 's/^/    /'
+fi
 echo "== test.sh: $([[ $status -eq 0 ]] && echo ok || echo FAILED) ($(($(date +%s) - run_started))s in all)"
 exit $status
