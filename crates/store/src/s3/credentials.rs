@@ -33,7 +33,9 @@
 //! (AWS_EC2_METADATA_SERVICE_ENDPOINT, the profile's `ec2_metadata_service_endpoint`).
 //! Its keys are AWS IAM keys, which a local or third-party S3 server never takes, and the
 //! attempt costs up to a second where nothing answers. AWS_EC2_METADATA_DISABLED=true
-//! turns it off everywhere.
+//! turns it off everywhere. Both metadata endpoints are asked as the shared settings
+//! `metadata_service_num_attempts` and `metadata_service_timeout` say (environment, else
+//! the profile), with busy answers asked again (credentials_metadata.rs, `Asking`).
 //!
 //! Temporary keys from any of these sources have an expiry and are asked for again
 //! before it ([`Provider`], credentials_fetch.rs and credentials_metadata.rs). They are
@@ -55,7 +57,7 @@
 
 use super::credentials_fetch::PROCESS_TIMEOUT;
 pub(crate) use super::credentials_fetch::{AssumeRole, Container, Imds, Lease, Provider, RoleSource, Sso, WebIdentity};
-use super::credentials_metadata::{sso_cache_name, IMDS_ENDPOINT, IMDS_ENDPOINT_IPV6};
+use super::credentials_metadata::{sso_cache_name, Asking, IMDS_ENDPOINT, IMDS_ENDPOINT_IPV6};
 use crate::error::Error;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -221,13 +223,13 @@ pub(crate) fn find_with(
             if let Some(found) = from_profile(&profile, env, log)? {
                 return Ok(found);
             }
-            if let Some(c) = container_from_env(env)? {
+            if let Some(c) = container_from_env(env, &profile)? {
                 if log {
                     tracing::debug!(url = %c.url, "credentials: container credentials (AWS_CONTAINER_CREDENTIALS_*)");
                 }
                 return Ok(Found::Provider(Provider::Container(c)));
             }
-            if let Some(imds) = imds_settings(env, &profile).filter(|i| aws_endpoint || i.1).map(|i| i.0) {
+            if let Some(imds) = imds_settings(env, &profile)?.filter(|i| aws_endpoint || i.1).map(|i| i.0) {
                 if log {
                     tracing::debug!(endpoint = %imds.endpoint, "credentials: instance metadata (IMDS)");
                 }
@@ -293,12 +295,23 @@ pub(crate) fn profile_settings(profile: &str, env: &dyn Env) -> Result<HashMap<S
 }
 
 /// The container endpoint named by the environment, if any.
-fn container_from_env(env: &dyn Env) -> Result<Option<Container>, Error> {
+fn container_from_env(env: &dyn Env, profile: &str) -> Result<Option<Container>, Error> {
     Container::from_vars(
         env.var("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"),
         env.var("AWS_CONTAINER_CREDENTIALS_FULL_URI"),
         env.var("AWS_CONTAINER_AUTHORIZATION_TOKEN"),
         env.var("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"),
+        metadata_asking(env, profile)?,
+    )
+}
+
+/// How the metadata endpoints are asked: the environment's settings, else the profile's.
+fn metadata_asking(env: &dyn Env, profile: &str) -> Result<Asking, Error> {
+    let s = profile_settings(profile, env).unwrap_or_default();
+    let setting = |var: &str, key: &str| env.var(var).or_else(|| s.get(key).cloned());
+    Asking::from_settings(
+        setting("AWS_METADATA_SERVICE_NUM_ATTEMPTS", "metadata_service_num_attempts"),
+        setting("AWS_METADATA_SERVICE_TIMEOUT", "metadata_service_timeout"),
     )
 }
 
@@ -308,9 +321,9 @@ fn is_true(v: Option<String>) -> bool {
 
 /// Instance metadata's settings, and whether its address was configured explicitly;
 /// `None` when AWS_EC2_METADATA_DISABLED is true.
-fn imds_settings(env: &dyn Env, profile: &str) -> Option<(Imds, bool)> {
+fn imds_settings(env: &dyn Env, profile: &str) -> Result<Option<(Imds, bool)>, Error> {
     if is_true(env.var("AWS_EC2_METADATA_DISABLED")) {
-        return None;
+        return Ok(None);
     }
     let s = profile_settings(profile, env).unwrap_or_default();
     let setting = |var: &str, key: &str| env.var(var).or_else(|| s.get(key).cloned());
@@ -321,7 +334,11 @@ fn imds_settings(env: &dyn Env, profile: &str) -> Option<(Imds, bool)> {
         explicit.clone().unwrap_or_else(|| (if ipv6 { IMDS_ENDPOINT_IPV6 } else { IMDS_ENDPOINT }).to_owned());
     let v1_disabled = is_true(setting("AWS_EC2_METADATA_V1_DISABLED", "ec2_metadata_v1_disabled"));
     let last_resort = explicit.is_none();
-    Some((Imds { endpoint: endpoint.trim_end_matches('/').to_owned(), v1_disabled, last_resort }, !last_resort))
+    let asking = metadata_asking(env, profile)?;
+    Ok(Some((
+        Imds { endpoint: endpoint.trim_end_matches('/').to_owned(), v1_disabled, last_resort, asking },
+        !last_resort,
+    )))
 }
 
 /// `FERRY_CREDENTIAL_PROCESS_TIMEOUT` (seconds, fractions allowed), else [`PROCESS_TIMEOUT`].
@@ -489,7 +506,7 @@ fn assume_role_of(
                     ))
                 }
             },
-            "Ec2InstanceMetadata" => match imds_settings(env, profile) {
+            "Ec2InstanceMetadata" => match imds_settings(env, profile)? {
                 // Named by the profile: its failure is its own, not "no credentials found".
                 Some((imds, _)) => RoleSource::Provider(Provider::Imds(Imds { last_resort: false, ..imds })),
                 None => {
@@ -498,7 +515,7 @@ fn assume_role_of(
                     ))
                 }
             },
-            "EcsContainer" => match container_from_env(env)? {
+            "EcsContainer" => match container_from_env(env, profile)? {
                 Some(c) => RoleSource::Provider(Provider::Container(c)),
                 None => return Err(bad(
                     "credential_source EcsContainer, but AWS_CONTAINER_CREDENTIALS_RELATIVE_URI/_FULL_URI are not set"
@@ -825,6 +842,26 @@ aws_access_key_id = NOT_A_PROFILE_IN_CONFIG
         assert_eq!(on(&explicit, false), "instance metadata (IMDS at http://127.0.0.1:1338)");
         let v6 = with(&[("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "IPv6")]);
         assert_eq!(on(&v6, true), "instance metadata (IMDS at http://[fd00:ec2::254])");
+        // How often it is asked: the environment's setting, else the profile's.
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config");
+        std::fs::write(&config, "[default]\nmetadata_service_num_attempts = 3\nmetadata_service_timeout = 2\n")
+            .unwrap();
+        let asking = |e: &HashMap<String, String>| match find_with(&CredentialsSource::Default, e, false, true) {
+            Ok(Found::Provider(Provider::Imds(i))) => format!("{:?}", (i.asking.attempts, i.asking.timeout)),
+            Ok(Found::Provider(p)) => p.describe(),
+            Err(e) => format!("error {e}"),
+            Ok(_) => "no provider".into(),
+        };
+        let from_file = with(&[("AWS_CONFIG_FILE", config.to_str().unwrap())]);
+        assert_eq!(asking(&e), "(1, None)");
+        assert_eq!(asking(&from_file), "(3, Some(2s))");
+        let mut overridden = from_file.clone();
+        overridden.insert("AWS_METADATA_SERVICE_NUM_ATTEMPTS".into(), "2".into());
+        assert_eq!(asking(&overridden), "(2, Some(2s))");
+        overridden.insert("AWS_METADATA_SERVICE_TIMEOUT".into(), "later".into());
+        let err = asking(&overridden);
+        assert!(err.starts_with("error") && err.contains("metadata_service_timeout \"later\""), "{err}");
         let rel = with(&[("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/credentials/x")]);
         assert_eq!(on(&rel, true), "container credentials (http://169.254.170.2/v2/credentials/x)");
         let full = with(&[("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://10.0.0.1/creds")]);

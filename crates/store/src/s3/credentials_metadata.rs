@@ -26,6 +26,14 @@
 //! Reaching IMDS costs a connection attempt to a link-local address, which off EC2 can
 //! hang until its time-out: [`IMDS_TIMEOUT`] keeps that short, and the chain asks IMDS
 //! only where its keys could be of use (credentials.rs).
+//!
+//! Retries ([`Asking`]): both endpoints are asked as the SDKs ask them, with the shared
+//! settings `metadata_service_num_attempts` and `metadata_service_timeout`. A request that
+//! gets no answer is tried that many times (1 unless set: off AWS nothing answers, and each
+//! attempt costs a time-out). An answer of 429 or 5xx is different: something is there and
+//! busy (IMDS throttles a burst of callers on one instance; the container agent answers
+//! 5xx while it starts), so it is waited out for at least [`BUSY_ATTEMPTS`] attempts,
+//! whatever the setting, with a pause that doubles from [`FIRST_PAUSE`].
 
 use super::credentials::Credentials;
 use super::credentials_fetch::{own_transport, parse_rfc3339, Lease, MAX_ANSWER};
@@ -48,6 +56,58 @@ pub const IMDS_TIMEOUT: Duration = Duration::from_secs(1);
 /// The session token's lifetime asked for: the SDKs' 6 hours (IMDS allows 1 s to 6 h).
 const IMDS_TOKEN_TTL_SECS: &str = "21600";
 
+/// Attempts at a request answered 429 or 5xx, at the least: the AWS SDK for Rust's IMDS
+/// client makes 4 attempts at those by default and botocore's one; three, with pauses of
+/// 100 and 200 ms, ride out a throttled burst without holding up a caller for long.
+pub const BUSY_ATTEMPTS: u32 = 3;
+
+/// The pause before the second attempt; each later one doubles it.
+pub const FIRST_PAUSE: Duration = Duration::from_millis(100);
+
+/// How a metadata endpoint is asked: `metadata_service_num_attempts` and
+/// `metadata_service_timeout` (`AWS_METADATA_SERVICE_NUM_ATTEMPTS` /
+/// `AWS_METADATA_SERVICE_TIMEOUT`, else the profile's keys), as the SDKs name them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Asking {
+    /// Attempts at a request that got no answer (refused, reset, timed out): 1 by default.
+    pub attempts: u32,
+    /// Each request's connect and response time-out; `None`: the endpoint's own
+    /// ([`IMDS_TIMEOUT`], the container agent's 5 s).
+    pub timeout: Option<Duration>,
+}
+
+impl Default for Asking {
+    fn default() -> Asking {
+        Asking { attempts: 1, timeout: None }
+    }
+}
+
+impl Asking {
+    /// From the two settings' values as given (environment variable, else profile key).
+    pub(crate) fn from_settings(attempts: Option<String>, timeout: Option<String>) -> Result<Asking, Error> {
+        let attempts = match attempts {
+            None => 1,
+            Some(v) => v.trim().parse::<u32>().ok().filter(|n| (1..=10).contains(n)).ok_or_else(|| {
+                Error::Config(format!("metadata_service_num_attempts {v:?} is not a whole number from 1 to 10"))
+            })?,
+        };
+        let timeout = match timeout {
+            None => None,
+            Some(v) => Some(
+                v.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && *s > 0.0 && *s <= 300.0)
+                    .map(Duration::from_secs_f64)
+                    .ok_or_else(|| {
+                        Error::Config(format!("metadata_service_timeout {v:?} is not a number of seconds up to 300"))
+                    })?,
+            ),
+        };
+        Ok(Asking { attempts, timeout })
+    }
+}
+
 /// The ECS agent's address for `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`.
 pub const CONTAINER_HOST: &str = "http://169.254.170.2";
 
@@ -65,6 +125,7 @@ pub struct Imds {
     /// Asked only because nothing else in the chain had keys (its address not configured):
     /// a failure then means "no credentials found", and says so with what to set.
     pub last_resort: bool,
+    pub asking: Asking,
 }
 
 /// The container credentials endpoint.
@@ -73,6 +134,7 @@ pub struct Container {
     /// The full URL asked.
     pub url: String,
     pub auth: Option<ContainerAuth>,
+    pub asking: Asking,
 }
 
 /// The Authorization header's value for the container endpoint.
@@ -106,7 +168,15 @@ fn split_url(url: &str) -> (&str, String) {
     }
 }
 
-/// One GET or PUT; the status and the body (at most [`MAX_ANSWER`]).
+/// Whether an answer says the endpoint is there but busy.
+fn busy(status: u16) -> bool {
+    status == 429 || (500..=599).contains(&status)
+}
+
+/// One GET or PUT, asked again as [`Asking`] says; the status and the body (at most
+/// [`MAX_ANSWER`]) of an answer that is not busy. No answer, or a busy one on the last
+/// attempt, is an error that says how many attempts were made.
+#[allow(clippy::too_many_arguments)]
 async fn call(
     source: &str,
     base: &str,
@@ -114,18 +184,56 @@ async fn call(
     target: String,
     headers: &[(&'static str, HeaderValue)],
     ca_file: Option<&Path>,
-    timeout: Duration,
+    asking: Asking,
+    default_timeout: Duration,
 ) -> Result<(u16, Bytes), Error> {
+    let timeout = asking.timeout.unwrap_or(default_timeout);
     let (_, transport) = own_transport(base, ca_file, Some(timeout))?;
-    let mut req = Request::new(method, target);
-    for (name, value) in headers {
-        req.headers.insert(*name, value.clone());
+    let times = |n: u32| if n == 1 { "1 attempt".to_owned() } else { format!("{n} attempts") };
+    let mut pause = FIRST_PAUSE;
+    let mut attempt = 1;
+    loop {
+        let mut req = Request::new(method.clone(), target.clone());
+        for (name, value) in headers {
+            req.headers.insert(*name, value.clone());
+        }
+        req.hedge = false;
+        let answer = match transport.send(req).await {
+            Ok(resp) => {
+                let status = resp.status.as_u16();
+                match resp.body.collect(MAX_ANSWER).await {
+                    Ok(body) => Ok((status, body)),
+                    Err(e) => Err(format!("the answer was cut ({e})")),
+                }
+            }
+            Err(e) => Err(format!("no answer ({e})")),
+        };
+        let limit = match answer {
+            Ok((status, body)) if !busy(status) => return Ok((status, body)),
+            Ok(_) => asking.attempts.max(BUSY_ATTEMPTS),
+            Err(_) => asking.attempts,
+        };
+        if attempt >= limit {
+            return Err(failed(
+                source,
+                match answer {
+                    Ok((status, body)) => {
+                        let said = String::from_utf8_lossy(&body[..body.len().min(200)]).trim().to_owned();
+                        format!(
+                            "{method} {target} answered {status}{} ({})",
+                            if said.is_empty() { String::new() } else { format!(": {said}") },
+                            times(attempt)
+                        )
+                    }
+                    Err(why) => format!("{why} ({})", times(attempt)),
+                },
+            ));
+        }
+        tracing::debug!(%source, attempt, ?pause, "credentials: metadata endpoint busy or silent; asking again");
+        tokio::time::sleep(pause).await;
+        pause *= 2;
+        attempt += 1;
     }
-    req.hedge = false;
-    let resp = transport.send(req).await.map_err(|e| failed(source, format!("no answer ({e})")))?;
-    let status = resp.status.as_u16();
-    let body = resp.body.collect(MAX_ANSWER).await.map_err(|e| failed(source, format!("the answer was cut ({e})")))?;
-    Ok((status, body))
 }
 
 /// The keys in a container or IMDS answer.
@@ -186,6 +294,7 @@ impl Imds {
             "/latest/api/token".into(),
             &[("x-aws-ec2-metadata-token-ttl-seconds", ttl)],
             None,
+            self.asking,
             IMDS_TIMEOUT,
         )
         .await?;
@@ -214,7 +323,7 @@ impl Imds {
         };
         let headers: Vec<(&'static str, HeaderValue)> =
             token.into_iter().map(|t| ("x-aws-ec2-metadata-token", t)).collect();
-        let get = |target: String| call(&source, base, Method::GET, target, &headers, None, IMDS_TIMEOUT);
+        let get = |target: String| call(&source, base, Method::GET, target, &headers, None, self.asking, IMDS_TIMEOUT);
         const ROLES: &str = "/latest/meta-data/iam/security-credentials/";
         let (status, body) = get(ROLES.into()).await?;
         let role = String::from_utf8_lossy(&body).lines().next().unwrap_or("").trim().to_owned();
@@ -260,6 +369,7 @@ impl Container {
         full: Option<String>,
         token: Option<String>,
         token_file: Option<String>,
+        asking: Asking,
     ) -> Result<Option<Container>, Error> {
         let url = match (relative, full) {
             (Some(rel), _) => format!("{CONTAINER_HOST}{}{rel}", if rel.starts_with('/') { "" } else { "/" }),
@@ -278,7 +388,7 @@ impl Container {
         };
         // The token file wins over the token, as in the SDKs.
         let auth = token_file.map(|f| ContainerAuth::File(PathBuf::from(f))).or(token.map(ContainerAuth::Token));
-        Ok(Some(Container { url, auth }))
+        Ok(Some(Container { url, auth, asking }))
     }
 
     pub fn describe(&self) -> String {
@@ -305,7 +415,8 @@ impl Container {
             headers.push(("authorization", v));
         }
         let (base, target) = split_url(&self.url);
-        let (status, body) = call(&source, base, Method::GET, target, &headers, ca_file, CONTAINER_TIMEOUT).await?;
+        let (status, body) =
+            call(&source, base, Method::GET, target, &headers, ca_file, self.asking, CONTAINER_TIMEOUT).await?;
         if status != 200 {
             let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
             return Err(failed(&source, format!("answered {status}: {}", text.trim())));
@@ -369,7 +480,8 @@ impl Sso {
         );
         let headers = [("x-amz-sso_bearer_token", bearer), ("accept", HeaderValue::from_static("application/json"))];
         let (status, body) =
-            call(&source, &self.portal, Method::GET, target, &headers, ca_file, CONTAINER_TIMEOUT).await?;
+            call(&source, &self.portal, Method::GET, target, &headers, ca_file, Asking::default(), CONTAINER_TIMEOUT)
+                .await?;
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
         if status != 200 {
             let said = v["message"].as_str().or(v["Message"].as_str()).unwrap_or("");
@@ -418,9 +530,15 @@ mod tests {
 
     #[test]
     fn container_urls() {
-        let c = Container::from_vars(Some("/v2/creds/abc".into()), Some("http://127.0.0.1:1/x".into()), None, None)
-            .unwrap()
-            .unwrap();
+        let c = Container::from_vars(
+            Some("/v2/creds/abc".into()),
+            Some("http://127.0.0.1:1/x".into()),
+            None,
+            None,
+            Asking::default(),
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(c.url, "http://169.254.170.2/v2/creds/abc");
         for ok in [
             "http://127.0.0.1:8080/creds",
@@ -429,13 +547,20 @@ mod tests {
             "http://169.254.170.23/v1/credentials",
             "https://creds.example.com/c",
         ] {
-            assert!(Container::from_vars(None, Some(ok.into()), None, None).is_ok(), "{ok}");
+            assert!(Container::from_vars(None, Some(ok.into()), None, None, Asking::default()).is_ok(), "{ok}");
         }
-        let err = Container::from_vars(None, Some("http://creds.example.com/c".into()), None, None).unwrap_err();
+        let err = Container::from_vars(None, Some("http://creds.example.com/c".into()), None, None, Asking::default())
+            .unwrap_err();
         assert!(err.to_string().contains("use https"), "{err}");
-        let c = Container::from_vars(None, Some("http://127.0.0.1/c".into()), Some("tok".into()), Some("/f".into()))
-            .unwrap()
-            .unwrap();
+        let c = Container::from_vars(
+            None,
+            Some("http://127.0.0.1/c".into()),
+            Some("tok".into()),
+            Some("/f".into()),
+            Asking::default(),
+        )
+        .unwrap()
+        .unwrap();
         assert!(matches!(c.auth, Some(ContainerAuth::File(_))));
         assert!(!format!("{:?}", ContainerAuth::Token("secret-tok".into())).contains("secret-tok"));
         assert_eq!(split_url("http://127.0.0.1:9/a/b?c=d"), ("http://127.0.0.1:9", "/a/b?c=d".to_owned()));
@@ -487,6 +612,7 @@ mod tests {
                 endpoint: endpoint.to_owned(),
                 v1_disabled,
                 last_resort,
+                asking: Asking::default(),
             })
             .fetch_blocking(None)
         };
@@ -507,6 +633,142 @@ mod tests {
         let err = fetch_as(&url, false, true).unwrap_err().to_string();
         assert!(err.contains("no credentials found") && err.contains("answered 400"), "{err}");
         assert!(err.contains("--no-sign-request"), "{err}");
+    }
+
+    /// A stand-in endpoint on a loopback socket that answers each request as `answer`
+    /// says from its index and request line; the request lines seen, in order. The
+    /// emulator cannot be made to answer 429 or 5xx, so these tests use it.
+    fn scripted(
+        answer: impl Fn(usize, &str) -> (&'static str, String) + Send + 'static,
+    ) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let (mut head, mut line) = (String::new(), String::new());
+                while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                    head.push_str(&line);
+                    line.clear();
+                }
+                let request_line = head.lines().next().unwrap_or("").to_owned();
+                let n = {
+                    let mut log = log.lock().unwrap();
+                    log.push(request_line.clone());
+                    log.len() - 1
+                };
+                let (status, body) = answer(n, &request_line);
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        (url, seen)
+    }
+
+    const KEYS_JSON: &str = r#"{"Code":"Success","AccessKeyId":"ASIABUSY","SecretAccessKey":"s","Token":"t","Expiration":"2030-01-01T00:00:00Z"}"#;
+
+    fn imds_at(endpoint: &str, asking: Asking) -> super::super::credentials_fetch::Provider {
+        super::super::credentials_fetch::Provider::Imds(Imds {
+            endpoint: endpoint.to_owned(),
+            v1_disabled: false,
+            last_resort: false,
+            asking,
+        })
+    }
+
+    /// A throttled or starting endpoint (429, 5xx) is asked again, at least three times
+    /// whatever the setting, with a pause between; one still busy on the last attempt fails
+    /// with its status, what it said and the count. A 4xx is not asked again.
+    #[test]
+    fn busy_metadata_endpoints_are_asked_again_and_others_are_not() {
+        // IMDS: the token PUT throttled twice, the role list once.
+        let (url, seen) = scripted(|n, line| match n {
+            0 => ("429 Too Many Requests", String::new()),
+            1 => ("503 Service Unavailable", "busy".into()),
+            3 => ("500 Internal Server Error", String::new()),
+            _ if line.starts_with("PUT ") => ("200 OK", "tok".into()),
+            _ if line.contains("/security-credentials/role-a ") => ("200 OK", KEYS_JSON.into()),
+            _ => ("200 OK", "role-a\n".into()),
+        });
+        let started = std::time::Instant::now();
+        let lease = imds_at(&url, Asking::default()).fetch_blocking(None).unwrap();
+        assert_eq!(lease.credentials.access_key_id, "ASIABUSY");
+        // Pauses of 100 and 200 ms before the token's third attempt, 100 before the list's second.
+        assert!(started.elapsed() >= Duration::from_millis(400), "{:?}", started.elapsed());
+        let log = seen.lock().unwrap().clone();
+        let kinds: Vec<&str> = log.iter().map(|l| l.split(' ').next().unwrap()).collect();
+        assert_eq!(kinds, ["PUT", "PUT", "PUT", "GET", "GET", "GET"], "{log:?}");
+
+        // Busy to the end: three attempts, or as many as the setting asks if more.
+        let (url, seen) = scripted(|_, _| ("503 Service Unavailable", "slow down".into()));
+        let err = imds_at(&url, Asking::default()).fetch_blocking(None).unwrap_err().to_string();
+        assert!(err.contains("PUT /latest/api/token answered 503: slow down (3 attempts)"), "{err}");
+        assert_eq!(seen.lock().unwrap().len(), 3);
+        let (url, seen) = scripted(|_, _| ("500 Internal Server Error", String::new()));
+        let four = Asking { attempts: 4, timeout: None };
+        let err = imds_at(&url, four).fetch_blocking(None).unwrap_err().to_string();
+        assert!(err.contains("answered 500 (4 attempts)"), "{err}");
+        assert_eq!(seen.lock().unwrap().len(), 4);
+
+        // A refusal is final at once.
+        let (url, seen) = scripted(|_, line| {
+            if line.starts_with("PUT ") {
+                ("200 OK", "tok".into())
+            } else {
+                ("404 Not Found", String::new())
+            }
+        });
+        let err = imds_at(&url, Asking::default()).fetch_blocking(None).unwrap_err().to_string();
+        assert!(err.contains("no IAM role"), "{err}");
+        assert_eq!(seen.lock().unwrap().len(), 2);
+
+        // The container agent starting: 502 once, then its keys.
+        let (url, seen) =
+            scripted(|n, _| if n == 0 { ("502 Bad Gateway", String::new()) } else { ("200 OK", KEYS_JSON.into()) });
+        let c =
+            Container::from_vars(None, Some(format!("{url}/creds")), None, None, Asking::default()).unwrap().unwrap();
+        let lease = super::super::credentials_fetch::Provider::Container(c).fetch_blocking(None).unwrap();
+        assert_eq!(lease.credentials.access_key_id, "ASIABUSY");
+        assert_eq!(seen.lock().unwrap().len(), 2);
+    }
+
+    /// No answer at all (a port nothing listens on) is asked `attempts` times: once by
+    /// default, as the SDKs do, so a machine off AWS is not held up.
+    #[test]
+    fn a_silent_endpoint_is_asked_as_often_as_the_setting_says() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let url = format!("http://127.0.0.1:{port}");
+        let err = imds_at(&url, Asking::default()).fetch_blocking(None).unwrap_err().to_string();
+        assert!(err.contains("no answer") && err.contains("(1 attempt)"), "{err}");
+        let two = Asking { attempts: 2, timeout: Some(Duration::from_millis(500)) };
+        let started = std::time::Instant::now();
+        let err = imds_at(&url, two).fetch_blocking(None).unwrap_err().to_string();
+        assert!(err.contains("no answer") && err.contains("(2 attempts)"), "{err}");
+        assert!(started.elapsed() >= FIRST_PAUSE, "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn asking_settings_parse_and_bad_ones_say_which() {
+        assert_eq!(Asking::from_settings(None, None).unwrap(), Asking { attempts: 1, timeout: None });
+        assert_eq!(
+            Asking::from_settings(Some(" 3".into()), Some("2.5".into())).unwrap(),
+            Asking { attempts: 3, timeout: Some(Duration::from_millis(2500)) }
+        );
+        for bad in ["0", "-1", "three", "11"] {
+            let err = Asking::from_settings(Some(bad.into()), None).unwrap_err().to_string();
+            assert!(err.contains("metadata_service_num_attempts") && err.contains(bad), "{err}");
+        }
+        for bad in ["0", "soon", "NaN", "301"] {
+            let err = Asking::from_settings(None, Some(bad.into())).unwrap_err().to_string();
+            assert!(err.contains("metadata_service_timeout") && err.contains(bad), "{err}");
+        }
     }
 
     /// The cache file is named by the key's SHA-1 in hex (the value `sha1sum` prints).
