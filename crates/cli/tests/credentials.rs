@@ -297,6 +297,58 @@ fn a_hung_credential_process_fails_naming_the_command_and_its_time_out() {
     );
 }
 
+/// A Ctrl-C at the terminal while ferry waits for its credential process: the terminal
+/// signals its foreground process group, here ferry's own group (the test makes ferry
+/// lead one), and the command and what it started are in it, so they stop with ferry
+/// rather than run on, orphaned.
+#[test]
+fn ctrl_c_while_a_credential_process_runs_stops_it_with_ferry() {
+    use std::os::unix::process::CommandExt;
+    let srv = FerryServe::new().start();
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let script = dir.path().join("wait.sh");
+    // The script becomes the sleep (exec), a grandchild of ferry's under `sh -c`. Not a
+    // `sleep &`: a shell without job control starts those with SIGINT ignored.
+    std::fs::write(&script, format!("#!/bin/sh\necho $$ > '{}'\nexec sleep 30\n", pid_file.display())).unwrap();
+    let config = dir.path().join("config");
+    std::fs::write(&config, format!("[default]\ncredential_process = sh {}\n", script.display())).unwrap();
+    let mut child = ferry_cmd(&srv, &config)
+        .args(["ls", "s3://any/"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let sleeper = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file).ok().and_then(|p| p.trim().parse::<i32>().ok()) {
+            break pid;
+        }
+        assert!(std::time::Instant::now() < deadline, "the credential process never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // SAFETY: kill(2) with a negative pid signals the process group ferry leads, as a
+    // terminal's Ctrl-C signals its foreground group.
+    unsafe {
+        libc::kill(-(child.id() as i32), libc::SIGINT);
+    }
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "{status:?}");
+    // The sleep is gone (or a zombie, its parent gone too, waiting for init) within a few
+    // seconds: SIGINT reaches every member of the group at once.
+    let dead = |state: &str| state.is_empty() || state.split(") ").nth(1).is_some_and(|r| r.starts_with('Z'));
+    let mut state = String::new();
+    while std::time::Instant::now() < deadline {
+        state = std::fs::read_to_string(format!("/proc/{sleeper}/stat")).unwrap_or_default();
+        if dead(&state) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(dead(&state), "the credential process's sleep {sleeper} outlived ferry's Ctrl-C: {state}");
+}
+
 /// role_arn + source_profile, two levels deep: `top`'s AssumeRole is signed with the
 /// temporary keys of `mid`'s, which is signed with `base`'s static keys (the server's own).
 #[test]
@@ -575,4 +627,83 @@ fn sso_profiles_read_the_cached_token_and_sign_requests() {
     assert!(!out.status.success());
     let stderr = text(&out.stderr);
     assert!(stderr.contains("expired") && stderr.contains("aws sso login --profile legacy"), "{stderr}");
+}
+
+/// An `sso_session` login whose token expires within 15 minutes is refreshed at SSO OIDC
+/// (the server's CreateToken) with the refresh token and client the login cached, and
+/// the cache file is rewritten with the new token (every other field kept, owner-only),
+/// as the AWS CLI does; the next command finds it fresh and asks nothing. An expired
+/// token whose refresh fails says so and what to run.
+#[test]
+fn an_sso_session_token_near_its_expiry_is_refreshed_and_cached_again() {
+    use std::os::unix::fs::PermissionsExt;
+    let srv = FerryServe::new().credentials("AKSERVER", "server-secret").start();
+    let home = tempfile::tempdir().unwrap();
+    let cache = home.path().join(".aws/sso/cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let out = Command::new("sh").arg("-c").arg("printf %s 'refresh-sso' | sha1sum").output().unwrap();
+    let cache_file = cache.join(format!("{}.json", &text(&out.stdout)[..40]));
+    let at = |t: SystemTime| format!("{}Z", &ferry_proto::encoding::iso8601(t)[..19]);
+    let login = |expires: SystemTime| {
+        serde_json::json!({
+            "startUrl": "https://my.awsapps.com/start", "region": "us-east-1",
+            "accessToken": "old-access-token", "expiresAt": at(expires),
+            "clientId": "client-from-login", "clientSecret": "client-secret-from-login",
+            "registrationExpiresAt": at(SystemTime::now() + Duration::from_secs(86_400)),
+            "refreshToken": "refresh-token-from-login",
+        })
+        .to_string()
+    };
+    let config = home.path().join("config");
+    std::fs::write(
+        &config,
+        "[profile dev]\nsso_session = refresh-sso\nsso_account_id = 111122223333\nsso_role_name = ReadWrite\n\
+         [sso-session refresh-sso]\nsso_start_url = https://my.awsapps.com/start\nsso_region = us-east-1\n",
+    )
+    .unwrap();
+    let sso = |args: &[&str]| ferry_cmd(&srv, &config).env("HOME", home.path()).args(args).output().unwrap();
+    let cached = || serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&cache_file).unwrap()).unwrap();
+
+    // Two minutes left: refreshed first, then used.
+    std::fs::write(&cache_file, login(SystemTime::now() + Duration::from_secs(120))).unwrap();
+    let stderr = ok(&sso(&["--profile", "dev", "mb", "s3://sso-refresh"]));
+    no_secrets(&stderr, &["refresh-token-from-login", "client-secret-from-login"]);
+    assert_eq!(sts_calls_of(&srv, "CreateToken"), 1);
+    let c = cached();
+    assert!(c["accessToken"].as_str().unwrap().starts_with("ferry-sso-access-"), "{c}");
+    assert!(c["refreshToken"].as_str().unwrap().starts_with("ferry-sso-refresh-"), "{c}");
+    let expires = c["expiresAt"].as_str().unwrap();
+    assert!(expires > at(SystemTime::now() + Duration::from_secs(1800)).as_str(), "{c}");
+    assert_eq!(
+        (c["clientId"].as_str(), c["startUrl"].as_str()),
+        (Some("client-from-login"), Some("https://my.awsapps.com/start"))
+    );
+    assert_eq!(std::fs::metadata(&cache_file).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 1, "no temporary file is left beside the cache");
+    // Fresh now: the next command asks the portal only.
+    ok(&sso(&["--profile", "dev", "ls", "s3://sso-refresh/"]));
+    assert_eq!(sts_calls_of(&srv, "CreateToken"), 1);
+    assert_eq!(sts_calls_of(&srv, "GetRoleCredentials"), 2);
+
+    // Expired an hour ago, SSO OIDC unreachable: the refresh's failure and what to run.
+    std::fs::write(&cache_file, login(SystemTime::now() - Duration::from_secs(3600))).unwrap();
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let out = ferry_cmd(&srv, &config)
+        .env("HOME", home.path())
+        .env("AWS_ENDPOINT_URL_SSO_OIDC", format!("http://{gone}"))
+        .args(["--profile", "dev", "ls", "s3://sso-refresh/"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("expired")
+            && stderr.contains("could not be refreshed")
+            && stderr.contains("aws sso login --profile dev"),
+        "{stderr}"
+    );
+    assert_eq!(cached()["accessToken"], "old-access-token", "a failed refresh leaves the cache as it was");
+    // Expired, SSO OIDC reachable: refreshed, and the command runs.
+    ok(&sso(&["--profile", "dev", "ls", "s3://sso-refresh/"]));
+    assert_eq!(sts_calls_of(&srv, "CreateToken"), 2);
 }

@@ -138,6 +138,8 @@ impl App {
             ("ContainerCredentials", self.sts.answer_container(&req))
         } else if crate::sts::Sts::is_sso(&req) && s3::virtual_host_bucket(&req).is_none() {
             ("GetRoleCredentials", self.sts.answer_sso(&req))
+        } else if crate::sts::Sts::is_oidc_token(&req) && s3::virtual_host_bucket(&req).is_none() {
+            ("CreateToken", self.sts.answer_oidc_token(&mut req).await)
         } else if crate::sts::Sts::is_sts(&req) && s3::virtual_host_bucket(&req).is_none() {
             self.sts.answer(&mut req, &request_id, self.credentials.as_ref()).await
         } else {

@@ -13,6 +13,9 @@
 //!   └─ issue: access key ASIA…, secret, session token, expiry = now + lifetime
 //! GET /federation/credentials?account_id=…&role_name=… with x-amz-sso_bearer_token
 //!   └─ token non-empty? ──no──► 401 UnauthorizedException; else issue, answered as JSON
+//! POST /token, JSON {clientId, clientSecret, grantType: refresh_token, refreshToken}
+//!   └─ all non-empty? ──no──► 400 invalid_request / unsupported_grant_type; else a new
+//!      access token and refresh token (SSO OIDC's CreateToken, as a refresh)
 //! GET /_ferry/container-credentials with Authorization (the ECS / EKS agent's answer)
 //!   └─ non-empty? ──no──► 401; else issue, answered as JSON
 //!        └─ S3 request signed with that key ─► SigV4 with its secret, then
@@ -232,6 +235,57 @@ impl Sts {
             "sessionToken": creds.session_token,
             "expiration": millis,
         }});
+        Response::with_body(200, "application/json", body.to_string())
+    }
+
+    /// Whether `req` is SSO OIDC's CreateToken: `POST /token` with a JSON body and no
+    /// query. Path-style S3 would read it as a POST to bucket `token`, which S3 answers
+    /// only with a query (`?delete`) or as a browser form upload (multipart/form-data).
+    pub fn is_oidc_token(req: &Request) -> bool {
+        req.method == Method::POST
+            && req.raw_path == "/token"
+            && req.raw_query.is_empty()
+            && req
+                .headers
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with("application/json"))
+    }
+
+    /// Answers CreateToken for the refresh grant, the call an SDK makes to refresh the
+    /// token `aws sso login` cached: any non-empty client and refresh token (there is no
+    /// identity center that registered them) get a new access token living the default
+    /// lifetime and a new refresh token. Other grants (the device code of a login) are
+    /// refused: logging in stays the AWS CLI's.
+    pub async fn answer_oidc_token(&self, req: &mut Request) -> Response {
+        let error = |kind: &str, description: &str| {
+            let body = serde_json::json!({ "error": kind, "error_description": description }).to_string();
+            Response::with_body(400, "application/json", body)
+        };
+        let Ok(body) = req.body.read_to_end(MAX_FORM).await else {
+            return error("invalid_request", "The body could not be read or is too large.");
+        };
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let get = |name: &str| v[name].as_str().unwrap_or("").trim().to_owned();
+        if get("grantType") != "refresh_token" {
+            return error("unsupported_grant_type", "Only the refresh_token grant is emulated.");
+        }
+        if get("clientId").is_empty() || get("clientSecret").is_empty() || get("refreshToken").is_empty() {
+            return error("invalid_request", "clientId, clientSecret and refreshToken are required.");
+        }
+        let mut rng = rand::thread_rng();
+        let mut token = |prefix: &str| {
+            let tail: String = (0..32).map(|_| char::from(rng.sample(rand::distributions::Alphanumeric))).collect();
+            format!("{prefix}{tail}")
+        };
+        let (access, refresh) = (token("ferry-sso-access-"), token("ferry-sso-refresh-"));
+        tracing::debug!("sso oidc: refreshed an access token");
+        let body = serde_json::json!({
+            "accessToken": access,
+            "tokenType": "Bearer",
+            "expiresIn": self.lifetime.as_secs(),
+            "refreshToken": refresh,
+        });
         Response::with_body(200, "application/json", body.to_string())
     }
 

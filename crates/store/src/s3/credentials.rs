@@ -51,9 +51,13 @@
 //! `sso_start_url` in the profile; with `sso_account_id`, `sso_role_name`, `sso_region`)
 //! reads the token `aws sso login` cached in `~/.aws/sso/cache/` and asks the portal
 //! (`AWS_ENDPOINT_URL_SSO`, `AWS_ENDPOINT_URL`, the profile's `endpoint_url`, else
-//! `https://portal.sso.REGION.amazonaws.com`) for the role's keys. Logging in, and
-//! refreshing the token, stay the AWS CLI's: an expired token is an error that says to
-//! run `aws sso login`.
+//! `https://portal.sso.REGION.amazonaws.com`) for the role's keys. With `sso_session`, a
+//! token that expires within 15 minutes is first refreshed at SSO OIDC
+//! (`AWS_ENDPOINT_URL_SSO_OIDC`, `AWS_ENDPOINT_URL`, `endpoint_url`, else
+//! `https://oidc.REGION.amazonaws.com`) with the refresh token and client the login
+//! cached, and the cache file updated, as the AWS CLI does. Logging in stays the AWS
+//! CLI's: an expired token that cannot be refreshed is an error that says to run `aws sso
+//! login`.
 
 use super::credentials_fetch::PROCESS_TIMEOUT;
 pub(crate) use super::credentials_fetch::{AssumeRole, Container, Imds, Lease, Provider, RoleSource, Sso, WebIdentity};
@@ -427,7 +431,7 @@ fn from_profile_chain(
 /// `sso_start_url`.
 fn sso_of(profile: &str, s: &HashMap<String, String>, env: &dyn Env) -> Result<Option<Sso>, Error> {
     let bad = |why: String| Error::Config(format!("profile '{profile}' (SSO): {why}"));
-    let (cache_key, region) = match (s.get("sso_session"), s.get("sso_start_url")) {
+    let (cache_key, region, refreshable) = match (s.get("sso_session"), s.get("sso_start_url")) {
         (Some(name), _) => {
             let (_, config_path) = shared_file_paths(env);
             let text = config_path.as_deref().map(read_optional).transpose()?.flatten().unwrap_or_default();
@@ -440,9 +444,9 @@ fn sso_of(profile: &str, s: &HashMap<String, String>, env: &dyn Env) -> Result<O
                 return Err(bad(format!("there is no [sso-session {name}] section in the config file")));
             }
             let region = session.get("sso_region").or(s.get("sso_region")).cloned();
-            (name.clone(), region)
+            (name.clone(), region, true)
         }
-        (None, Some(url)) => (url.clone(), s.get("sso_region").cloned()),
+        (None, Some(url)) => (url.clone(), s.get("sso_region").cloned(), false),
         (None, None) => return Ok(None),
     };
     let need = |key: &str| s.get(key).cloned().ok_or_else(|| bad(format!("{key} is not set")));
@@ -454,12 +458,21 @@ fn sso_of(profile: &str, s: &HashMap<String, String>, env: &dyn Env) -> Result<O
         .or_else(|| env.var("AWS_ENDPOINT_URL"))
         .or_else(|| s.get("endpoint_url").cloned())
         .unwrap_or_else(|| format!("https://portal.sso.{region}.amazonaws.com"));
+    let oidc = refreshable.then(|| {
+        env.var("AWS_ENDPOINT_URL_SSO_OIDC")
+            .or_else(|| env.var("AWS_ENDPOINT_URL"))
+            .or_else(|| s.get("endpoint_url").cloned())
+            .unwrap_or_else(|| format!("https://oidc.{region}.amazonaws.com"))
+            .trim_end_matches('/')
+            .to_owned()
+    });
     Ok(Some(Sso {
         profile: profile.to_owned(),
         token_file: home.join(".aws/sso/cache").join(sso_cache_name(&cache_key)),
         account_id,
         role_name,
         portal: portal.trim_end_matches('/').to_owned(),
+        oidc,
     }))
 }
 
@@ -794,7 +807,12 @@ aws_access_key_id = NOT_A_PROFILE_IN_CONFIG
         let script = dir.path().join("creds.sh");
         std::fs::write(
             &script,
-            "#!/bin/sh\necho '{\"Version\": 1, \"AccessKeyId\": \"AKPROC\", \"SecretAccessKey\": \"sp\", \"SessionToken\": \"tp\"}'\n",
+            // The token carries the process group the command ran in (the fifth field of
+            // /proc/PID/stat), which must be ours: a terminal's Ctrl-C and prompts reach it.
+            r#"#!/bin/sh
+pgrp=$(cut -d' ' -f5 /proc/$$/stat)
+printf '{"Version": 1, "AccessKeyId": "AKPROC", "SecretAccessKey": "sp", "SessionToken": "tp-%s"}\n' "$pgrp"
+"#,
         )
         .unwrap();
         let fail = dir.path().join("fail.sh");
@@ -811,7 +829,9 @@ aws_access_key_id = NOT_A_PROFILE_IN_CONFIG
         .unwrap();
         let e = env(&[("AWS_CONFIG_FILE", config.to_str().unwrap()), ("HOME", "/nonexistent-ferry-home")]);
         let c = resolve_with(&CredentialsSource::Default, &e).unwrap().unwrap();
-        assert_eq!((c.access_key_id.as_str(), c.session_token.as_deref()), ("AKPROC", Some("tp")));
+        // SAFETY: getpgrp(2) has no preconditions.
+        let ours = format!("tp-{}", unsafe { libc::getpgrp() });
+        assert_eq!((c.access_key_id.as_str(), c.session_token.as_deref()), ("AKPROC", Some(ours.as_str())));
         let err = resolve_with(&CredentialsSource::Profile(Some("broken".into())), &e).unwrap_err().to_string();
         assert!(
             err.contains("credential_process of profile 'broken'") && err.contains("no session: run login first"),
@@ -1027,6 +1047,9 @@ credential_process = sh {}
         let Ok(Found::Provider(Provider::Sso(l))) = find("legacy") else { panic!("profile legacy is not SSO") };
         assert_eq!(l.token_file, PathBuf::from("/h/.aws/sso/cache").join(sso_cache_name("https://old/start")));
         assert!(l.portal.contains("us-east-2"));
+        // Only an sso-session's token is refreshed, at the region's SSO OIDC.
+        assert_eq!(s.oidc.as_deref(), Some("https://oidc.eu-west-1.amazonaws.com"));
+        assert_eq!(l.oidc, None);
         assert!(find("no-role").err().unwrap().to_string().contains("sso_role_name is not set"));
         assert!(find("no-section").err().unwrap().to_string().contains("no [sso-session other] section"));
     }

@@ -1,8 +1,8 @@
 //! The credential sources that hand out temporary keys, and fetching from them.
 //!
 //! ```text
-//! Provider::Process      sh -c COMMAND, in a process group of its own, killed with it
-//!                        after `timeout` ─► stdout JSON {Version: 1, AccessKeyId,
+//! Provider::Process      sh -c COMMAND, in ferry's process group, killed with what it
+//!                        started after `timeout` ─► stdout JSON {Version: 1, AccessKeyId,
 //!                        SecretAccessKey, SessionToken?, Expiration?} ─► Lease
 //! Provider::WebIdentity  read the token file (again each time: it is rotated)
 //!                        ─► POST STS / Action=AssumeRoleWithWebIdentity, unsigned ─► Lease
@@ -189,12 +189,39 @@ impl Provider {
     }
 }
 
-/// Runs a credential process and reads its answer. The command runs in a process group
-/// of its own, so a time-out kills it with whatever it started (`sh -c` may fork the
-/// command rather than exec it), and none of them is left holding our pipes.
+/// Every process descended from `root`, `root` first, as /proc shows them now (a
+/// process's parent is the fourth field of `/proc/PID/stat`); just `root` where there is
+/// no /proc.
+fn process_tree(root: libc::pid_t) -> Vec<libc::pid_t> {
+    let mut parent_of = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<libc::pid_t>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // The command name, in parentheses, may hold spaces: the fields follow its last ')'.
+        let ppid = stat.rsplit_once(") ").and_then(|(_, rest)| rest.split(' ').nth(1)?.parse::<libc::pid_t>().ok());
+        if let Some(ppid) = ppid {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(parent_of.iter().filter(|(_, p)| *p == parent).map(|(pid, _)| *pid));
+        i += 1;
+    }
+    tree
+}
+
+/// Runs a credential process and reads its answer. The command stays in ferry's process
+/// group, as the AWS CLI runs it: a Ctrl-C at the terminal reaches it with ferry, and a
+/// command that asks something at the terminal (a password, a touch of a security key)
+/// may read it there, where a background group would be stopped by SIGTTIN. A time-out
+/// kills it with whatever it started (`sh -c` may fork the command rather than exec it),
+/// the tree taken from /proc before the first kill, so none of them is left holding our
+/// pipes.
 fn run_process(command: &str, profile: &str, timeout: Duration) -> Result<Lease, Error> {
     use std::io::Read;
-    use std::os::unix::process::CommandExt;
     // Auth, not Config: the command is found and run; what it says is about the keys.
     let failed = |why: String| Error::Auth {
         status: 0,
@@ -208,10 +235,9 @@ fn run_process(command: &str, profile: &str, timeout: Duration) -> Result<Lease,
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
-        .process_group(0)
         .spawn()
         .map_err(|e| failed(format!("could not run: {e}")))?;
-    let group = child.id() as libc::pid_t;
+    let root = child.id() as libc::pid_t;
     // Each pipe is read to its end on a thread of its own (one full pipe would stall the
     // command); at most MAX_ANSWER + 1 bytes are kept, the rest is drained.
     let reader = |pipe: Option<Box<dyn Read + Send>>| {
@@ -230,9 +256,12 @@ fn run_process(command: &str, profile: &str, timeout: Duration) -> Result<Lease,
     let stderr = reader(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
     let deadline = Instant::now() + timeout;
     let kill = |child: &mut std::process::Child| {
-        // SAFETY: kill(2) with a negative pid signals the process group the child leads.
-        unsafe {
-            libc::kill(-group, libc::SIGKILL);
+        for pid in process_tree(root) {
+            // SAFETY: kill(2) with a positive pid signals that one process; the pids are
+            // the child's and its descendants', taken before any of them was killed.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
         }
         let _ = child.wait();
     };

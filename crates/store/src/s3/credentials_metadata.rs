@@ -173,9 +173,7 @@ fn busy(status: u16) -> bool {
     status == 429 || (500..=599).contains(&status)
 }
 
-/// One GET or PUT, asked again as [`Asking`] says; the status and the body (at most
-/// [`MAX_ANSWER`]) of an answer that is not busy. No answer, or a busy one on the last
-/// attempt, is an error that says how many attempts were made.
+/// One request without a body: [`send`].
 #[allow(clippy::too_many_arguments)]
 async fn call(
     source: &str,
@@ -183,6 +181,24 @@ async fn call(
     method: Method,
     target: String,
     headers: &[(&'static str, HeaderValue)],
+    ca_file: Option<&Path>,
+    asking: Asking,
+    default_timeout: Duration,
+) -> Result<(u16, Bytes), Error> {
+    send(source, base, method, target, headers, Bytes::new(), ca_file, asking, default_timeout).await
+}
+
+/// One request, asked again as [`Asking`] says; the status and the body (at most
+/// [`MAX_ANSWER`]) of an answer that is not busy. No answer, or a busy one on the last
+/// attempt, is an error that says how many attempts were made.
+#[allow(clippy::too_many_arguments)]
+async fn send(
+    source: &str,
+    base: &str,
+    method: Method,
+    target: String,
+    headers: &[(&'static str, HeaderValue)],
+    body: Bytes,
     ca_file: Option<&Path>,
     asking: Asking,
     default_timeout: Duration,
@@ -196,6 +212,9 @@ async fn call(
         let mut req = Request::new(method.clone(), target.clone());
         for (name, value) in headers {
             req.headers.insert(*name, value.clone());
+        }
+        if !body.is_empty() {
+            req.body = ferry_wire::RequestBody::from(body.clone());
         }
         req.hedge = false;
         let answer = match transport.send(req).await {
@@ -435,6 +454,10 @@ pub struct Sso {
     pub role_name: String,
     /// `scheme://host[:port]` of the portal.
     pub portal: String,
+    /// `scheme://host[:port]` of SSO OIDC, where a token about to expire is refreshed;
+    /// `None` for a legacy profile (`sso_start_url` in the profile), whose token the SDKs
+    /// never refresh.
+    pub oidc: Option<String>,
 }
 
 /// The SSO cache file's name for `key` (the sso-session's name, or a legacy profile's
@@ -460,18 +483,44 @@ impl Sso {
         })?;
         let v: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| failed(&source, format!("{} is not JSON ({e})", self.token_file.display())))?;
-        let token = v["accessToken"]
+        let cached = v["accessToken"]
             .as_str()
             .filter(|t| !t.is_empty())
-            .ok_or_else(|| failed(&source, format!("{} has no accessToken; {login}", self.token_file.display())))?;
-        if let Some(at) = v["expiresAt"].as_str() {
-            let expires = parse_rfc3339(at)
-                .ok_or_else(|| failed(&source, format!("its token's expiresAt {at:?} is not an RFC 3339 time")))?;
-            if expires <= SystemTime::now() {
+            .ok_or_else(|| failed(&source, format!("{} has no accessToken; {login}", self.token_file.display())))?
+            .to_owned();
+        let expires_at = v["expiresAt"].as_str().map(str::to_owned);
+        let expires = match &expires_at {
+            None => None,
+            Some(at) => Some(
+                parse_rfc3339(at)
+                    .ok_or_else(|| failed(&source, format!("its token's expiresAt {at:?} is not an RFC 3339 time")))?,
+            ),
+        };
+        let now = SystemTime::now();
+        let due = expires.is_some_and(|e| e <= now + SSO_REFRESH_WINDOW);
+        let token = match (&self.oidc, due) {
+            (Some(oidc), true) => match self.refresh(oidc, &v, ca_file).await {
+                Ok(fresh) => fresh,
+                // Still good for now: used, and refreshing is tried again next time.
+                Err(why) if expires.is_some_and(|e| e > now) => {
+                    tracing::debug!(profile = %self.profile, %why, "credentials: SSO token not refreshed; the cached one is still valid");
+                    cached
+                }
+                Err(why) => {
+                    let at = expires_at.unwrap_or_default();
+                    return Err(failed(
+                        &source,
+                        format!("the cached login token expired at {at} and could not be refreshed ({why}); {login}"),
+                    ));
+                }
+            },
+            _ if expires.is_some_and(|e| e <= now) => {
+                let at = expires_at.unwrap_or_default();
                 return Err(failed(&source, format!("the cached login token expired at {at}; {login}")));
             }
-        }
-        let bearer = HeaderValue::from_str(token)
+            _ => cached,
+        };
+        let bearer = HeaderValue::from_str(&token)
             .map_err(|_| failed(&source, "the cached token is not a valid header value".into()))?;
         let target = format!(
             "/federation/credentials?account_id={}&role_name={}",
@@ -504,6 +553,92 @@ impl Sso {
             expires,
         })
     }
+
+    /// Refreshes the cached login with SSO OIDC's CreateToken (grant `refresh_token`, the
+    /// client `aws sso login` registered), writes the new token back to the cache file as
+    /// the AWS CLI does (every other field kept; a temporary file renamed over it, so a
+    /// reader never sees half a file), and returns it. Why it could not, in a few words.
+    async fn refresh(&self, oidc: &str, cached: &serde_json::Value, ca_file: Option<&Path>) -> Result<String, String> {
+        let field = |name: &str| cached[name].as_str().filter(|s| !s.is_empty());
+        let (Some(client_id), Some(client_secret), Some(refresh_token)) =
+            (field("clientId"), field("clientSecret"), field("refreshToken"))
+        else {
+            return Err("the cache holds no refresh token and client registration".into());
+        };
+        if let Some(at) = field("registrationExpiresAt") {
+            if parse_rfc3339(at).is_some_and(|t| t <= SystemTime::now()) {
+                return Err(format!("the client registration expired at {at}"));
+            }
+        }
+        let body = serde_json::json!({
+            "clientId": client_id,
+            "clientSecret": client_secret,
+            "grantType": "refresh_token",
+            "refreshToken": refresh_token,
+        });
+        let headers = [("content-type", HeaderValue::from_static("application/json"))];
+        let source = format!("SSO OIDC ({oidc})");
+        let asked = SystemTime::now();
+        let (status, answer) = send(
+            &source,
+            oidc,
+            Method::POST,
+            "/token".into(),
+            &headers,
+            Bytes::from(body.to_string()),
+            ca_file,
+            Asking::default(),
+            CONTAINER_TIMEOUT,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        let a: serde_json::Value = serde_json::from_slice(&answer).unwrap_or_default();
+        if status != 200 {
+            let said = a["error_description"].as_str().or(a["error"].as_str()).or(a["message"].as_str()).unwrap_or("");
+            return Err(format!("CreateToken answered {status} {said}").trim().to_owned());
+        }
+        let (Some(token), Some(lifetime)) =
+            (a["accessToken"].as_str().filter(|t| !t.is_empty()), a["expiresIn"].as_u64())
+        else {
+            return Err("CreateToken's answer has no accessToken and expiresIn".into());
+        };
+        let mut updated = cached.clone();
+        updated["accessToken"] = token.into();
+        updated["expiresAt"] = ferry_proto::encoding::iso8601(asked + Duration::from_secs(lifetime)).into();
+        if let Some(next) = a["refreshToken"].as_str().filter(|t| !t.is_empty()) {
+            updated["refreshToken"] = next.into();
+        }
+        if let Err(e) = write_cache(&self.token_file, &updated) {
+            // The token is good for this process either way; the next one refreshes again.
+            tracing::warn!(file = %self.token_file.display(), error = %e, "credentials: the refreshed SSO token could not be cached");
+        }
+        tracing::debug!(profile = %self.profile, "credentials: SSO token refreshed");
+        Ok(token.to_owned())
+    }
+}
+
+/// A cached SSO token is refreshed once it expires within this: the advisory window of
+/// botocore's SSO token provider, so a long run does not meet an expired token mid-way.
+pub const SSO_REFRESH_WINDOW: Duration = Duration::from_secs(15 * 60);
+
+/// Writes `value` to `path` whole or not at all: a temporary file beside it, readable by
+/// its owner only (it holds a token and a client secret), renamed over it.
+fn write_cache(path: &Path, value: &serde_json::Value) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.ferry-{}", std::process::id()));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+        f.write_all(serde_json::to_string_pretty(value).unwrap_or_default().as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 #[cfg(test)]
