@@ -576,6 +576,16 @@ fn instance_metadata_keys_from_ec2_metadata_mock_sign_requests() {
     assert!(text(&out.stderr).contains("instance metadata (IMDS at http://"), "{}", text(&out.stderr));
 }
 
+/// Where `aws sso login` caches the login of `key` (an sso-session's name or a legacy
+/// start URL) under `home`: the SHA-1 of the key in hex, as the AWS CLI names it, the
+/// folder made.
+fn sso_cache_file(home: &Path, key: &str) -> std::path::PathBuf {
+    let cache = home.join(".aws/sso/cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let out = Command::new("sh").arg("-c").arg(format!("printf %s '{key}' | sha1sum")).output().unwrap();
+    cache.join(format!("{}.json", &text(&out.stdout)[..40]))
+}
+
 /// An SSO profile (an `[sso-session]` and a legacy `sso_start_url` one): the token `aws
 /// sso login` would have cached, and the portal's GetRoleCredentials answered by the
 /// server (`AWS_ENDPOINT_URL` covers the portal too).
@@ -583,13 +593,7 @@ fn instance_metadata_keys_from_ec2_metadata_mock_sign_requests() {
 fn sso_profiles_read_the_cached_token_and_sign_requests() {
     let srv = FerryServe::new().credentials("AKSERVER", "server-secret").start();
     let home = tempfile::tempdir().unwrap();
-    let cache = home.path().join(".aws/sso/cache");
-    std::fs::create_dir_all(&cache).unwrap();
-    // The cache file's name: the SHA-1 of the session name (or start URL), as the AWS CLI writes it.
-    let cache_file = |key: &str| {
-        let out = Command::new("sh").arg("-c").arg(format!("printf %s '{key}' | sha1sum")).output().unwrap();
-        cache.join(format!("{}.json", &text(&out.stdout)[..40]))
-    };
+    let cache_file = |key: &str| sso_cache_file(home.path(), key);
     let token = |expires_in_secs: i64| {
         let t = if expires_in_secs >= 0 {
             SystemTime::now() + Duration::from_secs(expires_in_secs as u64)
@@ -639,10 +643,8 @@ fn an_sso_session_token_near_its_expiry_is_refreshed_and_cached_again() {
     use std::os::unix::fs::PermissionsExt;
     let srv = FerryServe::new().credentials("AKSERVER", "server-secret").start();
     let home = tempfile::tempdir().unwrap();
-    let cache = home.path().join(".aws/sso/cache");
-    std::fs::create_dir_all(&cache).unwrap();
-    let out = Command::new("sh").arg("-c").arg("printf %s 'refresh-sso' | sha1sum").output().unwrap();
-    let cache_file = cache.join(format!("{}.json", &text(&out.stdout)[..40]));
+    let cache_file = sso_cache_file(home.path(), "refresh-sso");
+    let cache = cache_file.parent().unwrap().to_owned();
     let at = |t: SystemTime| format!("{}Z", &ferry_proto::encoding::iso8601(t)[..19]);
     let login = |expires: SystemTime| {
         serde_json::json!({

@@ -708,39 +708,16 @@ mod tests {
     /// not taken as IMDSv1.
     #[test]
     fn imds_falls_back_to_v1_only_when_the_token_call_is_refused() {
-        use std::io::{BufRead, BufReader, Write};
         let serve = |put_status: &'static str| {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let url = format!("http://{}", listener.local_addr().unwrap());
-            let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-            let log = seen.clone();
-            std::thread::spawn(move || {
-                for conn in listener.incoming() {
-                    let Ok(mut conn) = conn else { continue };
-                    let mut reader = BufReader::new(conn.try_clone().unwrap());
-                    let (mut head, mut line) = (String::new(), String::new());
-                    while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
-                        head.push_str(&line);
-                        line.clear();
-                    }
-                    let request_line = head.lines().next().unwrap_or("").to_owned();
-                    let with_token = head.to_ascii_lowercase().contains("x-aws-ec2-metadata-token:");
-                    log.lock().unwrap().push(format!("{request_line} token={with_token}"));
-                    let (status, body) = if request_line.starts_with("PUT ") {
-                        (put_status, String::new())
-                    } else if request_line.contains("/security-credentials/role-v1 ") {
-                        ("200 OK", r#"{"Code":"Success","AccessKeyId":"ASIAV1","SecretAccessKey":"s","Token":"t","Expiration":"2030-01-01T00:00:00Z"}"#.to_owned())
-                    } else {
-                        ("200 OK", "role-v1\n".to_owned())
-                    };
-                    let _ = write!(
-                        conn,
-                        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
+            scripted(move |_, line| {
+                if line.starts_with("PUT ") {
+                    (put_status, String::new())
+                } else if line.contains("/security-credentials/role-v1 ") {
+                    ("200 OK", r#"{"Code":"Success","AccessKeyId":"ASIAV1","SecretAccessKey":"s","Token":"t","Expiration":"2030-01-01T00:00:00Z"}"#.to_owned())
+                } else {
+                    ("200 OK", "role-v1\n".to_owned())
                 }
-            });
-            (url, seen)
+            })
         };
         let fetch_as = |endpoint: &str, v1_disabled: bool, last_resort: bool| {
             super::super::credentials_fetch::Provider::Imds(Imds {
@@ -771,8 +748,10 @@ mod tests {
     }
 
     /// A stand-in endpoint on a loopback socket that answers each request as `answer`
-    /// says from its index and request line; the request lines seen, in order. The
-    /// emulator cannot be made to answer 429 or 5xx, so these tests use it.
+    /// says from its index and request line; what it saw, in order: each request line
+    /// and whether it carried an IMDSv2 token (`GET /x HTTP/1.1 token=true`). The
+    /// emulator can be made neither to answer 429 or 5xx nor to refuse IMDSv2, so the
+    /// tests of those use this.
     fn scripted(
         answer: impl Fn(usize, &str) -> (&'static str, String) + Send + 'static,
     ) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
@@ -791,9 +770,10 @@ mod tests {
                     line.clear();
                 }
                 let request_line = head.lines().next().unwrap_or("").to_owned();
+                let with_token = head.to_ascii_lowercase().contains("x-aws-ec2-metadata-token:");
                 let n = {
                     let mut log = log.lock().unwrap();
-                    log.push(request_line.clone());
+                    log.push(format!("{request_line} token={with_token}"));
                     log.len() - 1
                 };
                 let (status, body) = answer(n, &request_line);
