@@ -375,6 +375,9 @@ fn slower_than(split_below: u64, bytes: u64, elapsed: std::time::Duration) -> bo
     split_below > 0 && (bytes as f64) < split_below as f64 * elapsed.as_secs_f64()
 }
 
+/// A part's index and its CRC (when one is stored to check against).
+type PartSum = (u64, Option<Vec<u8>>);
+
 /// A large object: its first GET read on part by part, helpers added when that stream is
 /// slow (module note); verified.
 #[allow(clippy::too_many_arguments)]
@@ -397,7 +400,7 @@ async fn stream_then_split(
     let parts = part_count(size, part_size);
     let free = Arc::new(Unclaimed::new(parts));
     let mut sums: Vec<Option<Vec<u8>>> = vec![None; parts as usize];
-    let mut helpers: JoinSet<Result<Vec<(u64, Option<Vec<u8>>)>, Error>> = JoinSet::new();
+    let mut helpers: JoinSet<Result<Vec<PartSum>, Error>> = JoinSet::new();
     let mut carry = Bytes::new();
     let mut split = false;
     while let Some(i) = free.front() {
