@@ -7,7 +7,8 @@
 //!              │                                 (ferry-store verifies CRC / length)
 //!              └► larger: one buffer of `size`; the body is read on, part by part (the
 //!                 stream), and after each part its rate since the response head is
-//!                 checked against `split_below`:
+//!                 checked against `split_below` (fresh memory: always below, so it
+//!                 splits after the first part):
 //!                   at or above: it reads on alone (a fast link, loopback: more
 //!                     connections only add work on the same cores); read to its end,
 //!                     ferry-store verifies it as any body
@@ -18,9 +19,12 @@
 //!                     == the stored full-object CRC (none stored: lengths exact, one ETag)
 //! ```
 //!
-//! Why a stream first: on loopback with two cores one stream beat 8 parallel parts ~1.5x
-//! (docs/lab/python-rows.md, "Where get's time goes"), while on S3 (85-90 MB/s per
-//! connection, docs/lab/store-s3-facts.md) parts are what makes a large read fast. The
+//! Why a stream first: on loopback, into memory whose pages are already touched (a lent
+//! buffer, a pooled one), one stream beat 8 parallel parts ~1.6x; into fresh memory the
+//! parts won ~1.5x, because the first touch of each page is most of the work and the
+//! parts spread it over the cores (docs/lab/python-rows.md, "get: a stream first, and a
+//! buffer pool"). On S3 (85-90 MB/s per connection, docs/lab/store-s3-facts.md) parts
+//! are what makes a large read fast. The
 //! first part tells which link this is; the first GET's body is never dropped, so a read
 //! that splits pays no extra request for it. The file download (mod.rs) keeps its HEAD and
 //! fixed parts: its parts are what it resumes from.
@@ -97,8 +101,9 @@ impl Default for MemoryParams {
 /// `Client.get` passes a pool of buffers already touched, so a loop of reads does not pay
 /// the kernel's first touch of fresh pages each time.
 pub trait Allocator: Send + Sync {
-    /// An empty `Vec` with room for at least `len` bytes.
-    fn take(&self, len: usize) -> Vec<u8>;
+    /// An empty `Vec` with room for at least `len` bytes, and whether its pages have been
+    /// touched already (a pool's) or are fresh.
+    fn take(&self, len: usize) -> (Vec<u8>, bool);
     /// The finished read: `vec` holds the object's bytes.
     fn seal(&self, vec: Vec<u8>) -> Bytes;
 }
@@ -107,8 +112,8 @@ pub trait Allocator: Send + Sync {
 pub struct FreshVec;
 
 impl Allocator for FreshVec {
-    fn take(&self, len: usize) -> Vec<u8> {
-        Vec::with_capacity(len)
+    fn take(&self, len: usize) -> (Vec<u8>, bool) {
+        (Vec::with_capacity(len), false)
     }
 
     fn seal(&self, vec: Vec<u8>) -> Bytes {
@@ -276,6 +281,9 @@ async fn read_to(
 struct Shared {
     ptr: *mut u8,
     cap: usize,
+    /// Whether the memory's pages are touched already (lent, or a pool's): then the
+    /// writes cost no page faults.
+    touched: bool,
     /// The lender of the memory; None when it is the read's own allocation.
     lent: Option<Box<dyn Send + Sync>>,
 }
@@ -288,12 +296,13 @@ unsafe impl Sync for Shared {}
 impl Shared {
     fn new(memory: Memory<'_>, len: usize) -> Shared {
         match memory {
-            Memory::Lent(d) => Shared { ptr: d.ptr, cap: d.len, lent: Some(d.owner) },
+            Memory::Lent(d) => Shared { ptr: d.ptr, cap: d.len, touched: true, lent: Some(d.owner) },
             Memory::Alloc(a) => {
-                let mut v = std::mem::ManuallyDrop::new(a.take(len));
+                let (v, touched) = a.take(len);
+                let mut v = std::mem::ManuallyDrop::new(v);
                 v.clear();
                 v.reserve(len);
-                Shared { ptr: v.as_mut_ptr(), cap: v.capacity(), lent: None }
+                Shared { ptr: v.as_mut_ptr(), cap: v.capacity(), touched, lent: None }
             }
         }
     }
@@ -392,6 +401,10 @@ async fn stream_then_split(
     buf: Shared,
 ) -> Result<Landed, Error> {
     let began = std::time::Instant::now();
+    // Fresh memory splits after the first part whatever the stream's rate: its page
+    // faults (the kernel zeroing each page as the bytes land) then spread over the
+    // helpers' tasks on every core instead of stalling the one stream (module note).
+    let split_below = if buf.touched { params.split_below } else { u64::MAX };
     let size = meta.size;
     let part_size = params.part_size.max(1);
     let crc = full_crc(&meta);
@@ -408,7 +421,7 @@ async fn stream_then_split(
         let end = start + part_len(i, part_size, size);
         let part = Part { start, end, etag: None, algo: if split { algo } else { None } };
         sums[i as usize] = stream_part(object, &mut body, &mut carry, &part, &buf, &progress).await?;
-        if split || params.concurrency <= 1 || !slower_than(params.split_below, end, began.elapsed()) {
+        if split || params.concurrency <= 1 || !slower_than(split_below, end, began.elapsed()) {
             continue;
         }
         split = true;
