@@ -1144,7 +1144,9 @@ pub fn get_one_rows(
     let mut out = rows(workload, peers, server, op("stream"));
     // The whole object in memory, as ferry-py's `get` holds it: the peers' one call for
     // that, and `get_into` a reused buffer, beside the streamed rows (like with like).
-    for (peer, sink, suffix) in [(Peer::Boto3, "whole", " read()"), (Peer::Obstore, "whole", " bytes()"), (Peer::FerryPy, "into", " get_into")] {
+    for (peer, sink, suffix) in
+        [(Peer::Boto3, "whole", " read()"), (Peer::Obstore, "whole", " bytes()"), (Peer::FerryPy, "into", " get_into")]
+    {
         if peers.contains(&peer) {
             let mut more = rows(workload, &[peer], server, op(sink));
             more[0].label.push_str(suffix);

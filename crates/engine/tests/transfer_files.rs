@@ -229,11 +229,8 @@ async fn a_read_into_memory_splits_only_a_slow_stream_or_fresh_memory() {
     const MIB: u64 = 1024 * 1024;
     // (per-connection rate, split_below, touched memory, split expected); 20 MB/s: 6 MiB
     // on one stream would take ~0.3 s.
-    let cases: [(Option<u64>, u64, bool, bool); 3] = [
-        (None, 1_000_000, true, false),
-        (Some(20_000_000), 200_000_000, true, true),
-        (None, 1_000_000, false, true),
-    ];
+    let cases: [(Option<u64>, u64, bool, bool); 3] =
+        [(None, 1_000_000, true, false), (Some(20_000_000), 200_000_000, true, true), (None, 1_000_000, false, true)];
     for (rate, split_below, touched, want_split) in cases {
         let srv = server(rate);
         let c = client(&srv, "adapt").await;
