@@ -4,13 +4,21 @@ fresh process per repeat, the rows interleaved, against one `ferry serve
 
     FERRY_BIN=target/release/ferry .venv/bin/python bench/py_get_whole.py \
         [--size 1GiB] [--gets 2] [--repeats 3] [--rows ferry-get,boto3-read,...] \
-        [--peers-json .ferry-run/peers.json]
+        [--peers-json .ferry-run/peers.json] [--profile s3] [--baseline DIR]
+
+`--baseline DIR`: a directory holding another build of the `ferry` package (a copy of a
+venv's site-packages/ferry); every ferry row also runs with it first on PYTHONPATH, as
+`ROW@baseline`, interleaved with the rest, so a change is measured before/after in one
+run. `--profile`: the server's emulation profile (default lan; s3 caps each connection
+at 90 MB/s behind a 30 ms first byte).
 
 Every row holds the whole object in memory at its end, as `Client.get` does, except the
 two `-stream` rows, which read in 1 MiB chunks and drop them (what `ferry bench
 bulk-get`'s boto3 and obstore rows measure):
 
-    ferry-get          Client.get(url) -> Buffer
+    ferry-get          Client.get(url) -> Buffer (each dropped before the next get, so
+                       the second lands in the first's memory: the buffer pool)
+    ferry-get-nopool   the same with ferry.set_buffer_pool(0): every get in fresh memory
     ferry-get_into     Client.get_into(url, buf), one bytearray reused by every get of
                        the process (allocated and touched before the first clock starts)
     boto3-read         get_object(...)["Body"].read() -> bytes
@@ -40,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("FERRY_BIN", str(ROOT / "target" / "release" / "ferry"))
 
 SIZES = {"1GiB": 1 << 30, "256MiB": 256 << 20}
-ROWS = ["ferry-get", "ferry-get_into", "boto3-read", "boto3-stream", "obstore-bytes", "obstore-stream"]
+ROWS = ["ferry-get", "ferry-get-nopool", "ferry-get_into", "boto3-read", "boto3-stream", "obstore-bytes", "obstore-stream"]
 CHUNK = 1 << 20
 
 
@@ -51,7 +59,9 @@ def child(row: str, endpoint: str, size: str, gets: int) -> None:
         import ferry
 
         client = ferry.Client(endpoint, credentials="anonymous", region="us-east-1")
-        if row == "ferry-get":
+        if row == "ferry-get-nopool":
+            ferry.set_buffer_pool(0)
+        if row in ("ferry-get", "ferry-get-nopool"):
             def get():
                 return len(client.get(f"s3://synthetic/{key}"))
         else:
@@ -113,25 +123,32 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rows", default=",".join(ROWS))
     ap.add_argument("--peers-json", type=Path, default=ROOT / ".ferry-run" / "peers.json")
+    ap.add_argument("--profile", default="lan")
+    ap.add_argument("--baseline", type=Path, help="a directory holding another build of the ferry package")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--endpoint", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        child(a.child, a.endpoint, a.size, a.gets)
+        child(a.child.split("@")[0], a.endpoint, a.size, a.gets)
         return
 
     from ferry.testing import FerryServer
 
     rows = [r for r in a.rows.split(",") if r]
+    if a.baseline:
+        rows = [x for r in rows for x in ([f"{r}@baseline", r] if r.startswith("ferry") and "nopool" not in r else [r])]
     pythons = {r: sys.executable if r.startswith("ferry") else peer_python(a.peers_json, r.split("-")[0]) for r in rows}
     got: dict[str, list[list[dict]]] = {r: [] for r in rows}
-    with FerryServer(["--synthetic-bucket", "synthetic", "--anonymous"]) as srv:
+    with FerryServer(["--synthetic-bucket", "synthetic", "--anonymous", "--profile", a.profile]) as srv:
         for rep in range(a.repeats):
             for r in rows:
                 if pythons[r] is None:
                     continue
+                env = dict(os.environ)
+                if r.endswith("@baseline"):
+                    env["PYTHONPATH"] = str(a.baseline)
                 out = subprocess.run([pythons[r], __file__, "--child", r, "--endpoint", srv.url, "--size", a.size,
-                                      "--gets", str(a.gets)], capture_output=True, text=True, timeout=600)
+                                      "--gets", str(a.gets)], capture_output=True, text=True, timeout=600, env=env)
                 if out.returncode != 0:
                     raise SystemExit(f"{r}: {out.stderr[-2000:]}")
                 gets = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]

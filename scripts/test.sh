@@ -122,6 +122,7 @@ IGNORED=(
     "link * root,ip"
     "bench small_objects_tiny_ceilings h2load,wrk"
     "bench bulk_get_tiny_has_rows_and_rss_check iperf3"
+    "bench bulk_get_whole_object_peer_rows_when_installed iperf3,peers"
     "bench_link bulk_wan_tiny_on_loopback iperf3"
     "bench_link bulk_wan_tiny_one_peer_beside_ferry_on_its_pull iperf3,peers"
     "bench_link bulk_wan_tiny_across_the_region_link root,ip,iperf3"

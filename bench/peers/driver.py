@@ -22,6 +22,7 @@ The spec (JSON on stdin):
      "ca_bundle": "/path/ca.pem",                      # optional, for https endpoints
      "bucket": "b", "keys": ["k1", ...],               # get_many, put_many, delete_many
      "key": "k",                                       # get_one
+     "sink": "stream" | "whole" | "into", "bytes": N,  # get_one: what the body goes to
      "prefix": "p/",                                   # list: "" or ending in "/"; flat, every key under it
      "object_size": 16384,                             # put_many; get_many: each object's size
                                                        #   (null: unknown), which ferry-py passes as
@@ -572,7 +573,10 @@ class Boto3Peer:
         try:
             body = self.client.get_object(Bucket=b, Key=k)["Body"]
             tally.first_byte_s = time.monotonic() - t0
-            n = sum(len(c) for c in body.iter_chunks(READ_CHUNK))
+            if spec.get("sink") == "whole":
+                n = len(body.read())
+            else:
+                n = sum(len(c) for c in body.iter_chunks(READ_CHUNK))
             tally.ok(n, time.monotonic() - t0)
         except Exception as e:  # noqa: BLE001
             tally.error(f"GET {b}/{k}: {e}")
@@ -1079,6 +1083,8 @@ class ObstorePeer:
             tally.first_byte_s = time.monotonic() - t0
 
             async def body():
+                if spec.get("sink") == "whole":
+                    return len(memoryview(await r.bytes_async()))
                 n = 0
                 async for chunk in r.stream(min_chunk_size=READ_CHUNK):
                     n += len(memoryview(chunk))
@@ -1351,6 +1357,9 @@ class FerryPyPeer:
         self.client = ferry.Client(**self.client_kw)
         self.conc = max(1, int(spec.get("concurrency", 1)))
         self.how = f"ferry {self.version}: ferry.Client, transport auto"
+        # get_into's buffer, made (and touched: bytearray zeroes it) before the clock, as a
+        # loop that reuses one buffer has it.
+        self.target = bytearray(int(spec["bytes"])) if spec.get("op") == "get_one" and spec.get("sink") == "into" else None
 
     def _url(self, spec, key):
         return f"s3://{spec['bucket']}/{key}"
@@ -1396,7 +1405,9 @@ class FerryPyPeer:
 
     def get_one(self, spec, tally, t0):
         try:
-            tally.ok(len(self.client.get(self._url(spec, spec["key"]))), time.monotonic() - t0)
+            url = self._url(spec, spec["key"])
+            n = self.client.get_into(url, self.target) if self.target is not None else len(self.client.get(url))
+            tally.ok(n, time.monotonic() - t0)
         except Exception as e:  # noqa: BLE001
             tally.error(f"GET {spec['bucket']}/{spec['key']}: {e}")
 

@@ -23,6 +23,8 @@ from ferry._ferry import (
     PutResult,
     TransferSummary,
     __version__,
+    buffer_pool,
+    set_buffer_pool,
 )
 from ferry.exceptions import (
     Auth,
@@ -63,4 +65,6 @@ __all__ = [
     "ServiceError",
     "ConfigError",
     "__version__",
+    "set_buffer_pool",
+    "buffer_pool",
 ]

@@ -213,9 +213,12 @@ class Client:
     def endpoint_url(self) -> str:
         """The endpoint in force."""
     def get(self, url: str, callback: Callable[[int, int | None], object] | None = None) -> Buffer:
-        """The whole object. Objects above 16 MiB are read in parallel 8 MiB ranged GETs
-        (pinned to one ETag) into one buffer and checked against the stored full-object
-        CRC; smaller ones in one GET, checked by the store. ``callback(bytes_done,
+        """The whole object. Objects above 16 MiB are read on one GET while it keeps
+        250 MB/s or more (loopback, a fast link); a slower one (a store that caps each
+        connection, as S3 does at ~90 MB/s) gets up to 7 parallel 8 MiB ranged GETs for
+        the rest, pinned to one ETag, checked against the stored full-object CRC;
+        smaller ones in one GET, checked by the store. Large buffers come from, and go
+        back to, the buffer pool (`set_buffer_pool`). ``callback(bytes_done,
         bytes_total)`` is called from this thread as bytes arrive (every 100 ms at
         most) and at the end; an exception it raises stops the call.
 
@@ -617,6 +620,25 @@ class Client:
     def _get_range_if_match(self, url: str, start: int, end: int, etag: str | None = None) -> Buffer: ...
     def _get_range_ahead(self, url: str, start: int, end: int, etag: str | None = None) -> PendingRange: ...
     def __reduce__(self) -> tuple[Any, ...]: ...
+
+def set_buffer_pool(max_bytes: int) -> int:
+    """Set how many bytes of dropped `Buffer`s this process keeps for the next `get`;
+    return the limit before.
+
+    A `Buffer` of 4 MiB or more that `get` (or `get_many`, `iter_get`) returned gives its
+    memory back to the pool when it and every view of it are dropped; the next `get` of
+    a similar size (up to a quarter larger) lands in that memory, already touched, and
+    skips the kernel's first touch of fresh pages. The pool keeps at most `max_bytes` of
+    idle memory (oldest dropped first): RSS the process holds after it dropped every
+    buffer. The default is the environment's `FERRY_BUFFER_POOL` (bytes) or 1 GiB;
+    `0` turns the pool off and frees what it keeps.
+
+        ferry.set_buffer_pool(0)            # every get in fresh memory, nothing kept
+        ferry.set_buffer_pool(4 << 30)      # keep up to 4 GiB for a loader's next batch
+    """
+
+def buffer_pool() -> tuple[int, int, int]:
+    """The buffer pool now: `(limit, bytes kept, buffers kept)`."""
 
 def _cli_main(argv: Sequence[str], program: str | None = None) -> int:
     """The ``ferry`` command line in this process (``ferry._cli.main``): its exit code."""

@@ -118,6 +118,15 @@ impl Peer {
         let n = op.concurrency();
         let single = matches!(op, PeerOp::GetOne { .. });
         match (self, op) {
+            (Peer::Boto3 | Peer::Boto3Tuned, PeerOp::GetOne { sink: "whole", .. }) => {
+                return "get_object(...)[\"Body\"].read(): the whole object in memory".into()
+            }
+            (Peer::Obstore, PeerOp::GetOne { sink: "whole", .. }) => {
+                return "get_async(...).bytes_async(): the whole object in memory".into()
+            }
+            (Peer::FerryPy, PeerOp::GetOne { sink: "into", .. }) => {
+                return "Client.get_into a bytearray of the object's size, made (and touched) before the clock".into()
+            }
             (Peer::S5cmd, PeerOp::DeleteMany { prefix: Some(p), .. }) => {
                 return format!("s5cmd rm 's3://bucket/{p}*' (its wildcard form: lists the prefix, DeleteObjects batches of 1,000)")
             }
@@ -268,11 +277,15 @@ pub enum PeerOp {
         object_size: Option<u64>,
         concurrency: usize,
     },
-    /// One GET, read to the end and dropped; `bytes`: its expected length.
+    /// One GET; `bytes`: its expected length. `sink`: what the peer does with the body:
+    /// "stream" (read in 1 MiB chunks and dropped), "whole" (its one call for the whole
+    /// object in memory: boto3 `read()`, obstore `bytes()`, ferry-py `get`) or "into"
+    /// (ferry-py `get_into` a buffer of the object's size made before the clock).
     GetOne {
         bucket: String,
         key: String,
         bytes: Option<u64>,
+        sink: &'static str,
     },
     PutMany {
         bucket: String,
@@ -380,7 +393,9 @@ impl PeerOp {
             PeerOp::GetMany { bucket, keys, concurrency, object_size } => {
                 json!({"bucket": bucket, "keys": keys, "concurrency": concurrency, "object_size": object_size})
             }
-            PeerOp::GetOne { bucket, key, .. } => json!({"bucket": bucket, "key": key, "concurrency": 1}),
+            PeerOp::GetOne { bucket, key, bytes, sink } => {
+                json!({"bucket": bucket, "key": key, "concurrency": 1, "bytes": bytes, "sink": sink})
+            }
             PeerOp::PutMany { bucket, keys, object_size, concurrency } => {
                 json!({"bucket": bucket, "keys": keys, "object_size": object_size, "concurrency": concurrency})
             }
@@ -1125,7 +1140,20 @@ pub fn get_one_rows(
     key: &str,
     bytes: u64,
 ) -> Vec<Variant> {
-    rows(workload, peers, server, PeerOp::GetOne { bucket: bucket.into(), key: key.into(), bytes: Some(bytes) })
+    let op = |sink| PeerOp::GetOne { bucket: bucket.into(), key: key.into(), bytes: Some(bytes), sink };
+    let mut out = rows(workload, peers, server, op("stream"));
+    // The whole object in memory, as ferry-py's `get` holds it: the peers' one call for
+    // that, and `get_into` a reused buffer, beside the streamed rows (like with like).
+    for (peer, sink, suffix) in
+        [(Peer::Boto3, "whole", " read()"), (Peer::Obstore, "whole", " bytes()"), (Peer::FerryPy, "into", " get_into")]
+    {
+        if peers.contains(&peer) {
+            let mut more = rows(workload, &[peer], server, op(sink));
+            more[0].label.push_str(suffix);
+            out.extend(more);
+        }
+    }
+    out
 }
 
 /// One variant per peer: delete `before`'s keys, `concurrency` in flight, after ferry has

@@ -122,6 +122,35 @@ fn bulk_get_tiny_has_rows_and_rss_check() {
     }
 }
 
+/// bulk-get's whole-object rows beside the streamed ones: boto3 `read()`, obstore
+/// `bytes()` and ferry-py `get_into` appear next to boto3, obstore and ferry-py (`get`)
+/// when scripts/bench-setup.sh has installed the peers (it fails without them), each
+/// clean and moving the object's bytes. No speed is asserted.
+#[test]
+#[ignore = "needs iperf3 and the bench peers boto3, obstore (scripts/bench-setup.sh; scripts/test.sh runs it)"]
+fn bulk_get_whole_object_peer_rows_when_installed() {
+    use ferry_bench::peers::{available, Peer};
+    ferry_testkit::require::tool("iperf3");
+    let peers = [Peer::Boto3, Peer::Obstore, Peer::FerryPy];
+    for p in peers {
+        if let Err(why) = available(p) {
+            panic!("this test needs the bench peer {}: {why} (run scripts/bench-setup.sh)", p.name());
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let mut p = BulkGetParams::new(Size::Quick);
+    (p.size_label, p.bytes, p.repeats, p.iperf3_seconds) = ("24MiB".into(), 24 << 20, 1, 1);
+    p.peers = peers.to_vec();
+    let w = bulk_get::bulk_get(Size::Quick, &p);
+    let outcome = ferry_bench::run(&w, &options(&out)).unwrap();
+    for label in ["boto3", "boto3 read()", "obstore", "obstore bytes()", "ferry-py", "ferry-py get_into"] {
+        let r = outcome.records.iter().find(|r| r.variant == label).unwrap_or_else(|| panic!("no row {label}"));
+        assert_eq!(r.status, "ok", "{label}: {:?}", r.error_samples);
+        assert_eq!(r.figure("bytes"), Some((24u64 << 20) as f64), "{label}");
+    }
+}
+
 /// The cli-transfer reaper measures the tool, not whoever started the reaper: a parent
 /// holding 256 MiB of touched heap starts `ferry __cli-transfer-reap OUT /bin/sh -c ...`,
 /// and the tool's peak RSS comes back far below 256 MiB (forked straight from this

@@ -47,8 +47,8 @@ pub use openahead::{OpenAhead, OpenAheadOptions, OpenAheadStats, OpenedObject};
 pub use ranges::{get_ranges, CoalescePolicy, GapEstimator, RangesOptions, RangesOutput, RangesStats, Span};
 // transfer exports
 pub use download::{
-    download_file, download_with_info, get_into_memory, get_to_memory, Destination, DownloadOutput, DownloadParams,
-    MemoryParams, MemoryProgress, ProgressFn, Verified,
+    download_file, download_with_info, get_into_memory, get_to_memory, get_to_memory_with, Allocator, Destination,
+    DownloadOutput, DownloadParams, FreshVec, MemoryParams, MemoryProgress, ProgressFn, Verified, SPLIT_BELOW,
 };
 pub use upload::{upload_file, upload_stream, UploadOutput, UploadParams};
 

@@ -182,8 +182,15 @@ async fn an_object_read_into_memory_is_the_object_in_one_get_or_in_parts() {
             })
         }),
     };
-    // Parts of 1 MiB, three at once: ten ranged GETs whose CRCs combine to the stored one.
-    let parts = MemoryParams { part_size: 1024 * 1024, concurrency: 3, split_at: 2 * 1024 * 1024, size_hint: None };
+    // Parts of 1 MiB, three at once, split after the first: the stream and two helpers
+    // whose CRCs combine to the stored one.
+    let parts = MemoryParams {
+        part_size: 1024 * 1024,
+        concurrency: 3,
+        split_at: 2 * 1024 * 1024,
+        split_below: u64::MAX,
+        size_hint: None,
+    };
     let got = get_to_memory(&engine, &big, parts, None, progress).await.unwrap();
     assert!(got[..] == bytes[..], "the parts put together differ from the object");
     assert_eq!(size.load(Ordering::Relaxed), bytes.len() as u64);
@@ -199,4 +206,50 @@ async fn an_object_read_into_memory_is_the_object_in_one_get_or_in_parts() {
     let missing = ObjectRef::new("mem", "missing");
     let err = get_to_memory(&engine, &missing, parts, None, MemoryProgress::default()).await.unwrap_err();
     assert!(matches!(err, ferry_store::Error::NotFound { .. }), "{err:?}");
+}
+
+/// A large read into memory keeps its first GET's stream alone while that stream is fast
+/// and the memory already touched, and adds ranged helpers when the stream is slower than
+/// `split_below` or the memory fresh: the same bytes every way, counted in GETs through a
+/// real socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_into_memory_splits_only_a_slow_stream_or_fresh_memory() {
+    use ferry_engine::{get_to_memory_with, Allocator, FreshVec, MemoryParams, MemoryProgress};
+    use ferry_testkit::transport::Counting;
+    /// Memory said to be touched already, as a pool's is.
+    struct Touched;
+    impl Allocator for Touched {
+        fn take(&self, len: usize) -> (Vec<u8>, bool) {
+            (Vec::with_capacity(len), true)
+        }
+        fn seal(&self, vec: Vec<u8>) -> Bytes {
+            Bytes::from(vec)
+        }
+    }
+    const MIB: u64 = 1024 * 1024;
+    // (per-connection rate, split_below, touched memory, split expected); 20 MB/s: 6 MiB
+    // on one stream would take ~0.3 s.
+    let cases: [(Option<u64>, u64, bool, bool); 3] =
+        [(None, 1_000_000, true, false), (Some(20_000_000), 200_000_000, true, true), (None, 1_000_000, false, true)];
+    for (rate, split_below, touched, want_split) in cases {
+        let srv = server(rate);
+        let c = client(&srv, "adapt").await;
+        let bytes = data(6 * MIB as usize + 11, 3);
+        let obj = ObjectRef::new("adapt", "big");
+        c.put_object(&obj, bytes.clone(), PutParams::default()).await.unwrap();
+        let (transport, counts) = Counting::wrap(c.transport().clone());
+        let counted = S3Client::with_transport(transport, c.config().clone());
+        let params = MemoryParams { part_size: MIB, concurrency: 4, split_at: 2 * MIB, split_below, size_hint: None };
+        let alloc: &dyn Allocator = if touched { &Touched } else { &FreshVec };
+        let got = get_to_memory_with(&Engine::new(counted), &obj, params, None, MemoryProgress::default(), alloc)
+            .await
+            .unwrap();
+        assert!(got[..] == bytes[..], "rate {rate:?}, touched {touched}: the bytes differ from the object");
+        let gets = counts.get("GET object");
+        if want_split {
+            assert!(gets > 1, "rate {rate:?}, touched {touched}: no helpers ({gets} GET)");
+        } else {
+            assert_eq!(gets, 1, "a fast stream into touched memory was split");
+        }
+    }
 }

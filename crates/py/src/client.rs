@@ -1211,7 +1211,8 @@ impl Client {
         PyTuple::new(py, [slf.get_type().into_any(), args.into_pyobject(py)?.into_any()])
     }
 
-    /// The whole object as a `Buffer` (large objects in parallel ranged GETs, verified).
+    /// The whole object as a `Buffer` (a large one on its first GET, with ranged helpers
+    /// when that is slow; verified), its memory from the buffer pool (pool.rs).
     #[pyo3(signature = (url, callback=None))]
     fn get(&self, py: Python<'_>, url: &str, callback: Option<Py<PyAny>>) -> PyResult<Buffer> {
         let (engine, object) = self.target(py, url)?;

@@ -8,6 +8,7 @@
 //!                   ├─ runtime.rs: one Tokio runtime per process (fork-safe), GIL released,
 //!                   │              asyncio awaitables through pyo3-async-runtimes
 //!                   ├─ buffer.rs:  ferry.Buffer, bytes out through the buffer protocol
+//!                   ├─ pool.rs:    the memory of dropped Buffers, kept for the next get
 //!                   └─ errors.rs:  ferry-store's Error ─► ferry.NotFound, ferry.Auth, ...
 //! `ferry` console script ─► cli.rs ─► ferry-cli's main_from_args (the whole command line)
 //! ```
@@ -18,6 +19,7 @@ mod cli;
 mod client;
 mod errors;
 mod ops;
+mod pool;
 mod runtime;
 mod settings;
 mod stats;
@@ -36,8 +38,23 @@ fn _ferry(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::PendingRange>()?;
     m.add_class::<transfer::TransferSummary>()?;
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
+    m.add_function(wrap_pyfunction!(set_buffer_pool, m)?)?;
+    m.add_function(wrap_pyfunction!(buffer_pool, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::_at_exit, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::_refuse_calls, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
+}
+
+/// Sets how many bytes of dropped `Buffer`s the process keeps for the next `get`
+/// (pool.rs); returns the limit before. 0 turns the pool off and frees what it keeps.
+#[pyfunction]
+fn set_buffer_pool(max_bytes: usize) -> usize {
+    pool::set_limit(max_bytes)
+}
+
+/// The buffer pool now: `(limit, bytes kept, buffers kept)`.
+#[pyfunction]
+fn buffer_pool() -> (usize, usize, usize) {
+    pool::state()
 }

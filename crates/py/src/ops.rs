@@ -27,7 +27,7 @@ pub type Tracker = Option<Arc<Progress>>;
 pub const PART_CONCURRENCY: usize = 8;
 
 /// One object into memory: the engine's `get_to_memory` with the file download's part
-/// size, reporting to `progress`; `size_hint` is the object's size when the caller knows
+/// size, in a buffer from the pool of dropped ones (pool.rs), reporting to `progress`; `size_hint` is the object's size when the caller knows
 /// it (engine's `MemoryParams::size_hint`).
 pub async fn get_object(
     engine: Engine,
@@ -37,7 +37,7 @@ pub async fn get_object(
     progress: Tracker,
 ) -> Result<Bytes, Error> {
     let params = MemoryParams { concurrency: PART_CONCURRENCY, size_hint, ..MemoryParams::default() };
-    ferry_engine::get_to_memory(&engine, &object, params, budget, observer(progress)).await
+    ferry_engine::get_to_memory_with(&engine, &object, params, budget, observer(progress), &crate::pool::Pooled).await
 }
 
 /// One object into memory the caller lends (`Client.get_into`): the engine's

@@ -1,30 +1,47 @@
 //! Download one object into memory: what a Python `Client.get` or a training loader
-//! wants, the same plan and checks as a download into a file (plan.rs, fetch.rs) with a
-//! buffer in place of the temp file.
+//! wants, the same checks as a download into a file (plan.rs, fetch.rs) with a buffer in
+//! place of the temp file.
 //!
 //! ```text
-//! GET (whole) ─► size <= split_at, or no ETag ─► body into one Vec of `size`
-//!                                                (ferry-store verifies CRC / length)
-//!              └► larger: drop that body; parts of part_size (plan.rs), `concurrency`
-//!                 at once, each Range + If-Match: ETag, written in place into one
-//!                 allocation of `size`, each part's CRC as its bytes pass
-//!                 ─► combine_parts == the stored full-object CRC?
-//!                    (none stored: every part exact in length under the one ETag)
+//! GET (whole) ─► size <= split_at, or no ETag ─► body into one buffer of `size`
+//!              │                                 (ferry-store verifies CRC / length)
+//!              └► larger: one buffer of `size`; the body is read on, part by part (the
+//!                 stream), and after each part its rate since the response head is
+//!                 checked against `split_below` (fresh memory: always below, so it
+//!                 splits after the first part):
+//!                   at or above: it reads on alone (a fast link, loopback: more
+//!                     connections only add work on the same cores); read to its end,
+//!                     ferry-store verifies it as any body
+//!                   below (a store that caps each connection): `concurrency - 1`
+//!                     helpers take parts from the far end, each Range + If-Match: ETag,
+//!                     until they meet the stream; every part's CRC (the stream's hashed
+//!                     from memory up to the split, then as they pass) combined
+//!                     == the stored full-object CRC (none stored: lengths exact, one ETag)
 //! ```
+//!
+//! Why a stream first: on loopback, into memory whose pages are already touched (a lent
+//! buffer, a pooled one), one stream beat 8 parallel parts ~1.6x; into fresh memory the
+//! parts won ~1.5x, because the first touch of each page is most of the work and the
+//! parts spread it over the cores (docs/lab/python-rows.md, "get: a stream first, and a
+//! buffer pool"). On S3 (85-90 MB/s per connection, docs/lab/store-s3-facts.md) parts
+//! are what makes a large read fast. The
+//! first part tells which link this is; the first GET's body is never dropped, so a read
+//! that splits pays no extra request for it. The file download (mod.rs) keeps its HEAD and
+//! fixed parts: its parts are what it resumes from.
 //!
 //! `get_into_memory` lands the same reads in memory the caller lends (a `Destination`:
 //! Python's `Client.get_into` with a reused buffer, whose pages are already touched)
 //! instead of one fresh allocation; the object must be exactly the buffer's size, which
-//! is checked on the first response, before a byte is written.
+//! is checked on the first response, before a byte is written. `get_to_memory_with`
+//! takes its allocation from an [`Allocator`] (Python's pool of touched buffers).
 //!
 //! A first GET whose size is known small (`size_hint`) takes a share of a place
 //! (`Admission::small_room`), so a batch of small objects fills pipelined connections.
 //! The first request is a plain GET, not a HEAD: a small object costs one request and
-//! keeps the store's whole-body check, and a large one pays a dropped response instead
-//! of every object paying a HEAD. Each part runs as a task of its own (its socket read on
-//! its own task, as the file download's parts), holding a place of the engine's
-//! admission, and writes a disjoint range of the one allocation; the allocation is
-//! shared (`Arc`) so a cancelled call frees it only when its last task has ended.
+//! keeps the store's whole-body check. Each helper runs as a task of its own (its socket
+//! read on its own task, as the file download's parts), holding a place of the engine's
+//! admission per part, and writes disjoint ranges of the one allocation; the allocation
+//! is shared (`Arc`) so a cancelled call frees it only when its last task has ended.
 
 use super::fetch::{combine_parts, full_crc};
 use super::plan::{part_count, part_len};
@@ -39,12 +56,18 @@ use tokio::task::JoinSet;
 /// How an object is read into memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryParams {
-    /// Bytes per ranged GET of a large object.
+    /// Bytes per part of a large object (the stream's checkpoints and the helpers' GETs).
     pub part_size: u64,
-    /// Ranged GETs in flight for this object.
+    /// GETs in flight for this object once it splits: the stream and `concurrency - 1`
+    /// helpers.
     pub concurrency: usize,
-    /// Objects larger than this are read in parts; at most this, with one GET.
+    /// Objects larger than this are read part by part and may split; at most this, with
+    /// one GET read whole.
     pub split_at: u64,
+    /// Bytes per second: a stream slower than this since its response head, checked after
+    /// each part, gets helpers (module note). 0: never split; `u64::MAX`: split after the
+    /// first part.
+    pub split_below: u64,
     /// The object's size when the caller knows it (from a listing or a HEAD): sent as the
     /// first GET's `size_hint`, which lets `auto` pipeline a small object's GET (wire's
     /// auto/mod.rs). A wrong hint costs speed, never bytes: the store still checks the
@@ -52,17 +75,49 @@ pub struct MemoryParams {
     pub size_hint: Option<u64>,
 }
 
+/// [`MemoryParams::split_below`] by default: 250 MB/s, above the fastest per-connection
+/// rate of the cloud stores the server's profiles emulate (GCS ~180 MB/s, S3 85-90 MB/s,
+/// Azure ~45 MB/s; crates/server's config.rs and docs/lab/server-emulation.md have the
+/// sources), so a capped connection always splits, and below what one loopback stream
+/// gave even on the loaded two-core lab machine (0.25-0.5 GB/s,
+/// docs/lab/python-rows.md), so loopback reads on alone.
+pub const SPLIT_BELOW: u64 = 250_000_000;
+
 impl Default for MemoryParams {
-    /// The file download's parts (8 MiB, 8 in flight), split above two parts, so a split
-    /// always gives at least two parts' worth of parallelism for the dropped response.
+    /// The file download's parts (8 MiB, 8 in flight), read part by part above two parts.
     fn default() -> Self {
         let file = super::DownloadParams::default();
         MemoryParams {
             part_size: file.part_size,
             concurrency: file.concurrency,
             split_at: 2 * file.part_size,
+            split_below: SPLIT_BELOW,
             size_hint: None,
         }
+    }
+}
+
+/// Where a read that allocates gets its memory. [`FreshVec`] by default; Python's
+/// `Client.get` passes a pool of buffers already touched, so a loop of reads does not pay
+/// the kernel's first touch of fresh pages each time.
+pub trait Allocator: Send + Sync {
+    /// An empty `Vec` with room for at least `len` bytes, and whether its pages have been
+    /// touched already (a pool's) or are fresh.
+    fn take(&self, len: usize) -> (Vec<u8>, bool);
+    /// The finished read: `vec` holds the object's bytes.
+    fn seal(&self, vec: Vec<u8>) -> Bytes;
+}
+
+/// A fresh `Vec` of exactly the object's size per read.
+pub struct FreshVec;
+
+impl Allocator for FreshVec {
+    fn take(&self, len: usize) -> (Vec<u8>, bool) {
+        (Vec::with_capacity(len), false)
+    }
+
+    fn seal(&self, vec: Vec<u8>) -> Bytes {
+        Bytes::from(vec)
     }
 }
 
@@ -123,8 +178,20 @@ pub async fn get_to_memory(
     budget: Option<Arc<ByteBudget>>,
     progress: MemoryProgress,
 ) -> Result<Bytes, Error> {
-    match read_to(engine, object, params, budget, progress, None).await? {
-        Landed::Owned(bytes) => Ok(bytes),
+    get_to_memory_with(engine, object, params, budget, progress, &FreshVec).await
+}
+
+/// [`get_to_memory`] with its buffer from `alloc` (Python's pool of touched buffers).
+pub async fn get_to_memory_with(
+    engine: &Engine,
+    object: &ObjectRef,
+    params: MemoryParams,
+    budget: Option<Arc<ByteBudget>>,
+    progress: MemoryProgress,
+    alloc: &dyn Allocator,
+) -> Result<Bytes, Error> {
+    match read_to(engine, object, params, budget, progress, Memory::Alloc(alloc)).await? {
+        Landed::Owned(vec) => Ok(alloc.seal(vec)),
         Landed::Lent(_) => unreachable!("read_to without a destination allocates"),
     }
 }
@@ -142,42 +209,51 @@ pub async fn get_into_memory(
     dest: Destination,
     progress: MemoryProgress,
 ) -> Result<u64, Error> {
-    match read_to(engine, object, params, None, progress, Some(dest)).await? {
+    match read_to(engine, object, params, None, progress, Memory::Lent(dest)).await? {
         Landed::Lent(n) => Ok(n),
         Landed::Owned(_) => unreachable!("read_to with a destination writes there"),
     }
 }
 
+/// Where a read's bytes go: memory it allocates, or memory the caller lends.
+enum Memory<'a> {
+    Alloc(&'a dyn Allocator),
+    Lent(Destination),
+}
+
 /// Where a read's bytes went.
 enum Landed {
-    Owned(Bytes),
+    Owned(Vec<u8>),
     Lent(u64),
 }
 
-/// The read behind both entry points: `dest` None allocates the object's size.
+/// The read behind every entry point (module note).
 async fn read_to(
     engine: &Engine,
     object: &ObjectRef,
     params: MemoryParams,
     budget: Option<Arc<ByteBudget>>,
     progress: MemoryProgress,
-    dest: Option<Destination>,
+    memory: Memory<'_>,
 ) -> Result<Landed, Error> {
     // A place under the endpoint's limit for the first GET (a share of one when its size
-    // is known to be small, admission.rs); the parts of a large object take places of
-    // their own once it is given back.
-    let hint = params.size_hint.or(dest.as_ref().map(|d| d.len as u64));
+    // is known to be small, admission.rs); the helpers of a large object take places of
+    // their own.
+    let lent_len = match &memory {
+        Memory::Lent(d) => Some(d.len as u64),
+        Memory::Alloc(_) => None,
+    };
+    let hint = params.size_hint.or(lent_len);
     let room = match hint {
         hint if Admission::is_small(hint) => engine.admission().small_room().await,
         _ => engine.admission().room().await,
     };
     let out = engine.get(object, GetParams { size_hint: hint, ..GetParams::default() }).await?;
     let size = out.meta.size;
-    if let Some(d) = &dest {
-        if d.len as u64 != size {
+    if let Some(len) = lent_len {
+        if len != size {
             return Err(Error::Config(format!(
-                "{object} is {size} bytes but the buffer holds {}: get_into needs a buffer of exactly the object's size",
-                d.len
+                "{object} is {size} bytes but the buffer holds {len}: get_into needs a buffer of exactly the object's size"
             )));
         }
     }
@@ -189,59 +265,46 @@ async fn read_to(
             Some(b) => Some(b.acquire(size.min(b.total())).await),
             None => None,
         };
-        let landed = match dest {
-            None => collect_sized(out.body, size, &progress).await.map(Landed::Owned),
-            Some(d) => {
-                let buf = Shared::lent(d);
-                let part = Part { start: 0, end: size, etag: None, algo: None };
-                write_body(object, out.body, &part, &buf, &progress).await.map(|_| Landed::Lent(size))
-            }
-        };
+        let buf = Shared::new(memory, size as usize);
+        let part = Part { start: 0, end: size, etag: None, algo: None };
+        write_body(object, out.body, &part, &buf, &progress).await?;
         drop(room);
-        return landed;
+        // SAFETY: write_body wrote exactly 0..size, on this task.
+        return Ok(unsafe { buf.finish(size as usize) });
     }
-    drop(out.body);
-    drop(room);
-    let buf = match dest {
-        None => Shared::new(size as usize),
-        Some(d) => Shared::lent(d),
-    };
-    get_parts(engine, object, out.meta, params, progress, buf).await
-}
-
-/// A body into one allocation of its announced size (the store checks the length).
-async fn collect_sized(mut body: ObjectBody, size: u64, progress: &MemoryProgress) -> Result<Bytes, Error> {
-    let mut out = Vec::with_capacity(size as usize);
-    while let Some(chunk) = body.chunk().await {
-        let chunk = chunk?;
-        out.extend_from_slice(&chunk);
-        progress.bytes(chunk.len());
-    }
-    Ok(Bytes::from(out))
+    let buf = Shared::new(memory, size as usize);
+    stream_then_split(engine, object, out.meta, out.body, room, params, progress, buf).await
 }
 
 /// One allocation written by several tasks, each in a range of its own: the read's own
-/// (a Vec's, handed over as `Bytes` at the end) or a caller's (`Destination`).
+/// (a `Vec` from an [`Allocator`]) or a caller's (`Destination`).
 struct Shared {
     ptr: *mut u8,
     cap: usize,
+    /// Whether the memory's pages are touched already (lent, or a pool's): then the
+    /// writes cost no page faults.
+    touched: bool,
     /// The lender of the memory; None when it is the read's own allocation.
     lent: Option<Box<dyn Send + Sync>>,
 }
 
-// SAFETY: tasks write disjoint ranges (one part each) and nothing reads the memory until
-// every writer has finished (get_parts joins them all first).
+// SAFETY: tasks write disjoint ranges (parts claimed once each, `Unclaimed`) and nothing
+// reads a range until its writer has finished with it.
 unsafe impl Send for Shared {}
 unsafe impl Sync for Shared {}
 
 impl Shared {
-    fn new(len: usize) -> Shared {
-        let mut v = std::mem::ManuallyDrop::new(Vec::<u8>::with_capacity(len));
-        Shared { ptr: v.as_mut_ptr(), cap: v.capacity(), lent: None }
-    }
-
-    fn lent(d: Destination) -> Shared {
-        Shared { ptr: d.ptr, cap: d.len, lent: Some(d.owner) }
+    fn new(memory: Memory<'_>, len: usize) -> Shared {
+        match memory {
+            Memory::Lent(d) => Shared { ptr: d.ptr, cap: d.len, touched: true, lent: Some(d.owner) },
+            Memory::Alloc(a) => {
+                let (v, touched) = a.take(len);
+                let mut v = std::mem::ManuallyDrop::new(v);
+                v.clear();
+                v.reserve(len);
+                Shared { ptr: v.as_mut_ptr(), cap: v.capacity(), touched, lent: None }
+            }
+        }
     }
 
     /// # Safety
@@ -252,7 +315,18 @@ impl Shared {
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(at), data.len()) }
     }
 
-    /// The read's result: the allocation as `len` bytes, or for lent memory its length.
+    /// Bytes `at..at + len`, already written.
+    ///
+    /// # Safety
+    /// The range lies inside the allocation, was written, and nobody writes it now.
+    unsafe fn written(&self, at: usize, len: usize) -> &[u8] {
+        debug_assert!(at + len <= self.cap);
+        // SAFETY: the caller's contract.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(at), len) }
+    }
+
+    /// The read's result: its own allocation as `len` bytes, or for lent memory its
+    /// length.
     ///
     /// # Safety
     /// Every byte of `0..len` has been written and no writer is left.
@@ -264,7 +338,7 @@ impl Shared {
         }
         // SAFETY: the pointer and capacity came from a Vec<u8>; the caller's contract
         // makes `len` initialised bytes.
-        Landed::Owned(Bytes::from(unsafe { Vec::from_raw_parts(me.ptr, len, me.cap) }))
+        Landed::Owned(unsafe { Vec::from_raw_parts(me.ptr, len, me.cap) })
     }
 }
 
@@ -277,41 +351,128 @@ impl Drop for Shared {
     }
 }
 
-/// Parallel ranged GETs of a known object into one buffer, verified (module note).
-async fn get_parts(
+/// The parts nobody has taken yet, `[front, back)`: the stream takes from the front, the
+/// helpers from the back, so the one response already flowing carries all it can and
+/// every part is read exactly once.
+struct Unclaimed(std::sync::Mutex<(u64, u64)>);
+
+impl Unclaimed {
+    fn new(parts: u64) -> Unclaimed {
+        Unclaimed(std::sync::Mutex::new((0, parts)))
+    }
+
+    fn front(&self) -> Option<u64> {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        (g.0 < g.1).then(|| {
+            g.0 += 1;
+            g.0 - 1
+        })
+    }
+
+    fn back(&self) -> Option<u64> {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        (g.0 < g.1).then(|| {
+            g.1 -= 1;
+            g.1
+        })
+    }
+}
+
+/// Whether a stream that has moved `bytes` in `elapsed` since its response head is
+/// slower than `split_below` bytes per second.
+fn slower_than(split_below: u64, bytes: u64, elapsed: std::time::Duration) -> bool {
+    split_below > 0 && (bytes as f64) < split_below as f64 * elapsed.as_secs_f64()
+}
+
+/// A part's index and its CRC (when one is stored to check against).
+type PartSum = (u64, Option<Vec<u8>>);
+
+/// A large object: its first GET read on part by part, helpers added when that stream is
+/// slow (module note); verified.
+#[allow(clippy::too_many_arguments)]
+async fn stream_then_split(
     engine: &Engine,
     object: &ObjectRef,
     meta: ObjectInfo,
+    mut body: ObjectBody,
+    room: crate::Permit,
     params: MemoryParams,
     progress: MemoryProgress,
     buf: Shared,
 ) -> Result<Landed, Error> {
+    let began = std::time::Instant::now();
+    // Fresh memory splits after the first part whatever the stream's rate: its page
+    // faults (the kernel zeroing each page as the bytes land) then spread over the
+    // helpers' tasks on every core instead of stalling the one stream (module note).
+    let split_below = if buf.touched { params.split_below } else { u64::MAX };
     let size = meta.size;
     let part_size = params.part_size.max(1);
     let crc = full_crc(&meta);
     let algo = crc.as_ref().map(|c| c.0);
     let buf = Arc::new(buf);
     let parts = part_count(size, part_size);
-    let gate = Arc::new(tokio::sync::Semaphore::new(params.concurrency.max(1)));
-    let mut tasks = JoinSet::new();
-    for i in 0..parts {
+    let free = Arc::new(Unclaimed::new(parts));
+    let mut sums: Vec<Option<Vec<u8>>> = vec![None; parts as usize];
+    let mut helpers: JoinSet<Result<Vec<PartSum>, Error>> = JoinSet::new();
+    let mut carry = Bytes::new();
+    let mut split = false;
+    while let Some(i) = free.front() {
         let start = i * part_size;
         let end = start + part_len(i, part_size, size);
-        let (engine, object, etag, buf, gate, progress) =
-            (engine.clone(), object.clone(), meta.etag.clone(), buf.clone(), gate.clone(), progress.clone());
-        tasks.spawn(async move {
-            let _part = gate.acquire_owned().await;
-            let _room = engine.admission().room().await;
-            let part = Part { start, end, etag, algo };
-            fetch_part(&engine, &object, part, &buf, &progress).await.map(|crc| (i, crc))
-        });
+        let part = Part { start, end, etag: None, algo: if split { algo } else { None } };
+        sums[i as usize] = stream_part(object, &mut body, &mut carry, &part, &buf, &progress).await?;
+        if split || params.concurrency <= 1 || !slower_than(split_below, end, began.elapsed()) {
+            continue;
+        }
+        split = true;
+        if let Some(a) = algo {
+            // The parts streamed so far were not hashed (a stream read to its end is
+            // checked by ferry-store); they are in memory, written by this task.
+            for j in 0..=i {
+                let (at, len) = (j * part_size, part_len(j, part_size, size));
+                let mut h = Checksummer::new(a);
+                // SAFETY: part j was written above by this task and nobody writes it now.
+                h.update(unsafe { buf.written(at as usize, len as usize) });
+                sums[j as usize] = Some(h.finish());
+            }
+        }
+        for _ in 1..params.concurrency {
+            let (engine, object, etag, buf, free, progress) =
+                (engine.clone(), object.clone(), meta.etag.clone(), buf.clone(), free.clone(), progress.clone());
+            helpers.spawn(async move {
+                let mut got = Vec::new();
+                loop {
+                    let _room = engine.admission().room().await;
+                    let Some(j) = free.back() else { return Ok(got) };
+                    let start = j * part_size;
+                    let part = Part { start, end: start + part_len(j, part_size, size), etag: etag.clone(), algo };
+                    got.push((j, fetch_part(&engine, &object, part, &buf, &progress).await?));
+                }
+            });
+        }
     }
-    let mut sums: Vec<Option<Vec<u8>>> = vec![None; parts as usize];
-    while let Some(joined) = tasks.join_next().await {
-        let (i, sum) = joined.map_err(|e| Error::Config(format!("a part task of {object} failed: {e}")))??;
-        sums[i as usize] = sum;
+    if !split {
+        // The stream read every part: its end is where ferry-store checks the whole body.
+        match body.chunk().await {
+            None if carry.is_empty() => {}
+            Some(Err(e)) => return Err(e),
+            _ => {
+                return Err(Error::Integrity {
+                    message: format!("{object}: the body went on past its {size} bytes"),
+                    request_id: None,
+                })
+            }
+        }
     }
-    if let Some((algo, want)) = crc {
+    drop(body);
+    drop(room);
+    while let Some(joined) = helpers.join_next().await {
+        let got = joined.map_err(|e| Error::Config(format!("a part task of {object} failed: {e}")))??;
+        for (j, sum) in got {
+            sums[j as usize] = sum;
+        }
+    }
+    if let (true, Some((algo, want))) = (split, crc) {
         let sums: Option<Vec<Vec<u8>>> = sums.into_iter().collect();
         let whole = sums.and_then(|s| combine_parts(algo, &s, part_size, size));
         if whole.is_none() || whole != base64_decode(&want) {
@@ -322,9 +483,47 @@ async fn get_parts(
         }
     }
     let buf = Arc::try_unwrap(buf).map_err(|_| Error::Config(format!("{object}: a part task outlived its read")))?;
-    // SAFETY: every part wrote exactly its range (fetch_part checks lengths), the parts
-    // cover 0..size, and every task has been joined.
+    // SAFETY: the stream and the helpers wrote exactly their parts (lengths checked), the
+    // parts cover 0..size, and every task has been joined.
     Ok(unsafe { buf.finish(size as usize) })
+}
+
+/// The stream's next part: bytes `[part.start, part.end)` from `carry` (what the last
+/// chunk held past the previous part) and then the body, written in place; the part's
+/// CRC when `part.algo` asks for one.
+async fn stream_part(
+    object: &ObjectRef,
+    body: &mut ObjectBody,
+    carry: &mut Bytes,
+    part: &Part,
+    buf: &Shared,
+    progress: &MemoryProgress,
+) -> Result<Option<Vec<u8>>, Error> {
+    let mut hasher = part.algo.map(Checksummer::new);
+    let (mut at, end) = (part.start as usize, part.end as usize);
+    while at < end {
+        if carry.is_empty() {
+            *carry = match body.chunk().await {
+                Some(chunk) => chunk?,
+                None => {
+                    return Err(Error::Integrity {
+                        message: format!("{object}: the body ended after {at} bytes"),
+                        request_id: None,
+                    })
+                }
+            };
+            continue;
+        }
+        let piece = carry.split_to(carry.len().min(end - at));
+        // SAFETY: inside this part's range, which only the stream writes (claimed once).
+        unsafe { buf.write(at, &piece) };
+        if let Some(h) = &mut hasher {
+            h.update(&piece);
+        }
+        at += piece.len();
+        progress.bytes(piece.len());
+    }
+    Ok(hasher.map(|h| h.finish()))
 }
 
 /// One part's bytes `[start, end)`, pinned to `etag`, with the CRC to compute.

@@ -57,7 +57,10 @@ mod plan;
 mod state;
 mod writer;
 
-pub use memory::{get_into_memory, get_to_memory, Destination, MemoryParams, MemoryProgress};
+pub use memory::{
+    get_into_memory, get_to_memory, get_to_memory_with, Allocator, Destination, FreshVec, MemoryParams, MemoryProgress,
+    SPLIT_BELOW,
+};
 pub use state::{discard_partial, temp_paths};
 pub use writer::{part_bytes_in_memory, WRITE_BATCH};
 
