@@ -88,8 +88,9 @@ pub(super) const SMALL_RESERVE_FRACTION: usize = 4;
 /// a pool connection's place (a handover). Four: about the ~4 in flight of mixed-hol's
 /// 100/s at S3's first-byte time. With eight (twice that), bulk held 42 of mixed-hol's 50
 /// connections, and on the s3 profile, whose rate is per connection, auto's large reads
-/// moved 0.84-0.91x the 50-connection pool's bytes; with four, 1.00x, the small p99 the
-/// same within the runs' spread and no connection handed over (see
+/// moved 0.84-0.91x the 50-connection pool's bytes; with four, 1.00x and no connection
+/// handed over, the quick runs' small p99 the same within their spread, the full size's
+/// ~40% higher (still half the pool's; see
 /// docs/lab/wire-auto-paced.md, "mixed-hol: the small lane's places"; re-measure with
 /// `ferry bench mixed-hol --quick --peers none --auto-max-connections 50,58`, whose second
 /// row gives auto's bulk the pool's 50).
