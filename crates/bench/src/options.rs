@@ -34,6 +34,10 @@ pub struct RunOptions {
     /// workload would start (`ferry bench --endpoint-url`): the emulation profile does
     /// not apply, rows that need ferry serve's own features are skipped (runner.rs).
     pub external: Option<ExternalServer>,
+    /// The emulation profile every `ferry serve` of the workload runs instead of its own
+    /// (`ferry bench WORKLOAD --profile NAME`, one of [`crate::workload::PROFILES`]):
+    /// the same rows against another store's shape (runner.rs, [`crate::Workload::on_profile`]).
+    pub profile: Option<&'static str>,
 }
 
 /// An external S3-compatible endpoint and its credentials.
@@ -57,6 +61,7 @@ impl RunOptions {
             link: None,
             peers: Vec::new(),
             external: None,
+            profile: None,
         }
     }
 

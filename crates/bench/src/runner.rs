@@ -152,6 +152,14 @@ impl Session {
 
 /// Runs `w` and returns its records and report.
 pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
+    let on_profile;
+    let w = match opts.profile {
+        Some(p) => {
+            on_profile = w.on_profile(p);
+            &on_profile
+        }
+        None => w,
+    };
     let mut session = Session::open(w.name, opts)?;
     let progress = session.progress;
 

@@ -68,6 +68,30 @@ impl ServerSpec {
     }
 }
 
+/// The emulation profiles of `ferry serve` (crates/server, config.rs) a workload's servers
+/// can be moved to with [`Workload::on_profile`].
+pub const PROFILES: &[&str] = &["lan", "s3", "gcs", "azure"];
+
+impl ServerSpec {
+    /// This server on `profile` instead of its own, its flags kept: the label follows
+    /// where it named the profile ("s3" becomes "gcs", "s3+h2" becomes "gcs+h2").
+    pub fn on_profile(&self, profile: &'static str) -> ServerSpec {
+        let label = if self.label == self.profile {
+            profile
+        } else if self.extra_args.iter().any(|a| a == "--h2") {
+            match profile {
+                "lan" => "lan+h2",
+                "gcs" => "gcs+h2",
+                "azure" => "azure+h2",
+                _ => "s3+h2",
+            }
+        } else {
+            self.label
+        };
+        ServerSpec { label, profile, ..self.clone() }
+    }
+}
+
 /// How a ferry client is built for one variant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientSpec {
@@ -256,6 +280,22 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// The same workload with every server on `profile` (`ferry bench WORKLOAD --profile
+    /// NAME`): rows, sizes and claims unchanged; `params.profile_override` in every record
+    /// and a note under the table say which profile ran in place of which.
+    pub fn on_profile(&self, profile: &'static str) -> Workload {
+        let mut own: Vec<&str> = self.servers.iter().map(|s| s.profile).collect();
+        own.dedup();
+        let mut w = self.clone();
+        w.servers = self.servers.iter().map(|s| s.on_profile(profile)).collect();
+        w.params.insert("profile_override".into(), Value::from(profile));
+        w.notes.push(format!(
+            "server profile: {profile} (--profile), in place of the workload's own ({}); row labels that name a profile name the workload's own.",
+            own.join(", ")
+        ));
+        w
+    }
+
     /// A workload of scenario rows (scenario.rs) reported in `columns`: no shared setup
     /// (each scenario sets itself up), nothing to warm, no generic claim and no headline
     /// (the workload sets `headline: Some(claim)`), `params` (a JSON object) written into

@@ -156,6 +156,15 @@ struct Common {
     /// bulk-wan (its own TLS servers across the link) and all do not take it.
     #[arg(long, value_name = "URL")]
     endpoint_url: Option<String>,
+    /// Run every `ferry serve` of the workload on this emulation profile instead of its
+    /// own (lan, s3, gcs or azure; the h2 rows' server keeps HTTP/2 on): the same rows
+    /// against another store's first-byte times, rates and limits, the profile named in
+    /// the report and in each record. Honoured by small-objects, mixed-hol, listing,
+    /// open-ahead, commit, vectored, parquet-scan and bulk-get; refused by
+    /// ttfb-throughput (it compares the profiles itself), bulk-wan and cli-transfer
+    /// (servers of their own), all, and with --endpoint-url (no emulation there).
+    #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(ferry_bench::workload::PROFILES.iter().copied()))]
+    profile: Option<String>,
 }
 
 #[derive(Args)]
@@ -291,6 +300,7 @@ fn bring_up_link(choice: Option<&str>, default: Option<Preset>) -> Result<Option
 
 fn run_bulk_wan(a: &BulkWanArgs) -> Result<()> {
     refuse_external(&a.common, "bulk-wan")?;
+    refuse_profile(&a.common, "bulk-wan", "runs TLS servers of its own across the link")?;
     let sz = size(&a.common);
     let mut p = ferry_bench::bulk_wan::BulkWanParams::new(sz);
     if let Some(c) = &a.concurrency {
@@ -439,6 +449,7 @@ fn run_listing(a: &ListingArgs) -> Result<()> {
 }
 
 fn run_cli_transfer(a: &CliTransferArgs) -> Result<()> {
+    refuse_profile(&a.common, "cli-transfer", "starts its own lan server for the child tools")?;
     let sz = size(&a.common);
     let mut p = ferry_bench::cli_transfer::CliTransferParams::new(sz);
     if let Some(only) = &a.set {
@@ -473,7 +484,28 @@ fn options_with_link(c: &Common, default_link: Option<Preset>) -> Result<RunOpti
     o.peers = c.peers.resolve(&Peer::ALL);
     o.set_link(bring_up_link(c.link.as_deref(), default_link)?);
     o.external = external(c)?;
+    o.profile = profile(c)?;
     Ok(o)
+}
+
+/// The profile of `--profile`, as the bench names it; refused beside `--endpoint-url`.
+fn profile(c: &Common) -> Result<Option<&'static str>> {
+    let Some(name) = &c.profile else { return Ok(None) };
+    if let Some(url) = &c.endpoint_url {
+        bail!("--profile {name} with --endpoint-url {url}: an external server runs no emulation profile");
+    }
+    match ferry_bench::workload::PROFILES.iter().find(|p| *p == name) {
+        Some(p) => Ok(Some(p)),
+        None => bail!("--profile {name}: not one of {}", ferry_bench::workload::PROFILES.join(", ")),
+    }
+}
+
+/// Workloads whose servers are not one fixed profile do not take `--profile`.
+fn refuse_profile(c: &Common, workload: &str, why: &str) -> Result<()> {
+    if let Some(name) = &c.profile {
+        bail!("--profile {name}: {workload} {why}, so --profile does not apply to it");
+    }
+    Ok(())
 }
 
 /// The external server of `--endpoint-url`, with the credentials from the environment.
@@ -550,6 +582,11 @@ fn run_one(name: &str, c: &Common) -> Result<ferry_bench::Outcome> {
 /// fails is reported in the table and the suite goes on.
 fn run_all(a: &SuiteArgs) -> Result<()> {
     refuse_external(&a.common, "all (bulk-wan among its workloads)")?;
+    refuse_profile(
+        &a.common,
+        "all",
+        "runs ttfb-throughput (every profile) and bulk-wan (servers of its own); run each other workload with it",
+    )?;
     let started = std::time::Instant::now();
     let mut rows = Vec::new();
     // Each workload's wall time (servers, setup and every run), for the quick suite's
@@ -620,7 +657,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
             return run_one("mixed-hol", &a.common).map(|_| ())
         }
         Workload::MixedHol(a) => return run_mixed_hol_caps(a),
-        Workload::TtfbThroughput(a) => Some(("ttfb-throughput", a)),
+        Workload::TtfbThroughput(a) => {
+            refuse_profile(&a.common, "ttfb-throughput", "compares the s3, gcs and azure profiles itself")?;
+            Some(("ttfb-throughput", a))
+        }
         Workload::OpenAhead(a) => Some(("open-ahead", a)),
         Workload::Commit(a) => Some(("commit", a)),
         Workload::Vectored(a) => Some(("vectored", a)),
