@@ -40,7 +40,7 @@ use std::sync::Mutex;
 pub const MIN_POOLED: usize = 4 << 20;
 
 /// Idle bytes kept when `FERRY_BUFFER_POOL` is not set: one 1 GiB object, or a few dozen
-/// of the 40-80 MB tables issue 24's scientist reads.
+/// of the 40-80 MB Parquet tables an analysis service reads (parquet-scan's full size).
 pub const DEFAULT_LIMIT: usize = 1 << 30;
 
 struct Pool {
