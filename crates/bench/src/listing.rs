@@ -15,7 +15,10 @@
 //!   of directories of interest (all of them here), on one connection;
 //! - key-range parallel: `ferry_engine::list_parallel` over the parent prefix with the
 //!   engine's defaults (16 LISTs in flight, up to 64 key ranges), on 16 connections, then
-//!   the same directory filter in the bench (the engine lists everything under a prefix).
+//!   the same directory filter in the bench (the engine lists everything under a prefix);
+//! - per-directory again on each HTTP/1.1 transport (h1-pool, h1-pipeline, auto), 16
+//!   LISTs in flight on 16 connections ([`MODE_ROWS`]): the claims table sets auto beside
+//!   the best forced mode here as in the other workloads.
 //!
 //! Peers (s5cmd `ls`, rclone `lsf`; `--peers`): peers.rs's `list` op, every key under the
 //! parent prefix flat, the same work as the flat row minus the merge join (every directory
@@ -55,6 +58,29 @@ pub const PARENT: &str = "listing/";
 pub const FILES_PER_DIR: usize = 6;
 pub const PUBLISHED: &str = "17,520 calls -> 106, 8x faster (Qubole)";
 pub const KEY_RANGE_ROW: &str = "key-range parallel (list_parallel)";
+
+/// The transports the per-directory strategy runs on again, at [`MODE_ROWS_CONCURRENCY`]
+/// LISTs in flight over as many connections: auto beside the forced HTTP/1.1 modes, so the
+/// claims table sets auto against the best of them (claims.rs pairs rows whose labels
+/// differ only in the mode's name). Per-directory, because it is the strategy of many
+/// small requests in flight, where the transports differ; the flat row lists on one
+/// connection and key-range parallel makes a handful of calls at the quick size.
+pub const MODE_ROWS: [(Mode, &str); 3] =
+    [(Mode::H1Pool, "h1-pool"), (Mode::H1Pipeline, "h1-pipeline"), (Mode::Auto, "auto")];
+
+/// LISTs in flight in the [`MODE_ROWS`]: the full size's per-directory concurrency (so
+/// at that size the h1-pool mode row repeats the per-directory row's work), the engine's
+/// listing concurrency ([`ferry_engine::ListOptions`]).
+pub const MODE_ROWS_CONCURRENCY: usize = 16;
+
+/// Requests per connection the pipelining rows may queue: small-objects' depth, so the
+/// transport is the one that workload measures.
+pub const MODE_ROWS_PIPELINE_DEPTH: usize = 32;
+
+/// The label of the per-directory row on the transport named `mode_name`.
+pub fn mode_row_label(mode_name: &str) -> String {
+    format!("{mode_name} · per-directory (concurrency {MODE_ROWS_CONCURRENCY})")
+}
 
 /// Parameters of `listing`.
 #[derive(Clone, Debug, PartialEq)]
@@ -401,17 +427,18 @@ pub fn params_json(p: &ListingParams) -> Map<String, Value> {
 pub fn listing(size: Size, p: &ListingParams) -> Workload {
     let put_s = Arc::new(AtomicU64::new(0));
     let (dirs, keys) = (Arc::new(listing_dirs(p.dirs)), Arc::new(listing_keys(p.dirs, p.files_per_dir)));
-    let step = |strategy| ListingRun {
+    let step_at = |strategy, per_dir_concurrency| ListingRun {
         strategy,
         bucket: p.bucket.clone(),
         dirs: dirs.clone(),
         keys: keys.clone(),
         body_size: p.body_size,
         page_size: p.page_size,
-        per_dir_concurrency: p.per_dir_concurrency,
+        per_dir_concurrency,
         put_concurrency: p.put_concurrency,
         put_s: put_s.clone(),
     };
+    let step = |strategy| step_at(strategy, p.per_dir_concurrency);
     let row = |label: String, strategy, conns: usize, note: Option<String>| Variant {
         label,
         workload: NAME,
@@ -419,6 +446,19 @@ pub fn listing(size: Size, p: &ListingParams) -> Workload {
         client: Some(ClientSpec { mode: Mode::H1Pool, max_connections: conns.max(1), pipeline_depth: 1 }),
         task: Task::Scenario(Step::new(step(strategy))),
         note,
+        once: false,
+    };
+    let mode_row = |mode, name: &str| Variant {
+        label: mode_row_label(name),
+        workload: NAME,
+        server: Some(0),
+        client: Some(ClientSpec {
+            mode,
+            max_connections: MODE_ROWS_CONCURRENCY,
+            pipeline_depth: if mode == Mode::H1Pool { 1 } else { MODE_ROWS_PIPELINE_DEPTH },
+        }),
+        task: Task::Scenario(Step::new(step_at(Strategy::PerDirectory, MODE_ROWS_CONCURRENCY))),
+        note: None,
         once: false,
     };
     let per_dir_note = (p.per_dir_concurrency != 1).then(|| {
@@ -434,6 +474,7 @@ pub fn listing(size: Size, p: &ListingParams) -> Workload {
         row(p.flat_label(), Strategy::Flat, 1, None),
         row(KEY_RANGE_ROW.to_string(), Strategy::KeyRange, p.key_range_concurrency(), None),
     ];
+    variants.extend(MODE_ROWS.iter().map(|&(mode, name)| mode_row(mode, name)));
     for peer in p.peers.iter().copied().filter(|x| PEERS.contains(x)) {
         variants.push(Variant {
             label: peer_label(peer),
@@ -514,7 +555,9 @@ pub fn table(w: &Workload, records: &[RunRecord]) -> String {
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
     let (per_dir, flat) = (p.per_dir_label(), p.flat_label());
     let peer_rows: Vec<String> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).map(peer_label).collect();
-    for l in [per_dir.as_str(), flat.as_str(), KEY_RANGE_ROW].into_iter().chain(peer_rows.iter().map(String::as_str)) {
+    let mode_rows: Vec<String> = MODE_ROWS.iter().map(|(_, name)| mode_row_label(name)).collect();
+    let rows = [per_dir.as_str(), flat.as_str(), KEY_RANGE_ROW].into_iter().chain(mode_rows.iter().map(String::as_str));
+    for l in rows.chain(peer_rows.iter().map(String::as_str)) {
         let rs: Vec<&RunRecord> = records.iter().filter(|r| r.variant == l).collect();
         let _ = writeln!(
             s,

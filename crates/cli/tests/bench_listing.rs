@@ -1,10 +1,10 @@
 //! End-to-end run of `ferry bench listing` at a tiny size (20 directories) against a real
 //! `ferry serve --profile s3` subprocess of the binary under test. Checks only the shape
 //! of the results: all three strategies (per-directory, the engine's flat + merge join and
-//! key-range parallel) listed every key exactly once, and the calls were counted. No speed
+//! key-range parallel, and per-directory again on each HTTP/1.1 transport) listed every key exactly once, and the calls were counted. No speed
 //! is asserted.
 
-use ferry_bench::listing::{self, ListingParams, KEY_RANGE_ROW};
+use ferry_bench::listing::{self, mode_row_label, ListingParams, KEY_RANGE_ROW, MODE_ROWS};
 use ferry_bench::record::check_schema;
 use ferry_bench::workload::Size;
 use ferry_bench::{RunOptions, ServerCommand};
@@ -25,12 +25,21 @@ fn listing_tiny_every_strategy_lists_every_key_once() {
     p.per_dir_concurrency = 4;
     p.page_size = 7; // several pages for 120 keys, so the merge join crosses page edges
     let outcome = listing::run(Size::Quick, &p, &o).unwrap();
-    assert_eq!(outcome.records.len(), 3, "per-directory, flat, key-range parallel");
+    assert_eq!(outcome.records.len(), 6, "per-directory, flat, key-range parallel, per-directory on 3 transports");
 
     let per_dir = outcome.records.iter().find(|r| r.variant == p.per_dir_label()).unwrap();
     let flat = outcome.records.iter().find(|r| r.variant == p.flat_label()).unwrap();
     let key_range = outcome.records.iter().find(|r| r.variant == KEY_RANGE_ROW).unwrap();
-    for r in [per_dir, flat, key_range] {
+    let on_modes: Vec<_> = MODE_ROWS
+        .iter()
+        .map(|(_, name)| {
+            let r = outcome.records.iter().find(|r| r.variant == mode_row_label(name)).unwrap();
+            assert_eq!(r.client.as_ref().unwrap()["mode"], *name, "{}", r.variant);
+            assert_eq!(r.figure("list_calls"), Some(20.0), "{}: one LIST per directory", r.variant);
+            r
+        })
+        .collect();
+    for r in [per_dir, flat, key_range].into_iter().chain(on_modes.iter().copied()) {
         assert_eq!(r.status, "ok", "{}: {:?}", r.variant, r.error_samples);
         assert_eq!(r.figure("keys_kept"), Some(120.0), "{}", r.variant);
         assert_eq!(r.figure("keys_seen"), Some(120.0), "{}", r.variant);
@@ -46,7 +55,7 @@ fn listing_tiny_every_strategy_lists_every_key_once() {
 
     let recs: Vec<serde_json::Value> =
         std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(recs.len(), 3);
+    assert_eq!(recs.len(), 6);
     for r in &recs {
         check_schema(r).unwrap();
         assert_eq!(r["bench"], "listing");
@@ -54,6 +63,11 @@ fn listing_tiny_every_strategy_lists_every_key_once() {
         assert_eq!(r["params"]["dirs"], 20);
         assert_eq!(r["params"]["link"], "none");
     }
-    assert!(outcome.report.contains(&format!("| {KEY_RANGE_ROW} |")), "{}", outcome.report);
+    for l in std::iter::once(KEY_RANGE_ROW.to_string()).chain(MODE_ROWS.iter().map(|(_, n)| mode_row_label(n))) {
+        assert!(outcome.report.contains(&format!("| {l} |")), "{}", outcome.report);
+    }
+    // auto's row is set beside the forced ones in the claims line.
+    let claim = ferry_bench::claims::headline("listing", &outcome.records);
+    assert!(claim.measured.contains(&format!("{} ", mode_row_label("auto"))), "{}", claim.measured);
     assert!(outcome.report.contains("published: 17,520 calls -> 106, 8x faster (Qubole)"), "{}", outcome.report);
 }
