@@ -1,9 +1,10 @@
 //! Which requests are small: the rule that sends a request to auto's pipeline lane (and
 //! lets it be hedged) and keeps h2's small streams off connections that carry bulk ones.
 //!
-//! A request is small when it is known to move little: a HEAD, or a GET whose response is
-//! known to carry at most [`SMALL_GET_BYTES`] ([`Request::expected_len`]). Unknown counts
-//! as large until proven small, since one large body holds up everything behind it.
+//! A request is small when it is known to move little: a HEAD, a GET whose response is
+//! known to carry at most [`SMALL_GET_BYTES`] ([`Request::expected_len`]), or a listing
+//! page, whose size its key count bounds. Unknown counts as large until proven small,
+//! since one large body holds up everything behind it.
 
 use crate::Request;
 use http::Method;
@@ -15,9 +16,21 @@ pub const SMALL_GET_BYTES: u64 = 1024 * 1024;
 
 /// A HEAD, or a GET whose response is known to carry at most [`SMALL_GET_BYTES`]
 /// ([`Request::expected_len`]: the typed length of its range, or of the object from a
-/// listing), without a request body.
+/// listing), without a request body; or a listing page ([`is_listing_page`]).
 pub fn is_small(req: &Request) -> bool {
-    req.is_pipelineable() && req.expected_len().is_some_and(|n| n <= SMALL_GET_BYTES)
+    req.is_pipelineable() && (req.expected_len().is_some_and(|n| n <= SMALL_GET_BYTES) || is_listing_page(req))
+}
+
+/// A GET whose answer is metadata, not object data ([`Request::object_data`]: the store
+/// marks its listings so). Its length is unknown but bounded: a page holds at most 1,000
+/// keys, a few hundred KB of XML or JSON for keys of common length and ~1.3 MB for 1,000
+/// keys of S3's longest (1,024 bytes), about [`SMALL_GET_BYTES`]. So it travels as small
+/// requests do: pipelined, and with the small lane's start at the demand, rather than one
+/// per connection behind bulk slow start (`ferry bench listing --quick`'s per-directory
+/// rows at 16 in flight, auto beside h1-pool and h1-pipeline). Not hedged: a losing copy's
+/// body is discarded only up to a bound its unknown length could pass (auto/hedge.rs).
+pub fn is_listing_page(req: &Request) -> bool {
+    req.method == Method::GET && !req.object_data
 }
 
 /// A request's lane: small requests never queue behind a large transfer.
@@ -73,5 +86,9 @@ mod tests {
         assert_eq!(lane(&get(None)), Lane::Bulk, "unknown size");
         assert_eq!(lane(&get(Some((0, 4095)))), Lane::Small);
         assert!(!is_small(&Request::new(Method::DELETE, "/b/k")));
+        let mut page = get(None);
+        page.object_data = false;
+        assert!(is_small(&page) && is_listing_page(&page), "a listing page: bounded by its keys");
+        assert_eq!(lane(&page), Lane::Small);
     }
 }

@@ -117,3 +117,32 @@ async fn a_listing_pages_bytes_are_not_goodput() {
     assert_eq!(r.body.collect(1 << 20).await.unwrap().len(), 65536);
     assert_eq!(ctl.stats().bytes_delivered, 65536);
 }
+
+/// A listing page travels as a small request does (lane.rs, `is_listing_page`): pages
+/// sent 16 at a time bring up the pipeline lane (its probe, then its connections), where
+/// before they were bulk requests on the pool alone, and none is hedged. Counts only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listing_pages_take_the_small_lane_and_are_not_hedged() {
+    let srv = FerryServe::new().anonymous().start();
+    let t = auto(&srv, 16);
+    for round in 0..4 {
+        let pages: Vec<_> = (0..16)
+            .map(|i| {
+                let t = t.clone();
+                tokio::spawn(async move {
+                    let mut page = Request::new(Method::GET, format!("/synthetic/pages/size=4096/r{round}-{i}"));
+                    page.object_data = false;
+                    let r = t.send(page).await.expect("GET");
+                    assert!(r.status.is_success(), "{}", r.status);
+                    r.body.collect(1 << 20).await.unwrap().len()
+                })
+            })
+            .collect();
+        for p in pages {
+            assert_eq!(p.await.unwrap(), 4096);
+        }
+    }
+    let (_, pipeline_opened) = t.lane_openings();
+    assert!(pipeline_opened > 0, "no listing page reached the pipeline lane: {:?}", t.lane_openings());
+    assert_eq!(t.stats().hedges_sent, 0, "a listing page was hedged");
+}

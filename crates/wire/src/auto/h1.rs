@@ -154,7 +154,7 @@ impl H1 {
             }
             Ok(r) => match r.meta.head_latency {
                 Some(latency) => {
-                    if lane == SMALL {
+                    if lane == SMALL && object_data {
                         self.hedger.observe(latency);
                     }
                     observation.success_with_head_latency(latency)

@@ -15,7 +15,9 @@
 //! ```
 //!
 //! - Only small requests of the pipeline lane ([`is_small`]: GET or HEAD without a body,
-//!   safe to send twice), and not when the caller set [`Request::hedge`] false; never bulk
+//!   safe to send twice) other than listing pages (their length is unknown, so a losing
+//!   copy's body could pass the discard bound, and their head times are not the small
+//!   GETs' the delay is taken from), and not when the caller set [`Request::hedge`] false; never bulk
 //!   requests, nothing on the pool (before the pipeline is verified) nor on h2.
 //! - The delay is [`HEDGE_PERCENTILE`] of the last [`HEDGE_WINDOW`] small head latencies,
 //!   at least [`HEDGE_FLOOR`]: `head_latency`, the endpoint's time alone, never
@@ -38,7 +40,7 @@
 
 use super::copy_of;
 use crate::error::WireError;
-use crate::lane::is_small;
+use crate::lane::{is_listing_page, is_small};
 use crate::pipeline::PipelineTransport;
 use crate::{Request, Response, Transport};
 use futures_util::future::BoxFuture;
@@ -175,7 +177,7 @@ pub(super) fn send_hedged(
     hedger: Arc<Hedger>,
     req: Request,
 ) -> BoxFuture<'static, Result<Response, WireError>> {
-    let hedgeable = req.hedge && req.is_pipelineable() && is_small(&req);
+    let hedgeable = req.hedge && req.is_pipelineable() && is_small(&req) && !is_listing_page(&req);
     let delay = if hedgeable { hedger.start() } else { None };
     let copy = delay.map(|_| copy_of(&req));
     let mut primary = pipeline.send(req);
