@@ -119,8 +119,9 @@ async fn a_listing_pages_bytes_are_not_goodput() {
 }
 
 /// A listing page travels as a small request does (lane.rs, `is_listing_page`): pages
-/// sent 16 at a time bring up the pipeline lane (its probe, then its connections), where
-/// before they were bulk requests on the pool alone, and none is hedged. Counts only.
+/// sent 16 at a time go to the pipeline lane, where before they were bulk requests on the
+/// pool alone, and none is copied, neither by a hedge nor by the pipelining probe.
+/// Counts only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listing_pages_take_the_small_lane_and_are_not_hedged() {
     let srv = FerryServe::new().anonymous().start();
@@ -145,4 +146,5 @@ async fn listing_pages_take_the_small_lane_and_are_not_hedged() {
     let (_, pipeline_opened) = t.lane_openings();
     assert!(pipeline_opened > 0, "no listing page reached the pipeline lane: {:?}", t.lane_openings());
     assert_eq!(t.stats().hedges_sent, 0, "a listing page was hedged");
+    assert_eq!(t.stats().requests_sent, 64, "a listing page was copied (a probe, a hedge)");
 }

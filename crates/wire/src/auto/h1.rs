@@ -41,7 +41,7 @@ use crate::conn::Connector;
 use crate::controller::Controller;
 use crate::error::WireError;
 use crate::gate::ConnectionGate;
-use crate::lane::is_small;
+use crate::lane::{is_listing_page, is_small};
 use crate::pipeline::PipelineTransport;
 use crate::pool::PoolTransport;
 use crate::{Request, Response, Transport, TransportConfig, TransportStats};
@@ -182,10 +182,13 @@ impl H1 {
         if self.verified() {
             return (send_hedged(self.pipeline.clone(), self.hedger.clone(), req), false);
         }
-        if self.probe.lock().unwrap().running {
+        if self.probe.lock().unwrap().running || is_listing_page(&req) {
             // A probe is out: the request goes to the pipeline now, one per connection
             // until the verdict (LaneGate::depth), never held back for it and never
-            // bound to a pool connection's queue (module note of probe.rs).
+            // bound to a pool connection's queue (module note of probe.rs). A listing
+            // page goes there too but never probes: the probe's copy would be a second
+            // LIST, for a single `ls` as many requests again, and pages alone have
+            // nothing to gain from depth (one per connection is a plain keep-alive).
             return (self.pipeline.send(req), false);
         }
         let seen = self.small_seen.fetch_add(1, Relaxed);
