@@ -17,7 +17,7 @@
 //!   engine's defaults (16 LISTs in flight, up to 64 key ranges), on 16 connections, then
 //!   the same directory filter in the bench (the engine lists everything under a prefix);
 //! - per-directory again on each HTTP/1.1 transport (h1-pool, h1-pipeline, auto), 16
-//!   LISTs in flight on 16 connections ([`MODE_ROWS`]): the claims table sets auto beside
+//!   LISTs in flight on 16 connections ([`crate::workload::MODE_ROWS`]): the claims table sets auto beside
 //!   the best forced mode here as in the other workloads.
 //!
 //! Peers (s5cmd `ls`, rclone `lsf`; `--peers`): peers.rs's `list` op, every key under the
@@ -59,27 +59,18 @@ pub const FILES_PER_DIR: usize = 6;
 pub const PUBLISHED: &str = "17,520 calls -> 106, 8x faster (Qubole)";
 pub const KEY_RANGE_ROW: &str = "key-range parallel (list_parallel)";
 
-/// The transports the per-directory strategy runs on again, at [`MODE_ROWS_CONCURRENCY`]
-/// LISTs in flight over as many connections: auto beside the forced HTTP/1.1 modes, so the
-/// claims table sets auto against the best of them (claims.rs pairs rows whose labels
-/// differ only in the mode's name). Per-directory, because it is the strategy of many
-/// small requests in flight, where the transports differ; the flat row lists on one
-/// connection and key-range parallel makes a handful of calls at the quick size.
-pub const MODE_ROWS: [(Mode, &str); 3] =
-    [(Mode::H1Pool, "h1-pool"), (Mode::H1Pipeline, "h1-pipeline"), (Mode::Auto, "auto")];
-
-/// LISTs in flight in the [`MODE_ROWS`]: the full size's per-directory concurrency (so
-/// at that size the h1-pool mode row repeats the per-directory row's work), the engine's
-/// listing concurrency ([`ferry_engine::ListOptions`]).
+/// LISTs in flight in the per-directory rows repeated on each transport
+/// ([`crate::workload::MODE_ROWS`]): per-directory, because it is the strategy of many small
+/// requests in flight, where the transports differ (the flat row lists on one connection,
+/// key-range parallel makes a handful of calls at the quick size); 16, the full size's
+/// per-directory concurrency and the engine's listing concurrency
+/// ([`ferry_engine::ListOptions`]), so at that size the h1-pool mode row repeats the
+/// per-directory row's work.
 pub const MODE_ROWS_CONCURRENCY: usize = 16;
-
-/// Requests per connection the pipelining rows may queue: small-objects' depth, so the
-/// transport is the one that workload measures.
-pub const MODE_ROWS_PIPELINE_DEPTH: usize = 32;
 
 /// The label of the per-directory row on the transport named `mode_name`.
 pub fn mode_row_label(mode_name: &str) -> String {
-    format!("{mode_name} · per-directory (concurrency {MODE_ROWS_CONCURRENCY})")
+    crate::workload::mode_row_label(mode_name, &format!("per-directory (concurrency {MODE_ROWS_CONCURRENCY})"))
 }
 
 /// Parameters of `listing`.
@@ -452,11 +443,9 @@ pub fn listing(size: Size, p: &ListingParams) -> Workload {
         label: mode_row_label(name),
         workload: NAME,
         server: Some(0),
-        client: Some(ClientSpec {
-            mode,
-            max_connections: MODE_ROWS_CONCURRENCY,
-            pipeline_depth: if mode == Mode::H1Pool { 1 } else { MODE_ROWS_PIPELINE_DEPTH },
-        }),
+        client: Some(
+            ClientSpec { mode: Mode::H1Pool, max_connections: MODE_ROWS_CONCURRENCY, pipeline_depth: 1 }.on(mode),
+        ),
         task: Task::Scenario(Step::new(step_at(Strategy::PerDirectory, MODE_ROWS_CONCURRENCY))),
         note: None,
         once: false,
@@ -474,7 +463,7 @@ pub fn listing(size: Size, p: &ListingParams) -> Workload {
         row(p.flat_label(), Strategy::Flat, 1, None),
         row(KEY_RANGE_ROW.to_string(), Strategy::KeyRange, p.key_range_concurrency(), None),
     ];
-    variants.extend(MODE_ROWS.iter().map(|&(mode, name)| mode_row(mode, name)));
+    variants.extend(crate::workload::MODE_ROWS.iter().map(|&(mode, name)| mode_row(mode, name)));
     for peer in p.peers.iter().copied().filter(|x| PEERS.contains(x)) {
         variants.push(Variant {
             label: peer_label(peer),
@@ -555,7 +544,7 @@ pub fn table(w: &Workload, records: &[RunRecord]) -> String {
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
     let (per_dir, flat) = (p.per_dir_label(), p.flat_label());
     let peer_rows: Vec<String> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).map(peer_label).collect();
-    let mode_rows: Vec<String> = MODE_ROWS.iter().map(|(_, name)| mode_row_label(name)).collect();
+    let mode_rows: Vec<String> = crate::workload::MODE_ROWS.iter().map(|(_, name)| mode_row_label(name)).collect();
     let rows = [per_dir.as_str(), flat.as_str(), KEY_RANGE_ROW].into_iter().chain(mode_rows.iter().map(String::as_str));
     for l in rows.chain(peer_rows.iter().map(String::as_str)) {
         let rs: Vec<&RunRecord> = records.iter().filter(|r| r.variant == l).collect();

@@ -17,6 +17,10 @@
 //!   process would. Its GETs are the spans it issued and its over-read the hole bytes it
 //!   fetched to save requests (the engine's `RangesStats`); every returned part is
 //!   checked to have its range's length.
+//!
+//! Each strategy runs on h1-pool, h1-pipeline and auto at the same connections
+//! ([`crate::workload::MODE_ROWS`]), so the claims table sets auto beside the best forced
+//! mode; the claim itself is h1-pool's naive row against its coalesced row.
 
 use crate::measure::{get_drain, set_percentiles, Errors, Meter};
 use crate::record::RunRecord;
@@ -252,43 +256,45 @@ pub const COLUMNS: &[Column] = &[
     Column::ERRORS,
 ];
 
-pub const NAIVE_ROW: &str = "naive (one GET per range)";
-pub const COALESCED_ROW: &str = "coalesced (get_ranges)";
+pub const NAIVE_ROW: &str = "h1-pool · naive (one GET per range)";
+pub const COALESCED_ROW: &str = "h1-pool · coalesced (get_ranges)";
+
+/// A strategy's row label on the transport named `mode_name` (one of
+/// [`crate::workload::MODE_ROWS`]); on h1-pool, [`NAIVE_ROW`] and [`COALESCED_ROW`].
+pub fn row_label(strategy: Strategy, mode_name: &str) -> String {
+    let row = match strategy {
+        Strategy::Naive => "naive (one GET per range)",
+        Strategy::Coalesced => "coalesced (get_ranges)",
+    };
+    crate::workload::mode_row_label(mode_name, row)
+}
 
 pub fn vectored(size: Size, p: &VectoredParams) -> Workload {
     let rs = Arc::new(ranges(p.ranges, p.range_min, p.range_max, p.object_bytes, p.seed));
     let s3 = ServerSpec::profile("s3");
     let client = ClientSpec { mode: Mode::H1Pool, max_connections: p.connections, pipeline_depth: 1 };
-    let mut variants = vec![
-        Variant {
-            label: NAIVE_ROW.into(),
-            workload: NAME,
-            server: Some(0),
-            client: Some(client),
-            task: Task::Scenario(Step::new(VectoredRun {
-                strategy: Strategy::Naive,
-                key: p.key(),
-                ranges: rs.clone(),
-                in_flight: p.in_flight,
-            })),
-            note: None,
-            once: false,
-        },
-        Variant {
-            label: COALESCED_ROW.into(),
-            workload: NAME,
-            server: Some(0),
-            client: Some(client),
-            task: Task::Scenario(Step::new(VectoredRun {
-                strategy: Strategy::Coalesced,
-                key: p.key(),
-                ranges: rs.clone(),
-                in_flight: p.in_flight,
-            })),
-            note: Some("latency columns: per GET for naive only; get_ranges returns when every span is in".into()),
-            once: false,
-        },
-    ];
+    let row = |strategy, (mode, name): (Mode, &str)| Variant {
+        label: row_label(strategy, name),
+        workload: NAME,
+        server: Some(0),
+        client: Some(client.on(mode)),
+        task: Task::Scenario(Step::new(VectoredRun {
+            strategy,
+            key: p.key(),
+            ranges: rs.clone(),
+            in_flight: p.in_flight,
+        })),
+        note: (strategy == Strategy::Coalesced && mode == Mode::H1Pool)
+            .then(|| "latency columns: per GET for naive only; get_ranges returns when every span is in".into()),
+        once: false,
+    };
+    // Each strategy on each HTTP/1.1 transport, h1-pool first: auto beside the forced
+    // modes in the claims table.
+    let mut variants: Vec<Variant> = [Strategy::Naive, Strategy::Coalesced]
+        .into_iter()
+        .flat_map(|strategy| crate::workload::MODE_ROWS.into_iter().map(move |m| (strategy, m)))
+        .map(|(strategy, m)| row(strategy, m))
+        .collect();
     let peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).collect();
     let spans: Vec<(u64, u64)> = rs.iter().map(|(off, len)| (*off, off + len - 1)).collect();
     // boto3's threads: as many GETs in flight as the naive row.
@@ -316,7 +322,7 @@ pub fn vectored(size: Size, p: &VectoredParams) -> Workload {
     });
     Workload {
         notes: vec![format!(
-            "{} ranges of {}-{} KiB ({:.1} MiB in all) in one {} MiB synthetic object, s3 profile; naive: {} GETs in flight over an h1-pool of {} connections; coalesced: get_ranges with the engine's defaults on the same client settings.",
+            "{} ranges of {}-{} KiB ({:.1} MiB in all) in one {} MiB synthetic object, s3 profile; naive: {} GETs in flight over {} connections; coalesced: get_ranges with the engine's defaults on the same client settings; each on h1-pool, h1-pipeline (depth 32) and auto.",
             p.ranges,
             p.range_min >> 10,
             p.range_max >> 10,
@@ -398,8 +404,11 @@ mod tests {
     #[test]
     fn workload_rows() {
         let w = vectored(Size::Quick, &VectoredParams::new(Size::Quick));
-        assert_eq!(w.variants.len(), 2);
-        assert!(w.variants[1].task.step::<VectoredRun>().is_some_and(|r| r.strategy == Strategy::Coalesced));
+        assert_eq!(w.variants.len(), 6, "two strategies on three transports");
+        assert_eq!((w.variants[0].label.as_str(), w.variants[3].label.as_str()), (NAIVE_ROW, COALESCED_ROW));
+        assert!(w.variants[3].task.step::<VectoredRun>().is_some_and(|r| r.strategy == Strategy::Coalesced));
+        let auto = w.variants.iter().find(|v| v.label == row_label(Strategy::Naive, "auto")).unwrap();
+        assert_eq!(auto.client.map(|c| c.mode), Some(Mode::Auto));
         assert!(w.variants.iter().all(|v| !matches!(v.task, Task::NotYet { .. })));
         assert_eq!(w.servers[0].profile, "s3");
         assert_eq!(w.params["object"], "synthetic/vectored/size=134217728/table.hfile");

@@ -109,6 +109,29 @@ impl ClientSpec {
             Mode::H2 => "h2",
         }
     }
+
+    /// The same row on another HTTP/1.1 transport: pooled at depth 1, else pipelined up to
+    /// [`MODE_ROWS_PIPELINE_DEPTH`] (auto's pipeline lane included).
+    pub fn on(self, mode: Mode) -> ClientSpec {
+        let pipeline_depth = if mode == Mode::H1Pool { 1 } else { MODE_ROWS_PIPELINE_DEPTH };
+        ClientSpec { mode, pipeline_depth, ..self }
+    }
+}
+
+/// The HTTP/1.1 transports a workload repeats a ferry row on, so that the claims table
+/// sets auto beside the best forced mode (claims.rs pairs rows whose labels differ only in
+/// the mode's name: [`mode_row_label`]). h2 is not among them: the s3 profile, like S3,
+/// offers HTTP/1.1 only, and an h2 row needs a second server (small-objects, mixed-hol).
+pub const MODE_ROWS: [(Mode, &str); 3] =
+    [(Mode::H1Pool, "h1-pool"), (Mode::H1Pipeline, "h1-pipeline"), (Mode::Auto, "auto")];
+
+/// Requests per connection the pipelining mode rows may queue: small-objects' depth, so
+/// the transport is the one that workload measures.
+pub const MODE_ROWS_PIPELINE_DEPTH: usize = 32;
+
+/// The label of `row` on the transport named `mode_name` (one of [`MODE_ROWS`]).
+pub fn mode_row_label(mode_name: &str, row: &str) -> String {
+    format!("{mode_name} · {row}")
 }
 
 /// Objects written before the timed runs, into every server of the workload.

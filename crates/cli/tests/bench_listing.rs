@@ -4,9 +4,10 @@
 //! key-range parallel, and per-directory again on each HTTP/1.1 transport) listed every key exactly once, and the calls were counted. No speed
 //! is asserted.
 
-use ferry_bench::listing::{self, mode_row_label, ListingParams, KEY_RANGE_ROW, MODE_ROWS};
+use ferry_bench::listing::{self, mode_row_label, ListingParams, KEY_RANGE_ROW};
 use ferry_bench::record::check_schema;
 use ferry_bench::workload::Size;
+use ferry_bench::workload::MODE_ROWS;
 use ferry_bench::{RunOptions, ServerCommand};
 use std::time::Duration;
 

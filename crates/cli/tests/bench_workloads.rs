@@ -212,7 +212,7 @@ fn commit_and_listing_peer_rows_when_installed() {
     p.repeats = 1;
     p.peers = vec![Peer::S5cmd, Peer::Rclone];
     let o = ferry_bench::listing::run(Size::Quick, &p, &options(&out)).unwrap();
-    assert_eq!(o.records.len(), 5);
+    assert_eq!(o.records.len(), 8, "3 strategies, per-directory on 3 transports, 2 peers");
     for peer in [Peer::S5cmd, Peer::Rclone] {
         let r = o.records.iter().find(|r| r.variant == ferry_bench::listing::peer_label(peer)).unwrap();
         assert_eq!(r.status, "ok", "{}: {:?}", r.variant, r.error_samples);

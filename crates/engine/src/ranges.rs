@@ -331,12 +331,16 @@ pub async fn get_ranges(
         }
     }
     // Unordered: a slow span must not hold back the start of the ones after it.
-    // `opts.concurrency` is a cap; below it, the endpoint's controller decides.
+    // `opts.concurrency` is a cap; below it, the endpoint's controller decides, starting
+    // from the spans this call has in flight at once: a batch of spans is known demand,
+    // which slow start from its initial 4 would only delay (Controller::start_at; once
+    // the endpoint has throttled or slowed, that does nothing).
     // Each span is admitted (its bytes, then a place: admission.rs) while it is fetched;
     // the bytes handed back are the caller's.
     // The futures are made from span numbers by an `async fn`: a closure taking a
     // borrowed span (`iter().map(|s| ...)`) is one the compiler cannot prove `Send` for
     // every lifetime, and `get_ranges` must be `Send` to be spawned (lib.rs checks it).
+    engine.controller().start_at((spans.len() - rest).min(opts.concurrency.max(1)));
     let fetches = (rest..spans.len())
         .map(|i| admitted_span(engine, object, i - rest, &spans[i].range, etag.clone(), &opts.estimator));
     let mut fetched: Vec<(usize, Bytes)> =

@@ -114,3 +114,41 @@ async fn get_ranges_errors_are_clear() {
             .unwrap_err();
     assert!(e.is_not_found(), "{e}");
 }
+
+/// A batch of spans is known demand: `get_ranges` starts the endpoint's controller at the
+/// spans it keeps in flight (at most its `concurrency`) instead of letting slow start
+/// climb there from 4 (`Controller::start_at`). The server holds every head for 300 ms,
+/// so requests in flight are counted while none can finish: 12 at once after the first
+/// span, where slow start from 4 would have let 5 go, then 7. Counts only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_spans_starts_the_controller_at_its_concurrency() {
+    let srv = server(|c| {
+        c.emulation.ttfb_p50 = std::time::Duration::from_millis(300);
+        c.emulation.ttfb_p99 = std::time::Duration::from_millis(300);
+    });
+    let (c, _) = client(&srv, Mode::Auto, RetryConfig::default());
+    c.create_bucket("rstart").await.unwrap();
+    let object = ObjectRef::new("rstart", "o");
+    c.put_object(&object, data(1 << 20, 3), PutParams::default()).await.unwrap();
+    let engine = Engine::new(c.clone());
+    assert!(engine.controller().stats().limit < 12, "{:?}", engine.controller().stats());
+    // 13 spans 32 KiB apart, none merged (no gap is read through): the first alone (it
+    // pins the ETag), then 12.
+    let asked: Vec<Range<u64>> = (0..13u64).map(|i| i * 32768..i * 32768 + 100).collect();
+    let opts = RangesOptions {
+        policy: Some(CoalescePolicy { max_gap: 0, max_span: 1 << 20 }),
+        concurrency: 12,
+        ..RangesOptions::default()
+    };
+    let call = tokio::spawn({
+        let (engine, object) = (engine.clone(), object.clone());
+        async move { get_ranges(&engine, &object, &asked, &opts).await }
+    });
+    let mut peak = 0;
+    while !call.is_finished() {
+        peak = peak.max(engine.controller().stats().in_flight);
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    assert_eq!(call.await.unwrap().unwrap().stats.requests, 13);
+    assert_eq!(peak, 12, "requests in flight at once after the first span: {:?}", engine.controller().stats());
+}
