@@ -59,6 +59,9 @@ pub fn bulk_get(size: Size, p: &BulkGetParams) -> Workload {
     let mut variants = vec![
         get("h1-pool (1 connection)", Mode::H1Pool, true, None),
         get("h2 (1 connection)", Mode::H2, true, Some("h2c (prior knowledge) on the lan profile")),
+        // The default transport beside the two it chooses between: over plain http it
+        // speaks HTTP/1.1 (h2c only when forced), and one GET of unknown size is bulk.
+        get("auto (1 connection)", Mode::Auto, true, None),
         get(
             "h1-pool, no checksum [extra]",
             Mode::H1Pool,
@@ -170,5 +173,8 @@ mod tests {
         );
         assert!(w.variants.iter().any(|v| matches!(v.task, Task::Iperf3 { seconds: 3 })));
         assert!(w.variants.iter().any(|v| v.client.map(|c| c.mode) == Some(Mode::H2)));
+        // auto's row pairs with the forced ones in the claims table (same label, its mode).
+        let auto = w.variants.iter().find(|v| v.client.map(|c| c.mode) == Some(Mode::Auto)).unwrap();
+        assert!(w.variants.iter().any(|v| v.label == auto.label.replacen("auto", "h1-pool", 1)));
     }
 }
