@@ -57,7 +57,14 @@ pub const PUBLISHED: &str = "30% less scan time by opening the next object early
 pub const SYNTHETIC: &str = "synthetic";
 pub const OBJECT_BYTES: u64 = 655_360;
 pub const NAIVE_ROW: &str = "on demand (naive)";
-pub const OPEN_AHEAD_ROW: &str = "open-ahead";
+pub const OPEN_AHEAD_ROW: &str = "h1-pool · open-ahead";
+
+/// The open-ahead row on the transport named `mode_name` (one of
+/// [`crate::workload::MODE_ROWS`]; on h1-pool, [`OPEN_AHEAD_ROW`]): auto beside the forced
+/// modes in the claims table.
+pub fn open_ahead_label(mode_name: &str) -> String {
+    crate::workload::mode_row_label(mode_name, "open-ahead")
+}
 pub const FIXED_ROW: &str = "open-ahead, window fixed at 8";
 pub const BOUND_ROW: &str = "bandwidth bound (on demand, no first byte)";
 
@@ -249,21 +256,27 @@ pub fn open_ahead(size: Size, p: &OpenAheadParams) -> Workload {
     };
     let client = ClientSpec { mode: Mode::H1Pool, max_connections: 50, pipeline_depth: 1 };
     let keys = Arc::new(keys(p.objects, p.object_bytes));
-    let row = |label: &str, server: usize, strategy, note: Option<&str>| Variant {
+    let row_on = |mode, label: &str, server: usize, strategy, note: Option<&str>| Variant {
         label: label.into(),
         workload: NAME,
         server: Some(server),
-        client: Some(client),
+        client: Some(client.on(mode)),
         task: Task::Scenario(Step::new(OpenAheadRun { strategy, keys: keys.clone(), object_bytes: p.object_bytes })),
         note: note.map(str::to_owned),
         once: false,
     };
+    let row =
+        |label: &str, server: usize, strategy, note: Option<&str>| row_on(Mode::H1Pool, label, server, strategy, note);
     let mut variants = vec![
         row(NAIVE_ROW, 0, Strategy::OnDemand, None),
         row(OPEN_AHEAD_ROW, 0, Strategy::OpenAhead, Some("open = the consumer's wait in OpenAhead::next for the object's head; window = where the engine's window ended (it starts at 8 and, each time the consumer waits for a head, grows by the objects the consumer could have read in that wait, up to 32)")),
         row(FIXED_ROW, 0, Strategy::OpenAheadFixed, Some("the engine's window held at its start of 8 (max_open 8), as it was before the window grew: what growing adds")),
         row(BOUND_ROW, 1, Strategy::OnDemand, Some("the on-demand reader against the s3 profile with a zero first byte: the object bytes at one connection's rate")),
     ];
+    // open-ahead again on the other transports, at the same 50 connections.
+    for (mode, name) in crate::workload::MODE_ROWS.into_iter().filter(|(m, _)| *m != Mode::H1Pool) {
+        variants.push(row_on(mode, &open_ahead_label(name), 0, Strategy::OpenAhead, None));
+    }
     let peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).collect();
     let op =
         crate::peers::PeerOp::ReadInOrder { bucket: SYNTHETIC.into(), keys: keys.clone(), object_size: p.object_bytes };
@@ -279,7 +292,7 @@ pub fn open_ahead(size: Size, p: &OpenAheadParams) -> Workload {
     });
     Workload {
         notes: vec![
-            format!("{} objects of {} KiB read in order by one consumer, s3 profile (30 ms first byte, 90 MB/s per connection); h1-pool of 50 connections (the client's default) for every row.", p.objects, p.object_bytes >> 10),
+            format!("{} objects of {} KiB read in order by one consumer, s3 profile (30 ms first byte, 90 MB/s per connection); h1-pool of 50 connections (the client's default) for every row, and the open-ahead row again on h1-pipeline (depth 32) and auto.", p.objects, p.object_bytes >> 10),
             "share of time opening: the sum of the consumer's waits for each response head over the wall time (on demand: it bounds what opening ahead can save; open-ahead: what it did not hide).".into(),
             "bandwidth bound: the on-demand reader against a second s3-profile server whose first byte is zero (--ttfb-p50 0ms): what reading in order costs when opening is free; open-ahead / bound is the goal's 'within 10% of the bandwidth bound'.".into(),
             "peer rows (driver.py's read_in_order): none of them opens ahead, so they sit beside the on-demand row; s3fs's open returns before any GET, so it has no open figures.".into(),
@@ -379,8 +392,9 @@ mod tests {
         q.peers = vec![crate::peers::Peer::S3fs, crate::peers::Peer::Rclone, crate::peers::Peer::Boto3];
         let w = open_ahead(Size::Quick, &q);
         let labels: Vec<&str> = w.variants.iter().skip(4).map(|v| v.label.as_str()).collect();
-        assert_eq!(labels, ["s3fs (in order)", "boto3 (in order)"]);
-        assert!(w.variants[4..].iter().all(|v| matches!(&v.task, Task::Peer { op: crate::peers::PeerOp::ReadInOrder { keys, object_size, .. }, .. } if keys.len() == 64 && *object_size == 640 * 1024)));
+        assert_eq!(labels, ["h1-pipeline · open-ahead", "auto · open-ahead", "s3fs (in order)", "boto3 (in order)"]);
+        assert_eq!(w.variants[5].client.map(|c| c.mode), Some(Mode::Auto));
+        assert!(w.variants[6..].iter().all(|v| matches!(&v.task, Task::Peer { op: crate::peers::PeerOp::ReadInOrder { keys, object_size, .. }, .. } if keys.len() == 64 && *object_size == 640 * 1024)));
         assert!(w.variants.iter().all(|v| !v.once), "peer rows repeat like ferry's");
     }
 

@@ -327,6 +327,9 @@ impl OpenAhead {
                 w.grow(places_short(waited.elapsed(), per_object).saturating_sub(1));
             }
         }
+        if let (true, Some(w)) = (stalled, &self.window) {
+            self.engine.controller().start_at(w.size.load(Relaxed) as usize + 1);
+        }
         self.handed_at = Some(Instant::now());
         let pre = match joined {
             Ok(Ok(p)) => p,
@@ -349,6 +352,11 @@ impl OpenAhead {
         let (tx, rx) = mpsc::unbounded_channel();
         let window = Window::new(&self.opts);
         self.window = Some(window.clone());
+        // The window is the reader's demand (its objects ahead and the consumer's own):
+        // the endpoint's controller starts there, and follows each growth (`next`),
+        // rather than climbing from its initial 4 (`Controller::start_at`: only in its
+        // first slow start, so a throttled endpoint's finding stands).
+        self.engine.controller().start_at(window.size.load(Relaxed) as usize + 1);
         let (engine, idle_limit, counters) = (self.engine.clone(), self.opts.idle_limit, self.counters.clone());
         self.feeder = Some(tokio::spawn(async move {
             loop {

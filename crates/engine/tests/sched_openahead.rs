@@ -295,3 +295,44 @@ async fn the_window_stays_when_first_bytes_hide_behind_reading() {
     assert_eq!(stats.stalls, 0, "{stats:?}");
     assert_eq!(stats.window, START_OPEN as u64, "{stats:?}");
 }
+
+/// The window is the reader's demand: the endpoint's controller starts at it (the window
+/// and the consumer's object, `Controller::start_at`) instead of climbing from 4 one
+/// success at a time. The server holds every head for 300 ms, so the limit is read
+/// before any GET has answered: 9 at once (8 ahead and the consumer's), where slow start
+/// alone would still be at its initial 4. Limits only, no timing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_starts_at_the_window() {
+    let srv = server(|c| {
+        c.emulation.ttfb_p50 = Duration::from_millis(300);
+        c.emulation.ttfb_p99 = Duration::from_millis(300);
+    });
+    let (c, _) = client(&srv, Mode::Auto, RetryConfig::default());
+    let objects = put_objects(&c, "oa-start", &[1000; 12]).await;
+    // A fresh client for the reads: the PUTs above grew the first one's controller.
+    let (c, _) = client(&srv, Mode::Auto, RetryConfig::default());
+    let engine = Engine::new(c.clone());
+    let ctl = engine.controller();
+    let (limit_before, answered_before) = (ctl.stats().limit, ctl.stats().successes);
+    assert!(limit_before < 9, "{:?}", ctl.stats());
+    let list = objects.iter().map(|(o, _)| o.clone()).collect();
+    let consumer = tokio::spawn(async move {
+        let mut reader = OpenAhead::from_list(&engine, list, OpenAheadOptions::default());
+        let mut n = 0;
+        while let Some(o) = reader.next().await {
+            o.unwrap().collect().await.unwrap();
+            n += 1;
+        }
+        n
+    });
+    let mut limit_unanswered = 0;
+    while !consumer.is_finished() {
+        let s = ctl.stats();
+        if s.successes == answered_before {
+            limit_unanswered = limit_unanswered.max(s.limit);
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(consumer.await.unwrap(), 12);
+    assert_eq!(limit_unanswered, 9, "the limit before any GET answered: {:?}", ctl.stats());
+}
