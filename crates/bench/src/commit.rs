@@ -56,7 +56,14 @@ pub const NAME: &str = "commit";
 pub const PUBLISHED: &str = "none published (Hudi commit + cleaner); batch delete in parallel should cut the clean";
 pub const BUCKET: &str = "bench";
 pub const NAIVE_ROW: &str = "naive (DeleteObjects batches one after another)";
-pub const PARALLEL_ROW: &str = "engine (delete_many, parallel batches)";
+pub const PARALLEL_ROW: &str = "h1-pool · engine (delete_many, parallel batches)";
+
+/// The engine's row on the transport named `mode_name` (one of
+/// [`crate::workload::MODE_ROWS`]; on h1-pool, [`PARALLEL_ROW`]): auto beside the forced
+/// modes in the claims table.
+pub fn parallel_label(mode_name: &str) -> String {
+    crate::workload::mode_row_label(mode_name, "engine (delete_many, parallel batches)")
+}
 /// After a peer's name in its row label.
 pub const PEER_SUFFIX: &str = "· clean only (delete_many)";
 
@@ -300,16 +307,20 @@ pub fn commit(size: Size, p: &CommitParams) -> Workload {
         put_concurrency: p.put_concurrency,
     };
     let parallel = CommitRun { strategy: Strategy::Parallel, ..run.clone() };
-    let row = |label: &str, run: CommitRun| Variant {
+    let row_on = |mode, label: &str, run: CommitRun| Variant {
         label: label.into(),
         workload: NAME,
         server: Some(0),
-        client: Some(client),
+        client: Some(client.on(mode)),
         task: Task::Scenario(Step::new(run)),
         note: None,
         once: false,
     };
-    let mut variants = vec![row(NAIVE_ROW, run), row(PARALLEL_ROW, parallel)];
+    let mut variants = vec![row_on(Mode::H1Pool, NAIVE_ROW, run), row_on(Mode::H1Pool, PARALLEL_ROW, parallel.clone())];
+    // The engine's row again on the other transports, at the same connections.
+    for (mode, name) in crate::workload::MODE_ROWS.into_iter().filter(|(m, _)| *m != Mode::H1Pool) {
+        variants.push(row_on(mode, &parallel_label(name), parallel.clone()));
+    }
     let peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).collect();
     let before = crate::workload::PutSetup {
         bucket: BUCKET.into(),
@@ -351,7 +362,7 @@ pub fn commit(size: Size, p: &CommitParams) -> Workload {
     });
     Workload {
         notes: vec![format!(
-            "{} x (GET {} MiB, modify, PUT) with {} in flight, then DeleteObjects of {} keys in batches of 1,000: one after another (naive) or through delete_many (engine: 8 in flight); h1-pool of {} connections, s3 profile. The objects to delete are re-created before each run, untimed (setup_put_s in the JSON), by a setup client of {} connections; the run's client warms its pool in the commit phase.",
+            "{} x (GET {} MiB, modify, PUT) with {} in flight, then DeleteObjects of {} keys in batches of 1,000: one after another (naive) or through delete_many (engine: 8 in flight); h1-pool of {} connections (the engine's row also on h1-pipeline and auto), s3 profile. The objects to delete are re-created before each run, untimed (setup_put_s in the JSON), by a setup client of {} connections; the run's client warms its pool in the commit phase.",
             p.files,
             p.file_bytes >> 20,
             p.concurrency,
@@ -482,11 +493,18 @@ mod tests {
         let labels: Vec<&str> = w.variants.iter().skip(2).map(|v| v.label.as_str()).collect();
         assert_eq!(
             labels,
-            [format!("boto3 {PEER_SUFFIX}"), format!("s5cmd {PEER_SUFFIX}"), format!("boto3 {REWRITE_SUFFIX}")]
+            [
+                parallel_label("h1-pipeline"),
+                parallel_label("auto"),
+                format!("boto3 {PEER_SUFFIX}"),
+                format!("s5cmd {PEER_SUFFIX}"),
+                format!("boto3 {REWRITE_SUFFIX}")
+            ]
         );
-        assert!(w.variants[2..4].iter().all(|v| matches!(&v.task, Task::Peer { before: Some(b), op: crate::peers::PeerOp::DeleteMany { prefix: Some(p), .. }, .. } if b.keys.len() == 5_000 && p == DELETE_PREFIX)));
+        assert_eq!(w.variants[3].client.map(|c| c.mode), Some(Mode::Auto));
+        assert!(w.variants[4..6].iter().all(|v| matches!(&v.task, Task::Peer { before: Some(b), op: crate::peers::PeerOp::DeleteMany { prefix: Some(p), .. }, .. } if b.keys.len() == 5_000 && p == DELETE_PREFIX)));
         assert!(
-            matches!(&w.variants[4].task, Task::Peer { op: crate::peers::PeerOp::RewriteMany { keys, concurrency: 16, .. }, before: None, .. } if keys.len() == 500)
+            matches!(&w.variants[6].task, Task::Peer { op: crate::peers::PeerOp::RewriteMany { keys, concurrency: 16, .. }, before: None, .. } if keys.len() == 500)
         );
         // Every key to delete is under the prefix s5cmd's wildcard removes.
         assert!(delete_keys(5_000, 16).iter().all(|k| k.starts_with(DELETE_PREFIX)));

@@ -111,7 +111,7 @@ fn vectored_commit_open_ahead_tiny() {
     c.repeats = 2; // the second run re-creates what the first deleted
     let o = ferry_bench::run(&commit::commit(Size::Quick, &c), &options(&out)).unwrap();
     check_clean(&o, &out);
-    assert_eq!(o.records.len(), 4, "naive and engine rows, two repeats");
+    assert_eq!(o.records.len(), 8, "naive and engine rows (the engine's on 3 transports), two repeats");
     for r in &o.records {
         assert_eq!((r.figure("requests_get"), r.figure("requests_put")), (Some(6.0), Some(6.0)));
         assert_eq!(r.figure("requests_delete_objects"), Some(2.0), "1,200 keys are two batches");
@@ -187,8 +187,8 @@ fn commit_and_listing_peer_rows_when_installed() {
     c.repeats = 1;
     c.peers = vec![Peer::Boto3, Peer::S5cmd];
     let o = ferry_bench::run(&commit::commit(Size::Quick, &c), &options(&out)).unwrap();
-    // naive, engine, two clean rows and boto3's commit row.
-    assert_eq!(o.records.len(), 5);
+    // naive, engine on 3 transports, two clean rows and boto3's commit row.
+    assert_eq!(o.records.len(), 7);
     for p in ["boto3", "s5cmd"] {
         let r = o.records.iter().find(|r| r.variant == format!("{p} {}", commit::PEER_SUFFIX)).unwrap();
         assert_eq!(r.status, "ok", "{p}: {:?}", r.error_samples);
