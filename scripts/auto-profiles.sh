@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # auto against the best forced transport, per workload row and per emulation profile:
-# small-objects, mixed-hol and listing at the quick size on each profile asked for
+# small-objects, mixed-hol, listing, vectored, open-ahead and commit at the quick size on
+# each profile asked for
 # (`ferry bench WORKLOAD --quick --peers none --profile P`), and ttfb-throughput once
 # (it runs the s3, gcs and azure profiles itself). Each workload interleaves auto with
 # the forced modes in every repeat; the claims table's "auto / best forced mode" (claims.rs,
@@ -12,7 +13,7 @@
 # scratch directory (kept with --keep DIR, else removed at exit).
 #
 # Usage: scripts/auto-profiles.sh [--bin PATH] [--repeats N] [--profiles lan,s3,gcs,azure]
-#                                 [--workloads small-objects,mixed-hol,listing] [--no-ttfb]
+#                                 [--workloads small-objects,mixed-hol,listing,...] [--no-ttfb]
 #                                 [--keep DIR]
 set -uo pipefail
 
@@ -20,7 +21,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="$ROOT/target/release/ferry"
 REPEATS=3
 PROFILES="lan,s3,gcs,azure"
-WORKLOADS="small-objects,mixed-hol,listing"
+WORKLOADS="small-objects,mixed-hol,listing,vectored,open-ahead,commit"
 TTFB=1
 KEEP=""
 while [ $# -gt 0 ]; do
