@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # auto against the best forced transport, per workload row and per emulation profile:
 # small-objects, mixed-hol, listing, vectored, open-ahead and commit at the quick size on
-# each profile asked for
-# (`ferry bench WORKLOAD --quick --peers none --profile P`), and ttfb-throughput once
+# each profile asked for (`ferry bench WORKLOAD --quick --peers none --profile P`), and
+# ttfb-throughput once
 # (it runs the s3, gcs and azure profiles itself). Each workload interleaves auto with
 # the forced modes in every repeat; the claims table's "auto / best forced mode" (claims.rs,
 # `auto_vs_best_forced`: per repeat, auto's figure over the best forced row's, the median)
 # is printed per workload and profile as one Markdown table on stdout.
 #
-# What it shows (docs/lab/wire-auto-paced.md, "The profile sweep"): where auto falls
+# What it shows (docs/lab/wire-auto-paced.md, "The profile sweep", and
+# docs/lab/wire-auto-every-row.md): where auto falls
 # under 0.95 of the better of its transports. Nothing is asserted. JSON lines go to a
 # scratch directory (kept with --keep DIR, else removed at exit).
 #
