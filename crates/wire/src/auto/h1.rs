@@ -34,7 +34,7 @@
 //! Measurements behind these choices: docs/lab/wire-auto-lanes.md.
 
 use super::hedge::{send_hedged, Hedger};
-use super::lanes::{Demand, LaneGate, Lanes, SmallTiming, BULK, BULK_DEPTH, SMALL};
+use super::lanes::{Demand, LaneGate, Lanes, SmallTiming, BULK, SMALL};
 use super::probe::{probe_with, Probe, PROBE_ATTEMPTS, PROBE_INCONCLUSIVE, PROBE_SPACING};
 use super::window_cap;
 use crate::conn::Connector;
@@ -53,7 +53,6 @@ use std::time::Instant;
 pub(super) struct H1 {
     pub(super) pool: Arc<PoolTransport>,
     pub(super) pipeline: Arc<PipelineTransport>,
-    pub(super) bulk_pipeline: Arc<PipelineTransport>,
     pub(super) lanes: Arc<Lanes>,
     pub(super) probe: Arc<Mutex<Probe>>,
     pub(super) small_seen: AtomicU64,
@@ -91,18 +90,14 @@ impl H1 {
     ) -> Result<H1, WireError> {
         // Each lane may use the whole cap; the gates share it by demand (module note).
         let lanes = Arc::new(Lanes::new(controller));
-        let gate = |lane, pool| -> Arc<dyn ConnectionGate> { Arc::new(LaneGate { lanes: lanes.clone(), lane, pool }) };
-        let pool = Arc::new(PoolTransport::with_gate(config.clone(), connector.clone(), Some(gate(BULK, true))));
-        let pipeline = Arc::new(PipelineTransport::with_gate(config.clone(), Some(gate(SMALL, false)))?);
-        let bulk_config = TransportConfig { pipeline_depth: BULK_DEPTH, ..config.clone() };
-        let bulk_pipeline = Arc::new(PipelineTransport::with_gate(bulk_config, Some(gate(BULK, false)))?);
+        let gate = |lane| -> Arc<dyn ConnectionGate> { Arc::new(LaneGate { lanes: lanes.clone(), lane }) };
+        let pool = Arc::new(PoolTransport::with_gate(config.clone(), connector.clone(), Some(gate(BULK))));
+        let pipeline = Arc::new(PipelineTransport::with_gate(config.clone(), Some(gate(SMALL)))?);
         let _ = lanes.pool.set(Arc::downgrade(&pool));
         let _ = lanes.pipeline.set(Arc::downgrade(&pipeline));
-        let _ = lanes.bulk_pipeline.set(Arc::downgrade(&bulk_pipeline));
         Ok(H1 {
             pool,
             pipeline,
-            bulk_pipeline,
             lanes,
             probe: Arc::new(Mutex::new(Probe::default())),
             small_seen: AtomicU64::new(0),
@@ -133,13 +128,8 @@ impl H1 {
         let sent = Instant::now();
         let object_data = req.object_data;
         let mut demand = Demand::new(self.lanes.clone(), lane);
-        let fut = if lane == BULK && req.is_pipelineable() && self.verified() {
-            self.lanes.admit_bulk(true).await;
-            demand.admitted = true;
-            demand.pipelined = true;
-            self.bulk_pipeline.send(req)
-        } else if lane == BULK {
-            self.lanes.admit_bulk(false).await;
+        let fut = if lane == BULK {
+            self.lanes.admit_bulk().await;
             demand.admitted = true;
             self.pool.send(req)
         } else {
@@ -222,7 +212,7 @@ impl H1 {
     }
 
     pub(super) fn stats(&self) -> TransportStats {
-        let mut s = add(add(self.pool.stats(), self.pipeline.stats()), self.bulk_pipeline.stats());
+        let mut s = add(self.pool.stats(), self.pipeline.stats());
         // What is really open: the lanes count a socket until it is dropped, where each
         // lane's own figure drops when it lets the connection go.
         let st = self.lanes.lock();
@@ -326,8 +316,7 @@ mod tests {
         let sockets = || h1.lanes.lock().sockets;
         let places = || h1.lanes.lock().open;
         assert_eq!((h1.pool.idle_connections(), live.load(Relaxed), sockets(), places()), (2, 2, [2, 0], [2, 0]));
-        let small_gate: Arc<dyn ConnectionGate> =
-            Arc::new(LaneGate { lanes: h1.lanes.clone(), lane: SMALL, pool: false });
+        let small_gate: Arc<dyn ConnectionGate> = Arc::new(LaneGate { lanes: h1.lanes.clone(), lane: SMALL });
         assert!(Place::take(Some(&small_gate)).is_none(), "no place beside two sockets under a limit of two");
 
         // A small request arrives: the pool gives one idle connection up for it.

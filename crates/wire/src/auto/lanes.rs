@@ -67,11 +67,6 @@ use tokio::sync::Notify;
 pub(super) const BULK: usize = 0;
 pub(super) const SMALL: usize = 1;
 
-/// Requests per connection of the bulk lane's pipeline, once the endpoint verified
-/// pipelining: a second ranged GET written behind each one being read, so that no
-/// connection idles for a first-byte time between two parts (module note, "Bulk depth").
-pub(super) const BULK_DEPTH: usize = 2;
-
 /// How fast the small lane's claim on connections ebbs after a burst: one connection per
 /// step, so that shares do not flap with every arrival (a connection closed by one lane
 /// and reopened by the other); one second, ~30 first-byte times at S3's p50, lets a claim
@@ -109,9 +104,6 @@ pub(super) struct Lanes {
     pub(super) admit: Notify,
     pub(super) pool: OnceLock<Weak<PoolTransport>>,
     pub(super) pipeline: OnceLock<Weak<PipelineTransport>>,
-    /// The bulk lane's pipeline: ranged GETs two deep per connection once the endpoint
-    /// verified pipelining ([`BULK_DEPTH`]).
-    pub(super) bulk_pipeline: OnceLock<Weak<PipelineTransport>>,
 }
 
 pub(super) struct LaneState {
@@ -133,11 +125,6 @@ pub(super) struct LaneState {
     pub(super) peak_sockets: usize,
     /// Bulk requests admitted and not yet done ([`Lanes::admit_bulk`]).
     pub(super) admitted_bulk: usize,
-    /// Connections of the bulk lane that are the pool's (the rest are the bulk pipeline's).
-    pub(super) pool_open: usize,
-    /// Bulk GETs admitted to the bulk pipeline and not yet done: the pool gives back
-    /// the connections they need and cannot find free ([`Lanes::pool_yields`]).
-    pub(super) pipelined_bulk: usize,
 }
 
 impl Lanes {
@@ -154,13 +141,10 @@ impl Lanes {
                 sockets: [0; 2],
                 peak_sockets: 0,
                 admitted_bulk: 0,
-                pool_open: 0,
-                pipelined_bulk: 0,
             }),
             admit: Notify::new(),
             pool: OnceLock::new(),
             pipeline: OnceLock::new(),
-            bulk_pipeline: OnceLock::new(),
         }
     }
 
@@ -271,9 +255,6 @@ impl Lanes {
         if let Some(p) = self.pipeline.get().and_then(Weak::upgrade) {
             p.nudge();
         }
-        if let Some(p) = self.bulk_pipeline.get().and_then(Weak::upgrade) {
-            p.nudge();
-        }
         if let Some(p) = self.pool.get().and_then(Weak::upgrade) {
             p.nudge();
         }
@@ -293,31 +274,19 @@ impl Lanes {
         }
     }
 
-    /// Connections the pool gives back to the bulk pipeline: as many as its admitted
-    /// requests need at [`BULK_DEPTH`] each, beyond those it holds and the free places.
-    /// With no GET pipelined, none: uploads keep the pool's connections.
-    pub(super) fn pool_yields(&self, st: &LaneState) -> usize {
-        let wanted = st.pipelined_bulk.div_ceil(BULK_DEPTH);
-        let held = st.open[BULK] - st.pool_open.min(st.open[BULK]);
-        let free = self.total().saturating_sub(st.open[BULK] + st.open[SMALL]);
-        wanted.saturating_sub(held + free).min(st.pool_open)
-    }
-
     /// Waits until the bulk requests in flight are fewer than bulk's share, then counts
     /// this one in (module note, "parked"): the limit bounds bulk requests
     /// here, not by closing the pool's connections.
-    pub(super) async fn admit_bulk(&self, pipelined: bool) {
-        let depth = if pipelined { BULK_DEPTH } else { 1 };
+    pub(super) async fn admit_bulk(&self) {
         loop {
             let notified = self.admit.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             {
                 let mut st = self.lock();
-                let share = self.shares(&mut st)[BULK].max(1) * depth;
+                let share = self.shares(&mut st)[BULK].max(1);
                 if st.admitted_bulk < share {
                     st.admitted_bulk += 1;
-                    st.pipelined_bulk += usize::from(pipelined);
                     return;
                 }
             }
@@ -330,9 +299,6 @@ impl Lanes {
 pub(super) struct LaneGate {
     pub(super) lanes: Arc<Lanes>,
     pub(super) lane: usize,
-    /// The pool's gate (bulk lane): counted in `pool_open`, and gives its connections
-    /// back once bulk GETs are pipelined.
-    pub(super) pool: bool,
 }
 
 impl ConnectionGate for LaneGate {
@@ -342,7 +308,6 @@ impl ConnectionGate for LaneGate {
         let total = self.lanes.total();
         if st.open[BULK] + st.open[SMALL] < total && st.open[self.lane] < share {
             st.open[self.lane] += 1;
-            st.pool_open += usize::from(self.pool);
             st.peak_open[self.lane] = st.peak_open[self.lane].max(st.open[self.lane]);
             tracing::debug!(
                 "auto: {} opens a connection: open {:?}, active {:?}, shares {share} of {total}, handed over {:?}",
@@ -360,9 +325,6 @@ impl ConnectionGate for LaneGate {
     fn closed(&self) {
         let mut st = self.lanes.lock();
         st.open[self.lane] = st.open[self.lane].saturating_sub(1);
-        if self.pool {
-            st.pool_open = st.pool_open.saturating_sub(1);
-        }
         drop(st);
         // Either lane may be waiting for this place (the socket closes after its lane let
         // it go); the drop may run under a lane's lock, so they are woken from a task.
@@ -384,12 +346,7 @@ impl ConnectionGate for LaneGate {
 
     fn excess(&self) -> usize {
         let mut st = self.lanes.lock();
-        let excess = self.lanes.excess(&mut st, self.lane);
-        if self.pool {
-            excess.max(self.lanes.pool_yields(&st))
-        } else {
-            excess
-        }
+        self.lanes.excess(&mut st, self.lane)
     }
 
     fn handed_over(&self, n: usize) {
@@ -428,8 +385,6 @@ pub(super) struct Demand {
     pub(super) lane: usize,
     /// Admitted under the bulk share ([`Lanes::admit_bulk`]): given back with the demand.
     pub(super) admitted: bool,
-    /// Admitted to the bulk pipeline (`LaneState::pipelined_bulk`).
-    pub(super) pipelined: bool,
     /// A small request's times, traced when its body ends (`FERRY_LOG=ferry_wire::auto=trace`).
     pub(super) timing: Option<SmallTiming>,
     /// Whether the body's bytes count as goodput: bulk lane and object data
@@ -466,7 +421,7 @@ impl Drop for SmallTiming {
 impl Demand {
     pub(super) fn new(lanes: Arc<Lanes>, lane: usize) -> Demand {
         lanes.demand(lane, 1);
-        Demand { lanes, lane, admitted: false, pipelined: false, timing: None, goodput: true }
+        Demand { lanes, lane, admitted: false, timing: None, goodput: true }
     }
 
     pub(super) fn until_body_end(self, mut r: Response) -> Response {
@@ -502,9 +457,7 @@ impl Demand {
 impl Drop for Demand {
     fn drop(&mut self) {
         if self.admitted {
-            let mut st = self.lanes.lock();
-            st.admitted_bulk -= 1;
-            st.pipelined_bulk -= usize::from(self.pipelined);
+            self.lanes.lock().admitted_bulk -= 1;
         }
         self.lanes.demand(self.lane, -1);
         if self.admitted {
