@@ -347,15 +347,14 @@ impl PipelineTransport {
     /// Sends two pipelineable requests queued at once on one connection, so that its
     /// writer writes them in one batch: `auto`'s probe, whose pair must be answered as a
     /// batch to verify pipelining, runs on the small lane's own pipeline this way (its
-    /// connection is then the lane's first, not one opened beside the lane). Both are
-    /// queued before this returns, ahead of any requests waiting for room; when there is
-    /// no connection at all and none may be opened, both wait at the front of `pending`
-    /// and are placed one by one like any others.
-    pub(crate) fn send_pair(
-        &self,
-        first: Request,
-        second: Request,
-    ) -> [BoxFuture<'static, Result<Response, WireError>>; 2] {
+    /// connection is then the lane's first, not one opened beside the lane), and so does
+    /// `ferry perfdiag`'s. Requests sent one by one may each be written and answered
+    /// before the next is queued (an idle writer on another core, a loopback server), so
+    /// they verify nothing however often they are sent. Both are queued before this
+    /// returns, ahead of any requests waiting for room; when there is no connection at all
+    /// and none may be opened, both wait at the front of `pending` and are placed one by
+    /// one like any others.
+    pub fn send_pair(&self, first: Request, second: Request) -> [BoxFuture<'static, Result<Response, WireError>>; 2] {
         let shared = &self.shared;
         let mut jobs = Vec::with_capacity(2);
         let mut replies = Vec::with_capacity(2);

@@ -4,9 +4,9 @@
 //! ```text
 //! DNS lookup (timed, every answer) ─► TCP connect to the first answer (N samples)
 //!   ─► https: TLS handshake offering ALPN [h2, http/1.1] (N samples; the protocol chosen)
-//!   ─► pipelining: 8 GETs of a small object in flight on one h1-pipeline connection (again,
-//!      up to 8 rounds, until they were in flight together); PipelineTransport::verified()
-//!      is the wire crate's own verdict (auto's probe uses it)
+//!   ─► pipelining: 8 GETs of a small object on one h1-pipeline connection, in pairs queued
+//!      together (again, up to 8 rounds, until a pair was in flight together);
+//!      PipelineTransport::verified() is the wire crate's own verdict (auto's probe uses it)
 //!   ─► receive windows: one GET of a larger object on a raw HTTP/1.1 connection,
 //!      SO_RCVBUF read after it (Linux's autotuning grows it with the window it offers),
 //!      and, where h2 answers, the same GET over H2Transport and its largest stream window
@@ -205,12 +205,11 @@ fn config(p: &PathProbe, mode: Mode) -> TransportConfig {
     c
 }
 
-/// Rounds of the pipelining probe at most: the first batch on a fresh connection may go
-/// out one request at a time (the connection is still opening, TLS on top, while the
-/// requests queue), which proves nothing either way; a second batch on the now open
-/// connection goes out together. The rest is slack for a busy client machine, where a
-/// batch can still go out one request at a time (seen for three rounds in a row with
-/// both cores busy); a round of 8 small GETs costs milliseconds.
+/// Rounds of the pipelining probe at most: on a fresh connection a pair may still be
+/// placed one request at a time (the connection is opening, TLS on top, while requests
+/// queue), which proves nothing either way; a second round on the now open connection
+/// writes each pair in one batch. The rest is slack for a busy client machine; a round
+/// of 8 small GETs costs milliseconds.
 const PIPELINE_PROBE_ROUNDS: usize = 8;
 
 /// 8 GETs in flight on one h1-pipeline connection, again on the same connection until
@@ -228,8 +227,10 @@ async fn pipelining(p: &PathProbe) -> Value {
     let mut rounds = 0;
     while rounds < PIPELINE_PROBE_ROUNDS && !t.verified() && errors.is_empty() {
         rounds += 1;
-        let sends: Vec<_> =
-            (0..PIPELINE_PROBE_REQUESTS).map(|_| t.send(Request::new(http::Method::GET, p.small.clone()))).collect();
+        // In pairs queued together (`send_pair`): sent one by one, each request may be
+        // written and answered before the next is queued, which verifies nothing.
+        let get = || Request::new(http::Method::GET, p.small.clone());
+        let sends: Vec<_> = (0..PIPELINE_PROBE_REQUESTS / 2).flat_map(|_| t.send_pair(get(), get())).collect();
         for r in futures_util::future::join_all(sends).await {
             match r {
                 Ok(resp) => {
