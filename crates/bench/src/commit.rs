@@ -318,8 +318,8 @@ pub fn commit(size: Size, p: &CommitParams) -> Workload {
     };
     let mut variants = vec![row_on(Mode::H1Pool, NAIVE_ROW, run), row_on(Mode::H1Pool, PARALLEL_ROW, parallel.clone())];
     // The engine's row again on the other transports, at the same connections.
-    for (mode, name) in crate::workload::MODE_ROWS.into_iter().filter(|(m, _)| *m != Mode::H1Pool) {
-        variants.push(row_on(mode, &parallel_label(name), parallel.clone()));
+    for mode in crate::workload::MODE_ROWS.into_iter().filter(|m| *m != Mode::H1Pool) {
+        variants.push(row_on(mode, &parallel_label(crate::workload::mode_name(mode)), parallel.clone()));
     }
     let peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).collect();
     let before = crate::workload::PutSetup {

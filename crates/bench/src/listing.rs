@@ -439,8 +439,8 @@ pub fn listing(size: Size, p: &ListingParams) -> Workload {
         note,
         once: false,
     };
-    let mode_row = |mode, name: &str| Variant {
-        label: mode_row_label(name),
+    let mode_row = |mode| Variant {
+        label: mode_row_label(crate::workload::mode_name(mode)),
         workload: NAME,
         server: Some(0),
         client: Some(
@@ -463,7 +463,7 @@ pub fn listing(size: Size, p: &ListingParams) -> Workload {
         row(p.flat_label(), Strategy::Flat, 1, None),
         row(KEY_RANGE_ROW.to_string(), Strategy::KeyRange, p.key_range_concurrency(), None),
     ];
-    variants.extend(crate::workload::MODE_ROWS.iter().map(|&(mode, name)| mode_row(mode, name)));
+    variants.extend(crate::workload::MODE_ROWS.into_iter().map(mode_row));
     for peer in p.peers.iter().copied().filter(|x| PEERS.contains(x)) {
         variants.push(Variant {
             label: peer_label(peer),
@@ -544,7 +544,8 @@ pub fn table(w: &Workload, records: &[RunRecord]) -> String {
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
     let (per_dir, flat) = (p.per_dir_label(), p.flat_label());
     let peer_rows: Vec<String> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).map(peer_label).collect();
-    let mode_rows: Vec<String> = crate::workload::MODE_ROWS.iter().map(|(_, name)| mode_row_label(name)).collect();
+    let mode_rows: Vec<String> =
+        crate::workload::MODE_ROWS.into_iter().map(|m| mode_row_label(crate::workload::mode_name(m))).collect();
     let rows = [per_dir.as_str(), flat.as_str(), KEY_RANGE_ROW].into_iter().chain(mode_rows.iter().map(String::as_str));
     for l in rows.chain(peer_rows.iter().map(String::as_str)) {
         let rs: Vec<&RunRecord> = records.iter().filter(|r| r.variant == l).collect();

@@ -274,8 +274,8 @@ pub fn open_ahead(size: Size, p: &OpenAheadParams) -> Workload {
         row(BOUND_ROW, 1, Strategy::OnDemand, Some("the on-demand reader against the s3 profile with a zero first byte: the object bytes at one connection's rate")),
     ];
     // open-ahead again on the other transports, at the same 50 connections.
-    for (mode, name) in crate::workload::MODE_ROWS.into_iter().filter(|(m, _)| *m != Mode::H1Pool) {
-        variants.push(row_on(mode, &open_ahead_label(name), 0, Strategy::OpenAhead, None));
+    for mode in crate::workload::MODE_ROWS.into_iter().filter(|m| *m != Mode::H1Pool) {
+        variants.push(row_on(mode, &open_ahead_label(crate::workload::mode_name(mode)), 0, Strategy::OpenAhead, None));
     }
     let peers: Vec<crate::peers::Peer> = p.peers.iter().copied().filter(|x| PEERS.contains(x)).collect();
     let op =

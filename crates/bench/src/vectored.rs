@@ -273,8 +273,8 @@ pub fn vectored(size: Size, p: &VectoredParams) -> Workload {
     let rs = Arc::new(ranges(p.ranges, p.range_min, p.range_max, p.object_bytes, p.seed));
     let s3 = ServerSpec::profile("s3");
     let client = ClientSpec { mode: Mode::H1Pool, max_connections: p.connections, pipeline_depth: 1 };
-    let row = |strategy, (mode, name): (Mode, &str)| Variant {
-        label: row_label(strategy, name),
+    let row = |strategy, mode| Variant {
+        label: row_label(strategy, crate::workload::mode_name(mode)),
         workload: NAME,
         server: Some(0),
         client: Some(client.on(mode)),

@@ -102,12 +102,7 @@ pub struct ClientSpec {
 
 impl ClientSpec {
     pub fn mode_name(&self) -> &'static str {
-        match self.mode {
-            Mode::Auto => "auto",
-            Mode::H1Pool => "h1-pool",
-            Mode::H1Pipeline => "h1-pipeline",
-            Mode::H2 => "h2",
-        }
+        mode_name(self.mode)
     }
 
     /// The same row on another HTTP/1.1 transport: pooled at depth 1, else pipelined up to
@@ -118,18 +113,28 @@ impl ClientSpec {
     }
 }
 
+/// A transport's name in row labels and records (`--mode`'s spelling).
+pub fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Auto => "auto",
+        Mode::H1Pool => "h1-pool",
+        Mode::H1Pipeline => "h1-pipeline",
+        Mode::H2 => "h2",
+    }
+}
+
 /// The HTTP/1.1 transports a workload repeats a ferry row on, so that the claims table
 /// sets auto beside the best forced mode (claims.rs pairs rows whose labels differ only in
 /// the mode's name: [`mode_row_label`]). h2 is not among them: the s3 profile, like S3,
 /// offers HTTP/1.1 only, and an h2 row needs a second server (small-objects, mixed-hol).
-pub const MODE_ROWS: [(Mode, &str); 3] =
-    [(Mode::H1Pool, "h1-pool"), (Mode::H1Pipeline, "h1-pipeline"), (Mode::Auto, "auto")];
+pub const MODE_ROWS: [Mode; 3] = [Mode::H1Pool, Mode::H1Pipeline, Mode::Auto];
 
 /// Requests per connection the pipelining mode rows may queue: small-objects' depth, so
 /// the transport is the one that workload measures.
 pub const MODE_ROWS_PIPELINE_DEPTH: usize = 32;
 
-/// The label of `row` on the transport named `mode_name` (one of [`MODE_ROWS`]).
+/// The label of `row` on the transport named `mode_name` ([`mode_name`] of one of
+/// [`MODE_ROWS`]).
 pub fn mode_row_label(mode_name: &str, row: &str) -> String {
     format!("{mode_name} · {row}")
 }

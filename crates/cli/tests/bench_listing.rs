@@ -7,7 +7,7 @@
 use ferry_bench::listing::{self, mode_row_label, ListingParams, KEY_RANGE_ROW};
 use ferry_bench::record::check_schema;
 use ferry_bench::workload::Size;
-use ferry_bench::workload::MODE_ROWS;
+use ferry_bench::workload::{mode_name, MODE_ROWS};
 use ferry_bench::{RunOptions, ServerCommand};
 use std::time::Duration;
 
@@ -32,10 +32,11 @@ fn listing_tiny_every_strategy_lists_every_key_once() {
     let flat = outcome.records.iter().find(|r| r.variant == p.flat_label()).unwrap();
     let key_range = outcome.records.iter().find(|r| r.variant == KEY_RANGE_ROW).unwrap();
     let on_modes: Vec<_> = MODE_ROWS
-        .iter()
-        .map(|(_, name)| {
+        .into_iter()
+        .map(|m| {
+            let name = mode_name(m);
             let r = outcome.records.iter().find(|r| r.variant == mode_row_label(name)).unwrap();
-            assert_eq!(r.client.as_ref().unwrap()["mode"], *name, "{}", r.variant);
+            assert_eq!(r.client.as_ref().unwrap()["mode"], name, "{}", r.variant);
             assert_eq!(r.figure("list_calls"), Some(20.0), "{}: one LIST per directory", r.variant);
             r
         })
@@ -64,7 +65,9 @@ fn listing_tiny_every_strategy_lists_every_key_once() {
         assert_eq!(r["params"]["dirs"], 20);
         assert_eq!(r["params"]["link"], "none");
     }
-    for l in std::iter::once(KEY_RANGE_ROW.to_string()).chain(MODE_ROWS.iter().map(|(_, n)| mode_row_label(n))) {
+    for l in
+        std::iter::once(KEY_RANGE_ROW.to_string()).chain(MODE_ROWS.into_iter().map(|m| mode_row_label(mode_name(m))))
+    {
         assert!(outcome.report.contains(&format!("| {l} |")), "{}", outcome.report);
     }
     // auto's row is set beside the forced ones in the claims line.

@@ -326,9 +326,9 @@ impl OpenAhead {
             if let (Some(w), Some(per_object)) = (&self.window, self.per_object) {
                 w.grow(places_short(waited.elapsed(), per_object).saturating_sub(1));
             }
-        }
-        if let (true, Some(w)) = (stalled, &self.window) {
-            self.engine.controller().start_at(w.size.load(Relaxed) as usize + 1);
+            if let Some(w) = &self.window {
+                self.engine.controller().start_at(w.size.load(Relaxed) as usize + 1);
+            }
         }
         self.handed_at = Some(Instant::now());
         let pre = match joined {
