@@ -462,3 +462,43 @@ async fn mixed_load(t: Arc<dyn Transport>, bulk: usize, smalls_for: Duration) ->
     }
     (t.stats().connections_opened, parts_done.load(SeqCst), smalls_done)
 }
+
+/// Bulk demand raises the controller's first start (lanes.rs, "Bulk demand"): 24 bulk
+/// GETs (no size known) sent at once from the caller's own tasks, each head held 300 ms
+/// by the server, under a cap of 48. Sampled 150 ms in, before any head is back, the
+/// controller's limit is `BULK_START_CAP` (16), not its initial 4, and the pool holds
+/// more than 4 connections; every GET then completes. Counts only, no speed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_requests_in_flight_raise_the_first_start() {
+    let srv = FerryServe::new()
+        .anonymous()
+        .configure(|c| {
+            c.emulation.ttfb_p50 = Duration::from_millis(300);
+            c.emulation.ttfb_p99 = Duration::from_millis(300);
+        })
+        .start();
+    let t = auto(&srv, 48);
+    let first_head = Arc::new(std::sync::Mutex::new(None::<Instant>));
+    let sent = Instant::now();
+    let gets: Vec<_> = (0..24)
+        .map(|i| {
+            let (t, first_head) = (t.clone(), first_head.clone());
+            tokio::spawn(async move {
+                let r = t.send(get(&format!("/synthetic/start/size=1048576/o{i}"), None)).await.expect("GET");
+                first_head.lock().unwrap().get_or_insert_with(Instant::now);
+                assert!(r.status.is_success(), "GET: {}", r.status);
+                r.body.collect(2 << 20).await.unwrap().len()
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let (limit, (pool, _)) = (t.controller().unwrap().limit(), t.lane_connections());
+    let sampled = Instant::now();
+    for g in gets {
+        assert_eq!(g.await.unwrap(), 1 << 20);
+    }
+    let head = first_head.lock().unwrap().expect("no response");
+    assert!(head > sampled, "a head came back {:?} after sending, before the sample", head - sent);
+    assert_eq!(limit, 16, "the controller's limit with 24 bulk GETs waiting, before any answer");
+    assert!(pool > 4, "the pool held {pool} connections with 24 bulk GETs waiting");
+}

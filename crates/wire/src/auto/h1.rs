@@ -129,6 +129,7 @@ impl H1 {
         let object_data = req.object_data;
         let mut demand = Demand::new(self.lanes.clone(), lane);
         let fut = if lane == BULK {
+            self.lanes.bulk_demand_raises_the_start();
             self.lanes.admit_bulk().await;
             demand.admitted = true;
             self.pool.send(req)

@@ -50,6 +50,15 @@
 //! `ferry bench small-objects --quick`, about half of auto's ~100 ms start-up cost; the
 //! probe's verdict was the other half). A throttle halves the raised limit as any other.
 //!
+//! Bulk demand: in the same first slow start, bulk requests active at once (admitted or
+//! waiting for admission) raise the limit to their number, at most [`BULK_START_CAP`].
+//! A caller that keeps n bulk transfers in flight from its own tasks (a read-modify-write
+//! loop, a copy tool's workers) has chosen n for this endpoint as surely as a batch
+//! call's `concurrency` does, and a forced pool would open n connections for it at once;
+//! climbing from 4 costs such a caller several first-byte times per connection it lacks.
+//! The cap keeps an unbounded spawn of bulk tasks from opening one connection each before
+//! slow start has measured anything: above it, slow start's goodput rule decides.
+//!
 //! A request counts in its lane ([`Demand`]) from `send` to the end of its body (or its
 //! failure, or the drop of its body). Measurements behind the rules and constants, and
 //! the commands that repeat them: docs/lab/wire-auto-lanes.md.
@@ -95,6 +104,14 @@ pub(super) const SMALL_RESERVE_FRACTION: usize = 4;
 /// `ferry bench mixed-hol --quick --peers none --auto-max-connections 50,58`, whose second
 /// row gives auto's bulk the pool's 50).
 pub(super) const SMALL_CLAIM: usize = 4;
+
+/// The most bulk demand raises the controller's first start to (module note, "Bulk
+/// demand"): the connection count a forced pool is usually given by the callers this
+/// serves (the bench's commit row keeps 16 transfers in flight on 16 connections). On
+/// the emulated profiles 16 connections of 90 MB/s reach the 1-2 GB/s these machines move
+/// on loopback, so slow start has nothing to find below it. Re-measure with
+/// `scripts/auto-profiles.sh --workloads commit,mixed-hol,bulk-get`.
+pub(super) const BULK_START_CAP: usize = 16;
 
 /// The two HTTP/1.1 lanes' connections and demand, under one lock (module note).
 pub(super) struct Lanes {
@@ -270,6 +287,16 @@ impl Lanes {
             (st.active[SMALL], st.active[BULK])
         };
         if bulk == 0 && n > self.controller.limit() {
+            self.controller.start_at(n);
+        }
+    }
+
+    /// Bulk requests active at once raise the controller's limit to their number (at most
+    /// [`BULK_START_CAP`]) while it is in its first slow start (module note, "Bulk
+    /// demand"). Called as each one is counted in, before it waits for admission.
+    pub(super) fn bulk_demand_raises_the_start(&self) {
+        let n = self.lock().active[BULK].min(BULK_START_CAP);
+        if n > self.controller.limit() {
             self.controller.start_at(n);
         }
     }
