@@ -56,8 +56,9 @@
 //! loop, a copy tool's workers) has chosen n for this endpoint as surely as a batch
 //! call's `concurrency` does, and a forced pool would open n connections for it at once;
 //! climbing from 4 costs such a caller several first-byte times per connection it lacks.
-//! The cap keeps an unbounded spawn of bulk tasks from opening one connection each before
-//! slow start has measured anything: above it, slow start's goodput rule decides.
+//! The cap is low because the rounds at the start are where the controller learns the
+//! endpoint's unloaded first-byte time, the floor its latency back-off compares against;
+//! above the cap slow start's goodput rule decides.
 //!
 //! A request counts in its lane ([`Demand`]) from `send` to the end of its body (or its
 //! failure, or the drop of its body). Measurements behind the rules and constants, and
@@ -106,12 +107,14 @@ pub(super) const SMALL_RESERVE_FRACTION: usize = 4;
 pub(super) const SMALL_CLAIM: usize = 4;
 
 /// The most bulk demand raises the controller's first start to (module note, "Bulk
-/// demand"): the connection count a forced pool is usually given by the callers this
-/// serves (the bench's commit row keeps 16 transfers in flight on 16 connections). On
-/// the emulated profiles 16 connections of 90 MB/s reach the 1-2 GB/s these machines move
-/// on loopback, so slow start has nothing to find below it. Re-measure with
-/// `scripts/auto-profiles.sh --workloads commit,mixed-hol,bulk-get`.
-pub(super) const BULK_START_CAP: usize = 16;
+/// demand"). Eight: twice the initial 4, so a caller's 16 transfers skip slow start's
+/// first rounds. Higher starts measure the head-latency floor
+/// (controller.rs, "Rising head latency") already under load: at 16, on an endpoint whose
+/// first byte grows with every request in flight (`auto_latency.rs`), the floor read at 16
+/// was within the 2x tolerance of the latency at the cap and the back-off never fired.
+/// Figures for 8 and 16: docs/lab/wire-auto-every-row.md, "commit"; re-measure with
+/// `scripts/auto-profiles.sh --workloads commit,mixed-hol --profiles s3,gcs,azure`.
+pub(super) const BULK_START_CAP: usize = 8;
 
 /// The two HTTP/1.1 lanes' connections and demand, under one lock (module note).
 pub(super) struct Lanes {
