@@ -380,8 +380,8 @@ pub async fn get_ranges(
     // borrowed span (`iter().map(|s| ...)`) is one the compiler cannot prove `Send` for
     // every lifetime, and `get_ranges` must be `Send` to be spawned (lib.rs checks it).
     engine.controller().start_at((spans.len() - rest).min(opts.concurrency.max(1)));
-    let fetches = (rest..spans.len())
-        .map(|i| admitted_span(engine, object, i - rest, &spans[i], etag.clone(), &opts.estimator));
+    let fetches =
+        (rest..spans.len()).map(|i| admitted_span(engine, object, i - rest, &spans[i], etag.clone(), &opts.estimator));
     let mut fetched: Vec<(usize, Bytes)> =
         stream::iter(fetches).buffer_unordered(opts.concurrency.max(1)).try_collect().await?;
     fetched.sort_unstable_by_key(|(i, _)| *i);
