@@ -114,10 +114,12 @@ async fn serve(
                 }
                 r
             };
+            // Counted before the write: a client may read the response and the test check
+            // the count before this task runs again after `write_all`.
+            *answered.lock().unwrap().entry(path).or_insert(0) += 1;
             if sock.write_all(&response).await.is_err() {
                 return;
             }
-            *answered.lock().unwrap().entry(path).or_insert(0) += 1;
         }
         match sock.read(&mut chunk).await {
             Ok(0) | Err(_) => {
