@@ -165,8 +165,7 @@ def test_driver_fork_server_runs_each_spec_line(peer, peers_doc, mem_server, buc
     # Each run measures itself from nothing: its own CPU, not the server's imports.
     assert 0 < get["cpu_s"] < 30 and get["peak_rss_bytes"] > 0
     # Nor an import of its own inside the clock: the fork server preloaded what the op
-    # needs (asyncio's first import, ~30 ms, was once a quarter of ferry-py's
-    # small-objects run).
+    # needs.
     assert "imported_in_clock" not in get, get["imported_in_clock"]
 
 

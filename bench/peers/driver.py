@@ -1896,7 +1896,7 @@ def _preload(peer: str):
         import s3fs  # noqa: F401
     elif peer == "ferry-py":
         # asyncio too, as for obstore and s3fs: get_many and put_many run on it, and its
-        # first import (~30 ms) inside a run's clock was a quarter of a small-objects run.
+        # first import would otherwise be timed as part of the run.
         import asyncio  # noqa: F401
 
         import ferry  # noqa: F401

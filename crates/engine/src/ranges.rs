@@ -446,13 +446,7 @@ async fn fetch_span(
     let size = out.meta.size;
     let got = out.range;
     let want = range.end - range.start;
-    let (bytes, read) = if span.keep.len() == 1 && span.keep[0] == *range {
-        let bytes = out.body.collect().await?;
-        let n = bytes.len() as u64;
-        (bytes, n)
-    } else {
-        keep_only(out.body, range.start, &span.keep).await?
-    };
+    let (bytes, read) = keep_only(out.body, span).await?;
     estimator.record(first_byte, read, t0.elapsed().saturating_sub(first_byte));
     if got.map(|(s, _)| s) != Some(range.start) || read != want {
         return Err(Error::Service {
@@ -470,14 +464,14 @@ async fn fetch_span(
     Ok((bytes, etag))
 }
 
-/// Reads a span's body from byte `start` of the object to its end, copying only the
-/// bytes inside `keep` (sorted, disjoint) into one buffer; returns it and the bytes read.
+/// Reads `span`'s body, copying only the bytes inside its `keep` into one buffer (all of
+/// it when the span has no hole); returns the buffer and the bytes read.
 async fn keep_only(
     mut body: impl futures_util::Stream<Item = Result<Bytes, Error>> + Unpin,
-    start: u64,
-    keep: &[Range<u64>],
+    span: &Span,
 ) -> Result<(Bytes, u64), Error> {
-    let mut out = Vec::with_capacity(keep.iter().map(|k| k.end - k.start).sum::<u64>() as usize);
+    let (start, keep) = (span.range.start, &span.keep);
+    let mut out = Vec::with_capacity(span.kept_len() as usize);
     let (mut pos, mut k) = (start, 0);
     while let Some(chunk) = body.next().await {
         let chunk = chunk?;
@@ -593,7 +587,7 @@ mod tests {
                     at += n;
                     c += 1;
                 }
-                let (kept, read) = futures_util::FutureExt::now_or_never(keep_only(stream::iter(chunks), s.range.start, &s.keep))
+                let (kept, read) = futures_util::FutureExt::now_or_never(keep_only(stream::iter(chunks), &s))
                     .expect("a stream of ready chunks never waits")
                     .unwrap();
                 let want: Vec<u8> = s.keep.iter().flat_map(|k| object[k.start as usize..k.end as usize].to_vec()).collect();
