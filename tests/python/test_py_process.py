@@ -136,6 +136,41 @@ def test_the_runtime_has_no_process_wide_parking_table():
     assert "parking_lot" not in names and "parking_lot_core" not in names
 
 
+# The child reads its own THP_enabled (/proc/self/status) before ferry is imported and
+# after a transfer; the file is read with nothing but builtins, so the first reading is
+# taken before anything of ferry's is loaded.
+_THP_CHILD = """
+import sys
+def thp():
+    with open("/proc/self/status") as f:
+        return next(line.split()[1] for line in f if line.startswith("THP_enabled:"))
+before = thp()
+import ferry
+url, access, secret, obj = sys.argv[1:5]
+c = ferry.Client(url, credentials={"access_key_id": access, "secret_access_key": secret}, region="us-east-1")
+c.put(obj, b"x" * (8 << 20))
+assert len(c.get(obj)) == 8 << 20
+print(before, thp())
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux's /proc is needed")
+def test_the_allocator_leaves_the_process_huge_page_setting_alone(server, bucket):
+    # The extension's allocator (mimalloc, alloc.rs) turns huge pages off for its own
+    # heaps only: the host process keeps its THP setting through import, a client and a
+    # transfer (mimalloc's environment option would have disabled it process-wide).
+    import subprocess
+    import sys
+
+    creds = server.credentials
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MIMALLOC_")}
+    args = [server.url, creds["access_key_id"], creds["secret_access_key"], f"s3://{bucket}/thp"]
+    out = subprocess.run([sys.executable, "-c", _THP_CHILD, *args], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    before, after = out.stdout.split()
+    assert after == before, f"THP_enabled went from {before} to {after}"
+
+
 def test_get_many_releases_the_gil(server, bucket):
     # Every first byte takes ~300 ms: get_many of 4 objects, one at a time, blocks the caller that long.
     with FerryServer(flags=["--ttfb-p50", "300ms"]) as slow:

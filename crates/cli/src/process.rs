@@ -25,8 +25,8 @@ use crate::Command;
 const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
 
 // The crate's C library carries the functions below; named here so that it is linked
-// into whatever links this library (the Python extension too, where mimalloc is not the
-// allocator and the option is moot), not only into the binary that declares it global.
+// into whatever links this library (the Python extension too, which declares it global
+// in its alloc.rs), not only into the binary that declares it global.
 extern crate mimalloc as _;
 
 extern "C" {

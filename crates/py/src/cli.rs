@@ -7,10 +7,10 @@
 //! own outside maturin, and an editable install (`pip install -e .`, `maturin develop`)
 //! installs no data scripts from the build tree. An entry point is written by pip from
 //! the package's metadata in every kind of install, and the command line is already in
-//! this library. What differs from the cargo-built binary: the allocator is the
-//! interpreter's process's (the binary sets mimalloc and turns transparent huge pages
-//! off before `main`, ferry-cli's main.rs), and `ferry bench`'s reaper is this script,
-//! so the lab's figures come from the cargo-built `ferry`.
+//! this library. What differs from the cargo-built binary: mimalloc is the allocator of
+//! the Rust half only (alloc.rs), with huge pages off for its own heaps rather than for
+//! the process from before `main` (ferry-cli's main.rs), and `ferry bench`'s reaper is
+//! this script, so the lab's figures come from the cargo-built `ferry`.
 
 use pyo3::prelude::*;
 use std::ffi::OsString;

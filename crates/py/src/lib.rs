@@ -9,10 +9,12 @@
 //!                   │              asyncio awaitables through pyo3-async-runtimes
 //!                   ├─ buffer.rs:  ferry.Buffer, bytes out through the buffer protocol
 //!                   ├─ pool.rs:    the memory of dropped Buffers, kept for the next get
+//!                   ├─ alloc.rs:   mimalloc for the Rust half's memory, without huge pages
 //!                   └─ errors.rs:  ferry-store's Error ─► ferry.NotFound, ferry.Auth, ...
 //! `ferry` console script ─► cli.rs ─► ferry-cli's main_from_args (the whole command line)
 //! ```
 
+mod alloc;
 mod arrow;
 mod buffer;
 mod cli;
@@ -29,6 +31,7 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn _ferry(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    alloc::own_heaps_without_huge_pages();
     m.add_class::<client::Client>()?;
     m.add_class::<buffer::Buffer>()?;
     m.add_class::<client::ObjectInfo>()?;
