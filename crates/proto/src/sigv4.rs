@@ -26,9 +26,9 @@
 //! - the payload hash is `x-amz-content-sha256` verbatim (which may be
 //!   `UNSIGNED-PAYLOAD` or `STREAMING-...`), or `UNSIGNED-PAYLOAD` when absent.
 //!
-//! Verification cost is four HMAC-SHA256 for the signing key, one SHA-256 of
-//! the canonical request and one HMAC; nothing is cached, which keeps the
-//! function pure.
+//! Verification cost is one SHA-256 of the canonical request and one HMAC, plus
+//! four HMAC-SHA256 for the signing key when the thread has not derived the same
+//! key already (`signing_key` keeps the last one per thread).
 
 use std::time::{Duration, SystemTime};
 
@@ -171,7 +171,36 @@ fn hmac(key: &[u8], data: &[u8]) -> [u8; 32] {
 }
 
 /// `kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, date), region), service), "aws4_request")`
+///
+/// Four HMACs, about half the SHA-256 work of signing or verifying a GET, and the same
+/// for a whole day of one credential's requests: each thread keeps the last key it
+/// derived with what it was derived from, and derives again only when any of the four
+/// differs. A client signs with one credential, a server mostly verifies one, so the
+/// derivation runs about once per thread per day.
 pub fn signing_key(secret: &str, date_yyyymmdd: &str, region: &str, service: &str) -> [u8; 32] {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<KeptKey>> = const { std::cell::RefCell::new(None) };
+    }
+    LAST.with_borrow_mut(|last| {
+        if let Some(kept) = last.as_ref() {
+            if kept.inputs == [secret, date_yyyymmdd, region, service] {
+                return kept.key;
+            }
+        }
+        let key = derive_signing_key(secret, date_yyyymmdd, region, service);
+        let inputs = [secret, date_yyyymmdd, region, service].map(str::to_owned);
+        *last = Some(KeptKey { inputs, key });
+        key
+    })
+}
+
+/// A thread's last signing key and the secret, date, region and service it came from.
+struct KeptKey {
+    inputs: [String; 4],
+    key: [u8; 32],
+}
+
+fn derive_signing_key(secret: &str, date_yyyymmdd: &str, region: &str, service: &str) -> [u8; 32] {
     let k_secret = format!("AWS4{secret}");
     let k_date = hmac(k_secret.as_bytes(), date_yyyymmdd.as_bytes());
     let k_region = hmac(&k_date, region.as_bytes());
@@ -948,6 +977,28 @@ mod tests {
         // From the AWS SigV4 documentation (iam service example).
         let k = signing_key("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "20120215", "us-east-1", "iam");
         assert_eq!(hex::encode(k), "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d");
+    }
+
+    #[test]
+    fn the_kept_signing_key_follows_each_of_its_inputs() {
+        // One thread, inputs changed one at a time and back: every answer is the
+        // derivation of its own inputs, never the key kept from the call before.
+        let base = ("secret-a", "20260101", "us-east-1", "s3");
+        let calls = [
+            base,
+            ("secret-b", "20260101", "us-east-1", "s3"),
+            base,
+            ("secret-a", "20260102", "us-east-1", "s3"),
+            ("secret-a", "20260102", "eu-west-1", "s3"),
+            ("secret-a", "20260102", "eu-west-1", "sts"),
+            base,
+            base,
+        ];
+        for (s, d, r, v) in calls {
+            assert_eq!(signing_key(s, d, r, v), derive_signing_key(s, d, r, v), "{s} {d} {r} {v}");
+        }
+        let keys: std::collections::HashSet<_> = calls.iter().map(|&(s, d, r, v)| signing_key(s, d, r, v)).collect();
+        assert_eq!(keys.len(), 5, "five distinct inputs, five distinct keys");
     }
 
     fn key_strategy() -> impl Strategy<Value = String> {
