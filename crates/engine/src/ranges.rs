@@ -103,17 +103,28 @@ impl Span {
         self.keep.iter().map(|k| k.end - k.start).sum()
     }
 
-    /// Where requested byte `b` of this span sits in its buffer.
-    fn kept_offset(&self, b: u64) -> usize {
-        let mut at = 0;
-        for k in &self.keep {
-            if b < k.end {
-                debug_assert!(b >= k.start, "byte {b} is in a hole of {:?}", self.range);
-                return (at + b - k.start) as usize;
-            }
-            at += k.end - k.start;
-        }
-        unreachable!("byte {b} is past {:?}", self.range)
+    /// Where each run of `keep` starts in the span's buffer: the lengths of the runs
+    /// before it, summed. [`Span::kept_offset`] takes it, so that finding a byte costs a
+    /// binary search, not a walk over every run before it (a span may keep thousands of
+    /// small ranges, and each of them is looked up).
+    fn run_offsets(&self) -> Vec<u64> {
+        self.keep
+            .iter()
+            .scan(0, |at, k| {
+                let start = *at;
+                *at += k.end - k.start;
+                Some(start)
+            })
+            .collect()
+    }
+
+    /// Where requested byte `b` of this span sits in its buffer; `offsets` is
+    /// [`Span::run_offsets`].
+    fn kept_offset(&self, offsets: &[u64], b: u64) -> usize {
+        let j = self.keep.partition_point(|k| k.end <= b);
+        let k = self.keep.get(j).unwrap_or_else(|| unreachable!("byte {b} is past {:?}", self.range));
+        debug_assert!(b >= k.start, "byte {b} is in a hole of {:?}", self.range);
+        (offsets[j] + b - k.start) as usize
     }
 }
 
@@ -182,6 +193,7 @@ pub fn coalesce(ranges: &[Range<u64>], policy: &CoalescePolicy) -> Vec<Span> {
 /// the bytes of `spans[i].keep`, one after another): a slice when one span holds the
 /// range, a copy when it straddles.
 pub fn reassemble(ranges: &[Range<u64>], spans: &[Span], data: &[Bytes]) -> Vec<Bytes> {
+    let offsets: Vec<Vec<u64>> = spans.iter().map(Span::run_offsets).collect();
     ranges
         .iter()
         .map(|r| {
@@ -193,13 +205,14 @@ pub fn reassemble(ranges: &[Range<u64>], spans: &[Span], data: &[Bytes]) -> Vec<
             // A range lies inside one piece of the union, so its bytes within a span are
             // one run of the span's buffer.
             if s.range.start <= r.start && r.end <= s.range.end {
-                let at = s.kept_offset(r.start);
+                let at = s.kept_offset(&offsets[first], r.start);
                 return data[first].slice(at..at + (r.end - r.start) as usize);
             }
             let mut out = BytesMut::with_capacity((r.end - r.start) as usize);
-            for (s, d) in spans[first..].iter().zip(&data[first..]).take_while(|(s, _)| s.range.start < r.end) {
+            let pieces = spans[first..].iter().zip(&data[first..]).zip(&offsets[first..]);
+            for ((s, d), o) in pieces.take_while(|((s, _), _)| s.range.start < r.end) {
                 let (from, to) = (r.start.max(s.range.start), r.end.min(s.range.end));
-                let at = s.kept_offset(from);
+                let at = s.kept_offset(o, from);
                 out.extend_from_slice(&d[at..at + (to - from) as usize]);
             }
             out.freeze()
