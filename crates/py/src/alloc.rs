@@ -5,7 +5,8 @@
 //! Why: a batch of small GETs allocates and frees many small buffers across the
 //! runtime's threads, and `iter_get` allocates each large object's size at once. Under
 //! glibc malloc the first spent a fifth of the client's CPU in malloc and free, and the
-//! second mapped and unmapped each large buffer (fresh zeroed pages every time). docs/lab/python-rows.md ("The extension's allocator") has the figures and the
+//! second mapped and unmapped each large buffer (fresh zeroed pages every time).
+//! docs/lab/python-rows.md ("The extension's allocator") has the figures and the
 //! commands that repeat them.
 //!
 //! A library shares its process, so it changes nothing beyond its own heaps. mimalloc
