@@ -13,8 +13,8 @@ ferry serve --memory (ferry.testing; $FERRY_BIN or `ferry` on PATH)
 ```
 
 The server runs in a process of its own, so the CPU figure is the client's alone: the
-extension's threads and the interpreter. It is what the allocator and admission work
-in docs/lab/python-rows.md is measured with; compare two builds by swapping the
+extension's threads and the interpreter. It is what the allocator and signing-key work
+in docs/lab/python-rows.md and docs/lab/proto-sigv4-cost.md is measured with; compare two builds by swapping the
 installed `_ferry*.so` between runs, alternated.
 """
 
@@ -39,8 +39,8 @@ def main() -> None:
     n, size = args.objects, args.size
     data = os.urandom(size)
     with FerryServer() as srv:
-        srv.client().create_bucket("cpu-bench")
         writer = srv.client()
+        writer.create_bucket("cpu-bench")
         urls = [f"s3://cpu-bench/o/{i:06d}" for i in range(n)]
         for url in urls:
             writer.put(url, data)
