@@ -13,9 +13,9 @@ ferry serve --memory (ferry.testing; $FERRY_BIN or `ferry` on PATH)
 ```
 
 The server runs in a process of its own, so the CPU figure is the client's alone: the
-extension's threads and the interpreter. It is what the allocator and signing-key work
-in docs/lab/python-rows.md and docs/lab/proto-sigv4-cost.md is measured with; compare two builds by swapping the
-installed `_ferry*.so` between runs, alternated.
+extension's threads and the interpreter. The allocator and signing-key figures in
+docs/lab/python-rows.md and docs/lab/proto-sigv4-cost.md were measured with it. To
+compare two builds, swap the installed `_ferry*.so` between runs, alternated.
 """
 
 from __future__ import annotations
