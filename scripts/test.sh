@@ -111,47 +111,58 @@ fi
 # cargo invocation per test binary, where what they need is present. A tool that
 # scripts/setup.sh or scripts/bench-setup.sh installs and that is missing fails the run;
 # root (this script may run through sudo for apt only) is said loudly.
-#   "BINARY TEST NEEDS": NEEDS is root, peers (.ferry-run/peers.json), minio (FERRY_MINIO),
+#   "BINARY TEST NEEDS": TEST is a name, * (every ignored test of the binary) or
+#   FILE::* (every ignored test of one file of a binary gathered by tests/main.rs); NEEDS is root, peers (.ferry-run/peers.json), minio (FERRY_MINIO),
 #   fake-gcs (FERRY_FAKE_GCS, from .ferry-run/fake-gcs-bin), azurite (FERRY_AZURITE),
 #   ec2-metadata-mock (FERRY_EC2_METADATA_MOCK), commands
 #   on PATH, or manual (too long for this suite: run by hand with --ignored).
 IGNORED=(
-    "copy six_gib_copies_past_the_copy_object_limit manual"
+    "engine copy::six_gib_copies_past_the_copy_object_limit manual"
     "azure * azurite,rclone"
-    "cli_azure * azurite"
+    "cli cli_azure::* azurite"
     "link * root,ip"
-    "bench small_objects_tiny_ceilings h2load,wrk"
-    "bench bulk_get_tiny_has_rows_and_rss_check iperf3"
-    "bench bulk_get_whole_object_peer_rows_when_installed iperf3,peers"
-    "bench_link bulk_wan_tiny_on_loopback iperf3"
-    "bench_link bulk_wan_tiny_one_peer_beside_ferry_on_its_pull iperf3,peers"
-    "bench_link bulk_wan_tiny_across_the_region_link root,ip,iperf3"
-    "bench_link small_objects_across_the_region_link root,ip"
-    "bench_workloads commit_and_listing_peer_rows_when_installed peers"
-    "bench_workloads peer_rows_of_the_newer_workloads_when_installed peers"
+    "cli bench::small_objects_tiny_ceilings h2load,wrk"
+    "cli bench::bulk_get_tiny_has_rows_and_rss_check iperf3"
+    "cli bench::bulk_get_whole_object_peer_rows_when_installed iperf3,peers"
+    "cli bench_link::bulk_wan_tiny_on_loopback iperf3"
+    "cli bench_link::bulk_wan_tiny_one_peer_beside_ferry_on_its_pull iperf3,peers"
+    "cli bench_link::bulk_wan_tiny_across_the_region_link root,ip,iperf3"
+    "cli bench_link::small_objects_across_the_region_link root,ip"
+    "cli bench_workloads::commit_and_listing_peer_rows_when_installed peers"
+    "cli bench_workloads::peer_rows_of_the_newer_workloads_when_installed peers"
     "gcs_rclone * fake-gcs,rclone"
-    "gcs * fake-gcs"
-    "sync_providers * fake-gcs,azurite"
-    "perfdiag quick_run_against_minio_has_every_section_and_leaves_nothing minio"
-    "perfdiag quick_run_against_fake_gcs_over_http_has_every_section_and_leaves_nothing fake-gcs"
-    "perfdiag quick_run_against_fake_gcs_over_https_measures_h2_and_the_handshake fake-gcs"
-    "perfdiag quick_run_against_azurite_has_every_section_and_leaves_nothing azurite"
-    "bench_external small_objects_against_minio minio"
-    "credentials instance_metadata_keys_from_ec2_metadata_mock_sign_requests ec2-metadata-mock"
+    "cli gcs::* fake-gcs"
+    "cli sync_providers::* fake-gcs,azurite"
+    "cli perfdiag::quick_run_against_minio_has_every_section_and_leaves_nothing minio"
+    "cli perfdiag::quick_run_against_fake_gcs_over_http_has_every_section_and_leaves_nothing fake-gcs"
+    "cli perfdiag::quick_run_against_fake_gcs_over_https_measures_h2_and_the_handshake fake-gcs"
+    "cli perfdiag::quick_run_against_azurite_has_every_section_and_leaves_nothing azurite"
+    "cli bench_external::small_objects_against_minio minio"
+    "cli credentials::instance_metadata_keys_from_ec2_metadata_mock_sign_requests ec2-metadata-mock"
 )
 # Every #[ignore]d test under crates/*/tests is in the list above (conformance's are the
-# MinIO and Azurite runs'): one added without an entry would never run.
-while read -r bin name; do
+# MinIO and Azurite runs'): one added without an entry would never run. A crate whose
+# tests/main.rs gathers its test files into one binary (its doc says why)
+# names them BINARY FILE::TEST, the binary named as the crate's directory (engine, wire,
+# cli).
+mapfile -t ignored_found < <(awk 'FNR == 1 { bin = FILENAME; sub(/.*\//, "", bin); sub(/\.rs$/, "", bin); ign = 0; mod = ""
+                         dir = FILENAME; sub(/\/[^\/]*$/, "", dir)
+                         if ((getline line < (dir "/main.rs")) > 0) { mod = bin "::"; bin = dir; sub(/\/tests$/, "", bin); sub(/.*\//, "", bin) }
+                         close(dir "/main.rs") }
+              /^ *#\[ignore/ { ign = 1; next }
+              ign && /^ *(async )?fn / { n = $0; sub(/^ *(async )?fn /, "", n); sub(/\(.*/, "", n); print bin, mod n; ign = 0 }' \
+              crates/*/tests/*.rs)
+for found in "${ignored_found[@]}"; do
+    read -r bin name <<<"$found"
     listed=0
-    for e in "${IGNORED[@]}"; do [[ "$e" == "$bin * "* || "$e" == "$bin $name "* ]] && listed=1; done
+    for e in "${IGNORED[@]}"; do
+        [[ "$e" == "$bin * "* || "$e" == "$bin $name "* || ($name == *::* && "$e" == "$bin ${name%%::*}::* "*) ]] && listed=1
+    done
     if [[ $bin != conformance && $listed -eq 0 ]]; then
         echo "== FAILED: $bin::$name is #[ignore]d but scripts/test.sh never runs it (add it to IGNORED)"
         status=1
     fi
-done < <(awk 'FNR == 1 { bin = FILENAME; sub(/.*\//, "", bin); sub(/\.rs$/, "", bin); ign = 0 }
-              /^ *#\[ignore/ { ign = 1; next }
-              ign && /^ *(async )?fn / { n = $0; sub(/^ *(async )?fn /, "", n); sub(/\(.*/, "", n); print bin, n; ign = 0 }' \
-              crates/*/tests/*.rs)
+done
 declare -A run_names=()
 bins=()
 for e in "${IGNORED[@]}"; do
@@ -186,7 +197,16 @@ for e in "${IGNORED[@]}"; do
         continue
     fi
     [[ -v "run_names[$bin]" ]] || bins+=("$bin")
-    [[ $name == "*" ]] && run_names[$bin]="" || run_names[$bin]+=" $name"
+    if [[ $name == "*" ]]; then
+        run_names[$bin]=""
+    elif [[ $name == *"::*" ]]; then
+        for found in "${ignored_found[@]}"; do
+            read -r b n <<<"$found"
+            [[ $b == "$bin" && $n == "${name%\*}"* ]] && run_names[$bin]+=" $n"
+        done
+    else
+        run_names[$bin]+=" $name"
+    fi
 done
 for bin in "${bins[@]}"; do
     names=(${run_names[$bin]})

@@ -4,7 +4,7 @@
 //! and (ignored by default: it writes 12 GiB to disk) a 6 GiB synthetic object, above
 //! CopyObject's 5 GiB limit, copies whole.
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use common::{client, data};

@@ -11,7 +11,7 @@
 //! unlike the s3 profile's default), since each reports a SlowDown through its own path;
 //! auto's own controller and lanes are covered by ferry-wire's `auto_lanes.rs`.
 
-mod sched_support;
+use crate::sched_support;
 
 use bytes::Bytes;
 use ferry_engine::controller::{Controller, ControllerOptions, PermitExt};

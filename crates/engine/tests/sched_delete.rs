@@ -2,7 +2,7 @@
 //! the server's injected 500s and 503s retried, keys XML cannot carry deleted anyway,
 //! permanent per-key errors reported after one attempt, transient ones retried.
 
-mod sched_support;
+use crate::sched_support;
 
 use bytes::Bytes;
 use ferry_engine::delete::{delete_many, DeleteOptions};

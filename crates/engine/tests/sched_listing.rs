@@ -2,7 +2,7 @@
 //! the full key list, per-directory listing against the same, and key-range parallel
 //! listing equal to the plain listing (same keys, same order) on layouts with odd keys.
 
-mod sched_support;
+use crate::sched_support;
 
 use bytes::Bytes;
 use ferry_engine::listing::{dir_of, list_flat_pruned, list_parallel, list_per_directory, ListOptions};

@@ -5,7 +5,7 @@
 //! from a stream of unknown length to a slow endpoint reads its source only as far as
 //! the budget allows.
 
-mod sched_support;
+use crate::sched_support;
 
 use ferry_engine::download::{download_file, DownloadParams};
 use ferry_engine::openahead::{OpenAhead, OpenAheadOptions};

@@ -3,7 +3,7 @@
 //! wrapping transport, and by the reader's own counters); streams left idle are closed
 //! and re-opened transparently, never mixing two versions of an object.
 
-mod sched_support;
+use crate::sched_support;
 
 use bytes::Bytes;
 use ferry_engine::openahead::{OpenAhead, OpenAheadOptions};

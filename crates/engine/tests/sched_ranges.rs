@@ -5,7 +5,7 @@
 // `&[0..10]` here is a list of one byte range, which is what the lint suspects is a typo.
 #![allow(clippy::single_range_in_vec_init)]
 
-mod sched_support;
+use crate::sched_support;
 
 use ferry_engine::ranges::{coalesce, get_ranges, CoalescePolicy, RangesOptions};
 use ferry_engine::Engine;

@@ -9,7 +9,7 @@
 //! (`ferry_requests_in_progress_peak` at `/_ferry/metrics`) is the witness. Every body
 //! is checked byte for byte.
 
-mod sched_support;
+use crate::sched_support;
 
 use ferry_engine::{get_to_memory, Engine, MemoryParams, MemoryProgress};
 use ferry_store::{ClientConfig, Credentials, Mode, ObjectRef, PutParams, S3Client};

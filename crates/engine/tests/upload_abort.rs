@@ -3,7 +3,7 @@
 //! answers the second UploadPart with 403 AccessDenied in place of `ferry serve`'s answer
 //! (the server has no per-request fault of that kind); every other request is real.
 
-mod sched_support;
+use crate::sched_support;
 
 use ferry_engine::upload::{upload_stream, UploadParams};
 use ferry_engine::Engine;

@@ -8,7 +8,7 @@
 //! UploadPart after a ListParts with 404 NoSuchUpload in place of `ferry serve`'s
 //! answer; every other request is real.
 
-mod sched_support;
+use crate::sched_support;
 
 use ferry_engine::upload::{upload_file, UploadParams};
 use ferry_engine::Engine;
