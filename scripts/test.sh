@@ -218,8 +218,9 @@ echo "== fmt, clippy, cargo test: $([[ $status -eq 0 ]] && echo ok || echo FAILE
 
 SECONDS=0
 echo "== pytest tests"
-# Per-test timeout: a hung server or client fails its own test, not the whole run.
-.venv/bin/pytest tests -q --timeout="${FERRY_TEST_TIMEOUT:-180}" "$@" 2>&1 | tee -a "$test_log"
+# Per-test timeout: a hung server or client fails its own test, not the whole run. The 20
+# slowest tests are listed at the end, so each run's log says where pytest's time went.
+.venv/bin/pytest tests -q --timeout="${FERRY_TEST_TIMEOUT:-180}" --durations=20 "$@" 2>&1 | tee -a "$test_log"
 rc=${PIPESTATUS[0]}
 echo "== pytest: $([[ $rc -eq 0 ]] && echo ok || echo "FAILED (exit $rc)") (${SECONDS}s)"
 # Exit 5 means no test ran: that is a failure too.
