@@ -17,19 +17,30 @@ SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "py_rss_check.py"
 
 # 16 objects of 64 MiB. The open-ahead reader holds a bounded read-ahead (its window of
 # open objects, each body read no further ahead than its buffer allows), so the peak is a
-# few objects' worth; measured here: ~160 MB, against 1,074 MB of data, and bursts to
-# about half a GiB beside a busy test run. The bound leaves room for that and for
-# allocator noise while failing on any reader that keeps what it has handed out (1 GiB)
-# or reads the whole window of 32 objects ahead (2 GiB).
+# few objects' worth; measured here: 160-230 MB, against 1,074 MB of data (21 MB once the
+# client is built). The bound fails any reader that keeps what it has handed out (1 GiB)
+# or reads the whole window of 32 objects ahead (2 GiB, capped at the 1 GiB total).
 BOUND_BYTES = 768 << 20
+# Beside a busy test run the peak has burst, rarely, to half a GiB and once to 808 MB,
+# and not again in a run of its own. A reader with either fault above is over the bound
+# every time, so the download is tried up to three times and one run under the bound
+# passes; a failure lists every run's peak.
+TRIES = 3
 
 
 def test_iter_get_over_1gib_stays_bounded():
+    peaks = []
     with FerryServer(flags=["--synthetic-bucket", "synthetic"]) as srv:
-        p = subprocess.run(
-            [sys.executable, str(SCRIPT), "--child", "iter_get", "--url", srv.url, "--total", "1GiB", "--object", "64MiB"],
-            capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    r = json.loads(p.stdout.strip().splitlines()[-1])
-    assert r["bytes"] == 1 << 30
-    assert r["peak_rss_bytes"] < BOUND_BYTES, f"peak RSS {r['peak_rss_bytes'] / 1e6:.0f} MB over 1 GiB of iter_get"
+        for _ in range(TRIES):
+            p = subprocess.run(
+                [sys.executable, str(SCRIPT), "--child", "iter_get", "--url", srv.url, "--total", "1GiB",
+                 "--object", "64MiB"],
+                capture_output=True, text=True, timeout=120)
+            assert p.returncode == 0, p.stderr
+            r = json.loads(p.stdout.strip().splitlines()[-1])
+            assert r["bytes"] == 1 << 30
+            peaks.append(r["peak_rss_bytes"])
+            if r["peak_rss_bytes"] < BOUND_BYTES:
+                break
+    assert min(peaks) < BOUND_BYTES, \
+        f"peak RSS over 1 GiB of iter_get, MB, each try: {[round(p / 1e6) for p in peaks]}"
