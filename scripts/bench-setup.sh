@@ -51,9 +51,8 @@ command -v "$PY" >/dev/null || { say "FAILED: python3 not found" >&2; exit 1; }
 # the script: probe.py reports what is missing.
 VENV_CACHE="$HOME/.cache/ferry/venvs"
 venv() {
-    local link="$1" req="$2" check="$3" name log stamp partial dir key lock
+    local link="$1" req="$2" check="$3" name dir key lock old
     name="$(basename "$link")"
-    log="$RUN/bench-setup-$name.log"
     key="$({ cat "$req"; "$PY" -c 'import sys; print(sys.version)'; } | sha256sum | cut -c1-16)"
     dir="$VENV_CACHE/$name-$key"
     mkdir -p "$VENV_CACHE"
@@ -61,7 +60,6 @@ venv() {
     [[ -L "$link" || ! -e "$link" ]] || rm -rf "$link"
     ln -sfn "$dir" "$link"
     # Each virtualenv's lock file is touched when it is used; prune this name's others.
-    local old
     while read -r old; do
         [[ -n "$old" && "$old" != "$dir.lock" ]] && rm -rf "${old%.lock}" "$old"
     done < <(find "$VENV_CACHE" -maxdepth 1 -regex ".*/$name-[0-9a-f]\{16\}\.lock" -mtime +14 2>/dev/null)
@@ -69,28 +67,32 @@ venv() {
     exec {lock}>"$dir.lock"
     flock "$lock"
     touch "$dir.lock"
+    venv_fill "$dir" "$req" "$check" "$RUN/bench-setup-$name.log" "$name"
+    exec {lock}>&-
+}
+
+# venv_fill DIR REQUIREMENTS CHECK_IMPORTS LOG NAME: install into DIR unless it is current.
+venv_fill() {
+    local dir="$1" req="$2" check="$3" log="$4" name="$5" stamp partial
     stamp="$dir/.ferry-requirements"
     partial="$dir/.ferry-requirements-partial"
     if cmp -s "$req" "$stamp" && "$dir/bin/python" -c "$check" >/dev/null 2>&1; then
-        exec {lock}>&-
         return 0
     fi
     # An earlier run installed what it could from this same list: do not retry each time
     # (peers.json names what is missing). Delete the stamp, or the venv, to try again.
     if cmp -s "$req" "$partial"; then
-        exec {lock}>&-
         return 0
     fi
     say "installing $(basename "$req") into $dir, linked from .ferry-run/$name (log: $log)"
     : >"$log"
     if ! "$dir/bin/python" -c 'import sys' >/dev/null 2>&1; then
         rm -rf "$dir"
-        "$PY" -m venv "$dir" >>"$log" 2>&1 || { say "WARNING: could not create $dir (see $log)"; exec {lock}>&-; return 0; }
+        "$PY" -m venv "$dir" >>"$log" 2>&1 || { say "WARNING: could not create $dir (see $log)"; return 0; }
     fi
     if "$dir/bin/python" -m pip install -q --disable-pip-version-check -r "$req" >>"$log" 2>&1; then
         cp "$req" "$stamp"
         rm -f "$partial"
-        exec {lock}>&-
         return 0
     fi
     say "WARNING: pip install -r $(basename "$req") failed; trying each package on its own (see $log)"
@@ -100,7 +102,6 @@ venv() {
     done
     rm -f "$stamp"
     cp "$req" "$partial"
-    exec {lock}>&-
 }
 
 # ceilings PKG:BINARY...: apt-get install what is missing (root only; never fatal).

@@ -112,7 +112,8 @@ fi
 # scripts/setup.sh or scripts/bench-setup.sh installs and that is missing fails the run;
 # root (this script may run through sudo for apt only) is said loudly.
 #   "BINARY TEST NEEDS": TEST is a name, * (every ignored test of the binary) or
-#   FILE::* (every ignored test of one file of a binary gathered by tests/main.rs); NEEDS is root, peers (.ferry-run/peers.json), minio (FERRY_MINIO),
+#   FILE::* (every ignored test of one file of a binary gathered by tests/main.rs);
+#   NEEDS is root, peers (.ferry-run/peers.json), minio (FERRY_MINIO),
 #   fake-gcs (FERRY_FAKE_GCS, from .ferry-run/fake-gcs-bin), azurite (FERRY_AZURITE),
 #   ec2-metadata-mock (FERRY_EC2_METADATA_MOCK), commands
 #   on PATH, or manual (too long for this suite: run by hand with --ignored).

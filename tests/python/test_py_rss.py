@@ -21,8 +21,8 @@ SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "py_rss_check.py"
 # client is built). The bound fails any reader that keeps what it has handed out (1 GiB)
 # or reads the whole window of 32 objects ahead (2 GiB, capped at the 1 GiB total).
 BOUND_BYTES = 768 << 20
-# Beside a busy test run the peak has burst, rarely, to half a GiB and once to 808 MB,
-# and not again in a run of its own. A reader with either fault above is over the bound
+# Beside a busy test run the peak has burst, rarely, past the bound, and not in a run of
+# its own (docs/lab/ci.md). A reader with either fault above is over the bound
 # every time, so the download is tried up to three times and one run under the bound
 # passes; a failure lists every run's peak.
 TRIES = 3
