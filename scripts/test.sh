@@ -164,6 +164,17 @@ for found in "${ignored_found[@]}"; do
         status=1
     fi
 done
+# With `autotests = false`, a file under such a crate's tests/ that main.rs does not name
+# as a `mod` would never be built.
+for main in crates/*/tests/main.rs; do
+    for f in "${main%/main.rs}"/*.rs; do
+        m="$(basename "$f" .rs)"
+        if [[ $m != main ]] && ! grep -qx "mod $m;" "$main"; then
+            echo "== FAILED: $f is not a module of $main, so it is never built (add \`mod $m;\`)"
+            status=1
+        fi
+    done
+done
 declare -A run_names=()
 bins=()
 for e in "${IGNORED[@]}"; do
