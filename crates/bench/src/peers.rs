@@ -678,6 +678,52 @@ pub fn run_scraped(
     r
 }
 
+/// One request to a ferry server's own paths (`/_ferry/...`) on a connection of its own,
+/// over http, or https trusting the system's roots and `ca_file`: (status, body), `None`
+/// if the server cannot be reached or answers nothing parseable.
+fn control_request(url: &str, ca_file: Option<&Path>, method: &str, target: &str) -> Option<(u16, String)> {
+    use std::io::Read;
+    let (tls, rest) = match url.split_once("://")? {
+        ("http", rest) => (false, rest),
+        ("https", rest) => (true, rest),
+        _ => return None,
+    };
+    let authority = rest.split('/').next()?;
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(authority).ok()?.next()?;
+    let sock = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    sock.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let request =
+        format!("{method} {target} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    let mut raw = Vec::new();
+    if tls {
+        let host =
+            authority.rsplit_once(':').map_or(authority, |(h, _)| h).trim_start_matches('[').trim_end_matches(']');
+        let name = rustls::pki_types::ServerName::try_from(host.to_owned()).ok()?;
+        let config = ferry_wire::conn::client_config(ca_file).ok()?;
+        let conn = rustls::ClientConnection::new(Arc::new(config), name).ok()?;
+        let mut stream = rustls::StreamOwned::new(conn, sock);
+        stream.write_all(request.as_bytes()).ok()?;
+        // The server may close without close_notify once the body is sent: keep what came.
+        let _ = stream.read_to_end(&mut raw);
+    } else {
+        let mut sock = sock;
+        sock.write_all(request.as_bytes()).ok()?;
+        sock.read_to_end(&mut raw).ok()?;
+    }
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status = head.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()?;
+    Some((status, body.to_owned()))
+}
+
+/// Starts the draws of the ferry server at `url` (first-byte delays, faults) over from
+/// `seed` (`POST /_ferry/seed`): the bench does so before each row, so that every row of
+/// a repeat meets the same delays in the same order. False if the server did not take it
+/// (an external server has no such path).
+pub fn reseed(url: &str, ca_file: Option<&Path>, seed: u64) -> bool {
+    control_request(url, ca_file, "POST", &format!("/_ferry/seed?value={seed}")).is_some_and(|(s, _)| s == 204)
+}
+
 /// Counters of a ferry server's `/_ferry/metrics` (Prometheus text): the connections it
 /// accepted and the S3 requests by operation. The bench runs one thing at a time, so the
 /// difference around a peer's run is that peer's: the connections and requests it needed
@@ -697,39 +743,8 @@ impl ServerCounters {
     /// Reads the metrics of the server at `url` (http, or https trusting the system's roots
     /// and `ca_file`); `None` if it cannot.
     pub fn scrape(url: &str, ca_file: Option<&Path>) -> Option<ServerCounters> {
-        use std::io::Read;
-        let (tls, rest) = match url.split_once("://")? {
-            ("http", rest) => (false, rest),
-            ("https", rest) => (true, rest),
-            _ => return None,
-        };
-        let authority = rest.split('/').next()?;
-        let addr = std::net::ToSocketAddrs::to_socket_addrs(authority).ok()?.next()?;
-        let sock = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-        sock.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        let request = format!("GET /_ferry/metrics HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
-        let mut raw = Vec::new();
-        if tls {
-            let host =
-                authority.rsplit_once(':').map_or(authority, |(h, _)| h).trim_start_matches('[').trim_end_matches(']');
-            let name = rustls::pki_types::ServerName::try_from(host.to_owned()).ok()?;
-            let config = ferry_wire::conn::client_config(ca_file).ok()?;
-            let conn = rustls::ClientConnection::new(Arc::new(config), name).ok()?;
-            let mut stream = rustls::StreamOwned::new(conn, sock);
-            stream.write_all(request.as_bytes()).ok()?;
-            // The server may close without close_notify once the body is sent: keep what came.
-            let _ = stream.read_to_end(&mut raw);
-        } else {
-            let mut sock = sock;
-            sock.write_all(request.as_bytes()).ok()?;
-            sock.read_to_end(&mut raw).ok()?;
-        }
-        let text = String::from_utf8_lossy(&raw);
-        let (head, body) = text.split_once("\r\n\r\n")?;
-        if !head.starts_with("HTTP/1.1 200") {
-            return None;
-        }
-        Some(ServerCounters::parse(body))
+        let (status, body) = control_request(url, ca_file, "GET", "/_ferry/metrics")?;
+        (status == 200).then(|| ServerCounters::parse(&body))
     }
 
     /// The counters in a Prometheus text body (chunked framing, if any, is ignored: its

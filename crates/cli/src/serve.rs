@@ -18,7 +18,7 @@ use std::time::Duration;
 
 #[derive(Args)]
 #[command(
-    after_help = "Examples:\n  ferry serve --memory\n  ferry serve --data /srv/ferry --profile s3\n  ferry serve --addr 127.0.0.1:0 --anonymous --tls\n  ferry serve --profile s3 --fault-503-rate 0.01 --seed 7\n\nThe synthetic bucket serves deterministic bytes sized by the key: GET /synthetic/1GiB/x\nMetrics (Prometheus text): GET /_ferry/metrics"
+    after_help = "Examples:\n  ferry serve --memory\n  ferry serve --data /srv/ferry --profile s3\n  ferry serve --addr 127.0.0.1:0 --anonymous --tls\n  ferry serve --profile s3 --fault-503-rate 0.01 --seed 7\n\nThe synthetic bucket serves deterministic bytes sized by the key: GET /synthetic/1GiB/x\nMetrics (Prometheus text): GET /_ferry/metrics\nStart every random draw (delays, faults) over from seed N: POST /_ferry/seed?value=N"
 )]
 pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port (printed on the first line).

@@ -2,7 +2,7 @@
 //! injected faults, throttling, first-byte delay, then the S3 operation.
 //!
 //! ```text
-//! Request ─► /_ferry/metrics? ─► STS call on `/`? (sts.rs) ─► route (bucket, key, operation) ─► authenticate
+//! Request ─► /_ferry/metrics? /_ferry/seed? ─► STS call on `/`? (sts.rs) ─► route (bucket, key, operation) ─► authenticate
 //!         ─► injected 500/503 ─► per-prefix rate limit (SlowDown) ─► s3 operation
 //!         ─► hold until arrival + first-byte delay ─► Response (+ request id, metrics)
 //! ```
@@ -12,7 +12,7 @@
 //! on a real service whose frontend works on requests as they come in.
 
 use crate::config::{ServeConfig, Storage};
-use crate::emulate::{DelayClass, Emulator, InjectedError, RateClass};
+use crate::emulate::{DelayClass, Emulator, InjectedError, RateClass, SEED_PATH};
 use crate::metrics::{Metrics, METRICS_PATH};
 use crate::s3::{self, Op, Route, S3Error};
 use crate::types::{Request, Response};
@@ -121,6 +121,22 @@ impl App {
         resp
     }
 
+    /// `/_ferry/seed` (emulate.rs, [`SEED_PATH`]).
+    fn reseed(&self, req: &Request) -> Response {
+        if req.method != Method::POST {
+            return Response::with_body(405, "text/plain", "POST /_ferry/seed?value=N\n")
+                .header(http::header::ALLOW, "POST");
+        }
+        let value = req.raw_query.split('&').find_map(|kv| kv.strip_prefix("value=")).and_then(|v| v.parse().ok());
+        match value {
+            Some(seed) => {
+                self.emulator.reseed(seed);
+                Response::new(204)
+            }
+            None => Response::with_body(400, "text/plain", "expected ?value=N, N a 64-bit unsigned integer\n"),
+        }
+    }
+
     /// Handles one request from either transport.
     pub async fn handle(&self, mut req: Request) -> Response {
         // Path-style only: on a virtual-hosted request (`bucket.localhost`) the same path
@@ -128,6 +144,9 @@ impl App {
         // be a bucket (names start with a letter or digit), so no object is shadowed.
         if req.raw_path == METRICS_PATH && req.method == Method::GET && s3::virtual_host_bucket(&req).is_none() {
             return Response::with_body(200, "text/plain; version=0.0.4", self.metrics.render());
+        }
+        if req.raw_path == SEED_PATH && s3::virtual_host_bucket(&req).is_none() {
+            return self.reseed(&req);
         }
         let request_id = self.request_id();
         let resource = req.raw_path.clone();

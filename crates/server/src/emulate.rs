@@ -25,6 +25,15 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// `POST /_ferry/seed?value=N` starts every random draw of the server over from seed N
+/// (path-style only, like `/_ferry/metrics`; answered 204, or 400 without a number).
+/// A lab comparing clients reseeds before each of them, so that each meets the same
+/// first-byte delays and faults in the same order (common random numbers): the wall of a
+/// burst of small GETs is mostly its slowest draw, and with one seed for the whole run
+/// each row would get its own stretch of the sequence, a bias fixed by its position in
+/// the schedule (docs/lab/bench-common-draws.md).
+pub const SEED_PATH: &str = "/_ferry/seed";
+
 /// z-score of the 99th percentile of a standard normal distribution.
 const Z99: f64 = 2.326_347_874;
 
@@ -108,6 +117,12 @@ impl Emulator {
 
     pub fn emulation(&self) -> &Emulation {
         &self.emulation
+    }
+
+    /// Starts the draws (delays, faults) over from `seed`, as if the server had been
+    /// started with it ([`SEED_PATH`]).
+    pub fn reseed(&self, seed: u64) {
+        *self.rng.lock().unwrap() = SmallRng::seed_from_u64(seed);
     }
 
     /// A first-byte delay for a request of this class.
@@ -343,6 +358,24 @@ mod tests {
         assert!((p50 - 0.030).abs() < 0.003, "p50 {p50}");
         assert!((p99 - 0.150).abs() < 0.025, "p99 {p99}");
         assert_eq!(em.delay(DelayClass::List), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_reseed_starts_the_draws_over_as_a_fresh_start_with_that_seed() {
+        let e = crate::config::Profile::S3.emulation();
+        let faults = |seed| Faults { seed, error_503_rate: 0.3, reset_rate: 0.5, ..Faults::default() };
+        let a = Emulator::new(e.clone(), faults(1));
+        let first: Vec<_> = (0..50).map(|_| a.delay(DelayClass::Object)).collect();
+        a.reseed(42);
+        let fresh = Emulator::new(e, faults(42));
+        for _ in 0..100 {
+            assert_eq!(a.delay(DelayClass::Object), fresh.delay(DelayClass::Object));
+            assert_eq!(a.injected_error(), fresh.injected_error());
+            assert_eq!(a.body_fault(1000), fresh.body_fault(1000));
+        }
+        a.reseed(1);
+        let again: Vec<_> = (0..50).map(|_| a.delay(DelayClass::Object)).collect();
+        assert_eq!(first, again, "the same seed again, the same draws again");
     }
 
     #[test]

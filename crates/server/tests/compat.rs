@@ -3,6 +3,7 @@
 //! object, anonymous access exists only when the configuration asks for it, and an
 //! operation the server does not implement answers 501 with its name.
 
+use ferry_server::Faults;
 use ferry_testkit::FerryServe;
 use proptest::prelude::*;
 use std::io::{Read, Write};
@@ -144,6 +145,34 @@ fn metrics_path_is_not_a_bucket() {
     assert_eq!(status, 200);
     let (status, body) = request(addr, "GET", "/_ferry/metrics", "vhb.localhost", b"");
     assert_eq!((status, body.as_str()), (200, "a plain object"));
+}
+
+/// `POST /_ferry/seed?value=N` starts the server's draws over: the same seed twice gives
+/// the same run of injected faults; anything but a POST with a number is refused and
+/// changes nothing; virtual-hosted, the path is an object's key as any other.
+#[test]
+fn seed_path_starts_the_draws_over() {
+    let server =
+        FerryServe::new().anonymous().faults(Faults { error_503_rate: 0.5, seed: 1, ..Faults::default() }).start();
+    let addr = server.addr();
+    // Bucket creation is a request the dice may refuse too.
+    while request(addr, "PUT", "/seeded", "x", b"").0 != 200 {}
+    while request(addr, "PUT", "/seeded/k", "x", b"v").0 != 200 {}
+    let statuses = |seed: &str| -> Vec<u16> {
+        let (status, body) = request(addr, "POST", &format!("/_ferry/seed?value={seed}"), "x", b"");
+        assert_eq!(status, 204, "{body}");
+        (0..40).map(|_| request(addr, "GET", "/seeded/k", "x", b"").0).collect()
+    };
+    let a = statuses("7");
+    assert!(a.contains(&503) && a.contains(&200), "half the GETs should be refused: {a:?}");
+    assert_eq!(statuses("7"), a, "the same seed, the same faults");
+    assert_ne!(statuses("8"), a, "another seed, other faults");
+    for (method, target) in
+        [("GET", "/_ferry/seed?value=7"), ("POST", "/_ferry/seed"), ("POST", "/_ferry/seed?value=x")]
+    {
+        let (status, body) = request(addr, method, target, "x", b"");
+        assert_eq!(status, if method == "GET" { 405 } else { 400 }, "{method} {target}: {body}");
+    }
 }
 
 #[test]

@@ -58,6 +58,18 @@
 //! Requests that are not [`Request::is_pipelineable`] travel alone and are never re-sent
 //! once written; placement, re-sent requests first (`Shared::place`).
 //!
+//! # Before verification
+//!
+//! A request is *stacked* when it is written behind a response still owed on its
+//! connection. Until [`PipelineTransport::verified`], a stacked request's failure may be
+//! the peer's way of not pipelining rather than the request's: its connection closes
+//! before its head, its head times out or does not parse, or the peer answers it 400 or
+//! 505 (junk after the first request, to a server that reads one). Any of these sets
+//! [`PipelineTransport::stacking_failed`]. Under `auto` (a gated pipeline) such a
+//! request is not handed its failure: the connection closes, the request is charged one
+//! attempt and written again, and the gate places one request per connection from then
+//! on (auto/probe.rs). A forced pipeline hands every answer over as it comes.
+//!
 //! # Time-outs
 //!
 //! `response_timeout` runs for each response head from the moment the reader starts
@@ -150,6 +162,8 @@ struct Shared {
     /// Set by `auto`: this lane's share of a connection cap it shares with the pool.
     gate: Option<Arc<dyn ConnectionGate>>,
     verified: AtomicBool,
+    /// See [`PipelineTransport::stacking_failed`].
+    stacking_failed: AtomicBool,
     shutdown: AtomicBool,
     opened: AtomicU64,
     open: AtomicU64,
@@ -266,6 +280,12 @@ struct Job {
 }
 
 impl Job {
+    /// Written behind a response still owed on its connection, or behind another request
+    /// of its batch: its answer depends on the peer handling pipelining.
+    fn stacked(&self) -> bool {
+        self.pipelineable && self.on_wire.is_none()
+    }
+
     fn spoil_batch(&mut self) {
         if let Some(b) = self.batch.take() {
             b.ok.store(false, Relaxed);
@@ -304,6 +324,7 @@ impl PipelineTransport {
                 state: Mutex::new(State::default()),
                 gate,
                 verified: AtomicBool::new(false),
+                stacking_failed: AtomicBool::new(false),
                 shutdown: AtomicBool::new(false),
                 opened: AtomicU64::new(0),
                 open: AtomicU64::new(0),
@@ -324,6 +345,17 @@ impl PipelineTransport {
     /// A peer that drops or reorders pipelined requests fails these checks in practice.
     pub fn verified(&self) -> bool {
         self.shared.verified.load(Relaxed)
+    }
+
+    /// True once, before [`PipelineTransport::verified`], a request *stacked* on a
+    /// connection (written behind a response still owed there) came to grief: its
+    /// connection closed or failed before its head, its head timed out or did not parse,
+    /// or it was answered 400 or 505. Under `auto` such a request is not handed its
+    /// failure: it is charged one attempt and written again (module note, "Before
+    /// verification"), and auto stacks requests before the verdict only while this is
+    /// false.
+    pub fn stacking_failed(&self) -> bool {
+        self.shared.stacking_failed.load(Relaxed)
     }
 }
 
@@ -744,6 +776,9 @@ impl Shared {
             }
             slot.signals.writer.notify_one();
             slot.signals.closed.notify_one();
+            if slot.written.iter().chain(head.as_ref().map(|(j, _)| j)).any(Job::stacked) {
+                self.stacking_went_wrong();
+            }
             for mut job in slot.written {
                 job.spoil_batch();
                 if job.pipelineable {
@@ -780,6 +815,25 @@ impl Shared {
             st.pending.push_front(job);
         }
         self.pump(&mut st);
+    }
+
+    /// A stacked request came to grief ([`PipelineTransport::stacking_failed`]): counted
+    /// only before verification, when it may be the peer's way of not pipelining.
+    fn stacking_went_wrong(&self) {
+        if !self.verified.load(Relaxed) && !self.stacking_failed.swap(true, Relaxed) {
+            tracing::debug!(
+                "pipeline: a stacked request failed before pipelining was verified; one per connection now"
+            );
+        }
+    }
+
+    /// Whether a failure of `job` is taken as the peer's answer to pipelining rather than
+    /// the request's own: a stacked request before verification, under `auto` (its gate
+    /// then places one request per connection). Such a failure closes the connection and
+    /// writes the request again (`close` with it as `head`). A forced pipeline hands every
+    /// answer over as it comes: its user chose pipelining for this endpoint.
+    fn not_pipelining(&self, job: &Job) -> bool {
+        self.gate.is_some() && job.stacked() && !self.verified.load(Relaxed)
     }
 
     /// A connection could not be opened: its requests were never written; each is
@@ -1101,6 +1155,9 @@ impl Reader {
                     deadline = (self.signals.written.last() + self.shared.response_timeout).into();
                     continue;
                 }
+                Read::TimedOut if self.shared.not_pipelining(&job) => {
+                    format!("no response head within {:?} to a stacked request", self.shared.response_timeout)
+                }
                 Read::TimedOut => {
                     let mut job = job;
                     job.spoil_batch();
@@ -1114,7 +1171,16 @@ impl Reader {
             return false;
         };
         let mut head = match parsed {
+            Ok(h) if matches!(h.status.as_u16(), 400 | 505) && self.shared.not_pipelining(&job) => {
+                let why = format!("answered {} to a stacked request", h.status);
+                self.shared.close(self.key, Some((job, why)), false);
+                return false;
+            }
             Ok(h) => h,
+            Err(e) if self.shared.not_pipelining(&job) => {
+                self.shared.close(self.key, Some((job, e.to_string())), false);
+                return false;
+            }
             Err(e) => {
                 let mut job = job;
                 job.spoil_batch();

@@ -33,6 +33,20 @@ enum Action {
     Gated(Arc<tokio::sync::Semaphore>, Vec<u8>),
 }
 
+/// How a peer that does not pipeline treats a *stacked* request: one that arrived while
+/// a response before it on the connection was still owed.
+#[derive(Clone, Copy, PartialEq)]
+enum Stacked {
+    /// Answered in order, as HTTP/1.1 asks.
+    Answer,
+    /// 400 Bad Request and the connection closed: the request's bytes taken for junk
+    /// after the first.
+    BadRequest,
+    /// Never answered, the connection kept open: a server that reads one request per read
+    /// and drops the rest of what it read.
+    Dropped,
+}
+
 /// A request as the peer saw it.
 #[derive(Clone, Debug)]
 struct Seen {
@@ -41,6 +55,8 @@ struct Seen {
     path: String,
     /// Requests already received behind this one when its response was written.
     behind: usize,
+    /// It arrived while a request before it on the connection was unanswered.
+    stacked: bool,
 }
 
 struct Peer {
@@ -66,7 +82,14 @@ async fn peer(
     settle: Duration,
     policy: impl Fn(usize, usize, &str, &str) -> Action + Send + Sync + 'static,
 ) -> Peer {
-    peer_with(gather, false, settle, policy).await
+    peer_with(gather, false, settle, Stacked::Answer, policy).await
+}
+
+/// A peer that answers every request alone with its echo, and treats stacked ones as
+/// `stacked` says (each answer 10 ms after its request, so that what the client stacks
+/// arrives before it).
+async fn peer_not_pipelining(stacked: Stacked) -> Peer {
+    peer_with(1, false, Duration::from_millis(10), stacked, |_, _, _, path| echo(path)).await
 }
 
 /// Like [`peer`], but every connection gathers `gather` requests before its first answer.
@@ -74,13 +97,14 @@ async fn peer_gathering_on_every_connection(
     gather: usize,
     policy: impl Fn(usize, usize, &str, &str) -> Action + Send + Sync + 'static,
 ) -> Peer {
-    peer_with(gather, true, Duration::ZERO, policy).await
+    peer_with(gather, true, Duration::ZERO, Stacked::Answer, policy).await
 }
 
 async fn peer_with(
     gather: usize,
     every: bool,
     settle: Duration,
+    stacked: Stacked,
     policy: impl Fn(usize, usize, &str, &str) -> Action + Send + Sync + 'static,
 ) -> Peer {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -94,14 +118,15 @@ async fn peer_with(
             let Ok((sock, _)) = listener.accept().await else { return };
             let conn = c.fetch_add(1, SeqCst);
             let gather = if every || conn == 0 { gather } else { 0 };
-            tokio::spawn(serve_conn(sock, conn, gather, settle, policy.clone(), s.clone()));
+            tokio::spawn(serve_conn(sock, conn, gather, settle, stacked, policy.clone(), s.clone()));
         }
     });
     Peer { addr, seen, conns }
 }
 
-/// Moves every complete request at the start of `buf` to `queue` (bodies skipped).
-fn parse_requests(buf: &mut Vec<u8>, queue: &mut VecDeque<(String, String)>) {
+/// Moves every complete request at the start of `buf` to `queue` (bodies skipped), each
+/// with whether it is stacked (a request before it was still unanswered when it came).
+fn parse_requests(buf: &mut Vec<u8>, queue: &mut VecDeque<(String, String, bool)>) {
     loop {
         let mut headers = [httparse::EMPTY_HEADER; 64];
         let mut req = httparse::Request::new(&mut headers);
@@ -115,7 +140,8 @@ fn parse_requests(buf: &mut Vec<u8>, queue: &mut VecDeque<(String, String)>) {
         if buf.len() < n + len {
             return;
         }
-        queue.push_back((req.method.unwrap().to_string(), req.path.unwrap().to_string()));
+        let stacked = !queue.is_empty();
+        queue.push_back((req.method.unwrap().to_string(), req.path.unwrap().to_string(), stacked));
         buf.drain(..n + len);
     }
 }
@@ -125,6 +151,7 @@ async fn serve_conn(
     conn: usize,
     gather: usize,
     settle: Duration,
+    stacked_mode: Stacked,
     policy: Arc<Policy>,
     seen: Arc<Mutex<Vec<Seen>>>,
 ) {
@@ -150,9 +177,25 @@ async fn serve_conn(
             }
             parse_requests(&mut buf, &mut queue);
         }
-        let (method, path) = queue.pop_front().unwrap();
-        seen.lock().unwrap().push(Seen { conn, method: method.clone(), path: path.clone(), behind: queue.len() });
-        let action = policy(conn, answered, &method, &path);
+        let (method, path, stacked) = queue.pop_front().unwrap();
+        seen.lock().unwrap().push(Seen {
+            conn,
+            method: method.clone(),
+            path: path.clone(),
+            behind: queue.len(),
+            stacked,
+        });
+        let action = match stacked_mode {
+            Stacked::BadRequest if stacked => Action::WriteClose(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 11\r\nConnection: close\r\n\r\nBad Request".to_vec(),
+            ),
+            Stacked::Dropped if stacked => {
+                queue.clear();
+                buf.clear();
+                Action::Nothing
+            }
+            _ => policy(conn, answered, &method, &path),
+        };
         answered += 1;
         let ok = match action {
             Action::Write(b) => sock.write_all(&b).await.is_ok(),
@@ -712,4 +755,61 @@ async fn auto_sends_small_requests_while_its_probe_is_out() {
     let probe_conn = p.seen().iter().filter(|s| s.conn == 0).count();
     assert!(probe_conn >= 2, "the probe's pair did not reach its connection: {:?}", p.seen());
     assert!(auto.pipelining(), "the probe's pair was answered well, yet pipelining is not verified");
+}
+
+/// auto stacks small requests on its pipeline before the probe's verdict, as a forced
+/// pipeline does from the start: waiting for the verdict (one first-byte time, the
+/// slower of the pair's) cost a burst of small GETs about a tenth of its rate
+/// (docs/lab/bench-common-draws.md). The peer holds the probe's copy for half a second,
+/// so no verdict comes while two connections carry 16 GETs: more requests arrive stacked
+/// than the copy alone, every body is its own request's, and pipelining ends verified.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_stacks_small_requests_before_the_probes_verdict() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = gate.clone();
+    let p = peer(1, Duration::from_millis(20), move |conn, i, _, path| {
+        if conn == 0 && i == 1 {
+            Action::Gated(g.clone(), ok(&format!("body of {path}")))
+        } else {
+            echo(path)
+        }
+    })
+    .await;
+    let mut c = config(&p, 2, 8);
+    c.mode = ferry_wire::Mode::Auto;
+    let auto = Arc::new(ferry_wire::auto::AutoTransport::new(c).unwrap());
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        gate.add_permits(1);
+    });
+    let gets = (0..16).map(|i| small_get(auto.clone(), i));
+    timed(futures_util::future::join_all(gets)).await.expect("small GETs never finished");
+    let stacked = p.seen().iter().filter(|s| s.stacked).count();
+    assert!(stacked > 1, "only the probe's copy arrived stacked: {:?}", p.seen());
+    assert!(auto.pipelining(), "every batch was answered well, yet pipelining is not verified");
+    assert_eq!(auto.stats().requests_resent, 0, "nothing failed, nothing to write again");
+}
+
+/// Stacking before the verdict risks no caller's answer on a peer that does not
+/// pipeline: a stacked request that such a peer refuses (400 and close) or drops (never
+/// answered) is written again, one request per connection from then on, and its caller
+/// gets its own 200. Pipelining is never verified there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_writes_a_stacked_request_again_when_the_peer_does_not_pipeline() {
+    for (mode, response_timeout) in
+        [(Stacked::BadRequest, Duration::from_secs(5)), (Stacked::Dropped, Duration::from_millis(300))]
+    {
+        let what = if mode == Stacked::BadRequest { "refused" } else { "dropped" };
+        let p = peer_not_pipelining(mode).await;
+        let mut c = config(&p, 4, 8);
+        c.mode = ferry_wire::Mode::Auto;
+        c.response_timeout = response_timeout;
+        let auto = Arc::new(ferry_wire::auto::AutoTransport::new(c).unwrap());
+        let gets = (0..32).map(|i| small_get(auto.clone(), i));
+        timed(futures_util::future::join_all(gets)).await.unwrap_or_else(|_| panic!("{what}: GETs never finished"));
+        let stacked = p.seen().iter().filter(|s| s.stacked).count();
+        assert!(stacked > 1, "{what}: nothing but the probe's copy was stacked: {:?}", p.seen());
+        assert!(!auto.pipelining(), "{what}: a peer that does not pipeline was verified");
+        assert!(auto.stats().requests_resent >= 1, "{what}: no stacked request was written again");
+    }
 }

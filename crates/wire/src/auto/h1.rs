@@ -176,20 +176,18 @@ impl H1 {
         result.map(|r| demand.until_body_end(r))
     }
 
-    /// Routes a small request: the pipeline once verified; while a probe is out, the
-    /// pipeline one request per connection; else the pool (with a probe first when one is
-    /// due). Also says whether the pool took it.
+    /// Routes a small request: the pipeline once verified, and while a probe is out
+    /// (stacked as deep as the lane allows, probe.rs); else the pool (with a probe first
+    /// when one is due). Also says whether the pool took it.
     pub(super) fn send_small(&self, req: Request) -> (BoxFuture<'static, Result<Response, WireError>>, bool) {
         if self.verified() {
             return (send_hedged(self.pipeline.clone(), self.hedger.clone(), req), false);
         }
         if self.probe.lock().unwrap().running || is_listing_page(&req) {
-            // A probe is out: the request goes to the pipeline now, one per connection
-            // until the verdict (LaneGate::depth), never held back for it and never
-            // bound to a pool connection's queue (module note of probe.rs). A listing
-            // page goes there too but never probes: the probe's copy would be a second
-            // LIST, for a single `ls` as many requests again, and pages alone have
-            // nothing to gain from depth (one per connection is a plain keep-alive).
+            // A probe is out: the request goes to the pipeline now, never held back for
+            // the verdict and never bound to a pool connection's queue (module note of
+            // probe.rs). A listing page goes there too but never probes: the probe's
+            // copy would be a second LIST, for a single `ls` as many requests again.
             return (self.pipeline.send(req), false);
         }
         let seen = self.small_seen.fetch_add(1, Relaxed);

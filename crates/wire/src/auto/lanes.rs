@@ -385,20 +385,24 @@ impl ConnectionGate for LaneGate {
         st.handed_over[self.lane] += given as u64;
     }
 
-    /// One on the small lane until the pipeline is verified. Then the configured depth
-    /// while the controller is in slow start, the controller's limit after it: a SlowDown (which ends slow start) then halves the requests in flight,
+    /// The configured depth while the controller is in slow start, the controller's limit
+    /// after it: a SlowDown (which ends slow start) then halves the requests in flight,
     /// not only the connections. Not the limit in slow start too: with 1,000 small GETs
     /// submitted at once, limit x limit in flight was too slow a ramp (see
     /// docs/lab/wire-auto-lanes.md; re-measure with `ferry bench small-objects --quick
     /// --peers none`). The pipeline still opens a connection before it stacks a request
     /// behind another, so requests spread as the limit grows.
+    ///
+    /// The small lane stacks before the probe's verdict too (probe.rs), and falls back to
+    /// one request per connection once a stacked request failed before verification
+    /// (`PipelineTransport::stacking_failed`), until a probe verifies the endpoint.
     fn depth(&self) -> usize {
         let c = &self.lanes.controller;
-        let verified = self.lanes.pipeline.get().and_then(Weak::upgrade).is_some_and(|p| p.verified());
-        if self.lane == SMALL && !verified {
-            // Before the probe's verdict: one request per connection, which any HTTP/1.1
-            // server answers (probe.rs); the rest wait in the pipeline's queue, unbound
-            // to a connection, and are placed at full depth once pipelining is verified.
+        let pipeline = self.lanes.pipeline.get().and_then(Weak::upgrade);
+        let may_fail = pipeline.is_some_and(|p| !p.verified() && p.stacking_failed());
+        if self.lane == SMALL && may_fail {
+            // The endpoint may not pipeline: one request per connection, which any
+            // HTTP/1.1 server answers, until a probe verifies it (probe.rs).
             1
         } else if c.in_slow_start() {
             usize::MAX

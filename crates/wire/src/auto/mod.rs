@@ -230,9 +230,8 @@ impl Transport for AutoTransport {
     }
 
     /// HTTP/1.1: the pipeline's depth unless auto has settled on the pool for good
-    /// (probe.rs), also before the probe's verdict: small requests then wait in the
-    /// pipeline's own queue and are placed at full depth once it verifies. h2: its
-    /// streams. 1 before https has chosen.
+    /// (probe.rs), also before the probe's verdict, when small requests are already
+    /// stacked on the pipeline. h2: its streams. 1 before https has chosen.
     fn small_depth(&self) -> usize {
         match self.inner.chosen.get() {
             Some(Chosen::H2(h2)) => h2.small_depth(),

@@ -18,14 +18,23 @@
 //!   after PROBE_ATTEMPTS bad or PROBE_INCONCLUSIVE inconclusive probes: the pool for good
 //! ```
 //!
-//! While a probe is out, small requests neither wait for its verdict (one first-byte
-//! time, the largest part of auto's start-up cost on small-objects) nor join the pool's
+//! While a probe is out, small requests neither wait for its verdict nor join the pool's
 //! queue (with 1,024 GETs submitted at once, those that went to the pool while the probe
-//! ran held it for seconds): they go to the small lane's pipeline, which writes them one
-//! per connection until the verdict, a plain keep-alive exchange that every HTTP/1.1
-//! server answers. The rest wait in the pipeline's own queue, bound to no connection, and
-//! are placed at full depth once the probe has verified (lanes.rs, `LaneGate::depth`), or
-//! one by one if it fails. See docs/lab/wire-auto-lanes.md.
+//! ran held it for seconds): they go to the small lane's pipeline and are stacked there as
+//! a forced pipeline would stack them. Waiting for the verdict before stacking cost one
+//! first-byte time (the slower of the pair's), about a tenth of a burst of 1,000 small
+//! GETs' rate on the s3 profile (docs/lab/bench-common-draws.md).
+//!
+//! Stacking before the verdict risks no caller's answer: the pipeline takes a stacked
+//! request's failure before verification (its connection closed before its head, its head
+//! timed out or did not parse, or it was answered 400 or 505) as the endpoint's way of not
+//! pipelining, writes the request again rather than hand the failure over, and says so
+//! (`PipelineTransport::stacking_failed`); the lane then places one request per
+//! connection, which every HTTP/1.1 server answers, until a probe verifies the endpoint
+//! (lanes.rs, `LaneGate::depth`). What a peer that does not pipeline costs is one round
+//! of re-sent requests, or one response time-out for a peer that drops what it read
+//! past the first request (tests/pipeline_scripted.rs,
+//! `auto_writes_a_stacked_request_again_when_the_peer_does_not_pipeline`).
 
 use super::copy_of;
 use crate::error::WireError;
@@ -95,8 +104,8 @@ pub(super) fn probe_with(
                 p.inconclusive += 1;
             }
             drop(p);
-            // Requests queued one per connection during the probe are placed at full
-            // depth now (LaneGate::depth follows `verified`).
+            // A verdict may lift the one-per-connection rule (LaneGate::depth follows
+            // `verified`): the lane looks again at what waits in its queue.
             t.nudge();
         });
         first.await
