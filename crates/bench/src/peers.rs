@@ -717,9 +717,8 @@ fn control_request(url: &str, ca_file: Option<&Path>, method: &str, target: &str
 }
 
 /// Starts the draws of the ferry server at `url` (first-byte delays, faults) over from
-/// `seed` (`POST /_ferry/seed`): the bench does so before each row, so that every row of
-/// a repeat meets the same delays in the same order. False if the server did not take it
-/// (an external server has no such path).
+/// `seed` (`POST /_ferry/seed`, ferry_server's `SEED_PATH`). False if the server did not
+/// take it (an external server has no such path).
 pub fn reseed(url: &str, ca_file: Option<&Path>, seed: u64) -> bool {
     control_request(url, ca_file, "POST", &format!("/_ferry/seed?value={seed}")).is_some_and(|(s, _)| s == 204)
 }

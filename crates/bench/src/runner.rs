@@ -302,11 +302,8 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
                 json!({"mode": c.mode_name(), "max_connections": c.max_connections, "pipeline_depth": c.pipeline_depth}),
             );
         }
-        // Every row of repeat k meets the same first-byte delays and faults in the same
-        // order: its ferry server's draws start over from seed k (emulate.rs, SEED_PATH).
-        // With one sequence for the whole run, each row drew its own stretch of it, and a
-        // burst's wall, mostly its slowest draw, was fixed by the row's place in the
-        // schedule (docs/lab/bench-common-draws.md).
+        // Every row of repeat k meets the same draws: its ferry server starts over from
+        // seed k (why: emulate.rs, SEED_PATH).
         if let Some(s) = v.server.and_then(|i| servers[i].as_ref()).filter(|s| s.proc.is_some()) {
             if !crate::peers::reseed(&s.url, None, k as u64) {
                 bail!("the server at {} did not take POST /_ferry/seed", s.url);
