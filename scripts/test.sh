@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Set up (scripts/setup.sh), then check formatting (cargo fmt) and lints (clippy, warnings
-# are errors), then run every test: the Rust workspace tests and the pytest suite in
-# tests/ that drives the real `ferry serve` with real clients (boto3, AWS CLI, s5cmd,
-# rclone, curl, h2load, raw sockets), with a 20-second run of each fuzz target
-# (scripts/fuzz.sh) in the background beside them. Exits non-zero if anything fails. Each
-# phase prints its time; docs/lab/ci.md says where the time goes and how to measure it
-# again.
+# Set up (scripts/setup.sh), then run every check and test: the pytest suite in tests/
+# that drives the real `ferry serve` with real clients (boto3, AWS CLI, s5cmd, rclone,
+# curl, h2load, raw sockets, the Python package), beside it the Rust checks (cargo fmt,
+# clippy with warnings as errors) and the test build, then the Rust workspace tests, with
+# a 20-second run of each fuzz target (scripts/fuzz.sh) in the background throughout.
+# Exits non-zero if anything fails. Each phase prints its time; docs/lab/ci.md says where
+# the time goes and how to measure it again.
 #
 # Extra arguments go to pytest, e.g. `scripts/test.sh -k boto3 -x`.
 set -uo pipefail
@@ -54,39 +54,72 @@ if [[ -s .ferry-run/ec2-metadata-mock-bin ]]; then
 else
     echo "== SKIPPED: ec2-metadata-mock is not available, so the instance metadata credentials test will not run"
 fi
+# From here three things run at once, each at its own priority, because each mostly
+# leaves the machine to the others (docs/lab/ci.md has the figures):
+#   - pytest (tests/), at normal priority, from now until it ends: it needs only what
+#     setup built (target/release/ferry and the Python package), and its tests mostly
+#     wait, on the servers and emulators they start, on clients' start-up, on sockets
+#     and time-outs;
+#   - the Rust build (fmt, clippy, the test build), at nice 10: compute that fills the
+#     cores pytest leaves idle, and yields them when a test needs them, so a test's
+#     time-out is not eaten by a compiler. The Rust test runs wait for pytest to end, so
+#     no test of one suite ever runs beside a test of the other;
+#   - the fuzz smoke (below), at nice 19: compute too, last in line for the cores.
+# pytest's and the fuzz smoke's output go to their own logs, each printed whole when it
+# ends; every exit status counts.
 SECONDS=0
+pytest_log=.ferry-run/pytest.log
+echo "== pytest tests, in the background (log: $pytest_log)"
+# Per-test timeout: a hung server or client fails its own test, not the whole run. The 20
+# slowest tests are listed at the end, so each run's log says where pytest's time went.
+(
+    started=$SECONDS
+    .venv/bin/pytest tests -q --timeout="${FERRY_TEST_TIMEOUT:-180}" --durations=20 "$@" >"$pytest_log" 2>&1
+    rc=$?
+    echo "== pytest: $([[ $rc -eq 0 ]] && echo ok || echo "FAILED (exit $rc)") ($((SECONDS - started))s)" >>"$pytest_log"
+    exit $rc
+) &
+pytest_pid=$!
+
+# The fuzz smoke runs in the background from here to the end: a smoke run of every fuzz
+# target from its checked-in seeds (scripts/fuzz.sh, FERRY_FUZZ_SECONDS each, 20 by
+# default; the long runs are by hand: docs/lab/fuzzing.md). It is compute: a build, then
+# one single-threaded libFuzzer process per core; at nice 19 it takes what pytest, the
+# Rust build and the Rust test runs leave, and each target still runs its full time.
+FUZZ_SECS="${FERRY_FUZZ_SECONDS:-20}"
+fuzz_log=.ferry-run/fuzz-smoke.log
+fuzz_started=$(date +%s)
+echo "== fuzz smoke, in the background: scripts/fuzz.sh $FUZZ_SECS (each target; log: $fuzz_log)"
+nice -n 19 bash scripts/fuzz.sh "$FUZZ_SECS" >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
+# A run that stops early leaves neither behind (fuzz.sh stops its own fuzzers on TERM;
+# pytest stops its servers on TERM).
+trap '[[ -n $fuzz_pid ]] && kill "$fuzz_pid" 2>/dev/null; [[ -n $pytest_pid ]] && pkill -TERM -P "$pytest_pid" 2>/dev/null' EXIT
+
 echo "== cargo fmt --check (width and rules in rustfmt.toml)"
-cargo fmt --all -- --check || status=1
+nice -n 10 cargo fmt --all -- --check || status=1
 echo "== cargo clippy --workspace --all-targets -- -D warnings"
 # --release: clippy's check of the dependencies is then shared with nothing else, but its
 # profile matches the test build's, so its warnings are the tested code's.
-cargo clippy --workspace --all-targets --release -- -D warnings || status=1
+nice -n 10 cargo clippy --workspace --all-targets --release -- -D warnings || status=1
 echo "== fmt, clippy: (${SECONDS}s)"
 # --release --workspace: the same packages, so the same features, as setup.sh's build
 # and maturin's, so the test build compiles only the tests.
 echo "== cargo test --workspace --release (build)"
 phase=$SECONDS
-cargo test --workspace --release --no-run || status=1
+nice -n 10 cargo test --workspace --release --no-run || status=1
 echo "== cargo test: built ($((SECONDS - phase))s)"
 
-# The fuzz smoke runs in the background from here to the end, beside the cargo test runs
-# and pytest: a smoke run of every fuzz target from its checked-in seeds (scripts/fuzz.sh,
-# FERRY_FUZZ_SECONDS each, 20 by default; the long runs are by hand: docs/lab/fuzzing.md).
-# It is compute: a build, then one single-threaded libFuzzer process per core. The tests
-# mostly wait: on the servers and emulators they start, on the clients' start-up, on
-# sockets and time-outs. Side by side, the fuzz smoke fills the cores they leave idle,
-# where one after the other it added its whole length to the run (docs/lab/ci.md has the
-# figures). It runs at a lower priority (nice), so a test that needs the CPU
-# gets it first; each target still runs its full time. Its output goes to its own log,
-# printed whole when it ends, and its exit status fails the run like any other phase.
-FUZZ_SECS="${FERRY_FUZZ_SECONDS:-20}"
-fuzz_log=.ferry-run/fuzz-smoke.log
-fuzz_started=$(date +%s)
-echo "== fuzz smoke, in the background: scripts/fuzz.sh $FUZZ_SECS (each target; log: $fuzz_log)"
-nice -n 10 bash scripts/fuzz.sh "$FUZZ_SECS" >"$fuzz_log" 2>&1 &
-fuzz_pid=$!
-# A run that stops early does not leave the fuzzers behind (fuzz.sh stops its own on TERM).
-trap '[[ -n $fuzz_pid ]] && kill "$fuzz_pid" 2>/dev/null' EXIT
+phase=$SECONDS
+wait "$pytest_pid"
+rc=$?
+pytest_pid=""
+echo "== pytest tests, ended (its whole output; its last line is its time):"
+cat "$pytest_log"
+cat "$pytest_log" >>"$test_log"
+echo "== pytest: the Rust test runs waited $((SECONDS - phase))s for it"
+# Exit 5 means no test ran: that is a failure too.
+[[ $rc -eq 0 ]] || status=1
 
 echo "== cargo test --workspace --release"
 phase=$SECONDS
@@ -227,16 +260,6 @@ for bin in "${bins[@]}"; do
 done
 echo "== cargo test: the ignored tests ran ($((SECONDS - phase))s)"
 echo "== fmt, clippy, cargo test: $([[ $status -eq 0 ]] && echo ok || echo FAILED) (${SECONDS}s)"
-
-SECONDS=0
-echo "== pytest tests"
-# Per-test timeout: a hung server or client fails its own test, not the whole run. The 20
-# slowest tests are listed at the end, so each run's log says where pytest's time went.
-.venv/bin/pytest tests -q --timeout="${FERRY_TEST_TIMEOUT:-180}" --durations=20 "$@" 2>&1 | tee -a "$test_log"
-rc=${PIPESTATUS[0]}
-echo "== pytest: $([[ $rc -eq 0 ]] && echo ok || echo "FAILED (exit $rc)") (${SECONDS}s)"
-# Exit 5 means no test ran: that is a failure too.
-[[ $rc -eq 0 ]] || status=1
 
 wait "$fuzz_pid"
 fuzz_rc=$?
