@@ -6,7 +6,8 @@
 //!
 //! ```text
 //!   small_want  = most small requests in flight lately (ebbs by one per SMALL_WANT_STEP)
-//!   reserve     = min(SMALL_RESERVE, T / SMALL_RESERVE_FRACTION)
+//!   reserve     = min(SMALL_RESERVE, T / SMALL_RESERVE_FRACTION), once a small request
+//!                 was seen; 0 before
 //!   small kept  = min(max(min(small_want, SMALL_CLAIM), reserve), T/2)
 //!   bulk share  = min(bulk requests in flight, T - small kept)    (>= 1 while any is active)
 //!   small share = T - bulk share
@@ -28,8 +29,17 @@
 //!     Over share ── the other lane is short and no place is free, or (pipeline only) the
 //!                   limit fell ──► given back as it frees: the pool closes it when idle,
 //!                   the pipeline stops placing on it and closes it once answered
-//!   no handover while the controller is in slow start below the cap: growth comes first
+//!   no handover while the controller is in slow start below the cap: growth comes first,
+//!   unless the lane short of places has no connection at all
 //! ```
+//!
+//! The reserve: from the first small request on, the small lane keeps a few places that
+//! bulk never takes, so that the small requests of a mixed load find a connection of
+//! their own without waiting for a bulk part to end. Before any small request, bulk may
+//! have all of T: a caller that only moves bulk (a copy tool's workers, a commit's
+//! read-modify-write loop) would otherwise run on three quarters of what a forced pool
+//! gives it. The first small request then gets its first place handed over, as bulk's
+//! connections free (the cost: one bulk part's remaining time, once).
 //!
 //! Bulk admission ([`Lanes::admit_bulk`]): a bulk request waits until fewer than bulk's
 //! share are in flight. A fallen limit bounds bulk requests there instead of closing the
@@ -84,12 +94,13 @@ pub(super) const SMALL: usize = 1;
 /// mixed-hol --quick --peers none`, counting connections opened).
 pub(super) const SMALL_WANT_STEP: Duration = Duration::from_secs(1);
 
-/// Places the small lane keeps from the start, before any small request is seen, at
-/// most one in [`SMALL_RESERVE_FRACTION`] of the total: as many as the lane ever claims
-/// from bulk ([`SMALL_CLAIM`]), so that the claim is met from the reserve and nothing is
-/// handed over; a quarter, so that a small cap (16 in `auto_lanes.rs`) keeps a few too,
-/// and bulk alone loses at most a quarter (see docs/lab/wire-auto-lanes.md; re-measure
-/// with `ferry bench mixed-hol --quick --peers none --repeats 5`).
+/// Places the small lane keeps once a small request has been seen (module note, "The
+/// reserve"), at most one in [`SMALL_RESERVE_FRACTION`] of the total: as many as the
+/// lane ever claims from bulk ([`SMALL_CLAIM`]), so that the claim is met from the
+/// reserve and nothing more is handed over; a quarter, so that a small cap (16 in
+/// `auto_lanes.rs`) keeps a few too, and bulk beside small requests loses at most a
+/// quarter (see docs/lab/wire-auto-lanes.md; re-measure with `ferry bench mixed-hol
+/// --quick --peers none --repeats 5`).
 pub(super) const SMALL_RESERVE: usize = SMALL_CLAIM;
 pub(super) const SMALL_RESERVE_FRACTION: usize = 4;
 
@@ -145,6 +156,9 @@ pub(super) struct LaneState {
     pub(super) peak_sockets: usize,
     /// Bulk requests admitted and not yet done ([`Lanes::admit_bulk`]).
     pub(super) admitted_bulk: usize,
+    /// A small request has been counted: the reserve is kept from then on (module note,
+    /// "The reserve").
+    pub(super) small_seen: bool,
 }
 
 impl Lanes {
@@ -161,6 +175,7 @@ impl Lanes {
                 sockets: [0; 2],
                 peak_sockets: 0,
                 admitted_bulk: 0,
+                small_seen: false,
             }),
             admit: Notify::new(),
             pool: OnceLock::new(),
@@ -193,7 +208,8 @@ impl Lanes {
             st.small_peak = st.small_peak.saturating_sub(steps).max(st.active[SMALL]);
             st.small_peak_at = Instant::now();
         }
-        let small_kept = Self::small_want(st).min(SMALL_CLAIM).max(Self::small_reserve(t)).min((t / 2).max(1));
+        let reserve = if st.small_seen { Self::small_reserve(t) } else { 0 };
+        let small_kept = Self::small_want(st).min(SMALL_CLAIM).max(reserve).min((t / 2).max(1));
         let bulk = st.active[BULK].min(t.saturating_sub(small_kept));
         // A bulk request never waits for ever: one connection at least while any is active.
         let bulk = if st.active[BULK] > 0 { bulk.max(1) } else { bulk };
@@ -205,7 +221,8 @@ impl Lanes {
         st.small_peak.max(st.active[SMALL])
     }
 
-    /// Places of `t` that bulk never takes, small demand or not ([`SMALL_RESERVE`]).
+    /// Places of `t` that bulk never takes once a small request was seen, small demand
+    /// or not ([`SMALL_RESERVE`]).
     pub(super) fn small_reserve(t: usize) -> usize {
         SMALL_RESERVE.min(t / SMALL_RESERVE_FRACTION)
     }
@@ -218,10 +235,12 @@ impl Lanes {
         let open = st.open[BULK] + st.open[SMALL];
         let other = 1 - lane;
         let other_demand = if other == BULK { st.active[BULK] } else { Self::small_want(st) };
-        if self.controller.in_slow_start() {
+        if self.controller.in_slow_start() && st.open[other] > 0 {
             // The limit grows (or slow start ends) within a round or two: the lane short
             // of places gets them from the growth, not from connections closed for it
-            // (module note: no handover in slow start).
+            // (module note: no handover in slow start). A lane with no connection at all
+            // cannot wait for that: its first request would wait for the growth that
+            // the other lane's traffic earns.
             return 0;
         }
         let other_short = other_demand.min(shares[other]).saturating_sub(st.open[other]);
@@ -250,6 +269,9 @@ impl Lanes {
     pub(super) fn demand(&self, lane: usize, delta: isize) {
         let mut st = self.lock();
         st.active[lane] = st.active[lane].saturating_add_signed(delta);
+        if lane == SMALL && delta > 0 {
+            st.small_seen = true;
+        }
         if lane == SMALL && st.active[SMALL] > st.small_peak {
             st.small_peak = st.active[SMALL];
             st.small_peak_at = Instant::now();
@@ -515,9 +537,15 @@ mod tests {
             let mut st = l.lock();
             l.shares(&mut st)
         };
-        // 100 ranged reads, no small request yet: the reserve (the claim) is kept, no more.
+        // 100 ranged reads before any small request: bulk may have the whole cap.
         lanes.demand(BULK, 100);
-        assert_eq!(shares(&lanes), [46, 4], "bulk gave up more than four of 50 to the small lane");
+        assert_eq!(shares(&lanes), [50, 0], "bulk alone kept places for small requests never seen");
+        // One small request, come and gone: from then on the reserve (the claim) is
+        // kept, no more.
+        lanes.demand(SMALL, 1);
+        lanes.demand(SMALL, -1);
+        lanes.lock().small_peak = 0;
+        assert_eq!(shares(&lanes), [46, 4], "bulk gave up other than four of 50 to the small lane");
         // Small requests beside them: however many, the claim stays four; the rest
         // are pipelined on the lane's connections.
         lanes.demand(SMALL, 12);
@@ -529,6 +557,30 @@ mod tests {
         let small =
             Lanes::new(Controller::new(ControllerOptions { initial: 8, max: 8, ..ControllerOptions::default() }));
         small.demand(BULK, 20);
+        assert_eq!(shares(&small), [8, 0]);
+        small.demand(SMALL, 1);
+        small.demand(SMALL, -1);
+        small.lock().small_peak = 0;
         assert_eq!(shares(&small), [6, 2]);
+    }
+
+    /// In slow start the lanes do not hand places over (growth comes first), except to a
+    /// lane with no connection at all: bulk alone holds the whole limit (no reserve before
+    /// a small request), and the first small request must not wait for growth that only
+    /// bulk's goodput earns.
+    #[tokio::test]
+    async fn a_lane_with_no_connection_gets_one_in_slow_start() {
+        let controller = Controller::new(ControllerOptions { initial: 8, max: 48, ..ControllerOptions::default() });
+        let lanes = Lanes::new(controller.clone());
+        assert!(controller.in_slow_start());
+        lanes.demand(BULK, 24);
+        lanes.lock().open[BULK] = 8;
+        assert_eq!(lanes.excess(&mut lanes.lock(), BULK), 0, "bulk gave a place back with nobody asking");
+        lanes.demand(SMALL, 1);
+        assert_eq!(lanes.excess(&mut lanes.lock(), BULK), 1, "the first small request got no place from bulk");
+        // Once the small lane has its connection, more small requests wait for growth.
+        lanes.lock().open = [7, 1];
+        lanes.demand(SMALL, 3);
+        assert_eq!(lanes.excess(&mut lanes.lock(), BULK), 0, "bulk handed over in slow start to a lane that has one");
     }
 }
