@@ -96,3 +96,20 @@ def test_a_capped_connection_gets_helpers_and_the_same_bytes():
         before = c.stats()["requests"]["GET"]
         assert c.get("s3://capped/x") == data
         assert c.stats()["requests"]["GET"] - before > 1
+
+
+def test_iter_get_lands_in_the_memory_of_the_buffer_dropped_before(client, objects, pool):
+    """`iter_get` draws on the pool as `get` does: each object dropped before the next is
+    asked for gives its memory to it, so a loop over many large objects keeps reusing
+    the same few buffers (each byte its own)."""
+    name, a, b = objects
+    urls = [f"s3://{name}/{k}" for k in ("a", "b", "a", "b")]
+    addresses = []
+    for buf, want in zip(client.iter_get(urls), (a, b, a, b)):
+        assert buf == want
+        addresses.append(address(buf))
+        del buf
+    # The first object lands in fresh memory (the pool is empty); each later one is
+    # collected after the one before was dropped, into its memory when the size fits.
+    assert len(set(addresses)) < len(addresses), f"every object in fresh memory: {addresses}"
+    assert ferry.buffer_pool()[2] >= 1, "no dropped iter_get buffer was kept"

@@ -906,10 +906,24 @@ impl ListIterator {
 /// The next object of an open-ahead reader, whole; the reader back (`None` at the end).
 async fn next_object(mut reader: OpenAhead) -> (Option<OpenAhead>, Option<Result<Bytes, Error>>) {
     match reader.next().await {
-        Some(Ok(opened)) => (Some(reader), Some(opened.collect().await)),
+        Some(Ok(opened)) => (Some(reader), Some(collect_pooled(opened).await)),
         Some(Err(e)) => (Some(reader), Some(Err(e))),
         None => (None, None),
     }
+}
+
+/// An opened object's whole body, in memory from the buffer pool (pool.rs), as `get`'s
+/// is: a loop over `iter_get` that drops each buffer hands its memory to the next object,
+/// already touched. A fresh allocation per object left the freed ones to the allocator,
+/// whose delayed purge kept some resident (the peak RSS of a 1 GiB `iter_get` was one
+/// object higher in about half the runs; docs/lab/python-rows.md, "iter_get's peak").
+async fn collect_pooled(mut opened: ferry_engine::OpenedObject) -> Result<Bytes, Error> {
+    use ferry_engine::Allocator;
+    let (mut out, _reused) = crate::pool::Pooled.take(opened.meta.size as usize);
+    while let Some(chunk) = opened.body.next().await {
+        out.extend_from_slice(&chunk?);
+    }
+    Ok(crate::pool::Pooled.seal(out))
 }
 
 /// The iterator `iter_get` returns: one `Buffer` per URL, in order, opened ahead.
