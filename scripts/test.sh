@@ -2,10 +2,11 @@
 # Set up (scripts/setup.sh), then run every check and test: the pytest suite in tests/
 # that drives the real `ferry serve` with real clients (boto3, AWS CLI, s5cmd, rclone,
 # curl, h2load, raw sockets, the Python package), beside it the Rust checks (cargo fmt,
-# clippy with warnings as errors) and the test build, then the Rust workspace tests, with
-# a 20-second run of each fuzz target (scripts/fuzz.sh) in the background throughout.
+# clippy with warnings as errors) and the test build, then the Rust workspace tests
+# (among them every fuzz target's checked-in seeds, crates/cli/tests/fuzz_seeds.rs).
 # Exits non-zero if anything fails. Each phase prints its time; docs/lab/ci.md says where
-# the time goes and how to measure it again.
+# the time goes and how to measure it again. Coverage-guided fuzzing is a run of its own,
+# by hand: scripts/fuzz.sh (docs/lab/fuzzing.md).
 #
 # Extra arguments go to pytest, e.g. `scripts/test.sh -k boto3 -x`.
 set -uo pipefail
@@ -54,8 +55,8 @@ if [[ -s .ferry-run/ec2-metadata-mock-bin ]]; then
 else
     echo "== SKIPPED: ec2-metadata-mock is not available, so the instance metadata credentials test will not run"
 fi
-# From here three things run at once, each at its own priority, because each mostly
-# leaves the machine to the others (docs/lab/ci.md has the figures):
+# From here two things run at once, each at its own priority, because each mostly
+# leaves the machine to the other (docs/lab/ci.md has the figures):
 #   - pytest (tests/), at normal priority, from now until it ends: it needs only what
 #     setup built (target/release/ferry and the Python package), and its tests mostly
 #     wait, on the servers and emulators they start, on clients' start-up, on sockets
@@ -63,10 +64,9 @@ fi
 #   - the Rust build (fmt, clippy, the test build), at nice 10: compute that fills the
 #     cores pytest leaves idle, and yields them when a test needs them, so a test's
 #     time-out is not eaten by a compiler. The Rust test runs wait for pytest to end, so
-#     no test of one suite ever runs beside a test of the other;
-#   - the fuzz smoke (below), at nice 19: compute too, last in line for the cores.
-# pytest's and the fuzz smoke's output go to their own logs, each printed whole when it
-# ends; every exit status counts.
+#     no test of one suite ever runs beside a test of the other.
+# pytest's output goes to a log of its own, printed whole when it ends; its exit status
+# counts.
 SECONDS=0
 pytest_log=.ferry-run/pytest.log
 echo "== pytest tests, in the background (log: $pytest_log)"
@@ -81,20 +81,8 @@ echo "== pytest tests, in the background (log: $pytest_log)"
 ) &
 pytest_pid=$!
 
-# The fuzz smoke runs in the background from here to the end: a smoke run of every fuzz
-# target from its checked-in seeds (scripts/fuzz.sh, FERRY_FUZZ_SECONDS each, 20 by
-# default; the long runs are by hand: docs/lab/fuzzing.md). It is compute: a build, then
-# one single-threaded libFuzzer process per core; at nice 19 it takes what pytest, the
-# Rust build and the Rust test runs leave, and each target still runs its full time.
-FUZZ_SECS="${FERRY_FUZZ_SECONDS:-20}"
-fuzz_log=.ferry-run/fuzz-smoke.log
-fuzz_started=$(date +%s)
-echo "== fuzz smoke, in the background: scripts/fuzz.sh $FUZZ_SECS (each target; log: $fuzz_log)"
-nice -n 19 bash scripts/fuzz.sh "$FUZZ_SECS" >"$fuzz_log" 2>&1 &
-fuzz_pid=$!
-# A run that stops early leaves neither behind (fuzz.sh stops its own fuzzers on TERM;
-# pytest stops its servers on TERM).
-trap '[[ -n $fuzz_pid ]] && kill "$fuzz_pid" 2>/dev/null; [[ -n $pytest_pid ]] && pkill -TERM -P "$pytest_pid" 2>/dev/null' EXIT
+# A run that stops early leaves no pytest behind (pytest stops its servers on TERM).
+trap '[[ -n $pytest_pid ]] && pkill -TERM -P "$pytest_pid" 2>/dev/null' EXIT
 
 echo "== cargo fmt --check (width and rules in rustfmt.toml)"
 nice -n 10 cargo fmt --all -- --check || status=1
@@ -260,14 +248,6 @@ for bin in "${bins[@]}"; do
 done
 echo "== cargo test: the ignored tests ran ($((SECONDS - phase))s)"
 echo "== fmt, clippy, cargo test: $([[ $status -eq 0 ]] && echo ok || echo FAILED) (${SECONDS}s)"
-
-wait "$fuzz_pid"
-fuzz_rc=$?
-fuzz_pid=""
-echo "== fuzz smoke (scripts/fuzz.sh $FUZZ_SECS):"
-sed 's/^/    /' "$fuzz_log"
-echo "== fuzz smoke: $([[ $fuzz_rc -eq 0 ]] && echo ok || echo "FAILED (exit $fuzz_rc)") ($(($(date +%s) - fuzz_started))s since it started)"
-((fuzz_rc == 0)) || status=1
 
 if ((status != 0)); then
     # Each failed Rust test's panic (from its "---- NAME stdout ----" block up to the

@@ -1,6 +1,26 @@
-//! What the fuzz targets share: deterministic split points and sizes drawn from the input
+//! The fuzz targets' properties, one module per target, and what they share.
+//!
+//! Each module's `check(input)` parses one input the way ferry meets it on the network or
+//! the command line and asserts properties of the result (each module's note lists them);
+//! it panics where one fails. Two callers drive the same functions: libFuzzer, through the
+//! thin entry points in `fuzz_targets/` (`scripts/fuzz.sh`, nightly), and the workspace's
+//! stable test build, which runs every checked-in seed (`corpus/TARGET/*`) through its
+//! target (crates/cli/tests/fuzz_seeds.rs includes this file by path). So the properties
+//! compile and hold on real traffic in every test run, and coverage-guided search for new
+//! inputs is a run of its own.
+//!
+//! The helpers below draw split points and sizes deterministically from the input
 //! itself, so that every corpus file stays a raw sample of real traffic (a request, a
 //! response, a body) with no framing of the fuzzer's own in front of it.
+
+pub mod aws_chunked;
+pub mod chunked;
+pub mod cli_args;
+pub mod range;
+pub mod server_h1;
+pub mod sigv4;
+pub mod wire_h1;
+pub mod xml;
 
 /// A small deterministic generator seeded from the input's bytes (FNV-1a, then
 /// xorshift64*), so the same input always gives the same splits.

@@ -18,6 +18,7 @@ mod bench_profile;
 mod bench_workloads;
 mod cli_azure;
 mod credentials;
+mod fuzz_seeds;
 mod gcs;
 mod incomplete;
 mod keys;
