@@ -85,6 +85,10 @@ def test_corrupted_bytes_raise_integrity(server, client, bucket, proxy):
 
     with pytest.raises(ferry.Integrity):
         fresh().get(f"s3://{bucket}/small")
+    # Into fresh memory the large object splits into ranged parts, whose CRCs combine to
+    # the stored one; a pooled buffer left by an earlier test would be read by one stream
+    # on loopback, checked whole as the small object is. So the pool is emptied first.
+    ferry.set_buffer_pool(ferry.set_buffer_pool(0))
     with pytest.raises(ferry.Integrity, match="parts' CRC64NVME does not match the stored full-object"):
         fresh().get(f"s3://{bucket}/large")
     got = fresh().get_many([f"s3://{bucket}/small"], return_exceptions=True)

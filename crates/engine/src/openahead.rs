@@ -158,12 +158,18 @@ pub struct OpenedObject {
 
 impl OpenedObject {
     /// The whole body in memory (small objects, tests).
-    pub async fn collect(mut self) -> Result<Bytes, Error> {
-        let mut out = Vec::with_capacity(self.meta.size as usize);
+    pub async fn collect(self) -> Result<Bytes, Error> {
+        self.collect_with(&crate::download::FreshVec).await
+    }
+
+    /// The whole body in memory the allocator gives: room for the announced size, then
+    /// each chunk appended in order.
+    pub async fn collect_with(mut self, alloc: &dyn crate::download::Allocator) -> Result<Bytes, Error> {
+        let (mut out, _touched) = alloc.take(self.meta.size as usize);
         while let Some(c) = self.body.next().await {
             out.extend_from_slice(&c?);
         }
-        Ok(Bytes::from(out))
+        Ok(alloc.seal(out))
     }
 }
 

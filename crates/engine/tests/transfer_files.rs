@@ -208,6 +208,19 @@ async fn an_object_read_into_memory_is_the_object_in_one_get_or_in_parts() {
     assert!(matches!(err, ferry_store::Error::NotFound { .. }), "{err:?}");
 }
 
+/// Memory said to be touched already, as a pool's is: a read into it splits only when its
+/// stream is slow.
+struct Touched;
+
+impl ferry_engine::Allocator for Touched {
+    fn take(&self, len: usize) -> (Vec<u8>, bool) {
+        (Vec::with_capacity(len), true)
+    }
+    fn seal(&self, vec: Vec<u8>) -> Bytes {
+        Bytes::from(vec)
+    }
+}
+
 /// A large read into memory keeps its first GET's stream alone while that stream is fast
 /// and the memory already touched, and adds ranged helpers when the stream is slower than
 /// `split_below` or the memory fresh: the same bytes every way, counted in GETs through a
@@ -216,16 +229,6 @@ async fn an_object_read_into_memory_is_the_object_in_one_get_or_in_parts() {
 async fn a_read_into_memory_splits_only_a_slow_stream_or_fresh_memory() {
     use ferry_engine::{get_to_memory_with, Allocator, FreshVec, MemoryParams, MemoryProgress};
     use ferry_testkit::transport::Counting;
-    /// Memory said to be touched already, as a pool's is.
-    struct Touched;
-    impl Allocator for Touched {
-        fn take(&self, len: usize) -> (Vec<u8>, bool) {
-            (Vec::with_capacity(len), true)
-        }
-        fn seal(&self, vec: Vec<u8>) -> Bytes {
-            Bytes::from(vec)
-        }
-    }
     const MIB: u64 = 1024 * 1024;
     // (per-connection rate, split_below, touched memory, split expected); 20 MB/s: 6 MiB
     // on one stream would take ~0.3 s. Fresh memory splits even where the stream is
@@ -258,4 +261,54 @@ async fn a_read_into_memory_splits_only_a_slow_stream_or_fresh_memory() {
             assert_eq!(gets, 1, "a fast stream into touched memory was split");
         }
     }
+}
+
+/// Behind a slow connection the helpers start after the stream's first MiB, not after its
+/// first part, into touched memory too: the first ranged GET goes out with less than a part of the object in
+/// memory, and the stream finishes the part it was in (every byte right, the parts' CRCs
+/// combined to the stored one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_stream_gets_helpers_within_its_first_part() {
+    use ferry_engine::{get_to_memory_with, MemoryParams, MemoryProgress};
+    use ferry_testkit::transport::Intercept;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    const MIB: u64 = 1024 * 1024;
+    // 20 MB/s per connection: the stream's first part of 4 MiB takes ~0.2 s, its first MiB
+    // ~50 ms, far below `split_below`.
+    let srv = server(Some(20_000_000));
+    let c = client(&srv, "early").await;
+    let bytes = data(12 * MIB as usize + 5, 9);
+    let obj = ObjectRef::new("early", "big");
+    c.put_object(&obj, bytes.clone(), PutParams::default()).await.unwrap();
+    let landed = Arc::new(AtomicU64::new(0));
+    let at_first_range = Arc::new(AtomicU64::new(u64::MAX));
+    let (l, first) = (landed.clone(), at_first_range.clone());
+    let (layer, _) = Intercept::layer(move |req| {
+        if req.headers.contains_key(http::header::RANGE) {
+            let _ = first.compare_exchange(u64::MAX, l.load(Ordering::SeqCst), Ordering::SeqCst, Ordering::SeqCst);
+        }
+        None
+    });
+    let counted = S3Client::with_transport(layer(c.transport().clone()), c.config().clone());
+    let l = landed.clone();
+    let progress = MemoryProgress {
+        size: None,
+        bytes: Some(Arc::new(move |n| {
+            l.fetch_add(n, Ordering::SeqCst);
+        })),
+    };
+    let params = MemoryParams {
+        part_size: 4 * MIB,
+        concurrency: 3,
+        split_at: 8 * MIB,
+        split_below: 200_000_000,
+        size_hint: None,
+    };
+    let got = get_to_memory_with(&Engine::new(counted), &obj, params, None, progress, &Touched).await.unwrap();
+    assert!(got[..] == bytes[..], "the bytes differ from the object");
+    let at = at_first_range.load(Ordering::SeqCst);
+    assert!(at != u64::MAX, "no helper was started");
+    assert!(at < 4 * MIB, "the first helper started with {at} bytes in, a whole part or more");
+    assert_eq!(landed.load(Ordering::SeqCst), bytes.len() as u64);
 }

@@ -917,13 +917,8 @@ async fn next_object(mut reader: OpenAhead) -> (Option<OpenAhead>, Option<Result
 /// already touched. A fresh allocation per object left the freed ones to the allocator,
 /// whose delayed purge kept some resident (the peak RSS of a 1 GiB `iter_get` was one
 /// object higher in about half the runs; docs/lab/python-rows.md, "iter_get's peak").
-async fn collect_pooled(mut opened: ferry_engine::OpenedObject) -> Result<Bytes, Error> {
-    use ferry_engine::Allocator;
-    let (mut out, _reused) = crate::pool::Pooled.take(opened.meta.size as usize);
-    while let Some(chunk) = opened.body.next().await {
-        out.extend_from_slice(&chunk?);
-    }
-    Ok(crate::pool::Pooled.seal(out))
+async fn collect_pooled(opened: ferry_engine::OpenedObject) -> Result<Bytes, Error> {
+    opened.collect_with(&crate::pool::Pooled).await
 }
 
 /// The iterator `iter_get` returns: one `Buffer` per URL, in order, opened ahead.

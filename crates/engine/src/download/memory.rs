@@ -6,16 +6,17 @@
 //! GET (whole) ─► size <= split_at, or no ETag ─► body into one buffer of `size`
 //!              │                                 (ferry-store verifies CRC / length)
 //!              └► larger: one buffer of `size`; the body is read on, part by part (the
-//!                 stream), and after each part its rate since the response head is
-//!                 checked against `split_below` (fresh memory: always below, so it
-//!                 splits after the first part):
+//!                 stream), and at each MiB it carries its rate since the response head
+//!                 is checked against `split_below` (fresh memory: always below, so it
+//!                 splits after its first MiB):
 //!                   at or above: it reads on alone (a fast link, loopback: more
 //!                     connections only add work on the same cores); read to its end,
 //!                     ferry-store verifies it as any body
 //!                   below (a store that caps each connection): `concurrency - 1`
 //!                     helpers take parts from the far end, each Range + If-Match: ETag,
-//!                     until they meet the stream; every part's CRC (the stream's hashed
-//!                     from memory up to the split, then as they pass) combined
+//!                     until they meet the stream, which finishes the part it is in;
+//!                     every part's CRC (the stream's hashed from memory up to the end of
+//!                     that part, then as they pass) combined
 //!                     == the stored full-object CRC (none stored: lengths exact, one ETag)
 //! ```
 //!
@@ -25,7 +26,7 @@
 //! parts spread it over the cores (docs/lab/python-rows.md, "get: a stream first, and a
 //! buffer pool"). On S3 (85-90 MB/s per connection, docs/lab/store-s3-facts.md) parts
 //! are what makes a large read fast. The
-//! first part tells which link this is; the first GET's body is never dropped, so a read
+//! first MiB tells which link this is; the first GET's body is never dropped, so a read
 //! that splits pays no extra request for it. The file download (mod.rs) keeps its HEAD and
 //! fixed parts: its parts are what it resumes from.
 //!
@@ -64,9 +65,9 @@ pub struct MemoryParams {
     /// Objects larger than this are read part by part and may split; at most this, with
     /// one GET read whole.
     pub split_at: u64,
-    /// Bytes per second: a stream slower than this since its response head, checked after
-    /// each part, gets helpers (module note). 0: never split; `u64::MAX`: split after the
-    /// first part.
+    /// Bytes per second: a stream slower than this since its response head, checked at
+    /// each MiB it carries, gets helpers (module note). 0: never split; `u64::MAX`: split
+    /// after the first MiB.
     pub split_below: u64,
     /// The object's size when the caller knows it (from a listing or a HEAD): sent as the
     /// first GET's `size_hint`, which lets `auto` pipeline a small object's GET (wire's
@@ -384,6 +385,49 @@ fn slower_than(split_below: u64, bytes: u64, elapsed: std::time::Duration) -> bo
     split_below > 0 && (bytes as f64) < split_below as f64 * elapsed.as_secs_f64()
 }
 
+/// How often the stream's rate is checked: each time it has carried another
+/// `RATE_CHECK_EVERY` bytes since its response head. A part (8 MiB) would be the coarsest
+/// choice: behind S3's 90 MB/s per connection its first part takes ~90 ms before helpers
+/// start, a sixth of a 256 MiB read at the split's rate. One MiB is ~12 ms there and
+/// ~6 ms at GCS's ~180 MB/s, against the 4.2 ms one MiB may take at `SPLIT_BELOW`, so
+/// every capped profile is told apart at the first check; a loopback stream is faster
+/// than `SPLIT_BELOW` by definition of that constant, so only a stall in its first MiB
+/// splits it, and each later check averages over more bytes. Re-measure with `bench/py_get_whole.py` (lan and s3
+/// profiles, `get_into` rows; docs/lab/python-rows.md).
+const RATE_CHECK_EVERY: u64 = 1024 * 1024;
+
+/// The stream's rate, checked at every [`RATE_CHECK_EVERY`] bytes since its response head
+/// until it splits.
+struct RateWatch {
+    began: std::time::Instant,
+    split_below: u64,
+    next: u64,
+}
+
+impl RateWatch {
+    fn new(split_below: u64) -> RateWatch {
+        RateWatch { began: std::time::Instant::now(), split_below, next: RATE_CHECK_EVERY }
+    }
+
+    /// Whether the stream, `at` bytes in, has passed a check point and is slow there.
+    fn slow_at(&mut self, at: u64) -> bool {
+        if at < self.next {
+            return false;
+        }
+        self.next = (at / RATE_CHECK_EVERY + 1) * RATE_CHECK_EVERY;
+        slower_than(self.split_below, at, self.began.elapsed())
+    }
+}
+
+/// How a call of [`stream_part`] ended.
+enum Streamed {
+    /// The part is in, with its CRC when one was asked for.
+    Whole(Option<Vec<u8>>),
+    /// The rate check failed with the part in up to this offset: the caller splits, then
+    /// streams the rest of the part.
+    Slow(u64),
+}
+
 /// A part's index and its CRC (when one is stored to check against).
 type PartSum = (u64, Option<Vec<u8>>);
 
@@ -400,8 +444,7 @@ async fn stream_then_split(
     progress: MemoryProgress,
     buf: Shared,
 ) -> Result<Landed, Error> {
-    let began = std::time::Instant::now();
-    // Fresh memory splits after the first part whatever the stream's rate: its page
+    // Fresh memory splits at the first check whatever the stream's rate: its page
     // faults (the kernel zeroing each page as the bytes land) then spread over the
     // helpers' tasks on every core instead of stalling the one stream (module note).
     let split_below = if buf.touched { params.split_below } else { u64::MAX };
@@ -416,18 +459,48 @@ async fn stream_then_split(
     let mut helpers: JoinSet<Result<Vec<PartSum>, Error>> = JoinSet::new();
     let mut carry = Bytes::new();
     let mut split = false;
+    let mut watch = (params.concurrency > 1 && split_below > 0).then(|| RateWatch::new(split_below));
     while let Some(i) = free.front() {
         let start = i * part_size;
         let end = start + part_len(i, part_size, size);
-        let part = Part { start, end, etag: None, algo: if split { algo } else { None } };
-        sums[i as usize] = stream_part(object, &mut body, &mut carry, &part, &buf, &progress).await?;
-        if split || params.concurrency <= 1 || !slower_than(split_below, end, began.elapsed()) {
-            continue;
-        }
-        split = true;
-        if let Some(a) = algo {
-            // The parts streamed so far were not hashed (a stream read to its end is
-            // checked by ferry-store); they are in memory, written by this task.
+        let hashed_as_read = split;
+        let mut part = Part { start, end, etag: None, algo: if split { algo } else { None } };
+        sums[i as usize] = loop {
+            match stream_part(object, &mut body, &mut carry, &part, &buf, &progress, &mut watch).await? {
+                Streamed::Whole(sum) => break sum,
+                Streamed::Slow(at) => {
+                    // Helpers take parts from the back; the stream finishes this one.
+                    watch = None;
+                    split = true;
+                    part.start = at;
+                    for _ in 1..params.concurrency {
+                        let (engine, object, etag, buf, free, progress) = (
+                            engine.clone(),
+                            object.clone(),
+                            meta.etag.clone(),
+                            buf.clone(),
+                            free.clone(),
+                            progress.clone(),
+                        );
+                        helpers.spawn(async move {
+                            let mut got = Vec::new();
+                            loop {
+                                let _room = engine.admission().room().await;
+                                let Some(j) = free.back() else { return Ok(got) };
+                                let start = j * part_size;
+                                let end = start + part_len(j, part_size, size);
+                                let part = Part { start, end, etag: etag.clone(), algo };
+                                got.push((j, fetch_part(&engine, &object, part, &buf, &progress).await?));
+                            }
+                        });
+                    }
+                }
+            }
+        };
+        if let (true, false, Some(a)) = (split, hashed_as_read, algo) {
+            // The parts streamed before the split, this one included, were not hashed (a
+            // stream read to its end is checked by ferry-store); they are in memory,
+            // written by this task.
             for j in 0..=i {
                 let (at, len) = (j * part_size, part_len(j, part_size, size));
                 let mut h = Checksummer::new(a);
@@ -435,20 +508,6 @@ async fn stream_then_split(
                 h.update(unsafe { buf.written(at as usize, len as usize) });
                 sums[j as usize] = Some(h.finish());
             }
-        }
-        for _ in 1..params.concurrency {
-            let (engine, object, etag, buf, free, progress) =
-                (engine.clone(), object.clone(), meta.etag.clone(), buf.clone(), free.clone(), progress.clone());
-            helpers.spawn(async move {
-                let mut got = Vec::new();
-                loop {
-                    let _room = engine.admission().room().await;
-                    let Some(j) = free.back() else { return Ok(got) };
-                    let start = j * part_size;
-                    let part = Part { start, end: start + part_len(j, part_size, size), etag: etag.clone(), algo };
-                    got.push((j, fetch_part(&engine, &object, part, &buf, &progress).await?));
-                }
-            });
         }
     }
     if !split {
@@ -490,7 +549,7 @@ async fn stream_then_split(
 
 /// The stream's next part: bytes `[part.start, part.end)` from `carry` (what the last
 /// chunk held past the previous part) and then the body, written in place; the part's
-/// CRC when `part.algo` asks for one.
+/// CRC when `part.algo` asks for one. Stops early when `watch` finds the stream slow.
 async fn stream_part(
     object: &ObjectRef,
     body: &mut ObjectBody,
@@ -498,7 +557,8 @@ async fn stream_part(
     part: &Part,
     buf: &Shared,
     progress: &MemoryProgress,
-) -> Result<Option<Vec<u8>>, Error> {
+    watch: &mut Option<RateWatch>,
+) -> Result<Streamed, Error> {
     let mut hasher = part.algo.map(Checksummer::new);
     let (mut at, end) = (part.start as usize, part.end as usize);
     while at < end {
@@ -522,8 +582,11 @@ async fn stream_part(
         }
         at += piece.len();
         progress.bytes(piece.len());
+        if watch.as_mut().is_some_and(|w| w.slow_at(at as u64)) {
+            return Ok(Streamed::Slow(at as u64));
+        }
     }
-    Ok(hasher.map(|h| h.finish()))
+    Ok(Streamed::Whole(hasher.map(|h| h.finish())))
 }
 
 /// One part's bytes `[start, end)`, pinned to `etag`, with the CRC to compute.
