@@ -110,6 +110,123 @@ echo "== pytest: the Rust test runs waited $((SECONDS - phase))s for it"
 # Exit 5 means no test ran: that is a failure too.
 [[ $rc -eq 0 ]] || status=1
 
+# Tests that need a tool or a privilege are #[ignore = "needs ..."]: a plain
+# `cargo test` lists them as ignored, and one run without what it needs fails. They
+# run here, one cargo invocation per test binary, where what they need is present. A
+# tool that scripts/setup.sh or scripts/bench-setup.sh installs and that is missing
+# fails the run; root (this script may run through sudo for apt only) is said loudly.
+#   "BINARY TEST NEEDS": TEST is a name, * (every ignored test of the binary) or
+#   FILE::* (every ignored test of one file of a binary gathered by tests/main.rs);
+#   NEEDS is root, peers (.ferry-run/peers.json), minio (FERRY_MINIO),
+#   fake-gcs (FERRY_FAKE_GCS, from .ferry-run/fake-gcs-bin), azurite (FERRY_AZURITE),
+#   ec2-metadata-mock (FERRY_EC2_METADATA_MOCK), commands
+#   on PATH, or manual (too long for this suite: run by hand with --ignored).
+IGNORED=(
+    "engine copy::six_gib_copies_past_the_copy_object_limit manual"
+    "store azure::* azurite,rclone"
+    "cli cli_azure::* azurite"
+    "link * root,ip"
+    "cli bench::small_objects_tiny_ceilings h2load,wrk"
+    "cli bench::bulk_get_tiny_has_rows_and_rss_check iperf3"
+    "cli bench::bulk_get_whole_object_peer_rows_when_installed iperf3,peers"
+    "cli bench_link::bulk_wan_tiny_on_loopback iperf3"
+    "cli bench_link::bulk_wan_tiny_one_peer_beside_ferry_on_its_pull iperf3,peers"
+    "cli bench_link::bulk_wan_tiny_across_the_region_link root,ip,iperf3"
+    "cli bench_link::small_objects_across_the_region_link root,ip"
+    "cli bench_workloads::commit_and_listing_peer_rows_when_installed peers"
+    "cli bench_workloads::peer_rows_of_the_newer_workloads_when_installed peers"
+    "store gcs_rclone::* fake-gcs,rclone"
+    "cli gcs::* fake-gcs"
+    "cli sync_providers::* fake-gcs,azurite"
+    "cli perfdiag::quick_run_against_minio_has_every_section_and_leaves_nothing minio"
+    "cli perfdiag::quick_run_against_fake_gcs_over_http_has_every_section_and_leaves_nothing fake-gcs"
+    "cli perfdiag::quick_run_against_fake_gcs_over_https_measures_h2_and_the_handshake fake-gcs"
+    "cli perfdiag::quick_run_against_azurite_has_every_section_and_leaves_nothing azurite"
+    "cli bench_external::small_objects_against_minio minio"
+    "cli credentials::instance_metadata_keys_from_ec2_metadata_mock_sign_requests ec2-metadata-mock"
+)
+# Every #[ignore]d test under crates/*/tests is in the list above (store's
+# conformance::* are the MinIO, fake-gcs-server and Azurite runs'): one added without
+# an entry would never run. A crate whose tests/main.rs gathers its test files into one
+# binary (its doc says why) names them BINARY FILE::TEST, the binary named as the
+# crate's directory (engine, wire, cli, server, store).
+mapfile -t ignored_found < <(awk 'FNR == 1 { bin = FILENAME; sub(/.*\//, "", bin); sub(/\.rs$/, "", bin); ign = 0; mod = ""
+                         dir = FILENAME; sub(/\/[^\/]*$/, "", dir)
+                         if ((getline line < (dir "/main.rs")) > 0) { mod = bin "::"; bin = dir; sub(/\/tests$/, "", bin); sub(/.*\//, "", bin) }
+                         close(dir "/main.rs") }
+              /^ *#\[ignore/ { ign = 1; next }
+              ign && /^ *(async )?fn / { n = $0; sub(/^ *(async )?fn /, "", n); sub(/\(.*/, "", n); print bin, mod n; ign = 0 }' \
+              crates/*/tests/*.rs)
+for found in "${ignored_found[@]}"; do
+    read -r bin name <<<"$found"
+    listed=0
+    for e in "${IGNORED[@]}"; do
+        [[ "$e" == "$bin * "* || "$e" == "$bin $name "* || ($name == *::* && "$e" == "$bin ${name%%::*}::* "*) ]] && listed=1
+    done
+    if [[ ! ($bin == store && $name == conformance::*) && $listed -eq 0 ]]; then
+        echo "== FAILED: $bin::$name is #[ignore]d but scripts/test.sh never runs it (add it to IGNORED)"
+        status=1
+    fi
+done
+# With `autotests = false`, a file under such a crate's tests/ that main.rs does not
+# name as a `mod`, nor Cargo.toml as a [[test]] of its own, would never be built.
+for main in crates/*/tests/main.rs; do
+    for f in "${main%/main.rs}"/*.rs; do
+        m="$(basename "$f" .rs)"
+        if [[ $m != main ]] && ! grep -qx "mod $m;" "$main" &&
+            ! grep -qx "path = \"tests/$m.rs\"" "${main%/tests/main.rs}/Cargo.toml"; then
+            echo "== FAILED: $f is neither a module of $main nor a [[test]] of its own, so it is never built (add \`mod $m;\`)"
+            status=1
+        fi
+    done
+done
+declare -A run_names=()
+bins=()
+for e in "${IGNORED[@]}"; do
+    read -r bin name needs <<<"$e"
+    missing=()
+    for need in ${needs//,/ }; do
+        case $need in
+            manual) missing+=(manual) ;;
+            root) [[ $(id -u) -eq 0 ]] || missing+=(root) ;;
+            peers) [[ -s .ferry-run/peers.json || -n "${FERRY_PEERS_JSON:-}" ]] || missing+=("the bench peers") ;;
+            fake-gcs) [[ -n "${FERRY_FAKE_GCS:-}" ]] || missing+=(fake-gcs-server) ;;
+            azurite) [[ -n "${FERRY_AZURITE:-}" ]] || missing+=(Azurite) ;;
+            minio) [[ -n "${FERRY_MINIO:-}" ]] || missing+=(MinIO) ;;
+            ec2-metadata-mock) [[ -n "${FERRY_EC2_METADATA_MOCK:-}" ]] || missing+=(ec2-metadata-mock) ;;
+            *) command -v "$need" >/dev/null || missing+=("$need") ;;
+        esac
+    done
+    if [[ " ${missing[*]} " == *" manual "* ]]; then
+        echo "== NOT RUN (by hand only: cargo test --release --workspace --test $bin -- --ignored --exact $name): $bin $name"
+        continue
+    elif [[ " ${missing[*]} " == *" root "* ]]; then
+        echo "== NOT RUN (needs root): $bin $name"
+        continue
+    elif [[ " ${missing[*]} " == *" Azurite "* || " ${missing[*]} " == *" fake-gcs-server "* || " ${missing[*]} " == *" MinIO "* ||
+        " ${missing[*]} " == *" ec2-metadata-mock "* ]]; then
+        # setup.sh warns when it cannot install an emulator or MinIO (no go or npm, no
+        # network).
+        echo "== NOT RUN (${missing[*]} not available; scripts/setup.sh said why): $bin $name"
+        continue
+    elif ((${#missing[@]})); then
+        echo "== FAILED: $bin $name needs ${missing[*]}, which scripts/setup.sh / scripts/bench-setup.sh install"
+        status=1
+        continue
+    fi
+    [[ -v "run_names[$bin]" ]] || bins+=("$bin")
+    if [[ $name == "*" ]]; then
+        run_names[$bin]=""
+    elif [[ $name == *"::*" ]]; then
+        for found in "${ignored_found[@]}"; do
+            read -r b n <<<"$found"
+            [[ $b == "$bin" && $n == "${name%\*}"* ]] && run_names[$bin]+=" $n"
+        done
+    else
+        run_names[$bin]+=" $name"
+    fi
+done
+
 # The Rust test runs, in two lanes at once: the workspace's tests (`cargo test`) at normal
 # priority, and beside them at nice 10 the runs against the emulators and tools (the
 # conformance suites against MinIO, fake-gcs-server and Azurite, then the #[ignore]d tests
@@ -138,122 +255,6 @@ phase=$SECONDS
         echo "== conformance suite against Azurite (cargo test --workspace --test store -- --ignored conformance::azurite::)"
         cargo_test --release --workspace --test store -- --ignored conformance::azurite:: || status=1
     fi
-    # Tests that need a tool or a privilege are #[ignore = "needs ..."]: a plain
-    # `cargo test` lists them as ignored, and one run without what it needs fails. They
-    # run here, one cargo invocation per test binary, where what they need is present. A
-    # tool that scripts/setup.sh or scripts/bench-setup.sh installs and that is missing
-    # fails the run; root (this script may run through sudo for apt only) is said loudly.
-    #   "BINARY TEST NEEDS": TEST is a name, * (every ignored test of the binary) or
-    #   FILE::* (every ignored test of one file of a binary gathered by tests/main.rs);
-    #   NEEDS is root, peers (.ferry-run/peers.json), minio (FERRY_MINIO),
-    #   fake-gcs (FERRY_FAKE_GCS, from .ferry-run/fake-gcs-bin), azurite (FERRY_AZURITE),
-    #   ec2-metadata-mock (FERRY_EC2_METADATA_MOCK), commands
-    #   on PATH, or manual (too long for this suite: run by hand with --ignored).
-    IGNORED=(
-        "engine copy::six_gib_copies_past_the_copy_object_limit manual"
-        "store azure::* azurite,rclone"
-        "cli cli_azure::* azurite"
-        "link * root,ip"
-        "cli bench::small_objects_tiny_ceilings h2load,wrk"
-        "cli bench::bulk_get_tiny_has_rows_and_rss_check iperf3"
-        "cli bench::bulk_get_whole_object_peer_rows_when_installed iperf3,peers"
-        "cli bench_link::bulk_wan_tiny_on_loopback iperf3"
-        "cli bench_link::bulk_wan_tiny_one_peer_beside_ferry_on_its_pull iperf3,peers"
-        "cli bench_link::bulk_wan_tiny_across_the_region_link root,ip,iperf3"
-        "cli bench_link::small_objects_across_the_region_link root,ip"
-        "cli bench_workloads::commit_and_listing_peer_rows_when_installed peers"
-        "cli bench_workloads::peer_rows_of_the_newer_workloads_when_installed peers"
-        "store gcs_rclone::* fake-gcs,rclone"
-        "cli gcs::* fake-gcs"
-        "cli sync_providers::* fake-gcs,azurite"
-        "cli perfdiag::quick_run_against_minio_has_every_section_and_leaves_nothing minio"
-        "cli perfdiag::quick_run_against_fake_gcs_over_http_has_every_section_and_leaves_nothing fake-gcs"
-        "cli perfdiag::quick_run_against_fake_gcs_over_https_measures_h2_and_the_handshake fake-gcs"
-        "cli perfdiag::quick_run_against_azurite_has_every_section_and_leaves_nothing azurite"
-        "cli bench_external::small_objects_against_minio minio"
-        "cli credentials::instance_metadata_keys_from_ec2_metadata_mock_sign_requests ec2-metadata-mock"
-    )
-    # Every #[ignore]d test under crates/*/tests is in the list above (store's
-    # conformance::* are the MinIO, fake-gcs-server and Azurite runs'): one added without
-    # an entry would never run. A crate whose tests/main.rs gathers its test files into one
-    # binary (its doc says why) names them BINARY FILE::TEST, the binary named as the
-    # crate's directory (engine, wire, cli, server, store).
-    mapfile -t ignored_found < <(awk 'FNR == 1 { bin = FILENAME; sub(/.*\//, "", bin); sub(/\.rs$/, "", bin); ign = 0; mod = ""
-                             dir = FILENAME; sub(/\/[^\/]*$/, "", dir)
-                             if ((getline line < (dir "/main.rs")) > 0) { mod = bin "::"; bin = dir; sub(/\/tests$/, "", bin); sub(/.*\//, "", bin) }
-                             close(dir "/main.rs") }
-                  /^ *#\[ignore/ { ign = 1; next }
-                  ign && /^ *(async )?fn / { n = $0; sub(/^ *(async )?fn /, "", n); sub(/\(.*/, "", n); print bin, mod n; ign = 0 }' \
-                  crates/*/tests/*.rs)
-    for found in "${ignored_found[@]}"; do
-        read -r bin name <<<"$found"
-        listed=0
-        for e in "${IGNORED[@]}"; do
-            [[ "$e" == "$bin * "* || "$e" == "$bin $name "* || ($name == *::* && "$e" == "$bin ${name%%::*}::* "*) ]] && listed=1
-        done
-        if [[ ! ($bin == store && $name == conformance::*) && $listed -eq 0 ]]; then
-            echo "== FAILED: $bin::$name is #[ignore]d but scripts/test.sh never runs it (add it to IGNORED)"
-            status=1
-        fi
-    done
-    # With `autotests = false`, a file under such a crate's tests/ that main.rs does not
-    # name as a `mod`, nor Cargo.toml as a [[test]] of its own, would never be built.
-    for main in crates/*/tests/main.rs; do
-        for f in "${main%/main.rs}"/*.rs; do
-            m="$(basename "$f" .rs)"
-            if [[ $m != main ]] && ! grep -qx "mod $m;" "$main" &&
-                ! grep -qx "path = \"tests/$m.rs\"" "${main%/tests/main.rs}/Cargo.toml"; then
-                echo "== FAILED: $f is neither a module of $main nor a [[test]] of its own, so it is never built (add \`mod $m;\`)"
-                status=1
-            fi
-        done
-    done
-    declare -A run_names=()
-    bins=()
-    for e in "${IGNORED[@]}"; do
-        read -r bin name needs <<<"$e"
-        missing=()
-        for need in ${needs//,/ }; do
-            case $need in
-                manual) missing+=(manual) ;;
-                root) [[ $(id -u) -eq 0 ]] || missing+=(root) ;;
-                peers) [[ -s .ferry-run/peers.json || -n "${FERRY_PEERS_JSON:-}" ]] || missing+=("the bench peers") ;;
-                fake-gcs) [[ -n "${FERRY_FAKE_GCS:-}" ]] || missing+=(fake-gcs-server) ;;
-                azurite) [[ -n "${FERRY_AZURITE:-}" ]] || missing+=(Azurite) ;;
-                minio) [[ -n "${FERRY_MINIO:-}" ]] || missing+=(MinIO) ;;
-                ec2-metadata-mock) [[ -n "${FERRY_EC2_METADATA_MOCK:-}" ]] || missing+=(ec2-metadata-mock) ;;
-                *) command -v "$need" >/dev/null || missing+=("$need") ;;
-            esac
-        done
-        if [[ " ${missing[*]} " == *" manual "* ]]; then
-            echo "== NOT RUN (by hand only: cargo test --release --workspace --test $bin -- --ignored --exact $name): $bin $name"
-            continue
-        elif [[ " ${missing[*]} " == *" root "* ]]; then
-            echo "== NOT RUN (needs root): $bin $name"
-            continue
-        elif [[ " ${missing[*]} " == *" Azurite "* || " ${missing[*]} " == *" fake-gcs-server "* || " ${missing[*]} " == *" MinIO "* ||
-            " ${missing[*]} " == *" ec2-metadata-mock "* ]]; then
-            # setup.sh warns when it cannot install an emulator or MinIO (no go or npm, no
-            # network).
-            echo "== NOT RUN (${missing[*]} not available; scripts/setup.sh said why): $bin $name"
-            continue
-        elif ((${#missing[@]})); then
-            echo "== FAILED: $bin $name needs ${missing[*]}, which scripts/setup.sh / scripts/bench-setup.sh install"
-            status=1
-            continue
-        fi
-        [[ -v "run_names[$bin]" ]] || bins+=("$bin")
-        if [[ $name == "*" ]]; then
-            run_names[$bin]=""
-        elif [[ $name == *"::*" ]]; then
-            for found in "${ignored_found[@]}"; do
-                read -r b n <<<"$found"
-                [[ $b == "$bin" && $n == "${name%\*}"* ]] && run_names[$bin]+=" $n"
-            done
-        else
-            run_names[$bin]+=" $name"
-        fi
-    done
     for bin in "${bins[@]}"; do
         names=(${run_names[$bin]})
         echo "== ignored tests of $bin, their needs present (cargo test --workspace --test $bin -- --ignored${names[*]:+ --exact ${names[*]}})"

@@ -38,42 +38,34 @@ fn replay(target: &str, check: fn(&[u8])) {
     assert!(failed.is_empty(), "{} of {} seeds break {target}'s properties: {failed:?}", failed.len(), seeds.len());
 }
 
-#[test]
-fn aws_chunked() {
-    replay("aws_chunked", targets::aws_chunked::check);
+/// One `#[test]` per target, named after it: the seeds of `fuzz/corpus/NAME/` through
+/// `targets::NAME::check`; and `TARGETS`, the names, for the test that no corpus is left
+/// out.
+macro_rules! seeds_of {
+    ($($target:ident),* $(,)?) => {
+        const TARGETS: &[&str] = &[$(stringify!($target)),*];
+        $(
+            #[test]
+            fn $target() {
+                replay(stringify!($target), targets::$target::check);
+            }
+        )*
+    };
 }
 
-#[test]
-fn chunked() {
-    replay("chunked", targets::chunked::check);
-}
+seeds_of!(aws_chunked, chunked, cli_args, range, server_h1, sigv4, wire_h1, xml);
 
+/// A target whose corpus is here but which the list above lacks would have its seeds never
+/// run.
 #[test]
-fn cli_args() {
-    replay("cli_args", targets::cli_args::check);
-}
-
-#[test]
-fn range() {
-    replay("range", targets::range::check);
-}
-
-#[test]
-fn server_h1() {
-    replay("server_h1", targets::server_h1::check);
-}
-
-#[test]
-fn sigv4() {
-    replay("sigv4", targets::sigv4::check);
-}
-
-#[test]
-fn wire_h1() {
-    replay("wire_h1", targets::wire_h1::check);
-}
-
-#[test]
-fn xml() {
-    replay("xml", targets::xml::check);
+fn every_corpus_has_its_test() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
+    let mut corpora: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.expect("a directory entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    corpora.sort();
+    let mut listed: Vec<String> = TARGETS.iter().map(|t| t.to_string()).collect();
+    listed.sort();
+    assert_eq!(corpora, listed, "fuzz/corpus's directories against the targets this file replays");
 }
