@@ -33,7 +33,7 @@ pub struct BenchArgs {
 enum Workload {
     /// GET many 16 KiB objects from the s3 profile: h1-pool vs h1-pipeline vs auto (and h2
     /// against an s3 server with h2 on), 32 connections (gg/llama: pipelining +30-40%).
-    /// 10,000 objects (quick: 1,000; each peer row GETs the first 256 of them).
+    /// 10,000 objects (quick: 1,000), the peer rows too.
     SmallObjects(SmallObjectsArgs),
     /// One large GET from the lan profile per mode, beside iperf3 on loopback; optionally
     /// a large download to check that client memory stays bounded.
