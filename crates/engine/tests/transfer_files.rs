@@ -263,8 +263,8 @@ async fn a_read_into_memory_splits_only_a_slow_stream_or_fresh_memory() {
     }
 }
 
-/// Behind a slow connection the helpers start after the stream's first MiB, not after its
-/// first part, into touched memory too: the first ranged GET goes out with less than a part of the object in
+/// Behind a slow connection the helpers start within the stream's first part (at its first
+/// rate check, 4 MiB in), not at its end, into touched memory too: the first ranged GET goes out with less than a part of the object in
 /// memory, and the stream finishes the part it was in (every byte right, the parts' CRCs
 /// combined to the stored one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -274,11 +274,11 @@ async fn a_slow_stream_gets_helpers_within_its_first_part() {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
     const MIB: u64 = 1024 * 1024;
-    // 20 MB/s per connection: the stream's first part of 4 MiB takes ~0.2 s, its first MiB
-    // ~50 ms, far below `split_below`.
+    // 20 MB/s per connection: the stream's first part of 8 MiB takes ~0.4 s, its first
+    // 4 MiB ~0.2 s, far below `split_below`.
     let srv = server(Some(20_000_000));
     let c = client(&srv, "early").await;
-    let bytes = data(12 * MIB as usize + 5, 9);
+    let bytes = data(24 * MIB as usize + 5, 9);
     let obj = ObjectRef::new("early", "big");
     c.put_object(&obj, bytes.clone(), PutParams::default()).await.unwrap();
     let landed = Arc::new(AtomicU64::new(0));
@@ -299,9 +299,9 @@ async fn a_slow_stream_gets_helpers_within_its_first_part() {
         })),
     };
     let params = MemoryParams {
-        part_size: 4 * MIB,
+        part_size: 8 * MIB,
         concurrency: 3,
-        split_at: 8 * MIB,
+        split_at: 16 * MIB,
         split_below: 200_000_000,
         size_hint: None,
     };
@@ -309,6 +309,6 @@ async fn a_slow_stream_gets_helpers_within_its_first_part() {
     assert!(got[..] == bytes[..], "the bytes differ from the object");
     let at = at_first_range.load(Ordering::SeqCst);
     assert!(at != u64::MAX, "no helper was started");
-    assert!(at < 4 * MIB, "the first helper started with {at} bytes in, a whole part or more");
+    assert!(at < 8 * MIB, "the first helper started with {at} bytes in, a whole part or more");
     assert_eq!(landed.load(Ordering::SeqCst), bytes.len() as u64);
 }

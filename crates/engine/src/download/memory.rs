@@ -6,9 +6,9 @@
 //! GET (whole) ─► size <= split_at, or no ETag ─► body into one buffer of `size`
 //!              │                                 (ferry-store verifies CRC / length)
 //!              └► larger: one buffer of `size`; the body is read on, part by part (the
-//!                 stream), and at each MiB it carries its rate since the response head
-//!                 is checked against `split_below` (fresh memory: always below, so it
-//!                 splits after its first MiB):
+//!                 stream); its rate since the response head is checked against
+//!                 `split_below` after 4 MiB, then at each MiB (fresh memory splits at
+//!                 once, unchecked):
 //!                   at or above: it reads on alone (a fast link, loopback: more
 //!                     connections only add work on the same cores); read to its end,
 //!                     ferry-store verifies it as any body
@@ -26,7 +26,7 @@
 //! parts spread it over the cores (docs/lab/python-rows.md, "get: a stream first, and a
 //! buffer pool"). On S3 (85-90 MB/s per connection, docs/lab/store-s3-facts.md) parts
 //! are what makes a large read fast. The
-//! first MiB tells which link this is; the first GET's body is never dropped, so a read
+//! first MiBs tell which link this is; the first GET's body is never dropped, so a read
 //! that splits pays no extra request for it. The file download (mod.rs) keeps its HEAD and
 //! fixed parts: its parts are what it resumes from.
 //!
@@ -65,9 +65,9 @@ pub struct MemoryParams {
     /// Objects larger than this are read part by part and may split; at most this, with
     /// one GET read whole.
     pub split_at: u64,
-    /// Bytes per second: a stream slower than this since its response head, checked at
-    /// each MiB it carries, gets helpers (module note). 0: never split; `u64::MAX`: split
-    /// after the first MiB.
+    /// Bytes per second: a stream into touched memory slower than this since its response
+    /// head, checked after 4 MiB and then at each MiB, gets helpers (module note). 0: never
+    /// split; `u64::MAX`: split at the first check.
     pub split_below: u64,
     /// The object's size when the caller knows it (from a listing or a HEAD): sent as the
     /// first GET's `size_hint`, which lets `auto` pipeline a small object's GET (wire's
@@ -379,43 +379,48 @@ impl Unclaimed {
     }
 }
 
-/// Whether a stream that has moved `bytes` in `elapsed` since its response head is
-/// slower than `split_below` bytes per second.
+/// Whether a stream that has moved `bytes` in `elapsed` is slower than `split_below` bytes
+/// per second.
 fn slower_than(split_below: u64, bytes: u64, elapsed: std::time::Duration) -> bool {
     split_below > 0 && (bytes as f64) < split_below as f64 * elapsed.as_secs_f64()
 }
 
-/// How often the stream's rate is checked: each time it has carried another
-/// `RATE_CHECK_EVERY` bytes since its response head. A part (8 MiB) would be the coarsest
-/// choice: behind S3's 90 MB/s per connection its first part takes ~90 ms before helpers
-/// start, a sixth of a 256 MiB read at the split's rate. One MiB is ~12 ms there and
-/// ~6 ms at GCS's ~180 MB/s, against the 4.2 ms one MiB may take at `SPLIT_BELOW`, so
-/// every capped profile is told apart at the first check; a loopback stream is faster
-/// than `SPLIT_BELOW` by definition of that constant, so only a stall in its first MiB
-/// splits it, and each later check averages over more bytes. Re-measure with `bench/py_get_whole.py` (lan and s3
-/// profiles, `get_into` rows; docs/lab/python-rows.md).
+/// Where the stream's rate since its response head is first checked: 4 MiB, half a
+/// part. Behind S3's 90 MB/s per connection that is ~45 ms, where a check per part waited
+/// ~90 ms before helpers started (a sixth of a 256 MiB read at the split's rate); GCS's
+/// ~180 MB/s takes ~23 ms. A loopback stream, faster than `SPLIT_BELOW` by that
+/// constant's definition, must stall for ~15 ms in its first 4 MiB to look slow there: a
+/// first check at 1 MiB (4.2 ms) split touched-memory reads on a loaded machine that one
+/// stream does best (docs/lab/python-rows.md counts how often). Re-measure with
+/// `bench/py_get_whole.py` (s3 profile, `get_into`) and that page's split count.
+const FIRST_CHECK: u64 = 4 * 1024 * 1024;
+
+/// After the first check, the rate since the response head is checked again each time
+/// the stream has carried another MiB: each later check averages over more bytes.
 const RATE_CHECK_EVERY: u64 = 1024 * 1024;
 
-/// The stream's rate, checked at every [`RATE_CHECK_EVERY`] bytes since its response head
-/// until it splits.
+/// When the stream splits: at once into fresh memory, or where its rate since the
+/// response head is first found below `split_below` at a check.
 struct RateWatch {
     began: std::time::Instant,
-    split_below: u64,
+    /// `None`: split at once.
+    split_below: Option<u64>,
     next: u64,
 }
 
 impl RateWatch {
-    fn new(split_below: u64) -> RateWatch {
-        RateWatch { began: std::time::Instant::now(), split_below, next: RATE_CHECK_EVERY }
+    fn new(split_below: Option<u64>) -> RateWatch {
+        RateWatch { began: std::time::Instant::now(), split_below, next: FIRST_CHECK }
     }
 
-    /// Whether the stream, `at` bytes in, has passed a check point and is slow there.
+    /// Whether the stream, `at` bytes in, should split now.
     fn slow_at(&mut self, at: u64) -> bool {
+        let Some(split_below) = self.split_below else { return true };
         if at < self.next {
             return false;
         }
-        self.next = (at / RATE_CHECK_EVERY + 1) * RATE_CHECK_EVERY;
-        slower_than(self.split_below, at, self.began.elapsed())
+        self.next = at - at % RATE_CHECK_EVERY + RATE_CHECK_EVERY;
+        slower_than(split_below, at, self.began.elapsed())
     }
 }
 
@@ -444,10 +449,10 @@ async fn stream_then_split(
     progress: MemoryProgress,
     buf: Shared,
 ) -> Result<Landed, Error> {
-    // Fresh memory splits at the first check whatever the stream's rate: its page
-    // faults (the kernel zeroing each page as the bytes land) then spread over the
-    // helpers' tasks on every core instead of stalling the one stream (module note).
-    let split_below = if buf.touched { params.split_below } else { u64::MAX };
+    // Fresh memory splits at once, whatever the stream's rate: its page faults (the kernel
+    // zeroing each page as the bytes land) then spread over the helpers' tasks on every
+    // core instead of stalling the one stream (module note).
+    let split_below = if buf.touched { Some(params.split_below) } else { None };
     let size = meta.size;
     let part_size = params.part_size.max(1);
     let crc = full_crc(&meta);
@@ -459,7 +464,7 @@ async fn stream_then_split(
     let mut helpers: JoinSet<Result<Vec<PartSum>, Error>> = JoinSet::new();
     let mut carry = Bytes::new();
     let mut split = false;
-    let mut watch = (params.concurrency > 1 && split_below > 0).then(|| RateWatch::new(split_below));
+    let mut watch = (params.concurrency > 1 && split_below != Some(0)).then(|| RateWatch::new(split_below));
     while let Some(i) = free.front() {
         let start = i * part_size;
         let end = start + part_len(i, part_size, size);
@@ -562,6 +567,9 @@ async fn stream_part(
     let mut hasher = part.algo.map(Checksummer::new);
     let (mut at, end) = (part.start as usize, part.end as usize);
     while at < end {
+        if watch.as_mut().is_some_and(|w| w.slow_at(at as u64)) {
+            return Ok(Streamed::Slow(at as u64));
+        }
         if carry.is_empty() {
             *carry = match body.chunk().await {
                 Some(chunk) => chunk?,
@@ -582,9 +590,6 @@ async fn stream_part(
         }
         at += piece.len();
         progress.bytes(piece.len());
-        if watch.as_mut().is_some_and(|w| w.slow_at(at as u64)) {
-            return Ok(Streamed::Slow(at as u64));
-        }
     }
     Ok(Streamed::Whole(hasher.map(|h| h.finish())))
 }
