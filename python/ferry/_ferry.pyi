@@ -213,12 +213,15 @@ class Client:
     def endpoint_url(self) -> str:
         """The endpoint in force."""
     def get(self, url: str, callback: Callable[[int, int | None], object] | None = None) -> Buffer:
-        """The whole object. Objects above 16 MiB are read on one GET while it keeps
-        250 MB/s or more (loopback, a fast link); a slower one (a store that caps each
-        connection, as S3 does at ~90 MB/s) gets up to 7 parallel 8 MiB ranged GETs for
-        the rest, pinned to one ETag, checked against the stored full-object CRC;
-        smaller ones in one GET, checked by the store. Large buffers come from, and go
-        back to, the buffer pool (`set_buffer_pool`). ``callback(bytes_done,
+        """The whole object. Objects above 16 MiB are read in 8 MiB parts, pinned to one
+        ETag and checked against the stored full-object CRC: into a new buffer, the first
+        GET and up to 7 parallel ranged GETs from its response on (the kernel's first
+        touch of the new pages then spreads over the cores); into a buffer from the pool
+        (already touched), the first GET alone while it keeps 250 MB/s or more (loopback,
+        a fast link), the ranged GETs added when it is slower (a store that caps each
+        connection, as S3 does at ~90 MB/s). Smaller objects come in one GET, checked by
+        the store. Large buffers come from, and go back to, the buffer pool
+        (`set_buffer_pool`). ``callback(bytes_done,
         bytes_total)`` is called from this thread as bytes arrive (every 100 ms at
         most) and at the end; an exception it raises stops the call.
 
