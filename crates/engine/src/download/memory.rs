@@ -25,10 +25,10 @@
 //! parts won ~1.5x, because the first touch of each page is most of the work and the
 //! parts spread it over the cores (docs/lab/python-rows.md, "get: a stream first, and a
 //! buffer pool"). On S3 (85-90 MB/s per connection, docs/lab/store-s3-facts.md) parts
-//! are what makes a large read fast. The
-//! first MiBs tell which link this is; the first GET's body is never dropped, so a read
-//! that splits pays no extra request for it. The file download (mod.rs) keeps its HEAD and
-//! fixed parts: its parts are what it resumes from.
+//! are what makes a large read fast. The first 4 MiB tell which link this is; the first
+//! GET's body is never dropped, so a read that splits pays no extra request for it. The
+//! file download (mod.rs) keeps its HEAD and fixed parts: its parts are what it resumes
+//! from.
 //!
 //! `get_into_memory` lands the same reads in memory the caller lends (a `Destination`:
 //! Python's `Client.get_into` with a reused buffer, whose pages are already touched)
