@@ -49,7 +49,7 @@ use super::plan::{part_count, part_len};
 use super::ProgressFn;
 use crate::admission::{Admission, ByteBudget, Engine};
 use bytes::Bytes;
-use ferry_proto::checksum::{base64_decode, Checksummer};
+use ferry_proto::checksum::{base64_decode, ChecksumAlgorithm, Checksummer};
 use ferry_store::{Error, GetParams, ObjectBody, ObjectInfo, ObjectRef, RangeSpec};
 use std::sync::Arc;
 use tokio::task::JoinSet;
@@ -479,25 +479,18 @@ async fn stream_then_split(
                     split = true;
                     part.start = at;
                     for _ in 1..params.concurrency {
-                        let (engine, object, etag, buf, free, progress) = (
-                            engine.clone(),
-                            object.clone(),
-                            meta.etag.clone(),
-                            buf.clone(),
-                            free.clone(),
-                            progress.clone(),
-                        );
-                        helpers.spawn(async move {
-                            let mut got = Vec::new();
-                            loop {
-                                let _room = engine.admission().room().await;
-                                let Some(j) = free.back() else { return Ok(got) };
-                                let start = j * part_size;
-                                let end = start + part_len(j, part_size, size);
-                                let part = Part { start, end, etag: etag.clone(), algo };
-                                got.push((j, fetch_part(&engine, &object, part, &buf, &progress).await?));
-                            }
-                        });
+                        let helper = Helper {
+                            engine: engine.clone(),
+                            object: object.clone(),
+                            etag: meta.etag.clone(),
+                            algo,
+                            part_size,
+                            size,
+                            buf: buf.clone(),
+                            free: free.clone(),
+                            progress: progress.clone(),
+                        };
+                        helpers.spawn(helper.run());
                     }
                 }
             }
@@ -552,6 +545,36 @@ async fn stream_then_split(
     Ok(unsafe { buf.finish(size as usize) })
 }
 
+/// One of the ranged GETs a slow stream gets beside it: takes parts from the far end of
+/// the object until none is left unclaimed, each under a place of the engine's admission,
+/// pinned to the stream's ETag.
+struct Helper {
+    engine: Engine,
+    object: ObjectRef,
+    etag: Option<String>,
+    algo: Option<ChecksumAlgorithm>,
+    part_size: u64,
+    size: u64,
+    buf: Arc<Shared>,
+    free: Arc<Unclaimed>,
+    progress: MemoryProgress,
+}
+
+impl Helper {
+    /// The parts this helper fetched, with their CRCs.
+    async fn run(self) -> Result<Vec<PartSum>, Error> {
+        let mut got = Vec::new();
+        loop {
+            let _room = self.engine.admission().room().await;
+            let Some(j) = self.free.back() else { return Ok(got) };
+            let start = j * self.part_size;
+            let end = start + part_len(j, self.part_size, self.size);
+            let part = Part { start, end, etag: self.etag.clone(), algo: self.algo };
+            got.push((j, fetch_part(&self.engine, &self.object, part, &self.buf, &self.progress).await?));
+        }
+    }
+}
+
 /// The stream's next part: bytes `[part.start, part.end)` from `carry` (what the last
 /// chunk held past the previous part) and then the body, written in place; the part's
 /// CRC when `part.algo` asks for one. Stops early when `watch` finds the stream slow.
@@ -599,7 +622,7 @@ struct Part {
     start: u64,
     end: u64,
     etag: Option<String>,
-    algo: Option<ferry_proto::checksum::ChecksumAlgorithm>,
+    algo: Option<ChecksumAlgorithm>,
 }
 
 /// One part: written in place, its length checked, its CRC returned when one is stored.
