@@ -309,15 +309,6 @@ impl Controller {
         self.lock().limit as usize
     }
 
-    /// The endpoint's first-byte time as the controller has learned it: the lowest round
-    /// median of head latency in its window, and how many rounds that is the lowest of;
-    /// `None` before a goodput round has ended. One round under a ramp's queueing can read
-    /// high, so a caller that acts on it asks for a few.
-    pub fn head_latency_floor(&self) -> Option<(Duration, usize)> {
-        let s = self.lock();
-        s.gp.floor().map(|f| (Duration::from_secs_f64(f), s.gp.medians.len()))
-    }
-
     pub fn stats(&self) -> ControllerStats {
         let s = self.lock();
         ControllerStats {

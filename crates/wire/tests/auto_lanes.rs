@@ -283,9 +283,8 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
     let (pool_opened, pipe_opened) = t.lane_openings();
     let opened = t.stats().connections_opened;
     let (pool_gave, pipe_gave) = t.handovers();
-    let yielded = t.pool_yields();
     eprintln!(
-        "opened {opened} (bulk {pool_opened}, pipeline {pipe_opened}, the probe's included); handed over by the pool {pool_gave}, by the pipeline {pipe_gave}; yielded by the pool to the bulk pipeline {yielded}; peak open {open} (pool {pool}, pipeline {pipe}, both {both}); controller {:?}",
+        "opened {opened} (pool {pool_opened}, pipeline {pipe_opened}, the probe's included); handed over by the pool {pool_gave}, by the pipeline {pipe_gave}; peak open {open} (pool {pool}, pipeline {pipe}, both {both}); controller {:?}",
         t.controller().unwrap().stats()
     );
     assert!(t.pipelining(), "the smalls never took the pipeline");
@@ -295,13 +294,11 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
     assert_eq!(opened, pool_opened + pipe_opened);
     // Every opening beyond the cap is a place one lane gave to the other (the leak the
     // bench's counts showed: the pool fills the cap before the smalls come, then closes
-    // connections for the pipeline), or one the pool gave to the bulk lane's pipeline
-    // once pipelining was verified; the probe runs on the pipeline lane, inside the cap.
+    // connections for the pipeline); the probe runs on the pipeline lane, inside the cap.
     assert!(
-        opened <= cap as u64 + pool_gave + pipe_gave + yielded,
-        "{opened} opened: more than the cap, the handovers and the pool's yields explain"
+        opened <= cap as u64 + pool_gave + pipe_gave,
+        "{opened} opened: more than the cap and the handovers explain"
     );
-    assert!(yielded <= cap as u64, "the pool yielded {yielded} connections under a cap of {cap}");
     assert!(
         pool_gave + pipe_gave <= 2 * cap as u64,
         "lanes traded {} connections in a 2.5 s run: shares flap",
@@ -310,77 +307,6 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
     // The latency back-off (CPU contention only here) leaves bulk its connections.
     assert!(lowest_limit >= 4, "the limit fell to {lowest_limit}: bulk starved");
     assert!(parts_in_second_half > 0, "no bulk part completed in the second half of the smalls' window");
-}
-
-/// Once the endpoint has verified pipelining (small GETs' probe) and its first byte is
-/// worth hiding (20 ms here, over `BULK_PIPELINE_FIRST_BYTE`), bulk GETs go to the bulk
-/// lane's pipeline, two deep: with more of them at once than bulk has places, some are
-/// written behind another's unfinished response (their `head_latency` is `None`, which
-/// only a pipelined request gets), and every one still brings its exact bytes. Against
-/// the same server with no first-byte delay they stay on the pool, one per connection.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bulk_gets_pipeline_two_deep_where_the_first_byte_is_slow() {
-    for (ttfb, pipelined) in [(Duration::from_millis(20), true), (Duration::ZERO, false)] {
-        let srv = FerryServe::new()
-            .anonymous()
-            .configure(|c| {
-                c.emulation.ttfb_p50 = ttfb;
-                c.emulation.ttfb_p99 = ttfb;
-                c.emulation.rate_per_conn = Some(20_000_000);
-            })
-            .start();
-        let t = auto(&srv, 4);
-        let plain: Arc<dyn Transport> = srv.transport(Mode::H1Pool, |_| {});
-        create_bucket(&plain, "deep").await;
-        put(&plain, "/deep/small", RequestBody::from(pattern(16 * 1024))).await;
-        for _ in 0..50 {
-            let r = t.send(get("/deep/small", Some(16 * 1024))).await.expect("small GET");
-            assert_eq!(r.body.collect(1 << 20).await.unwrap().len(), 16 * 1024);
-            if t.pipelining() {
-                break;
-            }
-        }
-        assert!(t.pipelining(), "50 small GETs and pipelining not verified");
-        // 2 MiB ranges (bulk: larger than a small GET), 12 at once, until the controller
-        // has learned the first byte from a goodput round; then 12 more, counted.
-        let batch = |t: Arc<AutoTransport>| async move {
-            let part: u64 = 2 << 20;
-            join_all((0..12u64).map(|i| {
-                let t = t.clone();
-                async move {
-                    let mut r = Request::new(Method::GET, "/synthetic/deep/size=33554432/large");
-                    r.set_range(i * part, (i + 1) * part - 1);
-                    let resp = t.send(r).await.expect("bulk GET");
-                    assert!(resp.status.is_success(), "bulk GET: {}", resp.status);
-                    let latency = resp.meta.head_latency;
-                    assert_eq!(resp.body.collect(4 << 20).await.unwrap().len() as u64, part);
-                    latency
-                }
-            }))
-            .await
-        };
-        for _ in 0..20 {
-            if t.controller().unwrap().stats().head_latency_floor > Duration::ZERO {
-                break;
-            }
-            batch(t.clone()).await;
-        }
-        let floor = t.controller().unwrap().stats().head_latency_floor;
-        assert!(floor > Duration::ZERO, "20 batches of bulk GETs and no head-latency floor learned");
-        let behind = batch(t.clone()).await.iter().filter(|h| h.is_none()).count();
-        let (bulk_opened, _) = t.lane_openings();
-        eprintln!(
-            "first byte {ttfb:?} (floor {floor:?}): {behind} of 12 bulk GETs written behind another; lanes opened {:?}",
-            t.lane_openings()
-        );
-        assert!(bulk_opened > 0, "no connection opened by the bulk lane: the GETs were not bulk");
-        if pipelined {
-            assert!(behind > 0, "no bulk GET written behind another response: the bulk lane did not pipeline");
-        } else {
-            assert_eq!(behind, 0, "bulk GETs pipelined against an endpoint with no first byte to hide");
-        }
-        assert!(t.sockets_open().1 <= 4, "{} sockets open at once under a cap of 4", t.sockets_open().1);
-    }
 }
 
 /// A ranged download as the engine runs one: a few workers, each sending its next part
