@@ -28,6 +28,7 @@ pub mod auto;
 pub mod body;
 pub mod conn;
 pub mod controller;
+mod drive;
 pub mod error;
 mod exchange;
 mod gate;

@@ -26,6 +26,10 @@
 //! head of the oldest written request, hands the [`Response`] over, then streams its body
 //! through a channel of `BODY_CHANNEL` chunks. Only then does it read the next head:
 //! response k+1 cannot be read until body k is consumed (backpressure, bounded memory).
+//! The reader is a future shared with the bodies it streams (drive.rs): a large body's
+//! caller polls it before waiting on its channel, so the socket is read on the task that
+//! consumes the bytes, and hands it back to the connection's task near the body's end
+//! ([`ChannelBody`]).
 //!
 //! # Slot states (one request on one connection)
 //!
@@ -83,6 +87,7 @@
 
 use crate::body::{RequestBody, ResponseBody};
 use crate::conn::{Connector, Io};
+use crate::drive::Driver;
 use crate::error::{ErrorKind, WireError};
 use crate::exchange::Progress;
 use crate::gate::{ConnectionGate, Place};
@@ -94,8 +99,10 @@ use futures_util::StreamExt;
 use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use std::collections::VecDeque;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll};
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -875,9 +882,12 @@ async fn run_connection(shared: Arc<Shared>, key: u64, signals: Arc<Signals>) {
     }
     let (rd, wr) = tokio::io::split(conn.io);
     tokio::spawn(run_writer(shared.clone(), key, signals.clone(), wr));
-    let reader =
-        Reader { shared, key, signals, io: rd, buf: BytesMut::with_capacity(READ_CHUNK), connection_id: conn.id };
-    reader.run().await;
+    let driver = Arc::new_cyclic(|driver: &Weak<Driver>| {
+        let buf = BytesMut::with_capacity(READ_CHUNK);
+        let reader = Reader { shared, key, signals, io: rd, buf, connection_id: conn.id, driver: driver.clone() };
+        Driver::new(Box::pin(reader.run()))
+    });
+    driver.run().await;
 }
 
 /// Writes every queued request of a connection in one write, until the connection is
@@ -1028,6 +1038,8 @@ struct Reader {
     io: ReadHalf<Box<dyn Io>>,
     buf: BytesMut,
     connection_id: u64,
+    /// This reader's own future, for the bodies it streams to drive ([`ChannelBody`]).
+    driver: Weak<Driver>,
 }
 
 impl Reader {
@@ -1110,7 +1122,10 @@ impl Reader {
                 return Read::Aborted;
             }
             self.buf.reserve(READ_CHUNK);
+            // Bytes already here win over an expired deadline: a body's consumer that drives
+            // this reader (ChannelBody) may come back after a pause longer than the limit.
             tokio::select! {
+                biased;
                 r = self.io.read_buf(&mut self.buf) => return match r {
                     Ok(0) => Read::Eof,
                     Ok(_) => Read::Data,
@@ -1238,7 +1253,7 @@ impl Reader {
                 let _ = reply.send(Ok(Response {
                     status: head.status,
                     headers: head.headers,
-                    body: body_from_channel(rx, len),
+                    body: ChannelBody::response_body(rx, len, self.driver.upgrade()),
                     meta,
                 }));
                 let mut tx = Some(tx);
@@ -1412,32 +1427,106 @@ async fn fail(tx: &mut Option<mpsc::Sender<BodyMsg>>, err: WireError) {
     }
 }
 
-/// A body fed by a connection's reader. A channel that closes without its last piece is
-/// a truncated body, never a short success.
-fn body_from_channel(rx: mpsc::Receiver<BodyMsg>, len: Option<u64>) -> ResponseBody {
-    let stream = futures_util::stream::unfold((rx, false), |(mut rx, done)| async move {
-        if done {
-            return None;
-        }
-        loop {
-            match rx.recv().await {
-                Some(BodyMsg::Chunk(b, last)) if b.is_empty() => {
-                    if last {
-                        return None;
-                    }
-                }
-                Some(BodyMsg::Chunk(b, last)) => return Some((Ok(b), (rx, last))),
-                Some(BodyMsg::Fail(e)) => return Some((Err(e), (rx, true))),
-                None => {
-                    return Some((
-                        Err(WireError::new(ErrorKind::BodyTruncated, "the connection ended mid-body")),
-                        (rx, true),
-                    ))
-                }
+/// A body fed by a connection's reader through a channel of [`BODY_CHANNEL`] pieces.
+///
+/// While more than [`DRIVE_ABOVE`] of its bytes are still to come, a body whose channel
+/// is empty polls the reader itself before it waits (drive.rs), so a large body is read
+/// from the socket on its consumer's task. Below that, and for bodies of unknown length,
+/// the reader's own task does the reading: it can then finish the body into the channel
+/// and go on to the next response on its own, as it always could, even when the
+/// consumer pauses before its last bytes. Small bodies never drive, so requests pipelined
+/// behind them never wait for their consumer's task.
+///
+/// A channel that closes without its last piece is a truncated body, never a short
+/// success.
+struct ChannelBody {
+    rx: mpsc::Receiver<BodyMsg>,
+    done: bool,
+    /// The connection's reader while this body drives it.
+    driver: Option<Arc<Driver>>,
+    /// Whether this body polled the reader (so the reader's task must be woken when it
+    /// stops).
+    drove: bool,
+    /// Bytes still to come, when the framing says.
+    remaining: Option<u64>,
+}
+
+/// A body drives its connection's reader only while more than this is still to come: what
+/// the channel and one socket read hold, which the reader's task delivers alone.
+const DRIVE_ABOVE: u64 = (BODY_CHANNEL * READ_CHUNK) as u64;
+
+impl ChannelBody {
+    fn response_body(rx: mpsc::Receiver<BodyMsg>, len: Option<u64>, driver: Option<Arc<Driver>>) -> ResponseBody {
+        let driver = driver.filter(|_| len.is_some_and(|n| n > DRIVE_ABOVE));
+        ResponseBody::new(ChannelBody { rx, done: false, driver, drove: false, remaining: len }.boxed(), len)
+    }
+
+    fn stop_driving(&mut self) {
+        if let Some(driver) = self.driver.take() {
+            if self.drove {
+                driver.hand_back();
             }
         }
-    });
-    ResponseBody::new(stream.boxed(), len)
+    }
+}
+
+impl Drop for ChannelBody {
+    fn drop(&mut self) {
+        self.stop_driving();
+    }
+}
+
+impl futures_util::Stream for ChannelBody {
+    type Item = Result<Bytes, WireError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        let mut drove_now = false;
+        loop {
+            if this.done {
+                this.stop_driving();
+                return Poll::Ready(None);
+            }
+            let msg = match this.rx.poll_recv(cx) {
+                Poll::Ready(msg) => msg,
+                Poll::Pending => match &this.driver {
+                    Some(driver) if !drove_now => {
+                        driver.drive(cx);
+                        this.drove = true;
+                        drove_now = true;
+                        continue;
+                    }
+                    _ => return Poll::Pending,
+                },
+            };
+            let item = match msg {
+                Some(BodyMsg::Chunk(b, last)) => {
+                    this.done = last;
+                    if b.is_empty() {
+                        continue;
+                    }
+                    let left = this.remaining.map(|n| n.saturating_sub(b.len() as u64));
+                    this.remaining = left;
+                    if left.is_some_and(|n| n <= DRIVE_ABOVE) {
+                        this.stop_driving();
+                    }
+                    Ok(b)
+                }
+                Some(BodyMsg::Fail(e)) => {
+                    this.done = true;
+                    Err(e)
+                }
+                None => {
+                    this.done = true;
+                    Err(WireError::new(ErrorKind::BodyTruncated, "the connection ended mid-body"))
+                }
+            };
+            if this.done {
+                this.stop_driving();
+            }
+            return Poll::Ready(Some(item));
+        }
+    }
 }
 
 struct Head {

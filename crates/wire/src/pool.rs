@@ -31,7 +31,7 @@
 //! written is re-sent on another connection whatever its method.
 //!
 //! Reading a body: the response body polls its connection's hyper future itself before
-//! each chunk (`Driver`), so a bulk GET is read from the socket on the task that
+//! each chunk (drive.rs), so a bulk GET is read from the socket on the task that
 //! consumes (and checksums) it, with no cross-thread hand-off per chunk; the connection's
 //! own task takes over again when the body ends. Backpressure is unchanged: hyper reads
 //! only when its one-chunk body channel is empty.
@@ -44,6 +44,7 @@
 
 use crate::body::{BodyGuard, BodyTally, RequestBody, ResponseBody};
 use crate::conn::Connector;
+use crate::drive::{Driver, HandBack};
 use crate::error::{ErrorKind, WireError};
 use crate::exchange::{await_head, set_content_length, timeout_error, Progress, StallClock};
 use crate::gate::{ConnectionGate, Place};
@@ -51,7 +52,6 @@ use crate::{Protocol, Request, Response, ResponseMeta, Transport, TransportConfi
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::stream::{BoxStream, Stream, StreamExt};
-use futures_util::task::AtomicWaker;
 use http::header::HOST;
 use http::{HeaderMap, HeaderValue, Method};
 use http_body::{Body, Frame, SizeHint};
@@ -59,7 +59,6 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use std::collections::VecDeque;
-use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -341,10 +340,15 @@ impl Pool {
         self.opened.fetch_add(1, Relaxed);
         self.open.fetch_add(1, Relaxed);
         let open = self.open.clone();
-        let driver = Arc::new(Driver { conn: Mutex::new(Some(Box::pin(connection))), task: AtomicWaker::new() });
+        // hyper's connection future, shared with the bodies read on it (drive.rs).
+        let driver = Arc::new(Driver::new(Box::pin(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("HTTP/1.1 connection ended: {e}");
+            }
+        })));
         let task_driver = driver.clone();
         tokio::spawn(async move {
-            std::future::poll_fn(|cx| task_driver.poll_task(cx)).await;
+            task_driver.run().await;
             open.fetch_sub(1, Relaxed);
         });
         Ok((sender, id, driver))
@@ -490,85 +494,6 @@ impl BodyGuard for PooledConn {
             return;
         }
         pool.put_back(Idle { sender, id, since: Instant::now(), driver: driver.0.clone() }, slot);
-    }
-}
-
-/// hyper's HTTP/1.1 connection future, boxed.
-type ConnFuture = Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>>;
-
-/// The hyper connection future of one socket. Its own task polls it, except while a
-/// response body is being read: then the body polls it too, before it asks hyper's body
-/// channel for the next chunk, so the socket is read on the task (and usually the CPU)
-/// that consumes the bytes.
-///
-/// Why: hyper's HTTP/1.1 client hands body chunks from its connection task to the body
-/// through a one-chunk channel. With that task on one tokio worker and the reader on
-/// another (a `block_on` caller, or another worker), every chunk costs two cross-thread
-/// wake-ups, and the reader's checksum then pulls the just-received megabyte from the
-/// other core's cache. Reading in the consumer's poll removes the hop (client CPU per GiB
-/// down by a sixth: docs/lab/wire-h1-read-path.md; re-measure with `ferry bench bulk-get
-/// --quick --repeats 3 --peers none`).
-///
-/// Sharing one future between two tasks is sound because each poll registers the polling
-/// task's wakers: while the body drives, socket readiness wakes the body's task; when the
-/// body ends or is dropped ([`HandBack`]) the connection's task is woken and re-registers
-/// its own (for the next request and for a close while idle). The body only `try_lock`s:
-/// when the task is polling at that moment the body just waits on hyper's channel as
-/// before, which the task fills.
-pub(crate) struct Driver {
-    conn: Mutex<Option<ConnFuture>>,
-    task: AtomicWaker,
-}
-
-impl Driver {
-    /// The connection's own task: ready once the connection has ended.
-    fn poll_task(&self, cx: &mut Context<'_>) -> Poll<()> {
-        self.task.register(cx.waker());
-        let mut conn = self.conn.lock().unwrap();
-        let Some(fut) = conn.as_mut() else { return Poll::Ready(()) };
-        match fut.as_mut().poll(cx) {
-            Poll::Ready(r) => {
-                if let Err(e) = r {
-                    tracing::debug!("HTTP/1.1 connection ended: {e}");
-                }
-                *conn = None;
-                Poll::Ready(())
-            }
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    /// Closes the socket now: drops hyper's connection future (and with it the socket and
-    /// its gate place) and lets the connection's task end. For an exchange given up on
-    /// (a time-out, a body abandoned or failed), whose connection is never reused.
-    fn close(&self) {
-        let dropped = self.conn.lock().unwrap_or_else(|p| p.into_inner()).take();
-        drop(dropped);
-        self.task.wake();
-    }
-
-    /// One poll of the connection from a response body's task, unless its own task is
-    /// polling it right now.
-    fn drive(&self, cx: &mut Context<'_>) {
-        let Ok(mut conn) = self.conn.try_lock() else { return };
-        let Some(fut) = conn.as_mut() else { return };
-        if let Poll::Ready(r) = fut.as_mut().poll(cx) {
-            if let Err(e) = r {
-                tracing::debug!("HTTP/1.1 connection ended: {e}");
-            }
-            *conn = None;
-            drop(conn);
-            self.task.wake();
-        }
-    }
-}
-
-/// Wakes the connection's own task when dropped: the body no longer polls the connection.
-struct HandBack(Arc<Driver>);
-
-impl Drop for HandBack {
-    fn drop(&mut self) {
-        self.0.task.wake();
     }
 }
 
