@@ -8,9 +8,6 @@
 //!
 //!  HTTP/1.1: small request ── pipeline verified? ── yes ─► PipelineTransport (hedged)
 //!                               └─ no ─► PoolTransport (a probe first when one is due)
-//!            other GET ────── verified, depth trial? ───── yes ─► the bulk lane's
-//!                               │       PipelineTransport, two deep (lanes.rs, "Bulk depth")
-//!                               └─ no ─► PoolTransport
 //!            anything else ──────────────────────────────► PoolTransport
 //! ```
 //!
@@ -107,43 +104,12 @@ impl AutoTransport {
         }
     }
 
-    /// Connections opened so far, per lane: (bulk: the pool's and the bulk pipeline's,
-    /// small: the pipeline's, the probes' included as they run on it); 0s before HTTP/1.1
-    /// was chosen or on h2.
+    /// Connections opened so far, per lane: (pool, pipeline), the probes' included in
+    /// the pipeline's (they run on it); 0s before HTTP/1.1 was chosen or on h2.
     pub fn lane_openings(&self) -> (u64, u64) {
         match self.inner.chosen.get() {
-            Some(Chosen::H1(h1)) => (
-                h1.pool.stats().connections_opened + h1.bulk_pipeline.stats().connections_opened,
-                h1.pipeline.stats().connections_opened,
-            ),
+            Some(Chosen::H1(h1)) => (h1.pool.stats().connections_opened, h1.pipeline.stats().connections_opened),
             _ => (0, 0),
-        }
-    }
-
-    /// The bulk-depth trial's verdict (lanes.rs, "Bulk depth"): `Some(true)` once bulk GETs
-    /// pipelined and kept doing so, `Some(false)` once they went back to the pool for good,
-    /// `None` while undecided (also before HTTP/1.1 was chosen, and on h2).
-    pub fn bulk_pipelined(&self) -> Option<bool> {
-        use lanes::TrialPhase;
-        match self.inner.chosen.get() {
-            Some(Chosen::H1(h1)) => match h1.depth_trial() {
-                TrialPhase::Kept => Some(true),
-                TrialPhase::Declined => Some(false),
-                TrialPhase::Pool | TrialPhase::Pipeline => None,
-            },
-            _ => None,
-        }
-    }
-
-    /// Pool connections closed so that their places go to the bulk lane's pipeline once
-    /// bulk GETs are pipelined (lanes.rs, "Bulk depth"): each is a connection the bulk
-    /// pipeline may then open anew, within the bulk lane, so not among [`handovers`].
-    ///
-    /// [`handovers`]: AutoTransport::handovers
-    pub fn pool_yields(&self) -> u64 {
-        match self.inner.chosen.get() {
-            Some(Chosen::H1(h1)) => h1.lanes.lock().yielded,
-            _ => 0,
         }
     }
 
