@@ -19,6 +19,15 @@ use std::time::Duration;
 const MIB: usize = 1024 * 1024;
 const LIMIT: Duration = Duration::from_secs(20);
 
+/// Waits (at most `LIMIT`) until `t` holds no open connection.
+async fn idle_connection_closes(t: &Arc<dyn Transport>) {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while t.stats().connections_open > 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the idle connection was never closed: {:?}", t.stats());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_whose_body_was_read_by_the_caller_serves_the_next_requests() {
     let srv = FerryServe::new().anonymous().start();
@@ -88,11 +97,7 @@ async fn a_connection_dropped_from_the_idle_list_after_a_body_read_is_closed() {
     assert_eq!(r.body.collect(16 * MIB).await.unwrap().len(), 8 * MIB);
     // The reaper drops the idle connection's sender after the idle time-out; the
     // connection then ends only if its own task was handed the connection back.
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    while t.stats().connections_open > 0 {
-        assert!(tokio::time::Instant::now() < deadline, "the idle connection was never closed: {:?}", t.stats());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    idle_connection_closes(&t).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -146,11 +151,7 @@ async fn a_pipeline_connection_idle_after_a_large_body_closes_on_its_idle_time_o
     assert_eq!(body.len(), 8 * MIB);
     // The idle time-out is the reader's own timer: it fires only if the body handed the
     // reader back to its connection's task.
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    while t.stats().connections_open > 0 {
-        assert!(tokio::time::Instant::now() < deadline, "the idle connection was never closed: {:?}", t.stats());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    idle_connection_closes(&t).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
