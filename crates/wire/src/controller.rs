@@ -309,6 +309,15 @@ impl Controller {
         self.lock().limit as usize
     }
 
+    /// The goodput rounds measured so far, and the last one's rate per place: bytes per
+    /// second over the limit the round started with. What a caller comparing two ways of
+    /// sending compares (auto's bulk-depth trial, auto/lanes.rs), since the limit may grow
+    /// between the rounds it compares.
+    pub fn last_goodput_round(&self) -> Option<(u64, f64)> {
+        let s = self.lock();
+        s.gp.peaks.back().map(|p| (s.stats.goodput_rounds, p.1 / p.2.max(1.0)))
+    }
+
     pub fn stats(&self) -> ControllerStats {
         let s = self.lock();
         ControllerStats {

@@ -283,8 +283,9 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
     let (pool_opened, pipe_opened) = t.lane_openings();
     let opened = t.stats().connections_opened;
     let (pool_gave, pipe_gave) = t.handovers();
+    let (yielded, returned) = t.bulk_moves();
     eprintln!(
-        "opened {opened} (pool {pool_opened}, pipeline {pipe_opened}, the probe's included); handed over by the pool {pool_gave}, by the pipeline {pipe_gave}; peak open {open} (pool {pool}, pipeline {pipe}, both {both}); controller {:?}",
+        "opened {opened} (bulk {pool_opened}, pipeline {pipe_opened}, the probe's included); handed over by the pool {pool_gave}, by the pipeline {pipe_gave}; yielded by the pool to the bulk pipeline {yielded}, returned to the pool {returned}; peak open {open} (pool {pool}, pipeline {pipe}, both {both}); controller {:?}",
         t.controller().unwrap().stats()
     );
     assert!(t.pipelining(), "the smalls never took the pipeline");
@@ -294,11 +295,17 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
     assert_eq!(opened, pool_opened + pipe_opened);
     // Every opening beyond the cap is a place one lane gave to the other (the leak the
     // bench's counts showed: the pool fills the cap before the smalls come, then closes
-    // connections for the pipeline); the probe runs on the pipeline lane, inside the cap.
+    // connections for the pipeline), or one moved within the bulk lane by its depth trial
+    // (the pool's, given to the bulk pipeline once pipelining was verified; the bulk
+    // pipeline's, given back when the trial declined it); the probe runs on the pipeline
+    // lane, inside the cap.
     assert!(
-        opened <= cap as u64 + pool_gave + pipe_gave,
-        "{opened} opened: more than the cap and the handovers explain"
+        opened <= cap as u64 + pool_gave + pipe_gave + yielded + returned,
+        "{opened} opened: more than the cap, the handovers and the bulk lane's moves explain"
     );
+    // One trial: each side gives its places over once at most.
+    assert!(yielded <= cap as u64, "the pool yielded {yielded} connections under a cap of {cap}");
+    assert!(returned <= cap as u64, "the bulk pipeline returned {returned} connections under a cap of {cap}");
     assert!(
         pool_gave + pipe_gave <= 2 * cap as u64,
         "lanes traded {} connections in a 2.5 s run: shares flap",
@@ -307,6 +314,137 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
     // The latency back-off (CPU contention only here) leaves bulk its connections.
     assert!(lowest_limit >= 4, "the limit fell to {lowest_limit}: bulk starved");
     assert!(parts_in_second_half > 0, "no bulk part completed in the second half of the smalls' window");
+}
+
+/// Once the endpoint has verified pipelining (small GETs' probe), auto tries bulk GETs on
+/// the bulk lane's pipeline, two deep, and keeps it only where it moved clearly more than
+/// the pool (lanes.rs, "Bulk depth"). Eight workers keep 2 MiB ranged GETs going over a cap
+/// of 4 connections, each paced to 20 MB/s by the server. With a 50 ms first byte a
+/// connection of the pool idles a third of its time, and the pipeline is kept: requests
+/// are then written behind another's unfinished response (their `head_latency` is `None`,
+/// which only such a request gets). With no first byte there is nothing to hide, and
+/// bulk goes back to the pool, one request per connection: the bulk pipeline's
+/// connections close and the pool moves bulk at its pace again, not starved of the places
+/// they held. Every GET brings its exact bytes either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_gets_stay_pipelined_only_where_the_trial_shows_a_gain() {
+    for (ttfb, kept) in [(Duration::from_millis(50), true), (Duration::ZERO, false)] {
+        let srv = FerryServe::new()
+            .anonymous()
+            .configure(|c| {
+                c.emulation.ttfb_p50 = ttfb;
+                c.emulation.ttfb_p99 = ttfb;
+                c.emulation.rate_per_conn = Some(20_000_000);
+            })
+            .start();
+        let t = auto(&srv, 4);
+        let plain: Arc<dyn Transport> = srv.transport(Mode::H1Pool, |_| {});
+        create_bucket(&plain, "deep").await;
+        put(&plain, "/deep/small", RequestBody::from(pattern(16 * 1024))).await;
+        for _ in 0..50 {
+            let r = t.send(get("/deep/small", Some(16 * 1024))).await.expect("small GET");
+            assert_eq!(r.body.collect(1 << 20).await.unwrap().len(), 16 * 1024);
+            if t.pipelining() {
+                break;
+            }
+        }
+        assert!(t.pipelining(), "50 small GETs and pipelining not verified");
+        let stop = Arc::new(AtomicBool::new(false));
+        // GETs sent after the verdict, and those of them written behind another response.
+        let after = Arc::new(AtomicU64::new(0));
+        let behind = Arc::new(AtomicU64::new(0));
+        let moved = Arc::new(AtomicU64::new(0));
+        let workers: Vec<_> = (0..8u64)
+            .map(|w| {
+                let (t, stop, after, behind) = (t.clone(), stop.clone(), after.clone(), behind.clone());
+                let moved = moved.clone();
+                tokio::spawn(async move {
+                    let part: u64 = 2 << 20;
+                    let mut i = w;
+                    while !stop.load(SeqCst) {
+                        let decided = t.bulk_pipelined().is_some();
+                        let mut r = Request::new(Method::GET, "/synthetic/deep/size=33554432/large");
+                        r.set_range((i % 16) * part, (i % 16 + 1) * part - 1);
+                        i += 8;
+                        let resp = t.send(r).await.expect("bulk GET");
+                        assert!(resp.status.is_success(), "bulk GET: {}", resp.status);
+                        let written_behind = resp.meta.head_latency.is_none();
+                        assert_eq!(resp.body.collect(4 << 20).await.unwrap().len() as u64, part);
+                        moved.fetch_add(part, SeqCst);
+                        if decided {
+                            after.fetch_add(1, SeqCst);
+                            behind.fetch_add(u64::from(written_behind), SeqCst);
+                        }
+                    }
+                })
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(40);
+        let mut verdict_at = None;
+        // Declined: how long after the verdict the bulk pipeline had no connection open.
+        let mut closed_at = None;
+        while t.bulk_pipelined().is_none()
+            || after.load(SeqCst) < 24
+            || (t.bulk_pipelined() == Some(false) && closed_at.is_none())
+        {
+            if verdict_at.is_none() && t.bulk_pipelined().is_some() {
+                verdict_at = Some(Instant::now());
+            }
+            if let (None, Some(v), Some(false)) = (closed_at, verdict_at, t.bulk_pipelined()) {
+                if t.bulk_pipeline_open() == 0 {
+                    closed_at = Some(v.elapsed());
+                }
+                assert!(
+                    v.elapsed() < Duration::from_secs(3),
+                    "{} bulk pipeline connections still open 3 s after the trial declined it",
+                    t.bulk_pipeline_open()
+                );
+            }
+            let stats = t.controller().unwrap().stats();
+            assert!(
+                Instant::now() < deadline,
+                "first byte {ttfb:?}: no verdict and 24 GETs after it in 40 s: {stats:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Declined: the bulk pipeline's connections close, and their places go back to the
+        // pool. Then one second of bulk at the pool's pace: three of the four places (the
+        // small lane keeps one, lanes.rs "The reserve") at 20 MB/s each. Idle bulk-pipeline
+        // connections holding their places until the idle time-out left it one or none.
+        let mut after_decline = None;
+        if !kept {
+            // (The wait above saw them all closed within 3 s, or failed.)
+            let closed_in = closed_at.unwrap();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let (from, started) = (moved.load(SeqCst), Instant::now());
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let rate = (moved.load(SeqCst) - from) as f64 / started.elapsed().as_secs_f64();
+            after_decline = Some((closed_in, rate));
+        }
+        stop.store(true, SeqCst);
+        for w in workers {
+            w.await.unwrap();
+        }
+        let behind = behind.load(SeqCst);
+        eprintln!(
+            "first byte {ttfb:?}: verdict {:?}; {behind} of {} GETs after it written behind another; lanes opened {:?}",
+            t.bulk_pipelined(),
+            after.load(SeqCst),
+            t.lane_openings()
+        );
+        assert_eq!(t.bulk_pipelined(), Some(kept), "first byte {ttfb:?}: the trial's verdict");
+        if kept {
+            assert!(behind > 0, "no bulk GET written behind another response: the bulk lane did not pipeline");
+        } else {
+            assert_eq!(behind, 0, "bulk GETs pipelined after the trial sent them back to the pool");
+            let (closed_in, rate) = after_decline.unwrap();
+            eprintln!("bulk pipeline closed {closed_in:?} after the verdict; then bulk moved {:.1} MB/s", rate / 1e6);
+            // Two connections' worth: a margin below three for a loaded machine, above the
+            // one connection a starved pool keeps.
+            assert!(rate >= 40e6, "bulk moved {:.1} MB/s after the trial declined: the pool starved", rate / 1e6);
+        }
+        assert!(t.sockets_open().1 <= 4, "{} sockets open at once under a cap of 4", t.sockets_open().1);
+    }
 }
 
 /// A ranged download as the engine runs one: a few workers, each sending its next part

@@ -1,11 +1,14 @@
 //! The HTTP/1.1 side of auto: each request goes to its lane (small: the pipeline once
-//! verified, else the pool; bulk: the pool, once admitted under bulk's share), and each
-//! response is reported to the endpoint's controller.
+//! verified, else the pool; bulk: once admitted under bulk's share, a GET to the bulk
+//! pipeline once verified, anything else to the pool), and each response is reported to
+//! the endpoint's controller.
 //!
 //! ```text
 //!   send ─► lane? ─ small ─► window_cap check ─► verified? ─ yes ─► hedge.rs ─► pipeline
 //!              │                                    └─ no ─► probe.rs, or the pool
-//!              └─ bulk ─► Lanes::admit_bulk ─► pool
+//!              └─ bulk ─► Lanes::admit_bulk ─► GET, verified, DepthTrial says pipeline?
+//!                                                  ├─ yes ─► bulk pipeline (lanes.rs, "Bulk depth")
+//!                                                  └─ no ──► pool
 //!   head ─► controller: 503/429 throttled; else success with head_latency
 //!   body ─► Demand counts the request in its lane until the body ends (lanes.rs);
 //!           bulk bytes go to Controller::delivered (goodput)
@@ -34,7 +37,7 @@
 //! Measurements behind these choices: docs/lab/wire-auto-lanes.md.
 
 use super::hedge::{send_hedged, Hedger};
-use super::lanes::{Demand, LaneGate, Lanes, SmallTiming, BULK, SMALL};
+use super::lanes::{Demand, DepthTrial, LaneGate, Lanes, SmallTiming, TrialPhase, BULK, BULK_DEPTH, SMALL};
 use super::probe::{probe_with, Probe, PROBE_ATTEMPTS, PROBE_INCONCLUSIVE, PROBE_SPACING};
 use super::window_cap;
 use crate::conn::Connector;
@@ -53,7 +56,10 @@ use std::time::Instant;
 pub(super) struct H1 {
     pub(super) pool: Arc<PoolTransport>,
     pub(super) pipeline: Arc<PipelineTransport>,
+    pub(super) bulk_pipeline: Arc<PipelineTransport>,
     pub(super) lanes: Arc<Lanes>,
+    /// Whether bulk GETs pipeline, tried and decided once (lanes.rs, "Bulk depth").
+    pub(super) depth_trial: Mutex<DepthTrial>,
     pub(super) probe: Arc<Mutex<Probe>>,
     pub(super) small_seen: AtomicU64,
     pub(super) hedger: Arc<Hedger>,
@@ -66,16 +72,18 @@ impl Drop for H1 {
     /// What the lanes did over the transport's life, for reading with
     /// `FERRY_LOG=ferry_wire::auto=debug` (mixed-hol's connection counts).
     fn drop(&mut self) {
-        let (handed, peak) = {
+        let (handed, yielded, returned, peak) = {
             let st = self.lanes.lock();
-            (st.handed_over, st.peak_open)
+            (st.handed_over, st.yielded, st.returned, st.peak_open)
         };
         tracing::debug!(
-            "auto: HTTP/1.1 lanes done: opened pool {} pipeline {} (probes included); handed over pool {} pipeline {}; peak lanes {:?}; controller {:?}",
+            "auto: HTTP/1.1 lanes done: opened pool {} bulk pipeline {} pipeline {} (probes included); handed over pool {} pipeline {}; pool yielded to the bulk pipeline {yielded}, the bulk pipeline returned to the pool {returned}; bulk depth {:?}; peak lanes {:?}; controller {:?}",
             self.pool.stats().connections_opened,
+            self.bulk_pipeline.stats().connections_opened,
             self.pipeline.stats().connections_opened,
             handed[BULK],
             handed[SMALL],
+            self.depth_trial(),
             peak,
             self.lanes.controller.stats()
         );
@@ -90,15 +98,20 @@ impl H1 {
     ) -> Result<H1, WireError> {
         // Each lane may use the whole cap; the gates share it by demand (module note).
         let lanes = Arc::new(Lanes::new(controller));
-        let gate = |lane| -> Arc<dyn ConnectionGate> { Arc::new(LaneGate { lanes: lanes.clone(), lane }) };
-        let pool = Arc::new(PoolTransport::with_gate(config.clone(), connector.clone(), Some(gate(BULK))));
-        let pipeline = Arc::new(PipelineTransport::with_gate(config.clone(), Some(gate(SMALL)))?);
+        let gate = |lane, pool| -> Arc<dyn ConnectionGate> { Arc::new(LaneGate { lanes: lanes.clone(), lane, pool }) };
+        let pool = Arc::new(PoolTransport::with_gate(config.clone(), connector.clone(), Some(gate(BULK, true))));
+        let pipeline = Arc::new(PipelineTransport::with_gate(config.clone(), Some(gate(SMALL, false)))?);
+        let bulk_config = TransportConfig { pipeline_depth: BULK_DEPTH, ..config.clone() };
+        let bulk_pipeline = Arc::new(PipelineTransport::with_gate(bulk_config, Some(gate(BULK, false)))?);
         let _ = lanes.pool.set(Arc::downgrade(&pool));
         let _ = lanes.pipeline.set(Arc::downgrade(&pipeline));
+        let _ = lanes.bulk_pipeline.set(Arc::downgrade(&bulk_pipeline));
         Ok(H1 {
             pool,
             pipeline,
+            bulk_pipeline,
             lanes,
+            depth_trial: Mutex::new(DepthTrial::default()),
             probe: Arc::new(Mutex::new(Probe::default())),
             small_seen: AtomicU64::new(0),
             hedger: Arc::new(Hedger::default()),
@@ -108,6 +121,29 @@ impl H1 {
 
     pub(super) fn verified(&self) -> bool {
         self.pipeline.verified()
+    }
+
+    /// Whether a bulk GET goes to the bulk pipeline (lanes.rs, "Bulk depth"): the
+    /// endpoint verified pipelining, and the depth trial is trying the pipeline or kept it.
+    pub(super) fn bulk_may_pipeline(&self) -> bool {
+        if !self.verified() {
+            return false;
+        }
+        let (pipelined, declined) = {
+            let mut t = self.depth_trial.lock().unwrap_or_else(|p| p.into_inner());
+            let before = t.phase();
+            let p = t.pipelined(self.lanes.controller.last_goodput_round());
+            (p, before != TrialPhase::Declined && t.phase() == TrialPhase::Declined)
+        };
+        if declined {
+            self.lanes.lock().bulk_pipeline_declined = true;
+            self.lanes.nudge();
+        }
+        pipelined
+    }
+
+    pub(super) fn depth_trial(&self) -> TrialPhase {
+        self.depth_trial.lock().unwrap_or_else(|p| p.into_inner()).phase()
     }
 
     /// Verified, or not yet given up on: small requests go (or will go) down the
@@ -128,11 +164,19 @@ impl H1 {
         let sent = Instant::now();
         let object_data = req.object_data;
         let mut demand = Demand::new(self.lanes.clone(), lane);
+        let mut pipelined_bulk = false;
         let fut = if lane == BULK {
             self.lanes.bulk_demand_raises_the_start();
-            self.lanes.admit_bulk().await;
+            let pipelineable = req.is_pipelineable();
+            let pipelined = self.lanes.admit_bulk(|| pipelineable && self.bulk_may_pipeline()).await;
             demand.admitted = true;
-            self.pool.send(req)
+            demand.pipelined = pipelined;
+            pipelined_bulk = pipelined;
+            if pipelined {
+                self.bulk_pipeline.send(req)
+            } else {
+                self.pool.send(req)
+            }
         } else {
             let (fut, on_pool) = self.send_small(req);
             if !on_pool {
@@ -153,6 +197,10 @@ impl H1 {
                 observation.throttled();
                 self.hedger.throttled();
             }
+            // A bulk GET on the bulk pipeline: its head latency, when it has one, is not
+            // fed to the back-off, which would read the deeper queue as congestion
+            // (lanes.rs, "Bulk depth").
+            Ok(_) if pipelined_bulk => observation.success_unmeasured(),
             Ok(r) => match r.meta.head_latency {
                 Some(latency) => {
                     if lane == SMALL && object_data {
@@ -211,7 +259,7 @@ impl H1 {
     }
 
     pub(super) fn stats(&self) -> TransportStats {
-        let mut s = add(self.pool.stats(), self.pipeline.stats());
+        let mut s = add(add(self.pool.stats(), self.pipeline.stats()), self.bulk_pipeline.stats());
         // What is really open: the lanes count a socket until it is dropped, where each
         // lane's own figure drops when it lets the connection go.
         let st = self.lanes.lock();
@@ -315,7 +363,8 @@ mod tests {
         let sockets = || h1.lanes.lock().sockets;
         let places = || h1.lanes.lock().open;
         assert_eq!((h1.pool.idle_connections(), live.load(Relaxed), sockets(), places()), (2, 2, [2, 0], [2, 0]));
-        let small_gate: Arc<dyn ConnectionGate> = Arc::new(LaneGate { lanes: h1.lanes.clone(), lane: SMALL });
+        let small_gate: Arc<dyn ConnectionGate> =
+            Arc::new(LaneGate { lanes: h1.lanes.clone(), lane: SMALL, pool: false });
         assert!(Place::take(Some(&small_gate)).is_none(), "no place beside two sockets under a limit of two");
 
         // A small request arrives: the pool gives one idle connection up for it.

@@ -1,5 +1,6 @@
-//! The two HTTP/1.1 lanes of auto, the pool (bulk) and the pipeline (small), sharing one
-//! connection cap by demand.
+//! The two HTTP/1.1 lanes of auto, bulk (the pool; and a pipeline of its own once the
+//! endpoint verified pipelining) and small (the pipeline), sharing one connection cap by
+//! demand.
 //!
 //! The cap T is the controller's limit: it starts at 4, grows by slow start, halves on
 //! SlowDown, never exceeds `max_connections` (controller.rs). The lanes split it:
@@ -46,6 +47,23 @@
 //! pool's connections, which stay idle ("parked") until the limit grows back, the small
 //! lane wants their places, or the idle time-out; a parked connection holds its place.
 //!
+//! Bulk depth: a bulk GET may go to the bulk lane's own pipeline, [`BULK_DEPTH`] deep,
+//! instead of the pool, and bulk admission then lets twice bulk's share in flight. Each
+//! connection has the next part written while it reads one, so the part's first byte is
+//! waited for during the body before it, not after it: one part at a time, an S3
+//! connection idles ~30 ms (the first byte) between two 8 MiB parts of ~93 ms (90 MB/s),
+//! a quarter of its time. Where the first byte is short, or the client's CPU is the bound
+//! (loopback), the pipeline's deeper queues cost more than they hide, and no latency
+//! figure tells the two apart: under load, a loopback server's first byte is its CPU
+//! queue, as long as a cloud store's think time. So the choice is measured
+//! ([`DepthTrial`]): once the endpoint has verified pipelining (probe.rs), the pool's
+//! goodput over a few rounds, then the bulk pipeline's; the pipeline stays only if it
+//! moved clearly more. Requests with a body (uploads) stay on the pool. The two share
+//! bulk's places: the pool gives back the idle connections the pipelined GETs need beyond
+//! the free places ([`Lanes::pool_yields`], counted in `LaneState::yielded`). A request
+//! that waits for admission asks again at each wake whether it may pipeline, so requests
+//! queued before a switch do not stay held to one per connection after it.
+//!
 //! Pipeline depth (`LaneGate::depth`): the configured depth while the controller is in
 //! slow start, the limit after it, so that a SlowDown halves requests in flight too.
 //!
@@ -86,6 +104,106 @@ use tokio::sync::Notify;
 
 pub(super) const BULK: usize = 0;
 pub(super) const SMALL: usize = 1;
+
+/// Requests per connection of the bulk lane's pipeline, once the endpoint verified
+/// pipelining (module note, "Bulk depth"): a second ranged GET written behind each one
+/// being read. Two suffice while a part's body takes longer than a first byte (8 MiB at
+/// S3's 90 MB/s per connection: ~93 ms against a ~30 ms p50); deeper would only queue
+/// parts behind parts. Measured with `ferry bench mixed-hol` (auto's loaded large rate
+/// beside h1-pipeline's; docs/lab/wire-auto-paced.md, "Bulk depth").
+pub(super) const BULK_DEPTH: usize = 2;
+
+/// Goodput rounds each arm of the bulk-depth trial is measured over ([`DepthTrial`]):
+/// three, as for a full pipe, since one round's rate is noisy.
+pub(super) const TRIAL_ROUNDS: usize = 3;
+
+/// The bulk pipeline is kept when its best round moved this much more per place than the
+/// pool's best: it also costs the client more CPU per byte and deeper queues, so a tie goes
+/// to the pool. On the s3 profile it moves ~1.3x the pool's per place (mixed-hol's
+/// h1-pipeline and h1-pool rows), on lan ~0.85x. Re-measure with
+/// `scripts/auto-profiles.sh --workloads mixed-hol` (docs/lab/wire-auto-paced.md, "Bulk depth").
+pub(super) const TRIAL_GAIN: f64 = 1.1;
+
+/// The pipeline arm ends at its first counted round when that round moved less than this
+/// fraction of the pool's best per place: the pipeline could still win only with a later
+/// round ~1.4x this one, and every round of the arm on an endpoint where the pool is
+/// faster costs bulk goodput. On lan a pipeline round moves 0.6-0.75x the pool's best per
+/// place; on s3 1.3-1.4x. Re-measure as for [`TRIAL_GAIN`] (`FERRY_LOG=ferry_wire::auto::lanes=debug`
+/// prints each arm's rounds).
+pub(super) const TRIAL_EARLY_OUT: f64 = 0.8;
+
+/// Whether bulk GETs go to the bulk pipeline (module note, "Bulk depth"), decided once
+/// per transport by trying both: first [`TRIAL_ROUNDS`] goodput rounds on the pool, then
+/// as many on the bulk pipeline (the round under way at the switch, which carries both,
+/// not counted); the pipeline is kept if its best round's rate per place beats the pool's
+/// by [`TRIAL_GAIN`], else bulk goes back to the pool for good; a pipeline round under
+/// [`TRIAL_EARLY_OUT`] of the pool's best ends the arm at once. Per place, because the
+/// limit may still grow between the two arms (slow start).
+#[derive(Debug, Default)]
+pub(super) struct DepthTrial {
+    phase: TrialPhase,
+    /// The controller's last goodput round folded in.
+    seen: u64,
+    /// The round that ended when the pipeline arm began.
+    switched_at: u64,
+    pool: Vec<f64>,
+    pipeline: Vec<f64>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum TrialPhase {
+    #[default]
+    Pool,
+    Pipeline,
+    Kept,
+    Declined,
+}
+
+impl DepthTrial {
+    /// Folds in the controller's last goodput round (`(index, bytes/s per place)`, when
+    /// it is new) and says whether bulk GETs pipeline now. Called only once the endpoint
+    /// has verified pipelining, so rounds before that do not count.
+    pub(super) fn pipelined(&mut self, last: Option<(u64, f64)>) -> bool {
+        if let Some((n, rate)) = last.filter(|l| l.0 > self.seen) {
+            let first = self.seen == 0;
+            self.seen = n;
+            match self.phase {
+                // The round that ends first may have begun before the verdict.
+                TrialPhase::Pool if !first => {
+                    self.pool.push(rate);
+                    if self.pool.len() >= TRIAL_ROUNDS {
+                        self.phase = TrialPhase::Pipeline;
+                        self.switched_at = n;
+                    }
+                }
+                TrialPhase::Pipeline if n >= self.switched_at + 2 => {
+                    self.pipeline.push(rate);
+                    let best = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+                    let (pool, pipeline) = (best(&self.pool), best(&self.pipeline));
+                    let behind = self.pipeline.len() == 1 && rate < TRIAL_EARLY_OUT * pool;
+                    if behind || self.pipeline.len() >= TRIAL_ROUNDS {
+                        self.phase =
+                            if pipeline >= TRIAL_GAIN * pool { TrialPhase::Kept } else { TrialPhase::Declined };
+                        tracing::debug!(
+                            "auto: bulk depth trial: pool {:.1} MB/s per place (rounds {:.1?}), bulk pipeline {:.1} (rounds {:.1?}): {:?}",
+                            pool / 1e6,
+                            self.pool.iter().map(|r| r / 1e6).collect::<Vec<_>>(),
+                            pipeline / 1e6,
+                            self.pipeline.iter().map(|r| r / 1e6).collect::<Vec<_>>(),
+                            self.phase
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        matches!(self.phase, TrialPhase::Pipeline | TrialPhase::Kept)
+    }
+
+    pub(super) fn phase(&self) -> TrialPhase {
+        self.phase
+    }
+}
 
 /// How fast the small lane's claim on connections ebbs after a burst: one connection per
 /// step, so that shares do not flap with every arrival (a connection closed by one lane
@@ -135,6 +253,9 @@ pub(super) struct Lanes {
     pub(super) admit: Notify,
     pub(super) pool: OnceLock<Weak<PoolTransport>>,
     pub(super) pipeline: OnceLock<Weak<PipelineTransport>>,
+    /// The bulk lane's pipeline: ranged GETs two deep per connection once the endpoint
+    /// verified pipelining ([`BULK_DEPTH`]).
+    pub(super) bulk_pipeline: OnceLock<Weak<PipelineTransport>>,
 }
 
 pub(super) struct LaneState {
@@ -159,6 +280,19 @@ pub(super) struct LaneState {
     /// A small request has been counted: the reserve is kept from then on (module note,
     /// "The reserve").
     pub(super) small_seen: bool,
+    /// Connections of the bulk lane that are the pool's (the rest are the bulk pipeline's).
+    pub(super) pool_open: usize,
+    /// Bulk GETs admitted to the bulk pipeline and not yet done: the pool gives back
+    /// the connections they need and cannot find free ([`Lanes::pool_yields`]).
+    pub(super) pipelined_bulk: usize,
+    /// Pool connections closed so that their places go to the bulk pipeline (within the
+    /// bulk lane, so not in `handed_over`).
+    pub(super) yielded: u64,
+    /// The depth trial sent bulk back to the pool: the bulk pipeline's connections go.
+    pub(super) bulk_pipeline_declined: bool,
+    /// Bulk pipeline connections closed because the trial declined it, their places going
+    /// back to the pool (within the bulk lane, so not in `handed_over`).
+    pub(super) returned: u64,
 }
 
 impl Lanes {
@@ -176,10 +310,16 @@ impl Lanes {
                 peak_sockets: 0,
                 admitted_bulk: 0,
                 small_seen: false,
+                pool_open: 0,
+                pipelined_bulk: 0,
+                yielded: 0,
+                bulk_pipeline_declined: false,
+                returned: 0,
             }),
             admit: Notify::new(),
             pool: OnceLock::new(),
             pipeline: OnceLock::new(),
+            bulk_pipeline: OnceLock::new(),
         }
     }
 
@@ -297,6 +437,9 @@ impl Lanes {
         if let Some(p) = self.pipeline.get().and_then(Weak::upgrade) {
             p.nudge();
         }
+        if let Some(p) = self.bulk_pipeline.get().and_then(Weak::upgrade) {
+            p.nudge();
+        }
         if let Some(p) = self.pool.get().and_then(Weak::upgrade) {
             p.nudge();
         }
@@ -326,20 +469,37 @@ impl Lanes {
         }
     }
 
-    /// Waits until the bulk requests in flight are fewer than bulk's share, then counts
-    /// this one in (module note, "parked"): the limit bounds bulk requests
-    /// here, not by closing the pool's connections.
-    pub(super) async fn admit_bulk(&self) {
+    /// Connections the pool gives back to the bulk pipeline: as many as its admitted
+    /// requests need at [`BULK_DEPTH`] each, beyond those it holds and the free places.
+    /// With no GET pipelined, none: uploads keep the pool's connections.
+    pub(super) fn pool_yields(&self, st: &LaneState) -> usize {
+        let wanted = st.pipelined_bulk.div_ceil(BULK_DEPTH);
+        let held = st.open[BULK] - st.pool_open.min(st.open[BULK]);
+        let free = self.total().saturating_sub(st.open[BULK] + st.open[SMALL]);
+        wanted.saturating_sub(held + free).min(st.pool_open)
+    }
+
+    /// Waits until the bulk requests in flight are fewer than bulk's share ([`BULK_DEPTH`]
+    /// times it for a request that may be pipelined, asked by `pipelined` at each try),
+    /// then counts this one in (module note, "parked" and "Bulk depth"): the limit bounds
+    /// bulk requests here, not by closing the pool's connections. Returns whether it was
+    /// admitted as pipelined.
+    pub(super) async fn admit_bulk(&self, pipelined: impl Fn() -> bool) -> bool {
         loop {
             let notified = self.admit.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             {
+                // Asked again at each wake: a request that began waiting before the
+                // endpoint verified pipelining is admitted under the pipelined share.
+                let pipelined = pipelined();
+                let depth = if pipelined { BULK_DEPTH } else { 1 };
                 let mut st = self.lock();
-                let share = self.shares(&mut st)[BULK].max(1);
+                let share = self.shares(&mut st)[BULK].max(1) * depth;
                 if st.admitted_bulk < share {
                     st.admitted_bulk += 1;
-                    return;
+                    st.pipelined_bulk += usize::from(pipelined);
+                    return pipelined;
                 }
             }
             notified.await;
@@ -351,6 +511,9 @@ impl Lanes {
 pub(super) struct LaneGate {
     pub(super) lanes: Arc<Lanes>,
     pub(super) lane: usize,
+    /// The pool's gate (bulk lane): counted in `pool_open`, and gives its connections
+    /// back once bulk GETs are pipelined.
+    pub(super) pool: bool,
 }
 
 impl ConnectionGate for LaneGate {
@@ -360,6 +523,7 @@ impl ConnectionGate for LaneGate {
         let total = self.lanes.total();
         if st.open[BULK] + st.open[SMALL] < total && st.open[self.lane] < share {
             st.open[self.lane] += 1;
+            st.pool_open += usize::from(self.pool);
             st.peak_open[self.lane] = st.peak_open[self.lane].max(st.open[self.lane]);
             tracing::debug!(
                 "auto: {} opens a connection: open {:?}, active {:?}, shares {share} of {total}, handed over {:?}",
@@ -377,6 +541,9 @@ impl ConnectionGate for LaneGate {
     fn closed(&self) {
         let mut st = self.lanes.lock();
         st.open[self.lane] = st.open[self.lane].saturating_sub(1);
+        if self.pool {
+            st.pool_open = st.pool_open.saturating_sub(1);
+        }
         drop(st);
         // Either lane may be waiting for this place (the socket closes after its lane let
         // it go); the drop may run under a lane's lock, so they are woken from a task.
@@ -398,13 +565,28 @@ impl ConnectionGate for LaneGate {
 
     fn excess(&self) -> usize {
         let mut st = self.lanes.lock();
-        self.lanes.excess(&mut st, self.lane)
+        let excess = self.lanes.excess(&mut st, self.lane);
+        if !self.pool && self.lane == BULK && st.bulk_pipeline_declined {
+            return st.open[BULK].saturating_sub(st.pool_open);
+        }
+        if self.pool {
+            excess.max(self.lanes.pool_yields(&st))
+        } else {
+            excess
+        }
     }
 
     fn handed_over(&self, n: usize) {
         let mut st = self.lanes.lock();
         let given = n.min(self.lanes.wanted_by_other(&mut st, self.lane));
         st.handed_over[self.lane] += given as u64;
+        if self.pool {
+            // Called before the closed connections give their places back, so the
+            // yields still count them.
+            st.yielded += (n - given).min(self.lanes.pool_yields(&st)) as u64;
+        } else if self.lane == BULK && st.bulk_pipeline_declined {
+            st.returned += (n - given) as u64;
+        }
     }
 
     /// The configured depth while the controller is in slow start, the controller's limit
@@ -441,6 +623,8 @@ pub(super) struct Demand {
     pub(super) lane: usize,
     /// Admitted under the bulk share ([`Lanes::admit_bulk`]): given back with the demand.
     pub(super) admitted: bool,
+    /// Admitted to the bulk pipeline (`LaneState::pipelined_bulk`).
+    pub(super) pipelined: bool,
     /// A small request's times, traced when its body ends (`FERRY_LOG=ferry_wire::auto=trace`).
     pub(super) timing: Option<SmallTiming>,
     /// Whether the body's bytes count as goodput: bulk lane and object data
@@ -477,7 +661,7 @@ impl Drop for SmallTiming {
 impl Demand {
     pub(super) fn new(lanes: Arc<Lanes>, lane: usize) -> Demand {
         lanes.demand(lane, 1);
-        Demand { lanes, lane, admitted: false, timing: None, goodput: true }
+        Demand { lanes, lane, admitted: false, pipelined: false, timing: None, goodput: true }
     }
 
     pub(super) fn until_body_end(self, mut r: Response) -> Response {
@@ -513,7 +697,9 @@ impl Demand {
 impl Drop for Demand {
     fn drop(&mut self) {
         if self.admitted {
-            self.lanes.lock().admitted_bulk -= 1;
+            let mut st = self.lanes.lock();
+            st.admitted_bulk -= 1;
+            st.pipelined_bulk -= usize::from(self.pipelined);
         }
         self.lanes.demand(self.lane, -1);
         if self.admitted {
@@ -562,6 +748,96 @@ mod tests {
         small.demand(SMALL, -1);
         small.lock().small_peak = 0;
         assert_eq!(shares(&small), [6, 2]);
+    }
+
+    /// The depth trial: the round under way at the verdict and the one under way at the
+    /// switch are not counted, a round is counted once however often it is asked about, the
+    /// pipeline is kept only past `TRIAL_GAIN` times the pool's best round per place, and
+    /// a first pipeline round under `TRIAL_EARLY_OUT` of it ends the arm there.
+    #[test]
+    fn the_depth_trial_compares_the_pool_and_the_pipeline_over_whole_rounds() {
+        // Feeds the pool's rounds, then the pipeline's until a verdict: (verdict, pipeline
+        // rounds it took).
+        let run = |pool: f64, pipeline: &[f64]| {
+            let mut t = DepthTrial::default();
+            let mut round = 0u64;
+            let mut feed = |t: &mut DepthTrial, rate: f64| {
+                round += 1;
+                // Asked several times per round, as each admission asks.
+                let a = t.pipelined(Some((round, rate)));
+                assert_eq!(a, t.pipelined(Some((round, rate))));
+                a
+            };
+            assert!(!t.pipelined(None), "no round yet: the pool");
+            // The first round seen may have begun before the verdict: huge, not counted.
+            assert!(!feed(&mut t, 1e12));
+            for _ in 0..TRIAL_ROUNDS - 1 {
+                assert!(!feed(&mut t, pool));
+            }
+            assert!(feed(&mut t, pool), "the pool's rounds are in: the pipeline's turn");
+            assert_eq!(t.phase(), TrialPhase::Pipeline);
+            // The round under way at the switch carried both: a tiny one, not counted.
+            assert!(feed(&mut t, 1.0));
+            assert_eq!(t.phase(), TrialPhase::Pipeline);
+            let mut used = 0;
+            for &rate in pipeline {
+                let pipelined = feed(&mut t, rate);
+                used += 1;
+                if t.phase() != TrialPhase::Pipeline {
+                    assert_eq!(pipelined, t.phase() == TrialPhase::Kept);
+                    break;
+                }
+                assert!(pipelined, "the pipeline's arm under way");
+            }
+            let kept = t.phase() == TrialPhase::Kept;
+            // The verdict stands whatever later rounds say.
+            assert_eq!(feed(&mut t, if kept { 1.0 } else { 1e12 }), kept);
+            (t.phase(), used)
+        };
+        let three = |rate: f64| [rate; TRIAL_ROUNDS];
+        assert_eq!(run(60e6, &three(80e6)), (TrialPhase::Kept, TRIAL_ROUNDS));
+        assert_eq!(run(60e6, &three(60e6 * TRIAL_GAIN)), (TrialPhase::Kept, TRIAL_ROUNDS));
+        assert_eq!(run(60e6, &three(60e6 * TRIAL_GAIN * 0.99)), (TrialPhase::Declined, TRIAL_ROUNDS));
+        // The best round counts: a slow first round (above the early out) does not decide.
+        assert_eq!(run(60e6, &[50e6, 55e6, 70e6]), (TrialPhase::Kept, TRIAL_ROUNDS));
+        // Clearly behind at the first round: declined there, as lan's rounds are.
+        assert_eq!(run(300e6, &three(200e6)), (TrialPhase::Declined, 1));
+        assert_eq!(run(300e6, &[300e6 * TRIAL_EARLY_OUT * 0.99, 1e12]), (TrialPhase::Declined, 1));
+        // Only the first round ends the arm early.
+        assert_eq!(run(300e6, &[250e6, 100e6, 100e6]), (TrialPhase::Declined, TRIAL_ROUNDS));
+    }
+
+    /// Bulk requests that began waiting for admission before the endpoint verified
+    /// pipelining are admitted under the pipelined share once it has, not held to one per
+    /// place for as long as pipelined requests keep that many in flight.
+    #[tokio::test]
+    async fn bulk_requests_queued_before_the_verdict_are_admitted_two_deep_after_it() {
+        use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+        let controller = Controller::new(ControllerOptions { initial: 4, max: 4, ..ControllerOptions::default() });
+        let lanes = Arc::new(Lanes::new(controller));
+        let verified = Arc::new(AtomicBool::new(false));
+        lanes.demand(BULK, 8);
+        let waiters: Vec<_> = (0..8)
+            .map(|_| {
+                let (lanes, verified) = (lanes.clone(), verified.clone());
+                tokio::spawn(async move { lanes.admit_bulk(|| verified.load(SeqCst)).await })
+            })
+            .collect();
+        let admitted = || {
+            let st = lanes.lock();
+            (st.admitted_bulk, st.pipelined_bulk)
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(admitted(), (4, 0), "one bulk request per place before the verdict");
+        verified.store(true, SeqCst);
+        lanes.nudge();
+        let mut pipelined = 0;
+        for w in waiters {
+            pipelined +=
+                usize::from(tokio::time::timeout(Duration::from_secs(5), w).await.expect("still waiting").unwrap());
+        }
+        assert_eq!(pipelined, 4);
+        assert_eq!(admitted(), (8, 4), "the queued requests were not admitted two deep");
     }
 
     /// In slow start the lanes do not hand places over (growth comes first), except to a

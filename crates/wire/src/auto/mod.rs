@@ -8,6 +8,9 @@
 //!
 //!  HTTP/1.1: small request ── pipeline verified? ── yes ─► PipelineTransport (hedged)
 //!                               └─ no ─► PoolTransport (a probe first when one is due)
+//!            other GET ────── verified, depth trial? ───── yes ─► the bulk lane's
+//!                               │       PipelineTransport, two deep (lanes.rs, "Bulk depth")
+//!                               └─ no ─► PoolTransport
 //!            anything else ──────────────────────────────► PoolTransport
 //! ```
 //!
@@ -104,11 +107,56 @@ impl AutoTransport {
         }
     }
 
-    /// Connections opened so far, per lane: (pool, pipeline), the probes' included in
-    /// the pipeline's (they run on it); 0s before HTTP/1.1 was chosen or on h2.
+    /// Connections opened so far, per lane: (bulk: the pool's and the bulk pipeline's,
+    /// small: the pipeline's, the probes' included as they run on it); 0s before HTTP/1.1
+    /// was chosen or on h2.
     pub fn lane_openings(&self) -> (u64, u64) {
         match self.inner.chosen.get() {
-            Some(Chosen::H1(h1)) => (h1.pool.stats().connections_opened, h1.pipeline.stats().connections_opened),
+            Some(Chosen::H1(h1)) => (
+                h1.pool.stats().connections_opened + h1.bulk_pipeline.stats().connections_opened,
+                h1.pipeline.stats().connections_opened,
+            ),
+            _ => (0, 0),
+        }
+    }
+
+    /// The bulk-depth trial's verdict (lanes.rs, "Bulk depth"): `Some(true)` once bulk GETs
+    /// pipelined and kept doing so, `Some(false)` once they went back to the pool for good,
+    /// `None` while undecided (also before HTTP/1.1 was chosen, and on h2).
+    pub fn bulk_pipelined(&self) -> Option<bool> {
+        use lanes::TrialPhase;
+        match self.inner.chosen.get() {
+            Some(Chosen::H1(h1)) => match h1.depth_trial() {
+                TrialPhase::Kept => Some(true),
+                TrialPhase::Declined => Some(false),
+                TrialPhase::Pool | TrialPhase::Pipeline => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Connections the bulk lane's pipeline holds open now (lanes.rs, "Bulk depth"): none
+    /// before the depth trial tries it, and none soon after a trial that declined it, whose
+    /// places go back to the pool.
+    pub fn bulk_pipeline_open(&self) -> u64 {
+        match self.inner.chosen.get() {
+            Some(Chosen::H1(h1)) => h1.bulk_pipeline.stats().connections_open,
+            _ => 0,
+        }
+    }
+
+    /// Connections closed to move a place within the bulk lane (lanes.rs, "Bulk depth"),
+    /// so not among [`handovers`]: (the pool's, closed for the bulk pipeline once bulk GETs
+    /// pipelined; the bulk pipeline's, closed for the pool when the depth trial declined
+    /// it). Each is a connection the other side may then open anew.
+    ///
+    /// [`handovers`]: AutoTransport::handovers
+    pub fn bulk_moves(&self) -> (u64, u64) {
+        match self.inner.chosen.get() {
+            Some(Chosen::H1(h1)) => {
+                let st = h1.lanes.lock();
+                (st.yielded, st.returned)
+            }
             _ => (0, 0),
         }
     }
