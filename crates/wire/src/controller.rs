@@ -127,6 +127,9 @@ pub struct ControllerStats {
     pub head_latency_median: Duration,
     pub head_latency_floor: Duration,
     pub latency_backoffs: u64,
+    /// Head latencies reported ([`Permit::success_with_head_latency`]), each a sample
+    /// of that rule.
+    pub head_latencies: u64,
 }
 
 #[derive(Debug)]
@@ -464,6 +467,7 @@ impl Controller {
             Outcome::Neutral => {}
             Outcome::SuccessHead(latency) => {
                 s.stats.successes += 1;
+                s.stats.head_latencies += 1;
                 if s.gp.heads.len() < MAX_ROUND_SAMPLES {
                     s.gp.heads.push(latency.as_secs_f64());
                 }

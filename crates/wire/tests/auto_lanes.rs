@@ -325,7 +325,8 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
 /// which only such a request gets). With no first byte there is nothing to hide, and
 /// bulk goes back to the pool, one request per connection: the bulk pipeline's
 /// connections close and the pool moves bulk at its pace again, not starved of the places
-/// they held. Every GET brings its exact bytes either way.
+/// they held. Every GET brings its exact bytes either way. Head latencies feed the
+/// controller's back-off only where bulk is on the pool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bulk_gets_stay_pipelined_only_where_the_trial_shows_a_gain() {
     for (ttfb, kept) in [(Duration::from_millis(50), true), (Duration::ZERO, false)] {
@@ -407,6 +408,17 @@ async fn bulk_gets_stay_pipelined_only_where_the_trial_shows_a_gain() {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        // Small GETs beside the bulk ones. Kept: their first bytes, which carry the
+        // server's queue under twice the bulk requests, do not feed the head-latency
+        // back-off (lanes.rs, "Bulk depth"), nor do the bulk pipeline's. Declined: the
+        // pool's bulk GETs do, as before the trial.
+        let heads = || t.controller().unwrap().stats().head_latencies;
+        let heads_before = heads();
+        for _ in 0..20 {
+            let r = t.send(get("/deep/small", Some(16 * 1024))).await.expect("small GET");
+            assert_eq!(r.body.collect(1 << 20).await.unwrap().len(), 16 * 1024);
+        }
+        let heads_fed = heads() - heads_before;
         // Declined: the bulk pipeline's connections close, and their places go back to the
         // pool. Then one second of bulk at the pool's pace: three of the four places (the
         // small lane keeps one, lanes.rs "The reserve") at 20 MB/s each. Idle bulk-pipeline
@@ -433,6 +445,11 @@ async fn bulk_gets_stay_pipelined_only_where_the_trial_shows_a_gain() {
             t.lane_openings()
         );
         assert_eq!(t.bulk_pipelined(), Some(kept), "first byte {ttfb:?}: the trial's verdict");
+        if kept {
+            assert_eq!(heads_fed, 0, "{heads_fed} head latencies fed the back-off with the bulk pipeline kept");
+        } else {
+            assert!(heads_fed > 0, "no head latency fed the back-off with bulk back on the pool");
+        }
         if kept {
             assert!(behind > 0, "no bulk GET written behind another response: the bulk lane did not pipeline");
         } else {

@@ -9,7 +9,8 @@
 //!              └─ bulk ─► Lanes::admit_bulk ─► GET, verified, DepthTrial says pipeline?
 //!                                                  ├─ yes ─► bulk pipeline (lanes.rs, "Bulk depth")
 //!                                                  └─ no ──► pool
-//!   head ─► controller: 503/429 throttled; else success with head_latency
+//!   head ─► controller: 503/429 throttled; else success, with head_latency unless bulk
+//!           is pipelined (lanes.rs, "Bulk depth")
 //!   body ─► Demand counts the request in its lane until the body ends (lanes.rs);
 //!           bulk bytes go to Controller::delivered (goodput)
 //! ```
@@ -198,15 +199,19 @@ impl H1 {
                 self.hedger.throttled();
             }
             // A bulk GET on the bulk pipeline: its head latency, when it has one, is not
-            // fed to the back-off, which would read the deeper queue as congestion
-            // (lanes.rs, "Bulk depth").
+            // fed to the back-off, which would read the deeper queue as congestion; nor
+            // is a small request's once bulk pipelines for good (lanes.rs, "Bulk depth").
             Ok(_) if pipelined_bulk => observation.success_unmeasured(),
             Ok(r) => match r.meta.head_latency {
                 Some(latency) => {
                     if lane == SMALL && object_data {
                         self.hedger.observe(latency);
                     }
-                    observation.success_with_head_latency(latency)
+                    if lane == SMALL && self.depth_trial() == TrialPhase::Kept {
+                        observation.success_unmeasured()
+                    } else {
+                        observation.success_with_head_latency(latency)
+                    }
                 }
                 _ => observation.success_unmeasured(),
             },

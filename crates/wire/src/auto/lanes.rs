@@ -62,7 +62,18 @@
 //! bulk's places: the pool gives back the idle connections the pipelined GETs need beyond
 //! the free places ([`Lanes::pool_yields`], counted in `LaneState::yielded`). A request
 //! that waits for admission asks again at each wake whether it may pipeline, so requests
-//! queued before a switch do not stay held to one per connection after it.
+//! queued before a switch do not stay held to one per connection after it. A declined
+//! trial closes the bulk pipeline's connections (its gate counts them all as excess), or
+//! their places would stay out of the pool's reach until their idle time-out.
+//!
+//! With bulk pipelined, neither the bulk pipeline's head latencies nor the small lane's
+//! feed the controller's back-off (h1.rs; the pool's uploads still do): the bulk
+//! pipeline's requests mostly wait behind a response, and the small lane's first bytes
+//! then carry the server's queue under twice the bulk requests. Fed, they took the limit
+//! from the cap to 25-41 on the s3, gcs and azure profiles, where the forced pipeline
+//! keeps all 50 connections and moves a fifth more (docs/lab/wire-auto-paced.md,
+//! "Bulk depth decided by a trial"). Growth still follows goodput, and a throttle still
+//! halves the limit.
 //!
 //! Pipeline depth (`LaneGate::depth`): the configured depth while the controller is in
 //! slow start, the limit after it, so that a SlowDown halves requests in flight too.
