@@ -464,6 +464,77 @@ async fn bulk_gets_stay_pipelined_only_where_the_trial_shows_a_gain() {
     }
 }
 
+/// The pool's parked connections do not keep the bulk pipeline waiting. Four workers of
+/// 2 MiB ranged GETs leave the pool four connections, idle and parked once one worker goes on
+/// alone (bulk's share is then one). When the depth trial moves that worker's GETs to the
+/// bulk pipeline, the pipeline has no place of its own within the share: the pool must
+/// give one back at once, where before the pipeline's first GET waited for the pool's
+/// idle time-out (30 s; `ferry perfdiag --quick`'s single-stream reads showed it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_bulk_get_is_not_held_behind_the_pools_parked_connections() {
+    let ttfb = Duration::from_millis(50);
+    let srv = FerryServe::new()
+        .anonymous()
+        .configure(|c| {
+            c.emulation.ttfb_p50 = ttfb;
+            c.emulation.ttfb_p99 = ttfb;
+            c.emulation.rate_per_conn = Some(20_000_000);
+        })
+        .start();
+    let t = auto(&srv, 8);
+    let plain: Arc<dyn Transport> = srv.transport(Mode::H1Pool, |_| {});
+    create_bucket(&plain, "lone").await;
+    put(&plain, "/lone/small", RequestBody::from(pattern(16 * 1024))).await;
+    for _ in 0..50 {
+        let r = t.send(get("/lone/small", Some(16 * 1024))).await.expect("small GET");
+        assert_eq!(r.body.collect(1 << 20).await.unwrap().len(), 16 * 1024);
+        if t.pipelining() {
+            break;
+        }
+    }
+    assert!(t.pipelining(), "50 small GETs and pipelining not verified");
+    let part: u64 = 2 << 20;
+    let ranged = |i: u64| {
+        let mut r = Request::new(Method::GET, "/synthetic/lone/size=33554432/large");
+        r.set_range((i % 16) * part, (i % 16 + 1) * part - 1);
+        r
+    };
+    // Four at once, twice: the pool opens four connections.
+    for round in 0..2u64 {
+        let gets = (0..4).map(|w| {
+            let t = t.clone();
+            let r = ranged(round * 4 + w);
+            async move { t.send(r).await.expect("bulk GET").body.collect(4 << 20).await.unwrap().len() as u64 }
+        });
+        assert!(join_all(gets).await.into_iter().all(|n| n == part));
+    }
+    // Then one at a time, through the trial's switch to the bulk pipeline and beyond.
+    let started = Instant::now();
+    let mut slowest = Duration::ZERO;
+    let mut n = 0u64;
+    while n < 60 && t.bulk_pipelined().is_none() || n < 12 {
+        let sent = Instant::now();
+        let resp = tokio::time::timeout(Duration::from_secs(10), t.send(ranged(n)))
+            .await
+            .unwrap_or_else(|_| panic!("GET {n} alone waited 10 s for its head (trial {:?})", t.bulk_pipelined()))
+            .expect("bulk GET");
+        assert_eq!(resp.body.collect(4 << 20).await.unwrap().len() as u64, part);
+        slowest = slowest.max(sent.elapsed());
+        n += 1;
+    }
+    let (yielded, returned) = t.bulk_moves();
+    eprintln!(
+        "{n} lone GETs in {:?}, slowest {slowest:?}; verdict {:?}; pool yielded {yielded}, returned {returned}; lanes opened {:?}",
+        started.elapsed(),
+        t.bulk_pipelined(),
+        t.lane_openings()
+    );
+    assert!(t.bulk_pipelined().is_some(), "no verdict after {n} lone GETs");
+    // A lone 2 MiB GET takes ~150 ms here (50 ms first byte, 20 MB/s); a new
+    // connection adds a little. Waiting on an idle time-out is 30 s.
+    assert!(slowest < Duration::from_secs(3), "a lone GET took {slowest:?}");
+}
+
 /// A ranged download as the engine runs one: a few workers, each sending its next part
 /// as soon as the last one's body ends. Between one part's end and the next part's send
 /// the bulk lane's demand dips by one; a lane that closed its connection there (it was

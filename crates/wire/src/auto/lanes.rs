@@ -60,7 +60,8 @@
 //! goodput over a few rounds, then the bulk pipeline's; the pipeline stays only if it
 //! moved clearly more. Requests with a body (uploads) stay on the pool. The two share
 //! bulk's places: the pool gives back the idle connections the pipelined GETs need beyond
-//! the free places ([`Lanes::pool_yields`], counted in `LaneState::yielded`). A request
+//! the places they could open ([`Lanes::bulk_yields`], counted in `LaneState::yielded`), and the
+//! bulk pipeline gives the pool back what its requests need the same way. A request
 //! that waits for admission asks again at each wake whether it may pipeline, so requests
 //! queued before a switch do not stay held to one per connection after it. A declined
 //! trial closes the bulk pipeline's connections (its gate counts them all as excess), or
@@ -294,15 +295,16 @@ pub(super) struct LaneState {
     /// Connections of the bulk lane that are the pool's (the rest are the bulk pipeline's).
     pub(super) pool_open: usize,
     /// Bulk GETs admitted to the bulk pipeline and not yet done: the pool gives back
-    /// the connections they need and cannot find free ([`Lanes::pool_yields`]).
+    /// the connections they need and cannot find free ([`Lanes::bulk_yields`]).
     pub(super) pipelined_bulk: usize,
     /// Pool connections closed so that their places go to the bulk pipeline (within the
     /// bulk lane, so not in `handed_over`).
     pub(super) yielded: u64,
     /// The depth trial sent bulk back to the pool: the bulk pipeline's connections go.
     pub(super) bulk_pipeline_declined: bool,
-    /// Bulk pipeline connections closed because the trial declined it, their places going
-    /// back to the pool (within the bulk lane, so not in `handed_over`).
+    /// Bulk pipeline connections closed for the pool: the trial declined it, or the pool's
+    /// requests needed their places ([`Lanes::bulk_yields`]); within the bulk lane, so not
+    /// in `handed_over`.
     pub(super) returned: u64,
 }
 
@@ -480,14 +482,29 @@ impl Lanes {
         }
     }
 
-    /// Connections the pool gives back to the bulk pipeline: as many as its admitted
-    /// requests need at [`BULK_DEPTH`] each, beyond those it holds and the free places.
-    /// With no GET pipelined, none: uploads keep the pool's connections.
-    pub(super) fn pool_yields(&self, st: &LaneState) -> usize {
-        let wanted = st.pipelined_bulk.div_ceil(BULK_DEPTH);
-        let held = st.open[BULK] - st.pool_open.min(st.open[BULK]);
-        let free = self.total().saturating_sub(st.open[BULK] + st.open[SMALL]);
-        wanted.saturating_sub(held + free).min(st.pool_open)
+    /// Connections one side of the bulk lane gives back to the other (`from_pool`: the
+    /// pool to the bulk pipeline, else the reverse): as many as the other side's admitted
+    /// requests need (pipelined GETs at [`BULK_DEPTH`] each, the pool's one each), beyond
+    /// the connections it holds and the places it could open now. Those are the free
+    /// places within bulk's share, fewer than none when the lane holds more than its share
+    /// (idle connections parked after a busier moment): then the other side could open
+    /// nothing until they went, and without yields its requests waited for their idle
+    /// time-out.
+    pub(super) fn bulk_yields(&self, st: &mut LaneState, from_pool: bool) -> usize {
+        let pool = st.pool_open.min(st.open[BULK]);
+        let pipeline = st.open[BULK] - pool;
+        let on_pool = st.admitted_bulk.saturating_sub(st.pipelined_bulk);
+        let (wanted, held, giver) = if from_pool {
+            (st.pipelined_bulk.div_ceil(BULK_DEPTH), pipeline, pool)
+        } else {
+            (on_pool, pool, pipeline)
+        };
+        if wanted <= held {
+            return 0;
+        }
+        let free = self.total().saturating_sub(st.open[BULK] + st.open[SMALL]) as isize;
+        let room = (self.shares(st)[BULK] as isize - st.open[BULK] as isize).min(free);
+        (wanted as isize - held as isize - room).clamp(0, giver as isize) as usize
     }
 
     /// Waits until the bulk requests in flight are fewer than bulk's share ([`BULK_DEPTH`]
@@ -580,8 +597,8 @@ impl ConnectionGate for LaneGate {
         if !self.pool && self.lane == BULK && st.bulk_pipeline_declined {
             return st.open[BULK].saturating_sub(st.pool_open);
         }
-        if self.pool {
-            excess.max(self.lanes.pool_yields(&st))
+        if self.lane == BULK {
+            excess.max(self.lanes.bulk_yields(&mut st, self.pool))
         } else {
             excess
         }
@@ -591,12 +608,14 @@ impl ConnectionGate for LaneGate {
         let mut st = self.lanes.lock();
         let given = n.min(self.lanes.wanted_by_other(&mut st, self.lane));
         st.handed_over[self.lane] += given as u64;
+        // Called before the closed connections give their places back, so the yields
+        // still count them.
         if self.pool {
-            // Called before the closed connections give their places back, so the
-            // yields still count them.
-            st.yielded += (n - given).min(self.lanes.pool_yields(&st)) as u64;
+            st.yielded += (n - given).min(self.lanes.bulk_yields(&mut st, true)) as u64;
         } else if self.lane == BULK && st.bulk_pipeline_declined {
             st.returned += (n - given) as u64;
+        } else if self.lane == BULK {
+            st.returned += (n - given).min(self.lanes.bulk_yields(&mut st, false)) as u64;
         }
     }
 

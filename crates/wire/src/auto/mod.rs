@@ -148,7 +148,8 @@ impl AutoTransport {
     /// Connections closed to move a place within the bulk lane (lanes.rs, "Bulk depth"),
     /// so not among [`handovers`]: (the pool's, closed for the bulk pipeline once bulk GETs
     /// pipelined; the bulk pipeline's, closed for the pool when the depth trial declined
-    /// it). Each is a connection the other side may then open anew.
+    /// it or the pool's requests needed the places). Each is a connection the other side
+    /// may then open anew.
     ///
     /// [`handovers`]: AutoTransport::handovers
     pub fn bulk_moves(&self) -> (u64, u64) {
