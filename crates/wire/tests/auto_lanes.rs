@@ -316,6 +316,34 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
     assert!(parts_in_second_half > 0, "no bulk part completed in the second half of the smalls' window");
 }
 
+/// A server whose responses come after `ttfb` and at 20 MB/s per connection, a bucket
+/// holding `/BUCKET/small` (16 KiB), and auto under a cap of `cap` that has verified
+/// pipelining on small GETs of it: where the bulk-depth trial can begin.
+async fn paced_and_pipelining(ttfb: Duration, cap: usize, bucket: &str) -> (Served, Arc<AutoTransport>) {
+    let srv = FerryServe::new()
+        .anonymous()
+        .configure(|c| {
+            c.emulation.ttfb_p50 = ttfb;
+            c.emulation.ttfb_p99 = ttfb;
+            c.emulation.rate_per_conn = Some(20_000_000);
+        })
+        .start();
+    let t = auto(&srv, cap);
+    let plain: Arc<dyn Transport> = srv.transport(Mode::H1Pool, |_| {});
+    create_bucket(&plain, bucket).await;
+    let small = format!("/{bucket}/small");
+    put(&plain, &small, RequestBody::from(pattern(16 * 1024))).await;
+    for _ in 0..50 {
+        let r = t.send(get(&small, Some(16 * 1024))).await.expect("small GET");
+        assert_eq!(r.body.collect(1 << 20).await.unwrap().len(), 16 * 1024);
+        if t.pipelining() {
+            break;
+        }
+    }
+    assert!(t.pipelining(), "50 small GETs and pipelining not verified");
+    (srv, t)
+}
+
 /// Once the endpoint has verified pipelining (small GETs' probe), auto tries bulk GETs on
 /// the bulk lane's pipeline, two deep, and keeps it only where it moved clearly more than
 /// the pool (lanes.rs, "Bulk depth"). Eight workers keep 2 MiB ranged GETs going over a cap
@@ -330,26 +358,7 @@ async fn mixed_load_opens_no_more_connections_than_the_cap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bulk_gets_stay_pipelined_only_where_the_trial_shows_a_gain() {
     for (ttfb, kept) in [(Duration::from_millis(50), true), (Duration::ZERO, false)] {
-        let srv = FerryServe::new()
-            .anonymous()
-            .configure(|c| {
-                c.emulation.ttfb_p50 = ttfb;
-                c.emulation.ttfb_p99 = ttfb;
-                c.emulation.rate_per_conn = Some(20_000_000);
-            })
-            .start();
-        let t = auto(&srv, 4);
-        let plain: Arc<dyn Transport> = srv.transport(Mode::H1Pool, |_| {});
-        create_bucket(&plain, "deep").await;
-        put(&plain, "/deep/small", RequestBody::from(pattern(16 * 1024))).await;
-        for _ in 0..50 {
-            let r = t.send(get("/deep/small", Some(16 * 1024))).await.expect("small GET");
-            assert_eq!(r.body.collect(1 << 20).await.unwrap().len(), 16 * 1024);
-            if t.pipelining() {
-                break;
-            }
-        }
-        assert!(t.pipelining(), "50 small GETs and pipelining not verified");
+        let (_srv, t) = paced_and_pipelining(ttfb, 4, "deep").await;
         let stop = Arc::new(AtomicBool::new(false));
         // GETs sent after the verdict, and those of them written behind another response.
         let after = Arc::new(AtomicU64::new(0));
@@ -472,27 +481,7 @@ async fn bulk_gets_stay_pipelined_only_where_the_trial_shows_a_gain() {
 /// idle time-out (30 s; `ferry perfdiag --quick`'s single-stream reads showed it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lone_bulk_get_is_not_held_behind_the_pools_parked_connections() {
-    let ttfb = Duration::from_millis(50);
-    let srv = FerryServe::new()
-        .anonymous()
-        .configure(|c| {
-            c.emulation.ttfb_p50 = ttfb;
-            c.emulation.ttfb_p99 = ttfb;
-            c.emulation.rate_per_conn = Some(20_000_000);
-        })
-        .start();
-    let t = auto(&srv, 8);
-    let plain: Arc<dyn Transport> = srv.transport(Mode::H1Pool, |_| {});
-    create_bucket(&plain, "lone").await;
-    put(&plain, "/lone/small", RequestBody::from(pattern(16 * 1024))).await;
-    for _ in 0..50 {
-        let r = t.send(get("/lone/small", Some(16 * 1024))).await.expect("small GET");
-        assert_eq!(r.body.collect(1 << 20).await.unwrap().len(), 16 * 1024);
-        if t.pipelining() {
-            break;
-        }
-    }
-    assert!(t.pipelining(), "50 small GETs and pipelining not verified");
+    let (_srv, t) = paced_and_pipelining(Duration::from_millis(50), 8, "lone").await;
     let part: u64 = 2 << 20;
     let ranged = |i: u64| {
         let mut r = Request::new(Method::GET, "/synthetic/lone/size=33554432/large");
