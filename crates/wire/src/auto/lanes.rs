@@ -70,11 +70,10 @@
 //! With bulk pipelined, neither the bulk pipeline's head latencies nor the small lane's
 //! feed the controller's back-off (h1.rs; the pool's uploads still do): the bulk
 //! pipeline's requests mostly wait behind a response, and the small lane's first bytes
-//! then carry the server's queue under twice the bulk requests. Fed, they took the limit
-//! from the cap to 25-41 on the s3, gcs and azure profiles, where the forced pipeline
-//! keeps all 50 connections and moves a fifth more (docs/lab/wire-auto-paced.md,
-//! "Bulk depth decided by a trial"). Growth still follows goodput, and a throttle still
-//! halves the limit.
+//! then carry the server's queue under twice the bulk requests. Fed, they pulled the limit
+//! well below the cap, where the forced pipeline keeps every connection and moves more
+//! (docs/lab/wire-auto-paced.md, "Bulk depth decided by a trial"). Growth still follows
+//! goodput, and a throttle still halves the limit.
 //!
 //! Pipeline depth (`LaneGate::depth`): the configured depth while the controller is in
 //! slow start, the limit after it, so that a SlowDown halves requests in flight too.
