@@ -478,7 +478,9 @@ async fn bulk_gets_stay_pipelined_only_where_the_trial_shows_a_gain() {
 /// alone (bulk's share is then one). When the depth trial moves that worker's GETs to the
 /// bulk pipeline, the pipeline has no place of its own within the share: the pool must
 /// give one back at once, where before the pipeline's first GET waited for the pool's
-/// idle time-out (30 s; `ferry perfdiag --quick`'s single-stream reads showed it).
+/// idle time-out (30 s; `ferry perfdiag --quick`'s single-stream reads showed it). The
+/// other way too: a lone upload (the pool's) while the bulk pipeline's idle connection
+/// holds bulk's one place (perfdiag's single-stream writes after its reads).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lone_bulk_get_is_not_held_behind_the_pools_parked_connections() {
     let (_srv, t) = paced_and_pipelining(Duration::from_millis(50), 8, "lone").await;
@@ -498,10 +500,13 @@ async fn a_lone_bulk_get_is_not_held_behind_the_pools_parked_connections() {
         assert!(join_all(gets).await.into_iter().all(|n| n == part));
     }
     // Then one at a time, through the trial's switch to the bulk pipeline and beyond.
+    // The first time the bulk pipeline holds a connection, a lone upload goes too: it
+    // is the pool's, and the pipeline's idle connection holds bulk's one place.
+    let tt: Arc<dyn Transport> = t.clone();
     let started = Instant::now();
-    let mut slowest = Duration::ZERO;
+    let (mut slowest, mut upload) = (Duration::ZERO, None);
     let mut n = 0u64;
-    while n < 60 && t.bulk_pipelined().is_none() || n < 12 {
+    while n < 60 && t.bulk_pipelined().is_none() || n < 12 || upload.is_none() && n < 60 {
         let sent = Instant::now();
         let resp = tokio::time::timeout(Duration::from_secs(10), t.send(ranged(n)))
             .await
@@ -510,10 +515,18 @@ async fn a_lone_bulk_get_is_not_held_behind_the_pools_parked_connections() {
         assert_eq!(resp.body.collect(4 << 20).await.unwrap().len() as u64, part);
         slowest = slowest.max(sent.elapsed());
         n += 1;
+        if upload.is_none() && t.bulk_pipeline_open() > 0 {
+            let sent = Instant::now();
+            let body = RequestBody::from(pattern(part as usize));
+            tokio::time::timeout(Duration::from_secs(10), put(&tt, "/lone/uploaded", body))
+                .await
+                .unwrap_or_else(|_| panic!("a lone PUT waited 10 s beside the bulk pipeline's idle connection"));
+            upload = Some(sent.elapsed());
+        }
     }
     let (yielded, returned) = t.bulk_moves();
     eprintln!(
-        "{n} lone GETs in {:?}, slowest {slowest:?}; verdict {:?}; pool yielded {yielded}, returned {returned}; lanes opened {:?}",
+        "{n} lone GETs in {:?}, slowest {slowest:?}, the PUT {upload:?}; verdict {:?}; pool yielded {yielded}, returned {returned}; lanes opened {:?}",
         started.elapsed(),
         t.bulk_pipelined(),
         t.lane_openings()
@@ -522,6 +535,8 @@ async fn a_lone_bulk_get_is_not_held_behind_the_pools_parked_connections() {
     // A lone 2 MiB GET takes ~150 ms here (50 ms first byte, 20 MB/s); a new
     // connection adds a little. Waiting on an idle time-out is 30 s.
     assert!(slowest < Duration::from_secs(3), "a lone GET took {slowest:?}");
+    let upload = upload.expect("the bulk pipeline never held a connection: the trial never switched");
+    assert!(upload < Duration::from_secs(3), "a lone PUT took {upload:?}");
 }
 
 /// A ranged download as the engine runs one: a few workers, each sending its next part

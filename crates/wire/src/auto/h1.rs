@@ -52,7 +52,7 @@ use crate::{Request, Response, Transport, TransportConfig, TransportStats};
 use futures_util::future::BoxFuture;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub(super) struct H1 {
     pub(super) pool: Arc<PoolTransport>,
@@ -173,6 +173,15 @@ impl H1 {
             demand.admitted = true;
             demand.pipelined = pipelined;
             pipelined_bulk = pipelined;
+            // The other side of the bulk lane may hold idle connections this request
+            // needs (`Lanes::bulk_yields` counts it in from its admission): it is nudged to
+            // give them back now. Otherwise only a later response nudged it, and a lone
+            // request waited for those connections' idle time-out.
+            if pipelined {
+                self.pool.nudge();
+            } else {
+                self.bulk_pipeline.nudge();
+            }
             if pipelined {
                 self.bulk_pipeline.send(req)
             } else {
@@ -191,8 +200,20 @@ impl H1 {
             }
             fut
         };
+        let admitted_at = Instant::now();
         let observation = self.lanes.controller.observe();
         let result = fut.await;
+        if lane == BULK {
+            // Where a bulk request's time to its head went: waiting for admission, then
+            // for a connection and the server (a lane's wait for a place shows here).
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            tracing::trace!(
+                "auto: bulk head: pipelined {pipelined_bulk}, admission {:.1} ms, then head {:.1} ms; trial {:?}",
+                ms(admitted_at - sent),
+                ms(admitted_at.elapsed()),
+                self.depth_trial()
+            );
+        }
         match &result {
             Ok(r) if matches!(r.status.as_u16(), 503 | 429) => {
                 observation.throttled();
