@@ -293,7 +293,7 @@ impl DiskStore {
                 }
             }
             let mut inner = bucket.inner.write().expect("fresh lock");
-            inner.uploads.insert(id, UploadState { info: meta.info, parts });
+            inner.uploads.insert(id, UploadState::new(meta.info, parts));
         }
         Ok(())
     }

@@ -247,6 +247,17 @@ pub(crate) struct PartEntry {
 pub(crate) struct UploadState {
     pub(crate) info: UploadInfo,
     pub(crate) parts: BTreeMap<u32, PartEntry>,
+    /// Held by a Complete or an Abort from its look at the parts until the upload is
+    /// gone. A second one (a client's retry, or a new run's Complete while a killed run's
+    /// is still being assembled) waits, then finds no upload (S3's NoSuchUpload), instead
+    /// of reading part files the first has just removed.
+    pub(crate) finishing: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl UploadState {
+    pub(crate) fn new(info: UploadInfo, parts: BTreeMap<u32, PartEntry>) -> UploadState {
+        UploadState { info, parts, finishing: Arc::default() }
+    }
 }
 
 pub(crate) struct BucketInner {
@@ -723,7 +734,7 @@ impl Backend {
         if inner.deleted {
             return Err(BackendError::NoSuchBucket);
         }
-        inner.uploads.insert(id.clone(), UploadState { info, parts: BTreeMap::new() });
+        inner.uploads.insert(id.clone(), UploadState::new(info, BTreeMap::new()));
         Ok(id)
     }
 
@@ -797,6 +808,8 @@ impl Backend {
             return Err(BackendError::NoSuchUpload);
         }
         let b = self.bucket(bucket)?;
+        let finishing = lookup_upload(&read(&b.inner), key, upload_id)?.finishing.clone();
+        let _finishing = finishing.lock().await;
         lookup_upload(&read(&b.inner), key, upload_id)?;
         if let Some(d) = self.disk() {
             let (dd, id) = (d.clone(), upload_id.to_string());
@@ -822,9 +835,12 @@ impl Backend {
         }
         validate_key(key)?;
         let b = self.bucket(bucket)?;
+        let finishing = lookup_upload(&read(&b.inner), key, upload_id)?.finishing.clone();
+        let _finishing = finishing.lock().await;
         let mut meta = meta;
         meta.key = key.to_string();
-        // Snapshot the chosen parts.
+        // Snapshot the chosen parts (the upload looked up again: one that finished while
+        // this waited is gone).
         let parts: Vec<(PartMeta, Option<Arc<Rope>>)> = {
             let inner = read(&b.inner);
             let u = lookup_upload(&inner, key, upload_id)?;

@@ -63,6 +63,7 @@ conformance!(
     multipart_lifecycle,
     multipart_errors,
     abort_multipart,
+    completes_of_one_upload_at_once,
     synthetic_bucket,
     concurrent_puts_same_key,
     versioning_state_is_kept,
@@ -433,6 +434,38 @@ async fn multipart_errors(b: &Backend) {
     // Still intact after the failures.
     b.complete_multipart("mpu", "k", &id, &[1], meta("k", 3)).await.unwrap();
     assert_eq!(get(b, "mpu", "k", None).await, b"abc");
+}
+
+/// Two Completes of one upload at once (a client's retry, or a new run's Complete while a
+/// killed run's is still being assembled): one completes the object, the other finds the
+/// upload gone (NoSuchUpload, as S3 answers for a completed upload), never a part missing
+/// because the first removed it mid-read. An Abort racing a Complete likewise.
+async fn completes_of_one_upload_at_once(b: &Backend) {
+    b.create_bucket("mpu").await.unwrap();
+    let parts: Vec<Vec<u8>> = (1..=8u8).map(|n| pattern(3 << 20, n)).collect();
+    let whole: Vec<u8> = parts.concat();
+    for round in 0..4 {
+        let id = b.create_multipart("mpu", meta("k", 0)).await.unwrap();
+        for (i, p) in parts.iter().enumerate() {
+            put_part(b, "mpu", "k", &id, i as u32 + 1, p).await;
+        }
+        let numbers: Vec<u32> = (1..=8).collect();
+        let complete = || b.complete_multipart("mpu", "k", &id, &numbers, meta("k", whole.len() as u64));
+        let (first, second) = if round < 3 {
+            tokio::join!(complete(), complete())
+        } else {
+            tokio::join!(complete(), b.abort_multipart("mpu", "k", &id))
+        };
+        let outcomes = [&first, &second];
+        let done = outcomes.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(done, 1, "round {round}: {first:?} and {second:?}: exactly one may finish the upload");
+        let other = outcomes.iter().find(|r| r.is_err()).unwrap();
+        assert!(matches!(other, Err(BackendError::NoSuchUpload)), "round {round}: the later one gave {other:?}");
+        if round < 3 || first.is_ok() {
+            assert_eq!(get(b, "mpu", "k", None).await, whole, "round {round}");
+        }
+        assert!(matches!(b.list_parts("mpu", "k", &id).await, Err(BackendError::NoSuchUpload)));
+    }
 }
 
 async fn abort_multipart(b: &Backend) {

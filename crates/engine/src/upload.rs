@@ -11,7 +11,8 @@
 //!              (CRC read first, then the bytes as the socket takes them),
 //!              `concurrency` in flight
 //!           ─► CompleteMultipartUpload ─► the server's whole-object CRC must equal the
-//!              parts' CRCs combined (crc_combine)
+//!              parts' CRCs combined (crc_combine); NoSuchUpload (another Complete of
+//!              the upload got there first) is success when HEAD gives our size and CRC
 //! stream (stdin) ─► first part_size bytes: EOF before? one PutObject : multipart from the
 //!                   stream, parts cut as they arrive (length unknown up front)
 //! ```
@@ -132,7 +133,8 @@ pub async fn upload_file(
     // An upload resumed here can vanish under us: the killed run's own
     // CompleteMultipartUpload (or its abort) may land after our ListMultipartUploads, so
     // a part or the completion answers NoSuchUpload. The run then starts over, once,
-    // with an upload of its own.
+    // with an upload of its own, unless the completion's NoSuchUpload left an object
+    // that is already the file's bytes (`finish`).
     let mut resume = params.resume;
     loop {
         let resumed = resume;
@@ -275,8 +277,29 @@ async fn finish(
             _ => None,
         };
     }
+    let size: u64 = parts.iter().map(|(_, len)| len).sum();
     let list: Vec<CompletedPart> = parts.into_iter().map(|(p, _)| p).collect();
-    let out = engine.complete_upload(upload, &list, None).await?;
+    let out = match engine.complete_upload(upload, &list, None).await {
+        Ok(out) => out,
+        // A Complete of the same upload got there first: a killed run's, which the
+        // server was still finishing when this run found the upload, or an attempt of
+        // ours that a retry outran. S3 answers NoSuchUpload once an upload is completed;
+        // the object is then ours exactly when its size and whole-object CRC are.
+        Err(e) if e.is_not_found() => {
+            let ours = whole.as_deref().map(base64_encode);
+            return match engine.head(&upload.object).await {
+                Ok(info)
+                    if info.size == size
+                        && ours.is_some_and(|o| info.checksums.iter().any(|(a, v)| *a == ALGO && *v == o)) =>
+                {
+                    tracing::debug!(object = %upload.object, "the upload was completed by an earlier Complete; the object holds our bytes");
+                    Ok(info.etag.unwrap_or_default())
+                }
+                _ => Err(e),
+            };
+        }
+        Err(e) => return Err(e),
+    };
     if let (Some(ours), Some((a, theirs))) = (whole.map(|w| base64_encode(&w)), out.checksum.as_ref()) {
         if *a == ALGO && !theirs.contains('-') && &ours != theirs {
             return Err(Error::Integrity {

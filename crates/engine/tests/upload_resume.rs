@@ -54,3 +54,38 @@ async fn a_resumed_upload_that_vanishes_starts_over() {
     let creates = seen.iter().filter(|(m, p)| m == "POST" && p.ends_with("?uploads")).count();
     assert_eq!(creates, 2, "no fresh upload after the resumed one vanished: {seen:?}");
 }
+
+/// A Complete answered NoSuchUpload after the server did complete the upload (as when a
+/// killed run's Complete finished first, or an attempt of ours that a retry outran): the
+/// object holds the file's bytes, its size and whole-object CRC say so, and the upload
+/// ends there without sending the file again under a new upload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_complete_that_lost_a_race_to_an_identical_one_succeeds() {
+    let srv = server(|_| {});
+    let answered = AtomicBool::new(false);
+    let (layer, wrapper) = Intercept::layer(move |req| {
+        let complete = req.method == http::Method::POST && req.path_and_query.contains("uploadId=");
+        (complete && !answered.swap(true, SeqCst)).then_some(ErrorAnswer {
+            status: http::StatusCode::NOT_FOUND,
+            code: "NoSuchUpload",
+            message: "completed by an earlier Complete, as the test says",
+        })
+    });
+    let (c, _) = client_wrapped(&srv, layer);
+    c.create_bucket("raced").await.unwrap();
+    let e = Engine::new(c);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("src.bin");
+    let body = data((11 << 20) + 7, 4);
+    std::fs::write(&path, &body).unwrap();
+    let object = ObjectRef::new("raced", "k");
+    let params = UploadParams { part_size: 5 << 20, concurrency: 2, ..UploadParams::default() };
+    let out = upload_file(&e, &path, &object, &params, None).await.expect("the upload completes");
+    assert_eq!(out.size, body.len() as u64);
+    assert!(out.etag.as_deref().is_some_and(|t| t.ends_with("-3\"")), "etag {:?}", out.etag);
+    assert_eq!(e.get_bytes(&object).await.unwrap(), body, "the object is not the file");
+    let seen = wrapper.get().unwrap().seen();
+    let count = |m: &str, f: &dyn Fn(&str) -> bool| seen.iter().filter(|(sm, p)| sm == m && f(p)).count();
+    assert_eq!(count("POST", &|p| p.ends_with("?uploads")), 1, "the file was sent again: {seen:?}");
+    assert_eq!(count("PUT", &|p| p.contains("partNumber=")), 3, "parts sent again: {seen:?}");
+}
