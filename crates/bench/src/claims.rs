@@ -43,7 +43,89 @@ pub fn headline(name: &str, records: &[RunRecord]) -> Headline {
     if !auto.is_empty() {
         h.measured.push_str(&format!("; auto / best forced mode: {}", auto.join(", ")));
     }
+    if let Some(note) = server_bound(records) {
+        h.measured.push_str(&format!("; {note}"));
+    }
     h
+}
+
+/// Where ferry's rows were bound by the server's CPU (server_cpu.rs: the machine busy and
+/// the server the busier side, in most of ferry's runs), says so with the shares, and
+/// compares what the client can still be held to: its CPU per request (per GiB for a
+/// bytes workload), ferry's (auto's row where there is one) beside the frugalest peer's.
+/// `None` where the rows have no server figures or were not server-bound.
+pub fn server_bound(records: &[RunRecord]) -> Option<String> {
+    let median = |v: Vec<f64>| crate::stats::Spread::of(&v).map(|s| s.median);
+    let timed =
+        |r: &&RunRecord| r.figure("server_cpu_s").is_some() && r.figure("server_window_s").is_some_and(|w| w > 0.0);
+    let cores = |r: &RunRecord| r.figure("client_cpu_s").zip(r.figure("server_window_s")).map(|(c, w)| c / w);
+    let ferry: Vec<&RunRecord> = records.iter().filter(timed).filter(|r| is_ferry_row(r)).collect();
+    let bounds: Vec<&str> = ferry
+        .iter()
+        .filter_map(|r| crate::server_cpu::bound_by(r.figure("server_cores")?, cores(r)?, r.figure("machine_busy")?))
+        .collect();
+    let by_server = bounds.iter().filter(|b| **b == "server").count();
+    if ferry.is_empty() || by_server * 2 <= ferry.len() {
+        return None;
+    }
+    let server_cores = median(ferry.iter().filter_map(|r| r.figure("server_cores")).collect())?;
+    let client_cores = median(ferry.iter().filter_map(|r| cores(r)).collect())?;
+    let busy = median(ferry.iter().filter_map(|r| r.figure("machine_busy")).collect())?;
+    let mut note = format!(
+        "server-bound in {by_server} of {} ferry runs: the server kept {server_cores:.2} cores busy to ferry's {client_cores:.2}, the machine {:.0}% busy",
+        ferry.len(),
+        busy * 100.0
+    );
+    let bytes = ferry.iter().all(|r| r.figure("objects_per_s").is_none() && r.figure("bytes_per_s").is_some());
+    let (figure, unit) = if bytes {
+        (crate::record::CPU_PER_GIB, "s / GiB")
+    } else {
+        (crate::record::CPU_PER_1K_REQUESTS, "ms / request")
+    };
+    let per_row = |rows: &[&RunRecord]| -> Vec<(String, f64)> {
+        let mut labels: Vec<&str> = Vec::new();
+        for r in rows {
+            if !labels.contains(&r.variant.as_str()) {
+                labels.push(&r.variant);
+            }
+        }
+        labels
+            .into_iter()
+            .filter_map(|l| {
+                Some((
+                    l.to_owned(),
+                    median(rows.iter().filter(|r| r.variant == l).filter_map(|r| r.figure(figure)).collect())?,
+                ))
+            })
+            .collect()
+    };
+    let ours = per_row(&ferry);
+    let ours = ours.iter().find(|(l, _)| l == "auto").or_else(|| ours.iter().min_by(|a, b| a.1.total_cmp(&b.1)));
+    let peers: Vec<&RunRecord> =
+        records.iter().filter(|r| is_peer_row(r) && matches!(r.status.as_str(), "ok" | "errors")).collect();
+    let best_peer = per_row(&peers).into_iter().min_by(|a, b| a.1.total_cmp(&b.1));
+    if let (Some((ol, o)), Some((pl, p))) = (ours, best_peer) {
+        if *o > 0.0 {
+            note.push_str(&format!(
+                "; client CPU {unit}: ferry {ol} {o:.3} vs the frugalest peer, {pl}, {p:.3} ({:.1}x less)",
+                p / o
+            ));
+        }
+    }
+    Some(note)
+}
+
+/// A row of ferry's own client (a forced mode or auto), not a peer, ceiling or bound.
+fn is_ferry_row(r: &RunRecord) -> bool {
+    let forced = FORCED_MODES.contains(&r.mode.as_str()) || r.mode == "auto";
+    let own = r.client.as_ref().is_some_and(|c| c.get("mode").is_some());
+    forced && own && !r.variant.starts_with("bound") && !r.variant.starts_with("ceiling")
+}
+
+/// A peer's row (boto3, awscrt, ...: another tool's client); ferry's Python rows
+/// (`ferry-py`) are ferry's, not a peer's.
+fn is_peer_row(r: &RunRecord) -> bool {
+    r.client.as_ref().and_then(|c| c.get("peer")).and_then(Value::as_str).is_some_and(|p| !p.starts_with("ferry"))
 }
 
 /// auto's promise is to match the better of its transports without knobs; a row where it
@@ -296,6 +378,46 @@ mod tests {
         let mut r = RunRecord { variant: variant.into(), repeat, status: "ok".into(), ..RunRecord::default() };
         r.set(figure, v);
         r
+    }
+
+    /// A row with its server and client CPU over a 1 s window, `requests` requests.
+    fn cpu_row(variant: &str, mode: &str, peer: Option<&str>, server: f64, client: f64, busy: f64) -> RunRecord {
+        let mut r = rec(variant, 1, "objects_per_s", 1000.0);
+        r.mode = mode.into();
+        r.client = Some(match peer {
+            Some(p) => serde_json::json!({"peer": p}),
+            None => serde_json::json!({"mode": mode}),
+        });
+        for (f, v) in [("server_cpu_s", server), ("server_cores", server), ("server_window_s", 1.0)] {
+            r.set(f, v);
+        }
+        r.set("machine_busy", busy);
+        r.set("client_cpu_s", client);
+        r.set("requests_sent", 1000.0);
+        r.derive_cpu_rates();
+        r
+    }
+
+    #[test]
+    fn a_server_bound_run_says_so_and_sets_client_cpu_beside_the_frugalest_peer() {
+        let records = [
+            cpu_row("h1-pool", "h1-pool", None, 1.5, 0.4, 0.98),
+            cpu_row("auto", "auto", None, 1.5, 0.05, 0.97),
+            cpu_row("boto3", "boto3", Some("boto3"), 0.3, 0.8, 0.7),
+            cpu_row("awscrt", "awscrt", Some("awscrt"), 0.6, 0.2, 0.8),
+            cpu_row("ferry-py", "ferry-py", Some("ferry-py"), 0.8, 0.01, 0.8),
+            cpu_row("bound: C/L", "h1-pool", None, 0.1, 0.9, 0.95),
+        ];
+        let note = server_bound(&records).expect("server-bound");
+        assert!(note.starts_with("server-bound in 2 of 2 ferry runs"), "{note}");
+        assert!(note.contains("the server kept 1.50 cores busy to ferry's 0.23"), "{note}");
+        assert!(note.contains("ferry auto 0.050 vs the frugalest peer, awscrt, 0.200 (4.0x less)"), "{note}");
+        // The machine with CPU to spare, or the client the busier side: not server-bound.
+        let idle = [cpu_row("auto", "auto", None, 1.5, 0.05, 0.6), cpu_row("h1-pool", "h1-pool", None, 1.5, 0.05, 0.5)];
+        assert_eq!(server_bound(&idle), None);
+        let client = [cpu_row("auto", "auto", None, 0.4, 1.5, 0.99)];
+        assert_eq!(server_bound(&client), None);
+        assert_eq!(server_bound(&[rec("auto", 1, "objects_per_s", 1.0)]), None);
     }
 
     #[test]

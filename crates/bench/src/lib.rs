@@ -55,6 +55,7 @@ pub mod record;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod server_cpu;
 pub mod small_objects;
 pub mod sockets;
 pub mod stats;

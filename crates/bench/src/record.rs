@@ -38,6 +38,11 @@ pub const SCHEMA_VERSION: u64 = 1;
 
 /// The client's CPU-seconds per 1,000 requests ([`RunRecord::derive_cpu_rates`]).
 pub const CPU_PER_1K_REQUESTS: &str = "client_cpu_s_per_1000_requests";
+/// The server's CPU-seconds per 1,000 requests, where the row read the server's CPU
+/// (server_cpu.rs), counted as the client's are.
+pub const SERVER_CPU_PER_1K_REQUESTS: &str = "server_cpu_s_per_1000_requests";
+/// The server's CPU-seconds per GiB moved, alike.
+pub const SERVER_CPU_PER_GIB: &str = "server_cpu_s_per_gib";
 /// The client's CPU-seconds per GiB moved ([`RunRecord::derive_cpu_rates`]).
 pub const CPU_PER_GIB: &str = "client_cpu_s_per_gib";
 
@@ -134,10 +139,19 @@ impl RunRecord {
     /// server, a CLI copy). Bytes are `bytes`. A rate the run set itself is kept; a run with
     /// no CPU figure, or no requests or bytes, gets none.
     pub fn derive_cpu_rates(&mut self) {
+        let requests =
+            ["requests_sent", "list_calls", "objects"].iter().find_map(|f| self.figure(f).filter(|n| *n > 0.0));
+        // The server's alike, where the row read it (server_cpu.rs).
+        if let Some(server) = self.figure("server_cpu_s") {
+            if let Some(n) = requests.filter(|_| self.figure(SERVER_CPU_PER_1K_REQUESTS).is_none()) {
+                self.set(SERVER_CPU_PER_1K_REQUESTS, server * 1000.0 / n);
+            }
+            if let Some(b) = self.figure("bytes").filter(|b| *b > 0.0 && self.figure(SERVER_CPU_PER_GIB).is_none()) {
+                self.set(SERVER_CPU_PER_GIB, server / (b / (1u64 << 30) as f64));
+            }
+        }
         let Some(cpu) = self.figure("client_cpu_s") else { return };
         if self.figure(CPU_PER_1K_REQUESTS).is_none() {
-            let requests =
-                ["requests_sent", "list_calls", "objects"].iter().find_map(|f| self.figure(f).filter(|n| *n > 0.0));
             if let Some(n) = requests {
                 self.set(CPU_PER_1K_REQUESTS, cpu * 1000.0 / n);
             }

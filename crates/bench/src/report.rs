@@ -60,6 +60,71 @@ pub fn not_clean(s: &mut String, records: &[RunRecord]) {
     }
 }
 
+/// The server's CPU beside the client's, per row, where the rows read it (the server's
+/// process on this machine: server_cpu.rs), and which side each row was bound by; empty
+/// where no row has server figures. Client cores are the client's CPU over the same
+/// row time as the server's.
+pub fn server_cpu(records: &[RunRecord]) -> String {
+    if !records.iter().any(|r| r.figure("server_cpu_s").is_some()) {
+        return String::new();
+    }
+    let mut s = String::new();
+    let _ = writeln!(s, "\nCPU per row, server beside client (the server's process read from /proc over the row's whole time, a peer's process start included; the kernel's 10 ms tick makes rows under ~0.2 s coarse; CPU-bound: the side that kept more cores busy while the machine was at least {:.0}% busy):\n", crate::server_cpu::SATURATED * 100.0);
+    // Per GiB for a bytes workload (its rows move few, large objects), else per request.
+    let bytes = records.iter().all(|r| r.figure("objects_per_s").is_none())
+        && records.iter().any(|r| r.figure("bytes_per_s").is_some());
+    let (server_fig, client_fig, unit) = if bytes {
+        (crate::record::SERVER_CPU_PER_GIB, crate::record::CPU_PER_GIB, "s / GiB")
+    } else {
+        (crate::record::SERVER_CPU_PER_1K_REQUESTS, crate::record::CPU_PER_1K_REQUESTS, "ms / request")
+    };
+    let _ = writeln!(
+        s,
+        "| row | server cores | client cores | machine busy % | server CPU {unit} | client CPU {unit} | CPU-bound |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    let mut labels: Vec<&str> = Vec::new();
+    for r in records.iter().filter(|r| r.figure("server_cpu_s").is_some()) {
+        if !labels.contains(&r.variant.as_str()) {
+            labels.push(&r.variant);
+        }
+    }
+    for l in labels {
+        let rs: Vec<&RunRecord> =
+            records.iter().filter(|r| r.variant == l && r.figure("server_cpu_s").is_some()).collect();
+        let client_cores: Vec<f64> = rs
+            .iter()
+            .filter_map(|r| Some(r.figure("client_cpu_s")? / r.figure("server_window_s").filter(|w| *w > 0.0)?))
+            .collect();
+        let mut bounds: Vec<&str> = rs
+            .iter()
+            .filter_map(|r| {
+                let client = r.figure("client_cpu_s")? / r.figure("server_window_s").filter(|w| *w > 0.0)?;
+                crate::server_cpu::bound_by(r.figure("server_cores")?, client, r.figure("machine_busy")?)
+            })
+            .collect();
+        let bound = match (bounds.len(), rs.len()) {
+            (0, _) => "-".to_owned(),
+            (n, total) => {
+                bounds.sort_unstable();
+                let server = bounds.iter().filter(|b| **b == "server").count();
+                let side = if server * 2 >= n { "server" } else { "client" };
+                format!("{side} ({} of {total})", bounds.iter().filter(|b| **b == side).count())
+            }
+        };
+        let _ = writeln!(
+            s,
+            "| {l} | {} | {} | {} | {} | {} | {bound} |",
+            cell(&rs, "server_cores", 1.0, 2),
+            spread_text(&client_cores, 2, ""),
+            cell(&rs, "machine_busy", 100.0, 0),
+            cell(&rs, server_fig, 1.0, 3),
+            cell(&rs, client_fig, 1.0, 3),
+        );
+    }
+    s
+}
+
 fn rows_of<'a>(records: &'a [RunRecord], label: &str) -> Vec<&'a RunRecord> {
     records.iter().filter(|r| r.variant == label && r.status != "absent" && r.status != "not-implemented").collect()
 }
@@ -118,6 +183,7 @@ pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
     match w.shape {
         Shape::Own(table) => {
             s.push_str(&table(w, records));
+            s.push_str(&server_cpu(records));
             return s;
         }
         Shape::Requests => {
@@ -225,6 +291,7 @@ pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
             }
         }
     }
+    s.push_str(&server_cpu(records));
     s.push('\n');
     for c in &w.claims {
         match c {
@@ -295,4 +362,45 @@ pub fn render(w: &Workload, records: &[RunRecord], ctx: &RunContext) -> String {
     }
     not_clean(&mut s, records);
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(variant: &str, repeat: usize, server_cores: f64, client_cpu: f64, busy: f64) -> RunRecord {
+        let mut r = RunRecord { variant: variant.into(), repeat, status: "ok".into(), ..RunRecord::default() };
+        for (f, v) in [
+            ("objects_per_s", 500.0),
+            ("server_cpu_s", server_cores * 2.0),
+            ("server_cores", server_cores),
+            ("server_window_s", 2.0),
+            ("client_cpu_s", client_cpu),
+            ("machine_busy", busy),
+            ("requests_sent", 1000.0),
+        ] {
+            r.set(f, v);
+        }
+        r.derive_cpu_rates();
+        r
+    }
+
+    #[test]
+    fn the_server_cpu_table_names_the_bound_of_each_row() {
+        assert_eq!(server_cpu(&[RunRecord::default()]), "");
+        let t = server_cpu(&[
+            row("auto", 1, 1.5, 0.8, 0.97),
+            row("auto", 2, 1.4, 0.8, 0.95),
+            row("auto", 3, 1.5, 0.8, 0.5),
+            row("boto3", 1, 0.3, 3.0, 0.9),
+        ]);
+        // Client cores are its CPU over the same 2 s: 0.4 and 1.5.
+        assert!(
+            t.contains(
+                "| auto | 1.50 (1.40-1.50) | 0.40 | 95 (50-97) | 3.000 (2.800-3.000) | 0.800 | server (2 of 3) |"
+            ),
+            "{t}"
+        );
+        assert!(t.contains("| boto3 | 0.30 | 1.50 | 90 | 0.600 | 3.000 | client (1 of 1) |"), "{t}");
+    }
 }

@@ -237,6 +237,16 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
         prepared.push(key);
     }
 
+    // Each server's process, for its CPU per row: ferry serve's own, or an external
+    // server's found by its listening socket on this machine (none: no server figures).
+    let server_pids: Vec<Option<u32>> = servers
+        .iter()
+        .map(|s| {
+            let s = s.as_ref()?;
+            let listening = crate::sockets::server_addr(&s.url).and_then(crate::server_cpu::listener_pid);
+            listening.or_else(|| s.proc.as_ref().map(|p| p.pid()))
+        })
+        .collect();
     let mut schedule: Vec<(usize, &Variant)> = Vec::new();
     for k in 1..=w.repeats {
         schedule.extend(w.variants.iter().filter(|v| !v.once).map(|v| (k, v)));
@@ -320,6 +330,9 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
             .filter(|s| s.proc.is_some())
             .map(|s| s.url.clone());
         let before = counted.as_deref().and_then(|url| crate::peers::ServerCounters::scrape(url, None));
+        // The server's CPU over the row (server_cpu.rs): who set the rate, client or server.
+        let server_pid = v.server.and_then(|i| server_pids[i]).filter(|_| !matches!(v.task, Task::NotYet { .. }));
+        let cpu_before = server_pid.and_then(crate::server_cpu::Sample::take);
         let result = match &v.task {
             Task::GetAll { in_flight, ranged, size_hint } => {
                 let setup = w.setup.as_ref().context("GetAll needs a PUT setup")?;
@@ -411,6 +424,9 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
                 Ok(())
             }
         };
+        if let (Some(b), Some(a)) = (cpu_before, server_pid.and_then(crate::server_cpu::Sample::take)) {
+            server_cpu_into(&mut rec, a.since(&b));
+        }
         if let (Some(b), Some(a)) =
             (before, counted.as_deref().and_then(|url| crate::peers::ServerCounters::scrape(url, None)))
         {
@@ -429,6 +445,19 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
         report = format!("Server: {} ({EXTERNAL_NOTE}).\n\n{report}", ext.url);
     }
     Ok(session.finish(report))
+}
+
+/// A row's server CPU figures: `server_cpu_s`, `server_cores` (its CPU over the row's
+/// time, `server_window_s`, setup inside the row included) and `machine_busy` (0-1,
+/// every core).
+/// The server's CPU per 1,000 requests is derived with the client's (record.rs).
+fn server_cpu_into(rec: &mut RunRecord, used: crate::server_cpu::Used) {
+    rec.set("server_cpu_s", used.server_cpu_s);
+    rec.set("server_cores", used.server_cores);
+    rec.set("server_window_s", used.wall_s);
+    if let Some(b) = used.machine_busy {
+        rec.set("machine_busy", b);
+    }
 }
 
 /// Said in the record and the report of a run against an external server.
