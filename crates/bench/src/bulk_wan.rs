@@ -883,6 +883,9 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                             };
                             Ok(WarmClient { id: (mode, c), client: S3Client::with_transport(transport, config), auto })
                         };
+                        // The server's CPU and the machine's over the pull (server_cpu.rs):
+                        // with the delay line on the same two cores, what is left for it.
+                        let cpu_before = crate::server_cpu::Sample::take(server.pid());
                         let r = if p.warm_clients {
                             let warm = clients.iter().position(|w| w.id == (mode, c));
                             let wc = match warm {
@@ -913,6 +916,18 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                             drop(wc);
                             r
                         };
+                        if let (Some(b), Some(a)) = (cpu_before, crate::server_cpu::Sample::take(server.pid())) {
+                            let used = a.since(&b);
+                            if let Some(cpu) = used.server_cpu_s {
+                                rec.set("server_cpu_s", cpu);
+                                if r.bytes > 0 {
+                                    rec.set("server_cpu_s_per_gib", cpu / (r.bytes as f64 / (1u64 << 30) as f64));
+                                }
+                            }
+                            if let Some(busy) = used.machine_busy {
+                                rec.set("machine_busy", busy);
+                            }
+                        }
                         let secs = r.wall.as_secs_f64();
                         rec.set("bytes", r.bytes as f64);
                         rec.set("wall_s", secs);
@@ -1018,7 +1033,11 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                         rec.note =
                             Some(format!("`iperf3 -c {host} {}`: the server sends, as in a GET", run.args().join(" ")));
                         let cpu0 = CpuMark::now();
+                        let machine0 = crate::server_cpu::Sample::machine();
                         let result = process::iperf3_run(link, &run, opts.server_lifetime);
+                        if let Some(busy) = crate::server_cpu::Sample::machine().since(&machine0).machine_busy {
+                            rec.set("machine_busy", busy);
+                        }
                         if link.is_some() {
                             rec.set("link_cpu_s", cpu0.spent().link.as_secs_f64());
                         }
@@ -1318,8 +1337,8 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
         if p.warmup == Warmup::Measured { " at most (ferry rows: until the rate stops growing)" } else { "" },
         p.run_seconds,
     );
-    let _ = writeln!(s, "| concurrency | client | MB/s | per connection MB/s | % of iperf3 (same point) | MB/s with ramp | % of iperf3 with ramp | connections | objects done | first byte p50 ms | warm-up s | client CPU s | client CPU s / GiB | link CPU s | link drops queue / device | s2c mean packet KiB | errors |");
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "| concurrency | client | MB/s | per connection MB/s | % of iperf3 (same point) | MB/s with ramp | % of iperf3 with ramp | connections | objects done | first byte p50 ms | warm-up s | client CPU s | client CPU s / GiB | server CPU s | server CPU s / GiB | link CPU s | machine busy % | link drops queue / device | s2c mean packet KiB | errors |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &c in &p.concurrency {
         let at: Vec<&RunRecord> =
             records.iter().filter(|r| r.params.get("concurrency").and_then(Value::as_u64) == Some(c as u64)).collect();
@@ -1333,7 +1352,7 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
         for l in labels {
             let rs: Vec<&RunRecord> = at.iter().copied().filter(|r| r.variant == l && r.status != "absent").collect();
             if rs.is_empty() {
-                let _ = writeln!(s, "| {c} | {l} | absent | | | | | | | | | | | | | | |");
+                let _ = writeln!(s, "| {c} | {l} | absent | | | | | | | | | | | | | | | | | |");
                 continue;
             }
             // A peer, or ferry on a peer's pull: whole runs, no counted window.
@@ -1376,7 +1395,7 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
             let drops = format!("{} / {}", cell(&rs, "link_drops", 1.0, 0), cell(&rs, "link_device_drops", 1.0, 0));
             let _ = writeln!(
                 s,
-                "| {c} | {l} | {mbs} | {per_conn} | {steady_share} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {drops} | {} | {} |",
+                "| {c} | {l} | {mbs} | {per_conn} | {steady_share} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {drops} | {} | {} |",
                 cell(&rs, "bytes_per_s_with_ramp", 1e-6, 0),
                 share("bytes_per_s_with_ramp"),
                 if rs.iter().any(|r| r.figure("connections_used").is_some()) { cell(&rs, "connections_used", 1.0, 0) } else { cell(&rs, "connections_opened", 1.0, 0) },
@@ -1385,7 +1404,10 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
                 if peer { "-".to_string() } else { cell(&rs, "omit_s", 1.0, 1) },
                 cell(&rs, "client_cpu_s", 1.0, 2),
                 cell(&rs, crate::record::CPU_PER_GIB, 1.0, 2),
+                cell(&rs, "server_cpu_s", 1.0, 2),
+                cell(&rs, "server_cpu_s_per_gib", 1.0, 2),
                 cell(&rs, "link_cpu_s", 1.0, 2),
+                cell(&rs, "machine_busy", 100.0, 0),
                 cell(&rs, "link_s2c_mean_packet_bytes", 1.0 / 1024.0, 1),
                 cell(&rs, "errors", 1.0, 0),
             );
@@ -1420,7 +1442,7 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
             p.warm_omit.as_millis()
         );
     }
-    let _ = writeln!(s, "- client CPU: this process less the delay line's threads, warm-up included; link CPU: the delay line's threads (copies, and the receiving kernel's TCP work done in their writes); link drops: packets (up to 64 KiB each) the link's queue model dropped during the run / the kernel dropped at a full TUN ring (the delay line's reader fell behind); s2c mean packet: what the delay line read per packet in the data's direction.");
+    let _ = writeln!(s, "- client CPU: this process less the delay line's threads, warm-up included; server CPU: ferry serve's process over the same pull (TLS, HTTP, the bodies), read from /proc; link CPU: the delay line's threads (copies, and the receiving kernel's TCP work done in their writes); machine busy: every core's busy share over the pull (iperf3: over its run), so what client, server and link left each other; link drops: packets (up to 64 KiB each) the link's queue model dropped during the run / the kernel dropped at a full TUN ring (the delay line's reader fell behind); s2c mean packet: what the delay line read per packet in the data's direction.");
     let _ = writeln!(s, "- per connection: the aggregate over TCP connections opened (h2 decides its own count up to the concurrency; iperf3: its -P streams; peers: the server's count, their whole-run MB/s, marked \"with ramp\"); `bytes_per_s_per_connection_with_ramp` in every record is the same from the first byte.");
     if opts.link.is_none() {
         let _ = writeln!(s, "- link none: loopback, no delay; this is not the transatlantic result.");

@@ -452,8 +452,9 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
 /// every core).
 /// The server's CPU per 1,000 requests is derived with the client's (record.rs).
 fn server_cpu_into(rec: &mut RunRecord, used: crate::server_cpu::Used) {
-    rec.set("server_cpu_s", used.server_cpu_s);
-    rec.set("server_cores", used.server_cores);
+    let Some(cpu) = used.server_cpu_s else { return };
+    rec.set("server_cpu_s", cpu);
+    rec.set("server_cores", used.server_cores.unwrap_or_default());
     rec.set("server_window_s", used.wall_s);
     if let Some(b) = used.machine_busy {
         rec.set("machine_busy", b);

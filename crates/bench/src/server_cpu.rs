@@ -25,8 +25,8 @@ use std::time::Instant;
 #[derive(Clone, Copy, Debug)]
 pub struct Sample {
     at: Instant,
-    /// The server's user + system CPU, in seconds.
-    server_cpu_s: f64,
+    /// The server's user + system CPU, in seconds (none read: the machine only).
+    server_cpu_s: Option<f64>,
     /// The machine's busy and total CPU, in seconds summed over its cores.
     machine: Option<(f64, f64)>,
 }
@@ -34,9 +34,9 @@ pub struct Sample {
 /// A row's share of the server's CPU and of the machine.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Used {
-    pub server_cpu_s: f64,
+    pub server_cpu_s: Option<f64>,
     /// The server's CPU over the row's wall time: cores it kept busy on average.
-    pub server_cores: f64,
+    pub server_cores: Option<f64>,
     /// The machine's busy share over the row, 0-1 (all cores).
     pub machine_busy: Option<f64>,
     /// The time between the two samples.
@@ -81,24 +81,30 @@ impl Sample {
     /// Reads `pid`'s CPU and the machine's now; `None` if the process is gone.
     pub fn take(pid: u32) -> Option<Sample> {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let server_cpu_s = parse_stat_cpu(&stat, ticks_per_s())?;
+        Some(Sample { server_cpu_s: Some(server_cpu_s), ..Sample::machine() })
+    }
+
+    /// Reads the machine's CPU only (a row whose server is not a process of this
+    /// machine's that the bench can name).
+    pub fn machine() -> Sample {
         let tps = ticks_per_s();
-        let server_cpu_s = parse_stat_cpu(&stat, tps)?;
         let machine = std::fs::read_to_string("/proc/stat")
             .ok()
             .and_then(|t| parse_proc_stat(&t))
             .map(|(busy, total)| (busy / tps, total / tps));
-        Some(Sample { at: Instant::now(), server_cpu_s, machine })
+        Sample { at: Instant::now(), server_cpu_s: None, machine }
     }
 
     /// What was used from `before` to this sample.
     pub fn since(&self, before: &Sample) -> Used {
         let wall = (self.at - before.at).as_secs_f64().max(1e-9);
-        let server_cpu_s = (self.server_cpu_s - before.server_cpu_s).max(0.0);
+        let server_cpu_s = self.server_cpu_s.zip(before.server_cpu_s).map(|(a, b)| (a - b).max(0.0));
         let machine_busy = match (self.machine, before.machine) {
             (Some((b1, t1)), Some((b0, t0))) if t1 > t0 => Some(((b1 - b0) / (t1 - t0)).clamp(0.0, 1.0)),
             _ => None,
         };
-        Used { server_cpu_s, server_cores: server_cpu_s / wall, machine_busy, wall_s: wall }
+        Used { server_cpu_s, server_cores: server_cpu_s.map(|c| c / wall), machine_busy, wall_s: wall }
     }
 }
 
@@ -206,7 +212,8 @@ mod tests {
         }
         std::hint::black_box(x);
         let used = Sample::take(std::process::id()).unwrap().since(&a);
-        assert!(used.server_cpu_s >= 0.1, "{used:?}: 200 ms of spinning read as less than 100 ms");
-        assert!(used.server_cores > 0.4 && used.server_cores < 2.5, "{used:?}");
+        assert!(used.server_cpu_s.unwrap() >= 0.1, "{used:?}: 200 ms of spinning read as less than 100 ms");
+        assert!(used.server_cores.is_some_and(|c| c > 0.4 && c < 2.5), "{used:?}");
+        assert!(used.machine_busy.is_some_and(|b| b > 0.0), "{used:?}: this process kept a core busy");
     }
 }
