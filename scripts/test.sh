@@ -143,6 +143,7 @@ IGNORED=(
     "cli perfdiag::quick_run_against_fake_gcs_over_https_measures_h2_and_the_handshake fake-gcs"
     "cli perfdiag::quick_run_against_azurite_has_every_section_and_leaves_nothing azurite"
     "cli bench_external::small_objects_against_minio minio"
+    "cli bench_external::vectored_against_a_minio_the_bench_started_across_the_region_link root,ip,minio"
     "cli credentials::instance_metadata_keys_from_ec2_metadata_mock_sign_requests ec2-metadata-mock"
 )
 # Every #[ignore]d test under crates/*/tests is in the list above (store's

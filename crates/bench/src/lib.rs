@@ -44,6 +44,7 @@ pub mod cli_transfer;
 pub mod commit;
 pub mod listing;
 pub mod measure;
+pub mod minio;
 pub mod mixed_hol;
 pub mod open_ahead;
 pub mod options;

@@ -34,6 +34,9 @@ pub struct RunOptions {
     /// workload would start (`ferry bench --endpoint-url`): the emulation profile does
     /// not apply, rows that need ferry serve's own features are skipped (runner.rs).
     pub external: Option<ExternalServer>,
+    /// The MinIO the bench started for `--minio` (minio.rs), `external`'s server: kept
+    /// running as long as these options live.
+    pub minio: Option<Arc<crate::minio::MinioServer>>,
     /// The emulation profile every `ferry serve` of the workload runs instead of its own
     /// (`ferry bench WORKLOAD --profile NAME`, one of [`crate::workload::PROFILES`]):
     /// the same rows against another store's shape (runner.rs, [`crate::Workload::on_profile`]).
@@ -47,6 +50,9 @@ pub struct ExternalServer {
     pub access_key: String,
     pub secret_key: String,
     pub region: String,
+    /// Its process on this machine where the bench knows it (a MinIO it started:
+    /// minio.rs), for its CPU per row; else it is looked up by its listening socket.
+    pub pid: Option<u32>,
 }
 
 impl RunOptions {
@@ -61,6 +67,7 @@ impl RunOptions {
             link: None,
             peers: Vec::new(),
             external: None,
+            minio: None,
             profile: None,
         }
     }

@@ -239,12 +239,18 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
 
     // Each server's process, for its CPU per row: ferry serve's own, or an external
     // server's found by its listening socket on this machine (none: no server figures).
+    // A listener of this very process (a test's in-process server) is not a server of
+    // its own: its CPU is the client's too.
     let server_pids: Vec<Option<u32>> = servers
         .iter()
         .map(|s| {
             let s = s.as_ref()?;
-            let listening = crate::sockets::server_addr(&s.url).and_then(crate::server_cpu::listener_pid);
-            listening.or_else(|| s.proc.as_ref().map(|p| p.pid()))
+            let known = match &s.proc {
+                Some(p) => Some(p.pid()),
+                None => opts.external.as_ref().and_then(|e| e.pid),
+            };
+            let listening = || crate::sockets::server_addr(&s.url).and_then(crate::server_cpu::listener_pid);
+            known.or_else(listening).filter(|pid| *pid != std::process::id())
         })
         .collect();
     let mut schedule: Vec<(usize, &Variant)> = Vec::new();

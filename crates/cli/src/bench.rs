@@ -22,7 +22,7 @@ use std::time::Duration;
 
 #[derive(Args)]
 #[command(
-    after_help = "Examples:\n  ferry bench all --quick\n  ferry bench small-objects --quick\n  ferry bench mixed-hol --quick\n  ferry bench bulk-get --quick --rss-check 10GiB\n  ferry bench listing --quick\n  ferry bench link-check --link transatlantic\n  ferry bench bulk-wan --quick\n  ferry bench claims bench-results.jsonl --with bench-results-minio.jsonl --with-name MinIO\n\nEach run appends one JSON line to --out; see crates/bench/src/record.rs for the schema."
+    after_help = "Examples:\n  ferry bench all --quick\n  ferry bench small-objects --quick\n  ferry bench mixed-hol --quick\n  ferry bench bulk-get --quick --rss-check 10GiB\n  ferry bench listing --quick\n  ferry bench link-check --link transatlantic\n  ferry bench bulk-wan --quick\n  ferry bench claims bench-results.jsonl --with bench-results-minio.jsonl --with-name MinIO\n  ferry bench vectored --quick --minio \"$(cat .ferry-run/minio-bin)\" --link region\n\nEach run appends one JSON line to --out; see crates/bench/src/record.rs for the schema."
 )]
 pub struct BenchArgs {
     #[command(subcommand)]
@@ -154,8 +154,15 @@ struct Common {
     /// ferry serve itself (rate ceilings, a server with HTTP/2 on) are skipped. Objects
     /// the workload reads from ferry serve's synthetic bucket are PUT there first.
     /// bulk-wan (its own TLS servers across the link) and all do not take it.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", conflicts_with = "minio")]
     endpoint_url: Option<String>,
+    /// Start MinIO from this binary and run against it as --endpoint-url does: on a free
+    /// port of loopback, or with --link in the link's server namespace as ferry serve
+    /// (the client then crosses the same emulated path to it), with a data directory and
+    /// credentials of its own, removed when the run ends. scripts/setup.sh builds one
+    /// (its path is in .ferry-run/minio-bin).
+    #[arg(long, value_name = "PATH")]
+    minio: Option<PathBuf>,
     /// Run every `ferry serve` of the workload on this emulation profile instead of its
     /// own (lan, s3, gcs or azure; the h2 rows' server keeps HTTP/2 on): the same rows
     /// against another store's first-byte times, rates and limits, the profile named in
@@ -475,6 +482,8 @@ fn options(c: &Common) -> Result<RunOptions> {
 
 /// The run options, with the link of `--link` (else `default_link`) up.
 fn options_with_link(c: &Common, default_link: Option<Preset>) -> Result<RunOptions> {
+    // Refused before any server or link starts.
+    let profile = profile(c)?;
     let mut o = RunOptions::new(ServerCommand::ferry(crate::program()?));
     o.out = Some(c.out.clone());
     o.progress = !c.no_progress;
@@ -484,7 +493,13 @@ fn options_with_link(c: &Common, default_link: Option<Preset>) -> Result<RunOpti
     o.peers = c.peers.resolve(&Peer::ALL);
     o.set_link(bring_up_link(c.link.as_deref(), default_link)?);
     o.external = external(c)?;
-    o.profile = profile(c)?;
+    if let Some(bin) = &c.minio {
+        let m = ferry_bench::minio::MinioServer::start(bin, o.link.as_ref(), o.server_lifetime, &o.log_dir)?;
+        eprintln!("bench: MinIO at {} (log: {})", m.url, m.log.display());
+        o.external = Some(m.external());
+        o.minio = Some(Arc::new(m));
+    }
+    o.profile = profile;
     Ok(o)
 }
 
@@ -493,6 +508,9 @@ fn profile(c: &Common) -> Result<Option<&'static str>> {
     let Some(name) = &c.profile else { return Ok(None) };
     if let Some(url) = &c.endpoint_url {
         bail!("--profile {name} with --endpoint-url {url}: an external server runs no emulation profile");
+    }
+    if c.minio.is_some() {
+        bail!("--profile {name} with --minio: MinIO runs no emulation profile");
     }
     match ferry_bench::workload::PROFILES.iter().find(|p| *p == name) {
         Some(p) => Ok(Some(p)),
@@ -517,13 +535,16 @@ fn external(c: &Common) -> Result<Option<ferry_bench::ExternalServer>> {
         bail!("--endpoint-url {url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to the server's credentials");
     };
     let region = env("AWS_REGION").unwrap_or_else(|| "us-east-1".into());
-    Ok(Some(ferry_bench::ExternalServer { url: url.clone(), access_key, secret_key, region }))
+    Ok(Some(ferry_bench::ExternalServer { url: url.clone(), access_key, secret_key, region, pid: None }))
 }
 
 /// Workloads that start their own servers do not take `--endpoint-url`.
 fn refuse_external(c: &Common, workload: &str) -> Result<()> {
     if let Some(url) = &c.endpoint_url {
         bail!("--endpoint-url {url}: {workload} runs servers of its own and does not take an external endpoint yet");
+    }
+    if c.minio.is_some() {
+        bail!("--minio: {workload} runs servers of its own and does not take an external endpoint yet");
     }
     Ok(())
 }

@@ -29,6 +29,7 @@ fn options(out: &std::path::Path, url: &str, keys: (&str, &str)) -> RunOptions {
         access_key: keys.0.to_owned(),
         secret_key: keys.1.to_owned(),
         region: "us-east-1".into(),
+        pid: None,
     });
     o
 }
@@ -125,4 +126,81 @@ fn vectored_puts_its_synthetic_object_into_an_external_server_first() {
 fn small_objects_against_minio() {
     let m = ferry_testkit::minio::minio();
     small_objects_against(&m.url(), m.credentials());
+}
+
+/// `--minio PATH` across the region link: the bench starts MinIO in the link's server
+/// namespace (its address the link's), the workload's rows run against it clean, the
+/// records name it, its CPU is read per row (the bench knows its process), and its data
+/// directory is gone when the command ends.
+#[test]
+#[ignore = "needs root, ip and MinIO: scripts/test.sh runs it as root with FERRY_MINIO"]
+fn vectored_against_a_minio_the_bench_started_across_the_region_link() {
+    ferry_testkit::require::root();
+    ferry_testkit::require::tool("ip");
+    let minio = std::env::var("FERRY_MINIO").expect("FERRY_MINIO names the MinIO binary (scripts/setup.sh builds it)");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let before = minio_dirs();
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args([
+            "bench",
+            "vectored",
+            "--quick",
+            "--peers",
+            "none",
+            "--no-progress",
+            "--link",
+            "region",
+            "--minio",
+            &minio,
+        ])
+        .arg("--out")
+        .arg(&out)
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    assert!(run.status.success(), "exit {:?}\n{stderr}", run.status);
+    assert!(stdout.contains("Server: http://10.77.0.2:"), "MinIO not on the link's server address:\n{stdout}");
+    assert!(stdout.contains("CPU per row, server beside client"), "{stdout}");
+    let records = lines(&out);
+    assert!(!records.is_empty());
+    for r in &records {
+        check_schema(r).unwrap();
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(r["params"]["link"], "region", "{r}");
+        assert!(r["server"]["url"].as_str().unwrap().starts_with("http://10.77.0.2:"), "{r}");
+        assert!(r["figures"]["server_cpu_s"].as_f64().is_some(), "no server CPU read: {r}");
+    }
+    assert_eq!(minio_dirs(), before, "MinIO's data directory outlived the run");
+}
+
+/// `--minio` is refused where an external server is (a workload with servers of its
+/// own, a profile), and beside `--endpoint-url`, before anything starts.
+#[test]
+fn minio_is_refused_where_an_external_server_is() {
+    let run = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_ferry")).args(args).output().unwrap();
+        assert!(!o.status.success(), "{args:?} ran");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let err = run(&["bench", "bulk-wan", "--quick", "--minio", "/nonexistent/minio"]);
+    assert!(err.contains("--minio: bulk-wan runs servers of its own"), "{err}");
+    let err = run(&["bench", "small-objects", "--quick", "--minio", "/nonexistent/minio", "--profile", "s3"]);
+    assert!(err.contains("--profile s3 with --minio"), "{err}");
+    let err = run(&["bench", "small-objects", "--minio", "/x", "--endpoint-url", "http://127.0.0.1:9"]);
+    assert!(err.contains("cannot be used with"), "{err}");
+}
+
+/// The bench's MinIO data directories now in the temporary directory.
+fn minio_dirs() -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir() && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("ferry-bench-minio-")))
+        .collect();
+    v.sort();
+    v
 }
