@@ -239,8 +239,8 @@ struct Signals {
 }
 
 /// Requests in flight together on one connection (each written before the response to
-/// the one before it was read to its end); `verified` turns true when all were answered
-/// well.
+/// the one before it was read to its end); `verified` turns true once two were answered
+/// well and none badly ([`Batch::answered`]).
 struct Batch {
     /// Members not yet answered (low 32 bits) and members it ever had (high 32 bits), in
     /// one word so that joining a batch and answering its last member cannot interleave:
@@ -264,10 +264,17 @@ impl Batch {
             .is_ok()
     }
 
-    /// Counts one member answered well; true when it was the last of two or more.
+    /// Counts one member answered well; true from the second member answered well on.
+    /// Not only at the batch's last member: a connection kept full (a thousand requests
+    /// stacked behind a few connections) writes new members before the last one is
+    /// answered, so its batch never ends while the load lasts, and auto's probe, waiting
+    /// for that end, found nothing verified eight times and gave pipelining up for the
+    /// rest of the run. Two answers read in order on one connection, the second written
+    /// before the first was read, are the same evidence a batch of two gives.
     fn answered(&self) -> bool {
         let before = self.counts.fetch_sub(1, Relaxed);
-        before as u32 == 1 && before >> 32 >= 2
+        let (unanswered, members) = (before as u32 as u64, before >> 32);
+        members - (unanswered - 1) >= 2
     }
 }
 
@@ -341,14 +348,15 @@ impl PipelineTransport {
         })
     }
 
-    /// True once the endpoint answered a batch of two or more pipelined requests
-    /// correctly. `auto` pipelines only then.
+    /// True once the endpoint answered two pipelined requests correctly. `auto` pipelines
+    /// only then.
     ///
-    /// [`PipelineTransport::verified`] turns true once a batch of two or more requests in
-    /// flight together on one connection (each written before the response to the one
-    /// before it began, in one write or several) was answered in full: every response parsed, framed exactly
-    /// (Content-Length or chunked ending where it should), none was 400 or 505 (what servers
-    /// that choke on pipelining answer to the second request), and no stray bytes followed.
+    /// [`PipelineTransport::verified`] turns true once two requests of a batch in flight
+    /// together on one connection (each written before the response to the one before it
+    /// was read, in one write or several) were answered, and answered well: every
+    /// response so far parsed, framed exactly (Content-Length or chunked ending where it
+    /// should), none was 400 or 505 (what servers that choke on pipelining answer to the
+    /// second request), and no stray bytes followed an answer with nothing owed after it.
     /// A peer that drops or reorders pipelined requests fails these checks in practice.
     pub fn verified(&self) -> bool {
         self.shared.verified.load(Relaxed)
@@ -1276,8 +1284,9 @@ impl Reader {
         true
     }
 
-    /// Counts one answered request of a batch; the batch verifies the endpoint when all
-    /// were answered well and no stray bytes followed the last.
+    /// Counts one answered request of a batch; the batch verifies the endpoint once two
+    /// were answered well, none badly, and no stray bytes followed an answer that left
+    /// nothing written behind it.
     fn account(&self, batch: Option<Arc<Batch>>, good: bool) {
         let Some(b) = batch else { return };
         let stray = !self.buf.is_empty()

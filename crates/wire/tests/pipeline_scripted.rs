@@ -331,6 +331,76 @@ async fn requests_written_one_by_one_while_answers_are_owed_verify() {
     assert!(t.verified(), "8 requests in flight together, written one by one, verify the endpoint");
 }
 
+/// A connection kept full never ends its batch (new requests join before the last is
+/// answered): two answers read in order, the second written before the first was read,
+/// verify the endpoint while the rest are still owed. Before, verification waited for a
+/// batch's last answer, and under a steady load of small GETs auto's probe found the
+/// endpoint unverified every time and gave pipelining up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_answers_verify_while_the_rest_of_the_batch_is_still_owed() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = gate.clone();
+    let p = peer(8, Duration::ZERO, move |_, i, _, path| {
+        if i < 2 {
+            echo(path)
+        } else {
+            Action::Gated(g.clone(), ok(&format!("body of {path}")))
+        }
+    })
+    .await;
+    let t = transport(&p, 1, 8);
+    let t2 = t.clone();
+    let all = tokio::spawn(async move { fetch_all(&t2, &gets(&EIGHT)).await });
+    timed(async {
+        while !t.verified() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("two answers in order, six still owed: not verified within 30 s");
+    assert!(!all.is_finished(), "the six held answers were not owed any more");
+    gate.add_permits(6);
+    let res = timed(all).await.unwrap().unwrap();
+    assert_echoed(&res, &EIGHT);
+    assert_eq!(p.seen()[0].behind, 7);
+}
+
+/// One answer of a batch proves nothing yet: the first of eight answered, seven held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_answer_of_a_batch_does_not_verify() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = gate.clone();
+    let p = peer(8, Duration::ZERO, move |_, i, _, path| {
+        if i < 1 {
+            echo(path)
+        } else {
+            Action::Gated(g.clone(), ok(&format!("body of {path}")))
+        }
+    })
+    .await;
+    let t = transport(&p, 1, 8);
+    let mut tasks = Vec::new();
+    for path in EIGHT {
+        let t = t.clone();
+        tasks.push(tokio::spawn(async move { fetch(&t, Method::GET, path).await }));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    timed(async {
+        while !tasks[0].is_finished() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the first answer came");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!t.verified(), "one answer, seven owed, verified the endpoint");
+    gate.add_permits(7);
+    let res: Vec<_> =
+        timed(futures_util::future::join_all(tasks)).await.unwrap().into_iter().map(|r| r.unwrap()).collect();
+    assert_echoed(&res, &EIGHT);
+    assert!(t.verified());
+}
+
 /// Requests that never overlap prove nothing about pipelining.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_answered_before_the_next_is_sent_do_not_verify() {
