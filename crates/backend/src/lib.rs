@@ -808,8 +808,7 @@ impl Backend {
             return Err(BackendError::NoSuchUpload);
         }
         let b = self.bucket(bucket)?;
-        let finishing = lookup_upload(&read(&b.inner), key, upload_id)?.finishing.clone();
-        let _finishing = finishing.lock().await;
+        let _finishing = finishing(&b, key, upload_id).await?;
         lookup_upload(&read(&b.inner), key, upload_id)?;
         if let Some(d) = self.disk() {
             let (dd, id) = (d.clone(), upload_id.to_string());
@@ -835,8 +834,7 @@ impl Backend {
         }
         validate_key(key)?;
         let b = self.bucket(bucket)?;
-        let finishing = lookup_upload(&read(&b.inner), key, upload_id)?.finishing.clone();
-        let _finishing = finishing.lock().await;
+        let _finishing = finishing(&b, key, upload_id).await?;
         let mut meta = meta;
         meta.key = key.to_string();
         // Snapshot the chosen parts (the upload looked up again: one that finished while
@@ -881,6 +879,13 @@ impl Backend {
         }
         Ok(())
     }
+}
+
+/// The upload's `finishing` lock, held (UploadState): the caller looks the upload up again
+/// under it, since one that finished while this waited is gone.
+async fn finishing(b: &BucketState, key: &str, upload_id: &str) -> Result<tokio::sync::OwnedMutexGuard<()>> {
+    let lock = lookup_upload(&read(&b.inner), key, upload_id)?.finishing.clone();
+    Ok(lock.lock_owned().await)
 }
 
 fn lookup_upload<'a>(inner: &'a BucketInner, key: &str, upload_id: &str) -> Result<&'a UploadState> {

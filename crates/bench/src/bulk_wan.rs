@@ -916,17 +916,9 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                             drop(wc);
                             r
                         };
+                        // Per GiB of the window's bytes, as the client's, when recorded (record.rs).
                         if let (Some(b), Some(a)) = (cpu_before, crate::server_cpu::Sample::take(server.pid())) {
-                            let used = a.since(&b);
-                            if let Some(cpu) = used.server_cpu_s {
-                                rec.set("server_cpu_s", cpu);
-                                if r.bytes > 0 {
-                                    rec.set("server_cpu_s_per_gib", cpu / (r.bytes as f64 / (1u64 << 30) as f64));
-                                }
-                            }
-                            if let Some(busy) = used.machine_busy {
-                                rec.set("machine_busy", busy);
-                            }
+                            a.since(&b).record_into(&mut rec);
                         }
                         let secs = r.wall.as_secs_f64();
                         rec.set("bytes", r.bytes as f64);
@@ -1035,9 +1027,7 @@ pub fn run(size: Size, p: &BulkWanParams, opts: &RunOptions) -> Result<Outcome> 
                         let cpu0 = CpuMark::now();
                         let machine0 = crate::server_cpu::Sample::machine();
                         let result = process::iperf3_run(link, &run, opts.server_lifetime);
-                        if let Some(busy) = crate::server_cpu::Sample::machine().since(&machine0).machine_busy {
-                            rec.set("machine_busy", busy);
-                        }
+                        crate::server_cpu::Sample::machine().since(&machine0).record_into(&mut rec);
                         if link.is_some() {
                             rec.set("link_cpu_s", cpu0.spent().link.as_secs_f64());
                         }
@@ -1405,7 +1395,7 @@ pub fn render(size: Size, p: &BulkWanParams, opts: &RunOptions, records: &[RunRe
                 cell(&rs, "client_cpu_s", 1.0, 2),
                 cell(&rs, crate::record::CPU_PER_GIB, 1.0, 2),
                 cell(&rs, "server_cpu_s", 1.0, 2),
-                cell(&rs, "server_cpu_s_per_gib", 1.0, 2),
+                cell(&rs, crate::record::SERVER_CPU_PER_GIB, 1.0, 2),
                 cell(&rs, "link_cpu_s", 1.0, 2),
                 cell(&rs, "machine_busy", 100.0, 0),
                 cell(&rs, "link_s2c_mean_packet_bytes", 1.0 / 1024.0, 1),

@@ -58,30 +58,21 @@ pub fn server_bound(records: &[RunRecord]) -> Option<String> {
     let median = |v: Vec<f64>| crate::stats::Spread::of(&v).map(|s| s.median);
     let timed =
         |r: &&RunRecord| r.figure("server_cpu_s").is_some() && r.figure("server_window_s").is_some_and(|w| w > 0.0);
-    let cores = |r: &RunRecord| r.figure("client_cpu_s").zip(r.figure("server_window_s")).map(|(c, w)| c / w);
     let ferry: Vec<&RunRecord> = records.iter().filter(timed).filter(|r| is_ferry_row(r)).collect();
-    let bounds: Vec<&str> = ferry
-        .iter()
-        .filter_map(|r| crate::server_cpu::bound_by(r.figure("server_cores")?, cores(r)?, r.figure("machine_busy")?))
-        .collect();
+    let bounds: Vec<&str> = ferry.iter().filter_map(|r| crate::server_cpu::row_bound(r)).collect();
     let by_server = bounds.iter().filter(|b| **b == "server").count();
     if ferry.is_empty() || by_server * 2 <= ferry.len() {
         return None;
     }
     let server_cores = median(ferry.iter().filter_map(|r| r.figure("server_cores")).collect())?;
-    let client_cores = median(ferry.iter().filter_map(|r| cores(r)).collect())?;
+    let client_cores = median(ferry.iter().filter_map(|r| crate::server_cpu::client_cores(r)).collect())?;
     let busy = median(ferry.iter().filter_map(|r| r.figure("machine_busy")).collect())?;
     let mut note = format!(
         "server-bound in {by_server} of {} ferry runs: the server kept {server_cores:.2} cores busy to ferry's {client_cores:.2}, the machine {:.0}% busy",
         ferry.len(),
         busy * 100.0
     );
-    let bytes = ferry.iter().all(|r| r.figure("objects_per_s").is_none() && r.figure("bytes_per_s").is_some());
-    let (figure, unit) = if bytes {
-        (crate::record::CPU_PER_GIB, "s / GiB")
-    } else {
-        (crate::record::CPU_PER_1K_REQUESTS, "ms / request")
-    };
+    let (_, figure, unit) = crate::server_cpu::cpu_rates(&ferry);
     let per_row = |rows: &[&RunRecord]| -> Vec<(String, f64)> {
         let mut labels: Vec<&str> = Vec::new();
         for r in rows {

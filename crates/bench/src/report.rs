@@ -70,14 +70,7 @@ pub fn server_cpu(records: &[RunRecord]) -> String {
     }
     let mut s = String::new();
     let _ = writeln!(s, "\nCPU per row, server beside client (the server's process read from /proc over the row's whole time, a peer's process start included; the kernel's 10 ms tick makes rows under ~0.2 s coarse; CPU-bound: the side that kept more cores busy while the machine was at least {:.0}% busy):\n", crate::server_cpu::SATURATED * 100.0);
-    // Per GiB for a bytes workload (its rows move few, large objects), else per request.
-    let bytes = records.iter().all(|r| r.figure("objects_per_s").is_none())
-        && records.iter().any(|r| r.figure("bytes_per_s").is_some());
-    let (server_fig, client_fig, unit) = if bytes {
-        (crate::record::SERVER_CPU_PER_GIB, crate::record::CPU_PER_GIB, "s / GiB")
-    } else {
-        (crate::record::SERVER_CPU_PER_1K_REQUESTS, crate::record::CPU_PER_1K_REQUESTS, "ms / request")
-    };
+    let (server_fig, client_fig, unit) = crate::server_cpu::cpu_rates(&records.iter().collect::<Vec<_>>());
     let _ = writeln!(
         s,
         "| row | server cores | client cores | machine busy % | server CPU {unit} | client CPU {unit} | CPU-bound |"
@@ -92,17 +85,8 @@ pub fn server_cpu(records: &[RunRecord]) -> String {
     for l in labels {
         let rs: Vec<&RunRecord> =
             records.iter().filter(|r| r.variant == l && r.figure("server_cpu_s").is_some()).collect();
-        let client_cores: Vec<f64> = rs
-            .iter()
-            .filter_map(|r| Some(r.figure("client_cpu_s")? / r.figure("server_window_s").filter(|w| *w > 0.0)?))
-            .collect();
-        let mut bounds: Vec<&str> = rs
-            .iter()
-            .filter_map(|r| {
-                let client = r.figure("client_cpu_s")? / r.figure("server_window_s").filter(|w| *w > 0.0)?;
-                crate::server_cpu::bound_by(r.figure("server_cores")?, client, r.figure("machine_busy")?)
-            })
-            .collect();
+        let client_cores: Vec<f64> = rs.iter().filter_map(|r| crate::server_cpu::client_cores(r)).collect();
+        let mut bounds: Vec<&str> = rs.iter().filter_map(|r| crate::server_cpu::row_bound(r)).collect();
         let bound = match (bounds.len(), rs.len()) {
             (0, _) => "-".to_owned(),
             (n, total) => {

@@ -431,7 +431,7 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
             }
         };
         if let (Some(b), Some(a)) = (cpu_before, server_pid.and_then(crate::server_cpu::Sample::take)) {
-            server_cpu_into(&mut rec, a.since(&b));
+            a.since(&b).record_into(&mut rec);
         }
         if let (Some(b), Some(a)) =
             (before, counted.as_deref().and_then(|url| crate::peers::ServerCounters::scrape(url, None)))
@@ -451,20 +451,6 @@ pub fn run(w: &Workload, opts: &RunOptions) -> Result<Outcome> {
         report = format!("Server: {} ({EXTERNAL_NOTE}).\n\n{report}", ext.url);
     }
     Ok(session.finish(report))
-}
-
-/// A row's server CPU figures: `server_cpu_s`, `server_cores` (its CPU over the row's
-/// time, `server_window_s`, setup inside the row included) and `machine_busy` (0-1,
-/// every core).
-/// The server's CPU per 1,000 requests is derived with the client's (record.rs).
-fn server_cpu_into(rec: &mut RunRecord, used: crate::server_cpu::Used) {
-    let Some(cpu) = used.server_cpu_s else { return };
-    rec.set("server_cpu_s", cpu);
-    rec.set("server_cores", used.server_cores.unwrap_or_default());
-    rec.set("server_window_s", used.wall_s);
-    if let Some(b) = used.machine_busy {
-        rec.set("machine_busy", b);
-    }
 }
 
 /// Said in the record and the report of a run against an external server.

@@ -18,6 +18,7 @@
 //! another network namespace (`--link`) is found by its pid when ferry started it, and not
 //! at all when it is an external one: its rows then carry no server figures.
 
+use crate::record::RunRecord;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -165,6 +166,46 @@ pub const SATURATED: f64 = 0.9;
 /// missing): the side that kept more cores busy in a row that used the whole machine.
 pub fn bound_by(server_cores: f64, client_cores: f64, machine_busy: f64) -> Option<&'static str> {
     (machine_busy >= SATURATED).then_some(if server_cores >= client_cores { "server" } else { "client" })
+}
+
+impl Used {
+    /// Into a row's record: `server_cpu_s`, `server_cores` and `server_window_s` (the
+    /// time they are over, whatever the row did in it) where the server was read, and
+    /// `machine_busy` (0-1, every core). Its CPU per request and per GiB are derived
+    /// with the client's (record.rs).
+    pub fn record_into(&self, rec: &mut RunRecord) {
+        if let Some(cpu) = self.server_cpu_s {
+            rec.set("server_cpu_s", cpu);
+            rec.set("server_cores", self.server_cores.unwrap_or_default());
+            rec.set("server_window_s", self.wall_s);
+        }
+        if let Some(b) = self.machine_busy {
+            rec.set("machine_busy", b);
+        }
+    }
+}
+
+/// A row's client cores: its client's CPU over the time its server figures cover.
+pub fn client_cores(r: &RunRecord) -> Option<f64> {
+    Some(r.figure("client_cpu_s")? / r.figure("server_window_s").filter(|w| *w > 0.0)?)
+}
+
+/// The side a recorded row was bound by ([`bound_by`]).
+pub fn row_bound(r: &RunRecord) -> Option<&'static str> {
+    bound_by(r.figure("server_cores")?, client_cores(r)?, r.figure("machine_busy")?)
+}
+
+/// Which CPU rates compare `rows`: (server's, client's, unit). Per GiB for a bytes
+/// workload (rows that move few, large objects and count no objects per second), else
+/// per request.
+pub fn cpu_rates(rows: &[&RunRecord]) -> (&'static str, &'static str, &'static str) {
+    let bytes = rows.iter().all(|r| r.figure("objects_per_s").is_none())
+        && rows.iter().any(|r| r.figure("bytes_per_s").is_some());
+    if bytes {
+        (crate::record::SERVER_CPU_PER_GIB, crate::record::CPU_PER_GIB, "s / GiB")
+    } else {
+        (crate::record::SERVER_CPU_PER_1K_REQUESTS, crate::record::CPU_PER_1K_REQUESTS, "ms / request")
+    }
 }
 
 #[cfg(test)]

@@ -278,6 +278,7 @@ async fn finish(
         };
     }
     let size: u64 = parts.iter().map(|(_, len)| len).sum();
+    let ours = whole.map(|w| base64_encode(&w));
     let list: Vec<CompletedPart> = parts.into_iter().map(|(p, _)| p).collect();
     let out = match engine.complete_upload(upload, &list, None).await {
         Ok(out) => out,
@@ -286,11 +287,10 @@ async fn finish(
         // ours that a retry outran. S3 answers NoSuchUpload once an upload is completed;
         // the object is then ours exactly when its size and whole-object CRC are.
         Err(e) if e.is_not_found() => {
-            let ours = whole.as_deref().map(base64_encode);
             return match engine.head(&upload.object).await {
                 Ok(info)
                     if info.size == size
-                        && ours.is_some_and(|o| info.checksums.iter().any(|(a, v)| *a == ALGO && *v == o)) =>
+                        && ours.as_ref().is_some_and(|o| info.checksums.iter().any(|(a, v)| *a == ALGO && v == o)) =>
                 {
                     tracing::debug!(object = %upload.object, "the upload was completed by an earlier Complete; the object holds our bytes");
                     Ok(info.etag.unwrap_or_default())
@@ -300,7 +300,7 @@ async fn finish(
         }
         Err(e) => return Err(e),
     };
-    if let (Some(ours), Some((a, theirs))) = (whole.map(|w| base64_encode(&w)), out.checksum.as_ref()) {
+    if let (Some(ours), Some((a, theirs))) = (ours, out.checksum.as_ref()) {
         if *a == ALGO && !theirs.contains('-') && &ours != theirs {
             return Err(Error::Integrity {
                 message: format!("{}: the stored {ALGO} is {theirs}, the parts combine to {ours}", upload.object),

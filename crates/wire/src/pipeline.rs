@@ -264,13 +264,12 @@ impl Batch {
             .is_ok()
     }
 
-    /// Counts one member answered well; true from the second member answered well on.
-    /// Not only at the batch's last member: a connection kept full (a thousand requests
-    /// stacked behind a few connections) writes new members before the last one is
-    /// answered, so its batch never ends while the load lasts, and auto's probe, waiting
-    /// for that end, found nothing verified eight times and gave pipelining up for the
-    /// rest of the run. Two answers read in order on one connection, the second written
-    /// before the first was read, are the same evidence a batch of two gives.
+    /// Counts one member answered well; true from the second member answered well on,
+    /// not only at the batch's last: a connection kept full writes new members before
+    /// the last is answered, so its batch never ends while the load lasts, and a verdict
+    /// that waited for that end (auto's probe) never came. Two answers read in order on
+    /// one connection, the second written before the first was read, are the evidence
+    /// a batch of two gives.
     fn answered(&self) -> bool {
         let before = self.counts.fetch_sub(1, Relaxed);
         let (unanswered, members) = (before as u32 as u64, before >> 32);

@@ -331,6 +331,22 @@ async fn requests_written_one_by_one_while_answers_are_owed_verify() {
     assert!(t.verified(), "8 requests in flight together, written one by one, verify the endpoint");
 }
 
+/// A peer that gathers eight requests, answers the first `n` at once and holds the rest
+/// until the semaphore gives a permit for each.
+async fn answering_the_first(n: usize) -> (Peer, Arc<tokio::sync::Semaphore>) {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = gate.clone();
+    let p = peer(8, Duration::ZERO, move |_, i, _, path| {
+        if i < n {
+            echo(path)
+        } else {
+            Action::Gated(g.clone(), ok(&format!("body of {path}")))
+        }
+    })
+    .await;
+    (p, gate)
+}
+
 /// A connection kept full never ends its batch (new requests join before the last is
 /// answered): two answers read in order, the second written before the first was read,
 /// verify the endpoint while the rest are still owed. Before, verification waited for a
@@ -338,16 +354,7 @@ async fn requests_written_one_by_one_while_answers_are_owed_verify() {
 /// endpoint unverified every time and gave pipelining up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_answers_verify_while_the_rest_of_the_batch_is_still_owed() {
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let g = gate.clone();
-    let p = peer(8, Duration::ZERO, move |_, i, _, path| {
-        if i < 2 {
-            echo(path)
-        } else {
-            Action::Gated(g.clone(), ok(&format!("body of {path}")))
-        }
-    })
-    .await;
+    let (p, gate) = answering_the_first(2).await;
     let t = transport(&p, 1, 8);
     let t2 = t.clone();
     let all = tokio::spawn(async move { fetch_all(&t2, &gets(&EIGHT)).await });
@@ -368,16 +375,7 @@ async fn two_answers_verify_while_the_rest_of_the_batch_is_still_owed() {
 /// One answer of a batch proves nothing yet: the first of eight answered, seven held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_answer_of_a_batch_does_not_verify() {
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let g = gate.clone();
-    let p = peer(8, Duration::ZERO, move |_, i, _, path| {
-        if i < 1 {
-            echo(path)
-        } else {
-            Action::Gated(g.clone(), ok(&format!("body of {path}")))
-        }
-    })
-    .await;
+    let (p, gate) = answering_the_first(1).await;
     let t = transport(&p, 1, 8);
     let mut tasks = Vec::new();
     for path in EIGHT {

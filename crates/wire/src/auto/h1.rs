@@ -179,12 +179,9 @@ impl H1 {
             // request waited for those connections' idle time-out.
             if pipelined {
                 self.pool.nudge();
-            } else {
-                self.bulk_pipeline.nudge();
-            }
-            if pipelined {
                 self.bulk_pipeline.send(req)
             } else {
+                self.bulk_pipeline.nudge();
                 self.pool.send(req)
             }
         } else {
