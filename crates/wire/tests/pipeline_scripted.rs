@@ -349,9 +349,8 @@ async fn answering_the_first(n: usize) -> (Peer, Arc<tokio::sync::Semaphore>) {
 
 /// A connection kept full never ends its batch (new requests join before the last is
 /// answered): two answers read in order, the second written before the first was read,
-/// verify the endpoint while the rest are still owed. Before, verification waited for a
-/// batch's last answer, and under a steady load of small GETs auto's probe found the
-/// endpoint unverified every time and gave pipelining up.
+/// verify the endpoint while the rest are still owed (a verdict that waited for the
+/// batch's last answer never came under a steady load).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_answers_verify_while_the_rest_of_the_batch_is_still_owed() {
     let (p, gate) = answering_the_first(2).await;
